@@ -1,0 +1,1 @@
+"""Metrics and reports over the store (built in a later issue)."""

@@ -1,0 +1,52 @@
+"""Errors a user can cause or fix.
+
+Library code raises these; the CLI turns them into one clear line and a non-zero exit,
+so a user mistake never shows a traceback.
+"""
+from __future__ import annotations
+
+
+class MminaError(Exception):
+    """Base of every error meant for the user; ``str(error)`` is the one-line message."""
+
+    exit_code = 1
+
+
+class StoreError(MminaError):
+    """The store cannot be opened, read or written."""
+
+
+class StoreNotFoundError(StoreError):
+    """The store directory does not exist."""
+
+
+class NotAStoreError(StoreError):
+    """A directory exists but is not an mmina store."""
+
+
+class SchemaVersionError(StoreError):
+    """A file or store was written by a newer mmina than this one."""
+
+
+class CorruptFileError(StoreError):
+    """A Parquet file in the store cannot be read."""
+
+
+class QueryError(MminaError):
+    """A SQL query failed or is not allowed (``mmina sql`` is read-only)."""
+
+
+class TaskError(MminaError):
+    """A task file is missing or not in the MMInA format."""
+
+
+class ActionParseError(MminaError):
+    """Model output or an action string does not follow the action grammar."""
+
+
+class BrowserNotFoundError(MminaError):
+    """No Chromium executable could be found."""
+
+
+class AgentError(MminaError):
+    """An agent could not be created or failed to produce an action."""

@@ -1,0 +1,1 @@
+"""Replay from the archive and re-scoring (built in a later issue)."""

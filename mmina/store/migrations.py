@@ -1,0 +1,62 @@
+"""Named, recorded schema migrations: how files of an older version are read today.
+
+Each migration lifts one table from ``from_version`` to ``from_version + 1`` twice over:
+as an Arrow function (for mmina's own reader) and as a SQL template (for the DuckDB
+views, where ``{inner}`` is the older files' relation). Purely additive changes need no
+migration at all: missing columns read as nulls.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from mmina.errors import SchemaVersionError
+from mmina.schema import SCHEMA_VERSION, Table
+
+
+@dataclass(frozen=True)
+class Migration:
+    table: str
+    from_version: int
+    description: str
+    upgrade: Callable[[pa.Table], pa.Table]
+    view_sql: str = "SELECT * FROM ({inner})"
+
+
+MIGRATIONS: tuple[Migration, ...] = ()
+"""The migrations of the released schema versions, oldest first (none yet: version 1 is the first)."""
+
+
+def check_readable(version: int, where: str) -> None:
+    """Refuse data written by a newer mmina: guessing its meaning could corrupt analyses."""
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has store schema version {version}, but this mmina reads up to version "
+            f"{SCHEMA_VERSION}; upgrade mmina (pip install -U mmina)"
+        )
+
+
+def chain(table: Table, from_version: int, migrations: Sequence[Migration] = MIGRATIONS) -> list[Migration]:
+    """The migrations that lift ``table`` from ``from_version`` to the current version."""
+    steps = {m.from_version: m for m in migrations if m.table == table.name}
+    return [steps[v] for v in range(from_version, SCHEMA_VERSION) if v in steps]
+
+
+def upgrade(table: Table, data: pa.Table, from_version: int, migrations: Sequence[Migration] = MIGRATIONS) -> pa.Table:
+    """Apply the migration chain, then conform to the current schema (missing columns as nulls)."""
+    for migration in chain(table, from_version, migrations):
+        data = migration.upgrade(data)
+    return conform(table, data)
+
+
+def conform(table: Table, data: pa.Table) -> pa.Table:
+    """Exactly the current columns, in order, with the current types."""
+    columns = []
+    for field in table.schema:
+        if field.name in data.column_names:
+            columns.append(data.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(data.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=table.schema)

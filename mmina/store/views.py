@@ -1,0 +1,116 @@
+"""DuckDB views named after the store's tables, for ``mmina sql`` and users' own sessions.
+
+Files are routed by the schema version in their name: current files are read as they are,
+older ones through their migrations' SQL, and all are unioned by column name. Steps and
+requests of uncommitted episodes (a writer killed between renames) are filtered out.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from mmina.errors import CorruptFileError, QueryError, StoreError
+from mmina.schema import SCHEMA_VERSION, TABLES, Table
+from mmina.store.layout import data_files, file_version, glob_pattern
+from mmina.store.migrations import chain
+from mmina.store.store import EPISODE_CHILDREN, Store
+
+CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
+    "episode_hops": (
+        "One row per episode per hop: the hop's keyword, whether live tracking completed it, and at which step.",
+        """
+        SELECT e.run_id, e.episode_id, e.task_id, h.hop_index, t.n_hops,
+               t.procedure[h.hop_index + 1] AS keyword,
+               h.hop_index < e.hops_completed AS completed,
+               CASE WHEN h.hop_index < e.hops_completed THEN e.hop_steps[h.hop_index + 1] END AS completed_step
+        FROM episodes e
+        JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
+        CROSS JOIN LATERAL (SELECT unnest(range(e.n_hops)) AS hop_index) h
+        """,
+    ),
+    "hop_buckets": (
+        "One row per episode with its hop-count bucket (`1`, `2-4`, `5+`) as the MMInA paper groups tasks.",
+        """
+        SELECT e.*, CASE WHEN e.n_hops <= 1 THEN '1' WHEN e.n_hops <= 4 THEN '2-4' ELSE '5+' END AS bucket
+        FROM episodes e
+        """,
+    ),
+}
+
+
+def duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type name of an Arrow type used in the schema (for typed empty views)."""
+    if pa.types.is_list(arrow_type):
+        return f"{duckdb_type(arrow_type.value_type)}[]"
+    if pa.types.is_struct(arrow_type):
+        fields = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in arrow_type)
+        return f"STRUCT({fields})"
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMPTZ" if arrow_type.tz else "TIMESTAMP"
+    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
+              pa.bool_(): "BOOLEAN", pa.binary(): "BLOB"}
+    return simple[arrow_type]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _read_parquet(root: Path, table: Table, version: int) -> str:
+    hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
+    return f"SELECT * FROM read_parquet({_quote(glob_pattern(root, table, version))}, union_by_name = true{hive})"
+
+
+def _empty(table: Table) -> str:
+    columns = [f"NULL::{duckdb_type(c.type)} AS \"{c.name}\"" for c in table.columns]
+    if table.partitioned_by_run:
+        columns.append('NULL::VARCHAR AS "run_id"')
+    return f"SELECT {', '.join(columns)} WHERE false"
+
+
+def table_sql(store: Store, table: Table) -> str:
+    """The SELECT behind one table's view, over every version of its files present."""
+    versions = sorted({file_version(p) for p in data_files(store.root, table)})
+    if not versions:
+        return _empty(table)
+    parts = []
+    for version in versions:
+        sql = _read_parquet(store.root, table, version)
+        for migration in chain(table, version, store.migrations):
+            sql = migration.view_sql.format(inner=sql)
+        parts.append(sql)
+    body = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+    if table in EPISODE_CHILDREN:
+        body = f"SELECT * FROM ({body}) WHERE episode_id IN (SELECT episode_id FROM episodes)"
+    return body
+
+
+def views_sql(store: Store) -> list[str]:
+    """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB."""
+    statements = [f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t)}" for t in TABLES.values()]
+    statements += [f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()]
+    return statements
+
+
+def connect(store: Store) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the store's views (the store is only read)."""
+    if store.marker_version() > SCHEMA_VERSION:
+        raise StoreError(f"store {store.root} needs a newer mmina")
+    connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
+    for statement in views_sql(store):
+        try:
+            connection.execute(statement)
+        except duckdb.Error as exc:
+            raise read_error(exc) from None
+    return connection
+
+
+def read_error(exc: duckdb.Error) -> Exception:
+    """A DuckDB error as one line: unreadable store files point to ``store verify``."""
+    message = str(exc).splitlines()[0]
+    lowered = message.lower()
+    if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
+        return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
+    return QueryError(message)

@@ -1,0 +1,176 @@
+"""MMInA tasks: loading the official JSON format, hops, and live hop tracking.
+
+The official files count the END marker in ``cnt_hop`` and end ``procedure`` with
+``"end"``; a task's hops are the procedure entries before that marker.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mmina.errors import TaskError
+
+END = "end"
+START_URL_SEPARATOR = " |AND| "
+SUITE_FOLDERS = ("normal", "multi567", "compare", "multipro", "shopping", "wikipedia")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop: the site keyword that the official runner looks for in the URL."""
+
+    index: int
+    keyword: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A normalized MMInA task; ``original`` keeps the file's JSON untouched."""
+
+    task_id: str
+    suite: str
+    intent: str
+    start_urls: tuple[str, ...]
+    eval_types: tuple[str, ...]
+    reference_answers: dict[str, Any]
+    reference_url: str
+    cnt_hop: int
+    procedure: tuple[str, ...]
+    city: str
+    flight: str
+    shop: str
+    original: dict[str, Any] = field(repr=False)
+    sha256: str = ""
+
+    @property
+    def hops(self) -> tuple[Hop, ...]:
+        keywords = self.procedure[:-1] if self.procedure and self.procedure[-1] == END else self.procedure
+        return tuple(Hop(i, k) for i, k in enumerate(keywords))
+
+    @property
+    def n_hops(self) -> int:
+        return len(self.hops)
+
+    @property
+    def reference_script(self) -> list[dict[str, Any]] | None:
+        """The fixture suites' oracle steps (an mmina extension of the format), if any."""
+        return self.original.get("reference_script")
+
+    @property
+    def original_json(self) -> str:
+        return json.dumps(self.original, sort_keys=True, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class TaskSuite:
+    """The tasks of one suite path, with a checksum so a run records exactly what it ran."""
+
+    name: str
+    path: str
+    tasks: tuple[Task, ...]
+    sha256: str
+
+    def select(self, task_ids: list[str] | None) -> "TaskSuite":
+        """The sub-suite with only ``task_ids`` (all tasks when None); unknown ids are an error."""
+        if not task_ids:
+            return self
+        by_id = {t.task_id: t for t in self.tasks}
+        missing = [t for t in task_ids if t not in by_id]
+        if missing:
+            raise TaskError(f"unknown task id(s) {', '.join(missing)} in suite {self.name}")
+        return TaskSuite(self.name, self.path, tuple(by_id[t] for t in task_ids), self.sha256)
+
+
+def builtin_suite_path() -> Path:
+    """The fixture task suite shipped inside the package."""
+    return Path(str(resources.files("mmina.fixtures") / "tasks"))
+
+
+def load_suite(path: str | Path | None = None) -> TaskSuite:
+    """Load every task file under ``path`` (a folder or one JSON file); default: built-in."""
+    root = Path(path) if path is not None else builtin_suite_path()
+    if not root.exists():
+        raise TaskError(f"task path {root} does not exist")
+    files = [root] if root.is_file() else sorted(root.rglob("*.json"), key=_natural_key(root))
+    if not files:
+        raise TaskError(f"no task files (*.json) under {root}")
+    base = root.parent if root.is_file() else root
+    tasks = tuple(load_task(f, base) for f in files)
+    digest = hashlib.sha256("".join(f"{t.task_id}:{t.sha256}\n" for t in tasks).encode()).hexdigest()
+    return TaskSuite("builtin" if path is None else root.name, str(root), tasks, digest)
+
+
+def _natural_key(root: Path):
+    def key(path: Path) -> tuple:
+        rel = path.relative_to(root).with_suffix("")
+        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in rel.parts)
+
+    return key
+
+
+def load_task(path: Path, root: Path) -> Task:
+    """Parse one official MMInA task file; the task id is its path below ``root``."""
+    try:
+        data = path.read_bytes()
+        raw = json.loads(data)
+    except (OSError, ValueError) as exc:
+        raise TaskError(f"cannot read task file {path}: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("intent"), str):
+        raise TaskError(f"task file {path} is not an MMInA task (no 'intent')")
+    task_id = path.relative_to(root).with_suffix("").as_posix()
+    return task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest())
+
+
+def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
+    """Normalize the official fields; missing optional fields get empty values."""
+    evaluation = raw.get("eval") or {}
+    procedure = tuple(str(p).lower() for p in raw.get("procedure") or ())
+    cnt_hop = int(raw.get("cnt_hop") or len(procedure) or 1)
+    return Task(
+        task_id=task_id,
+        suite=task_id.split("/")[0] if "/" in task_id else "",
+        intent=raw["intent"],
+        start_urls=tuple(u.strip() for u in str(raw.get("start_url", "")).split(START_URL_SEPARATOR) if u.strip()),
+        eval_types=tuple(evaluation.get("eval_types") or ()),
+        reference_answers=dict(evaluation.get("reference_answers") or {}),
+        reference_url=str(evaluation.get("reference_url") or ""),
+        cnt_hop=cnt_hop,
+        procedure=procedure,
+        city=str(raw.get("city") or ""),
+        flight=str(raw.get("flight") or ""),
+        shop=str(raw.get("shop") or ""),
+        original=raw,
+        sha256=sha256,
+    )
+
+
+class HopTracker:
+    """Live hop queue: only the head hop can complete, at most one per observed step.
+
+    The live condition is the URL rule (the hop's keyword in the lowercased URL); the
+    evaluators of ``mmina rescore`` decide final verdicts from the stored trajectory.
+    """
+
+    def __init__(self, task: Task) -> None:
+        self.hops = task.hops
+        self.completed_at: list[int] = []
+
+    @property
+    def current(self) -> int:
+        """Index of the hop at the head of the queue (== number of hops at END)."""
+        return len(self.completed_at)
+
+    @property
+    def done(self) -> bool:
+        return self.current >= len(self.hops)
+
+    def observe(self, url: str, step_index: int) -> bool:
+        """Record the URL seen after a step; True when it completed the head hop."""
+        if self.done or self.hops[self.current].keyword not in url.lower():
+            return False
+        self.completed_at.append(step_index)
+        return True
