@@ -161,3 +161,10 @@ def extract_action_text(output: str) -> str:
 def parse_model_output(output: str) -> Action:
     """Parse an LLM reply into an action (marker, fenced block, grammar)."""
     return parse_action(extract_action_text(output))
+
+
+def parse_agent_output(output: str) -> Action:
+    """Model replies (marker and fenced block) and plain action text both parse."""
+    if SUMMARY_MARKER in output or "```" in output:
+        return parse_model_output(output)
+    return parse_action(output)

@@ -48,7 +48,7 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
         fields = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in arrow_type)
         return f"STRUCT({fields})"
     if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMPTZ" if arrow_type.tz else "TIMESTAMP"
+        return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz else "TIMESTAMP"
     simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
               pa.bool_(): "BOOLEAN", pa.binary(): "BLOB"}
     return simple[arrow_type]

@@ -1,0 +1,34 @@
+"""The ``mmina`` command line: a thin layer over the library (one module per command group)."""
+from __future__ import annotations
+
+import click
+
+from mmina import __version__
+from mmina.cli.common import MminaGroup
+
+
+@click.group(cls=MminaGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="mmina")
+def cli() -> None:
+    """Record, replay, re-score and analyse web agents on multihop, multimodal (MMInA) tasks.
+
+    \b
+    Example (record the built-in suite with the oracle agent, then query it):
+      mmina record
+      mmina sql "select task_id, hops_completed, n_hops from episodes"
+    """
+
+
+def _register() -> None:
+    from mmina.cli import record, sql, store
+
+    cli.add_command(record.record)
+    cli.add_command(sql.sql)
+    cli.add_command(store.store)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="mmina")

@@ -1,0 +1,111 @@
+"""What every command shares: the store option, output formats, rendering, errors."""
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mmina.errors import MminaError
+from mmina.store import STORE_ENV, Store, resolve_store_path
+
+FORMATS = ("table", "csv", "json")
+
+stdout = Console(soft_wrap=False)
+stderr = Console(stderr=True)
+
+
+class MminaGroup(click.Group):
+    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MminaError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+def store_option(func):
+    return click.option(
+        "--store", "store_path", metavar="DIR", default=None,
+        help=f"Store directory (default: ${STORE_ENV}, else ./mmina-store).",
+    )(func)
+
+
+def format_option(*choices: str):
+    def decorator(func):
+        return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default=(choices or FORMATS)[0],
+                            show_default=True, help="Output format; json and csv are meant for scripts.")(func)
+
+    return decorator
+
+
+def open_store(store_path: str | None) -> Store:
+    return Store.open(resolve_store_path(store_path))
+
+
+def jsonable(value: Any) -> Any:
+    """Values DuckDB and Arrow return, as JSON: timestamps in ISO 8601, bytes in base64."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
+
+
+def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, title: str | None = None) -> None:
+    """Print rows as a terminal table, CSV, or a JSON list of objects."""
+    if fmt == "json":
+        print_json([dict(zip(columns, row)) for row in rows])
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([_cell(v) for v in row] for row in rows)
+    else:
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(_cell(v) for v in row))
+        stdout.print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(jsonable(value), ensure_ascii=False)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(bytes(value))} bytes>"
+    return str(jsonable(value))
+
+
+def human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"

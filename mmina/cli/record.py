@@ -1,0 +1,105 @@
+"""``mmina record``: run an agent on tasks in a real browser and store every step."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mmina.budget import Limits
+from mmina.cli.common import format_option, print_json, render_rows, stderr, stdout, store_option
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.episode import EpisodeResult
+from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.store import resolve_store_path
+from mmina.tasks import Task
+
+
+def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter("use WIDTHxHEIGHT, e.g. 1280x2048") from None
+    if width <= 0 or height <= 0:
+        raise click.BadParameter("width and height must be positive")
+    return width, height
+
+
+@click.command()
+@store_option
+@click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format (default: the built-in fixture suite).")
+@click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
+@click.option("--agent", default="oracle", show_default=True, help="oracle, or module:Class for your own agent.")
+@click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
+@click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
+@click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
+@click.option("--browser", "browser_path", metavar="PATH", help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots.")
+@click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
+@format_option("table", "json")
+def record(store_path: str | None, tasks_path: str | None, task_ids: tuple[str, ...], agent: str, run_id: str | None,
+           resume: bool, max_steps: int, viewport: tuple[int, int], browser_path: str | None, no_screenshots: bool,
+           drift: int, fmt: str) -> None:
+    """Record an agent on tasks in Chromium: every step's observation, action and network trace.
+
+    With no options, records the built-in fixture suite with the oracle agent into the
+    default store, starting and stopping the local fixture web itself.
+
+    \b
+    Examples:
+      mmina record
+      mmina record --task normal/1 --store /tmp/demo-store
+      mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
+      mmina record --run-id nightly --resume
+    """
+    config = RecordConfig(
+        store=resolve_store_path(store_path), tasks=tasks_path, task_ids=task_ids, agent=agent, run_id=run_id,
+        resume=resume, limits=Limits(max_steps=max_steps), drift=drift,
+        browser=BrowserConfig(executable=browser_path, viewport_width=viewport[0], viewport_height=viewport[1],
+                              screenshots=not no_screenshots),
+    )
+    summary = _record_with_progress(config)
+    if fmt == "json":
+        print_json({**asdict(summary), "finished": len(summary.episodes)})
+    else:
+        _print_summary(summary)
+
+
+def _record_with_progress(config: RecordConfig) -> RunSummary:
+    """A live progress bar on a terminal; one line per episode in logs (no TTY)."""
+    if not stderr.is_terminal:
+        done = [0, 0]
+
+        def log_start(run_id: str, total: int) -> None:
+            done[1] = total
+            stderr.print(f"recording run {run_id}: {total} task(s)")
+
+        def log_episode(task: Task, result: EpisodeResult) -> None:
+            done[0] += 1
+            stderr.print(f"[{done[0]}/{done[1]}] {task.task_id}: {result.status}, {result.stop_reason}, "
+                         f"{result.hops_completed}/{result.n_hops} hops, {result.n_steps} steps")
+
+        return record_run(config, on_start=log_start, on_episode=log_episode)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        bar = progress.add_task("recording", total=None)
+
+        def on_start(run_id: str, total: int) -> None:
+            progress.update(bar, description=f"run {run_id}", total=total)
+
+        return record_run(config, on_start=on_start, on_episode=lambda _task, _result: progress.advance(bar))
+
+
+def _print_summary(summary: RunSummary) -> None:
+    rows = [(e.task_id, e.status, e.stop_reason, f"{e.hops_completed}/{e.n_hops}", e.n_steps,
+             e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
+    render_rows(["task", "status", "stop", "hops", "steps", "answer", "error"], rows, "table",
+                title=f"run {summary.run_id}")
+    if summary.skipped:
+        stdout.print(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    full = sum(e.hops_completed == e.n_hops for e in summary.episodes)
+    stdout.print(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s, {full} with every hop "
+                 f"completed; stored in {Path(summary.store)}")
+    stdout.print(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')

@@ -1,0 +1,98 @@
+"""Observations: what the agent sees at a step, and the pure flattening of the browser's
+accessibility snapshot into the ``[id] role 'name'`` text that WebArena and MMInA show.
+
+Playwright's ``aria_snapshot(mode="ai")`` marks elements with refs such as ``[ref=e12]``
+or, after navigations, ``[ref=f3e12]``. The agent sees small integers instead (``[12]``),
+handed out by an :class:`ElementIds` per episode so an element keeps its id across steps.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_LINE = re.compile(r"^(?P<indent>\s*)- (?P<body>.*)$")
+_REF = re.compile(r"\s*\[ref=(?P<ref>[A-Za-z0-9]+)\]")
+_NOISE = re.compile(r"\s*\[cursor=pointer\]")
+_HEAD = re.compile(r'^(?P<role>[A-Za-z/][\w/-]*)(?:\s+"(?P<name>(?:[^"\\]|\\.)*)")?')
+
+
+@dataclass(frozen=True)
+class Element:
+    """An element the agent can act on: its id as shown, ARIA role and accessible name."""
+
+    id: str
+    role: str
+    name: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class Tab:
+    url: str
+    title: str
+
+
+@dataclass
+class Observation:
+    """Everything an agent may use to choose its next action."""
+
+    step_index: int
+    url: str
+    title: str
+    tabs: list[Tab]
+    active_tab: int
+    tree_text: str
+    elements: list[Element] = field(default_factory=list)
+    screenshot: bytes | None = None
+    intent: str = ""
+
+    def find(self, role: str, name: str) -> Element | None:
+        """The first element with this role and exact accessible name."""
+        return next((e for e in self.elements if e.role == role and e.name == name), None)
+
+
+class ElementIds:
+    """Stable integer ids for the browser's element refs, one registry per episode."""
+
+    def __init__(self) -> None:
+        self._by_ref: dict[str, str] = {}
+        self._by_id: dict[str, str] = {}
+
+    def id_for(self, ref: str) -> str:
+        if ref not in self._by_ref:
+            element = str(len(self._by_ref) + 1)
+            self._by_ref[ref], self._by_id[element] = element, ref
+        return self._by_ref[ref]
+
+    def ref_for(self, element: str) -> str | None:
+        """The browser ref an agent's id names; None for an id never shown."""
+        return self._by_id.get(element)
+
+
+def flatten_snapshot(snapshot: str, ids: ElementIds) -> tuple[str, list[Element]]:
+    """Turn an ``aria_snapshot(mode="ai")`` into agent text and the list of addressable elements."""
+    lines, elements = [], []
+    for raw in snapshot.splitlines():
+        match = _LINE.match(raw)
+        if not match:
+            if raw.strip():
+                lines.append(raw.strip())
+            continue
+        depth = len(match["indent"]) // 2
+        body = _NOISE.sub("", match["body"]).rstrip()
+        body = body[:-1] if body.endswith(":") else body
+        ref = _REF.search(body)
+        if ref:
+            body = _REF.sub("", body)
+            element = _element(ids.id_for(ref["ref"]), body, depth)
+            elements.append(element)
+            body = f"[{element.id}] {body}"
+        lines.append("\t" * depth + body)
+    return "\n".join(lines), elements
+
+
+def _element(element: str, body: str, depth: int) -> Element:
+    head = _HEAD.match(body)
+    role = head["role"] if head else body.split(" ")[0]
+    name = head["name"] if head and head["name"] is not None else ""
+    return Element(element, role, name.replace('\\"', '"'), depth)

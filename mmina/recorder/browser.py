@@ -1,0 +1,251 @@
+"""The browser: finding Chromium, one context per episode, observing and acting.
+
+This module and ``har.py`` are the only recorder modules that touch Playwright.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from playwright.sync_api import Browser, BrowserContext, Error as PlaywrightError, Page, Playwright, sync_playwright
+
+from mmina.actions import Action, ActionKind
+from mmina.errors import BrowserNotFoundError, MminaError
+from mmina.observation import ElementIds, Observation, Tab, flatten_snapshot
+
+BROWSER_ENV = "MMINA_CHROMIUM"
+SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
+SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
+QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
+ACTION_TIMEOUT_MS = 5_000
+NAVIGATION_TIMEOUT_MS = 20_000
+SETTLE_MAX_S = 3.0
+SETTLE_QUIET_S = 0.05
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    executable: str | None = None
+    viewport_width: int = 1280
+    viewport_height: int = 2048
+    screenshots: bool = True
+    jpeg_quality: int = 80
+    extra_args: tuple[str, ...] = ()
+
+
+def find_chromium(explicit: str | None, playwright: Playwright) -> str:
+    """An explicit setting, else Playwright's own browser, else the system's Chromium."""
+    explicit = explicit or os.environ.get(BROWSER_ENV)
+    if explicit:
+        if not Path(explicit).is_file():
+            raise BrowserNotFoundError(f"browser executable {explicit} does not exist")
+        return explicit
+    candidates = [playwright.chromium.executable_path, *SYSTEM_CHROMIUMS]
+    candidates += [shutil.which(c) or "" for c in SYSTEM_COMMANDS]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise BrowserNotFoundError(
+        "no Chromium found: install it (apt-get install -y chromium, or playwright install chromium) "
+        f"or point {BROWSER_ENV} / --browser at the executable"
+    )
+
+
+class BrowserSession:
+    """One Chromium process for a run; each episode gets a fresh context."""
+
+    def __init__(self, config: BrowserConfig) -> None:
+        self.config = config
+        self._playwright = sync_playwright().start()
+        try:
+            executable = find_chromium(config.executable, self._playwright)
+            self.browser: Browser = self._playwright.chromium.launch(
+                executable_path=executable, args=[*QUIET_ARGS, *config.extra_args]
+            )
+        except PlaywrightError as exc:
+            self._playwright.stop()
+            raise BrowserNotFoundError(f"cannot start Chromium: {str(exc).splitlines()[0]}") from None
+        except BaseException:
+            self._playwright.stop()
+            raise
+
+    @property
+    def version(self) -> str:
+        return f"chromium {self.browser.version}"
+
+    def episode(self, har_path: Path) -> "EpisodeBrowser":
+        context = self.browser.new_context(
+            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+            locale="en-US",
+            timezone_id="UTC",
+            service_workers="block",
+            record_har_path=str(har_path),
+            record_har_content="attach",
+        )
+        return EpisodeBrowser(context, self.config)
+
+    def close(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self._playwright.stop()
+
+
+class ActionFailed(MminaError):
+    """An action could not be executed; recorded on the step, the episode goes on."""
+
+
+class EpisodeBrowser:
+    """The tabs of one episode: observe the active one, execute actions on it."""
+
+    def __init__(self, context: BrowserContext, config: BrowserConfig) -> None:
+        self.context, self.config = context, config
+        context.set_default_timeout(ACTION_TIMEOUT_MS)
+        context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+        self._in_flight = 0
+        self._last_activity = time.monotonic()
+        for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
+            context.on(event, lambda _r, d=delta: self._count(d))
+        context.on("page", self._on_page)
+        self.pages: list[Page] = []
+        self.active = 0
+        self.secrets: list[str] = []
+        self.ids = ElementIds()
+
+    def _count(self, delta: int) -> None:
+        self._in_flight = max(0, self._in_flight + delta)
+        self._last_activity = time.monotonic()
+
+    def _on_page(self, page: Page) -> None:
+        """New tabs (``new_tab`` or a link opening one) become the active tab."""
+        self.pages.append(page)
+        self.active = len(self.pages) - 1
+
+    @property
+    def page(self) -> Page:
+        return self.pages[self.active]
+
+    def open(self, urls: tuple[str, ...]) -> None:
+        """Open the task's start URLs, one tab each, the first one active."""
+        for url in urls or ("about:blank",):
+            self.context.new_page().goto(url)
+        self.active = 0
+        self.page.bring_to_front()
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait until the page loaded and the network has been quiet briefly (XHR content)."""
+        try:
+            self.page.wait_for_load_state("load")
+        except PlaywrightError:
+            pass
+        deadline = time.monotonic() + SETTLE_MAX_S
+        while time.monotonic() < deadline:
+            if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
+                return
+            self.page.wait_for_timeout(10)
+
+    def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
+        """Capture the observation of the active tab, timing each part in milliseconds."""
+        started = time.perf_counter()
+        snapshot = self.page.aria_snapshot(mode="ai")
+        tree_done = time.perf_counter()
+        screenshot = self._screenshot()
+        shot_done = time.perf_counter()
+        tree_text, elements = flatten_snapshot(snapshot, self.ids)
+        tabs = [Tab(p.url, _title(p)) for p in self.pages]
+        observation = Observation(step_index, self.page.url, tabs[self.active].title, tabs, self.active,
+                                  tree_text, elements, screenshot, intent)
+        timings = {"tree_ms": (tree_done - started) * 1e3, "screenshot_ms": (shot_done - tree_done) * 1e3,
+                   "observe_ms": (time.perf_counter() - started) * 1e3}
+        return observation, timings
+
+    def _screenshot(self) -> bytes | None:
+        if not self.config.screenshots:
+            return None
+        return self.page.screenshot(type="jpeg", quality=self.config.jpeg_quality)
+
+    def execute(self, action: Action) -> None:
+        """Run one action on the browser; raises :class:`ActionFailed` with a one-line reason."""
+        try:
+            _EXECUTORS[action.kind](self, action)
+        except PlaywrightError as exc:
+            raise ActionFailed(str(exc).splitlines()[0]) from None
+        self.settle()
+
+    def locate(self, element: str | None):
+        if element is None:
+            raise ActionFailed("the action names no element")
+        ref = self.ids.ref_for(element)
+        locator = self.page.locator(f"aria-ref={ref}") if ref else None
+        if locator is None or locator.count() == 0:
+            raise ActionFailed(f"element [{element}] is not on the current page")
+        return locator
+
+    def close(self) -> None:
+        """Close the context; this also writes the HAR file."""
+        self.context.close()
+
+
+def _title(page: Page) -> str:
+    try:
+        return page.title()
+    except PlaywrightError:
+        return ""
+
+
+def _type(browser: EpisodeBrowser, action: Action) -> None:
+    locator = browser.locate(action.element_id)
+    text = action.text or ""
+    if locator.evaluate("e => e.tagName") == "SELECT":
+        locator.select_option(label=text)
+        return
+    if locator.evaluate("e => e.type") == "password":
+        browser.secrets.append(text)
+    locator.fill(text)
+    if action.press_enter:
+        locator.press("Enter")
+
+
+def _scroll(browser: EpisodeBrowser, action: Action) -> None:
+    sign = -1 if action.direction == "up" else 1
+    browser.page.evaluate(f"window.scrollBy(0, {sign} * window.innerHeight)")
+
+
+def _tab_focus(browser: EpisodeBrowser, action: Action) -> None:
+    index = action.tab_index or 0
+    if not 0 <= index < len(browser.pages):
+        raise ActionFailed(f"there is no tab {index} (open tabs: {len(browser.pages)})")
+    browser.active = index
+    browser.page.bring_to_front()
+
+
+def _close_tab(browser: EpisodeBrowser, action: Action) -> None:
+    if len(browser.pages) == 1:
+        raise ActionFailed("cannot close the last tab")
+    browser.pages.pop(browser.active).close()
+    browser.active = len(browser.pages) - 1
+    browser.page.bring_to_front()
+
+
+def _new_tab(browser: EpisodeBrowser, action: Action) -> None:
+    browser.context.new_page()
+
+
+_EXECUTORS = {
+    ActionKind.CLICK: lambda b, a: b.locate(a.element_id).click(),
+    ActionKind.HOVER: lambda b, a: b.locate(a.element_id).hover(),
+    ActionKind.TYPE: _type,
+    ActionKind.PRESS: lambda b, a: b.page.keyboard.press(a.key or ""),
+    ActionKind.SCROLL: _scroll,
+    ActionKind.NEW_TAB: _new_tab,
+    ActionKind.TAB_FOCUS: _tab_focus,
+    ActionKind.CLOSE_TAB: _close_tab,
+    ActionKind.GOTO: lambda b, a: b.page.goto(a.url or "about:blank"),
+    ActionKind.GO_BACK: lambda b, a: b.page.go_back(),
+    ActionKind.GO_FORWARD: lambda b, a: b.page.go_forward(),
+    ActionKind.STOP: lambda b, a: None,
+}

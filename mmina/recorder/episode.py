@@ -1,0 +1,169 @@
+"""One episode: open the task, loop observe → act → execute under budgets, store it all."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Error as PlaywrightError
+
+from mmina.actions import Action, ActionKind, parse_agent_output
+from mmina.agents import Agent, AgentReply, ScriptEnd
+from mmina.budget import Budget, Limits
+from mmina.errors import MminaError
+from mmina.observation import Observation
+from mmina.recorder.browser import BrowserSession, EpisodeBrowser
+from mmina.recorder.har import request_rows
+from mmina.redact import clean_text
+from mmina.store import EpisodeWriter
+from mmina.tasks import HopTracker, Task
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    episode_id: str
+    task_id: str
+    status: str
+    stop_reason: str
+    final_answer: str | None
+    n_steps: int
+    n_hops: int
+    hops_completed: int
+    duration_ms: float
+    error: str | None
+
+
+def new_episode_id(task: Task) -> str:
+    return f"{task.task_id.replace('/', '-')}-{uuid.uuid4().hex[:16]}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class EpisodeRecorder:
+    """Records one attempt at one task into an :class:`EpisodeWriter`."""
+
+    def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
+                 limits: Limits, workdir: Path) -> None:
+        self.session, self.agent, self.task, self.writer = session, agent, task, writer
+        self.budget = Budget(limits)
+        self.tracker = HopTracker(task)
+        self.har = workdir / f"{writer.episode_id}.har.zip"
+        self.step_starts: list[datetime] = []
+        self.tokens = [0, 0]
+        self.cost = 0.0
+
+    def record(self, attempt: int) -> EpisodeResult:
+        started, clock = _now(), time.perf_counter()
+        browser = self.session.episode(self.har)
+        status, error, stop_reason, answer = "completed", None, "error", None
+        try:
+            browser.open(self.task.start_urls)
+            self.agent.reset(self.task)
+            stop_reason, answer = self._loop(browser)
+        except (MminaError, PlaywrightError) as exc:
+            status, error = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finally:
+            browser.close()
+        self.writer.add_requests(request_rows(self.har, self.step_starts, self.writer.put_blob, browser.secrets))
+        self.har.unlink(missing_ok=True)
+        duration = (time.perf_counter() - clock) * 1e3
+        result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason,
+                               clean_text(answer, browser.secrets), self.budget.steps, self.task.n_hops,
+                               self.tracker.current, duration, error)
+        self.writer.commit(self._episode_row(result, attempt, started))
+        return result
+
+    def _loop(self, browser: EpisodeBrowser) -> tuple[str, str | None]:
+        while True:
+            self.step_starts.append(_now())
+            observation, timings = browser.observe(self.budget.steps, self.task.intent)
+            completed = self.tracker.observe(observation.url, observation.step_index)
+            agent_start = time.perf_counter()
+            try:
+                reply = _as_reply(self.agent.act(observation))
+            except ScriptEnd:
+                self.step_starts.pop()
+                return "script_end", None
+            timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
+            action, error = self._run_action(browser, reply, timings)
+            self._store_step(observation, reply, action, error, completed, timings, browser.secrets)
+            self.budget.record(action.render() if action else None)
+            if action is not None and action.kind is ActionKind.STOP:
+                return "stop", action.answer
+            if self.budget.exceeded:
+                return self.budget.exceeded, None
+
+    def _run_action(self, browser: EpisodeBrowser, reply: AgentReply,
+                    timings: dict[str, float]) -> tuple[Action | None, str | None]:
+        """Parse and execute; both failures are data on the step, not episode errors."""
+        started, action = time.perf_counter(), None
+        try:
+            action = parse_agent_output(reply.output)
+            browser.execute(action)
+            return action, None
+        except MminaError as exc:
+            return action, str(exc)
+        finally:
+            timings["action_ms"] = (time.perf_counter() - started) * 1e3
+
+    def _store_step(self, observation: Observation, reply: AgentReply, action: Action | None, error: str | None,
+                    completed: bool, timings: dict[str, float], secrets: list[str]) -> None:
+        self.tokens[0] += reply.prompt_tokens
+        self.tokens[1] += reply.completion_tokens
+        self.cost += reply.cost_usd
+        screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        config = self.session.config
+        self.writer.add_step({
+            "step_index": observation.step_index,
+            "started_at": self.step_starts[-1],
+            "url": clean_text(observation.url, secrets),
+            "title": observation.title,
+            "tabs": [{"url": clean_text(t.url, secrets), "title": t.title} for t in observation.tabs],
+            "active_tab": observation.active_tab,
+            "tree_text": clean_text(observation.tree_text, secrets),
+            "screenshot": screenshot,
+            "screenshot_width": config.viewport_width if screenshot else None,
+            "screenshot_height": config.viewport_height if screenshot else None,
+            "images": [],
+            "model_output": clean_text(reply.output, secrets),
+            "action": clean_text(action.render(), secrets) if action else None,
+            "action_kind": action.kind.value if action else None,
+            "action_error": error,
+            "hop_index": self.tracker.current,
+            "hop_completed": completed,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "cost_usd": reply.cost_usd,
+            **timings,
+        })
+
+    def _episode_row(self, result: EpisodeResult, attempt: int, started: datetime) -> dict[str, Any]:
+        return {
+            "task_id": result.task_id,
+            "attempt": attempt,
+            "status": result.status,
+            "stop_reason": result.stop_reason,
+            "final_answer": result.final_answer,
+            "n_steps": result.n_steps,
+            "n_hops": result.n_hops,
+            "hops_completed": result.hops_completed,
+            "hop_steps": list(self.tracker.completed_at),
+            "started_at": started,
+            "ended_at": _now(),
+            "duration_ms": result.duration_ms,
+            "prompt_tokens": self.tokens[0],
+            "completion_tokens": self.tokens[1],
+            "cost_usd": self.cost,
+            "error": result.error,
+        }
+
+
+def _as_reply(reply: AgentReply | str) -> AgentReply:
+    """User agents may return plain action text."""
+    return reply if isinstance(reply, AgentReply) else AgentReply(str(reply))
+

@@ -1,0 +1,95 @@
+"""From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted."""
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+import zipfile
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, scrub
+
+PutBlob = Callable[[bytes, str], str]
+
+
+def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
+    """The HAR entries and, for a ``.zip`` archive, the zip holding attached bodies."""
+    if not path.exists():
+        return [], None
+    if path.suffix == ".zip":
+        archive = zipfile.ZipFile(path)
+        return json.loads(archive.read("har.har"))["log"]["entries"], archive
+    return json.loads(path.read_text())["log"]["entries"], None
+
+
+def request_rows(path: Path, step_starts: list[datetime], put_blob: PutBlob, secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """One row per HAR entry, in start order, each assigned to the step whose action issued it."""
+    entries, archive = read_har(path)
+    secrets = list(secrets)
+    try:
+        entries = sorted(entries, key=lambda e: e["startedDateTime"])
+        return [_row(seq, e, step_starts, put_blob, archive, secrets) for seq, e in enumerate(entries)]
+    finally:
+        if archive is not None:
+            archive.close()
+
+
+def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
+         archive: zipfile.ZipFile | None, secrets: list[str]) -> dict[str, Any]:
+    request, response = entry["request"], entry.get("response") or {}
+    started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
+    content = response.get("content") or {}
+    body = _scrub_bytes(_response_body(content, archive), secrets)
+    request_body, request_size = _request_body(request, put_blob, secrets)
+    return {
+        "seq": seq,
+        "step_index": bisect.bisect_right(step_starts, started) - 1,
+        "started_at": started,
+        "method": request.get("method", "GET"),
+        "url": clean_text(request.get("url", ""), secrets) or "",
+        "status": int(response.get("status") or 0),
+        "request_headers": redact_headers((h["name"], h["value"]) for h in request.get("headers", [])),
+        "response_headers": redact_headers((h["name"], h["value"]) for h in response.get("headers", [])),
+        "request_body": request_body,
+        "request_body_size": request_size,
+        "response_body": put_blob(body, content.get("mimeType") or "application/octet-stream") if body else None,
+        "response_body_size": len(body) if body else max(int(content.get("size") or 0), 0),
+        "mime_type": content.get("mimeType") or "",
+        "redirect_url": response.get("redirectURL") or "",
+        "time_ms": float(entry.get("time") or 0.0),
+    }
+
+
+def _response_body(content: dict[str, Any], archive: zipfile.ZipFile | None) -> bytes | None:
+    if archive is not None and content.get("_file"):
+        try:
+            return archive.read(content["_file"])
+        except KeyError:
+            return None
+    text = content.get("text")
+    if text is None:
+        return None
+    if content.get("encoding") == "base64":
+        return base64.b64decode(text)
+    return text.encode()
+
+
+def _scrub_bytes(body: bytes | None, secrets: list[str]) -> bytes | None:
+    """Typed secrets echoed back by a page are removed from stored bodies too."""
+    for secret in secrets:
+        if body and secret:
+            body = body.replace(secret.encode(), REDACTED.encode())
+    return body
+
+
+def _request_body(request: dict[str, Any], put_blob: PutBlob, secrets: list[str]) -> tuple[str | None, int]:
+    post = request.get("postData") or {}
+    text = post.get("text")
+    if not text:
+        return None, 0
+    mime = post.get("mimeType") or "application/octet-stream"
+    clean = scrub(redact_body(text, mime), secrets) or ""
+    return put_blob(clean.encode(), mime), len(text.encode())

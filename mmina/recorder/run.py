@@ -1,0 +1,174 @@
+"""A recording run: tasks in, one committed episode per task out, resumable."""
+from __future__ import annotations
+
+import json
+import platform
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from mmina import __version__
+from mmina.budget import Limits
+from mmina.errors import StoreError
+from mmina.recorder.agents import make_agent
+from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
+from mmina.store import Store
+from mmina.store.layout import check_id
+from mmina.store.store import utcnow
+from mmina.tasks import Task, TaskSuite, load_suite
+
+FIXTURE_SUFFIX = ".mmina.test"
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    store: Path
+    tasks: str | None = None
+    task_ids: tuple[str, ...] = ()
+    agent: str = "oracle"
+    run_id: str | None = None
+    resume: bool = False
+    limits: Limits = field(default_factory=Limits)
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+    drift: int = 0
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    store: str
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+OnEpisode = Callable[[Task, EpisodeResult | None], None]
+
+
+def new_run_id(agent: str) -> str:
+    slug = "".join(c if c.isalnum() else "-" for c in agent.split(":")[-1].lower())[:24]
+    return f"{utcnow():%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
+               on_episode: OnEpisode | None = None) -> RunSummary:
+    """Record every selected task of the suite; with ``resume``, skip tasks already done.
+
+    Everything that can fail on user input (tasks, agent, store path, browser) is checked
+    before the first byte is written, so a mistake leaves the store as it was.
+    """
+    suite = load_suite(config.tasks).select(list(config.task_ids) or None)
+    agent = make_agent(config.agent)
+    if config.run_id:
+        check_id("run id", config.run_id)
+    if Path(config.store).exists():
+        Store.open(config.store)
+    started = time.perf_counter()
+    with _fixture_web(suite.tasks, config.drift) as extra_args, tempfile.TemporaryDirectory(prefix="mmina-") as workdir:
+        session = BrowserSession(replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args)))
+        try:
+            store = Store.open(config.store, create=True)
+            summary, todo = _open_run(store, config, suite, agent.name, session.version)
+            if on_start:
+                on_start(summary.run_id, len(todo))
+            for task in todo:
+                writer = store.episode_writer(summary.run_id, new_episode_id(task))
+                result = EpisodeRecorder(session, agent, task, writer, config.limits, Path(workdir)).record(attempt=1)
+                summary.episodes.append(result)
+                if on_episode:
+                    on_episode(task, result)
+        finally:
+            session.close()
+    summary.duration_s = time.perf_counter() - started
+    return summary
+
+
+def _open_run(store: Store, config: RecordConfig, suite: TaskSuite, agent_name: str,
+              browser_version: str) -> tuple[RunSummary, list[Task]]:
+    """Create the run (or reopen it with ``resume``); returns the tasks still to record."""
+    run_id = _run_id(store, config)
+    row = {**_run_row(config, suite, agent_name), "browser_version": browser_version}
+    created = store.begin_run(run_id, row, [_task_row(t) for t in suite.tasks])
+    if not created and not config.resume:
+        raise StoreError(f"run {run_id} already exists in {store.root}; pass --resume to continue it")
+    done = _finished_tasks(store, run_id)
+    summary = RunSummary(run_id, str(store.root), skipped=[t.task_id for t in suite.tasks if t.task_id in done])
+    return summary, [t for t in suite.tasks if t.task_id not in done]
+
+
+def _run_id(store: Store, config: RecordConfig) -> str:
+    if config.run_id:
+        return config.run_id
+    if config.resume:
+        runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
+        if not runs.num_rows:
+            raise StoreError(f"nothing to resume: {store.root} has no runs")
+        return runs.column("run_id")[0].as_py()
+    return new_run_id(config.agent)
+
+
+def _finished_tasks(store: Store, run_id: str) -> set[str]:
+    return set(store.read("episodes", run_id=run_id, columns=["task_id"]).column("task_id").to_pylist())
+
+
+@contextmanager
+def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
+    """Start the local fixture web when a task starts on it; yields the browser arguments."""
+    if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
+               for t in tasks for u in t.start_urls):
+        yield []
+        return
+    from mmina.fixtures.web import FixtureWeb
+
+    with FixtureWeb(drift=drift) as web:
+        yield web.chromium_args()
+
+
+def _run_row(config: RecordConfig, suite: TaskSuite, agent_name: str) -> dict[str, Any]:
+    settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids),
+                "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift}
+    return {
+        "created_at": utcnow(),
+        "agent": agent_name,
+        "model": None,
+        "config_json": json.dumps(settings, sort_keys=True, default=str),
+        "task_suite": suite.name,
+        "task_suite_path": suite.path,
+        "task_suite_sha256": suite.sha256,
+        "task_count": len(suite.tasks),
+        "mmina_version": __version__,
+        "python_version": platform.python_version(),
+        "playwright_version": version("playwright"),
+        "viewport_width": config.browser.viewport_width,
+        "viewport_height": config.browser.viewport_height,
+        "hostname": socket.gethostname(),
+    }
+
+
+def _task_row(task: Task) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "suite": task.suite,
+        "intent": task.intent,
+        "start_urls": list(task.start_urls),
+        "cnt_hop": task.cnt_hop,
+        "n_hops": task.n_hops,
+        "procedure": list(task.procedure),
+        "eval_types": list(task.eval_types),
+        "reference_answers_json": json.dumps(task.reference_answers, sort_keys=True, ensure_ascii=False),
+        "reference_url": task.reference_url,
+        "city": task.city,
+        "flight": task.flight,
+        "shop": task.shop,
+        "original_json": task.original_json,
+        "task_sha256": task.sha256,
+    }

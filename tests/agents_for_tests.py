@@ -1,0 +1,49 @@
+"""User-style agents (the ``module:Class`` protocol) used by the recorder tests."""
+from __future__ import annotations
+
+from mmina.agents import AgentReply
+from mmina.observation import Observation
+
+
+class MissingThenStop:
+    """Clicks an element that does not exist, then stops: the error must not end the episode."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, observation: Observation) -> str:
+        self.calls += 1
+        return "click [99999]" if self.calls == 1 else "stop [done]"
+
+
+class Repeater:
+    """Scrolls down forever; the repeated-action budget must end the episode."""
+
+    name = "repeater"
+
+    def reset(self, task) -> None:
+        pass
+
+    def act(self, observation: Observation) -> AgentReply:
+        return AgentReply("Thinking... In summary, the next action I will perform is ```scroll [down]```",
+                          prompt_tokens=10, completion_tokens=5, cost_usd=0.001)
+
+
+class Babbler:
+    """Never produces a parseable action."""
+
+    def act(self, observation: Observation) -> str:
+        return "I am not sure what to do."
+
+
+class SecretVisitor:
+    """Visits a URL carrying a token, then stops."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, observation: Observation) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            return "goto [http://shop.mmina.test/search?q=tea&api_key=sk-test-123]"
+        return "stop [ok]"

@@ -1,0 +1,32 @@
+"""Shared test fixtures: a real fixture web, a real Chromium, and one really recorded store."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mmina.fixtures.web import FixtureWeb
+from mmina.recorder.run import RecordConfig, RunSummary, record_run
+
+
+@pytest.fixture(scope="session")
+def fixture_web():
+    with FixtureWeb() as web:
+        yield web
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
+    """The built-in suite recorded once with the oracle agent (read-only for tests)."""
+    store = tmp_path_factory.mktemp("recorded") / "store"
+    summary = record_run(RecordConfig(store=store))
+    return store, summary
+
+
+@pytest.fixture
+def recorded_copy(recorded: tuple[Path, RunSummary], tmp_path: Path) -> Path:
+    """A private copy of the recorded store, for tests that write or damage it."""
+    target = tmp_path / "store"
+    shutil.copytree(recorded[0], target)
+    return target

@@ -1,0 +1,124 @@
+"""The pure core: action grammar, tasks and hops, observation text, redaction, budgets."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmina.actions import Action, ActionKind, parse_action, parse_agent_output, parse_model_output
+from mmina.budget import Budget, Limits
+from mmina.errors import ActionParseError, TaskError
+from mmina.observation import ElementIds, flatten_snapshot
+from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, redact_url
+from mmina.tasks import HopTracker, load_suite, task_from_dict
+
+ROUND_TRIP = [
+    "click [12]", "hover [f1e3]", "type [3] [hello [world]] [press_enter_after=0]",
+    "type [3] [x] [press_enter_after=1]", "press [Control+a]", "scroll [up]", "scroll [down]", "new_tab",
+    "tab_focus [2]", "close_tab", "goto [http://wiki.mmina.test/kiwix/?q=a]", "go_back", "go_forward",
+    "stop [$24.00 (two items)]", "stop []",
+]
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP)
+def test_every_action_round_trips(text: str) -> None:
+    assert parse_action(text).render() == text
+    assert parse_action(parse_action(text).render()) == parse_action(text)
+
+
+def test_grammar_variants() -> None:
+    assert parse_action("type [5] [abc]") == Action(ActionKind.TYPE, element_id="5", text="abc", press_enter=True)
+    assert parse_action("type [5] [abc] [0]").press_enter is False
+    assert parse_action("scroll [direction=down]").direction == "down"
+    assert parse_action("STOP [Yes]").answer == "Yes"
+
+
+@pytest.mark.parametrize("bad", ["jump [3]", "click", "click [a b]", "scroll [left]", "tab_focus [x]", "goto []", ""])
+def test_bad_actions_raise(bad: str) -> None:
+    with pytest.raises(ActionParseError):
+        parse_action(bad)
+
+
+def test_model_output_uses_the_summary_block() -> None:
+    text = "```click [1]``` is wrong. In summary, the next action I will perform is ```type [4] [tea] [1]```"
+    assert parse_model_output(text).render() == "type [4] [tea] [press_enter_after=1]"
+    assert parse_agent_output("```\nstop [ok]\n```").answer == "ok"
+    with pytest.raises(ActionParseError, match="backticks"):
+        parse_model_output("In summary, the next action I will perform is click [1]")
+
+
+def test_builtin_suite_and_hop_semantics() -> None:
+    suite = load_suite()
+    assert suite.tasks and len(suite.sha256) == 64
+    task = suite.select(["normal/1"]).tasks[0]
+    assert task.cnt_hop == task.n_hops + 1 and task.procedure[-1] == "end"
+    with pytest.raises(TaskError, match="unknown task"):
+        suite.select(["normal/999"])
+
+
+def test_official_example_has_two_hops() -> None:
+    task = task_from_dict({"intent": "x", "procedure": ["kiwix", "event", "end"], "cnt_hop": 3,
+                           "start_url": "http://a |AND| http://b"}, "normal/7")
+    assert task.n_hops == 2 and [h.keyword for h in task.hops] == ["kiwix", "event"]
+    assert task.start_urls == ("http://a", "http://b") and task.suite == "normal"
+
+
+def test_hop_tracker_only_completes_the_head() -> None:
+    tracker = HopTracker(task_from_dict({"intent": "x", "procedure": ["kiwix", "shop", "end"]}, "t"))
+    assert not tracker.observe("http://shop.mmina.test/", 0)  # hop 1 cannot complete before hop 0
+    assert tracker.observe("http://wiki.mmina.test/kiwix/A", 1) and tracker.current == 1
+    assert not tracker.observe("http://wiki.mmina.test/kiwix/B", 2)
+    assert tracker.observe("http://SHOP.mmina.test/p", 3) and tracker.done
+    assert tracker.completed_at == [1, 3]
+
+
+def test_bad_task_files(tmp_path: Path) -> None:
+    (tmp_path / "1.json").write_text("{not json")
+    with pytest.raises(TaskError, match="cannot read"):
+        load_suite(tmp_path)
+    (tmp_path / "1.json").write_text(json.dumps({"no": "intent"}))
+    with pytest.raises(TaskError, match="not an MMInA task"):
+        load_suite(tmp_path)
+    with pytest.raises(TaskError, match="does not exist"):
+        load_suite(tmp_path / "missing")
+
+
+def test_snapshot_flattening() -> None:
+    snapshot = '- main [ref=e1]:\n  - link "Tea \\"green\\"" [ref=f2e12] [cursor=pointer]:\n    - /url: /tea\n  - text: hi'
+    ids = ElementIds()
+    text, elements = flatten_snapshot(snapshot, ids)
+    assert text.splitlines() == ["[1] main", '\t[2] link "Tea \\"green\\""', "\t\t/url: /tea", "\ttext: hi"]
+    assert [(e.id, e.role, e.name) for e in elements] == [("1", "main", ""), ("2", "link", 'Tea "green"')]
+    assert ids.ref_for("2") == "f2e12" and ids.ref_for("3") is None
+    # ids are stable across observations of the same episode
+    assert flatten_snapshot('- link "x" [ref=f3e1]\n- main [ref=e1]', ids)[0] == '[3] link "x"\n[1] main'
+
+
+def test_redaction() -> None:
+    headers = redact_headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
+    assert [h["value"] for h in headers] == [REDACTED, REDACTED, "*/*"]
+    assert "sk-1" not in redact_url("http://x/?api_key=sk-1&q=tea") and "q=tea" in redact_url("http://x/?api_key=sk-1&q=tea")
+    assert "hunter2" not in redact_body("user=a&password=hunter2", "application/x-www-form-urlencoded")
+    assert "hunter2" not in redact_body('{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
+    assert clean_text("typed hunter2 at http://x/?token=abc", ["hunter2"]) == \
+        f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
+
+
+def test_budget_reasons() -> None:
+    budget = Budget(Limits(max_steps=10))
+    for action in ("click [1]", "click [1]", None, "click [1]", "click [1]"):
+        budget.record(action)
+        assert budget.exceeded is None
+    budget.record("click [1]")
+    assert budget.exceeded == "repeated_action"
+
+
+def test_core_imports_no_heavy_dependencies() -> None:
+    code = ("import sys, mmina.tasks, mmina.actions, mmina.schema, mmina.errors, mmina.observation, "
+            "mmina.redact, mmina.agents, mmina.budget; "
+            "print(sorted(m for m in ('playwright', 'duckdb', 'click', 'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

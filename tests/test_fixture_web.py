@@ -1,0 +1,378 @@
+"""The fixture web over real HTTP, and the built-in task followed in a real Chromium.
+
+Requests go to ``http://127.0.0.1:<port>`` with an explicit ``Host`` header, exactly as the
+browser's host-resolver rule delivers them.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+from PIL import Image
+
+from mmina.fixtures.web import FixtureWeb
+from mmina.fixtures.web.shop import PRODUCTS, Product
+
+WIKI, SHOP = "wiki.mmina.test", "shop.mmina.test"
+HTML = "text/html; charset=utf-8"
+TASK_FILE = resources.files("mmina.fixtures") / "tasks" / "normal" / "1.json"
+
+
+class Reply:
+    """Status, headers and body of one HTTP exchange."""
+
+    def __init__(self, status: int, headers: Any, body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Let redirects reach the test instead of following them."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def fetch(web: FixtureWeb, host: str, path: str, data: dict[str, str] | None = None,
+          headers: dict[str, str] | None = None) -> Reply:
+    """GET (or POST a form when ``data`` is given) one path on one fixture host."""
+    body = urlencode(data).encode() if data is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{web.port}{path}", data=body,
+                                     headers={"Host": host, **(headers or {})})
+    try:
+        with OPENER.open(request, timeout=10) as response:
+            return Reply(response.status, response.headers, response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return Reply(error.code, error.headers, error.read())
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[FixtureWeb]:
+    with FixtureWeb() as server:
+        yield server
+
+
+def test_public_attributes(web: FixtureWeb) -> None:
+    assert web.hosts == (WIKI, SHOP)
+    assert web.port > 0
+    assert web.chromium_args() == [f"--host-resolver-rules=MAP *.mmina.test 127.0.0.1:{web.port}"]
+    with pytest.raises(ValueError):
+        FixtureWeb(drift=-1)
+
+
+@pytest.mark.parametrize(("host", "path", "expected"), [
+    (WIKI, "/kiwix/", "Welcome to MMInA Wiki"),
+    (WIKI, "/kiwix/A/Solaria", "National product"),
+    (WIKI, "/kiwix/A/Port_Meridian", "capital and largest city"),
+    (WIKI, "/kiwix/A/History_of_Solaria", "Contemporary Solaria"),
+    (WIKI, "/kiwix/search?q=solaria", "Search results for"),
+    (WIKI, "/kiwix/search?q=zzzz", "No articles match"),
+    (SHOP, "/", "Shop by category"),
+    (SHOP, "/category/grocery", "Next page"),
+    (SHOP, "/category/grocery?page=2", "Previous page"),
+    (SHOP, "/product/vell-mountain-tea", "$23.75"),
+    (SHOP, "/search?q=solaria", "2 items found"),
+    (SHOP, "/cart", "Your cart is empty."),
+])
+def test_pages_are_html(web: FixtureWeb, host: str, path: str, expected: str) -> None:
+    reply = fetch(web, host, path)
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == HTML
+    assert int(reply.headers["Content-Length"]) == len(reply.body)
+    assert reply.text.startswith("<!DOCTYPE html>")
+    assert re.search(r"<title>[^<]+</title>", reply.text)
+    assert expected in reply.text
+
+
+def test_search_lists_exact_title_first(web: FixtureWeb) -> None:
+    text = fetch(web, WIKI, "/kiwix/search?q=Solaria").text
+    assert text.index('href="/kiwix/A/Solaria"') < text.index('href="/kiwix/A/History_of_Solaria"')
+    assert 'value="Solaria"' in text  # the search box keeps the query
+
+
+def test_long_article_needs_scrolling(web: FixtureWeb) -> None:
+    text = fetch(web, WIKI, "/kiwix/A/History_of_Solaria").text
+    assert text.count("<section>") >= 10
+    assert len(re.sub(r"<[^>]+>", "", text)) > 8000
+
+
+GOLDEN_PATHS = [
+    (WIKI, "/kiwix/A/Solaria"), (WIKI, "/kiwix/I/Flag_of_Solaria.png"), (WIKI, "/favicon.ico"),
+    (SHOP, "/product/vell-mountain-tea"), (SHOP, "/images/vell-mountain-tea.png"),
+    (SHOP, "/api/reviews?product=vell-mountain-tea"), (SHOP, "/nope"), ("other.mmina.test", "/"),
+]
+
+
+def test_same_drift_gives_identical_bytes(web: FixtureWeb) -> None:
+    with FixtureWeb(drift=0) as other:
+        for host, path in GOLDEN_PATHS:
+            first, second = fetch(web, host, path), fetch(other, host, path)
+            assert first.body == second.body, path
+            assert first.headers.items() == second.headers.items(), path
+            assert "Date" not in first.headers
+
+
+@pytest.mark.parametrize(("host", "path"), [
+    ("unknown.mmina.test", "/"), (WIKI, "/nope"), (WIKI, "/kiwix/A/Atlantis"), (WIKI, "/kiwix/I/Nothing.png"),
+    (SHOP, "/product/unicorn"), (SHOP, "/category/toys"), (SHOP, "/category/grocery?page=3"),
+    (SHOP, "/category/grocery?page=x"), (SHOP, "/images/unicorn.png"),
+])
+def test_unknown_host_or_path_is_404(web: FixtureWeb, host: str, path: str) -> None:
+    reply = fetch(web, host, path)
+    assert reply.status == 404
+    assert reply.headers["Content-Type"] == HTML
+
+
+def test_host_header_port_is_ignored(web: FixtureWeb) -> None:
+    assert fetch(web, f"{SHOP}:80", "/").status == 200
+
+
+def test_root_redirects_to_kiwix(web: FixtureWeb) -> None:
+    reply = fetch(web, WIKI, "/")
+    assert reply.status == 302
+    assert reply.headers["Location"] == "/kiwix/"
+
+
+def test_cart_add_sets_cookie_and_redirects(web: FixtureWeb) -> None:
+    first = fetch(web, SHOP, "/cart/add", {"product": "vell-mountain-tea", "qty": "2"})
+    assert first.status == 303
+    assert first.headers["Location"] == "/cart"
+    assert first.headers["Set-Cookie"].startswith("cart=vell-mountain-tea:2;")
+    cookie = first.headers["Set-Cookie"].split(";")[0]
+    second = fetch(web, SHOP, "/cart/add", {"product": "vell-mountain-tea", "qty": "1"}, {"Cookie": cookie})
+    cookie = second.headers["Set-Cookie"].split(";")[0]
+    assert cookie == "cart=vell-mountain-tea:3"
+    cart = fetch(web, SHOP, "/cart", headers={"Cookie": f"theme=dark; {cookie}"}).text
+    assert "Vell Mountain Tea, 100 g tin" in cart
+    assert "$71.25" in cart  # 3 x $23.75
+
+
+@pytest.mark.parametrize("form", [{"product": "unicorn", "qty": "1"}, {"product": "knit-beanie", "qty": "0"},
+                                  {"product": "knit-beanie", "qty": "lots"}])
+def test_cart_add_rejects_bad_input(web: FixtureWeb, form: dict[str, str]) -> None:
+    reply = fetch(web, SHOP, "/cart/add", form)
+    assert reply.status == 400
+    assert "Set-Cookie" not in reply.headers
+
+
+def test_cart_add_needs_post(web: FixtureWeb) -> None:
+    reply = fetch(web, SHOP, "/cart/add")
+    assert reply.status == 405
+    assert reply.headers["Allow"] == "POST"
+
+
+def test_reviews_api(web: FixtureWeb) -> None:
+    reply = fetch(web, SHOP, "/api/reviews?product=vell-mountain-tea")
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "application/json; charset=utf-8"
+    payload = json.loads(reply.body)
+    assert payload["product"] == "vell-mountain-tea"
+    assert payload["count"] == len(payload["reviews"]) == 2
+    assert payload["average_rating"] == 4.5
+    assert set(payload["reviews"][0]) == {"author", "rating", "title", "text"}
+    assert json.loads(fetch(web, SHOP, "/api/reviews?product=canvas-tote-bag").body)["count"] == 0
+    assert fetch(web, SHOP, "/api/reviews?product=unicorn").status == 404
+    assert fetch(web, SHOP, "/api/reviews").status == 400
+
+
+@pytest.mark.parametrize(("host", "path"), [(WIKI, "/kiwix/I/Flag_of_Solaria.png"),
+                                            (WIKI, "/kiwix/I/Mount_Karos.png"),
+                                            (SHOP, "/images/solarian-sun-basket.png")])
+def test_images_are_small_pngs(web: FixtureWeb, host: str, path: str) -> None:
+    reply = fetch(web, host, path)
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "image/png"
+    image = Image.open(io.BytesIO(reply.body))
+    assert (image.format, image.size) == ("PNG", (240, 180))
+
+
+def test_product_photos_differ(web: FixtureWeb) -> None:
+    tea = fetch(web, SHOP, "/images/vell-mountain-tea.png").body
+    tin = fetch(web, SHOP, "/images/enamel-storage-tin.png").body
+    assert tea != tin
+
+
+@pytest.mark.parametrize("host", [WIKI, SHOP])
+def test_favicon(web: FixtureWeb, host: str) -> None:
+    reply = fetch(web, host, "/favicon.ico")
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "image/x-icon"
+    assert Image.open(io.BytesIO(reply.body)).format == "ICO"
+
+
+PATTERN_WORDS = {"solid": r"\bsolid", "stripes": r"\bstripe", "dots": r"\bdot", "checks": r"\bcheck"}
+
+
+@pytest.mark.parametrize("product", PRODUCTS, ids=lambda product: product.slug)
+def test_product_looks_are_only_in_the_photo(web: FixtureWeb, product: Product) -> None:
+    """Colour and pattern must be read from the image: no alt text, page text or review names them."""
+    page = fetch(web, SHOP, f"/product/{product.slug}").text
+    visible = re.sub(r"<(style|script)>.*?</\1>", "", page, flags=re.DOTALL)
+    assert f'<img src="/images/{product.slug}.png" alt="product photo"' in visible
+    texts = [re.sub(r"<[^>]+>", " ", visible), fetch(web, SHOP, f"/api/reviews?product={product.slug}").text]
+    looks = re.compile(rf"\b{product.photo.colour}\b|{PATTERN_WORDS[product.photo.pattern]}", re.IGNORECASE)
+    for text in texts:
+        assert not looks.search(text)
+
+
+class _Links(HTMLParser):
+    """Collects ``href`` and ``src`` values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [value for name, value in attrs if name in ("href", "src") and value]
+
+
+@pytest.mark.parametrize(("host", "start"), [(WIKI, "/kiwix/"), (SHOP, "/")])
+def test_every_link_resolves(web: FixtureWeb, host: str, start: str) -> None:
+    seen, queue = set(), [start]
+    while queue:
+        path = queue.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        reply = fetch(web, host, path)
+        assert reply.status == 200, path
+        if reply.headers["Content-Type"] == HTML:
+            parser = _Links()
+            parser.feed(reply.text)
+            for url in parser.urls:
+                parts = urlsplit(url)
+                if not parts.netloc and parts.path:
+                    queue.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+    assert len(seen) > 15
+
+
+def test_stop_frees_the_port() -> None:
+    server = FixtureWeb().start()
+    port = server.port
+    assert fetch(server, WIKI, "/kiwix/").status == 200
+    server.stop()
+    server.stop()  # idempotent
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with FixtureWeb(port=port) as again:  # the same port can be served again at once
+        assert fetch(again, WIKI, "/kiwix/").status == 200
+
+
+def test_main_serves_until_interrupted() -> None:
+    command = [sys.executable, "-m", "mmina.fixtures.web", "--port", "0"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            serving, chromium = proc.stdout.readline(), proc.stdout.readline()
+            found = re.search(r"127\.0\.0\.1:(\d+)", serving)
+            assert found, serving
+            port = int(found.group(1))
+            assert f"'--host-resolver-rules=MAP *.mmina.test 127.0.0.1:{port}'" in chromium
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Host": SHOP})
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                assert reply.status == 200
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 0
+            assert proc.stderr.read() == ""
+        finally:
+            proc.kill()
+
+
+# ---- the built-in task, followed by its reference script in a real Chromium ----
+
+SNAPSHOT_LINE = re.compile(r'^\s*- (?P<role>[\w-]+) (?P<name>"(?:[^"\\]|\\.)*")[^\n]*?\[ref=(?P<ref>[^\]]+)\]')
+
+
+def chromium_path() -> str | None:
+    """The system Chromium this machine uses (Playwright cannot download its own here)."""
+    if os.path.exists("/usr/lib/chromium/chromium"):
+        return "/usr/lib/chromium/chromium"
+    return shutil.which("chromium")
+
+
+def resolve(page: Any, target: dict[str, str]) -> Any:
+    """The element named by ``target`` in the page's aria snapshot; it must be unique."""
+    snapshot = page.aria_snapshot(mode="ai")
+    refs = [m["ref"] for m in map(SNAPSHOT_LINE.match, snapshot.splitlines())
+            if m and m["role"] == target["role"] and json.loads(m["name"]) == target["name"]]
+    assert len(refs) == 1, f"{target} matched {len(refs)} elements on {page.url}:\n{snapshot}"
+    return page.locator(f"aria-ref={refs[0]}")
+
+
+def perform(page: Any, step: dict[str, Any]) -> None:
+    """Carry out one reference-script step the way an oracle agent would."""
+    action = step["action"]
+    if action in ("click", "hover"):
+        getattr(resolve(page, step["target"]), action)()
+    elif action == "type":
+        element = resolve(page, step["target"])
+        element.fill(step["text"])
+        if step.get("enter"):
+            element.press("Enter")
+    elif action == "press":
+        page.keyboard.press(step["key"])
+    elif action == "scroll":
+        page.mouse.wheel(0, 600 if step["direction"] == "down" else -600)
+    elif action == "goto":
+        page.goto(step["url"])
+    elif action == "go_back":
+        page.go_back()
+    page.wait_for_load_state("load")
+
+
+def test_reference_script_solves_task_in_chromium(web: FixtureWeb) -> None:
+    """Hops end where the script leaves a site (``goto``) or stops; each URL must carry its keyword."""
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("no Chromium on this machine")
+    from playwright.sync_api import sync_playwright
+
+    task = json.loads(TASK_FILE.read_text())
+    hop_urls: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=web.chromium_args())
+        try:
+            page = browser.new_page()
+            page.goto(task["start_url"])
+            for step in task["reference_script"]:
+                if step["action"] in ("goto", "stop"):
+                    hop_urls.append(page.url.lower())
+                if step["action"] == "stop":
+                    break
+                perform(page, step)
+            page.get_by_text("average rating").wait_for(timeout=10_000)  # reviews arrived by fetch()
+            final_text = page.inner_text("main")
+        finally:
+            browser.close()
+
+    keywords = task["procedure"][:-1]
+    assert task["procedure"][-1] == "end" and task["cnt_hop"] == len(keywords) + 1
+    for keyword, url in zip(keywords, hop_urls, strict=True):
+        assert keyword in url, (keyword, url)
+    assert hop_urls[0] == "http://wiki.mmina.test/kiwix/a/solaria"
+    assert hop_urls[-1] == task["eval"]["reference_url"] and task["shop"] in hop_urls[-1]
+    answer = task["reference_script"][-1]["answer"]
+    for keyword in task["eval"]["reference_answers"]["must_include"]:
+        assert keyword in final_text and keyword in answer

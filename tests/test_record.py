@@ -1,0 +1,143 @@
+"""Recording for real: Chromium, the fixture web, Parquet and DuckDB, through the library API."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from mmina.budget import Limits
+from mmina.errors import StoreError
+from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.store import Store
+from mmina.store.sql import run_query
+from mmina.tasks import load_suite
+
+
+def _one(store: Path, query: str):
+    return run_query(Store.open(store), query).rows
+
+
+def test_oracle_completes_builtin_task(recorded: tuple[Path, RunSummary]) -> None:
+    store, summary = recorded
+    suite = load_suite()
+    assert [e.task_id for e in summary.episodes] == [t.task_id for t in suite.tasks]
+    episode = summary.episodes[0]
+    task = suite.tasks[0]
+    assert episode.status == "completed" and episode.stop_reason == "stop"
+    assert episode.hops_completed == episode.n_hops == task.n_hops == 2
+    expected = task.reference_answers["must_include"][0]
+    assert expected in (episode.final_answer or "")
+    rows = _one(store, "select count(*), count(distinct step_index), min(step_index) from steps")
+    assert rows == [(episode.n_steps, episode.n_steps, 0)]
+
+
+def test_steps_hold_observation_action_and_timings(recorded: tuple[Path, RunSummary]) -> None:
+    store, _ = recorded
+    rows = _one(store, """
+        select url, title, tree_text, screenshot, action, action_kind, action_error, observe_ms, tree_ms, tabs
+        from steps order by step_index""")
+    first = rows[0]
+    assert first[0].startswith("http://wiki.mmina.test/kiwix")
+    assert first[1] and "[" in first[2] and "]" in first[2]
+    assert all(r[3] and len(r[3]) == 64 for r in rows)
+    assert rows[-1][5] == "stop" and rows[-1][4].startswith("stop [")
+    assert all(r[6] is None for r in rows), "the oracle's actions all succeed"
+    assert all(r[7] > 0 and r[8] > 0 for r in rows)
+    assert first[9][0]["url"] == first[0]
+    # the element ids in the tree are the ones actions name
+    typed = next(r for r in rows if r[5] == "type")
+    element = typed[4].split("]")[0].removeprefix("type [")
+    assert f"[{element}] " in typed[2]
+
+
+def test_screenshots_are_jpeg_blobs_of_the_viewport(recorded: tuple[Path, RunSummary]) -> None:
+    store, _ = recorded
+    db = Store.open(store)
+    digests = [r[0] for r in run_query(db, "select screenshot from steps order by step_index").rows]
+    packs = run_query(db, "select blob_packs from episodes").rows[0][0]
+    blobs = db.read_blobs(digests, packs)
+    image = Image.open(io.BytesIO(blobs[digests[0]]))
+    assert image.format == "JPEG" and image.size == (1280, 2048)
+
+
+def test_network_trace_with_bodies(recorded: tuple[Path, RunSummary]) -> None:
+    store, _ = recorded
+    rows = _one(store, """
+        select r.step_index, r.method, r.status, r.url, r.mime_type, b.data
+        from requests r join blobs b on b.sha256 = r.response_body order by r.seq""")
+    assert rows[0][0] == -1 and rows[0][3].startswith("http://wiki.mmina.test/")
+    assert {r[2] for r in rows} <= {200, 302, 303, 304}
+    html = [r for r in rows if r[4].startswith("text/html")]
+    assert html and b"<html" in html[0][5].lower()
+    steps = _one(store, "select max(step_index) from steps")[0][0]
+    assert max(r[0] for r in rows) <= steps
+    n_requests = _one(store, "select n_requests, (select count(*) from requests) from episodes")[0]
+    assert n_requests[0] == n_requests[1] > 0
+
+
+def test_hop_tracking_is_stored_per_step(recorded: tuple[Path, RunSummary]) -> None:
+    store, _ = recorded
+    hops = _one(store, "select hop_index, completed, completed_step from episode_hops order by hop_index")
+    assert [h[:2] for h in hops] == [(0, True), (1, True)]
+    steps = dict(_one(store, "select step_index, hop_index from steps"))
+    assert steps[hops[1][2]] == 2 and steps[max(steps)] == 2
+
+
+def test_run_and_task_rows(recorded: tuple[Path, RunSummary]) -> None:
+    store, summary = recorded
+    run = _one(store, "select run_id, agent, browser_version, viewport_width, viewport_height, task_count from runs")
+    assert run == [(summary.run_id, "oracle", run[0][2], 1280, 2048, len(load_suite().tasks))]
+    assert run[0][2].startswith("chromium ")
+    task = _one(store, "select task_id, cnt_hop, n_hops, procedure, original_json from tasks")[0]
+    assert task[1] == task[2] + 1 and task[3][-1] == "end"
+    assert json.loads(task[4])["intent"]
+
+
+def test_resume_skips_finished_tasks(recorded_copy: Path) -> None:
+    run_id = Store.open(recorded_copy).run_ids()[0]
+    summary = record_run(RecordConfig(store=recorded_copy, run_id=run_id, resume=True))
+    assert summary.episodes == [] and summary.skipped == [t.task_id for t in load_suite().tasks]
+    with pytest.raises(StoreError, match="already exists"):
+        record_run(RecordConfig(store=recorded_copy, run_id=run_id))
+
+
+def _record(tmp_path: Path, agent: str, **limits: int) -> RunSummary:
+    return record_run(RecordConfig(store=tmp_path / "store", agent=agent, task_ids=("normal/1",),
+                                   limits=Limits(**limits)))
+
+
+def test_action_error_is_recorded_and_episode_goes_on(tmp_path: Path) -> None:
+    summary = _record(tmp_path, "tests.agents_for_tests:MissingThenStop")
+    assert summary.episodes[0].stop_reason == "stop" and summary.episodes[0].n_steps == 2
+    rows = _one(tmp_path / "store", "select action, action_error from steps order by step_index")
+    assert rows[0][0] == "click [99999]" and "not on the current page" in rows[0][1]
+    assert rows[1] == ("stop [done]", None)
+
+
+def test_repeated_action_budget_and_token_accounting(tmp_path: Path) -> None:
+    summary = _record(tmp_path, "tests.agents_for_tests:Repeater")
+    assert summary.episodes[0].stop_reason == "repeated_action" and summary.episodes[0].n_steps == 3
+    rows = _one(tmp_path / "store", "select prompt_tokens, completion_tokens, round(cost_usd, 6) from episodes")
+    assert rows == [(30, 15, 0.003)]
+
+
+def test_unparsable_and_max_steps_budgets(tmp_path: Path) -> None:
+    babbler = _record(tmp_path / "a", "tests.agents_for_tests:Babbler")
+    assert babbler.episodes[0].stop_reason == "unparsable_output" and babbler.episodes[0].n_steps == 3
+    errors = _one(tmp_path / "a" / "store", "select action, action_error from steps")
+    assert errors and all(a is None and "unknown action" in e for a, e in errors)
+    capped = _record(tmp_path / "b", "tests.agents_for_tests:Repeater", max_steps=2)
+    assert capped.episodes[0].stop_reason == "max_steps" and capped.episodes[0].n_steps == 2
+
+
+def test_secrets_in_urls_are_redacted(tmp_path: Path) -> None:
+    _record(tmp_path, "tests.agents_for_tests:SecretVisitor")
+    urls = [r[0] for r in _one(tmp_path / "store", "select url from requests")]
+    assert any("api_key=%5BREDACTED%5D" in u for u in urls)
+    assert not any("sk-test-123" in u for u in urls)
+    steps = _one(tmp_path / "store", "select url, action, model_output, tree_text from steps")
+    assert steps and not any("sk-test-123" in (v or "") for row in steps for v in row)
+    assert "api_key=%5BREDACTED%5D" in steps[1][0]

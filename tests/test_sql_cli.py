@@ -1,0 +1,152 @@
+"""`mmina sql` and the CLI: views over a really recorded store, read-only, clear errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from mmina.cli import cli
+from mmina.recorder.run import RunSummary
+from mmina.schema import TABLES
+from mmina.store import Store
+from mmina.store import docs as store_docs
+from mmina.store.sql import run_query
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_sql_counts_steps(recorded: tuple[Path, RunSummary]) -> None:
+    result = invoke("sql", "select count(*) as n from steps", "--store", str(recorded[0]), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)[0]["n"] == recorded[1].episodes[0].n_steps > 0
+
+
+def test_sql_formats(recorded: tuple[Path, RunSummary]) -> None:
+    store = str(recorded[0])
+    csv_out = invoke("sql", "select task_id, n_hops from episodes", "--store", store, "--format", "csv").output
+    assert csv_out.splitlines() == ["task_id,n_hops", "normal/1,2"]
+    table = invoke("sql", "select task_id from episodes", "--store", store).output
+    assert "normal/1" in table
+
+
+def test_store_location_from_environment(recorded: tuple[Path, RunSummary], tmp_path: Path) -> None:
+    result = invoke("sql", "select count(*) from runs", "--format", "csv", env={"MMINA_STORE": str(recorded[0])})
+    assert result.output.splitlines()[1] == "1"
+
+
+@pytest.mark.parametrize("query", [
+    "drop view steps", "copy (select 1) to 'x.csv'", "copy steps to 'steps.parquet'", "insert into steps select * from steps",
+    "create table t as select 1", "attach 'x.db'", "set threads = 1", "select 1; drop view steps", "install httpfs",
+    "export database 'out'",
+])
+def test_sql_refuses_anything_but_reads(recorded_copy: Path, query: str) -> None:
+    before = sorted(p.relative_to(recorded_copy) for p in recorded_copy.rglob("*"))
+    result = invoke("sql", query, "--store", str(recorded_copy))
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1
+    assert sorted(p.relative_to(recorded_copy) for p in recorded_copy.rglob("*")) == before
+    assert run_query(Store.open(recorded_copy), "select count(*) from steps").rows[0][0] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sql", "select 1", "--store", "{missing}"], "no store at"),
+    (["sql", "selec 1", "--store", "{store}"], "invalid SQL"),
+    (["sql", "select * from nosuchtable", "--store", "{store}"], "nosuchtable"),
+    (["sql", "select 1", "--store", "{notstore}"], "not an mmina store"),
+    (["store", "info", "--store", "{notstore}"], "not an mmina store"),
+    (["store", "verify", "--store", "{missing}"], "no store at"),
+    (["record", "--task", "normal/999", "--store", "{fresh}"], "unknown task"),
+    (["record", "--agent", "nosuch", "--store", "{fresh}"], "unknown agent"),
+    (["record", "--tasks", "{missing}", "--store", "{fresh}"], "does not exist"),
+    (["record", "--browser", "/nonexistent/chromium", "--store", "{fresh}"], "does not exist"),
+    (["record", "--run-id", "bad/id", "--store", "{fresh}"], "invalid run id"),
+])
+def test_user_errors_are_one_line(recorded: tuple[Path, RunSummary], tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "notstore").mkdir()
+    (tmp_path / "notstore" / "data.txt").write_text("mine")
+    paths = {"missing": tmp_path / "missing", "store": recorded[0], "notstore": tmp_path / "notstore",
+             "fresh": tmp_path / "fresh"}
+    result = invoke(*(a.format(**paths) for a in args))
+    assert result.exit_code != 0
+    assert result.output.startswith("Error: ") and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert isinstance(result.exception, SystemExit)
+    assert not (tmp_path / "fresh").exists(), "a failed record must not create a store"
+    assert (tmp_path / "notstore" / "data.txt").read_text() == "mine"
+
+
+def test_missing_browser_from_environment(tmp_path: Path) -> None:
+    result = invoke("record", "--store", str(tmp_path / "s"), env={"MMINA_CHROMIUM": "/nope/chromium"})
+    assert result.exit_code == 1 and "Error: browser executable /nope/chromium does not exist" in result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_real_subprocess_error_has_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "mmina", "sql", "select 1", "--store", str(tmp_path / "none")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"Error: no store at {tmp_path / 'none'} (record one with `mmina record`, or pass --store)"
+
+
+def test_store_info_and_verify(recorded: tuple[Path, RunSummary]) -> None:
+    info = json.loads(invoke("store", "info", "--store", str(recorded[0]), "--format", "json").output)
+    assert (info["runs"], info["episodes"], info["steps"]) == (1, 1, recorded[1].episodes[0].n_steps)
+    assert {t["name"] for t in info["tables"]} == set(TABLES) and info["total_bytes"] > 0
+    verify = invoke("store", "verify", "--store", str(recorded[0]))
+    assert verify.exit_code == 0 and "OK" in verify.output
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    commands = [[], ["record"], ["sql"], ["store"], ["store", "info"], ["store", "verify"]]
+    readme = (ROOT / "README.md").read_text()
+    for command in commands:
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0 and "Example" in result.output, command
+        if command:
+            assert f"mmina {' '.join(command)}" in readme, f"README does not document mmina {' '.join(command)}"
+
+
+def test_schema_document_matches_code() -> None:
+    text = (ROOT / "docs" / "store.md").read_text()
+    generated = text.split(store_docs.BEGIN, 1)[1].split(store_docs.END, 1)[0]
+    assert generated.strip() == store_docs.render().strip(), "run: python -m mmina.store.docs docs/store.md"
+
+
+def test_written_files_match_the_schema(recorded: tuple[Path, RunSummary]) -> None:
+    store = Store.open(recorded[0])
+    for table in TABLES.values():
+        for path in store.files(table.name):
+            schema = pq.read_schema(path)
+            assert schema.remove_metadata() == table.schema, path
+            assert schema.metadata[b"mmina.table"] == table.name.encode()
+
+
+def test_views_show_documented_columns(recorded: tuple[Path, RunSummary]) -> None:
+    store = Store.open(recorded[0])
+    for table in TABLES.values():
+        described = run_query(store, f"describe {table.name}").rows
+        # DuckDB quotes only keyword struct fields when describing; compare without quotes
+        shown = sorted((r[0], r[1].replace('"', "")) for r in described)
+        assert shown == sorted((n, t.replace('"', "")) for n, t, _ in store_docs.column_rows(table)), table.name
+
+
+def test_record_from_a_real_subprocess(tmp_path: Path) -> None:
+    env = {**os.environ, "MMINA_STORE": str(tmp_path / "store")}
+    proc = subprocess.run([sys.executable, "-m", "mmina", "record", "--format", "json"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["finished"] >= 1 and all(e["status"] == "completed" for e in summary["episodes"])
+    count = subprocess.run([sys.executable, "-m", "mmina", "sql", "select count(*) from steps", "--format", "csv"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert int(count.stdout.splitlines()[1]) > 0
