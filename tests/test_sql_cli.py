@@ -150,3 +150,19 @@ def test_record_from_a_real_subprocess(tmp_path: Path) -> None:
     count = subprocess.run([sys.executable, "-m", "mmina", "sql", "select count(*) from steps", "--format", "csv"],
                            capture_output=True, text=True, env=env, cwd=tmp_path)
     assert int(count.stdout.splitlines()[1]) > 0
+
+
+def test_two_recording_processes_into_one_store(tmp_path: Path) -> None:
+    env = {**os.environ, "MMINA_STORE": str(tmp_path / "store")}
+    procs = [subprocess.Popen([sys.executable, "-m", "mmina", "record", "--format", "json", "--run-id", f"w{i}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+             for i in range(2)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outputs]
+    store = Store.open(tmp_path / "store")
+    rows = run_query(store, "select run_id, count(*), sum(n_steps) from episodes group by run_id order by run_id").rows
+    assert [r[0] for r in rows] == ["w0", "w1"] and rows[0][1:] == rows[1][1:]
+    shared = run_query(store, "select count(*) - count(distinct sha256) from blobs").rows[0][0]
+    assert shared <= run_query(store, "select count(*) from blobs").rows[0][0] // 2
+    verify = invoke("store", "verify", "--store", str(tmp_path / "store"))
+    assert verify.exit_code == 0, verify.output

@@ -8,7 +8,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mmina.budget import Limits
-from mmina.cli.common import format_option, print_json, render_rows, stderr, stdout, store_option
+from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
@@ -98,8 +98,8 @@ def _print_summary(summary: RunSummary) -> None:
     render_rows(["task", "status", "stop", "hops", "steps", "answer", "error"], rows, "table",
                 title=f"run {summary.run_id}")
     if summary.skipped:
-        stdout.print(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+        click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
     full = sum(e.hops_completed == e.n_hops for e in summary.episodes)
-    stdout.print(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s, {full} with every hop "
-                 f"completed; stored in {Path(summary.store)}")
-    stdout.print(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')
+    click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s, {full} with every hop "
+               f"completed; stored in {Path(summary.store)}")
+    click.echo(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')

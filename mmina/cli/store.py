@@ -61,9 +61,10 @@ def verify(store_path: str | None, fmt: str) -> None:
 
 
 def _print_report(report: VerifyReport) -> None:
-    if report.problems:
-        render_rows(["kind", "path", "problem"], [(p.kind, p.path, p.message) for p in report.problems], "table")
+    """One line per problem, the path whole so it can be copied or grepped."""
+    for problem in report.problems:
+        click.echo(f"{problem.kind}: {problem.path}: {problem.message}")
     for path in report.in_progress:
-        stdout.print(f"in progress (writer running): {path}")
+        click.echo(f"in progress (writer running): {path}")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
-    stdout.print(f"{report.files_checked} files checked in {report.root}: {verdict}")
+    click.echo(f"{report.files_checked} files checked in {report.root}: {verdict}")

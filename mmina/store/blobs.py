@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmina.errors import StoreError
-from mmina.schema import BLOBS
+from mmina.schema import BLOBS, EPISODES
 from mmina.store.files import fsync_and_rename, read_file, with_metadata
-from mmina.store.layout import data_files, tmp_path
+from mmina.store.layout import data_files, file_stem, tmp_path
 
 ROW_GROUP_BYTES = 1 << 20
 
@@ -27,7 +27,11 @@ def sha256(data: bytes) -> str:
 
 
 class BlobIndex:
-    """Which pack holds each blob; refreshed incrementally by reading only new packs' hashes."""
+    """Which pack holds each blob; refreshed incrementally by reading only new packs' hashes.
+
+    Only packs of committed episodes count: a pack whose episode never committed (writer
+    killed between renames) is never referenced, so ``store verify`` may call it an orphan.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -35,8 +39,9 @@ class BlobIndex:
         self._seen: set[Path] = set()
 
     def refresh(self) -> None:
+        committed = {file_stem(p) for p in data_files(self.root, EPISODES)}
         for path in data_files(self.root, BLOBS):
-            if path not in self._seen:
+            if path not in self._seen and file_stem(path) in committed:
                 self.add_pack(path, read_file(path, BLOBS, columns=["sha256"]).column("sha256").to_pylist())
 
     def add_pack(self, path: Path, hashes: Iterable[str]) -> None:
@@ -88,6 +93,7 @@ class PackWriter:
             return None
         self._writer.close()
         if self.final.exists():
+            self.tmp.unlink(missing_ok=True)
             raise StoreError(f"refusing to overwrite {self.final}: the store is append-only")
         fsync_and_rename(self.tmp, self.final)
         return self.final
@@ -95,6 +101,7 @@ class PackWriter:
     def abort(self) -> None:
         if self._writer is not None:
             self._writer.close()
+            self._writer = None
         self.tmp.unlink(missing_ok=True)
 
 

@@ -151,10 +151,13 @@ def _check_blob_refs(readable: dict[str, list[Path]], report: VerifyReport) -> N
 
 
 def _refs(path: Path, columns: tuple[str, ...]) -> Iterator[str]:
+    """Blob hashes a file refers to; older files may lack some reference columns."""
+    present = pq.read_schema(path).names
+    columns = tuple(c for c in columns if c in present)
     data = pq.read_table(path, columns=list(columns))
     for name in columns:
         yield from (v for v in pc.drop_null(data.column(name)).to_pylist() if v)
-    if "screenshot" in columns and "images" in pq.read_schema(path).names:
+    if "images" in present:
         images = pq.read_table(path, columns=["images"]).column("images")
         flat = pc.list_flatten(images)
         if len(flat):

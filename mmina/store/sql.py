@@ -6,9 +6,9 @@ from typing import Any
 
 import duckdb
 
-from mmina.errors import QueryError
+from mmina.errors import MminaError, QueryError
 from mmina.store.store import Store
-from mmina.store.views import connect, read_error
+from mmina.store.views import StoreConnection, connect, read_error
 
 ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
@@ -35,17 +35,23 @@ def check_read_only(connection: duckdb.DuckDBPyConnection, query: str) -> None:
 
 def run_query(store: Store, query: str) -> QueryResult:
     """Run ``query`` (one or more read statements) and return the last statement's result."""
-    connection = connect(store)
+    db = connect(store)
     try:
-        check_read_only(connection, query)
-        connection.execute("SET lock_configuration = true")
+        check_read_only(db.connection, query)
+        db.connection.execute("SET lock_configuration = true")
         result = None
-        for statement in connection.extract_statements(query):
-            result = connection.execute(statement)
+        for statement in db.connection.extract_statements(query):
+            result = db.connection.execute(statement)
         assert result is not None
         columns = [d[0] for d in result.description or []]
         return QueryResult(columns, result.fetchall())
     except duckdb.Error as exc:
-        raise read_error(exc) from None
+        raise _broken_view(db, exc) or read_error(exc) from None
     finally:
-        connection.close()
+        db.close()
+
+
+def _broken_view(db: StoreConnection, exc: duckdb.Error) -> MminaError | None:
+    """A query on a view that could not be created fails with the view's own reason."""
+    message = str(exc)
+    return next((error for name, error in db.broken.items() if f"{name} does not exist" in message), None)

@@ -59,13 +59,12 @@ class Store:
             raise StoreNotFoundError(f"no store at {root} (record one with `mmina record`, or pass --store)")
         if root.exists() and not root.is_dir():
             raise NotAStoreError(f"{root} is a file, not an mmina store directory")
-        if root.exists() and not marker.exists() and (not create or any(root.iterdir())):
+        if root.exists() and not marker.exists() and (not create or _has_foreign_files(root)):
             raise NotAStoreError(f"{root} is not an mmina store (no {MARKER}); refusing to use it")
         store = cls(root, migrations)
-        if marker.exists():
-            check_readable(store.marker_version(), f"store {root}")
-        elif create:
+        if create and not marker.exists():
             store._init_marker()
+        check_readable(store.marker_version(), f"store {root}")
         return store
 
     # -- marker and locking -------------------------------------------------
@@ -83,9 +82,12 @@ class Store:
         return version
 
     def _init_marker(self) -> None:
+        """Create the marker once, even when several processes create the store together."""
         self.root.mkdir(parents=True, exist_ok=True)
         with self.lock():
             if not (self.root / MARKER).exists():
+                if _has_foreign_files(self.root):
+                    raise NotAStoreError(f"{self.root} is not an mmina store (no {MARKER}); refusing to use it")
                 self._write_marker({"format": "mmina-store", "schema_version": SCHEMA_VERSION,
                                     "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"})
 
@@ -134,7 +136,16 @@ class Store:
 
     def episode_writer(self, run_id: str, episode_id: str) -> "EpisodeWriter":
         self._ensure_writable()
-        return EpisodeWriter(self, check_id("run id", run_id), check_id("episode id", episode_id))
+        check_id("run id", run_id)
+        if self.episode_exists(check_id("episode id", episode_id)):
+            raise StoreError(f"episode {episode_id} already exists in {self.root}: the store is append-only")
+        return EpisodeWriter(self, run_id, episode_id)
+
+    def episode_exists(self, episode_id: str) -> bool:
+        """True when any file of that episode id landed (its commit row, or a pack)."""
+        name = data_name(episode_id, SCHEMA_VERSION)
+        return (self.root / BLOBS.name / name).exists() or any(
+            (d / name).exists() for d in (self.root / EPISODES.name).glob("run_id=*"))
 
     def append(self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None) -> Path:
         """Append rows as one new file of a table (used for scores and the judge cache)."""
@@ -181,6 +192,11 @@ class Store:
         return read_blobs(self.root, digests, packs)
 
 
+def _has_foreign_files(root: Path) -> bool:
+    """Anything but the lock and a marker being written means the folder is someone else's."""
+    return any(p.name != LOCK and not p.name.startswith(f".{MARKER}.") for p in root.iterdir())
+
+
 def _output_schema(table: Table, columns: list[str] | None) -> pa.Schema:
     schema = table.schema if columns is None else pa.schema([table.schema.field(c) for c in columns])
     if table.partitioned_by_run:
@@ -222,6 +238,17 @@ class EpisodeWriter:
 
     def commit(self, episode_row: dict[str, Any]) -> None:
         """Rename everything into place, the ``episodes`` row last (the commit point)."""
+        if self.store.episode_exists(self.episode_id):
+            self.abort()
+            raise StoreError(f"episode {self.episode_id} already exists in {self.store.root}: the store is append-only")
+        try:
+            self._commit(episode_row)
+        except BaseException:
+            self.pack.abort()
+            raise
+        self.closed = True
+
+    def _commit(self, episode_row: dict[str, Any]) -> None:
         root, name = self.store.root, data_name(self.episode_id, SCHEMA_VERSION)
         pack = self.pack.commit()
         if pack is not None:
@@ -234,7 +261,6 @@ class EpisodeWriter:
         row = {"episode_id": self.episode_id, "blob_packs": sorted(self._packs), "worker": worker_name(),
                "n_requests": len(self.requests), **episode_row}
         write_atomic(table_dir(root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, [row]))
-        self.closed = True
 
     def abort(self) -> None:
         """Drop the episode: nothing of it becomes visible."""

@@ -6,15 +6,16 @@ requests of uncommitted episodes (a writer killed between renames) are filtered 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from mmina.errors import CorruptFileError, QueryError, StoreError
-from mmina.schema import SCHEMA_VERSION, TABLES, Table
+from mmina.errors import CorruptFileError, MminaError, QueryError
+from mmina.schema import TABLES, Table
 from mmina.store.layout import data_files, file_version, glob_pattern
-from mmina.store.migrations import chain
+from mmina.store.migrations import chain, check_readable
 from mmina.store.store import EPISODE_CHILDREN, Store
 
 CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
@@ -75,6 +76,7 @@ def table_sql(store: Store, table: Table) -> str:
     versions = sorted({file_version(p) for p in data_files(store.root, table)})
     if not versions:
         return _empty(table)
+    check_readable(versions[-1], f"table {table.name} of store {store.root}")
     parts = []
     for version in versions:
         sql = _read_parquet(store.root, table, version)
@@ -87,24 +89,35 @@ def table_sql(store: Store, table: Table) -> str:
     return body
 
 
-def views_sql(store: Store) -> list[str]:
+def views_sql(store: Store) -> dict[str, str]:
     """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB."""
-    statements = [f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t)}" for t in TABLES.values()]
-    statements += [f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()]
+    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t)}" for t in TABLES.values()}
+    statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
     return statements
 
 
-def connect(store: Store) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the store's views (the store is only read)."""
-    if store.marker_version() > SCHEMA_VERSION:
-        raise StoreError(f"store {store.root} needs a newer mmina")
+@dataclass
+class StoreConnection:
+    """A DuckDB connection with the store's views; ``broken`` maps views that could not be
+    created (an unreadable file) to the reason, so only queries that use them fail."""
+
+    connection: duckdb.DuckDBPyConnection
+    broken: dict[str, MminaError] = field(default_factory=dict)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def connect(store: Store) -> StoreConnection:
+    """An in-memory DuckDB connection over the store (which is only read)."""
     connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
-    for statement in views_sql(store):
+    result = StoreConnection(connection)
+    for name, statement in views_sql(store).items():
         try:
             connection.execute(statement)
         except duckdb.Error as exc:
-            raise read_error(exc) from None
-    return connection
+            result.broken[name] = read_error(exc)
+    return result
 
 
 def read_error(exc: duckdb.Error) -> Exception:
