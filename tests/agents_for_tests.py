@@ -47,3 +47,23 @@ class SecretVisitor:
         if self.calls == 1:
             return "goto [http://shop.mmina.test/search?q=tea&api_key=sk-test-123]"
         return "stop [ok]"
+
+
+class Crasher:
+    """Raises from act(): the episode is recorded as an error and the run goes on."""
+
+    def act(self, observation: Observation) -> str:
+        raise ValueError("model endpoint exploded")
+
+
+class Interrupter:
+    """Takes one step, then the user presses Ctrl-C."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, observation: Observation) -> str:
+        self.calls += 1
+        if self.calls > 1:
+            raise KeyboardInterrupt
+        return "scroll [down]"

@@ -12,6 +12,7 @@ from mmina.budget import Limits
 from mmina.errors import StoreError
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
 from mmina.store import Store
+from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite
 
@@ -141,3 +142,21 @@ def test_secrets_in_urls_are_redacted(tmp_path: Path) -> None:
     steps = _one(tmp_path / "store", "select url, action, model_output, tree_text from steps")
     assert steps and not any("sk-test-123" in (v or "") for row in steps for v in row)
     assert "api_key=%5BREDACTED%5D" in steps[1][0]
+
+
+def test_agent_exception_marks_the_episode_errored(tmp_path: Path) -> None:
+    summary = _record(tmp_path, "tests.agents_for_tests:Crasher")
+    episode = summary.episodes[0]
+    assert (episode.status, episode.stop_reason) == ("error", "error")
+    assert episode.error == "agent failed: ValueError: model endpoint exploded"
+    rows = _one(tmp_path / "store", "select status, error, n_requests > 0 from episodes")
+    assert rows == [("error", episode.error, True)]
+
+
+def test_ctrl_c_leaves_no_partial_episode(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        _record(tmp_path, "tests.agents_for_tests:Interrupter")
+    store = Store.open(tmp_path / "store")
+    assert store.read("episodes").num_rows == 0 and store.read("runs").num_rows == 1
+    report = verify_store(store)
+    assert report.ok and not report.in_progress, report.problems

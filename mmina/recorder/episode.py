@@ -13,7 +13,7 @@ from playwright.sync_api import Error as PlaywrightError
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents import Agent, AgentReply, ScriptEnd
 from mmina.budget import Budget, Limits
-from mmina.errors import MminaError
+from mmina.errors import AgentError, MminaError
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, EpisodeBrowser
 from mmina.recorder.har import request_rows
@@ -89,6 +89,10 @@ class EpisodeRecorder:
             except ScriptEnd:
                 self.step_starts.pop()
                 return "script_end", None
+            except MminaError:
+                raise
+            except Exception as exc:  # a user's agent failing ends its episode, not the run
+                raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
             timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
             action, error = self._run_action(browser, reply, timings)
             self._store_step(observation, reply, action, error, completed, timings, browser.secrets)

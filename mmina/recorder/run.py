@@ -82,7 +82,11 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
                 on_start(summary.run_id, len(todo))
             for task in todo:
                 writer = store.episode_writer(summary.run_id, new_episode_id(task))
-                result = EpisodeRecorder(session, agent, task, writer, config.limits, Path(workdir)).record(attempt=1)
+                try:
+                    result = EpisodeRecorder(session, agent, task, writer, config.limits, Path(workdir)).record(attempt=1)
+                except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
+                    writer.abort()
+                    raise
                 summary.episodes.append(result)
                 if on_episode:
                     on_episode(task, result)

@@ -24,7 +24,7 @@ from mmina.errors import NotAStoreError, SchemaVersionError, StoreError, StoreNo
 from mmina.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.blobs import BlobIndex, PackWriter, read_blobs, sha256
 from mmina.store.files import read_file, to_arrow, write_atomic
-from mmina.store.layout import LOCK, MARKER, check_id, data_files, data_name, table_dir, worker_name
+from mmina.store.layout import LOCK, MARKER, check_id, data_files, data_name, run_of, table_dir, worker_name
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
 
 DEFAULT_STORE = "mmina-store"
@@ -185,7 +185,7 @@ class Store:
         needed = columns if columns is None or table not in EPISODE_CHILDREN else sorted({*columns, "episode_id"})
         data = read_file(path, table, needed, self.migrations)
         if table.partitioned_by_run:
-            data = data.append_column("run_id", pa.array([path.parent.name.removeprefix("run_id=")] * data.num_rows))
+            data = data.append_column("run_id", pa.array([run_of(path)] * data.num_rows, pa.string()))
         return data
 
     def read_blobs(self, digests: Sequence[str], packs: Sequence[str] | None = None) -> dict[str, bytes]:
