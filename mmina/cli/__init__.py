@@ -20,11 +20,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from mmina.cli import record, sql, store
+    from mmina.cli import fixtures, record, sql, store, tasks
 
-    cli.add_command(record.record)
-    cli.add_command(sql.sql)
-    cli.add_command(store.store)
+    for command in (record.record, sql.sql, store.store, tasks.tasks, fixtures.fixtures):
+        cli.add_command(command)
 
 
 _register()

@@ -24,7 +24,8 @@ from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_i
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.tasks import Task, TaskSuite, load_suite
+from mmina.taskcheck import load_checked_suite
+from mmina.tasks import Task, TaskSuite
 
 FIXTURE_SUFFIX = ".mmina.test"
 
@@ -66,7 +67,7 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     Everything that can fail on user input (tasks, agent, store path, browser) is checked
     before the first byte is written, so a mistake leaves the store as it was.
     """
-    suite = load_suite(config.tasks).select(list(config.task_ids) or None)
+    suite = load_checked_suite(config.tasks, list(config.task_ids) or None)
     agent = make_agent(config.agent)
     if config.run_id:
         check_id("run id", config.run_id)

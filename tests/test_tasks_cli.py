@@ -1,0 +1,90 @@
+"""`mmina tasks validate|list` and `mmina fixtures serve`."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mmina.cli import cli
+from mmina.fixtures.web import FixtureWeb
+from mmina.tasks import load_suite
+
+OFFICIAL_EXAMPLE = {
+    "intent": "Find the event ...", "start_url": "http://wiki.mmina.test/kiwix/",
+    "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["x"]}, "reference_url": ""},
+    "cnt_hop": 3, "procedure": ["kiwix", "event", "end"], "city": "", "flight": "", "shop": "",
+}
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_builtin_suite_validates() -> None:
+    result = invoke("tasks", "validate", "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.output)["ok"] is True
+
+
+def test_every_problem_is_one_line(tmp_path: Path) -> None:
+    bad = {**OFFICIAL_EXAMPLE, "intent": "", "cnt_hop": 2, "flight": "pmr",
+           "eval": {"eval_types": ["magic"], "reference_answers": {"must_include": "x"}}}
+    (tmp_path / "normal").mkdir()
+    (tmp_path / "normal" / "1.json").write_text(json.dumps(bad))
+    (tmp_path / "normal" / "2.json").write_text("{broken")
+    (tmp_path / "normal" / "3.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
+    result = invoke("tasks", "validate", str(tmp_path))
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    first = str(tmp_path / "normal" / "1.json")
+    assert f"{first}: intent: missing or empty (the instruction for the agent)" in lines
+    assert f"{first}: cnt_hop: is 2 but procedure has 3 entries (cnt_hop counts the END marker)" in lines
+    assert f"{first}: flight: must be a three-letter airport code, not 'pmr'" in lines
+    assert f"{first}: eval.reference_answers.must_include: must be a list of strings" in lines
+    assert any(line.startswith(f"{tmp_path / 'normal' / '2.json'}: -: not valid JSON") for line in lines)
+    assert not any("3.json" in line for line in lines)
+    assert lines[-1] == f"{tmp_path}: 6 problem(s)"
+
+
+def test_record_refuses_an_invalid_suite_before_starting(tmp_path: Path) -> None:
+    (tmp_path / "1.json").write_text(json.dumps({**OFFICIAL_EXAMPLE, "procedure": ["kiwix"]}))
+    result = invoke("record", "--tasks", str(tmp_path), "--store", str(tmp_path / "store"))
+    assert result.exit_code == 1 and "procedure: must end with 'end'" in result.output
+    assert not (tmp_path / "store").exists()
+
+
+def test_list_one_file_and_the_suite(tmp_path: Path) -> None:
+    (tmp_path / "7.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
+    listed = json.loads(invoke("tasks", "list", str(tmp_path / "7.json"), "--format", "json").output)
+    assert listed == [{**listed[0], "id": "7", "n_hops": 2,
+                       "hops": [{"index": 0, "keyword": "kiwix"}, {"index": 1, "keyword": "event"}]}]
+    everything = json.loads(invoke("tasks", "list", "--format", "json").output)
+    assert [t["id"] for t in everything] == [t.task_id for t in load_suite().tasks]
+    table = invoke("tasks", "list")
+    assert table.exit_code == 0 and "normal/1" in table.output
+
+
+def test_fixtures_serve_starts_and_stops() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "mmina", "fixtures", "serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        port = int(first.split("127.0.0.1:")[1].split(" ")[0])
+        assert "wiki.mmina.test" in first and "MAP *.mmina.test" in proc.stdout.readline()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/kiwix/", headers={"Host": "wiki.mmina.test"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200 and b"<html" in response.read().lower()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err
+
+
+def test_fixtures_serve_port_in_use() -> None:
+    with FixtureWeb() as web:
+        result = invoke("fixtures", "serve", "--port", str(web.port))
+    assert result.exit_code == 1 and result.output.startswith(f"Error: cannot listen on 127.0.0.1:{web.port}")
