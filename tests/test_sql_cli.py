@@ -143,7 +143,8 @@ def test_views_show_documented_columns(recorded: tuple[Path, RunSummary]) -> Non
 
 def test_record_from_a_real_subprocess(tmp_path: Path) -> None:
     env = {**os.environ, "MMINA_STORE": str(tmp_path / "store")}
-    proc = subprocess.run([sys.executable, "-m", "mmina", "record", "--format", "json"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "mmina", "record", "--format", "json", "--task", "normal/1"],
+                          capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
@@ -155,7 +156,8 @@ def test_record_from_a_real_subprocess(tmp_path: Path) -> None:
 
 def test_two_recording_processes_into_one_store(tmp_path: Path) -> None:
     env = {**os.environ, "MMINA_STORE": str(tmp_path / "store")}
-    procs = [subprocess.Popen([sys.executable, "-m", "mmina", "record", "--format", "json", "--run-id", f"w{i}"],
+    procs = [subprocess.Popen([sys.executable, "-m", "mmina", "record", "--format", "json", "--run-id", f"w{i}",
+                               "--task", "normal/1"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
              for i in range(2)]
     outputs = [p.communicate(timeout=240) for p in procs]

@@ -38,10 +38,11 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--browser", "browser_path", metavar="PATH", help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots.")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes recorded in parallel (one browser each).")
 @format_option("table", "json")
 def record(store_path: str | None, tasks_path: str | None, task_ids: tuple[str, ...], agent: str, run_id: str | None,
            resume: bool, max_steps: int, viewport: tuple[int, int], browser_path: str | None, no_screenshots: bool,
-           drift: int, fmt: str) -> None:
+           drift: int, workers: int, fmt: str) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
 
     With no options, records the built-in fixture suite with the oracle agent into the
@@ -53,10 +54,11 @@ def record(store_path: str | None, tasks_path: str | None, task_ids: tuple[str, 
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --run-id nightly --resume
+      mmina record --workers 2
     """
     config = RecordConfig(
         store=resolve_store_path(store_path), tasks=tasks_path, task_ids=task_ids, agent=agent, run_id=run_id,
-        resume=resume, limits=Limits(max_steps=max_steps), drift=drift,
+        resume=resume, limits=Limits(max_steps=max_steps), drift=drift, workers=workers,
         browser=BrowserConfig(executable=browser_path, viewport_width=viewport[0], viewport_height=viewport[1],
                               screenshots=not no_screenshots),
     )

@@ -59,6 +59,7 @@ class BrowserSession:
 
     def __init__(self, config: BrowserConfig) -> None:
         self.config = config
+        self._closed = False
         self._playwright = sync_playwright().start()
         try:
             executable = find_chromium(config.executable, self._playwright)
@@ -76,6 +77,11 @@ class BrowserSession:
     def version(self) -> str:
         return f"chromium {self.browser.version}"
 
+    @property
+    def connected(self) -> bool:
+        """False once the browser process has crashed or been killed."""
+        return self.browser.is_connected()
+
     def episode(self, har_path: Path) -> "EpisodeBrowser":
         context = self.browser.new_context(
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
@@ -88,8 +94,13 @@ class BrowserSession:
         return EpisodeBrowser(context, self.config)
 
     def close(self) -> None:
+        """Stop the browser and Playwright; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
         try:
-            self.browser.close()
+            if self.browser.is_connected():
+                self.browser.close()
         finally:
             self._playwright.stop()
 

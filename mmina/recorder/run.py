@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import platform
 import socket
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +19,8 @@ from mmina.budget import Limits
 from mmina.errors import StoreError
 from mmina.recorder.agents import make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
-from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
+from mmina.recorder.episode import EpisodeResult
+from mmina.recorder.workers import EpisodeRunner, WorkerSetup, record_in_parallel, record_serially
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
@@ -41,6 +41,7 @@ class RecordConfig:
     limits: Limits = field(default_factory=Limits)
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
+    workers: int = 1
 
 
 @dataclass
@@ -68,40 +69,52 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     before the first byte is written, so a mistake leaves the store as it was.
     """
     suite = load_checked_suite(config.tasks, list(config.task_ids) or None)
-    agent = make_agent(config.agent)
+    make_agent(config.agent)
     if config.run_id:
         check_id("run id", config.run_id)
     if Path(config.store).exists():
         Store.open(config.store)
     started = time.perf_counter()
-    with _fixture_web(suite.tasks, config.drift) as extra_args, tempfile.TemporaryDirectory(prefix="mmina-") as workdir:
-        session = BrowserSession(replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args)))
+    with _fixture_web(suite.tasks, config.drift) as extra_args:
+        browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
+        session = BrowserSession(browser)
         try:
             store = Store.open(config.store, create=True)
-            summary, todo = _open_run(store, config, suite, agent.name, session.version)
+            summary, todo = _open_run(store, config, suite, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            for task in todo:
-                writer = store.episode_writer(summary.run_id, new_episode_id(task))
-                try:
-                    result = EpisodeRecorder(session, agent, task, writer, config.limits, Path(workdir)).record(attempt=1)
-                except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
-                    writer.abort()
-                    raise
+            setup = WorkerSetup(config.agent, str(store.root), summary.run_id, config.limits, browser)
+            for task, result in _episodes(setup, session, todo, config.workers):
                 summary.episodes.append(result)
                 if on_episode:
                     on_episode(task, result)
         finally:
             session.close()
+    order = {t.task_id: i for i, t in enumerate(suite.tasks)}
+    summary.episodes.sort(key=lambda e: order[e.task_id])
     summary.duration_s = time.perf_counter() - started
     return summary
 
 
-def _open_run(store: Store, config: RecordConfig, suite: TaskSuite, agent_name: str,
+def _episodes(setup: WorkerSetup, session: BrowserSession, tasks: list[Task],
+              workers: int) -> Iterator[tuple[Task, EpisodeResult]]:
+    """One worker records in this process with the already started browser; more use processes."""
+    if workers > 1 and len(tasks) > 1:
+        session.close()
+        yield from record_in_parallel(setup, tasks, min(workers, len(tasks)))
+        return
+    runner = EpisodeRunner(setup, session)
+    try:
+        yield from record_serially(runner, tasks)
+    finally:
+        runner.close()
+
+
+def _open_run(store: Store, config: RecordConfig, suite: TaskSuite,
               browser_version: str) -> tuple[RunSummary, list[Task]]:
     """Create the run (or reopen it with ``resume``); returns the tasks still to record."""
     run_id = _run_id(store, config)
-    row = {**_run_row(config, suite, agent_name), "browser_version": browser_version}
+    row = {**_run_row(config, suite), "browser_version": browser_version}
     created = store.begin_run(run_id, row, [_task_row(t) for t in suite.tasks])
     if not created and not config.resume:
         raise StoreError(f"run {run_id} already exists in {store.root}; pass --resume to continue it")
@@ -138,12 +151,13 @@ def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
         yield web.chromium_args()
 
 
-def _run_row(config: RecordConfig, suite: TaskSuite, agent_name: str) -> dict[str, Any]:
+def _run_row(config: RecordConfig, suite: TaskSuite) -> dict[str, Any]:
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids),
-                "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift}
+                "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
+                "workers": config.workers}
     return {
         "created_at": utcnow(),
-        "agent": agent_name,
+        "agent": config.agent,
         "model": None,
         "config_json": json.dumps(settings, sort_keys=True, default=str),
         "task_suite": suite.name,

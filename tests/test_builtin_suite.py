@@ -1,0 +1,106 @@
+"""The built-in suites: generated from the sites, complete, and solved by the oracle in a real browser.
+
+Also shows why archive replay matters: at drift 3 the same scripts meet different pages.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mmina.fixtures import generate_tasks
+from mmina.fixtures.web.server import SITE_CLASSES
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.store import Store
+from mmina.store.sql import run_query
+from mmina.taskcheck import check_path
+from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
+
+
+@pytest.fixture(scope="module")
+def drift0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
+    store = tmp_path_factory.mktemp("drift0") / "store"
+    return store, record_run(RecordConfig(store=store, browser=BrowserConfig(screenshots=False)))
+
+
+@pytest.fixture(scope="module")
+def drift3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
+    store = tmp_path_factory.mktemp("drift3") / "store"
+    return store, record_run(RecordConfig(store=store, drift=3, browser=BrowserConfig(screenshots=False)))
+
+
+def test_task_files_are_what_the_generator_makes() -> None:
+    stale = generate_tasks.stale_files(generate_tasks.build_suites(), generate_tasks.TASKS_DIR)
+    assert stale == [], "run: python -m mmina.fixtures.generate_tasks"
+
+
+def test_suite_shape() -> None:
+    assert check_path(builtin_suite_path()) == []
+    tasks = load_suite().tasks
+    hops = Counter(t.n_hops for t in tasks)
+    assert len(tasks) >= 80
+    assert set(range(1, 11)) <= set(hops), hops
+    assert sum(n for h, n in hops.items() if h >= 5) >= 5 and sum(n for h, n in hops.items() if h >= 8) >= 3
+    assert {t.suite for t in tasks} == set(SUITE_FOLDERS)
+    assert sum(bool(t.original.get("multimodal")) for t in tasks) >= 10
+    assert all(t.reference_script for t in tasks)
+    assert len(SITE_CLASSES) >= 13
+
+
+def test_keywords_only_match_their_own_site() -> None:
+    """The official URL rule must not complete a hop on the wrong site."""
+    keywords = {cls.keyword for cls in SITE_CLASSES}
+    for keyword, fragments in generate_tasks.fragments_by_site().items():
+        for fragment in fragments:
+            urls = [fragment.reference_url] + [s["url"] for s in fragment.script if s["action"] == "goto"]
+            for url in urls:
+                assert keyword in url.lower(), (keyword, url)
+                assert not [k for k in keywords - {keyword} if k in url.lower() and k not in keyword], (keyword, url)
+            assert fragment.script[0]["action"] == "goto"
+            if fragment.city:
+                assert fragment.city.lower().replace(" ", "-") in fragment.reference_url.lower() or \
+                    fragment.city.lower() in fragment.reference_url.lower(), fragment
+            if fragment.flight:
+                assert fragment.flight.lower() in fragment.reference_url.lower(), fragment
+
+
+def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) -> None:
+    store, summary = drift0
+    tasks = {t.task_id: t for t in load_suite().tasks}
+    assert sorted(e.task_id for e in summary.episodes) == sorted(tasks)
+    failed = [(e.task_id, e.status, e.stop_reason, e.hops_completed, e.n_hops, e.error) for e in summary.episodes
+              if (e.status, e.stop_reason, e.hops_completed) != ("completed", "stop", e.n_hops)]
+    assert failed == []
+    for episode in summary.episodes:
+        answers = tasks[episode.task_id].reference_answers.get("must_include", [])
+        assert all(a.lower() in (episode.final_answer or "").lower() for a in answers), episode
+    errors = run_query(Store.open(store), "select count(*) from steps where action_error is not null").rows
+    assert errors == [(0,)]
+
+
+def test_text_answers_are_on_the_pages_the_oracle_saw(drift0: tuple[Path, RunSummary]) -> None:
+    rows = run_query(Store.open(drift0[0]), """
+        select t.task_id, t.original_json, list(s.tree_text) from tasks t
+        join episodes e using (task_id) join steps s using (episode_id) group by all""").rows
+    for task_id, original, trees in rows:
+        seen = "\n".join(trees).lower()
+        for hop in json.loads(original).get("mmina_hops", []):
+            if not hop["multimodal"]:
+                assert hop["answer"].lower() in seen, (task_id, hop["answer"])
+
+
+def test_drift_3_changes_the_pages_of_most_tasks(drift0: tuple[Path, RunSummary],
+                                                 drift3: tuple[Path, RunSummary]) -> None:
+    def pages(store: Path) -> dict[str, list[str]]:
+        rows = run_query(Store.open(store), """
+            select e.task_id, list(s.tree_text order by s.step_index) from episodes e
+            join steps s using (episode_id) group by all""").rows
+        return dict(rows)
+
+    before, after = pages(drift0[0]), pages(drift3[0])
+    assert set(before) == set(after)
+    changed = [t for t in before if before[t] != after[t]]
+    assert len(changed) * 3 >= len(before), f"only {len(changed)} of {len(before)} tasks met different pages"
