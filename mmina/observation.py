@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 _LINE = re.compile(r"^(?P<indent>\s*)- (?P<body>.*)$")
 _REF = re.compile(r"\s*\[ref=(?P<ref>[A-Za-z0-9]+)\]")
+_BOX = re.compile(r"\s*\[box=(?P<box>-?[\d.]+,-?[\d.]+,-?[\d.]+,-?[\d.]+)\]")
 _NOISE = re.compile(r"\s*\[cursor=pointer\]")
 _HEAD = re.compile(r'^(?P<role>[A-Za-z/][\w/-]*)(?:\s+"(?P<name>(?:[^"\\]|\\.)*)")?')
 
@@ -24,6 +25,27 @@ class Element:
     role: str
     name: str
     depth: int
+    box: tuple[float, float, float, float] | None = None
+    """x, y, width, height in CSS pixels, relative to the viewport (None when unknown)."""
+
+    def in_view(self, width: int, height: int) -> bool:
+        """Whether any part of the element's box lies inside a viewport of this size."""
+        if self.box is None or self.box[2] <= 0 or self.box[3] <= 0:
+            return False
+        x, y, w, h = self.box
+        return x < width and y < height and x + w > 0 and y + h > 0
+
+
+@dataclass(frozen=True)
+class PageImage:
+    """An image shown in the viewport: its source, alt text and box in CSS pixels."""
+
+    src: str
+    alt: str
+    x: float
+    y: float
+    width: float
+    height: float
 
 
 @dataclass(frozen=True)
@@ -45,6 +67,8 @@ class Observation:
     elements: list[Element] = field(default_factory=list)
     screenshot: bytes | None = None
     intent: str = ""
+    screenshot_som: bytes | None = None
+    images: list[PageImage] = field(default_factory=list)
 
     def find(self, role: str, name: str) -> Element | None:
         """The first element with this role and exact accessible name."""
@@ -80,19 +104,26 @@ def flatten_snapshot(snapshot: str, ids: ElementIds) -> tuple[str, list[Element]
             continue
         depth = len(match["indent"]) // 2
         body = _NOISE.sub("", match["body"]).rstrip()
+        box = _BOX.search(body)
+        body = _BOX.sub("", body)
         body = body[:-1] if body.endswith(":") else body
         ref = _REF.search(body)
         if ref:
             body = _REF.sub("", body)
-            element = _element(ids.id_for(ref["ref"]), body, depth)
+            element = _element(ids.id_for(ref["ref"]), body, depth, _parse_box(box["box"]) if box else None)
             elements.append(element)
             body = f"[{element.id}] {body}"
         lines.append("\t" * depth + body)
     return "\n".join(lines), elements
 
 
-def _element(element: str, body: str, depth: int) -> Element:
+def _element(element: str, body: str, depth: int, box: tuple[float, float, float, float] | None) -> Element:
     head = _HEAD.match(body)
     role = head["role"] if head else body.split(" ")[0]
     name = head["name"] if head and head["name"] is not None else ""
-    return Element(element, role, name.replace('\\"', '"'), depth)
+    return Element(element, role, name.replace('\\"', '"'), depth, box)
+
+
+def _parse_box(text: str) -> tuple[float, float, float, float]:
+    x, y, w, h = (float(v) for v in text.split(","))
+    return x, y, w, h

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-"""The version written by this mmina; files of older versions are upgraded on read."""
+SCHEMA_VERSION = 2
+"""The version written by this mmina; files of older versions are upgraded on read.
+
+History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
+version-1 files).
+"""
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 HEADERS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.string())]))
@@ -165,6 +169,8 @@ STEPS = Table(
         ("observe_ms", F64, "Total observation capture time in milliseconds."),
         ("tree_ms", F64, "Accessibility-tree capture time in milliseconds."),
         ("screenshot_ms", F64, "Screenshot capture time in milliseconds."),
+        ("som_ms", F64, "Time to paint the set-of-marks screenshot, in milliseconds (since schema version 2)."),
+        ("images_ms", F64, "Time to list the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
     ),

@@ -33,6 +33,7 @@ from mmina.store.sql import run_query
 from tests.store_helpers import REPO_ROOT, begin, episode_row, write_episode
 
 GOLDEN = Path(__file__).parent / "golden" / "store-v1"
+V = f".v{SCHEMA_VERSION}.parquet"  # the suffix of files this mmina writes
 HEADER = f"import sys, os, time\nsys.path.insert(0, {str(REPO_ROOT)!r})\n"
 
 
@@ -97,7 +98,7 @@ def test_round_trip_and_blob_dedup(tmp_path: Path) -> None:
     assert sql(store, "select sha256, size from blobs order by size") == [
         (sha256(own), len(own)), (first, len(shared))]
     packs = dict(sql(store, "select episode_id, blob_packs from episodes"))
-    assert packs == {"ep1": ["blobs/ep1.v1.parquet"], "ep2": ["blobs/ep1.v1.parquet", "blobs/ep2.v1.parquet"]}
+    assert packs == {"ep1": [f"blobs/ep1{V}"], "ep2": [f"blobs/ep1{V}", f"blobs/ep2{V}"]}
     assert store.read_blobs([first], packs["ep2"]) == {first: shared}
     assert store.read_blobs(digests) == {first: shared, sha256(own): own}
     assert sql(store, """select e.episode_id, count(*) from steps s join episodes e using (episode_id)
@@ -132,7 +133,7 @@ def test_duplicate_commit_adds_nothing_to_the_committed_episode(tmp_path: Path) 
             write_episode(store, "r1", episode_id, [b"new for " + episode_id.encode()], n_steps=3)
     assert store.read("steps")["episode_id"].to_pylist() == ["ep2"]  # ep1 has gained 3 steps
     assert not list(store.root.rglob("*.tmp"))  # ep2's refused pack is left as a hidden .tmp
-    assert [p.name for p in store.files("blobs")] == ["ep2.v1.parquet"]
+    assert [p.name for p in store.files("blobs")] == [f"ep2{V}"]
 
 
 # -- 3. versioning ---------------------------------------------------------------------------
@@ -243,6 +244,9 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
     assert [(s["url"], s["action"], s["hop_index"], s["screenshot"], s["started_at"]) for s in steps] == [
         ("http://wiki.mmina.test/kiwix", "click [1]", 1, JPEG, t.replace(second=6)),
         ("http://wiki.mmina.test/event", "stop [Paris]", 2, JPEG, t.replace(second=7))]
+    # columns added after version 1 read as NULL, in Arrow and in SQL
+    assert all(s["som_ms"] is None and s["images_ms"] is None for s in steps)
+    assert sql(store, "select count(*), count(som_ms), count(images_ms) from steps") == [(2, 0, 0)]
     assert steps[0]["images"][0] == {"blob": JPEG, "src": "http://wiki.mmina.test/a.jpg", "alt": "red", "x": 1.0,
                                      "y": 2.0, "width": 1.0, "height": 1.0, "caption": "a red pixel"}
     (task,) = store.read("tasks").to_pylist()
@@ -297,7 +301,7 @@ time.sleep(120)
         proc.kill()
         proc.wait()
     partial = sorted(str(p) for p in root.rglob(".*.tmp"))
-    assert partial and all("/blobs/.ep-killed.v1.parquet." in p for p in partial)
+    assert partial and all(f"/blobs/.ep-killed{V}." in p for p in partial)
     assert Path(partial[0]).stat().st_size > ROW_GROUP_BYTES, "row groups of the killed episode reached disk"
 
     store = Store.open(root)
@@ -317,8 +321,8 @@ time.sleep(120)
 def test_orphan_files_are_hidden_and_reported(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", [b"x"], n_steps=2)
-    committed = pq.read_table(steps_dir(store) / "ep1.v1.parquet")
-    orphan = steps_dir(store) / "ep-orphan.v1.parquet"  # a writer killed after this rename
+    committed = pq.read_table(steps_dir(store) / f"ep1{V}")
+    orphan = steps_dir(store) / f"ep-orphan{V}"  # a writer killed after this rename
     pq.write_table(committed.set_column(0, "episode_id", pa.array(["ep-orphan"] * committed.num_rows)), orphan)
     assert set(store.read("steps")["episode_id"].to_pylist()) == {"ep1"}
     assert sql(store, "select distinct episode_id from steps") == [("ep1",)]
@@ -329,13 +333,13 @@ def test_orphan_files_are_hidden_and_reported(tmp_path: Path) -> None:
 def test_packs_of_uncommitted_episodes_are_never_referenced(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", [b"seen before"], n_steps=1)
-    pack = store.root / "blobs" / "ep1.v1.parquet"
-    shutil.copy(pack, store.root / "blobs" / "ep-crashed.v1.parquet")  # killed before its episode row
-    pack.rename(store.root / "blobs" / "ep-moved.v1.parquet")  # the only committed copy is gone
+    pack = store.root / "blobs" / f"ep1{V}"
+    shutil.copy(pack, store.root / "blobs" / f"ep-crashed{V}")  # killed before its episode row
+    pack.rename(store.root / "blobs" / f"ep-moved{V}")  # the only committed copy is gone
     fresh = Store.open(store.root)
     write_episode(fresh, "r1", "ep2", [b"seen before"], n_steps=1)
     packs = sql(fresh, "select blob_packs from episodes where episode_id = 'ep2'")[0][0]
-    assert packs == ["blobs/ep2.v1.parquet"], "a pack without a committed episode must not be deduplicated against"
+    assert packs == [f"blobs/ep2{V}"], "a pack without a committed episode must not be deduplicated against"
 
 
 # -- 6. concurrent writers -------------------------------------------------------------------
@@ -393,12 +397,12 @@ def test_corrupt_file_is_reported_not_raised(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", [b"a"], n_steps=2)
     write_episode(store, "r1", "ep2", [b"b"], n_steps=2)
-    path = steps_dir(store) / "ep1.v1.parquet"
+    path = steps_dir(store) / f"ep1{V}"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
     report = verify_store(store)
     assert [(p.kind, p.path) for p in report.problems] == [("corrupt", str(path))]
-    with pytest.raises(CorruptFileError, match="ep1.v1.parquet"):
+    with pytest.raises(CorruptFileError, match=f"ep1{V}"):
         store.read("steps")
     with pytest.raises(MminaError) as raised:
         run_query(store, "select count(*) from steps")

@@ -7,15 +7,19 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from pathlib import Path
 
 from playwright.sync_api import Browser, BrowserContext, Error as PlaywrightError, Page, Playwright, sync_playwright
 
 from mmina.actions import Action, ActionKind
 from mmina.errors import BrowserNotFoundError, MminaError
-from mmina.observation import ElementIds, Observation, Tab, flatten_snapshot
+from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
+from mmina.recorder.marks import draw_marks, marked
 
+T = TypeVar("T")
 BROWSER_ENV = "MMINA_CHROMIUM"
 SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
@@ -32,6 +36,7 @@ class BrowserConfig:
     viewport_width: int = 1280
     viewport_height: int = 2048
     screenshots: bool = True
+    set_of_marks: bool = True
     jpeg_quality: int = 80
     extra_args: tuple[str, ...] = ()
 
@@ -105,6 +110,30 @@ class BrowserSession:
             self._playwright.stop()
 
 
+IMAGES_IN_VIEW = """() => Array.from(document.images)
+  .filter(i => i.complete && i.naturalWidth > 0)
+  .map(i => { const r = i.getBoundingClientRect();
+              return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, width: r.width, height: r.height}; })
+  .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && b.x + b.width > 0 && b.y + b.height > 0)"""
+
+
+class _Timer:
+    """Times the parts of an observation, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def time(self, name: str, part: Callable[[], T]) -> T:
+        start = time.perf_counter()
+        result = part()
+        self.timings[name] = (time.perf_counter() - start) * 1e3
+        return result
+
+    def done(self, total: str) -> dict[str, float]:
+        return {**self.timings, total: (time.perf_counter() - self.started) * 1e3}
+
+
 class ActionFailed(MminaError):
     """An action could not be executed; recorded on the step, the episode goes on."""
 
@@ -161,23 +190,30 @@ class EpisodeBrowser:
 
     def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
         """Capture the observation of the active tab, timing each part in milliseconds."""
-        started = time.perf_counter()
-        snapshot = self.page.aria_snapshot(mode="ai")
-        tree_done = time.perf_counter()
-        screenshot = self._screenshot()
-        shot_done = time.perf_counter()
+        timer = _Timer()
+        snapshot = timer.time("tree_ms", lambda: self.page.aria_snapshot(mode="ai", boxes=True))
         tree_text, elements = flatten_snapshot(snapshot, self.ids)
+        images = timer.time("images_ms", self._images)
+        screenshot = timer.time("screenshot_ms", self._screenshot)
+        som = timer.time("som_ms", lambda: self._marks(screenshot, elements))
         tabs = [Tab(p.url, _title(p)) for p in self.pages]
         observation = Observation(step_index, self.page.url, tabs[self.active].title, tabs, self.active,
-                                  tree_text, elements, screenshot, intent)
-        timings = {"tree_ms": (tree_done - started) * 1e3, "screenshot_ms": (shot_done - tree_done) * 1e3,
-                   "observe_ms": (time.perf_counter() - started) * 1e3}
-        return observation, timings
+                                  tree_text, elements, screenshot, intent, som, images)
+        return observation, timer.done("observe_ms")
+
+    def _images(self) -> list[PageImage]:
+        return [PageImage(**image) for image in self.page.evaluate(IMAGES_IN_VIEW)]
 
     def _screenshot(self) -> bytes | None:
         if not self.config.screenshots:
             return None
         return self.page.screenshot(type="jpeg", quality=self.config.jpeg_quality)
+
+    def _marks(self, screenshot: bytes | None, elements: list[Element]) -> bytes | None:
+        if screenshot is None or not self.config.set_of_marks:
+            return None
+        viewport = (self.config.viewport_width, self.config.viewport_height)
+        return draw_marks(screenshot, marked(elements, *viewport), self.config.jpeg_quality)
 
     def execute(self, action: Action) -> None:
         """Run one action on the browser; raises :class:`ActionFailed` with a one-line reason."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,9 @@ class EpisodeRecorder:
             status, error = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         finally:
             browser.close()
-        self.writer.add_requests(request_rows(self.har, self.step_starts, self.writer.put_blob, browser.secrets))
+        requests = request_rows(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
+        self.writer.add_requests(requests)
+        link_images(self.writer.steps, requests)
         self.har.unlink(missing_ok=True)
         duration = (time.perf_counter() - clock) * 1e3
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason,
@@ -121,6 +123,7 @@ class EpisodeRecorder:
         self.tokens[1] += reply.completion_tokens
         self.cost += reply.cost_usd
         screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        som = self.writer.put_blob(observation.screenshot_som, "image/jpeg") if observation.screenshot_som else None
         config = self.session.config
         self.writer.add_step({
             "step_index": observation.step_index,
@@ -131,9 +134,11 @@ class EpisodeRecorder:
             "active_tab": observation.active_tab,
             "tree_text": clean_text(observation.tree_text, secrets),
             "screenshot": screenshot,
+            "screenshot_som": som,
             "screenshot_width": config.viewport_width if screenshot else None,
             "screenshot_height": config.viewport_height if screenshot else None,
-            "images": [],
+            "images": [{"blob": None, "caption": None, **asdict(i), "src": clean_text(i.src, secrets)}
+                       for i in observation.images],
             "model_output": clean_text(reply.output, secrets),
             "action": clean_text(action.render(), secrets) if action else None,
             "action_kind": action.kind.value if action else None,
@@ -165,6 +170,17 @@ class EpisodeRecorder:
             "cost_usd": self.cost,
             "error": result.error,
         }
+
+
+def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:
+    """Point each step's images at the response body the browser downloaded for them.
+
+    The network capture already stored every image once; the step only names it.
+    """
+    bodies = {r["url"]: r["response_body"] for r in requests if r["response_body"] and r["status"] == 200}
+    for step in steps:
+        for image in step["images"]:
+            image["blob"] = bodies.get(image["src"])
 
 
 def _as_reply(reply: AgentReply | str) -> AgentReply:

@@ -2,8 +2,9 @@
 
 Each migration lifts one table from ``from_version`` to ``from_version + 1`` twice over:
 as an Arrow function (for mmina's own reader) and as a SQL template (for the DuckDB
-views, where ``{inner}`` is the older files' relation). Purely additive changes need no
-migration at all: missing columns read as nulls.
+views, where ``{inner}`` is the older files' relation). A column added in a version gets
+a migration too (:func:`added_columns`): the Arrow side fills it with nulls by itself, but
+a view over only older files would not know the column at all.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from mmina.errors import SchemaVersionError
-from mmina.schema import SCHEMA_VERSION, Table
+from mmina.schema import SCHEMA_VERSION, STEPS, Table
+from mmina.store.sqltypes import duckdb_type
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,18 @@ class Migration:
     view_sql: str = "SELECT * FROM ({inner})"
 
 
-MIGRATIONS: tuple[Migration, ...] = ()
-"""The migrations of the released schema versions, oldest first (none yet: version 1 is the first)."""
+def added_columns(table: Table, from_version: int, *names: str) -> Migration:
+    """The migration of a purely additive change: the new columns read as typed NULLs."""
+    types = {c.name: c.type for c in table.columns}
+    nulls = ", ".join(f'NULL::{duckdb_type(types[n])} AS "{n}"' for n in names)
+    return Migration(table.name, from_version, f"{table.name}: added {', '.join(names)}",
+                     upgrade=lambda data: data, view_sql=f"SELECT *, {nulls} FROM ({{inner}})")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    added_columns(STEPS, 1, "som_ms", "images_ms"),
+)
+"""The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 
 
 def check_readable(version: int, where: str) -> None:

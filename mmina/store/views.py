@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
 from mmina.schema import TABLES, Table
 from mmina.store.layout import data_files, file_version, glob_pattern
 from mmina.store.migrations import chain, check_readable
+from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
 
 CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
@@ -39,20 +39,6 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         """,
     ),
 }
-
-
-def duckdb_type(arrow_type: pa.DataType) -> str:
-    """The DuckDB type name of an Arrow type used in the schema (for typed empty views)."""
-    if pa.types.is_list(arrow_type):
-        return f"{duckdb_type(arrow_type.value_type)}[]"
-    if pa.types.is_struct(arrow_type):
-        fields = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in arrow_type)
-        return f"STRUCT({fields})"
-    if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz else "TIMESTAMP"
-    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
-              pa.bool_(): "BOOLEAN", pa.binary(): "BLOB"}
-    return simple[arrow_type]
 
 
 def _quote(text: str) -> str:
