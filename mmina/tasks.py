@@ -84,6 +84,10 @@ class TaskSuite:
             raise TaskError(f"unknown task id(s) {', '.join(missing)} in suite {self.name}")
         return TaskSuite(self.name, self.path, tuple(by_id[t] for t in task_ids), self.sha256)
 
+    def head(self, limit: int | None) -> "TaskSuite":
+        """The first ``limit`` tasks (all when None)."""
+        return self if limit is None else TaskSuite(self.name, self.path, self.tasks[:limit], self.sha256)
+
 
 def builtin_suite_path() -> Path:
     """The fixture task suite shipped inside the package."""

@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from mmina.budget import Limits
-from mmina.errors import StoreError
+from mmina.errors import AgentError, StoreError
+from mmina.recorder.agents import AgentSettings
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
@@ -178,3 +179,24 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
     assert serial == parallel and len(serial) == 4
     workers = _one(tmp_path / "store2", "select count(distinct worker) from episodes")[0][0]
     assert workers == 2
+
+
+def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], recorded_copy: Path) -> None:
+    source = recorded[1].run_id
+    replayed = record_run(RecordConfig(store=recorded_copy, agent="replay", task_ids=("normal/1",),
+                                       agent_settings=AgentSettings(from_run=source)))
+    original = recorded[1].episodes[0]
+    episode = replayed.episodes[0]
+    assert (episode.stop_reason, episode.n_steps, episode.hops_completed, episode.final_answer) == \
+        (original.stop_reason, original.n_steps, original.hops_completed, original.final_answer)
+    actions = _one(recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id")
+    assert len(actions) == 2 and actions[0][1] == actions[1][1]
+    one = record_run(RecordConfig(store=recorded_copy, agent="replay", task_ids=("normal/1",),
+                                  agent_settings=AgentSettings(from_episode=original.episode_id)))
+    assert one.episodes[0].final_answer == original.final_answer
+
+
+def test_replay_agent_needs_a_source(tmp_path: Path) -> None:
+    with pytest.raises(AgentError, match="--from-episode"):
+        record_run(RecordConfig(store=tmp_path / "s", agent="replay"))
+    assert not (tmp_path / "s").exists()

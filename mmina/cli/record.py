@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mmina.budget import Limits
 from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
+from mmina.recorder.agents import AgentSettings
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
@@ -30,19 +32,22 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @store_option
 @click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format (default: the built-in fixture suite).")
 @click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
-@click.option("--agent", default="oracle", show_default=True, help="oracle, or module:Class for your own agent.")
+@click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
+@click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
+@click.option("--agent", default="oracle", show_default=True, help="oracle, replay, or module:Class for your own agent.")
+@click.option("--from-run", metavar="RUN", help="replay agent: replay this run's episode of each task.")
+@click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
 @click.option("--browser", "browser_path", metavar="PATH", help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
-@click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots.")
+@click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
+@click.option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots.")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes recorded in parallel (one browser each).")
 @format_option("table", "json")
-def record(store_path: str | None, tasks_path: str | None, task_ids: tuple[str, ...], agent: str, run_id: str | None,
-           resume: bool, max_steps: int, viewport: tuple[int, int], browser_path: str | None, no_screenshots: bool,
-           drift: int, workers: int, fmt: str) -> None:
+def record(fmt: str, **options: Any) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
 
     With no options, records the built-in fixture suite with the oracle agent into the
@@ -53,20 +58,29 @@ def record(store_path: str | None, tasks_path: str | None, task_ids: tuple[str, 
       mmina record
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
+      mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
       mmina record --run-id nightly --resume
-      mmina record --workers 2
+      mmina record --workers 2 --limit 20
     """
-    config = RecordConfig(
-        store=resolve_store_path(store_path), tasks=tasks_path, task_ids=task_ids, agent=agent, run_id=run_id,
-        resume=resume, limits=Limits(max_steps=max_steps), drift=drift, workers=workers,
-        browser=BrowserConfig(executable=browser_path, viewport_width=viewport[0], viewport_height=viewport[1],
-                              screenshots=not no_screenshots),
-    )
-    summary = _record_with_progress(config)
+    summary = _record_with_progress(_config(options))
     if fmt == "json":
         print_json({**asdict(summary), "finished": len(summary.episodes)})
     else:
         _print_summary(summary)
+
+
+def _config(options: dict[str, Any]) -> RecordConfig:
+    """The run configuration from the command-line options."""
+    width, height = options["viewport"]
+    task_ids = (*options["task_ids"], *(t.strip() for t in (options["task_ids_csv"] or "").split(",") if t.strip()))
+    return RecordConfig(
+        store=resolve_store_path(options["store_path"]), tasks=options["tasks_path"], task_ids=task_ids,
+        limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
+        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
+        browser=BrowserConfig(executable=options["browser_path"], viewport_width=width, viewport_height=height,
+                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
+        agent_settings=AgentSettings(from_run=options["from_run"], from_episode=options["from_episode"]),
+    )
 
 
 def _record_with_progress(config: RecordConfig) -> RunSummary:

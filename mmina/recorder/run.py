@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from mmina import __version__
 from mmina.budget import Limits
 from mmina.errors import StoreError
-from mmina.recorder.agents import make_agent
+from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.workers import EpisodeRunner, WorkerSetup, record_in_parallel, record_serially
@@ -35,6 +35,7 @@ class RecordConfig:
     store: Path
     tasks: str | None = None
     task_ids: tuple[str, ...] = ()
+    limit: int | None = None
     agent: str = "oracle"
     run_id: str | None = None
     resume: bool = False
@@ -42,6 +43,12 @@ class RecordConfig:
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
     workers: int = 1
+    agent_settings: AgentSettings = field(default_factory=AgentSettings)
+
+    @property
+    def settings(self) -> AgentSettings:
+        """The agent settings with the store filled in (agents such as replay read it)."""
+        return replace(self.agent_settings, store=str(self.store))
 
 
 @dataclass
@@ -68,8 +75,8 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     Everything that can fail on user input (tasks, agent, store path, browser) is checked
     before the first byte is written, so a mistake leaves the store as it was.
     """
-    suite = load_checked_suite(config.tasks, list(config.task_ids) or None)
-    make_agent(config.agent)
+    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
+    make_agent(config.agent, config.settings)
     if config.run_id:
         check_id("run id", config.run_id)
     if Path(config.store).exists():
@@ -83,7 +90,7 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
             summary, todo = _open_run(store, config, suite, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, str(store.root), summary.run_id, config.limits, browser)
+            setup = WorkerSetup(config.agent, config.settings, str(store.root), summary.run_id, config.limits, browser)
             for task, result in _episodes(setup, session, todo, config.workers):
                 summary.episodes.append(result)
                 if on_episode:
@@ -152,13 +159,13 @@ def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
 
 
 def _run_row(config: RecordConfig, suite: TaskSuite) -> dict[str, Any]:
-    settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids),
+    settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
-                "workers": config.workers}
+                "workers": config.workers, "agent_settings": asdict(config.agent_settings)}
     return {
         "created_at": utcnow(),
         "agent": config.agent,
-        "model": None,
+        "model": config.agent_settings.model,
         "config_json": json.dumps(settings, sort_keys=True, default=str),
         "task_suite": suite.name,
         "task_suite_path": suite.path,

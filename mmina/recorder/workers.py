@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmina.budget import Limits
-from mmina.recorder.agents import make_agent
+from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
@@ -26,6 +26,7 @@ class WorkerSetup:
     """What a worker needs to rebuild everything on its own (picklable)."""
 
     agent: str
+    settings: AgentSettings
     store: str
     run_id: str
     limits: Limits
@@ -38,7 +39,7 @@ class EpisodeRunner:
     def __init__(self, setup: WorkerSetup, session: BrowserSession | None = None) -> None:
         self.setup = setup
         self.session = session or BrowserSession(setup.browser)
-        self.agent = make_agent(setup.agent)
+        self.agent = make_agent(setup.agent, setup.settings)
         self.store = Store.open(setup.store)
         self._workdir = tempfile.TemporaryDirectory(prefix="mmina-")
 
