@@ -200,3 +200,9 @@ def test_replay_agent_needs_a_source(tmp_path: Path) -> None:
     with pytest.raises(AgentError, match="--from-episode"):
         record_run(RecordConfig(store=tmp_path / "s", agent="replay"))
     assert not (tmp_path / "s").exists()
+
+
+def test_run_summary_counts(recorded: tuple[Path, RunSummary]) -> None:
+    summary = recorded[1]
+    assert (summary.hop_sr, summary.task_sr, summary.errors, summary.tokens) == (1.0, 1.0, 0, 0)
+    assert summary.episodes[0].answer_ok is True and summary.episodes[0].success

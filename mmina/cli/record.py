@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from collections.abc import Callable
 from typing import Any
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 from mmina.budget import Limits
 from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
@@ -64,7 +66,8 @@ def record(fmt: str, **options: Any) -> None:
     """
     summary = _record_with_progress(_config(options))
     if fmt == "json":
-        print_json({**asdict(summary), "finished": len(summary.episodes)})
+        episodes = [{**asdict(e), "success": e.success} for e in summary.episodes]
+        print_json({**asdict(summary), "episodes": episodes, "finished": len(summary.episodes), **summary.totals()})
     else:
         _print_summary(summary)
 
@@ -84,28 +87,44 @@ def _config(options: dict[str, Any]) -> RecordConfig:
 
 
 def _record_with_progress(config: RecordConfig) -> RunSummary:
-    """A live progress bar on a terminal; one line per episode in logs (no TTY)."""
+    """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs."""
     if not stderr.is_terminal:
-        done = [0, 0]
-
-        def log_start(run_id: str, total: int) -> None:
-            done[1] = total
-            stderr.print(f"recording run {run_id}: {total} task(s)")
-
-        def log_episode(task: Task, result: EpisodeResult) -> None:
-            done[0] += 1
-            stderr.print(f"[{done[0]}/{done[1]}] {task.task_id}: {result.status}, {result.stop_reason}, "
-                         f"{result.hops_completed}/{result.n_hops} hops, {result.n_steps} steps")
-
-        return record_run(config, on_start=log_start, on_episode=log_episode)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        return record_run(config, on_start=_log_start, on_episode=_log_episode())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sr]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
-        bar = progress.add_task("recording", total=None)
+        bar = progress.add_task("recording", total=None, sr="")
+        results: list[EpisodeResult] = []
 
         def on_start(run_id: str, total: int) -> None:
             progress.update(bar, description=f"run {run_id}", total=total)
 
-        return record_run(config, on_start=on_start, on_episode=lambda _task, _result: progress.advance(bar))
+        def on_episode(_task: Task, result: EpisodeResult) -> None:
+            results.append(result)
+            progress.update(bar, advance=1, sr=_running_sr(results))
+
+        return record_run(config, on_start=on_start, on_episode=on_episode)
+
+
+def _running_sr(results: list[EpisodeResult]) -> str:
+    hops = sum(r.n_hops for r in results) or 1
+    return (f"task SR {sum(r.success for r in results) / len(results):.0%} "
+            f"hop SR {sum(r.hops_completed for r in results) / hops:.0%}")
+
+
+def _log_start(run_id: str, total: int) -> None:
+    stderr.print(f"recording run {run_id}: {total} task(s)")
+
+
+def _log_episode() -> Callable[[Task, EpisodeResult], None]:
+    results: list[EpisodeResult] = []
+
+    def log(task: Task, result: EpisodeResult) -> None:
+        results.append(result)
+        stderr.print(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
+                     f"{result.hops_completed}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})")
+
+    return log
 
 
 def _print_summary(summary: RunSummary) -> None:
@@ -115,7 +134,7 @@ def _print_summary(summary: RunSummary) -> None:
                 title=f"run {summary.run_id}")
     if summary.skipped:
         click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
-    full = sum(e.hops_completed == e.n_hops for e in summary.episodes)
-    click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s, {full} with every hop "
-               f"completed; stored in {Path(summary.store)}")
+    click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
+               f"hop SR {summary.hop_sr:.1%}, {summary.errors} error(s), {summary.tokens} tokens, "
+               f"${summary.cost_usd:.4f}; stored in {Path(summary.store)}")
     click.echo(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')

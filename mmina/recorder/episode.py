@@ -14,6 +14,7 @@ from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents import Agent, AgentReply, ScriptEnd
 from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError
+from mmina.evaluation import answer_verdict
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, EpisodeBrowser
 from mmina.recorder.har import request_rows
@@ -34,6 +35,15 @@ class EpisodeResult:
     hops_completed: int
     duration_ms: float
     error: str | None
+    answer_ok: bool | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        """Live verdict: every hop reached and, where the task has string references, the answer right."""
+        return self.status == "completed" and self.hops_completed == self.n_hops and self.answer_ok is not False
 
 
 def new_episode_id(task: Task) -> str:
@@ -74,9 +84,10 @@ class EpisodeRecorder:
         link_images(self.writer.steps, requests)
         self.har.unlink(missing_ok=True)
         duration = (time.perf_counter() - clock) * 1e3
-        result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason,
-                               clean_text(answer, browser.secrets), self.budget.steps, self.task.n_hops,
-                               self.tracker.current, duration, error)
+        answer = clean_text(answer, browser.secrets)
+        result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
+                               self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
+                               answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost)
         self.writer.commit(self._episode_row(result, attempt, started))
         return result
 
@@ -165,9 +176,9 @@ class EpisodeRecorder:
             "started_at": started,
             "ended_at": _now(),
             "duration_ms": result.duration_ms,
-            "prompt_tokens": self.tokens[0],
-            "completion_tokens": self.tokens[1],
-            "cost_usd": self.cost,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "cost_usd": result.cost_usd,
             "error": result.error,
         }
 

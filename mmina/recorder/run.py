@@ -59,6 +59,34 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     duration_s: float = 0.0
 
+    @property
+    def hop_sr(self) -> float:
+        """Completed hops / hops over this run's new episodes (live URL tracking)."""
+        hops = sum(e.n_hops for e in self.episodes)
+        return sum(e.hops_completed for e in self.episodes) / hops if hops else 0.0
+
+    @property
+    def task_sr(self) -> float:
+        """Episodes with every hop completed and a passing string answer / episodes."""
+        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(e.status == "error" for e in self.episodes)
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.prompt_tokens + e.completion_tokens for e in self.episodes)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(e.cost_usd for e in self.episodes)
+
+    def totals(self) -> dict[str, float | int]:
+        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr,
+                "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "duration_s": self.duration_s}
+
 
 OnEpisode = Callable[[Task, EpisodeResult | None], None]
 
