@@ -17,7 +17,7 @@ from mmina.errors import AgentError, MminaError
 from mmina.evaluation import answer_verdict
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, EpisodeBrowser
-from mmina.recorder.har import request_rows
+from mmina.recorder.har import capture
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
 from mmina.tasks import HopTracker, Task
@@ -79,12 +79,13 @@ class EpisodeRecorder:
             status, error = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         finally:
             browser.close()
-        requests = request_rows(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
+        requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
+        self.har.unlink(missing_ok=True)
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)
-        self.har.unlink(missing_ok=True)
+        scrub_steps(self.writer.steps, secrets)
         duration = (time.perf_counter() - clock) * 1e3
-        answer = clean_text(answer, browser.secrets)
+        answer = clean_text(answer, secrets)
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost)
@@ -181,6 +182,20 @@ class EpisodeRecorder:
             "cost_usd": result.cost_usd,
             "error": result.error,
         }
+
+
+TEXT_FIELDS = ("url", "title", "tree_text", "model_output", "action", "action_error")
+
+
+def scrub_steps(steps: list[dict[str, Any]], secrets: list[str]) -> None:
+    """Remove credentials learned from the traffic from what the steps already hold."""
+    if not secrets:
+        return
+    for step in steps:
+        for name in TEXT_FIELDS:
+            step[name] = clean_text(step[name], secrets)
+        step["tabs"] = [{**tab, "url": clean_text(tab["url"], secrets)} for tab in step["tabs"]]
+        step["images"] = [{**image, "src": clean_text(image["src"], secrets)} for image in step["images"]]
 
 
 def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:

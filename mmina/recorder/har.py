@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, scrub
+from mmina.redact import REDACTED, SECRET_HEADERS, clean_text, redact_body, redact_headers, scrub
 
 PutBlob = Callable[[bytes, str], str]
 
@@ -25,16 +25,43 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
     return json.loads(path.read_text())["log"]["entries"], None
 
 
-def request_rows(path: Path, step_starts: list[datetime], put_blob: PutBlob, secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """One row per HAR entry, in start order, each assigned to the step whose action issued it."""
+def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob,
+            typed_secrets: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str]]:
+    """Request rows (one per HAR entry, in start order, assigned to the step that issued them)
+    and every secret known for the episode: typed passwords plus the credentials the headers
+    carried, which are then scrubbed from URLs and bodies too (a page may echo a token)."""
     entries, archive = read_har(path)
-    secrets = list(secrets)
     try:
         entries = sorted(entries, key=lambda e: e["startedDateTime"])
-        return [_row(seq, e, step_starts, put_blob, archive, secrets) for seq, e in enumerate(entries)]
+        secrets = sorted({*typed_secrets, *header_secrets(entries)}, key=len, reverse=True)
+        return [_row(seq, e, step_starts, put_blob, archive, secrets) for seq, e in enumerate(entries)], secrets
     finally:
         if archive is not None:
             archive.close()
+
+
+MIN_SECRET = 8
+"""Shorter header values (``lang=en``) are too common to scrub from every text."""
+
+
+def header_secrets(entries: list[dict[str, Any]]) -> set[str]:
+    """Credential values in the traffic: Authorization tokens and cookie values."""
+    found: set[str] = set()
+    for entry in entries:
+        headers = [*entry["request"].get("headers", []), *(entry.get("response") or {}).get("headers", [])]
+        for header in headers:
+            found |= _credential_values(header["name"].lower(), header["value"])
+    return {v for v in found if len(v) >= MIN_SECRET}
+
+
+def _credential_values(name: str, value: str) -> set[str]:
+    if name in ("authorization", "proxy-authorization"):
+        return {value, value.partition(" ")[2]}
+    if name == "cookie":
+        return {pair.partition("=")[2].strip() for pair in value.split(";")}
+    if name == "set-cookie":
+        return {value.split(";")[0].partition("=")[2].strip()}
+    return {value} if name in SECRET_HEADERS else set()
 
 
 def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
