@@ -23,13 +23,13 @@ from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
 @pytest.fixture(scope="module")
 def drift0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift0") / "store"
-    return store, record_run(RecordConfig(store=store, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(RecordConfig(store=store, workers=2, browser=BrowserConfig(screenshots=False)))
 
 
 @pytest.fixture(scope="module")
 def drift3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift3") / "store"
-    return store, record_run(RecordConfig(store=store, drift=3, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(RecordConfig(store=store, drift=3, workers=2, browser=BrowserConfig(screenshots=False)))
 
 
 def test_task_files_are_what_the_generator_makes() -> None:

@@ -26,7 +26,10 @@ import pytest
 from PIL import Image
 
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.sites.shop import PRODUCTS, Product
+from mmina.fixtures.web.hops import HopFragment
+from mmina.fixtures.web.sites.shop import PRODUCTS, Product, ShopSite
+from mmina.fixtures.web.sites.wiki import WikiSite
+from mmina.fixtures.web.world import CITIES, CURRENCIES
 
 WIKI, SHOP = "wiki.mmina.test", "shop.mmina.test"
 HTML = "text/html; charset=utf-8"
@@ -235,6 +238,88 @@ def test_product_looks_are_only_in_the_photo(web: FixtureWeb, product: Product) 
     looks = re.compile(rf"\b{product.photo.colour}\b|{PATTERN_WORDS[product.photo.pattern]}", re.IGNORECASE)
     for text in texts:
         assert not looks.search(text)
+
+
+def test_category_sort_dropdown(web: FixtureWeb) -> None:
+    text = fetch(web, SHOP, "/category/home-kitchen?sort=price-desc").text
+    assert '<label for="sort">Sort by</label> <select id="sort" name="sort">' in text
+    assert '<option value="price-desc" selected>Price: high to low</option>' in text
+    names = re.findall(r'<a href="/product/[^"]+">([^<]+)</a>', text)
+    assert names[0] == "Solarian Sun Basket, large"
+    assert 'href="/category/home-kitchen?page=2&amp;sort=price-desc"' in text or \
+        'href="/category/home-kitchen?page=2&sort=price-desc"' in text
+    cheapest = fetch(web, SHOP, "/category/grocery?sort=price-asc").text
+    assert cheapest.index("$4.25") < cheapest.index("$9.99") < cheapest.index("$12.40")
+    assert fetch(web, SHOP, "/category/grocery?sort=bogus").body == fetch(web, SHOP, "/category/grocery").body
+
+
+def test_stock_api_is_fixed_at_level_0(web: FixtureWeb) -> None:
+    answers = {fetch(web, SHOP, "/api/stock?product=stoneware-mug").body for _ in range(3)}
+    assert len(answers) == 1
+    assert 5 <= json.loads(answers.pop())["left"] <= 24
+
+
+def test_wiki_agrees_with_the_shared_world(web: FixtureWeb) -> None:
+    """Every world city has an article naming its airport code; country currencies match world.py."""
+    for city in CITIES:
+        text = fetch(web, WIKI, "/kiwix/A/" + city.name.replace(" ", "_")).text
+        assert city.country in text, city.name
+        if city.name not in ("Port Meridian", "Calder Bay"):  # capitals whose articles predate airports
+            assert f"({city.airport})" in text, city.name
+    for country, code in (("Solaria", "SOL"), ("Estravia", "EST"), ("Norvale", "NRV")):
+        text = fetch(web, WIKI, f"/kiwix/A/{country}").text
+        assert f"{CURRENCIES[code]} ({code})" in text
+
+
+# ---- hop fragments ----
+
+SITES_WITH_FRAGMENTS = [(WikiSite, WIKI, 10, 2), (ShopSite, SHOP, 10, 3)]
+
+
+@pytest.mark.parametrize(("site", "host", "at_least", "multimodal"), SITES_WITH_FRAGMENTS,
+                         ids=lambda value: getattr(value, "label", None))
+def test_fragments_are_well_formed(site: type, host: str, at_least: int, multimodal: int) -> None:
+    fragments: list[HopFragment] = site(0).hop_fragments()
+    assert len(fragments) >= at_least
+    assert sum(f.multimodal for f in fragments) >= multimodal
+    assert len({(f.goal, f.question) for f in fragments}) == len(fragments)
+    for f in fragments:
+        url = f.reference_url.lower()
+        assert f.keyword == site.keyword and f.keyword in url and f.site == site.label
+        assert f.script[0]["action"] == "goto" and f.script[0]["url"].startswith(f"http://{host}/")
+        assert 2 <= len(f.script) <= 5 and all(step["action"] != "stop" for step in f.script)
+        assert all(set(step.get("target", {})) <= {"role", "name"} for step in f.script)
+        assert not f.goal.endswith(".")  # the task generator joins goal and question with ". "
+        assert f.answer and f.answer.lower() not in f.goal.lower() and f.answer.lower() not in f.question.lower()
+        assert not f.city or f.city in url
+        assert not f.shop or (site is ShopSite and url == f"http://{host}/product/{f.shop}")
+
+
+def _reference_texts(web: FixtureWeb, host: str, f: HopFragment) -> str:
+    """The reference page's HTML, plus the reviews its script loads (answers that arrive by XHR)."""
+    path, headers = urlsplit(f.reference_url), {}
+    if "cart" in f.tags:  # replay the script's add-to-cart: the product page it opens, the quantity it types
+        slug = f.script[0]["url"].rsplit("/", 1)[1]
+        qty = next(step["text"] for step in f.script if step["action"] == "type")
+        added = fetch(web, host, "/cart/add", {"product": slug, "qty": qty})
+        headers["Cookie"] = added.headers["Set-Cookie"].split(";")[0]
+    reply = fetch(web, host, path.path + (f"?{path.query}" if path.query else ""), headers=headers)
+    assert reply.status == 200, f.reference_url
+    if f.shop:
+        return reply.text + fetch(web, host, f"/api/reviews?product={f.shop}").text
+    return reply.text
+
+
+@pytest.mark.parametrize(("site", "host"), [(WikiSite, WIKI), (ShopSite, SHOP)], ids=["wiki", "shop"])
+def test_fragment_answers_are_on_the_reference_page_or_only_in_its_image(web: FixtureWeb, site: type,
+                                                                         host: str) -> None:
+    for f in site(0).hop_fragments():
+        text = _reference_texts(web, host, f)
+        if f.multimodal:
+            assert not re.search(rf"\b{re.escape(f.answer)}\b", text, re.IGNORECASE), f.question
+            assert re.search(r'<img src="[^"]+\.png"', text)
+        else:
+            assert f.answer in text, (f.goal, f.answer)
 
 
 class _Links(HTMLParser):

@@ -15,7 +15,7 @@ from mmina.cli.common import format_option, print_json, render_rows, stderr, sto
 from mmina.recorder.agents import AgentSettings
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.recorder.run import INTERACTIVE_AGENTS, RecordConfig, RunSummary, record_run
 from mmina.store import resolve_store_path
 from mmina.tasks import Task
 
@@ -36,9 +36,25 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
 @click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
 @click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
-@click.option("--agent", default="oracle", show_default=True, help="oracle, replay, or module:Class for your own agent.")
+@click.option("--agent", default="oracle", show_default=True,
+              help="oracle, replay, openai (a model behind an OpenAI-compatible endpoint), human (you type "
+                   "each action), or module:Class for your own agent.")
 @click.option("--from-run", metavar="RUN", help="replay agent: replay this run's episode of each task.")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
+@click.option("--model", metavar="NAME", help="openai agent: the model to ask (required for it).")
+@click.option("--base-url", metavar="URL", envvar="OPENAI_BASE_URL", show_envvar=True,
+              help="openai agent: the OpenAI-compatible endpoint (default: OpenAI's); the key is $OPENAI_API_KEY.")
+@click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text", show_default=True,
+              help="openai agent: accessibility tree only, plus image captions, or plus the screenshot.")
+@click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="openai agent: put the K most relevant earlier trajectories from the store into the prompt.")
+@click.option("--memory-by", type=click.Choice(["similarity", "recency"]), default="similarity", show_default=True,
+              help="openai agent: rank earlier trajectories by intent similarity or by recency.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="openai agent: sampling temperature.")
+@click.option("--price-in", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="USD",
+              help="openai agent: price per million input tokens, for the recorded cost.")
+@click.option("--price-out", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="USD",
+              help="openai agent: price per million output tokens, for the recorded cost.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
@@ -61,6 +77,7 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
+      mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
     """
@@ -82,13 +99,18 @@ def _config(options: dict[str, Any]) -> RecordConfig:
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
         browser=BrowserConfig(executable=options["browser_path"], viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
-        agent_settings=AgentSettings(from_run=options["from_run"], from_episode=options["from_episode"]),
+        agent_settings=AgentSettings(
+            from_run=options["from_run"], from_episode=options["from_episode"], model=options["model"],
+            base_url=options["base_url"], input_mode=options["input_mode"], memory=options["memory"],
+            memory_by=options["memory_by"], temperature=options["temperature"], price_input=options["price_in"],
+            price_output=options["price_out"]),
     )
 
 
 def _record_with_progress(config: RecordConfig) -> RunSummary:
-    """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs."""
-    if not stderr.is_terminal:
+    """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs
+    and for agents that talk to the terminal themselves (a bar would redraw over them)."""
+    if not stderr.is_terminal or config.agent in INTERACTIVE_AGENTS:
         return record_run(config, on_start=_log_start, on_episode=_log_episode())
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sr]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())

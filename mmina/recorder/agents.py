@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from mmina.agents import Agent, OracleAgent
 from mmina.errors import AgentError
+from mmina.recorder.human import HumanAgent
+from mmina.recorder.llm import OpenAIAgent
 from mmina.recorder.replay import ReplayAgent
 
 
@@ -15,6 +17,7 @@ class AgentSettings:
     """Everything an agent may be configured with (picklable, so workers can rebuild it)."""
 
     store: str = ""
+    run_id: str | None = None
     from_episode: str | None = None
     from_run: str | None = None
     model: str | None = None
@@ -34,6 +37,8 @@ AgentFactory = Callable[[AgentSettings], Agent]
 BUILTIN_AGENTS: dict[str, AgentFactory] = {
     "oracle": lambda settings: OracleAgent(),
     "replay": ReplayAgent.from_settings,
+    "openai": OpenAIAgent.from_settings,
+    "human": HumanAgent.from_settings,
 }
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from mmina import __version__
 from mmina.budget import Limits
-from mmina.errors import StoreError
+from mmina.errors import AgentError, StoreError
 from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
@@ -28,6 +28,7 @@ from mmina.taskcheck import load_checked_suite
 from mmina.tasks import Task, TaskSuite
 
 FIXTURE_SUFFIX = ".mmina.test"
+INTERACTIVE_AGENTS = frozenset({"human"})
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     """
     suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     make_agent(config.agent, config.settings)
+    if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
+        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
     if config.run_id:
         check_id("run id", config.run_id)
     if Path(config.store).exists():

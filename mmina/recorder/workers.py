@@ -10,7 +10,7 @@ import multiprocessing
 import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mmina.budget import Limits
@@ -39,7 +39,7 @@ class EpisodeRunner:
     def __init__(self, setup: WorkerSetup, session: BrowserSession | None = None) -> None:
         self.setup = setup
         self.session = session or BrowserSession(setup.browser)
-        self.agent = make_agent(setup.agent, setup.settings)
+        self.agent = make_agent(setup.agent, replace(setup.settings, run_id=setup.run_id))
         self.store = Store.open(setup.store)
         self._workdir = tempfile.TemporaryDirectory(prefix="mmina-")
 

@@ -1,0 +1,152 @@
+"""A local OpenAI-compatible chat endpoint for tests (and demos): real HTTP on 127.0.0.1.
+
+It records every request body, and answers with a small deterministic policy that reads the
+element ids out of the prompt's observation, so a real episode of the built-in task
+``normal/1`` (wiki, then shop) completes. It can also misbehave: HTTP errors for the first N
+requests, an error for every request, or text without an action.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from mmina.actions import SUMMARY_MARKER
+
+PROMPT_TOKENS = 1200
+COMPLETION_TOKENS = 30
+CAPTION = "a small square picture"
+ANY_VELL = 'Vell[^"]*'
+
+
+def next_action(observation: str) -> str:
+    """The action for ``normal/1`` given the text of one observation (with its ``URL:`` line)."""
+    url = _find(r"^URL: (\S+)", observation)
+    if "wiki." in url and "/A/" in url:
+        return "goto [http://shop.mmina.test/]"
+    if "wiki." in url and "search" in url:
+        return f"click [{_id('link', 'Solaria', observation)}]"
+    if "wiki." in url:
+        return f"type [{_id('searchbox', 'Search', observation)}] [Solaria] [press_enter_after=1]"
+    if "/product/" in url:
+        return f"stop [{_find(r'paragraph: ([$][0-9.]+)', observation)}]"
+    if "search" in url:
+        return f"click [{_id('link', ANY_VELL, observation)}]"
+    return f"type [{_id('searchbox', 'Search products', observation)}] [Vell] [press_enter_after=1]"
+
+
+def _id(role: str, name: str, observation: str) -> str:
+    """The id of the first element with this role and a name matching the pattern ("0" when absent)."""
+    return _find(rf'\[(\d+)\] {role} "{name}"', observation)
+
+
+def _find(pattern: str, text: str) -> str:
+    found = re.search(pattern, text, re.MULTILINE)
+    return found.group(1) if found else "0"
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the last user message (string content or the text parts of a list)."""
+    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part["type"] == "text")
+
+
+def image_urls(body: dict[str, Any]) -> list[str]:
+    """Every ``image_url`` URL in the request's messages."""
+    return [part["image_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
+            for part in m["content"] if part["type"] == "image_url"]
+
+
+@dataclass
+class FakeOpenAI:
+    """``with FakeOpenAI() as server:`` serves ``server.url`` (an OpenAI ``base_url``) until the block ends.
+
+    ``requests`` holds every request body as sent, plus ``_authorization`` (the header),
+    ``_failed`` (an injected error answered it) or ``_reply`` (the text answered).
+    The first ``fail_first`` requests (every request with ``always_fail``) get HTTP ``fail_status``,
+    with a tiny ``retry-after-ms`` so client retries are quick; ``reply`` replaces the policy's text.
+    """
+
+    fail_first: int = 0
+    fail_status: int = 429
+    always_fail: bool = False
+    reply: str | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    answered: int = 0
+
+    def __enter__(self) -> "FakeOpenAI":
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the requests that got an answer (not an injected error)."""
+        return [r for r in self.requests if not r.get("_failed")]
+
+    def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Status and JSON for one request, in arrival order."""
+        if self.always_fail or len(self.requests) <= self.fail_first:
+            body["_failed"] = True
+            return self.fail_status, {"error": {"message": f"injected HTTP {self.fail_status}", "type": "injected"}}
+        self.answered += 1
+        body["_reply"] = self._text(body)
+        return 200, self._completion(body, body["_reply"])
+
+    def _text(self, body: dict[str, Any]) -> str:
+        if self.reply is not None:
+            return self.reply
+        observation = last_user_text(body)
+        if "URL:" not in observation:
+            return CAPTION
+        return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{next_action(observation)}```"
+
+    def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
+                          "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}}
+
+
+def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            body["_authorization"] = self.headers.get("Authorization")
+            with lock:
+                server.requests.append(body)
+                server.paths.append(self.path)
+                status, answer = server.respond(body)
+            self._send(status, answer)
+
+        def _send(self, status: int, answer: dict[str, Any]) -> None:
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("retry-after-ms", "10")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+    return Handler
