@@ -1,6 +1,10 @@
 """User-style agents (the ``module:Class`` protocol) used by the recorder tests."""
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 from mmina.agents import AgentReply
 from mmina.observation import Observation
 
@@ -86,3 +90,32 @@ class PasswordTyper:
             return f"click [{observation.find('button', 'Log in').id}]"
         orders = next((line for line in observation.tree_text.splitlines() if "orders" in line), "")
         return f"stop [{orders.split(':')[-1].strip()}]"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Child processes of ``pid``, recursively, from /proc (Linux)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == pid:
+                children += [int(entry.name), *_descendants(int(entry.name))]
+    return children
+
+
+class BrowserKiller:
+    """Kills this process's Chromium in its first episode (a browser crash); then just stops."""
+
+    crashed = False
+
+    def act(self, observation: Observation) -> str:
+        if not BrowserKiller.crashed:
+            BrowserKiller.crashed = True
+            for pid in _descendants(os.getpid()):
+                if "chrom" in Path(f"/proc/{pid}/comm").read_text(errors="replace"):
+                    os.kill(pid, signal.SIGKILL)
+            return "scroll [down]"
+        return "stop [alive]"

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from PIL import Image
 from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.agents import AgentSettings
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
@@ -163,14 +168,10 @@ def test_ctrl_c_leaves_no_partial_episode(tmp_path: Path) -> None:
 
 
 def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
-    suite = tmp_path / "suite" / "normal"
-    suite.mkdir(parents=True)
-    original = (Path(load_suite().path) / "normal" / "1.json").read_text()
-    for number in range(1, 5):
-        (suite / f"{number}.json").write_text(original)
+    suite = _suite_of_copies(tmp_path / "suite", 4)
 
     def per_task(workers: int) -> list[tuple]:
-        summary = record_run(RecordConfig(store=tmp_path / f"store{workers}", tasks=str(tmp_path / "suite"),
+        summary = record_run(RecordConfig(store=tmp_path / f"store{workers}", tasks=str(suite),
                                           workers=workers))
         return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.hops_completed, e.final_answer)
                 for e in summary.episodes]
@@ -206,3 +207,45 @@ def test_run_summary_counts(recorded: tuple[Path, RunSummary]) -> None:
     summary = recorded[1]
     assert (summary.hop_sr, summary.task_sr, summary.errors, summary.tokens) == (1.0, 1.0, 0, 0)
     assert summary.episodes[0].answer_ok is True and summary.episodes[0].success
+
+
+def _suite_of_copies(folder: Path, copies: int) -> Path:
+    """A suite of ``copies`` tasks that are all the built-in normal/1."""
+    (folder / "normal").mkdir(parents=True)
+    original = (Path(load_suite().path) / "normal" / "1.json").read_text()
+    for number in range(1, copies + 1):
+        (folder / "normal" / f"{number}.json").write_text(original)
+    return folder
+
+
+def test_browser_crash_errors_one_episode_and_the_next_gets_a_new_browser(tmp_path: Path) -> None:
+    suite = _suite_of_copies(tmp_path / "suite", 2)
+    summary = record_run(RecordConfig(store=tmp_path / "store", tasks=str(suite),
+                                      agent="tests.agents_for_tests:BrowserKiller"))
+    first, second = summary.episodes
+    assert (first.status, first.stop_reason) == ("error", "error") and "closed" in first.error
+    assert (second.status, second.final_answer) == ("completed", "alive")
+
+
+def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> None:
+    suite = _suite_of_copies(tmp_path / "suite", 4)
+    store = tmp_path / "store"
+    command = [sys.executable, "-m", "mmina", "record", "--tasks", str(suite), "--store", str(store),
+               "--run-id", "killed", "--no-screenshots"]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith("[1] "):
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    done = _one(store, "select count(*) from episodes")[0][0]
+    assert 1 <= done < 4
+    resumed = record_run(RecordConfig(store=store, tasks=str(suite), run_id="killed", resume=True,
+                                      browser=BrowserConfig(screenshots=False)))
+    assert len(resumed.skipped) == done and len(resumed.episodes) == 4 - done
+    counts = _one(store, "select task_id, count(*) from episodes group by task_id order by task_id")
+    assert counts == [(f"normal/{n}", 1) for n in range(1, 5)]
+    assert {p.kind for p in verify_store(Store.open(store)).problems} <= {"partial"}
