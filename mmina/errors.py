@@ -50,3 +50,9 @@ class BrowserNotFoundError(MminaError):
 
 class AgentError(MminaError):
     """An agent could not be created or failed to produce an action."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line (its first), or its type name when it has no message."""
+    text = str(exc)
+    return text.splitlines()[0] if text.strip() else type(exc).__name__

@@ -46,6 +46,7 @@ class PageImage:
     y: float
     width: float
     height: float
+    caption: str = ""
 
 
 @dataclass(frozen=True)

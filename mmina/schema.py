@@ -170,7 +170,7 @@ STEPS = Table(
         ("tree_ms", F64, "Accessibility-tree capture time in milliseconds."),
         ("screenshot_ms", F64, "Screenshot capture time in milliseconds."),
         ("som_ms", F64, "Time to paint the set-of-marks screenshot, in milliseconds (since schema version 2)."),
-        ("images_ms", F64, "Time to list the in-viewport images, in milliseconds (since schema version 2)."),
+        ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
     ),

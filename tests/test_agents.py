@@ -29,7 +29,8 @@ from mmina.errors import AgentError
 from mmina.observation import Observation, PageImage, Tab
 from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.human import PROMPT, HumanAgent
-from mmina.recorder.llm import OpenAICaptioner, OpenAIAgent, make_client
+from mmina.recorder.captions import OpenAICaptioner
+from mmina.recorder.llm import OpenAIAgent, make_client
 from mmina.recorder.memory import MemoryLimits, Trajectory, rank, render, similarity
 from mmina.recorder.prompts import truncate
 from mmina.recorder.run import RecordConfig, RunSummary, record_run
@@ -117,6 +118,20 @@ def test_openai_captioner_crops_the_screenshot_and_caches(tmp_path: Path) -> Non
     assert len(server.requests) == 1 and server.requests[0]["model"] == "vision-model"
     crop = Image.open(io.BytesIO(base64.b64decode(image_urls(server.requests[0])[0].split(",", 1)[1])))
     assert crop.format == "JPEG" and crop.size == (50, 40)
+
+
+def test_recorder_stores_captions_the_agent_then_sees(tmp_path: Path) -> None:
+    """--captioner openai: every in-view image of every step gets the vision model's words."""
+    with FakeOpenAI() as server:
+        summary = _record(tmp_path / "store", _settings(server, captioner="openai", caption_model="vision-model",
+                                                          input_mode="caption"), task_ids=("shopping/1",))
+    assert summary.episodes[0].status == "completed"
+    captions = _rows(tmp_path / "store", "select unnest(images).caption from steps")
+    assert captions and all(c == (CAPTION,) for c in captions)
+    assert any(r["model"] == "vision-model" for r in server.requests)
+    prompts_with_images = [r for r in server.requests if r["model"] == "fake-model"
+                           and f": {CAPTION}" in str(r["messages"][-1]["content"])]
+    assert prompts_with_images, "the agent's caption mode shows the recorder's captions"
 
 
 # -- settings errors: one line, nothing written --------------------------------------------------

@@ -14,6 +14,7 @@ from mmina.budget import Limits
 from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
 from mmina.recorder.agents import AgentSettings
 from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.captions import CAPTIONERS
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.run import INTERACTIVE_AGENTS, RecordConfig, RunSummary, record_run
 from mmina.store import resolve_store_path
@@ -44,6 +45,9 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--model", metavar="NAME", help="openai agent: the model to ask (required for it).")
 @click.option("--base-url", metavar="URL", envvar="OPENAI_BASE_URL", show_envvar=True,
               help="openai agent: the OpenAI-compatible endpoint (default: OpenAI's); the key is $OPENAI_API_KEY.")
+@click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
+              help="Caption in-view images (stored on each step): their alt text, or a vision model's words.")
+@click.option("--caption-model", metavar="NAME", help="--captioner openai: the vision model (default: --model).")
 @click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text", show_default=True,
               help="openai agent: accessibility tree only, plus image captions, or plus the screenshot.")
 @click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
@@ -103,7 +107,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
             from_run=options["from_run"], from_episode=options["from_episode"], model=options["model"],
             base_url=options["base_url"], input_mode=options["input_mode"], memory=options["memory"],
             memory_by=options["memory_by"], temperature=options["temperature"], price_input=options["price_in"],
-            price_output=options["price_out"]),
+            price_output=options["price_out"], captioner=options["captioner"], caption_model=options["caption_model"]),
     )
 
 

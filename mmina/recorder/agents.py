@@ -30,6 +30,8 @@ class AgentSettings:
     price_input: float = 0.0
     price_output: float = 0.0
     max_retries: int = 4
+    captioner: str = "none"
+    caption_model: str | None = None
 
 
 AgentFactory = Callable[[AgentSettings], Agent]

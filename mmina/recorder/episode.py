@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,10 +13,11 @@ from playwright.sync_api import Error as PlaywrightError
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents import Agent, AgentReply, ScriptEnd
 from mmina.budget import Budget, Limits
-from mmina.errors import AgentError, MminaError
+from mmina.errors import AgentError, MminaError, first_line
 from mmina.evaluation import answer_verdict
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, EpisodeBrowser
+from mmina.recorder.captions import Captioner
 from mmina.recorder.har import capture
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
@@ -58,8 +59,9 @@ class EpisodeRecorder:
     """Records one attempt at one task into an :class:`EpisodeWriter`."""
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
-                 limits: Limits, workdir: Path) -> None:
+                 limits: Limits, workdir: Path, captioner: Captioner | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
+        self.captioner = captioner
         self.budget = Budget(limits)
         self.tracker = HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -76,7 +78,7 @@ class EpisodeRecorder:
             self.agent.reset(self.task)
             stop_reason, answer = self._loop(browser)
         except (MminaError, PlaywrightError) as exc:
-            status, error = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            status, error = "error", first_line(exc)
         finally:
             browser.close()
         requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
@@ -96,6 +98,7 @@ class EpisodeRecorder:
         while True:
             self.step_starts.append(_now())
             observation, timings = browser.observe(self.budget.steps, self.task.intent)
+            self._caption(observation, timings)
             completed = self.tracker.observe(observation.url, observation.step_index)
             agent_start = time.perf_counter()
             try:
@@ -115,6 +118,17 @@ class EpisodeRecorder:
                 return "stop", action.answer
             if self.budget.exceeded:
                 return self.budget.exceeded, None
+
+    def _caption(self, observation: Observation, timings: dict[str, float]) -> None:
+        """Caption the in-view images (counted in ``images_ms``), so agent and store see the same words."""
+        if self.captioner is None or not observation.images:
+            return
+        started = time.perf_counter()
+        observation.images = [replace(i, caption=self.captioner.caption(i, observation.screenshot))
+                              for i in observation.images]
+        elapsed = (time.perf_counter() - started) * 1e3
+        timings["images_ms"] = timings.get("images_ms", 0.0) + elapsed
+        timings["observe_ms"] = timings.get("observe_ms", 0.0) + elapsed
 
     def _run_action(self, browser: EpisodeBrowser, reply: AgentReply,
                     timings: dict[str, float]) -> tuple[Action | None, str | None]:
@@ -149,7 +163,7 @@ class EpisodeRecorder:
             "screenshot_som": som,
             "screenshot_width": config.viewport_width if screenshot else None,
             "screenshot_height": config.viewport_height if screenshot else None,
-            "images": [{"blob": None, "caption": None, **asdict(i), "src": clean_text(i.src, secrets)}
+            "images": [{"blob": None, **asdict(i), "src": clean_text(i.src, secrets), "caption": i.caption or None}
                        for i in observation.images],
             "model_output": clean_text(reply.output, secrets),
             "action": clean_text(action.render(), secrets) if action else None,

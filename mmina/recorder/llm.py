@@ -8,17 +8,15 @@ is recorded as errored and the run goes on. The client is imported on first use,
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
 import os
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mmina.actions import parse_agent_output
 from mmina.agents import AgentReply
-from mmina.errors import AgentError, MminaError
-from mmina.observation import Observation, PageImage
+from mmina.errors import AgentError, MminaError, first_line
+from mmina.observation import Observation
 from mmina.recorder import prompts
+from mmina.recorder.captions import AltTextCaptioner, Captioner, image_part
 from mmina.recorder.memory import RANKINGS, TrajectoryMemory
 from mmina.tasks import Task
 
@@ -30,50 +28,6 @@ if TYPE_CHECKING:
 REQUEST_TIMEOUT_S = 120.0
 MAX_OBSERVATION_CHARS = 16_000
 HISTORY_ACTIONS = 5
-
-
-class Captioner(Protocol):
-    """Describes an in-view image in a few words (the ``caption`` input mode)."""
-
-    def caption(self, image: PageImage, screenshot: bytes | None) -> str: ...
-
-
-class AltTextCaptioner:
-    """The default: the image's alt text, which costs nothing and needs no model."""
-
-    def caption(self, image: PageImage, screenshot: bytes | None) -> str:
-        return image.alt or "(no description)"
-
-
-class OpenAICaptioner:
-    """A vision model's one-sentence caption of the image, cropped from the screenshot.
-
-    The crop is what the agent saw, wherever the image came from; captions are cached by the
-    crop's hash, so an image shown on many steps is captioned once.
-    """
-
-    def __init__(self, client: "openai.OpenAI", model: str, max_tokens: int = 60) -> None:
-        self.client, self.model, self.max_tokens = client, model, max_tokens
-        self._cache: dict[str, str] = {}
-
-    def caption(self, image: PageImage, screenshot: bytes | None) -> str:
-        crop = _crop(screenshot, image) if screenshot else None
-        if crop is None:
-            return image.alt or "(no description)"
-        key = hashlib.sha256(crop).hexdigest()
-        if key not in self._cache:
-            self._cache[key] = self._ask(crop)
-        return self._cache[key]
-
-    def _ask(self, crop: bytes) -> str:
-        content = [{"type": "text", "text": "Describe this image in one short sentence."}, _image_part(crop)]
-        try:
-            response = self.client.chat.completions.create(
-                model=self.model, messages=[{"role": "user", "content": content}], max_tokens=self.max_tokens,
-                temperature=0.0)
-        except _openai().APIError as exc:
-            raise AgentError(f"captioning failed: {_one_line(exc)}") from None
-        return " ".join((response.choices[0].message.content or "").split())
 
 
 class OpenAIAgent:
@@ -118,7 +72,7 @@ class OpenAIAgent:
 
     def _user_content(self, observation: Observation) -> str | list[dict[str, Any]]:
         mode = self.settings.input_mode
-        captions = [prompts.caption_line(i.alt, i.x, i.y, self.captioner.caption(i, observation.screenshot))
+        captions = [prompts.caption_line(i.alt, i.x, i.y, i.caption or self.captioner.caption(i, observation.screenshot))
                      for i in observation.images] if mode == "caption" else []
         text = prompts.user_text(observation, self._history[-HISTORY_ACTIONS:], self.max_observation_chars, captions)
         if mode != "multimodal":
@@ -126,14 +80,14 @@ class OpenAIAgent:
         screenshot = observation.screenshot_som or observation.screenshot
         if screenshot is None:
             raise AgentError("the multimodal input mode needs screenshots: record without --no-screenshots")
-        return [{"type": "text", "text": text}, _image_part(screenshot)]
+        return [{"type": "text", "text": text}, image_part(screenshot)]
 
     def _complete(self, messages: list[dict[str, Any]]) -> Any:
         try:
             return self.client.chat.completions.create(
                 model=self.settings.model, messages=messages, temperature=self.settings.temperature,
                 max_tokens=self.settings.max_tokens)
-        except _openai().APIError as exc:
+        except openai_module().APIError as exc:
             raise AgentError(_endpoint_failure(exc, self.settings.max_retries)) from None
 
     def _reply(self, output: str, usage: Any) -> AgentReply:
@@ -147,23 +101,27 @@ def check_settings(settings: "AgentSettings") -> None:
     """The one-line errors for an agent that cannot work: no model, no key, unknown modes."""
     if not settings.model:
         raise AgentError("the openai agent needs --model NAME (the model the endpoint should run)")
-    if not os.environ.get("OPENAI_API_KEY"):
-        raise AgentError("the openai agent needs an API key: set OPENAI_API_KEY "
-                         "(a local endpoint that ignores keys accepts any non-empty value)")
+    check_credentials()
     if settings.input_mode not in prompts.INPUT_MODES:
         raise AgentError(f"unknown input mode {settings.input_mode!r}: use {', '.join(prompts.INPUT_MODES)}")
     if settings.memory_by not in RANKINGS:
         raise AgentError(f"unknown memory ranking {settings.memory_by!r}: use {', '.join(RANKINGS)}")
 
 
+def check_credentials() -> None:
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise AgentError("talking to a model needs an API key: set OPENAI_API_KEY "
+                         "(a local endpoint that ignores keys accepts any non-empty value)")
+
+
 def make_client(settings: "AgentSettings") -> "openai.OpenAI":
     """The client for ``--base-url`` (else ``OPENAI_BASE_URL``, else OpenAI's) with the run's retry budget."""
-    return _openai().OpenAI(base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+    return openai_module().OpenAI(base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None,
                             api_key=os.environ["OPENAI_API_KEY"], max_retries=settings.max_retries,
                             timeout=REQUEST_TIMEOUT_S)
 
 
-def _openai() -> Any:
+def openai_module() -> Any:
     """The ``openai`` module, imported on first use (it takes seconds to import)."""
     import openai
 
@@ -178,25 +136,6 @@ def _history_entry(output: str) -> str:
         return "(a reply without a valid action)"
 
 
-def _image_part(jpeg: bytes) -> dict[str, Any]:
-    encoded = base64.b64encode(jpeg).decode("ascii")
-    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}"}}
-
-
-def _crop(screenshot: bytes, image: PageImage) -> bytes | None:
-    """The image's box cut out of the viewport screenshot, as JPEG (None when nothing of it is visible)."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(screenshot)) as page:
-        box = (max(0, round(image.x)), max(0, round(image.y)), min(page.width, round(image.x + image.width)),
-               min(page.height, round(image.y + image.height)))
-        if box[2] <= box[0] or box[3] <= box[1]:
-            return None
-        out = io.BytesIO()
-        page.crop(box).convert("RGB").save(out, "JPEG", quality=85)
-    return out.getvalue()
-
-
 def _text(response: Any) -> str:
     """The reply's text; an empty reply is data (an unparsable step), not an error."""
     return (response.choices[0].message.content or "") if response.choices else ""
@@ -206,8 +145,5 @@ def _endpoint_failure(exc: Exception, retries: int) -> str:
     """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts, no connection)."""
     status = getattr(exc, "status_code", None)
     retried = status is None or status in (408, 409, 429) or status >= 500
-    return f"model endpoint failed{f' after {retries} retries' if retried else ''}: {_one_line(exc)}"
+    return f"model endpoint failed{f' after {retries} retries' if retried else ''}: {first_line(exc)}"
 
-
-def _one_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -19,6 +19,7 @@ from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.captions import make_captioner
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.workers import EpisodeRunner, WorkerSetup, record_in_parallel, record_serially
 from mmina.store import Store
@@ -106,6 +107,7 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     """
     suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     make_agent(config.agent, config.settings)
+    make_captioner(config.settings)
     if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
     if config.run_id:

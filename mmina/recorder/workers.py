@@ -16,6 +16,7 @@ from pathlib import Path
 from mmina.budget import Limits
 from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.captions import make_captioner
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
 from mmina.tasks import Task
@@ -40,6 +41,7 @@ class EpisodeRunner:
         self.setup = setup
         self.session = session or BrowserSession(setup.browser)
         self.agent = make_agent(setup.agent, replace(setup.settings, run_id=setup.run_id))
+        self.captioner = make_captioner(setup.settings)
         self.store = Store.open(setup.store)
         self._workdir = tempfile.TemporaryDirectory(prefix="mmina-")
 
@@ -47,7 +49,7 @@ class EpisodeRunner:
         writer = self.store.episode_writer(self.setup.run_id, new_episode_id(task))
         try:
             result = EpisodeRecorder(self.session, self.agent, task, writer, self.setup.limits,
-                                     Path(self._workdir.name)).record(attempt=1)
+                                     Path(self._workdir.name), self.captioner).record(attempt=1)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise
