@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from mmina.actions import ActionKind
 from mmina.errors import TaskError
-from mmina.tasks import END, START_URL_SEPARATOR, TaskSuite, builtin_suite_path, load_suite
+from mmina.tasks import END, START_URL_SEPARATOR, TaskSuite, load_suite, resolve_suite_path
 
 EVAL_TYPES = frozenset({"string_match", "url_match", "program_html"})
 ANSWER_KINDS = frozenset({"exact_match", "must_include", "fuzzy_match"})
@@ -164,7 +164,7 @@ def _script(raw: dict[str, Any]) -> list[tuple[str, str]]:
 
 def load_checked_suite(path: str | Path | None = None, task_ids: list[str] | None = None) -> TaskSuite:
     """Load a suite only when every file validates, so a bad file is refused before a run starts."""
-    root = Path(path) if path is not None else builtin_suite_path()
+    root = resolve_suite_path(path)
     problems = check_path(root)
     if problems:
         more = f" (and {len(problems) - 1} more; run `mmina tasks validate {root}`)" if len(problems) > 1 else ""

@@ -94,18 +94,35 @@ def builtin_suite_path() -> Path:
     return Path(str(resources.files("mmina.fixtures") / "tasks"))
 
 
+def resolve_suite_path(path: str | Path | None) -> Path:
+    """A task file or folder; a bare suite name (``normal``, ``multi567``, ...) that is not a
+    path names that folder of the built-in suite; None is the whole built-in suite."""
+    if path is None:
+        return builtin_suite_path()
+    if not Path(path).exists() and str(path) in SUITE_FOLDERS:
+        return builtin_suite_path() / str(path)
+    return Path(path)
+
+
 def load_suite(path: str | Path | None = None) -> TaskSuite:
-    """Load every task file under ``path`` (a folder or one JSON file); default: built-in."""
-    root = Path(path) if path is not None else builtin_suite_path()
+    """Load every task file under ``path`` (see :func:`resolve_suite_path`)."""
+    root = resolve_suite_path(path)
     if not root.exists():
         raise TaskError(f"task path {root} does not exist")
     files = [root] if root.is_file() else sorted(root.rglob("*.json"), key=_natural_key(root))
     if not files:
         raise TaskError(f"no task files (*.json) under {root}")
-    base = root.parent if root.is_file() else root
+    base = _id_base(root)
     tasks = tuple(load_task(f, base) for f in files)
     digest = hashlib.sha256("".join(f"{t.task_id}:{t.sha256}\n" for t in tasks).encode()).hexdigest()
     return TaskSuite("builtin" if path is None else root.name, str(root), tasks, digest)
+
+
+def _id_base(root: Path) -> Path:
+    """Task ids are paths below this folder; an official suite folder keeps its name in the
+    id, so ``mmina/normal/3.json`` is ``normal/3`` however it was given."""
+    folder = root.parent if root.is_file() else root
+    return folder.parent if folder.name in SUITE_FOLDERS else folder
 
 
 def _natural_key(root: Path):

@@ -88,3 +88,13 @@ def test_fixtures_serve_port_in_use() -> None:
     with FixtureWeb() as web:
         result = invoke("fixtures", "serve", "--port", str(web.port))
     assert result.exit_code == 1 and result.output.startswith(f"Error: cannot listen on 127.0.0.1:{web.port}")
+
+
+def test_suite_names_and_official_folders_keep_their_ids(tmp_path: Path) -> None:
+    by_name = json.loads(invoke("tasks", "list", "multi567", "--format", "json").output)
+    assert by_name and all(t["id"].startswith("multi567/") for t in by_name)
+    official = tmp_path / "mmina" / "normal"
+    official.mkdir(parents=True)
+    (official / "3.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
+    for path in (official, official / "3.json"):
+        assert [t["id"] for t in json.loads(invoke("tasks", "list", str(path), "--format", "json").output)] == ["normal/3"]

@@ -33,7 +33,7 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 
 @click.command()
 @store_option
-@click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format (default: the built-in fixture suite).")
+@click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 (default: the whole built-in suite).")
 @click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
 @click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
 @click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")

@@ -1,13 +1,12 @@
 """``mmina tasks validate`` and ``mmina tasks list``: task files in the MMInA format."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
 from mmina.cli.common import format_option, print_json, render_rows
 from mmina.taskcheck import check_path
-from mmina.tasks import Task, builtin_suite_path, load_suite
+from mmina.tasks import Task, load_suite, resolve_suite_path
 
 @click.group()
 def tasks() -> None:
@@ -21,19 +20,19 @@ def tasks() -> None:
 
 
 @tasks.command()
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False)
 @format_option("table", "json")
-def validate(path: Path | None, fmt: str) -> None:
+def validate(path: str | None, fmt: str) -> None:
     """Check every task file under PATH; print each problem as `file: field: what is wrong`.
 
-    Exits 1 when any file has a problem. PATH is a suite folder or one task file
-    (default: the built-in fixture suite).
+    Exits 1 when any file has a problem. PATH is a suite folder, one task file, or the
+    name of a built-in suite folder such as `normal` (default: the whole built-in suite).
 
     \b
     Example:
       mmina tasks validate fixtures/tasks
     """
-    root = path or builtin_suite_path()
+    root = resolve_suite_path(path)
     problems = check_path(root)
     if fmt == "json":
         print_json({"path": str(root), "ok": not problems,
@@ -47,12 +46,13 @@ def validate(path: Path | None, fmt: str) -> None:
 
 
 @tasks.command(name="list")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False)
 @format_option("table", "json", "csv")
-def list_tasks(path: Path | None, fmt: str) -> None:
+def list_tasks(path: str | None, fmt: str) -> None:
     """List the tasks under PATH: id, hops, sites and evaluation.
 
-    PATH is a suite folder or one task file (default: the built-in fixture suite).
+    PATH is a suite folder, one task file, or the name of a built-in suite folder such as
+    `normal` (default: the whole built-in fixture suite).
 
     \b
     Examples:
