@@ -249,3 +249,18 @@ def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> N
     counts = _one(store, "select task_id, count(*) from episodes group by task_id order by task_id")
     assert counts == [(f"normal/{n}", 1) for n in range(1, 5)]
     assert {p.kind for p in verify_store(Store.open(store)).problems} <= {"partial"}
+
+
+def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, RunSummary]) -> None:
+    rows = _one(recorded[0], """
+        select count(*),
+               count(*) filter (where url is not null and title is not null and len(tabs) >= 1
+                                and tree_text is not null and screenshot is not null and screenshot_som is not null
+                                and images is not null and tree_ms > 0 and screenshot_ms > 0 and som_ms > 0
+                                and images_ms >= 0 and observe_ms >= tree_ms + screenshot_ms
+                                and agent_ms >= 0 and action_ms >= 0 and hop_index is not null),
+               count(*) filter (where len(images) > 0 and images[1].blob is not null)
+        from steps""")
+    total, complete, with_images = rows[0]
+    assert total == complete > 0
+    assert with_images > 0, "in-view images are linked to their stored bodies"
