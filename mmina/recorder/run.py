@@ -90,7 +90,7 @@ class RunSummary:
                 "duration_s": self.duration_s}
 
 
-OnEpisode = Callable[[Task, EpisodeResult | None], None]
+OnEpisode = Callable[[Task, EpisodeResult], None]
 
 
 def new_run_id(agent: str) -> str:
@@ -105,15 +105,7 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     Everything that can fail on user input (tasks, agent, store path, browser) is checked
     before the first byte is written, so a mistake leaves the store as it was.
     """
-    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
-    make_agent(config.agent, config.settings)
-    make_captioner(config.settings)
-    if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
-        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
-    if config.run_id:
-        check_id("run id", config.run_id)
-    if Path(config.store).exists():
-        Store.open(config.store)
+    suite = _checked(config)
     started = time.perf_counter()
     with _fixture_web(suite.tasks, config.drift) as extra_args:
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
@@ -134,6 +126,20 @@ def record_run(config: RecordConfig, on_start: Callable[[str, int], None] | None
     summary.episodes.sort(key=lambda e: order[e.task_id])
     summary.duration_s = time.perf_counter() - started
     return summary
+
+
+def _checked(config: RecordConfig) -> TaskSuite:
+    """The selected tasks, once tasks, agent, captioner, run id and store path are known good."""
+    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
+    make_agent(config.agent, config.settings)
+    make_captioner(config.settings)
+    if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
+        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
+    if config.run_id:
+        check_id("run id", config.run_id)
+    if Path(config.store).exists():
+        Store.open(config.store)
+    return suite
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, tasks: list[Task],
