@@ -10,18 +10,15 @@ import hashlib
 import itertools
 import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Request
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.fixtures.web.sites.shop import PRODUCTS_BY_SLUG, ShopSite
+
+from tests.site_testing import fetch
 
 WIKI, SHOP = "wiki.mmina.test", "shop.mmina.test"
 LEVELS = (0, 1, 2, 3)
@@ -49,37 +46,6 @@ REFERENCE_BODIES = [
 # Pages whose bytes must be the same twice at one level and differ from level 0 (no per-call XHR here).
 SAMPLE = [(WIKI, "/kiwix/"), (WIKI, "/kiwix/A/History_of_Solaria"), (WIKI, "/kiwix/search?q=solaria"),
           (SHOP, "/"), (SHOP, "/category/grocery"), (SHOP, "/product/vell-mountain-tea"), (SHOP, "/search?q=tea")]
-
-
-class Reply:
-    """Status, headers and body of one HTTP exchange."""
-
-    def __init__(self, status: int, headers: Any, body: bytes) -> None:
-        self.status, self.headers, self.body = status, headers, body
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8")
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def fetch(web: FixtureWeb, host: str, path: str, data: dict[str, str] | None = None) -> Reply:
-    """GET (or POST a form when ``data`` is given) one path on one fixture host, not following redirects."""
-    body = urlencode(data).encode() if data is not None else None
-    request = urllib.request.Request(f"http://127.0.0.1:{web.port}{path}", data=body, headers={"Host": host})
-    try:
-        with OPENER.open(request, timeout=10) as response:
-            return Reply(response.status, response.headers, response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return Reply(error.code, error.headers, error.read())
 
 
 @pytest.fixture(scope="module")
@@ -260,10 +226,7 @@ def test_shop_cart_uses_todays_price(webs: dict[int, FixtureWeb]) -> None:
     today = site.cents(PRODUCTS_BY_SLUG["stoneware-mug"])
     assert today != PRODUCTS_BY_SLUG["stoneware-mug"].price_cents
     cookie = fetch(webs[1], SHOP, "/cart/add", {"product": "stoneware-mug", "qty": "2"}).headers["Set-Cookie"]
-    request = urllib.request.Request(f"http://127.0.0.1:{webs[1].port}/cart",
-                                     headers={"Host": SHOP, "Cookie": cookie.split(";")[0]})
-    with OPENER.open(request, timeout=10) as response:
-        text = response.read().decode()
+    text = fetch(webs[1], SHOP, "/cart", headers={"Cookie": cookie.split(";")[0]}).text
     assert f"${2 * today // 100}.{2 * today % 100:02d}" in text
 
 

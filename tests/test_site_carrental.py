@@ -4,14 +4,9 @@ from __future__ import annotations
 import json
 import re
 
-from mmina.fixtures.web.sites.carrental import (
-    CARS,
-    CARS_BY_KEY,
-    CarRentalSite,
-    render_car,
-)
+from mmina.fixtures.web.sites.carrental import (CARS, CARS_BY_KEY, CarRentalSite, render_car)
 
-from tests.test_site_bookings import PageModel, get, text, visible
+from tests.site_testing import PageModel, get, text, visible
 
 
 def test_search_form_redirects_to_the_city_offers() -> None:

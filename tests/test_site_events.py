@@ -5,44 +5,20 @@ check the site is discovered and served under its host name.
 """
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.sites._events_data import EVENTS
 from mmina.fixtures.web.sites.events import EVENTS_BY_SLUG, EventsSite, event_path
 from mmina.fixtures.web.world import CITIES
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-            "exchange", "guide", "recipe")
-LINK = re.compile(r'(?:href|src)="([^"#]+)"')
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
+                                well_formed_fragments)
 
-
-def get(site: EventsSite, url: str, method: str = "GET", form: dict[str, str] | None = None) -> Response:
-    """Answer one request for a site-relative URL (query string allowed)."""
-    parts = urlsplit(url)
-    return site.handle(Request(method, parts.path, dict(parse_qsl(parts.query)), form or {}))
-
-
-def crawl(site: EventsSite) -> dict[str, Response]:
-    """Every page, image and link reachable from the home page and the city listings' filters."""
-    seen: dict[str, Response] = {}
-    queue = ["/", "/search?q=festival", "/calder-bay?sort=price", "/ostrand?category=concerts&date=2026-02-11"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen[url] = response = get(site, url)
-        if response.content_type == HTML:
-            queue += [link.replace("&amp;", "&") for link in LINK.findall(response.body.decode())
-                      if link.startswith("/")]
-    return seen
+# Every page, image and link reachable from the home page and the city listings' filters.
+SEEDS = ("/", "/search?q=festival", "/calder-bay?sort=price", "/ostrand?category=concerts&date=2026-02-11")
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +40,7 @@ def site() -> EventsSite:
     ("/favicon.ico", 200, "image/x-icon", ""),
 ])
 def test_routes(site: EventsSite, url: str, status: int, content_type: str, expected: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (status, content_type)
-    assert expected.encode() in response.body
-    if content_type == HTML:
-        assert response.body.startswith(b"<!DOCTYPE html>")
+    assert_page(get(site, url), status, content_type, expected)
 
 
 @pytest.mark.parametrize("url", [
@@ -76,14 +48,13 @@ def test_routes(site: EventsSite, url: str, status: int, content_type: str, expe
     "/calder-bay/e/midwinter-masque-0123abcd", "/posters/nothing.png", "/v3/calder-bay/e/midwinter-masque",
 ])
 def test_unknown_pages_are_404(site: EventsSite, url: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, url), 404, HTML)
 
 
 def test_api_errors_and_methods(site: EventsSite) -> None:
     assert get(site, "/api/tickets?event=nothing").status == 404
     assert get(site, "/calder-bay", "POST").status == 405
-    posted = get(site, "/search", "POST", {"q": "Porcelain"})
+    posted = get(site, "/search", form={"q": "Porcelain"})
     assert posted.status == 200 and b"The Porcelain Road" in posted.body
 
 
@@ -102,22 +73,18 @@ def test_price_sort_puts_the_cheapest_first(site: EventsSite) -> None:
 
 @pytest.mark.parametrize("drift", [0, 3])
 def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
-    pages = crawl(EventsSite(drift))
+    site = EventsSite(drift)
+    pages = crawl_site(site, SEEDS)
     assert len(pages) > 2 * len(EVENTS)  # every event page and poster
-    foreign = [k for k in KEYWORDS if k != "event"]
-    for url, response in pages.items():
-        assert response.status == 200, url
-        assert not [k for k in foreign if k in url.lower()], url
+    assert_keeps_to_its_keyword(site, pages)
 
 
 def test_same_drift_same_bytes() -> None:
     urls = ["/", "/calder-bay", "/calder-bay?sort=price", "/search?q=festival", "/posters/pilot-whale.png",
             "/api/tickets?event=pilot-whale"]
     for drift in (0, 2):
-        first, second = EventsSite(drift), EventsSite(drift)
-        paths = urls + [event_path(first.drift, EVENTS_BY_SLUG["pilot-whale"])]
-        for url in paths:
-            assert get(first, url).body == get(second, url).body, (drift, url)
+        pilot_whale = event_path(EventsSite(drift).drift, EVENTS_BY_SLUG["pilot-whale"])
+        assert_same_bytes(EventsSite, drift, [*urls, pilot_whale])
 
 
 def test_drift_changes_order_prices_ids_and_urls() -> None:
@@ -142,19 +109,12 @@ def test_old_addresses_redirect_from_level_3() -> None:
     target = event_path(moved.drift, EVENTS_BY_SLUG["isla-marrow"])
     assert target.startswith("/v3/ostrand/e/isla-marrow-")
     for old in ("/ostrand/e/isla-marrow", event_path(EventsSite(1).drift, EVENTS_BY_SLUG["isla-marrow"])):
-        response = get(moved, old)
-        assert response.status == 301 and dict(response.headers)["Location"] == target
+        assert_redirect(get(moved, old), target)
     assert get(moved, target).status == 200
 
 
 def test_tickets_left_changes_on_every_call_only_under_drift() -> None:
-    def calls(site: EventsSite) -> list[int]:
-        return [json.loads(get(site, "/api/tickets?event=juno-vale").body)["tickets_left"] for _ in range(6)]
-
-    assert len(set(calls(EventsSite(0)))) == 1
-    drifted = calls(EventsSite(2))
-    assert len(set(drifted)) > 1
-    assert drifted == calls(EventsSite(2))  # the same sequence from a fresh start
+    assert_changes_only_under_drift(EventsSite, lambda site: "/api/tickets?event=juno-vale", "tickets_left")
 
 
 def test_posters_are_distinct_pngs(site: EventsSite) -> None:
@@ -163,24 +123,15 @@ def test_posters_are_distinct_pngs(site: EventsSite) -> None:
 
 
 def test_fragments_are_well_formed(site: EventsSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "event" and "event" in fragment.reference_url
         assert fragment.site == "events" and fragment.city in {c.slug for c in CITIES}
         assert fragment.city in fragment.reference_url
-        assert fragment.script[0] == {"action": "goto", "url": fragment.script[0]["url"]}
         assert fragment.script[0]["url"].startswith("http://events.mmina.test/")
-        assert all(step["action"] != "stop" for step in fragment.script) and 2 <= len(fragment.script) <= 5
-        assert fragment.answer.lower() not in fragment.goal.lower()
-        response = get(site, fragment.reference_url.removeprefix("http://events.mmina.test"))
-        assert response.status == 200
-        text = response.body.decode().lower()
+        text = reference_page(site, fragment).lower()
         assert (fragment.answer.lower() in text) != fragment.multimodal, fragment.goal
 
 
-def test_served_by_the_fixture_web() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/karos", headers={"Host": "events.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200 and b"Events in Karos" in response.read()
+def test_served_by_the_fixture_web(fixture_web: FixtureWeb, site: EventsSite) -> None:
+    reply = served(fixture_web, site, "/karos")
+    assert reply.status == 200 and b"Events in Karos" in reply.body

@@ -2,47 +2,17 @@
 from __future__ import annotations
 
 import io
-import json
 import re
-import urllib.request
-from html.parser import HTMLParser
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.images import rgb
 from mmina.fixtures.web.sites.exchange import CURRENCY_INFO, PAIRS, ExchangeSite
 from PIL import Image
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-FOREIGN_KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-                    "guide", "recipe")
-
-
-def get(site: ExchangeSite, url: str, form: dict[str, str] | None = None) -> Response:
-    """Ask the site for a path with its query string, as the server would decode it."""
-    parts = urlsplit(url)
-    return site.handle(Request("POST" if form is not None else "GET", parts.path, dict(parse_qsl(parts.query)),
-                               form or {}))
-
-
-class _Links(HTMLParser):
-    """Collects ``href``, ``src`` and ``data-src`` values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.urls += [value for name, value in attrs if name in ("href", "src", "data-src") and value]
-
-
-def links(html: str) -> list[str]:
-    parser = _Links()
-    parser.feed(html)
-    return parser.urls
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_same_bytes, crawl_site, fetched_apis, get, reference_page, served,
+                                well_formed_fragments)
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +39,7 @@ def site() -> ExchangeSite:
     ("/favicon.ico", "image/x-icon", ""),
 ])
 def test_routes(site: ExchangeSite, path: str, content_type: str, expected: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (200, content_type)
-    assert expected.encode() in response.body
+    assert_page(get(site, path), 200, content_type, expected)
 
 
 @pytest.mark.parametrize("path", [
@@ -79,8 +47,7 @@ def test_routes(site: ExchangeSite, path: str, content_type: str, expected: str)
     "/rates?base=ABC", "/charts/SOL-SOL.png", "/notes/SOL-7.png", "/notes/ABC-10.png",
 ])
 def test_unknown_pages_are_404(site: ExchangeSite, path: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, path), 404, HTML)
 
 
 @pytest.mark.parametrize("query", ["amount=-5&from=SOL&to=USD", "amount=ten&from=SOL&to=USD",
@@ -101,12 +68,9 @@ def test_search_accepts_a_posted_form(site: ExchangeSite) -> None:
     assert response.status == 200 and b"Estravian crown (EST)" in response.body
 
 
-def test_served_over_http_by_host() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/convert?amount=2&from=EUR&to=USD",
-                                         headers={"Host": "exchange.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            assert reply.status == 200 and b"2.00 EUR = 2.17 USD" in reply.read()
+def test_served_over_http_by_host(fixture_web: FixtureWeb, site: ExchangeSite) -> None:
+    reply = served(fixture_web, site, "/convert?amount=2&from=EUR&to=USD")
+    assert reply.status == 200 and b"2.00 EUR = 2.17 USD" in reply.body
 
 
 GOLDEN = ["/", "/convert?amount=250&from=SOL&to=USD", "/rates?base=EST", "/pairs?page=2", "/history/SOL-USD",
@@ -115,11 +79,9 @@ GOLDEN = ["/", "/convert?amount=250&from=SOL&to=USD", "/rates?base=EST", "/pairs
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_same_drift_same_bytes(level: int) -> None:
-    first, second = ExchangeSite(level), ExchangeSite(level)
-    for path in GOLDEN:
-        path = path if level == 0 else path.replace("/history/SOL-USD", first.history_path("SOL", "USD")).replace(
-            "/currency/SOL", first.currency_path("SOL"))
-        assert get(first, path).body == get(second, path).body, path
+    site = ExchangeSite(level)
+    assert_same_bytes(ExchangeSite, level, (path.replace("/history/SOL-USD", site.history_path("SOL", "USD")).replace(
+        "/currency/SOL", site.currency_path("SOL")) for path in GOLDEN))
 
 
 def test_level_zero_is_the_reference_and_the_live_rate_holds_still(site: ExchangeSite) -> None:
@@ -152,27 +114,17 @@ def test_old_detail_urls_redirect_once_moved(old: str) -> None:
 
 
 def test_live_rate_changes_on_every_call_under_drift() -> None:
-    first, second = ExchangeSite(1), ExchangeSite(1)
-    sequence = [json.loads(get(first, "/api/live?from=SOL&to=USD").body)["rate"] for _ in range(4)]
-    assert len(set(sequence)) == 4
-    assert sequence == [json.loads(get(second, "/api/live?from=SOL&to=USD").body)["rate"] for _ in range(4)]
+    answers = assert_changes_only_under_drift(ExchangeSite, lambda site: "/api/live?from=SOL&to=USD", "rate",
+                                              level=1, calls=4)
+    assert len({answer["rate"] for answer in answers}) == 4
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_every_link_resolves_and_names_no_other_site(level: int) -> None:
     site = ExchangeSite(level)
-    seen, queue = set(), ["/"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen.add(url)
-        assert not any(word in url.lower() for word in FOREIGN_KEYWORDS), url
-        response = get(site, url)
-        assert response.status == 200, url
-        if response.content_type == HTML:
-            queue += [u for u in links(response.body.decode()) if not urlsplit(u).netloc]
-    assert len(seen) > 40
+    pages = crawl_site(site)
+    assert_keeps_to_its_keyword(site, pages)
+    assert len(pages) > 40
 
 
 def test_banknote_colour_is_only_in_the_picture(site: ExchangeSite) -> None:
@@ -191,17 +143,8 @@ def test_every_pair_has_a_distinct_high_and_low(site: ExchangeSite) -> None:
 
 
 def test_hop_fragments(site: ExchangeSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "exchange" and fragment.site == "exchange"
-        assert fragment.keyword in fragment.reference_url
-        assert fragment.script[0] == {"action": "goto", "url": fragment.script[0]["url"]}
-        assert fragment.script[0]["url"].startswith(site.origin + "/")
-        assert 2 <= len(fragment.script) <= 5 and all(step["action"] != "stop" for step in fragment.script)
-        assert fragment.answer not in fragment.goal
-        page = get(site, fragment.reference_url.removeprefix(site.origin))
-        assert page.status == 200
-        text = page.body.decode().replace("&amp;", "&")
-        text += "".join(get(site, url).body.decode() for url in links(text) if url.startswith("/api/"))
+        text = reference_page(site, fragment).replace("&amp;", "&")
+        text += fetched_apis(site, text)
         assert (fragment.answer in text) != fragment.multimodal, fragment.goal

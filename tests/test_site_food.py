@@ -5,46 +5,21 @@ check the site is discovered and served under its host name.
 """
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.sites._food_data import RESTAURANTS
 from mmina.fixtures.web.sites.food import RESTAURANTS_BY_SLUG, FoodSite, restaurant_path
 from mmina.fixtures.web.world import CITIES
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-            "exchange", "guide", "recipe")
-LINK = re.compile(r'(?:href|src)="([^"#]+)"')
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
+                                well_formed_fragments)
+
 RAMEN = RESTAURANTS_BY_SLUG["bay-ramen"]
-
-
-def get(site: FoodSite, url: str, method: str = "GET", form: dict[str, str] | None = None) -> Response:
-    """Answer one request for a site-relative URL (query string allowed)."""
-    parts = urlsplit(url)
-    return site.handle(Request(method, parts.path, dict(parse_qsl(parts.query)), form or {}))
-
-
-def crawl(site: FoodSite) -> dict[str, Response]:
-    """Every page, photo and link reachable from the home page and a few sorted listings."""
-    seen: dict[str, Response] = {}
-    queue = ["/", "/search?q=soup", "/calder-bay/restaurants?sort=rating", "/ostrand/restaurants?cuisine=italian"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen[url] = response = get(site, url)
-        if response.content_type == HTML:
-            queue += [link.replace("&amp;", "&") for link in LINK.findall(response.body.decode())
-                      if link.startswith("/")]
-    return seen
+# Every page, photo and link reachable from the home page and a few sorted listings.
+SEEDS = ("/", "/search?q=soup", "/calder-bay/restaurants?sort=rating", "/ostrand/restaurants?cuisine=italian")
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +40,7 @@ def site() -> FoodSite:
     ("/api/wait?r=bay-ramen", 200, JSON, "wait_minutes"),
 ])
 def test_routes(site: FoodSite, url: str, status: int, content_type: str, expected: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (status, content_type)
-    assert expected.encode() in response.body
-    if content_type == HTML:
-        assert response.body.startswith(b"<!DOCTYPE html>")
+    assert_page(get(site, url), status, content_type, expected)
 
 
 @pytest.mark.parametrize("url", [
@@ -78,14 +49,13 @@ def test_routes(site: FoodSite, url: str, status: int, content_type: str, expect
     "/photos/bay-ramen/4.png", "/photos/nothing/1.png",
 ])
 def test_unknown_pages_are_404(site: FoodSite, url: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, url), 404, HTML)
 
 
 def test_api_errors_and_methods(site: FoodSite) -> None:
     assert get(site, "/api/wait?r=nothing").status == 404
     assert get(site, "/calder-bay/restaurants", "POST").status == 405
-    posted = get(site, "/search", "POST", {"q": "Bay Ramen"})
+    posted = get(site, "/search", form={"q": "Bay Ramen"})
     assert posted.status == 200 and b"/calder-bay/r/bay-ramen" in posted.body
 
 
@@ -105,20 +75,17 @@ def test_filters_sort_and_labelled_dropdowns(site: FoodSite) -> None:
 
 @pytest.mark.parametrize("drift", [0, 3])
 def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
-    pages = crawl(FoodSite(drift))
+    site = FoodSite(drift)
+    pages = crawl_site(site, SEEDS)
     assert len(pages) > 4 * len(RESTAURANTS)  # every restaurant page and its three photos
-    foreign = [k for k in KEYWORDS if k != "food"]
-    for url, response in pages.items():
-        assert response.status == 200, url
-        assert not [k for k in foreign if k in url.lower()], url
+    assert_keeps_to_its_keyword(site, pages)
 
 
 def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
-        first, second = FoodSite(drift), FoodSite(drift)
-        for url in ("/", "/karos/restaurants", "/karos/restaurants?sort=price", "/search?q=soup",
-                    restaurant_path(first.drift, RAMEN), "/photos/bay-ramen/2.png", "/api/wait?r=bay-ramen"):
-            assert get(first, url).body == get(second, url).body, (drift, url)
+        assert_same_bytes(FoodSite, drift, ("/", "/karos/restaurants", "/karos/restaurants?sort=price",
+                                            "/search?q=soup", restaurant_path(FoodSite(drift).drift, RAMEN),
+                                            "/photos/bay-ramen/2.png", "/api/wait?r=bay-ramen"))
 
 
 def test_drift_changes_order_prices_ids_and_urls() -> None:
@@ -139,39 +106,23 @@ def test_old_addresses_redirect_from_level_3() -> None:
     target = restaurant_path(moved.drift, RAMEN)
     assert target.startswith("/v3/calder-bay/r/bay-ramen-")
     for old in ("/calder-bay/r/bay-ramen", restaurant_path(FoodSite(1).drift, RAMEN)):
-        response = get(moved, old)
-        assert response.status == 301 and dict(response.headers)["Location"] == target
+        assert_redirect(get(moved, old), target)
     assert get(moved, target).status == 200
 
 
 def test_wait_time_changes_on_every_call_only_under_drift() -> None:
-    def calls(site: FoodSite) -> list[int]:
-        return [json.loads(get(site, "/api/wait?r=il-faro").body)["wait_minutes"] for _ in range(6)]
-
-    assert len(set(calls(FoodSite(0)))) == 1
-    drifted = calls(FoodSite(2))
-    assert len(set(drifted)) > 1 and drifted == calls(FoodSite(2))
+    assert_changes_only_under_drift(FoodSite, lambda site: "/api/wait?r=il-faro", "wait_minutes")
 
 
 def test_fragments_are_well_formed(site: FoodSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "food" and fragment.site == "food"
         assert fragment.city in {c.slug for c in CITIES} and f"/{fragment.city}/r/" in fragment.reference_url
-        assert fragment.script[0]["action"] == "goto"
         assert fragment.script[0]["url"].startswith("http://food.mmina.test/")
-        assert all(step["action"] != "stop" for step in fragment.script) and 2 <= len(fragment.script) <= 5
-        assert fragment.answer.lower() not in fragment.goal.lower()
-        response = get(site, fragment.reference_url.removeprefix("http://food.mmina.test"))
-        assert response.status == 200
-        text = response.body.decode().lower()
+        text = reference_page(site, fragment).lower()
         assert (fragment.answer.lower() in text) != fragment.multimodal, fragment.goal
 
 
-def test_served_by_the_fixture_web() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/karos/restaurants",
-                                         headers={"Host": "food.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200 and b"Restaurants in Karos" in response.read()
+def test_served_by_the_fixture_web(fixture_web: FixtureWeb, site: FoodSite) -> None:
+    reply = served(fixture_web, site, "/karos/restaurants")
+    assert reply.status == 200 and b"Restaurants in Karos" in reply.body

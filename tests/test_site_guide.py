@@ -2,48 +2,18 @@
 from __future__ import annotations
 
 import io
-import json
 import re
-import urllib.request
-from html.parser import HTMLParser
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.images import rgb
 from mmina.fixtures.web.sites.guide import GUIDES, GuideSite
 from mmina.fixtures.web.world import CITIES
 from PIL import Image
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-FOREIGN_KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-                    "exchange", "recipe")
-
-
-def get(site: GuideSite, url: str, form: dict[str, str] | None = None) -> Response:
-    """Ask the site for a path with its query string, as the server would decode it."""
-    parts = urlsplit(url)
-    return site.handle(Request("POST" if form is not None else "GET", parts.path, dict(parse_qsl(parts.query)),
-                               form or {}))
-
-
-class _Links(HTMLParser):
-    """Collects ``href``, ``src`` and ``data-src`` values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.urls += [value for name, value in attrs if name in ("href", "src", "data-src") and value]
-
-
-def links(html: str) -> list[str]:
-    parser = _Links()
-    parser.feed(html)
-    return parser.urls
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_same_bytes, crawl_site, fetched_apis, get, reference_page, served,
+                                well_formed_fragments)
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +38,13 @@ def site() -> GuideSite:
     ("/favicon.ico", "image/x-icon", ""),
 ])
 def test_routes(site: GuideSite, path: str, content_type: str, expected: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (200, content_type)
-    assert expected.encode() in response.body
+    assert_page(get(site, path), 200, content_type, expected)
 
 
 @pytest.mark.parametrize("path", ["/nope", "/city/atlantis", "/city/karos/see/nothing", "/browse?region=mars",
                                   "/photos/karos/nothing.png", "/photos/atlantis/water-gate.png"])
 def test_unknown_pages_are_404(site: GuideSite, path: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, path), 404, HTML)
 
 
 def test_weather_api_needs_a_known_city(site: GuideSite) -> None:
@@ -98,12 +65,9 @@ def test_search_accepts_a_posted_form(site: GuideSite) -> None:
     assert response.status == 200 and b"Tessaly" in response.body
 
 
-def test_served_over_http_by_host() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/city/velmora",
-                                         headers={"Host": "guide.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            assert reply.status == 200 and b"Olive Court Hostel" in reply.read()
+def test_served_over_http_by_host(fixture_web: FixtureWeb, site: GuideSite) -> None:
+    reply = served(fixture_web, site, "/city/velmora")
+    assert reply.status == 200 and b"Olive Court Hostel" in reply.body
 
 
 GOLDEN = ["/", "/browse?region=norvale", "/city/tessaly", "/city/ambrel/see/water-gate", "/search?q=gate",
@@ -112,11 +76,9 @@ GOLDEN = ["/", "/browse?region=norvale", "/city/tessaly", "/city/ambrel/see/wate
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_same_drift_same_bytes(level: int) -> None:
-    first, second = GuideSite(level), GuideSite(level)
-    for path in GOLDEN:
-        path = path.replace("/city/tessaly", first.city_path("tessaly")).replace(
-            "/city/ambrel/see/water-gate", first.sight_path("ambrel", "water-gate"))
-        assert get(first, path).body == get(second, path).body, path
+    site = GuideSite(level)
+    assert_same_bytes(GuideSite, level, (path.replace("/city/tessaly", site.city_path("tessaly")).replace(
+        "/city/ambrel/see/water-gate", site.sight_path("ambrel", "water-gate")) for path in GOLDEN))
 
 
 def test_level_zero_weather_holds_still(site: GuideSite) -> None:
@@ -148,27 +110,16 @@ def test_old_detail_urls_redirect_once_moved(old: str) -> None:
 
 
 def test_weather_changes_on_every_call_under_drift() -> None:
-    first, second = GuideSite(2), GuideSite(2)
-    calls = [json.loads(get(first, "/api/weather?city=ostrand").body) for _ in range(4)]
+    calls = assert_changes_only_under_drift(GuideSite, lambda site: "/api/weather?city=ostrand", "sequence", calls=4)
     assert len({(c["temperature"], c["observed"], c["sequence"]) for c in calls}) == 4
-    assert calls == [json.loads(get(second, "/api/weather?city=ostrand").body) for _ in range(4)]
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_every_link_resolves_and_names_no_other_site(level: int) -> None:
     site = GuideSite(level)
-    seen, queue = set(), ["/", "/browse?region=solaria", "/browse?region=estravia", "/browse?region=norvale"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen.add(url)
-        assert not any(word in url.lower() for word in FOREIGN_KEYWORDS), url
-        response = get(site, url)
-        assert response.status == 200, url
-        if response.content_type == HTML:
-            queue += [u.split("#")[0] for u in links(response.body.decode()) if not urlsplit(u).netloc and u[0] != "#"]
-    assert len(seen) > 60
+    pages = crawl_site(site, ("/", "/browse?region=solaria", "/browse?region=estravia", "/browse?region=norvale"))
+    assert_keeps_to_its_keyword(site, pages)
+    assert len(pages) > 60
 
 
 @pytest.mark.parametrize(("city", "sight", "point", "colour"), [
@@ -185,18 +136,9 @@ def test_photo_facts_are_only_in_the_picture(site: GuideSite, city: str, sight: 
 
 
 def test_hop_fragments(site: GuideSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "guide" and fragment.site == "guide"
-        assert fragment.keyword in fragment.reference_url
         assert fragment.city and f"/city/{fragment.city}" in fragment.reference_url
-        assert fragment.script[0] == {"action": "goto", "url": fragment.script[0]["url"]}
-        assert fragment.script[0]["url"].startswith(site.origin + "/")
-        assert 2 <= len(fragment.script) <= 5 and all(step["action"] != "stop" for step in fragment.script)
-        assert fragment.answer not in fragment.goal
-        page = get(site, fragment.reference_url.removeprefix(site.origin))
-        assert page.status == 200
-        text = page.body.decode().replace("&#x27;", "'")
-        text += "".join(get(site, url).body.decode() for url in links(text) if url.startswith("/api/"))
+        text = reference_page(site, fragment).replace("&#x27;", "'")
+        text += fetched_apis(site, text)
         assert (fragment.answer in text) != fragment.multimodal, fragment.goal

@@ -7,7 +7,7 @@ import re
 from mmina.fixtures.web.base import Request
 from mmina.fixtures.web.sites.hotels import HOTELS, HotelsSite, render_photo
 
-from tests.test_site_bookings import PageModel, get, text, visible
+from tests.site_testing import PageModel, get, text, visible
 
 
 def test_search_form_redirects_to_the_city_listing() -> None:

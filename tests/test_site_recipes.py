@@ -2,49 +2,20 @@
 from __future__ import annotations
 
 import io
-import json
 import re
-import urllib.request
-from html.parser import HTMLParser
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.images import rgb
 from mmina.fixtures.web.sites._recipes_data import CATEGORIES, DIETS, RECIPES
 from mmina.fixtures.web.sites.recipes import RecipesSite
 from mmina.fixtures.web.sites.shop import PRODUCTS_BY_SLUG
 from PIL import Image
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-FOREIGN_KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-                    "exchange", "guide")
-
-
-def get(site: RecipesSite, url: str, form: dict[str, str] | None = None) -> Response:
-    """Ask the site for a path with its query string, as the server would decode it."""
-    parts = urlsplit(url)
-    return site.handle(Request("POST" if form is not None else "GET", parts.path, dict(parse_qsl(parts.query)),
-                               form or {}))
-
-
-class _Links(HTMLParser):
-    """Collects ``href``, ``src`` and ``data-src`` values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.urls += [value for name, value in attrs if name in ("href", "src", "data-src") and value]
-
-
-def links(html: str) -> list[str]:
-    parser = _Links()
-    parser.feed(html)
-    return parser.urls
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_same_bytes, crawl_site, fetched_apis, get, links, reference_page, served,
+                                well_formed_fragments)
 
 
 @pytest.fixture(scope="module")
@@ -67,16 +38,13 @@ def site() -> RecipesSite:
     ("/favicon.ico", "image/x-icon", ""),
 ])
 def test_routes(site: RecipesSite, path: str, content_type: str, expected: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (200, content_type)
-    assert expected.encode() in response.body
+    assert_page(get(site, path), 200, content_type, expected)
 
 
 @pytest.mark.parametrize("path", ["/nope", "/recipe/unicorn-pie", "/category/snacks", "/recipes?page=5",
                                   "/recipes?page=0", "/category/soups?page=2", "/photos/unicorn-pie.png"])
 def test_unknown_pages_are_404(site: RecipesSite, path: str) -> None:
-    response = get(site, path)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, path), 404, HTML)
 
 
 def test_reviews_api_needs_a_known_recipe(site: RecipesSite) -> None:
@@ -98,12 +66,9 @@ def test_diet_filter_and_posted_search(site: RecipesSite) -> None:
     assert '<option value="vegan" selected>' in vegan
 
 
-def test_served_over_http_by_host() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/recipe/vell-tea-latte",
-                                         headers={"Host": "recipes.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            assert reply.status == 200 and b"http://shop.mmina.test/product/vell-mountain-tea" in reply.read()
+def test_served_over_http_by_host(fixture_web: FixtureWeb, site: RecipesSite) -> None:
+    reply = served(fixture_web, site, "/recipe/vell-tea-latte")
+    assert reply.status == 200 and b"http://shop.mmina.test/product/vell-mountain-tea" in reply.body
 
 
 GOLDEN = ["/", "/recipes?page=2", "/category/mains", "/search?q=tea", "/recipe/heather-honey-cake",
@@ -112,10 +77,8 @@ GOLDEN = ["/", "/recipes?page=2", "/category/mains", "/search?q=tea", "/recipe/h
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_same_drift_same_bytes(level: int) -> None:
-    first, second = RecipesSite(level), RecipesSite(level)
-    for path in GOLDEN:
-        path = path.replace("/recipe/heather-honey-cake", first.recipe_path("heather-honey-cake"))
-        assert get(first, path).body == get(second, path).body, path
+    cake = RecipesSite(level).recipe_path("heather-honey-cake")
+    assert_same_bytes(RecipesSite, level, (path.replace("/recipe/heather-honey-cake", cake) for path in GOLDEN))
 
 
 def test_level_zero_reviews_hold_still(site: RecipesSite) -> None:
@@ -144,29 +107,20 @@ def test_old_recipe_urls_redirect_once_moved() -> None:
 
 
 def test_cooking_now_changes_on_every_call_under_drift() -> None:
-    first, second = RecipesSite(1), RecipesSite(1)
-    calls = [json.loads(get(first, "/api/reviews?recipe=vell-tea-latte").body) for _ in range(4)]
-    assert len({c["cooking_now"] for c in calls}) > 1
-    assert calls == [json.loads(get(second, "/api/reviews?recipe=vell-tea-latte").body) for _ in range(4)]
+    assert_changes_only_under_drift(RecipesSite, lambda site: "/api/reviews?recipe=vell-tea-latte", "cooking_now",
+                                    level=1, calls=4)
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_every_link_resolves_and_names_no_other_site(level: int) -> None:
     site = RecipesSite(level)
-    seen, queue = set(), ["/"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen.add(url)
-        assert not any(word in url.lower() for word in FOREIGN_KEYWORDS), url
-        response = get(site, url)
-        assert response.status == 200, url
+    pages = crawl_site(site)
+    assert_keeps_to_its_keyword(site, pages)
+    for response in pages.values():
         if response.content_type == HTML:
             found = links(response.body.decode())
             assert all(u.startswith("http://shop.mmina.test/product/") for u in found if urlsplit(u).netloc)
-            queue += [u for u in found if not urlsplit(u).netloc]
-    assert len(seen) > 40
+    assert len(pages) > 40
 
 
 @pytest.mark.parametrize(("slug", "point", "colour"), [
@@ -181,17 +135,8 @@ def test_photo_facts_are_only_in_the_picture(site: RecipesSite, slug: str, point
 
 
 def test_hop_fragments(site: RecipesSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "recipe" and fragment.site == "recipes"
-        assert fragment.keyword in fragment.reference_url
-        assert fragment.script[0] == {"action": "goto", "url": fragment.script[0]["url"]}
-        assert fragment.script[0]["url"].startswith(site.origin + "/")
-        assert 2 <= len(fragment.script) <= 5 and all(step["action"] != "stop" for step in fragment.script)
-        assert fragment.answer not in fragment.goal
-        page = get(site, fragment.reference_url.removeprefix(site.origin))
-        assert page.status == 200
-        text = page.body.decode()
-        text += "".join(get(site, url).body.decode() for url in links(text) if url.startswith("/api/"))
+        text = reference_page(site, fragment)
+        text += fetched_apis(site, text)
         assert (fragment.answer in text) != fragment.multimodal, fragment.goal

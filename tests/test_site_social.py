@@ -7,45 +7,21 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.sites._social_data import POST_LIST
 from mmina.fixtures.web.sites.social import POSTS_BY_TITLE, SocialSite, post_id, post_path
 from mmina.fixtures.web.world import CITIES_BY_SLUG
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-            "exchange", "guide", "recipe")
-LINK = re.compile(r'(?:href|src)="([^"#]+)"')
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
+                                well_formed_fragments)
+
 BAKERY = POSTS_BY_TITLE["Which bakery has the best cardamom buns?"]
 BUS = POSTS_BY_TITLE["Spotted this old bus on the harbour road"]
-
-
-def get(site: SocialSite, url: str, method: str = "GET", form: dict[str, str] | None = None) -> Response:
-    """Answer one request for a site-relative URL (query string allowed)."""
-    parts = urlsplit(url)
-    return site.handle(Request(method, parts.path, dict(parse_qsl(parts.query)), form or {}))
-
-
-def crawl(site: SocialSite) -> dict[str, Response]:
-    """Every page, photo and link reachable from the front page in all three orders."""
-    seen: dict[str, Response] = {}
-    queue = ["/", "/?sort=new", "/?sort=top", "/communities", "/search?q=the"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen[url] = response = get(site, url)
-        if response.content_type == HTML:
-            queue += [link.replace("&amp;", "&") for link in LINK.findall(response.body.decode())
-                      if link.startswith("/")]
-    return seen
+# Every page, photo and link reachable from the front page in all three orders.
+SEEDS = ("/", "/?sort=new", "/?sort=top", "/communities", "/search?q=the")
 
 
 def fetched(site: SocialSite, pid: str) -> str:
@@ -74,11 +50,7 @@ def site() -> SocialSite:
     ("/api/online?c=karos", 200, JSON, "online"),
 ])
 def test_routes(site: SocialSite, url: str, status: int, content_type: str, expected: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (status, content_type)
-    assert expected.encode() in response.body
-    if content_type == HTML:
-        assert response.body.startswith(b"<!DOCTYPE html>")
+    assert_page(get(site, url), status, content_type, expected)
 
 
 @pytest.mark.parametrize("url", [
@@ -87,8 +59,7 @@ def test_routes(site: SocialSite, url: str, status: int, content_type: str, expe
     f"/media/{BAKERY.pid}.png", "/media/zzzzzz.png",
 ])
 def test_unknown_pages_are_404(site: SocialSite, url: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, url), 404, HTML)
 
 
 def test_api_errors_and_methods(site: SocialSite) -> None:
@@ -96,7 +67,7 @@ def test_api_errors_and_methods(site: SocialSite) -> None:
     assert get(site, f"/api/comments?post={BAKERY.pid}&offset=x").status == 404
     assert get(site, "/api/online?c=atlantis").status == 404
     assert get(site, "/c/karos", "POST").status == 405
-    posted = get(site, "/search", "POST", {"q": "cardamom"})
+    posted = get(site, "/search", form={"q": "cardamom"})
     assert posted.status == 200 and BAKERY.title.encode() in posted.body
 
 
@@ -117,21 +88,19 @@ def test_sorts_and_labelled_dropdown(site: SocialSite) -> None:
 
 @pytest.mark.parametrize("drift", [0, 3])
 def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
-    pages = crawl(SocialSite(drift))
+    site = SocialSite(drift)
+    pages = crawl_site(site, SEEDS)
     assert len(pages) > len(POST_LIST) + 8  # every post, community and member
-    foreign = [k for k in KEYWORDS if k != "social"]
-    for url, response in pages.items():
-        assert response.status == 200, url
-        assert not [k for k in foreign if k in url.lower()], url
+    assert_keeps_to_its_keyword(site, pages)
 
 
 def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
-        first, second = SocialSite(drift), SocialSite(drift)
-        pid = post_id(first.drift, BUS)
-        for url in ("/", "/?sort=top", "/c/karos", "/u/marit_k", "/search?q=the", post_path(first.drift, BUS),
-                    f"/media/{pid}.png", f"/api/comments?post={pid}&offset=10", "/api/online?c=karos"):
-            assert get(first, url).body == get(second, url).body, (drift, url)
+        site = SocialSite(drift)
+        pid = post_id(site.drift, BUS)
+        assert_same_bytes(SocialSite, drift, ("/", "/?sort=top", "/c/karos", "/u/marit_k", "/search?q=the",
+                                              post_path(site.drift, BUS), f"/media/{pid}.png",
+                                              f"/api/comments?post={pid}&offset=10", "/api/online?c=karos"))
 
 
 def test_drift_changes_order_scores_ids_and_urls() -> None:
@@ -152,34 +121,22 @@ def test_old_addresses_redirect_from_level_3() -> None:
     target = post_path(moved.drift, BAKERY)
     assert target.startswith("/v3/c/ostrand/comments/")
     for old in (post_path(SocialSite(0).drift, BAKERY), f"/c/ostrand/comments/{post_id(moved.drift, BAKERY)}"):
-        response = get(moved, old)
-        assert response.status == 301 and dict(response.headers)["Location"] == target
+        assert_redirect(get(moved, old), target)
     assert get(moved, target).status == 200
 
 
 def test_online_count_changes_on_every_call_only_under_drift() -> None:
-    def calls(site: SocialSite) -> list[int]:
-        return [json.loads(get(site, "/api/online?c=tessaly").body)["online"] for _ in range(6)]
-
-    assert len(set(calls(SocialSite(0)))) == 1
-    drifted = calls(SocialSite(2))
-    assert len(set(drifted)) > 1 and drifted == calls(SocialSite(2))
+    assert_changes_only_under_drift(SocialSite, lambda site: "/api/online?c=tessaly", "online")
 
 
 def test_fragments_are_well_formed(site: SocialSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
+    fragments = well_formed_fragments(site)
     for fragment in fragments:
         assert fragment.keyword == "social" and fragment.site == "social"
         assert not fragment.city or (fragment.city in CITIES_BY_SLUG and f"/c/{fragment.city}/" in fragment.reference_url)
-        assert fragment.script[0]["action"] == "goto"
         assert fragment.script[0]["url"].startswith("http://social.mmina.test/")
-        assert all(step["action"] != "stop" for step in fragment.script) and 2 <= len(fragment.script) <= 5
-        assert fragment.answer.lower() not in fragment.goal.lower()
-        url = fragment.reference_url.removeprefix("http://social.mmina.test")
-        response = get(site, url)
-        assert response.status == 200
-        html = response.body.decode().lower()
+        html = reference_page(site, fragment).lower()
+        url = fragment.reference_url
         pid = url.split("/comments/")[1].split("/")[0] if "/comments/" in url else ""
         loaded = fetched(site, pid).lower()
         answer = fragment.answer.lower()
@@ -192,8 +149,6 @@ def test_fragments_are_well_formed(site: SocialSite) -> None:
     assert sum(bool(f.city) for f in fragments) >= 5
 
 
-def test_served_by_the_fixture_web() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/c/karos", headers={"Host": "social.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200 and b"c/karos" in response.read()
+def test_served_by_the_fixture_web(fixture_web: FixtureWeb, site: SocialSite) -> None:
+    reply = served(fixture_web, site, "/c/karos")
+    assert reply.status == 200 and b"c/karos" in reply.body

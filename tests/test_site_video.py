@@ -7,44 +7,21 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-
 from mmina.fixtures.web import FixtureWeb
-from mmina.fixtures.web.base import Request, Response
 from mmina.fixtures.web.sites._video_data import VIDEOS
 from mmina.fixtures.web.sites.video import VIDEOS_BY_TITLE, VideoSite, video_id, watch_path
 
-HTML = "text/html; charset=utf-8"
-JSON = "application/json; charset=utf-8"
-KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-            "exchange", "guide", "recipe")
-LINK = re.compile(r'(?:href|src)="([^"#]+)"')
+from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
+                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
+                                well_formed_fragments)
+
 RADIO = VIDEOS_BY_TITLE["Repairing a 1970s valve radio"]
 DEPOT = VIDEOS_BY_TITLE["Inside the Tessaly tram depot"]
-
-
-def get(site: VideoSite, url: str, method: str = "GET", form: dict[str, str] | None = None) -> Response:
-    """Answer one request for a site-relative URL (query string allowed)."""
-    parts = urlsplit(url)
-    return site.handle(Request(method, parts.path, dict(parse_qsl(parts.query)), form or {}))
-
-
-def crawl(site: VideoSite) -> dict[str, Response]:
-    """Every page, thumbnail and link reachable from the home page and a few sorted listings."""
-    seen: dict[str, Response] = {}
-    queue = ["/", "/results?q=the&sort=views", "/results?q=a&sort=date", "/@streetbeats?sort=oldest"]
-    while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        seen[url] = response = get(site, url)
-        if response.content_type == HTML:
-            queue += [link.replace("&amp;", "&") for link in LINK.findall(response.body.decode())
-                      if link.startswith("/")]
-    return seen
+# Every page, thumbnail and link reachable from the home page and a few sorted listings.
+SEEDS = ("/", "/results?q=the&sort=views", "/results?q=a&sort=date", "/@streetbeats?sort=oldest")
 
 
 def fetched(site: VideoSite, vid: str) -> str:
@@ -73,11 +50,7 @@ def site() -> VideoSite:
     (f"/api/live?v={DEPOT.vid}", 200, JSON, "watching"),
 ])
 def test_routes(site: VideoSite, url: str, status: int, content_type: str, expected: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (status, content_type)
-    assert expected.encode() in response.body
-    if content_type == HTML:
-        assert response.body.startswith(b"<!DOCTYPE html>")
+    assert_page(get(site, url), status, content_type, expected)
 
 
 @pytest.mark.parametrize("url", [
@@ -85,8 +58,7 @@ def test_routes(site: VideoSite, url: str, status: int, content_type: str, expec
     "/place/atlantis", "/place/velmora-x", "/thumbs/nothing.png",
 ])
 def test_unknown_pages_are_404(site: VideoSite, url: str) -> None:
-    response = get(site, url)
-    assert (response.status, response.content_type) == (404, HTML)
+    assert_page(get(site, url), 404, HTML)
 
 
 def test_api_errors_and_methods(site: VideoSite) -> None:
@@ -94,7 +66,7 @@ def test_api_errors_and_methods(site: VideoSite) -> None:
     assert get(site, f"/api/comments?v={RADIO.vid}&page=3").status == 404
     assert get(site, "/api/live?v=nothing").status == 404
     assert get(site, "/@norvalenature", "POST").status == 405
-    posted = get(site, "/results", "POST", {"q": "valve"})
+    posted = get(site, "/results", form={"q": "valve"})
     assert posted.status == 200 and RADIO.title.encode() in posted.body
 
 
@@ -109,21 +81,19 @@ def test_sorting_and_labelled_dropdowns(site: VideoSite) -> None:
 
 @pytest.mark.parametrize("drift", [0, 3])
 def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
-    pages = crawl(VideoSite(drift))
+    site = VideoSite(drift)
+    pages = crawl_site(site, SEEDS)
     assert len(pages) > 2 * len(VIDEOS)  # every watch page and thumbnail
-    foreign = [k for k in KEYWORDS if k != "video"]
-    for url, response in pages.items():
-        assert response.status == 200, url
-        assert not [k for k in foreign if k in url.lower()], url
+    assert_keeps_to_its_keyword(site, pages)
 
 
 def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
-        first, second = VideoSite(drift), VideoSite(drift)
-        vid = video_id(first.drift, RADIO)
-        for url in ("/", "/results?q=the", "/@streetbeats", "/place/ostrand", watch_path(first.drift, RADIO),
-                    f"/thumbs/{vid}.png", f"/api/comments?v={vid}", f"/api/live?v={vid}"):
-            assert get(first, url).body == get(second, url).body, (drift, url)
+        site = VideoSite(drift)
+        vid = video_id(site.drift, RADIO)
+        assert_same_bytes(VideoSite, drift, ("/", "/results?q=the", "/@streetbeats", "/place/ostrand",
+                                             watch_path(site.drift, RADIO), f"/thumbs/{vid}.png",
+                                             f"/api/comments?v={vid}", f"/api/live?v={vid}"))
 
 
 def test_drift_changes_order_views_ids_and_urls() -> None:
@@ -144,19 +114,12 @@ def test_old_addresses_redirect_from_level_3() -> None:
     target = watch_path(moved.drift, RADIO)
     assert target.startswith("/v3/watch?v=")
     for old in (f"/watch?v={RADIO.vid}", f"/watch?v={video_id(moved.drift, RADIO)}"):
-        response = get(moved, old)
-        assert response.status == 301 and dict(response.headers)["Location"] == target
+        assert_redirect(get(moved, old), target)
     assert get(moved, target).status == 200
 
 
 def test_watching_now_changes_on_every_call_only_under_drift() -> None:
-    def calls(site: VideoSite) -> list[int]:
-        vid = video_id(site.drift, RADIO)
-        return [json.loads(get(site, f"/api/live?v={vid}").body)["watching"] for _ in range(6)]
-
-    assert len(set(calls(VideoSite(0)))) == 1
-    drifted = calls(VideoSite(2))
-    assert len(set(drifted)) > 1 and drifted == calls(VideoSite(2))
+    assert_changes_only_under_drift(VideoSite, lambda site: f"/api/live?v={video_id(site.drift, RADIO)}", "watching")
 
 
 def test_comments_come_in_pages(site: VideoSite) -> None:
@@ -166,20 +129,13 @@ def test_comments_come_in_pages(site: VideoSite) -> None:
 
 
 def test_fragments_are_well_formed(site: VideoSite) -> None:
-    fragments = site.hop_fragments()
-    assert len(fragments) >= 8 and sum(f.multimodal for f in fragments) >= 2
-    for fragment in fragments:
+    for fragment in well_formed_fragments(site):
         assert fragment.keyword == "video" and fragment.site == "video"
         assert not fragment.city or f"/place/{fragment.city}" in fragment.reference_url
-        assert fragment.script[0]["action"] == "goto"
         assert fragment.script[0]["url"].startswith("http://video.mmina.test/")
-        assert all(step["action"] != "stop" for step in fragment.script) and 2 <= len(fragment.script) <= 5
-        assert fragment.answer.lower() not in fragment.goal.lower()
-        url = fragment.reference_url.removeprefix("http://video.mmina.test")
-        response = get(site, url)
-        assert response.status == 200
-        html = response.body.decode().lower()
-        loaded = fetched(site, dict(parse_qsl(urlsplit(url).query)).get("v", "")).lower()
+        html = reference_page(site, fragment).lower()
+        vid = dict(parse_qsl(urlsplit(fragment.reference_url).query)).get("v", "")
+        loaded = fetched(site, vid).lower()
         answer = fragment.answer.lower()
         if fragment.multimodal:
             assert answer not in html and answer not in loaded, fragment.goal
@@ -189,8 +145,6 @@ def test_fragments_are_well_formed(site: VideoSite) -> None:
             assert answer in html, fragment.goal
 
 
-def test_served_by_the_fixture_web() -> None:
-    with FixtureWeb() as web:
-        request = urllib.request.Request(f"http://127.0.0.1:{web.port}/place/karos", headers={"Host": "video.mmina.test"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200 and b"Videos filmed in Karos" in response.read()
+def test_served_by_the_fixture_web(fixture_web: FixtureWeb, site: VideoSite) -> None:
+    reply = served(fixture_web, site, "/place/karos")
+    assert reply.status == 200 and b"Videos filmed in Karos" in reply.body
