@@ -10,11 +10,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
-import sys
-import urllib.request
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -295,26 +291,6 @@ def test_stop_frees_the_port() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     with FixtureWeb(port=port) as again:  # the same port can be served again at once
         assert fetch(again, WIKI, "/kiwix/").status == 200
-
-
-def test_main_serves_until_interrupted() -> None:
-    command = [sys.executable, "-m", "mmina.fixtures.web", "--port", "0"]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-        try:
-            serving, chromium = proc.stdout.readline(), proc.stdout.readline()
-            found = re.search(r"127\.0\.0\.1:(\d+)", serving)
-            assert found, serving
-            port = int(found.group(1))
-            assert f"'--host-resolver-rules=MAP *.mmina.test 127.0.0.1:{port}'" in chromium
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Host": SHOP})
-            with urllib.request.urlopen(request, timeout=10) as reply:
-                assert reply.status == 200
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=10) == 0
-            assert proc.stderr.read() == ""
-        finally:
-            proc.kill()
 
 
 # ---- the built-in task, followed by its reference script in a real Chromium ----

@@ -8,6 +8,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from mmina.cli import cli
@@ -68,13 +69,15 @@ def test_list_one_file_and_the_suite(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "normal/1" in table.output
 
 
-def test_fixtures_serve_starts_and_stops() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mmina", "fixtures", "serve", "--port", "0"],
+@pytest.mark.parametrize("command", [["mmina", "fixtures", "serve"], ["mmina.fixtures.web"]])
+def test_fixtures_serve_starts_and_stops(command: list[str]) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", *command, "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()
         port = int(first.split("127.0.0.1:")[1].split(" ")[0])
-        assert "wiki.mmina.test" in first and "MAP *.mmina.test" in proc.stdout.readline()
+        assert "wiki.mmina.test" in first
+        assert f"'--host-resolver-rules=MAP *.mmina.test 127.0.0.1:{port}'" in proc.stdout.readline()
         request = urllib.request.Request(f"http://127.0.0.1:{port}/kiwix/", headers={"Host": "wiki.mmina.test"})
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()

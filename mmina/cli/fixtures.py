@@ -1,6 +1,7 @@
 """``mmina fixtures serve``: the local fixture web, for trying agents by hand."""
 from __future__ import annotations
 
+import shlex
 import threading
 
 import click
@@ -36,9 +37,9 @@ def serve(port: int, drift: int) -> None:
         web = FixtureWeb(drift=drift, port=port).start()
     except OSError as exc:
         raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    click.echo(f"serving {len(web.hosts)} sites on 127.0.0.1:{web.port} (drift {drift}): {', '.join(web.hosts)}")
-    click.echo(f"browser flag: {web.chromium_args()[0]}", nl=True)
-    try:
+    try:  # entered before anything is printed, so a Ctrl-C right after the output still stops cleanly
+        click.echo(f"serving {len(web.hosts)} sites on 127.0.0.1:{web.port} (drift {drift}): {', '.join(web.hosts)}")
+        click.echo(f"browser flag: {shlex.quote(web.chromium_args()[0])}")
         threading.Event().wait()
     except KeyboardInterrupt:
         click.echo("stopped")
