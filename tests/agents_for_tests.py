@@ -5,8 +5,9 @@ import os
 import signal
 from pathlib import Path
 
-from mmina.agents import AgentReply
+from mmina.agents import AgentReply, OracleAgent
 from mmina.observation import Observation
+from mmina.tasks import Task
 
 
 class MissingThenStop:
@@ -119,3 +120,25 @@ class BrowserKiller:
                     os.kill(pid, signal.SIGKILL)
             return "scroll [down]"
         return "stop [alive]"
+
+
+class WrongAnswer(OracleAgent):
+    """Follows the oracle's script to every page, then answers wrong: hops pass, answers fail."""
+
+    name = "wrong-answer"
+
+    def act(self, observation: Observation) -> AgentReply:
+        reply = super().act(observation)
+        return AgentReply("stop [I do not know]") if reply.output.startswith("stop [") else reply
+
+
+class Cheater:
+    """Answers the task's reference keywords at once, visiting nothing: answers pass, hops fail."""
+
+    name = "cheater"
+
+    def reset(self, task: Task) -> None:
+        self.answer = "; ".join(task.reference_answers.get("must_include") or [])
+
+    def act(self, observation: Observation) -> str:
+        return f"stop [{self.answer}]"

@@ -2,7 +2,9 @@
 
 It records every request body, and answers with a small deterministic policy that reads the
 element ids out of the prompt's observation, so a real episode of the built-in task
-``normal/1`` (wiki, then shop) completes. It can also misbehave: HTTP errors for the first N
+``normal/1`` (wiki, then shop) completes. It also judges: to the fuzzy judge's question it
+answers "Yes." when the reference is contained in the statement (case-insensitive), else
+"No." (``judge_reply`` replaces that text). It can also misbehave: HTTP errors for the first N
 requests, an error for every request, or text without an action.
 """
 from __future__ import annotations
@@ -20,6 +22,16 @@ PROMPT_TOKENS = 1200
 COMPLETION_TOKENS = 30
 CAPTION = "a small square picture"
 ANY_VELL = 'Vell[^"]*'
+JUDGE_QUESTION = re.compile(r'^Given the statement "(?P<pred>.*)", would it be correct to infer "(?P<ref>.*)"\? Yes or No$',
+                            re.DOTALL)
+
+
+def judge_answer(prompt: str) -> str | None:
+    """The fake judge's reply to the fuzzy judge's question; None for any other prompt."""
+    found = JUDGE_QUESTION.match(prompt)
+    if not found:
+        return None
+    return "Yes." if found["ref"].lower() in found["pred"].lower() else "No."
 
 
 def next_action(observation: str) -> str:
@@ -69,13 +81,15 @@ class FakeOpenAI:
     ``requests`` holds every request body as sent, plus ``_authorization`` (the header),
     ``_failed`` (an injected error answered it) or ``_reply`` (the text answered).
     The first ``fail_first`` requests (every request with ``always_fail``) get HTTP ``fail_status``,
-    with a tiny ``retry-after-ms`` so client retries are quick; ``reply`` replaces the policy's text.
+    with a tiny ``retry-after-ms`` so client retries are quick; ``reply`` replaces the policy's text
+    (``judge_reply`` only the judge's).
     """
 
     fail_first: int = 0
     fail_status: int = 429
     always_fail: bool = False
     reply: str | None = None
+    judge_reply: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     answered: int = 0
@@ -110,6 +124,9 @@ class FakeOpenAI:
         if self.reply is not None:
             return self.reply
         observation = last_user_text(body)
+        judged = judge_answer(observation)
+        if judged is not None:
+            return self.judge_reply if self.judge_reply is not None else judged
         if "URL:" not in observation:
             return CAPTION
         return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{next_action(observation)}```"

@@ -101,3 +101,5 @@ def test_planted_secrets_are_nowhere_in_the_store(tmp_path: Path, login_site: st
     assert {"name": "Authorization", "value": "[REDACTED]"} in headers
     assert any(h["name"].lower() == "cookie" and h["value"] == "[REDACTED]" for h in headers)
     assert pa.compute.sum(pa.compute.equal(requests.column("status"), 200)).as_py() >= 2
+    posts = [r for r in requests.to_pylist() if r["method"] == "POST"]
+    assert posts and all(r["request_body"] and r["request_body_size"] > 0 for r in posts), "POST bodies are kept"

@@ -108,7 +108,7 @@ def test_store_info_and_verify(recorded: tuple[Path, RunSummary]) -> None:
 
 def test_every_command_has_help_with_an_example() -> None:
     commands = [[], ["record"], ["sql"], ["store"], ["store", "info"], ["store", "verify"], ["tasks"],
-                ["tasks", "validate"], ["tasks", "list"], ["fixtures"], ["fixtures", "serve"]]
+                ["tasks", "validate"], ["tasks", "list"], ["fixtures"], ["fixtures", "serve"], ["rescore"], ["replay"]]
     readme = (ROOT / "README.md").read_text()
     for command in commands:
         result = invoke(*command, "--help")

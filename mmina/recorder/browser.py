@@ -20,6 +20,7 @@ from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, 
 from mmina.recorder.marks import draw_marks, marked
 
 T = TypeVar("T")
+ContextHook = Callable[[BrowserContext], None]
 BROWSER_ENV = "MMINA_CHROMIUM"
 SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
@@ -87,7 +88,9 @@ class BrowserSession:
         """False once the browser process has crashed or been killed."""
         return self.browser.is_connected()
 
-    def episode(self, har_path: Path) -> "EpisodeBrowser":
+    def episode(self, har_path: Path, prepare: ContextHook | None = None) -> "EpisodeBrowser":
+        """A fresh context for one episode; ``prepare`` runs on it before the first page opens
+        (replay uses it to route every request to the archive and freeze the clock)."""
         context = self.browser.new_context(
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US",
@@ -96,6 +99,12 @@ class BrowserSession:
             record_har_path=str(har_path),
             record_har_content="attach",
         )
+        if prepare is not None:
+            try:
+                prepare(context)
+            except BaseException:
+                context.close()
+                raise
         return EpisodeBrowser(context, self.config)
 
     def close(self) -> None:
@@ -182,6 +191,7 @@ class EpisodeBrowser:
             self.page.wait_for_load_state("load")
         except PlaywrightError:
             pass
+        self.page.wait_for_timeout(SETTLE_QUIET_S * 1e3)  # let events of requests just started arrive first
         deadline = time.monotonic() + SETTLE_MAX_S
         while time.monotonic() < deadline:
             if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:

@@ -16,7 +16,7 @@ from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError, first_line
 from mmina.evaluation import answer_verdict
 from mmina.observation import Observation
-from mmina.recorder.browser import BrowserSession, EpisodeBrowser
+from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.captions import Captioner
 from mmina.recorder.har import capture
 from mmina.redact import clean_text
@@ -59,9 +59,10 @@ class EpisodeRecorder:
     """Records one attempt at one task into an :class:`EpisodeWriter`."""
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
-                 limits: Limits, workdir: Path, captioner: Captioner | None = None) -> None:
+                 limits: Limits, workdir: Path, captioner: Captioner | None = None,
+                 prepare: ContextHook | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
-        self.captioner = captioner
+        self.captioner, self.prepare = captioner, prepare
         self.budget = Budget(limits)
         self.tracker = HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -71,7 +72,7 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
-        browser = self.session.episode(self.har)
+        browser = self.session.episode(self.har, self.prepare)
         status, error, stop_reason, answer = "completed", None, "error", None
         try:
             browser.open(self.task.start_urls)

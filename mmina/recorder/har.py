@@ -70,14 +70,14 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
     content = response.get("content") or {}
     body = _scrub_bytes(_response_body(content, archive), secrets)
-    request_body, request_size = _request_body(request, put_blob, secrets)
+    request_body, request_size = _request_body(request, put_blob, secrets, archive)
     return {
         "seq": seq,
         "step_index": bisect.bisect_right(step_starts, started) - 1,
         "started_at": started,
         "method": request.get("method", "GET"),
         "url": clean_text(request.get("url", ""), secrets) or "",
-        "status": int(response.get("status") or 0),
+        "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
         "request_headers": redact_headers((h["name"], h["value"]) for h in request.get("headers", [])),
         "response_headers": redact_headers((h["name"], h["value"]) for h in response.get("headers", [])),
         "request_body": request_body,
@@ -112,9 +112,16 @@ def _scrub_bytes(body: bytes | None, secrets: list[str]) -> bytes | None:
     return body
 
 
-def _request_body(request: dict[str, Any], put_blob: PutBlob, secrets: list[str]) -> tuple[str | None, int]:
+def _request_body(request: dict[str, Any], put_blob: PutBlob, secrets: list[str],
+                  archive: zipfile.ZipFile | None) -> tuple[str | None, int]:
+    """The redacted request body; with attached content Playwright keeps it in the zip (``_file``)."""
     post = request.get("postData") or {}
     text = post.get("text")
+    if not text and archive is not None and post.get("_file"):
+        try:
+            text = archive.read(post["_file"]).decode("utf-8", "replace")
+        except KeyError:
+            text = None
     if not text:
         return None, 0
     mime = post.get("mimeType") or "application/octet-stream"

@@ -1,1 +1,1 @@
-"""Replay from the archive and re-scoring (built in a later issue)."""
+"""Deterministic replay of stored episodes from the archived network traffic, and fidelity reports."""

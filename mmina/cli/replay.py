@@ -1,0 +1,223 @@
+"""``mmina replay``: re-drive stored episodes (or a new agent) on the archived web."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mmina.budget import Limits
+from mmina.cli.common import format_option, open_store, print_json, render_rows, stderr, store_option
+from mmina.errors import MminaError
+from mmina.recorder.agents import AgentSettings
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.captions import CAPTIONERS
+from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
+from mmina.replayer.run import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
+
+MAX_DIFFS_SHOWN = 5
+
+
+class BelowMinimumFidelity(MminaError):
+    """The replay reproduced less than ``--min-fidelity`` of the steps."""
+
+
+@click.command()
+@store_option
+@click.option("--run", "run_id", metavar="ID", help="Replay every episode of this run.")
+@click.option("--episode", "episode_id", metavar="ID", help="Replay this one episode.")
+@click.option("--min-fidelity", type=click.FloatRange(0, 1), metavar="X",
+              help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
+@click.option("--run-id", "new_run", metavar="NAME",
+              help="Name of the new (replay) run (default: time, agent, suffix).")
+@click.option("--browser", "browser_path", metavar="PATH",
+              help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@click.option("--agent", metavar="NAME",
+              help="Run this agent (as for record) on the archived web instead of the stored actions.")
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="--agent: only this task of the source; repeatable.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
+              help="--agent: step budget per episode.")
+@click.option("--model", metavar="NAME", help="--agent openai: the model to ask.")
+@click.option("--base-url", metavar="URL", envvar="OPENAI_BASE_URL", show_envvar=True,
+              help="--agent openai: the OpenAI-compatible endpoint; the key is $OPENAI_API_KEY.")
+@click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text", show_default=True,
+              help="--agent openai: accessibility tree only, plus image captions, or plus the screenshot.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="--agent openai: sampling temperature.")
+@click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
+@click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
+              help="--agent: caption in-view images (their alt text, or a vision model's words).")
+@click.option("--from-run", metavar="RUN", help="--agent replay: replay this run's episode of each task.")
+@click.option("--from-episode", metavar="ID", help="--agent replay: replay this one episode.")
+@format_option("table", "json")
+def replay(fmt: str, **options: Any) -> None:
+    """Replay stored episodes with every request answered from the archive, and report fidelity.
+
+    Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
+    all served from the recorded traffic (never the live network), with the page clock frozen
+    at the recorded start and Math.random seeded. The replay is stored as a new run (agent
+    `replay`); the report compares every step's URL, accessibility tree and screenshot with
+    the recording and counts requests served exactly, fuzzily, by nearest match, or not at all.
+
+    With --agent, a new agent runs on the archived web of the run instead (a counterfactual
+    on a frozen site); requests the archive cannot answer are listed as coverage gaps.
+
+    \b
+    Examples:
+      mmina replay --run 20261122-120439-oracle-fd2d80
+      mmina replay --episode normal-1-3f2a9c0d1e2b4a5c --format json
+      mmina replay --run nightly --min-fidelity 0.99
+      mmina replay --run nightly --agent openai --model gpt-4o
+      mmina replay --run nightly --agent mypkg.agents:MyAgent --task normal/1
+    """
+    if bool(options["run_id"]) == bool(options["episode_id"]):
+        raise click.UsageError("name exactly one source: --run ID or --episode ID")
+    if options["agent"]:
+        if options["min_fidelity"] is not None:
+            raise click.UsageError("--min-fidelity compares a replay with its recording; it does not apply to --agent")
+        _agent_mode(fmt, options)
+    else:
+        _replay_mode(fmt, options)
+
+
+def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
+    store = open_store(options["store_path"])
+    with _progress("replaying") as (on_start, advance):
+        report = replay_run(store, options["run_id"], options["episode_id"],
+                            browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                            on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
+    minimum = options["min_fidelity"]
+    if fmt == "json":
+        print_json({**_report_json(report), "min_fidelity": minimum,
+                    "passed": minimum is None or report.fidelity >= minimum})
+    else:
+        _print_replay(report)
+    if minimum is not None and report.fidelity < minimum:
+        raise BelowMinimumFidelity(f"fidelity {report.fidelity:.1%} is below --min-fidelity {minimum:.1%}")
+
+
+def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
+    store = open_store(options["store_path"])
+    settings = AgentSettings(model=options["model"], base_url=options["base_url"], input_mode=options["input_mode"],
+                             temperature=options["temperature"], memory=options["memory"],
+                             captioner=options["captioner"], from_run=options["from_run"],
+                             from_episode=options["from_episode"])
+    with _progress("agent on the archive") as (on_start, advance):
+        report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
+                              limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
+                              browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                              on_start=on_start, on_episode=lambda e: advance(_agent_line(e)))
+    if fmt == "json":
+        print_json(_agent_json(report))
+    else:
+        _print_agent(report)
+
+
+# ---------------------------------------------------------------- progress
+
+@contextmanager
+def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[[str], None]]]:
+    """A progress bar on a terminal, one stderr line per episode otherwise."""
+    if not stderr.is_terminal:
+        def log_start(run_id: str, total: int) -> None:
+            stderr.print(f"{what}: {total} episode(s) into run {run_id}")
+
+        yield log_start, lambda line: stderr.print(line)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        bar = progress.add_task(what, total=None)
+
+        def on_start(run_id: str, total: int) -> None:
+            progress.update(bar, description=f"{what} → {run_id}", total=total)
+
+        yield on_start, lambda _line: progress.update(bar, advance=1)
+
+
+def _episode_line(episode: EpisodeFidelity) -> str:
+    return (f"{episode.task_id}: fidelity {episode.fidelity:.0%}, "
+            f"{episode.screenshots_identical}/{episode.screenshots_compared} screenshots identical, "
+            f"{episode.requests.unmatched} unmatched request(s)")
+
+
+def _agent_line(episode: AgentEpisode) -> str:
+    result = episode.result
+    return (f"{result.task_id}: {result.status}, {result.stop_reason}, {result.hops_completed}/{result.n_hops} hops, "
+            f"{len(episode.coverage_gaps)} coverage gap(s)")
+
+
+# ---------------------------------------------------------------- rendering
+
+def _counts(counts: RequestCounts) -> str:
+    return f"{counts.exact}/{counts.fuzzy}/{counts.nearest}/{counts.unmatched}"
+
+
+def _print_replay(report: ReplayReport) -> None:
+    rows = [(e.task_id, e.source_episode, f"{e.recorded_steps}→{e.replayed_steps}",
+             f"{e.url_equal}/{len(e.steps)}", f"{e.tree_equal}/{len(e.steps)}",
+             f"{e.screenshots_identical}/{e.screenshots_compared}", _counts(e.requests), f"{e.fidelity:.1%}")
+            for e in report.episodes]
+    render_rows(["task", "source episode", "steps", "URL", "tree", "screenshots", "requests e/f/n/u", "fidelity"],
+                rows, "table", title=f"replay {report.replay_run} of run {report.source_run}")
+    _print_differences(report)
+    summary = report.summary()
+    shots = summary["screenshots_identical"]
+    click.echo(f"fidelity {summary['fidelity']:.1%} over {summary['steps']} step(s) "
+               f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
+               f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
+               f"(exact/fuzzy/nearest/unmatched); stored as run {report.replay_run}")
+
+
+def _print_differences(report: ReplayReport) -> None:
+    """The first few steps that were not reproduced, with their tree diffs."""
+    shown = 0
+    for episode in report.episodes:
+        for step in episode.steps:
+            if step.faithful or shown >= MAX_DIFFS_SHOWN:
+                continue
+            shown += 1
+            click.echo(f"\n{episode.task_id} step {step.step_index}: URL {step.recorded_url} → {step.replayed_url}")
+            if step.tree_diff:
+                click.echo(step.tree_diff)
+        for url in episode.unmatched_urls:
+            click.echo(f"{episode.task_id}: not in the archive: {url}")
+
+
+def _print_agent(report: AgentReplayReport) -> None:
+    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_completed}/{e.result.n_hops}",
+             e.result.n_steps, e.result.final_answer or "", _counts(e.requests), len(e.coverage_gaps))
+            for e in report.episodes]
+    render_rows(["task", "status", "stop", "hops", "steps", "answer", "requests e/f/n/u", "gaps"], rows, "table",
+                title=f"{report.agent} on the archive of run {report.source_run} → run {report.replay_run}")
+    gaps = report.coverage_gaps
+    click.echo(f"{len(gaps)} coverage gap(s): request(s) outside the archive, answered with an error")
+    for gap in gaps:
+        click.echo(f"  {gap}")
+
+
+def _report_json(report: ReplayReport) -> dict[str, Any]:
+    summary = report.summary()
+    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
+            "summary": {**summary, "requests": asdict(summary["requests"])},
+            "episodes": [_episode_json(e) for e in report.episodes]}
+
+
+def _episode_json(episode: EpisodeFidelity) -> dict[str, Any]:
+    data = asdict(episode)
+    data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
+                     for s in episode.steps]
+    return {**data, "fidelity": episode.fidelity, "url_equal": episode.url_equal, "tree_equal": episode.tree_equal,
+            "screenshots_compared": episode.screenshots_compared,
+            "screenshots_identical": episode.screenshots_identical}
+
+
+def _agent_json(report: AgentReplayReport) -> dict[str, Any]:
+    episodes = [{**asdict(e.result), "success": e.result.success, "requests": asdict(e.requests),
+                 "coverage_gaps": list(e.coverage_gaps)} for e in report.episodes]
+    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
+            "agent": report.agent, "episodes": episodes, "coverage_gaps": report.coverage_gaps,
+            "unmatched": report.unmatched}

@@ -1,0 +1,146 @@
+"""``mmina rescore``: new verdicts for stored episodes with any evaluator, without a browser."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
+from mmina.errors import MminaError
+from mmina.evaluators.judge import DEFAULT_CONCURRENCY, JudgeSettings
+from mmina.evaluators.registry import factory, names, parse_args
+from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, rescore as run_rescore
+from mmina.store import resolve_store_path
+
+
+@click.command()
+@click.option("--evaluator", metavar="NAME", help="Evaluator to score with (see --list).")
+@click.option("--run", "runs", multiple=True, metavar="ID", help="Run to score (repeatable; default: every run).")
+@click.option("--episode", "episodes", multiple=True, metavar="ID", help="Score only this episode (repeatable).")
+@click.option("--arg", "evaluator_args", multiple=True, metavar="KEY=VALUE",
+              help="Evaluator argument (repeatable; JSON values such as 3 or true are parsed).")
+@click.option("--judge-model", metavar="MODEL", help="Model of the LLM judge (fuzzy; task with fuzzy_match references).")
+@click.option("--base-url", metavar="URL", help="OpenAI-compatible endpoint of the judge (default: $OPENAI_BASE_URL).")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Judge requests in flight at once.")
+@click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
+              help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
+@click.option("--list", "list_only", is_flag=True, help="List the known evaluators and exit.")
+@store_option
+@format_option("table", "json")
+def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) -> None:
+    """Score stored episodes with an evaluator and append the verdicts to the store.
+
+    Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+) and the episodes whose
+    task verdict flipped against the previous scoring by the same evaluator. Built-in
+    evaluators: exact_match, must_include, url_match, fuzzy (LLM judge, cached), hops
+    (clean hop queue), mmina_official (the official runner's rules), task (each task's own
+    eval). Exits 1, writing nothing for the affected runs, when an episode cannot be scored.
+
+    \b
+    Examples:
+      mmina rescore --evaluator hops
+      mmina rescore --run nightly --evaluator mmina_official --format json
+      mmina rescore --evaluator url_match --arg where=any
+      mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --concurrency 8
+      mmina rescore --evaluator fuzzy --arg reference=must_include --base-url http://localhost:8000/v1 --judge-model m
+      mmina rescore --evaluator task --action overwrite
+      mmina rescore --list
+    """
+    if list_only:
+        _list_evaluators(fmt)
+        return
+    if not evaluator:
+        raise click.UsageError("give --evaluator NAME (mmina rescore --list shows the names)")
+    config = RescoreConfig(
+        store=resolve_store_path(options["store_path"]), evaluator=evaluator, args=parse_args(options["evaluator_args"]),
+        runs=tuple(options["runs"]), episodes=tuple(options["episodes"]), action=options["action"],
+        judge=JudgeSettings(model=options["judge_model"], base_url=options["base_url"],
+                            concurrency=options["concurrency"]))
+    with _progress() as progress:
+        result = run_rescore(config, progress)
+    _print_json(result) if fmt == "json" else _print_table(result)
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
+@contextmanager
+def _progress() -> Iterator[Any]:
+    """A transient bar per phase (judge requests, scoring) on a terminal; nothing in logs."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task("asking the judge" if phase == "judge" else "scoring", total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+def _list_evaluators(fmt: str) -> None:
+    rows = []
+    for name in names():
+        try:
+            make = factory(name)
+        except MminaError as exc:  # a broken entry point is listed, not fatal
+            rows.append((name, "", f"cannot load: {exc}"))
+            continue
+        rows.append((name, str(getattr(make, "version", "")), _first_paragraph(make.__doc__)))
+    render_rows(["evaluator", "version", "description"], rows, fmt)
+
+
+def _first_paragraph(doc: str | None) -> str:
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _print_table(result: RescoreResult) -> None:
+    rows = [(b.name, b.episodes, b.tasks_passed, b.tasks_unclear, _percent(b.task_sr),
+             f"{b.hops_passed}/{b.hops_total}", _percent(b.hop_sr)) for b in result.buckets()]
+    render_rows(["hops", "episodes", "passed", "unclear", "task SR", "hops passed", "hop SR"], rows, "table",
+                title=f"{result.evaluator} v{result.version} — batch {result.batch_id}")
+    if result.flips:
+        render_rows(["episode", "task", "before", "after", "previous batch"],
+                    [(f.episode_id, f.task_id, f.before, f.after, f.previous_batch) for f in result.flips], "table",
+                    title=f"{len(result.flips)} verdict(s) flipped against the previous {result.evaluator} scoring")
+    else:
+        click.echo(f"no task verdict flipped against the previous {result.evaluator} scoring")
+    if result.judge_cached or result.judge_requested:
+        click.echo(f"judge: {result.judge_cached} cached, {result.judge_requested} requested, "
+                   f"{result.judge_failed} failed")
+    written = sum(s.written for s in result.scored)
+    click.echo(f"{written} episode(s) scored, {len(result.files)} file(s) written ({result.action})")
+    _report_unscored(result)
+
+
+def _report_unscored(result: RescoreResult) -> None:
+    if not result.unscored:
+        return
+    runs = sorted({u.run_id for u in result.unscored})
+    click.echo(f"Error: {len(result.unscored)} episode(s) could not be scored; nothing written for run(s) "
+               f"{', '.join(runs)}", err=True)
+    for item in result.unscored:
+        click.echo(f"  unscored {item.episode_id} ({item.task_id}): {item.reason}", err=True)
+
+
+def _print_json(result: RescoreResult) -> None:
+    buckets = [{**asdict(b), "task_sr": b.task_sr, "hop_sr": b.hop_sr} for b in result.buckets()]
+    print_json({"batch_id": result.batch_id, "evaluator": result.evaluator, "version": result.version,
+                "args": result.args, "action": result.action, "ok": result.ok, "buckets": buckets,
+                "flips": [asdict(f) for f in result.flips], "unscored": [asdict(u) for u in result.unscored],
+                "episodes": [asdict(s) for s in result.scored], "files": result.files,
+                "judge": {"cached": result.judge_cached, "requested": result.judge_requested,
+                          "failed": result.judge_failed}})
+    _report_unscored(result)

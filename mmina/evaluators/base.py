@@ -1,0 +1,145 @@
+"""What every evaluator sees and returns: a stored episode in, score rows out.
+
+Evaluators are pure over stored data (no browser, no network): an :class:`EpisodeView` is
+assembled from the store's ``tasks``, ``episodes`` and ``steps`` tables, and an evaluator
+that needs an LLM judge finds the judge's replies, already fetched and cached by the
+runner, in ``EpisodeView.judgments``. That keeps every verdict reproducible from the store.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from mmina.errors import MminaError
+from mmina.tasks import Task
+
+VERDICTS = ("pass", "fail", "unclear")
+LEVELS = ("task", "hop", "step")
+
+
+class EvaluatorError(MminaError):
+    """An evaluator cannot be found, built or run as asked (bad name, arguments, judge)."""
+
+
+@dataclass(frozen=True)
+class StepView:
+    """The stored facts of one step that evaluators may use (no screenshots, no tree)."""
+
+    step_index: int
+    url: str
+    action: str | None = None
+    action_kind: str | None = None
+    model_output: str | None = None
+    action_error: str | None = None
+    hop_index: int | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeView:
+    """One stored episode with its task and steps (in step order), ready to be scored."""
+
+    run_id: str
+    episode_id: str
+    task: Task
+    episode: Mapping[str, Any]
+    steps: tuple[StepView, ...]
+    judgments: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def final_answer(self) -> str | None:
+        """The answer of the final ``stop`` action; None when the agent never stopped."""
+        return self.episode.get("final_answer")
+
+    @property
+    def final_url(self) -> str | None:
+        """The URL of the last stored observation: the page the agent was on when it ended."""
+        return self.steps[-1].url if self.steps else None
+
+    @property
+    def n_hops(self) -> int:
+        return self.task.n_hops
+
+
+@dataclass(frozen=True)
+class Score:
+    """One verdict of an evaluator; the runner adds episode, evaluator and batch columns."""
+
+    verdict: str
+    value: float
+    level: str = "task"
+    hop_index: int | None = None
+    step_index: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise EvaluatorError(f"verdict must be one of {', '.join(VERDICTS)}, not {self.verdict!r}")
+        if self.level not in LEVELS:
+            raise EvaluatorError(f"level must be one of {', '.join(LEVELS)}, not {self.level!r}")
+
+
+def verdict_of(passed: bool | None) -> str:
+    """True/False/None as pass/fail/unclear."""
+    return "unclear" if passed is None else ("pass" if passed else "fail")
+
+
+def combine(verdicts: list[str]) -> str:
+    """All must pass: any fail fails, else any unclear (or nothing to check) is unclear."""
+    if "fail" in verdicts:
+        return "fail"
+    if not verdicts or "unclear" in verdicts:
+        return "unclear"
+    return "pass"
+
+
+def task_score(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> Score:
+    """A task-level row; the value is 1 for pass, else 0, unless the evaluator says otherwise."""
+    return Score(verdict, float(value if value is not None else verdict == "pass"), "task", detail=dict(detail))
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Anything with a name, a version, its arguments and ``score``.
+
+    ``args`` must be JSON-serializable: it is stored (as sorted JSON) with every row, so a
+    rescoring can rebuild the evaluator. An evaluator that needs an LLM judge also defines
+    ``judge_prompts(episode) -> list[str]``; the runner fetches those replies (from the
+    cache or the endpoint) into ``episode.judgments`` before calling ``score``.
+    """
+
+    name: str
+    version: str
+    args: dict[str, Any]
+
+    def score(self, episode: EpisodeView) -> list[Score]: ...
+
+
+class BuiltinEvaluator:
+    """Shared argument handling of the built-ins: declared defaults, unknown keys refused."""
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "1"
+    ARGS: ClassVar[dict[str, Any]] = {}
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    uses_judge: ClassVar[bool] = False
+
+    def __init__(self, **args: Any) -> None:
+        unknown = sorted(set(args) - set(self.ARGS))
+        if unknown:
+            known = ", ".join(sorted(self.ARGS)) or "none"
+            raise EvaluatorError(f"evaluator {self.name} has no argument {', '.join(unknown)} (its arguments: {known})")
+        self.args: dict[str, Any] = {**self.ARGS, **args}
+        for key, allowed in self.CHOICES.items():
+            if self.args[key] not in allowed:
+                raise EvaluatorError(f"evaluator {self.name}: {key} must be one of "
+                                     f"{', '.join(map(str, allowed))}, not {self.args[key]!r}")
+
+    def score(self, episode: EpisodeView) -> list[Score]:
+        raise NotImplementedError
+
+
+def args_json(args: Mapping[str, Any]) -> str:
+    """Arguments as sorted JSON: the same arguments always give the same text."""
+    return json.dumps(dict(args), sort_keys=True, ensure_ascii=False)

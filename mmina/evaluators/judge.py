@@ -1,0 +1,160 @@
+"""The LLM judge of the ``fuzzy`` evaluator: the paper's prompt, a strict parser, a cache.
+
+Every call goes through the ``openai`` client to any OpenAI-compatible endpoint
+(``--base-url``, else ``OPENAI_BASE_URL``; ``OPENAI_API_KEY``), which retries 429 and 5xx
+answers with backoff itself (``max_retries``). Replies are cached in the store's
+``judge_cache`` table under the SHA-256 of ``[model, prompt]`` (as JSON), so scoring the
+same answers again sends no request at all and gives the same verdicts. The ``openai``
+module is imported only when a request has to be sent.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import string
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmina.errors import first_line
+from mmina.evaluators.base import EvaluatorError
+from mmina.store import Store
+from mmina.store.store import utcnow
+
+PROMPT = 'Given the statement "{pred}", would it be correct to infer "{reference}"? Yes or No'
+DEFAULT_CONCURRENCY = 4
+DEFAULT_MAX_RETRIES = 5
+REQUEST_TIMEOUT_S = 60.0
+MAX_TOKENS = 16
+_STRIP = string.punctuation + "“”‘’«»"
+
+Progress = Callable[[int, int], None]
+
+
+def judge_prompt(pred: str, reference: str) -> str:
+    """The paper's question, with the agent's answer and one reference filled in verbatim."""
+    return PROMPT.format(pred=pred, reference=reference)
+
+
+def prompt_key(model: str, prompt: str) -> str:
+    """The cache key: SHA-256 of the JSON list ``[model, prompt]`` (unambiguous, model-specific)."""
+    return hashlib.sha256(json.dumps([model, prompt], ensure_ascii=False).encode()).hexdigest()
+
+
+def parse_verdict(reply: str | None) -> str:
+    """``pass`` when the first word is yes, ``fail`` when it is no (any case, punctuation
+    around it stripped); anything else is ``unclear`` — a reply is never guessed."""
+    words = (reply or "").split()
+    first = words[0].strip(_STRIP).lower() if words else ""
+    return {"yes": "pass", "no": "fail"}.get(first, "unclear")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Where and how to ask: model, endpoint, parallel requests, the client's retry budget."""
+
+    model: str | None = None
+    base_url: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    max_retries: int = DEFAULT_MAX_RETRIES
+    timeout_s: float = REQUEST_TIMEOUT_S
+
+
+@dataclass
+class JudgeOutcome:
+    """Replies by prompt (cached and new), the new cache rows, and the prompts that failed."""
+
+    replies: dict[str, str] = field(default_factory=dict)
+    cached: int = 0
+    new_rows: list[dict[str, Any]] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def requested(self) -> int:
+        """Prompts that needed the endpoint (answered or failed)."""
+        return len(self.new_rows) + len(self.failures)
+
+
+def read_cache(store: Store, model: str) -> dict[str, str]:
+    """Cached replies of ``model`` by cache key (the first stored reply of a key wins)."""
+    table = store.read("judge_cache", columns=["prompt_sha256", "model", "response"])
+    cache: dict[str, str] = {}
+    for key, row_model, reply in zip(*(table.column(c).to_pylist() for c in ("prompt_sha256", "model", "response"))):
+        if row_model == model and reply is not None:
+            cache.setdefault(key, reply)
+    return cache
+
+
+def resolve(store: Store, prompts: Iterable[str], settings: JudgeSettings,
+            progress: Progress | None = None) -> JudgeOutcome:
+    """Every prompt's reply: from the cache, else from the endpoint (concurrently).
+
+    Nothing is written here; the caller appends ``new_rows`` to ``judge_cache``.
+    """
+    if not settings.model:
+        raise EvaluatorError("this evaluator asks an LLM judge: pass --judge-model NAME")
+    model, outcome = settings.model, JudgeOutcome()
+    cache = read_cache(store, model)
+    missing = []
+    for prompt in dict.fromkeys(prompts):
+        key = prompt_key(model, prompt)
+        if key in cache:
+            outcome.replies[prompt] = cache[key]
+            outcome.cached += 1
+        else:
+            missing.append(prompt)
+    if missing:
+        _ask_all(missing, settings, outcome, progress)
+    return outcome
+
+
+def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome, progress: Progress | None) -> None:
+    check_credentials()
+    client = make_client(settings)
+    errors = openai_module().APIError
+    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
+        futures = {pool.submit(ask, client, settings.model or "", p): p for p in prompts}
+        for done, future in enumerate(as_completed(futures), start=1):
+            prompt = futures[future]
+            try:
+                row = future.result()
+            except errors as exc:
+                outcome.failures[prompt] = f"judge endpoint failed after {settings.max_retries} retries: {first_line(exc)}"
+            else:
+                outcome.new_rows.append(row)
+                outcome.replies[prompt] = row["response"]
+            if progress:
+                progress(done, len(prompts))
+
+
+def ask(client: Any, model: str, prompt: str) -> dict[str, Any]:
+    """One judge call, as a ``judge_cache`` row."""
+    response = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                              temperature=0, max_tokens=MAX_TOKENS)
+    reply = (response.choices[0].message.content or "") if response.choices else ""
+    usage = response.usage
+    return {"prompt_sha256": prompt_key(model, prompt), "model": model, "prompt": prompt, "response": reply,
+            "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0), "created_at": utcnow()}
+
+
+def check_credentials() -> None:
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise EvaluatorError("asking the judge needs an API key: set OPENAI_API_KEY "
+                             "(a local endpoint that ignores keys accepts any non-empty value)")
+
+
+def make_client(settings: JudgeSettings) -> Any:
+    """The client for ``base_url`` (else ``OPENAI_BASE_URL``, else OpenAI's) with the retry budget."""
+    return openai_module().OpenAI(base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                                  api_key=os.environ["OPENAI_API_KEY"], max_retries=settings.max_retries,
+                                  timeout=settings.timeout_s)
+
+
+def openai_module() -> Any:
+    """The ``openai`` module, imported on first use (it takes seconds to import)."""
+    import openai
+
+    return openai

@@ -1,0 +1,93 @@
+"""Answer and URL checks of single tasks: ``exact_match``, ``must_include``, ``url_match``.
+
+The string rules are the live ones of :mod:`mmina.evaluation` (so rescoring agrees with
+what ``mmina record`` printed); here they become stored, versioned verdicts.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mmina.evaluation import exact_match, must_include, normalize
+from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
+from mmina.tasks import Task
+
+URL_ALTERNATIVES = " |OR| "
+
+
+def references(task: Task, key: str) -> list[str]:
+    """``eval.reference_answers[key]`` as a list (a single string is one reference)."""
+    value = task.reference_answers.get(key)
+    if value is None or value == "":
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def no_reference(key: str) -> list[Score]:
+    """Without a reference nothing can be decided: unclear, never a guessed fail."""
+    return [task_score("unclear", {"reason": f"the task has no {key} reference"})]
+
+
+class ExactMatch(BuiltinEvaluator):
+    """Pass iff the final answer equals ``exact_match`` (lowercased, surrounding quotes and
+    spaces stripped; a list of references gives alternatives). No answer fails."""
+
+    name = "exact_match"
+
+    def score(self, episode: EpisodeView) -> list[Score]:
+        refs = references(episode.task, "exact_match")
+        if not refs:
+            return no_reference("exact_match")
+        answer = episode.final_answer
+        passed = answer is not None and any(exact_match(answer, r) for r in refs)
+        return [task_score(verdict_of(passed), {"answer": answer, "normalized": normalize(answer or ""),
+                                                 "references": refs})]
+
+
+class MustInclude(BuiltinEvaluator):
+    """Pass iff every ``must_include`` keyword (lowercased, trimmed) is a substring of the
+    lowercased final answer. No answer fails."""
+
+    name = "must_include"
+
+    def score(self, episode: EpisodeView) -> list[Score]:
+        keywords = references(episode.task, "must_include")
+        if not keywords:
+            return no_reference("must_include")
+        answer = episode.final_answer or ""
+        missing = [k for k in keywords if not must_include(answer, [k])]
+        passed = episode.final_answer is not None and not missing
+        return [task_score(verdict_of(passed), {"answer": episode.final_answer, "keywords": keywords,
+                                                 "missing": missing})]
+
+
+def gold_urls(task: Task) -> list[str]:
+    """``eval.reference_url``, split on `` |OR| `` (alternatives, as in WebArena)."""
+    return [u.strip() for u in task.reference_url.split(URL_ALTERNATIVES) if u.strip()]
+
+
+def url_matches(gold: str, url: str) -> bool:
+    """The gold URL is contained in the visited URL (equality included); trailing ``/`` ignored."""
+    return gold.rstrip("/") in url.strip()
+
+
+class UrlMatch(BuiltinEvaluator):
+    """Pass iff a gold ``reference_url`` is a substring of the checked URL (or equal to it).
+
+    ``where=final`` (default) checks the URL of the last stored step — the page the agent
+    was on when it stopped or a budget ended the episode; ``where=any`` checks every stored
+    step URL and passes on the first match.
+    """
+
+    name = "url_match"
+    ARGS = {"where": "final"}
+    CHOICES = {"where": ("final", "any")}
+
+    def score(self, episode: EpisodeView) -> list[Score]:
+        golds = gold_urls(episode.task)
+        if not golds:
+            return [task_score("unclear", {"reason": "the task has no reference_url"})]
+        steps = episode.steps[-1:] if self.args["where"] == "final" else episode.steps
+        match = next(((s.step_index, s.url) for s in steps for g in golds if url_matches(g, s.url)), None)
+        detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": episode.final_url,
+                                  "matched_step": match[0] if match else None}
+        return [task_score(verdict_of(match is not None), detail)]

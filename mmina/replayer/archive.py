@@ -1,0 +1,316 @@
+"""The archive of recorded traffic and the matcher that answers a browser's requests from it.
+
+Pure: no browser, no store. ``router.py`` feeds it Playwright requests, ``run.py`` builds it
+from the ``requests`` table and its body blobs.
+
+Matching rules, tried in this order (the first rule with a candidate answers):
+
+1. **exact** — same method, same URL string, same request body bytes (both absent is equal).
+2. **fuzzy** — same method, scheme, host, port and path; the same query parameters and body
+   fields once *volatile* ones are dropped, compared order-insensitively. A recorded value
+   ``[REDACTED]`` (a secret the recorder removed) matches any value. Form bodies
+   (``application/x-www-form-urlencoded``) and JSON bodies are compared field by field (JSON
+   flattened to ``a.b[0].c`` paths); other bodies byte for byte. A recorded request whose body
+   was not captured matches any body.
+3. **nearest** — same method, scheme, host, port and path: the candidate sharing the most
+   (name, value) pairs of stable query parameters and body fields wins; ties go to the one
+   with the fewest differing pairs, then to recorded order.
+4. **unmatched** — nothing on that method and path: the caller answers with an error.
+
+Recorded requests that never got a response (status 0, or -1 in a HAR) are left out: they have
+nothing to serve, and Playwright logs a redirected navigation of a routed context that way.
+
+A parameter or body field is *volatile* (a cache-buster, after mitmproxy's ignore-params and
+pywb / wabac.js fuzzy rules) when its lowercased name is one of ``_ t ts timestamp cb cachebust
+cachebuster rand random nocache nonce``, contains ``cache``, or starts with ``utm_``; or when its
+value looks like a clock reading or ``Math.random()``: 10 digits that are a Unix time in seconds
+between 2000 and 2100, 13 digits that are one in milliseconds, or ``0.`` followed by 6+ digits.
+
+Recorded redirects are not fulfilled as 3xx responses: Chromium fetches the target of a
+fulfilled redirect from the network without routing it (measured with Playwright 1.65). The
+router instead re-navigates a navigation to the target (as Playwright's own HAR replay does)
+and follows a subresource's redirect chain inside the archive (see :func:`redirect_target`).
+
+Repeated requests are answered first in, first out, as in mitmproxy's server replay: each
+rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
+been served, the last one is served again (a page may ask more often than it did when
+recorded, e.g. because routing turns off the HTTP cache).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from urllib.parse import parse_qsl, urljoin, urlsplit
+
+from mmina.redact import REDACTED
+
+VOLATILE_NAMES = frozenset({"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random",
+                            "nocache", "nonce"})
+EPOCH_S = (946_684_800, 4_102_444_800)
+"""2000-01-01 and 2100-01-01 in Unix seconds: digits in this range look like a clock reading."""
+_RANDOM_VALUE = re.compile(r"^0\.\d{6,}$")
+_FORM_BODY = re.compile(r"^[^=&\s]+=[^&\s]*(&[^=&\s]+=[^&\s]*)*$")
+DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
+"""Bodies are stored decoded and the browser frames the fulfilled body itself."""
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+class MatchKind(str, Enum):
+    EXACT = "exact"
+    FUZZY = "fuzzy"
+    NEAREST = "nearest"
+    UNMATCHED = "unmatched"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recorded request with its response, as the archive keeps it."""
+
+    order: int
+    method: str
+    url: str
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    request_body: bytes | None = None
+    request_type: str = ""
+    redirect_url: str = ""
+    mime_type: str = ""
+    episode_id: str = ""
+
+
+@dataclass(frozen=True)
+class Match:
+    kind: MatchKind
+    exchange: Exchange | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the browser is given: status, headers and body (fulfilled as they are)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A request reduced to what fuzzy matching compares."""
+
+    method: str
+    endpoint: str
+    query: Pairs
+    fields: Pairs | None
+    body: bytes | None
+
+
+def is_volatile(name: str, value: str) -> bool:
+    """Cache-busters and clock/random readings: they differ on every load, so never compared."""
+    lowered = name.lower()
+    if lowered in VOLATILE_NAMES or "cache" in lowered or lowered.startswith("utm_"):
+        return True
+    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value))
+
+
+def _looks_like_clock(value: str) -> bool:
+    if not value.isdigit() or len(value) not in (10, 13):
+        return False
+    seconds = int(value) // 1000 if len(value) == 13 else int(value)
+    return EPOCH_S[0] <= seconds < EPOCH_S[1]
+
+
+def stable(pairs: Iterable[tuple[str, str]]) -> Pairs:
+    """The non-volatile pairs, sorted so order does not matter."""
+    return tuple(sorted((n, v) for n, v in pairs if not is_volatile(n, v)))
+
+
+def body_fields(body: bytes | None, content_type: str) -> Pairs | None:
+    """Form or JSON body fields (stable, sorted); None for an absent or opaque body."""
+    if not body:
+        return None
+    text = body.decode("utf-8", "replace")
+    kind = content_type.lower()
+    if "json" in kind or (not kind and text.lstrip()[:1] in ("{", "[")):
+        try:
+            return stable(_flatten(json.loads(text)))
+        except ValueError:
+            return None
+    if "x-www-form-urlencoded" in kind or (not kind and _FORM_BODY.match(text)):
+        return stable(parse_qsl(text, keep_blank_values=True))
+    return None
+
+
+def _flatten(value: object, prefix: str = "") -> list[tuple[str, str]]:
+    """JSON as (path, scalar) pairs: ``{"a": [{"b": 1}]}`` → ``[("a[0].b", "1")]``."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _flatten(v, f"{prefix}[{i}]")]
+    return [(prefix, value if isinstance(value, str) else json.dumps(value))]
+
+
+def shape(method: str, url: str, body: bytes | None, content_type: str = "") -> Shape:
+    parts = urlsplit(url)
+    endpoint = f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path or '/'}"
+    query = stable(parse_qsl(parts.query, keep_blank_values=True))
+    return Shape(method.upper(), endpoint, query, body_fields(body, content_type), body or None)
+
+
+def pairs_match(recorded: Pairs, live: Pairs) -> bool:
+    """Equal as multisets, where a recorded ``[REDACTED]`` value stands for any value of its name."""
+    left, right = Counter(recorded), Counter(live)
+    common = left & right
+    left, right = left - common, right - common
+    if sum(left.values()) != sum(right.values()):
+        return False
+    wildcards = Counter(n for (n, v), c in left.items() if v == REDACTED for _ in range(c))
+    names = Counter(n for (n, _v), c in right.items() for _ in range(c))
+    return sum(left.values()) == sum(wildcards.values()) and wildcards == names
+
+
+def bodies_match(recorded: Shape, live: Shape) -> bool:
+    """Field-wise for form/JSON bodies; a recorded body that was not captured matches anything."""
+    if recorded.body is None:
+        return True
+    if recorded.fields is not None and live.fields is not None:
+        return pairs_match(recorded.fields, live.fields)
+    return recorded.body == live.body
+
+
+def common_pairs(recorded: Shape, live: Shape) -> tuple[int, int]:
+    """(pairs in common, pairs that differ) over query and body fields: the nearest-match score."""
+    left = Counter(recorded.query) + Counter(recorded.fields or ())
+    right = Counter(live.query) + Counter(live.fields or ())
+    common = sum((left & right).values())
+    return common, sum(left.values()) + sum(right.values()) - 2 * common
+
+
+class Archive:
+    """Recorded exchanges indexed for matching (immutable; a :class:`Matcher` holds the state)."""
+
+    def __init__(self, exchanges: Iterable[Exchange]) -> None:
+        self.exchanges = tuple(sorted((e for e in exchanges if e.status > 0), key=lambda e: e.order))
+        self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
+        self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
+        self.by_endpoint: dict[tuple[str, str], list[int]] = {}
+        for index, (exchange, form) in enumerate(zip(self.exchanges, self.shapes)):
+            key = (exchange.method.upper(), exchange.url, exchange.request_body or None)
+            self.exact.setdefault(key, []).append(index)
+            self.by_endpoint.setdefault((form.method, form.endpoint), []).append(index)
+
+    def __len__(self) -> int:
+        return len(self.exchanges)
+
+
+@dataclass
+class Matcher:
+    """Answers requests from one archive, first in first out; counts what it could not answer."""
+
+    archive: Archive
+    served: set[int] = field(default_factory=set)
+    counts: Counter = field(default_factory=Counter)
+
+    def match(self, method: str, url: str, body: bytes | None = None, content_type: str = "") -> Match:
+        result = self._match(method, url, body or None, content_type)
+        self.counts[result.kind] += 1
+        return result
+
+    def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Match:
+        exact = self.archive.exact.get((method.upper(), url, body))
+        if exact:
+            return Match(MatchKind.EXACT, self._take(exact))
+        live = shape(method, url, body, content_type)
+        candidates = self.archive.by_endpoint.get((live.method, live.endpoint), [])
+        fuzzy = [i for i in candidates if self._fuzzy_equal(self.archive.shapes[i], live)]
+        if fuzzy:
+            return Match(MatchKind.FUZZY, self._take(fuzzy))
+        if candidates:
+            return Match(MatchKind.NEAREST, self._take(self._nearest(candidates, live)))
+        return Match(MatchKind.UNMATCHED)
+
+    @staticmethod
+    def _fuzzy_equal(recorded: Shape, live: Shape) -> bool:
+        return pairs_match(recorded.query, live.query) and bodies_match(recorded, live)
+
+    def _nearest(self, candidates: Sequence[int], live: Shape) -> list[int]:
+        """The candidates with the best score (most pairs in common, then fewest differing)."""
+        scores = {i: common_pairs(self.archive.shapes[i], live) for i in candidates}
+        best = max((common, -differing) for common, differing in scores.values())
+        return [i for i in candidates if (scores[i][0], -scores[i][1]) == best]
+
+    def _take(self, candidates: Sequence[int]) -> Exchange:
+        """The earliest candidate not served yet, else the last one again."""
+        index = next((i for i in candidates if i not in self.served), candidates[-1])
+        self.served.add(index)
+        return self.archive.exchanges[index]
+
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 10
+
+
+def redirect_target(exchange: Exchange, request_url: str) -> str | None:
+    """Where a recorded redirect points (``redirect_url``, else its Location header), absolute."""
+    if exchange.status not in REDIRECT_STATUSES:
+        return None
+    target = exchange.redirect_url or header_value(({"name": n, "value": v} for n, v in exchange.headers), "location")
+    return urljoin(request_url, target) if target else None
+
+
+def redirected_method(status: int, method: str) -> str:
+    """The method a browser uses after a redirect (Fetch standard): POST becomes GET on 301/302,
+    anything but GET/HEAD becomes GET on 303."""
+    if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
+        return "GET"
+    return method
+
+
+def reply_for(exchange: Exchange) -> Reply:
+    """The recorded response: status, headers (minus framing and redacted values), body."""
+    headers: dict[str, str] = {}
+    for name, value in exchange.headers:
+        lowered = name.lower()
+        if lowered in DROPPED_HEADERS or value == REDACTED:
+            continue
+        joiner = "\n" if lowered == "set-cookie" else ", "
+        headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value
+    if exchange.mime_type and "content-type" not in headers:
+        headers["content-type"] = exchange.mime_type
+    return Reply(exchange.status, headers, exchange.body)
+
+
+NOT_ARCHIVED_STATUS = 404
+
+
+def unmatched_reply(method: str, url: str) -> Reply:
+    """The error a request outside the archive gets (never the live network)."""
+    body = f"mmina replay: {method} {url} is not in the archive\n".encode()
+    return Reply(NOT_ARCHIVED_STATUS, {"content-type": "text/plain; charset=utf-8",
+                                       "x-mmina-replay": "not-archived"}, body)
+
+
+def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: int = 0) -> list[Exchange]:
+    """``requests`` rows (in recorded order) and their body blobs as archive exchanges."""
+    return [Exchange(
+        order=start + offset,
+        method=row["method"],
+        url=row["url"],
+        status=row["status"],
+        headers=tuple((h["name"], h["value"]) for h in row.get("response_headers") or ()),
+        body=blobs.get(row["response_body"], b"") if row.get("response_body") else b"",
+        request_body=blobs.get(row["request_body"]) if row.get("request_body") else None,
+        request_type=header_value(row.get("request_headers") or (), "content-type"),
+        redirect_url=row.get("redirect_url") or "",
+        mime_type=row.get("mime_type") or "",
+        episode_id=row.get("episode_id") or "",
+    ) for offset, row in enumerate(rows)]
+
+
+def header_value(headers: Iterable[dict], name: str) -> str:
+    return next((h["value"] for h in headers if h["name"].lower() == name), "")
