@@ -28,8 +28,20 @@ SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
 QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
 ACTION_TIMEOUT_MS = 5_000
 NAVIGATION_TIMEOUT_MS = 20_000
+"""Until a navigation commits (its response arrived); its load is then settle's to wait for."""
+LOAD_MAX_S = 10.0
+"""At most this long for the page to finish loading after an action."""
 SETTLE_MAX_S = 3.0
 SETTLE_QUIET_S = 0.05
+ACTION_DEADLINE_S = NAVIGATION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
+"""A step's action and the settling after it end within this (a failed action included)."""
+OBSERVE_DEADLINE_S = 4 * ACTION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
+"""A step's observation ends within this (its one retry after a failed read included)."""
+REDIRECT_MARK = "mmina-redirect"
+"""A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
+(see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
+READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
+         % REDIRECT_MARK)
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,9 @@ class BrowserConfig:
     set_of_marks: bool = True
     jpeg_quality: int = 80
     extra_args: tuple[str, ...] = ()
+    back_forward_cache: bool = False
+    """Playwright launches Chromium with ``--disable-back-forward-cache``; True keeps the cache on
+    (history navigations then restore pages without loading them)."""
 
 
 def find_chromium(explicit: str | None, playwright: Playwright) -> str:
@@ -71,7 +86,8 @@ class BrowserSession:
         try:
             executable = find_chromium(config.executable, self._playwright)
             self.browser: Browser = self._playwright.chromium.launch(
-                executable_path=executable, args=[*QUIET_ARGS, *config.extra_args]
+                executable_path=executable, args=[*QUIET_ARGS, *config.extra_args],
+                ignore_default_args=["--disable-back-forward-cache"] if config.back_forward_cache else None,
             )
         except PlaywrightError as exc:
             self._playwright.stop()
@@ -86,8 +102,11 @@ class BrowserSession:
 
     @property
     def connected(self) -> bool:
-        """False once the browser process has crashed or been killed."""
-        return self.browser.is_connected()
+        """False once the browser process has crashed or been killed, or Playwright's driver has
+        (``Browser.is_connected`` does not notice that: the sync API's dispatcher, which runs the
+        driver connection, has then ended)."""
+        fiber = getattr(self.browser, "_dispatcher_fiber", None)
+        return self.browser.is_connected() and not getattr(fiber, "dead", False)
 
     def episode(self, har_path: Path, prepare: ContextHook | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode; ``prepare`` runs on it before the first page opens
@@ -116,6 +135,8 @@ class BrowserSession:
         try:
             if self.browser.is_connected():
                 self.browser.close()
+        except PlaywrightError:
+            pass  # the browser or Playwright's driver died: nothing left to close
         finally:
             self._playwright.stop()
 
@@ -164,6 +185,7 @@ class EpisodeBrowser:
         self.active = 0
         self.secrets: list[str] = []
         self.ids = ElementIds()
+        self.observe_error: str | None = None
         self._painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marks")
 
     def _count(self, delta: int) -> None:
@@ -181,24 +203,50 @@ class EpisodeBrowser:
 
     def open(self, urls: tuple[str, ...]) -> None:
         """Open the task's start URLs, one tab each, the first one active."""
+        deadline = time.monotonic() + ACTION_DEADLINE_S
         for url in urls or ("about:blank",):
-            self.context.new_page().goto(url)
+            self.context.new_page().goto(url, wait_until="commit")
         self.active = 0
         self.page.bring_to_front()
-        self.settle()
+        self.settle(deadline)
 
-    def settle(self) -> None:
-        """Wait until the page loaded and the network has been quiet briefly (XHR content)."""
-        try:
-            self.page.wait_for_load_state("load")
-        except PlaywrightError:
-            pass
+    def settle(self, deadline: float | None = None) -> None:
+        """Wait until the page has loaded and the network has been quiet briefly (XHR content),
+        never past ``deadline`` (``time.monotonic()``; default: the longest load and settle).
+
+        "Loaded" is read from the document (``readyState`` complete, and not a replayed redirect
+        that is about to replace itself), not from Playwright's load event: a page restored from
+        the back-forward cache is complete without firing load again.
+        """
+        now = time.monotonic()
+        deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
+        self._wait_ready(min(deadline, now + LOAD_MAX_S))
         self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
-        deadline = time.monotonic() + SETTLE_MAX_S
-        while time.monotonic() < deadline:
+        quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
+        while time.monotonic() < quiet_until:
             if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
-                return
-            self.page.wait_for_timeout(10)
+                activity = self._last_activity
+                if not self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
+                    return
+                if self._last_activity == activity:
+                    return
+                # requests began meanwhile (e.g. the page a replayed redirect replaced itself by): wait for them too
+            self._wait(10)
+
+    def _wait_ready(self, until: float) -> bool:
+        """Wait until the document is ready (see :meth:`settle`) or ``until``; whether it is."""
+        remaining_ms = (until - time.monotonic()) * 1e3
+        try:
+            self.page.wait_for_function(READY, timeout=max(1.0, remaining_ms), polling=20)
+            return True
+        except PlaywrightError:
+            return False
+
+    def _wait(self, milliseconds: float) -> None:
+        try:
+            self.page.wait_for_timeout(milliseconds)
+        except PlaywrightError:
+            time.sleep(milliseconds / 1e3)
 
     def _idle_work(self, seconds: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document
@@ -210,7 +258,7 @@ class EpisodeBrowser:
             pass
         remaining = seconds - (time.monotonic() - started)
         if remaining > 0:
-            self.page.wait_for_timeout(remaining * 1e3)
+            self._wait(remaining * 1e3)
 
     def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
         """Capture the observation of the active tab, timing each part in milliseconds.
@@ -218,7 +266,32 @@ class EpisodeBrowser:
         The set-of-marks screenshot is painted on a worker thread while the agent chooses its
         action (``Observation.resolve_marks`` waits for it); ``som_ms`` is that thread's time
         and is not part of ``observe_ms``.
+
+        A read that fails (a page still navigating, a renderer that does not answer) is tried
+        once more after the page settled; if it fails again the step gets an empty observation
+        and ``observe_error`` says why, so the episode goes on. A closed browser is raised.
         """
+        started = time.perf_counter()
+        self.observe_error = None
+        try:
+            return self._observe(step_index, intent)
+        except PlaywrightError as exc:
+            if self._gone(exc):
+                raise
+            first = str(exc).splitlines()[0]
+        self.settle()
+        try:
+            return self._observe(step_index, intent)
+        except PlaywrightError as exc:
+            if self._gone(exc):
+                raise
+            self.observe_error = f"observation failed: {first}; again: {str(exc).splitlines()[0]}"
+        url = self.page.url
+        observation = Observation(step_index, url, "", [Tab(p.url, "") for p in self.pages], self.active, "", [],
+                                  None, intent)
+        return observation, {"observe_ms": (time.perf_counter() - started) * 1e3}
+
+    def _observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
         timer = _Timer()
         snapshot = timer.time("tree_ms", lambda: self.page.aria_snapshot(mode="ai", boxes=True))
         tree_text, elements = flatten_snapshot(snapshot, self.ids)
@@ -251,12 +324,23 @@ class EpisodeBrowser:
         return painted
 
     def execute(self, action: Action) -> None:
-        """Run one action on the browser; raises :class:`ActionFailed` with a one-line reason."""
+        """Run one action on the browser and let the page settle, within ``ACTION_DEADLINE_S``;
+        raises :class:`ActionFailed` with a one-line reason (after settling: a navigation the
+        action started may still be under way, and the next observation should see its end)."""
+        deadline = time.monotonic() + ACTION_DEADLINE_S
         try:
             _EXECUTORS[action.kind](self, action)
         except PlaywrightError as exc:
+            if self._gone(exc):
+                raise
+            self.settle(deadline)
             raise ActionFailed(str(exc).splitlines()[0]) from None
-        self.settle()
+        self.settle(deadline)
+
+    def _gone(self, exc: PlaywrightError) -> bool:
+        """The browser or Playwright's driver is gone: nothing more can happen in this episode."""
+        browser = self.context.browser
+        return "connection closed" in str(exc) or (browser is not None and not browser.is_connected())
 
     def locate(self, element: str | None):
         if element is None:
@@ -329,8 +413,10 @@ _EXECUTORS = {
     ActionKind.NEW_TAB: _new_tab,
     ActionKind.TAB_FOCUS: _tab_focus,
     ActionKind.CLOSE_TAB: _close_tab,
-    ActionKind.GOTO: lambda b, a: b.page.goto(a.url or "about:blank"),
-    ActionKind.GO_BACK: lambda b, a: b.page.go_back(),
-    ActionKind.GO_FORWARD: lambda b, a: b.page.go_forward(),
+    # Navigations wait for their commit only; settle then waits for the load. Playwright's own
+    # wait for "load" never ends for a page the back-forward cache restores (no load event).
+    ActionKind.GOTO: lambda b, a: b.page.goto(a.url or "about:blank", wait_until="commit"),
+    ActionKind.GO_BACK: lambda b, a: b.page.go_back(wait_until="commit"),
+    ActionKind.GO_FORWARD: lambda b, a: b.page.go_forward(wait_until="commit"),
     ActionKind.STOP: lambda b, a: None,
 }

@@ -81,7 +81,9 @@ class EpisodeRecorder:
         except (MminaError, PlaywrightError) as exc:
             status, error = "error", first_line(exc)
         finally:
-            browser.close()
+            closed = _close(browser)
+        if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
+            status, error = "error", closed
         requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
         self.har.unlink(missing_ok=True)
         self.writer.add_requests(requests)
@@ -115,6 +117,8 @@ class EpisodeRecorder:
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
             timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
             action, error = self._run_action(browser, reply, timings)
+            if browser.observe_error:  # the step is kept, with why its observation is empty
+                error = f"{browser.observe_error}; {error}" if error else browser.observe_error
             self._store_step(observation, reply, action, error, completed, timings, browser.secrets)
             self.budget.record(action.render() if action else None)
             if action is not None and action.kind is ActionKind.STOP:
@@ -225,6 +229,15 @@ def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> 
     for step in steps:
         for image in step["images"]:
             image["blob"] = bodies.get(image["src"])
+
+
+def _close(browser: EpisodeBrowser) -> str | None:
+    """Close the episode's context; why that failed, if it did (the episode is kept either way)."""
+    try:
+        browser.close()
+    except PlaywrightError as exc:
+        return f"closing the browser failed: {first_line(exc)}"
+    return None
 
 
 def _wait_for_marks(observation: Observation, timings: dict[str, float]) -> None:

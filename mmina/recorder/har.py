@@ -16,13 +16,21 @@ PutBlob = Callable[[bytes, str], str]
 
 
 def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
-    """The HAR entries and, for a ``.zip`` archive, the zip holding attached bodies."""
+    """The HAR entries and, for a ``.zip`` archive, the zip holding attached bodies; none when
+    the browser wrote no (or no whole) archive, e.g. when it died before closing the context."""
     if not path.exists():
         return [], None
-    if path.suffix == ".zip":
-        archive = zipfile.ZipFile(path)
-        return json.loads(archive.read("har.har"))["log"]["entries"], archive
-    return json.loads(path.read_text())["log"]["entries"], None
+    try:
+        if path.suffix == ".zip":
+            archive = zipfile.ZipFile(path)
+            try:
+                return json.loads(archive.read("har.har"))["log"]["entries"], archive
+            except (KeyError, ValueError):
+                archive.close()
+                raise
+        return json.loads(path.read_text())["log"]["entries"], None
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError):
+        return [], None
 
 
 def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob,
