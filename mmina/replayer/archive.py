@@ -28,8 +28,10 @@ between 2000 and 2100, 13 digits that are one in milliseconds, or ``0.`` followe
 
 Recorded redirects are not fulfilled as 3xx responses: Chromium fetches the target of a
 fulfilled redirect from the network without routing it (measured with Playwright 1.65). The
-router instead re-navigates a navigation to the target (as Playwright's own HAR replay does)
-and follows a subresource's redirect chain inside the archive (see :func:`redirect_target`).
+router follows a redirect chain inside the archive instead (see :func:`redirect_target`): a
+subresource gets the chain's final response, a navigation a page that replaces itself by the
+chain's final URL (whose request is routed in turn; :meth:`Matcher.peek` finds where the chain
+ends without serving that last response early).
 
 Repeated requests are answered first in, first out, as in mitmproxy's server replay: each
 rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
@@ -217,21 +219,26 @@ class Matcher:
     counts: Counter = field(default_factory=Counter)
 
     def match(self, method: str, url: str, body: bytes | None = None, content_type: str = "") -> Match:
-        result = self._match(method, url, body or None, content_type)
+        result = self._match(method, url, body or None, content_type, consume=True)
         self.counts[result.kind] += 1
         return result
 
-    def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Match:
+    def peek(self, method: str, url: str, body: bytes | None = None, content_type: str = "") -> Match:
+        """What :meth:`match` would answer now, without serving it (nothing counted or consumed)."""
+        return self._match(method, url, body or None, content_type, consume=False)
+
+    def _match(self, method: str, url: str, body: bytes | None, content_type: str, consume: bool) -> Match:
+        take = self._take if consume else self._next
         exact = self.archive.exact.get((method.upper(), url, body))
         if exact:
-            return Match(MatchKind.EXACT, self._take(exact))
+            return Match(MatchKind.EXACT, take(exact))
         live = shape(method, url, body, content_type)
         candidates = self.archive.by_endpoint.get((live.method, live.endpoint), [])
         fuzzy = [i for i in candidates if self._fuzzy_equal(self.archive.shapes[i], live)]
         if fuzzy:
-            return Match(MatchKind.FUZZY, self._take(fuzzy))
+            return Match(MatchKind.FUZZY, take(fuzzy))
         if candidates:
-            return Match(MatchKind.NEAREST, self._take(self._nearest(candidates, live)))
+            return Match(MatchKind.NEAREST, take(self._nearest(candidates, live)))
         return Match(MatchKind.UNMATCHED)
 
     @staticmethod
@@ -246,9 +253,15 @@ class Matcher:
 
     def _take(self, candidates: Sequence[int]) -> Exchange:
         """The earliest candidate not served yet, else the last one again."""
-        index = next((i for i in candidates if i not in self.served), candidates[-1])
+        index = self._first_unserved(candidates)
         self.served.add(index)
         return self.archive.exchanges[index]
+
+    def _next(self, candidates: Sequence[int]) -> Exchange:
+        return self.archive.exchanges[self._first_unserved(candidates)]
+
+    def _first_unserved(self, candidates: Sequence[int]) -> int:
+        return next((i for i in candidates if i not in self.served), candidates[-1])
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from playwright.sync_api import BrowserContext, Error as PlaywrightError, Route
+from playwright.sync_api import BrowserContext, Error as PlaywrightError, Request, Route
 
+from mmina.recorder.browser import REDIRECT_MARK
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for,
                                     unmatched_reply)
@@ -72,18 +73,64 @@ class ArchiveRouter:
         context.route("**/*", self._handle)
 
     def _handle(self, route: Route) -> None:
-        request = route.request
-        method, url, body = request.method, request.url, request.post_data_buffer
-        exchange = self._match(method, url, body, request.headers.get("content-type", ""))
-        target = redirect_target(exchange, url) if exchange else None
+        """Answer one request from the archive; every request gets an answer, whatever happens.
+
+        A routed request left unanswered stays paused in the browser for good: its page never
+        loads, and a navigation or tree read waiting on it times out. So a failure of our own
+        (a bug, a body we cannot read) is answered with a 500 naming it, never left pending.
+        """
         try:
-            if target and request.is_navigation_request():
-                redirect_navigation(route, target)
-                return
-            reply = self._follow(method, url, body, exchange)
+            reply = self._answer(route.request)
+        except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
+            reply = Reply(500, {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
+                          f"mmina replay: could not answer {route.request.url}: {type(exc).__name__}: {exc}\n"
+                          .encode())
+        try:
             route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
+
+    def _answer(self, request: Request) -> Reply:
+        method, url, body = request.method, request.url, request.post_data_buffer
+        exchange = self._match(method, url, body, request.headers.get("content-type", ""))
+        if exchange is not None and redirect_target(exchange, url) and request.is_navigation_request():
+            return self._redirect_page(method, url, body, exchange)
+        return self._follow(method, url, body, exchange)
+
+    def _redirect_page(self, method: str, url: str, body: bytes | None, exchange: Exchange) -> Reply:
+        """A navigation the recording redirected: follow the recorded chain inside the archive
+        (as Playwright's HAR router does) and answer with a page that replaces itself by the
+        chain's final URL, whose own request is then routed and answered like any other.
+
+        Not ``Route._redirect_navigation_request`` (what Playwright's HAR replay uses): in 1.65
+        it starts a navigation inside the driver whose failure nobody handles, so when that
+        navigation is aborted (the next hop of a 302 -> 301 chain redirecting it again, or the
+        page navigating elsewhere first) the driver process dies of an unhandled rejection.
+        Cookies the redirects set come with the page (those the recording did not redact);
+        ``location.replace`` keeps the history as the redirect left it (one entry, the final
+        URL). The final page sees the stand-in's URL as its referrer, not the original one.
+        """
+        cookies: list[str] = []
+        for _hop in range(MAX_REDIRECTS + 1):
+            cookies += [c for c in reply_for(exchange).headers.get("set-cookie", "").split("\n") if c]
+            target = redirect_target(exchange, url)
+            next_method = redirected_method(exchange.status, method)
+            body = body if next_method == method else None
+            method, url = next_method, target or url
+            upcoming = self.matcher.peek(method, url, body, "").exchange
+            if upcoming is None or not redirect_target(upcoming, url):
+                break
+            exchange = self._match(method, url, body, "")  # the next hop, logged and served
+            assert exchange is not None
+        else:
+            return unmatched_reply(method, url)  # a redirect loop: never hand the browser a 3xx
+        if method != "GET":  # a 307/308 keeps its method: a page cannot re-send it, serve the end
+            return self._follow(method, url, body, self._match(method, url, body, ""))
+        headers = {"content-type": "text/html; charset=utf-8", "cache-control": "no-store",
+                   "x-mmina-replay": "redirect"}
+        if cookies:
+            headers["set-cookie"] = "\n".join(cookies)
+        return Reply(200, headers, (REDIRECT_PAGE % json.dumps(url).replace("<", "\\u003c")).encode())
 
     def _follow(self, method: str, url: str, body: bytes | None, exchange: Exchange | None) -> Reply:
         """A subresource's recorded redirects followed inside the archive to the final response
@@ -106,19 +153,7 @@ class ArchiveRouter:
         return match.exchange
 
 
-REDIRECT_PAGE = '<!doctype html><meta charset="utf-8"><script>location.replace(%s)</script>'
-
-
-def redirect_navigation(route: Route, target: str) -> None:
-    """Send a navigation on to ``target`` so that the target request is routed too.
-
-    Playwright's HAR replay does this with ``Route._redirect_navigation_request`` (private, in
-    1.65): the frame navigates to the target as if redirected, history included. Without that
-    method, a page that calls ``location.replace`` does the same at the cost of one extra,
-    invisible document.
-    """
-    inner = getattr(route, "_impl_obj", None)
-    if hasattr(inner, "_redirect_navigation_request"):
-        route._sync(inner._redirect_navigation_request(target))  # type: ignore[attr-defined]
-        return
-    route.fulfill(status=200, content_type="text/html", body=REDIRECT_PAGE % json.dumps(target))
+REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'
+                 '<script>location.replace(%s)</script></head></html>')
+"""The stand-in for a recorded redirect of a navigation; ``EpisodeBrowser.settle`` waits while
+the page shows it (the meta tag names it)."""
