@@ -131,13 +131,16 @@ class SourceRun:
         return cls(run_id, rows[0], limits, config.get("browser") or {}, tasks, requests)
 
     def browser_config(self, override: BrowserConfig | None) -> BrowserConfig:
-        """The source's viewport and capture settings; executable and extra arguments from the
-        caller (the source's own extra arguments pointed its host names at a live server)."""
-        known = {f.name for f in fields(BrowserConfig)} - {"executable", "extra_args"}
+        """The source's viewport and capture settings; how to launch the browser (executable,
+        extra arguments, back-forward cache) from the caller (the source's own extra arguments
+        pointed its host names at a live server)."""
+        launch = {"executable", "extra_args", "back_forward_cache"}
+        known = {f.name for f in fields(BrowserConfig)} - launch
         recorded = {k: v for k, v in self.browser.items() if k in known}
         recorded.update(viewport_width=self.row["viewport_width"], viewport_height=self.row["viewport_height"])
         override = override or BrowserConfig()
-        return BrowserConfig(**recorded, executable=override.executable, extra_args=tuple(override.extra_args))
+        return BrowserConfig(**recorded, executable=override.executable, extra_args=tuple(override.extra_args),
+                             back_forward_cache=override.back_forward_cache)
 
     def task(self, task_id: str) -> Task:
         row = self.tasks[task_id]
@@ -308,22 +311,40 @@ def _router(store: Store, source: SourceRun, sources: Sequence[Source], seed_nam
     return ArchiveRouter(source.archive(store, sources), sources[0].started_at, seed_for(seed_name))
 
 
+class _Browser:
+    """The run's browser, started again for the next episode if the last one lost it (a crashed
+    Chromium or Playwright driver ends that episode with an error, not the run)."""
+
+    def __init__(self, config: BrowserConfig) -> None:
+        self.session = BrowserSession(config)
+
+    def alive(self) -> BrowserSession:
+        if not self.session.connected:
+            self.session.close()
+            self.session = BrowserSession(self.session.config)
+        return self.session
+
+    def close(self) -> None:
+        self.session.close()
+
+
 @contextmanager
 def _new_run(store: Store, run_id: str, source: SourceRun, task_ids: list[str], agent: str, model: str | None,
-             config: dict[str, Any], browser: BrowserConfig | None) -> Iterator[BrowserSession]:
+             config: dict[str, Any], browser: BrowserConfig | None) -> Iterator[_Browser]:
     """Start the browser, create the replay run, and always close the browser again."""
-    session = BrowserSession(source.browser_config(browser))
+    browsers = _Browser(source.browser_config(browser))
     try:
-        _begin(store, run_id, source, task_ids, agent, model, {**config, "browser": asdict(session.config)},
-               session.version)
-        yield session
+        _begin(store, run_id, source, task_ids, agent, model,
+               {**config, "browser": asdict(browsers.session.config)}, browsers.session.version)
+        yield browsers
     finally:
-        session.close()
+        browsers.close()
 
 
-def _record(session: BrowserSession, store: Store, run_id: str, task: Task, agent: Agent, limits: Limits,
+def _record(browsers: _Browser, store: Store, run_id: str, task: Task, agent: Agent, limits: Limits,
             router: ArchiveRouter, attempt: int) -> _Outcome:
     """Record one episode in a routed context; a failure leaves nothing of it in the store."""
+    session = browsers.alive()
     writer = store.episode_writer(run_id, new_episode_id(task))
     with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
         recorder = EpisodeRecorder(session, agent, task, writer, limits, Path(workdir), prepare=router.prepare)
