@@ -220,11 +220,13 @@ class EpisodeBrowser:
         """
         now = time.monotonic()
         deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
-        self._wait_ready(min(deadline, now + LOAD_MAX_S))
+        ready = self._last_activity if self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None
         self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
         while time.monotonic() < quiet_until:
             if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
+                if ready == self._last_activity:  # no request since the page was ready: still is
+                    return
                 activity = self._last_activity
                 if not self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
                     return
