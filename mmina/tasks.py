@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -18,6 +19,14 @@ from mmina.errors import TaskError
 END = "end"
 START_URL_SEPARATOR = " |AND| "
 SUITE_FOLDERS = ("normal", "multi567", "compare", "multipro", "shopping", "wikipedia")
+HOP_BUCKETS: tuple[tuple[str, int | None], ...] = (("1", 1), ("2-4", 4), ("5+", None))
+"""The MMInA paper's grouping of tasks by hop count: (bucket name, most hops in it; None: no limit)."""
+BUCKETS = tuple(name for name, _ in HOP_BUCKETS)
+
+
+def hop_bucket(n_hops: int) -> str:
+    """The bucket of a task with ``n_hops`` hops (``1``, ``2-4`` or ``5+``)."""
+    return next(name for name, most in HOP_BUCKETS if most is None or n_hops <= most)
 
 
 @dataclass(frozen=True)
@@ -115,8 +124,13 @@ def load_suite(path: str | Path | None = None) -> TaskSuite:
         raise TaskError(f"no task files (*.json) under {root}")
     base = _id_base(root)
     tasks = tuple(load_task(f, base) for f in files)
-    digest = hashlib.sha256("".join(f"{t.task_id}:{t.sha256}\n" for t in tasks).encode()).hexdigest()
-    return TaskSuite("builtin" if path is None else root.name, str(root), tasks, digest)
+    return TaskSuite("builtin" if path is None else root.name, str(root), tasks,
+                     suite_sha256((t.task_id, t.sha256) for t in tasks))
+
+
+def suite_sha256(tasks: Iterable[tuple[str, str]]) -> str:
+    """The checksum of a suite from its (task id, task file SHA-256) pairs: same value, same tasks."""
+    return hashlib.sha256("".join(f"{task_id}:{digest}\n" for task_id, digest in tasks).encode()).hexdigest()
 
 
 def _id_base(root: Path) -> Path:
@@ -196,6 +210,11 @@ class HopTracker:
             return False
         self.completed_at.append(step_index)
         return True
+
+
+def task_from_row(row: dict[str, Any]) -> Task:
+    """A task as stored in the ``tasks`` table (its original JSON, parsed again)."""
+    return task_from_dict(json.loads(row["original_json"]), row["task_id"], row.get("task_sha256") or "")
 
 
 def task_row(task: Task) -> dict[str, Any]:

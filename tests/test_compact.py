@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.errors import StoreError
-from mmina.schema import SCHEMA_VERSION
+from mmina.store.schema import SCHEMA_VERSION
 from mmina.store import Store, compact as compaction
 from mmina.store.compact import compact_store
 from mmina.store.inspect import store_info, verify_store

@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 from mmina.actions import SUMMARY_MARKER
 from mmina.cli import cli
 from mmina.observation import Observation
-from mmina.recorder.run import RecordConfig, record_run
-from mmina.analysis.stats import wilson
+from mmina.recorder.recording import RecordConfig, record_run
+from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
 from tests.fake_openai import PROMPT_TOKENS, FakeOpenAI, judge_answer, last_user_text
@@ -72,8 +72,8 @@ class FirstElement:
 def oracle_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """normal/1 and shopping/2 (a select) by the oracle; wikipedia/1 answered wrong in run ``wrong``."""
     store = tmp_path_factory.mktemp("steps") / "store"
-    record_run(RecordConfig(store=store, task_ids=ORACLE_TASKS, run_id="oracle"))
-    record_run(RecordConfig(store=store, task_ids=("wikipedia/1",), agent="tests.agents_for_tests:WrongAnswer",
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=ORACLE_TASKS, run_id="oracle"))
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=("wikipedia/1",), agent="tests.agents_for_tests:WrongAnswer",
                             run_id="wrong"))
     return store
 

@@ -17,7 +17,7 @@ from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.hops import Hops, MminaOfficial
 from mmina.evaluators.judge import PROMPT, judge_prompt, parse_verdict, prompt_key
 from mmina.evaluators.registry import parse_args
-from mmina.recorder.run import RecordConfig, record_run
+from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite, task_from_dict
@@ -57,10 +57,10 @@ def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("rescore")
     store = root / "store"
     for run_id in BUILTIN_RUNS:
-        record_run(RecordConfig(store=store, task_ids=BUILTIN_TASKS, agent=AGENTS[run_id], run_id=run_id))
+        record_run(Store.open(store, create=True), RecordConfig(task_ids=BUILTIN_TASKS, agent=AGENTS[run_id], run_id=run_id))
     suite = _judged_suite(root)
-    record_run(RecordConfig(store=store, tasks=str(suite), run_id="judged"))
-    record_run(RecordConfig(store=store, tasks=str(suite), agent=AGENTS["wrong"], run_id="judged-wrong"))
+    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="judged"))
+    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent=AGENTS["wrong"], run_id="judged-wrong"))
     return store
 
 

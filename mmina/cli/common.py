@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from mmina.agents.settings import AgentSettings
 from mmina.errors import MminaError
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
@@ -77,8 +78,22 @@ def openai_agent_options(scope: str, prices: bool = True):
     return decorator
 
 
-def open_store(store_path: str | None) -> Store:
-    return Store.open(resolve_store_path(store_path))
+def open_store(store_path: str | None, create: bool = False) -> Store:
+    """The store of ``--store`` (else ``$MMINA_STORE``, else ./mmina-store), opened once at the
+    edge; with ``create``, one that the command's first write creates."""
+    return Store.open(resolve_store_path(store_path), create=create)
+
+
+AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
+                 "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
+                 "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
+                 "from_episode": "from_episode"}
+"""Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
+
+
+def agent_settings(options: dict[str, Any]) -> AgentSettings:
+    """The agent settings from whichever agent options the command has (the rest keep their defaults)."""
+    return AgentSettings(**{field: options[name] for name, field in AGENT_OPTIONS.items() if name in options})
 
 
 def jsonable(value: Any) -> Any:

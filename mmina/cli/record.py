@@ -1,7 +1,6 @@
 """``mmina record``: run an agent on tasks in a real browser and store every step."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from collections.abc import Callable
 from typing import Any
 from pathlib import Path
@@ -10,14 +9,15 @@ import click
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
+from mmina.agents.captions import CAPTIONERS
+from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
-from mmina.cli.common import format_option, openai_agent_options, print_json, render_rows, stderr, store_option
-from mmina.recorder.agents import AgentSettings
+from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json, render_rows,
+                              stderr, store_option)
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.captions import CAPTIONERS
 from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.run import INTERACTIVE_AGENTS, RecordConfig, RunSummary, record_run
-from mmina.store import resolve_store_path
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.store import Store
 from mmina.tasks import Task
 
 
@@ -76,10 +76,9 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
     """
-    summary = _record_with_progress(_config(options))
+    summary = _record_with_progress(open_store(options["store_path"], create=True), _config(options))
     if fmt == "json":
-        episodes = [{**asdict(e), "success": e.success} for e in summary.episodes]
-        print_json({**asdict(summary), "episodes": episodes, "finished": len(summary.episodes), **summary.totals()})
+        print_json(summary.as_json())
     else:
         _print_summary(summary)
 
@@ -89,24 +88,20 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     width, height = options["viewport"]
     task_ids = (*options["task_ids"], *(t.strip() for t in (options["task_ids_csv"] or "").split(",") if t.strip()))
     return RecordConfig(
-        store=resolve_store_path(options["store_path"]), tasks=options["tasks_path"], task_ids=task_ids,
+        tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
         browser=BrowserConfig(executable=options["browser_path"], viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
-        agent_settings=AgentSettings(
-            from_run=options["from_run"], from_episode=options["from_episode"], model=options["model"],
-            base_url=options["base_url"], input_mode=options["input_mode"], memory=options["memory"],
-            memory_by=options["memory_by"], temperature=options["temperature"], price_input=options["price_in"],
-            price_output=options["price_out"], captioner=options["captioner"], caption_model=options["caption_model"]),
+        agent_settings=agent_settings(options),
     )
 
 
-def _record_with_progress(config: RecordConfig) -> RunSummary:
+def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
     """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs
     and for agents that talk to the terminal themselves (a bar would redraw over them)."""
     if not stderr.is_terminal or config.agent in INTERACTIVE_AGENTS:
-        return record_run(config, on_start=_log_start, on_episode=_log_episode())
+        return record_run(store, config, on_start=_log_start, on_episode=_log_episode())
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sr]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
@@ -120,7 +115,7 @@ def _record_with_progress(config: RecordConfig) -> RunSummary:
             results.append(result)
             progress.update(bar, advance=1, sr=_running_sr(results))
 
-        return record_run(config, on_start=on_start, on_episode=on_episode)
+        return record_run(store, config, on_start=on_start, on_episode=on_episode)
 
 
 def _running_sr(results: list[EpisodeResult]) -> str:

@@ -3,21 +3,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mmina.budget import Limits
-from mmina.cli.common import (format_option, open_store, openai_agent_options, print_json, render_rows, stderr,
-                              store_option)
+from mmina.agents.captions import CAPTIONERS
+from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
+                              render_rows, stderr, store_option)
 from mmina.errors import MminaError
-from mmina.recorder.agents import AgentSettings
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.captions import CAPTIONERS
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
-from mmina.replayer.run import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
+from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
 
 MAX_DIFFS_SHOWN = 5
 
@@ -88,7 +86,7 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
                             on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
     minimum = options["min_fidelity"]
     if fmt == "json":
-        print_json({**_report_json(report), "min_fidelity": minimum,
+        print_json({**report.as_json(), "min_fidelity": minimum,
                     "passed": minimum is None or report.fidelity >= minimum})
     else:
         _print_replay(report)
@@ -98,17 +96,14 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
 
 def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
     store = open_store(options["store_path"])
-    settings = AgentSettings(model=options["model"], base_url=options["base_url"], input_mode=options["input_mode"],
-                             temperature=options["temperature"], memory=options["memory"],
-                             captioner=options["captioner"], from_run=options["from_run"],
-                             from_episode=options["from_episode"])
+    settings = agent_settings(options)
     with _progress("agent on the archive") as (on_start, advance):
         report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
                               limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
                               browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
                               on_start=on_start, on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
-        print_json(_agent_json(report))
+        print_json(report.as_json())
     else:
         _print_agent(report)
 
@@ -193,27 +188,3 @@ def _print_agent(report: AgentReplayReport) -> None:
     click.echo(f"{len(gaps)} coverage gap(s): request(s) outside the archive, answered with an error")
     for gap in gaps:
         click.echo(f"  {gap}")
-
-
-def _report_json(report: ReplayReport) -> dict[str, Any]:
-    summary = report.summary()
-    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
-            "summary": {**summary, "requests": asdict(summary["requests"])},
-            "episodes": [_episode_json(e) for e in report.episodes]}
-
-
-def _episode_json(episode: EpisodeFidelity) -> dict[str, Any]:
-    data = asdict(episode)
-    data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
-                     for s in episode.steps]
-    return {**data, "fidelity": episode.fidelity, "url_equal": episode.url_equal, "tree_equal": episode.tree_equal,
-            "screenshots_compared": episode.screenshots_compared,
-            "screenshots_identical": episode.screenshots_identical}
-
-
-def _agent_json(report: AgentReplayReport) -> dict[str, Any]:
-    episodes = [{**asdict(e.result), "success": e.result.success, "requests": asdict(e.requests),
-                 "coverage_gaps": list(e.coverage_gaps)} for e in report.episodes]
-    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
-            "agent": report.agent, "episodes": episodes, "coverage_gaps": report.coverage_gaps,
-            "unmatched": report.unmatched}

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mmina.evaluation import answer_verdict, must_include
+from mmina.answers import answer_verdict, must_include
 from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
 from mmina.tasks import Task
 

@@ -14,10 +14,10 @@ from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents import Agent, AgentReply, ScriptEnd, uses_marks
 from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError, first_line
-from mmina.evaluation import answer_verdict
+from mmina.answers import answer_verdict
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
-from mmina.recorder.captions import Captioner
+from mmina.agents.captions import Captioner
 from mmina.recorder.har import capture
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from mmina.errors import SchemaVersionError
-from mmina.schema import SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import SCHEMA_VERSION, STEPS, Table
 from mmina.store.sqltypes import duckdb_type
 
 

@@ -13,52 +13,35 @@ another in one browser (a fresh context each).
 from __future__ import annotations
 
 import bisect
-import json
-import platform
-import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from mmina import __version__
-from mmina.agents import Agent
+from mmina.agents.protocol import Agent
+from mmina.agents.registry import make_agent
+from mmina.agents.settings import AgentSettings
+from mmina.agents.stored_actions import ReplayAgent
 from mmina.budget import Limits
 from mmina.errors import StoreError
-from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
-from mmina.recorder.replay import ReplayAgent
-from mmina.recorder.run import new_run_id
-from mmina.replayer.archive import Archive, MatchKind, exchanges_from_rows
+from mmina.recorder.recording import new_run_id
+from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
                                      screenshot_differ, summarize)
 from mmina.replayer.router import ArchiveRouter, Served, seed_for
+from mmina.replayer.source import Rows, Source, SourceRun, by_episode, select_sources
+from mmina.runs import SuiteRef, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.store.store import utcnow
-from mmina.tasks import Task, task_from_dict
+from mmina.tasks import Task
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output"]
-Rows = dict[str, list[dict[str, Any]]]
 OnStart = Callable[[str, int], None]
-
-
-@dataclass(frozen=True)
-class Source:
-    """One recorded episode to replay (or to pool into a task's archive)."""
-
-    episode_id: str
-    task_id: str
-    started_at: datetime
-    blob_packs: tuple[str, ...]
 
 
 @dataclass
@@ -76,6 +59,13 @@ class ReplayReport:
     @property
     def fidelity(self) -> float:
         return self.summary()["fidelity"]
+
+    def as_json(self) -> dict[str, Any]:
+        """The report for scripts (``--format json``): the summary and every episode's steps."""
+        summary = self.summary()
+        return {"source_run": self.source_run, "replay_run": self.replay_run, "store": self.store,
+                "summary": {**summary, "requests": asdict(summary["requests"])},
+                "episodes": [e.as_json() for e in self.episodes]}
 
 
 @dataclass(frozen=True)
@@ -104,72 +94,13 @@ class AgentReplayReport:
     def unmatched(self) -> int:
         return sum(e.requests.unmatched for e in self.episodes)
 
-
-# ---------------------------------------------------------------- the source run
-
-@dataclass(frozen=True)
-class SourceRun:
-    """What a replay needs of the recorded run: its row, settings, tasks and traffic (read once)."""
-
-    run_id: str
-    row: dict[str, Any]
-    limits: Limits
-    browser: dict[str, Any]
-    tasks: dict[str, dict[str, Any]]
-    requests: Rows
-
-    @classmethod
-    def load(cls, store: Store, run_id: str, episodes: set[str]) -> SourceRun:
-        rows = store.read("runs", run_id=run_id).to_pylist()
-        if not rows:
-            raise StoreError(f"no run {run_id} in {store.root}")
-        config = _json_object(rows[0].get("config_json"))
-        known = {f.name for f in fields(Limits)}
-        limits = Limits(**{k: v for k, v in (config.get("limits") or {}).items() if k in known})
-        tasks = {row["task_id"]: row for row in store.read("tasks", run_id=run_id).to_pylist()}
-        requests = _by_episode(store, "requests", run_id, "seq", episodes)
-        return cls(run_id, rows[0], limits, config.get("browser") or {}, tasks, requests)
-
-    def browser_config(self, override: BrowserConfig | None) -> BrowserConfig:
-        """The source's viewport and capture settings; executable and extra arguments from the
-        caller (the source's own extra arguments pointed its host names at a live server)."""
-        known = {f.name for f in fields(BrowserConfig)} - {"executable", "extra_args"}
-        recorded = {k: v for k, v in self.browser.items() if k in known}
-        recorded.update(viewport_width=self.row["viewport_width"], viewport_height=self.row["viewport_height"])
-        override = override or BrowserConfig()
-        return BrowserConfig(**recorded, executable=override.executable, extra_args=tuple(override.extra_args))
-
-    def task(self, task_id: str) -> Task:
-        row = self.tasks[task_id]
-        return task_from_dict(json.loads(row["original_json"]), task_id, row["task_sha256"] or "")
-
-    def archive(self, store: Store, sources: Sequence[Source]) -> Archive:
-        """The recorded requests of ``sources`` (pooled, in the sources' order) with their bodies."""
-        rows = [row for source in sources for row in self.requests.get(source.episode_id, [])]
-        digests = {r[c] for r in rows for c in ("response_body", "request_body") if r[c]}
-        packs = sorted({p for s in sources for p in s.blob_packs})
-        return Archive(exchanges_from_rows(rows, store.read_blobs(sorted(digests), packs)))
-
-
-def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> tuple[str, list[Source]]:
-    """The source run and its committed episodes in start order (or just ``episode_id``)."""
-    if bool(run_id) == bool(episode_id):
-        raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id"]
-    if episode_id:
-        episodes = store.read("episodes", columns=columns)
-        episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))
-        if not episodes.num_rows:
-            raise StoreError(f"no episode {episode_id} in {store.root}")
-    else:
-        if run_id not in store.run_ids():
-            raise StoreError(f"no run {run_id} in {store.root}")
-        episodes = store.read("episodes", run_id=run_id, columns=columns)
-        if not episodes.num_rows:
-            raise StoreError(f"run {run_id} has no finished episodes to replay")
-    rows = episodes.sort_by("started_at").to_pylist()
-    return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()))
-                               for r in rows]
+    def as_json(self) -> dict[str, Any]:
+        """The report for scripts (``--format json``)."""
+        episodes = [{**asdict(e.result), "success": e.result.success, "requests": asdict(e.requests),
+                     "coverage_gaps": list(e.coverage_gaps)} for e in self.episodes]
+        return {"source_run": self.source_run, "replay_run": self.replay_run, "store": self.store,
+                "agent": self.agent, "episodes": episodes, "coverage_gaps": self.coverage_gaps,
+                "unmatched": self.unmatched}
 
 
 # ---------------------------------------------------------------- replaying stored episodes
@@ -186,7 +117,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     """
     source_run, sources = select_sources(store, run_id, episode_id)
     source = SourceRun.load(store, source_run, {s.episode_id for s in sources})
-    steps = _by_episode(store, "steps", source_run, "step_index", {s.episode_id for s in sources}, STEP_COLUMNS)
+    steps = by_episode(store, "steps", source_run, "step_index", {s.episode_id for s in sources}, STEP_COLUMNS)
     replay_id = _check_new_run(new_run) or new_run_id("replay")
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
                 "clock": "frozen at each source episode's start", "limits": asdict(source.limits),
@@ -261,9 +192,9 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     source_run, sources = select_sources(store, run_id, episode_id)
     by_task = _by_task(sources, task_ids, source_run)
     source = SourceRun.load(store, source_run, {s.episode_id for group in by_task.values() for s in group})
-    settings = replace(settings or AgentSettings(), store=str(store.root))
+    settings = settings or AgentSettings()
     replay_id = _check_new_run(new_run) or new_run_id(agent)
-    the_agent = make_agent(agent, replace(settings, run_id=replay_id))
+    the_agent = make_agent(agent, replace(settings, run_id=replay_id), store)
     limits = limits or Limits()
     config = {"mode": "agent", "source_run": source_run, "agent": agent,
               "source_episodes": [s.episode_id for group in by_task.values() for s in group],
@@ -335,25 +266,6 @@ def _record(session: BrowserSession, store: Store, run_id: str, task: Task, agen
     return _Outcome(result, writer.steps, recorder.step_starts, router.served)
 
 
-def _by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],
-                columns: list[str] | None = None) -> Rows:
-    """One table's rows of a run, grouped by episode, each group in ``order`` (read once per run)."""
-    table = store.read(table_name, run_id=run_id, columns=columns)
-    table = table.filter(pc.is_in(table.column("episode_id"), pa.array(sorted(episodes), pa.string())))
-    grouped: Rows = {}
-    for row in table.sort_by([("episode_id", "ascending"), (order, "ascending")]).to_pylist():
-        grouped.setdefault(row["episode_id"], []).append(row)
-    return grouped
-
-
-def _json_object(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _check_new_run(run_id: str | None) -> str | None:
     return check_id("run id", run_id) if run_id else None
 
@@ -362,11 +274,10 @@ def _begin(store: Store, run_id: str, source: SourceRun, task_ids: list[str], ag
            config: dict[str, Any], browser_version: str) -> None:
     """Create the replay run: the source's suite and tasks, this machine's software."""
     tasks = [{k: v for k, v in source.tasks[t].items() if k != "run_id"} for t in dict.fromkeys(task_ids)]
-    row = {**{k: v for k, v in source.row.items() if k != "run_id"}, "created_at": utcnow(), "agent": agent,
-           "model": model, "config_json": json.dumps(config, sort_keys=True, default=str),
-           "task_count": len(tasks), "mmina_version": __version__, "python_version": platform.python_version(),
-           "playwright_version": version("playwright"), "browser_version": browser_version,
-           "hostname": socket.gethostname()}
+    recorded = source.row
+    suite = SuiteRef(recorded["task_suite"], recorded["task_suite_path"], recorded["task_suite_sha256"])
+    row = run_row(agent, model, config, suite, len(tasks), browser_version,
+                  (recorded["viewport_width"], recorded["viewport_height"]))
     if not store.begin_run(run_id, row, tasks):
         raise StoreError(f"run {run_id} already exists in {store.root}; choose another --run-id")
 
@@ -380,7 +291,7 @@ def compare_runs(store: Store, recorded_run: str, other_run: str,
     latest = {run: _latest_by_task(store, run) for run in (recorded_run, other_run)}
     tasks = [t for t in latest[recorded_run] if t in latest[other_run]]
     pairs = [(latest[recorded_run][t], latest[other_run][t]) for t in tasks]
-    steps = {run: _by_episode(store, "steps", run, "step_index", {p[i] for p in pairs}, STEP_COLUMNS)
+    steps = {run: by_episode(store, "steps", run, "step_index", {p[i] for p in pairs}, STEP_COLUMNS)
              for i, run in enumerate((recorded_run, other_run))}
     digests = {r["screenshot"] for group in steps.values() for rows in group.values() for r in rows if r["screenshot"]}
     differ = screenshot_differ(store.read_blobs(sorted(digests)), tolerance)

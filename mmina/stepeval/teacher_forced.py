@@ -1,8 +1,8 @@
 """``mmina eval-steps``: ask an agent for the next action of stored steps and score it.
 
 One invocation is one batch of ``scores`` rows (evaluator ``step_action``, ``level`` =
-``step``, ``step_index`` set), one file per run, written with the rescore runner's row
-builder. Each row's ``detail_json`` holds the prediction, the raw output, tokens, cost and
+``step``, ``step_index`` set), one file per run, written by
+:func:`mmina.evaluators.batch.score_rows`. Each row's ``detail_json`` holds the prediction, the raw output, tokens, cost and
 the verdicts (keys in :data:`DETAIL_KEYS`); ``verdict``/``value`` are the whole action's.
 Steps the agent could not be asked about (endpoint failure, judge failure) are listed as
 failed and get no row; steps without a screenshot under an agent that needs one are
@@ -11,26 +11,24 @@ listed as skipped.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mmina.actions import parse_action, parse_agent_output
 from mmina.errors import AgentError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
 from mmina.evaluators.judge import JudgeSettings, judge_prompt, parse_verdict, resolve
-from mmina.evaluators.rescore import RescoreConfig, new_batch_id, score_rows
-from mmina.recorder.agents import AgentSettings
-from mmina.recorder.llm import HISTORY_ACTIONS
-from mmina.stepeval import compare
-from mmina.stepeval.agent import Prediction, make_step_agent, needs_screenshot, predict
-from mmina.stepeval.compare import ActionFacts, StepScore
-from mmina.stepeval.report import StepReport, build_report
+from mmina.evaluators.batch import ScoreBatch, score_rows
+from mmina.agents.llm import HISTORY_ACTIONS
+from mmina.agents.settings import AgentSettings
+from mmina.stepeval import action_match as compare
+from mmina.stepeval.predictor import Prediction, make_step_agent, needs_screenshot, predict
+from mmina.stepeval.action_match import ActionFacts, StepScore
+from mmina.stepeval.step_report import StepReport, build_report
 from mmina.stepeval.steps import (ReferenceStep, StepEvalError, load_reference_steps, observation, sample,
                                   screenshots)
 from mmina.store import Store
-from mmina.store.store import utcnow
 
 EVALUATOR = "step_action"
 VERSION = "1"
@@ -47,7 +45,6 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class EvalConfig:
-    store: str | os.PathLike[str]
     run_id: str
     agent: str
     settings: AgentSettings = field(default_factory=AgentSettings)
@@ -92,6 +89,12 @@ class EvalResult:
     def report(self) -> StepReport:
         return build_report(self.details)
 
+    def as_json(self) -> dict[str, Any]:
+        """The batch for scripts (``--format json``): its figures, files and problems."""
+        return {"batch_id": self.batch_id, "run_id": self.run_id, "args": self.args, "ok": self.ok,
+                "references": self.references, **self.report().as_dict(), "files": self.files,
+                "skipped": [asdict(s) for s in self.skipped], "failed": [asdict(f) for f in self.failed]}
+
 
 @dataclass(frozen=True)
 class _Asked:
@@ -104,29 +107,22 @@ class _Asked:
     labels: dict[str, Any]
 
 
-class _StepScorer:
-    """What ``score_rows`` needs of an evaluator: its version and arguments."""
-
-    def __init__(self, args: dict[str, Any]) -> None:
-        self.name, self.version, self.args = EVALUATOR, VERSION, args
-
-
-def eval_steps(config: EvalConfig, progress: Progress | None = None) -> EvalResult:
+def eval_steps(store: Store, config: EvalConfig, progress: Progress | None = None) -> EvalResult:
     """Sample the run's reference steps, ask the agent, score, append one batch of step rows."""
     if config.history < 0:
         raise StepEvalError("--history must be 0 or more")
-    store = Store.open(config.store)
     references = load_reference_steps(store, config.run_id, config.all_steps, config.episodes)
     if not references:
         raise StepEvalError(f"run {config.run_id} has no reference steps: no episode succeeded "
                             "(pass --all-steps to use every step)")
-    agent = make_step_agent(config.agent, config.settings, config.history)
-    result = EvalResult(new_batch_id(EVALUATOR), config.run_id, config.args(), len(references))
+    agent = make_step_agent(config.agent, config.settings, config.history, store)
+    batch = ScoreBatch.new(EVALUATOR, VERSION, config.args())
+    result = EvalResult(batch.batch_id, config.run_id, dict(batch.args), len(references))
     chosen = sample(references, config.sample, config.seed)
     askable = _skip_without_screenshot(chosen, needs_screenshot(agent), result)
     asked = _ask_all(store, agent, askable, config.history, result, progress)
     scores = _score_all(store, asked, config.judge, result)
-    _write(store, config, scores, result)
+    _write(store, batch, config, scores, result)
     return result
 
 
@@ -223,11 +219,11 @@ def detail(item: _Asked, verdict: StepScore, k: int) -> dict[str, Any]:
     }
 
 
-def _write(store: Store, config: EvalConfig, scored: list[tuple[_Asked, StepScore]], result: EvalResult) -> None:
+def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[tuple[_Asked, StepScore]],
+           result: EvalResult) -> None:
     """One ``scores`` file for the run, rows in stored step order."""
     if not scored:
         return
-    scorer, rescore_config, scored_at = _StepScorer(result.args), RescoreConfig(config.store, EVALUATOR), utcnow()
     rows = []
     for item, verdict in scored:
         info = detail(item, verdict, config.history)
@@ -235,11 +231,29 @@ def _write(store: Store, config: EvalConfig, scored: list[tuple[_Asked, StepScor
         view = EpisodeView(item.step.run_id, item.step.episode_id, item.step.task, {}, ())
         score = Score("pass" if verdict.action_ok else "fail", 1.0 if verdict.action_ok else 0.0, "step",
                       step_index=item.step.step_index, detail=info)
-        rows += score_rows(view, [score], rescore_config, scorer, result.batch_id, scored_at, [])
+        rows += score_rows(view, [score], batch)
     result.files.append(str(store.append("scores", rows, stem=result.batch_id, run_id=config.run_id)))
 
 
 # ---------------------------------------------------------------- reading stored batches
+
+@dataclass(frozen=True)
+class StoredBatch:
+    """A stored ``step_action`` batch of a run, with its report."""
+
+    run_id: str
+    batch_id: str
+    report: StepReport
+
+    def as_json(self) -> dict[str, Any]:
+        return {"batch_id": self.batch_id, "run_id": self.run_id, **self.report.as_dict()}
+
+
+def stored_report(store: Store, run_id: str, batch_id: str | None = None) -> StoredBatch:
+    """The report of one ``step_action`` batch of the run (the latest when not named)."""
+    chosen, details = stored_details(store, run_id, batch_id)
+    return StoredBatch(run_id, chosen, build_report(details))
+
 
 def stored_details(store: Store, run_id: str, batch_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The step details of one ``step_action`` batch of the run (the latest when not named)."""

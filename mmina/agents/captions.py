@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PIL import Image
 
+from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError, first_line
+from mmina.model_client import api_error, make_client, reply_text, require_api_key
 from mmina.observation import PageImage
 
 if TYPE_CHECKING:
     import openai
-
-    from mmina.recorder.agents import AgentSettings
 
 CAPTIONERS = ("none", "alt", "openai")
 
@@ -62,32 +62,24 @@ class OpenAICaptioner:
             response = self.client.chat.completions.create(
                 model=self.model, messages=[{"role": "user", "content": content}], max_tokens=self.max_tokens,
                 temperature=0.0)
-        except _api_error() as exc:
+        except api_error() as exc:
             raise AgentError(f"captioning failed: {first_line(exc)}") from None
-        return " ".join((response.choices[0].message.content or "").split())
+        return " ".join(reply_text(response).split())
 
 
-def make_captioner(settings: "AgentSettings") -> Captioner | None:
+def make_captioner(settings: AgentSettings) -> Captioner | None:
     """The recorder's captioner from ``--captioner`` (``none`` stores no captions)."""
     if settings.captioner == "alt":
         return AltTextCaptioner()
     if settings.captioner == "openai":
-        from mmina.recorder.llm import check_credentials, make_client
-
         model = settings.caption_model or settings.model
         if not model:
             raise AgentError("--captioner openai needs --caption-model NAME (or --model)")
-        check_credentials()
-        return OpenAICaptioner(make_client(settings), model)
+        require_api_key("talking to a model", AgentError)
+        return OpenAICaptioner(make_client(settings.base_url, settings.max_retries), model)
     if settings.captioner != "none":
         raise AgentError(f"unknown captioner {settings.captioner!r}: use {', '.join(CAPTIONERS)}")
     return None
-
-
-def _api_error() -> type[Exception]:
-    from mmina.recorder.llm import openai_module
-
-    return openai_module().APIError
 
 
 def image_part(jpeg: bytes) -> dict[str, Any]:

@@ -1,18 +1,14 @@
 """The ``replay`` agent: the actions of stored episodes, step by step, on a live or archived web."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow.compute as pc
 
-from mmina.agents import AgentReply, ScriptEnd
+from mmina.agents.protocol import AgentReply, ScriptEnd
+from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError
 from mmina.observation import Observation
 from mmina.store import Store
 from mmina.tasks import Task
-
-if TYPE_CHECKING:
-    from mmina.recorder.agents import AgentSettings
 
 
 class ReplayAgent:
@@ -30,10 +26,11 @@ class ReplayAgent:
         self._queue: list[str] = []
 
     @classmethod
-    def from_settings(cls, settings: "AgentSettings") -> "ReplayAgent":
+    def from_settings(cls, settings: AgentSettings, store: Store | None) -> "ReplayAgent":
         if not (settings.from_episode or settings.from_run):
             raise AgentError("the replay agent needs --from-episode ID or --from-run RUN")
-        store = Store.open(settings.store)
+        if store is None:
+            raise AgentError("the replay agent reads its actions from a store, and there is none")
         steps = store.read("steps", run_id=settings.from_run, columns=["episode_id", "step_index", "action", "model_output"])
         if settings.from_episode:
             steps = steps.filter(pc.equal(steps.column("episode_id"), settings.from_episode))

@@ -1,42 +1,13 @@
-"""Agents choose the next action from an observation. The protocol is one method.
-
-A user's own agent is any class with ``act(observation) -> AgentReply | str`` (and,
-optionally, ``reset(task)`` called before each episode), loaded with ``--agent module:Class``.
-The set-of-marks screenshot is painted while the agent thinks; an agent that never reads
-``observation.screenshot_som`` may say so with ``uses_marks = False`` so nobody waits for it.
-"""
+"""The ``oracle`` agent: a task's reference script, played on the live observation."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from mmina.actions import Action, ActionKind
+from mmina.agents.protocol import AgentReply, ScriptEnd
 from mmina.errors import AgentError
 from mmina.observation import Observation
 from mmina.tasks import Task
-
-
-@dataclass(frozen=True)
-class AgentReply:
-    """The agent's raw output (parsed with the action grammar) and what it cost."""
-
-    output: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-
-@runtime_checkable
-class Agent(Protocol):
-    name: str
-
-    def reset(self, task: Task) -> None: ...
-
-    def act(self, observation: Observation) -> AgentReply: ...
-
-
-class ScriptEnd(Exception):
-    """A scripted agent has no action left (the episode ends with ``script_end``)."""
 
 
 class OracleAgent:
@@ -64,11 +35,6 @@ class OracleAgent:
         step = self._script[self._position]
         self._position += 1
         return AgentReply(script_action(step, observation).render())
-
-
-def uses_marks(agent: object) -> bool:
-    """Whether ``agent`` reads ``screenshot_som`` (assumed unless it says otherwise)."""
-    return bool(getattr(agent, "uses_marks", True))
 
 
 def script_action(step: dict[str, Any], observation: Observation) -> Action:

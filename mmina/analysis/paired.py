@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmina.analysis.data import AnalysisError, check_scored, query, select_runs
-from mmina.analysis.stats import mcnemar_exact, rate, wilson
+from mmina.stats import mcnemar_exact, rate, wilson
 from mmina.analysis.tables import Table
 from mmina.store import Store
 from mmina.store.views import connect

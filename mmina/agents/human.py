@@ -11,16 +11,13 @@ One person types for one episode at a time: do not combine it with ``--workers``
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from mmina.agents import AgentReply
+from mmina.agents.prompts import ACTIONS
+from mmina.agents.protocol import AgentReply
 from mmina.errors import AgentError
 from mmina.observation import Observation
-from mmina.recorder.prompts import ACTIONS
 from mmina.tasks import Task
-
-if TYPE_CHECKING:
-    from mmina.recorder.agents import AgentSettings
 
 PROMPT = "action> "
 
@@ -35,7 +32,7 @@ class HumanAgent:
         self.stdin, self.out = stdin, out
 
     @classmethod
-    def from_settings(cls, settings: "AgentSettings") -> "HumanAgent":
+    def from_terminal(cls) -> "HumanAgent":
         """Refuse early when there is no input to read actions from."""
         if sys.stdin is None or sys.stdin.closed or not sys.stdin.readable():
             raise AgentError("the human agent reads actions from standard input, which is not readable here")

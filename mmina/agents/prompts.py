@@ -17,6 +17,23 @@ from mmina.tasks import Task
 
 INPUT_MODES = ("text", "caption", "multimodal")
 FIXTURE_HOST_SUFFIX = ".mmina.test"
+FIXTURE_WEBSITES: tuple[tuple[str, str], ...] = (
+    ("http://carrental.mmina.test/", "RoadReady Car Hire"),
+    ("http://events.mmina.test/", "Gulf Events"),
+    ("http://exchange.mmina.test/", "Amaranth Exchange"),
+    ("http://flights.mmina.test/", "SkyHop Flights"),
+    ("http://food.mmina.test/", "Tablefinder"),
+    ("http://guide.mmina.test/", "Wayfarer Travel Guide"),
+    ("http://hotels.mmina.test/", "Staywell Hotels"),
+    ("http://recipes.mmina.test/", "Gulf Kitchen"),
+    ("http://shop.mmina.test/", "One Stop Market"),
+    ("http://social.mmina.test/", "Gulfchat"),
+    ("http://trains.mmina.test/", "Gulf Rail"),
+    ("http://video.mmina.test/", "StreamTide"),
+    ("http://wiki.mmina.test/kiwix/", "MMInA Wiki"),
+)
+"""The local fixture web's sites, shown to the agent on tasks that start there (a plain list: the
+agent does not import the fixture web; a test checks that the list matches what it serves)."""
 
 INTRO = """You are an autonomous intelligent agent tasked with navigating a web browser. You will be given \
 web-based tasks that may span several websites (multihop tasks). These tasks will be accomplished through \
@@ -128,16 +145,8 @@ def reference_websites(task: Task) -> str:
         lines.append("Sites you will need, in this order: " + ", ".join(h.keyword for h in task.hops) + ".")
     if any((urlsplit(u).hostname or "").endswith(FIXTURE_HOST_SUFFIX) for u in task.start_urls):
         lines.append("The websites you can use:")
-        lines += fixture_sites()
+        lines += [f"- {url} ({brand})" for url, brand in FIXTURE_WEBSITES]
     return "\n".join(lines)
-
-
-def fixture_sites() -> list[str]:
-    """One line per site of the local fixture web (imported only for tasks that start there)."""
-    from mmina.fixtures.web.sites import site_classes
-
-    return [f"- http://{site.label}{FIXTURE_HOST_SUFFIX}{site.chrome.home} ({site.chrome.brand})"
-            for site in site_classes()]
 
 
 def user_text(observation: Observation, history: Sequence[str], max_chars: int,

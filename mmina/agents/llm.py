@@ -1,31 +1,28 @@
 """The ``openai`` agent: an LLM or LMM behind any OpenAI-compatible endpoint picks each action.
 
-Only the ``openai`` client talks to the endpoint: it reads ``--base-url`` (else
-``OPENAI_BASE_URL``) and ``OPENAI_API_KEY``, and retries 429 and 5xx answers with backoff
-itself (``max_retries``). When it gives up, the agent raises :class:`AgentError`: the episode
-is recorded as errored and the run goes on. The client is imported on first use, because
-``import openai`` costs seconds that commands without a model should not pay.
+The client comes from :mod:`mmina.model_client` (``--base-url``, else ``OPENAI_BASE_URL``;
+``OPENAI_API_KEY``; 429 and 5xx retried with backoff, ``max_retries``). When it gives up, the
+agent raises :class:`AgentError`: the episode is recorded as errored and the run goes on.
 """
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from mmina.actions import parse_agent_output
-from mmina.agents import AgentReply
-from mmina.errors import AgentError, MminaError, first_line
+from mmina.agents import prompts
+from mmina.agents.captions import AltTextCaptioner, Captioner, image_part
+from mmina.agents.memory import RANKINGS, TrajectoryMemory
+from mmina.agents.protocol import AgentReply
+from mmina.agents.settings import AgentSettings
+from mmina.errors import AgentError, MminaError
+from mmina.model_client import api_error, failure_line, make_client, reply_text, require_api_key, usage_tokens
 from mmina.observation import Observation
-from mmina.recorder import prompts
-from mmina.recorder.captions import AltTextCaptioner, Captioner, image_part
-from mmina.recorder.memory import RANKINGS, TrajectoryMemory
+from mmina.store import Store
 from mmina.tasks import Task
 
 if TYPE_CHECKING:
     import openai
 
-    from mmina.recorder.agents import AgentSettings
-
-REQUEST_TIMEOUT_S = 120.0
 MAX_OBSERVATION_CHARS = 16_000
 HISTORY_ACTIONS = 5
 
@@ -35,12 +32,12 @@ class OpenAIAgent:
 
     name = "openai"
 
-    def __init__(self, settings: "AgentSettings", client: "openai.OpenAI", captioner: Captioner | None = None,
-                 max_observation_chars: int = MAX_OBSERVATION_CHARS) -> None:
+    def __init__(self, settings: AgentSettings, client: "openai.OpenAI", captioner: Captioner | None = None,
+                 max_observation_chars: int = MAX_OBSERVATION_CHARS, store: Store | None = None) -> None:
         self.settings, self.client = settings, client
         self.captioner = captioner or AltTextCaptioner()
         self.max_observation_chars = max_observation_chars
-        self.memory = (TrajectoryMemory(settings.store, settings.memory, settings.memory_by, exclude_run=settings.run_id)
+        self.memory = (TrajectoryMemory(store, settings.memory, settings.memory_by, exclude_run=settings.run_id)
                        if settings.memory else None)
         self._system = ""
         self._history: list[str] = []
@@ -51,10 +48,10 @@ class OpenAIAgent:
         return self.settings.input_mode == "multimodal"
 
     @classmethod
-    def from_settings(cls, settings: "AgentSettings") -> "OpenAIAgent":
+    def from_settings(cls, settings: AgentSettings, store: Store | None = None) -> "OpenAIAgent":
         """Check the settings before anything starts, so a mistake costs no browser and no store."""
         check_settings(settings)
-        return cls(settings, make_client(settings))
+        return cls(settings, client_for(settings), store=store)
 
     def reset(self, task: Task) -> None:
         memory = self.memory.prompt_section(task) if self.memory else ""
@@ -63,9 +60,9 @@ class OpenAIAgent:
 
     def act(self, observation: Observation) -> AgentReply:
         response = self._complete(self.messages(observation))
-        output = _text(response)
+        output = reply_text(response)
         self._history.append(_history_entry(output))
-        return self._reply(output, response.usage)
+        return self._reply(output, response)
 
     def messages(self, observation: Observation) -> list[dict[str, Any]]:
         """System instructions, the few-shot exchanges, then this step's observation."""
@@ -92,45 +89,29 @@ class OpenAIAgent:
             return self.client.chat.completions.create(
                 model=self.settings.model, messages=messages, temperature=self.settings.temperature,
                 max_tokens=self.settings.max_tokens)
-        except openai_module().APIError as exc:
-            raise AgentError(_endpoint_failure(exc, self.settings.max_retries)) from None
+        except api_error() as exc:
+            raise AgentError(failure_line("model endpoint", exc, self.settings.max_retries)) from None
 
-    def _reply(self, output: str, usage: Any) -> AgentReply:
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    def _reply(self, output: str, response: Any) -> AgentReply:
+        prompt_tokens, completion_tokens = usage_tokens(response)
         cost = (prompt_tokens * self.settings.price_input + completion_tokens * self.settings.price_output) / 1e6
         return AgentReply(output, prompt_tokens, completion_tokens, cost)
 
 
-def check_settings(settings: "AgentSettings") -> None:
+def check_settings(settings: AgentSettings) -> None:
     """The one-line errors for an agent that cannot work: no model, no key, unknown modes."""
     if not settings.model:
         raise AgentError("the openai agent needs --model NAME (the model the endpoint should run)")
-    check_credentials()
+    require_api_key("talking to a model", AgentError)
     if settings.input_mode not in prompts.INPUT_MODES:
         raise AgentError(f"unknown input mode {settings.input_mode!r}: use {', '.join(prompts.INPUT_MODES)}")
     if settings.memory_by not in RANKINGS:
         raise AgentError(f"unknown memory ranking {settings.memory_by!r}: use {', '.join(RANKINGS)}")
 
 
-def check_credentials() -> None:
-    if not os.environ.get("OPENAI_API_KEY"):
-        raise AgentError("talking to a model needs an API key: set OPENAI_API_KEY "
-                         "(a local endpoint that ignores keys accepts any non-empty value)")
-
-
-def make_client(settings: "AgentSettings") -> "openai.OpenAI":
-    """The client for ``--base-url`` (else ``OPENAI_BASE_URL``, else OpenAI's) with the run's retry budget."""
-    return openai_module().OpenAI(base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                            api_key=os.environ["OPENAI_API_KEY"], max_retries=settings.max_retries,
-                            timeout=REQUEST_TIMEOUT_S)
-
-
-def openai_module() -> Any:
-    """The ``openai`` module, imported on first use (it takes seconds to import)."""
-    import openai
-
-    return openai
+def client_for(settings: AgentSettings) -> "openai.OpenAI":
+    """The client for the agent's endpoint with the run's retry budget."""
+    return make_client(settings.base_url, settings.max_retries)
 
 
 def _history_entry(output: str) -> str:
@@ -139,16 +120,3 @@ def _history_entry(output: str) -> str:
         return parse_agent_output(output).render()
     except MminaError:
         return "(a reply without a valid action)"
-
-
-def _text(response: Any) -> str:
-    """The reply's text; an empty reply is data (an unparsable step), not an error."""
-    return (response.choices[0].message.content or "") if response.choices else ""
-
-
-def _endpoint_failure(exc: Exception, retries: int) -> str:
-    """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts, no connection)."""
-    status = getattr(exc, "status_code", None)
-    retried = status is None or status in (408, 409, 429) or status >= 500
-    return f"model endpoint failed{f' after {retries} retries' if retried else ''}: {first_line(exc)}"
-

@@ -2,7 +2,7 @@
 
 Input is the ``detail_json`` of ``scores`` rows written by ``mmina eval-steps`` (evaluator
 ``step_action``), decoded. Accuracy is the share of steps whose whole action was right, with
-a 95% Wilson score interval (``mmina.analysis.stats.wilson``, the one ``mmina report`` uses);
+a 95% Wilson score interval (``mmina.stats.wilson``, the one ``mmina report`` uses);
 operation, target and value accuracy are given next to it (target and value over the steps
 whose recorded action has one).
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.stats import wilson
-from mmina.stepeval.compare import OPS, UNPARSABLE
+from mmina.stats import wilson
+from mmina.stepeval.action_match import OPS, UNPARSABLE
 
 GROUPS = ("operation", "website", "history", "hop", "position")
 Record = Mapping[str, Any]

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
-
-from mmina.errors import StoreNotFoundError
 from mmina.store import Store
 from mmina.tasks import Task
 
@@ -63,9 +61,9 @@ class MemoryLimits:
 class TrajectoryMemory:
     """Chooses and renders earlier trajectories for each task, from a snapshot of the store."""
 
-    def __init__(self, store: str, k: int, by: str = "similarity", limits: MemoryLimits = MemoryLimits(),
+    def __init__(self, store: Store | None, k: int, by: str = "similarity", limits: MemoryLimits = MemoryLimits(),
                  cutoff: datetime | None = None, exclude_run: str | None = None) -> None:
-        self.store_path, self.k, self.by, self.limits = store, k, by, limits
+        self.store, self.k, self.by, self.limits = store, k, by, limits
         self.cutoff = cutoff or datetime.now(timezone.utc)
         self.exclude_run = exclude_run
         self._candidates: list[Trajectory] | None = None
@@ -86,20 +84,13 @@ class TrajectoryMemory:
     def candidates(self) -> list[Trajectory]:
         """Every earlier trajectory, read once (episodes and tasks only: small tables)."""
         if self._candidates is None:
-            store = self._store()
-            self._candidates = read_candidates(store, self.cutoff) if store else []
+            self._candidates = read_candidates(self.store, self.cutoff) if self.store else []
         return self._candidates
-
-    def _store(self) -> Store | None:
-        try:
-            return Store.open(self.store_path)
-        except StoreNotFoundError:  # a first run into a new store has no memory yet
-            return None
 
     def _steps(self, trajectory: Trajectory) -> list[dict]:
         """The chosen episode's steps; a run's steps are read once, without the bulky columns."""
         if trajectory.run_id not in self._steps_by_run:
-            self._steps_by_run[trajectory.run_id] = read_steps(self._store(), trajectory.run_id)
+            self._steps_by_run[trajectory.run_id] = read_steps(self.store, trajectory.run_id)
         return self._steps_by_run[trajectory.run_id].get(trajectory.episode_id, [])
 
 

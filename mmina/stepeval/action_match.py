@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mmina.actions import Action, ActionKind
-from mmina.evaluation import normalize
+from mmina.answers import normalize
 from mmina.observation import Element
 
 OPS = ("click", "type", "select", "scroll", "navigation", "stop")

@@ -12,12 +12,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mmina.agents import Agent, AgentReply
+from mmina.agents.llm import HISTORY_ACTIONS, OpenAIAgent
+from mmina.agents.protocol import Agent, AgentReply
+from mmina.agents.registry import BUILTIN_AGENTS, make_agent
+from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError, MminaError
 from mmina.observation import Observation
-from mmina.recorder.agents import BUILTIN_AGENTS, AgentSettings, make_agent
-from mmina.recorder.llm import HISTORY_ACTIONS, OpenAIAgent
 from mmina.stepeval.steps import StepEvalError
+from mmina.store import Store
 from mmina.tasks import Task
 
 
@@ -32,17 +34,17 @@ class StepOpenAIAgent(OpenAIAgent):
         self._history = list(actions)
 
 
-def make_step_agent(spec: str, settings: AgentSettings, history: int) -> Agent:
+def make_step_agent(spec: str, settings: AgentSettings, history: int, store: Store | None = None) -> Agent:
     """``openai`` or ``module:Class``; scripted built-ins (oracle, replay, human) cannot predict a step."""
     if spec == "openai":
         if history > HISTORY_ACTIONS:
             raise StepEvalError(f"the openai agent shows at most {HISTORY_ACTIONS} previous actions: "
                                 f"use --history 0..{HISTORY_ACTIONS}")
-        return StepOpenAIAgent.from_settings(settings)
+        return StepOpenAIAgent.from_settings(settings, store)
     if spec in BUILTIN_AGENTS:
         raise StepEvalError(f"the {spec} agent follows a script and cannot predict single steps: "
                             "use --agent openai or --agent module:Class")
-    return make_agent(spec, settings)
+    return make_agent(spec, settings, store)
 
 
 def needs_screenshot(agent: Agent) -> bool:
