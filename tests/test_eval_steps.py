@@ -240,7 +240,7 @@ def test_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
     with FakeOpenAI(always_fail=True, fail_status=500) as server:
         result = invoke(store, "--run", "oracle", "--sample", "1", server=server)
     assert result.exit_code == 1 and "failed" in result.output and "model endpoint failed" in result.output
-    assert run_query(Store.open(store), "select count(*) from scores").rows[0][0] == 0
+    assert run_query(Store.open(store), "select count(*) from scores where evaluator = 'step_action'").rows[0][0] == 0
 
 
 def test_help_has_an_example_and_readme_documents_it() -> None:

@@ -16,7 +16,8 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
-        "mmina.model_client", "mmina.observation", "mmina.redact", "mmina.runs", "mmina.taskcheck", "mmina.tasks"}
+        "mmina.model_client", "mmina.model_input", "mmina.observation", "mmina.redact", "mmina.runs", "mmina.taskcheck",
+        "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)
@@ -24,8 +25,8 @@ RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
     "core": (set(), HEAVY),
     "store": (set(), ("playwright", "click", "rich", "openai", "plotly")),
     "agents": ({"store"}, ("playwright", "duckdb", "click", "rich")),
-    "recorder": ({"store", "agents"}, ("click", "rich", "duckdb")),
-    "replayer": ({"store", "agents", "recorder"}, ("click", "rich", "duckdb")),
+    "recorder": ({"store", "agents", "evaluators"}, ("click", "rich", "duckdb")),
+    "replayer": ({"store", "agents", "evaluators", "recorder"}, ("click", "rich", "duckdb")),
     "evaluators": ({"store"}, ("playwright", "click", "rich")),
     "analysis": ({"store"}, ("playwright", "click", "rich")),
     "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),

@@ -59,10 +59,16 @@ class OpenAIAgent:
         self._history = []
 
     def act(self, observation: Observation) -> AgentReply:
-        response = self._complete(self.messages(observation))
+        request = self.request(observation)
+        response = self._complete(request)
         output = reply_text(response)
         self._history.append(_history_entry(output))
-        return self._reply(output, response)
+        return self._reply(output, response, request)
+
+    def request(self, observation: Observation) -> dict[str, Any]:
+        """The keyword arguments of this step's ``chat.completions.create`` call (stored with the step)."""
+        return {"model": self.settings.model, "messages": self.messages(observation),
+                "temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
 
     def messages(self, observation: Observation) -> list[dict[str, Any]]:
         """System instructions, the few-shot exchanges, then this step's observation."""
@@ -84,18 +90,16 @@ class OpenAIAgent:
             raise AgentError("the multimodal input mode needs screenshots: record without --no-screenshots")
         return [{"type": "text", "text": text}, image_part(screenshot)]
 
-    def _complete(self, messages: list[dict[str, Any]]) -> Any:
+    def _complete(self, request: dict[str, Any]) -> Any:
         try:
-            return self.client.chat.completions.create(
-                model=self.settings.model, messages=messages, temperature=self.settings.temperature,
-                max_tokens=self.settings.max_tokens)
+            return self.client.chat.completions.create(**request)
         except api_error() as exc:
             raise AgentError(failure_line("model endpoint", exc, self.settings.max_retries)) from None
 
-    def _reply(self, output: str, response: Any) -> AgentReply:
+    def _reply(self, output: str, response: Any, request: dict[str, Any]) -> AgentReply:
         prompt_tokens, completion_tokens = usage_tokens(response)
         cost = (prompt_tokens * self.settings.price_input + completion_tokens * self.settings.price_output) / 1e6
-        return AgentReply(output, prompt_tokens, completion_tokens, cost)
+        return AgentReply(output, prompt_tokens, completion_tokens, cost, request)
 
 
 def check_settings(settings: AgentSettings) -> None:

@@ -7,8 +7,9 @@ The set-of-marks screenshot is painted while the agent thinks; an agent that nev
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from mmina.observation import Observation
 from mmina.tasks import Task
@@ -16,12 +17,18 @@ from mmina.tasks import Task
 
 @dataclass(frozen=True)
 class AgentReply:
-    """The agent's raw output (parsed with the action grammar) and what it cost."""
+    """The agent's raw output (parsed with the action grammar), what it cost, and what it asked.
+
+    ``request`` is the exact request sent to a model for this step — the keyword arguments of
+    ``chat.completions.create``: ``model``, ``messages`` (images as data URLs) and parameters —
+    stored with the step (``steps.model_input``); None for agents that ask no model.
+    """
 
     output: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    request: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @runtime_checkable

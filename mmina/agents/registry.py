@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from mmina.agents.heuristic import HeuristicAgent
 from mmina.agents.human import HumanAgent
 from mmina.agents.llm import OpenAIAgent
 from mmina.agents.oracle import OracleAgent
@@ -17,6 +18,7 @@ AgentFactory = Callable[[AgentSettings, Store | None], Agent]
 
 BUILTIN_AGENTS: dict[str, AgentFactory] = {
     "oracle": lambda settings, store: OracleAgent(),
+    "heuristic": lambda settings, store: HeuristicAgent(),
     "replay": ReplayAgent.from_settings,
     "openai": OpenAIAgent.from_settings,
     "human": lambda settings, store: HumanAgent.from_terminal(),

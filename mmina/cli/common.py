@@ -12,9 +12,11 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from mmina.agents.settings import AgentSettings
+from mmina.analysis.display import display
+from mmina.analysis.tables import Table
 from mmina.errors import MminaError
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
@@ -124,12 +126,24 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         writer.writerow(columns)
         writer.writerows([_cell(v) for v in row] for row in rows)
     else:
-        table = Table(title=title)
+        table = RichTable(title=title)
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*(_cell(v) for v in row))
         stdout.print(table)
+
+
+def print_tables(tables: Sequence[Table]) -> None:
+    """Report tables on the terminal, rates with their 95% intervals folded into one cell."""
+    for table in tables:
+        columns, rows = display(table)
+        rich = RichTable(title=table.title, title_justify="left")
+        for column in columns:
+            rich.add_column(column, overflow="fold")
+        for row in rows:
+            rich.add_row(*row)
+        stdout.print(rich)
 
 
 def _cell(value: Any) -> str:

@@ -10,10 +10,13 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 from mmina.agents.captions import CAPTIONERS
+from mmina.analysis.report import build_report
+from mmina.analysis.tables import Table
 from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
-from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json, render_rows,
-                              stderr, store_option)
+from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
+                              print_tables, render_rows, stderr, store_option)
+from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -38,7 +41,8 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
 @click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
 @click.option("--agent", default="oracle", show_default=True,
-              help="oracle, replay, openai (a model behind an OpenAI-compatible endpoint), human (you type "
+              help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
+                   "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
 @click.option("--from-run", metavar="RUN", help="replay agent: replay this run's episode of each task.")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
@@ -64,23 +68,41 @@ def record(fmt: str, **options: Any) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
 
     With no options, records the built-in fixture suite with the oracle agent into the
-    default store, starting and stopping the local fixture web itself.
+    default store, starting and stopping the local fixture web itself. Each episode's
+    deterministic verdicts (evaluators task and hops) are stored as it ends, so
+    `mmina report` works right after; the run's Table 2 is printed at the end.
 
     \b
     Examples:
       mmina record
       mmina record --task normal/1 --store /tmp/demo-store
+      mmina record --agent heuristic --workers 2
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
       mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
     """
-    summary = _record_with_progress(open_store(options["store_path"], create=True), _config(options))
+    store = open_store(options["store_path"], create=True)
+    summary = _record_with_progress(store, _config(options))
+    table = _sr_by_bucket(store, summary.run_id)
     if fmt == "json":
-        print_json(summary.as_json())
-    else:
-        _print_summary(summary)
+        print_json({**summary.as_json(), "sr_by_bucket": table.records() if table else None})
+        return
+    _print_summary(summary)
+    if table is not None:
+        print_tables([table])
+        click.echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
+                   f"--store {summary.store}")
+
+
+def _sr_by_bucket(store: Store, run_id: str) -> Table | None:
+    """The run's Table 2 from the verdicts the recorder stored (None, with a note, if it cannot be made)."""
+    try:
+        return build_report(store, [run_id]).table("sr_by_bucket")
+    except MminaError as exc:
+        stderr.print(f"no hop-by-hop table for run {run_id}: {exc}")
+        return None
 
 
 def _config(options: dict[str, Any]) -> RecordConfig:
@@ -147,6 +169,5 @@ def _print_summary(summary: RunSummary) -> None:
     if summary.skipped:
         click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
     click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
-               f"hop SR {summary.hop_sr:.1%}, {summary.errors} error(s), {summary.tokens} tokens, "
+               f"hop SR {summary.hop_sr:.1%} (live tracking), {summary.errors} error(s), {summary.tokens} tokens, "
                f"${summary.cost_usd:.4f}; stored in {Path(summary.store)}")
-    click.echo(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')

@@ -9,13 +9,12 @@ from pathlib import Path
 import click
 
 from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.analysis.display import display
 from mmina.analysis.html import episode_html, report_html
 from mmina.analysis.paired import Comparison, Side, compare as run_compare
 from mmina.analysis.report import Report, build_report
 from mmina.analysis.tables import TABLE_NAMES, Table
 from mmina.analysis.viewer import trajectories
-from mmina.cli.common import jsonable, open_store, print_json, stderr, stdout, store_option
+from mmina.cli.common import jsonable, open_store, print_json, print_tables, stderr, stdout, store_option
 from mmina.cli.eval_steps import print_step_report
 from mmina.stepeval import EVALUATOR as STEP_EVALUATOR, stored_report
 from mmina.store import Store
@@ -29,19 +28,6 @@ def _status(message: str) -> Iterator[None]:
             yield
     else:
         yield
-
-
-def _print_tables(tables: Sequence[Table]) -> None:
-    from rich.table import Table as RichTable
-
-    for table in tables:
-        columns, rows = display(table)
-        rich = RichTable(title=table.title, title_justify="left")
-        for column in columns:
-            rich.add_column(column, overflow="fold")
-        for row in rows:
-            rich.add_row(*row)
-        stdout.print(rich)
 
 
 def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
@@ -116,7 +102,7 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     else:
         stdout.print(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — "
                      f"{len(result.scored.episodes)} task(s); rates with 95% Wilson intervals")
-        _print_tables(tables)
+        print_tables(tables)
 
 
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
@@ -147,7 +133,7 @@ def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Si
 
 
 def _print_comparison(result: Comparison) -> None:
-    _print_tables([result.summary()])
+    print_tables([result.summary()])
     data = result.as_json()
     stdout.print(f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
                  f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
@@ -156,7 +142,7 @@ def _print_comparison(result: Comparison) -> None:
         if tasks:
             stdout.print(f"only in {side}: {', '.join(tasks)}")
     if result.flips().rows:
-        _print_tables([result.flips()])
+        print_tables([result.flips()])
 
 
 @click.command()

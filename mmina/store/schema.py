@@ -11,16 +11,17 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
-version-1 files).
+version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in older files).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 HEADERS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.string())]))
 TAB = pa.struct([("url", pa.string()), ("title", pa.string())])
+BOX = pa.struct([("x", pa.float64()), ("y", pa.float64()), ("width", pa.float64()), ("height", pa.float64())])
 IMAGE = pa.struct(
     [
         ("blob", pa.string()),
@@ -157,10 +158,17 @@ STEPS = Table(
         ("screenshot_width", I32, "Screenshot width in pixels."),
         ("screenshot_height", I32, "Screenshot height in pixels."),
         ("images", pa.list_(IMAGE), "Images in the viewport: blob hash, source URL, alt text, box in CSS pixels, caption."),
+        ("model_input", S, "SHA-256 of the model-input blob: the exact request the agent sent to its model for this "
+                           "step (model, parameters, messages; each message and image a blob of its own, so what "
+                           "steps share is stored once; see `mmina.model_input` and the `step_messages` view); "
+                           "null for agents that call no model (since schema version 3)."),
         ("model_output", S, "The agent's raw output for this step (model text, or the scripted action)."),
         ("action", S, "The parsed action in canonical form (e.g. `click [12]`); null when unparsable."),
         ("action_kind", S, "The action's kind (`click`, `type`, ..., `stop`); null when unparsable."),
         ("action_error", S, "Why the action failed or could not be parsed; null when it succeeded."),
+        ("target_box", BOX, "Box of the element the action targeted (click, hover, type), in CSS pixels of this step's "
+                            "viewport as the observation saw it (the screenshot's coordinates); null for actions "
+                            "without a target or a target the page did not show (since schema version 3)."),
         ("hop_index", I32, "Hop at the head of the queue after this observation was checked (n_hops = all done)."),
         ("hop_completed", B, "True when this observation completed a hop."),
         ("prompt_tokens", I64, "Model input tokens for this step."),

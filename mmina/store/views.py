@@ -45,6 +45,30 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         FROM episodes e
         """,
     ),
+    "step_messages": (
+        "One row per message of each step's model input (`steps.model_input`): its position, the model, the "
+        "role, the text (text parts joined by newlines) and the hashes of its images (blobs); steps of agents "
+        "that call no model have none. Reads the blob packs, so filter by episode.",
+        """
+        WITH inputs AS (
+            SELECT s.run_id, s.episode_id, s.step_index, json(decode(b.data)) AS doc
+            FROM steps s JOIN blobs b ON b.sha256 = s.model_input
+        ), listed AS (
+            SELECT run_id, episode_id, step_index, json_extract_string(doc, '$.model') AS model,
+                   unnest(json_extract_string(doc, '$.messages[*]')) AS message,
+                   generate_subscripts(json_extract_string(doc, '$.messages[*]'), 1) - 1 AS position
+            FROM inputs
+        ), decoded AS (
+            SELECT l.*, json(decode(m.data)) AS msg FROM listed l JOIN blobs m ON m.sha256 = l.message
+        )
+        SELECT run_id, episode_id, step_index, position, model, json_extract_string(msg, '$.role') AS role,
+               CASE WHEN json_type(msg, '$.content') = 'VARCHAR' THEN json_extract_string(msg, '$.content')
+                    ELSE array_to_string(json_extract_string(msg, '$.content[*].text'), chr(10)) END AS text,
+               list_filter(json_extract_string(msg, '$.content[*].image_url.blob'), lambda x: x IS NOT NULL)
+                   AS images
+        FROM decoded
+        """,
+    ),
     "latest_scores": (
         "The current verdicts: the rows of the latest `scores` batch per (episode, evaluator); "
         "earlier batches stay in `scores`.",
