@@ -168,6 +168,9 @@ def _print_summary(summary: RunSummary) -> None:
                 title=f"run {summary.run_id}")
     if summary.skipped:
         click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    if summary.task_warnings:
+        click.echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
+                   "`mmina tasks validate PATH` lists them")
     click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
                f"hop SR {summary.hop_sr:.1%} (live tracking), {summary.errors} error(s), {summary.tokens} tokens, "
                f"${summary.cost_usd:.4f}; stored in {Path(summary.store)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from playwright.sync_api import Browser, BrowserContext, Error as PlaywrightError, Page, Playwright, sync_playwright
 
 from mmina.actions import Action, ActionKind
-from mmina.errors import BrowserNotFoundError, MminaError
+from mmina.errors import BrowserNotFoundError, MminaError, StartPageError
 from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.marks import draw_marks, marked
 
@@ -180,9 +180,13 @@ class EpisodeBrowser:
         return self.pages[self.active]
 
     def open(self, urls: tuple[str, ...]) -> None:
-        """Open the task's start URLs, one tab each, the first one active."""
+        """Open the task's start URLs, one tab each, the first one active; an unreachable one
+        raises :class:`StartPageError` (the episode errors, the run goes on)."""
         for url in urls or ("about:blank",):
-            self.context.new_page().goto(url)
+            try:
+                self.context.new_page().goto(url)
+            except PlaywrightError as exc:
+                raise StartPageError(f"cannot open the start page {url}: {_reason(exc)}") from None
         self.active = 0
         self.page.bring_to_front()
         self.settle()
@@ -273,6 +277,11 @@ class EpisodeBrowser:
             self.context.close()
         finally:
             self._painter.shutdown(wait=True)
+
+
+def _reason(exc: PlaywrightError) -> str:
+    """A Playwright error's first line without its ``Page.goto:`` prefix."""
+    return str(exc).splitlines()[0].partition(": ")[2] or str(exc).splitlines()[0]
 
 
 def _title(page: Page) -> str:

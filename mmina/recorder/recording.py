@@ -50,6 +50,8 @@ class RunSummary:
     episodes: list[EpisodeResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    task_warnings: list[str] = field(default_factory=list)
+    """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
 
     @property
     def hop_sr(self) -> float:
@@ -166,7 +168,8 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     done = _finished_tasks(store, plan.run_id)
-    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in plan.suite.tasks if t.task_id in done])
+    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in plan.suite.tasks if t.task_id in done],
+                         task_warnings=list(plan.suite.warnings))
     return summary, [t for t in plan.suite.tasks if t.task_id not in done]
 
 

@@ -99,14 +99,17 @@ TASKS = Table(
         ("suite", S, "Suite folder of the task (`normal`, `multi567`, `compare`, `multipro`, `shopping`, `wikipedia`)."),
         ("intent", S, "The task instruction given to the agent."),
         ("start_urls", STRINGS, "Start URLs (the official `start_url` split on ` |AND| `)."),
-        ("cnt_hop", I32, "The official `cnt_hop` (counts the END marker: hops + 1)."),
-        ("n_hops", I32, "Number of hops (procedure entries before `end`)."),
+        ("cnt_hop", I32, "The official `cnt_hop` (counts the END marker: hops + 1; the official runner never reads "
+                       "it, and `n_hops` comes from `procedure`)."),
+        ("n_hops", I32, "Number of hops: procedure entries before the first `end`; without a procedure, "
+                        "`cnt_hop` - 1 or the official count of the suite (`normal` 2, others 1)."),
         ("procedure", STRINGS, "The official `procedure`: site keyword per hop, ending with `end`."),
         ("eval_types", STRINGS, "The official `eval.eval_types`."),
         ("reference_answers_json", S, "The official `eval.reference_answers` as JSON."),
         ("reference_url", S, "The official `eval.reference_url` (empty when none)."),
         ("city", S, "The official `city` field (empty when none)."),
-        ("flight", S, "The official `flight` field: a three-letter airport code (empty when none)."),
+        ("flight", S, "The official `flight` field: an airport or city code as the file gives it (lower case in the "
+                      "official release, e.g. `tyo`; empty when none or null)."),
         ("shop", S, "The official `shop` field (empty when none)."),
         ("original_json", S, "The task file's JSON, verbatim content (keys sorted)."),
         ("task_sha256", S, "SHA-256 of the task file's bytes."),
