@@ -350,7 +350,8 @@ class _Terminal:
 def test_prompt_site_list_is_what_the_fixture_web_serves() -> None:
     """The agent's plain list of fixture sites (it does not import the fixture web) stays in step with it."""
     from mmina.agents.prompts import FIXTURE_WEBSITES
+    from mmina.fixtures.web.kiwix import viewer_url
     from mmina.fixtures.web.sites import site_classes
 
     served = tuple((f"http://{s.label}.mmina.test{s.chrome.home}", s.chrome.brand) for s in site_classes())
-    assert FIXTURE_WEBSITES == served
+    assert FIXTURE_WEBSITES == (*served, (viewer_url(), "MMInA Wiki in the Kiwix viewer"))

@@ -31,6 +31,7 @@ FIXTURE_WEBSITES: tuple[tuple[str, str], ...] = (
     ("http://trains.mmina.test/", "Gulf Rail"),
     ("http://video.mmina.test/", "StreamTide"),
     ("http://wiki.mmina.test/kiwix/", "MMInA Wiki"),
+    ("http://kiwix.mmina.test/viewer#mmina_wiki_en_all_2026-01/A/Main_Page", "MMInA Wiki in the Kiwix viewer"),
 )
 """The local fixture web's sites, shown to the agent on tasks that start there (a plain list: the
 agent does not import the fixture web; a test checks that the list matches what it serves)."""

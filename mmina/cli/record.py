@@ -14,8 +14,8 @@ from mmina.analysis.report import build_report
 from mmina.analysis.tables import Table
 from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
-from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
-                              print_tables, render_rows, stderr, store_option)
+from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
+                              print_json, print_tables, render_rows, stderr, store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
@@ -58,7 +58,7 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
-@click.option("--browser", "browser_path", metavar="PATH", help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@browser_options
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
 @click.option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots.")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
@@ -113,7 +113,8 @@ def _config(options: dict[str, Any]) -> RecordConfig:
         tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
-        browser=BrowserConfig(executable=options["browser_path"], viewport_width=width, viewport_height=height,
+        browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
+                              viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
         agent_settings=agent_settings(options),
     )

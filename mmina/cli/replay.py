@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mmina.budget import Limits
 from mmina.agents.captions import CAPTIONERS
-from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
-                              render_rows, stderr, store_option)
+from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
+                              print_json, render_rows, stderr, store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
@@ -32,8 +32,7 @@ class BelowMinimumFidelity(MminaError):
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
 @click.option("--run-id", "new_run", metavar="NAME",
               help="Name of the new (replay) run (default: time, agent, suffix).")
-@click.option("--browser", "browser_path", metavar="PATH",
-              help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@browser_options
 @click.option("--agent", metavar="NAME",
               help="Run this agent (as for record) on the archived web instead of the stored actions.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
@@ -82,7 +81,7 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
     store = open_store(options["store_path"])
     with _progress("replaying") as (on_start, advance):
         report = replay_run(store, options["run_id"], options["episode_id"],
-                            browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                            browser=_browser(options), new_run=options["new_run"],
                             on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
     minimum = options["min_fidelity"]
     if fmt == "json":
@@ -100,12 +99,17 @@ def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
     with _progress("agent on the archive") as (on_start, advance):
         report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
                               limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
-                              browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                              browser=_browser(options), new_run=options["new_run"],
                               on_start=on_start, on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
         print_json(report.as_json())
     else:
         _print_agent(report)
+
+
+def _browser(options: dict[str, Any]) -> BrowserConfig:
+    """The executable and extra flags given; viewport and capture come from the source run."""
+    return BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]))
 
 
 # ---------------------------------------------------------------- progress
