@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up mmina from nothing, idempotently: a virtual environment in .venv, the package with
-# its test dependencies, and a Chromium for Playwright. Safe to run again at any time.
+# its test dependencies, a Chromium for Playwright and kiwix-serve. Safe to run again at any time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,15 +23,28 @@ sys.exit(0 if any(c and os.path.isfile(c) for c in candidates) else 1)
 PY
 }
 
-if have_chromium; then
-  exit 0
-fi
-# Debian/Ubuntu: the distribution's Chromium (Playwright cannot download where only
-# package registries are reachable). Elsewhere: Playwright's own build.
+# Debian/Ubuntu packages, installed only when missing: Chromium (Playwright cannot download
+# where only package registries are reachable) and kiwix-tools (the kiwix-serve behind the
+# fixture web's Wikipedia viewer).
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if command -v apt-get >/dev/null 2>&1 && { [ -z "$SUDO" ] || command -v sudo >/dev/null 2>&1; }; then
-  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || true
+APT_UPDATED=""
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || return 1
+  [ -z "$SUDO" ] || command -v sudo >/dev/null 2>&1 || return 1
+  if [ -z "$APT_UPDATED" ]; then
+    $SUDO apt-get update -qq || true
+    APT_UPDATED=1
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v kiwix-serve >/dev/null 2>&1; then
+  apt_install kiwix-tools || echo "Warning: could not install kiwix-tools: the fixture web's kiwix viewer tasks will fail (the Python wiki works)" >&2
 fi
-have_chromium || .venv/bin/python -m playwright install chromium
-have_chromium || { echo "Error: could not install Chromium; set MMINA_CHROMIUM to a Chromium executable" >&2; exit 1; }
+if ! have_chromium; then
+  # Elsewhere than Debian/Ubuntu: Playwright's own build.
+  apt_install chromium || true
+  have_chromium || .venv/bin/python -m playwright install chromium
+  have_chromium || { echo "Error: could not install Chromium; set MMINA_CHROMIUM to a Chromium executable" >&2; exit 1; }
+fi

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from mmina.budget import Limits
 from mmina.fixtures.web import FixtureWeb
-from mmina.recorder.agents import AgentSettings
+from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig
+from mmina.agents.oracle import OracleAgent
+from mmina.recorder.browser import BrowserSession
 from mmina.recorder.workers import EpisodeRunner, WorkerSetup
 from mmina.store import Store
 from mmina.tasks import load_suite
@@ -30,9 +32,9 @@ def main() -> None:
     tasks = [t for t in load_suite().tasks if t.task_id in set(args.tasks)]
     store = Store.open(args.store, create=True)
     with FixtureWeb() as web:
-        setup = WorkerSetup("oracle", AgentSettings(store=str(store.root)), str(store.root), "memory", Limits(),
+        setup = WorkerSetup("oracle", AgentSettings(run_id="memory"), str(store.root), "memory", Limits(),
                             BrowserConfig(extra_args=tuple(web.chromium_args())))
-        runner = EpisodeRunner(setup)
+        runner = EpisodeRunner(setup, BrowserSession(setup.browser), store, OracleAgent(), None)
         try:
             for round_ in range(1, args.runs + 1):
                 for task in tasks:

@@ -17,11 +17,11 @@ from mmina.actions import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb
 from mmina.observation import Observation, flatten_snapshot
-from mmina.recorder.agents import AgentSettings
+from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession, EpisodeBrowser
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
-from mmina.replayer.run import compare_runs, replay_run
+from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
 from mmina.store.compact import compact_store
 from mmina.store.sql import run_query
@@ -43,7 +43,7 @@ class Recording:
 def record(store: Path, task_ids: tuple[str, ...], workers: int = 1) -> Recording:
     """Record the tasks with the oracle."""
     started = time.perf_counter()
-    summary = record_run(RecordConfig(store=store, task_ids=task_ids, workers=workers))
+    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=task_ids, workers=workers))
     return Recording(summary, time.perf_counter() - started)
 
 
@@ -193,7 +193,7 @@ def replay_section(store: Store, full: Recording, live_rerun: bool, drift: int =
     section.add("requests unmatched by the archive", summary["requests"].unmatched, "", Target(0))
     section.add(f"requests reaching the live drift-{drift} web", hits, "", Target(0))
     if live_rerun:
-        rerun = record_run(RecordConfig(store=store.root, task_ids=tuple(e.task_id for e in full.summary.episodes),
+        rerun = record_run(store, RecordConfig(task_ids=tuple(e.task_id for e in full.summary.episodes),
                                         agent="replay", drift=drift,
                                         agent_settings=AgentSettings(from_run=full.summary.run_id)))
         diverged = summarize(compare_runs(store, full.summary.run_id, rerun.run_id))

@@ -21,11 +21,14 @@ from rich.table import Table
 from mmina import __version__
 from mmina.tasks import load_suite
 
+from bench.evidence import evidence_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 
-SECTIONS = ("recording", "memory", "scale")
+SECTIONS = ("recording", "memory", "evidence", "scale")
+EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
+                  "normal/20")
 FULL_EPISODES = 100_000
 QUICK_EPISODES = 2_000
 QUICK_TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
@@ -70,6 +73,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             log("one worker recording the same tasks again and again (memory)")
             tasks, runs = (QUICK_TASKS[:3], 2) if args.quick else (MEMORY_TASKS, MEMORY_RUNS)
             sections.append(memory_section(work / "memory", tasks, runs))
+        if "evidence" in parts:
+            log("the openai agent against the local test server, twice (model input size)")
+            sections.append(evidence_section(work / "evidence", QUICK_TASKS[:3] if args.quick else EVIDENCE_TASKS))
         if "scale" in parts:
             episodes = args.episodes or (QUICK_EPISODES if args.quick else FULL_EPISODES)
             sections += run_scale(work / "scale", episodes, log)

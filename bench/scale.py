@@ -36,9 +36,9 @@ EPISODE_SQL = "select run_id, blob_packs from episodes where episode_id = '{epis
 SCREENSHOTS_SQL = "select screenshot from steps where run_id = '{run}' and episode_id = '{episode}' order by step_index"
 
 
-def timed_rescore(config: RescoreConfig) -> tuple[RescoreResult, float]:
+def timed_rescore(store: Store, config: RescoreConfig) -> tuple[RescoreResult, float]:
     started = time.perf_counter()
-    result = rescore(config)
+    result = rescore(store, config)
     return result, time.perf_counter() - started
 
 
@@ -46,17 +46,17 @@ def rescore_section(root: Path, episodes: int, log: Callable[[str], None]) -> Se
     section = Section("rescore")
     for name in DETERMINISTIC:
         log(f"rescoring {episodes} episodes with {name}")
-        result, wall = timed_rescore(RescoreConfig(store=root, evaluator=name))
+        result, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator=name))
         section.add(name, round(len(result.scored) / wall), "episodes/s", Target(20_000, AT_LEAST),
                     note=f"{len(result.scored)} episodes in {wall:.1f} s")
     os.environ.setdefault("OPENAI_API_KEY", "bench-local")
     with FakeOpenAI() as judge:
         judge_settings = JudgeSettings(model="bench-judge", base_url=judge.url, concurrency=32)
         log("fuzzy: filling the judge cache")
-        cold, _ = timed_rescore(RescoreConfig(store=root, evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
+        cold, _ = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
         log("fuzzy: warm cache")
         sent = len(judge.requests)
-        warm, wall = timed_rescore(RescoreConfig(store=root, evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
+        warm, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
         section.add("fuzzy, warm judge cache", round(len(warm.scored) / wall), "episodes/s", Target(10_000, AT_LEAST),
                     note=f"{len(judge.requests) - sent} requests sent; cache filled by {sent} "
                          f"for {len(cold.scored)} episodes")
@@ -72,7 +72,7 @@ def _cold_judge(section: Section, root: Path, log: Callable[[str], None]) -> Non
             log(f"fuzzy: cold cache, concurrency {bound}")
             settings = JudgeSettings(model=f"bench-cold-{bound}", base_url=judge.url, concurrency=bound)
             sent = len(judge.requests)
-            result, wall = timed_rescore(RescoreConfig(store=root, evaluator="fuzzy", args=FUZZY_ARGS,
+            result, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS,
                                                        runs=(first_run,), judge=settings))
             requests = len(judge.requests) - sent
             section.add(f"fuzzy, cold cache, concurrency {bound}", round(len(result.scored) / wall, 1), "episodes/s",

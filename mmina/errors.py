@@ -52,6 +52,10 @@ class AgentError(MminaError):
     """An agent could not be created or failed to produce an action."""
 
 
+class StartPageError(MminaError):
+    """A task's start page could not be opened (an unreachable site): that episode errors, the run goes on."""
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as one line (its first), or its type name when it has no message."""
     text = str(exc)

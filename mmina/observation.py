@@ -104,8 +104,14 @@ class ElementIds:
 
 
 def flatten_snapshot(snapshot: str, ids: ElementIds) -> tuple[str, list[Element]]:
-    """Turn an ``aria_snapshot(mode="ai")`` into agent text and the list of addressable elements."""
+    """Turn an ``aria_snapshot(mode="ai")`` into agent text and the list of addressable elements.
+
+    Elements inside an iframe (refs ``f1e3``) come with boxes relative to the iframe's own
+    viewport; they are moved by the iframe's position so every box is in the page's viewport
+    (the screenshot's coordinates), however deeply frames nest.
+    """
     lines, elements = [], []
+    frames: list[tuple[int, float, float]] = []  # (depth of an iframe line, x and y of its content)
     for raw in snapshot.splitlines():
         match = _LINE.match(raw)
         if not match:
@@ -113,18 +119,29 @@ def flatten_snapshot(snapshot: str, ids: ElementIds) -> tuple[str, list[Element]
                 lines.append(raw.strip())
             continue
         depth = len(match["indent"]) // 2
+        while frames and frames[-1][0] >= depth:
+            frames.pop()
         body = _NOISE.sub("", match["body"]).rstrip()
         box = _BOX.search(body)
         body = _BOX.sub("", body)
         body = body[:-1] if body.endswith(":") else body
+        offset = frames[-1][1:] if frames else (0.0, 0.0)
+        placed = _moved(_parse_box(box["box"]), offset) if box else None
+        if placed is not None and body.startswith("iframe"):
+            frames.append((depth, placed[0], placed[1]))
         ref = _REF.search(body)
         if ref:
             body = _REF.sub("", body)
-            element = _element(ids.id_for(ref["ref"]), body, depth, _parse_box(box["box"]) if box else None)
+            element = _element(ids.id_for(ref["ref"]), body, depth, placed)
             elements.append(element)
             body = f"[{element.id}] {body}"
         lines.append("\t" * depth + body)
     return "\n".join(lines), elements
+
+
+def _moved(box: tuple[float, float, float, float], offset: tuple[float, float]) -> tuple[float, float, float, float]:
+    x, y, width, height = box
+    return x + offset[0], y + offset[1], width, height
 
 
 def _element(element: str, body: str, depth: int, box: tuple[float, float, float, float] | None) -> Element:

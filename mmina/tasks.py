@@ -1,13 +1,19 @@
 """MMInA tasks: loading the official JSON format, hops, and live hop tracking.
 
 The official files count the END marker in ``cnt_hop`` and end ``procedure`` with
-``"end"``; a task's hops are the procedure entries before that marker.
+``"end"``; a task's hops are the procedure entries before the first such marker (all of them
+when there is none), compared lower-case and stripped. A task without a ``procedure`` (the
+official single-hop suites) has ``cnt_hop - 1`` hops when ``cnt_hop`` says so, else the
+official runner's count for its suite (``normal`` 2, others 1); those hops have no keyword and
+are judged by the final answer alone. Fields the official release leaves empty or ``null``
+become empty strings; numbers given as text are read as numbers.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -18,11 +24,24 @@ from mmina.errors import TaskError
 END = "end"
 START_URL_SEPARATOR = " |AND| "
 SUITE_FOLDERS = ("normal", "multi567", "compare", "multipro", "shopping", "wikipedia")
+MULTIHOP_SUITES = ("compare", "multi567", "multipro")
+SINGLE_HOP_SUITES = ("shopping", "wikipedia")
+SUITE_HOPS = {"normal": 2}
+"""Hops the official runner counts for a suite's tasks when they give no procedure (default 1)."""
+HOP_BUCKETS: tuple[tuple[str, int | None], ...] = (("1", 1), ("2-4", 4), ("5+", None))
+"""The MMInA paper's grouping of tasks by hop count: (bucket name, most hops in it; None: no limit)."""
+BUCKETS = tuple(name for name, _ in HOP_BUCKETS)
+
+
+def hop_bucket(n_hops: int) -> str:
+    """The bucket of a task with ``n_hops`` hops (``1``, ``2-4`` or ``5+``)."""
+    return next(name for name, most in HOP_BUCKETS if most is None or n_hops <= most)
 
 
 @dataclass(frozen=True)
 class Hop:
-    """One hop: the site keyword that the official runner looks for in the URL."""
+    """One hop: the site keyword that the official runner looks for in the URL ("" when the task
+    names none: such a hop is judged by the final answer alone)."""
 
     index: int
     keyword: str
@@ -49,7 +68,9 @@ class Task:
 
     @cached_property
     def hops(self) -> tuple[Hop, ...]:
-        keywords = self.procedure[:-1] if self.procedure and self.procedure[-1] == END else self.procedure
+        if not self.procedure:
+            return tuple(Hop(i, "") for i in range(max(self.cnt_hop - 1, SUITE_HOPS.get(self.suite, 1))))
+        keywords = self.procedure[:self.procedure.index(END)] if END in self.procedure else self.procedure
         return tuple(Hop(i, k) for i, k in enumerate(keywords))
 
     @cached_property
@@ -74,6 +95,8 @@ class TaskSuite:
     path: str
     tasks: tuple[Task, ...]
     sha256: str
+    warnings: tuple[str, ...] = ()
+    """What validation found odd but runnable in the suite's files (``file: field: warning: ...``)."""
 
     def select(self, task_ids: list[str] | None) -> "TaskSuite":
         """The sub-suite with only ``task_ids`` (all tasks when None); unknown ids are an error."""
@@ -83,11 +106,14 @@ class TaskSuite:
         missing = [t for t in task_ids if t not in by_id]
         if missing:
             raise TaskError(f"unknown task id(s) {', '.join(missing)} in suite {self.name}")
-        return TaskSuite(self.name, self.path, tuple(by_id[t] for t in task_ids), self.sha256)
+        return replace(self, tasks=tuple(by_id[t] for t in task_ids))
 
     def head(self, limit: int | None) -> "TaskSuite":
         """The first ``limit`` tasks (all when None)."""
-        return self if limit is None else TaskSuite(self.name, self.path, self.tasks[:limit], self.sha256)
+        return self if limit is None else replace(self, tasks=self.tasks[:limit])
+
+    def with_warnings(self, warnings: tuple[str, ...]) -> "TaskSuite":
+        return replace(self, warnings=warnings)
 
 
 def builtin_suite_path() -> Path:
@@ -115,8 +141,13 @@ def load_suite(path: str | Path | None = None) -> TaskSuite:
         raise TaskError(f"no task files (*.json) under {root}")
     base = _id_base(root)
     tasks = tuple(load_task(f, base) for f in files)
-    digest = hashlib.sha256("".join(f"{t.task_id}:{t.sha256}\n" for t in tasks).encode()).hexdigest()
-    return TaskSuite("builtin" if path is None else root.name, str(root), tasks, digest)
+    return TaskSuite("builtin" if path is None else root.name, str(root), tasks,
+                     suite_sha256((t.task_id, t.sha256) for t in tasks))
+
+
+def suite_sha256(tasks: Iterable[tuple[str, str]]) -> str:
+    """The checksum of a suite from its (task id, task file SHA-256) pairs: same value, same tasks."""
+    return hashlib.sha256("".join(f"{task_id}:{digest}\n" for task_id, digest in tasks).encode()).hexdigest()
 
 
 def _id_base(root: Path) -> Path:
@@ -148,26 +179,43 @@ def load_task(path: Path, root: Path) -> Task:
 
 
 def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
-    """Normalize the official fields; missing optional fields get empty values."""
-    evaluation = raw.get("eval") or {}
-    procedure = tuple(str(p).lower() for p in raw.get("procedure") or ())
-    cnt_hop = int(raw.get("cnt_hop") or len(procedure) or 1)
+    """Normalize the official fields; missing, empty or null optional fields get empty values."""
+    evaluation = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
+    procedure = tuple(str(p).strip().lower() for p in raw.get("procedure") or () if isinstance(p, str))
+    counted = count_value(raw.get("cnt_hop", raw.get("hop_cnt")))
+    answers = evaluation.get("reference_answers")
     return Task(
         task_id=task_id,
         suite=task_id.split("/")[0] if "/" in task_id else "",
         intent=raw["intent"],
-        start_urls=tuple(u.strip() for u in str(raw.get("start_url", "")).split(START_URL_SEPARATOR) if u.strip()),
-        eval_types=tuple(evaluation.get("eval_types") or ()),
-        reference_answers=dict(evaluation.get("reference_answers") or {}),
+        start_urls=tuple(u.strip() for u in str(raw.get("start_url") or "").split(START_URL_SEPARATOR) if u.strip()),
+        eval_types=tuple(t for t in evaluation.get("eval_types") or () if isinstance(t, str)),
+        reference_answers=dict(answers) if isinstance(answers, dict) else {},
         reference_url=str(evaluation.get("reference_url") or ""),
-        cnt_hop=cnt_hop,
+        cnt_hop=counted or len(procedure) or 1,
         procedure=procedure,
-        city=str(raw.get("city") or ""),
-        flight=str(raw.get("flight") or ""),
-        shop=str(raw.get("shop") or ""),
+        city=_text(raw.get("city")),
+        flight=_text(raw.get("flight")),
+        shop=_text(raw.get("shop")),
         original=raw,
         sha256=sha256,
     )
+
+
+def count_value(value: Any) -> int | None:
+    """A count given as a number or as text (``3``, ``"3"``); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _text(value: Any) -> str:
+    """An optional text field: null is empty; a number is its text."""
+    return "" if value is None else str(value).strip()
 
 
 class HopTracker:
@@ -191,11 +239,18 @@ class HopTracker:
         return self.current >= len(self.hops)
 
     def observe(self, url: str, step_index: int) -> bool:
-        """Record the URL seen after a step; True when it completed the head hop."""
-        if self.done or self.hops[self.current].keyword not in url.lower():
+        """Record the URL seen after a step; True when it completed the head hop (a hop without a
+        keyword never completes by URL)."""
+        keyword = "" if self.done else self.hops[self.current].keyword
+        if not keyword or keyword not in url.lower():
             return False
         self.completed_at.append(step_index)
         return True
+
+
+def task_from_row(row: dict[str, Any]) -> Task:
+    """A task as stored in the ``tasks`` table (its original JSON, parsed again)."""
+    return task_from_dict(json.loads(row["original_json"]), row["task_id"], row.get("task_sha256") or "")
 
 
 def task_row(task: Task) -> dict[str, Any]:

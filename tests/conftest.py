@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from mmina.fixtures.web import FixtureWeb
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.store import Store
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +21,7 @@ def fixture_web():
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     """The built-in task normal/1 (wiki, then shop) recorded once with the oracle (read-only for tests)."""
     store = tmp_path_factory.mktemp("recorded") / "store"
-    summary = record_run(RecordConfig(store=store, task_ids=("normal/1",)))
+    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=("normal/1",)))
     return store, summary
 
 

@@ -27,13 +27,14 @@ from mmina.budget import Limits
 from mmina.cli import cli
 from mmina.errors import AgentError
 from mmina.observation import Observation, PageImage, Tab
-from mmina.recorder.agents import AgentSettings, make_agent
-from mmina.recorder.human import PROMPT, HumanAgent
-from mmina.recorder.captions import OpenAICaptioner
-from mmina.recorder.llm import OpenAIAgent, make_client
-from mmina.recorder.memory import MemoryLimits, Trajectory, rank, render, similarity
-from mmina.recorder.prompts import truncate
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.agents.registry import make_agent
+from mmina.agents.settings import AgentSettings
+from mmina.agents.human import PROMPT, HumanAgent
+from mmina.agents.captions import OpenAICaptioner
+from mmina.agents.llm import OpenAIAgent, client_for
+from mmina.agents.memory import MemoryLimits, Trajectory, rank, render, similarity
+from mmina.agents.prompts import truncate
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite
@@ -55,7 +56,7 @@ def _settings(server: FakeOpenAI, **overrides) -> AgentSettings:
 
 
 def _record(store: Path, settings: AgentSettings, max_steps: int = 30, **config) -> RunSummary:
-    return record_run(RecordConfig(store=store, agent="openai", task_ids=config.pop("task_ids", ("normal/1",)),
+    return record_run(Store.open(store, create=True), RecordConfig(agent="openai", task_ids=config.pop("task_ids", ("normal/1",)),
                                    agent_settings=settings, limits=Limits(max_steps=max_steps), **config))
 
 
@@ -111,7 +112,7 @@ def test_openai_captioner_crops_the_screenshot_and_caches(tmp_path: Path) -> Non
     Image.new("RGB", (300, 200), "white").save(page, "JPEG")
     image = PageImage("http://x/i.png", "alt", 10.0, 20.0, 50.0, 40.0)
     with FakeOpenAI() as server:
-        captioner = OpenAICaptioner(make_client(_settings(server)), "vision-model")
+        captioner = OpenAICaptioner(client_for(_settings(server)), "vision-model")
         assert captioner.caption(image, page.getvalue()) == CAPTION
         assert captioner.caption(image, page.getvalue()) == CAPTION
         assert captioner.caption(image, None) == "alt"
@@ -139,7 +140,7 @@ def test_recorder_stores_captions_the_agent_then_sees(tmp_path: Path) -> None:
 def test_missing_model_or_key_is_one_line_and_writes_nothing(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(AgentError, match="needs --model NAME"):
-        record_run(RecordConfig(store=tmp_path / "s", agent="openai"))
+        record_run(Store.open(tmp_path / "s", create=True), RecordConfig(agent="openai"))
     monkeypatch.setenv("OPENAI_API_KEY", "")
     with pytest.raises(AgentError, match="set OPENAI_API_KEY"):
         make_agent("openai", AgentSettings(model="m"))
@@ -344,3 +345,13 @@ class _Terminal:
         """The last observation shown (from its ``--- step`` header)."""
         text = self.text()
         return text[text.rindex("\n--- step"):]
+
+
+def test_prompt_site_list_is_what_the_fixture_web_serves() -> None:
+    """The agent's plain list of fixture sites (it does not import the fixture web) stays in step with it."""
+    from mmina.agents.prompts import FIXTURE_WEBSITES
+    from mmina.fixtures.web.kiwix import viewer_url
+    from mmina.fixtures.web.sites import site_classes
+
+    served = tuple((f"http://{s.label}.mmina.test{s.chrome.home}", s.chrome.brand) for s in site_classes())
+    assert FIXTURE_WEBSITES == (*served, (viewer_url(), "MMInA Wiki in the Kiwix viewer"))

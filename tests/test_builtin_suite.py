@@ -13,7 +13,7 @@ import pytest
 from mmina.fixtures import generate_tasks
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.taskcheck import check_path
@@ -23,13 +23,13 @@ from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
 @pytest.fixture(scope="module")
 def drift0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift0") / "store"
-    return store, record_run(RecordConfig(store=store, workers=2, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(Store.open(store, create=True), RecordConfig(workers=2, browser=BrowserConfig(screenshots=False)))
 
 
 @pytest.fixture(scope="module")
 def drift3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift3") / "store"
-    return store, record_run(RecordConfig(store=store, drift=3, workers=2, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(Store.open(store, create=True), RecordConfig(drift=3, workers=2, browser=BrowserConfig(screenshots=False)))
 
 
 def test_task_files_are_what_the_generator_makes() -> None:

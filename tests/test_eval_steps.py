@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 from mmina.actions import SUMMARY_MARKER
 from mmina.cli import cli
 from mmina.observation import Observation
-from mmina.recorder.run import RecordConfig, record_run
-from mmina.analysis.stats import wilson
+from mmina.recorder.recording import RecordConfig, record_run
+from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
 from tests.fake_openai import PROMPT_TOKENS, FakeOpenAI, judge_answer, last_user_text
@@ -72,8 +72,8 @@ class FirstElement:
 def oracle_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """normal/1 and shopping/2 (a select) by the oracle; wikipedia/1 answered wrong in run ``wrong``."""
     store = tmp_path_factory.mktemp("steps") / "store"
-    record_run(RecordConfig(store=store, task_ids=ORACLE_TASKS, run_id="oracle"))
-    record_run(RecordConfig(store=store, task_ids=("wikipedia/1",), agent="tests.agents_for_tests:WrongAnswer",
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=ORACLE_TASKS, run_id="oracle"))
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=("wikipedia/1",), agent="tests.agents_for_tests:WrongAnswer",
                             run_id="wrong"))
     return store
 
@@ -240,7 +240,7 @@ def test_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
     with FakeOpenAI(always_fail=True, fail_status=500) as server:
         result = invoke(store, "--run", "oracle", "--sample", "1", server=server)
     assert result.exit_code == 1 and "failed" in result.output and "model endpoint failed" in result.output
-    assert run_query(Store.open(store), "select count(*) from scores").rows[0][0] == 0
+    assert run_query(Store.open(store), "select count(*) from scores where evaluator = 'step_action'").rows[0][0] == 0
 
 
 def test_help_has_an_example_and_readme_documents_it() -> None:

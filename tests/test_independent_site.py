@@ -27,9 +27,9 @@ from playwright.sync_api import sync_playwright
 
 from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
                                     find_chromium)
-from mmina.recorder.run import RecordConfig, record_run
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
-from mmina.replayer.run import replay_run
+from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.independent_site import IndieShop
 from tests.independent_site.agent import SCRIPT, write_task
@@ -57,7 +57,7 @@ def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path:
     suite = write_task(tmp_path / "tasks")
     with IndieShop(no_store=no_store) as shop:
         browser = BrowserConfig(extra_args=tuple(shop.chromium_args()), back_forward_cache=back_forward_cache)
-        recorded = record_run(RecordConfig(store=tmp_path / "store", tasks=str(suite), agent="oracle", browser=browser))
+        recorded = _record(tmp_path / "store", suite, browser)
         episode = recorded.episodes[0]
         assert (episode.status, episode.stop_reason, episode.n_steps, episode.error) == ("completed", "stop", STEPS, None)
         steps = _steps(tmp_path / "store", recorded.run_id)
@@ -158,8 +158,7 @@ def test_a_driver_that_dies_mid_episode_costs_that_episode_not_the_run(tmp_path:
     suite = write_task(tmp_path / "tasks")
     (suite / "2.json").write_text((suite / "1.json").read_text())
     with IndieShop() as shop:
-        recorded = record_run(RecordConfig(store=tmp_path / "store", tasks=str(suite),
-                                           browser=BrowserConfig(extra_args=tuple(shop.chromium_args()))))
+        recorded = _record(tmp_path / "store", suite, BrowserConfig(extra_args=tuple(shop.chromium_args())))
     assert [e.status for e in recorded.episodes] == ["completed", "completed"]
     killed: list[int] = []
     answer = ArchiveRouter._answer
@@ -190,8 +189,7 @@ def test_a_request_the_router_fails_on_is_answered_not_left_hanging(tmp_path: Pa
 
     suite = write_task(tmp_path / "tasks", SCRIPT[:2] + SCRIPT[-1:])
     with IndieShop() as shop:
-        recorded = record_run(RecordConfig(store=tmp_path / "store", tasks=str(suite),
-                                           browser=BrowserConfig(extra_args=tuple(shop.chromium_args()))))
+        recorded = _record(tmp_path / "store", suite, BrowserConfig(extra_args=tuple(shop.chromium_args())))
     answer = ArchiveRouter._answer
 
     def failing_on_stock(self, request):
@@ -209,3 +207,7 @@ def test_a_request_the_router_fails_on_is_answered_not_left_hanging(tmp_path: Pa
     assert "Checking stock" in steps[1]["tree_text"]
     assert steps[0]["action_ms"] < 2_500  # a request left paused would hold settling for its 3 s
     _within_deadlines(steps)
+
+
+def _record(store: Path, suite: Path, browser: BrowserConfig) -> RunSummary:
+    return record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent="oracle", browser=browser))

@@ -14,9 +14,9 @@ from PIL import Image
 
 from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
-from mmina.recorder.agents import AgentSettings
+from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
@@ -104,14 +104,14 @@ def test_run_and_task_rows(recorded: tuple[Path, RunSummary]) -> None:
 
 def test_resume_skips_finished_tasks(recorded_copy: Path) -> None:
     run_id = Store.open(recorded_copy).run_ids()[0]
-    summary = record_run(RecordConfig(store=recorded_copy, run_id=run_id, resume=True, task_ids=("normal/1",)))
+    summary = record_run(Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, resume=True, task_ids=("normal/1",)))
     assert summary.episodes == [] and summary.skipped == ["normal/1"]
     with pytest.raises(StoreError, match="already exists"):
-        record_run(RecordConfig(store=recorded_copy, run_id=run_id, task_ids=("normal/1",)))
+        record_run(Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, task_ids=("normal/1",)))
 
 
 def _record(tmp_path: Path, agent: str, **limits: int) -> RunSummary:
-    return record_run(RecordConfig(store=tmp_path / "store", agent=agent, task_ids=("normal/1",),
+    return record_run(Store.open(tmp_path / "store", create=True), RecordConfig(agent=agent, task_ids=("normal/1",),
                                    limits=Limits(**limits)))
 
 
@@ -171,7 +171,7 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
     suite = _suite_of_copies(tmp_path / "suite", 4)
 
     def per_task(workers: int) -> list[tuple]:
-        summary = record_run(RecordConfig(store=tmp_path / f"store{workers}", tasks=str(suite),
+        summary = record_run(Store.open(tmp_path / f"store{workers}", create=True), RecordConfig(tasks=str(suite),
                                           workers=workers))
         return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.hops_completed, e.final_answer)
                 for e in summary.episodes]
@@ -184,7 +184,7 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
 
 def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], recorded_copy: Path) -> None:
     source = recorded[1].run_id
-    replayed = record_run(RecordConfig(store=recorded_copy, agent="replay", task_ids=("normal/1",),
+    replayed = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),
                                        agent_settings=AgentSettings(from_run=source)))
     original = recorded[1].episodes[0]
     episode = replayed.episodes[0]
@@ -192,14 +192,14 @@ def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], re
         (original.stop_reason, original.n_steps, original.hops_completed, original.final_answer)
     actions = _one(recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id")
     assert len(actions) == 2 and actions[0][1] == actions[1][1]
-    one = record_run(RecordConfig(store=recorded_copy, agent="replay", task_ids=("normal/1",),
+    one = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),
                                   agent_settings=AgentSettings(from_episode=original.episode_id)))
     assert one.episodes[0].final_answer == original.final_answer
 
 
 def test_replay_agent_needs_a_source(tmp_path: Path) -> None:
     with pytest.raises(AgentError, match="--from-episode"):
-        record_run(RecordConfig(store=tmp_path / "s", agent="replay"))
+        record_run(Store.open(tmp_path / "s", create=True), RecordConfig(agent="replay"))
     assert not (tmp_path / "s").exists()
 
 
@@ -220,7 +220,7 @@ def _suite_of_copies(folder: Path, copies: int) -> Path:
 
 def test_browser_crash_errors_one_episode_and_the_next_gets_a_new_browser(tmp_path: Path) -> None:
     suite = _suite_of_copies(tmp_path / "suite", 2)
-    summary = record_run(RecordConfig(store=tmp_path / "store", tasks=str(suite),
+    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(suite),
                                       agent="tests.agents_for_tests:BrowserKiller"))
     first, second = summary.episodes
     assert (first.status, first.stop_reason) == ("error", "error") and "closed" in first.error
@@ -243,7 +243,7 @@ def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> N
         proc.wait(timeout=30)
     done = _one(store, "select count(*) from episodes")[0][0]
     assert 1 <= done < 4
-    resumed = record_run(RecordConfig(store=store, tasks=str(suite), run_id="killed", resume=True,
+    resumed = record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="killed", resume=True,
                                       browser=BrowserConfig(screenshots=False)))
     assert len(resumed.skipped) == done and len(resumed.episodes) == 4 - done
     counts = _one(store, "select task_id, count(*) from episodes group by task_id order by task_id")

@@ -23,14 +23,14 @@ from mmina.cli import cli
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Request, Response
 from mmina.observation import Observation
-from mmina.recorder.agents import AgentSettings
+from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig, BrowserSession
-from mmina.recorder.run import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.archive import (REDACTED, Archive, Exchange, MatchKind, Matcher, is_volatile, redirect_target,
                                     redirected_method, reply_for, unmatched_reply)
 from mmina.replayer.fidelity import (EpisodeFidelity, StepView, compare_steps, pixel_difference, screenshot_differ,
                                      summarize)
-from mmina.replayer.run import compare_runs, replay_run
+from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
 
 TASKS = ("normal/1", "shopping/6", "normal/2")
@@ -165,7 +165,7 @@ def test_step_comparison_diffs_trees_and_counts_missing_steps() -> None:
 def drift0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     """The tasks recorded at drift 0 with the oracle (the store is shared: tests add runs only)."""
     store = tmp_path_factory.mktemp("replay") / "store"
-    summary = record_run(RecordConfig(store=store, task_ids=TASKS))
+    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS))
     assert [e.status for e in summary.episodes] == ["completed"] * len(TASKS)
     return store, summary
 
@@ -214,7 +214,7 @@ def test_the_drifted_live_web_is_reachable_from_a_browser(live: CountingWeb) -> 
 
 def test_a_live_rerun_at_drift_3_diverges(drift0: tuple[Path, RunSummary]) -> None:
     store, source = drift0
-    rerun = record_run(RecordConfig(store=store, task_ids=TASKS, agent="replay", drift=3,
+    rerun = record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS, agent="replay", drift=3,
                                     agent_settings=AgentSettings(from_run=source.run_id)))
     summary = summarize(compare_runs(Store.open(store), source.run_id, rerun.run_id))
     assert summary["steps"] == sum(e.n_steps for e in source.episodes)

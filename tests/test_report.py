@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mmina.analysis.stats import mcnemar_exact, wilson
+from mmina.stats import mcnemar_exact, wilson
 from mmina.cli import cli
 from mmina.evaluators.rescore import RescoreConfig, rescore
-from mmina.recorder.run import RecordConfig, record_run
+from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite
@@ -48,11 +48,11 @@ def recorded_store() -> Path:
     root = Path(tempfile.mkdtemp(prefix="mmina-report-"))
     atexit.register(shutil.rmtree, root, True)
     store = root / "store"
-    record_run(RecordConfig(store=store, task_ids=TASKS, agent="tests.agents_for_tests:SeededMistakes",
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS, agent="tests.agents_for_tests:SeededMistakes",
                             run_id="seeded"))
-    record_run(RecordConfig(store=store, task_ids=B_TASKS, agent="tests.agents_for_tests:SeededMistakesB",
+    record_run(Store.open(store, create=True), RecordConfig(task_ids=B_TASKS, agent="tests.agents_for_tests:SeededMistakesB",
                             run_id="seeded-b"))
-    assert rescore(RescoreConfig(store=store, evaluator="hops")).ok
+    assert rescore(Store.open(store), RescoreConfig(evaluator="hops")).ok
     return store
 
 
@@ -238,7 +238,7 @@ def test_compare_two_runs_lists_exactly_the_flips(store: Path) -> None:
 def test_compare_two_evaluators_on_one_run(store: Path, tmp_path: Path) -> None:
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
-    assert rescore(RescoreConfig(store=copy, evaluator="must_include", runs=("seeded",))).ok
+    assert rescore(Store.open(copy), RescoreConfig(evaluator="must_include", runs=("seeded",))).ok
     data = json.loads(mmina("compare", "seeded", "--evaluator", "hops", "--evaluator", "must_include",
                             "--store", str(copy), "--format", "json"))
     # must_include passes every task whose answer holds the references: the two the oracle answered.

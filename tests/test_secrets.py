@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mmina.recorder.run import RecordConfig, record_run
+from mmina.store import Store
+from mmina.recorder.recording import RecordConfig, record_run
 from tests.agents_for_tests import PASSWORD
 
 COOKIE = "sessionid-planted-5f2c9a"
@@ -85,7 +86,7 @@ def test_planted_secrets_are_nowhere_in_the_store(tmp_path: Path, login_site: st
     task.write_text('{"intent": "Sign in with the password you were given and count the orders.", '
                     f'"start_url": "{login_site}/", "eval": {{"eval_types": ["string_match"], '
                     '"reference_answers": {"must_include": ["3"]}}, "cnt_hop": 2, "procedure": ["127.0.0.1", "end"]}')
-    summary = record_run(RecordConfig(store=tmp_path / "store", tasks=str(task.parent),
+    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(task.parent),
                                       agent="tests.agents_for_tests:PasswordTyper"))
     episode = summary.episodes[0]
     assert (episode.status, episode.final_answer) == ("completed", "3 orders"), episode

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from mmina.cli import cli
-from mmina.recorder.run import RunSummary
-from mmina.schema import TABLES
+from mmina.recorder.recording import RunSummary
+from mmina.store.schema import TABLES
 from mmina.store import Store
 from mmina.store import docs as store_docs
 from mmina.store.sql import run_query

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
-from mmina.schema import SCHEMA_VERSION
+from mmina.store.schema import SCHEMA_VERSION
 from mmina.store import Store
 from mmina.store.blobs import ROW_GROUP_BYTES, sha256
 from mmina.store.files import META_TABLE, META_VERSION
@@ -347,7 +347,7 @@ def test_packs_of_uncommitted_episodes_are_never_referenced(tmp_path: Path) -> N
 
 def test_concurrent_writers_share_a_store(tmp_path: Path) -> None:
     root, go, workers = tmp_path / "store", tmp_path / "go", 3
-    Store.open(root, create=True)
+    Store.open(root, create=True).ensure_writable()
     procs = [spawn(f"""
 from mmina.store import Store
 from tests.store_helpers import begin, write_episode
@@ -387,7 +387,8 @@ def test_store_creation_tolerates_a_concurrent_creator(tmp_path: Path) -> None:
     root = tmp_path / "store"
     root.mkdir()
     (root / LOCK).touch()  # another process is inside Store._init_marker, holding the lock
-    Store.open(root, create=True)
+    Store.open(root, create=True).ensure_writable()
+    assert Store.open(root).exists
 
 
 # -- 7. corrupt file -------------------------------------------------------------------------

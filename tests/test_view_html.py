@@ -73,6 +73,11 @@ def check_viewer(page: Page) -> None:
     assert page.get_attribute("#step-shot", "src").startswith("data:image/jpeg;base64,")
     assert "type [" in page.inner_text("#step-action")
     assert page.inner_text("#step-target").startswith("[")
+    shot, box = page.locator("#step-shot").bounding_box(), page.locator("#step-box").bounding_box()
+    assert page.is_visible("#step-box") and box is not None and shot is not None, "the target's box is drawn"
+    assert shot["x"] <= box["x"] and box["x"] + box["width"] <= shot["x"] + shot["width"] + 1
+    assert shot["y"] <= box["y"] and box["y"] + box["height"] <= shot["y"] + shot["height"] + 1
+    assert page.text_content("#step-input") == "no model was asked at this step"
     assert "hops: task fail, hop 1 pass, hop 2 fail" in page.inner_text("#episode-verdicts")
     total = int(_step_label(page).split(" of ")[1])
     for _ in range(total + 2):

@@ -122,14 +122,11 @@ def query(db: StoreConnection, sql: str, params: dict[str, Any]) -> list[dict[st
 
 
 def select_runs(store: Store, runs: Sequence[str]) -> tuple[str, ...]:
-    """The named runs (checked), else every run of the store."""
-    known = store.run_ids()
-    if not known:
+    """The named runs (checked), else every run of the store; a store without runs has nothing to analyse."""
+    chosen = store.select_runs(runs)
+    if not chosen:
         raise AnalysisError(f"{store.root} holds no runs (record one with `mmina record`)")
-    unknown = [r for r in runs if r not in known]
-    if unknown:
-        raise AnalysisError(f"unknown run {unknown[0]} in {store.root} (runs: {', '.join(known[:10])})")
-    return tuple(dict.fromkeys(runs)) or tuple(known)
+    return tuple(chosen)
 
 
 def rescore_hint(evaluator: str, runs: Sequence[str]) -> str:

@@ -24,7 +24,9 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}
 .viewer{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:16px}
-.viewer img{max-width:100%;border:1px solid #ccc}
+.viewer img{max-width:100%;border:1px solid #ccc;display:block}
+.shot{position:relative;display:inline-block;max-width:100%}
+.shot .box{position:absolute;border:3px solid #e00;box-shadow:0 0 0 2px #fff;pointer-events:none}
 pre{white-space:pre-wrap;word-wrap:break-word;background:#f7f7f7;padding:6px;font-size:12px;max-height:320px;overflow:auto}
 .hops span{display:inline-block;padding:2px 8px;margin:2px;border-radius:4px;background:#eee}
 .hops span.done{background:#8fd18f}.hops span.head{outline:2px solid #e0a000}
@@ -42,13 +44,15 @@ VIEWER_HTML = """
 <h3 id="episode-title"></h3>
 <p id="episode-intent"></p>
 <div class="viewer">
-  <div><img id="step-shot" alt="screenshot of the step"><p id="no-shot" hidden>no screenshot</p></div>
+  <div><div class="shot"><img id="step-shot" alt="screenshot of the step"><div id="step-box" class="box" hidden
+    title="the element the action targeted"></div></div><p id="no-shot" hidden>no screenshot</p></div>
   <div>
     <p><b>URL</b> <span id="step-url"></span></p>
     <p><b>Action</b> <code id="step-action"></code> <span id="step-error" class="error"></span></p>
     <p><b>Target</b> <code id="step-target" class="target"></code></p>
     <p><b>Hop progress</b></p><div id="step-hops" class="hops"></div>
     <p><b>Verdicts</b></p><div id="episode-verdicts"></div>
+    <details id="step-input-box"><summary><b>Model input</b></summary><pre id="step-input"></pre></details>
     <p><b>Model output</b></p><pre id="step-output"></pre>
     <p><b>Accessibility tree</b></p><pre id="step-tree"></pre>
   </div>
@@ -104,6 +108,10 @@ VIEWER_JS = """
     const img = document.getElementById('step-shot');
     img.hidden = !s.shot; document.getElementById('no-shot').hidden = !!s.shot;
     if (s.shot) img.src = s.shot; else img.removeAttribute('src');
+    const box = document.getElementById('step-box');
+    box.hidden = !(s.shot && s.box);
+    if (s.box) ['left', 'top', 'width', 'height'].forEach(k => { box.style[k] = (100 * s.box[k]) + '%'; });
+    text('step-input', s.input || 'no model was asked at this step');
     hops(e, s); verdicts(e);
     document.getElementById('prev-step').disabled = step <= 0;
     document.getElementById('next-step').disabled = step >= e.steps.length - 1;

@@ -18,9 +18,13 @@ class Report:
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
-    def as_json(self) -> dict[str, Any]:
+    def chosen(self, names: Sequence[str] = ()) -> list[Table]:
+        """The tables named (every table when none are), in report order."""
+        return [t for t in self.tables if not names or t.name in names]
+
+    def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "tables": {t.name: t.records() for t in self.tables}}
+                "tasks": len(self.scored.episodes), "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:

@@ -5,6 +5,8 @@ Hop positions are 1-based (the paper's "hop 1"); ``hop_index`` in the store is 0
 """
 from __future__ import annotations
 
+import csv
+import io
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,9 +14,8 @@ from typing import Any
 
 from mmina.analysis import failures
 from mmina.analysis.data import Episode
-from mmina.analysis.stats import rate, wilson
-
-BUCKETS = ("1", "2-4", "5+")
+from mmina.stats import rate, wilson
+from mmina.tasks import BUCKETS
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class Table:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def csv(self) -> str:
+        """The table as CSV: a header line, then one line per row (None as an empty cell)."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(self.columns)
+        writer.writerows(["" if v is None else v for v in row] for row in self.rows)
+        return out.getvalue()
 
 
 def rate_columns(name: str) -> tuple[str, str, str]:
@@ -143,6 +152,11 @@ def cost(episodes: Sequence[Episode]) -> Table:
                   sum(e.cost_usd for e in group)) for bucket, group in _with_overall(episodes))
     columns = ("bucket", "tasks", "mean_prompt_tokens", "mean_completion_tokens", "mean_cost_usd", "total_cost_usd")
     return Table("cost", "Tokens and cost per task", columns, rows)
+
+
+TABLE_NAMES = ("sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures", "per_site",
+               "actions_by_hops", "cost")
+"""The report's tables, in the order :func:`all_tables` returns them."""
 
 
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:

@@ -1,14 +1,17 @@
 """The trajectory viewer: one episode step by step, as data for the HTML page.
 
 Per step: the screenshot (the set-of-marks one when recorded, where the target's id is
-painted on it), the action with its target element's line from the accessibility tree,
-the model's raw output, the action error, the hop progress, and the episode's verdicts.
-Screenshots are shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
+painted on it) with the target element's box drawn on it, the action with its target
+element's line from the accessibility tree, the model input (the messages sent, each shown
+once: a step lists only the messages that differ from the step before), the model's raw
+output, the action error, the hop progress, and the episode's verdicts. Screenshots are
+shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
 """
 from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -16,11 +19,13 @@ from typing import Any
 from PIL import Image
 
 from mmina.analysis.data import AnalysisError, query
+from mmina.model_input import message_digests
 from mmina.store import Store
 from mmina.store.views import connect
 
 SHOT_WIDTH = 720
 TREE_CHARS = 6000
+MESSAGE_CHARS = 8000
 TARGETED = ("click", "hover", "type")
 
 EPISODES_SQL = """
@@ -31,7 +36,8 @@ WHERE list_contains($episodes, e.episode_id)
 """
 STEPS_SQL = """
 SELECT episode_id, step_index, url, action, action_kind, action_error, model_output, hop_index, hop_completed,
-       tree_text, coalesce(screenshot_som, screenshot) AS shot
+       tree_text, coalesce(screenshot_som, screenshot) AS shot, screenshot_width, screenshot_height, target_box,
+       model_input
 FROM steps WHERE list_contains($episodes, episode_id) ORDER BY episode_id, step_index
 """
 VERDICTS_SQL = """
@@ -62,12 +68,50 @@ def shrink(image: bytes) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
 
 
-def _step(row: dict[str, Any], shots: dict[str, bytes]) -> dict[str, Any]:
+def box_share(box: dict[str, float] | None, width: int | None, height: int | None) -> dict[str, float] | None:
+    """The target box as shares of the screenshot (left, top, width, height in 0..1), to draw at any size."""
+    if not box or not width or not height:
+        return None
+    return {"left": box["x"] / width, "top": box["y"] / height, "width": box["width"] / width,
+            "height": box["height"] / height}
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """One stored message as text: its role, then its text parts; images by the start of their hash."""
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else [
+        part.get("text", "") if part.get("type") == "text" else f"[image {part.get('image_url', {}).get('blob', '')[:12]}]"
+        for part in content or []]
+    text = "\n".join(parts)
+    return f"--- {message.get('role', '?')}\n{text[:MESSAGE_CHARS]}"
+
+
+def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[str | None]:
+    """Each step's model input as text, the messages equal to the step before's left out."""
+    shown, previous = [], []
+    for row in steps:
+        document = json.loads(blobs[row["model_input"]]) if row["model_input"] in blobs else None
+        if document is None:
+            shown.append(None)
+            continue
+        digests = document["messages"]
+        new = [d for d in digests if d not in previous]
+        same = len(digests) - len(new)
+        head = f"model {document['model']}, {json.dumps(document['parameters'], sort_keys=True)}"
+        note = [f"({same} message(s) as in the step before)"] if same else []
+        shown.append("\n".join([head, *note, *(message_text(json.loads(blobs[d])) for d in new if d in blobs)]))
+        previous = digests
+    return shown
+
+
+def _step(row: dict[str, Any], shots: dict[str, bytes], model_input: str | None) -> dict[str, Any]:
     tree = row["tree_text"] or ""
     return {"index": row["step_index"], "url": row["url"] or "", "action": row["action"],
             "error": row["action_error"], "output": row["model_output"] or "", "hop_index": row["hop_index"],
             "hop_completed": bool(row["hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
-            "tree": tree[:TREE_CHARS], "shot": shrink(shots[row["shot"]]) if row["shot"] in shots else None}
+            "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
+            "input": model_input, "tree": tree[:TREE_CHARS],
+            "shot": shrink(shots[row["shot"]]) if row["shot"] in shots else None}
 
 
 def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -88,10 +132,13 @@ def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any
     for episode_id in episode_ids:
         episode = episodes[episode_id]
         own = [s for s in steps if s["episode_id"] == episode_id]
-        shots = store.read_blobs([s["shot"] for s in own if s["shot"]], episode["blob_packs"])
+        blobs = store.read_blobs([s[c] for s in own for c in ("shot", "model_input") if s[c]], episode["blob_packs"])
+        messages = {d for s in own if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
+        blobs |= store.read_blobs(sorted(messages), episode["blob_packs"]) if messages else {}
+        inputs = model_inputs(own, blobs)
         result.append({**{k: v for k, v in episode.items() if k != "blob_packs"},
                        "procedure": list(episode["procedure"] or ()),
-                       "steps": [_step(s, shots) for s in own],
+                       "steps": [_step(s, blobs, text) for s, text in zip(own, inputs)],
                        "verdicts": [{k: v for k, v in r.items() if k != "episode_id"}
                                     for r in verdicts if r["episode_id"] == episode_id]})
     return result

@@ -12,8 +12,11 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 
+from mmina.agents.settings import AgentSettings
+from mmina.analysis.display import display
+from mmina.analysis.tables import Table
 from mmina.errors import MminaError
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
@@ -42,6 +45,15 @@ def store_option(func):
         "--store", "store_path", metavar="DIR", default=None,
         help=f"Store directory (default: ${STORE_ENV}, else ./mmina-store).",
     )(func)
+
+
+def browser_options(func):
+    """``--browser PATH`` and ``--browser-arg ARG``: which Chromium, started with which extra flags."""
+    func = click.option("--browser-arg", "browser_args", multiple=True, metavar="ARG",
+                        help="An extra Chromium flag, e.g. --proxy-server=HOST:PORT or "
+                             "'--host-resolver-rules=MAP example.org 127.0.0.1:8080' (repeatable).")(func)
+    return click.option("--browser", "browser_path", metavar="PATH",
+                        help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
 
 
 def format_option(*choices: str):
@@ -77,8 +89,22 @@ def openai_agent_options(scope: str, prices: bool = True):
     return decorator
 
 
-def open_store(store_path: str | None) -> Store:
-    return Store.open(resolve_store_path(store_path))
+def open_store(store_path: str | None, create: bool = False) -> Store:
+    """The store of ``--store`` (else ``$MMINA_STORE``, else ./mmina-store), opened once at the
+    edge; with ``create``, one that the command's first write creates."""
+    return Store.open(resolve_store_path(store_path), create=create)
+
+
+AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
+                 "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
+                 "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
+                 "from_episode": "from_episode"}
+"""Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
+
+
+def agent_settings(options: dict[str, Any]) -> AgentSettings:
+    """The agent settings from whichever agent options the command has (the rest keep their defaults)."""
+    return AgentSettings(**{field: options[name] for name, field in AGENT_OPTIONS.items() if name in options})
 
 
 def jsonable(value: Any) -> Any:
@@ -109,12 +135,24 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         writer.writerow(columns)
         writer.writerows([_cell(v) for v in row] for row in rows)
     else:
-        table = Table(title=title)
+        table = RichTable(title=title)
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*(_cell(v) for v in row))
         stdout.print(table)
+
+
+def print_tables(tables: Sequence[Table]) -> None:
+    """Report tables on the terminal, rates with their 95% intervals folded into one cell."""
+    for table in tables:
+        columns, rows = display(table)
+        rich = RichTable(title=table.title, title_justify="left")
+        for column in columns:
+            rich.add_column(column, overflow="fold")
+        for row in rows:
+            rich.add_row(*row)
+        stdout.print(rich)
 
 
 def _cell(value: Any) -> str:

@@ -3,21 +3,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.cli.common import (format_option, open_store, openai_agent_options, print_json, render_rows, stderr,
-                              store_option)
+from mmina.agents.llm import HISTORY_ACTIONS
+from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
+                              render_rows, stderr, store_option)
 from mmina.evaluators.judge import JudgeSettings
-from mmina.recorder.agents import AgentSettings
-from mmina.recorder.llm import HISTORY_ACTIONS
-from mmina.stepeval import EvalConfig, EvalResult, StepReport, build_report, eval_steps as run_eval_steps, \
-    stored_details
-from mmina.stepeval.compare import OPS, UNPARSABLE
-from mmina.store import resolve_store_path
+from mmina.stepeval import EvalConfig, EvalResult, StepReport, eval_steps as run_eval_steps, stored_report
+from mmina.stepeval.action_match import OPS, UNPARSABLE
 
 
 @click.command(name="eval-steps")
@@ -59,20 +55,14 @@ def eval_steps(fmt: str, **options: Any) -> None:
         _report_only(fmt, options)
         return
     config = EvalConfig(
-        store=resolve_store_path(options["store_path"]), run_id=options["run_id"], agent=options["agent"],
-        settings=AgentSettings(store=str(resolve_store_path(options["store_path"])), model=options["model"],
-                               base_url=options["base_url"], input_mode=options["input_mode"],
-                               temperature=options["temperature"], price_input=options["price_in"],
-                               price_output=options["price_out"]),
+        run_id=options["run_id"], agent=options["agent"], settings=agent_settings(options),
         sample=options["sample"], seed=options["seed"], history=options["history"], all_steps=options["all_steps"],
         episodes=tuple(options["episodes"]),
         judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"]))
     with _progress() as progress:
-        result = run_eval_steps(config, progress)
+        result = run_eval_steps(open_store(options["store_path"]), config, progress)
     if fmt == "json":
-        print_json({"batch_id": result.batch_id, "run_id": result.run_id, "args": result.args, "ok": result.ok,
-                    "references": result.references, **result.report().as_dict(), "files": result.files,
-                    "skipped": [asdict(s) for s in result.skipped], "failed": [asdict(f) for f in result.failed]})
+        print_json(result.as_json())
     else:
         print_step_report(result.report(), f"eval-steps batch {result.batch_id} on run {result.run_id}")
         click.echo(f"{len(result.details)} of {result.references} reference step(s) scored, "
@@ -83,13 +73,11 @@ def eval_steps(fmt: str, **options: Any) -> None:
 
 
 def _report_only(fmt: str, options: dict[str, Any]) -> None:
-    store = open_store(options["store_path"])
-    batch, details = stored_details(store, options["run_id"], options["batch_id"])
-    report = build_report(details)
+    stored = stored_report(open_store(options["store_path"]), options["run_id"], options["batch_id"])
     if fmt == "json":
-        print_json({"batch_id": batch, "run_id": options["run_id"], **report.as_dict()})
+        print_json(stored.as_json())
     else:
-        print_step_report(report, f"eval-steps batch {batch} on run {options['run_id']}")
+        print_step_report(stored.report, f"eval-steps batch {stored.batch_id} on run {stored.run_id}")
 
 
 @contextmanager

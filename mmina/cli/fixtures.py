@@ -25,7 +25,8 @@ def serve(port: int, drift: int) -> None:
     """Serve every fixture site on one local port until Ctrl-C.
 
     Sites are reached by host name (wiki.mmina.test, shop.mmina.test, ...): start Chromium
-    with the printed --host-resolver-rules flag to browse them.
+    with the printed --host-resolver-rules flag to browse them. kiwix.mmina.test is the wiki
+    as a ZIM file in a real kiwix-serve, opened in the viewer as MMInA's Wikipedia hops are.
 
     \b
     Example:
@@ -33,6 +34,7 @@ def serve(port: int, drift: int) -> None:
       chromium --host-resolver-rules="MAP *.mmina.test 127.0.0.1:8765" http://wiki.mmina.test/
     """
     from mmina.fixtures.web import FixtureWeb
+    from mmina.fixtures.web.kiwix import viewer_url
 
     # Ctrl-C (SIGINT) stops the server even when it was started as a background job, whose
     # shell set SIGINT to "ignore" (Python then installs no KeyboardInterrupt handler).
@@ -44,6 +46,8 @@ def serve(port: int, drift: int) -> None:
     try:  # entered before anything is printed, so a Ctrl-C right after the output still stops cleanly
         click.echo(f"serving {len(web.hosts)} sites on 127.0.0.1:{web.port} (drift {drift}): {', '.join(web.hosts)}")
         click.echo(f"browser flag: {shlex.quote(web.chromium_args()[0])}")
+        click.echo(f"kiwix viewer: {viewer_url()} " + (f"(not available: {web.kiwix.reason})" if web.kiwix.reason
+                                                       else "(a real kiwix-serve, started on the first visit)"))
         threading.Event().wait()
     except KeyboardInterrupt:
         click.echo("stopped")

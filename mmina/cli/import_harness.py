@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from mmina.cli.common import format_option, print_json, stderr, store_option
+from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
 from mmina.importers.harness import ImportResult, import_harness
-from mmina.store import resolve_store_path
 
 
 @click.command(name="harness")
@@ -41,12 +39,10 @@ def harness(path: str, logs: tuple[str, ...], fmt: str, **options: Any) -> None:
       mmina report --run gpt4v-normal --evaluator harness
       mmina rescore --run gpt4v-normal --evaluator hops
     """
-    store = resolve_store_path(options["store_path"])
     with _progress() as progress:
-        result = import_harness(store, path, options["run_id"], logs, progress)
+        result = import_harness(open_store(options["store_path"], create=True), path, options["run_id"], logs, progress)
     if fmt == "json":
-        print_json({**asdict(result), "task_sr": result.task_sr,
-                    "skipped": [{"file": f, "reason": r} for f, r in result.skipped]})
+        print_json(result.as_json())
         return
     _print_summary(result)
 

@@ -1,14 +1,12 @@
 """``mmina import mind2web``: Multimodal-Mind2Web samples as single-step episodes of a new run."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, print_json, stderr, store_option
+from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
 from mmina.importers.mind2web import import_mind2web
-from mmina.store import resolve_store_path
 
 
 @click.command(name="mind2web")
@@ -35,11 +33,11 @@ def mind2web(path: str, fmt: str, **options: Any) -> None:
       mmina import mind2web m2w/data --limit 200 --run-id m2w-sample
       mmina eval-steps --run m2w-sample --agent openai --model gpt-4o --input-mode multimodal
     """
-    store = resolve_store_path(options["store_path"])
     progress = (lambda done, total: stderr.print(f"imported {done}/{total}", end="\r")) if stderr.is_terminal else None
-    result = import_mind2web(store, path, options["run_id"], options["limit"], progress)
+    result = import_mind2web(open_store(options["store_path"], create=True), path, options["run_id"], options["limit"],
+                             progress)
     if fmt == "json":
-        print_json({**asdict(result), "skipped": [{"action_uid": u, "reason": r} for u, r in result.skipped]})
+        print_json(result.as_json())
         return
     click.echo(f"run {result.run_id}: {result.imported} sample(s) imported as single-step episodes of "
                f"{result.tasks} task(s) ({result.already} already there, {result.without_screenshot} without "

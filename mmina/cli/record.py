@@ -1,7 +1,6 @@
 """``mmina record``: run an agent on tasks in a real browser and store every step."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from collections.abc import Callable
 from typing import Any
 from pathlib import Path
@@ -10,14 +9,18 @@ import click
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
+from mmina.agents.captions import CAPTIONERS
+from mmina.analysis.report import build_report
+from mmina.analysis.tables import Table
+from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
-from mmina.cli.common import format_option, openai_agent_options, print_json, render_rows, stderr, store_option
-from mmina.recorder.agents import AgentSettings
+from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
+                              print_json, print_tables, render_rows, stderr, store_option)
+from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.captions import CAPTIONERS
 from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.run import INTERACTIVE_AGENTS, RecordConfig, RunSummary, record_run
-from mmina.store import resolve_store_path
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.store import Store
 from mmina.tasks import Task
 
 
@@ -38,7 +41,8 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
 @click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
 @click.option("--agent", default="oracle", show_default=True,
-              help="oracle, replay, openai (a model behind an OpenAI-compatible endpoint), human (you type "
+              help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
+                   "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
 @click.option("--from-run", metavar="RUN", help="replay agent: replay this run's episode of each task.")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
@@ -54,7 +58,7 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
-@click.option("--browser", "browser_path", metavar="PATH", help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@browser_options
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
 @click.option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots.")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
@@ -64,24 +68,41 @@ def record(fmt: str, **options: Any) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
 
     With no options, records the built-in fixture suite with the oracle agent into the
-    default store, starting and stopping the local fixture web itself.
+    default store, starting and stopping the local fixture web itself. Each episode's
+    deterministic verdicts (evaluators task and hops) are stored as it ends, so
+    `mmina report` works right after; the run's Table 2 is printed at the end.
 
     \b
     Examples:
       mmina record
       mmina record --task normal/1 --store /tmp/demo-store
+      mmina record --agent heuristic --workers 2
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
       mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
     """
-    summary = _record_with_progress(_config(options))
+    store = open_store(options["store_path"], create=True)
+    summary = _record_with_progress(store, _config(options))
+    table = _sr_by_bucket(store, summary.run_id)
     if fmt == "json":
-        episodes = [{**asdict(e), "success": e.success} for e in summary.episodes]
-        print_json({**asdict(summary), "episodes": episodes, "finished": len(summary.episodes), **summary.totals()})
-    else:
-        _print_summary(summary)
+        print_json({**summary.as_json(), "sr_by_bucket": table.records() if table else None})
+        return
+    _print_summary(summary)
+    if table is not None:
+        print_tables([table])
+        click.echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
+                   f"--store {summary.store}")
+
+
+def _sr_by_bucket(store: Store, run_id: str) -> Table | None:
+    """The run's Table 2 from the verdicts the recorder stored (None, with a note, if it cannot be made)."""
+    try:
+        return build_report(store, [run_id]).table("sr_by_bucket")
+    except MminaError as exc:
+        stderr.print(f"no hop-by-hop table for run {run_id}: {exc}")
+        return None
 
 
 def _config(options: dict[str, Any]) -> RecordConfig:
@@ -89,24 +110,21 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     width, height = options["viewport"]
     task_ids = (*options["task_ids"], *(t.strip() for t in (options["task_ids_csv"] or "").split(",") if t.strip()))
     return RecordConfig(
-        store=resolve_store_path(options["store_path"]), tasks=options["tasks_path"], task_ids=task_ids,
+        tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
-        browser=BrowserConfig(executable=options["browser_path"], viewport_width=width, viewport_height=height,
+        browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
+                              viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
-        agent_settings=AgentSettings(
-            from_run=options["from_run"], from_episode=options["from_episode"], model=options["model"],
-            base_url=options["base_url"], input_mode=options["input_mode"], memory=options["memory"],
-            memory_by=options["memory_by"], temperature=options["temperature"], price_input=options["price_in"],
-            price_output=options["price_out"], captioner=options["captioner"], caption_model=options["caption_model"]),
+        agent_settings=agent_settings(options),
     )
 
 
-def _record_with_progress(config: RecordConfig) -> RunSummary:
+def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
     """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs
     and for agents that talk to the terminal themselves (a bar would redraw over them)."""
     if not stderr.is_terminal or config.agent in INTERACTIVE_AGENTS:
-        return record_run(config, on_start=_log_start, on_episode=_log_episode())
+        return record_run(store, config, on_start=_log_start, on_episode=_log_episode())
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sr]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
@@ -120,7 +138,7 @@ def _record_with_progress(config: RecordConfig) -> RunSummary:
             results.append(result)
             progress.update(bar, advance=1, sr=_running_sr(results))
 
-        return record_run(config, on_start=on_start, on_episode=on_episode)
+        return record_run(store, config, on_start=on_start, on_episode=on_episode)
 
 
 def _running_sr(results: list[EpisodeResult]) -> str:
@@ -151,7 +169,9 @@ def _print_summary(summary: RunSummary) -> None:
                 title=f"run {summary.run_id}")
     if summary.skipped:
         click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    if summary.task_warnings:
+        click.echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
+                   "`mmina tasks validate PATH` lists them")
     click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
-               f"hop SR {summary.hop_sr:.1%}, {summary.errors} error(s), {summary.tokens} tokens, "
+               f"hop SR {summary.hop_sr:.1%} (live tracking), {summary.errors} error(s), {summary.tokens} tokens, "
                f"${summary.cost_usd:.4f}; stored in {Path(summary.store)}")
-    click.echo(f'next: mmina sql "select task_id, n_steps, hops_completed from episodes" --store {summary.store}')

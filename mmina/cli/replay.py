@@ -3,21 +3,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mmina.budget import Limits
-from mmina.cli.common import (format_option, open_store, openai_agent_options, print_json, render_rows, stderr,
-                              store_option)
+from mmina.agents.captions import CAPTIONERS
+from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
+                              print_json, render_rows, stderr, store_option)
 from mmina.errors import MminaError
-from mmina.recorder.agents import AgentSettings
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.captions import CAPTIONERS
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
-from mmina.replayer.run import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
+from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
 
 MAX_DIFFS_SHOWN = 5
 
@@ -34,8 +32,7 @@ class BelowMinimumFidelity(MminaError):
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
 @click.option("--run-id", "new_run", metavar="NAME",
               help="Name of the new (replay) run (default: time, agent, suffix).")
-@click.option("--browser", "browser_path", metavar="PATH",
-              help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")
+@browser_options
 @click.option("--agent", metavar="NAME",
               help="Run this agent (as for record) on the archived web instead of the stored actions.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
@@ -84,11 +81,11 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
     store = open_store(options["store_path"])
     with _progress("replaying") as (on_start, advance):
         report = replay_run(store, options["run_id"], options["episode_id"],
-                            browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                            browser=_browser(options), new_run=options["new_run"],
                             on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
     minimum = options["min_fidelity"]
     if fmt == "json":
-        print_json({**_report_json(report), "min_fidelity": minimum,
+        print_json({**report.as_json(), "min_fidelity": minimum,
                     "passed": minimum is None or report.fidelity >= minimum})
     else:
         _print_replay(report)
@@ -98,19 +95,21 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
 
 def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
     store = open_store(options["store_path"])
-    settings = AgentSettings(model=options["model"], base_url=options["base_url"], input_mode=options["input_mode"],
-                             temperature=options["temperature"], memory=options["memory"],
-                             captioner=options["captioner"], from_run=options["from_run"],
-                             from_episode=options["from_episode"])
+    settings = agent_settings(options)
     with _progress("agent on the archive") as (on_start, advance):
         report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
                               limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
-                              browser=BrowserConfig(executable=options["browser_path"]), new_run=options["new_run"],
+                              browser=_browser(options), new_run=options["new_run"],
                               on_start=on_start, on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
-        print_json(_agent_json(report))
+        print_json(report.as_json())
     else:
         _print_agent(report)
+
+
+def _browser(options: dict[str, Any]) -> BrowserConfig:
+    """The executable and extra flags given; viewport and capture come from the source run."""
+    return BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]))
 
 
 # ---------------------------------------------------------------- progress
@@ -193,27 +192,3 @@ def _print_agent(report: AgentReplayReport) -> None:
     click.echo(f"{len(gaps)} coverage gap(s): request(s) outside the archive, answered with an error")
     for gap in gaps:
         click.echo(f"  {gap}")
-
-
-def _report_json(report: ReplayReport) -> dict[str, Any]:
-    summary = report.summary()
-    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
-            "summary": {**summary, "requests": asdict(summary["requests"])},
-            "episodes": [_episode_json(e) for e in report.episodes]}
-
-
-def _episode_json(episode: EpisodeFidelity) -> dict[str, Any]:
-    data = asdict(episode)
-    data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
-                     for s in episode.steps]
-    return {**data, "fidelity": episode.fidelity, "url_equal": episode.url_equal, "tree_equal": episode.tree_equal,
-            "screenshots_compared": episode.screenshots_compared,
-            "screenshots_identical": episode.screenshots_identical}
-
-
-def _agent_json(report: AgentReplayReport) -> dict[str, Any]:
-    episodes = [{**asdict(e.result), "success": e.result.success, "requests": asdict(e.requests),
-                 "coverage_gaps": list(e.coverage_gaps)} for e in report.episodes]
-    return {"source_run": report.source_run, "replay_run": report.replay_run, "store": report.store,
-            "agent": report.agent, "episodes": episodes, "coverage_gaps": report.coverage_gaps,
-            "unmatched": report.unmatched}

@@ -1,8 +1,6 @@
 """``mmina report``, ``mmina compare``, ``mmina view``: the analysis over the store."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -10,21 +8,16 @@ from pathlib import Path
 
 import click
 
-from mmina.analysis.compare import Comparison, Side, compare as run_compare
 from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.analysis.display import display
 from mmina.analysis.html import episode_html, report_html
+from mmina.analysis.paired import Comparison, Side, compare as run_compare
 from mmina.analysis.report import Report, build_report
-from mmina.analysis.tables import Table
+from mmina.analysis.tables import TABLE_NAMES, Table
 from mmina.analysis.viewer import trajectories
-from mmina.cli.common import jsonable, open_store, print_json, stderr, stdout, store_option
+from mmina.cli.common import jsonable, open_store, print_json, print_tables, stderr, stdout, store_option
 from mmina.cli.eval_steps import print_step_report
-from mmina.stepeval.report import build_report as build_step_report
-from mmina.stepeval.run import EVALUATOR as STEP_EVALUATOR, stored_details
+from mmina.stepeval import EVALUATOR as STEP_EVALUATOR, stored_report
 from mmina.store import Store
-
-TABLE_NAMES = ("sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures", "per_site",
-               "actions_by_hops", "cost")
 
 
 @contextmanager
@@ -37,36 +30,15 @@ def _status(message: str) -> Iterator[None]:
         yield
 
 
-def _print_tables(tables: Sequence[Table]) -> None:
-    from rich.table import Table as RichTable
-
-    for table in tables:
-        columns, rows = display(table)
-        rich = RichTable(title=table.title, title_justify="left")
-        for column in columns:
-            rich.add_column(column, overflow="fold")
-        for row in rows:
-            rich.add_row(*row)
-        stdout.print(rich)
-
-
-def _csv(table: Table) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(table.columns)
-    writer.writerows(["" if v is None else v for v in jsonable(list(row))] for row in table.rows)
-    return out.getvalue()
-
-
 def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
     if out is None:
-        click.echo("\n".join((f"# {t.name}\n" if len(tables) > 1 else "") + _csv(t) for t in tables), nl=False)
+        click.echo("\n".join((f"# {t.name}\n" if len(tables) > 1 else "") + t.csv() for t in tables), nl=False)
     elif len(tables) == 1:
-        out.write_text(_csv(tables[0]))
+        out.write_text(tables[0].csv())
     else:
         out.mkdir(parents=True, exist_ok=True)
         for table in tables:
-            (out / f"{table.name}.csv").write_text(_csv(table))
+            (out / f"{table.name}.csv").write_text(table.csv())
 
 
 def _viewer_episodes(report: Report, limit: int) -> list[str]:
@@ -122,16 +94,15 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     if fmt == "html":
         _write_html(store, result, out or Path("mmina-report.html"), viewer_episodes)
         return
-    tables = [t for t in result.tables if not table_names or t.name in table_names]
+    tables = result.chosen(table_names)
     if fmt == "csv":
         _write_csv(tables, out)
     elif fmt == "json":
-        data = {**result.as_json(), "tables": {t.name: t.records() for t in tables}}
-        _emit_json(data, out)
+        _emit_json(result.as_json(table_names), out)
     else:
         stdout.print(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — "
                      f"{len(result.scored.episodes)} task(s); rates with 95% Wilson intervals")
-        _print_tables(tables)
+        print_tables(tables)
 
 
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
@@ -139,12 +110,11 @@ def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
     if len(runs) != 1 or fmt not in ("table", "json"):
         raise click.UsageError(f"--evaluator {STEP_EVALUATOR} reports one run's eval-steps figures: "
                                "pass one --run and --format table or json")
-    batch, details = stored_details(store, runs[0])
-    steps = build_step_report(details)
+    stored = stored_report(store, runs[0])
     if fmt == "json":
-        print_json({"run_id": runs[0], "batch_id": batch, **steps.as_dict()})
+        print_json(stored.as_json())
     else:
-        print_step_report(steps, f"eval-steps batch {batch} on run {runs[0]}")
+        print_step_report(stored.report, f"eval-steps batch {stored.batch_id} on run {stored.run_id}")
 
 
 def _emit_json(data: object, out: Path | None) -> None:
@@ -163,7 +133,7 @@ def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Si
 
 
 def _print_comparison(result: Comparison) -> None:
-    _print_tables([result.summary()])
+    print_tables([result.summary()])
     data = result.as_json()
     stdout.print(f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
                  f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
@@ -172,7 +142,7 @@ def _print_comparison(result: Comparison) -> None:
         if tasks:
             stdout.print(f"only in {side}: {', '.join(tasks)}")
     if result.flips().rows:
-        _print_tables([result.flips()])
+        print_tables([result.flips()])
 
 
 @click.command()
@@ -197,7 +167,7 @@ def compare(runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str, store_
     if fmt == "json":
         print_json(result.as_json())
     elif fmt == "csv":
-        click.echo(_csv(result.flips()), nl=False)
+        click.echo(result.flips().csv(), nl=False)
     else:
         _print_comparison(result)
 

@@ -3,18 +3,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.cli.common import format_option, print_json, render_rows, stderr, store_option
+from mmina.cli.common import format_option, open_store, print_json, render_rows, stderr, store_option
 from mmina.errors import MminaError
 from mmina.evaluators.judge import DEFAULT_CONCURRENCY, JudgeSettings
 from mmina.evaluators.registry import factory, names, parse_args
 from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, rescore as run_rescore
-from mmina.store import resolve_store_path
 
 
 @click.command()
@@ -57,12 +55,12 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
     if not evaluator:
         raise click.UsageError("give --evaluator NAME (mmina rescore --list shows the names)")
     config = RescoreConfig(
-        store=resolve_store_path(options["store_path"]), evaluator=evaluator, args=parse_args(options["evaluator_args"]),
+        evaluator=evaluator, args=parse_args(options["evaluator_args"]),
         runs=tuple(options["runs"]), episodes=tuple(options["episodes"]), action=options["action"],
         judge=JudgeSettings(model=options["judge_model"], base_url=options["base_url"],
                             concurrency=options["concurrency"]))
     with _progress() as progress:
-        result = run_rescore(config, progress)
+        result = run_rescore(open_store(options["store_path"]), config, progress)
     _print_json(result) if fmt == "json" else _print_table(result)
     if not result.ok:
         raise click.exceptions.Exit(1)
@@ -136,11 +134,5 @@ def _report_unscored(result: RescoreResult) -> None:
 
 
 def _print_json(result: RescoreResult) -> None:
-    buckets = [{**asdict(b), "task_sr": b.task_sr, "hop_sr": b.hop_sr} for b in result.buckets()]
-    print_json({"batch_id": result.batch_id, "evaluator": result.evaluator, "version": result.version,
-                "args": result.args, "action": result.action, "ok": result.ok, "buckets": buckets,
-                "flips": [asdict(f) for f in result.flips], "unscored": [asdict(u) for u in result.unscored],
-                "episodes": [asdict(s) for s in result.scored], "files": result.files,
-                "judge": {"cached": result.judge_cached, "requested": result.judge_requested,
-                          "failed": result.judge_failed}})
+    print_json(result.as_json())
     _report_unscored(result)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from mmina.cli.common import format_option, open_store, render_rows, store_option
-from mmina.schema import TABLES
+from mmina.store.schema import TABLES
 from mmina.store.sql import run_query
 from mmina.store.docs import column_rows
 from mmina.store.views import CONVENIENCE_VIEWS

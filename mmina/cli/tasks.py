@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mmina.cli.common import format_option, print_json, render_rows
-from mmina.taskcheck import check_path
+from mmina.taskcheck import check_path, errors
 from mmina.tasks import Task, load_suite, resolve_suite_path
 
 @click.group()
@@ -23,25 +23,33 @@ def tasks() -> None:
 @click.argument("path", required=False)
 @format_option("table", "json")
 def validate(path: str | None, fmt: str) -> None:
-    """Check every task file under PATH; print each problem as `file: field: what is wrong`.
+    """Check every task file under PATH; print each finding as `file: field: what is wrong`.
 
-    Exits 1 when any file has a problem. PATH is a suite folder, one task file, or the
-    name of a built-in suite folder such as `normal` (default: the whole built-in suite).
+    Errors make a task impossible to run (no intent, no start URL, a procedure that is not a
+    list, an evaluation type nobody can evaluate) and exit 1; `mmina record` refuses such a
+    suite. Warnings (`file: field: warning: ...`) are odd but runnable, as the official MMInA
+    release is (lower-case codes, empty or null fields, cnt_hop disagreeing with procedure).
+    PATH is a suite folder, one task file, or the name of a built-in suite folder such as
+    `normal` (default: the whole built-in suite).
 
     \b
-    Example:
+    Examples:
       mmina tasks validate fixtures/tasks
+      mmina tasks validate path/to/mmina --format json
     """
     root = resolve_suite_path(path)
     problems = check_path(root)
+    bad = errors(problems)
     if fmt == "json":
-        print_json({"path": str(root), "ok": not problems,
-                    "problems": [{"file": p.file, "field": p.field, "message": p.message} for p in problems]})
+        print_json({"path": str(root), "ok": not bad, "errors": len(bad), "warnings": len(problems) - len(bad),
+                    "problems": [{"file": p.file, "field": p.field, "message": p.message, "severity": p.severity}
+                                 for p in problems]})
     else:
         for problem in problems:
             click.echo(str(problem))
-        click.echo(f"{root}: {'OK' if not problems else f'{len(problems)} problem(s)'}", err=bool(problems))
-    if problems:
+        counts = f"{len(bad)} error(s), {len(problems) - len(bad)} warning(s)" if problems else "OK"
+        click.echo(f"{root}: {counts}", err=bool(bad))
+    if bad:
         raise click.exceptions.Exit(1)
 
 
@@ -63,7 +71,7 @@ def list_tasks(path: str | None, fmt: str) -> None:
     if fmt == "json":
         print_json([_task_json(t) for t in suite.tasks])
         return
-    rows = [(t.task_id, t.n_hops, " > ".join(h.keyword for h in t.hops), ", ".join(t.eval_types),
+    rows = [(t.task_id, t.n_hops, " > ".join(h.keyword or "?" for h in t.hops), ", ".join(t.eval_types),
              ", ".join(sorted(t.reference_answers))) for t in suite.tasks]
     render_rows(["task", "hops", "sites", "eval", "answers"], rows, fmt)
 
@@ -75,7 +83,7 @@ def _task_json(task: Task) -> dict[str, object]:
         "intent": task.intent,
         "n_hops": task.n_hops,
         "hops": [{"index": h.index, "keyword": h.keyword} for h in task.hops],
-        "sites": sorted({h.keyword for h in task.hops}),
+        "sites": sorted({h.keyword for h in task.hops if h.keyword}),
         "eval_types": list(task.eval_types),
         "reference_answers": task.reference_answers,
         "start_urls": list(task.start_urls),

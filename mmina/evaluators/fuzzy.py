@@ -4,23 +4,27 @@
 statement; the episode passes iff the judge says yes for every reference, fails if it says
 no for any, and is unclear otherwise. References are ``eval.reference_answers.fuzzy_match``
 (``reference=fuzzy_match``, default) or the ``must_include`` keywords
-(``reference=must_include``). An episode without a final answer fails without a call.
+(``reference=must_include``). An episode without a final answer fails without a call. A
+``fuzzy_match`` of ``"N/A"`` is WebArena's marker of an unachievable task: as there, the answer
+passes iff it is ``N/A`` itself (exact match, no judge).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from mmina.answers import exact_match
 from mmina.evaluators.base import (BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine, task_score,
                                    verdict_of)
 from mmina.evaluators.judge import judge_prompt, parse_verdict
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch, references
 
 STRING_KEYS = ("exact_match", "must_include", "fuzzy_match")
+UNACHIEVABLE = "N/A"
 
 
 def fuzzy_prompts(episode: EpisodeView, refs: list[str]) -> list[str]:
-    if episode.final_answer is None:
+    if episode.final_answer is None or refs == [UNACHIEVABLE]:
         return []
     return [judge_prompt(episode.final_answer, r) for r in refs]
 
@@ -32,6 +36,8 @@ def fuzzy_verdict(episode: EpisodeView, refs: list[str]) -> tuple[str, dict[str,
     answer = episode.final_answer
     if answer is None:
         return "fail", {"reason": "the agent gave no final answer", "references": refs}
+    if refs == [UNACHIEVABLE]:
+        return verdict_of(exact_match(answer, UNACHIEVABLE)), {"answer": answer, "reason": "unachievable-task marker"}
     judged = [_judged(episode.judgments, answer, r) for r in refs]
     return combine([j["verdict"] for j in judged]), {"answer": answer, "judgments": judged}
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mmina.evaluation import answer_verdict, must_include
+from mmina.answers import answer_verdict, must_include
 from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
 from mmina.tasks import Task
 
@@ -46,10 +46,11 @@ class HopCondition:
     answer: str | None = None
 
     def holds(self, url: str) -> bool:
+        """Whether the step URL completes the hop (a hop without a keyword never does: its answer decides)."""
         if self.reference_url is not None:
             return url == self.reference_url
         lowered = url.lower()
-        return self.keyword in lowered and all(r in lowered for r in self.requires)
+        return bool(self.keyword) and self.keyword in lowered and all(r in lowered for r in self.requires)
 
     def describe(self) -> dict[str, Any]:
         if self.reference_url is not None:
@@ -217,6 +218,8 @@ def official_counter(task: Task, keywords: list[str], urls: list[tuple[int, str]
 
 def _official_gain(task: Task, keywords: list[str], head_index: int, url: str, state: dict[str, bool]) -> int:
     head = keywords[head_index]
+    if not head:  # a task without a procedure: its hop is judged by the answer alone
+        return 0
     following = keywords[head_index + 1] if head_index + 1 < len(keywords) else "end"
     checks: list[Callable[[], bool]] = [
         lambda: not state["wiki_exit_used"] and KIWIX in head and KIWIX not in url and following in url,

@@ -1,8 +1,8 @@
 """The LLM judge of the ``fuzzy`` evaluator: the paper's prompt, a strict parser, a cache.
 
-Every call goes through the ``openai`` client to any OpenAI-compatible endpoint
-(``--base-url``, else ``OPENAI_BASE_URL``; ``OPENAI_API_KEY``), which retries 429 and 5xx
-answers with backoff itself (``max_retries``). Replies are cached in the store's
+Every call goes through the client of :mod:`mmina.model_client` to any OpenAI-compatible
+endpoint (``--base-url``, else ``OPENAI_BASE_URL``; ``OPENAI_API_KEY``), which retries 429
+and 5xx answers with backoff itself (``max_retries``). Replies are cached in the store's
 ``judge_cache`` table under the SHA-256 of ``[model, prompt]`` (as JSON), so scoring the
 same answers again sends no request at all and gives the same verdicts. The ``openai``
 module is imported only when a request has to be sent.
@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import string
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.errors import first_line
 from mmina.evaluators.base import EvaluatorError
+from mmina.model_client import api_error, failure_line, make_client, reply_text, require_api_key, usage_tokens
 from mmina.store import Store
 from mmina.store.store import utcnow
 
@@ -111,9 +110,9 @@ def resolve(store: Store, prompts: Iterable[str], settings: JudgeSettings,
 
 
 def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome, progress: Progress | None) -> None:
-    check_credentials()
-    client = make_client(settings)
-    errors = openai_module().APIError
+    require_api_key("asking the judge", EvaluatorError)
+    client = make_client(settings.base_url, settings.max_retries, settings.timeout_s)
+    errors = api_error()
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
         futures = {pool.submit(ask, client, settings.model or "", p): p for p in prompts}
         for done, future in enumerate(as_completed(futures), start=1):
@@ -121,7 +120,7 @@ def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome,
             try:
                 row = future.result()
             except errors as exc:
-                outcome.failures[prompt] = f"judge endpoint failed after {settings.max_retries} retries: {first_line(exc)}"
+                outcome.failures[prompt] = failure_line("judge endpoint", exc, settings.max_retries)
             else:
                 outcome.new_rows.append(row)
                 outcome.replies[prompt] = row["response"]
@@ -133,28 +132,7 @@ def ask(client: Any, model: str, prompt: str) -> dict[str, Any]:
     """One judge call, as a ``judge_cache`` row."""
     response = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
                                               temperature=0, max_tokens=MAX_TOKENS)
-    reply = (response.choices[0].message.content or "") if response.choices else ""
-    usage = response.usage
-    return {"prompt_sha256": prompt_key(model, prompt), "model": model, "prompt": prompt, "response": reply,
-            "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0), "created_at": utcnow()}
-
-
-def check_credentials() -> None:
-    if not os.environ.get("OPENAI_API_KEY"):
-        raise EvaluatorError("asking the judge needs an API key: set OPENAI_API_KEY "
-                             "(a local endpoint that ignores keys accepts any non-empty value)")
-
-
-def make_client(settings: JudgeSettings) -> Any:
-    """The client for ``base_url`` (else ``OPENAI_BASE_URL``, else OpenAI's) with the retry budget."""
-    return openai_module().OpenAI(base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                                  api_key=os.environ["OPENAI_API_KEY"], max_retries=settings.max_retries,
-                                  timeout=settings.timeout_s)
-
-
-def openai_module() -> Any:
-    """The ``openai`` module, imported on first use (it takes seconds to import)."""
-    import openai
-
-    return openai
+    prompt_tokens, completion_tokens = usage_tokens(response)
+    return {"prompt_sha256": prompt_key(model, prompt), "model": model, "prompt": prompt,
+            "response": reply_text(response), "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "created_at": utcnow()}

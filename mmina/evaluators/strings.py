@@ -1,13 +1,13 @@
 """Answer and URL checks of single tasks: ``exact_match``, ``must_include``, ``url_match``.
 
-The string rules are the live ones of :mod:`mmina.evaluation` (so rescoring agrees with
+The string rules are the live ones of :mod:`mmina.answers` (so rescoring agrees with
 what ``mmina record`` printed); here they become stored, versioned verdicts.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from mmina.evaluation import exact_match, must_include, normalize
+from mmina.answers import exact_match, must_include, normalize
 from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
 from mmina.tasks import Task
 

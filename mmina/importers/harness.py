@@ -38,25 +38,23 @@ import binascii
 import hashlib
 import html
 import json
-import platform
 import re
-import socket
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mmina import __version__
 from mmina.actions import Action, ActionKind, parse_action, parse_agent_output
 from mmina.errors import ActionParseError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
-from mmina.evaluators.rescore import RescoreConfig, new_batch_id, score_rows
+from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.importers.mind2web import image_info
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.tasks import SUITE_FOLDERS, HopTracker, Task, task_from_dict
+from mmina.runs import SuiteRef, run_row
+from mmina.tasks import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
 from mmina.tasks import task_row as stored_task_row
 
 EVALUATOR = "harness"
@@ -379,6 +377,11 @@ class ImportResult:
         scored = self.passed + self.failed
         return self.passed / scored if scored else None
 
+    def as_json(self) -> dict[str, Any]:
+        """The import for scripts (``--format json``)."""
+        return {**asdict(self), "task_sr": self.task_sr,
+                "skipped": [{"file": f, "reason": r} for f, r in self.skipped]}
+
 
 def _outcome_for(outcomes: dict[str, Outcome], harness_id: str, suite: str) -> Outcome | None:
     """The log outcome of a render's task: config files named ``<id>.json``, the run's suite first."""
@@ -437,18 +440,15 @@ def task_row(task: Task) -> dict[str, Any]:
     return {**stored_task_row(task), "n_hops": max(task.n_hops, 1)}
 
 
-def run_row(folder: Path, tasks: Sequence[dict[str, Any]], logs: Sequence[Path]) -> dict[str, Any]:
+def harness_run_row(folder: Path, tasks: Sequence[dict[str, Any]], logs: Sequence[Path]) -> dict[str, Any]:
     """The run: the harness's settings and a checksum of its tasks (re-importing them resumes it)."""
     settings = harness_settings(folder)
-    digest = hashlib.sha256("".join(f"{t['task_id']}:{t['task_sha256']}\n" for t in tasks).encode()).hexdigest()
     config = {"mode": "import", "source": "harness", "path": str(folder), "logs": [str(p) for p in logs],
               "harness_config": settings}
-    return {"created_at": utcnow(), "agent": AGENT, "model": settings.get("model"),
-            "config_json": json.dumps(config, sort_keys=True, default=str),
-            "task_suite": str(settings.get("domain") or "harness"), "task_suite_path": str(folder), "task_suite_sha256": digest, "task_count": len(tasks),
-            "mmina_version": __version__, "python_version": platform.python_version(), "playwright_version": None,
-            "browser_version": None, "viewport_width": _int(settings.get("viewport_width")),
-            "viewport_height": _int(settings.get("viewport_height")), "hostname": socket.gethostname()}
+    suite = SuiteRef(str(settings.get("domain") or "harness"), str(folder),
+                     suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks))
+    return run_row(AGENT, settings.get("model"), config, suite, len(tasks),
+                   viewport=(_int(settings.get("viewport_width")), _int(settings.get("viewport_height"))))
 
 
 def _int(value: Any) -> int | None:
@@ -499,17 +499,9 @@ def harness_scores(item: Planned) -> list[Score]:
     return scores
 
 
-@dataclass(frozen=True)
-class _Scorer:
-    """What ``score_rows`` needs of an evaluator: its version and arguments."""
-
-    version: str
-    args: dict[str, Any]
-
-
 # ---------------------------------------------------------------- into the store
 
-def import_harness(store_path: str | Path, path: str | Path, run_id: str | None = None,
+def import_harness(store: Store, path: str | Path, run_id: str | None = None,
                    logs: Sequence[str | Path] = (), progress: Progress | None = None) -> ImportResult:
     """Check every render file, then write one run: the episodes in one batch, then their scores."""
     folder = Path(path)
@@ -520,11 +512,10 @@ def import_harness(store_path: str | Path, path: str | Path, run_id: str | None 
     planned, skipped = plan(folder, files, read_outcomes(found_logs), run_id, progress)
     if not planned:
         raise HarnessError(f"nothing importable in {path}: {skipped[0][0]}: {skipped[0][1]}")
-    store = Store.open(store_path, create=True)
     tasks = [task_row(p.task) for p in planned]
     result = ImportResult(run_id, str(store.root), str(folder), [str(p) for p in found_logs], len(files), len(tasks),
                           skipped=skipped)
-    store.begin_run(run_id, run_row(folder, tasks, found_logs), tasks)
+    store.begin_run(run_id, harness_run_row(folder, tasks, found_logs), tasks)
     existing = store.committed_episode_ids()
     new = [p for p in planned if p.episode_id not in existing]
     result.already = len(planned) - len(new)
@@ -576,9 +567,7 @@ def _write_scores(store: Store, run_id: str, planned: Sequence[Planned]) -> None
     """One ``scores`` batch, written with the rows rescore writes."""
     if not planned:
         return
-    config, scorer = RescoreConfig(store.root, EVALUATOR), _Scorer(VERSION, {"source": "harness logs"})
-    batch_id, scored_at = new_batch_id(EVALUATOR), utcnow()
+    batch = ScoreBatch.new(EVALUATOR, VERSION, {"source": "harness logs"})
     rows = [row for item in planned
-            for row in score_rows(EpisodeView(run_id, item.episode_id, item.task, {}, ()), harness_scores(item),
-                                  config, scorer, batch_id, scored_at, [])]
-    store.append("scores", rows, stem=batch_id, run_id=run_id)
+            for row in score_rows(EpisodeView(run_id, item.episode_id, item.task, {}, ()), harness_scores(item), batch)]
+    store.append("scores", rows, stem=batch.batch_id, run_id=run_id)

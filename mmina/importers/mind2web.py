@@ -24,23 +24,22 @@ import base64
 import hashlib
 import io
 import json
-import platform
 import re
-import socket
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from mmina import __version__
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
+from mmina.runs import SuiteRef, run_row
 from mmina.store import BatchWriter, Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
+from mmina.tasks import suite_sha256
 
 REQUIRED = ("action_uid", "annotation_id", "confirmed_task", "cleaned_html", "operation", "pos_candidates",
             "target_action_index")
@@ -93,6 +92,10 @@ class ImportResult:
     already: int = 0
     without_screenshot: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The import for scripts (``--format json``)."""
+        return {**asdict(self), "skipped": [{"action_uid": u, "reason": r} for u, r in self.skipped]}
 
 
 # ---------------------------------------------------------------- reading the files
@@ -360,19 +363,15 @@ def _task_row(sample: Sample) -> dict[str, Any]:
             "task_sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
-def run_row(tasks: Sequence[dict[str, Any]], files: Sequence[Path]) -> dict[str, Any]:
+def mind2web_run_row(tasks: Sequence[dict[str, Any]], files: Sequence[Path]) -> dict[str, Any]:
     """The run: the files it came from and a checksum of its tasks (re-importing them resumes it)."""
-    digest = hashlib.sha256("".join(f"{t['task_id']}:{t['task_sha256']}\n" for t in tasks).encode()).hexdigest()
-    return {"created_at": utcnow(), "agent": AGENT, "model": None,
-            "config_json": json.dumps({"mode": "import", "source": "multimodal-mind2web",
-                                       "files": [str(f) for f in files]}, sort_keys=True),
-            "task_suite": "mind2web", "task_suite_path": str(files[0].parent if len(files) > 1 else files[0]),
-            "task_suite_sha256": digest, "task_count": len(tasks), "mmina_version": __version__,
-            "python_version": platform.python_version(), "playwright_version": None, "browser_version": None,
-            "viewport_width": None, "viewport_height": None, "hostname": socket.gethostname()}
+    suite = SuiteRef("mind2web", str(files[0].parent if len(files) > 1 else files[0]),
+                     suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks))
+    config = {"mode": "import", "source": "multimodal-mind2web", "files": [str(f) for f in files]}
+    return run_row(AGENT, None, config, suite, len(tasks))
 
 
-def import_mind2web(store_path: str | Path, path: str | Path, run_id: str | None = None, limit: int | None = None,
+def import_mind2web(store: Store, path: str | Path, run_id: str | None = None, limit: int | None = None,
                     progress: Progress | None = None) -> ImportResult:
     """Validate every sample, then write one run with one single-step episode per sample."""
     files = data_files(Path(path))
@@ -380,10 +379,9 @@ def import_mind2web(store_path: str | Path, path: str | Path, run_id: str | None
     samples, skipped = load_samples(files, limit)
     if not samples:
         raise Mind2WebError(f"no importable sample in {path}")
-    store = Store.open(store_path, create=True)
     tasks = task_rows(samples)
     result = ImportResult(run_id, str(store.root), [str(f) for f in files], len(tasks), skipped=skipped)
-    store.begin_run(run_id, run_row(tasks, files), tasks)
+    store.begin_run(run_id, mind2web_run_row(tasks, files), tasks)
     existing = store.committed_episode_ids()
     batch = store.batch_writer(run_id)
     for done, (sample, shot) in enumerate(_with_screenshots(files, {s.action_uid: s for s in samples}), start=1):

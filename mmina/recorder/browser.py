@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 from pathlib import Path
 
-from playwright.sync_api import Browser, BrowserContext, Error as PlaywrightError, Page, Playwright, sync_playwright
+from playwright.sync_api import (Browser, BrowserContext, Error as PlaywrightError, Frame, Page, Playwright,
+                                sync_playwright)
 
 from mmina.actions import Action, ActionKind
-from mmina.errors import BrowserNotFoundError, MminaError
+from mmina.errors import BrowserNotFoundError, MminaError, StartPageError
 from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.marks import draw_marks, marked
 
@@ -202,10 +203,19 @@ class EpisodeBrowser:
         return self.pages[self.active]
 
     def open(self, urls: tuple[str, ...]) -> None:
-        """Open the task's start URLs, one tab each, the first one active."""
+        """Open the task's start URLs, one tab each, the first one active; one that cannot be
+        reached or answers with a server error raises :class:`StartPageError` (the episode
+        errors, the run goes on)."""
         deadline = time.monotonic() + ACTION_DEADLINE_S
         for url in urls or ("about:blank",):
-            self.context.new_page().goto(url, wait_until="commit")
+            page = self.context.new_page()
+            try:
+                response = page.goto(url, wait_until="commit")
+            except PlaywrightError as exc:
+                raise StartPageError(f"cannot open the start page {url}: {_reason(exc)}") from None
+            if response is not None and response.status >= 500:
+                _wait_for_dom(page)
+                raise StartPageError(f"cannot open the start page {url}: HTTP {response.status} ({_title(page)})")
         self.active = 0
         self.page.bring_to_front()
         self.settle(deadline)
@@ -309,7 +319,17 @@ class EpisodeBrowser:
         return observation, timings
 
     def _images(self) -> list[PageImage]:
-        return [PageImage(**image) for image in self.page.evaluate(IMAGES_IN_VIEW)]
+        """The images in view in the page and in every frame of it, boxes in the page's viewport."""
+        found: list[PageImage] = []
+        for frame in self.page.frames:
+            offset = _frame_offset(self.page, frame)
+            try:
+                images = frame.evaluate(IMAGES_IN_VIEW) if offset is not None else []
+            except PlaywrightError:  # the frame went away while we looked
+                continue
+            found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]
+        width, height = self.config.viewport_width, self.config.viewport_height
+        return [i for i in found if i.x < width and i.y < height and i.x + i.width > 0 and i.y + i.height > 0]
 
     def _screenshot(self) -> bytes | None:
         """The viewport as JPEG. Playwright waits for fonts and a fresh frame first; a bare
@@ -359,6 +379,36 @@ class EpisodeBrowser:
             self.context.close()
         finally:
             self._painter.shutdown(wait=True)
+
+
+def _frame_offset(page: Page, frame: Frame) -> tuple[float, float] | None:
+    """Where a frame's content starts in the page's viewport (None for a frame not shown)."""
+    if frame is page.main_frame:
+        return 0.0, 0.0
+    try:
+        element = frame.frame_element()
+    except PlaywrightError:
+        return None
+    try:
+        box = element.bounding_box()
+    except PlaywrightError:
+        box = None
+    finally:
+        element.dispose()
+    return (box["x"], box["y"]) if box else None
+
+
+def _reason(exc: PlaywrightError) -> str:
+    """A Playwright error's first line without its ``Page.goto:`` prefix."""
+    return str(exc).splitlines()[0].partition(": ")[2] or str(exc).splitlines()[0]
+
+
+def _wait_for_dom(page: Page) -> None:
+    """Until the page's document is parsed (its title readable), at most one action timeout."""
+    try:
+        page.wait_for_load_state("domcontentloaded", timeout=ACTION_TIMEOUT_MS)
+    except PlaywrightError:
+        pass
 
 
 def _title(page: Page) -> str:

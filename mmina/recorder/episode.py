@@ -11,14 +11,16 @@ from typing import Any
 from playwright.sync_api import Error as PlaywrightError
 
 from mmina.actions import Action, ActionKind, parse_agent_output
-from mmina.agents import Agent, AgentReply, ScriptEnd, uses_marks
+from mmina.agents.captions import Captioner
+from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, uses_marks
+from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError, first_line
-from mmina.evaluation import answer_verdict
+from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
-from mmina.recorder.captions import Captioner
 from mmina.recorder.har import capture
+from mmina.recorder.verdicts import episode_view, write_verdicts
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
 from mmina.tasks import HopTracker, Task
@@ -69,6 +71,7 @@ class EpisodeRecorder:
         self.step_starts: list[datetime] = []
         self.tokens = [0, 0]
         self.cost = 0.0
+        self._requests: list[tuple[dict[str, Any], Any]] = []
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
@@ -89,13 +92,22 @@ class EpisodeRecorder:
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)
         scrub_steps(self.writer.steps, secrets)
+        self._store_model_inputs(secrets)
         duration = (time.perf_counter() - clock) * 1e3
         answer = clean_text(answer, secrets)
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost)
-        self.writer.commit(self._episode_row(result, attempt, started))
+        row = self._episode_row(result, attempt, started)
+        self.writer.commit(row)
+        write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
+                                                       self.writer.steps))
         return result
+
+    def _store_model_inputs(self, secrets: list[str]) -> None:
+        """The requests the agent sent, as blobs, once every secret of the episode is known."""
+        for step, request in self._requests:
+            step["model_input"] = store_request(request, self.writer.put_blob, lambda text: clean_text(text, secrets))
 
     def _loop(self, browser: EpisodeBrowser) -> tuple[str, str | None]:
         while True:
@@ -177,6 +189,7 @@ class EpisodeRecorder:
             "action": clean_text(action.render(), secrets) if action else None,
             "action_kind": action.kind.value if action else None,
             "action_error": error,
+            "target_box": target_box(observation, action),
             "hop_index": self.tracker.current,
             "hop_completed": completed,
             "prompt_tokens": reply.prompt_tokens,
@@ -184,6 +197,8 @@ class EpisodeRecorder:
             "cost_usd": reply.cost_usd,
             **timings,
         })
+        if reply.request is not None:
+            self._requests.append((self.writer.steps[-1], reply.request))
 
     def _episode_row(self, result: EpisodeResult, attempt: int, started: datetime) -> dict[str, Any]:
         return {
@@ -238,6 +253,19 @@ def _close(browser: EpisodeBrowser) -> str | None:
     except PlaywrightError as exc:
         return f"closing the browser failed: {first_line(exc)}"
     return None
+
+
+TARGETED = frozenset({ActionKind.CLICK, ActionKind.HOVER, ActionKind.TYPE})
+
+
+def target_box(observation: Observation, action: Action | None) -> dict[str, float] | None:
+    """The observed box of the element an action targets (screenshot coordinates), if it had one."""
+    if action is None or action.kind not in TARGETED:
+        return None
+    element = next((e for e in observation.elements if e.id == action.element_id), None)
+    if element is None or element.box is None:
+        return None
+    return dict(zip(("x", "y", "width", "height"), element.box))
 
 
 def _wait_for_marks(observation: Observation, timings: dict[str, float]) -> None:

@@ -10,13 +10,15 @@ import multiprocessing
 import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
+from mmina.agents.captions import Captioner, make_captioner
+from mmina.agents.protocol import Agent
+from mmina.agents.registry import make_agent
+from mmina.agents.settings import AgentSettings
 from mmina.budget import Limits
-from mmina.recorder.agents import AgentSettings, make_agent
 from mmina.recorder.browser import BrowserConfig, BrowserSession
-from mmina.recorder.captions import make_captioner
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
 from mmina.tasks import Task
@@ -24,7 +26,7 @@ from mmina.tasks import Task
 
 @dataclass(frozen=True)
 class WorkerSetup:
-    """What a worker needs to rebuild everything on its own (picklable)."""
+    """What a worker needs to rebuild everything on its own (picklable); ``settings`` carry the run id."""
 
     agent: str
     settings: AgentSettings
@@ -35,14 +37,15 @@ class WorkerSetup:
 
 
 class EpisodeRunner:
-    """Records one task at a time with its own browser session, agent and temp folder."""
+    """Records one task at a time with its own browser session, agent and temp folder.
 
-    def __init__(self, setup: WorkerSetup, session: BrowserSession | None = None) -> None:
-        self.setup = setup
-        self.session = session or BrowserSession(setup.browser)
-        self.agent = make_agent(setup.agent, replace(setup.settings, run_id=setup.run_id))
-        self.captioner = make_captioner(setup.settings)
-        self.store = Store.open(setup.store)
+    In the recording process it is handed what the run already made; a worker process builds
+    its own from the :class:`WorkerSetup`.
+    """
+
+    def __init__(self, setup: WorkerSetup, session: BrowserSession, store: Store, agent: Agent,
+                 captioner: Captioner | None) -> None:
+        self.setup, self.session, self.store, self.agent, self.captioner = setup, session, store, agent, captioner
         self._workdir = tempfile.TemporaryDirectory(prefix="mmina-")
 
     def record(self, task: Task) -> EpisodeResult:
@@ -73,7 +76,9 @@ _RUNNER: EpisodeRunner | None = None
 
 def _start_worker(setup: WorkerSetup) -> None:
     global _RUNNER
-    _RUNNER = EpisodeRunner(setup)
+    store = Store.open(setup.store)
+    _RUNNER = EpisodeRunner(setup, BrowserSession(setup.browser), store,
+                            make_agent(setup.agent, setup.settings, store), make_captioner(setup.settings))
     atexit.register(_RUNNER.close)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from PIL import Image, ImageChops
@@ -123,6 +123,14 @@ class EpisodeFidelity:
     @property
     def screenshots_identical(self) -> int:
         return sum(bool(s.screenshot_identical) for s in self.steps)
+
+    def as_json(self) -> dict[str, Any]:
+        """The episode with every step's comparison and the derived counts."""
+        data = asdict(self)
+        data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
+                         for s in self.steps]
+        return {**data, "fidelity": self.fidelity, "url_equal": self.url_equal, "tree_equal": self.tree_equal,
+                "screenshots_compared": self.screenshots_compared, "screenshots_identical": self.screenshots_identical}
 
 
 def summarize(episodes: Sequence[EpisodeFidelity]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ live verdict) — or, with ``all_steps``, any step — and it has a parsed actio
 """
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import MminaError
-from mmina.evaluation import answer_verdict
+from mmina.answers import answer_verdict
 from mmina.observation import Observation, PageImage, Tab
-from mmina.stepeval.compare import elements_from_tree
+from mmina.stepeval.action_match import elements_from_tree
 from mmina.store import Store
-from mmina.tasks import Task, task_from_dict
+from mmina.tasks import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
                 "screenshot_som", "images", "action", "model_output", "hop_index"]
@@ -96,8 +95,7 @@ def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
 
 def _tasks(store: Store, run_id: str) -> dict[str, Task]:
     rows = store.read("tasks", run_id=run_id, columns=["task_id", "original_json", "task_sha256"]).to_pylist()
-    return {r["task_id"]: task_from_dict(json.loads(r["original_json"]), r["task_id"], r["task_sha256"] or "")
-            for r in rows}
+    return {r["task_id"]: task_from_row(r) for r in rows}
 
 
 def _steps(store: Store, run_id: str, episode_ids: list[str]) -> dict[str, list[dict[str, Any]]]:

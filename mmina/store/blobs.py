@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmina.errors import StoreError
-from mmina.schema import BLOBS
+from mmina.store.schema import BLOBS
 from mmina.store.files import fsync_and_rename, read_file, with_metadata
 from mmina.store.layout import data_files, file_stem, tmp_path
 

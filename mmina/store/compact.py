@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import StoreError
-from mmina.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
+from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
 from mmina.store.files import read_file, write_atomic
 from mmina.store.layout import batch_stem, data_files, data_name, file_stem, table_dir
 from mmina.store.store import Store
@@ -54,13 +54,10 @@ class Compacted:
 def compact_store(store: Store, run_ids: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> list[Compacted]:
     """Compact the given runs (default: all); runs already in one file per table are skipped."""
-    known = store.run_ids()
-    missing = sorted(set(run_ids or ()) - set(known))
-    if missing:
-        raise StoreError(f"unknown run {missing[0]} (see: mmina sql \"select run_id from runs\")")
+    chosen = store.select_runs(run_ids or ())
     store.ensure_writable()
     results = []
-    for run_id in run_ids or known:
+    for run_id in chosen:
         if progress:
             progress(run_id)
         with store.commit_lock(exclusive=True):  # also keeps a second compaction out of the work folder

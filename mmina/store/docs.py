@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mmina.schema import SCHEMA_VERSION, TABLES, Table
+from mmina.store.schema import SCHEMA_VERSION, TABLES, Table
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.views import CONVENIENCE_VIEWS
 

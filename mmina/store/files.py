@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, StoreError
-from mmina.schema import SCHEMA_VERSION, Table
+from mmina.store.schema import SCHEMA_VERSION, Table
 from mmina.store.layout import tmp_path
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable, upgrade
 

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import MminaError, SchemaVersionError
-from mmina.schema import BLOBS, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
+from mmina.store.schema import BLOBS, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
 from mmina.store.files import read_version
 from mmina.store.layout import file_stem, file_version, tmp_files
 from mmina.store.migrations import check_readable

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmina.errors import StoreError
-from mmina.schema import Table
+from mmina.store.schema import Table
 
 MARKER = "mmina-store.json"
 LOCK = ".lock"

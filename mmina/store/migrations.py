@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from mmina.errors import SchemaVersionError
-from mmina.schema import SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import SCHEMA_VERSION, STEPS, Table
 from mmina.store.sqltypes import duckdb_type
 
 
@@ -37,6 +37,7 @@ def added_columns(table: Table, from_version: int, *names: str) -> Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     added_columns(STEPS, 1, "som_ms", "images_ms"),
+    added_columns(STEPS, 2, "model_input", "target_box"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from mmina import __version__
 from mmina.errors import NotAStoreError, SchemaVersionError, StoreError, StoreNotFoundError
-from mmina.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.blobs import BlobIndex, read_blobs
 from mmina.store.files import read_file, to_arrow, write_atomic
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
@@ -53,7 +53,9 @@ class Store:
     @classmethod
     def open(cls, path: str | os.PathLike[str], create: bool = False,
              migrations: Sequence[Migration] = MIGRATIONS) -> "Store":
-        """Open an existing store (or create one when ``create``); never touches a non-store."""
+        """Open an existing store; with ``create``, also one still to be made (a missing or empty
+        folder), which its first write creates — so a command that fails before writing leaves
+        nothing behind. Never touches a folder that is not a store."""
         root = Path(path)
         marker = root / MARKER
         if not root.exists() and not create:
@@ -63,14 +65,20 @@ class Store:
         if root.exists() and not marker.exists() and (not create or _has_foreign_files(root)):
             raise NotAStoreError(f"{root} is not an mmina store (no {MARKER}); refusing to use it")
         store = cls(root, migrations)
-        if create and not marker.exists():
-            store._init_marker()
-        check_readable(store.marker_version(), f"store {root}")
+        if marker.exists():
+            check_readable(store.marker_version(), f"store {root}")
         return store
+
+    @property
+    def exists(self) -> bool:
+        """False for a store opened with ``create`` that nothing has been written to yet."""
+        return (self.root / MARKER).exists()
 
     # -- marker and locking -------------------------------------------------
 
     def marker(self) -> dict[str, Any]:
+        if not self.exists:  # a store to be created by its first write
+            return {"format": "mmina-store", "schema_version": SCHEMA_VERSION}
         try:
             return json.loads((self.root / MARKER).read_text())
         except (OSError, ValueError) as exc:
@@ -106,7 +114,10 @@ class Store:
         return _flock(self.root / COMMIT_LOCK, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
 
     def ensure_writable(self) -> None:
-        """Refuse to write a store of a newer version; mark an older one as upgraded."""
+        """Create the store on its first write; refuse to write a store of a newer version; mark
+        an older one as upgraded."""
+        if not self.exists:
+            self._init_marker()
         if self.marker_version() > SCHEMA_VERSION:
             raise SchemaVersionError(f"store {self.root} was written by a newer mmina; refusing to write")
         if self.marker_version() < SCHEMA_VERSION:
@@ -200,6 +211,16 @@ class Store:
 
     def run_ids(self) -> list[str]:
         return sorted(self.read("runs", columns=["run_id"]).column("run_id").to_pylist())
+
+    def select_runs(self, runs: Sequence[str] = ()) -> list[str]:
+        """The named runs in the order given (repeats dropped), each checked to exist; every
+        run of the store when none are named."""
+        known = self.run_ids()
+        unknown = [r for r in runs if r not in known]
+        if unknown:
+            listing = ", ".join(known[:10]) + (f", ... ({len(known)} in all)" if len(known) > 10 else "") or "none"
+            raise StoreError(f"unknown run {unknown[0]} in {self.root} (runs: {listing})")
+        return list(dict.fromkeys(runs)) or known
 
     def read(self, table_name: str, run_id: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """A whole table as Arrow (committed episodes only), with ``run_id`` for run tables."""

@@ -12,11 +12,18 @@ from pathlib import Path
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
-from mmina.schema import TABLES, Table
+from mmina.store.schema import TABLES, Table
 from mmina.store.layout import data_files, file_version, glob_pattern
 from mmina.store.migrations import chain, check_readable
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
+from mmina.tasks import HOP_BUCKETS
+
+
+def bucket_sql(column: str) -> str:
+    """SQL giving the hop-count bucket of ``column`` (the same rule as :func:`mmina.tasks.hop_bucket`)."""
+    bounded = " ".join(f"WHEN {column} <= {most} THEN '{name}'" for name, most in HOP_BUCKETS if most is not None)
+    return f"CASE {bounded} ELSE '{HOP_BUCKETS[-1][0]}' END"
 
 CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
     "episode_hops": (
@@ -33,9 +40,33 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
     ),
     "hop_buckets": (
         "One row per episode with its hop-count bucket (`1`, `2-4`, `5+`) as the MMInA paper groups tasks.",
-        """
-        SELECT e.*, CASE WHEN e.n_hops <= 1 THEN '1' WHEN e.n_hops <= 4 THEN '2-4' ELSE '5+' END AS bucket
+        f"""
+        SELECT e.*, {bucket_sql("e.n_hops")} AS bucket
         FROM episodes e
+        """,
+    ),
+    "step_messages": (
+        "One row per message of each step's model input (`steps.model_input`): its position, the model, the "
+        "role, the text (text parts joined by newlines) and the hashes of its images (blobs); steps of agents "
+        "that call no model have none. Reads the blob packs, so filter by episode.",
+        """
+        WITH inputs AS (
+            SELECT s.run_id, s.episode_id, s.step_index, json(decode(b.data)) AS doc
+            FROM steps s JOIN blobs b ON b.sha256 = s.model_input
+        ), listed AS (
+            SELECT run_id, episode_id, step_index, json_extract_string(doc, '$.model') AS model,
+                   unnest(json_extract_string(doc, '$.messages[*]')) AS message,
+                   generate_subscripts(json_extract_string(doc, '$.messages[*]'), 1) - 1 AS position
+            FROM inputs
+        ), decoded AS (
+            SELECT l.*, json(decode(m.data)) AS msg FROM listed l JOIN blobs m ON m.sha256 = l.message
+        )
+        SELECT run_id, episode_id, step_index, position, model, json_extract_string(msg, '$.role') AS role,
+               CASE WHEN json_type(msg, '$.content') = 'VARCHAR' THEN json_extract_string(msg, '$.content')
+                    ELSE array_to_string(json_extract_string(msg, '$.content[*].text'), chr(10)) END AS text,
+               list_filter(json_extract_string(msg, '$.content[*].image_url.blob'), lambda x: x IS NOT NULL)
+                   AS images
+        FROM decoded
         """,
     ),
     "latest_scores": (
@@ -51,9 +82,9 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         "One row per scored task per run and evaluator (the latest attempt): the current task verdict "
         "(`passed`), hops passed of `hops_total` hop verdicts, the first failed hop (0-based), the hop-count "
         "`bucket` and the episode's stop reason, steps, tokens and cost; what `mmina report` is computed from.",
-        """
+        f"""
         SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
-               CASE WHEN e.n_hops <= 1 THEN '1' WHEN e.n_hops <= 4 THEN '2-4' ELSE '5+' END AS bucket,
+               {bucket_sql("e.n_hops")} AS bucket,
                s.verdict, s.verdict = 'pass' AS passed,
                coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
                h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mmina.errors import StoreError
-from mmina.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
 from mmina.store.blobs import PackWriter, sha256
 from mmina.store.files import to_arrow, write_atomic
 from mmina.store.layout import batch_stem, data_name, table_dir, worker_name

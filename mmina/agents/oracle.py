@@ -1,0 +1,62 @@
+"""The ``oracle`` agent: a task's reference script, played on the live observation."""
+from __future__ import annotations
+
+from typing import Any
+
+from mmina.actions import Action, ActionKind
+from mmina.agents.protocol import AgentReply, ScriptEnd
+from mmina.errors import AgentError
+from mmina.observation import Observation
+from mmina.tasks import Task
+
+
+class OracleAgent:
+    """Follows a task's ``reference_script``, resolving role+name targets in the observation.
+
+    It reads the same observation any agent gets, so a script that names an element not on
+    the page produces an action error, exactly as a model would.
+    """
+
+    name = "oracle"
+    uses_marks = False
+
+    def __init__(self) -> None:
+        self._script: list[dict[str, Any]] = []
+        self._position = 0
+
+    def reset(self, task: Task) -> None:
+        if task.reference_script is None:
+            raise AgentError(f"task {task.task_id} has no reference_script for the oracle agent")
+        self._script, self._position = list(task.reference_script), 0
+
+    def act(self, observation: Observation) -> AgentReply:
+        if self._position >= len(self._script):
+            raise ScriptEnd()
+        step = self._script[self._position]
+        self._position += 1
+        return AgentReply(script_action(step, observation).render())
+
+
+def script_action(step: dict[str, Any], observation: Observation) -> Action:
+    """One reference-script step as a grammar action on the current observation."""
+    kind = ActionKind(step["action"])
+    element = _target_id(step, observation) if "target" in step else None
+    return Action(
+        kind,
+        element_id=element,
+        text=step.get("text", step.get("answer")),
+        press_enter=bool(step.get("enter", False)),
+        key=step.get("key"),
+        direction=step.get("direction"),
+        url=step.get("url"),
+        tab_index=step.get("tab"),
+    )
+
+
+def _target_id(step: dict[str, Any], observation: Observation) -> str:
+    target = step["target"]
+    element = observation.find(target["role"], target["name"])
+    if element is None:
+        # An id no page shows: executing it fails and is recorded as the step's action error.
+        return "missing"
+    return element.id

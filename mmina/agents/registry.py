@@ -1,0 +1,57 @@
+"""Creating agents from the ``--agent`` option: the built-ins by name, or ``module:Class``."""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from mmina.agents.heuristic import HeuristicAgent
+from mmina.agents.human import HumanAgent
+from mmina.agents.llm import OpenAIAgent
+from mmina.agents.oracle import OracleAgent
+from mmina.agents.protocol import Agent
+from mmina.agents.settings import AgentSettings
+from mmina.agents.stored_actions import ReplayAgent
+from mmina.errors import AgentError
+from mmina.store import Store
+
+AgentFactory = Callable[[AgentSettings, Store | None], Agent]
+
+BUILTIN_AGENTS: dict[str, AgentFactory] = {
+    "oracle": lambda settings, store: OracleAgent(),
+    "heuristic": lambda settings, store: HeuristicAgent(),
+    "replay": ReplayAgent.from_settings,
+    "openai": OpenAIAgent.from_settings,
+    "human": lambda settings, store: HumanAgent.from_terminal(),
+}
+INTERACTIVE_AGENTS = frozenset({"human"})
+"""Agents that read the terminal: one episode at a time."""
+
+
+def make_agent(spec: str, settings: AgentSettings | None = None, store: Store | None = None) -> Agent:
+    """A built-in agent by name, or ``package.module:Class`` (instantiated without arguments).
+
+    ``store`` is the open store agents may read (memory, the replay agent); None when there is
+    none yet.
+    """
+    settings = settings or AgentSettings()
+    if spec in BUILTIN_AGENTS:
+        return BUILTIN_AGENTS[spec](settings, store)
+    if ":" not in spec:
+        known = ", ".join(sorted(BUILTIN_AGENTS))
+        raise AgentError(f"unknown agent {spec!r}: use one of {known}, or module:Class for your own")
+    return _user_agent(spec)
+
+
+def _user_agent(spec: str) -> Agent:
+    module_name, _, class_name = spec.partition(":")
+    try:
+        agent = getattr(importlib.import_module(module_name), class_name)()
+    except (ImportError, AttributeError) as exc:
+        raise AgentError(f"cannot load agent {spec}: {exc}") from None
+    if not callable(getattr(agent, "act", None)):
+        raise AgentError(f"agent {spec} has no act(observation) method")
+    if not hasattr(agent, "reset"):
+        agent.reset = lambda task: None
+    if not hasattr(agent, "name"):
+        agent.name = spec
+    return agent

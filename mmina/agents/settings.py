@@ -1,0 +1,29 @@
+"""What an agent may be configured with: one frozen, picklable record for every built-in."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Everything an agent may be configured with (picklable, so workers can rebuild it).
+
+    The store the agent may read (memory, the replay agent) is not a setting: it is handed
+    to :func:`mmina.agents.registry.make_agent` as an open store.
+    """
+
+    run_id: str | None = None
+    from_episode: str | None = None
+    from_run: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    input_mode: str = "text"
+    memory: int = 0
+    memory_by: str = "similarity"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    price_input: float = 0.0
+    price_output: float = 0.0
+    max_retries: int = 4
+    captioner: str = "none"
+    caption_model: str | None = None

@@ -1,0 +1,68 @@
+"""The ``replay`` agent: the actions of stored episodes, step by step, on a live or archived web."""
+from __future__ import annotations
+
+import pyarrow.compute as pc
+
+from mmina.agents.protocol import AgentReply, ScriptEnd
+from mmina.agents.settings import AgentSettings
+from mmina.errors import AgentError
+from mmina.observation import Observation
+from mmina.store import Store
+from mmina.tasks import Task
+
+
+class ReplayAgent:
+    """Replays the stored actions (or, for unparsable steps, the raw output) of earlier episodes.
+
+    With ``--from-run`` each task replays that run's episode of the same task; with
+    ``--from-episode`` every task replays that one episode.
+    """
+
+    name = "replay"
+    uses_marks = False
+
+    def __init__(self, actions_by_task: dict[str, list[str]], only: list[str] | None = None) -> None:
+        self.actions_by_task, self.only = actions_by_task, only
+        self._queue: list[str] = []
+
+    @classmethod
+    def from_settings(cls, settings: AgentSettings, store: Store | None) -> "ReplayAgent":
+        if not (settings.from_episode or settings.from_run):
+            raise AgentError("the replay agent needs --from-episode ID or --from-run RUN")
+        if store is None:
+            raise AgentError("the replay agent reads its actions from a store, and there is none")
+        steps = store.read("steps", run_id=settings.from_run, columns=["episode_id", "step_index", "action", "model_output"])
+        if settings.from_episode:
+            steps = steps.filter(pc.equal(steps.column("episode_id"), settings.from_episode))
+        if not steps.num_rows:
+            source = f"episode {settings.from_episode}" if settings.from_episode else f"run {settings.from_run}"
+            raise AgentError(f"{source} has no stored steps in {store.root}")
+        actions: dict[str, list[str]] = {}
+        for row in steps.sort_by([("episode_id", "ascending"), ("step_index", "ascending")]).to_pylist():
+            actions.setdefault(row["episode_id"], []).append(row["action"] or row["model_output"] or "")
+        if settings.from_episode:
+            return cls({}, actions[settings.from_episode])
+        return cls({task: actions[episode] for task, episode in _latest_episodes(store, settings.from_run).items()
+                    if episode in actions})
+
+    def reset(self, task: Task) -> None:
+        if self.only is not None:
+            self._queue = list(self.only)
+        elif task.task_id in self.actions_by_task:
+            self._queue = list(self.actions_by_task[task.task_id])
+        else:
+            raise AgentError(f"the replayed run has no episode of task {task.task_id}")
+
+    def act(self, observation: Observation) -> AgentReply:
+        if not self._queue:
+            raise ScriptEnd()
+        return AgentReply(self._queue.pop(0))
+
+
+def _latest_episodes(store: Store, run_id: str | None) -> dict[str, str]:
+    """Task id → the run's most recently finished episode of it (a resumed run may hold several)."""
+    episodes = store.read("episodes", run_id=run_id, columns=["episode_id", "task_id", "ended_at"])
+    latest: dict[str, str] = {}
+    for row in episodes.sort_by("ended_at").to_pylist():
+        latest[row["task_id"]] = row["episode_id"]
+    return latest

@@ -1,0 +1,101 @@
+"""``mmina compare``: two runs (or two evaluators on one run), paired by task.
+
+Each side is (run, evaluator); a task counts when both sides scored it (the latest attempt
+in each run). Flips are tasks whose verdict differs; McNemar's exact test asks whether the
+two sides' success rates differ beyond chance, using only the discordant pairs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mmina.analysis.data import AnalysisError, check_scored, query, select_runs
+from mmina.stats import mcnemar_exact, rate, wilson
+from mmina.analysis.tables import Table
+from mmina.store import Store
+from mmina.store.views import connect
+
+SIDE_SQL = """
+SELECT task_id, episode_id, passed, hops_passed, hops_total FROM episode_scores
+WHERE evaluator = $evaluator AND list_contains($runs, run_id)
+ORDER BY task_id
+"""
+
+
+@dataclass(frozen=True)
+class Side:
+    run_id: str
+    evaluator: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.run_id} ({self.evaluator})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Side
+    b: Side
+    pairs: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+
+    def count(self, a_passed: bool, b_passed: bool) -> int:
+        return sum(x["passed"] == a_passed and y["passed"] == b_passed for x, y in self.pairs)
+
+    @property
+    def p_value(self) -> float:
+        return mcnemar_exact(self.count(True, False), self.count(False, True))
+
+    def flips(self) -> Table:
+        rows = tuple((x["task_id"], "pass→fail" if x["passed"] else "fail→pass", x["episode_id"], y["episode_id"],
+                      x["hops_passed"], x["hops_total"], y["hops_passed"], y["hops_total"])
+                     for x, y in self.pairs if x["passed"] != y["passed"])
+        return Table("flips", f"Tasks whose verdict differs: {self.a.label} → {self.b.label}",
+                     ("task_id", "direction", "episode_a", "episode_b", "hops_passed_a", "hops_total_a",
+                      "hops_passed_b", "hops_total_b"), rows)
+
+    def summary(self) -> Table:
+        n = len(self.pairs)
+        rows = [self._side_row("a", self.a, [x for x, _ in self.pairs]),
+                self._side_row("b", self.b, [y for _, y in self.pairs])]
+        return Table("comparison", f"Paired by task: {n} task(s) scored on both sides",
+                     ("side", "run_id", "evaluator", "tasks", "passed", "task_sr", "task_sr_lo", "task_sr_hi",
+                      "hops", "hops_passed", "hop_sr"), tuple(rows))
+
+    @staticmethod
+    def _side_row(name: str, side: Side, rows: list[dict[str, Any]]) -> tuple[Any, ...]:
+        passed, hops, hops_passed = sum(r["passed"] for r in rows), sum(r["hops_total"] for r in rows), \
+            sum(r["hops_passed"] for r in rows)
+        return (name, side.run_id, side.evaluator, len(rows), passed, rate(passed, len(rows)),
+                *wilson(passed, len(rows)), hops, hops_passed, rate(hops_passed, hops))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"a": vars(self.a), "b": vars(self.b), "paired_tasks": len(self.pairs),
+                "both_passed": self.count(True, True), "both_failed": self.count(False, False),
+                "pass_to_fail": self.count(True, False), "fail_to_pass": self.count(False, True),
+                "mcnemar_p": self.p_value, "only_in_a": list(self.only_a), "only_in_b": list(self.only_b),
+                "sides": self.summary().records(), "flips": self.flips().records()}
+
+
+def _side_rows(store: Store, side: Side) -> dict[str, dict[str, Any]]:
+    params = {"evaluator": side.evaluator, "runs": [side.run_id]}
+    db = connect(store)
+    try:
+        check_scored(db, params)
+        return {r["task_id"]: r for r in query(db, SIDE_SQL, params)}
+    finally:
+        db.close()
+
+
+def compare(store: Store, a: Side, b: Side) -> Comparison:
+    """Pair the two sides' latest verdicts by task id."""
+    if a == b:
+        raise AnalysisError("compare needs two different sides: two runs, or two --evaluator values")
+    select_runs(store, [a.run_id, b.run_id])
+    rows_a, rows_b = _side_rows(store, a), _side_rows(store, b)
+    pairs = tuple((rows_a[t], rows_b[t]) for t in sorted(rows_a) if t in rows_b)
+    if not pairs:
+        raise AnalysisError(f"{a.label} and {b.label} have no task in common")
+    return Comparison(a, b, pairs, tuple(sorted(set(rows_a) - set(rows_b))),
+                      tuple(sorted(set(rows_b) - set(rows_a))))

@@ -1,0 +1,100 @@
+"""The exact request an agent sent to its model, stored by content so that shared parts cost once.
+
+A request is what an OpenAI-compatible ``chat.completions.create`` call was given: ``model``,
+``messages`` and the other parameters (``temperature``, ``max_tokens``, ...). An agent hands
+it to the recorder as ``AgentReply.request``; the recorder stores it as blobs:
+
+* every message is a JSON blob (media type :data:`MESSAGE_TYPE`) in which an image part names
+  its image by blob hash instead of carrying a data URL:
+  ``{"type": "image_url", "image_url": {"blob": "<sha256>", "media_type": "image/jpeg"}}``;
+  the image is a blob of its own (a screenshot shown to the model is the very blob
+  ``steps.screenshot`` or ``steps.screenshot_som`` names);
+* the request is a JSON blob (media type :data:`INPUT_TYPE`):
+  ``{"model": ..., "parameters": {...}, "messages": ["<message sha256>", ...]}``, and
+  ``steps.model_input`` holds its hash.
+
+The system prompt, the few-shot examples and a memory block are the same message on every
+step (and in every episode with the same memory), so each is stored once. JSON is written
+canonically (sorted keys, no spaces), so equal messages are equal bytes.
+:func:`load_request` rebuilds the request exactly as it was sent, images as data URLs again.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+MESSAGE_TYPE = "application/vnd.mmina.message+json"
+INPUT_TYPE = "application/vnd.mmina.model-input+json"
+_DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.S)
+
+PutBlob = Callable[[bytes, str], str]
+GetBlob = Callable[[str], bytes]
+Clean = Callable[[str], str]
+
+
+def canonical(value: Any) -> bytes:
+    """JSON with sorted keys and no spaces: the same value always gives the same bytes."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def store_request(request: Mapping[str, Any], put_blob: PutBlob, clean: Clean = str) -> str:
+    """Store a request as blobs (see the module docstring); returns the hash of its input blob.
+
+    ``clean`` is applied to every text of every message (the recorder removes secrets there).
+    """
+    messages = [put_blob(canonical(_stored_message(m, put_blob, clean)), MESSAGE_TYPE) for m in request["messages"]]
+    parameters = {k: v for k, v in request.items() if k not in ("model", "messages")}
+    return put_blob(canonical({"model": request.get("model"), "parameters": parameters, "messages": messages}),
+                    INPUT_TYPE)
+
+
+def _stored_message(message: Mapping[str, Any], put_blob: PutBlob, clean: Clean) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        content = clean(content)
+    elif isinstance(content, list):
+        content = [_stored_part(part, put_blob, clean) for part in content]
+    return {**message, "content": content}
+
+
+def _stored_part(part: Mapping[str, Any], put_blob: PutBlob, clean: Clean) -> Any:
+    if part.get("type") == "text":
+        return {**part, "text": clean(str(part.get("text", "")))}
+    image = part.get("image_url")
+    found = _DATA_URL.match(image.get("url", "")) if isinstance(image, Mapping) else None
+    if found is None:
+        return part
+    digest = put_blob(base64.b64decode(found["data"]), found["media"])
+    rest = {k: v for k, v in image.items() if k != "url"}
+    return {**part, "image_url": {**rest, "blob": digest, "media_type": found["media"]}}
+
+
+def load_request(digest: str, get_blob: GetBlob) -> dict[str, Any]:
+    """The request stored under ``digest``, as it was sent (images as data URLs again)."""
+    document = json.loads(get_blob(digest))
+    messages = [_sent_message(json.loads(get_blob(h)), get_blob) for h in document["messages"]]
+    return {"model": document["model"], "messages": messages, **document["parameters"]}
+
+
+def _sent_message(message: dict[str, Any], get_blob: GetBlob) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = [_sent_part(part, get_blob) for part in content]
+    return message
+
+
+def _sent_part(part: dict[str, Any], get_blob: GetBlob) -> dict[str, Any]:
+    image = part.get("image_url")
+    if not isinstance(image, dict) or "blob" not in image:
+        return part
+    data = base64.b64encode(get_blob(image["blob"])).decode("ascii")
+    rest = {k: v for k, v in image.items() if k not in ("blob", "media_type")}
+    return {**part, "image_url": {"url": f"data:{image['media_type']};base64,{data}", **rest}}
+
+
+def message_digests(document: bytes) -> list[str]:
+    """The message hashes of a stored input blob (what ``load_request`` reads next)."""
+    return list(json.loads(document)["messages"])

@@ -1,0 +1,1 @@
+"""Recording: the browser session, observation capture, actions, HAR capture and run orchestration."""

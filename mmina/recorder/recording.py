@@ -1,0 +1,209 @@
+"""A recording run: tasks in, one committed episode per task out, resumable."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from mmina.agents.captions import Captioner, make_captioner
+from mmina.agents.protocol import Agent
+from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
+from mmina.agents.settings import AgentSettings
+from mmina.budget import Limits
+from mmina.errors import AgentError, StoreError
+from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.episode import EpisodeResult
+from mmina.recorder.workers import EpisodeRunner, WorkerSetup, record_in_parallel, record_serially
+from mmina.runs import run_row
+from mmina.store import Store
+from mmina.store.layout import check_id
+from mmina.store.store import utcnow
+from mmina.taskcheck import load_checked_suite
+from mmina.tasks import Task, TaskSuite, task_row
+
+FIXTURE_SUFFIX = ".mmina.test"
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    tasks: str | None = None
+    task_ids: tuple[str, ...] = ()
+    limit: int | None = None
+    agent: str = "oracle"
+    run_id: str | None = None
+    resume: bool = False
+    limits: Limits = field(default_factory=Limits)
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+    drift: int = 0
+    workers: int = 1
+    agent_settings: AgentSettings = field(default_factory=AgentSettings)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    store: str
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    task_warnings: list[str] = field(default_factory=list)
+    """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
+
+    @property
+    def hop_sr(self) -> float:
+        """Completed hops / hops over this run's new episodes (live URL tracking)."""
+        hops = sum(e.n_hops for e in self.episodes)
+        return sum(e.hops_completed for e in self.episodes) / hops if hops else 0.0
+
+    @property
+    def task_sr(self) -> float:
+        """Episodes with every hop completed and a passing string answer / episodes."""
+        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(e.status == "error" for e in self.episodes)
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.prompt_tokens + e.completion_tokens for e in self.episodes)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(e.cost_usd for e in self.episodes)
+
+    def totals(self) -> dict[str, float | int]:
+        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr,
+                "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "duration_s": self.duration_s}
+
+    def as_json(self) -> dict[str, Any]:
+        """The summary for scripts (``--format json``): the run, each episode and the totals."""
+        episodes = [{**asdict(e), "success": e.success} for e in self.episodes]
+        return {**asdict(self), "episodes": episodes, "finished": len(self.episodes), **self.totals()}
+
+
+OnEpisode = Callable[[Task, EpisodeResult], None]
+
+
+def new_run_id(agent: str) -> str:
+    slug = "".join(c if c.isalnum() else "-" for c in agent.split(":")[-1].lower())[:24]
+    return f"{utcnow():%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
+               on_episode: OnEpisode | None = None) -> RunSummary:
+    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already done.
+
+    Everything that can fail on user input (tasks, agent, run id, browser) is checked before
+    the first byte is written, so a mistake leaves the store as it was.
+    """
+    plan = _plan(store, config)
+    started = time.perf_counter()
+    with _fixture_web(plan.suite.tasks, config.drift) as extra_args:
+        browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
+        session = BrowserSession(browser)
+        try:
+            summary, todo = _open_run(store, config, plan, session.version)
+            if on_start:
+                on_start(summary.run_id, len(todo))
+            setup = WorkerSetup(config.agent, plan.settings, str(store.root), summary.run_id, config.limits, browser)
+            for task, result in _episodes(setup, session, store, plan, todo, config.workers):
+                summary.episodes.append(result)
+                if on_episode:
+                    on_episode(task, result)
+        finally:
+            session.close()
+    order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
+    summary.episodes.sort(key=lambda e: order[e.task_id])
+    summary.duration_s = time.perf_counter() - started
+    return summary
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a run was checked to be before anything is written: tasks, run id, agent."""
+
+    suite: TaskSuite
+    run_id: str
+    settings: AgentSettings
+    agent: Agent
+    captioner: Captioner | None
+
+
+def _plan(store: Store, config: RecordConfig) -> _Plan:
+    """The selected tasks, run id, agent and captioner, once each is known to be good."""
+    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
+    if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
+        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
+    run_id = _run_id(store, config)
+    settings = replace(config.agent_settings, run_id=run_id)
+    agent = make_agent(config.agent, settings, store)
+    return _Plan(suite, run_id, settings, agent, make_captioner(settings))
+
+
+def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
+              workers: int) -> Iterator[tuple[Task, EpisodeResult]]:
+    """One worker records in this process with the browser, store and agent already at hand;
+    more use processes, each starting its own."""
+    if workers > 1 and len(tasks) > 1:
+        session.close()
+        yield from record_in_parallel(setup, tasks, min(workers, len(tasks)))
+        return
+    runner = EpisodeRunner(setup, session, store, plan.agent, plan.captioner)
+    try:
+        yield from record_serially(runner, tasks)
+    finally:
+        runner.close()
+
+
+def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
+    """Create the run (or reopen it with ``resume``); returns the tasks still to record."""
+    row = _run_row(config, plan.suite, browser_version)
+    created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
+    if not created and not config.resume:
+        raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
+    done = _finished_tasks(store, plan.run_id)
+    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in plan.suite.tasks if t.task_id in done],
+                         task_warnings=list(plan.suite.warnings))
+    return summary, [t for t in plan.suite.tasks if t.task_id not in done]
+
+
+def _run_id(store: Store, config: RecordConfig) -> str:
+    if config.run_id:
+        return check_id("run id", config.run_id)
+    if config.resume:
+        runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
+        if not runs.num_rows:
+            raise StoreError(f"nothing to resume: {store.root} has no runs")
+        return runs.column("run_id")[0].as_py()
+    return new_run_id(config.agent)
+
+
+def _finished_tasks(store: Store, run_id: str) -> set[str]:
+    return set(store.read("episodes", run_id=run_id, columns=["task_id"]).column("task_id").to_pylist())
+
+
+@contextmanager
+def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
+    """Start the local fixture web when a task starts on it; yields the browser arguments."""
+    if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
+               for t in tasks for u in t.start_urls):
+        yield []
+        return
+    from mmina.fixtures.web import FixtureWeb
+
+    with FixtureWeb(drift=drift) as web:
+        yield web.chromium_args()
+
+
+def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
+    settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
+                "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
+                "workers": config.workers, "agent_settings": asdict(config.agent_settings)}
+    return run_row(config.agent, config.agent_settings.model, settings, suite, len(suite.tasks), browser_version,
+                   (config.browser.viewport_width, config.browser.viewport_height))

@@ -1,0 +1,53 @@
+"""The verdicts a recording already knows when an episode ends: the task's own and ``hops``.
+
+Both are deterministic over the stored steps, so the recorder writes them as ordinary score
+batches (one ``scores`` file per episode, each evaluator its own batch) right after the
+episode is committed: ``mmina report`` works straight after ``mmina record``, and
+``mmina rescore`` overrides them like any earlier batch (the latest batch per episode and
+evaluator holds the current verdicts). A task whose own evaluation asks the LLM judge
+(``fuzzy_match`` references) gets only the ``hops`` verdicts until it is rescored. A crash
+between the commit and this write leaves the episode without them: ``mmina report`` then
+names the rescore command to run.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mmina.evaluators.base import EpisodeView, Evaluator, StepView
+from mmina.evaluators.batch import ScoreBatch, score_rows
+from mmina.evaluators.registry import get
+from mmina.store import Store
+from mmina.tasks import Task
+
+LIVE_EVALUATORS = ("task", "hops")
+
+
+def episode_view(run_id: str, episode_id: str, task: Task, episode: Mapping[str, Any],
+                 steps: Sequence[Mapping[str, Any]]) -> EpisodeView:
+    """The episode as evaluators see it, from the rows about to be (or just) stored."""
+    views = tuple(StepView(*(row.get(name) for name in StepView._fields))._replace(url=row.get("url") or "")
+                  for row in steps)
+    return EpisodeView(run_id, episode_id, task, episode, views)
+
+
+def needs_judge(evaluator: Evaluator, view: EpisodeView) -> bool:
+    asks = getattr(evaluator, "judge_prompts", None)
+    return bool(asks and asks(view))
+
+
+def verdict_rows(view: EpisodeView) -> list[dict[str, Any]]:
+    """The ``scores`` rows of every live evaluator that needs no judge for this episode."""
+    rows: list[dict[str, Any]] = []
+    for name in LIVE_EVALUATORS:
+        evaluator = get(name)
+        if not needs_judge(evaluator, view):
+            rows += score_rows(view, evaluator.score(view), ScoreBatch.new(name, evaluator.version, evaluator.args))
+    return rows
+
+
+def write_verdicts(store: Store, view: EpisodeView) -> None:
+    """Append the episode's live verdicts as one ``scores`` file named after the episode."""
+    rows = verdict_rows(view)
+    if rows:
+        store.append("scores", rows, stem=view.episode_id, run_id=view.run_id)

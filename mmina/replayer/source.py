@@ -1,0 +1,116 @@
+"""What a replay reads of the recorded run: its row, settings, tasks, episodes and traffic."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mmina.budget import Limits
+from mmina.errors import StoreError
+from mmina.recorder.browser import BrowserConfig
+from mmina.replayer.archive import Archive, exchanges_from_rows
+from mmina.store import Store
+from mmina.tasks import Task, task_from_row
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One recorded episode to replay (or to pool into a task's archive)."""
+
+    episode_id: str
+    task_id: str
+    started_at: datetime
+    blob_packs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """What a replay needs of the recorded run: its row, settings, tasks and traffic (read once)."""
+
+    run_id: str
+    row: dict[str, Any]
+    limits: Limits
+    browser: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+    requests: Rows
+
+    @classmethod
+    def load(cls, store: Store, run_id: str, episodes: set[str]) -> SourceRun:
+        rows = store.read("runs", run_id=run_id).to_pylist()
+        if not rows:
+            raise StoreError(f"no run {run_id} in {store.root}")
+        config = _json_object(rows[0].get("config_json"))
+        known = {f.name for f in fields(Limits)}
+        limits = Limits(**{k: v for k, v in (config.get("limits") or {}).items() if k in known})
+        tasks = {row["task_id"]: row for row in store.read("tasks", run_id=run_id).to_pylist()}
+        requests = by_episode(store, "requests", run_id, "seq", episodes)
+        return cls(run_id, rows[0], limits, config.get("browser") or {}, tasks, requests)
+
+    def browser_config(self, override: BrowserConfig | None) -> BrowserConfig:
+        """The source's viewport and capture settings; how to launch the browser (executable,
+        extra arguments, back-forward cache) from the caller (the source's own extra arguments
+        pointed its host names at a live server)."""
+        launch = {"executable", "extra_args", "back_forward_cache"}
+        known = {f.name for f in fields(BrowserConfig)} - launch
+        recorded = {k: v for k, v in self.browser.items() if k in known}
+        recorded.update(viewport_width=self.row["viewport_width"], viewport_height=self.row["viewport_height"])
+        override = override or BrowserConfig()
+        return BrowserConfig(**recorded, executable=override.executable, extra_args=tuple(override.extra_args),
+                             back_forward_cache=override.back_forward_cache)
+
+    def task(self, task_id: str) -> Task:
+        return task_from_row(self.tasks[task_id])
+
+    def archive(self, store: Store, sources: Sequence[Source]) -> Archive:
+        """The recorded requests of ``sources`` (pooled, in the sources' order) with their bodies."""
+        rows = [row for source in sources for row in self.requests.get(source.episode_id, [])]
+        digests = {r[c] for r in rows for c in ("response_body", "request_body") if r[c]}
+        packs = sorted({p for s in sources for p in s.blob_packs})
+        return Archive(exchanges_from_rows(rows, store.read_blobs(sorted(digests), packs)))
+
+
+def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> tuple[str, list[Source]]:
+    """The source run and its committed episodes in start order (or just ``episode_id``)."""
+    if bool(run_id) == bool(episode_id):
+        raise StoreError("name exactly one source: --run ID or --episode ID")
+    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id"]
+    if episode_id:
+        episodes = store.read("episodes", columns=columns)
+        episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))
+        if not episodes.num_rows:
+            raise StoreError(f"no episode {episode_id} in {store.root}")
+    else:
+        if run_id not in store.run_ids():
+            raise StoreError(f"no run {run_id} in {store.root}")
+        episodes = store.read("episodes", run_id=run_id, columns=columns)
+        if not episodes.num_rows:
+            raise StoreError(f"run {run_id} has no finished episodes to replay")
+    rows = episodes.sort_by("started_at").to_pylist()
+    return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()))
+                               for r in rows]
+
+
+def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],
+                columns: list[str] | None = None) -> Rows:
+    """One table's rows of a run, grouped by episode, each group in ``order`` (read once per run)."""
+    table = store.read(table_name, run_id=run_id, columns=columns)
+    table = table.filter(pc.is_in(table.column("episode_id"), pa.array(sorted(episodes), pa.string())))
+    grouped: Rows = {}
+    for row in table.sort_by([("episode_id", "ascending"), (order, "ascending")]).to_pylist():
+        grouped.setdefault(row["episode_id"], []).append(row)
+    return grouped
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

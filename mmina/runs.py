@@ -1,0 +1,55 @@
+"""The ``runs`` row: who ran what, with which software (one builder for every kind of run).
+
+Recording, replay and the importers all describe their run here, so the columns mean the
+same whatever made the run.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NamedTuple
+
+from mmina import __version__
+
+
+class SuiteRef(NamedTuple):
+    """Which tasks a run ran: the suite's name, where it came from, and its checksum."""
+
+    name: str
+    path: str
+    sha256: str
+
+
+def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: SuiteRef, task_count: int,
+            browser_version: str | None = None,
+            viewport: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
+    """The ``runs`` row of a run starting now on this machine; ``browser_version`` is None for
+    runs that drove no browser (imports), and then so is the Playwright version."""
+    return {
+        "created_at": datetime.now(timezone.utc),
+        "agent": agent,
+        "model": model,
+        "config_json": json.dumps(dict(config), sort_keys=True, default=str),
+        "task_suite": suite.name,
+        "task_suite_path": suite.path,
+        "task_suite_sha256": suite.sha256,
+        "task_count": task_count,
+        "mmina_version": __version__,
+        "python_version": platform.python_version(),
+        "playwright_version": _playwright_version() if browser_version is not None else None,
+        "browser_version": browser_version,
+        "viewport_width": viewport[0],
+        "viewport_height": viewport[1],
+        "hostname": socket.gethostname(),
+    }
+
+
+def _playwright_version() -> str | None:
+    try:
+        return version("playwright")
+    except PackageNotFoundError:
+        return None

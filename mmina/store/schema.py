@@ -1,0 +1,260 @@
+"""The store's tables: every column with its type, meaning and unit.
+
+This module is the single source of truth for the store contract. ``docs/store.md``
+embeds a rendering of it (``python -m mmina.store.docs``), and a test fails when the two
+disagree. Changing a column means a new ``SCHEMA_VERSION`` and a migration in
+``mmina.store.migrations``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 3
+"""The version written by this mmina; files of older versions are upgraded on read.
+
+History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
+version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in older files).
+"""
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+HEADERS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.string())]))
+TAB = pa.struct([("url", pa.string()), ("title", pa.string())])
+BOX = pa.struct([("x", pa.float64()), ("y", pa.float64()), ("width", pa.float64()), ("height", pa.float64())])
+IMAGE = pa.struct(
+    [
+        ("blob", pa.string()),
+        ("src", pa.string()),
+        ("alt", pa.string()),
+        ("x", pa.float64()),
+        ("y", pa.float64()),
+        ("width", pa.float64()),
+        ("height", pa.float64()),
+        ("caption", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the store; run-partitioned tables get ``run_id`` from the folder name."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    partitioned_by_run: bool = True
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the table's files (without the ``run_id`` partition column)."""
+        return pa.schema([pa.field(c.name, c.type) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _cols(*specs: tuple[str, pa.DataType, str]) -> tuple[Column, ...]:
+    return tuple(Column(*spec) for spec in specs)
+
+
+S, I32, I64, F64, B = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+STRINGS, INTS = pa.list_(pa.string()), pa.list_(pa.int32())
+
+RUNS = Table(
+    "runs",
+    "One row per run: who ran what, with which software, on which browser settings.",
+    _cols(
+        ("created_at", TIMESTAMP, "When the run was started (UTC)."),
+        ("agent", S, "Agent name as given to `--agent` (e.g. `oracle`, `openai`, `module:Class`)."),
+        ("model", S, "Model name for model-backed agents; null otherwise."),
+        ("config_json", S, "The run's full configuration as JSON (secrets removed)."),
+        ("task_suite", S, "Name of the task suite (`builtin` for the fixture suite)."),
+        ("task_suite_path", S, "Path the suite was loaded from."),
+        ("task_suite_sha256", S, "SHA-256 over the suite's task ids and file contents: same value, same tasks."),
+        ("task_count", I32, "Number of tasks selected for the run."),
+        ("mmina_version", S, "Version of mmina that recorded the run."),
+        ("python_version", S, "Python version of the recording process."),
+        ("playwright_version", S, "Playwright version used to drive the browser."),
+        ("browser_version", S, "Browser name and version (e.g. `chromium 156.0.8078.73`)."),
+        ("viewport_width", I32, "Viewport width in CSS pixels."),
+        ("viewport_height", I32, "Viewport height in CSS pixels."),
+        ("hostname", S, "Host name of the machine that started the run."),
+    ),
+)
+
+TASKS = Table(
+    "tasks",
+    "The tasks of a run, normalized, with the original MMInA JSON kept verbatim.",
+    _cols(
+        ("task_id", S, "Task id: the task file's path below the suite folder, without `.json` (e.g. `normal/1`)."),
+        ("suite", S, "Suite folder of the task (`normal`, `multi567`, `compare`, `multipro`, `shopping`, `wikipedia`)."),
+        ("intent", S, "The task instruction given to the agent."),
+        ("start_urls", STRINGS, "Start URLs (the official `start_url` split on ` |AND| `)."),
+        ("cnt_hop", I32, "The official `cnt_hop` (counts the END marker: hops + 1; the official runner never reads "
+                       "it, and `n_hops` comes from `procedure`)."),
+        ("n_hops", I32, "Number of hops: procedure entries before the first `end`; without a procedure, "
+                        "`cnt_hop` - 1 or the official count of the suite (`normal` 2, others 1)."),
+        ("procedure", STRINGS, "The official `procedure`: site keyword per hop, ending with `end`."),
+        ("eval_types", STRINGS, "The official `eval.eval_types`."),
+        ("reference_answers_json", S, "The official `eval.reference_answers` as JSON."),
+        ("reference_url", S, "The official `eval.reference_url` (empty when none)."),
+        ("city", S, "The official `city` field (empty when none)."),
+        ("flight", S, "The official `flight` field: an airport or city code as the file gives it (lower case in the "
+                      "official release, e.g. `tyo`; empty when none or null)."),
+        ("shop", S, "The official `shop` field (empty when none)."),
+        ("original_json", S, "The task file's JSON, verbatim content (keys sorted)."),
+        ("task_sha256", S, "SHA-256 of the task file's bytes."),
+    ),
+)
+
+EPISODES = Table(
+    "episodes",
+    "One row per finished episode (one attempt at one task). An episode exists in the store "
+    "exactly when its row here exists: this file is renamed into place last.",
+    _cols(
+        ("episode_id", S, "Globally unique episode id."),
+        ("task_id", S, "The task attempted (see `tasks.task_id`)."),
+        ("attempt", I32, "1 for the first attempt at this task in this run, 2 for a retry, ..."),
+        ("status", S, "`completed` (the agent or a budget ended it) or `error` (the browser, agent or endpoint failed)."),
+        ("stop_reason", S, "`stop` (agent answered), `max_steps`, `repeated_action`, `unparsable_output`, `script_end`, or `error`."),
+        ("final_answer", S, "The answer of the final `stop` action; null when the agent did not stop."),
+        ("n_steps", I32, "Number of steps (observation + action pairs) recorded."),
+        ("n_hops", I32, "Number of hops of the task."),
+        ("hops_completed", I32, "Hops completed by live tracking (URL rule), 0..n_hops."),
+        ("hop_steps", INTS, "Step index at which each completed hop completed, in hop order."),
+        ("started_at", TIMESTAMP, "Start of the episode (UTC)."),
+        ("ended_at", TIMESTAMP, "End of the episode (UTC)."),
+        ("duration_ms", F64, "Wall time of the episode in milliseconds."),
+        ("prompt_tokens", I64, "Model input tokens over all steps (0 for agents without a model)."),
+        ("completion_tokens", I64, "Model output tokens over all steps."),
+        ("cost_usd", F64, "Model cost over all steps in US dollars (0 when unknown or free)."),
+        ("error", S, "Error message when `status` is `error`; null otherwise."),
+        ("n_requests", I32, "Number of network requests recorded for the episode."),
+        ("blob_packs", STRINGS, "Blob pack files holding this episode's blobs (paths relative to the store)."),
+        ("worker", S, "`host:pid` of the process that recorded the episode."),
+    ),
+)
+
+STEPS = Table(
+    "steps",
+    "One row per step: the observation the agent saw, what it answered, and what happened.",
+    _cols(
+        ("episode_id", S, "The episode (see `episodes.episode_id`)."),
+        ("step_index", I32, "0-based step number within the episode."),
+        ("started_at", TIMESTAMP, "When capturing this step's observation began (UTC)."),
+        ("url", S, "URL of the active tab when observed."),
+        ("title", S, "Title of the active tab."),
+        ("tabs", pa.list_(TAB), "All open tabs, in order."),
+        ("active_tab", I32, "Index of the active tab in `tabs`."),
+        ("tree_text", S, "Accessibility tree as text; `[N]` before an element is the id actions refer to."),
+        ("screenshot", S, "SHA-256 of the viewport screenshot blob (JPEG); null when capture is off."),
+        ("screenshot_som", S, "SHA-256 of the set-of-marks screenshot blob (ids painted on elements); null when not captured."),
+        ("screenshot_width", I32, "Screenshot width in pixels."),
+        ("screenshot_height", I32, "Screenshot height in pixels."),
+        ("images", pa.list_(IMAGE), "Images in the viewport: blob hash, source URL, alt text, box in CSS pixels, caption."),
+        ("model_input", S, "SHA-256 of the model-input blob: the exact request the agent sent to its model for this "
+                           "step (model, parameters, messages; each message and image a blob of its own, so what "
+                           "steps share is stored once; see `mmina.model_input` and the `step_messages` view); "
+                           "null for agents that call no model (since schema version 3)."),
+        ("model_output", S, "The agent's raw output for this step (model text, or the scripted action)."),
+        ("action", S, "The parsed action in canonical form (e.g. `click [12]`); null when unparsable."),
+        ("action_kind", S, "The action's kind (`click`, `type`, ..., `stop`); null when unparsable."),
+        ("action_error", S, "Why the action failed or could not be parsed; null when it succeeded."),
+        ("target_box", BOX, "Box of the element the action targeted (click, hover, type), in CSS pixels of this step's "
+                            "viewport as the observation saw it (the screenshot's coordinates); null for actions "
+                            "without a target or a target the page did not show (since schema version 3)."),
+        ("hop_index", I32, "Hop at the head of the queue after this observation was checked (n_hops = all done)."),
+        ("hop_completed", B, "True when this observation completed a hop."),
+        ("prompt_tokens", I64, "Model input tokens for this step."),
+        ("completion_tokens", I64, "Model output tokens for this step."),
+        ("cost_usd", F64, "Model cost of this step in US dollars."),
+        ("observe_ms", F64, "Observation capture time on the step's critical path (tree, images, screenshot; the set-of-marks wait only for agents that read it), in milliseconds."),
+        ("tree_ms", F64, "Accessibility-tree capture time in milliseconds."),
+        ("screenshot_ms", F64, "Screenshot capture time in milliseconds."),
+        ("som_ms", F64, "Time to paint the set-of-marks screenshot, in milliseconds; done on a worker thread while the agent chooses (since schema version 2)."),
+        ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
+        ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
+        ("action_ms", F64, "Time to execute the action, in milliseconds."),
+    ),
+)
+
+REQUESTS = Table(
+    "requests",
+    "The episode's network trace (from the browser's HAR), secrets redacted.",
+    _cols(
+        ("episode_id", S, "The episode (see `episodes.episode_id`)."),
+        ("seq", I32, "0-based order of the request within the episode (by start time)."),
+        ("step_index", I32, "Step whose action issued the request; -1 for the initial page load."),
+        ("started_at", TIMESTAMP, "When the request started (UTC)."),
+        ("method", S, "HTTP method."),
+        ("url", S, "Full request URL."),
+        ("status", I32, "HTTP status code; 0 when the request failed without a response."),
+        ("request_headers", HEADERS, "Request headers; `Authorization`, `Cookie` and similar values are `[REDACTED]`."),
+        ("response_headers", HEADERS, "Response headers; `Set-Cookie` and similar values are `[REDACTED]`."),
+        ("request_body", S, "SHA-256 of the request body blob (password-like form fields redacted); null when none."),
+        ("request_body_size", I64, "Request body size in bytes."),
+        ("response_body", S, "SHA-256 of the response body blob; null when none was captured."),
+        ("response_body_size", I64, "Response body size in bytes (decoded)."),
+        ("mime_type", S, "Response content type."),
+        ("redirect_url", S, "Location of a redirect response; empty otherwise."),
+        ("time_ms", F64, "Total request time in milliseconds."),
+    ),
+)
+
+SCORES = Table(
+    "scores",
+    "Verdicts of evaluators on episodes; appended by `mmina rescore`, never overwritten silently.",
+    _cols(
+        ("episode_id", S, "The episode scored."),
+        ("task_id", S, "The episode's task."),
+        ("evaluator", S, "Evaluator name (e.g. `must_include`, `fuzzy`, `hops`, `mmina_official`)."),
+        ("evaluator_version", S, "Evaluator version, so a changed evaluator never mixes with an old one."),
+        ("args_json", S, "Evaluator arguments as JSON, enough to rebuild the score."),
+        ("level", S, "`task`, `hop` or `step`."),
+        ("hop_index", I32, "Hop index for hop-level rows; null otherwise."),
+        ("step_index", I32, "Step index for step-level rows; null otherwise."),
+        ("verdict", S, "`pass`, `fail` or `unclear`."),
+        ("value", F64, "Numeric score in [0, 1] (1 = pass)."),
+        ("detail_json", S, "Evaluator-specific detail as JSON."),
+        ("batch_id", S, "Id of the scoring invocation that wrote the row."),
+        ("scored_at", TIMESTAMP, "When the score was computed (UTC)."),
+    ),
+)
+
+JUDGE_CACHE = Table(
+    "judge_cache",
+    "Every LLM-judge call, keyed by prompt hash, so re-scoring makes no repeated request.",
+    _cols(
+        ("prompt_sha256", S, "SHA-256 of the model name and prompt."),
+        ("model", S, "Judge model name."),
+        ("prompt", S, "The prompt sent."),
+        ("response", S, "The judge's raw reply."),
+        ("prompt_tokens", I64, "Input tokens of the call."),
+        ("completion_tokens", I64, "Output tokens of the call."),
+        ("created_at", TIMESTAMP, "When the call was made (UTC)."),
+    ),
+    partitioned_by_run=False,
+)
+
+BLOBS = Table(
+    "blobs",
+    "Content-addressed blobs (screenshots, images, bodies), each stored once, packed many per file.",
+    _cols(
+        ("sha256", S, "SHA-256 of `data`: the reference other tables hold."),
+        ("media_type", S, "MIME type (e.g. `image/jpeg`, `text/html`)."),
+        ("size", I64, "Size of `data` in bytes."),
+        ("data", pa.binary(), "The content."),
+    ),
+    partitioned_by_run=False,
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (RUNS, TASKS, EPISODES, STEPS, REQUESTS, SCORES, JUDGE_CACHE, BLOBS)}

@@ -1,0 +1,73 @@
+"""The layering of docs/architecture.md, checked: each part imports only what it may.
+
+Every module of a part is imported in a fresh interpreter, and the test looks at which
+third-party libraries and which other mmina parts that pulled in. (Imports made inside a
+function on purpose, e.g. the fixture web started for a recording, do not count.)
+"""
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import mmina
+
+CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
+        "mmina.model_client", "mmina.model_input", "mmina.observation", "mmina.redact", "mmina.runs", "mmina.taskcheck",
+        "mmina.tasks"}
+HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
+
+# part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)
+RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
+    "core": (set(), HEAVY),
+    "store": (set(), ("playwright", "click", "rich", "openai", "plotly")),
+    "agents": ({"store"}, ("playwright", "duckdb", "click", "rich")),
+    "recorder": ({"store", "agents", "evaluators"}, ("click", "rich", "duckdb")),
+    "replayer": ({"store", "agents", "evaluators", "recorder"}, ("click", "rich", "duckdb")),
+    "evaluators": ({"store"}, ("playwright", "click", "rich")),
+    "analysis": ({"store"}, ("playwright", "click", "rich")),
+    "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
+    "importers": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
+}
+
+
+def part_of(module: str) -> str | None:
+    """``mmina.recorder.browser`` → ``recorder``; core modules → ``core``; not mmina → None."""
+    if module in CORE:
+        return "core"
+    if not module.startswith("mmina."):
+        return None
+    return module.split(".")[1]
+
+
+def modules_of(part: str) -> list[str]:
+    if part == "core":
+        return sorted(CORE - {"mmina.__main__"})
+    package = __import__(f"mmina.{part}", fromlist=["_"])
+    return [f"mmina.{part}"] + sorted(m.name for m in pkgutil.iter_modules(package.__path__, f"mmina.{part}."))
+
+
+def imported_by(module: str) -> list[str]:
+    code = f"import sys, json, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_every_module_belongs_to_a_part() -> None:
+    found = {m.name for m in pkgutil.walk_packages(mmina.__path__, "mmina.")}
+    parts = {part_of(m) for m in found}
+    assert parts <= set(RULES) | {"cli", "fixtures"}, parts - set(RULES)
+
+
+@pytest.mark.parametrize("part", sorted(RULES))
+def test_part_imports_only_what_it_may(part: str) -> None:
+    allowed, forbidden = RULES[part]
+    for module in modules_of(part):
+        loaded = imported_by(module)
+        heavy = sorted({name.split(".")[0] for name in loaded} & set(forbidden))
+        assert heavy == [], f"{module} imports {heavy}"
+        parts = {part_of(name) for name in loaded} - {None, "core", part}
+        assert parts <= allowed, f"{module} imports mmina parts {sorted(parts - allowed)}"
