@@ -19,6 +19,7 @@ from playwright.sync_api import (Browser, BrowserContext, Error as PlaywrightErr
 from mmina.actions import Action, ActionKind
 from mmina.errors import BrowserNotFoundError, MminaError, StartPageError
 from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
+from mmina.recorder.streams import EventStreams
 from mmina.recorder.marks import draw_marks, marked
 
 T = TypeVar("T")
@@ -38,6 +39,11 @@ ACTION_DEADLINE_S = NAVIGATION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.
 """A step's action and the settling after it end within this (a failed action included)."""
 OBSERVE_DEADLINE_S = 4 * ACTION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
 """A step's observation ends within this (its one retry after a failed read included)."""
+OFFLINE_PROXY = {"server": "http://127.0.0.1:9", "bypass": "<-loopback>"}
+"""A replay's context sends what its routes do not answer to a proxy nobody listens on (the
+discard port), loopback addresses included (``<-loopback>`` removes Chromium's implicit
+bypass). Routes answer every request a page makes, but a ``keepalive`` request (a beacon sent
+as its page unloads) outlives the page and its routes and would otherwise reach the live site."""
 REDIRECT_MARK = "mmina-redirect"
 """A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
 (see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
@@ -109,10 +115,12 @@ class BrowserSession:
         fiber = getattr(self.browser, "_dispatcher_fiber", None)
         return self.browser.is_connected() and not getattr(fiber, "dead", False)
 
-    def episode(self, har_path: Path, prepare: ContextHook | None = None) -> "EpisodeBrowser":
+    def episode(self, har_path: Path, prepare: ContextHook | None = None, offline: bool = False) -> "EpisodeBrowser":
         """A fresh context for one episode; ``prepare`` runs on it before the first page opens
-        (replay uses it to route every request to the archive and freeze the clock)."""
+        (replay uses it to route every request to the archive and freeze the clock). An
+        ``offline`` context cannot reach the network at all (see ``OFFLINE_PROXY``)."""
         context = self.browser.new_context(
+            proxy=OFFLINE_PROXY if offline else None,
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US",
             timezone_id="UTC",
@@ -181,6 +189,7 @@ class EpisodeBrowser:
         self._last_activity = time.monotonic()
         for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
             context.on(event, lambda _r, d=delta: self._count(d))
+        self.streams = EventStreams(context)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
         self.active = 0

@@ -62,9 +62,9 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None) -> None:
+                 prepare: ContextHook | None = None, offline: bool = False) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
-        self.captioner, self.prepare = captioner, prepare
+        self.captioner, self.prepare, self.offline = captioner, prepare, offline
         self.budget = Budget(limits)
         self.tracker = HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -75,7 +75,7 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
-        browser = self.session.episode(self.har, self.prepare)
+        browser = self.session.episode(self.har, self.prepare, offline=self.offline)
         status, error, stop_reason, answer = "completed", None, "error", None
         try:
             browser.open(self.task.start_urls)
@@ -87,7 +87,8 @@ class EpisodeRecorder:
             closed = _close(browser)
         if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
             status, error = "error", closed
-        requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets)
+        requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets,
+                                   browser.streams.bodies())
         self.har.unlink(missing_ok=True)
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)

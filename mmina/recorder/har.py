@@ -33,19 +33,35 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
         return [], None
 
 
-def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob,
-            typed_secrets: Iterable[str] = ()) -> tuple[list[dict[str, Any]], list[str]]:
+def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, typed_secrets: Iterable[str] = (),
+            streams: dict[str, list[bytes]] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them)
     and every secret known for the episode: typed passwords plus the credentials the headers
-    carried, which are then scrubbed from URLs and bodies too (a page may echo a token)."""
+    carried, which are then scrubbed from URLs and bodies too (a page may echo a token).
+    ``streams`` gives the bodies the HAR lacks for EventSource streams (see ``streams.py``)."""
     entries, archive = read_har(path)
     try:
         entries = sorted(entries, key=lambda e: e["startedDateTime"])
+        fill_streams(entries, streams or {})
         secrets = sorted({*typed_secrets, *header_secrets(entries)}, key=len, reverse=True)
         return [_row(seq, e, step_starts, put_blob, archive, secrets) for seq, e in enumerate(entries)], secrets
     finally:
         if archive is not None:
             archive.close()
+
+
+def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]]) -> None:
+    """Give each EventSource entry without a body the next body captured for its URL."""
+    pending = {url: list(bodies) for url, bodies in streams.items()}
+    for entry in entries:
+        content = (entry.get("response") or {}).get("content") or {}
+        bodies = pending.get(entry["request"].get("url", ""))
+        if entry.get("_resourceType") != "eventsource" or content.get("_file") or content.get("text") or not bodies:
+            continue
+        body = bodies.pop(0)
+        entry.setdefault("response", {})["content"] = {**content, "size": len(body), "encoding": "base64",
+                                                        "text": base64.b64encode(body).decode()}
+        entry["response"]["status"] = entry["response"].get("status") or 200
 
 
 MIN_SECRET = 8

@@ -40,6 +40,7 @@ recorded, e.g. because routing turns off the HTTP cache).
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections import Counter
@@ -162,6 +163,17 @@ def shape(method: str, url: str, body: bytes | None, content_type: str = "") -> 
     endpoint = f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path or '/'}"
     query = stable(parse_qsl(parts.query, keep_blank_values=True))
     return Shape(method.upper(), endpoint, query, body_fields(body, content_type), body or None)
+
+
+def same_page(recorded: str, replayed: str) -> bool:
+    """The same page, up to query values that differ on every load (a ``window.open`` with
+    ``Date.now()`` in its URL replays under the frozen clock); the fragment must be equal (a
+    viewer such as kiwix's routes by it)."""
+    if recorded == replayed:
+        return True
+    if urlsplit(recorded).fragment != urlsplit(replayed).fragment:
+        return False
+    return shape("GET", recorded, None) == shape("GET", replayed, None)
 
 
 def pairs_match(recorded: Pairs, live: Pairs) -> bool:
@@ -327,3 +339,51 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
 
 def header_value(headers: Iterable[dict], name: str) -> str:
     return next((h["value"] for h in headers if h["name"].lower() == name), "")
+
+
+@dataclass
+class SocketScript:
+    """A recorded WebSocket conversation, played back to the page that opens the socket again.
+
+    Playwright's HAR keeps a socket's messages as JSON lines (``{"type": "send"|"receive",
+    "opcode": 1|2, "data": ...}``, binary data in base64). The server's greeting (what it sent
+    before the page's first message) is sent on open; then each message of the page is answered
+    with what the server sent after the corresponding recorded message, up to the next one.
+    """
+
+    messages: list[tuple[str, str | bytes]]
+    position: int = 0
+
+    @classmethod
+    def parse(cls, body: bytes) -> SocketScript:
+        messages: list[tuple[str, str | bytes]] = []
+        for line in body.decode("utf-8", "replace").splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict) or message.get("type") not in ("send", "receive"):
+                continue
+            data = str(message.get("data", ""))
+            messages.append((message["type"], base64.b64decode(data) if message.get("opcode") == 2 else data))
+        return cls(messages)
+
+    def opening(self) -> list[str | bytes]:
+        """What the server sent before the page said anything."""
+        return self._received_until_send()
+
+    def answer(self) -> list[str | bytes]:
+        """What the server sent after the page's next recorded message (none past the recording)."""
+        while self.position < len(self.messages) and self.messages[self.position][0] != "send":
+            self.position += 1
+        if self.position == len(self.messages):
+            return []
+        self.position += 1
+        return self._received_until_send()
+
+    def _received_until_send(self) -> list[str | bytes]:
+        received: list[str | bytes] = []
+        while self.position < len(self.messages) and self.messages[self.position][0] == "receive":
+            received.append(self.messages[self.position][1])
+            self.position += 1
+        return received

@@ -3,8 +3,10 @@
 Pure over stored values (step rows, screenshot bytes, the router's request log), so a replay
 can be judged again later, or a live re-run compared with its recording the same way.
 
-* A step's **URL** and **accessibility tree** are equal when their stored texts are equal;
-  a differing tree comes with a unified diff (recorded → replayed).
+* A step's **accessibility tree** is equal when the stored texts are equal; a differing tree
+  comes with a unified diff (recorded → replayed). Its **URL** is equal when the texts are, or
+  when they differ only in query values that change on every load (clock readings, random
+  cache-busters: ``archive.same_page``), which a replay under the frozen clock cannot repeat.
 * A step's **screenshot difference** is the fraction of pixels that differ: Pillow's
   ``ImageChops.difference`` of the two decoded screenshots, where a pixel differs when any
   channel differs by more than ``PIXEL_TOLERANCE`` of 255. Screenshots are JPEG (q80), and a
@@ -28,7 +30,7 @@ from typing import Any
 
 from PIL import Image, ImageChops
 
-from mmina.replayer.archive import MatchKind
+from mmina.replayer.archive import MatchKind, same_page
 
 PIXEL_TOLERANCE = 8
 MAX_DIFF_LINES = 60
@@ -204,6 +206,6 @@ def _compare(old: StepView | None, new: StepView | None, index: int, screenshots
         return StepFidelity(index, old.url if old else None, new.url if new else None, False, False, None,
                             requests or RequestCounts(), note)
     trees_equal = old.tree_text == new.tree_text
-    return StepFidelity(index, old.url, new.url, old.url == new.url, trees_equal,
+    return StepFidelity(index, old.url, new.url, same_page(old.url, new.url), trees_equal,
                         screenshots(old.screenshot, new.screenshot), requests or RequestCounts(),
                         "" if trees_equal else tree_diff(old.tree_text, new.tree_text))

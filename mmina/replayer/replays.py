@@ -275,7 +275,8 @@ def _record(browsers: _Browser, store: Store, run_id: str, task: Task, agent: Ag
     session = browsers.alive()
     writer = store.episode_writer(run_id, new_episode_id(task))
     with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
-        recorder = EpisodeRecorder(session, agent, task, writer, limits, Path(workdir), prepare=router.prepare)
+        recorder = EpisodeRecorder(session, agent, task, writer, limits, Path(workdir), prepare=router.prepare,
+                                   offline=True)
         try:
             result = recorder.record(attempt)
         except BaseException:

@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from playwright.sync_api import BrowserContext, Error as PlaywrightError, Request, Route
+from playwright.sync_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
 
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, redirect_target, redirected_method, reply_for,
+                                    Reply, SocketScript, redirect_target, redirected_method, reply_for,
                                     unmatched_reply)
 
 SEEDED_RANDOM = """(() => {
@@ -71,6 +71,17 @@ class ArchiveRouter:
         context.clock.set_fixed_time(self.frozen_at)
         context.add_init_script(SEEDED_RANDOM % self.seed)
         context.route("**/*", self._handle)
+        context.route_web_socket("**/*", self._socket)
+
+    def _socket(self, socket: WebSocketRoute) -> None:
+        """A WebSocket the page opens talks to its recorded conversation, never to the server."""
+        exchange = self._match("GET", socket.url, None, "")
+        if exchange is None:
+            socket.close(code=1011, reason="mmina replay: no such socket in the archive")
+            return
+        script = SocketScript.parse(exchange.body)
+        socket.on_message(lambda _message: _send_all(socket, script.answer()))
+        _send_all(socket, script.opening())
 
     def _handle(self, route: Route) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
@@ -151,6 +162,14 @@ class ArchiveRouter:
         status = match.exchange.status if match.exchange else NOT_ARCHIVED_STATUS
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status))
         return match.exchange
+
+
+def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
+    try:
+        for message in messages:
+            socket.send(message)
+    except PlaywrightError:
+        pass  # the page closed the socket meanwhile
 
 
 REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'

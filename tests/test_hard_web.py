@@ -1,0 +1,109 @@
+"""The hard web (``mmina.fixtures.hardweb``): every behaviour real sites have and replay must
+survive, recorded by the oracle, the site restarted with new random state on a new port, and
+replayed from the archive while the browser could reach the restarted site.
+
+For each behaviour: the recording shows the behaviour worked (the last page holds its answer,
+and its traffic has the behaviour's mark: brotli bodies, 206 ranges, socket messages ...), the
+replay has every step with URL and tree equal, no request reached the live site, nothing was
+left unmatched, and no step ran past its deadline.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmina.fixtures.hardweb import BEHAVIOURS, OTHER_HOST
+from mmina.fixtures.hardweb.check import Outcome, check
+from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S
+from mmina.recorder.streams import event_text
+from mmina.replayer.archive import SocketScript, same_page
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    return {o.behaviour.name: o for o in check(tmp_path_factory.mktemp("hardweb"))}
+
+
+def _header(request: dict, name: str) -> str:
+    return next((h["value"] for h in request["response_headers"] or [] if h["name"].lower() == name), "")
+
+
+def _requests(outcome: Outcome, fragment: str) -> list[dict]:
+    return [r for r in outcome.requests if fragment in r["url"]]
+
+
+MARKS = {
+    "back-forward with beacons and polling": lambda o: len(_requests(o, "/api/beacon")) >= 3
+    and len(_requests(o, "/api/poll")) >= 3,
+    "pushState routing": lambda o: [s["url"].rsplit("/", 1)[-1] for s in o.recorded] == ["", "products", "about",
+                                                                                          "products"],
+    "iframes, same- and cross-origin": lambda o: any(OTHER_HOST in r["url"] for r in _requests(o, "/widget/rates"))
+    and "Fishing boats" in o.recorded[-1]["tree_text"],
+    "target=_blank and window.open": lambda o: len(o.recorded[-1]["tabs"]) == 3,
+    "POST, redirect, GET": lambda o: [r["status"] for r in _requests(o, "/prg/order")] == [303]
+    and "/prg/done?order=" in o.recorded[-1]["url"],
+    "gzip and brotli bodies": lambda o: _header(_requests(o, "/enc/second")[0], "content-encoding") == "br"
+    and _header(_requests(o, "/enc/data.json")[0], "content-encoding") == "br"
+    and _header(_requests(o, "/enc/")[0], "content-encoding") == "gzip",
+    "range requests for a video element": lambda o: 206 in {r["status"] for r in _requests(o, "/media/clip.wav")},
+    "lazy images on scroll": lambda o: len({r["url"].split("?")[0] for r in _requests(o, "/lazy/img/")}) >= 3
+    and any("?w=" in r["url"] for r in _requests(o, "/lazy/img/")),
+    "a service worker": lambda o: "High tide" in o.recorded[0]["tree_text"],
+    "a WebSocket": lambda o: "Sardines" in o.recorded[-1]["tree_text"]
+    and [r["status"] for r in _requests(o, "wss://")] == [101],
+    "an EventSource stream": lambda o: all(boat in o.recorded[0]["tree_text"] for boat in ("Morning Star",
+                                                                                          "Kittiwake")),
+    "a file download": lambda o: [r["status"] for r in _requests(o, "/download/prices.csv")] == [200]
+    and o.recorded[-1]["url"].endswith("/download/after"),
+    "a cookie consent banner": lambda o: "Cookie consent" in o.recorded[0]["tree_text"]
+    and "Cookie consent" not in o.recorded[-1]["tree_text"],
+}
+
+
+@pytest.mark.parametrize("name", [b.name for b in BEHAVIOURS])
+def test_each_behaviour_records_then_replays_exactly_after_the_site_restarted(outcomes: dict[str, Outcome],
+                                                                           name: str) -> None:
+    outcome = outcomes[name]
+    behaviour = outcome.behaviour
+    assert [s["action_error"] for s in outcome.recorded] == [None] * (len(behaviour.script) + 1)
+    assert behaviour.answer in outcome.recorded[-1]["tree_text"]
+    assert MARKS.get(name, lambda o: True)(outcome), name
+    replay = outcome.replay
+    assert (replay.status, replay.error) == ("completed", None)
+    diffs = [(s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful]
+    assert replay.fidelity == 1.0, diffs
+    assert replay.requests.unmatched == 0 and replay.unmatched_urls == ()
+    assert outcome.live_hits == [], "a replay must not ask the live site anything"
+    for step in [*outcome.recorded, *outcome.replayed]:
+        assert step["action_ms"] is None or step["action_ms"] < ACTION_DEADLINE_S * 1e3
+        assert step["observe_ms"] < OBSERVE_DEADLINE_S * 1e3
+
+
+def test_every_behaviour_has_its_mark_checked() -> None:
+    assert set(MARKS) == {b.name for b in BEHAVIOURS if not b.back_forward_cache}
+
+
+def test_a_socket_script_answers_each_message_with_what_followed_it() -> None:
+    body = "\n".join(json.dumps(m) for m in [
+        {"type": "receive", "opcode": 1, "data": "hello"},
+        {"type": "send", "opcode": 1, "data": "q1"},
+        {"type": "receive", "opcode": 1, "data": "a1"}, {"type": "receive", "opcode": 2, "data": "AAE="},
+        {"type": "send", "opcode": 1, "data": "q2"},
+    ]).encode() + b"\nnot json\n"
+    script = SocketScript.parse(body)
+    assert script.opening() == ["hello"]
+    assert script.answer() == ["a1", b"\x00\x01"]
+    assert script.answer() == [] and script.answer() == []  # past the recording: silence
+
+
+def test_a_replayed_url_is_the_same_page_up_to_clock_and_random_values_only() -> None:
+    assert same_page("https://a.test/map?w=1795529969864", "https://a.test/map?w=1795529957000")
+    assert same_page("https://a.test/p?id=7&_=0.123456789", "https://a.test/p?id=7&_=0.987654321")
+    assert not same_page("https://a.test/p?id=7", "https://a.test/p?id=8")
+    assert not same_page("https://a.test/viewer#book/A/Paris", "https://a.test/viewer#book/A/Rome")
+
+
+def test_an_event_stream_message_is_written_back_in_the_stream_format() -> None:
+    assert event_text("message", "one\ntwo", "") == b"data: one\ndata: two\n\n"
+    assert event_text("arrival", "{}", "7") == b"id: 7\nevent: arrival\ndata: {}\n\n"
