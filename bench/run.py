@@ -22,11 +22,12 @@ from mmina import __version__
 from mmina.tasks import load_suite
 
 from bench.evidence import evidence_section
+from bench.hardweb import hardweb_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 
-SECTIONS = ("recording", "memory", "evidence", "scale")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -76,6 +77,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "evidence" in parts:
             log("the openai agent against the local test server, twice (model input size)")
             sections.append(evidence_section(work / "evidence", QUICK_TASKS[:3] if args.quick else EVIDENCE_TASKS))
+        if "hardweb" in parts:
+            log("each hard-web behaviour recorded, the site restarted, replayed (fidelity)")
+            sections.append(hardweb_section(work / "hardweb"))
         if "scale" in parts:
             episodes = args.episodes or (QUICK_EPISODES if args.quick else FULL_EPISODES)
             sections += run_scale(work / "scale", episodes, log)
