@@ -28,6 +28,10 @@ class SchemaVersionError(StoreError):
     """A file or store was written by a newer mmina than this one."""
 
 
+class AlreadyExistsError(StoreError):
+    """A file the store would write exists already: the store is append-only."""
+
+
 class CorruptFileError(StoreError):
     """A Parquet file in the store cannot be read."""
 

@@ -42,8 +42,9 @@ class MminaGroup(click.Group):
 
 def store_option(func):
     return click.option(
-        "--store", "store_path", metavar="DIR", default=None,
-        help=f"Store directory (default: ${STORE_ENV}, else ./mmina-store).",
+        "--store", "store_path", metavar="DIR|URL", default=None,
+        help=f"Store: a directory or an object-store URL such as s3://bucket/prefix (any fsspec URL; "
+             f"credentials from the environment, e.g. AWS_ACCESS_KEY_ID) (default: ${STORE_ENV}, else ./mmina-store).",
     )(func)
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from pathlib import Path
 
 import click
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -174,4 +173,4 @@ def _print_summary(summary: RunSummary) -> None:
                    "`mmina tasks validate PATH` lists them")
     click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
                f"hop SR {summary.hop_sr:.1%} (live tracking), {summary.errors} error(s), {summary.tokens} tokens, "
-               f"${summary.cost_usd:.4f}; stored in {Path(summary.store)}")
+               f"${summary.cost_usd:.4f}; stored in {summary.store}")

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import PurePath
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mmina.errors import StoreError
 from mmina.store.schema import BLOBS
-from mmina.store.files import fsync_and_rename, read_file, with_metadata
-from mmina.store.layout import data_files, file_stem, tmp_path
+from mmina.store.backends import Backend, NewFile
+from mmina.store.files import read_file, with_metadata
+from mmina.store.layout import data_files, file_stem
 
 ROW_GROUP_BYTES = 1 << 20
 
@@ -33,19 +33,20 @@ class BlobIndex:
     killed between renames) is never referenced, so ``store verify`` may call it an orphan.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self.location: dict[str, str] = {}
-        self._seen: set[Path] = set()
+        self._seen: set[PurePath] = set()
 
     def refresh(self, committed: set[str]) -> None:
         """Index the packs not seen yet whose stem is committed (see ``Store.committed_stems``)."""
-        for path in data_files(self.root, BLOBS):
+        for path in data_files(self.backend, BLOBS):
             if path not in self._seen and file_stem(path) in committed:
-                self.add_pack(path, read_file(path, BLOBS, columns=["sha256"]).column("sha256").to_pylist())
+                hashes = read_file(path, BLOBS, columns=["sha256"], filesystem=self.backend.arrow).column("sha256")
+                self.add_pack(path, hashes.to_pylist())
 
-    def add_pack(self, path: Path, hashes: Iterable[str]) -> None:
-        relative = path.relative_to(self.root).as_posix()
+    def add_pack(self, path: PurePath, hashes: Iterable[str]) -> None:
+        relative = path.relative_to(self.backend.root).as_posix()
         for digest in hashes:
             self.location.setdefault(digest, relative)
         self._seen.add(path)
@@ -55,14 +56,14 @@ class BlobIndex:
 
 
 class PackWriter:
-    """Streams new blobs into a hidden pack file; ``commit`` renames it into place."""
+    """Streams new blobs into a pack that stays invisible until ``commit`` (see ``Backend.create``)."""
 
-    def __init__(self, final: Path) -> None:
-        self.final = final
-        self.tmp = tmp_path(final)
+    def __init__(self, backend: Backend, final: PurePath) -> None:
+        self.backend, self.final = backend, final
         self.hashes: list[str] = []
         self._buffer: list[tuple[str, str, bytes]] = []
         self._buffered_bytes = 0
+        self._file: NewFile | None = None
         self._writer: pq.ParquetWriter | None = None
 
     def add(self, digest: str, media_type: str, data: bytes) -> None:
@@ -77,8 +78,8 @@ class PackWriter:
         if not self._buffer:
             return
         if self._writer is None:
-            self.final.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(self.tmp, with_metadata(BLOBS, BLOBS.schema), compression="zstd")
+            self._file = self.backend.create(self.final)
+            self._writer = pq.ParquetWriter(self._file.sink, with_metadata(BLOBS, BLOBS.schema), compression="zstd")
         digests, types, blobs = zip(*self._buffer)
         batch = pa.table(
             [list(digests), list(types), [len(b) for b in blobs], list(blobs)], schema=BLOBS.schema
@@ -86,33 +87,34 @@ class PackWriter:
         self._writer.write_table(batch)
         self._buffer, self._buffered_bytes = [], 0
 
-    def commit(self) -> Path | None:
+    def commit(self) -> PurePath | None:
         """Finish the pack and make it visible; None when the episode had no new blob."""
         self.flush()
-        if self._writer is None:
+        if self._writer is None or self._file is None:
             return None
         self._writer.close()
-        if self.final.exists():
-            self.tmp.unlink(missing_ok=True)
-            raise StoreError(f"refusing to overwrite {self.final}: the store is append-only")
-        fsync_and_rename(self.tmp, self.final)
+        self._file.commit()
         return self.final
 
     def abort(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        self.tmp.unlink(missing_ok=True)
+        if self._file is not None:
+            self._file.abort()
+            self._file = None
 
 
-def read_blobs(root: Path, digests: Iterable[str], packs: Iterable[str] | None = None) -> dict[str, bytes]:
-    """Fetch blobs by hash; ``packs`` (relative paths) narrows the search when known."""
+def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | None = None) -> dict[str, bytes]:
+    """Fetch blobs by hash; ``packs`` (relative paths) narrows the search when known. Only the
+    row groups that may hold them are read (range reads, on a disk or an object store)."""
     wanted = set(digests)
-    paths = [root / p for p in packs] if packs is not None else data_files(root, BLOBS)
+    paths = [backend.root / p for p in packs] if packs is not None else data_files(backend, BLOBS)
     found: dict[str, bytes] = {}
     for path in paths:
         if not wanted - found.keys():
             break
-        table = pq.read_table(path, columns=["sha256", "data"], filters=[("sha256", "in", list(wanted - found.keys()))])
+        table = pq.read_table(str(path), columns=["sha256", "data"], filters=[("sha256", "in", list(wanted - found.keys()))],
+                              filesystem=backend.arrow)
         found.update(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
     return found

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from mmina.errors import StoreError
 from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
-from mmina.store.files import read_file, write_atomic
+from mmina.store.files import read_file, write_new
 from mmina.store.layout import batch_stem, data_files, data_name, file_stem, table_dir
 from mmina.store.store import Store
 from mmina.store.writers import BATCH_STEP_ROW_GROUP
@@ -53,7 +53,11 @@ class Compacted:
 
 def compact_store(store: Store, run_ids: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> list[Compacted]:
-    """Compact the given runs (default: all); runs already in one file per table are skipped."""
+    """Compact the given runs (default: all); runs already in one file per table are skipped.
+    Only local stores: an object store cannot swap folders atomically (it has no rename)."""
+    if not store.backend.local:
+        raise StoreError(f"mmina store compact works on local stores only: {store.root} is on object storage, which "
+                         f"cannot swap a folder atomically (compact a local copy, or write batches with the batch writer)")
     chosen = store.select_runs(run_ids or ())
     store.ensure_writable()
     results = []
@@ -70,7 +74,7 @@ def compact_store(store: Store, run_ids: list[str] | None = None,
 
 
 def _compact_run(store: Store, run_id: str) -> Compacted | None:
-    live = {table: data_files(store.root, table, run_id) for table in COMPACTED}
+    live = {table: data_files(store.backend, table, run_id) for table in COMPACTED}
     committed = store.committed_stems()
     merge = {table: [p for p in files if table in STANDALONE or file_stem(p) in committed]
              for table, files in live.items()}
@@ -83,7 +87,7 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
         _build(store, table, run_id, stem, merge[table], live[table])
     for table in tables:
         _exchange(_work_dir(store, table, run_id), table_dir(store.root, table, run_id))
-    after = {table: data_files(store.root, table, run_id) for table in COMPACTED}
+    after = {table: data_files(store.backend, table, run_id) for table in COMPACTED}
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).num_rows
     return Compacted(run_id, episodes, before[0], _count(after), before[1], _size(after))
 
@@ -96,8 +100,8 @@ def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path]
         if path not in merge:
             os.link(path, work / path.name)
     data = _merged(store, table, merge)
-    written = write_atomic(work / data_name(stem, SCHEMA_VERSION), table, data,
-                           row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None)
+    written = write_new(store.backend, work / data_name(stem, SCHEMA_VERSION), table, data,
+                        row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None)
     if read_file(written, table, ["episode_id"]).num_rows != data.num_rows:
         raise StoreError(f"compacted {table.name} file of run {run_id} did not read back; nothing was changed")
 

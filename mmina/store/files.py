@@ -1,18 +1,19 @@
-"""Reading and writing single Parquet files of the store, atomically and versioned."""
+"""Reading and writing single Parquet files of the store, atomically and versioned, through its backend."""
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, StoreError
 from mmina.store.schema import SCHEMA_VERSION, Table
-from mmina.store.layout import tmp_path
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable, upgrade
+
+if TYPE_CHECKING:
+    from mmina.store.backends import Backend
 
 META_VERSION = b"mmina.schema_version"
 META_TABLE = b"mmina.table"
@@ -32,36 +33,25 @@ def with_metadata(table: Table, schema: pa.Schema) -> pa.Schema:
     return schema.with_metadata({META_VERSION: str(SCHEMA_VERSION).encode(), META_TABLE: table.name.encode()})
 
 
-def write_atomic(path: Path, table: Table, data: pa.Table, row_group_size: int | None = None) -> Path:
-    """Write ``data`` to a hidden temporary name, flush it to disk, then rename it into place."""
-    if path.exists():
-        raise StoreError(f"refusing to overwrite {path}: the store is append-only")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
+def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
+              row_group_size: int | None = None) -> PurePath:
+    """Write ``data`` as a new file that appears whole (see :meth:`Backend.create`), never
+    replacing one: the store is append-only."""
+    new = backend.create(path)
     try:
-        pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), tmp,
+        pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), new.sink,
                        row_group_size=row_group_size, compression="zstd")
-        fsync_and_rename(tmp, path)
+        new.commit()
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        new.abort()
         raise
     return path
 
 
-def fsync_and_rename(tmp: Path, final: Path) -> None:
-    """Make the file durable before it becomes visible, then rename (atomic on POSIX)."""
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, final)
-
-
-def read_version(path: Path) -> int:
+def read_version(path: PurePath, filesystem: Any = None) -> int:
     """The schema version recorded in a file's Parquet metadata."""
     try:
-        metadata = pq.read_schema(path).metadata or {}
+        metadata = pq.read_schema(str(path), filesystem=filesystem).metadata or {}
     except (OSError, pa.ArrowException) as exc:
         raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
     if META_VERSION not in metadata:
@@ -69,14 +59,15 @@ def read_version(path: Path) -> int:
     return int(metadata[META_VERSION])
 
 
-def read_file(path: Path, table: Table, columns: Sequence[str] | None = None,
-              migrations: Sequence[Migration] = MIGRATIONS) -> pa.Table:
-    """Read one store file, rejecting newer versions and upgrading older ones."""
-    version = read_version(path)
+def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None,
+              migrations: Sequence[Migration] = MIGRATIONS, filesystem: Any = None) -> pa.Table:
+    """Read one store file, rejecting newer versions and upgrading older ones; ``filesystem``
+    is the store backend's ``arrow`` (None for a local store)."""
+    version = read_version(path, filesystem)
     check_readable(version, str(path))
     current = version == SCHEMA_VERSION
     try:
-        data = pq.read_table(path, columns=list(columns) if columns and current else None)
+        data = pq.read_table(str(path), columns=list(columns) if columns and current else None, filesystem=filesystem)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
     data = data.replace_schema_metadata(None)

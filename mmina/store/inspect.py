@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
+from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -11,7 +12,7 @@ import pyarrow.parquet as pq
 from mmina.errors import MminaError, SchemaVersionError
 from mmina.store.schema import BLOBS, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
 from mmina.store.files import read_version
-from mmina.store.layout import file_stem, file_version, tmp_files
+from mmina.store.layout import file_stem, file_version
 from mmina.store.migrations import check_readable
 from mmina.store.store import Store
 
@@ -50,8 +51,8 @@ def _table_info(store: Store, table: Table, committed: set[str]) -> TableInfo:
     files = store.files(table.name)
     if table in (STEPS, REQUESTS):
         files = [f for f in files if file_stem(f) in committed]
-    rows = sum(pq.read_metadata(f).num_rows for f in files)
-    return TableInfo(table.name, len(files), rows, sum(f.stat().st_size for f in files))
+    rows = sum(pq.read_metadata(str(f), filesystem=store.backend.arrow).num_rows for f in files)
+    return TableInfo(table.name, len(files), rows, sum(store.backend.size(f) for f in files))
 
 
 @dataclass(frozen=True)
@@ -79,25 +80,26 @@ def verify_store(store: Store) -> VerifyReport:
     Never raises for a bad file: every failure becomes a :class:`Problem` with its path.
     """
     report = VerifyReport(str(store.root))
-    for tmp in tmp_files(store.root):
+    for tmp in store.backend.unfinished():
         if tmp.writer_alive:
             report.in_progress.append(str(tmp.path))
         else:
             report.problems.append(Problem(str(tmp.path), "partial",
                                            f"unfinished file of a writer that is gone ({tmp.host}:{tmp.pid}); ignored by readers"))
-    readable: dict[str, list[Path]] = {}
+    readable: dict[str, list[PurePath]] = {}
+    filesystem = store.backend.arrow
     for table in TABLES.values():
-        readable[table.name] = [p for p in store.files(table.name) if _check_file(p, table, report)]
-    committed = _committed_episodes(readable["episodes"])
+        readable[table.name] = [p for p in store.files(table.name) if _check_file(p, table, report, filesystem)]
+    committed = _committed_episodes(readable["episodes"], filesystem)
     _check_orphans(readable, committed, report)
-    _check_blob_refs(readable, report)
+    _check_blob_refs(readable, report, filesystem)
     return report
 
 
-def _check_file(path: Path, table: Table, report: VerifyReport) -> bool:
+def _check_file(path: PurePath, table: Table, report: VerifyReport, filesystem: Any) -> bool:
     report.files_checked += 1
     try:
-        _read_fully(path, table)
+        _read_fully(path, table, filesystem)
     except SchemaVersionError as exc:
         report.problems.append(Problem(str(path), "newer_version", str(exc)))
         return False
@@ -108,27 +110,27 @@ def _check_file(path: Path, table: Table, report: VerifyReport) -> bool:
     return True
 
 
-def _read_fully(path: Path, table: Table) -> None:
+def _read_fully(path: PurePath, table: Table, filesystem: Any) -> None:
     """Decode every page of the file and check its declared version and columns."""
-    version = read_version(path)
+    version = read_version(path, filesystem)
     check_readable(version, str(path))
     if version != file_version(path):
         raise MminaError(f"file name says version {file_version(path)} but its metadata says {version}")
-    data = pq.read_table(path)
+    data = pq.read_table(str(path), filesystem=filesystem)
     missing = set(table.column_names) - set(data.column_names)
     if version == SCHEMA_VERSION and missing:
         raise MminaError(f"missing column(s) {', '.join(sorted(missing))}")
 
 
-def _committed_episodes(paths: list[Path]) -> set[str]:
+def _committed_episodes(paths: list[PurePath], filesystem: Any) -> set[str]:
     """Committed episode ids and the stems of ``episodes`` files (batch files hold many)."""
     ids: set[str] = {file_stem(path) for path in paths}
     for path in paths:
-        ids.update(pq.read_table(path, columns=["episode_id"]).column("episode_id").to_pylist())
+        ids.update(pq.read_table(str(path), columns=["episode_id"], filesystem=filesystem).column("episode_id").to_pylist())
     return ids
 
 
-def _check_orphans(readable: dict[str, list[Path]], committed: set[str], report: VerifyReport) -> None:
+def _check_orphans(readable: dict[str, list[PurePath]], committed: set[str], report: VerifyReport) -> None:
     """Files of an episode whose ``episodes`` row never landed (writer killed between renames)."""
     for table in (STEPS, REQUESTS, BLOBS):
         for path in readable[table.name]:
@@ -137,28 +139,28 @@ def _check_orphans(readable: dict[str, list[Path]], committed: set[str], report:
                                                f"{table.name} of {file_stem(path)}, which was never committed; ignored by readers"))
 
 
-def _check_blob_refs(readable: dict[str, list[Path]], report: VerifyReport) -> None:
+def _check_blob_refs(readable: dict[str, list[PurePath]], report: VerifyReport, filesystem: Any) -> None:
     """Every blob a step or request refers to must be in some pack."""
     stored: set[str] = set()
     for path in readable["blobs"]:
-        stored.update(pq.read_table(path, columns=["sha256"]).column("sha256").to_pylist())
+        stored.update(pq.read_table(str(path), columns=["sha256"], filesystem=filesystem).column("sha256").to_pylist())
     for table, columns in ((STEPS, ("screenshot", "screenshot_som")), (REQUESTS, ("request_body", "response_body"))):
         for path in readable[table.name]:
-            missing = set(_refs(path, columns)) - stored
+            missing = set(_refs(path, columns, filesystem)) - stored
             if missing:
                 report.problems.append(Problem(str(path), "missing_blob",
                                                f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}"))
 
 
-def _refs(path: Path, columns: tuple[str, ...]) -> Iterator[str]:
+def _refs(path: PurePath, columns: tuple[str, ...], filesystem: Any) -> Iterator[str]:
     """Blob hashes a file refers to; older files may lack some reference columns."""
-    present = pq.read_schema(path).names
+    present = pq.read_schema(str(path), filesystem=filesystem).names
     columns = tuple(c for c in columns if c in present)
-    data = pq.read_table(path, columns=list(columns))
+    data = pq.read_table(str(path), columns=list(columns), filesystem=filesystem)
     for name in columns:
         yield from (v for v in pc.drop_null(data.column(name)).to_pylist() if v)
     if "images" in present:
-        images = pq.read_table(path, columns=["images"]).column("images")
+        images = pq.read_table(str(path), columns=["images"], filesystem=filesystem).column("images")
         flat = pc.list_flatten(images)
         if len(flat):
             yield from (v for v in pc.struct_field(flat, "blob").to_pylist() if v)

@@ -1,27 +1,30 @@
-"""The store: a directory of versioned Parquet datasets plus blob packs (see docs/store.md).
+"""The store: a directory or object-store prefix of versioned Parquet datasets plus blob
+packs (see docs/store.md).
 
 Episodes are written by the writers of ``writers.py``, whose commit point is the
 ``episodes`` file: views and readers only show steps and requests of committed episodes.
+Every file access goes through the store's backend (``backends.py``: a local folder, or an
+object store through fsspec).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina import __version__
-from mmina.errors import NotAStoreError, SchemaVersionError, StoreError, StoreNotFoundError
+from mmina.errors import AlreadyExistsError, NotAStoreError, SchemaVersionError, StoreError, StoreNotFoundError
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
+from mmina.store.backends import Backend, open_backend
 from mmina.store.blobs import BlobIndex, read_blobs
-from mmina.store.files import read_file, to_arrow, write_atomic
+from mmina.store.files import read_file, to_arrow, write_new
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
                                 is_batch, run_of, table_dir)
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
@@ -32,9 +35,11 @@ STORE_ENV = "MMINA_STORE"
 EPISODE_CHILDREN = (STEPS, REQUESTS)
 
 
-def resolve_store_path(option: str | os.PathLike[str] | None) -> Path:
-    """``--store``, else ``$MMINA_STORE``, else ``./mmina-store``."""
-    return Path(option or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+def resolve_store_path(option: str | os.PathLike[str] | None) -> str | Path:
+    """``--store``, else ``$MMINA_STORE``, else ``./mmina-store``: a folder, or an object-store
+    URL (``s3://bucket/prefix``) kept as text so that its ``//`` survives."""
+    location = option or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    return location if "://" in str(location) else Path(location)
 
 
 def utcnow() -> datetime:
@@ -42,37 +47,39 @@ def utcnow() -> datetime:
 
 
 class Store:
-    """A store directory. ``open`` validates it; nothing is written until a write method runs."""
+    """A store directory or object-store prefix. ``open`` validates it; nothing is written until
+    a write method runs. ``root`` is its location: a ``Path``, or an ``ObjectPath`` whose
+    ``str()`` is the URL (``s3://bucket/prefix``)."""
 
-    def __init__(self, root: Path, migrations: Sequence[Migration] = MIGRATIONS) -> None:
-        self.root = root
+    def __init__(self, location: Backend | str | os.PathLike[str], migrations: Sequence[Migration] = MIGRATIONS) -> None:
+        self.backend = location if isinstance(location, Backend) else open_backend(location)
+        self.root = self.backend.root
         self.migrations = tuple(migrations)
         self._blob_index: BlobIndex | None = None
-        self._batch_ids: dict[Path, frozenset[str]] = {}
+        self._batch_ids: dict[PurePath, frozenset[str]] = {}
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], create: bool = False,
+    def open(cls, location: str | os.PathLike[str], create: bool = False,
              migrations: Sequence[Migration] = MIGRATIONS) -> "Store":
-        """Open an existing store; with ``create``, also one still to be made (a missing or empty
-        folder), which its first write creates — so a command that fails before writing leaves
-        nothing behind. Never touches a folder that is not a store."""
-        root = Path(path)
-        marker = root / MARKER
-        if not root.exists() and not create:
-            raise StoreNotFoundError(f"no store at {root} (record one with `mmina record`, or pass --store)")
-        if root.exists() and not root.is_dir():
-            raise NotAStoreError(f"{root} is a file, not an mmina store directory")
-        if root.exists() and not marker.exists() and (not create or _has_foreign_files(root)):
-            raise NotAStoreError(f"{root} is not an mmina store (no {MARKER}); refusing to use it")
-        store = cls(root, migrations)
-        if marker.exists():
-            check_readable(store.marker_version(), f"store {root}")
+        """Open an existing store (a folder, or a URL such as ``s3://bucket/prefix``); with
+        ``create``, also one still to be made (a missing or empty folder or prefix), which its
+        first write creates — so a command that fails before writing leaves nothing behind.
+        Never touches a folder that is not a store."""
+        backend = open_backend(location)
+        names = backend.names()
+        if names is None and not create:
+            raise StoreNotFoundError(f"no store at {backend.root} (record one with `mmina record`, or pass --store)")
+        if names is not None and MARKER not in names and (not create or _foreign(names)):
+            raise NotAStoreError(f"{backend.root} is not an mmina store (no {MARKER}); refusing to use it")
+        store = cls(backend, migrations)
+        if names is not None and MARKER in names:
+            check_readable(store.marker_version(), f"store {backend.root}")
         return store
 
     @property
     def exists(self) -> bool:
         """False for a store opened with ``create`` that nothing has been written to yet."""
-        return (self.root / MARKER).exists()
+        return self.backend.exists(self.root / MARKER)
 
     # -- marker and locking -------------------------------------------------
 
@@ -80,7 +87,7 @@ class Store:
         if not self.exists:  # a store to be created by its first write
             return {"format": "mmina-store", "schema_version": SCHEMA_VERSION}
         try:
-            return json.loads((self.root / MARKER).read_text())
+            return json.loads(self.backend.read_bytes(self.root / MARKER))
         except (OSError, ValueError) as exc:
             raise NotAStoreError(f"{self.root / MARKER} is unreadable: {exc}") from None
 
@@ -91,38 +98,39 @@ class Store:
         return version
 
     def _init_marker(self) -> None:
-        """Create the marker once, even when several processes create the store together."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Create the marker once, even when several processes (or machines) create the store
+        together: the marker is written create-only, and the loser of a race keeps the winner's."""
         with self.lock():
-            if not (self.root / MARKER).exists():
-                if _has_foreign_files(self.root):
+            if not self.exists:
+                if _foreign(self.backend.names() or []):
                     raise NotAStoreError(f"{self.root} is not an mmina store (no {MARKER}); refusing to use it")
-                self._write_marker({"format": "mmina-store", "schema_version": SCHEMA_VERSION,
-                                    "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"})
-
-    def _write_marker(self, content: dict[str, Any]) -> None:
-        tmp = self.root / f".{MARKER}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(content, indent=2) + "\n")
-        os.replace(tmp, self.root / MARKER)
+                content = {"format": "mmina-store", "schema_version": SCHEMA_VERSION,
+                           "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"}
+                try:
+                    self.backend.put(self.root / MARKER, _marker_bytes(content))
+                except AlreadyExistsError:
+                    pass  # another process created the store at the same moment
 
     def lock(self) -> AbstractContextManager[None]:
-        """An exclusive lock shared by all processes writing this store (run creation, marker)."""
-        return _flock(self.root / LOCK, fcntl.LOCK_EX)
+        """An exclusive lock shared by all processes writing this store (run creation, marker);
+        none on object stores, whose create-only writes settle those races."""
+        return self.backend.lock(LOCK, exclusive=True)
 
     def commit_lock(self, exclusive: bool) -> AbstractContextManager[None]:
         """Held shared by every commit and exclusively by compaction while it swaps files."""
-        return _flock(self.root / COMMIT_LOCK, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        return self.backend.lock(COMMIT_LOCK, exclusive)
 
     def ensure_writable(self) -> None:
         """Create the store on its first write; refuse to write a store of a newer version; mark
         an older one as upgraded."""
         if not self.exists:
             self._init_marker()
-        if self.marker_version() > SCHEMA_VERSION:
+        version = self.marker_version()
+        if version > SCHEMA_VERSION:
             raise SchemaVersionError(f"store {self.root} was written by a newer mmina; refusing to write")
-        if self.marker_version() < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION:
             with self.lock():
-                self._write_marker({**self.marker(), "schema_version": SCHEMA_VERSION})
+                self.backend.replace(self.root / MARKER, _marker_bytes({**self.marker(), "schema_version": SCHEMA_VERSION}))
 
     # -- writing ------------------------------------------------------------
 
@@ -130,20 +138,42 @@ class Store:
         """Write the run's ``runs`` and ``tasks`` files once; False when the run already existed.
 
         Re-opening a run (``--resume``) must use the same task suite, or results would mix.
+        Processes beginning one run at the same moment (on object stores no lock orders them)
+        are settled by the create-only writes: the ``runs`` file lands once, the others reopen.
         """
         self.ensure_writable()
         with self.lock():
-            existing = self.read("runs", run_id=run_id)
-            if existing.num_rows:
-                recorded = existing.column("task_suite_sha256")[0].as_py()
-                if recorded != run_row.get("task_suite_sha256"):
-                    raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
+            if self._run_exists(run_id, run_row):
                 return False
-            write_atomic(table_dir(self.root, TASKS, run_id) / data_name("tasks", SCHEMA_VERSION), TASKS,
-                         to_arrow(TASKS, task_rows))
-            write_atomic(table_dir(self.root, RUNS, run_id) / data_name("run", SCHEMA_VERSION), RUNS,
-                         to_arrow(RUNS, [run_row]))
+            self._write_tasks(run_id, task_rows)
+            try:
+                write_new(self.backend, table_dir(self.root, RUNS, run_id) / data_name("run", SCHEMA_VERSION), RUNS,
+                          to_arrow(RUNS, [run_row]))
+            except AlreadyExistsError:
+                return not self._run_exists(run_id, run_row)
         return True
+
+    def _run_exists(self, run_id: str, run_row: dict[str, Any]) -> bool:
+        """True when the run exists with the same task suite; an error when with another."""
+        existing = self.read("runs", run_id=run_id)
+        if not existing.num_rows:
+            return False
+        if existing.column("task_suite_sha256")[0].as_py() != run_row.get("task_suite_sha256"):
+            raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
+        return True
+
+    def _write_tasks(self, run_id: str, task_rows: list[dict[str, Any]]) -> None:
+        """The run's tasks, once: a process beginning the same run at the same moment may have
+        written them first, which is fine when they are the same tasks."""
+        path = table_dir(self.root, TASKS, run_id) / data_name("tasks", SCHEMA_VERSION)
+        try:
+            write_new(self.backend, path, TASKS, to_arrow(TASKS, task_rows))
+        except AlreadyExistsError:
+            written = read_file(path, TASKS, ["task_id", "task_sha256"], self.migrations, self.backend.arrow)
+            if sorted(zip(written["task_id"].to_pylist(), written["task_sha256"].to_pylist())) != \
+                    sorted((row["task_id"], row["task_sha256"]) for row in task_rows):
+                raise StoreError(f"run {run_id} is being created by another process with other tasks; "
+                                 f"use a new run id") from None
 
     def episode_writer(self, run_id: str, episode_id: str) -> EpisodeWriter:
         self.ensure_writable()
@@ -162,15 +192,15 @@ class Store:
     def episode_exists(self, episode_id: str) -> bool:
         """True when any file of that episode id landed (its commit row, or a pack), or a
         batch holds it."""
-        name = data_name(episode_id, SCHEMA_VERSION)
-        if (self.root / BLOBS.name / name).exists() or any(
-                (d / name).exists() for d in (self.root / EPISODES.name).glob("run_id=*")):
+        name, backend = data_name(episode_id, SCHEMA_VERSION), self.backend
+        if backend.exists(self.root / BLOBS.name / name) or any(
+                backend.exists(d / name) for d in backend.dirs(self.root / EPISODES.name) if d.name.startswith("run_id=")):
             return True
         return any(episode_id in self._ids_in_batch(path) for path in self._batch_episode_files())
 
     def committed_episode_ids(self) -> set[str]:
         """Every committed episode id: per-episode files by name, batch files by content."""
-        ids = {file_stem(path) for path in data_files(self.root, EPISODES) if not is_batch(path)}
+        ids = {file_stem(path) for path in data_files(self.backend, EPISODES) if not is_batch(path)}
         for path in self._batch_episode_files():
             ids |= self._ids_in_batch(path)
         return ids
@@ -181,33 +211,33 @@ class Store:
         batches = {file_stem(path) for path in self._batch_episode_files()}
         return self.committed_episode_ids() | batches
 
-    def _batch_episode_files(self) -> list[Path]:
-        return [path for path in data_files(self.root, EPISODES) if is_batch(path)]
+    def _batch_episode_files(self) -> list[PurePath]:
+        return [path for path in data_files(self.backend, EPISODES) if is_batch(path)]
 
-    def _ids_in_batch(self, path: Path) -> frozenset[str]:
+    def _ids_in_batch(self, path: PurePath) -> frozenset[str]:
         if path not in self._batch_ids:
-            ids = read_file(path, EPISODES, ["episode_id"], self.migrations).column("episode_id").to_pylist()
-            self._batch_ids[path] = frozenset(ids)
+            ids = read_file(path, EPISODES, ["episode_id"], self.migrations, self.backend.arrow).column("episode_id")
+            self._batch_ids[path] = frozenset(ids.to_pylist())
         return self._batch_ids[path]
 
-    def append(self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None) -> Path:
+    def append(self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None) -> PurePath:
         """Append rows as one new file of a table (used for scores and the judge cache)."""
         self.ensure_writable()
         table = TABLES[table_name]
         path = table_dir(self.root, table, run_id) / data_name(stem, SCHEMA_VERSION)
-        return write_atomic(path, table, to_arrow(table, rows))
+        return write_new(self.backend, path, table, to_arrow(table, rows))
 
     @property
     def blob_index(self) -> BlobIndex:
         if self._blob_index is None:
-            self._blob_index = BlobIndex(self.root)
+            self._blob_index = BlobIndex(self.backend)
         self._blob_index.refresh(self.committed_stems())
         return self._blob_index
 
     # -- reading ------------------------------------------------------------
 
-    def files(self, table_name: str, run_id: str | None = None) -> list[Path]:
-        return data_files(self.root, TABLES[table_name], run_id)
+    def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
+        return data_files(self.backend, TABLES[table_name], run_id)
 
     def run_ids(self) -> list[str]:
         return sorted(self.read("runs", columns=["run_id"]).column("run_id").to_pylist())
@@ -234,30 +264,24 @@ class Store:
             data = data.filter(pc.is_in(data.column("episode_id"), committed))
         return data.select(list(columns)) if columns else data
 
-    def _read_part(self, table: Table, path: Path, columns: list[str] | None) -> pa.Table:
+    def _read_part(self, table: Table, path: PurePath, columns: list[str] | None) -> pa.Table:
         needed = columns if columns is None or table not in EPISODE_CHILDREN else sorted({*columns, "episode_id"})
-        data = read_file(path, table, needed, self.migrations)
+        data = read_file(path, table, needed, self.migrations, self.backend.arrow)
         if table.partitioned_by_run:
             data = data.append_column("run_id", pa.array([run_of(path)] * data.num_rows, pa.string()))
         return data
 
     def read_blobs(self, digests: Sequence[str], packs: Sequence[str] | None = None) -> dict[str, bytes]:
-        return read_blobs(self.root, digests, packs)
+        return read_blobs(self.backend, digests, packs)
 
 
-@contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _foreign(names: list[str]) -> bool:
+    """Anything but the locks and a marker being written means the folder is someone else's."""
+    return any(name not in (LOCK, COMMIT_LOCK) and not name.startswith(f".{MARKER}.") for name in names)
 
 
-def _has_foreign_files(root: Path) -> bool:
-    """Anything but the lock and a marker being written means the folder is someone else's."""
-    return any(p.name not in (LOCK, COMMIT_LOCK) and not p.name.startswith(f".{MARKER}.") for p in root.iterdir())
+def _marker_bytes(content: dict[str, Any]) -> bytes:
+    return (json.dumps(content, indent=2) + "\n").encode()
 
 
 def _output_schema(table: Table, columns: list[str] | None) -> pa.Schema:

@@ -7,7 +7,7 @@ requests of uncommitted episodes (a writer killed between renames) are filtered 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePath
 
 import duckdb
 
@@ -106,7 +106,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _read_parquet(root: Path, table: Table, version: int) -> str:
+def _read_parquet(root: PurePath, table: Table, version: int) -> str:
     hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
     return f"SELECT * FROM read_parquet({_quote(glob_pattern(root, table, version))}{hive})"
 
@@ -120,7 +120,7 @@ def _empty(table: Table) -> str:
 
 def table_sql(store: Store, table: Table) -> str:
     """The SELECT behind one table's view, over every version of its files present."""
-    versions = sorted({file_version(p) for p in data_files(store.root, table)})
+    versions = sorted({file_version(p) for p in data_files(store.backend, table)})
     if not versions:
         return _empty(table)
     check_readable(versions[-1], f"table {table.name} of store {store.root}")
@@ -161,8 +161,13 @@ class StoreConnection:
 
 
 def connect(store: Store) -> StoreConnection:
-    """An in-memory DuckDB connection over the store (which is only read)."""
+    """An in-memory DuckDB connection over the store (which is only read). An object store is
+    read through the same fsspec filesystem mmina uses (credentials from the environment), so
+    DuckDB needs no httpfs extension (which it could not download without network access)."""
     connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
+    filesystem = store.backend.duckdb_filesystem()
+    if filesystem is not None:
+        connection.register_filesystem(filesystem)
     result = StoreConnection(connection)
     for name, statement in views_sql(store).items():
         try:

@@ -2,11 +2,13 @@
 
 Both writers follow one commit protocol. Every file a writer produces shares one stem: the
 episode id for an :class:`EpisodeWriter`, a ``batch-…`` name for a :class:`BatchWriter`
-(and for compacted files). Blobs stream into a hidden pack; ``commit`` renames the pack,
-then the ``steps`` and ``requests`` files, then the ``episodes`` file last. That file is
-the commit point: a pack, steps or requests file counts only when an ``episodes`` file of
-the same stem exists, so readers never see half an episode. Commits hold the store's
-commit lock in shared mode, so compaction (exclusive) never swaps files under a writer.
+(and for compacted files). Blobs stream into a pack that is not visible yet; ``commit``
+makes the pack visible, then the ``steps`` and ``requests`` files, then the ``episodes``
+file last (each appears whole: renamed into place on a disk, PUT whole and create-only on
+an object store). That file is the commit point: a pack, steps or requests file counts only
+when an ``episodes`` file of the same stem exists, so readers never see half an episode.
+On a disk, commits hold the store's commit lock in shared mode, so compaction (exclusive)
+never swaps files under a writer; object stores need no lock (they cannot be compacted).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mmina.errors import StoreError
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
 from mmina.store.blobs import PackWriter, sha256
-from mmina.store.files import to_arrow, write_atomic
+from mmina.store.files import to_arrow, write_new
 from mmina.store.layout import batch_stem, data_name, table_dir, worker_name
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ class _Writer:
     def __init__(self, store: Store, run_id: str, stem: str) -> None:
         self.store, self.run_id, self.stem = store, run_id, stem
         self.index = store.blob_index
-        self.pack = PackWriter(store.root / BLOBS.name / data_name(stem, SCHEMA_VERSION))
+        self.pack = PackWriter(store.backend, store.root / BLOBS.name / data_name(stem, SCHEMA_VERSION))
         self._pending: set[str] = set()
         self._new_in_episode = False
         self._packs_in_episode: set[str] = set()
@@ -65,7 +67,7 @@ class _Writer:
         return sorted(packs)
 
     def _commit(self, episodes: Sequence[Row], steps: Sequence[Row], requests: Sequence[Row]) -> None:
-        """Rename everything into place, the ``episodes`` file last (the commit point)."""
+        """Make every file visible, the ``episodes`` file last (the commit point)."""
         try:
             with self.store.commit_lock(exclusive=False):
                 self._write_files(episodes, steps, requests)
@@ -75,7 +77,7 @@ class _Writer:
         self.closed = True
 
     def _write_files(self, episodes: Sequence[Row], steps: Sequence[Row], requests: Sequence[Row]) -> None:
-        root, name = self.store.root, data_name(self.stem, SCHEMA_VERSION)
+        backend, name = self.store.backend, data_name(self.stem, SCHEMA_VERSION)
         pack = self.pack.commit()
         if pack is not None:
             self.index.add_pack(pack, self.pack.hashes)
@@ -83,8 +85,9 @@ class _Writer:
             (STEPS, steps, self.step_row_group), (REQUESTS, requests, None))
         for table, rows, row_group in children:
             if rows:
-                write_atomic(table_dir(root, table, self.run_id) / name, table, to_arrow(table, rows), row_group)
-        write_atomic(table_dir(root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, episodes))
+                write_new(backend, table_dir(backend.root, table, self.run_id) / name, table, to_arrow(table, rows),
+                          row_group)
+        write_new(backend, table_dir(backend.root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, episodes))
 
     def abort(self) -> None:
         """Drop what was written: nothing of it becomes visible."""
