@@ -1,0 +1,347 @@
+"""Stores on object storage, against a real S3-compatible server (moto, in its own process).
+
+Every command on ``s3://bucket/prefix`` after a real recording (Chromium against the fixture
+web); crashes at any moment, including between an episode's steps object and its episodes
+object; writers in several processes on one prefix, racing for one run and for one episode
+id; append-only writes; no credential ever stored; one-line errors for bad URLs and
+credentials. No mocks: the one fault injected is a writer process that kills itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from mmina.cli import cli
+from mmina.errors import AlreadyExistsError, StoreError
+from mmina.store import Store
+from mmina.store.inspect import store_info, verify_store
+from mmina.store.objects import ObjectPath
+from mmina.store.schema import SCHEMA_VERSION
+from mmina.store.sql import run_query
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.store_helpers import REPO_ROOT, begin, write_episode
+from tests.test_store_robustness import spawn, wait_for_line
+
+BUCKET = "mmina-test"
+V = f".v{SCHEMA_VERSION}.parquet"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    """One server for the module, its bucket made, and the environment pointing at it."""
+    with S3Server() as server, pytest.MonkeyPatch.context() as patch:
+        server.make_bucket(BUCKET)
+        for name, value in server.env.items():
+            patch.setenv(name, value)
+        yield server
+
+
+@pytest.fixture
+def url(s3: S3Server) -> str:
+    """A fresh prefix of the bucket for each test."""
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}"
+
+
+def mmina(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real command line in its own process (the environment holds the endpoint and keys)."""
+    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO_ROOT)
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def sql(store: Store, query: str) -> list[tuple]:
+    return run_query(store, query).rows
+
+
+# -- every command on a really recorded store ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(s3: S3Server) -> str:
+    """normal/1 and normal/2 recorded by ``mmina record`` with two worker processes, each
+    reopening the store from its URL."""
+    location = f"s3://{BUCKET}/recorded"
+    proc = mmina("record", "--task-ids", "normal/1,normal/2", "--workers", "2", "--run-id", "r1", "--store", location,
+                 "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["store"] == location and [e["status"] for e in summary["episodes"]] == ["completed"] * 2
+    return location
+
+
+def test_sql_report_rescore_info_verify_on_a_recorded_s3_store(recorded: str) -> None:
+    rows = json.loads(mmina("sql", "select task_id, n_steps, worker from episodes order by task_id", "--store",
+                            recorded, "--format", "json").stdout)
+    assert [r["task_id"] for r in rows] == ["normal/1", "normal/2"] and all(r["n_steps"] > 0 for r in rows)
+    steps = sql(Store.open(recorded), "select count(*) from steps")[0][0]
+    assert steps == sum(r["n_steps"] for r in rows)
+    report = mmina("report", "--store", recorded, "--run", "r1", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["tasks"] == 2
+    rescore = mmina("rescore", "--store", recorded, "--evaluator", "hops", "--format", "json")
+    assert rescore.returncode == 0, rescore.stderr
+    assert len(json.loads(rescore.stdout)["episodes"]) == 2
+    info = json.loads(mmina("store", "info", "--store", recorded, "--format", "json").stdout)
+    assert info["root"] == recorded and info["episodes"] == 2 and info["steps"] == steps
+    verify = mmina("store", "verify", "--store", recorded)
+    assert verify.returncode == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), verify.stdout
+
+
+def test_replay_reads_its_archive_from_s3_and_writes_its_run_there(recorded: str) -> None:
+    proc = mmina("replay", "--run", "r1", "--store", recorded, "--format", "json", "--run-id", "replayed")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["fidelity"] == 1.0 and summary["episodes"] == 2, summary
+    store = Store.open(recorded)
+    assert sql(store, "select count(*) from episodes where run_id = 'replayed'") == [(2,)]
+    assert verify_store(store).ok
+
+
+def test_compaction_is_refused_on_object_storage_in_one_line(recorded: str) -> None:
+    proc = mmina("store", "compact", "--store", recorded)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "compact works on local stores only" in proc.stderr
+
+
+def test_no_credential_reaches_the_store(s3: S3Server, recorded: str) -> None:
+    objects = s3.objects(BUCKET)
+    assert any("/steps/" in key for key in objects)
+    for key, data in objects.items():
+        for secret in (ACCESS_KEY, SECRET_KEY):
+            assert secret.encode() not in data and secret not in key, key
+    config = sql(Store.open(recorded), "select config_json from runs")
+    assert config and all(ACCESS_KEY not in c and SECRET_KEY not in c for (c,) in config)
+
+
+def test_a_url_with_credentials_is_refused_before_anything_is_written(s3: S3Server, url: str) -> None:
+    bucket_path = url.removeprefix("s3://")
+    proc = mmina("record", "--task", "normal/1", "--store", f"s3://{ACCESS_KEY}:{SECRET_KEY}@{bucket_path}")
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: the store URL must not carry credentials")
+    assert SECRET_KEY not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
+    assert not [key for key in s3.objects(BUCKET) if key.startswith(bucket_path)]
+
+
+# -- crashes ---------------------------------------------------------------------------------
+
+
+def test_a_sigkilled_recording_leaves_only_whole_episodes(s3: S3Server, url: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task-ids", "normal/1,normal/2,normal/3",
+                             "--run-id", "k", "--store", url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=REPO_ROOT)
+    try:
+        _wait_for_episodes(url, 1, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    store = Store.open(url)
+    episodes = sql(store, "select episode_id, n_steps from episodes")
+    assert 1 <= len(episodes) < 3
+    for episode_id, n_steps in episodes:
+        assert sql(store, f"select count(*) from steps where episode_id = '{episode_id}'") == [(n_steps,)]
+    problems = verify_store(store).problems
+    assert all(p.kind == "orphan" for p in problems), problems
+
+
+def _wait_for_episodes(url: str, count: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if len(Store.open(url).files("episodes")) >= count:
+                return
+        except StoreError:
+            pass  # the store is not there yet
+        time.sleep(0.2)
+    raise AssertionError(f"no episode committed in time: {proc.stderr.read().decode() if proc.stderr else ''}")
+
+
+KILL_BEFORE_EPISODES = """
+import signal
+from mmina.store import Store
+from mmina.store.objects import ObjectBackend
+from tests.store_helpers import begin, write_episode
+store = Store.open({url!r}, create=True)
+begin(store, "r1")
+write_episode(store, "r1", "ep-done", [b"first episode"], n_steps=2)
+put = ObjectBackend.put_new
+def put_then_die(self, path, data):
+    if "/episodes/" in str(path):  # the commit point: die just before it
+        os.kill(os.getpid(), signal.SIGKILL)
+    put(self, path, data)
+ObjectBackend.put_new = put_then_die
+write_episode(store, "r1", "ep-killed", [b"never seen"], n_steps=3, n_requests=1)
+"""
+
+
+def test_a_writer_killed_before_its_episodes_object_leaves_nothing_visible(s3: S3Server, url: str) -> None:
+    proc = spawn(KILL_BEFORE_EPISODES.format(url=url))
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    keys = [key for key in s3.objects(BUCKET) if f"/ep-killed{V}" in key]
+    assert sorted(key.split("/")[2] for key in keys) == ["blobs", "requests", "steps"], "landed before the kill"
+
+    store = Store.open(url)
+    assert sql(store, "select episode_id from episodes") == [("ep-done",)]
+    assert sql(store, "select distinct episode_id from steps") == [("ep-done",)]
+    assert sql(store, "select distinct episode_id from requests") == []
+    assert set(store.read("steps")["episode_id"].to_pylist()) == {"ep-done"}
+    assert store_info(store).steps == 2
+    report = verify_store(store)
+    assert sorted((p.kind, p.path) for p in report.problems) == [("orphan", f"s3://{key}") for key in sorted(keys)]
+    write_episode(store, "r1", "ep-after", [b"never seen"], n_steps=1)  # the orphan pack is never deduplicated against
+    assert sql(store, "select blob_packs from episodes where episode_id = 'ep-after'") == [([f"blobs/ep-after{V}"],)]
+
+
+# -- writers side by side --------------------------------------------------------------------
+
+WRITER = """
+from mmina.store import Store
+from tests.store_helpers import begin, write_episode
+store = Store.open({url!r}, create=True)
+print("READY", flush=True)
+while not os.path.exists({go!r}):
+    time.sleep(0.005)
+created = begin(store, "shared-run")
+for i in range(8):
+    write_episode(store, "shared-run", f"w{k}-ep{{i}}", [b"common asset" * 500, b"page %d" % i * 300, b"own {k} %d" % i],
+                  n_steps=3, n_requests=1)
+print(created, flush=True)
+"""
+
+
+def test_writers_in_several_processes_share_one_prefix(url: str, tmp_path) -> None:
+    go, workers = tmp_path / "go", 3
+    procs = [spawn(WRITER.format(url=url, go=str(go), k=k)) for k in range(workers)]
+    for proc in procs:
+        wait_for_line(proc, "READY")
+    go.touch()
+    outputs = [proc.communicate(timeout=180) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * workers, [err for _, err in outputs]
+    assert sorted(out.strip() for out, _ in outputs) == ["False"] * (workers - 1) + ["True"], "one run, begun once"
+
+    store = Store.open(url)
+    assert len(store.files("runs")) == len(store.files("tasks")) == 1
+    assert sql(store, "select count(*), count(distinct episode_id) from episodes") == [(8 * workers,) * 2]
+    assert sql(store, "select count(*) from steps") == [(24 * workers,)]
+    assert sql(store, "select count(distinct sha256) from blobs") == [(1 + 8 + 8 * workers,)]
+    assert verify_store(store).ok
+    for episode_id, packs in sql(store, "select episode_id, blob_packs from episodes"):
+        digests = store.read("steps", columns=["episode_id", "screenshot"]).to_pylist()
+        wanted = {row["screenshot"] for row in digests if row["episode_id"] == episode_id}
+        assert set(store.read_blobs(sorted(wanted), packs)) == wanted, episode_id
+
+
+SAME_EPISODE = """
+from mmina.store import Store
+from tests.store_helpers import episode_row, step_row
+store = Store.open({url!r})
+writer = store.episode_writer("r1", "ep-same")
+for index in range({steps}):
+    writer.add_step(step_row(index, writer.put_blob(b"shot of writer {k} %d" % index, "image/jpeg")))
+print("READY", flush=True)
+while not os.path.exists({go!r}):
+    time.sleep(0.001)
+writer.commit(episode_row(n_steps={steps}))
+"""
+
+
+def test_two_writers_committing_one_episode_id_never_both_land(url: str, tmp_path) -> None:
+    begin(Store.open(url, create=True), "r1")
+    go = tmp_path / "go"
+    procs = [spawn(SAME_EPISODE.format(url=url, go=str(go), k=k, steps=2 + k)) for k in range(2)]
+    for proc in procs:
+        wait_for_line(proc, "READY")
+    go.touch()
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    codes = sorted(proc.returncode for proc in procs)
+    assert codes == [0, 1], outputs
+    loser = next(err for proc, (_, err) in zip(procs, outputs) if proc.returncode)
+    assert "append-only" in loser.strip().splitlines()[-1]
+    store = Store.open(url)
+    [(n_steps,)] = sql(store, "select n_steps from episodes where episode_id = 'ep-same'")
+    assert sql(store, "select count(*) from steps where episode_id = 'ep-same'") == [(n_steps,)]
+
+
+def test_the_store_is_append_only(url: str) -> None:
+    store = Store.open(url, create=True)
+    begin(store, "r1")
+    write_episode(store, "r1", "ep1", [b"x"], n_steps=2)
+    with pytest.raises(StoreError, match="ep1 already exists in s3://.*append-only"):
+        write_episode(store, "r1", "ep1", [b"y"], n_steps=1)
+    steps = store.files("steps")[0]
+    with pytest.raises(AlreadyExistsError, match=f"refusing to overwrite {steps}: the store is append-only"):
+        store.backend.put(steps, b"not parquet")
+    assert sql(store, "select count(*) from steps") == [(2,)] and verify_store(store).ok
+
+
+# -- locations and errors --------------------------------------------------------------------
+
+
+def test_an_object_path_prints_as_its_url() -> None:
+    root = ObjectPath("s3:", "bucket/prefix")
+    assert str(root / "blobs" / "x.parquet") == "s3://bucket/prefix/blobs/x.parquet"
+    assert (root / "blobs" / "x.parquet").relative_to(root).as_posix() == "blobs/x.parquet"
+
+
+def test_memory_and_file_urls_are_stores_too(tmp_path) -> None:
+    memory = Store.open(f"memory://mmina-{uuid.uuid4().hex[:6]}/store", create=True)
+    begin(memory, "r1")
+    write_episode(memory, "r1", "ep1", [b"x"], n_steps=2)
+    assert sql(memory, "select count(*) from steps") == [(2,)] and verify_store(memory).ok
+    local = Store.open(f"file://{tmp_path}/store", create=True)
+    begin(local, "r1")
+    assert local.backend.local and (tmp_path / "store" / "mmina-store.json").exists()
+
+
+@pytest.fixture(scope="module")
+def strict_s3() -> Iterator[S3Server]:
+    """A server that checks credentials: the test keys are not among its users."""
+    with S3Server(auth=True) as server:
+        yield server
+
+
+@pytest.mark.parametrize(("command", "location", "env", "message"), [
+    (("record",), "s3://bkt/x", {}, "Error: access to s3://bkt/x denied: "),
+    (("sql", "select 1"), "s3://bkt/x", {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
+     "Error: cannot reach s3://bkt/x: NoCredentialsError"),
+    (("store", "info"), "s3://bkt/x", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "Error: cannot reach s3://bkt/x: Endpoint"),
+    (("report",), "s3://", {}, "Error: the store URL 's3://' names no bucket"),
+    (("store", "verify"), "nosuchfs://bkt/x", {}, "Error: unknown store URL scheme nosuchfs://"),
+    (("rescore", "--evaluator", "hops"), "s3://bkt/x?region=eu", {}, "Error: the store URL s3://bkt/x takes no '?' or '#' part"),
+])
+def test_bad_urls_and_credentials_are_one_line(strict_s3: S3Server, command: tuple[str, ...], location: str, env: dict[str, str],
+                                               message: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "mmina", *command, "--store", location], capture_output=True,
+                          text=True, env={**os.environ, **strict_s3.env, **env}, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(message), proc.stderr
+
+
+def test_a_missing_bucket_is_named(url: str) -> None:
+    result = invoke("sql", "select 1", "--store", "s3://no-such-bucket/x")
+    assert result.exit_code == 1 and result.output.startswith("Error: no bucket no-such-bucket for s3://no-such-bucket/x")
+
+
+def test_every_store_option_says_a_url_is_accepted() -> None:
+    def commands(group, path):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, [*path, name])
+            else:
+                yield [*path, name], command
+    with_store = [(path, c) for path, c in commands(cli, []) if any(o.name == "store_path" for o in c.params)]
+    assert len(with_store) >= 10
+    for path, command in with_store:
+        option = next(o for o in command.params if o.name == "store_path")
+        assert "s3://bucket/prefix" in option.help and "URL" in option.metavar, path
