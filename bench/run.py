@@ -23,16 +23,18 @@ from mmina.tasks import load_suite
 
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
+from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "objectstore")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
 QUICK_EPISODES = 2_000
 QUICK_TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
+OBJECTSTORE_TASKS = QUICK_TASKS
 
 console = Console(stderr=True)
 
@@ -81,9 +83,16 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             log("each hard-web behaviour recorded, the site restarted, replayed (fidelity)")
             sections.append(hardweb_section(work / "hardweb"))
         if "scale" in parts:
-            episodes = args.episodes or (QUICK_EPISODES if args.quick else FULL_EPISODES)
-            sections += run_scale(work / "scale", episodes, log)
+            sections += run_scale(work / "scale", synthetic_episodes(args), log)
+        if "objectstore" in parts:
+            tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
+            sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))
     return sections
+
+
+def synthetic_episodes(args: argparse.Namespace) -> int:
+    """Episodes of the synthetic stores: ``--episodes``, else 100,000 (2,000 with ``--quick``)."""
+    return args.episodes or (QUICK_EPISODES if args.quick else FULL_EPISODES)
 
 
 def print_table(sections: list[Section]) -> None:
@@ -98,11 +107,23 @@ def print_table(sections: list[Section]) -> None:
 
 
 def write_json(args: argparse.Namespace, sections: list[Section], seconds: float) -> None:
+    """The figures as JSON. With ``--only``, they replace their sections' figures in an existing
+    file and the others are kept (``updated`` says which parts were measured again, and when)."""
+    figures = [f.as_json() for s in sections for f in s.figures]
     data = {"mmina_version": __version__, "measured_at": datetime.now(timezone.utc).isoformat(),
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpus": os.cpu_count()},
-            "quick": args.quick, "seconds": round(seconds, 1),
-            "figures": [f.as_json() for s in sections for f in s.figures]}
+            "quick": args.quick, "seconds": round(seconds, 1), "figures": figures}
+    if args.only and args.out.exists():
+        data = merged(json.loads(args.out.read_text()), data, args.only)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     console.print(f"figures written to {args.out}")
+
+
+def merged(old: dict, new: dict, parts: list[str]) -> dict:
+    """``old`` with the figures of the sections in ``new`` replaced by ``new``'s."""
+    fresh = {f["section"] for f in new["figures"]}
+    kept = [f for f in old.get("figures", []) if f["section"] not in fresh]
+    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "seconds": new["seconds"]}
+    return {**old, "figures": kept + new["figures"], "updated": updated}

@@ -85,15 +85,15 @@ def store_section(root: Path, info: dict[str, Any], repeats: int = 3) -> Section
     store = Store.open(root)
     section.add("synthetic store", info["steps"], "steps",
                 note=f"{info['episodes']} episodes in {info['runs']} runs, written in {info['seconds']:.0f} s")
-    walls = [_timed(lambda: run_query(store, BUCKET_SQL)) for _ in range(repeats)]
+    walls = [timed(lambda: run_query(store, BUCKET_SQL)) for _ in range(repeats)]
     section.add("task SR by hop-count bucket (SQL)", round(statistics.median(walls), 3), "s", Target(1.0),
                 note=f"median of {repeats}, views built each time as `mmina sql` does")
-    walls = [_timed(lambda: connect(store).close()) for _ in range(repeats)]
+    walls = [timed(lambda: connect(store).close()) for _ in range(repeats)]
     section.add("opening the store's SQL views", round(1000 * statistics.median(walls), 1), "ms")
     episode = f"syn-{info['episodes'] // 2:07d}"
     db = connect(store)
     try:
-        walls = [_timed(lambda: _screenshots(store, db.connection, episode)) for _ in range(repeats)]
+        walls = [timed(lambda: _screenshots(store, db.connection, episode)) for _ in range(repeats)]
         count = len(_screenshots(store, db.connection, episode))
     finally:
         db.close()
@@ -109,7 +109,7 @@ def _screenshots(store: Store, db: duckdb.DuckDBPyConnection, episode: str) -> l
     return [blobs[d] for d in digests]
 
 
-def _timed(work: Callable[[], object]) -> float:
+def timed(work: Callable[[], object]) -> float:
     started = time.perf_counter()
     work()
     return time.perf_counter() - started

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tests.store_helpers import REPO_ROOT
 
-SECTIONS = {"capture", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store"}
+SECTIONS = {"capture", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
+            "objectstore"}
 
 
 def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
@@ -28,6 +29,7 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     assert figures["replay", "requests reaching the live drift-3 web"]["value"] == 0
     assert figures["replay", "requests unmatched by the archive"]["value"] == 0
     assert figures["store", "synthetic store"]["value"] == 20_000
+    assert figures["objectstore", "synthetic store written to s3://"]["value"] == 20_000
     assert figures["hardweb", "requests reaching the live site during replays"]["value"] == 0
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     assert figures["rescore", "fuzzy, warm judge cache"]["note"].startswith("0 requests sent")

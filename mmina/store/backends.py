@@ -64,10 +64,6 @@ class Backend(ABC):
         """The files exactly ``depth`` levels below ``base`` (1: in it), in no set order."""
 
     @abstractmethod
-    def dirs(self, base: PurePath) -> list[PurePath]:
-        """The folders directly in ``base``."""
-
-    @abstractmethod
     def size(self, path: PurePath) -> int: ...
 
     @abstractmethod
@@ -137,11 +133,8 @@ class LocalBackend(Backend):
     def files(self, base: PurePath, depth: int) -> list[PurePath]:
         folders = [Path(base)]
         for _ in range(depth - 1):
-            folders = [sub for folder in folders for sub in self.dirs(folder)]
-        return [Path(e.path) for folder in folders if folder.is_dir() for e in os.scandir(folder) if e.is_file()]
-
-    def dirs(self, base: PurePath) -> list[PurePath]:
-        return [Path(e.path) for e in os.scandir(base) if e.is_dir()] if Path(base).is_dir() else []
+            folders = _scan(folders, folders=True)
+        return [*_scan(folders, folders=False)]
 
     def size(self, path: PurePath) -> int:
         return Path(path).stat().st_size
@@ -223,6 +216,11 @@ class TmpFile:
         except PermissionError:
             return True
         return True
+
+
+def _scan(parents: list[Path], folders: bool) -> list[Path]:
+    """The folders (or the files) directly in each of ``parents`` that exists."""
+    return [Path(e.path) for parent in parents if parent.is_dir() for e in os.scandir(parent) if e.is_dir() == folders]
 
 
 @contextmanager

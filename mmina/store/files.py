@@ -51,23 +51,29 @@ def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
 def read_version(path: PurePath, filesystem: Any = None) -> int:
     """The schema version recorded in a file's Parquet metadata."""
     try:
-        metadata = pq.read_schema(str(path), filesystem=filesystem).metadata or {}
+        metadata = pq.read_schema(str(path), filesystem=filesystem).metadata
     except (OSError, pa.ArrowException) as exc:
         raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
-    if META_VERSION not in metadata:
+    return _version(metadata, path)
+
+
+def _version(metadata: dict[bytes, bytes] | None, path: PurePath) -> int:
+    if META_VERSION not in (metadata or {}):
         raise CorruptFileError(f"{path} is not an mmina store file (no schema version in its metadata)")
-    return int(metadata[META_VERSION])
+    return int(metadata[META_VERSION])  # type: ignore[index]
 
 
 def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None,
               migrations: Sequence[Migration] = MIGRATIONS, filesystem: Any = None) -> pa.Table:
     """Read one store file, rejecting newer versions and upgrading older ones; ``filesystem``
-    is the store backend's ``arrow`` (None for a local store)."""
-    version = read_version(path, filesystem)
-    check_readable(version, str(path))
-    current = version == SCHEMA_VERSION
+    is the store backend's ``arrow`` (None for a local store). The file is opened once (on
+    an object store each open costs requests)."""
     try:
-        data = pq.read_table(str(path), columns=list(columns) if columns and current else None, filesystem=filesystem)
+        with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
+            version = _version(parquet.schema_arrow.metadata, path)
+            check_readable(version, str(path))
+            current = version == SCHEMA_VERSION
+            data = parquet.read(columns=list(columns) if columns and current else None)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
     data = data.replace_schema_metadata(None)

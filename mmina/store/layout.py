@@ -80,9 +80,11 @@ def run_of(path: PurePath) -> str | None:
     return name.removeprefix("run_id=") if name.startswith("run_id=") else None
 
 
-def glob_pattern(root: PurePath, table: Table, version: int) -> str:
-    """The glob matching every committed file of ``table`` at ``version``."""
-    middle = "*/" if table.partitioned_by_run else ""
+def glob_pattern(root: PurePath, table: Table, version: int, any_depth: bool = False) -> str:
+    """The glob matching every committed file of ``table`` at ``version``. ``any_depth`` spells
+    the run folders ``**``, which an object store lists in one flat listing (``*`` makes
+    fsspec list each run's folder, one request each)."""
+    middle = ("**/" if any_depth else "*/") if table.partitioned_by_run else ""
     return f"{root / table.name}/{middle}*.v{version}.parquet"
 
 

@@ -30,6 +30,8 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from mmina.errors import AlreadyExistsError, MminaError, StoreError, StoreNotFoundError, first_line
 from mmina.store.backends import Backend, NewFile, TmpFile
 
+LISTING_TTL_S = 10
+"""How long a DuckDB connection may reuse a listing (see :meth:`ObjectBackend.duckdb_filesystem`)."""
 SPOOL_BYTES = 32 << 20
 """A file being written stays in memory up to this size, then spills to a local temporary file."""
 BUCKETED = {"s3", "s3a", "gs", "gcs"}
@@ -120,14 +122,6 @@ class ObjectBackend(Backend):
         found = (self._path(key) for key in self.fs.find(str(base)))
         return [p for p in found if base in p.parents and len(p.relative_to(base).parts) == depth]
 
-    @_remote
-    def dirs(self, base: PurePath) -> list[PurePath]:
-        try:
-            entries = self.fs.ls(str(base), detail=True)
-        except FileNotFoundError:
-            return []
-        return [self._path(e["name"]) for e in entries if e.get("type") == "directory"]
-
     def _path(self, key: str) -> ObjectPath:
         relative = self.fs._strip_protocol(key)[len(self._root_key):].strip("/")
         return self.root / relative if relative else self.root
@@ -162,7 +156,11 @@ class ObjectBackend(Backend):
         return []
 
     def duckdb_filesystem(self) -> Any:
-        return self.fs
+        """A filesystem of its own for one DuckDB connection, which keeps each listing for
+        ``LISTING_TTL_S``: a query lists a table once, and then opens its files without asking
+        for their size and date again (two requests fewer per file). Within that time new
+        files may go unseen, as if the query had started earlier; none is ever seen half."""
+        return _filesystem(self.scheme, use_listings_cache=True, listings_expiry_time=LISTING_TTL_S)
 
 
 class ObjectNewFile:
@@ -185,9 +183,10 @@ class ObjectNewFile:
         self.sink.close()
 
 
-def _filesystem(scheme: str) -> Any:
+def _filesystem(scheme: str, **options: Any) -> Any:
     """A new filesystem for the scheme (never a cached one: the environment's credentials may
-    have changed), whose listings are never cached (other writers add files all the time)."""
+    have changed), whose listings are not cached unless ``options`` say so (other writers add
+    files all the time)."""
     import fsspec
 
     try:
@@ -198,4 +197,4 @@ def _filesystem(scheme: str) -> Any:
     except ImportError as exc:
         hint = EXTRA.get(scheme, "install its fsspec implementation")
         raise StoreError(f"{scheme}:// stores need an extra package ({hint}): {first_line(exc)}") from None
-    return filesystem(skip_instance_cache=True, use_listings_cache=False)
+    return filesystem(**{"skip_instance_cache": True, "use_listings_cache": False, **options})

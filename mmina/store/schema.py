@@ -119,7 +119,8 @@ TASKS = Table(
 EPISODES = Table(
     "episodes",
     "One row per finished episode (one attempt at one task). An episode exists in the store "
-    "exactly when its row here exists: this file is renamed into place last.",
+    "exactly when its row here exists: this file is made visible last (renamed into place on a disk, PUT on "
+    "object storage).",
     _cols(
         ("episode_id", S, "Globally unique episode id."),
         ("task_id", S, "The task attempted (see `tasks.task_id`)."),

@@ -57,6 +57,7 @@ class Store:
         self.migrations = tuple(migrations)
         self._blob_index: BlobIndex | None = None
         self._batch_ids: dict[PurePath, frozenset[str]] = {}
+        self._writable = False
 
     @classmethod
     def open(cls, location: str | os.PathLike[str], create: bool = False,
@@ -101,15 +102,17 @@ class Store:
         """Create the marker once, even when several processes (or machines) create the store
         together: the marker is written create-only, and the loser of a race keeps the winner's."""
         with self.lock():
-            if not self.exists:
-                if _foreign(self.backend.names() or []):
-                    raise NotAStoreError(f"{self.root} is not an mmina store (no {MARKER}); refusing to use it")
-                content = {"format": "mmina-store", "schema_version": SCHEMA_VERSION,
-                           "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"}
-                try:
-                    self.backend.put(self.root / MARKER, _marker_bytes(content))
-                except AlreadyExistsError:
-                    pass  # another process created the store at the same moment
+            names = self.backend.names() or []
+            if MARKER in names:
+                return  # another process made it first, maybe writing its first files already
+            if _foreign(names):
+                raise NotAStoreError(f"{self.root} is not an mmina store (no {MARKER}); refusing to use it")
+            content = {"format": "mmina-store", "schema_version": SCHEMA_VERSION,
+                       "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"}
+            try:
+                self.backend.put(self.root / MARKER, _marker_bytes(content))
+            except AlreadyExistsError:
+                pass  # another process created the store at the same moment
 
     def lock(self) -> AbstractContextManager[None]:
         """An exclusive lock shared by all processes writing this store (run creation, marker);
@@ -122,7 +125,9 @@ class Store:
 
     def ensure_writable(self) -> None:
         """Create the store on its first write; refuse to write a store of a newer version; mark
-        an older one as upgraded."""
+        an older one as upgraded. Checked once per open store (each check reads the marker)."""
+        if self._writable:
+            return
         if not self.exists:
             self._init_marker()
         version = self.marker_version()
@@ -131,6 +136,7 @@ class Store:
         if version < SCHEMA_VERSION:
             with self.lock():
                 self.backend.replace(self.root / MARKER, _marker_bytes({**self.marker(), "schema_version": SCHEMA_VERSION}))
+        self._writable = True
 
     # -- writing ------------------------------------------------------------
 
@@ -192,27 +198,27 @@ class Store:
     def episode_exists(self, episode_id: str) -> bool:
         """True when any file of that episode id landed (its commit row, or a pack), or a
         batch holds it."""
-        name, backend = data_name(episode_id, SCHEMA_VERSION), self.backend
-        if backend.exists(self.root / BLOBS.name / name) or any(
-                backend.exists(d / name) for d in backend.dirs(self.root / EPISODES.name) if d.name.startswith("run_id=")):
+        if self.backend.exists(self.root / BLOBS.name / data_name(episode_id, SCHEMA_VERSION)):
             return True
-        return any(episode_id in self._ids_in_batch(path) for path in self._batch_episode_files())
+        return episode_id in self._committed(data_files(self.backend, EPISODES))[0]
 
     def committed_episode_ids(self) -> set[str]:
         """Every committed episode id: per-episode files by name, batch files by content."""
-        ids = {file_stem(path) for path in data_files(self.backend, EPISODES) if not is_batch(path)}
-        for path in self._batch_episode_files():
-            ids |= self._ids_in_batch(path)
-        return ids
+        return self._committed(data_files(self.backend, EPISODES))[0]
 
     def committed_stems(self) -> set[str]:
         """File stems that count as committed: every committed episode id and every batch
         stem with an ``episodes`` file (packs, steps and requests files are named by one)."""
-        batches = {file_stem(path) for path in self._batch_episode_files()}
-        return self.committed_episode_ids() | batches
+        ids, batches = self._committed(data_files(self.backend, EPISODES))
+        return ids | batches
 
-    def _batch_episode_files(self) -> list[PurePath]:
-        return [path for path in data_files(self.backend, EPISODES) if is_batch(path)]
+    def _committed(self, episode_files: list[PurePath]) -> tuple[set[str], set[str]]:
+        """The committed episode ids and batch stems, from one listing of the ``episodes`` files."""
+        batches = [path for path in episode_files if is_batch(path)]
+        ids = {file_stem(path) for path in episode_files if not is_batch(path)}
+        for path in batches:
+            ids |= self._ids_in_batch(path)
+        return ids, {file_stem(path) for path in batches}
 
     def _ids_in_batch(self, path: PurePath) -> frozenset[str]:
         if path not in self._batch_ids:

@@ -7,7 +7,6 @@ requests of uncommitted episodes (a writer killed between renames) are filtered 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import PurePath
 
 import duckdb
 
@@ -106,9 +105,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _read_parquet(root: PurePath, table: Table, version: int) -> str:
+def _read_parquet(store: Store, table: Table, version: int) -> str:
     hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
-    return f"SELECT * FROM read_parquet({_quote(glob_pattern(root, table, version))}{hive})"
+    pattern = glob_pattern(store.root, table, version, any_depth=not store.backend.local)
+    return f"SELECT * FROM read_parquet({_quote(pattern)}{hive})"
 
 
 def _empty(table: Table) -> str:
@@ -126,7 +126,7 @@ def table_sql(store: Store, table: Table) -> str:
     check_readable(versions[-1], f"table {table.name} of store {store.root}")
     parts = []
     for version in versions:
-        sql = _read_parquet(store.root, table, version)
+        sql = _read_parquet(store, table, version)
         for migration in chain(table, version, store.migrations):
             sql = migration.view_sql.format(inner=sql)
         parts.append(sql)
