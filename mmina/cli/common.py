@@ -56,6 +56,28 @@ def browser_options(func):
                         help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
 
 
+EXECUTORS = ("local", "ray")
+
+
+def scale_options(what: str):
+    """``--workers``, ``--concurrency``, ``--executor`` and ``--ray-address`` for commands that
+    drive browsers (``what``: "recorded" or "replayed")."""
+    def decorator(func):
+        func = click.option("--ray-address", metavar="ADDRESS", envvar="RAY_ADDRESS", show_envvar=True,
+                            help="--executor ray: join this Ray cluster (e.g. ray://head:10001 or auto) "
+                                 "instead of starting one on this machine.")(func)
+        func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+                            help="Where workers run: processes on this machine, or Ray actors "
+                                 "(pip install 'mmina[ray]').")(func)
+        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+                            help=f"Episodes {what} at once per worker, each in its own context of the worker's "
+                                 "one Chromium (the lever for agents that wait on a model).")(func)
+        return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                            help="Worker processes (or Ray actors), each with its own Chromium.")(func)
+
+    return decorator
+
+
 def format_option(*choices: str):
     def decorator(func):
         return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default=(choices or FORMATS)[0],

@@ -7,13 +7,14 @@ is ``replay`` (or the new agent's name in ``--agent`` mode) and ``config_json`` 
 
 Every request of a replay context is answered by :class:`ArchiveRouter`; nothing reaches the
 network, and no fixture web is started. The page clock is frozen at the source episode's
-start and ``Math.random`` is seeded from the source episode id. Episodes run one after
-another in one browser (a fresh context each).
+start and ``Math.random`` is seeded from the source episode id. Episodes run in one browser,
+a fresh context each, one after another or ``concurrency`` at once.
 """
 from __future__ import annotations
 
 import bisect
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -22,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from mmina.agents.protocol import Agent
-from mmina.agents.registry import make_agent
+from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent
 from mmina.budget import Limits
-from mmina.errors import StoreError
-from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.errors import AgentError, StoreError
+from mmina.recorder.browser import BrowserConfig, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import new_run_id
+from mmina.recorder.workers import in_flight
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
                                      screenshot_differ, summarize)
@@ -107,13 +109,14 @@ class AgentReplayReport:
 
 def replay_run(store: Store, run_id: str | None = None, episode_id: str | None = None, *,
                browser: BrowserConfig | None = None, new_run: str | None = None,
-               tolerance: int = PIXEL_TOLERANCE, on_start: OnStart | None = None,
+               tolerance: int = PIXEL_TOLERANCE, concurrency: int = 1, on_start: OnStart | None = None,
                on_episode: Callable[[EpisodeFidelity], None] | None = None) -> ReplayReport:
     """Re-drive every episode of ``run_id`` (or the one ``episode_id``) from the archive.
 
     Each episode gets its own archive (its own recorded requests), a fresh context, the stored
     actions, and a fidelity comparison with its recording. ``browser`` may name the executable
     and extra Chromium arguments; viewport and screenshot settings come from the source run.
+    ``concurrency`` episodes are replayed at once, each in its own context of one Chromium.
     """
     source_run, sources = select_sources(store, run_id, episode_id)
     source = SourceRun.load(store, source_run, {s.episode_id for s in sources})
@@ -127,12 +130,20 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
                   browser) as session:
         if on_start:
             on_start(replay_id, len(sources))
-        for attempt, item in _numbered(sources):
-            outcome = _record(session, store, replay_id, source.task(item.task_id), _replayer(steps, item),
+        stores = _ThreadStores(store)
+
+        def replay_one(job: tuple[int, Source]) -> EpisodeFidelity:
+            attempt, item = job
+            outcome = _record(session, stores.get(), replay_id, source.task(item.task_id), _replayer(steps, item),
                               source.limits, _router(store, source, [item], item.episode_id), attempt)
-            report.episodes.append(_fidelity(store, item, steps.get(item.episode_id, []), outcome, tolerance))
+            return _fidelity(stores.get(), item, steps.get(item.episode_id, []), outcome, tolerance)
+
+        for _job, fidelity in in_flight(replay_one, list(_numbered(sources)), concurrency):
+            report.episodes.append(fidelity)
             if on_episode:
-                on_episode(report.episodes[-1])
+                on_episode(fidelity)
+    order = {s.episode_id: i for i, s in enumerate(sources)}
+    report.episodes.sort(key=lambda e: order[e.source_episode])
     return report
 
 
@@ -181,7 +192,7 @@ def _gaps(served: Iterable[Served]) -> tuple[str, ...]:
 def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id: str | None = None, *,
                  settings: AgentSettings | None = None, limits: Limits | None = None,
                  task_ids: Sequence[str] = (), browser: BrowserConfig | None = None, new_run: str | None = None,
-                 on_start: OnStart | None = None,
+                 concurrency: int = 1, on_start: OnStart | None = None,
                  on_episode: Callable[[AgentEpisode], None] | None = None) -> AgentReplayReport:
     """Run ``agent`` on each task of the source against that task's archived web.
 
@@ -189,6 +200,8 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     frozen at the first one's start. Requests outside the archive get an error response and are
     reported as coverage gaps: what the agent saw there is not what the live site showed.
     """
+    if agent in INTERACTIVE_AGENTS and concurrency > 1:
+        raise AgentError(f"the {agent} agent reads the terminal: use it with --concurrency 1")
     source_run, sources = select_sources(store, run_id, episode_id)
     by_task = _by_task(sources, task_ids, source_run)
     source = SourceRun.load(store, source_run, {s.episode_id for group in by_task.values() for s in group})
@@ -204,13 +217,19 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     with _new_run(store, replay_id, source, list(by_task), agent, settings.model, config, browser) as session:
         if on_start:
             on_start(replay_id, len(by_task))
-        for task_id, group in by_task.items():
-            outcome = _record(session, store, replay_id, source.task(task_id), the_agent, limits,
-                              _router(store, source, group, f"{source_run}/{task_id}"), 1)
-            report.episodes.append(AgentEpisode(outcome.result, RequestCounts.of(s.kind for s in outcome.served),
-                                                _gaps(outcome.served)))
+        stores, agents = _ThreadStores(store), _ThreadAgents(the_agent, agent, replace(settings, run_id=replay_id))
+
+        def run_one(task_id: str) -> AgentEpisode:
+            outcome = _record(session, stores.get(), replay_id, source.task(task_id), agents.get(stores.get()), limits,
+                              _router(store, source, by_task[task_id], f"{source_run}/{task_id}"), 1)
+            return AgentEpisode(outcome.result, RequestCounts.of(s.kind for s in outcome.served), _gaps(outcome.served))
+
+        for _task, episode in in_flight(run_one, list(by_task), concurrency):
+            report.episodes.append(episode)
             if on_episode:
-                on_episode(report.episodes[-1])
+                on_episode(episode)
+    order = {t: i for i, t in enumerate(by_task)}
+    report.episodes.sort(key=lambda e: order[e.result.task_id])
     return report
 
 
@@ -239,28 +258,37 @@ def _router(store: Store, source: SourceRun, sources: Sequence[Source], seed_nam
     return ArchiveRouter(source.archive(store, sources), sources[0].started_at, seed_for(seed_name))
 
 
-class _Browser:
-    """The run's browser, started again for the next episode if the last one lost it (a crashed
-    Chromium or Playwright driver ends that episode with an error, not the run)."""
+class _ThreadStores:
+    """One handle on the store per thread (a handle caches its blob index as it writes)."""
 
-    def __init__(self, config: BrowserConfig) -> None:
-        self.session = BrowserSession(config)
+    def __init__(self, store: Store) -> None:
+        self.store, self._local = store, threading.local()
+        self._local.store = store
 
-    def alive(self) -> BrowserSession:
-        if not self.session.connected:
-            self.session.close()
-            self.session = BrowserSession(self.session.config)
-        return self.session
+    def get(self) -> Store:
+        if not hasattr(self._local, "store"):
+            self._local.store = Store.open(self.store.root)
+        return self._local.store
 
-    def close(self) -> None:
-        self.session.close()
+
+class _ThreadAgents:
+    """The agent for each thread: the one given on the first, a new one of the same kind on others."""
+
+    def __init__(self, first: Agent, spec: str, settings: AgentSettings) -> None:
+        self.spec, self.settings, self._local = spec, settings, threading.local()
+        self._local.agent = first
+
+    def get(self, store: Store) -> Agent:
+        if not hasattr(self._local, "agent"):
+            self._local.agent = make_agent(self.spec, self.settings, store)
+        return self._local.agent
 
 
 @contextmanager
 def _new_run(store: Store, run_id: str, source: SourceRun, task_ids: list[str], agent: str, model: str | None,
-             config: dict[str, Any], browser: BrowserConfig | None) -> Iterator[_Browser]:
+             config: dict[str, Any], browser: BrowserConfig | None) -> Iterator[RestartingSession]:
     """Start the browser, create the replay run, and always close the browser again."""
-    browsers = _Browser(source.browser_config(browser))
+    browsers = RestartingSession(source.browser_config(browser))
     try:
         _begin(store, run_id, source, task_ids, agent, model,
                {**config, "browser": asdict(browsers.session.config)}, browsers.session.version)
@@ -269,7 +297,7 @@ def _new_run(store: Store, run_id: str, source: SourceRun, task_ids: list[str], 
         browsers.close()
 
 
-def _record(browsers: _Browser, store: Store, run_id: str, task: Task, agent: Agent, limits: Limits,
+def _record(browsers: RestartingSession, store: Store, run_id: str, task: Task, agent: Agent, limits: Limits,
             router: ArchiveRouter, attempt: int) -> _Outcome:
     """Record one episode in a routed context; a failure leaves nothing of it in the store."""
     session = browsers.alive()
