@@ -21,13 +21,14 @@ from rich.table import Table
 from mmina import __version__
 from mmina.tasks import load_suite
 
+from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "epoch")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "scale" in parts:
             episodes = args.episodes or (QUICK_EPISODES if args.quick else FULL_EPISODES)
             sections += run_scale(work / "scale", episodes, log)
+        if "epoch" in parts:
+            sections.append(epoch_section(work / "epoch", args.quick, log))
     return sections
 
 

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - depends on the installation
     ray = None
 
 T = TypeVar("T")
-R = TypeVar("R")
+_END: Any = object()
 
 
 def require_ray() -> Any:
@@ -43,7 +43,7 @@ def connect(address: str | None, workers: int) -> None:
     if ray.is_initialized():
         return
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                               "logging_level": logging.WARNING, "configure_logging": True}
+                               "logging_level": logging.ERROR, "configure_logging": True}
     if address:
         options["address"] = address
     else:
@@ -55,7 +55,8 @@ def connect(address: str | None, workers: int) -> None:
                          f"{str(exc).splitlines()[0]}") from None
 
 
-def spread(actors: Sequence[Any], call: Callable[[Any, T], Any], items: Iterable[T], per_actor: int) -> Iterator[tuple[T, Any]]:
+def spread(actors: Sequence[Any], call: Callable[[Any, T], Any], items: Iterable[T],
+           per_actor: int) -> Iterator[tuple[T, Any]]:
     """``call(actor, item)`` (a remote call) for each item on the actor with room (at most
     ``per_actor`` calls in flight each), yielding ``(item, result)`` as they finish. On an error
     or when the consumer stops, no new call starts and those in flight finish first."""
@@ -80,8 +81,8 @@ def _fill(actors: Sequence[Any], call: Callable[[Any, T], Any], todo: Iterator[T
           load: dict[int, int], per_actor: int) -> None:
     for index, actor in enumerate(actors):
         while load[index] < per_actor:
-            item = next(todo, None)
-            if item is None:
+            item = next(todo, _END)
+            if item is _END:
                 return
             running[call(actor, item)] = (item, index)
             load[index] += 1

@@ -69,7 +69,8 @@ def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path:
         old_port = shop.port
         shop.restart()
         assert shop.port != old_port
-        with sync_playwright() as playwright:  # the restarted shop is reachable under the same name, with other content
+        # the restarted shop is reachable under the same name, and serves other content
+        with sync_playwright() as playwright:
             restarted = playwright.chromium.launch(executable_path=find_chromium(None, playwright),
                                                    args=list(shop.chromium_args()))
             page = restarted.new_page()
