@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmina.pool import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import AgentSettings
 from mmina.observation import Element, Observation
@@ -54,6 +55,10 @@ class Setting:
     @property
     def in_flight(self) -> int:
         return self.workers * self.concurrency
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.workers, self.concurrency, self.executor)
 
 
 FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Setting("concurrency 32", EPISODES, 32),
@@ -175,8 +180,7 @@ def measure(store: Store, suite: Path, setting: Setting, settings: AgentSettings
     with sampler.sampling():
         started = time.perf_counter()
         summary = record_run(store, RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes,
-                                                 workers=setting.workers, concurrency=setting.concurrency,
-                                                 executor=setting.executor, agent_settings=settings))
+                                                 layout=setting.layout, agent_settings=settings))
         wall = time.perf_counter() - started
     [[steps]] = run_query(store, f"select count(*) from steps where run_id = '{summary.run_id}'").rows
     return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, sampler.cpu)

@@ -38,7 +38,7 @@ def main() -> None:
         try:
             for round_ in range(1, args.runs + 1):
                 for task in tasks:
-                    runner.record(task)
+                    runner.work(task)
                 print(json.dumps({"run": round_, "episodes": round_ * len(tasks), "peak_mb": peak_rss_mb(),
                                   "now_mb": current_rss_mb()}), flush=True)
         finally:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmina.pool import Layout
 from mmina.actions import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb
@@ -43,7 +44,7 @@ class Recording:
 def record(store: Path, task_ids: tuple[str, ...], workers: int = 1) -> Recording:
     """Record the tasks with the oracle."""
     started = time.perf_counter()
-    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=task_ids, workers=workers))
+    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=task_ids, layout=Layout(workers=workers)))
     return Recording(summary, time.perf_counter() - started)
 
 

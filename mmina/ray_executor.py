@@ -1,8 +1,8 @@
 """``--executor ray``: workers as Ray actors, on this machine or a cluster.
 
-An actor holds one worker object built in its own process (for recording a
+An actor holds one job built in its own process (see ``mmina.pool``; for recording a
 :class:`~mmina.recorder.workers.Worker`: its own Chromium, ``concurrency`` episodes in flight
-on threads, so a threaded actor with that ``max_concurrency``). Work is handed out as actors
+on threads, so a threaded actor with that ``max_concurrency``). Items are handed out as actors
 have room and results come back as they finish, so progress, ``--resume`` and Ctrl-C behave as
 with local processes: on an error or Ctrl-C nothing new starts and what is in flight finishes
 (and commits) first.
@@ -55,17 +55,28 @@ def connect(address: str | None, workers: int) -> None:
                          f"{str(exc).splitlines()[0]}") from None
 
 
-def spread(actors: Sequence[Any], call: Callable[[Any, T], Any], items: Iterable[T],
-           per_actor: int) -> Iterator[tuple[T, Any]]:
-    """``call(actor, item)`` (a remote call) for each item on the actor with room (at most
-    ``per_actor`` calls in flight each), yielding ``(item, result)`` as they finish. On an error
-    or when the consumer stops, no new call starts and those in flight finish first."""
-    load = {i: 0 for i in range(len(actors))}
+def spread(make: Callable[[], Any], items: Sequence[T], layout: Any) -> Iterator[tuple[T, Any]]:
+    """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
+    ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.pool``)."""
+    connect(layout.ray_address, layout.workers)
+    actor_class = ray.remote(num_cpus=1)(_Actor)
+    count = max(1, min(layout.workers, len(items)))
+    actors = [actor_class.options(max_concurrency=layout.concurrency).remote(make) for _ in range(count)]
+    try:
+        yield from _dispatch(actors, items, layout.concurrency)
+    finally:
+        _stop(actors)
+
+
+def _dispatch(actors: Sequence[Any], items: Iterable[T], per_actor: int) -> Iterator[tuple[T, Any]]:
+    """Each item to an actor with room (at most ``per_actor`` in flight each), results as they
+    finish; on an error or when the consumer stops, nothing new starts and what runs finishes."""
+    load = [0] * len(actors)
     running: dict[Any, tuple[T, int]] = {}
     todo = iter(items)
     try:
         while True:
-            _fill(actors, call, todo, running, load, per_actor)
+            _fill(actors, todo, running, load, per_actor)
             if not running:
                 return
             [ready], _ = ray.wait(list(running), num_returns=1)
@@ -77,14 +88,14 @@ def spread(actors: Sequence[Any], call: Callable[[Any, T], Any], items: Iterable
             ray.wait(list(running), num_returns=len(running))
 
 
-def _fill(actors: Sequence[Any], call: Callable[[Any, T], Any], todo: Iterator[T], running: dict[Any, tuple[T, int]],
-          load: dict[int, int], per_actor: int) -> None:
+def _fill(actors: Sequence[Any], todo: Iterator[T], running: dict[Any, tuple[T, int]], load: list[int],
+          per_actor: int) -> None:
     for index, actor in enumerate(actors):
         while load[index] < per_actor:
             item = next(todo, _END)
             if item is _END:
                 return
-            running[call(actor, item)] = (item, index)
+            running[actor.work.remote(item)] = (item, index)
             load[index] += 1
 
 
@@ -99,8 +110,8 @@ def _result(ref: Any) -> Any:
         raise MminaError(f"a Ray worker died ({str(exc).splitlines()[0]}): run again with --resume") from None
 
 
-def stop_actors(actors: Sequence[Any]) -> None:
-    """Let each actor close its browser, then end it."""
+def _stop(actors: Sequence[Any]) -> None:
+    """Let each actor close its job (its browser), then end it."""
     try:
         ray.get([actor.close.remote() for actor in actors], timeout=60)
     except Exception:  # noqa: BLE001 - an actor that died or hangs is killed below all the same
@@ -109,22 +120,14 @@ def stop_actors(actors: Sequence[Any]) -> None:
         ray.kill(actor)
 
 
-def start_actors(factory: Callable[..., Any], args: tuple[Any, ...], count: int, per_actor: int) -> list[Any]:
-    """``count`` actors, each holding ``factory(*args)`` and taking ``per_actor`` calls at once."""
-    actor_class = ray.remote(num_cpus=1)(_Actor)
-    return [actor_class.options(max_concurrency=per_actor).remote(factory, *args) for _ in range(count)]
-
-
 class _Actor:
-    """Holds one object built in the actor's process (e.g. a ``Worker``) and calls its methods."""
+    """A job built in the actor's process (see ``mmina.pool``)."""
 
-    def __init__(self, factory: Callable[..., Any], *args: Any) -> None:
-        self.target = factory(*args)
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.job = make()
 
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.target, method)(*args)
+    def work(self, item: Any) -> Any:
+        return self.job.work(item)
 
     def close(self) -> None:
-        close = getattr(self.target, "close", None)
-        if close is not None:
-            close()
+        self.job.close()

@@ -19,10 +19,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from click.testing import CliRunner
 
+from mmina.pool import Layout
 from mmina.cli import cli
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
-from mmina.replayer.replays import replay_run
+from mmina.replayer.replays import replay_agent, replay_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 
@@ -108,7 +109,7 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
 def test_results_do_not_depend_on_how_many_episodes_run_at_once(serial: tuple[Path, RunSummary], workers: int,
                                                                  concurrency: int) -> None:
     store, first = serial
-    again = record_run(Store.open(store), RecordConfig(task_ids=TASKS, workers=workers, concurrency=concurrency))
+    again = record_run(Store.open(store), RecordConfig(task_ids=TASKS, layout=Layout(workers, concurrency)))
     assert [e.task_id for e in again.episodes] == list(TASKS)
     assert all(e.status == "completed" and e.success for e in again.episodes)
     assert _steps(store, again.run_id) == _steps(store, first.run_id)
@@ -130,7 +131,7 @@ def test_episodes_in_flight_keep_their_cookies_and_storage_apart(tmp_path: Path,
     suite = _cookie_tasks(tmp_path / "tasks", cookie_site, VISITORS)
     summary = record_run(Store.open(tmp_path / "store", create=True),
                          RecordConfig(tasks=str(suite), agent="tests.agents_for_tests:CookieReader",
-                                      concurrency=len(VISITORS)))
+                                      layout=Layout(concurrency=len(VISITORS))))
     answers = {e.task_id: e.final_answer for e in summary.episodes}
     assert answers == {str(i): f"who={who} storage who={who}" for i, who in enumerate(VISITORS, start=1)}
     assert summary.duration_s * 1e3 < sum(e.duration_ms for e in summary.episodes), "episodes should overlap"
@@ -144,7 +145,8 @@ def test_a_failing_episode_costs_that_episode_only(tmp_path: Path, cookie_site: 
     down = json.loads((suite / "1.json").read_text())
     (suite / "6.json").write_text(json.dumps({**down, "task_id": 6, "start_url": "http://127.0.0.1:9/set?who=dan"}))
     summary = record_run(Store.open(tmp_path / "store", create=True),
-                         RecordConfig(tasks=str(suite), agent="tests.agents_for_tests:CookieReader", concurrency=6))
+                         RecordConfig(tasks=str(suite), agent="tests.agents_for_tests:CookieReader",
+                                      layout=Layout(concurrency=6)))
     by_task = {e.task_id: e for e in summary.episodes}
     assert len(by_task) == 6
     for number, who in ((1, "ana"), (3, "ben"), (5, "chi")):
@@ -158,9 +160,20 @@ def test_a_failing_episode_costs_that_episode_only(tmp_path: Path, cookie_site: 
     assert rows == [(6,)]
 
 
-def test_replay_with_concurrency_is_as_faithful(serial: tuple[Path, RunSummary]) -> None:
+@pytest.mark.parametrize("layout", [Layout(concurrency=len(TASKS)), Layout(workers=2, concurrency=2),
+                                    Layout(workers=2, concurrency=2, executor="ray")],
+                         ids=["threads", "processes", "ray"])
+def test_replay_spread_out_is_as_faithful(serial: tuple[Path, RunSummary], layout: Layout) -> None:
     store, first = serial
-    report = replay_run(Store.open(store), first.run_id, concurrency=len(TASKS))
+    report = replay_run(Store.open(store), first.run_id, layout=layout)
     summary = summarize(report.episodes)
     assert summary["fidelity"] == 1.0 and summary["requests"].unmatched == 0
     assert [e.task_id for e in report.episodes] == list(TASKS)
+    assert summary["steps"] == sum(e.n_steps for e in first.episodes)
+
+
+def test_a_new_agent_on_the_archive_with_concurrency(serial: tuple[Path, RunSummary]) -> None:
+    store, first = serial
+    report = replay_agent(Store.open(store), "oracle", first.run_id, layout=Layout(concurrency=3))
+    assert [e.result.task_id for e in report.episodes] == list(TASKS)
+    assert all(e.result.success and e.requests.unmatched == 0 for e in report.episodes)

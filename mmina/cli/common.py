@@ -18,6 +18,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
 from mmina.errors import MminaError
+from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
 FORMATS = ("table", "csv", "json")
@@ -56,9 +57,6 @@ def browser_options(func):
                         help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
 
 
-EXECUTORS = ("local", "ray")
-
-
 def scale_options(what: str):
     """``--workers``, ``--concurrency``, ``--executor`` and ``--ray-address`` for commands that
     drive browsers (``what``: "recorded" or "replayed")."""
@@ -76,6 +74,11 @@ def scale_options(what: str):
                             help="Worker processes (or Ray actors), each with its own Chromium.")(func)
 
     return decorator
+
+
+def layout(options: dict[str, Any]) -> Layout:
+    """How the work is spread, from the options of :func:`scale_options`."""
+    return Layout(options["workers"], options["concurrency"], options["executor"], options["ray_address"])
 
 
 def format_option(*choices: str):

@@ -15,7 +15,7 @@ from mmina.analysis.tables import Table
 from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
 from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
-                              print_json, print_tables, render_rows, scale_options, stderr,
+                              layout, print_json, print_tables, render_rows, scale_options, stderr,
                               store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
@@ -115,8 +115,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     return RecordConfig(
         tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
-        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
-        concurrency=options["concurrency"], executor=options["executor"], ray_address=options["ray_address"],
+        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
         browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
                               viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),

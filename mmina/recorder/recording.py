@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -17,7 +18,8 @@ from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.workers import Worker, WorkerSetup, record_in_processes, record_with_ray
+from mmina.recorder.workers import Worker, WorkerSetup
+from mmina.pool import Layout, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -39,12 +41,8 @@ class RecordConfig:
     limits: Limits = field(default_factory=Limits)
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
-    workers: int = 1
-    concurrency: int = 1
-    """Episodes in flight per worker (each in its own context of the worker's one Chromium)."""
-    executor: str = "local"
-    """``local`` (worker processes on this machine) or ``ray`` (Ray actors; see ``ray_executor``)."""
-    ray_address: str | None = None
+    layout: Layout = field(default_factory=Layout)
+    """Workers, episodes in flight per worker, and where workers run (see ``mmina.pool``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
 
 
@@ -116,9 +114,8 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             summary, todo = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, plan.settings, str(store.root), summary.run_id, config.limits, browser,
-                                config.concurrency)
-            for task, result in _episodes(setup, session, store, plan, todo, config):
+            setup = WorkerSetup(config.agent, plan.settings, str(store.root), summary.run_id, config.limits, browser)
+            for task, result in _episodes(setup, session, store, plan, todo, config.layout):
                 summary.episodes.append(result)
                 if on_episode:
                     on_episode(task, result)
@@ -144,8 +141,7 @@ class _Plan:
 def _plan(store: Store, config: RecordConfig) -> _Plan:
     """The selected tasks, run id, agent and captioner, once each is known to be good."""
     suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
-    if config.agent in INTERACTIVE_AGENTS and (config.workers > 1 or config.concurrency > 1
-                                                or config.executor != "local"):
+    if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = _run_id(store, config)
     settings = replace(config.agent_settings, run_id=run_id)
@@ -154,22 +150,15 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              config: RecordConfig) -> Iterator[tuple[Task, EpisodeResult]]:
-    """One local worker records in this process with the browser, store and agent already at
-    hand; more use processes (or Ray actors), each starting its own."""
-    if config.executor == "ray":
-        session.close()
-        yield from record_with_ray(setup, tasks, config.workers, config.ray_address)
+              layout: Layout) -> Iterator[tuple[Task, EpisodeResult]]:
+    """Work that stays in this process uses the browser, store and agent already at hand;
+    processes and Ray actors start their own."""
+    if layout.in_this_process(len(tasks)):
+        here = Worker(setup, session, store, plan.agent, plan.captioner)
+        yield from spread(partial(Worker, setup), tasks, layout, here)
         return
-    if config.workers > 1 and len(tasks) > setup.concurrency:
-        session.close()
-        yield from record_in_processes(setup, tasks, min(config.workers, -(-len(tasks) // setup.concurrency)))
-        return
-    worker = Worker(setup, session, store, plan.agent, plan.captioner)
-    try:
-        yield from worker.record_all(tasks)
-    finally:
-        worker.close()
+    session.close()
+    yield from spread(partial(Worker, setup), tasks, layout)
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
@@ -215,7 +204,6 @@ def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
 def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
-                "workers": config.workers, "concurrency": config.concurrency, "executor": config.executor,
-                "agent_settings": asdict(config.agent_settings)}
+                **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
     return run_row(config.agent, config.agent_settings.model, settings, suite, len(suite.tasks), browser_version,
                    (config.browser.viewport_width, config.browser.viewport_height))
