@@ -230,3 +230,12 @@ class CookieReader:
             return f"goto [{observation.url.split('/set')[0]}/show]"
         shown = next((line for line in observation.tree_text.splitlines() if "who=" in line), "nothing")
         return "stop [" + shown[shown.index("who="):].rstrip('"') + "]" if "who=" in shown else "stop [nothing]"
+
+
+class CookieInterrupter(CookieReader):
+    """:class:`CookieReader`, except that the user presses Ctrl-C during ``who=ben``'s episode."""
+
+    def act(self, observation: Observation) -> str:
+        if "who=ben" in observation.url:
+            raise KeyboardInterrupt
+        return super().act(observation)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +26,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
 from mmina.replayer.replays import replay_agent, replay_run
 from mmina.store import Store
+from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
 
 TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1")
@@ -158,6 +160,24 @@ def test_a_failing_episode_costs_that_episode_only(tmp_path: Path, cookie_site: 
     assert crashed.n_steps >= 1 and crashed.final_answer in ("crashed", None)
     rows = run_query(Store.open(tmp_path / "store"), "select count(*) from episodes").rows
     assert rows == [(6,)]
+
+
+def test_ctrl_c_lets_the_episodes_in_flight_finish_and_resume_records_the_rest(tmp_path: Path,
+                                                                               cookie_site: str) -> None:
+    suite = _cookie_tasks(tmp_path / "tasks", cookie_site, VISITORS)
+    store = Store.open(tmp_path / "store", create=True)
+    config = RecordConfig(tasks=str(suite), agent="tests.agents_for_tests:CookieInterrupter", run_id="interrupted",
+                          layout=Layout(concurrency=3))
+    with pytest.raises(KeyboardInterrupt):
+        record_run(store, config)
+    finished = {r[0] for r in run_query(Store.open(tmp_path / "store"), "select task_id from episodes").rows}
+    assert "2" not in finished and {"1", "3"} <= finished  # ben's leaves nothing; those in flight with it commit
+    assert verify_store(Store.open(tmp_path / "store")).ok
+    resumed = record_run(Store.open(tmp_path / "store"),
+                         replace(config, agent="tests.agents_for_tests:CookieReader", resume=True))
+    assert {e.task_id for e in resumed.episodes} == {str(i) for i in range(1, len(VISITORS) + 1)} - finished
+    assert [r[0] for r in run_query(Store.open(tmp_path / "store"), "select count(*) from episodes").rows] == \
+        [len(VISITORS)]
 
 
 @pytest.mark.parametrize("layout", [Layout(concurrency=len(TASKS)), Layout(workers=2, concurrency=2),
