@@ -16,7 +16,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig
 from mmina.agents.oracle import OracleAgent
 from mmina.recorder.browser import BrowserSession
-from mmina.recorder.workers import EpisodeRunner, WorkerSetup
+from mmina.recorder.workers import Worker, WorkerSetup
 from mmina.store import Store
 from mmina.tasks import load_suite
 
@@ -34,11 +34,11 @@ def main() -> None:
     with FixtureWeb() as web:
         setup = WorkerSetup("oracle", AgentSettings(run_id="memory"), str(store.root), "memory", Limits(),
                             BrowserConfig(extra_args=tuple(web.chromium_args())))
-        runner = EpisodeRunner(setup, BrowserSession(setup.browser), store, OracleAgent(), None)
+        runner = Worker(setup, BrowserSession(setup.browser), store, OracleAgent(), None)
         try:
             for round_ in range(1, args.runs + 1):
                 for task in tasks:
-                    runner.record(task)
+                    runner.work(task)
                 print(json.dumps({"run": round_, "episodes": round_ * len(tasks), "peak_mb": peak_rss_mb(),
                                   "now_mb": current_rss_mb()}), flush=True)
         finally:

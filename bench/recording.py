@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmina.pool import Layout
 from mmina.actions import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb
-from mmina.observation import Observation, flatten_snapshot
+from mmina.observation import Observation
 from mmina.agents.settings import AgentSettings
-from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession, EpisodeBrowser
+from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
 from mmina.replayer.replays import compare_runs, replay_run
@@ -43,7 +44,7 @@ class Recording:
 def record(store: Path, task_ids: tuple[str, ...], workers: int = 1) -> Recording:
     """Record the tasks with the oracle."""
     started = time.perf_counter()
-    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=task_ids, workers=workers))
+    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=task_ids, layout=Layout(workers=workers)))
     return Recording(summary, time.perf_counter() - started)
 
 
@@ -65,16 +66,14 @@ def act_without_capture(tasks: list[Task]) -> tuple[float, dict[str, list[str]]]
 
 
 def _act(session: BrowserSession, config: BrowserConfig, task: Task) -> list[str]:
-    context = session.browser.new_context(viewport={"width": config.viewport_width, "height": config.viewport_height},
-                                          locale="en-US", timezone_id="UTC", service_workers="block")
-    browser, agent, done = EpisodeBrowser(context, config), OracleAgent(), []
+    browser, agent, done = session.episode(None), OracleAgent(), []
     try:
         browser.open(task.start_urls)
         agent.reset(task)
         for step in range(30):
-            tree, elements = flatten_snapshot(browser.page.aria_snapshot(mode="ai"), browser.ids)
+            tree, elements = browser.tree()
             try:
-                reply = agent.act(Observation(step, browser.page.url, "", [], 0, tree, elements, intent=task.intent))
+                reply = agent.act(Observation(step, browser.url, "", [], 0, tree, elements, intent=task.intent))
             except ScriptEnd:
                 break
             action = parse_agent_output(reply.output)

@@ -21,6 +21,7 @@ from rich.table import Table
 from mmina import __version__
 from mmina.tasks import load_suite
 
+from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
 from bench.objectstore import objectstore_section
@@ -28,7 +29,7 @@ from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recor
 from bench.results import Section
 from bench.scale import run_scale
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "objectstore")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "epoch", "objectstore")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(hardweb_section(work / "hardweb"))
         if "scale" in parts:
             sections += run_scale(work / "scale", synthetic_episodes(args), log)
+        if "epoch" in parts:
+            sections.append(epoch_section(work / "epoch", args.quick, log))
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))

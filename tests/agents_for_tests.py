@@ -206,3 +206,36 @@ class SeededMistakesB(SeededMistakes):
 
     name = "seeded-mistakes-b"
     MISTAKES = {"wikipedia/1": (0, "wrong_stop")}
+
+
+class CookieReader:
+    """For the concurrency tests' cookie site: from ``/set?who=X`` go to ``/show`` and answer
+    what that page shows of the context's cookie and storage. ``who=crash`` first sends the tab
+    to ``chrome://crash`` (its renderer dies); ``who=raise`` makes the agent fail."""
+
+    name = "cookie-reader"
+
+    def reset(self, task: Task) -> None:
+        self.crashed = False
+
+    def act(self, observation: Observation) -> str:
+        if "who=raise" in observation.url:
+            raise RuntimeError("this agent fails on purpose")
+        if self.crashed:
+            return "stop [crashed]"
+        if "who=crash" in observation.url:
+            self.crashed = True
+            return "goto [chrome://crash]"
+        if "/show" not in observation.url:
+            return f"goto [{observation.url.split('/set')[0]}/show]"
+        shown = next((line for line in observation.tree_text.splitlines() if "who=" in line), "nothing")
+        return "stop [" + shown[shown.index("who="):].rstrip('"') + "]" if "who=" in shown else "stop [nothing]"
+
+
+class CookieInterrupter(CookieReader):
+    """:class:`CookieReader`, except that the user presses Ctrl-C during ``who=ben``'s episode."""
+
+    def act(self, observation: Observation) -> str:
+        if "who=ben" in observation.url:
+            raise KeyboardInterrupt
+        return super().act(observation)

@@ -13,6 +13,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -83,8 +84,8 @@ class FakeOpenAI:
     ``_failed`` (an injected error answered it) or ``_reply`` (the text answered).
     The first ``fail_first`` requests (every request with ``always_fail``) get HTTP ``fail_status``,
     with a tiny ``retry-after-ms`` so client retries are quick; ``reply`` replaces the policy's text
-    (``judge_reply`` only the judge's). ``delay_s`` makes every answer wait that long (a model's
-    latency), concurrently across requests.
+    (``judge_reply`` only the judge's), ``policy`` the built-in choice of action. ``delay_s`` makes
+    every answer wait that long (a model's latency), concurrently across requests.
     """
 
     fail_first: int = 0
@@ -93,6 +94,8 @@ class FakeOpenAI:
     reply: str | None = None
     judge_reply: str | None = None
     delay_s: float = 0.0
+    policy: Callable[[str], str] | None = None
+    """The action (grammar text) for a step's user message, replacing the built-in policy."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     answered: int = 0
@@ -132,7 +135,8 @@ class FakeOpenAI:
             return self.judge_reply if self.judge_reply is not None else judged
         if "URL:" not in observation:
             return CAPTION
-        return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{next_action(observation)}```"
+        action = self.policy(observation) if self.policy else next_action(observation)
+        return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{action}```"
 
     def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],

@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.store_helpers import REPO_ROOT
 
 SECTIONS = {"capture", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
-            "objectstore"}
+            "epoch", "objectstore"}
 
 
 def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mmina.pool import Layout
 from mmina.fixtures import generate_tasks
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.recorder.browser import BrowserConfig
@@ -23,13 +24,15 @@ from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
 @pytest.fixture(scope="module")
 def drift0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift0") / "store"
-    return store, record_run(Store.open(store, create=True), RecordConfig(workers=2, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(Store.open(store, create=True),
+                             RecordConfig(layout=Layout(workers=2), browser=BrowserConfig(screenshots=False)))
 
 
 @pytest.fixture(scope="module")
 def drift3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     store = tmp_path_factory.mktemp("drift3") / "store"
-    return store, record_run(Store.open(store, create=True), RecordConfig(drift=3, workers=2, browser=BrowserConfig(screenshots=False)))
+    return store, record_run(Store.open(store, create=True), RecordConfig(drift=3, layout=Layout(workers=2),
+                                                                       browser=BrowserConfig(screenshots=False)))
 
 
 def test_task_files_are_what_the_generator_makes() -> None:

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from mmina.cli import cli
 from playwright.sync_api import sync_playwright
 
-from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
+from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig,
                                     find_chromium)
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
@@ -69,13 +69,14 @@ def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path:
         old_port = shop.port
         shop.restart()
         assert shop.port != old_port
-        restarted = BrowserSession(BrowserConfig(extra_args=tuple(shop.chromium_args())))
-        try:  # the restarted shop is reachable under the same name, and serves other content
-            page = restarted.browser.new_page()
+        # the restarted shop is reachable under the same name, and serves other content
+        with sync_playwright() as playwright:
+            restarted = playwright.chromium.launch(executable_path=find_chromium(None, playwright),
+                                                   args=list(shop.chromium_args()))
+            page = restarted.new_page()
             page.goto(shop.url)
             page.wait_for_function("!document.body.innerText.includes('Loading featured')")
             assert page.locator("#featured").inner_text() not in featured
-        finally:
             restarted.close()
         before = len(shop.hits)
 

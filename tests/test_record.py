@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from mmina.pool import Layout
 from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.agents.settings import AgentSettings
@@ -172,7 +173,7 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
 
     def per_task(workers: int) -> list[tuple]:
         summary = record_run(Store.open(tmp_path / f"store{workers}", create=True), RecordConfig(tasks=str(suite),
-                                          workers=workers))
+                                          layout=Layout(workers=workers)))
         return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.hops_completed, e.final_answer)
                 for e in summary.episodes]
 

@@ -18,6 +18,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
 from mmina.errors import MminaError
+from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
 FORMATS = ("table", "csv", "json")
@@ -55,6 +56,30 @@ def browser_options(func):
                              "'--host-resolver-rules=MAP example.org 127.0.0.1:8080' (repeatable).")(func)
     return click.option("--browser", "browser_path", metavar="PATH",
                         help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
+
+
+def scale_options(what: str):
+    """``--workers``, ``--concurrency``, ``--executor`` and ``--ray-address`` for commands that
+    drive browsers (``what``: "recorded" or "replayed")."""
+    def decorator(func):
+        func = click.option("--ray-address", metavar="ADDRESS", envvar="RAY_ADDRESS", show_envvar=True,
+                            help="--executor ray: join this Ray cluster (e.g. ray://head:10001 or auto) "
+                                 "instead of starting one on this machine.")(func)
+        func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+                            help="Where workers run: processes on this machine, or Ray actors "
+                                 "(pip install 'mmina[ray]').")(func)
+        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+                            help=f"Episodes {what} at once per worker, each in its own context of the worker's "
+                                 "one Chromium (the lever for agents that wait on a model).")(func)
+        return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                            help="Worker processes (or Ray actors), each with its own Chromium.")(func)
+
+    return decorator
+
+
+def layout(options: dict[str, Any]) -> Layout:
+    """How the work is spread, from the options of :func:`scale_options`."""
+    return Layout(options["workers"], options["concurrency"], options["executor"], options["ray_address"])
 
 
 def format_option(*choices: str):

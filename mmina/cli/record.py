@@ -14,7 +14,8 @@ from mmina.analysis.tables import Table
 from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
 from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
-                              print_json, print_tables, render_rows, stderr, store_option)
+                              layout, print_json, print_tables, render_rows, scale_options, stderr,
+                              store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
@@ -61,7 +62,7 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
 @click.option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots.")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes recorded in parallel (one browser each).")
+@scale_options("recorded")
 @format_option("table", "json")
 def record(fmt: str, **options: Any) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
@@ -81,6 +82,8 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
+      mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
+      mmina record --executor ray --workers 4 --concurrency 16 --ray-address auto
     """
     store = open_store(options["store_path"], create=True)
     summary = _record_with_progress(store, _config(options))
@@ -111,7 +114,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     return RecordConfig(
         tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
-        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], workers=options["workers"],
+        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
         browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
                               viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mmina.budget import Limits
 from mmina.agents.captions import CAPTIONERS
-from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
-                              print_json, render_rows, stderr, store_option)
+from mmina.cli.common import (agent_settings, browser_options, format_option, layout, open_store,
+                              openai_agent_options, print_json, render_rows, scale_options, stderr, store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
@@ -46,6 +46,7 @@ class BelowMinimumFidelity(MminaError):
               help="--agent: caption in-view images (their alt text, or a vision model's words).")
 @click.option("--from-run", metavar="RUN", help="--agent replay: replay this run's episode of each task.")
 @click.option("--from-episode", metavar="ID", help="--agent replay: replay this one episode.")
+@scale_options("replayed")
 @format_option("table", "json")
 def replay(fmt: str, **options: Any) -> None:
     """Replay stored episodes with every request answered from the archive, and report fidelity.
@@ -66,6 +67,8 @@ def replay(fmt: str, **options: Any) -> None:
       mmina replay --run nightly --min-fidelity 0.99
       mmina replay --run nightly --agent openai --model gpt-4o
       mmina replay --run nightly --agent mypkg.agents:MyAgent --task normal/1
+      mmina replay --run nightly --concurrency 8
+      mmina replay --run nightly --executor ray --workers 4 --concurrency 8
     """
     if bool(options["run_id"]) == bool(options["episode_id"]):
         raise click.UsageError("name exactly one source: --run ID or --episode ID")
@@ -82,7 +85,8 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
     with _progress("replaying") as (on_start, advance):
         report = replay_run(store, options["run_id"], options["episode_id"],
                             browser=_browser(options), new_run=options["new_run"],
-                            on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
+                            layout=layout(options), on_start=on_start,
+                            on_episode=lambda e: advance(_episode_line(e)))
     minimum = options["min_fidelity"]
     if fmt == "json":
         print_json({**report.as_json(), "min_fidelity": minimum,
@@ -100,7 +104,8 @@ def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
         report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
                               limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
                               browser=_browser(options), new_run=options["new_run"],
-                              on_start=on_start, on_episode=lambda e: advance(_agent_line(e)))
+                              layout=layout(options), on_start=on_start,
+                              on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
         print_json(report.as_json())
     else:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Error as PlaywrightError
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -17,7 +18,8 @@ from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.workers import EpisodeRunner, WorkerSetup, record_in_parallel, record_serially
+from mmina.recorder.workers import Worker, WorkerSetup
+from mmina.pool import Layout, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -39,7 +41,8 @@ class RecordConfig:
     limits: Limits = field(default_factory=Limits)
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
-    workers: int = 1
+    layout: Layout = field(default_factory=Layout)
+    """Workers, episodes in flight per worker, and where workers run (see ``mmina.pool``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
 
 
@@ -112,7 +115,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             if on_start:
                 on_start(summary.run_id, len(todo))
             setup = WorkerSetup(config.agent, plan.settings, str(store.root), summary.run_id, config.limits, browser)
-            for task, result in _episodes(setup, session, store, plan, todo, config.workers):
+            for task, result in _episodes(setup, session, store, plan, todo, config.layout):
                 summary.episodes.append(result)
                 if on_episode:
                     on_episode(task, result)
@@ -138,8 +141,8 @@ class _Plan:
 def _plan(store: Store, config: RecordConfig) -> _Plan:
     """The selected tasks, run id, agent and captioner, once each is known to be good."""
     suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
-    if config.agent in INTERACTIVE_AGENTS and config.workers > 1:
-        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1")
+    if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
+        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = _run_id(store, config)
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
@@ -147,18 +150,15 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              workers: int) -> Iterator[tuple[Task, EpisodeResult]]:
-    """One worker records in this process with the browser, store and agent already at hand;
-    more use processes, each starting its own."""
-    if workers > 1 and len(tasks) > 1:
-        session.close()
-        yield from record_in_parallel(setup, tasks, min(workers, len(tasks)))
+              layout: Layout) -> Iterator[tuple[Task, EpisodeResult]]:
+    """Work that stays in this process uses the browser, store and agent already at hand;
+    processes and Ray actors start their own."""
+    if layout.in_this_process(len(tasks)):
+        here = Worker(setup, session, store, plan.agent, plan.captioner)
+        yield from spread(partial(Worker, setup), tasks, layout, here)
         return
-    runner = EpisodeRunner(setup, session, store, plan.agent, plan.captioner)
-    try:
-        yield from record_serially(runner, tasks)
-    finally:
-        runner.close()
+    session.close()
+    yield from spread(partial(Worker, setup), tasks, layout)
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
@@ -204,6 +204,6 @@ def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
 def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
-                "workers": config.workers, "agent_settings": asdict(config.agent_settings)}
+                **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
     return run_row(config.agent, config.agent_settings.model, settings, suite, len(suite.tasks), browser_version,
                    (config.browser.viewport_width, config.browser.viewport_height))

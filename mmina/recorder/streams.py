@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playwright.sync_api import BrowserContext
+from playwright.async_api import BrowserContext
 
 NO_RECONNECT = b"retry: 86400000\n\n"
 BINDING = "__mminaEventSource"
@@ -50,11 +50,17 @@ WRAPPER = """(() => {
 class EventStreams:
     """EventSource messages by stream, in the order the streams were opened."""
 
-    def __init__(self, context: BrowserContext) -> None:
+    def __init__(self) -> None:
         self._urls: dict[str, str] = {}
         self._messages: dict[str, list[bytes]] = {}
-        context.expose_binding(BINDING, self._heard)
-        context.add_init_script(WRAPPER)
+
+    @classmethod
+    async def attach(cls, context: BrowserContext) -> "EventStreams":
+        """Listen to every EventSource the context's pages open (before any page opens)."""
+        streams = cls()
+        await context.expose_binding(BINDING, streams._heard)
+        await context.add_init_script(WRAPPER)
+        return streams
 
     def _heard(self, _source: Any, stream: str, url: str, kind: str, data: str, event_id: str) -> None:
         if kind == "open":

@@ -1,15 +1,15 @@
-"""Recording episodes in one process or several: each worker owns a browser and an agent.
+"""A recording worker: one browser session, many episodes in flight.
 
-Workers share nothing but the store (whose writers are safe side by side), so an
-episode's result does not depend on how many workers ran or which one took it.
+A :class:`Worker` (a job of ``mmina.pool``) records up to ``concurrency`` episodes at a time,
+each on its own thread in its own browser context, with its own agent, store handle and
+temporary folder. ``--workers P`` runs P of them, in processes of their own or as Ray actors.
+Workers share nothing but the store (whose writers are safe side by side), so an episode's
+result does not depend on how many workers or threads ran, or which one took it.
 """
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 import tempfile
-from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +18,10 @@ from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.budget import Limits
-from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
 from mmina.tasks import Task
-
 
 @dataclass(frozen=True)
 class WorkerSetup:
@@ -36,68 +35,64 @@ class WorkerSetup:
     browser: BrowserConfig
 
 
-class EpisodeRunner:
-    """Records one task at a time with its own browser session, agent and temp folder.
+@dataclass
+class _Hands:
+    """What one episode thread records with: its agent, captioner, store handle and folder."""
 
-    In the recording process it is handed what the run already made; a worker process builds
-    its own from the :class:`WorkerSetup`.
+    agent: Agent
+    captioner: Captioner | None
+    store: Store
+    workdir: tempfile.TemporaryDirectory[str]
+
+
+class Worker:
+    """One browser session with up to ``setup.concurrency`` episodes in flight (one per thread).
+
+    In the recording process it may be handed the session, store and agent the run already
+    made (used by the first thread); otherwise it builds its own from the :class:`WorkerSetup`.
     """
 
-    def __init__(self, setup: WorkerSetup, session: BrowserSession, store: Store, agent: Agent,
-                 captioner: Captioner | None) -> None:
-        self.setup, self.session, self.store, self.agent, self.captioner = setup, session, store, agent, captioner
-        self._workdir = tempfile.TemporaryDirectory(prefix="mmina-")
+    def __init__(self, setup: WorkerSetup, session: BrowserSession | None = None, store: Store | None = None,
+                 agent: Agent | None = None, captioner: Captioner | None = None) -> None:
+        self.setup = setup
+        self.browsers = RestartingSession(setup.browser, session)
+        self._given = (agent, captioner, store) if agent is not None and store is not None else None
+        self._local = threading.local()
+        self._hands: list[_Hands] = []
+        self._lock = threading.Lock()
 
-    def record(self, task: Task) -> EpisodeResult:
-        writer = self.store.episode_writer(self.setup.run_id, new_episode_id(task))
+    def work(self, task: Task) -> EpisodeResult:
+        """Record one task on the calling thread (many threads may call at once)."""
+        hands = self._thread_hands()
+        writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(task))
         try:
-            result = EpisodeRecorder(self.session, self.agent, task, writer, self.setup.limits,
-                                     Path(self._workdir.name), self.captioner).record(attempt=1)
+            return EpisodeRecorder(self.browsers.alive(), hands.agent, task, writer, self.setup.limits,
+                                   Path(hands.workdir.name), hands.captioner).record(attempt=1)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise
-        if not self.session.connected:
-            self.session.close()
-            self.session = BrowserSession(self.setup.browser)
-        return result
+
+    def _thread_hands(self) -> _Hands:
+        hands = getattr(self._local, "hands", None)
+        if hands is None:
+            hands = self._local.hands = self._new_hands()
+        return hands
+
+    def _new_hands(self) -> _Hands:
+        with self._lock:
+            given, self._given = self._given, None
+        if given is not None:
+            agent, captioner, store = given
+        else:
+            store = Store.open(self.setup.store)
+            agent = make_agent(self.setup.agent, self.setup.settings, store)
+            captioner = make_captioner(self.setup.settings)
+        hands = _Hands(agent, captioner, store, tempfile.TemporaryDirectory(prefix="mmina-"))
+        with self._lock:
+            self._hands.append(hands)
+        return hands
 
     def close(self) -> None:
-        self.session.close()
-        self._workdir.cleanup()
-
-
-def record_serially(runner: EpisodeRunner, tasks: Iterable[Task]) -> Iterator[tuple[Task, EpisodeResult]]:
-    for task in tasks:
-        yield task, runner.record(task)
-
-
-_RUNNER: EpisodeRunner | None = None
-
-
-def _start_worker(setup: WorkerSetup) -> None:
-    global _RUNNER
-    store = Store.open(setup.store)
-    _RUNNER = EpisodeRunner(setup, BrowserSession(setup.browser), store,
-                            make_agent(setup.agent, setup.settings, store), make_captioner(setup.settings))
-    atexit.register(_RUNNER.close)
-
-
-def _record_in_worker(task: Task) -> EpisodeResult:
-    assert _RUNNER is not None, "worker not initialised"
-    return _RUNNER.record(task)
-
-
-def record_in_parallel(setup: WorkerSetup, tasks: list[Task], workers: int) -> Iterator[tuple[Task, EpisodeResult]]:
-    """Episodes from ``workers`` processes, yielded as they finish."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(setup,)) as pool:
-        pending: dict[Future[EpisodeResult], Task] = {pool.submit(_record_in_worker, t): t for t in tasks}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield pending.pop(future), future.result()
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-
+        self.browsers.close()
+        for hands in self._hands:
+            hands.workdir.cleanup()

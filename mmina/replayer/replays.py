@@ -7,40 +7,32 @@ is ``replay`` (or the new agent's name in ``--agent`` mode) and ``config_json`` 
 
 Every request of a replay context is answered by :class:`ArchiveRouter`; nothing reaches the
 network, and no fixture web is started. The page clock is frozen at the source episode's
-start and ``Math.random`` is seeded from the source episode id. Episodes run one after
-another in one browser (a fresh context each).
+start and ``Math.random`` is seeded from the source episode id. Episodes run in one browser,
+a fresh context each, one after another or ``concurrency`` at once.
 """
 from __future__ import annotations
 
-import bisect
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-from mmina.agents.protocol import Agent
-from mmina.agents.registry import make_agent
+from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.agents.stored_actions import ReplayAgent
 from mmina.budget import Limits
-from mmina.errors import StoreError
+from mmina.errors import AgentError, StoreError
+from mmina.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
-from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import new_run_id
-from mmina.replayer.archive import MatchKind
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
-                                     screenshot_differ, summarize)
-from mmina.replayer.router import ArchiveRouter, Served, seed_for
-from mmina.replayer.source import Rows, Source, SourceRun, by_episode, select_sources
+from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, StepView, compare_steps, screenshot_differ,
+                                     summarize)
+from mmina.replayer.jobs import STEP_COLUMNS, AgentEpisode, AgentJob, ReplaySetup, StoredActionsJob
+from mmina.replayer.source import Source, SourceRun, by_episode, select_sources
 from mmina.runs import SuiteRef, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.tasks import Task
 
-STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output"]
 OnStart = Callable[[str, int], None]
 
 
@@ -66,15 +58,6 @@ class ReplayReport:
         return {"source_run": self.source_run, "replay_run": self.replay_run, "store": self.store,
                 "summary": {**summary, "requests": asdict(summary["requests"])},
                 "episodes": [e.as_json() for e in self.episodes]}
-
-
-@dataclass(frozen=True)
-class AgentEpisode:
-    """One episode of a new agent on the archived web, with the requests the archive lacked."""
-
-    result: EpisodeResult
-    requests: RequestCounts
-    coverage_gaps: tuple[str, ...]
 
 
 @dataclass
@@ -107,39 +90,36 @@ class AgentReplayReport:
 
 def replay_run(store: Store, run_id: str | None = None, episode_id: str | None = None, *,
                browser: BrowserConfig | None = None, new_run: str | None = None,
-               tolerance: int = PIXEL_TOLERANCE, on_start: OnStart | None = None,
+               tolerance: int = PIXEL_TOLERANCE, layout: Layout = Layout(), on_start: OnStart | None = None,
                on_episode: Callable[[EpisodeFidelity], None] | None = None) -> ReplayReport:
     """Re-drive every episode of ``run_id`` (or the one ``episode_id``) from the archive.
 
     Each episode gets its own archive (its own recorded requests), a fresh context, the stored
     actions, and a fidelity comparison with its recording. ``browser`` may name the executable
     and extra Chromium arguments; viewport and screenshot settings come from the source run.
+    ``layout`` spreads the episodes over threads, processes or Ray actors (``mmina.pool``).
     """
     source_run, sources = select_sources(store, run_id, episode_id)
-    source = SourceRun.load(store, source_run, {s.episode_id for s in sources})
-    steps = by_episode(store, "steps", source_run, "step_index", {s.episode_id for s in sources}, STEP_COLUMNS)
+    episodes = frozenset(s.episode_id for s in sources)
+    source = SourceRun.load(store, source_run, set(episodes))
     replay_id = _check_new_run(new_run) or new_run_id("replay")
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
                 "clock": "frozen at each source episode's start", "limits": asdict(source.limits),
-                "archive": "per episode"}
+                "archive": "per episode", **layout.describe()}
+    setup = ReplaySetup(str(store.root), replay_id, source_run, episodes, source.browser_config(browser), tolerance)
     report = ReplayReport(source_run, replay_id, str(store.root))
-    with _new_run(store, replay_id, source, [s.task_id for s in sources], "replay", None, settings,
-                  browser) as session:
+    items = list(_numbered(sources))
+    with _new_run(store, setup, source, [s.task_id for s in sources], None, settings, layout, len(items)) as session:
         if on_start:
             on_start(replay_id, len(sources))
-        for attempt, item in _numbered(sources):
-            outcome = _record(session, store, replay_id, source.task(item.task_id), _replayer(steps, item),
-                              source.limits, _router(store, source, [item], item.episode_id), attempt)
-            report.episodes.append(_fidelity(store, item, steps.get(item.episode_id, []), outcome, tolerance))
+        here = StoredActionsJob(setup, session, store, source) if session else None
+        for _item, fidelity in spread(partial(StoredActionsJob, setup), items, layout, here):
+            report.episodes.append(fidelity)
             if on_episode:
-                on_episode(report.episodes[-1])
+                on_episode(fidelity)
+    order = {s.episode_id: i for i, s in enumerate(sources)}
+    report.episodes.sort(key=lambda e: order[e.source_episode])
     return report
-
-
-def _replayer(steps: Rows, source: Source) -> ReplayAgent:
-    """The replay agent with the episode's actions: the parsed action, else the raw output (so
-    parse errors repeat too)."""
-    return ReplayAgent({}, only=[r["action"] or r["model_output"] or "" for r in steps.get(source.episode_id, [])])
 
 
 def _numbered(sources: Sequence[Source]) -> Iterator[tuple[int, Source]]:
@@ -150,38 +130,12 @@ def _numbered(sources: Sequence[Source]) -> Iterator[tuple[int, Source]]:
         yield seen[source.task_id], source
 
 
-def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outcome: _Outcome,
-              tolerance: int) -> EpisodeFidelity:
-    """Compare the replayed steps with the recorded ones (screenshots fetched from both packs)."""
-    digests = {s["screenshot"] for s in [*recorded, *outcome.steps] if s.get("screenshot")}
-    index = store.blob_index
-    packs = {*source.blob_packs, *(index.location[d] for d in digests if d in index)}
-    differ = screenshot_differ(store.read_blobs(sorted(digests), sorted(packs)), tolerance)
-    steps = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in outcome.steps],
-                          differ, _requests_by_step(outcome.served, outcome.step_starts))
-    return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
-                           len(outcome.steps), steps, RequestCounts.of(s.kind for s in outcome.served),
-                           _gaps(outcome.served), outcome.result.status, outcome.result.error)
-
-
-def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:
-    """Served requests grouped by the step whose action issued them (-1: the initial load)."""
-    groups: dict[int, list[MatchKind]] = {}
-    for request in served:
-        groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request.kind)
-    return {step: RequestCounts.of(kinds) for step, kinds in groups.items()}
-
-
-def _gaps(served: Iterable[Served]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(f"{s.method} {s.url}" for s in served if s.kind is MatchKind.UNMATCHED))
-
-
 # ---------------------------------------------------------------- a new agent on the archived web
 
 def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id: str | None = None, *,
                  settings: AgentSettings | None = None, limits: Limits | None = None,
                  task_ids: Sequence[str] = (), browser: BrowserConfig | None = None, new_run: str | None = None,
-                 on_start: OnStart | None = None,
+                 layout: Layout = Layout(), on_start: OnStart | None = None,
                  on_episode: Callable[[AgentEpisode], None] | None = None) -> AgentReplayReport:
     """Run ``agent`` on each task of the source against that task's archived web.
 
@@ -189,28 +143,35 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     frozen at the first one's start. Requests outside the archive get an error response and are
     reported as coverage gaps: what the agent saw there is not what the live site showed.
     """
+    if agent in INTERACTIVE_AGENTS and layout != Layout():
+        raise AgentError(f"the {agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     source_run, sources = select_sources(store, run_id, episode_id)
     by_task = _by_task(sources, task_ids, source_run)
-    source = SourceRun.load(store, source_run, {s.episode_id for group in by_task.values() for s in group})
+    episodes = frozenset(s.episode_id for group in by_task.values() for s in group)
+    source = SourceRun.load(store, source_run, set(episodes))
     settings = settings or AgentSettings()
     replay_id = _check_new_run(new_run) or new_run_id(agent)
-    the_agent = make_agent(agent, replace(settings, run_id=replay_id), store)
+    settings = replace(settings, run_id=replay_id)
+    the_agent = make_agent(agent, settings, store)
     limits = limits or Limits()
     config = {"mode": "agent", "source_run": source_run, "agent": agent,
               "source_episodes": [s.episode_id for group in by_task.values() for s in group],
               "clock": "frozen at the first source episode's start", "limits": asdict(limits),
-              "agent_settings": asdict(settings), "archive": "per task"}
+              "agent_settings": asdict(replace(settings, run_id=None)), "archive": "per task", **layout.describe()}
+    setup = ReplaySetup(str(store.root), replay_id, source_run, episodes, source.browser_config(browser),
+                        agent=agent, settings=settings, limits=limits)
     report = AgentReplayReport(source_run, replay_id, str(store.root), agent)
-    with _new_run(store, replay_id, source, list(by_task), agent, settings.model, config, browser) as session:
+    items = [(task_id, tuple(group)) for task_id, group in by_task.items()]
+    with _new_run(store, setup, source, list(by_task), settings.model, config, layout, len(items)) as session:
         if on_start:
             on_start(replay_id, len(by_task))
-        for task_id, group in by_task.items():
-            outcome = _record(session, store, replay_id, source.task(task_id), the_agent, limits,
-                              _router(store, source, group, f"{source_run}/{task_id}"), 1)
-            report.episodes.append(AgentEpisode(outcome.result, RequestCounts.of(s.kind for s in outcome.served),
-                                                _gaps(outcome.served)))
+        here = AgentJob(setup, session, store, source, the_agent) if session else None
+        for _item, episode in spread(partial(AgentJob, setup), items, layout, here):
+            report.episodes.append(episode)
             if on_episode:
-                on_episode(report.episodes[-1])
+                on_episode(episode)
+    order = {t: i for i, t in enumerate(by_task)}
+    report.episodes.sort(key=lambda e: order[e.result.task_id])
     return report
 
 
@@ -226,63 +187,20 @@ def _by_task(sources: list[Source], task_ids: Sequence[str], source_run: str) ->
 
 # ---------------------------------------------------------------- shared machinery
 
-@dataclass(frozen=True)
-class _Outcome:
-    result: EpisodeResult
-    steps: list[dict[str, Any]]
-    step_starts: list[datetime]
-    served: list[Served]
-
-
-def _router(store: Store, source: SourceRun, sources: Sequence[Source], seed_name: str) -> ArchiveRouter:
-    """A router over these sources' traffic, the clock frozen at the first one's start."""
-    return ArchiveRouter(source.archive(store, sources), sources[0].started_at, seed_for(seed_name))
-
-
-class _Browser:
-    """The run's browser, started again for the next episode if the last one lost it (a crashed
-    Chromium or Playwright driver ends that episode with an error, not the run)."""
-
-    def __init__(self, config: BrowserConfig) -> None:
-        self.session = BrowserSession(config)
-
-    def alive(self) -> BrowserSession:
-        if not self.session.connected:
-            self.session.close()
-            self.session = BrowserSession(self.session.config)
-        return self.session
-
-    def close(self) -> None:
-        self.session.close()
-
-
 @contextmanager
-def _new_run(store: Store, run_id: str, source: SourceRun, task_ids: list[str], agent: str, model: str | None,
-             config: dict[str, Any], browser: BrowserConfig | None) -> Iterator[_Browser]:
-    """Start the browser, create the replay run, and always close the browser again."""
-    browsers = _Browser(source.browser_config(browser))
+def _new_run(store: Store, setup: ReplaySetup, source: SourceRun, task_ids: list[str], model: str | None,
+             config: dict[str, Any], layout: Layout, items: int) -> Iterator[BrowserSession | None]:
+    """Start a browser (for its version, and for the work if it stays in this process: then it
+    is yielded, else None), create the replay run, and always close the browser again."""
+    session = BrowserSession(setup.browser)
     try:
-        _begin(store, run_id, source, task_ids, agent, model,
-               {**config, "browser": asdict(browsers.session.config)}, browsers.session.version)
-        yield browsers
+        _begin(store, setup.replay_id, source, task_ids, setup.agent, model,
+               {**config, "browser": asdict(setup.browser)}, session.version)
+        if not layout.in_this_process(items):
+            session.close()
+        yield session if layout.in_this_process(items) else None
     finally:
-        browsers.close()
-
-
-def _record(browsers: _Browser, store: Store, run_id: str, task: Task, agent: Agent, limits: Limits,
-            router: ArchiveRouter, attempt: int) -> _Outcome:
-    """Record one episode in a routed context; a failure leaves nothing of it in the store."""
-    session = browsers.alive()
-    writer = store.episode_writer(run_id, new_episode_id(task))
-    with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
-        recorder = EpisodeRecorder(session, agent, task, writer, limits, Path(workdir), prepare=router.prepare,
-                                   offline=True)
-        try:
-            result = recorder.record(attempt)
-        except BaseException:
-            writer.abort()
-            raise
-    return _Outcome(result, writer.steps, recorder.step_starts, router.served)
+        session.close()
 
 
 def _check_new_run(run_id: str | None) -> str | None:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from playwright.sync_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
 
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
@@ -60,30 +60,30 @@ class ArchiveRouter:
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
 
-    def prepare(self, context: BrowserContext) -> None:
+    async def prepare(self, context: BrowserContext) -> None:
         """Freeze the clock, seed ``Math.random`` and route everything (before any page opens).
 
         ``clock.install`` fakes the timers from the recorded start; ``set_fixed_time`` then pins
         ``Date.now()``/``new Date()`` there while timers keep running, so scripts that wait on
         ``setTimeout`` still finish.
         """
-        context.clock.install(time=self.frozen_at)
-        context.clock.set_fixed_time(self.frozen_at)
-        context.add_init_script(SEEDED_RANDOM % self.seed)
-        context.route("**/*", self._handle)
-        context.route_web_socket("**/*", self._socket)
+        await context.clock.install(time=self.frozen_at)
+        await context.clock.set_fixed_time(self.frozen_at)
+        await context.add_init_script(SEEDED_RANDOM % self.seed)
+        await context.route("**/*", self._handle)
+        await context.route_web_socket("**/*", self._socket)
 
-    def _socket(self, socket: WebSocketRoute) -> None:
+    async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, never to the server."""
         exchange = self._match("GET", socket.url, None, "")
         if exchange is None:
-            socket.close(code=1011, reason="mmina replay: no such socket in the archive")
+            await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         script = SocketScript.parse(exchange.body)
         socket.on_message(lambda _message: _send_all(socket, script.answer()))
         _send_all(socket, script.opening())
 
-    def _handle(self, route: Route) -> None:
+    async def _handle(self, route: Route) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
 
         A routed request left unanswered stays paused in the browser for good: its page never
@@ -97,7 +97,7 @@ class ArchiveRouter:
                           f"mmina replay: could not answer {route.request.url}: {type(exc).__name__}: {exc}\n"
                           .encode())
         try:
-            route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
+            await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
 

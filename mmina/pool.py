@@ -1,0 +1,190 @@
+"""Work spread over threads, processes and Ray actors: ``--concurrency``, ``--workers``, ``--executor``.
+
+A *job* is what one worker builds in its own process (a browser session and what an episode
+needs, for instance) and then calls ``work(item)`` on, from up to ``concurrency`` threads at
+once. :func:`spread` hands the items to ``workers`` such jobs — in this process, in processes
+of their own, or in Ray actors — and yields ``(item, result)`` as each finishes. Whatever runs
+where, each item is worked on once and independently, so results do not depend on the layout.
+
+On an error or Ctrl-C in the consumer no new item starts and the items in flight finish first
+(an episode in flight commits, so ``--resume`` has nothing half-done to redo).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import queue
+import signal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from mmina.errors import MminaError
+
+T = TypeVar("T")
+R = TypeVar("R")
+POLL_S = 0.5
+EXECUTORS = ("local", "ray")
+_END: Any = object()
+
+
+class Job(Protocol):
+    def work(self, item: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How work is spread: ``workers`` jobs, each with ``concurrency`` items in flight, run by
+    ``executor`` (``local``: this process or processes on this machine; ``ray``: Ray actors)."""
+
+    workers: int = 1
+    concurrency: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+
+    def in_this_process(self, items: int) -> bool:
+        """Whether one job in this process does it all (one worker, or too few items for more)."""
+        return self.executor == "local" and (self.workers == 1 or items <= self.concurrency)
+
+    def describe(self) -> dict[str, Any]:
+        return {"workers": self.workers, "concurrency": self.concurrency, "executor": self.executor}
+
+
+def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout,
+           here: Job | None = None) -> Iterator[tuple[T, Any]]:
+    """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
+    already built in this process, is used when the work stays in this process)."""
+    if layout.in_this_process(len(items)):
+        job = here or make()
+        try:
+            yield from in_flight(job.work, items, layout.concurrency)
+        finally:
+            job.close()
+    elif layout.executor == "ray":
+        from mmina import ray_executor
+
+        yield from ray_executor.spread(make, items, layout)
+    else:
+        yield from in_processes(make, items, min(layout.workers, -(-len(items) // layout.concurrency)),
+                                layout.concurrency)
+
+
+def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
+              stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[T, R]]:
+    """``work`` on each item, ``concurrency`` at a time on a pool of threads (on the calling
+    thread when 1), yielding ``(item, result)`` as they come; none is taken once ``stop()``."""
+    if concurrency == 1:
+        for item in items:
+            if stop():
+                return
+            yield item, work(item)
+        return
+    pending: dict[Future[R], T] = {}
+    todo = iter(items)
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="work") as pool:
+        try:
+            while True:
+                while len(pending) < concurrency and not stop():
+                    item = next(todo, _END)
+                    if item is _END:
+                        break
+                    pending[pool.submit(work, item)] = item
+                if not pending:
+                    return
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield pending.pop(future), future.result()
+        finally:
+            wait(pending)  # the items in flight finish before anything else happens
+
+
+def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int,
+                 concurrency: int) -> Iterator[tuple[T, Any]]:
+    """``workers`` processes (spawned), each building one job and taking items from one queue.
+
+    A process that dies (killed) costs its items in flight: the run then ends with an error
+    naming how many did not finish.
+    """
+    context = multiprocessing.get_context("spawn")
+    todo: Any = context.Queue()
+    results: Any = context.Queue()
+    stop = context.Event()
+    for index, item in enumerate(items):
+        todo.put((index, item))
+    for _ in range(workers):
+        todo.put(None)  # one end mark per process: each stops at the first it sees
+    processes = [context.Process(target=_serve, args=(make, concurrency, todo, results, stop), daemon=True)
+                 for _ in range(workers)]
+    for process in processes:
+        process.start()
+    try:
+        yield from _collect(results, processes, items)
+    finally:
+        stop.set()
+        _join(processes, results)
+
+
+def _collect(results: Any, processes: list[Any], items: Sequence[T]) -> Iterator[tuple[T, Any]]:
+    waiting = set(range(len(items)))
+    while waiting:
+        try:
+            kind, index, payload = results.get(timeout=POLL_S)
+        except queue.Empty:
+            if not any(p.is_alive() for p in processes):
+                raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
+                                 "finished: run again with --resume") from None
+            continue
+        if kind == "error":
+            raise payload
+        waiting.discard(index)
+        yield items[index], payload
+
+
+def _join(processes: list[Any], results: Any) -> None:
+    """Wait for the processes to end, reading what they still send (a process cannot exit
+    while its queue holds data nobody read)."""
+    while any(p.is_alive() for p in processes):
+        try:
+            results.get(timeout=POLL_S)
+        except queue.Empty:
+            pass
+    for process in processes:
+        process.join()
+
+
+def _serve(make: Callable[[], Job], concurrency: int, todo: Any, results: Any, stop: Any) -> None:
+    """A worker process. Ctrl-C is the parent's to handle (it tells us to stop)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        job = make()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put(("error", -1, sendable(exc)))
+        return
+    try:
+        for (index, _item), result in in_flight(lambda pair: job.work(pair[1]), _queued(todo, stop), concurrency,
+                                                stop.is_set):
+            results.put(("done", index, result))
+    except BaseException as exc:  # noqa: BLE001 - as above
+        results.put(("error", -1, sendable(exc)))
+    finally:
+        job.close()
+
+
+def _queued(todo: Any, stop: Any) -> Iterator[tuple[int, Any]]:
+    while not stop.is_set():
+        entry = todo.get()
+        if entry is None:
+            return
+        yield entry
+
+
+def sendable(exc: BaseException) -> BaseException:
+    """The exception if it survives pickling, else a plain one with its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return MminaError(f"{type(exc).__name__}: {exc}")
