@@ -133,6 +133,19 @@ def test_a_url_with_credentials_is_refused_before_anything_is_written(s3: S3Serv
     assert not [key for key in s3.objects(BUCKET) if key.startswith(bucket_path)]
 
 
+def test_imports_write_to_s3(url: str) -> None:
+    mind2web = REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json"
+    result = invoke("import", "mind2web", str(mind2web), "--store", url, "--run-id", "m2w", "--format", "json")
+    assert result.exit_code == 0, result.output
+    harness = REPO_ROOT / "tests" / "data" / "harness" / "results"
+    result = invoke("import", "harness", str(harness), "--store", url, "--run-id", "harness", "--format", "json")
+    assert result.exit_code == 0, result.output
+    store = Store.open(url)
+    assert {run for (run,) in sql(store, "select distinct run_id from episodes")} == {"m2w", "harness"}
+    assert sql(store, "select count(*) from steps where run_id = 'm2w'")[0][0] > 0
+    assert verify_store(store).ok
+
+
 # -- crashes ---------------------------------------------------------------------------------
 
 
