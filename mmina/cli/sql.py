@@ -27,6 +27,7 @@ def sql(query: str | None, schema: bool, store_path: str | None, fmt: str) -> No
       mmina sql "select count(*) from steps"
       mmina sql "select task_id, hops_completed, n_hops from episodes" --format json
       mmina sql --schema
+      mmina sql "select count(*) from episodes" --store s3://my-bucket/mmina
     """
     if schema:
         _print_schema(fmt)

@@ -19,6 +19,7 @@ def store() -> None:
     Examples:
       mmina store info
       mmina store verify --store runs/mmina-store --format json
+      mmina store info --store s3://my-bucket/mmina
       mmina store compact
     """
 
@@ -84,6 +85,7 @@ def compact(store_path: str | None, run_ids: tuple[str, ...], fmt: str) -> None:
     and requests of each run into one file per table and swaps them in atomically: readers
     see the same rows before, during and after, recorders writing the run wait for the
     swap, and a crash leaves the store as it was or compacted. Blob packs are kept.
+    Local stores only: an object store (s3://...) has no rename to swap folders with.
 
     \b
     Examples:
