@@ -109,6 +109,13 @@ def test_runs_in_the_order_given_and_chosen_episodes(store: Path) -> None:
     rescore_reference.check(Store.open(store), chosen, Store.open(store).run_ids(), set(episodes))
 
 
+@pytest.mark.parametrize("name", ["hops", "exact_match", "task"])
+def test_a_run_without_episodes_scores_nothing(store: Path, name: str) -> None:
+    Store.open(store).begin_run("empty", rescore_cases.run_row(0), [])
+    result = rescore(Store.open(store), RescoreConfig(name, runs=("empty",)))
+    assert (result.scored, result.unscored, result.files) == ([], [], [])
+
+
 def test_an_overwriting_batch_lists_what_it_supersedes_and_flips(store: Path) -> None:
     first = rescore(Store.open(store), RescoreConfig("url_match"))
     second = rescore(Store.open(store), RescoreConfig("url_match", args={"where": "any"}, action="overwrite"))

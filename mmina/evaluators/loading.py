@@ -1,14 +1,16 @@
 """Stored episodes as evaluators see them: Arrow tables in, an :class:`EpisodeBatch` out.
 
-Each table is read once for all the runs asked for, and only the columns the evaluator
-reads; runs of the same suite share parsed tasks (and only one copy of a task's JSON is
-read). The batch keeps the episodes column by column: an evaluator with ``score_batch``
-walks those lists, any other one gets an :class:`EpisodeView` per episode.
+Only the columns the evaluator reads are read; runs of the same suite share parsed tasks
+(and only one copy of a task's JSON is read). The batch keeps the episodes column by
+column: an evaluator with ``score_batch`` walks those lists, run by run (:func:`by_run`:
+the next runs' steps are read while one is scored), any other one gets an
+:class:`EpisodeView` per episode, all at once (:func:`load_batch`).
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
@@ -25,6 +27,8 @@ from mmina.tasks import Task, task_from_row
 Earlier = tuple[str, str]
 """An earlier task verdict of the same evaluator: (batch_id, verdict)."""
 
+PREFETCH = 2
+"""Runs whose steps are read ahead while one is scored."""
 ORDER_COLUMNS = ("episode_id", "task_id", "started_at")
 """What ordering the episodes and finding their tasks need (with ``run_id``), whatever the evaluator reads."""
 
@@ -62,6 +66,11 @@ class EpisodeBatch:
     def __len__(self) -> int:
         return len(self.episode_ids)
 
+    def part(self, start: int, end: int, steps: StepColumns) -> "EpisodeBatch":
+        """Episodes ``start`` to ``end``, with these steps."""
+        return EpisodeBatch(self.run_ids[start:end], self.episode_ids[start:end], self.tasks[start:end],
+                            self.episodes.slice(start, end - start), steps)
+
     @cached_property
     def final_answers(self) -> list[str | None]:
         return self.episodes.column("final_answer").to_pylist()
@@ -87,15 +96,66 @@ def load_batch(store: Store, runs: Iterable[str], only: set[str] | None = None, 
     whether ``runs`` are all the store's runs, when the caller knows."""
     runs = list(dict.fromkeys(runs))
     every = set(runs) == set(store.run_ids()) if every is None else every
+    episodes = load_episodes(store, runs, only, evaluator, every)
+    return episodes if evaluator is not None and not needs_steps(evaluator) else \
+        with_steps(store, episodes, evaluator, every)
+
+
+def with_steps(store: Store, episodes: EpisodeBatch, evaluator: Evaluator | None, every: bool) -> EpisodeBatch:
+    """``episodes`` with their steps (the fields ``evaluator`` reads), read at once."""
+    wanted = _wanted_steps(evaluator)
+    runs = list(dict.fromkeys(episodes.run_ids))
+    if not runs:
+        return episodes
+    steps = _sorted_steps(_read(store, "steps", runs, ["episode_id", *wanted], every), episodes.episode_ids)
+    return episodes.part(0, len(episodes), _step_columns(steps, len(episodes), wanted))
+
+
+def load_episodes(store: Store, runs: list[str], only: set[str] | None, evaluator: Evaluator | None,
+                  every: bool) -> EpisodeBatch:
+    """:func:`load_batch` without steps (each episode has none)."""
     fields = episode_fields(evaluator)
     columns = None if fields is None else list(dict.fromkeys([*ORDER_COLUMNS, *fields]))
     episodes = _episodes_in_order(_read(store, "episodes", runs, columns, every), runs, only)
     run_ids, episode_ids, task_ids = (episodes.column(n).to_pylist() for n in ("run_id", "episode_id", "task_id"))
     tasks = _tasks_of(_tasks(store, runs, every), run_ids, episode_ids, task_ids)
-    wanted = step_fields(evaluator) if evaluator is not None else StepView._fields
-    steps = _step_columns(_read(store, "steps", runs, ["episode_id", *wanted], every), episode_ids, wanted) \
-        if evaluator is None or needs_steps(evaluator) else StepColumns.none(len(episode_ids))
-    return EpisodeBatch(run_ids, episode_ids, tasks, episodes, steps)
+    return EpisodeBatch(run_ids, episode_ids, tasks, episodes, StepColumns.none(len(episode_ids)))
+
+
+def by_run(store: Store, episodes: EpisodeBatch, evaluator: Evaluator) -> Iterator[EpisodeBatch]:
+    """``episodes`` run by run, each with its steps (the fields ``evaluator`` reads). The next
+    runs' steps are read and ordered (by Arrow, without the GIL) while the caller scores the
+    current one, and only one run's steps at a time become Python objects."""
+    wanted = _wanted_steps(evaluator)
+    spans = _run_spans(episodes.run_ids)
+
+    def read(span: tuple[str, int, int]) -> pa.Table:
+        run_id, start, end = span
+        table = store.read("steps", run_id=run_id, columns=["episode_id", *wanted])
+        return _sorted_steps(table, episodes.episode_ids[start:end])
+
+    with ThreadPoolExecutor(1) as reader:
+        pending = deque(reader.submit(read, span) for span in spans[:PREFETCH])
+        for index, (_, start, end) in enumerate(spans):
+            steps = pending.popleft().result()
+            if index + PREFETCH < len(spans):
+                pending.append(reader.submit(read, spans[index + PREFETCH]))
+            yield episodes.part(start, end, _step_columns(steps, end - start, wanted))
+
+
+def _run_spans(run_ids: list[str]) -> list[tuple[str, int, int]]:
+    """(run, start, end) of each run's consecutive episodes."""
+    spans: list[tuple[str, int, int]] = []
+    for index, run_id in enumerate(run_ids):
+        if spans and spans[-1][0] == run_id:
+            spans[-1] = (run_id, spans[-1][1], index + 1)
+        else:
+            spans.append((run_id, index, index + 1))
+    return spans
+
+
+def _wanted_steps(evaluator: Evaluator | None) -> tuple[str, ...]:
+    return step_fields(evaluator) if evaluator is not None else StepView._fields
 
 
 def _episodes_in_order(episodes: pa.Table, runs: list[str], only: set[str] | None) -> pa.Table:
@@ -183,13 +243,18 @@ def _parse_first_copies(store: Store, first: Mapping[tuple[str, str], tuple[str,
             for key, (run_id, row, digest) in first.items()}
 
 
-def _step_columns(table: pa.Table, episode_ids: list[str], fields: Sequence[str]) -> StepColumns:
-    """The steps of the batch's episodes, grouped by episode in batch order, each in step
-    order (stable: steps with the same index keep their stored order); fields not read stay out."""
+def _sorted_steps(table: pa.Table, episode_ids: list[str]) -> pa.Table:
+    """The steps of these episodes, with each one's ``_position`` among them, by position then
+    step index (stable: steps with the same index keep their stored order)."""
     position = pc.index_in(table.column("episode_id"), value_set=pa.array(episode_ids, pa.string()))
     table = table.append_column("_position", position).filter(pc.is_valid(position))
-    table = table.sort_by([("_position", "ascending"), ("step_index", "ascending")])
-    counts = [0] * len(episode_ids)
+    return table.sort_by([("_position", "ascending"), ("step_index", "ascending")])
+
+
+def _step_columns(table: pa.Table, episodes: int, fields: Sequence[str]) -> StepColumns:
+    """Sorted steps (see :func:`_sorted_steps`) as Python lists, grouped by episode; fields
+    not read stay out."""
+    counts = [0] * episodes
     tally = pc.value_counts(table.column("_position"))
     for value, count in zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist()):
         counts[value] = count

@@ -12,14 +12,16 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure
+from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure, needs_steps
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
 from mmina.evaluators.judge import JudgeOutcome, JudgeSettings, resolve
-from mmina.evaluators.loading import Earlier, EpisodeBatch, load_batch, previous_batches
+from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
 from mmina.store import Store
 from mmina.tasks import BUCKETS, hop_bucket
@@ -166,14 +168,17 @@ def cycle_collector_paused() -> Iterator[None]:
 def _rescore(store: Store, config: RescoreConfig, evaluator: Evaluator, progress: Progress | None) -> RescoreResult:
     runs = select_runs(store, config.runs, config.episodes)
     every = (not config.runs and not config.episodes) or set(runs) == set(store.run_ids())
-    episodes = load_batch(store, runs, set(config.episodes), evaluator, every)
+    episodes = load_episodes(store, runs, set(config.episodes), evaluator, every)
     previous = previous_batches(store, runs, config.evaluator, every)
     supersedes = {e: [b for b, _ in earlier] for e, earlier in previous.items()} \
         if config.action == "overwrite" else None
     batch = ScoreBatch.new(config.evaluator, evaluator.version, evaluator.args, supersedes)
     result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
-    columns = _score_all(store, evaluator, episodes, config.judge, result, progress)
-    _write(store, batch, episodes, columns, previous, result)
+    with ThreadPoolExecutor(1) as writer:  # a file is compressed and flushed while the next run is scored
+        saved: list[Future[Path]] = []
+        for part, columns in _scored(store, evaluator, episodes, config.judge, every, result, progress):
+            saved += _write(store, batch, part, columns, previous, result, writer)
+        result.files = [str(file.result()) for file in saved]
     return result
 
 
@@ -192,20 +197,27 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     return list(dict.fromkeys(where[e] for e in episodes))
 
 
-def _score_all(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings: JudgeSettings,
-               result: RescoreResult, progress: Progress | None) -> ScoreColumns:
-    """Every episode's rows, or the reason it cannot be scored: all at once through the
-    evaluator's ``score_batch`` when it has one and asks no judge, else episode by episode."""
-    columns = ScoreColumns()
+def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings: JudgeSettings, every: bool,
+            result: RescoreResult, progress: Progress | None) -> Iterator[tuple[EpisodeBatch, ScoreColumns]]:
+    """The episodes with their rows (or the reasons they cannot be scored): run by run
+    through the evaluator's ``score_batch`` when it has one and asks no judge, else all at
+    once, view by view (the judge is asked for every episode's prompts together)."""
     batched = None if hasattr(evaluator, "judge_prompts") else getattr(evaluator, "score_batch", None)
     if batched is None:
+        episodes = with_steps(store, episodes, evaluator, every) if needs_steps(evaluator) else episodes
+        columns = ScoreColumns()
         _score_views(evaluator, _with_judgments(store, evaluator, episodes.views(), settings, result, progress),
                      columns, progress)
-        return columns
-    batched(episodes, columns)
-    if progress:
-        progress("score", len(episodes), len(episodes))
-    return columns
+        yield episodes, columns
+        return
+    done = 0
+    for part in by_run(store, episodes, evaluator) if needs_steps(evaluator) else [episodes]:
+        columns = ScoreColumns()
+        batched(part, columns)
+        yield part, columns
+        done += len(part)
+        if progress:
+            progress("score", done, len(episodes))
 
 
 def _score_views(evaluator: Evaluator, judged: list[tuple[EpisodeView, str | None]], columns: ScoreColumns,
@@ -261,22 +273,25 @@ def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | N
 
 
 def _write(store: Store, batch: ScoreBatch, episodes: EpisodeBatch, columns: ScoreColumns,
-           previous: Mapping[str, list[Earlier]], result: RescoreResult) -> None:
-    """One file per run with every episode scored; runs with an unscored episode get none."""
+           previous: Mapping[str, list[Earlier]], result: RescoreResult, writer: Executor) -> list[Future[Path]]:
+    """One file per run with every episode scored, written by ``writer``; runs with an
+    unscored episode get none."""
     for position, reason in columns.failures.items():
         result.unscored.append(Unscored(episodes.run_ids[position], episodes.episode_ids[position],
                                         episodes.tasks[position].task_id, reason))
     blocked = {u.run_id for u in result.unscored}
     table = score_table(columns, episodes.episode_ids, [t.task_id for t in episodes.tasks], batch)
+    saved = []
     for run_id, positions in _by_run(columns.outcomes, episodes.run_ids).items():
         written = run_id not in blocked
         if written:
             start, end = columns.rows[positions[0]][0], columns.rows[positions[-1]][1]
-            rows = table.slice(start, end - start)
-            result.files.append(str(store.append_arrow("scores", rows, stem=batch.batch_id, run_id=run_id)))
+            saved.append(writer.submit(store.append_arrow, "scores", table.slice(start, end - start), batch.batch_id,
+                                       run_id))
         for position in positions:
             _record(result, episodes, position, columns.outcomes[position],
                     previous.get(episodes.episode_ids[position], []), written)
+    return saved
 
 
 def _by_run(positions: Iterable[int], run_ids: Sequence[str]) -> dict[str, list[int]]:
