@@ -158,11 +158,13 @@ class Hops(TraceEvaluator):
 def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tuple[int, str]]:
     """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step."""
     completed: dict[int, tuple[int, str]] = {}
+    head = 0
     for step_index, url in zip(trace.step_indexes, trace.urls):
-        head = len(completed)
-        if head < len(conditions) and conditions[head].holds(url):
+        if head == len(conditions):
+            break
+        if conditions[head].holds(url):
             completed[head] = (step_index, "url")
-    head = len(completed)
+            head += 1
     if conditions and head == len(conditions) - 1 and trace.urls and \
             last_hop_answer_ok(trace.task, conditions[head], trace.final_answer):
         completed[head] = (trace.step_indexes[-1], "answer")
