@@ -111,11 +111,15 @@ def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where:
 
 
 def _may_match(group: pq.RowGroupMetaData, tested: Mapping[int, Any]) -> bool:
-    """False when the min/max statistics of a tested (flat) column exclude its value."""
+    """False when the min/max statistics of a tested (flat) column exclude its value
+    (statistics that cannot be compared with it exclude nothing)."""
     for column, value in tested.items():
         stats = group.column(column).statistics
-        if stats is not None and stats.has_min_max and not stats.min <= value <= stats.max:
-            return False
+        try:
+            if stats is not None and stats.has_min_max and not stats.min <= value <= stats.max:
+                return False
+        except TypeError:
+            continue
     return True
 
 
