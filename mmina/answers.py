@@ -23,7 +23,17 @@ def exact_match(answer: str, reference: str) -> bool:
 
 def must_include(answer: str, keywords: Sequence[str]) -> bool:
     lowered = answer.lower()
-    return all(k.strip().lower() in lowered for k in keywords)
+    return all(_included(k, lowered) for k in keywords)
+
+
+def missing_keywords(answer: str, keywords: Sequence[str]) -> list[str]:
+    """The keywords (as given) that ``must_include`` finds missing, each checked."""
+    lowered = answer.lower()
+    return [k for k in keywords if not _included(k, lowered)]
+
+
+def _included(keyword: str, lowered: str) -> bool:
+    return keyword.strip().lower() in lowered
 
 
 def answer_verdict(task: Task, answer: str | None) -> bool | None:

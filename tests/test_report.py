@@ -21,6 +21,7 @@ from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite
+from tests import rescore_reference
 from tests.agents_for_tests import SeededMistakes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +100,14 @@ def assert_matches_sql(report: list[dict[str, Any]], sql: list[dict[str, Any]]) 
     for mine in report:
         match = [s for s in sql if all(same(mine[c], s[c]) for c in s)]
         assert match, f"no SQL row equals {mine}; SQL rows: {sorted(sql, key=key)}"
+
+
+def test_seeded_mistakes_score_at_once_as_one_by_one(store: Path, tmp_path: Path) -> None:
+    """Errors, unparsable outputs, budgets, action errors: every deterministic evaluator writes
+    what scoring each of these recorded episodes on its own gives."""
+    copy = Store.open(shutil.copytree(store, tmp_path / "store"))
+    for name, args in rescore_reference.DETERMINISTIC:
+        rescore_reference.check(copy, rescore(copy, RescoreConfig(evaluator=name, args=args)))
 
 
 def test_mistakes_are_seeded_as_expected() -> None:

@@ -15,12 +15,14 @@ from mmina.cli import cli
 from mmina.evaluators import EpisodeView, Score, StepView, get, names
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.hops import Hops, MminaOfficial
-from mmina.evaluators.judge import PROMPT, judge_prompt, parse_verdict, prompt_key
+from mmina.evaluators.judge import PROMPT, JudgeSettings, judge_prompt, parse_verdict, prompt_key
 from mmina.evaluators.registry import parse_args
+from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import load_suite, task_from_dict
+from tests import rescore_reference
 from tests.fake_openai import FakeOpenAI
 
 BUILTIN_TASKS = ("normal/1", "wikipedia/1", "compare/5", "multi567/1")
@@ -182,6 +184,21 @@ def test_task_evaluator_follows_each_tasks_eval(store: Path) -> None:
     row = next(r for r in stored_rows(store, judged["batch_id"]) if r["run_id"] == "judged" and r["task_id"] == "judged/1")
     assert set(json.loads(row["detail_json"])["checks"]) == {"exact_match", "fuzzy_match", "url_match"}
     assert json.loads(row["args_json"]) == {"judge_model": "fake-judge"}
+
+
+def test_recorded_episodes_score_at_once_as_one_by_one(store: Path) -> None:
+    """The batch path of the deterministic built-ins and the per-view path of the judged
+    ones write, for really recorded episodes, what scoring each episode on its own gives."""
+    for name, args in rescore_reference.DETERMINISTIC[:-1]:
+        rescore_reference.check(Store.open(store), rescore(Store.open(store), RescoreConfig(name, args=args)))
+    with FakeOpenAI() as server:
+        judge = JudgeSettings(model="fake-judge", base_url=server.url)
+        for name, args in (("fuzzy", {}), ("task", {})):
+            config = RescoreConfig(name, args=args, runs=JUDGED_RUNS, judge=judge)
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("OPENAI_API_KEY", "sk-test-judge")
+                result = rescore(Store.open(store), config)
+            rescore_reference.check(Store.open(store), result, list(JUDGED_RUNS))
 
 
 def test_task_evaluator_needs_a_judge_only_for_fuzzy_references(store: Path) -> None:

@@ -4,16 +4,24 @@ Evaluators are pure over stored data (no browser, no network): an :class:`Episod
 assembled from the store's ``tasks``, ``episodes`` and ``steps`` tables, and an evaluator
 that needs an LLM judge finds the judge's replies, already fetched and cached by the
 runner, in ``EpisodeView.judgments``. That keeps every verdict reproducible from the store.
+
+The deterministic built-ins (:class:`TraceEvaluator`) are defined over a :class:`Trace` —
+task, final answer, step URLs — and return :class:`ScoreRow` tuples: one definition serves
+an episode (``score``) and a whole rescoring, column by column (``score_batch``).
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from mmina.errors import MminaError
 from mmina.tasks import Task
+
+if TYPE_CHECKING:
+    from mmina.evaluators.batch import ScoreColumns
+    from mmina.evaluators.loading import EpisodeBatch
 
 VERDICTS = ("pass", "fail", "unclear")
 LEVELS = ("task", "hop", "step")
@@ -26,7 +34,8 @@ class EvaluatorError(MminaError):
 class StepView(NamedTuple):
     """The stored facts of one step that evaluators may use (no screenshots, no tree).
 
-    A named tuple: rescoring builds a million of them from column arrays.
+    A named tuple: rescoring with an evaluator that takes views builds a million of them
+    from column arrays.
     """
 
     step_index: int
@@ -82,6 +91,38 @@ class Score:
             raise EvaluatorError(f"level must be one of {', '.join(LEVELS)}, not {self.level!r}")
 
 
+class ScoreRow(NamedTuple):
+    """A :class:`Score` as plain data, in the same field order (``Score(*row)`` makes one):
+    what the built-ins compute, so that scoring a batch builds no object per verdict."""
+
+    verdict: str
+    value: float
+    level: str = "task"
+    hop_index: int | None = None
+    step_index: int | None = None
+    detail: Mapping[str, Any] = {}
+
+
+class Trace(NamedTuple):
+    """What the deterministic built-ins read of an episode: its task, final answer and the
+    stored steps' indexes and URLs, in step order (a null URL is "")."""
+
+    task: Task
+    final_answer: str | None
+    step_indexes: Sequence[int]
+    urls: Sequence[str]
+
+    @classmethod
+    def of(cls, episode: EpisodeView) -> "Trace":
+        return cls(episode.task, episode.final_answer, [s.step_index for s in episode.steps],
+                   [s.url for s in episode.steps])
+
+    @property
+    def final_url(self) -> str | None:
+        """As :attr:`EpisodeView.final_url`."""
+        return self.urls[-1] if self.urls else None
+
+
 def verdict_of(passed: bool | None) -> str:
     """True/False/None as pass/fail/unclear."""
     return "unclear" if passed is None else ("pass" if passed else "fail")
@@ -96,9 +137,14 @@ def combine(verdicts: list[str]) -> str:
     return "pass"
 
 
-def task_score(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> Score:
+def task_result(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> ScoreRow:
     """A task-level row; the value is 1 for pass, else 0, unless the evaluator says otherwise."""
-    return Score(verdict, float(value if value is not None else verdict == "pass"), "task", detail=dict(detail))
+    return ScoreRow(verdict, float(value if value is not None else verdict == "pass"), "task", detail=dict(detail))
+
+
+def task_score(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> Score:
+    """:func:`task_result` as a :class:`Score`."""
+    return Score(*task_result(verdict, detail, value))
 
 
 @runtime_checkable
@@ -111,7 +157,14 @@ class Evaluator(Protocol):
     cache or the endpoint) into ``episode.judgments`` before calling ``score``. One that
     never reads ``episode.steps`` may say ``needs_steps = False``: rescoring then skips
     reading the steps table (see :func:`needs_steps`); one that reads only some step fields
-    may list them in ``step_fields`` (see :func:`step_fields`).
+    may list them in ``step_fields`` (see :func:`step_fields`), and only some columns of the
+    ``episodes`` row in ``episode_fields`` (see :func:`episode_fields`).
+
+    An evaluator that needs no judge may also define ``score_batch(batch, out)``: rescoring
+    then hands it every selected episode at once, column by column (an
+    :class:`~mmina.evaluators.loading.EpisodeBatch`), and it adds each episode's rows (or
+    the reason it cannot be scored) to ``out`` (a :class:`~mmina.evaluators.batch.ScoreColumns`)
+    — the same verdicts ``score`` gives, without a view or a ``Score`` per episode.
     """
 
     name: str
@@ -122,13 +175,15 @@ class Evaluator(Protocol):
 
 
 class BuiltinEvaluator:
-    """Shared argument handling of the built-ins: declared defaults, unknown keys refused."""
+    """Shared argument handling of the built-ins: declared defaults, unknown keys refused.
+    Of the ``episodes`` row they read only the final answer."""
 
     name: ClassVar[str] = ""
     version: ClassVar[str] = "1"
     ARGS: ClassVar[dict[str, Any]] = {}
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
     uses_judge: ClassVar[bool] = False
+    episode_fields: ClassVar[tuple[str, ...]] = ("final_answer",)
 
     def __init__(self, **args: Any) -> None:
         unknown = sorted(set(args) - set(self.ARGS))
@@ -145,6 +200,31 @@ class BuiltinEvaluator:
         raise NotImplementedError
 
 
+class TraceEvaluator(BuiltinEvaluator):
+    """A built-in decided by an episode's :class:`Trace` alone. ``rows`` is its definition;
+    ``score`` (one stored or live episode) and ``score_batch`` (a whole rescoring) both call it."""
+
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        raise NotImplementedError
+
+    def score(self, episode: EpisodeView) -> list[Score]:
+        return [Score(*row) for row in self.rows(Trace.of(episode))]
+
+    def score_batch(self, batch: "EpisodeBatch", out: "ScoreColumns") -> None:
+        for position in range(len(batch)):
+            try:
+                rows = self.rows(batch.trace(position))
+            except Exception as exc:  # as in rescoring one episode: that episode is unscored
+                out.fail(position, failure(exc))
+                continue
+            out.add(position, rows)
+
+
+def failure(exc: Exception) -> str:
+    """Why an episode whose evaluator raised is unscored."""
+    return f"evaluator failed: {type(exc).__name__}: {exc}"
+
+
 def needs_steps(evaluator: object) -> bool:
     """Whether ``evaluator`` reads ``episode.steps`` (assumed unless it says otherwise)."""
     return bool(getattr(evaluator, "needs_steps", True))
@@ -155,6 +235,13 @@ def step_fields(evaluator: object) -> tuple[str, ...]:
     others are None in the views it gets, and their columns are not read."""
     fields = tuple(getattr(evaluator, "step_fields", StepView._fields))
     return fields if {"step_index", "url"} <= set(fields) else tuple(dict.fromkeys(("step_index", "url", *fields)))
+
+
+def episode_fields(evaluator: object) -> tuple[str, ...] | None:
+    """The ``episodes`` columns ``evaluator`` reads through ``episode.episode`` (its
+    ``episode_fields``; default all: None); the others are absent from the rows it gets."""
+    fields = getattr(evaluator, "episode_fields", None)
+    return None if fields is None else tuple(fields)
 
 
 def args_json(args: Mapping[str, Any]) -> str:

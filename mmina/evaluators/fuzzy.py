@@ -75,6 +75,7 @@ class TaskEval(BuiltinEvaluator):
     (``program_html``) or are unknown are unclear. All must pass (any fail fails)."""
 
     name = "task"
+    step_fields = ("step_index", "url")  # url_match's
     ARGS = {"judge_model": None}
     uses_judge: ClassVar[bool] = True
 

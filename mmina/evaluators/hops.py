@@ -25,15 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from mmina.answers import answer_verdict, must_include
-from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
+from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, task_result, verdict_of
 from mmina.tasks import Task
 
 FLIGHT_SITES = ("momondo", "flight")
 SHOP_SITES = ("7770", "shop")
 KIWIX = "kiwix"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ class HopCondition:
         lowered = url.lower()
         return bool(self.keyword) and self.keyword in lowered and all(r in lowered for r in self.requires)
 
-    def describe(self) -> dict[str, Any]:
+    @cached_property
+    def description(self) -> dict[str, Any]:
+        """What the hop rows' detail says of the condition (worked out once; never mutated)."""
         if self.reference_url is not None:
             return {"keyword": self.keyword, "rule": "reference_url", "reference_url": self.reference_url}
         return {"keyword": self.keyword, "rule": "procedure", "requires": [self.keyword, *self.requires]}
@@ -100,16 +104,31 @@ def last_hop_answer_ok(task: Task, condition: HopCondition, answer: str | None) 
     return answer_verdict(task, answer) is True
 
 
-def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]]) -> list[Score]:
+def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]]) -> list[ScoreRow]:
     rows = []
     for index, condition in enumerate(conditions):
         step, how = completed.get(index, (None, None))
-        rows.append(Score(verdict_of(index in completed), float(index in completed), "hop", hop_index=index,
-                          detail={**condition.describe(), "completed_step": step, "by": how}))
+        rows.append(ScoreRow(verdict_of(index in completed), float(index in completed), "hop", index,
+                             detail={**condition.description, "completed_step": step, "by": how}))
     return rows
 
 
-class Hops(BuiltinEvaluator):
+class PerTask(Generic[T]):
+    """``make(task)``, worked out once per task object (the tasks of a rescoring are shared by
+    their episodes); the task is held, so its id stays its own."""
+
+    def __init__(self, make: Callable[[Task], T]) -> None:
+        self._make = make
+        self._made: dict[int, tuple[Task, T]] = {}
+
+    def __call__(self, task: Task) -> T:
+        found = self._made.get(id(task))
+        if found is None:
+            found = self._made[id(task)] = (task, self._make(task))
+        return found[1]
+
+
+class Hops(TraceEvaluator):
     """The clean hop queue: only the head hop completes, at most one per step, when the step
     URL is its reference URL (or has its procedure keyword); the last hop also by the answer.
 
@@ -121,42 +140,38 @@ class Hops(BuiltinEvaluator):
 
     def __init__(self, **args: Any) -> None:
         super().__init__(**args)
-        self._conditions: dict[int, tuple[Task, list[HopCondition]]] = {}
+        self.conditions = PerTask(hop_conditions)
 
-    def conditions(self, task: Task) -> list[HopCondition]:
-        """``hop_conditions(task)``, worked out once per task object of this rescoring."""
-        if id(task) not in self._conditions:
-            self._conditions[id(task)] = (task, hop_conditions(task))  # the task is held, so its id stays its own
-        return self._conditions[id(task)][1]
-
-    def score(self, episode: EpisodeView) -> list[Score]:
-        conditions = self.conditions(episode.task)
-        completed = walk_queue(conditions, episode)
-        answer_ok = answer_verdict(episode.task, episode.final_answer)
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        conditions = self.conditions(trace.task)
+        completed = walk_queue(conditions, trace)
+        answer_ok = answer_verdict(trace.task, trace.final_answer)
         all_hops = len(completed) == len(conditions)
         value = len(completed) / len(conditions) if conditions else float(answer_ok is not False)
         detail = {"hops_completed": len(completed), "n_hops": len(conditions),
-                  "hop_steps": [completed[i][0] for i in sorted(completed)], "answer": episode.final_answer,
+                  "hop_steps": [completed[i][0] for i in sorted(completed)], "answer": trace.final_answer,
                   "answer_ok": answer_ok, "first_failed_hop": None if all_hops else len(completed)}
         passed = all_hops and answer_ok is not False
-        return [*hop_rows(conditions, completed), task_score(verdict_of(passed), detail, value)]
+        return [*hop_rows(conditions, completed), task_result(verdict_of(passed), detail, value)]
 
 
-def walk_queue(conditions: Sequence[HopCondition], episode: EpisodeView) -> dict[int, tuple[int, str]]:
+def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tuple[int, str]]:
     """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step."""
     completed: dict[int, tuple[int, str]] = {}
-    for step in episode.steps:
-        head = len(completed)
-        if head < len(conditions) and conditions[head].holds(step.url):
-            completed[head] = (step.step_index, "url")
-    head = len(completed)
-    if conditions and head == len(conditions) - 1 and episode.steps and \
-            last_hop_answer_ok(episode.task, conditions[head], episode.final_answer):
-        completed[head] = (episode.steps[-1].step_index, "answer")
+    head = 0
+    for step_index, url in zip(trace.step_indexes, trace.urls):
+        if head == len(conditions):
+            break
+        if conditions[head].holds(url):
+            completed[head] = (step_index, "url")
+            head += 1
+    if conditions and head == len(conditions) - 1 and trace.urls and \
+            last_hop_answer_ok(trace.task, conditions[head], trace.final_answer):
+        completed[head] = (trace.step_indexes[-1], "answer")
     return completed
 
 
-class MminaOfficial(BuiltinEvaluator):
+class MminaOfficial(TraceEvaluator):
     """The official MMInA runner's URL-substring hop rules, for comparison with published numbers.
 
     Our reading of the published ``run.py``: for every stored step URL ``u`` (lowercased),
@@ -187,51 +202,83 @@ class MminaOfficial(BuiltinEvaluator):
     name = "mmina_official"
     step_fields = ("step_index", "url")
 
-    def score(self, episode: EpisodeView) -> list[Score]:
-        task = episode.task
-        keywords = [h.keyword for h in task.hops]
-        steps = official_counter(task, keywords, [(s.step_index, s.url) for s in episode.steps])
-        answer_ok = answer_verdict(task, episode.final_answer)
+    def __init__(self, **args: Any) -> None:
+        super().__init__(**args)
+        self.official = PerTask(OfficialTask.of)
+
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        task, official = trace.task, self.official(trace.task)
+        keywords = [head.keyword for head in official.heads]
+        steps = official_counter(official, trace.step_indexes, trace.urls)
+        answer_ok = answer_verdict(task, trace.final_answer)
         end = len(steps) == len(keywords) and answer_ok is not False
-        rows = [Score(verdict_of(i < len(steps)), float(i < len(steps)), "hop", hop_index=i,
-                      detail={"keyword": k, "completed_step": steps[i] if i < len(steps) else None})
+        rows = [ScoreRow(verdict_of(i < len(steps)), float(i < len(steps)), "hop", i,
+                         detail={"keyword": k, "completed_step": steps[i] if i < len(steps) else None})
                 for i, k in enumerate(keywords)]
-        rows.append(Score(verdict_of(end), float(end), "hop", hop_index=len(keywords),
-                          detail={"keyword": "end", "answer_ok": answer_ok}))
+        rows.append(ScoreRow(verdict_of(end), float(end), "hop", len(keywords),
+                             detail={"keyword": "end", "answer_ok": answer_ok}))
         value = (len(steps) + end) / (len(keywords) + 1)
         detail = {"hops_completed": len(steps), "n_hops": len(keywords), "denominator": len(keywords) + 1,
-                  "answer": episode.final_answer, "answer_ok": answer_ok}
-        return [*rows, task_score(verdict_of(end), detail, value)]
+                  "answer": trace.final_answer, "answer_ok": answer_ok}
+        return [*rows, task_result(verdict_of(end), detail, value)]
 
 
-def official_counter(task: Task, keywords: list[str], urls: list[tuple[int, str]]) -> list[int]:
+@dataclass(frozen=True)
+class OfficialHead:
+    """What the four checks need of one head keyword, worked out once per episode rather than per URL:
+    the keyword, the next one (or ``end``), and which site markers it contains."""
+
+    keyword: str
+    following: str
+    wiki: bool
+    flight_markers: tuple[str, ...]
+    shop_markers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OfficialTask:
+    """The task as the checks test it: its heads, and ``flight``, ``shop`` and the words of
+    ``city`` lowercased."""
+
+    heads: tuple[OfficialHead, ...]
+    flight: str
+    shop: str
+    city: tuple[str, ...]
+
+    @classmethod
+    def of(cls, task: Task) -> "OfficialTask":
+        keywords = [hop.keyword for hop in task.hops]
+        following = [*keywords[1:], "end"]
+        heads = tuple(OfficialHead(k, f, KIWIX in k, tuple(m for m in FLIGHT_SITES if m in k),
+                                   tuple(m for m in SHOP_SITES if m in k)) for k, f in zip(keywords, following))
+        return cls(heads, task.flight.lower(), task.shop.lower(), tuple(task.city.lower().split()))
+
+
+def official_counter(task: OfficialTask, step_indexes: Sequence[int], urls: Sequence[str]) -> list[int]:
     """The step at which the counter passed each hop (several hops may share a step)."""
     done: list[int] = []
     state = {"wiki_exit_used": False}
-    for step_index, url in urls:
-        if len(done) >= len(keywords):
+    hops = len(task.heads)
+    for step_index, url in zip(step_indexes, urls):
+        if len(done) >= hops:
             break
-        gained = _official_gain(task, keywords, len(done), url.lower(), state)
-        done += [step_index] * min(gained, len(keywords) - len(done))
+        gained = _official_gain(task, task.heads[len(done)], url.lower(), state)
+        done += [step_index] * min(gained, hops - len(done))
     return done
 
 
-def _official_gain(task: Task, keywords: list[str], head_index: int, url: str, state: dict[str, bool]) -> int:
-    head = keywords[head_index]
-    if not head:  # a task without a procedure: its hop is judged by the answer alone
+def _official_gain(task: OfficialTask, head: OfficialHead, url: str, state: dict[str, bool]) -> int:
+    """How many of the four independent checks hold for ``url`` (see :class:`MminaOfficial`):
+    a site check holds when a marker is in both the head and the URL."""
+    if not head.keyword:  # a task without a procedure: its hop is judged by the answer alone
         return 0
-    following = keywords[head_index + 1] if head_index + 1 < len(keywords) else "end"
-    checks: list[Callable[[], bool]] = [
-        lambda: not state["wiki_exit_used"] and KIWIX in head and KIWIX not in url and following in url,
-        lambda: _on_site(head, url, FLIGHT_SITES) and task.flight.lower() in url,
-        lambda: _on_site(head, url, SHOP_SITES) and task.shop.lower() in url,
-        lambda: head in url and all(part in url for part in task.city.lower().split()),
-    ]
-    results = [check() for check in checks]
-    if results[0]:
+    wiki_exit = not state["wiki_exit_used"] and head.wiki and KIWIX not in url and head.following in url
+    if wiki_exit:
         state["wiki_exit_used"] = True
-    return sum(results)
+    return (wiki_exit + (_on_site(head.flight_markers, url) and task.flight in url)
+            + (_on_site(head.shop_markers, url) and task.shop in url)
+            + (head.keyword in url and all(part in url for part in task.city)))
 
 
-def _on_site(head: str, url: str, markers: Sequence[str]) -> bool:
-    return any(m in head and m in url for m in markers)
+def _on_site(markers: Sequence[str], url: str) -> bool:
+    return bool(markers) and any(m in url for m in markers)

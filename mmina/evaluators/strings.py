@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmina.answers import exact_match, must_include, normalize
-from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, Score, task_score, verdict_of
+from mmina.answers import exact_match, missing_keywords, normalize
+from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, task_result, verdict_of
 from mmina.tasks import Task
 
 URL_ALTERNATIVES = " |OR| "
@@ -22,44 +22,43 @@ def references(task: Task, key: str) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def no_reference(key: str) -> list[Score]:
+def no_reference(key: str) -> list[ScoreRow]:
     """Without a reference nothing can be decided: unclear, never a guessed fail."""
-    return [task_score("unclear", {"reason": f"the task has no {key} reference"})]
+    return [task_result("unclear", {"reason": f"the task has no {key} reference"})]
 
 
-class ExactMatch(BuiltinEvaluator):
+class ExactMatch(TraceEvaluator):
     """Pass iff the final answer equals ``exact_match`` (lowercased, surrounding quotes and
     spaces stripped; a list of references gives alternatives). No answer fails."""
 
     name = "exact_match"
     needs_steps = False
 
-    def score(self, episode: EpisodeView) -> list[Score]:
-        refs = references(episode.task, "exact_match")
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        refs = references(trace.task, "exact_match")
         if not refs:
             return no_reference("exact_match")
-        answer = episode.final_answer
+        answer = trace.final_answer
         passed = answer is not None and any(exact_match(answer, r) for r in refs)
-        return [task_score(verdict_of(passed), {"answer": answer, "normalized": normalize(answer or ""),
-                                                 "references": refs})]
+        return [task_result(verdict_of(passed), {"answer": answer, "normalized": normalize(answer or ""),
+                                                  "references": refs})]
 
 
-class MustInclude(BuiltinEvaluator):
+class MustInclude(TraceEvaluator):
     """Pass iff every ``must_include`` keyword (lowercased, trimmed) is a substring of the
     lowercased final answer. No answer fails."""
 
     name = "must_include"
     needs_steps = False
 
-    def score(self, episode: EpisodeView) -> list[Score]:
-        keywords = references(episode.task, "must_include")
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        keywords = references(trace.task, "must_include")
         if not keywords:
             return no_reference("must_include")
-        answer = episode.final_answer or ""
-        missing = [k for k in keywords if not must_include(answer, [k])]
-        passed = episode.final_answer is not None and not missing
-        return [task_score(verdict_of(passed), {"answer": episode.final_answer, "keywords": keywords,
-                                                 "missing": missing})]
+        missing = missing_keywords(trace.final_answer or "", keywords)
+        passed = trace.final_answer is not None and not missing
+        return [task_result(verdict_of(passed), {"answer": trace.final_answer, "keywords": keywords,
+                                                  "missing": missing})]
 
 
 def gold_urls(task: Task) -> list[str]:
@@ -72,7 +71,7 @@ def url_matches(gold: str, url: str) -> bool:
     return gold.rstrip("/") in url.strip()
 
 
-class UrlMatch(BuiltinEvaluator):
+class UrlMatch(TraceEvaluator):
     """Pass iff a gold ``reference_url`` is a substring of the checked URL (or equal to it).
 
     ``where=final`` (default) checks the URL of the last stored step — the page the agent
@@ -85,12 +84,13 @@ class UrlMatch(BuiltinEvaluator):
     ARGS = {"where": "final"}
     CHOICES = {"where": ("final", "any")}
 
-    def score(self, episode: EpisodeView) -> list[Score]:
-        golds = gold_urls(episode.task)
+    def rows(self, trace: Trace) -> list[ScoreRow]:
+        golds = gold_urls(trace.task)
         if not golds:
-            return [task_score("unclear", {"reason": "the task has no reference_url"})]
-        steps = episode.steps[-1:] if self.args["where"] == "final" else episode.steps
-        match = next(((s.step_index, s.url) for s in steps for g in golds if url_matches(g, s.url)), None)
-        detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": episode.final_url,
+            return [task_result("unclear", {"reason": "the task has no reference_url"})]
+        steps = list(zip(trace.step_indexes, trace.urls))
+        checked = steps[-1:] if self.args["where"] == "final" else steps
+        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url)), None)
+        detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": trace.final_url,
                                   "matched_step": match[0] if match else None}
-        return [task_score(verdict_of(match is not None), detail)]
+        return [task_result(verdict_of(match is not None), detail)]

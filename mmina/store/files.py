@@ -1,11 +1,12 @@
 """Reading and writing single Parquet files of the store, atomically and versioned, through its backend."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, StoreError
@@ -57,26 +58,64 @@ def read_version(path: PurePath, filesystem: Any = None) -> int:
     return _version(metadata, path)
 
 
-def _version(metadata: dict[bytes, bytes] | None, path: PurePath) -> int:
-    if META_VERSION not in (metadata or {}):
+def _version(metadata: Mapping[bytes, bytes] | None, path: PurePath) -> int:
+    if not metadata or META_VERSION not in metadata:
         raise CorruptFileError(f"{path} is not an mmina store file (no schema version in its metadata)")
     return int(metadata[META_VERSION])  # type: ignore[index]
 
 
 def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None,
-              migrations: Sequence[Migration] = MIGRATIONS, filesystem: Any = None) -> pa.Table:
+              migrations: Sequence[Migration] = MIGRATIONS, filesystem: Any = None,
+              where: Mapping[str, Any] | None = None) -> pa.Table:
     """Read one store file, rejecting newer versions and upgrading older ones; ``filesystem``
-    is the store backend's ``arrow`` (None for a local store). The file is opened once (on
-    an object store each open costs requests)."""
+    is the store backend's ``arrow`` (None for a local store).
+
+    The file is opened once (its footer gives the version, then only ``columns`` are read; on
+    an object store each open costs requests). ``where`` keeps the rows whose columns equal
+    the given values; row groups whose statistics rule a value out are not read at all.
+    """
+    where = where or {}
     try:
         with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
             version = _version(parquet.schema_arrow.metadata, path)
             check_readable(version, str(path))
             current = version == SCHEMA_VERSION
-            data = parquet.read(columns=list(columns) if columns and current else None)
+            data = _read_current(parquet, columns, where) if current else parquet.read().replace_schema_metadata(None)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
-    data = data.replace_schema_metadata(None)
     if not current:
-        data = upgrade(table, data, version, migrations)
+        data = _matching(upgrade(table, data, version, migrations), where)
     return data.select(list(columns)) if columns else data
+
+
+def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where: Mapping[str, Any]) -> pa.Table:
+    """The columns asked for (and those ``where`` tests), from the row groups that may match."""
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *where]))
+    if wanted == []:  # only the row count (a table without columns loses it when its metadata is replaced)
+        return pa.table({"rows": pa.nulls(parquet.metadata.num_rows)}).drop_columns(["rows"])
+    if not where:
+        return parquet.read(columns=wanted).replace_schema_metadata(None)
+    metadata = parquet.metadata
+    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    tested = {leaves[name]: value for name, value in where.items() if name in leaves}
+    groups = [g for g in range(metadata.num_row_groups) if _may_match(metadata.row_group(g), tested)]
+    return _matching(parquet.read_row_groups(groups, columns=wanted).replace_schema_metadata(None), where)
+
+
+def _may_match(group: pq.RowGroupMetaData, tested: Mapping[int, Any]) -> bool:
+    """False when the min/max statistics of a tested (flat) column exclude its value
+    (statistics that cannot be compared with it exclude nothing)."""
+    for column, value in tested.items():
+        stats = group.column(column).statistics
+        try:
+            if stats is not None and stats.has_min_max and not stats.min <= value <= stats.max:
+                return False
+        except TypeError:
+            continue
+    return True
+
+
+def _matching(data: pa.Table, where: Mapping[str, Any]) -> pa.Table:
+    for name, value in where.items():
+        data = data.filter(pc.equal(data.column(name), value))
+    return data

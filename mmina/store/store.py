@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path, PurePath
@@ -33,6 +34,8 @@ from mmina.store.writers import BatchWriter, EpisodeWriter
 DEFAULT_STORE = "mmina-store"
 STORE_ENV = "MMINA_STORE"
 EPISODE_CHILDREN = (STEPS, REQUESTS)
+READERS = min(8, os.cpu_count() or 1)
+"""Files read at once by :meth:`Store.read`."""
 
 
 def resolve_store_path(option: str | os.PathLike[str] | None) -> str | Path:
@@ -228,10 +231,16 @@ class Store:
 
     def append(self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None) -> PurePath:
         """Append rows as one new file of a table (used for scores and the judge cache)."""
+        return self.append_arrow(table_name, to_arrow(TABLES[table_name], rows), stem, run_id)
+
+    def append_arrow(self, table_name: str, data: pa.Table, stem: str, run_id: str | None = None) -> PurePath:
+        """:meth:`append` for rows already in Arrow, with exactly the table's columns and types."""
         self.ensure_writable()
         table = TABLES[table_name]
+        if not data.schema.equals(table.schema):
+            raise StoreError(f"rows for table {table.name} do not have its schema: {data.schema}")
         path = table_dir(self.root, table, run_id) / data_name(stem, SCHEMA_VERSION)
-        return write_new(self.backend, path, table, to_arrow(table, rows))
+        return write_new(self.backend, path, table, data)
 
     @property
     def blob_index(self) -> BlobIndex:
@@ -258,11 +267,13 @@ class Store:
             raise StoreError(f"unknown run {unknown[0]} in {self.root} (runs: {listing})")
         return list(dict.fromkeys(runs)) or known
 
-    def read(self, table_name: str, run_id: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
-        """A whole table as Arrow (committed episodes only), with ``run_id`` for run tables."""
+    def read(self, table_name: str, run_id: str | None = None, columns: Sequence[str] | None = None,
+             where: Mapping[str, Any] | None = None) -> pa.Table:
+        """A whole table as Arrow (committed episodes only), with ``run_id`` for run tables;
+        ``where``: only the rows whose columns equal these values (see :func:`read_file`)."""
         table = TABLES[table_name]
         wanted = [c for c in columns if c != "run_id"] if columns else None
-        parts = [self._read_part(table, path, wanted) for path in self.files(table_name, run_id)]
+        parts = self._read_parts(table, self.files(table_name, run_id), wanted, where)
         schema = _output_schema(table, wanted)
         data = pa.concat_tables(parts).select(schema.names) if parts else schema.empty_table()
         if table in EPISODE_CHILDREN and data.num_rows:
@@ -270,9 +281,19 @@ class Store:
             data = data.filter(pc.is_in(data.column("episode_id"), committed))
         return data.select(list(columns)) if columns else data
 
-    def _read_part(self, table: Table, path: PurePath, columns: list[str] | None) -> pa.Table:
+    def _read_parts(self, table: Table, paths: list[PurePath], columns: list[str] | None,
+                    where: Mapping[str, Any] | None) -> list[pa.Table]:
+        """The files in order, read side by side: Arrow decodes without holding the GIL, and a
+        table of many runs is many small files, whose fixed costs would otherwise add up."""
+        if len(paths) < 2:
+            return [self._read_part(table, path, columns, where) for path in paths]
+        with ThreadPoolExecutor(min(READERS, len(paths))) as pool:
+            return list(pool.map(lambda path: self._read_part(table, path, columns, where), paths))
+
+    def _read_part(self, table: Table, path: PurePath, columns: list[str] | None,
+                   where: Mapping[str, Any] | None = None) -> pa.Table:
         needed = columns if columns is None or table not in EPISODE_CHILDREN else sorted({*columns, "episode_id"})
-        data = read_file(path, table, needed, self.migrations, self.backend.arrow)
+        data = read_file(path, table, needed, self.migrations, self.backend.arrow, where)
         if table.partitioned_by_run:
             data = data.append_column("run_id", pa.array([run_of(path)] * data.num_rows, pa.string()))
         return data

@@ -1,0 +1,159 @@
+"""Rescoring a store at once gives exactly what scoring each episode on its own gives.
+
+``rescore`` hands the deterministic built-ins all episodes column by column
+(``score_batch``); the judged ones (and third-party evaluators) get a view per episode. Both
+are checked row for row against the per-episode reference (tests/rescore_reference.py) on a
+store of varied episodes (tests/rescore_cases.py); test_rescore.py and test_report.py run the
+same check on really recorded episodes. The verdicts themselves are pinned to those of the
+evaluators before the batch path existed (main at 3a10889).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmina.evaluators import get
+from mmina.evaluators.base import EvaluatorError, ScoreRow
+from mmina.evaluators.batch import ScoreColumns
+from mmina.evaluators.judge import JudgeSettings
+from mmina.evaluators.loading import load_batch
+from mmina.evaluators.rescore import RescoreConfig, RescoreResult, rescore
+from mmina.store import Store
+from tests import rescore_cases, rescore_reference
+from tests.fake_openai import FakeOpenAI
+
+DETERMINISTIC = rescore_reference.DETERMINISTIC[:-1]
+JUDGED = [("fuzzy", {}), ("fuzzy", {"reference": "must_include"}), ("task", {})]
+# The judged evaluators ask for prompts before scoring and fail on the broken run's non-text references.
+JUDGED_RUNS = ("alpha", "beta", "gamma")
+# What the evaluators of main (3a10889), before the batch path, wrote for the varied store: rows
+# by level and verdict, a digest of every row (episode, level, hop, verdict, value, detail), and
+# how many episodes were left unscored (the broken run's references that are not text).
+BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
+    "exact_match": ({"task fail": 83, "task pass": 25, "task unclear": 1152}, "e07c43afacb2ebc8", 4),
+    "must_include": ({"task fail": 807, "task pass": 309, "task unclear": 144}, "e52ea9abd7ca517e", 4),
+    "url_match": ({"task fail": 472, "task pass": 50, "task unclear": 786}, "ded0207a8323f494", 0),
+    "url_match where=any": ({"task fail": 364, "task pass": 158, "task unclear": 786}, "9f6ab09bd18af6ae", 0),
+    "hops": ({"hop fail": 3402, "hop pass": 522, "task fail": 1096, "task pass": 164}, "64812befd0cc96a9", 3),
+    "mmina_official": ({"hop fail": 4461, "hop pass": 723, "task fail": 1164, "task pass": 96}, "edcd685156f71c3a", 3),
+    "fuzzy": ({"task fail": 68, "task pass": 4, "task unclear": 1188}, "0f2100f401dd9264", 0),
+    "fuzzy reference=must_include": ({"task fail": 807, "task pass": 309, "task unclear": 144}, "3a6660f1bb24180c", 0),
+    "task": ({"task fail": 892, "task pass": 306, "task unclear": 62}, "50208359bf0e538c", 0),
+}
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cases") / "store"
+    rescore_cases.build(root)
+    return root
+
+
+@pytest.fixture
+def store(cases: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(cases, tmp_path / "store"))
+
+
+@pytest.fixture(scope="module")
+def judge() -> Any:
+    with FakeOpenAI() as server:
+        yield JudgeSettings(model="fake-judge", base_url=server.url)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def _label(name: str, args: dict[str, Any]) -> str:
+    return " ".join([name, *(f"{k}={v}" for k, v in args.items())])
+
+
+def _pinned(store: Path, result: RescoreResult) -> tuple[dict[str, int], str, int]:
+    rows = [r for r in Store.open(store).read("scores").to_pylist() if r["batch_id"] == result.batch_id]
+    keys = sorted((r["episode_id"], r["level"], -1 if r["hop_index"] is None else r["hop_index"], r["verdict"],
+                   r["value"], r["detail_json"]) for r in rows)
+    counts = Counter(f"{r['level']} {r['verdict']}" for r in rows)
+    return dict(sorted(counts.items())), hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16], len(result.unscored)
+
+
+@pytest.mark.parametrize("name, args", DETERMINISTIC)
+def test_deterministic_evaluators_score_the_batch_as_each_episode(store: Path, name: str, args: dict[str, Any]) -> None:
+    result = rescore(Store.open(store), RescoreConfig(name, args=args))
+    rescore_reference.check(Store.open(store), result)
+    assert _pinned(store, result) == BEFORE[_label(name, args)]
+    broken = {u.run_id for u in result.unscored}
+    assert broken <= {"broken"} and len(result.files) == 4 - len(broken)
+
+
+@pytest.mark.parametrize("name, args", JUDGED)
+def test_judged_evaluators_score_each_view_as_before(store: Path, judge: JudgeSettings, name: str,
+                                                     args: dict[str, Any]) -> None:
+    result = rescore(Store.open(store), RescoreConfig(name, args=args, runs=JUDGED_RUNS, judge=judge))
+    rescore_reference.check(Store.open(store), result, list(JUDGED_RUNS))
+    assert _pinned(store, result) == BEFORE[_label(name, args)]
+
+
+def test_runs_in_the_order_given_and_chosen_episodes(store: Path) -> None:
+    result = rescore(Store.open(store), RescoreConfig("hops", runs=("gamma", "alpha")))
+    rescore_reference.check(Store.open(store), result, ["gamma", "alpha"])
+    assert [Path(f).parent.name for f in result.files] == ["run_id=gamma", "run_id=alpha"]
+    episodes = Store.open(store).read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()[::7]
+    chosen = rescore(Store.open(store), RescoreConfig("mmina_official", episodes=tuple(episodes)))
+    rescore_reference.check(Store.open(store), chosen, Store.open(store).run_ids(), set(episodes))
+
+
+@pytest.mark.parametrize("name", ["hops", "exact_match", "task"])
+def test_a_run_without_episodes_scores_nothing(store: Path, name: str) -> None:
+    Store.open(store).begin_run("empty", rescore_cases.run_row(0), [])
+    result = rescore(Store.open(store), RescoreConfig(name, runs=("empty",)))
+    assert (result.scored, result.unscored, result.files) == ([], [], [])
+
+
+def test_an_overwriting_batch_lists_what_it_supersedes_and_flips(store: Path) -> None:
+    first = rescore(Store.open(store), RescoreConfig("url_match"))
+    second = rescore(Store.open(store), RescoreConfig("url_match", args={"where": "any"}, action="overwrite"))
+    scored = Store.open(store).read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()
+    rescore_reference.check(Store.open(store), second, supersedes={e: [first.batch_id] for e in scored})
+    assert len(second.flips) == 108 and {f.before + f.after for f in second.flips} == {"failpass"}
+
+
+def test_a_step_evaluator_sees_the_steps_of_each_episode_in_order(cases: Path) -> None:
+    """Zero steps, gaps, repeats and rows stored out of order, null URLs: as the views have them."""
+    store = Store.open(cases)
+    batch = load_batch(store, store.run_ids(), evaluator=get("hops"))
+    views = rescore_reference.views(store, store.run_ids())
+    assert batch.episode_ids == [v.episode_id for v in views]
+    for position, view in enumerate(views):
+        trace = batch.trace(position)
+        assert (trace.final_answer, list(trace.step_indexes), list(trace.urls)) == \
+            (view.final_answer, [s.step_index for s in view.steps], [s.url for s in view.steps])
+        assert trace.task.original == view.task.original and trace.final_url == view.final_url
+    lengths = Counter(len(v.steps) for v in views)
+    assert lengths[0] and None in {s["url"] for s in store.read("steps", columns=["url"]).to_pylist()}
+
+
+def test_score_columns_take_episodes_in_batch_order() -> None:
+    columns = ScoreColumns()
+    columns.add(1, [ScoreRow("pass", 1.0)])
+    columns.add(2, [ScoreRow("pass", 1.0, "hop", 0)])  # no task-level row: unscored
+    assert columns.failures == {2: "the evaluator returned no task-level score"}
+    with pytest.raises(EvaluatorError, match="add episodes in batch order"):
+        columns.add(0, [ScoreRow("fail", 0.0)])
+
+
+def test_reading_with_where_keeps_the_matching_rows(store: Path) -> None:
+    rescore(Store.open(store), RescoreConfig("hops"))
+    rescore(Store.open(store), RescoreConfig("exact_match"))
+    everything = Store.open(store).read("scores").to_pylist()
+    matching = Store.open(store).read("scores", columns=["episode_id", "verdict"],
+                                      where={"evaluator": "hops", "level": "task"}).to_pylist()
+    assert matching == [{"episode_id": r["episode_id"], "verdict": r["verdict"]} for r in everything
+                        if r["evaluator"] == "hops" and r["level"] == "task"]
+    assert Store.open(store).read("scores", where={"evaluator": "nosuch"}).num_rows == 0
