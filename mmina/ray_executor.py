@@ -9,7 +9,10 @@ with local processes: on an error or Ctrl-C nothing new starts and what is in fl
 
 Without an address ``ray.init()`` starts a local cluster; ``--ray-address`` (or
 ``RAY_ADDRESS``) joins a running one, whose nodes need mmina installed and the store reachable
-(a shared folder or an object store). Ray is an optional extra: ``pip install 'mmina[ray]'``.
+(a shared folder or an object store). The environment variables mmina and its clients read
+(``OPENAI_*``, ``AWS_*``, ``MMINA_*``...) go with each actor, so a model key or object-store
+credentials set where the command runs reach the workers. Ray is an optional extra:
+``pip install 'mmina[ray]'``.
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 T = TypeVar("T")
 _END: Any = object()
+FORWARDED = ("OPENAI_", "AWS_", "MMINA_", "FSSPEC_", "GOOGLE_", "AZURE_")
+"""Prefixes of the environment variables an actor gets from the command's environment."""
 
 
 def require_ray() -> Any:
@@ -61,11 +66,17 @@ def spread(make: Callable[[], Any], items: Sequence[T], layout: Any) -> Iterator
     connect(layout.ray_address, layout.workers)
     actor_class = ray.remote(num_cpus=1)(_Actor)
     count = max(1, min(layout.workers, len(items)))
-    actors = [actor_class.options(max_concurrency=layout.concurrency).remote(make) for _ in range(count)]
+    options = {"max_concurrency": layout.concurrency, "runtime_env": {"env_vars": forwarded_env()}}
+    actors = [actor_class.options(**options).remote(make) for _ in range(count)]
     try:
         yield from _dispatch(actors, items, layout.concurrency)
     finally:
         _stop(actors)
+
+
+def forwarded_env() -> dict[str, str]:
+    """The variables of this environment that an actor needs (keys, endpoints, credentials)."""
+    return {name: value for name, value in os.environ.items() if name.startswith(FORWARDED)}
 
 
 def _dispatch(actors: Sequence[Any], items: Iterable[T], per_actor: int) -> Iterator[tuple[T, Any]]:

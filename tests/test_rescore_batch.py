@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from mmina.cli import cli
 from mmina.evaluators import get
 from mmina.evaluators.base import EvaluatorError, ScoreRow
 from mmina.evaluators.batch import ScoreColumns
 from mmina.evaluators.judge import JudgeSettings
 from mmina.evaluators.loading import load_batch
 from mmina.evaluators.rescore import RescoreConfig, RescoreResult, rescore
+from mmina.pool import Layout
 from mmina.store import Store
 from tests import rescore_cases, rescore_reference
 from tests.fake_openai import FakeOpenAI
@@ -157,3 +160,39 @@ def test_reading_with_where_keeps_the_matching_rows(store: Path) -> None:
     assert matching == [{"episode_id": r["episode_id"], "verdict": r["verdict"]} for r in everything
                         if r["evaluator"] == "hops" and r["level"] == "task"]
     assert Store.open(store).read("scores", where={"evaluator": "nosuch"}).num_rows == 0
+
+
+def _files_of(store: Path, table: str) -> list[Path]:
+    return sorted((store / table).rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_a_spread_rescoring_writes_what_one_process_writes(store: Path, executor: str) -> None:
+    result = rescore(Store.open(store), RescoreConfig("hops"), layout=Layout(workers=2, executor=executor))
+    rescore_reference.check(Store.open(store), result)
+    assert _pinned(store, result) == BEFORE["hops"]
+    assert sorted(Path(f).parent.name for f in result.files) == ["run_id=alpha", "run_id=beta", "run_id=gamma"]
+    assert {Path(f).name.split(".")[0] for f in result.files} == {result.batch_id}
+
+
+def test_judged_rescoring_spread_over_ray_actors_shares_one_judge_cache(store: Path, judge: JudgeSettings) -> None:
+    config = RescoreConfig("fuzzy", runs=JUDGED_RUNS, judge=judge)
+    result = rescore(Store.open(store), config, layout=Layout(workers=2, executor="ray"))
+    rescore_reference.check(Store.open(store), result, list(JUDGED_RUNS))
+    assert _pinned(store, result) == BEFORE["fuzzy"]
+    caches = [f.name.split(".")[0] for f in _files_of(store, "judge_cache")]
+    assert len(caches) > 1 and all(stem.startswith(f"{result.batch_id}-") for stem in caches)
+    again = rescore(Store.open(store), config, layout=Layout(workers=2, executor="ray"))
+    assert again.judge_requested == 0 and again.judge_cached == result.judge_requested + result.judge_cached
+    assert _pinned(store, again)[:2] == _pinned(store, result)[:2]
+
+
+def test_rescore_cli_spreads_runs_over_worker_processes(store: Path) -> None:
+    run = CliRunner().invoke(cli, ["rescore", "--store", str(store), "--evaluator", "must_include", "--workers", "3",
+                                   "--run", "alpha", "--run", "beta", "--format", "json"])
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.stdout)
+    assert [Path(f).parent.name for f in result["files"]] == ["run_id=alpha", "run_id=beta"]
+    single = rescore(Store.open(store), RescoreConfig("must_include", runs=("alpha", "beta")))
+    assert [(e["episode_id"], e["verdict"]) for e in result["episodes"]] == \
+        [(s.episode_id, s.verdict) for s in single.scored]

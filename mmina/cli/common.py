@@ -58,9 +58,8 @@ def browser_options(func):
                         help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
 
 
-def scale_options(what: str):
-    """``--workers``, ``--concurrency``, ``--executor`` and ``--ray-address`` for commands that
-    drive browsers (``what``: "recorded" or "replayed")."""
+def executor_options(workers_help: str):
+    """``--workers``, ``--executor`` and ``--ray-address``: where the work is spread."""
     def decorator(func):
         func = click.option("--ray-address", metavar="ADDRESS", envvar="RAY_ADDRESS", show_envvar=True,
                             help="--executor ray: join this Ray cluster (e.g. ray://head:10001 or auto) "
@@ -68,18 +67,29 @@ def scale_options(what: str):
         func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
                             help="Where workers run: processes on this machine, or Ray actors "
                                  "(pip install 'mmina[ray]').")(func)
-        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
-                            help=f"Episodes {what} at once per worker, each in its own context of the worker's "
-                                 "one Chromium (the lever for agents that wait on a model).")(func)
         return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                            help="Worker processes (or Ray actors), each with its own Chromium.")(func)
+                            help=workers_help)(func)
 
     return decorator
 
 
-def layout(options: dict[str, Any]) -> Layout:
-    """How the work is spread, from the options of :func:`scale_options`."""
-    return Layout(options["workers"], options["concurrency"], options["executor"], options["ray_address"])
+def scale_options(what: str):
+    """:func:`executor_options` and ``--concurrency`` for commands that drive browsers
+    (``what``: "recorded" or "replayed")."""
+    def decorator(func):
+        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+                            help=f"Episodes {what} at once per worker, each in its own context of the worker's "
+                                 "one Chromium (the lever for agents that wait on a model).")(func)
+        return executor_options("Worker processes (or Ray actors), each with its own Chromium.")(func)
+
+    return decorator
+
+
+def layout(options: dict[str, Any], concurrency: int | None = None) -> Layout:
+    """How the work is spread, from the options of :func:`scale_options` (or of
+    :func:`executor_options`, with ``concurrency`` given)."""
+    in_flight = options["concurrency"] if concurrency is None else concurrency
+    return Layout(options["workers"], in_flight, options["executor"], options["ray_address"])
 
 
 def format_option(*choices: str):

@@ -8,7 +8,8 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.cli.common import format_option, open_store, print_json, render_rows, stderr, store_option
+from mmina.cli.common import (executor_options, format_option, layout, open_store, print_json, render_rows, stderr,
+                              store_option)
 from mmina.errors import MminaError
 from mmina.evaluators.judge import DEFAULT_CONCURRENCY, JudgeSettings
 from mmina.evaluators.registry import factory, names, parse_args
@@ -28,6 +29,7 @@ from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, resc
 @click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
               help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
 @click.option("--list", "list_only", is_flag=True, help="List the known evaluators and exit.")
+@executor_options("Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.")
 @store_option
 @format_option("table", "json")
 def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) -> None:
@@ -47,6 +49,7 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
       mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --concurrency 8
       mmina rescore --evaluator fuzzy --arg reference=must_include --base-url http://localhost:8000/v1 --judge-model m
       mmina rescore --evaluator task --action overwrite
+      mmina rescore --evaluator hops --workers 4 --executor ray --store s3://bucket/evals
       mmina rescore --list
     """
     if list_only:
@@ -60,10 +63,13 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         judge=JudgeSettings(model=options["judge_model"], base_url=options["base_url"],
                             concurrency=options["concurrency"]))
     with _progress() as progress:
-        result = run_rescore(open_store(options["store_path"]), config, progress)
+        result = run_rescore(open_store(options["store_path"]), config, progress, layout(options, concurrency=1))
     _print_json(result) if fmt == "json" else _print_table(result)
     if not result.ok:
         raise click.exceptions.Exit(1)
+
+
+PHASES = {"judge": "asking the judge", "score": "scoring", "runs": "scoring runs"}
 
 
 @contextmanager
@@ -78,7 +84,7 @@ def _progress() -> Iterator[Any]:
 
         def update(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
-                tasks[phase] = bar.add_task("asking the judge" if phase == "judge" else "scoring", total=total)
+                tasks[phase] = bar.add_task(PHASES.get(phase, "scoring"), total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
         yield update

@@ -6,6 +6,10 @@ of that run was scored — an episode that could not be scored (the judge endpoi
 after its retries, the evaluator raised) leaves its run without a file, so a batch is never
 half-written. ``--action overwrite`` writes a batch like ``append`` does — the store is
 append-only — whose rows list the earlier batches of that evaluator they supersede.
+
+With ``--workers N`` (and ``--executor ray``) groups of runs are scored side by side, each
+by a :class:`RescoreJob` in a process or Ray actor of its own, into the same batch: one id
+and time, one file per run, exactly the rows one process would have written.
 """
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from functools import partial
+from pathlib import PurePath
 from typing import Any
 
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure, needs_steps
@@ -23,6 +28,7 @@ from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_tabl
 from mmina.evaluators.judge import JudgeOutcome, JudgeSettings, resolve
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
+from mmina.pool import Layout, spread
 from mmina.store import Store
 from mmina.tasks import BUCKETS, hop_bucket
 
@@ -143,12 +149,20 @@ def build_evaluator(config: RescoreConfig) -> Evaluator:
     return get(config.evaluator, **args)
 
 
-def rescore(store: Store, config: RescoreConfig, progress: Progress | None = None) -> RescoreResult:
-    """Score the selected episodes, append the rows, report SR, flips and unscored episodes."""
+def rescore(store: Store, config: RescoreConfig, progress: Progress | None = None,
+            layout: Layout = Layout()) -> RescoreResult:
+    """Score the selected episodes, append the rows, report SR, flips and unscored episodes;
+    ``layout``: how many workers score groups of runs side by side, and where."""
     if config.action not in ACTIONS:
         raise EvaluatorError(f"--action must be one of {', '.join(ACTIONS)}, not {config.action!r}")
-    with cycle_collector_paused():
-        return _rescore(store, config, build_evaluator(config), progress)
+    evaluator = build_evaluator(config)
+    runs = select_runs(store, config.runs, config.episodes)
+    every = (not config.runs and not config.episodes) or set(runs) == set(store.run_ids())
+    batch = ScoreBatch.new(config.evaluator, evaluator.version, evaluator.args)
+    if layout.in_this_process(len(runs)):
+        with cycle_collector_paused():
+            return score_runs(store, config, evaluator, Share(runs, every, batch), progress)
+    return _spread(store, config, Share(runs, every, batch), layout, progress)
 
 
 @contextmanager
@@ -165,21 +179,89 @@ def cycle_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _rescore(store: Store, config: RescoreConfig, evaluator: Evaluator, progress: Progress | None) -> RescoreResult:
-    runs = select_runs(store, config.runs, config.episodes)
-    every = (not config.runs and not config.episodes) or set(runs) == set(store.run_ids())
-    episodes = load_episodes(store, runs, set(config.episodes), evaluator, every)
-    previous = previous_batches(store, runs, config.evaluator, every)
-    supersedes = {e: [b for b, _ in earlier] for e, earlier in previous.items()} \
-        if config.action == "overwrite" else None
-    batch = ScoreBatch.new(config.evaluator, evaluator.version, evaluator.args, supersedes)
+@dataclass(frozen=True)
+class Share:
+    """The runs one scorer takes and the batch they go to (``every``: they are all the store's
+    runs; ``part``: which share of a spread rescoring, named in its judge cache file)."""
+
+    runs: list[str]
+    every: bool
+    batch: ScoreBatch
+    part: int | None = None
+
+    @property
+    def judge_stem(self) -> str:
+        return self.batch.batch_id if self.part is None else f"{self.batch.batch_id}-{self.part}"
+
+
+def score_runs(store: Store, config: RescoreConfig, evaluator: Evaluator, share: Share,
+               progress: Progress | None) -> RescoreResult:
+    """Score the episodes of ``share.runs`` into its batch and write a file per run."""
+    episodes = load_episodes(store, share.runs, set(config.episodes), evaluator, share.every)
+    previous = previous_batches(store, share.runs, config.evaluator, share.every)
+    batch = share.batch if config.action != "overwrite" else \
+        replace(share.batch, supersedes={e: [b for b, _ in earlier] for e, earlier in previous.items()})
     result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
     with ThreadPoolExecutor(1) as writer:  # a file is compressed and flushed while the next run is scored
-        saved: list[Future[Path]] = []
-        for part, columns in _scored(store, evaluator, episodes, config.judge, every, result, progress):
+        saved: list[Future[PurePath]] = []
+        for part, columns in _scored(store, evaluator, episodes, config.judge, share, result, progress):
             saved += _write(store, batch, part, columns, previous, result, writer)
         result.files = [str(file.result()) for file in saved]
     return result
+
+
+class RescoreJob:
+    """A worker of a spread rescoring (a job of ``mmina.pool``): its own store handle and
+    evaluator, scoring one share of the runs at a time into the shared batch."""
+
+    def __init__(self, location: str, config: RescoreConfig, batch: ScoreBatch) -> None:
+        self.store = Store.open(location)
+        self.config = config
+        self.evaluator = build_evaluator(config)
+        self.batch = batch
+        if str(self.evaluator.version) != batch.version:
+            raise EvaluatorError(f"evaluator {config.evaluator} is version {self.evaluator.version} on this worker "
+                                 f"but {batch.version} where the rescoring started: install the same mmina "
+                                 "and evaluators everywhere")
+
+    def work(self, share: Share) -> RescoreResult:
+        with cycle_collector_paused():
+            return score_runs(self.store, self.config, self.evaluator, share, None)
+
+    def close(self) -> None:
+        pass
+
+
+SHARES_PER_WORKER = 4
+"""Runs are cut into this many shares per worker, so that a worker done early takes more."""
+
+
+def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
+            progress: Progress | None) -> RescoreResult:
+    """Shares of the runs scored by workers where ``layout`` says, merged in run order."""
+    count = min(len(whole.runs), layout.workers * SHARES_PER_WORKER)
+    shares = [Share(whole.runs[i * len(whole.runs) // count:(i + 1) * len(whole.runs) // count], False,
+                    whole.batch, i) for i in range(count)]
+    done: dict[int, RescoreResult] = {}
+    for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout):
+        done[share.part] = part
+        if progress:
+            progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))
+    batch = whole.batch
+    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
+    for index in sorted(done):
+        _merge(result, done[index])
+    return result
+
+
+def _merge(result: RescoreResult, part: RescoreResult) -> None:
+    result.scored += part.scored
+    result.unscored += part.unscored
+    result.flips += part.flips
+    result.files += part.files
+    result.judge_cached += part.judge_cached
+    result.judge_requested += part.judge_requested
+    result.judge_failed += part.judge_failed
 
 
 def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> list[str]:
@@ -197,17 +279,17 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     return list(dict.fromkeys(where[e] for e in episodes))
 
 
-def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings: JudgeSettings, every: bool,
+def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings: JudgeSettings, share: Share,
             result: RescoreResult, progress: Progress | None) -> Iterator[tuple[EpisodeBatch, ScoreColumns]]:
     """The episodes with their rows (or the reasons they cannot be scored): run by run
     through the evaluator's ``score_batch`` when it has one and asks no judge, else all at
     once, view by view (the judge is asked for every episode's prompts together)."""
     batched = None if hasattr(evaluator, "judge_prompts") else getattr(evaluator, "score_batch", None)
     if batched is None:
-        episodes = with_steps(store, episodes, evaluator, every) if needs_steps(evaluator) else episodes
+        episodes = with_steps(store, episodes, evaluator, share.every) if needs_steps(evaluator) else episodes
         columns = ScoreColumns()
-        _score_views(evaluator, _with_judgments(store, evaluator, episodes.views(), settings, result, progress),
-                     columns, progress)
+        judged = _with_judgments(store, evaluator, episodes.views(), settings, share.judge_stem, result, progress)
+        _score_views(evaluator, judged, columns, progress)
         yield episodes, columns
         return
     done = 0
@@ -234,8 +316,10 @@ def _score_views(evaluator: Evaluator, judged: list[tuple[EpisodeView, str | Non
 
 
 def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView], settings: JudgeSettings,
-                    result: RescoreResult, progress: Progress | None) -> list[tuple[EpisodeView, str | None]]:
-    """Each episode with its judge replies, or with the reason it cannot be scored."""
+                    stem: str, result: RescoreResult, progress: Progress | None
+                    ) -> list[tuple[EpisodeView, str | None]]:
+    """Each episode with its judge replies, or with the reason it cannot be scored (new
+    replies are cached in a ``judge_cache`` file named ``stem``)."""
     asks = getattr(evaluator, "judge_prompts", None)
     if asks is None:
         return [(v, None) for v in views]
@@ -247,7 +331,7 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
     outcome = resolve(store, wanted, replace(settings, model=model),
                       (lambda done, total: progress("judge", done, total)) if progress else None)
     if outcome.new_rows:
-        store.append("judge_cache", outcome.new_rows, stem=result.batch_id)
+        store.append("judge_cache", outcome.new_rows, stem=stem)
     result.judge_cached, result.judge_requested, result.judge_failed = \
         outcome.cached, outcome.requested, len(outcome.failures)
     return [_judged(v, prompts[v.episode_id], outcome) for v in views]
@@ -273,7 +357,7 @@ def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | N
 
 
 def _write(store: Store, batch: ScoreBatch, episodes: EpisodeBatch, columns: ScoreColumns,
-           previous: Mapping[str, list[Earlier]], result: RescoreResult, writer: Executor) -> list[Future[Path]]:
+           previous: Mapping[str, list[Earlier]], result: RescoreResult, writer: Executor) -> list[Future[PurePath]]:
     """One file per run with every episode scored, written by ``writer``; runs with an
     unscored episode get none."""
     for position, reason in columns.failures.items():

@@ -114,7 +114,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             summary, todo = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, plan.settings, str(store.root), summary.run_id, config.limits, browser)
+            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
             for task, result in _episodes(setup, session, store, plan, todo, config.layout):
                 summary.episodes.append(result)
                 if on_episode:

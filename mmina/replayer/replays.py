@@ -106,7 +106,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
                 "clock": "frozen at each source episode's start", "limits": asdict(source.limits),
                 "archive": "per episode", **layout.describe()}
-    setup = ReplaySetup(str(store.root), replay_id, source_run, episodes, source.browser_config(browser), tolerance)
+    setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser), tolerance)
     report = ReplayReport(source_run, replay_id, str(store.root))
     items = list(_numbered(sources))
     with _new_run(store, setup, source, [s.task_id for s in sources], None, settings, layout, len(items)) as session:
@@ -158,7 +158,7 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
               "source_episodes": [s.episode_id for group in by_task.values() for s in group],
               "clock": "frozen at the first source episode's start", "limits": asdict(limits),
               "agent_settings": asdict(replace(settings, run_id=None)), "archive": "per task", **layout.describe()}
-    setup = ReplaySetup(str(store.root), replay_id, source_run, episodes, source.browser_config(browser),
+    setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser),
                         agent=agent, settings=settings, limits=limits)
     report = AgentReplayReport(source_run, replay_id, str(store.root), agent)
     items = [(task_id, tuple(group)) for task_id, group in by_task.items()]

@@ -81,6 +81,12 @@ class Store:
         return store
 
     @property
+    def location(self) -> str:
+        """Where another process or machine opens this store: its object-store URL, or its
+        folder as an absolute path."""
+        return str(self.root.absolute()) if isinstance(self.root, Path) else str(self.root)
+
+    @property
     def exists(self) -> bool:
         """False for a store opened with ``create`` that nothing has been written to yet."""
         return self.backend.exists(self.root / MARKER)
