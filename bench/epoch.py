@@ -32,6 +32,7 @@ from mmina.tasks import Task, load_suite
 from bench.results import AT_LEAST, Section, Target, ratio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.agents_for_tests import descendants  # noqa: E402
 from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server
 
 DELAY_S = 2.0
@@ -136,18 +137,9 @@ class Sampler:
 
 
 def tree_pss_mb(root: int) -> float:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
+    """Proportional memory of ``root`` and its descendants, in MB."""
+    total = 0
+    for pid in [root, *descendants(root)]:
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:

@@ -93,18 +93,22 @@ class PasswordTyper:
         return f"stop [{orders.split(':')[-1].strip()}]"
 
 
-def _descendants(pid: int) -> list[int]:
-    """Child processes of ``pid``, recursively, from /proc (Linux)."""
-    children = []
+def descendants(pid: int) -> list[int]:
+    """Child processes of ``pid``, recursively, from one reading of /proc (Linux)."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            if parent == pid:
-                children += [int(entry.name), *_descendants(int(entry.name))]
-    return children
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found
 
 
 class BrowserKiller:
@@ -115,7 +119,7 @@ class BrowserKiller:
     def act(self, observation: Observation) -> str:
         if not BrowserKiller.crashed:
             BrowserKiller.crashed = True
-            for pid in _descendants(os.getpid()):
+            for pid in descendants(os.getpid()):
                 if "chrom" in Path(f"/proc/{pid}/comm").read_text(errors="replace"):
                     os.kill(pid, signal.SIGKILL)
             return "scroll [down]"
