@@ -26,6 +26,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.5
 EXECUTORS = ("local", "ray")
+AGAIN = "run the command again (mmina record: with --resume, which skips the finished tasks)"
+"""What to do when a worker died: what finished is committed, the rest is not."""
 _END: Any = object()
 
 
@@ -135,7 +137,7 @@ def _collect(results: Any, processes: list[Any], items: Sequence[T]) -> Iterator
         except queue.Empty:
             if not any(p.is_alive() for p in processes):
                 raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
-                                 "finished: run again with --resume") from None
+                                 f"finished: {AGAIN}") from None
             continue
         if kind == "error":
             raise payload

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError
+from mmina.pool import AGAIN, Layout
 
 try:
     import ray
@@ -60,7 +61,7 @@ def connect(address: str | None, workers: int) -> None:
                          f"{str(exc).splitlines()[0]}") from None
 
 
-def spread(make: Callable[[], Any], items: Sequence[T], layout: Any) -> Iterator[tuple[T, Any]]:
+def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout) -> Iterator[tuple[T, Any]]:
     """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
     ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.pool``)."""
     connect(layout.ray_address, layout.workers)
@@ -118,7 +119,7 @@ def _result(ref: Any) -> Any:
         cause = getattr(exc, "cause", None)
         raise (cause if isinstance(cause, BaseException) else MminaError(str(exc).splitlines()[0])) from None
     except RayActorError as exc:
-        raise MminaError(f"a Ray worker died ({str(exc).splitlines()[0]}): run again with --resume") from None
+        raise MminaError(f"a Ray worker died ({str(exc).splitlines()[0]}): {AGAIN}") from None
 
 
 def _stop(actors: Sequence[Any]) -> None:
