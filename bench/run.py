@@ -21,6 +21,7 @@ from rich.table import Table
 from mmina import __version__
 from mmina.tasks import load_suite
 
+from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "recording" in parts:
             tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
             sections += run_recording(work / "recording", tasks, live_rerun=not args.quick, log=log)
+            log("an observation's parts one after another, then side by side (capture A/B)")
+            sections.append(capture_ab_section(pages=4 if args.quick else 14, rounds=1 if args.quick else 3))
         if "memory" in parts:
             log("one worker recording the same tasks again and again (memory)")
             tasks, runs = (QUICK_TASKS[:3], 2) if args.quick else (MEMORY_TASKS, MEMORY_RUNS)

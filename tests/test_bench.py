@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.store_helpers import REPO_ROOT
 
-SECTIONS = {"capture", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
+SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
             "epoch", "objectstore"}
 
 
@@ -25,6 +25,7 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     figures = {(f["section"], f["name"]): f for f in json.loads(out.read_text())["figures"]}
     assert {section for section, _ in figures} == SECTIONS
     assert "same actions: True" in figures["capture", "same actions, capture off"]["note"]
+    assert figures["capture A/B", "side by side, p50"]["note"].startswith("4 observations")
     assert figures["replay", "steps with URL and tree reproduced"]["value"] == 1.0
     assert figures["replay", "requests reaching the live drift-3 web"]["value"] == 0
     assert figures["replay", "requests unmatched by the archive"]["value"] == 0

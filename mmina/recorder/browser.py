@@ -6,7 +6,7 @@ methods of :class:`EpisodeBrowser`, which run on that loop (``mmina.recorder.tab
 what they do). So many episodes, each in its own context, share one Chromium and one
 Playwright driver, and a model call or a slow page of one never blocks the others.
 
-This module, ``tabs.py``, ``streams.py`` and ``har.py`` are the only recorder modules that
+This module, ``tabs.py``, ``shots.py``, ``streams.py`` and ``har.py`` are the only recorder modules that
 touch Playwright.
 """
 from __future__ import annotations

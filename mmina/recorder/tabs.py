@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Locator, Page
 
@@ -19,6 +19,7 @@ from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError, StartPageError
 from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.marks import draw_marks, marked
+from mmina.recorder.shots import Screenshots
 from mmina.recorder.streams import EventStreams
 
 T = TypeVar("T")
@@ -107,6 +108,7 @@ class Tabs:
         self.ids = ElementIds()
         self.observe_error: str | None = None
         self._painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marks")
+        self._shots = Screenshots(context, capture.jpeg_quality)
 
     @classmethod
     async def start(cls, context: BrowserContext, capture: Capture) -> "Tabs":
@@ -220,11 +222,13 @@ class Tabs:
         return flatten_snapshot(await self.page.aria_snapshot(mode="ai", boxes=True), self.ids)
 
     async def _observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
+        """The parts are read side by side: the tree and images are script in the renderer, the
+        screenshot mostly raster and encoding elsewhere, so the critical path is about the slowest."""
         timer = _Timer()
-        tree_text, elements = await timer.time("tree_ms", self.tree())
-        images = await timer.time("images_ms", self._images())
-        screenshot = await timer.time("screenshot_ms", self._screenshot())
-        tabs = [Tab(p.url, await _title(p)) for p in self.pages]
+        (tree_text, elements), images, screenshot, titles = await _side_by_side(
+            timer.time("tree_ms", self.tree()), timer.time("images_ms", self._images()),
+            timer.time("screenshot_ms", self._screenshot()), asyncio.gather(*(_title(p) for p in self.pages)))
+        tabs = [Tab(p.url, title) for p, title in zip(self.pages, titles)]
         observation = Observation(step_index, self.page.url, tabs[self.active].title, tabs, self.active,
                                   tree_text, elements, screenshot, intent, images=images)
         timings = timer.done("observe_ms")
@@ -247,11 +251,10 @@ class Tabs:
         return [i for i in found if i.x < width and i.y < height and i.x + i.width > 0 and i.y + i.height > 0]
 
     async def _screenshot(self) -> bytes | None:
-        """The viewport as JPEG. Playwright waits for fonts and a fresh frame first; a bare
-        DevTools capture measured no faster here and raced with painting under load."""
+        """The viewport as JPEG (see ``mmina.recorder.shots``)."""
         if not self.capture.screenshots:
             return None
-        return await self.page.screenshot(type="jpeg", quality=self.capture.jpeg_quality)
+        return await self._shots.take(self.page)
 
     def _marks(self, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:
         started = time.perf_counter()
@@ -327,6 +330,16 @@ async def _wait_for_dom(page: Page) -> None:
         await page.wait_for_load_state("domcontentloaded", timeout=ACTION_TIMEOUT_MS)
     except PlaywrightError:
         pass
+
+
+async def _side_by_side(*parts: Awaitable[Any]) -> list[Any]:
+    """Await every part together; when some fail, raise the first failure once all have ended
+    (so no part is left running, and no failure goes unretrieved)."""
+    results = await asyncio.gather(*parts, return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        raise failed[0]
+    return results
 
 
 async def _title(page: Page) -> str:
