@@ -25,6 +25,7 @@ from mmina.replayer.fidelity import summarize
 from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
 from mmina.store.compact import compact_store
+from mmina.store.marks import repaint
 from mmina.store.sql import run_query
 from mmina.tasks import Task, load_suite
 
@@ -144,13 +145,23 @@ def memory_section(store: Path, task_ids: tuple[str, ...], runs: int) -> Section
 
 
 def size_section(store: Store, run_id: str) -> Section:
-    """Bytes per recorded step, the dedup ratio of blobs, and files before/after compaction."""
+    """Bytes per recorded step (and what they would be with every set-of-marks image stored, as
+    before schema version 4), where they go, the dedup ratio of blobs, and files before/after
+    compaction."""
     section = Section("size")
     files = [p for p in store.root.rglob("*.parquet")]
     steps = run_query(store, f"select count(*) from steps where run_id = '{run_id}'").rows[0][0]
     episodes = run_query(store, f"select count(*) from episodes where run_id = '{run_id}'").rows[0][0]
     total = sum(p.stat().st_size for p in files)
-    section.add("store bytes per step", round(total / steps), "B", note=f"{total / 1e6:.1f} MB for {steps} steps")
+    section.add("store bytes per step", round(total / steps), "B", Target(60_000),
+                note=f"{total / 1e6:.1f} MB for {steps} steps")
+    som = repainted_bytes(store, run_id)
+    section.add("the same with every set-of-marks image stored (before)", round((total + som) / steps), "B",
+                note=f"{som / 1e6:.1f} MB of distinct set-of-marks images, painted again from the marks")
+    blob_packs = sum(p.stat().st_size for p in files if p.relative_to(store.root).parts[0] == "blobs")
+    section.add("bytes per step in tables (not blobs)", round((total - blob_packs) / steps), "B")
+    for kind, size in run_query(store, KINDS_SQL.format(run=run_id)).rows:
+        section.add(f"bytes per step, {kind} (distinct blobs)", round((size or 0) / steps), "B")
     logical, physical = run_query(store, DEDUP_SQL.format(run=run_id)).rows[0]
     section.add("blob dedup ratio", round(ratio(logical or 0, physical or 0), 2), "×",
                 note=f"{(logical or 0) / 1e6:.1f} MB referenced, {(physical or 0) / 1e6:.1f} MB stored")
@@ -160,6 +171,31 @@ def size_section(store: Store, run_id: str) -> Section:
     section.add("files per episode after compaction", round(after / episodes, 2),
                 note="blob packs stay one per episode")
     return section
+
+
+def repainted_bytes(store: Store, run_id: str) -> int:
+    """Bytes of the distinct set-of-marks images of a run's steps, painted from their marks."""
+    rows = run_query(store, f"select e.blob_packs, s.screenshot, s.marks from steps s join episodes e "
+                            f"using (episode_id) where s.run_id = '{run_id}' and s.screenshot is not null").rows
+    painted: dict[str, int] = {}
+    for packs, digest, marks in rows:
+        key = digest + json.dumps(marks, sort_keys=True)
+        if key not in painted:
+            painted[key] = len(repaint(store.read_blobs([digest], packs)[digest], marks or []))
+    return sum(painted.values())
+
+
+KINDS_SQL = """
+with refs as (
+    select 'screenshots' as kind, screenshot as sha from steps where run_id = '{run}'
+    union all select 'set-of-marks images', screenshot_som from steps where run_id = '{run}'
+    union all select 'network bodies', request_body from requests where run_id = '{run}'
+    union all select 'network bodies', response_body from requests where run_id = '{run}'
+    union all select 'model input', model_input from steps where run_id = '{run}'
+), sizes as (select distinct sha256, size from blobs)
+select kind, sum(size) from (select distinct kind, sha from refs where sha is not null) r
+join sizes s on s.sha256 = r.sha group by kind order by kind
+"""
 
 
 DEDUP_SQL = """

@@ -253,15 +253,18 @@ def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> N
 
 
 def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, RunSummary]) -> None:
+    """The oracle is not shown the set-of-marks image: it is neither painted nor stored, its marks are."""
     rows = _one(recorded[0], """
         select count(*),
                count(*) filter (where url is not null and title is not null and len(tabs) >= 1
-                                and tree_text is not null and screenshot is not null and screenshot_som is not null
-                                and images is not null and tree_ms > 0 and screenshot_ms > 0 and som_ms > 0
+                                and tree_text is not null and screenshot is not null and screenshot_som is null
+                                and marks is not null
+                                and images is not null and tree_ms > 0 and screenshot_ms > 0 and som_ms is null
                                 and images_ms >= 0 and observe_ms >= greatest(tree_ms, screenshot_ms, images_ms)
                                 and agent_ms >= 0 and action_ms >= 0 and hop_index is not null),
-               count(*) filter (where len(images) > 0 and images[1].blob is not null)
+               count(*) filter (where len(images) > 0 and images[1].blob is not null),
+               count(*) filter (where len(marks) > 0 and marks[1].id is not null and marks[1].width > 0)
         from steps""")
-    total, complete, with_images = rows[0]
-    assert total == complete > 0
+    total, complete, with_images, with_marks = rows[0]
+    assert total == complete == with_marks > 0
     assert with_images > 0, "in-view images are linked to their stored bodies"

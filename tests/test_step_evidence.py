@@ -17,6 +17,7 @@ from mmina.model_client import make_client, reply_text
 from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
+from mmina.store.marks import marked_screenshot, repaint
 from mmina.store.sql import run_query
 from tests.fake_openai import FakeOpenAI
 
@@ -92,6 +93,19 @@ def test_every_openai_step_stores_the_exact_request(openai_store: tuple[Store, l
         shown = json.loads(store.read_blobs([digest])[digest])["messages"][-1]
         last = json.loads(store.read_blobs([shown])[shown])
         assert last["content"][1]["image_url"]["blob"] == marks, "the image is the step's set-of-marks blob"
+
+
+def test_the_set_of_marks_image_paints_again_from_the_screenshot_and_its_marks(
+        openai_store: tuple[Store, list[dict]]) -> None:
+    """Stored for an agent shown it, the image is also what ``repaint`` makes of the stored
+    screenshot and marks, byte for byte: so agents not shown it need not store it."""
+    store, _ = openai_store
+    steps = rows(store, "select screenshot, screenshot_som, marks from steps order by step_index")
+    blobs = store.read_blobs(sorted({d for shot, som, _ in steps for d in (shot, som)}))
+    assert all(marks for _, _, marks in steps) and {m["role"] for _, _, marks in steps for m in marks} >= {"link"}
+    for shot, som, marks in steps:
+        assert repaint(blobs[shot], marks) == blobs[som] != blobs[shot]
+    assert marked_screenshot(None, blobs[steps[0][0]], steps[0][2]) == blobs[steps[0][1]]
 
 
 def test_the_stored_request_sent_again_gives_the_same_output(openai_store: tuple[Store, list[dict]],

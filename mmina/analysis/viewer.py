@@ -1,7 +1,7 @@
 """The trajectory viewer: one episode step by step, as data for the HTML page.
 
-Per step: the screenshot (the set-of-marks one when recorded, where the target's id is
-painted on it) with the target element's box drawn on it, the action with its target
+Per step: the set-of-marks screenshot (stored, or painted again from the screenshot and the
+step's marks; the target's id is painted on it) with the target element's box drawn on it, the action with its target
 element's line from the accessibility tree, the model input (the messages sent, each shown
 once: a step lists only the messages that differ from the step before), the model's raw
 output, the action error, the hop progress, and the episode's verdicts. Screenshots are
@@ -21,6 +21,7 @@ from PIL import Image
 from mmina.analysis.data import AnalysisError, query
 from mmina.model_input import message_digests
 from mmina.store import Store
+from mmina.store.marks import marked_screenshot
 from mmina.store.views import connect
 
 SHOT_WIDTH = 720
@@ -36,7 +37,7 @@ WHERE list_contains($episodes, e.episode_id)
 """
 STEPS_SQL = """
 SELECT episode_id, step_index, url, action, action_kind, action_error, model_output, hop_index, hop_completed,
-       tree_text, coalesce(screenshot_som, screenshot) AS shot, screenshot_width, screenshot_height, target_box,
+       tree_text, screenshot_som, screenshot, marks, screenshot_width, screenshot_height, target_box,
        model_input
 FROM steps WHERE list_contains($episodes, episode_id) ORDER BY episode_id, step_index
 """
@@ -110,8 +111,14 @@ def _step(row: dict[str, Any], shots: dict[str, bytes], model_input: str | None)
             "error": row["action_error"], "output": row["model_output"] or "", "hop_index": row["hop_index"],
             "hop_completed": bool(row["hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
             "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
-            "input": model_input, "tree": tree[:TREE_CHARS],
-            "shot": shrink(shots[row["shot"]]) if row["shot"] in shots else None}
+            "input": model_input, "tree": tree[:TREE_CHARS], "shot": _shot(row, shots)}
+
+
+def _shot(row: dict[str, Any], blobs: dict[str, bytes]) -> str | None:
+    """The step's set-of-marks image (stored, else painted again from its marks), else its screenshot."""
+    screenshot = blobs.get(row["screenshot"] or "")
+    image = marked_screenshot(blobs.get(row["screenshot_som"] or ""), screenshot, row["marks"]) or screenshot
+    return shrink(image) if image else None
 
 
 def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -132,7 +139,8 @@ def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any
     for episode_id in episode_ids:
         episode = episodes[episode_id]
         own = [s for s in steps if s["episode_id"] == episode_id]
-        blobs = store.read_blobs([s[c] for s in own for c in ("shot", "model_input") if s[c]], episode["blob_packs"])
+        blobs = store.read_blobs([s[c] for s in own for c in ("screenshot_som", "screenshot", "model_input") if s[c]],
+                                 episode["blob_packs"])
         messages = {d for s in own if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
         blobs |= store.read_blobs(sorted(messages), episode["blob_packs"]) if messages else {}
         inputs = model_inputs(own, blobs)

@@ -60,7 +60,8 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
 @browser_options
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
-@click.option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots.")
+@click.option("--no-marks", is_flag=True,
+              help="Do not paint set-of-marks screenshots (painted only for agents shown them; marks are stored).")
 @click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
 @scale_options("recorded")
 @format_option("table", "json")

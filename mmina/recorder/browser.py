@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -152,14 +152,17 @@ class BrowserSession:
         return self._loop.run(coroutine)
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False) -> "EpisodeBrowser":
+                offline: bool = False, paint_marks: bool = True) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and freeze the clock). An ``offline`` context cannot reach the
-        network at all (see ``OFFLINE_PROXY``)."""
-        return EpisodeBrowser(self, self.run(self._new_tabs(har_path, prepare, offline)))
+        network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
+        set-of-marks image) the image is not painted, whatever the configuration says."""
+        capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
+        return EpisodeBrowser(self, self.run(self._new_tabs(har_path, prepare, offline, capture)))
 
-    async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool) -> Tabs:
+    async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
+                        capture: Capture) -> Tabs:
         har = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
@@ -168,7 +171,7 @@ class BrowserSession:
         try:
             if prepare is not None:
                 await prepare(context)
-            return await Tabs.start(context, self.config.capture)
+            return await Tabs.start(context, capture)
         except BaseException:
             await context.close()
             raise

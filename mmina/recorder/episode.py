@@ -23,6 +23,7 @@ from mmina.recorder.har import capture
 from mmina.recorder.verdicts import episode_view, write_verdicts
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
+from mmina.store.marks import mark_rows
 from mmina.tasks import HopTracker, Task
 
 
@@ -75,7 +76,8 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
-        browser = self.session.episode(self.har, self.prepare, offline=self.offline)
+        browser = self.session.episode(self.har, self.prepare, offline=self.offline,
+                                       paint_marks=uses_marks(self.agent))
         status, error, stop_reason, answer = "completed", None, "error", None
         try:
             browser.open(self.task.start_urls)
@@ -169,9 +171,10 @@ class EpisodeRecorder:
         self.tokens[1] += reply.completion_tokens
         self.cost += reply.cost_usd
         screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
-        marks = observation.resolve_marks()
-        som = self.writer.put_blob(marks, "image/jpeg") if marks else None
+        painted = observation.resolve_marks()
+        som = self.writer.put_blob(painted, "image/jpeg") if painted else None
         config = self.session.config
+        marks = mark_rows(observation.elements, config.viewport_width, config.viewport_height) if screenshot else None
         self.writer.add_step({
             "step_index": observation.step_index,
             "started_at": self.step_starts[-1],
@@ -182,6 +185,7 @@ class EpisodeRecorder:
             "tree_text": clean_text(observation.tree_text, secrets),
             "screenshot": screenshot,
             "screenshot_som": som,
+            "marks": marks,
             "screenshot_width": config.viewport_width if screenshot else None,
             "screenshot_height": config.viewport_height if screenshot else None,
             "images": [{"blob": None, **asdict(i), "src": clean_text(i.src, secrets), "caption": i.caption or None}

@@ -18,9 +18,9 @@ from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError, StartPageError
 from mmina.observation import Element, ElementIds, Observation, PageImage, Tab, flatten_snapshot
-from mmina.recorder.marks import draw_marks, marked
 from mmina.recorder.shots import Screenshots
 from mmina.recorder.streams import EventStreams
+from mmina.store.marks import paint
 
 T = TypeVar("T")
 ACTION_TIMEOUT_MS = 5_000
@@ -259,7 +259,7 @@ class Tabs:
     def _marks(self, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:
         started = time.perf_counter()
         viewport = (self.capture.viewport_width, self.capture.viewport_height)
-        painted = draw_marks(screenshot, marked(elements, *viewport), self.capture.jpeg_quality)
+        painted = paint(screenshot, elements, *viewport, self.capture.jpeg_quality)
         timings["som_ms"] = (time.perf_counter() - started) * 1e3
         return painted
 

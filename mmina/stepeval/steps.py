@@ -21,10 +21,11 @@ from mmina.answers import answer_verdict
 from mmina.observation import Observation, PageImage, Tab
 from mmina.stepeval.action_match import elements_from_tree
 from mmina.store import Store
+from mmina.store.marks import marked_screenshot
 from mmina.tasks import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
-                "screenshot_som", "images", "action", "model_output", "hop_index"]
+                "screenshot_som", "marks", "images", "action", "model_output", "hop_index"]
 RECORDED_ACTIONS = "recorded_actions"
 """Task JSON key (an mmina extension): the demonstration's actions as text, by position, for
 positions the episode does not store (imported single-step episodes)."""
@@ -139,7 +140,8 @@ def observation(step: ReferenceStep, blobs: dict[str, bytes]) -> Observation:
         tabs=[Tab(t["url"] or "", t["title"] or "") for t in row["tabs"] or []], active_tab=row["active_tab"] or 0,
         tree_text=row["tree_text"] or "", elements=elements_from_tree(row["tree_text"] or ""),
         screenshot=blobs.get(row["screenshot"] or ""), intent=step.task.intent,
-        screenshot_som=blobs.get(row["screenshot_som"] or ""),
+        screenshot_som=marked_screenshot(blobs.get(row["screenshot_som"] or ""), blobs.get(row["screenshot"] or ""),
+                                         row["marks"]),
         images=[PageImage(i["src"] or "", i["alt"] or "", i["x"], i["y"], i["width"], i["height"], i["caption"] or "")
                 for i in row["images"] or []])
 

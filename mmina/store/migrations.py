@@ -38,6 +38,7 @@ def added_columns(table: Table, from_version: int, *names: str) -> Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     added_columns(STEPS, 1, "som_ms", "images_ms"),
     added_columns(STEPS, 2, "model_input", "target_box"),
+    added_columns(STEPS, 3, "marks"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

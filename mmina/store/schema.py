@@ -11,17 +11,21 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
-version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in older files).
+version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in older files);
+4 — ``steps.marks`` (NULL in older files), and ``steps.screenshot_som`` stored only for agents
+shown the image.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 HEADERS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.string())]))
 TAB = pa.struct([("url", pa.string()), ("title", pa.string())])
 BOX = pa.struct([("x", pa.float64()), ("y", pa.float64()), ("width", pa.float64()), ("height", pa.float64())])
+MARK = pa.struct([("id", pa.string()), ("role", pa.string()), ("x", pa.float64()), ("y", pa.float64()),
+                  ("width", pa.float64()), ("height", pa.float64())])
 IMAGE = pa.struct(
     [
         ("blob", pa.string()),
@@ -158,7 +162,13 @@ STEPS = Table(
         ("active_tab", I32, "Index of the active tab in `tabs`."),
         ("tree_text", S, "Accessibility tree as text; `[N]` before an element is the id actions refer to."),
         ("screenshot", S, "SHA-256 of the viewport screenshot blob (JPEG); null when capture is off."),
-        ("screenshot_som", S, "SHA-256 of the set-of-marks screenshot blob (ids painted on elements); null when not captured."),
+        ("screenshot_som", S, "SHA-256 of the set-of-marks screenshot blob (ids painted on elements); null when not "
+                              "captured, and since schema version 4 also when the agent was not shown it (repaint it "
+                              "from `screenshot` and `marks`)."),
+        ("marks", pa.list_(MARK), "The elements painted on the set-of-marks image, in painting order: id as the agent "
+                                  "sees it, ARIA role, box in CSS pixels of the screenshot. With the screenshot they "
+                                  "paint the image again (`mmina.store.marks.repaint`); null without a screenshot "
+                                  "(since schema version 4)."),
         ("screenshot_width", I32, "Screenshot width in pixels."),
         ("screenshot_height", I32, "Screenshot height in pixels."),
         ("images", pa.list_(IMAGE), "Images in the viewport: blob hash, source URL, alt text, box in CSS pixels, caption."),
