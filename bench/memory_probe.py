@@ -23,10 +23,17 @@ from mmina.tasks import load_suite
 from bench.results import current_rss_mb, peak_rss_mb
 
 
+class MarksReader(OracleAgent):
+    """The oracle, said to read the set-of-marks image: the recorder paints it for every step."""
+
+    uses_marks = True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.memory_probe", description=__doc__)
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--marks", action="store_true", help="an oracle shown the set-of-marks image (painted)")
     parser.add_argument("tasks", nargs="+")
     args = parser.parse_args()
     tasks = [t for t in load_suite().tasks if t.task_id in set(args.tasks)]
@@ -34,7 +41,7 @@ def main() -> None:
     with FixtureWeb() as web:
         setup = WorkerSetup("oracle", AgentSettings(run_id="memory"), str(store.root), "memory", Limits(),
                             BrowserConfig(extra_args=tuple(web.chromium_args())))
-        runner = Worker(setup, BrowserSession(setup.browser), store, OracleAgent(), None)
+        runner = Worker(setup, BrowserSession(setup.browser), store, MarksReader() if args.marks else OracleAgent(), None)
         try:
             for round_ in range(1, args.runs + 1):
                 for task in tasks:

@@ -15,6 +15,7 @@ import asyncio
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +40,11 @@ BROWSER_ENV = "MMINA_CHROMIUM"
 SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
 QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
+PAINTERS = 2
+"""Threads painting set-of-marks images, shared by the session's episodes. Long-lived on
+purpose: a painting thread per episode made a worker's memory grow episode after episode
+(each new thread's large image buffers landed in fresh malloc arenas; measured by
+``python -m bench --only memory``)."""
 OFFLINE_PROXY = {"server": "http://127.0.0.1:9", "bypass": "<-loopback>"}
 """A replay's context sends what its routes do not answer to a proxy nobody listens on (the
 discard port), loopback addresses included (``<-loopback>`` removes Chromium's implicit
@@ -131,11 +137,13 @@ class BrowserSession:
     def __init__(self, config: BrowserConfig) -> None:
         self.config = config
         self._closed = False
+        self._painter = ThreadPoolExecutor(max_workers=PAINTERS, thread_name_prefix="marks")
         self._loop = _Loop()
         try:
             self._playwright, self.browser = self._loop.run(_launch(config))
         except BaseException:
             self._loop.stop()
+            self._painter.shutdown(wait=False)
             raise
 
     @property
@@ -171,7 +179,7 @@ class BrowserSession:
         try:
             if prepare is not None:
                 await prepare(context)
-            return await Tabs.start(context, capture)
+            return await Tabs.start(context, capture, self._painter)
         except BaseException:
             await context.close()
             raise
@@ -185,6 +193,7 @@ class BrowserSession:
             self._loop.run(_shut_down(self._playwright, self.browser))
         finally:
             self._loop.stop()
+            self._painter.shutdown(wait=False)
 
 
 class RestartingSession:

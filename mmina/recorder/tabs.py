@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -93,8 +93,8 @@ class _Timer:
 class Tabs:
     """The tabs of one episode's context: observe the active one, execute actions on it."""
 
-    def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams) -> None:
-        self.context, self.capture, self.streams = context, capture, streams
+    def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor) -> None:
+        self.context, self.capture, self.streams, self._painter = context, capture, streams, painter
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
         self._in_flight = 0
@@ -107,12 +107,12 @@ class Tabs:
         self.secrets: list[str] = []
         self.ids = ElementIds()
         self.observe_error: str | None = None
-        self._painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marks")
         self._shots = Screenshots(context, capture.jpeg_quality)
 
     @classmethod
-    async def start(cls, context: BrowserContext, capture: Capture) -> "Tabs":
-        return cls(context, capture, await EventStreams.attach(context))
+    async def start(cls, context: BrowserContext, capture: Capture, painter: Executor) -> "Tabs":
+        """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
+        return cls(context, capture, await EventStreams.attach(context), painter)
 
     def _count(self, delta: int) -> None:
         self._in_flight = max(0, self._in_flight + delta)
@@ -292,11 +292,8 @@ class Tabs:
         return locator
 
     async def close(self) -> None:
-        """Close the context (this also writes the HAR file) and the painting thread."""
-        try:
-            await self.context.close()
-        finally:
-            self._painter.shutdown(wait=False)
+        """Close the context (this also writes the HAR file)."""
+        await self.context.close()
 
 
 async def _frame_offset(page: Page, frame: Frame) -> tuple[float, float] | None:
