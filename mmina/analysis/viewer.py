@@ -1,11 +1,11 @@
 """The trajectory viewer: one episode step by step, as data for the HTML page.
 
 Per step: the set-of-marks screenshot (stored, or painted again from the screenshot and the
-step's marks; the target's id is painted on it) with the target element's box drawn on it, the action with its target
-element's line from the accessibility tree, the model input (the messages sent, each shown
-once: a step lists only the messages that differ from the step before), the model's raw
-output, the action error, the hop progress, and the episode's verdicts. Screenshots are
-shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
+step's marks; the target's id is painted on it) with the target element's box drawn on it,
+the action with its target element's line from the accessibility tree, the model input (the
+messages sent, each shown once: a step lists only the messages that differ from the step
+before), the model's raw output, the action error, the hop progress, and the episode's
+verdicts. Screenshots are shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ methods of :class:`EpisodeBrowser`, which run on that loop (``mmina.recorder.tab
 what they do). So many episodes, each in its own context, share one Chromium and one
 Playwright driver, and a model call or a slow page of one never blocks the others.
 
-This module, ``tabs.py``, ``shots.py``, ``streams.py`` and ``har.py`` are the only recorder modules that
-touch Playwright.
+This module, ``tabs.py``, ``shots.py``, ``streams.py`` and ``har.py`` are the only recorder
+modules that touch Playwright.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import asyncio
 import os
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
