@@ -29,6 +29,7 @@ from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.streams import EventStreams
 from mmina.recorder.tabs import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, REDIRECT_MARK, ActionFailed, Capture,
                                  Tabs, connection_closed)
+from mmina.store.marks import DEFAULT_QUALITY
 
 __all__ = ["ACTION_DEADLINE_S", "OBSERVE_DEADLINE_S", "REDIRECT_MARK", "ActionFailed", "BrowserConfig",
            "BrowserSession", "ContextHook", "EpisodeBrowser", "RestartingSession", "find_chromium"]
@@ -59,7 +60,7 @@ class BrowserConfig:
     viewport_height: int = 2048
     screenshots: bool = True
     set_of_marks: bool = True
-    jpeg_quality: int = 80
+    jpeg_quality: int = DEFAULT_QUALITY
     extra_args: tuple[str, ...] = ()
     back_forward_cache: bool = False
     """Playwright launches Chromium with ``--disable-back-forward-cache``; True keeps the cache on

@@ -22,7 +22,7 @@ MARKED_ROLES = frozenset({
 })
 PALETTE = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#008080", "#9a6324", "#800000")
 DEFAULT_QUALITY = 80
-"""The recorder's default JPEG quality (``--jpeg-quality``)."""
+"""The JPEG quality the recorder encodes screenshots and set-of-marks images at."""
 Box = tuple[float, float, float, float]
 
 
