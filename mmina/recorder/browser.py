@@ -41,6 +41,21 @@ BROWSER_ENV = "MMINA_CHROMIUM"
 SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
 QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
+DISABLE_FEATURES = "--disable-features="
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
+    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+"""The features Playwright's own ``--disable-features`` switch turns off (Playwright 1.65;
+``tests/test_browser_args.py`` compares it with the installed Playwright's). Chromium keeps only
+the last ``--disable-features`` on its command line, so every further feature must go into one
+switch with these, never beside them."""
+UNSHOWN_UI_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
+"""Browser UI a headless window never shows, which Chromium loads for every context's window all
+the same: the address bar's two popups are web pages of their own, two renderer processes per
+context (measured: ~40 MB and ~0.5 s of CPU for every episode, more than its page costs)."""
 PAINTERS = 2
 """Threads painting set-of-marks images, shared by the session's episodes. Long-lived on
 purpose: a painting thread per episode made a worker's memory grow episode after episode
@@ -221,9 +236,10 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser]:
     playwright = await async_playwright().start()
     try:
         executable = find_chromium(config.executable, playwright)
+        ignored = [DISABLE_FEATURES + ",".join(PLAYWRIGHT_DISABLED_FEATURES)]
         browser = await playwright.chromium.launch(
-            executable_path=executable, args=[*QUIET_ARGS, *config.extra_args],
-            ignore_default_args=["--disable-back-forward-cache"] if config.back_forward_cache else None,
+            executable_path=executable, args=launch_args(config.extra_args),
+            ignore_default_args=[*ignored, "--disable-back-forward-cache"] if config.back_forward_cache else ignored,
         )
     except PlaywrightError as exc:
         await playwright.stop()
@@ -232,6 +248,20 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser]:
         await playwright.stop()
         raise
     return playwright, browser
+
+
+def launch_args(extra_args: tuple[str, ...]) -> list[str]:
+    """Chromium's arguments beyond Playwright's: quiet ones, the user's, and one
+    ``--disable-features`` switch that takes Playwright's features, ``UNSHOWN_UI_FEATURES`` and
+    the user's own ``--disable-features`` together (in place of Playwright's, see ``_launch``)."""
+    features = [*PLAYWRIGHT_DISABLED_FEATURES, *UNSHOWN_UI_FEATURES]
+    others = []
+    for arg in extra_args:
+        if arg.startswith(DISABLE_FEATURES):
+            features += [f for f in arg[len(DISABLE_FEATURES):].split(",") if f]
+        else:
+            others.append(arg)
+    return [*QUIET_ARGS, *others, DISABLE_FEATURES + ",".join(dict.fromkeys(features))]
 
 
 async def _shut_down(playwright: Playwright, browser: Browser) -> None:
