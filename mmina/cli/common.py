@@ -53,7 +53,8 @@ def browser_options(func):
     """``--browser PATH`` and ``--browser-arg ARG``: which Chromium, started with which extra flags."""
     func = click.option("--browser-arg", "browser_args", multiple=True, metavar="ARG",
                         help="An extra Chromium flag, e.g. --proxy-server=HOST:PORT or "
-                             "'--host-resolver-rules=MAP example.org 127.0.0.1:8080' (repeatable).")(func)
+                             "'--host-resolver-rules=MAP example.org 127.0.0.1:8080' (repeatable; a --disable-features "
+                             "list is added to mmina's and Playwright's own).")(func)
     return click.option("--browser", "browser_path", metavar="PATH",
                         help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
 
