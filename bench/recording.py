@@ -180,40 +180,44 @@ def size_section(store: Store, run_id: str) -> Section:
 
 
 def repainted_bytes(store: Store, run_id: str) -> int:
-    """Bytes of the distinct set-of-marks images of a run's steps, painted from their marks."""
-    rows = run_query(store, f"select e.blob_packs, s.screenshot, s.marks from steps s join episodes e "
-                            f"using (episode_id) where s.run_id = '{run_id}' and s.screenshot is not null").rows
+    """Bytes of the distinct set-of-marks images of a run's steps, painted from their marks
+    (each episode's screenshots read from its blob packs at once)."""
+    rows = run_query(store, f"select e.blob_packs, list(s.screenshot), list(s.marks) from steps s join episodes e "
+                            f"using (episode_id) where s.run_id = '{run_id}' and s.screenshot is not null "
+                            f"group by e.episode_id, e.blob_packs").rows
     painted: dict[str, int] = {}
-    for packs, digest, marks in rows:
-        key = digest + json.dumps(marks, sort_keys=True)
-        if key not in painted:
-            painted[key] = len(repaint(store.read_blobs([digest], packs)[digest], marks or []))
+    for packs, digests, marks_lists in rows:
+        shots = store.read_blobs(sorted(set(digests)), packs)
+        for digest, marks in zip(digests, marks_lists):
+            key = digest + json.dumps(marks, sort_keys=True)
+            if key not in painted:
+                painted[key] = len(repaint(shots[digest], marks or []))
     return sum(painted.values())
 
 
-KINDS_SQL = """
+REFS_SQL = """
 with refs as (
     select 'screenshots' as kind, screenshot as sha from steps where run_id = '{run}'
     union all select 'set-of-marks images', screenshot_som from steps where run_id = '{run}'
+    union all select 'page images', unnest(images).blob from steps where run_id = '{run}'
     union all select 'network bodies', request_body from requests where run_id = '{run}'
     union all select 'network bodies', response_body from requests where run_id = '{run}'
     union all select 'model input', model_input from steps where run_id = '{run}'
 ), sizes as (select distinct sha256, size from blobs)
+"""
+"""Every blob a run's rows refer to, by kind, and the size of every stored blob."""
+
+KINDS_SQL = REFS_SQL + """
 select kind, sum(size) from (select distinct kind, sha from refs where sha is not null) r
 join sizes s on s.sha256 = r.sha group by kind order by kind
 """
 
-
-DEDUP_SQL = """
-with refs as (
-    select screenshot as sha from steps where run_id = '{run}'
-    union all select screenshot_som from steps where run_id = '{run}'
-    union all select unnest(images).blob from steps where run_id = '{run}'
-    union all select request_body from requests where run_id = '{run}'
-    union all select response_body from requests where run_id = '{run}'
-), sizes as (select distinct sha256, size from blobs)
-select (select sum(s.size) from refs join sizes s on s.sha256 = refs.sha), (select sum(size) from sizes)
+DEDUP_SQL = REFS_SQL + """
+select (select sum(s.size) from refs join sizes s on s.sha256 = refs.sha where refs.kind <> 'model input'),
+       (select sum(size) from sizes)
 """
+"""Bytes referenced by pages and traffic (as this figure was first defined, before model
+inputs were stored) against all bytes stored."""
 
 
 def replay_section(store: Store, full: Recording, live_rerun: bool, drift: int = 3) -> Section:
