@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from mmina.fixtures.web import FixtureWeb
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
+from mmina.recorder.observing import images_in_view
 from mmina.tasks import load_suite
 
 from bench.results import Section, Target, ratio
@@ -23,7 +24,7 @@ def one_after_another(session: BrowserSession, browser: EpisodeBrowser) -> float
     the next (the recorder's observation until it read them side by side over DevTools)."""
     tabs, started = browser.tabs, time.perf_counter()
     browser.tree()
-    session.run(tabs._images())  # noqa: SLF001 - the bench times the recorder's own part
+    session.run(images_in_view(tabs))
     session.run(tabs.page.screenshot(type="jpeg", quality=session.config.jpeg_quality))
     for page in tabs.pages:
         session.run(page.title())

@@ -2,12 +2,13 @@
 
 Playwright runs on its async API in an event loop on a thread of its own (:class:`_Loop`),
 shared by every episode of the session: each episode's own thread calls the synchronous
-methods of :class:`EpisodeBrowser`, which run on that loop (``mmina.recorder.tabs`` holds
-what they do). So many episodes, each in its own context, share one Chromium and one
-Playwright driver, and a model call or a slow page of one never blocks the others.
+methods of :class:`EpisodeBrowser`, which run on that loop (``mmina.recorder.tabs`` and the
+modules beside it hold what they do). So many episodes, each in its own context, share one
+Chromium and one Playwright driver, and a model call or a slow page of one never blocks the
+others.
 
-This module, ``tabs.py``, ``shots.py``, ``streams.py`` and ``har.py`` are the only recorder
-modules that touch Playwright.
+This module, ``tabs.py``, ``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``,
+``streams.py`` and ``har.py`` are the only recorder modules that touch Playwright.
 """
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from mmina.actions import Action
 from mmina.errors import BrowserNotFoundError
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.streams import EventStreams
-from mmina.recorder.tabs import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, REDIRECT_MARK, ActionFailed, Capture,
-                                 Tabs, connection_closed)
+from mmina.recorder.acting import ActionFailed
+from mmina.recorder.observing import Capture
+from mmina.recorder.settling import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, REDIRECT_MARK
+from mmina.recorder.tabs import Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
 __all__ = ["ACTION_DEADLINE_S", "OBSERVE_DEADLINE_S", "REDIRECT_MARK", "ActionFailed", "BrowserConfig",

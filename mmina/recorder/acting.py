@@ -1,0 +1,132 @@
+"""Acting on the tabs: the twelve actions of the grammar, each run on Playwright's async API.
+
+An action that cannot be done raises :class:`ActionFailed` with a one-line reason; it is
+recorded on its step and the episode goes on.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from playwright.async_api import Error as PlaywrightError, Locator
+
+from mmina.actions import Action, ActionKind
+from mmina.errors import MminaError
+from mmina.recorder.settling import ACTION_DEADLINE_S
+
+if TYPE_CHECKING:
+    from mmina.recorder.tabs import Tabs
+
+
+class ActionFailed(MminaError):
+    """An action could not be executed; recorded on the step, the episode goes on."""
+
+
+async def execute(tabs: Tabs, action: Action) -> None:
+    """Run one action on the browser and let the page settle, within ``ACTION_DEADLINE_S``;
+    raises :class:`ActionFailed` with a one-line reason (after settling: a navigation the
+    action started may still be under way, and the next observation should see its end)."""
+    deadline = time.monotonic() + ACTION_DEADLINE_S
+    try:
+        await _EXECUTORS[action.kind](tabs, action)
+    except PlaywrightError as exc:
+        tabs.raise_if_gone(exc)
+        await tabs.settle(deadline)
+        raise ActionFailed(str(exc).splitlines()[0]) from None
+    await tabs.settle(deadline)
+
+
+async def locate(tabs: Tabs, element: str | None) -> Locator:
+    """The element an action names, on the active tab."""
+    if element is None:
+        raise ActionFailed("the action names no element")
+    ref = tabs.ids.ref_for(element)
+    locator = tabs.page.locator(f"aria-ref={ref}") if ref else None
+    if locator is None or await locator.count() == 0:
+        raise ActionFailed(f"element [{element}] is not on the current page")
+    return locator
+
+
+async def _click(tabs: Tabs, action: Action) -> None:
+    await (await locate(tabs, action.element_id)).click()
+
+
+async def _hover(tabs: Tabs, action: Action) -> None:
+    await (await locate(tabs, action.element_id)).hover()
+
+
+async def _type(tabs: Tabs, action: Action) -> None:
+    locator = await locate(tabs, action.element_id)
+    text = action.text or ""
+    if await locator.evaluate("e => e.tagName") == "SELECT":
+        await locator.select_option(label=text)
+        return
+    if await locator.evaluate("e => e.type") == "password":
+        tabs.secrets.append(text)
+    await locator.fill(text)
+    if action.press_enter:
+        await locator.press("Enter")
+
+
+async def _press(tabs: Tabs, action: Action) -> None:
+    await tabs.page.keyboard.press(action.key or "")
+
+
+async def _scroll(tabs: Tabs, action: Action) -> None:
+    sign = -1 if action.direction == "up" else 1
+    await tabs.page.evaluate(f"window.scrollBy(0, {sign} * window.innerHeight)")
+
+
+async def _tab_focus(tabs: Tabs, action: Action) -> None:
+    index = action.tab_index or 0
+    if not 0 <= index < len(tabs.pages):
+        raise ActionFailed(f"there is no tab {index} (open tabs: {len(tabs.pages)})")
+    tabs.active = index
+    await tabs.page.bring_to_front()
+
+
+async def _close_tab(tabs: Tabs, action: Action) -> None:
+    if len(tabs.pages) == 1:
+        raise ActionFailed("cannot close the last tab")
+    await tabs.pages.pop(tabs.active).close()
+    tabs.active = len(tabs.pages) - 1
+    await tabs.page.bring_to_front()
+
+
+async def _new_tab(tabs: Tabs, action: Action) -> None:
+    await tabs.context.new_page()
+
+
+# Navigations wait for their commit only; settle then waits for the load. Playwright's own
+# wait for "load" never ends for a page the back-forward cache restores (no load event).
+async def _goto(tabs: Tabs, action: Action) -> None:
+    await tabs.page.goto(action.url or "about:blank", wait_until="commit")
+
+
+async def _go_back(tabs: Tabs, action: Action) -> None:
+    await tabs.page.go_back(wait_until="commit")
+
+
+async def _go_forward(tabs: Tabs, action: Action) -> None:
+    await tabs.page.go_forward(wait_until="commit")
+
+
+async def _stop(tabs: Tabs, action: Action) -> None:
+    return None
+
+
+_EXECUTORS: dict[ActionKind, Callable[[Tabs, Action], Awaitable[None]]] = {
+    ActionKind.CLICK: _click,
+    ActionKind.HOVER: _hover,
+    ActionKind.TYPE: _type,
+    ActionKind.PRESS: _press,
+    ActionKind.SCROLL: _scroll,
+    ActionKind.NEW_TAB: _new_tab,
+    ActionKind.TAB_FOCUS: _tab_focus,
+    ActionKind.CLOSE_TAB: _close_tab,
+    ActionKind.GOTO: _goto,
+    ActionKind.GO_BACK: _go_back,
+    ActionKind.GO_FORWARD: _go_forward,
+    ActionKind.STOP: _stop,
+}

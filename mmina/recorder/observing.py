@@ -1,0 +1,169 @@
+"""Observing the active tab: its accessibility tree, the images in view, the screenshot and
+the tabs' titles, read side by side, with the set-of-marks image painted on another thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from playwright.async_api import Error as PlaywrightError, Frame, Page
+
+from mmina.observation import Element, Observation, PageImage, Tab, flatten_snapshot
+from mmina.store.marks import paint
+
+if TYPE_CHECKING:
+    from mmina.recorder.tabs import Tabs
+
+T = TypeVar("T")
+IMAGES_IN_VIEW = """() => Array.from(document.images)
+  .filter(i => i.complete && i.naturalWidth > 0)
+  .map(i => { const r = i.getBoundingClientRect();
+              return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, width: r.width, height: r.height}; })
+  .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && b.x + b.width > 0 && b.y + b.height > 0)"""
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What an observation captures, from the run's browser settings."""
+
+    viewport_width: int
+    viewport_height: int
+    screenshots: bool
+    set_of_marks: bool
+    jpeg_quality: int
+
+
+class _Timer:
+    """Times the parts of an observation, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    async def time(self, name: str, part: Awaitable[T]) -> T:
+        start = time.perf_counter()
+        result = await part
+        self.timings[name] = (time.perf_counter() - start) * 1e3
+        return result
+
+    def done(self, total: str) -> dict[str, float]:
+        return {**self.timings, total: (time.perf_counter() - self.started) * 1e3}
+
+
+async def observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
+    """Capture the observation of the active tab, timing each part in milliseconds.
+
+    The set-of-marks screenshot is painted on a worker thread while the agent chooses its
+    action (``Observation.resolve_marks`` waits for it); ``som_ms`` is that thread's time
+    and is not part of ``observe_ms``.
+
+    A read that fails (a page still navigating, a renderer that does not answer) is tried
+    once more after the page settled; if it fails again the step gets an empty observation
+    and ``tabs.observe_error`` says why, so the episode goes on. A closed browser is raised.
+    """
+    started = time.perf_counter()
+    tabs.observe_error = None
+    try:
+        return await _observe(tabs, step_index, intent)
+    except PlaywrightError as exc:
+        tabs.raise_if_gone(exc)
+        first = str(exc).splitlines()[0]
+    await tabs.settle()
+    try:
+        return await _observe(tabs, step_index, intent)
+    except PlaywrightError as exc:
+        tabs.raise_if_gone(exc)
+        tabs.observe_error = f"observation failed: {first}; again: {str(exc).splitlines()[0]}"
+    observation = Observation(step_index, tabs.page.url, "", [Tab(p.url, "") for p in tabs.pages], tabs.active,
+                              "", [], None, intent)
+    return observation, {"observe_ms": (time.perf_counter() - started) * 1e3}
+
+
+async def read_tree(tabs: Tabs) -> tuple[str, list[Element]]:
+    """The active tab's accessibility tree as the agent sees it, and its elements."""
+    return flatten_snapshot(await tabs.page.aria_snapshot(mode="ai", boxes=True), tabs.ids)
+
+
+async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
+    """The parts are read side by side: the tree and images are script in the renderer, the
+    screenshot mostly raster and encoding elsewhere, so the critical path is about the slowest."""
+    timer = _Timer()
+    (tree_text, elements), images, screenshot, titles = await _side_by_side(
+        timer.time("tree_ms", read_tree(tabs)), timer.time("images_ms", images_in_view(tabs)),
+        timer.time("screenshot_ms", _screenshot(tabs)), asyncio.gather(*(title_of(p) for p in tabs.pages)))
+    tab_list = [Tab(p.url, title) for p, title in zip(tabs.pages, titles)]
+    observation = Observation(step_index, tabs.page.url, tab_list[tabs.active].title, tab_list, tabs.active,
+                              tree_text, elements, screenshot, intent, images=images)
+    timings = timer.done("observe_ms")
+    if screenshot is not None and tabs.capture.set_of_marks:
+        painting = tabs.painter.submit(_marks, tabs.capture, screenshot, elements, timings)
+        observation.pending_marks = painting.result
+    return observation, timings
+
+
+async def images_in_view(tabs: Tabs) -> list[PageImage]:
+    """The images in view in the page and in every frame of it, boxes in the page's viewport."""
+    found: list[PageImage] = []
+    for frame in tabs.page.frames:
+        offset = await _frame_offset(tabs.page, frame)
+        try:
+            images = await frame.evaluate(IMAGES_IN_VIEW) if offset is not None else []
+        except PlaywrightError:  # the frame went away while we looked
+            continue
+        found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]
+    width, height = tabs.capture.viewport_width, tabs.capture.viewport_height
+    return [i for i in found if i.x < width and i.y < height and i.x + i.width > 0 and i.y + i.height > 0]
+
+
+async def _screenshot(tabs: Tabs) -> bytes | None:
+    """The viewport as JPEG (see ``mmina.recorder.shots``)."""
+    if not tabs.capture.screenshots:
+        return None
+    return await tabs.shots.take(tabs.page)
+
+
+def _marks(capture: Capture, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:
+    started = time.perf_counter()
+    painted = paint(screenshot, elements, capture.viewport_width, capture.viewport_height, capture.jpeg_quality)
+    timings["som_ms"] = (time.perf_counter() - started) * 1e3
+    return painted
+
+
+async def _frame_offset(page: Page, frame: Frame) -> tuple[float, float] | None:
+    """Where a frame's content starts in the page's viewport (None for a frame not shown)."""
+    if frame is page.main_frame:
+        return 0.0, 0.0
+    try:
+        element = await frame.frame_element()
+    except PlaywrightError:
+        return None
+    try:
+        box = await element.bounding_box()
+    except PlaywrightError:
+        box = None
+    finally:
+        try:
+            await element.dispose()
+        except PlaywrightError:
+            pass
+    return (box["x"], box["y"]) if box else None
+
+
+async def _side_by_side(*parts: Awaitable[Any]) -> list[Any]:
+    """Await every part together; when some fail, raise the first failure once all have ended
+    (so no part is left running, and no failure goes unretrieved)."""
+    results = await asyncio.gather(*parts, return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        raise failed[0]
+    return results
+
+
+async def title_of(page: Page) -> str:
+    try:
+        return await page.title()
+    except PlaywrightError:
+        return ""

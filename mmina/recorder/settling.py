@@ -1,0 +1,90 @@
+"""Waiting for a page: the deadlines of a step's parts, and settling after an action.
+
+A page has settled when its document is ready and the network has been quiet briefly (XHR
+content arrived). Every wait here ends by a deadline, so a page that never settles costs a
+step at most ``ACTION_DEADLINE_S``.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+
+ACTION_TIMEOUT_MS = 5_000
+NAVIGATION_TIMEOUT_MS = 20_000
+"""Until a navigation commits (its response arrived); its load is then settle's to wait for."""
+LOAD_MAX_S = 10.0
+"""At most this long for the page to finish loading after an action."""
+SETTLE_MAX_S = 3.0
+SETTLE_QUIET_S = 0.05
+SETTLE_POLL_S = 0.01
+ACTION_DEADLINE_S = NAVIGATION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
+"""A step's action and the settling after it end within this (a failed action included)."""
+OBSERVE_DEADLINE_S = 4 * ACTION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
+"""A step's observation ends within this (its one retry after a failed read included)."""
+REDIRECT_MARK = "mmina-redirect"
+"""A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
+(see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
+READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
+         % REDIRECT_MARK)
+
+
+class Settling:
+    """Counts a context's requests in flight and waits for its active page to settle."""
+
+    def __init__(self, context: BrowserContext, page: Callable[[], Page]) -> None:
+        self._page = page
+        self._in_flight = 0
+        self._last_activity = time.monotonic()
+        for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
+            context.on(event, lambda _r, d=delta: self._count(d))
+
+    def _count(self, delta: int) -> None:
+        self._in_flight = max(0, self._in_flight + delta)
+        self._last_activity = time.monotonic()
+
+    async def settle(self, deadline: float | None = None) -> None:
+        """Wait until the page has loaded and the network has been quiet briefly (XHR content),
+        never past ``deadline`` (``time.monotonic()``; default: the longest load and settle).
+
+        "Loaded" is read from the document (``readyState`` complete, and not a replayed redirect
+        that is about to replace itself), not from Playwright's load event: a page restored from
+        the back-forward cache is complete without firing load again.
+        """
+        now = time.monotonic()
+        deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
+        ready = self._last_activity if await self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None
+        await self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
+        quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
+        while time.monotonic() < quiet_until:
+            if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
+                if ready == self._last_activity:  # no request since the page was ready: still is
+                    return
+                activity = self._last_activity
+                if not await self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
+                    return
+                if self._last_activity == activity:
+                    return
+                # requests began meanwhile (e.g. the page a replayed redirect replaced itself by): wait for them too
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    async def _wait_ready(self, until: float) -> bool:
+        """Wait until the document is ready (see :meth:`settle`) or ``until``; whether it is."""
+        remaining_ms = (until - time.monotonic()) * 1e3
+        try:
+            await self._page().wait_for_function(READY, timeout=max(1.0, remaining_ms), polling=20)
+            return True
+        except PlaywrightError:
+            return False
+
+    async def _idle_work(self, seconds: float) -> None:
+        """Wait ``seconds``, using the time to load Playwright's script into a new document
+        (~25 ms after each navigation) so the accessibility tree is then read at once."""
+        started = time.monotonic()
+        try:
+            await self._page().locator("body").count()
+        except PlaywrightError:
+            pass
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
