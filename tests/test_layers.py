@@ -15,7 +15,8 @@ import pytest
 
 import mmina
 
-CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
+CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
+        "mmina.element_ids", "mmina.errors", "mmina.stats",
         "mmina.model_client", "mmina.model_input", "mmina.observation", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")

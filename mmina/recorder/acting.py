@@ -56,17 +56,42 @@ async def _hover(tabs: Tabs, action: Action) -> None:
     await (await locate(tabs, action.element_id)).hover()
 
 
+# What the target is, read in one call: a <select>, a password field, and whether it holds text.
+_FIELD = """e => ({select: e.tagName === "SELECT", password: e.type === "password",
+                filled: ((e.value ?? (e.isContentEditable ? e.textContent : "")) || "").length > 0})"""
+
+
 async def _type(tabs: Tabs, action: Action) -> None:
+    """Type as the official harness does, so the page sees every keystroke (keydown, keypress,
+    input, keyup: search-as-you-type, autocomplete and key handlers react as to a person).
+
+    MMInA (shulin16/MMInA@9b0a707, browser_env/actions.py lines 1186-1192, ``execute_action``,
+    ``case ActionTypes.TYPE``) and WebArena (web-arena-x/webarena@f62e0b9, the same file, lines
+    1163-1168) click the element's centre, then ``page.keyboard.type(text)`` (``execute_type``,
+    MMInA line 893), with ``"\\n"`` appended when ``press_enter_after`` is 1 (MMInA line 1565),
+    which ``keyboard.type`` presses as Enter. Here the click is ``locator.click()`` (which scrolls
+    the element into view first, where the harness clicks the centre it recorded), and Enter is
+    pressed after the text. One difference, kept on purpose: the harness types after whatever
+    the field holds, while mmina (as with ``fill`` before, and as stored episodes were recorded)
+    first empties a field that holds text — by keystrokes too: the text selected, then Backspace.
+    A ``<select>`` gets the option with this label (the grammar's way to pick one), and a
+    password typed is kept as a secret so it never reaches the store.
+    """
     locator = await locate(tabs, action.element_id)
     text = action.text or ""
-    if await locator.evaluate("e => e.tagName") == "SELECT":
+    field = await locator.evaluate(_FIELD)
+    if field["select"]:
         await locator.select_option(label=text)
         return
-    if await locator.evaluate("e => e.type") == "password":
+    if field["password"]:
         tabs.secrets.append(text)
-    await locator.fill(text)
+    await locator.click()
+    if field["filled"]:
+        await locator.select_text()
+        await tabs.page.keyboard.press("Backspace")
+    await tabs.page.keyboard.type(text)
     if action.press_enter:
-        await locator.press("Enter")
+        await tabs.page.keyboard.press("Enter")
 
 
 async def _press(tabs: Tabs, action: Action) -> None:

@@ -1,0 +1,178 @@
+"""Playwright's aria snapshot read as YAML: round trips through a port of Playwright's writer
+(tests/aria_render.py) over generated trees, and names and texts of generated elements
+rendered by a real Chromium read back exactly as the page computed them."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from playwright.sync_api import Page, sync_playwright
+
+from mmina.aria_snapshot import AriaLine, clean, parse_line, parse_snapshot
+from mmina.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
+from mmina.recorder.browser import find_chromium
+from tests.aria_render import render
+
+# Characters YAML, JSON and line splitting care about, and some that nobody should.
+AWKWARD = list(": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
+               "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308") + ["\ud800", "\udfff"]
+WORDS = ["yes", "No", "null", "~", "12", "-3.5", ".inf", "0x1F", "true", "- item", "[ok]", "# note", "a: b",
+         "Next: Configuration", "Price: $10", 'say "hi"', "it's", "C:\\path", "a #b", "x:"]
+TEXT = st.one_of(st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
+                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join))
+ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textbox", "img", "iframe", "main"]
+
+
+# ---------------------------------------------------------------- generated trees, Playwright's writer ported
+
+@st.composite
+def nodes(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
+    node: dict[str, Any] = {"role": draw(st.sampled_from(ROLES)), "name": draw(TEXT),
+                            "ref": f"e{draw(st.integers(1, 999))}"}
+    for flag, values in (("checked", [True, "mixed"]), ("disabled", [True]), ("expanded", [True]),
+                         ("active", [True]), ("level", [1, 2, 6]), ("pressed", [True, "mixed"]),
+                         ("selected", [True]), ("cursor", ["pointer"]), ("invalid", [True, "grammar"])):
+        if draw(st.booleans()) and draw(st.booleans()):
+            node[flag] = draw(st.sampled_from(values))
+    if draw(st.booleans()):
+        node["box"] = {k: draw(st.integers(-50, 2000)) for k in ("x", "y", "width", "height")}
+    for prop in ("url", "placeholder"):
+        if draw(st.integers(0, 3)) == 0:
+            node[prop] = draw(TEXT)
+    if draw(st.booleans()):
+        node["text"] = draw(TEXT)
+    elif depth < 3:
+        node["children"] = draw(st.lists(st.one_of(TEXT, nodes(depth + 1)), max_size=3))
+    return node
+
+
+def expected_lines(node: dict[str, Any], depth: int = 0) -> Iterator[AriaLine]:
+    """What the parser must read for a node: the node, its properties, its texts and children."""
+    flags = {"checked": {True: "checked", "mixed": "checked=mixed"}, "disabled": {True: "disabled"},
+             "expanded": {True: "expanded"}, "active": {True: "active"}, "invalid": {True: "invalid",
+                                                                                   "grammar": "invalid=grammar"},
+             "level": {v: f"level={v}" for v in (1, 2, 6)}, "pressed": {True: "pressed", "mixed": "pressed=mixed"},
+             "selected": {True: "selected"}}
+    attributes = tuple(flags[f][node[f]] for f in ("checked", "disabled", "expanded", "active", "invalid", "level",
+                                                    "pressed", "selected") if f in node)
+    box = tuple(float(node["box"][k]) for k in ("x", "y", "width", "height")) if "box" in node else None
+    props = [p for p in ("url", "placeholder") if p in node]
+    inline = node.get("text") if not props else None
+    yield AriaLine(depth, node["role"], clean(node["name"]), attributes, node["ref"], box,
+                   None if inline is None else clean(inline))
+    for prop in props:
+        yield AriaLine(depth + 1, "/" + prop, value=clean(node[prop]))
+    children = [node["text"]] if props and "text" in node else node.get("children", [])
+    for child in children:
+        if isinstance(child, str):
+            yield AriaLine(depth + 1, "text", value=clean(child))
+        else:
+            yield from expected_lines(child, depth + 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(nodes(), min_size=1, max_size=4))
+def test_snapshots_written_as_playwright_writes_them_read_back(tree: list[dict[str, Any]]) -> None:
+    assert parse_snapshot(render(tree)) == [line for node in tree for line in expected_lines(node)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(nodes(), min_size=1, max_size=4))
+def test_the_agent_text_reads_back_line_by_line(tree: list[dict[str, Any]]) -> None:
+    """What is stored as ``tree_text`` gives back every line (without refs and boxes) and id."""
+    text, elements = flatten_snapshot(render(tree))
+    expected = [replace(line, ref=None, box=None) for node in tree for line in expected_lines(node)]
+    assert [line for _, line in tree_lines(text)] == expected
+    assert [e.id for e in elements_from_tree(text)] == [e.id for e in elements]
+    assert len(text.split("\n")) == len(text.splitlines()) == len(expected), "one element, one line"
+
+
+def test_lines_as_playwright_quotes_them() -> None:
+    line = parse_line("""  - 'link "Next: Configuration" [ref=e3] [cursor=pointer] [box=8,67,129,17]':""")
+    assert line == AriaLine(1, "link", "Next: Configuration", (), "e3", (8, 67, 129, 17))
+    assert parse_line("""- 'button "it''s #1 [ok]" [ref=e5]': "y\"""").name == "it's #1 [ok]"
+    assert parse_line("""- button "say \\"hi\\" \\\\ back" [ref=e6]: z""").name == 'say "hi" \\ back'
+    assert parse_line('- paragraph [ref=e8]: "Rating: 4.5"').value == "Rating: 4.5"
+    assert parse_line('- text: "a\\x00b\\n\\tc \\u00e9"').value == "a\x00b\n\tc é"
+    assert parse_line('- /url: "\u2028z\\x85"') == AriaLine(0, "/url", value="\u2028z\x85")
+    assert parse_line("- button \"\\ud800 lone\" [ref=e26]").name == "\ufffd lone"
+    assert parse_line("    - heading \"Tea\" [level=2] [ref=e4]") == AriaLine(2, "heading", "Tea", ("level=2",), "e4")
+    # something Playwright never writes stays a line of its own instead of failing the observation
+    assert parse_line("- 'unclosed [ref=e1]") == AriaLine(0, "", value="- 'unclosed [ref=e1]")
+
+
+def test_trees_stored_before_this_format_still_read() -> None:
+    """Old stores kept Playwright's YAML quoting and numbered ids (what eval-steps, the viewer and
+    replay read)."""
+    old = "\n".join(["[1] main", "\t[3] 'link \"Next: Configuration\"'", "\t\t/url: /setup",
+                     "\t[4] 'button \"it''s\"': \"y\"", "\t[8] paragraph: \"Rating: 4.5\"", "\t[9] text: hi"])
+    assert [(e.id, e.role, e.name) for e in elements_from_tree(old)] == \
+        [("1", "main", ""), ("3", "link", "Next: Configuration"), ("4", "button", "it's"), ("8", "paragraph", ""),
+         ("9", "text", "")]
+    assert parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"") == ("8", AriaLine(1, "paragraph", value="Rating: 4.5"))
+    assert parse_tree_line("\t[4] 'button \"it''s\"': \"y\"")[1].value == "y"
+    assert render_line(parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"")[1], "8") == "\t[8] paragraph: Rating: 4.5"
+
+
+# ---------------------------------------------------------------- names a real Chromium computed
+
+BUILD = """(names) => {
+  document.body.replaceChildren();
+  names.forEach((name, i) => {
+    const section = document.createElement('section');
+    section.setAttribute('aria-label', 'item ' + i);
+    const button = document.createElement('button');
+    button.setAttribute('aria-label', name);
+    const link = document.createElement('a');
+    link.setAttribute('href', name);
+    link.textContent = 'go';
+    const paragraph = document.createElement('p');
+    paragraph.textContent = name;
+    const mixed = document.createElement('div');
+    mixed.append(name, document.createElement('hr'));
+    section.append(button, link, paragraph, mixed);
+    document.body.append(section);
+  });
+  // Playwright's normalizeWhiteSpace, the accessible names and texts the snapshot shows
+  const normal = (s) => s.replace(/[\\u200b\\u00ad]/g, '').trim().replace(/\\s+/g, ' ');
+  return names.map(normal);
+}"""
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Page]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(None, playwright))
+        yield browser.new_page()
+        browser.close()
+
+
+def _subtree(lines: list[AriaLine], role: str, name: str) -> list[AriaLine]:
+    start = next(i for i, line in enumerate(lines) if line.role == role and line.name == name)
+    depth = lines[start].depth
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].depth <= depth), len(lines))
+    return lines[start + 1:end]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(TEXT, min_size=1, max_size=6))
+def test_names_and_texts_chromium_computed_read_back_exactly(page: Page, names: list[str]) -> None:
+    normalized = page.evaluate(BUILD, names)
+    snapshot = page.aria_snapshot(mode="ai", boxes=True)
+    text, elements = flatten_snapshot(snapshot)
+    lines = [line for _, line in tree_lines(text)]
+    for index, (raw, name) in enumerate(zip(names, normalized)):
+        section = _subtree(lines, "region", f"item {index}")
+        button = section[0]
+        assert (button.role, button.name) == ("button", clean(name)), snapshot
+        link = next(i for i, line in enumerate(section) if line.role == "link")
+        assert section[link + 1] == AriaLine(section[link].depth + 1, "/url", value=clean(raw)), snapshot
+        if name:
+            assert [line.value for line in section if line.role in ("paragraph", "text")] == [clean(name)] * 2
+            if clean(name) == name:  # the name read finds the button with Playwright's own matcher
+                assert page.get_by_role("button", name=button.name, exact=True).count() >= 1
+    assert len(text.splitlines()) == len(lines)
+    assert len({e.id for e in elements}) == len(elements)
