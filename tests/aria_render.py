@@ -5,13 +5,16 @@ quoting of packages/isomorphic/yaml.ts, as bundled in Playwright 1.65's driver
 
 A node is a dict like the JSON Playwright renders: ``role``, ``name``, the attribute flags,
 ``ref``, ``cursor``, ``box``, ``url``, ``placeholder``, and ``text`` (one text child) or
-``children`` (strings and nodes).
+``children`` (strings and nodes). ``nodes()`` draws such trees for Hypothesis, with names
+and texts full of what YAML, JSON and line splitting care about.
 """
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
+
+from hypothesis import strategies as st
 
 JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"  # JavaScript's \s
 _JS_NUMBER = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)|0[xX][0-9a-fA-F]+|0[bB][01]+"
@@ -125,3 +128,35 @@ def _is_number(text: str) -> bool:
     """``!isNaN(Number(text))``: JavaScript's string to number conversion succeeds."""
     stripped = re.sub(f"^[{JS_SPACE}]+|[{JS_SPACE}]+$", "", text)
     return not stripped or bool(_JS_NUMBER.fullmatch(stripped))
+
+
+# Characters YAML, JSON and line splitting care about, and some that nobody should.
+AWKWARD = list(": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
+               "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308") + ["\ud800", "\udfff"]
+WORDS = ["yes", "No", "null", "~", "12", "-3.5", ".inf", "0x1F", "true", "- item", "[ok]", "# note", "a: b",
+         "Next: Configuration", "Price: $10", 'say "hi"', "it's", "C:\\path", "a #b", "x:"]
+TEXT = st.one_of(st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
+                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join))
+ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textbox", "img", "iframe", "main"]
+
+
+@st.composite
+def nodes(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
+    """A node as Playwright's JSON has it, with attributes, box, properties and children drawn."""
+    node: dict[str, Any] = {"role": draw(st.sampled_from(ROLES)), "name": draw(TEXT),
+                            "ref": f"e{draw(st.integers(1, 999))}"}
+    for flag, values in (("checked", [True, "mixed"]), ("disabled", [True]), ("expanded", [True]),
+                         ("active", [True]), ("level", [1, 2, 6]), ("pressed", [True, "mixed"]),
+                         ("selected", [True]), ("cursor", ["pointer"]), ("invalid", [True, "grammar"])):
+        if draw(st.booleans()) and draw(st.booleans()):
+            node[flag] = draw(st.sampled_from(values))
+    if draw(st.booleans()):
+        node["box"] = {k: draw(st.integers(-50, 2000)) for k in ("x", "y", "width", "height")}
+    for prop in ("url", "placeholder"):
+        if draw(st.integers(0, 3)) == 0:
+            node[prop] = draw(TEXT)
+    if draw(st.booleans()):
+        node["text"] = draw(TEXT)
+    elif depth < 3:
+        node["children"] = draw(st.lists(st.one_of(TEXT, nodes(depth + 1)), max_size=3))
+    return node

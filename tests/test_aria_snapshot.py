@@ -14,40 +14,10 @@ from playwright.sync_api import Page, sync_playwright
 from mmina.aria_snapshot import AriaLine, clean, parse_line, parse_snapshot
 from mmina.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
 from mmina.recorder.browser import find_chromium
-from tests.aria_render import render
-
-# Characters YAML, JSON and line splitting care about, and some that nobody should.
-AWKWARD = list(": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
-               "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308") + ["\ud800", "\udfff"]
-WORDS = ["yes", "No", "null", "~", "12", "-3.5", ".inf", "0x1F", "true", "- item", "[ok]", "# note", "a: b",
-         "Next: Configuration", "Price: $10", 'say "hi"', "it's", "C:\\path", "a #b", "x:"]
-TEXT = st.one_of(st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
-                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join))
-ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textbox", "img", "iframe", "main"]
+from tests.aria_render import TEXT, nodes, render
 
 
 # ---------------------------------------------------------------- generated trees, Playwright's writer ported
-
-@st.composite
-def nodes(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
-    node: dict[str, Any] = {"role": draw(st.sampled_from(ROLES)), "name": draw(TEXT),
-                            "ref": f"e{draw(st.integers(1, 999))}"}
-    for flag, values in (("checked", [True, "mixed"]), ("disabled", [True]), ("expanded", [True]),
-                         ("active", [True]), ("level", [1, 2, 6]), ("pressed", [True, "mixed"]),
-                         ("selected", [True]), ("cursor", ["pointer"]), ("invalid", [True, "grammar"])):
-        if draw(st.booleans()) and draw(st.booleans()):
-            node[flag] = draw(st.sampled_from(values))
-    if draw(st.booleans()):
-        node["box"] = {k: draw(st.integers(-50, 2000)) for k in ("x", "y", "width", "height")}
-    for prop in ("url", "placeholder"):
-        if draw(st.integers(0, 3)) == 0:
-            node[prop] = draw(TEXT)
-    if draw(st.booleans()):
-        node["text"] = draw(TEXT)
-    elif depth < 3:
-        node["children"] = draw(st.lists(st.one_of(TEXT, nodes(depth + 1)), max_size=3))
-    return node
-
 
 def expected_lines(node: dict[str, Any], depth: int = 0) -> Iterator[AriaLine]:
     """What the parser must read for a node: the node, its properties, its texts and children."""

@@ -44,6 +44,8 @@ PIXEL_TOLERANCE = 8
 MAX_DIFF_LINES = 60
 MAX_NAMED = 5
 """Elements named per side in ``tree_change`` (the rest are counted)."""
+MAX_TEXT = 40
+"""Characters of an unnamed element's text shown in ``tree_change``."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,13 @@ def _path(lines: Sequence[AriaLine], index: int) -> str:
 
 
 def _element(line: AriaLine) -> str:
-    return render_line(AriaLine(0, line.role, line.name))
+    """An element as the agent reads it, by role and name (an unnamed one by its text, cut short)."""
+    text = None if line.name or line.value is None else _cut(line.value)
+    return render_line(AriaLine(0, line.role, line.name, value=text))
+
+
+def _cut(text: str, limit: int = MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _named(counts: Counter[str]) -> str:
