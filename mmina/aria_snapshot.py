@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 Box = tuple[float, float, float, float]
 
@@ -38,12 +38,15 @@ _DOUBLE_ESCAPES = {"\\": "\\", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\
                    "L": "\u2028", "P": "\u2029"}
 _HEX_ESCAPE = {"x": 2, "u": 4, "U": 8}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_DOUBLE_QUOTED_RUN = re.compile(r'[^"\\]*')
+_JSON = json.JSONDecoder()
 _BOX_VALUE = re.compile(r"-?[\d.]+(?:,-?[\d.]+){3}")
 
 
-@dataclass(frozen=True)
-class AriaLine:
-    """One line of the snapshot: a node, a text node (role ``text``) or a property (``/url``)."""
+class AriaLine(NamedTuple):
+    """One line of the snapshot: a node, a text node (role ``text``) or a property (``/url``).
+
+    A named tuple, not a dataclass: a page has thousands of lines, read at every step."""
 
     depth: int
     role: str
@@ -77,7 +80,7 @@ def parse_line(raw: str) -> AriaLine:
         line, end = read_key(depth, key)
         if end != len(key):
             raise ValueError(f"unexpected text in a key: {key[end:]!r}")
-        return replace(line, value=_value(rest))
+        return line._replace(value=_value(rest))
     except ValueError:
         return AriaLine(depth, "", value=clean(body.strip()))
 
@@ -114,8 +117,11 @@ def scalar(text: str) -> str:
 
 
 def clean(text: str) -> str:
-    """``text`` with lone surrogates (which JavaScript strings may hold and UTF-8 cannot) as U+FFFD."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    """``text`` as UTF-8 can hold it: surrogate pairs joined, lone surrogates (which JavaScript
+    strings may hold) as U+FFFD."""
+    if not _LONE_SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _attributes(key: str, start: int) -> Iterator[re.Match[str]]:
@@ -131,7 +137,7 @@ def _name(key: str, start: int) -> tuple[str, int]:
     if not key.startswith(' "', start):
         return "", start
     try:
-        name, end = json.JSONDecoder().raw_decode(key, start + 1)
+        name, end = _JSON.raw_decode(key, start + 1)
     except json.JSONDecodeError:
         return "", start
     return clean(name) if isinstance(name, str) else "", end
@@ -162,33 +168,30 @@ def _value(rest: str) -> str | None:
 
 def single_quoted(text: str) -> tuple[str, str]:
     """A YAML single-quoted scalar at the start of ``text`` (``''`` is a quote) and the rest."""
-    out, index = [], 1
-    while index < len(text):
-        if text[index] != "'":
-            out.append(text[index])
-        elif text.startswith("''", index):
-            out.append("'")
-            index += 1
-        else:
-            return "".join(out), text[index + 1:]
-        index += 1
+    parts, index = [], 1
+    while (quote := text.find("'", index)) >= 0:
+        parts.append(text[index:quote])
+        if not text.startswith("''", quote):
+            return "".join(parts), text[quote + 1:]
+        parts.append("'")
+        index = quote + 2
     raise ValueError("a single-quoted scalar is not closed")
 
 
 def _double_quoted(text: str) -> tuple[str, str]:
     """A YAML double-quoted scalar at the start of ``text`` (escapes decoded) and the rest."""
-    out, index = [], 1
-    while index < len(text):
-        char = text[index]
-        if char == '"':
-            return "".join(out), text[index + 1:]
-        if char == "\\":
-            decoded, index = _escape(text, index + 1)
-            out.append(decoded)
-            continue
-        out.append(char)
-        index += 1
-    raise ValueError("a double-quoted scalar is not closed")
+    parts, index = [], 1
+    while True:
+        run = _DOUBLE_QUOTED_RUN.match(text, index)
+        assert run is not None  # the pattern matches the empty string
+        parts.append(run.group())
+        index = run.end()
+        if index >= len(text):
+            raise ValueError("a double-quoted scalar is not closed")
+        if text[index] == '"':
+            return "".join(parts), text[index + 1:]
+        decoded, index = _escape(text, index + 1)
+        parts.append(decoded)
 
 
 def _escape(text: str, index: int) -> tuple[str, int]:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from mmina.aria_snapshot import AriaLine
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 MIN_DIGITS = 4
 LOAD = 8
 """At least LOAD numbers per element: the id space grows by a digit before it is 1/8 used."""
@@ -79,18 +80,17 @@ def _base(line: AriaLine, properties: dict[str, str], parent: bytes) -> str:
     url = properties.get("/url", "")
     level = [a for a in line.attributes if a.startswith("level=")]
     if label or url:
-        return json.dumps(["labelled", line.role, label, url, level], ensure_ascii=False)
-    return json.dumps(["placed", line.role, parent.hex()])
+        return _ENCODE(["labelled", line.role, label, url, level])
+    return _ENCODE(["placed", line.role, parent.hex()])
 
 
 def _properties(lines: Sequence[AriaLine], index: int) -> dict[str, str]:
     """The ``/url`` and ``/placeholder`` properties written right under the node at ``index``."""
     found: dict[str, str] = {}
-    depth = lines[index].depth + 1
-    for line in lines[index + 1:]:
-        if line.depth != depth or not line.role.startswith("/"):
-            break
-        found[line.role] = line.value or ""
+    depth, following = lines[index].depth + 1, index + 1
+    while following < len(lines) and lines[following].depth == depth and lines[following].role.startswith("/"):
+        found[lines[following].role] = lines[following].value or ""
+        following += 1
     return found
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mmina.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
 from mmina.element_ids import assign_ids
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 _LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -176,7 +177,7 @@ def parse_tree_line(raw: str) -> tuple[str | None, AriaLine]:
         else:
             line, end = read_key(depth, body)
             rest = body[end:]
-        return element_id, replace(line, value=_tree_value(rest))
+        return element_id, line._replace(value=_tree_value(rest))
     except ValueError:
         return element_id, AriaLine(depth, "", value=body.strip())
 
@@ -228,7 +229,7 @@ def _shown_value(value: str) -> str:
 def _quoted(text: str) -> str:
     """``text`` as a JSON string on one line (as Playwright writes names, and U+0085, U+2028
     and U+2029 escaped too)."""
-    return _one_line(json.dumps(text, ensure_ascii=False))
+    return _one_line(_ENCODE(text))
 
 
 def _one_line(text: str) -> str:

@@ -4,7 +4,6 @@ rendered by a real Chromium read back exactly as the page computed them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -54,7 +53,7 @@ def test_snapshots_written_as_playwright_writes_them_read_back(tree: list[dict[s
 def test_the_agent_text_reads_back_line_by_line(tree: list[dict[str, Any]]) -> None:
     """What is stored as ``tree_text`` gives back every line (without refs and boxes) and id."""
     text, elements = flatten_snapshot(render(tree))
-    expected = [replace(line, ref=None, box=None) for node in tree for line in expected_lines(node)]
+    expected = [line._replace(ref=None, box=None) for node in tree for line in expected_lines(node)]
     assert [line for _, line in tree_lines(text)] == expected
     assert [e.id for e in elements_from_tree(text)] == [e.id for e in elements]
     assert len(text.split("\n")) == len(text.splitlines()) == len(expected), "one element, one line"
