@@ -16,15 +16,17 @@ Ids come from the elements themselves (:mod:`mmina.element_ids`), never from tim
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mmina.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
+from mmina.aria_snapshot import AriaLine, clean, parse_snapshot, read_key, scalar, single_quoted
 from mmina.element_ids import assign_ids
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
+_WEBARENA = re.compile(r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$")
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 _LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -148,7 +150,7 @@ def render_line(line: AriaLine, element_id: str | None = None) -> str:
     head = line.role
     if line.name:
         head += " " + _quoted(line.name)
-    head += "".join(f" [{a}]" for a in line.attributes)
+    head += "".join(f" [{_one_line(a)}]" for a in line.attributes)
     if line.value is not None:
         head += ": " + _shown_value(line.value)
     return indent + (f"[{element_id}] " if element_id else "") + head
@@ -156,9 +158,10 @@ def render_line(line: AriaLine, element_id: str | None = None) -> str:
 
 def tree_lines(tree_text: str) -> list[tuple[str | None, AriaLine]]:
     """The lines of a stored tree text: each element's id (None for lines without one) and
-    what the line says. Reads this module's format and the one trees were stored in before
-    it (numbered ids, the snapshot's keys and values still YAML-quoted where Playwright
-    quoted them); a line of neither is kept whole as a line of role ``""``."""
+    what the line says. Reads this module's format, the one trees were stored in before it
+    (numbered ids, the snapshot's keys and values still YAML-quoted where Playwright quoted
+    them) and WebArena's (imported harness runs); a line of none is kept whole as a line of
+    role ``""``."""
     return [parse_tree_line(raw) for raw in tree_text.split("\n") if raw.strip()]
 
 
@@ -179,7 +182,20 @@ def parse_tree_line(raw: str) -> tuple[str | None, AriaLine]:
             rest = body[end:]
         return element_id, line._replace(value=_tree_value(rest))
     except ValueError:
-        return element_id, AriaLine(depth, "", value=body.strip())
+        return element_id, _webarena_line(depth, body)
+
+
+def _webarena_line(depth: int, body: str) -> AriaLine:
+    """A line as WebArena's harness writes it (``link 'Edinburgh' focused: True``: the name as
+    Python's ``repr``, then properties), as runs imported from it store; else the text whole."""
+    found = _WEBARENA.match(body)
+    try:
+        name = ast.literal_eval(found["name"]) if found else None
+    except (ValueError, SyntaxError):  # not a Python string after all
+        name = None
+    if found is None or not isinstance(name, str):
+        return AriaLine(depth, "", value=body.strip())
+    return AriaLine(depth, found["role"], clean(name), value=found["rest"].strip() or None)
 
 
 def elements_from_tree(tree_text: str) -> list[Element]:

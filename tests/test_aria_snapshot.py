@@ -13,7 +13,7 @@ from playwright.sync_api import Page, sync_playwright
 from mmina.aria_snapshot import AriaLine, clean, parse_line, parse_snapshot
 from mmina.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
 from mmina.recorder.browser import find_chromium
-from tests.aria_render import TEXT, nodes, render
+from tests.aria_render import AWKWARD, TEXT, nodes, render
 
 
 # ---------------------------------------------------------------- generated trees, Playwright's writer ported
@@ -84,6 +84,23 @@ def test_trees_stored_before_this_format_still_read() -> None:
     assert parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"") == ("8", AriaLine(1, "paragraph", value="Rating: 4.5"))
     assert parse_tree_line("\t[4] 'button \"it''s\"': \"y\"")[1].value == "y"
     assert render_line(parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"")[1], "8") == "\t[8] paragraph: Rating: 4.5"
+    # runs imported from WebArena's harness keep its lines: the name as Python's repr, then properties
+    webarena = "[25] link 'Edinburgh'\n\t[26] textbox 'it\\'s \"here\"' focused: True required: False"
+    assert [(e.id, e.role, e.name, e.depth) for e in elements_from_tree(webarena)] == \
+        [("25", "link", "Edinburgh", 0), ("26", "textbox", 'it\'s "here"', 1)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(AWKWARD + ["[1] ", "- ", "  - ", "'", '"', "\\x", "\\u12", "\t", "text: ",
+                                                   "link ", ' "a"', " [ref=e1]", " [box=1,2,3,4]", ": "]),
+                          st.characters()), max_size=40).map("".join))
+def test_any_text_reads_without_failing(text: str) -> None:
+    """Whatever a snapshot or a stored tree holds, reading it never raises (an observation or a
+    replay must not fail on a line nobody foresaw)."""
+    assert len(parse_snapshot(text)) == len([line for line in text.split("\n") if line.strip()])
+    shown, elements = flatten_snapshot(text)
+    assert len(set(e.id for e in elements)) == len(elements) and len(shown.splitlines()) == len(parse_snapshot(text))
+    assert len(tree_lines(text)) == len([line for line in text.split("\n") if line.strip()])
 
 
 # ---------------------------------------------------------------- names a real Chromium computed
