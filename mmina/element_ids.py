@@ -35,7 +35,7 @@ LOAD = 8
 
 def assign_ids(lines: Sequence[AriaLine]) -> dict[int, str]:
     """Index of each line with a browser ref → the id shown for its element."""
-    identities = identify(lines)
+    identities = _identities(lines)
     referenced = {index: identities[index] for index, line in enumerate(lines) if line.ref and index in identities}
     digits = id_digits(len(referenced))
     low, span = 10 ** (digits - 1), 9 * 10 ** (digits - 1)
@@ -56,7 +56,7 @@ def id_digits(elements: int) -> int:
     return digits
 
 
-def identify(lines: Sequence[AriaLine]) -> dict[int, bytes]:
+def _identities(lines: Sequence[AriaLine]) -> dict[int, bytes]:
     """Index of each node line → the digest of what identifies its element (see the module)."""
     identities: dict[int, bytes] = {}
     seen: dict[str, int] = {}
