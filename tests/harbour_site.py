@@ -5,16 +5,20 @@
   ``hold_late`` set, ``/late`` is answered only once ``/more`` was asked for: the follow-up lands
   one step later, as a slow network makes it do.
 * ``/search`` — a search box whose suggestions come only from ``keyup`` (as many autocomplete
-  widgets do), a box that already holds text, a password field and a ``<select>``.
+  widgets do), a box that already holds text, a password field, a ``<select>`` and a form
+  that Enter submits (to ``/found``, which answers slowly, as a busy server does).
 """
 from __future__ import annotations
 
+import html
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 HOLD_LIMIT_S = 60.0
+FOUND_DELAY_S = 0.3
 TEAS = ["Oolong Breeze", "Oolong Reserve", "Assam Gold", "Darjeeling First Flush", "Earl Grey"]
 
 HARBOUR = """<!doctype html><html><head><title>Harbour</title></head><body><main>
@@ -43,6 +47,7 @@ SEARCH = """<!doctype html><html><head><title>Tea search</title></head><body><ma
 <label>Note <input id="note" value="old text"></label>
 <label>Password <input id="password" type="password"></label>
 <label>Size <select id="size"><option>Small</option><option>Large</option></select></label>
+<form action="/found"><label>Order a tea <input name="tea"></label></form>
 </main><script>
 let keyups = 0;
 const q = document.getElementById('q');
@@ -99,6 +104,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/more":
             self.site.released.set()
             self._send(json.dumps(["Puffin", "Guillemot"]), "application/json")
+        elif url.path == "/found":
+            time.sleep(FOUND_DELAY_S)
+            tea = html.escape(parse_qs(url.query).get("tea", [""])[0])
+            self._send(f"<!doctype html><title>Found</title><p>Found: {tea}</p>", "text/html")
         elif url.path == "/suggest":
             typed = parse_qs(url.query).get("q", [""])[0].lower()
             self._send(json.dumps([t for t in TEAS if typed and t.lower().startswith(typed)]), "application/json")

@@ -71,3 +71,12 @@ def test_typing_replaces_text_keeps_secrets_and_selects_options(browser: Episode
     assert browser.secrets == ["hunter2"]
     sized = _act(browser, secret, "type [{id}] [Large] [press_enter_after=0]", "combobox", "Size")
     assert 'option "Large" [selected]' in sized.tree_text, sized.tree_text
+
+
+def test_enter_submits_and_the_next_observation_is_the_result(browser: EpisodeBrowser) -> None:
+    """Enter submits the form (its answer comes slowly) and the next observation is of the answer.
+    (The race this guards against — a submission whose request starts after settling looked —
+    showed only on a machine under heavy load, in the built-in suite; it is not forced here.)"""
+    first = browser.observe(0, "")[0]
+    found = _act(browser, first, "type [{id}] [oolong] [press_enter_after=1]", "textbox", "Order a tea")
+    assert found.url.endswith("/found?tea=oolong") and "Found: oolong" in found.tree_text, found.tree_text

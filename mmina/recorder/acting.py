@@ -71,7 +71,7 @@ async def _type(tabs: Tabs, action: Action) -> None:
     MMInA line 893), with ``"\\n"`` appended when ``press_enter_after`` is 1 (MMInA line 1565),
     which ``keyboard.type`` presses as Enter. Here the click is ``locator.click()`` (which scrolls
     the element into view first, where the harness clicks the centre it recorded), and Enter is
-    pressed after the text. One difference, kept on purpose: the harness types after whatever
+    pressed after the text (see :func:`_press_enter`). One difference, kept on purpose: the harness types after whatever
     the field holds, while mmina (as with ``fill`` before, and as stored episodes were recorded)
     first empties a field that holds text — by keystrokes too: the text selected, then Backspace.
     A ``<select>`` gets the option with this label (the grammar's way to pick one), and a
@@ -91,6 +91,17 @@ async def _type(tabs: Tabs, action: Action) -> None:
         await tabs.page.keyboard.press("Backspace")
     await tabs.page.keyboard.type(text)
     if action.press_enter:
+        await _press_enter(tabs, locator)
+
+
+async def _press_enter(tabs: Tabs, locator: Locator) -> None:
+    """Enter, pressed where the focus is, as the harness does. While the focus is still in the
+    field typed into (as it is unless the page moved it), ``locator.press`` sends the page the
+    same key events and also waits for the navigation it starts (a form submitted), which
+    ``keyboard.press`` does not: without it the next observation could race the submission."""
+    if await locator.evaluate("e => e.getRootNode().activeElement === e"):
+        await locator.press("Enter")
+    else:
         await tabs.page.keyboard.press("Enter")
 
 
