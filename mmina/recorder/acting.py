@@ -56,9 +56,12 @@ async def _hover(tabs: Tabs, action: Action) -> None:
     await (await locate(tabs, action.element_id)).hover()
 
 
-# What the target is, read in one call: a <select>, a password field, and whether it holds text.
+# What the target is, read in one call: a <select>, a password field, and whether it holds text
+# one types over (a text field's value, an editable element's text; not a checkbox's "on").
 _FIELD = """e => ({select: e.tagName === "SELECT", password: e.type === "password",
-                filled: ((e.value ?? (e.isContentEditable ? e.textContent : "")) || "").length > 0})"""
+  filled: ((e.matches("textarea, input:not([type=checkbox], [type=radio], [type=button], [type=submit], " +
+                      "[type=reset], [type=file], [type=image], [type=color], [type=range], [type=hidden])")
+            ? e.value : e.isContentEditable ? e.textContent : "") || "").length > 0})"""
 
 
 async def _type(tabs: Tabs, action: Action) -> None:
