@@ -34,7 +34,7 @@ def test_oracle_completes_builtin_task(recorded: tuple[Path, RunSummary]) -> Non
     assert [e.task_id for e in summary.episodes] == ["normal/1"]
     episode = summary.episodes[0]
     assert episode.status == "completed" and episode.stop_reason == "stop"
-    assert episode.hops_completed == episode.n_hops == task.n_hops == 2
+    assert episode.live_hops == episode.n_hops == task.n_hops == 2
     expected = task.reference_answers["must_include"][0]
     assert expected in (episode.final_answer or "")
     rows = _one(store, "select count(*), count(distinct step_index), min(step_index) from steps")
@@ -174,7 +174,7 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
     def per_task(workers: int) -> list[tuple]:
         summary = record_run(Store.open(tmp_path / f"store{workers}", create=True), RecordConfig(tasks=str(suite),
                                           layout=Layout(workers=workers)))
-        return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.hops_completed, e.final_answer)
+        return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer)
                 for e in summary.episodes]
 
     serial, parallel = per_task(1), per_task(2)
@@ -189,8 +189,8 @@ def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], re
                                        agent_settings=AgentSettings(from_run=source)))
     original = recorded[1].episodes[0]
     episode = replayed.episodes[0]
-    assert (episode.stop_reason, episode.n_steps, episode.hops_completed, episode.final_answer) == \
-        (original.stop_reason, original.n_steps, original.hops_completed, original.final_answer)
+    assert (episode.stop_reason, episode.n_steps, episode.live_hops, episode.final_answer) == \
+        (original.stop_reason, original.n_steps, original.live_hops, original.final_answer)
     actions = _one(recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id")
     assert len(actions) == 2 and actions[0][1] == actions[1][1]
     one = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),

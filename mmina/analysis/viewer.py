@@ -31,7 +31,7 @@ TARGETED = ("click", "hover", "type")
 
 EPISODES_SQL = """
 SELECT e.run_id, e.episode_id, e.task_id, e.status, e.stop_reason, e.final_answer, e.n_steps, e.n_hops,
-       e.hops_completed, e.error, e.blob_packs, t.intent, t.procedure
+       e.live_hops, e.error, e.blob_packs, t.intent, t.procedure
 FROM episodes e LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
 WHERE list_contains($episodes, e.episode_id)
 """
