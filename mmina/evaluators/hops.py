@@ -1,7 +1,8 @@
 """The clean hop evaluator, ``hops``.
 
-Both walk the stored step URLs in order (each step's URL is the page observed before the
-step's action, so the last one is the page the agent ended on).
+It walks the pages the agent reached in order: the stored step URLs (each the page observed
+before the step's action), then the terminal observation's URL (the page after the last
+action, ``episodes.final_url``) when it is known and differs from the last step's.
 
 ``hops`` — a queue of the task's hops; only the head can complete, at most one per step.
 Hop k completes at the first step (after hop k-1's) whose URL
@@ -158,7 +159,8 @@ def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tu
     """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step."""
     completed: dict[int, tuple[int, str]] = {}
     head = 0
-    for step_index, url in zip(trace.step_indexes, trace.urls):
+    indexes, urls = trace.pages()
+    for step_index, url in zip(indexes, urls):
         if head == len(conditions):
             break
         if conditions[head].holds(url):
@@ -166,5 +168,5 @@ def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tu
             head += 1
     if conditions and head == len(conditions) - 1 and trace.urls and \
             last_hop_answer_ok(trace.task, conditions[head], trace.final_answer):
-        completed[head] = (trace.step_indexes[-1], "answer")
+        completed[head] = (indexes[-1], "answer")
     return completed

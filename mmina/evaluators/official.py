@@ -123,26 +123,57 @@ class Thresholds:
     repeating_action: int = 3
 
 
-def early_stop(actions: Sequence[OfficialAction], limits: Thresholds) -> str | None:
-    """``early_stop`` (run.py:177-230) on the actions taken so far: why the runner stops
-    before asking the agent again, or None. Note the typing rule: three ``type`` actions into
-    the same element id *anywhere* in the episode stop it (run.py:222-228)."""
-    if len(actions) >= limits.max_steps:  # num_steps = (len(trajectory) - 1) / 2 (run.py:184-186)
-        return f"Reach max steps {limits.max_steps}"
-    k = limits.parsing_failure
-    last_k = actions[-k:]  # trajectory[1::2][-k:], the same slice semantics (k = 0 takes all)
-    if len(last_k) >= k and all(a.kind == NONE for a in last_k):
-        return f"Failed to parse actions for {k} times"
-    k = limits.repeating_action
-    if not actions:
+class EarlyStop:
+    """``early_stop`` (run.py:177-230), kept up to date one action at a time (the runner
+    re-reads the whole trajectory before every action; this gives the same answer in
+    constant time): why the runner stops before asking the agent again, or None.
+
+    The rules, in order: ``max_steps`` actions taken (num_steps = (len(trajectory) - 1) / 2,
+    run.py:184-186); the last ``parsing_failure`` actions all ``NONE`` (run.py:192-201); the
+    last ``repeating_action`` actions all equivalent to the last one, unless it is a ``type``
+    (run.py:213-221); for a ``type``, that many ``type`` actions into the same element id
+    *anywhere* in the episode (run.py:222-228). A threshold of 0 takes the runner's
+    ``[-0:]``, the whole list.
+    """
+
+    def __init__(self, limits: Thresholds) -> None:
+        self.limits = limits
+        self.taken = 0
+        self.failures = 0  # trailing run of NONE actions
+        self.same = 0  # trailing run of actions equivalent to the last one
+        self.last: OfficialAction | None = None
+        self.typed: dict[Any, int] = {}  # type actions by element id
+
+    def add(self, action: OfficialAction) -> None:
+        self.taken += 1
+        self.failures = self.failures + 1 if action.kind == NONE else 0
+        self.same = self.same + 1 if self.last is not None and equivalent(action, self.last) else 1
+        self.last = action
+        if action.kind == TYPE:
+            self.typed[action.key] = self.typed.get(action.key, 0) + 1
+
+    def reason(self) -> str | None:
+        limits = self.limits
+        if self.taken >= limits.max_steps:
+            return f"Reach max steps {limits.max_steps}"
+        k = limits.parsing_failure
+        if _reaches(self.failures, k, self.taken):
+            return f"Failed to parse actions for {k} times"
+        if self.last is None:
+            return None
+        k = limits.repeating_action
+        if self.last.kind != TYPE:
+            if _reaches(self.same, k, self.taken):
+                return f"Same action for {k} times"
+        elif self.typed[self.last.key] >= k:
+            return f"Same typing action for {k} times"
         return None
-    last, last_k = actions[-1], actions[-k:]
-    if last.kind != TYPE:
-        if len(last_k) >= k and all(equivalent(a, last) for a in last_k):
-            return f"Same action for {k} times"
-    elif sum(equivalent(a, last) for a in actions) >= k:
-        return f"Same typing action for {k} times"
-    return None
+
+
+def _reaches(run: int, k: int, taken: int) -> bool:
+    """Whether the last ``k`` actions (``[-k:]``) are all in a trailing run of ``run``: with
+    ``k`` = 0 the runner's slice is the whole list, so the run must be every action taken."""
+    return run == taken if k == 0 else run >= k
 
 
 class RunnerError(Exception):
@@ -350,7 +381,7 @@ def _loop(rules: Any, trajectory: Trajectory, limits: Thresholds, result: Outcom
     """The ``while True`` loop (run.py:333-428): check the page, stop early or take the
     agent's next action; the stop's answer and the page the runner ends on."""
     state, urls, actions, steps = result.state, trajectory.urls, trajectory.actions, trajectory.step_indexes
-    taken: list[OfficialAction] = []
+    taken = EarlyStop(limits)
     last = len(urls)
     page = None
     for k in range(last + 1):
@@ -364,7 +395,7 @@ def _loop(rules: Any, trajectory: Trajectory, limits: Thresholds, result: Outcom
         if page is not None:
             result.pages_checked += 1
             rules.check(state, page.lower(), step)  # run.py:334: current_url.lower()
-        stopped = early_stop(taken, limits)  # run.py:371-376
+        stopped = taken.reason()  # run.py:371-376
         if stopped is not None:
             result.stop = f"Early stop: {stopped}"
             return result.stop, page
@@ -372,7 +403,7 @@ def _loop(rules: Any, trajectory: Trajectory, limits: Thresholds, result: Outcom
         if action.kind == STOP:  # run.py:417-418
             result.stop = action.answer
             return action.answer, page
-        taken.append(action)
+        taken.add(action)
     raise AssertionError("unreachable: the loop ends on a stop")
 
 
