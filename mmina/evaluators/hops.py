@@ -132,10 +132,11 @@ class Hops(TraceEvaluator):
     """The clean hop queue: only the head hop completes, at most one per step, when the step
     URL is its reference URL (or has its procedure keyword); the last hop also by the answer.
 
-    The exact rule is in the module docstring.
+    The exact rule is in the module docstring. Version 2 also walks the terminal page.
     """
 
     name = "hops"
+    version = "2"
     step_fields = ("step_index", "url")
 
     def __init__(self, **args: Any) -> None:

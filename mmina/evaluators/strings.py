@@ -81,6 +81,7 @@ class UrlMatch(TraceEvaluator):
     """
 
     name = "url_match"
+    version = "2"  # 2: the final page is the terminal observation when the store has it
     step_fields = ("step_index", "url")
     ARGS = {"where": "final"}
     CHOICES = {"where": ("final", "any")}
