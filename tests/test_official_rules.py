@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mmina.analysis.runner_log import log_totals
 from mmina.evaluators import get
 from mmina.evaluators.base import EvaluatorError, StepView
 from mmina.evaluators.official import (NONE, TYPE, EarlyStop, OfficialAction, RULE_SETS, Thresholds, Trajectory,
-                                       equivalent, official_totals, parse_official, run_task)
+                                       equivalent, parse_official, run_task)
 from mmina.evaluators import EpisodeView
-from mmina.tasks import task_from_dict
+from mmina.store import Store
+from mmina.tasks import task_from_dict, task_row
 
 DIFFERENTIAL = Path(__file__).parent / "data" / "official" / "differential"
 COMPARED = ("outcome", "error", "cnt_ans", "numerator", "denominator")
@@ -139,7 +141,7 @@ def test_totals_are_the_runners_log() -> None:
     details = [{"outcome": "pass", "numerator": 2, "denominator": 3}, {"outcome": "no_result", "numerator": 0,
                                                                       "denominator": 2},
                {"outcome": "fail", "numerator": 1, "denominator": 2}]
-    totals = official_totals(details)
+    totals = log_totals(details)
     assert (totals["pass"], totals["fail"], totals["no_result"], totals["all_pass"], totals["all_all"]) == \
         (1, 1, 1, 3, 7)
     assert totals["task_sr"] == pytest.approx(1 / 3)
@@ -208,3 +210,48 @@ def test_any_task_and_trajectory_gives_an_outcome(config: dict[str, Any], domain
     assert (result.error is not None) == (result.outcome == "no_result")
     assert 0 <= result.state.numerator and 0 <= result.state.denominator
     json.dumps(result.detail(domain))
+
+
+# -- a real store: rescore, then the report's runner log ------------------------------------------
+
+def corpus_store(root: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Store:
+    """The corpus trajectories as stored episodes (one run; task ``<domain>/<n>``), written by the
+    store's batch writer; the terminal observation in ``episodes.final_url``."""
+    from tests.store_helpers import T0, episode_row, run_row, step_row
+    store = Store.open(root, create=True)
+    tasks = [task_from_dict(t["task"] | {"intent": t["task"].get("intent", "x")}, f"{t['domain']}/{n}")
+             for n, (t, _) in enumerate(pairs, start=1)]
+    store.begin_run("corpus", run_row(), [task_row(t) for t in tasks])
+    batch = store.batch_writer("corpus")
+    for n, ((trajectory, _), task) in enumerate(zip(pairs, tasks), start=1):
+        steps = [step_row(i, None, url=s["url"], action=s.get("action")) for i, s in enumerate(trajectory["steps"])]
+        batch.add_episode(episode_row(task.task_id, len(steps), episode_id=f"ep-{n:03d}", final_url=trajectory["final_url"],
+                                      started_at=T0), steps)
+    batch.commit()
+    return store
+
+
+def test_report_prints_the_runners_log_beside_hops(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from mmina.cli import cli
+    pairs = [(t, o) for t, o in HANDMADE if "task_id" in t["task"] and "intent" in t["task"]]
+    corpus_store(tmp_path / "store", pairs)
+    for name in ("mmina_official", "hops"):
+        result = CliRunner().invoke(cli, ["rescore", "--store", str(tmp_path / "store"), "--evaluator", name])
+        assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["report", "--store", str(tmp_path / "store"), "--evaluator", "mmina_official",
+                                      "--table", "runner_log", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["rule_set"]: r for r in json.loads(result.stdout)["tables"]["runner_log"]}
+    for rule_set in ("multihop", "2hop", "singlehop"):
+        logged = [o for t, o in pairs if RULE_SETS[t["domain"]] == rule_set]
+        row = rows[rule_set]
+        assert (row["tasks"], row["pass"], row["no_result"]) == \
+            (len(logged), sum(o["outcome"] == "pass" for o in logged), sum(o["outcome"] == "no_result" for o in logged))
+        assert (row["all_pass"], row["all_all"]) == (sum(o["numerator"] for o in logged),
+                                                     sum(o["denominator"] for o in logged))
+        assert row["hops_scored"] == len(logged) and row["hops_task_sr"] is not None
+    assert rows["all"]["tasks"] == len(pairs) and rows["singlehop"]["all_pass"] == 0
+    table = CliRunner().invoke(cli, ["report", "--store", str(tmp_path / "store"), "--evaluator", "mmina_official"])
+    assert table.exit_code == 0, table.output
+    assert "official runner's log" in table.output and "logged_hop_rate" in table.output

@@ -47,7 +47,6 @@ RULE_SETS = {"compare": "multihop", "multi567": "multihop", "multipro": "multiho
              "shopping": "singlehop", "wikipedia": "singlehop"}
 """``is_domain_type`` (run.py:565-571): the runner's ``--domain`` picks one of three rule sets."""
 DOMAINS = tuple(RULE_SETS)
-OUTCOMES = ("pass", "fail", "no_result", "unclear")
 
 # Action types of browser_env/actions.py:241-271 (ActionTypes) that the runner compares.
 NONE, SCROLL, KEY_PRESS, CLICK, TYPE, HOVER, PAGE_FOCUS, NEW_TAB, GO_BACK, GO_FORWARD, GOTO_URL, PAGE_CLOSE, STOP = (
@@ -580,17 +579,3 @@ def official_rows(result: Outcome, domain: str) -> list[ScoreRow]:
     detail = result.detail(domain)
     value = 1.0 if result.outcome == "pass" else 0.0
     return [*hops, task_result(VERDICT[result.outcome], detail, value)]
-
-
-def official_totals(details: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The figures of the runner's log over some episodes' task-row details: PASS and FAIL
-    lines, tasks without a result line, task SR (PASS lines / tasks) and the logged hop rate
-    ``all_pass/all_all`` (END never in the numerator)."""
-    outcomes = [d.get("outcome") for d in details]
-    numerator = sum(int(d.get("numerator") or 0) for d in details)
-    denominator = sum(int(d.get("denominator") or 0) for d in details)
-    tasks = len(details)
-    return {"tasks": tasks, **{o: outcomes.count(o) for o in OUTCOMES},
-            "task_sr": outcomes.count("pass") / tasks if tasks else None,
-            "all_pass": numerator, "all_all": denominator,
-            "logged_hop_rate": numerator / denominator if denominator else None}
