@@ -268,3 +268,22 @@ def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, R
     total, complete, with_images, with_marks = rows[0]
     assert total == complete == with_marks > 0
     assert with_images > 0, "in-view images are linked to their stored bodies"
+
+
+def test_terminal_observation_is_the_page_after_the_last_action(recorded: tuple[Path, RunSummary],
+                                                                tmp_path: Path) -> None:
+    store, _ = recorded
+    # a stop: the terminal observation is the page the stop was given on
+    [(final_url, last_url, tree, shot, tabs)] = _one(store, """
+        select e.final_url, s.url, e.final_tree_text, e.final_screenshot, e.final_tabs from episodes e
+        join steps s on s.episode_id = e.episode_id and s.step_index = e.n_steps - 1""")
+    assert final_url == last_url and "[" in tree and len(shot) == 64 and tabs[0]["url"] == final_url
+    # a budget: the page the last action reached, which no step shows
+    capped = _record(tmp_path, "oracle", max_steps=3)
+    assert capped.episodes[0].stop_reason == "max_steps"
+    [(final_url, last_url, observed)] = _one(tmp_path / "store", """
+        select e.final_url, s.url, e.final_observed_at > s.started_at from episodes e
+        join steps s on s.episode_id = e.episode_id and s.step_index = 2""")
+    assert final_url == "http://shop.mmina.test/" != last_url and observed
+    scores = _one(tmp_path / "store", "select hops_passed from episode_scores where evaluator = 'hops'")
+    assert capped.episodes[0].hops_passed == scores[0][0] == capped.episodes[0].hops_credited
