@@ -18,13 +18,13 @@ from mmina.store import Store
 def trajectories(store: Store, runs: list[str]) -> list[dict[str, Any]]:
     """The episodes of ``runs`` (all when empty), by run and task."""
     chosen = runs or store.run_ids()
-    agents = {r["run_id"]: r["agent"] for r in store.read("runs", columns=["agent"]).to_pylist()}
+    agents = {r["run_id"]: r["agent"] for r in store.read("runs", columns=["run_id", "agent"]).to_pylist()}
     tasks = {(r["run_id"], r["task_id"]): json.loads(r["original_json"])
-             for r in store.read("tasks", columns=["task_id", "original_json"]).to_pylist()}
+             for r in store.read("tasks", columns=["run_id", "task_id", "original_json"]).to_pylist()}
     steps: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in store.read("steps", columns=["episode_id", "step_index", "url", "action"]).to_pylist():
         steps[row["episode_id"]].append(row)
-    episodes = store.read("episodes", columns=["episode_id", "task_id", "final_url", "stop_reason"]).to_pylist()
+    episodes = store.read("episodes", columns=["run_id", "episode_id", "task_id", "final_url", "stop_reason"]).to_pylist()
     found = []
     for episode in sorted((e for e in episodes if e["run_id"] in chosen), key=lambda e: (e["run_id"], e["task_id"])):
         ordered = sorted(steps[episode["episode_id"]], key=lambda s: s["step_index"])
