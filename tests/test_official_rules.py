@@ -255,3 +255,36 @@ def test_report_prints_the_runners_log_beside_hops(tmp_path: Path) -> None:
     table = CliRunner().invoke(cli, ["report", "--store", str(tmp_path / "store"), "--evaluator", "mmina_official"])
     assert table.exit_code == 0, table.output
     assert "official runner's log" in table.output and "logged_hop_rate" in table.output
+
+
+# -- the official-shaped task set -----------------------------------------------------------------
+
+def test_official_shaped_set_is_generated_and_every_page_is_served() -> None:
+    from urllib.parse import parse_qs, urlsplit
+    from mmina.fixtures.generate_official_tasks import TASKS_DIR, build
+    from mmina.fixtures.generate_tasks import stale_files
+    from mmina.fixtures.web.base import Request
+    from mmina.fixtures.web.server import FixtureWeb
+    from mmina.tasks import load_suite
+    tasks = build()
+    assert stale_files(tasks, TASKS_DIR) == [], "run python -m mmina.fixtures.generate_official_tasks"
+    suite = load_suite("official")
+    assert {t.suite for t in suite.tasks} == set(RULE_SETS) and len(suite.tasks) == len(tasks)
+    web = FixtureWeb()
+    for task in suite.tasks:
+        for step in task.reference_script:
+            url = urlsplit(step.get("url", ""))
+            if step["action"] == "goto" and url.hostname != "kiwix.mmina.test":
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                assert web.dispatch(url.hostname, Request("GET", url.path or "/", query, {}, {})).status == 200, step
+        if task.suite in ("compare", "multi567", "multipro"):  # the conventions the runner's rules read
+            assert task.original["procedure"][0] == "kiwix" and task.original["procedure"][-1] == "end"
+            assert task.original["flight"] == task.original["flight"].lower() != ""
+        if task.suite == "normal":
+            assert task.reference_script[-1]["answer"] == task.reference_script[-2]["url"]  # the final URL
+
+
+def test_the_oracle_passes_every_official_shaped_task_under_the_runners_code() -> None:
+    oracle = [(t, o) for t, o in RECORDED if t["run_id"] == "oracle-official"]
+    assert len(oracle) == 21 and all(o["outcome"] == "pass" for _, o in oracle), \
+        [(t["id"], o) for t, o in oracle if o["outcome"] != "pass"]
