@@ -177,8 +177,8 @@ def _action_line(row: dict) -> str:
 
 def _outcome(trajectory: Trajectory) -> str:
     answer = f'answer "{trajectory.final_answer}"' if trajectory.final_answer is not None else "no answer"
-    return (f"ended by {trajectory.stop_reason}, {trajectory.live_hops}/{trajectory.n_hops} hops reached (live URL tracking), "
-            f"{answer}")
+    return (f"ended by {trajectory.stop_reason}, {trajectory.live_hops}/{trajectory.n_hops} hops reached "
+            f"(live URL tracking), {answer}")
 
 
 def _clip(text: str, limit: int) -> str:
