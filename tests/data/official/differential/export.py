@@ -2,7 +2,7 @@
 
     python -m tests.data.official.differential.export STORE [RUN ...] > recorded.json
 
-One trajectory per episode: its agent (the run's), task id and domain (the task's folder),
+One trajectory per task and run (its latest attempt, as the report counts it): its agent (the run's), task id and domain (the task's folder),
 the task file's JSON, each step's URL and action text, and the terminal observation's URL.
 """
 from __future__ import annotations
@@ -24,9 +24,11 @@ def trajectories(store: Store, runs: list[str]) -> list[dict[str, Any]]:
     steps: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in store.read("steps", columns=["episode_id", "step_index", "url", "action"]).to_pylist():
         steps[row["episode_id"]].append(row)
-    episodes = store.read("episodes", columns=["run_id", "episode_id", "task_id", "final_url", "stop_reason"]).to_pylist()
+    rows = store.read("episodes", columns=["run_id", "episode_id", "task_id", "final_url", "stop_reason", "attempt",
+                                           "started_at"]).to_pylist()
+    latest = {(e["run_id"], e["task_id"]): e for e in sorted(rows, key=lambda e: (e["attempt"], e["started_at"]))}
     found = []
-    for episode in sorted((e for e in episodes if e["run_id"] in chosen), key=lambda e: (e["run_id"], e["task_id"])):
+    for episode in sorted((e for e in latest.values() if e["run_id"] in chosen), key=lambda e: (e["run_id"], e["task_id"])):
         ordered = sorted(steps[episode["episode_id"]], key=lambda s: s["step_index"])
         found.append({"id": f"{episode['run_id']}/{episode['task_id']}", "agent": agents[episode["run_id"]],
                       "run_id": episode["run_id"], "task_id": episode["task_id"],
