@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mmina.analysis.data import query
-from mmina.analysis.tables import Table
+from mmina.analysis.tables import Table, rate_columns, rate_values
 from mmina.store import Store
 from mmina.store.views import connect
 
@@ -41,24 +41,24 @@ def log_totals(details: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     outcomes = [d.get("outcome") for d in details]
     numerator = sum(int(d.get("numerator") or 0) for d in details)
     denominator = sum(int(d.get("denominator") or 0) for d in details)
-    tasks = len(details)
-    return {"tasks": tasks, **{o: outcomes.count(o) for o in OUTCOMES},
-            "task_sr": outcomes.count("pass") / tasks if tasks else None,
-            "all_pass": numerator, "all_all": denominator,
-            "logged_hop_rate": numerator / denominator if denominator else None}
+    tasks, passed = len(details), outcomes.count("pass")
+    task_sr, logged = rate_values(passed, tasks), rate_values(numerator, denominator)
+    return {"tasks": tasks, **{o: outcomes.count(o) for o in OUTCOMES}, **dict(zip(rate_columns("task_sr"), task_sr)),
+            "all_pass": numerator, "all_all": denominator, **dict(zip(rate_columns("logged_hop_rate"), logged))}
 
 
 def clean_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``hops`` figures of the same episodes (None where they have no ``hops`` verdict)."""
+    """The ``hops`` figures of the same episodes (over those with a ``hops`` verdict)."""
     scored = [r for r in rows if r["clean_passed"] is not None]
-    hops = sum(r["clean_hops_total"] for r in scored)
-    return {"hops_scored": len(scored),
-            "hops_task_sr": sum(bool(r["clean_passed"]) for r in scored) / len(scored) if scored else None,
-            "hops_hop_sr": sum(r["clean_hops_passed"] for r in scored) / hops if hops else None}
+    passed = sum(bool(r["clean_passed"]) for r in scored)
+    hops, hops_passed = sum(r["clean_hops_total"] for r in scored), sum(r["clean_hops_passed"] for r in scored)
+    return {"hops_scored": len(scored), **dict(zip(rate_columns("hops_task_sr"), rate_values(passed, len(scored)))),
+            **dict(zip(rate_columns("hops_hop_sr"), rate_values(hops_passed, hops)))}
 
 
-COLUMNS = ("rule_set", "tasks", "pass", "fail", "no_result", "unclear", "task_sr", "all_pass", "all_all",
-           "logged_hop_rate", "hops_scored", "hops_task_sr", "hops_hop_sr")
+COLUMNS = ("rule_set", "tasks", "pass", "fail", "no_result", "unclear", *rate_columns("task_sr"), "all_pass",
+           "all_all", *rate_columns("logged_hop_rate"), "hops_scored", *rate_columns("hops_task_sr"),
+           *rate_columns("hops_hop_sr"))
 
 
 def runner_log_table(store: Store, runs: Sequence[str]) -> Table:
