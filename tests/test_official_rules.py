@@ -231,34 +231,58 @@ def corpus_store(root: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]])
     return store
 
 
-def test_report_prints_the_runners_log_beside_hops(tmp_path: Path) -> None:
+SCORABLE = [(t, o) for t, o in HANDMADE if "task_id" in t["task"] and "intent" in t["task"]]
+"""The hand-made cases a store can hold (mmina refuses a task without an intent; ids come from the store)."""
+
+
+def invoke(*args: str) -> Any:
     from click.testing import CliRunner
     from mmina.cli import cli
-    pairs = [(t, o) for t, o in HANDMADE if "task_id" in t["task"] and "intent" in t["task"]]
-    corpus_store(tmp_path / "store", pairs)
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture(scope="module")
+def scored_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hand-made cases in a store, scored by ``mmina_official`` and ``hops``."""
+    root = tmp_path_factory.mktemp("official") / "store"
+    corpus_store(root, SCORABLE)
     for name in ("mmina_official", "hops"):
-        result = CliRunner().invoke(cli, ["rescore", "--store", str(tmp_path / "store"), "--evaluator", name])
+        result = invoke("rescore", "--store", str(root), "--evaluator", name)
         assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(cli, ["report", "--store", str(tmp_path / "store"), "--evaluator", "mmina_official",
-                                      "--table", "runner_log", "--format", "json"])
+    return root
+
+
+def runner_log(store: Path) -> list[dict[str, Any]]:
+    result = invoke("report", "--store", str(store), "--evaluator", "mmina_official", "--table", "runner_log",
+                    "--format", "json")
     assert result.exit_code == 0, result.output
-    rows = {r["rule_set"]: r for r in json.loads(result.stdout)["tables"]["runner_log"]}
+    return json.loads(result.stdout)["tables"]["runner_log"]
+
+
+def test_report_prints_the_runners_log_beside_hops(scored_store: Path) -> None:
+    rows = {r["rule_set"]: r for r in runner_log(scored_store)}
     for rule_set in ("multihop", "2hop", "singlehop"):
-        logged = [o for t, o in pairs if RULE_SETS[t["domain"]] == rule_set]
+        logged = [o for t, o in SCORABLE if RULE_SETS[t["domain"]] == rule_set]
         row = rows[rule_set]
         assert (row["tasks"], row["pass"], row["no_result"]) == \
             (len(logged), sum(o["outcome"] == "pass" for o in logged), sum(o["outcome"] == "no_result" for o in logged))
         assert (row["all_pass"], row["all_all"]) == (sum(o["numerator"] for o in logged),
                                                      sum(o["denominator"] for o in logged))
         assert row["hops_scored"] == len(logged) and row["hops_task_sr"] is not None
-    assert rows["all"]["tasks"] == len(pairs) and rows["singlehop"]["all_pass"] == 0
-    table = CliRunner().invoke(cli, ["report", "--store", str(tmp_path / "store"), "--evaluator", "mmina_official"])
+    assert rows["all"]["tasks"] == len(SCORABLE) and rows["singlehop"]["all_pass"] == 0
+    table = invoke("report", "--store", str(scored_store), "--evaluator", "mmina_official")
     assert table.exit_code == 0, table.output
     assert "official runner's log" in table.output and "all_pass/all_all" in table.output
 
 
-# -- the official-shaped task set -----------------------------------------------------------------
+def test_readme_sql_gives_the_runner_log(scored_store: Path) -> None:
+    from mmina.store.sql import run_query
+    from tests.test_report import assert_matches_sql, readme_sql
+    query = run_query(Store.open(scored_store), readme_sql()["runner_log"])
+    assert_matches_sql(runner_log(scored_store), [dict(zip(query.columns, row)) for row in query.rows])
 
+
+# -- the official-shaped task set -----------------------------------------------------------------
 def test_official_shaped_set_is_generated_and_every_page_is_served() -> None:
     from urllib.parse import parse_qs, urlsplit
     from mmina.fixtures.generate_official_tasks import TASKS_DIR, build
@@ -288,3 +312,4 @@ def test_the_oracle_passes_every_official_shaped_task_under_the_runners_code() -
     oracle = [(t, o) for t, o in RECORDED if t["run_id"] == "oracle-official"]
     assert len(oracle) == 21 and all(o["outcome"] == "pass" for _, o in oracle), \
         [(t["id"], o) for t, o in oracle if o["outcome"] != "pass"]
+
