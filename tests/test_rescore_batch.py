@@ -47,11 +47,11 @@ BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
     # mmina_official version 2 (the official runner's rules transplanted, issue 24): pinned when it was written;
     # no episode is unscored — whatever the runner raises is a no_result outcome
     "mmina_official domain=normal": ({"hop fail": 1631, "hop pass": 183, "task fail": 1241, "task pass": 67},
-                                     "7ea26bb360740ae5", 0),
+                                     "9b38f354f33b3cb9", 0),
     "mmina_official domain=multipro": ({"hop fail": 3140, "hop pass": 410, "task fail": 1183, "task pass": 125},
-                                       "9ccf3f02bb432382", 0),
+                                       "d00201114dc8a43e", 0),
     "mmina_official domain=shopping": ({"hop fail": 992, "task fail": 1268, "task pass": 4, "task unclear": 36},
-                                       "fd236d2598b7cb01", 0),
+                                       "28ec8090ff040bf3", 0),
     "fuzzy": ({"task fail": 68, "task pass": 4, "task unclear": 1188}, "0f2100f401dd9264", 0),
     "fuzzy reference=must_include": ({"task fail": 807, "task pass": 309, "task unclear": 144}, "3a6660f1bb24180c", 0),
     "task": ({"task fail": 892, "task pass": 306, "task unclear": 62}, "50208359bf0e538c", 0),

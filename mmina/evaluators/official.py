@@ -572,9 +572,11 @@ VERDICT = {"pass": "pass", "fail": "fail", "no_result": "fail", "unclear": "uncl
 
 
 def official_rows(result: Outcome, domain: str) -> list[ScoreRow]:
+    """One hop row per unit the runner adds to its logged denominator, the first ``numerator``
+    passed (with the step whose page credited it), then the task row with the whole detail."""
     state = result.state
     hops = [ScoreRow("pass" if i < state.numerator else "fail", float(i < state.numerator), "hop", i,
-                     detail={"credited_at": state.credited_at[i] if i < len(state.credited_at) else None})
+                     detail={"completed_step": state.credited_at[i] if i < state.numerator else None})
             for i in range(state.denominator)]
     detail = result.detail(domain)
     value = 1.0 if result.outcome == "pass" else 0.0
