@@ -378,32 +378,43 @@ def _header(config: Any, trajectory: Trajectory) -> None:
 
 def _loop(rules: Any, trajectory: Trajectory, limits: Thresholds, result: Outcome) -> tuple[str, str | None]:
     """The ``while True`` loop (run.py:333-428): check the page, stop early or take the
-    agent's next action; the stop's answer and the page the runner ends on."""
-    state, urls, actions, steps = result.state, trajectory.urls, trajectory.actions, trajectory.step_indexes
-    taken = EarlyStop(limits)
-    last = len(urls)
+    agent's next action; the stop's answer and the page the runner ends on. The recorded
+    steps give the pages and actions; the terminal observation the page after the last one."""
+    state, check, taken = result.state, rules.check, EarlyStop(limits)
+    stopped = taken.reason()  # before any action (a threshold of 0 stops at once)
     page = None
-    for k in range(last + 1):
-        if k < last:
-            page, step = urls[k], steps[k]
-        elif trajectory.final_url is not None:
-            page, step = trajectory.final_url, (steps[-1] + 1 if steps else 0)
-        else:
-            page, step = None, -1
-            result.final_state_unknown = True
-        if page is not None:
-            result.pages_checked += 1
-            rules.check(state, page.lower(), step)  # run.py:334: current_url.lower()
-        stopped = taken.reason()  # run.py:371-376
-        if stopped is not None:
-            result.stop = f"Early stop: {stopped}"
-            return result.stop, page
-        action = parse_official(actions[k]) if k < last else OfficialAction(STOP)
+    for page, text, step in zip(trajectory.urls, trajectory.actions, trajectory.step_indexes):
+        result.pages_checked += 1
+        check(state, page.lower(), step)  # run.py:334: current_url.lower()
+        if stopped is not None:  # run.py:371-376
+            return _early(result, stopped), page
+        action = parse_official(text)
         if action.kind == STOP:  # run.py:417-418
             result.stop = action.answer
             return action.answer, page
         taken.add(action)
-    raise AssertionError("unreachable: the loop ends on a stop")
+        stopped = taken.reason()
+    page = _terminal_page(trajectory, result)
+    if page is not None:
+        check(state, page.lower(), trajectory.step_indexes[-1] + 1 if trajectory.step_indexes else 0)
+    if stopped is not None:
+        return _early(result, stopped), page
+    return "", page  # the recording has no action left: the recorded agent stops, answer empty
+
+
+def _early(result: Outcome, reason: str) -> str:
+    """The answer of the runner's early stop: its message (run.py:376)."""
+    result.stop = f"Early stop: {reason}"
+    return result.stop
+
+
+def _terminal_page(trajectory: Trajectory, result: Outcome) -> str | None:
+    """The page after the last recorded action (the terminal observation); None when unknown."""
+    if trajectory.final_url is None:
+        result.final_state_unknown = True
+        return None
+    result.pages_checked += 1
+    return trajectory.final_url
 
 
 def task_score(config: Any, answer: str, page_url: str | None, needed: bool) -> float | None:
