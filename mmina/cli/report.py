@@ -76,8 +76,9 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     default evaluator is `hops`, the clean hop queue; with `--evaluator mmina_official` the
     first table, runner_log, gives the official runner's log figures (PASS lines, tasks with
     no result line, all_pass/all_all) per rule set beside the hops figures.
-    `--evaluator step_action` shows the step-level figures of the run's latest `mmina eval-steps` batch instead. The tables are defined in
-    docs/analysis.md, and README.md gives the SQL that reproduces each one.
+    `--evaluator step_action` shows the step-level figures of the run's latest `mmina
+    eval-steps` batch instead. The tables are defined in docs/analysis.md, and README.md
+    gives the SQL that reproduces each one.
 
     \b
     Examples:
