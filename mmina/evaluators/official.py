@@ -75,6 +75,8 @@ _PATTERNS = {  # actions.py:1536-1614, one regular expression per action name
 _STOP = re.compile(r"stop ?\[(.+)\]")
 _PARSED: dict[str | None, OfficialAction] = {None: OfficialAction(NONE)}
 """Action text -> parsed action: the texts of a rescoring repeat (``scroll [down]``, ``go_back``)."""
+PARSED_KEPT = 65_536
+"""At most this many parsed texts are kept (typed texts and URLs rarely repeat)."""
 
 
 def parse_official(text: str | None) -> OfficialAction:
@@ -82,7 +84,10 @@ def parse_official(text: str | None) -> OfficialAction:
     cannot parse is the ``NONE`` action the agent then returns (agent/agent.py:198-199)."""
     found = _PARSED.get(text)
     if found is None:
-        found = _PARSED[text] = _parse(text)
+        if len(_PARSED) >= PARSED_KEPT:
+            _PARSED.clear()
+            _PARSED[None] = OfficialAction(NONE)
+        found = _PARSED[text] = _parse(text)  # type: ignore[arg-type] - None is always kept
     return found
 
 
@@ -193,10 +198,10 @@ def describe(exc: BaseException) -> str:
 
 @dataclass
 class Counter:
-    """The runner's per-task state: ``cnt_ans``, ``flag`` and ``cnt_cl`` (run.py:299-327),
-    the recorded step at which each increment happened, and how far the task got."""
+    """The runner's per-task state: ``cnt_ans`` and ``flag`` (run.py:302, 327), the recorded
+    step at which each increment happened, and what the task added to the logged hop rate:
+    the denominator ``cnt_cl`` (run.py:325) and the numerator ``cnt_ans`` (run.py:429)."""
 
-    cnt_cl: int = 0
     cnt_ans: int = 0
     flag: bool = True
     credited_at: list[int] = field(default_factory=list)
@@ -357,7 +362,7 @@ def _run(config: Any, rule_set: str, trajectory: Trajectory, limits: Thresholds,
     result.started = True
     rules = RULES[rule_set](config)
     state = result.state
-    state.cnt_cl = state.denominator = rules.cnt_cl  # run.py:325: all_all += cnt_cl
+    state.denominator = rules.cnt_cl  # run.py:325: all_all += cnt_cl
     answer, page = _loop(rules, trajectory, limits, result)
     state.numerator = state.cnt_ans  # run.py:429: all_pass += cnt_ans
     result.final_page = page
