@@ -125,7 +125,8 @@ def test_hop_rows_are_the_logged_denominator_and_numerator() -> None:
 
 def test_the_terminal_page_is_checked_and_unknown_is_said() -> None:
     urls, actions = ["http://kiwix.test/viewer#w/A/Landing"] * 2, ["scroll [down]", "goto [http://events.test/tokyo]"]
-    known = get("mmina_official", max_steps=2).score(_view("normal/1", NORMAL, urls, actions, "http://events.test/tokyo"))
+    reached = _view("normal/1", NORMAL, urls, actions, "http://events.test/tokyo")
+    known = get("mmina_official", max_steps=2).score(reached)
     assert (known[-1].verdict, known[-1].detail["stop"]) == ("pass", "Early stop: Reach max steps 2")
     unknown = get("mmina_official", max_steps=2).score(_view("normal/1", NORMAL, urls, actions))
     assert (unknown[-1].verdict, unknown[-1].detail["final_state_unknown"]) == ("fail", True)
@@ -225,7 +226,8 @@ def corpus_store(root: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]])
     batch = store.batch_writer("corpus")
     for n, ((trajectory, _), task) in enumerate(zip(pairs, tasks), start=1):
         steps = [step_row(i, None, url=s["url"], action=s.get("action")) for i, s in enumerate(trajectory["steps"])]
-        batch.add_episode(episode_row(task.task_id, len(steps), episode_id=f"ep-{n:03d}", final_url=trajectory["final_url"],
+        batch.add_episode(episode_row(task.task_id, len(steps), episode_id=f"ep-{n:03d}",
+                                      final_url=trajectory["final_url"],
                                       started_at=T0), steps)
     batch.commit()
     return store

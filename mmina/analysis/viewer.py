@@ -128,7 +128,8 @@ HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
 TERMINAL = "(the page after the last action: the terminal observation)"
 
 
-def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, blobs: dict[str, bytes]) -> dict[str, Any] | None:
+def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None,
+                  blobs: dict[str, bytes]) -> dict[str, Any] | None:
     """The terminal observation as a last entry after the steps, when the store has it (the page
     a budget's last action reached is seen nowhere else)."""
     if episode["final_url"] is None:

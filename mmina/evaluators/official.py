@@ -339,7 +339,8 @@ class Outcome:
     def detail(self, domain: str) -> dict[str, Any]:
         state = self.state
         return {"outcome": self.outcome, "rule_set": self.rule_set, "domain": domain, "error": self.error,
-                "hops_credited": state.cnt_ans if self.started else None, "credited_at": state.credited_at, "numerator": state.numerator,
+                "hops_credited": state.cnt_ans if self.started else None, "credited_at": state.credited_at,
+                "numerator": state.numerator,
                 "denominator": state.denominator, "stop": self.stop, "score": self.score, "pending": self.pending,
                 "pages_checked": self.pages_checked, "final_page": self.final_page,
                 "final_state_unknown": self.final_state_unknown}
@@ -523,7 +524,8 @@ def page_score(config: Any, answer: str, page_url: str | None) -> float | None:
     return None
 
 
-PENDING = {string_score: "the LLM judge (fuzzy_match)", url_score: "the page after the last action (unknown in this store)",
+PENDING = {string_score: "the LLM judge (fuzzy_match)",
+           url_score: "the page after the last action (unknown in this store)",
            page_score: "the live page (program_html)"}
 """Why an evaluator's score cannot be computed from the store, when it cannot."""
 

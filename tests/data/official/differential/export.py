@@ -2,8 +2,9 @@
 
     python -m tests.data.official.differential.export STORE [RUN ...] > recorded.json
 
-One trajectory per task and run (its latest attempt, as the report counts it): its agent (the run's), task id and domain (the task's folder),
-the task file's JSON, each step's URL and action text, and the terminal observation's URL.
+One trajectory per task and run (its latest attempt, as the report counts it): its agent (the
+run's), task id and domain (the task's folder), the task file's JSON, each step's URL and
+action text, and the terminal observation's URL.
 """
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ def trajectories(store: Store, runs: list[str]) -> list[dict[str, Any]]:
                                            "started_at"]).to_pylist()
     latest = {(e["run_id"], e["task_id"]): e for e in sorted(rows, key=lambda e: (e["attempt"], e["started_at"]))}
     found = []
-    for episode in sorted((e for e in latest.values() if e["run_id"] in chosen), key=lambda e: (e["run_id"], e["task_id"])):
+    chosen_rows = sorted((e for e in latest.values() if e["run_id"] in chosen), key=lambda e: (e["run_id"], e["task_id"]))
+    for episode in chosen_rows:
         ordered = sorted(steps[episode["episode_id"]], key=lambda s: s["step_index"])
         found.append({"id": f"{episode['run_id']}/{episode['task_id']}", "agent": agents[episode["run_id"]],
                       "run_id": episode["run_id"], "task_id": episode["task_id"],
-                      "domain": episode["task_id"].split("/")[0], "task": tasks[(episode["run_id"], episode["task_id"])],
+                      "domain": episode["task_id"].split("/")[0],
+                      "task": tasks[(episode["run_id"], episode["task_id"])],
                       "stop_reason": episode["stop_reason"],
                       "steps": [{"url": s["url"] or "", "action": s["action"]} for s in ordered],
                       "final_url": episode["final_url"]})
