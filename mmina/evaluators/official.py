@@ -110,13 +110,6 @@ def _parse(text: str) -> OfficialAction:
     return OfficialAction(kind, int(match.group(1)) if kind == PAGE_FOCUS else match.group(1))
 
 
-def equivalent(a: OfficialAction, b: OfficialAction) -> bool:
-    """``is_equivalent`` (actions.py:278-324) for the actions an id-based agent can give: the
-    same type, and for those with an argument the same element id, direction, key, tab or
-    URL (``type`` compares the element id only, not the text)."""
-    return a.kind == b.kind and (a.kind in (NONE, NEW_TAB, GO_BACK, GO_FORWARD, PAGE_CLOSE) or a.key == b.key)
-
-
 @dataclass(frozen=True)
 class Thresholds:
     """The runner's ``--max_steps``, ``--parsing_failure_th``, ``--repeating_action_failure_th``
@@ -147,14 +140,24 @@ class EarlyStop:
         self.same = 0  # trailing run of actions equivalent to the last one
         self.last: OfficialAction | None = None
         self.typed: dict[Any, int] = {}  # type actions by element id
+        self.plain = limits.parsing_failure > 0 and limits.repeating_action > 0  # no [-0:] slice to mimic
 
-    def add(self, action: OfficialAction) -> None:
+    def add(self, action: OfficialAction) -> str | None:
+        """Take one more action; why the runner stops before the next one, or None. Two
+        parsed actions other than a stop are equivalent exactly when they are equal (the
+        argument-less ones carry no key), which makes the trailing runs cheap to keep."""
         self.taken += 1
         self.failures = self.failures + 1 if action.kind == NONE else 0
-        self.same = self.same + 1 if self.last is not None and equivalent(action, self.last) else 1
+        self.same = self.same + 1 if action == self.last else 1
         self.last = action
+        repeated = self.same
         if action.kind == TYPE:
-            self.typed[action.key] = self.typed.get(action.key, 0) + 1
+            repeated = self.typed[action.key] = self.typed.get(action.key, 0) + 1
+        limits = self.limits
+        if self.plain and self.taken < limits.max_steps and self.failures < limits.parsing_failure \
+                and repeated < limits.repeating_action:
+            return None  # the usual case, decided without building a message
+        return self.reason()
 
     def reason(self) -> str | None:
         limits = self.limits
@@ -398,8 +401,7 @@ def _loop(rules: Any, trajectory: Trajectory, limits: Thresholds, result: Outcom
         if action.kind == STOP:  # run.py:417-418
             result.stop = action.answer
             return action.answer, page
-        taken.add(action)
-        stopped = taken.reason()
+        stopped = taken.add(action)
     page = _terminal_page(trajectory, result)
     if page is not None:
         check(state, page.lower(), trajectory.step_indexes[-1] + 1 if trajectory.step_indexes else 0)
