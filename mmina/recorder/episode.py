@@ -24,7 +24,7 @@ from mmina.recorder.verdicts import episode_view, write_verdicts
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
-from mmina.tasks import HopTracker, Task
+from mmina.tasks import HopTracker, Task, id_slug
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class EpisodeResult:
 
 
 def new_episode_id(task: Task) -> str:
-    return f"{task.task_id.replace('/', '-')}-{uuid.uuid4().hex[:16]}"
+    return f"{id_slug(task.task_id)}-{uuid.uuid4().hex[:16]}"
 
 
 def _now() -> datetime:
