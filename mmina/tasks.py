@@ -118,7 +118,9 @@ class TaskSuite:
         by_id = {t.task_id: t for t in self.tasks}
         missing = [t for t in task_ids if t not in by_id]
         if missing:
-            raise TaskError(f"unknown task id(s) {', '.join(missing)} in suite {self.name}")
+            shown = ", ".join(t if t.strip() and t.isprintable() else repr(t) for t in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise TaskError(f"unknown task id(s) {shown}{more} in suite {self.name}")
         return replace(self, tasks=tuple(by_id[t] for t in task_ids))
 
     def head(self, limit: int | None) -> "TaskSuite":

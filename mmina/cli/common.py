@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import math
 import sys
 from collections.abc import Sequence
 from datetime import date, datetime
@@ -22,6 +23,18 @@ from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
 FORMATS = ("table", "csv", "json")
+MAX_WORKERS = 256
+MAX_CONCURRENCY = 256
+"""Episodes in flight per worker (each a browser context of about 70 MB)."""
+MAX_STEPS = 1000
+MAX_MEMORY = 50
+"""Earlier trajectories put into one prompt."""
+MAX_PRICE_USD = 10_000.0
+"""Per million tokens."""
+MAX_DRIFT = 100
+"""Drift levels of the fixture web (prices move by up to 5 % a level; level 3 already moves URLs)."""
+MAX_HISTORY = 100
+"""Earlier actions shown in one prompt."""
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
@@ -39,6 +52,17 @@ class MminaGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+class Bounded(click.FloatRange):
+    """A float in a closed range that is also finite: click's own range lets ``nan`` through
+    (every comparison with it is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 def store_option(func):
@@ -68,7 +92,7 @@ def executor_options(workers_help: str):
         func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
                             help="Where workers run: processes on this machine, or Ray actors "
                                  "(pip install 'mmina[ray]').")(func)
-        return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+        return click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True,
                             help=workers_help)(func)
 
     return decorator
@@ -78,7 +102,7 @@ def scale_options(what: str):
     """:func:`executor_options` and ``--concurrency`` for commands that drive browsers
     (``what``: "recorded" or "replayed")."""
     def decorator(func):
-        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+        func = click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True,
                             help=f"Episodes {what} at once per worker, each in its own context of the worker's "
                                  "one Chromium (the lever for agents that wait on a model).")(func)
         return executor_options("Worker processes (or Ray actors), each with its own Chromium.")(func)
@@ -111,10 +135,11 @@ def openai_agent_options(scope: str, prices: bool = True):
         click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text",
                      show_default=True,
                      help=f"{scope}: accessibility tree only, plus image captions, or plus the screenshot."),
-        click.option("--temperature", type=float, default=0.0, show_default=True, help=f"{scope}: sampling temperature."),
+        click.option("--temperature", type=Bounded(0, 2), default=0.0, show_default=True,
+                     help=f"{scope}: sampling temperature (0..2)."),
     ]
     if prices:
-        options += [click.option(f"--price-{kind}", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        options += [click.option(f"--price-{kind}", type=Bounded(0, MAX_PRICE_USD), default=0.0, show_default=True,
                                  metavar="USD", help=f"{scope}: price per million {kind}put tokens, for the recorded cost.")
                     for kind in ("in", "out")]
 
