@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from mmina.actions import ActionKind
 from mmina.errors import TaskError, first_line
+from mmina.navigation import is_web_url
 from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, Task, TaskSuite,
                          count_value, has_surrogate, id_base, resolve_suite_path, suite_sha256, task_from_dict,
                          task_id_of, valid_text)
@@ -250,16 +250,7 @@ def _start_url(raw: dict[str, Any], _suite: str) -> list[Finding]:
     urls = [u.strip() for u in start.split(START_URL_SEPARATOR) if u.strip()]
     if len(urls) > MAX_START_URLS:
         return [_error("start_url", f"{len(urls)} start URLs: at most {MAX_START_URLS} (one tab each)")]
-    return [_error("start_url", f"not an http(s) URL: {_shorten(u)}") for u in urls if not _web_url(u)]
-
-
-def _web_url(url: str) -> bool:
-    """An http(s) URL with a host (a malformed one, such as ``http://[::1``, is not)."""
-    try:
-        parts = urlsplit(url)
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        return False
+    return [_error("start_url", f"not an http(s) URL: {_shorten(u)}") for u in urls if not is_web_url(u)]
 
 
 def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:

@@ -19,6 +19,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
 from mmina.errors import MminaError
+from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
 from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
@@ -125,6 +126,31 @@ def format_option(*choices: str):
     return decorator
 
 
+def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):
+    """``--model-deadline`` and ``--model-retries``: how long one model call may take, retries
+    included, and how often it is retried (each help text starting with ``scope``; ``retries``
+    the default)."""
+    options = [
+        click.option("--model-deadline", type=Bounded(1, MAX_CALL_S), default=DEFAULT_CALL_S, show_default=True,
+                     metavar="SECONDS", help=f"{scope}: the most one model call may take, retries included (an "
+                                             "endpoint that never answers, or drips, fails the call then)."),
+        click.option("--model-retries", type=click.IntRange(0, MAX_RETRIES), default=retries,
+                     show_default=True, metavar="N",
+                     help=f"{scope}: retries of a model call on 429, 5xx, timeouts and lost connections, with backoff."),
+    ]
+
+    def decorator(func):
+        return _apply(options, func)
+
+    return decorator
+
+
+def _apply(options: list[Any], func: Any) -> Any:
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def openai_agent_options(scope: str, prices: bool = True):
     """The openai agent's options, each help text starting with ``scope`` (e.g. "openai agent"):
     --model, --base-url, --input-mode, --temperature and, with ``prices``, --price-in/--price-out."""
@@ -137,6 +163,7 @@ def openai_agent_options(scope: str, prices: bool = True):
                      help=f"{scope}: accessibility tree only, plus image captions, or plus the screenshot."),
         click.option("--temperature", type=Bounded(0, 2), default=0.0, show_default=True,
                      help=f"{scope}: sampling temperature (0..2)."),
+        model_call_options(scope),
     ]
     if prices:
         options += [click.option(f"--price-{kind}", type=Bounded(0, MAX_PRICE_USD), default=0.0, show_default=True,
@@ -144,9 +171,7 @@ def openai_agent_options(scope: str, prices: bool = True):
                     for kind in ("in", "out")]
 
     def decorator(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
+        return _apply(options, func)
 
     return decorator
 
@@ -160,7 +185,7 @@ def open_store(store_path: str | None, create: bool = False) -> Store:
 AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
                  "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
                  "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
-                 "from_episode": "from_episode"}
+                 "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries"}
 """Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
 
 

@@ -58,7 +58,8 @@ def eval_steps(fmt: str, **options: Any) -> None:
         run_id=options["run_id"], agent=options["agent"], settings=agent_settings(options),
         sample=options["sample"], seed=options["seed"], history=options["history"], all_steps=options["all_steps"],
         episodes=tuple(options["episodes"]),
-        judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"]))
+        judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"],
+                            max_retries=options["model_retries"], deadline_s=options["model_deadline"]))
     with _progress() as progress:
         result = run_eval_steps(open_store(options["store_path"]), config, progress)
     if fmt == "json":

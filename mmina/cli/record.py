@@ -17,6 +17,7 @@ from mmina.cli.common import (MAX_DRIFT, MAX_MEMORY, MAX_STEPS, agent_settings, 
                               layout, print_json, print_tables, render_rows, scale_options, stderr,
                               store_option)
 from mmina.errors import MminaError
+from mmina.navigation import check_schemes
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -40,6 +41,13 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
         raise click.BadParameter(f"{width}x{height} is outside the allowed range: width {low_w}..{high_w}, "
                                  f"height {low_h}..{high_h}")
     return width, height
+
+
+def _schemes(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        return check_schemes(value)
+    except MminaError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
@@ -80,6 +88,9 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help=f"Viewport WIDTHxHEIGHT (width {VIEWPORT_WIDTHS[0]}..{VIEWPORT_WIDTHS[1]}, height "
                    f"{VIEWPORT_HEIGHTS[0]}..{VIEWPORT_HEIGHTS[1]}).")
 @browser_options
+@click.option("--allow-scheme", "allowed_schemes", multiple=True, metavar="SCHEME", callback=_schemes,
+              help="Let tabs go to URLs of this scheme too, e.g. file (repeatable; by default agents stay on "
+                   "http, https and about:blank: a goto elsewhere is an action error).")
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
 @click.option("--no-marks", is_flag=True,
               help="Do not paint set-of-marks screenshots (painted only for agents shown them; marks are stored).")
@@ -140,7 +151,8 @@ def _config(options: dict[str, Any]) -> RecordConfig:
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
         browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
                               viewport_width=width, viewport_height=height,
-                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
+                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
+                              allowed_schemes=options["allowed_schemes"]),
         agent_settings=agent_settings(options),
     )
 
