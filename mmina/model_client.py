@@ -22,13 +22,13 @@ import asyncio
 import codecs
 import concurrent.futures
 import os
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from mmina.errors import MminaError, first_line
 from mmina.navigation import is_web_url
+from mmina.unicode import escaped, mapped_text
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -44,7 +44,6 @@ MAX_RETRIES = 20
 MAX_TOKENS = 10_000_000
 """More tokens than any model takes or gives in one call: a usage count above it is not believed."""
 LOOP_GRACE_S = 5.0
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPE_ERRORS = "mmina-escape"
 
 
@@ -102,8 +101,9 @@ class ModelClient:
         self._client: Any = None
 
     def complete(self, **request: Any) -> ModelReply:
-        """One ``chat.completions.create`` call; :class:`ModelError` when it fails or runs out of time."""
-        future = asyncio.run_coroutine_threadsafe(self._complete(request), _loop())
+        """One ``chat.completions.create`` call (text no UTF-8 can hold sent escaped, see
+        ``mmina.unicode``); :class:`ModelError` when it fails or runs out of time."""
+        future = asyncio.run_coroutine_threadsafe(self._complete(mapped_text(request)), _loop())
         try:
             return future.result(timeout=self.deadlines.call_s + LOOP_GRACE_S)
         except concurrent.futures.TimeoutError:
@@ -168,12 +168,6 @@ def token_count(value: Any, name: str) -> tuple[int, str | None]:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         return 0, f"usage.{name} {shown} is not a token count (0..{MAX_TOKENS:,}): counted as 0"
     return value, None
-
-
-def escaped(text: str) -> str:
-    """``text`` with every lone surrogate written as its escape (``\\ud83d``): no UTF-8 can hold
-    one, and the store and terminal need UTF-8."""
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _escape_byte(error: UnicodeDecodeError) -> tuple[str, int]:

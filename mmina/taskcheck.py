@@ -32,8 +32,8 @@ from mmina.actions import ActionKind
 from mmina.errors import TaskError, first_line
 from mmina.navigation import is_web_url
 from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, Task, TaskSuite,
-                         count_value, has_surrogate, id_base, resolve_suite_path, suite_sha256, task_from_dict,
-                         task_id_of, valid_text)
+                         count_value, id_base, resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
+from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
 EVAL_TYPES = frozenset({"string_match", "url_match", "program_html"})

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmina.errors import TaskError
+from mmina.unicode import mapped_text, valid_text
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
@@ -39,7 +40,6 @@ MAX_HOPS = 100
 """The most hops a task may have (MMInA's have at most 10): ``cnt_hop`` above ``MAX_HOPS + 1``
 cannot decide a task's hops, and a count stays a small number all the way to the store."""
 ID_SLUG_CHARS = 80
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _COUNT = re.compile(r"[0-9]{1,9}")
 
 
@@ -171,46 +171,13 @@ def id_slug(task_id: str) -> str:
     return slug or "task"
 
 
-def valid_text(text: str) -> str:
-    """``text`` with every lone surrogate (``\\ud83d`` in JSON: not Unicode, and no UTF-8 can
-    hold it) replaced by U+FFFD, so it can be stored, printed and sent to a model."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def valid_json(value: Any) -> Any:
-    """A parsed JSON value with :func:`valid_text` applied to every string, keys included
-    (the value itself when it holds no lone surrogate, the common case)."""
-    if not has_surrogate(value):
-        return value
-    if isinstance(value, str):
-        return valid_text(value)
-    if isinstance(value, dict):
-        return {valid_text(k): valid_json(v) for k, v in value.items()}
-    return [valid_json(v) for v in value]
-
-
-def has_surrogate(value: Any) -> bool:
-    """Whether a string anywhere in ``value`` (keys included) holds a lone surrogate."""
-    todo = [value]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return True
-        elif isinstance(item, dict):
-            todo += [*item.keys(), *item.values()]
-        elif isinstance(item, list):
-            todo += item
-    return False
-
-
 def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
     """Normalize the official fields; missing, empty or null optional fields get empty values.
 
     Never raises for odd content (``mmina tasks validate`` says what is odd): values of the
     wrong type become text, lone surrogates U+FFFD, and ``cnt_hop`` at most ``MAX_HOPS + 1``.
     """
-    raw, task_id = valid_json(raw), valid_text(task_id)
+    raw, task_id = mapped_text(raw, valid_text), valid_text(task_id)
     evaluation = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
     procedure = tuple(p.strip().lower() for p in _list(raw.get("procedure")) if isinstance(p, str))
     counted = count_value(raw.get("cnt_hop", raw.get("hop_cnt")))

@@ -34,14 +34,25 @@ PAGE = """<!doctype html><title>Start</title><main>
 <a href="/redirect">redirect link</a></main>"""
 
 
+HALVES = """<!doctype html><title>x</title><button>b</button><script>
+document.title = 'half \\ud83d'; document.querySelector('button').textContent = 'a\\udcffb';</script>"""
+"""A page whose title and text hold lone surrogates (JavaScript strings may; no UTF-8 can)."""
+
+
 class SiteHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path == "/halves":
+            self._send(HALVES)
+            return
         if self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", "file:///etc/passwd")
             self.end_headers()
             return
-        body = PAGE.encode()
+        self._send(PAGE)
+
+    def _send(self, page: str) -> None:
+        body = page.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -83,10 +94,11 @@ def _element(name: str, observation: str) -> str:
     return found.group(1) if found else "0"
 
 
-def _record(tmp_path: Path, site: str, actions: list[str], allowed: tuple[str, ...] = ()) -> tuple[list, FakeOpenAI]:
+def _record(tmp_path: Path, site: str, actions: list[str], allowed: tuple[str, ...] = (),
+            start: str = "/") -> tuple[list, FakeOpenAI]:
     folder = tmp_path / "tasks"
     folder.mkdir()
-    (folder / "1.json").write_text(json.dumps({"intent": "Look around.", "start_url": f"{site}/", "cnt_hop": 1,
+    (folder / "1.json").write_text(json.dumps({"intent": "Look around.", "start_url": f"{site}{start}", "cnt_hop": 1,
                                                "procedure": ["end"]}))
     with FakeOpenAI(policy=_script(actions)) as server:
         settings = AgentSettings(model="fake", base_url=server.url, max_retries=0)
@@ -130,6 +142,13 @@ def test_a_scheme_the_user_allows_is_allowed(tmp_path: Path, site: str) -> None:
     steps, server = _record(tmp_path, site, [f"{SUMMARY_MARKER} ```goto [{page.as_uri()}]```",
                                              f"{SUMMARY_MARKER} ```stop [done]```"], allowed=("file",))
     assert steps[0][5] is None and steps[1][1] == page.as_uri() and "allowed local page" in steps[1][3]
+
+
+def test_a_page_with_half_characters_is_recorded_with_them_escaped(tmp_path: Path, site: str) -> None:
+    steps, server = _record(tmp_path, site, [f"{SUMMARY_MARKER} ```stop [done]```"], start="/halves")
+    [(_index, url, title, tree, action, error)] = steps
+    assert title == "half \\ud83d" and "a\\udcffb" in tree and action == "stop [done]"
+    assert "half" in json.dumps(server.requests), "the model was asked"
 
 
 def test_a_tab_that_lands_off_the_web_is_brought_back_before_it_is_observed() -> None:

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from mmina.model_client import escaped, token_count
+from mmina.model_client import token_count
 from mmina.observation import Observation
 from mmina.tasks import Task
+from mmina.unicode import escaped, mapped_text
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ MAX_COST_USD = 10_000.0
 def checked_reply(reply: AgentReply | str) -> AgentReply:
     """What the recorder stores of an agent's reply: plain action text (user agents may return
     it) as a reply; text escaped where no UTF-8 could hold it; token counts and cost that are
-    not believable (negative, absurd, not numbers) as 0, with a note saying so."""
+    not believable (negative, absurd, not numbers) as 0, with a note saying so; the request as a
+    model client sends it (``mmina.unicode``)."""
     if not isinstance(reply, AgentReply):
         return AgentReply(escaped(str(reply)))
     prompt, prompt_note = token_count(reply.prompt_tokens, "prompt_tokens")
@@ -63,7 +65,7 @@ def checked_reply(reply: AgentReply | str) -> AgentReply:
     cost, cost_note = _cost(reply.cost_usd)
     notes = [n for n in (reply.note, prompt_note, completion_note, cost_note) if n]
     return replace(reply, output=escaped(str(reply.output)), prompt_tokens=prompt, completion_tokens=completion,
-                   cost_usd=cost, note="; ".join(notes) or None)
+                   cost_usd=cost, note="; ".join(notes) or None, request=mapped_text(reply.request))
 
 
 def _cost(value: Any) -> tuple[float, str | None]:
