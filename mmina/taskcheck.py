@@ -126,13 +126,20 @@ def suite_files(root: Path) -> tuple[list[Path], list[TaskProblem]]:
         return [], [TaskProblem(shown, "-", "does not exist")]
     if not root.is_dir():
         return ([root], []) if root.is_file() else ([], [TaskProblem(shown, "-", "not a regular file")])
-    found = sorted(root.rglob("*.json"), key=_natural_key(root))
+    found = sorted(_named_json(root), key=_natural_key(root))
     problems = [TaskProblem(_shown(p), "-", "not a regular file (a FIFO, a folder...): skipped", WARNING)
                 for p in found if not p.is_file()]
     files = [p for p in found if p.is_file()]
     if not files:
         problems.append(TaskProblem(shown, "-", "no task files (*.json)"))
     return files, problems
+
+
+def _named_json(root: Path) -> list[Path]:
+    """Everything named ``*.json`` below ``root``; folders that cannot be read, or vanish while
+    they are walked (``/proc``), are passed over, and links to folders are not followed."""
+    return [Path(folder) / name for folder, folders, files in os.walk(root)
+            for name in (*files, *folders) if name.endswith(".json")]
 
 
 def _natural_key(root: Path) -> Callable[[Path], tuple[Any, ...]]:

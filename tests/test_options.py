@@ -79,3 +79,15 @@ def test_an_unexpected_error_is_one_line_from_the_script() -> None:
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert run.stderr.strip() == ("Error: unexpected RuntimeError: a bug (a bug in mmina; set MMINA_TRACEBACK=1 "
                                   "to see where)")
+
+
+@pytest.mark.parametrize("agent, message", [
+    ("os:system", "Error: cannot create agent os:system: TypeError: system() missing required argument"),
+    ("builtins:int", "Error: agent builtins:int has no act(observation) method"),
+    ("os:...", "Error: cannot load agent os:...: module 'os' has no attribute '...'"),
+    ("no such module:X", "Error: cannot load agent no such module:X: No module named 'no such module'"),
+])
+def test_an_agent_that_cannot_be_made_is_one_line(tmp_path: Path, agent: str, message: str) -> None:
+    result = CliRunner().invoke(cli, ["record", "--agent", agent, "--store", str(tmp_path / "store")])
+    assert result.exit_code == 1 and result.output.startswith(message), result.output
+    assert not (tmp_path / "store").exists()
