@@ -189,7 +189,7 @@ def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
         start_urls=tuple(u.strip() for u in _text(raw.get("start_url")).split(START_URL_SEPARATOR) if u.strip()),
         eval_types=tuple(t for t in _list(evaluation.get("eval_types")) if isinstance(t, str)),
         reference_answers={k: _reference(v) for k, v in answers.items()} if isinstance(answers, dict) else {},
-        reference_url=_text(evaluation.get("reference_url")),
+        reference_url=_text(evaluation.get("reference_url"), strip=False),
         cnt_hop=min(counted, MAX_HOPS + 1) if counted else len(procedure) or 1,
         procedure=procedure,
         city=_text(raw.get("city")),
@@ -217,11 +217,13 @@ def count_value(value: Any) -> int | None:
     return None
 
 
-def _text(value: Any) -> str:
-    """An optional text field: null is empty; a number is its text; a list or object its JSON."""
+def _text(value: Any, strip: bool = True) -> str:
+    """An optional text field: null is empty; a number is its text; a list or object its JSON
+    (stripped of surrounding spaces unless ``strip`` is False)."""
     if value is None:
         return ""
-    return (value if isinstance(value, str) else _json_text(value)).strip()
+    text = value if isinstance(value, str) else _json_text(value)
+    return text.strip() if strip else text
 
 
 def _json_text(value: Any) -> str:

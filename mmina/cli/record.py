@@ -114,6 +114,8 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
       mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
+      mmina record --agent openai --model gpt-4o --model-deadline 60 --model-retries 2
+      mmina record --tasks my-local-pages --allow-scheme file
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
