@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mmina import __version__
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 
 from bench.capture import capture_ab_section
 from bench.epoch import epoch_section

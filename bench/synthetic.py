@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, load_suite, task_row
+from mmina.tasks import Task, task_row
+from mmina.taskcheck import load_suite
 
 TASKS_PER_RUN = 1050
 STEPS = 10

@@ -16,7 +16,7 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
-        "mmina.model_client", "mmina.model_input", "mmina.observation", "mmina.pool", "mmina.redact", "mmina.runs",
+        "mmina.model_client", "mmina.model_input", "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
