@@ -128,10 +128,9 @@ def _empty(table: Table) -> str:
 def table_sql(store: Store, table: Table, runs: Collection[str] | None = None) -> str:
     """The SELECT behind one table's view, over every version of its files present; with
     ``runs``, a run-partitioned table is read from those runs' folders only."""
-    files = data_files(store.backend, table)
     scoped = runs is not None and table.partitioned_by_run
-    if scoped:
-        files = [p for p in files if run_of(p) in runs]
+    files = [p for run in sorted(runs or ()) for p in data_files(store.backend, table, run)] if scoped \
+        else data_files(store.backend, table)
     versions = sorted({file_version(p) for p in files})
     if not versions:
         return _empty(table)
