@@ -35,19 +35,17 @@ EPISODES_SQL = """
 SELECT e.run_id, e.episode_id, e.task_id, e.status, e.stop_reason, e.final_answer, e.n_steps, e.n_hops,
        e.hops_completed, e.error, e.blob_packs, t.intent, t.procedure
 FROM episodes e LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
-WHERE list_contains($episodes, e.episode_id) AND ($runs IS NULL OR list_contains($runs, e.run_id))
+WHERE list_contains($episodes, e.episode_id)
 """
 STEPS_SQL = """
 SELECT episode_id, step_index, url, action, action_kind, action_error, model_output, hop_index, hop_completed,
        tree_text, screenshot_som, screenshot, marks, screenshot_width, screenshot_height, target_box,
        model_input
-FROM steps WHERE list_contains($episodes, episode_id) AND ($runs IS NULL OR list_contains($runs, run_id))
-ORDER BY episode_id, step_index
+FROM steps WHERE list_contains($episodes, episode_id) ORDER BY episode_id, step_index
 """
 VERDICTS_SQL = """
 SELECT episode_id, evaluator, level, hop_index, verdict FROM latest_scores
-WHERE list_contains($episodes, episode_id) AND ($runs IS NULL OR list_contains($runs, run_id))
-ORDER BY episode_id, evaluator, level DESC, hop_index
+WHERE list_contains($episodes, episode_id) ORDER BY episode_id, evaluator, level DESC, hop_index
 """
 
 
@@ -132,11 +130,10 @@ def data_uri(image: bytes) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
 
 
-def episode_rows(db: StoreConnection, episode_ids: Sequence[str], runs: Sequence[str] | None = None
+def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
                  ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The episodes (by id), their steps in order and their current verdicts; ``runs``, when
-    known, lets DuckDB read those runs' files only (quick on a large store)."""
-    params = {"episodes": list(episode_ids), "runs": None if runs is None else list(runs)}
+    """The episodes (by id), their steps in order and their current verdicts."""
+    params = {"episodes": list(episode_ids)}
     episodes = {e["episode_id"]: e for e in query(db, EPISODES_SQL, params)}
     return episodes, query(db, STEPS_SQL, params), query(db, VERDICTS_SQL, params)
 

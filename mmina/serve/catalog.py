@@ -2,7 +2,9 @@
 
 One DuckDB connection holds the store's views for the server's life (each request queries
 through a cursor of its own); it is made again when the store's files change in a way its
-views cannot see by themselves. Committed episodes never change (the store is append-only),
+views cannot see by themselves. What concerns one episode is read through a connection
+whose views see that episode's run only (a few runs' are kept), so it costs the same in a
+store of one run or of a thousand. Committed episodes never change (the store is append-only),
 so an episode's rows, steps and requests are kept for a while once read, and so are recent
 blobs and painted set-of-marks images; verdicts, which a rescore may add, are always read
 afresh.
@@ -26,11 +28,14 @@ from mmina.store.blobs import read_blobs
 from mmina.store.views import StoreConnection, connect
 
 EPISODES_KEPT = 64
+RUNS_KEPT = 16
+RUN_VIEWS = ("runs", "tasks", "episodes", "steps", "requests", "scores", "latest_scores")
+"""The views a run's connection makes (each costs its binding): what the viewer reads."""
 BLOB_BYTES_KEPT = 96 << 20
 REQUESTS_SQL = """
 SELECT seq, step_index, method, url, status, mime_type, time_ms, request_headers, response_headers, request_body,
        request_body_size, response_body, response_body_size, redirect_url
-FROM requests WHERE episode_id = $episode AND ($runs IS NULL OR list_contains($runs, run_id)) ORDER BY seq
+FROM requests WHERE episode_id = $episode ORDER BY seq
 """
 RUN_OF_SQL = "SELECT run_id FROM episodes WHERE episode_id = $episode"
 Key = TypeVar("Key")
@@ -52,6 +57,12 @@ class Kept(Generic[Key, Value]):
                 return None
             self._items.move_to_end(key)
             return found[0]
+
+    def drop(self, key: Key) -> None:
+        with self._lock:
+            found = self._items.pop(key, None)
+            if found is not None:
+                self.used -= found[1]
 
     def put(self, key: Key, value: Value, weight: int = 1) -> Value:
         with self._lock:
@@ -89,6 +100,7 @@ class Catalog:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._db = connect(store)
+        self._runs: Kept[str, StoreConnection] = Kept(RUNS_KEPT)
         self._episodes: Kept[str, StoredEpisode] = Kept(EPISODES_KEPT)
         self._blobs: Kept[str, bytes] = Kept(BLOB_BYTES_KEPT)
 
@@ -97,19 +109,30 @@ class Catalog:
         connection keeps for a few seconds). Queries under way finish on the old connection."""
         self._db = connect(self.store)
 
+    def forget(self, run_id: str) -> None:
+        """The run's files changed: its connection is made again when next needed."""
+        self._runs.drop(run_id)
+
+    def _connection(self, run_id: str | None) -> StoreConnection:
+        if run_id is None:
+            return self._db
+        found = self._runs.get(run_id)
+        return found or self._runs.put(run_id, connect(self.store, [run_id], RUN_VIEWS))
+
     @contextmanager
-    def cursor(self) -> Iterator[StoreConnection]:
-        """A cursor of the current connection for one request (DuckDB cursors are per thread)."""
-        current = self._db
+    def cursor(self, run_id: str | None = None) -> Iterator[StoreConnection]:
+        """A cursor for one request (DuckDB cursors are per thread), over the whole store or,
+        with ``run_id``, over that run only."""
+        current = self._connection(run_id)
         cursor = StoreConnection(current.connection.cursor(), current.broken)
         try:
             yield cursor
         finally:
             cursor.close()
 
-    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of one query over the store's views."""
-        with self.cursor() as db:
+    def rows(self, sql: str, params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Rows of one query over the store's views (or over one run's)."""
+        with self.cursor(run_id) as db:
             return query(db, sql, params or {})
 
     def run_of(self, episode_id: str) -> str:
@@ -119,21 +142,21 @@ class Catalog:
         return found[0]["run_id"]
 
     def episode(self, episode_id: str, run_id: str | None = None) -> StoredEpisode:
-        """The episode's rows; ``run_id``, when known, keeps DuckDB to that run's files."""
+        """The episode's rows; ``run_id``, when known, saves looking it up."""
         kept = self._episodes.get(episode_id)
         if kept is not None:
             return kept
-        runs = [run_id or self.run_of(episode_id)]
-        with self.cursor() as db:
-            episodes, steps, _ = episode_rows(db, [episode_id], runs)
+        run = run_id or self.run_of(episode_id)
+        with self.cursor(run) as db:
+            episodes, steps, _ = episode_rows(db, [episode_id])
+            requests = query(db, REQUESTS_SQL, {"episode": episode_id})
         if episode_id not in episodes:
             raise NotFound(f"unknown episode {episode_id} in {self.store.root}")
-        requests = self.rows(REQUESTS_SQL, {"episode": episode_id, "runs": runs})
         return self._episodes.put(episode_id, StoredEpisode(episodes[episode_id], steps, requests))
 
     def verdicts(self, episode: StoredEpisode) -> list[dict[str, Any]]:
         """The episode's current verdicts (read each time: a rescore adds new ones)."""
-        return self.rows(VERDICTS_SQL, {"episodes": [episode.row["episode_id"]], "runs": [episode.run_id]})
+        return self.rows(VERDICTS_SQL, {"episodes": [episode.row["episode_id"]]}, episode.run_id)
 
     def blobs(self, digests: Sequence[str], packs: Sequence[str] | None) -> dict[str, bytes]:
         """Blobs by hash, from ``packs`` when known (else every pack is searched)."""

@@ -41,6 +41,8 @@ LISTED = ("run_id", "episode_id", "task_id", "attempt", "counted", "status", "st
           "started_at", "duration_ms", "cost_usd", "tokens")
 """The columns the episodes table shows."""
 
+INDEX_VIEWS = ("tasks", "episodes", "steps", "scores", "latest_scores", "episode_scores")
+"""The views the report's reading of a run needs (each view costs its binding)."""
 RUN_SQL = f"""
 SELECT e.run_id, e.episode_id, e.task_id, e.attempt, e.status, e.stop_reason, e.final_answer, e.error, e.n_steps,
        e.n_hops, {bucket_sql("e.n_hops")} AS bucket, e.started_at, e.ended_at, e.duration_ms, e.cost_usd,
@@ -79,7 +81,7 @@ UNION ALL SELECT 'bucket', bucket, count(*) FROM idx {where} GROUP BY ALL
 
 def run_table(store: Store, run_id: str, evaluator: str) -> pa.Table:
     """One run's index rows, read through views that see that run's files only."""
-    db = connect(store, [run_id])
+    db = connect(store, [run_id], INDEX_VIEWS)
     try:
         base = query(db, RUN_SQL, {"evaluator": evaluator})
         scored = {e.episode_id: e for e in scored_episodes(db, [run_id], evaluator)}

@@ -161,8 +161,10 @@ class StoreWatcher:
             self.catalog.refresh()
         now = time.monotonic()
         for run, mark in listing.runs.items():
-            if old.runs.get(run) != mark and self.listed.is_set():
-                self.last_change[run] = now
+            if old.runs.get(run) != mark:
+                self.catalog.forget(run)
+                if self.listed.is_set():
+                    self.last_change[run] = now
         self.listing = listing
         self.listed.set()
         self.changes.bump()

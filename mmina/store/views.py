@@ -173,20 +173,24 @@ class StoreConnection:
         self.connection.close()
 
 
-def connect(store: Store, runs: Collection[str] | None = None) -> StoreConnection:
+def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None) -> StoreConnection:
     """An in-memory DuckDB connection over the store (which is only read). An object store is
     read through the same fsspec filesystem mmina uses (credentials from the environment), so
     DuckDB needs no httpfs extension (which it could not download without network access).
 
     With ``runs``, the run-partitioned views read only those runs' folders: the same rows for
     those runs as an unscoped connection gives (every row of a run lives in its folder), at
-    a cost that no longer grows with the rest of the store."""
+    a cost that no longer grows with the rest of the store. With ``only``, just the views named
+    are made (each view costs its binding, which reads file footers), e.g. for a server that
+    keeps a connection per run."""
     connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
     filesystem = store.backend.duckdb_filesystem()
     if filesystem is not None:
         connection.register_filesystem(filesystem)
     result = StoreConnection(connection)
     for name, statement in views_sql(store, runs).items():
+        if only is not None and name not in only:
+            continue
         try:
             connection.execute(statement)
         except duckdb.Error as exc:
