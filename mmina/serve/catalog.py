@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from mmina.analysis.data import query
-from mmina.analysis.viewer import VERDICTS_SQL, episode_rows, step_image
+from mmina.analysis.viewer import EPISODES_SQL, STEPS_SQL, VERDICTS_SQL, step_image
+from mmina.errors import MminaError
 from mmina.serve.params import NotFound
 from mmina.store import Store
 from mmina.store.blobs import read_blobs
@@ -131,9 +132,16 @@ class Catalog:
             cursor.close()
 
     def rows(self, sql: str, params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Rows of one query over the store's views (or over one run's)."""
-        with self.cursor(run_id) as db:
-            return query(db, sql, params or {})
+        """Rows of one query over the store's views (or over one run's). A query that fails is
+        tried once more on new views: the store may have changed under the old ones (an
+        object store's listings, kept a few seconds, may name a file its lookups miss)."""
+        try:
+            with self.cursor(run_id) as db:
+                return query(db, sql, params or {})
+        except MminaError:
+            self.forget(run_id) if run_id else self.refresh()
+            with self.cursor(run_id) as db:
+                return query(db, sql, params or {})
 
     def run_of(self, episode_id: str) -> str:
         found = self.rows(RUN_OF_SQL, {"episode": episode_id})
@@ -147,9 +155,9 @@ class Catalog:
         if kept is not None:
             return kept
         run = run_id or self.run_of(episode_id)
-        with self.cursor(run) as db:
-            episodes, steps, _ = episode_rows(db, [episode_id])
-            requests = query(db, REQUESTS_SQL, {"episode": episode_id})
+        listed = {"episodes": [episode_id]}
+        episodes = {e["episode_id"]: e for e in self.rows(EPISODES_SQL, listed, run)}
+        steps, requests = self.rows(STEPS_SQL, listed, run), self.rows(REQUESTS_SQL, {"episode": episode_id}, run)
         if episode_id not in episodes:
             raise NotFound(f"unknown episode {episode_id} in {self.store.root}")
         return self._episodes.put(episode_id, StoredEpisode(episodes[episode_id], steps, requests))

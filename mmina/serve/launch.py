@@ -13,8 +13,6 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import uvicorn
-
 from mmina.errors import MminaError
 from mmina.serve.app import LOOPBACK_HOSTS, create_app
 from mmina.store import Store
@@ -77,6 +75,8 @@ def open_socket(host: str, port: int) -> socket.socket:
 def serve(store: Store, host: str, port: int, token: str | None, expose: bool, evaluator: str,
           ready: Callable[[Binding], None]) -> None:
     """Serve ``store`` until interrupted; ``ready`` is told the address once it is listening."""
+    import uvicorn  # here: uvicorn's package brings click, which only the command line may load
+
     token = check_access(host, expose, token)
     sock = open_socket(host, port)
     hosts = LOOPBACK_HOSTS if is_loopback(host) else None

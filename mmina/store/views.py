@@ -199,8 +199,11 @@ def connect(store: Store, runs: Collection[str] | None = None, only: Collection[
 
 
 def read_error(exc: duckdb.Error) -> Exception:
-    """A DuckDB error as one line: unreadable store files point to ``store verify``."""
-    message = str(exc).splitlines()[0]
+    """A DuckDB error as one line: unreadable store files point to ``store verify``. An error
+    raised in Python under DuckDB (an object store's filesystem) comes as a traceback, whose
+    last line says what happened."""
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    message = lines[-1].strip() if lines[0].startswith("Traceback") else lines[0]
     lowered = message.lower()
     if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
