@@ -223,3 +223,11 @@ def test_an_s3_store_is_served_and_followed(s3: S3Server, monkeypatch: pytest.Mo
         app.wait_for(lambda: app.json("/api/runs")["runs"][0]["episodes"] == 2, timeout=60)
         app.wait_for(lambda: app.json("/api/episodes?run=r1")["total"] == 2, timeout=60)
         assert app.json("/api/sql", {"query": "select count(*) from episodes"})["rows"] == [[2]]
+
+
+def test_help_has_an_example_and_the_readme_documents_it() -> None:
+    result = mmina("serve", "--help")
+    assert result.returncode == 0 and "Examples:" in result.stdout and "mmina serve --store s3://" in result.stdout
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "mmina serve [--store S] [--host 127.0.0.1] [--port 8787]" in readme and "](docs/serve.png)" in readme
+    assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -25,7 +25,7 @@ from mmina.analysis.viewer import EPISODES_SQL, STEPS_SQL, VERDICTS_SQL, step_im
 from mmina.errors import MminaError
 from mmina.serve.params import NotFound
 from mmina.store import Store
-from mmina.store.blobs import read_blobs
+from mmina.store.blobs import pack_directory, read_blobs, read_row_group
 from mmina.store.views import StoreConnection, connect
 
 EPISODES_KEPT = 64
@@ -33,6 +33,8 @@ RUNS_KEPT = 16
 RUN_VIEWS = ("runs", "tasks", "episodes", "steps", "requests", "scores", "latest_scores")
 """The views a run's connection makes (each costs its binding): what the viewer reads."""
 BLOB_BYTES_KEPT = 96 << 20
+DIRECTORY_BYTES_KEPT = 64 << 20
+"""Pack directories kept, at about 150 bytes a blob (a hash, its row group, the dict's share)."""
 REQUESTS_SQL = """
 SELECT seq, step_index, method, url, status, mime_type, time_ms, request_headers, response_headers, request_body,
        request_body_size, response_body, response_body_size, redirect_url
@@ -104,6 +106,7 @@ class Catalog:
         self._runs: Kept[str, StoreConnection] = Kept(RUNS_KEPT)
         self._episodes: Kept[str, StoredEpisode] = Kept(EPISODES_KEPT)
         self._blobs: Kept[str, bytes] = Kept(BLOB_BYTES_KEPT)
+        self._packs: Kept[str, dict[str, int]] = Kept(DIRECTORY_BYTES_KEPT)
 
     def refresh(self) -> None:
         """Views made again (new schema versions, or an object store's listings, which a
@@ -167,13 +170,30 @@ class Catalog:
         return self.rows(VERDICTS_SQL, {"episodes": [episode.row["episode_id"]]}, episode.run_id)
 
     def blobs(self, digests: Sequence[str], packs: Sequence[str] | None) -> dict[str, bytes]:
-        """Blobs by hash, from ``packs`` when known (else every pack is searched)."""
+        """Blobs by hash. With the packs known, a blob costs one row group of its pack (whose
+        other blobs are kept too: often the next steps'); else every pack is searched."""
         found = {d: b for d in digests if (b := self._blobs.get(d)) is not None}
         missing = [d for d in digests if d not in found]
-        if missing:
-            for digest, data in read_blobs(self.store.backend, missing, packs).items():
+        if missing and packs is None:
+            for digest, data in read_blobs(self.store.backend, missing, None).items():
                 found[digest] = self._blobs.put(digest, data, len(data))
+        for pack in packs or ():
+            missing = [d for d in missing if d not in found]
+            directory = self._directory(pack) if missing else {}
+            for group in sorted({directory[d] for d in missing if d in directory}):
+                for digest, data in read_row_group(self.store.backend, pack, group).items():
+                    self._blobs.put(digest, data, len(data))
+                    if digest in missing:
+                        found[digest] = data
         return found
+
+    def _directory(self, pack: str) -> dict[str, int]:
+        """The pack's row group of each of its blobs (kept: packs are written once)."""
+        kept = self._packs.get(pack)
+        if kept is None:
+            kept = pack_directory(self.store.backend, pack)
+            self._packs.put(pack, kept, 150 * len(kept))
+        return kept
 
     def step_image(self, episode: StoredEpisode, index: int) -> tuple[bytes, str] | None:
         """The step's set-of-marks image (stored, else painted again from its marks), else its
