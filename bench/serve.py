@@ -14,7 +14,6 @@ import random
 import statistics
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,7 +26,7 @@ from mmina.pool import Layout
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 
-from bench.results import AT_MOST, Section, Target, ratio
+from bench.results import Section, Target, ratio
 from bench.synthetic import STEPS, build, run_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -4,6 +4,7 @@ Shared by the browser tests, the HTTP tests and the bench.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -14,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -100,3 +103,24 @@ class Served:
         """Wait until the episode index holds every run."""
         self.wait_for(lambda: (lambda p: p["runs_total"] and p["runs_indexed"] == p["runs_total"])(
             self.json("/api/changes?since=-1")), timeout)
+
+
+def files_digest(root: Path) -> str:
+    """Every file of a store by name and content: what must not change while it is served."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in (".lock", ".commit.lock")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@contextmanager
+def served_read_only(store: Path) -> Iterator[Served]:
+    """The store served, its index complete; afterwards, the store must be as it was and the
+    server's log free of stack traces."""
+    before = files_digest(store)
+    with Served(store) as served:
+        served.indexed()
+        yield served
+    assert files_digest(store) == before, "serving changed the store"
+    log = served.stderr()
+    assert "Traceback" not in log, log

@@ -5,8 +5,11 @@ an ``s3://`` store is served (moto) and followed while episodes are written to i
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +21,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from mmina.serve.params import FILTERS, QUERY_PARAMS, BadRequest, episode_query
 from mmina.store import Store
 from tests.s3_server import S3Server
-from tests.serve_helpers import Served
+from tests.serve_helpers import Served, served_read_only
 from tests.store_helpers import REPO_ROOT, begin, write_episode
 from tests.test_report import recorded_store
-from tests.test_serve import files_digest
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 NAMES = st.sampled_from([*QUERY_PARAMS, "colour", "", "token"])
@@ -34,13 +36,8 @@ def store() -> Path:
 
 @pytest.fixture(scope="module")
 def app(store: Path) -> Iterator[Served]:
-    before = files_digest(store)
-    with Served(store) as served:
-        served.indexed()
+    with served_read_only(store) as served:
         yield served
-    assert files_digest(store) == before, "serving changed the store"
-    log = served.stderr()
-    assert "Traceback" not in log, log
 
 
 def a_step_with_a_screenshot(app: Served) -> tuple[str, dict]:
@@ -231,3 +228,15 @@ def test_help_has_an_example_and_the_readme_documents_it() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     assert "mmina serve [--store S] [--host 127.0.0.1] [--port 8787]" in readme and "](docs/serve.png)" in readme
     assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ctrl_c_stops_the_server_promptly_even_with_pages_waiting(store: Path) -> None:
+    with Served(store) as app:
+        waiting = threading.Thread(target=lambda: app.get("/api/changes?since=0", timeout=60), daemon=True)
+        waiting.start()
+        time.sleep(1)
+        assert app.proc is not None
+        app.proc.send_signal(signal.SIGINT)
+        assert app.proc.wait(timeout=30) == 130, "Ctrl-C ends every command with 130 after a clean stop"
+        log = app.stderr()
+        assert "Traceback" not in log and log.strip().endswith("Interrupted."), log

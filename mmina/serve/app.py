@@ -40,6 +40,7 @@ from mmina.serve.catalog import Catalog
 from mmina.serve.params import BadRequest, NotFound
 from mmina.serve.watcher import StoreWatcher
 from mmina.store import Store
+from mmina.store.sql import run_query
 
 STATIC = "static"
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -170,7 +171,7 @@ class Endpoints:
         return Json(payloads.runs_page(self.catalog, self.watcher))
 
     def evaluators(self, request: Request) -> Response:
-        return Json({"evaluators": payloads.evaluators(self.catalog, self.watcher.default_evaluator)})
+        return Json({"evaluators": self.watcher.evaluators()})
 
     def analysis(self, request: Request) -> Response:
         given = _multi(request)
@@ -242,7 +243,7 @@ class Endpoints:
 
     async def sql_csv(self, request: Request) -> Response:
         query = await _sql_query(request)
-        result = await run_in_threadpool(payloads.run_query, self.catalog.store, query)
+        result = await run_in_threadpool(run_query, self.catalog.store, query)
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(result.columns)

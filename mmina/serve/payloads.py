@@ -33,7 +33,6 @@ SELECT run_id, count(*) AS episodes, count(DISTINCT task_id) AS tasks_done, min(
        max(ended_at) AS last_ended
 FROM episodes GROUP BY run_id
 """
-EVALUATORS_SQL = "SELECT DISTINCT evaluator FROM scores WHERE level = 'task' ORDER BY evaluator"
 SQL_ROWS_SHOWN = 1000
 ANALYSES_KEPT = 16
 
@@ -74,12 +73,6 @@ def _eta(counts: dict[str, Any], total: int) -> float | None:
         return None
     pace = counts["tasks_done"] / (last - first).total_seconds()
     return (total - counts["tasks_done"]) / pace if pace > 0 else None
-
-
-def evaluators(catalog: Catalog, default: str) -> list[str]:
-    """The evaluators with task verdicts in the store (the default one first)."""
-    found = [row["evaluator"] for row in catalog.rows(EVALUATORS_SQL)]
-    return [default, *(name for name in found if name != default)]
 
 
 def episodes_page(watcher: StoreWatcher, request: EpisodeQuery) -> dict[str, Any]:

@@ -30,6 +30,7 @@ SLOWEST_POLL_S = 10.0
 WORK_S = 1.0
 """Indexing done in one pass before the store is listed again (so followed runs stay current)."""
 EVALUATORS_KEPT = 4
+EVALUATORS_SQL = "SELECT DISTINCT evaluator FROM scores WHERE level = 'task' ORDER BY evaluator"
 LIVE_S = 120.0
 """A run whose files changed this recently, and that has tasks left, is shown as being recorded."""
 log = logging.getLogger("mmina.serve")
@@ -101,6 +102,7 @@ class StoreWatcher:
         self.run_problems: dict[str, str] = {}
         """Why a run could not be indexed (e.g. an unreadable file), by run."""
         self._indexes = {evaluator: EpisodeIndex(store, evaluator)}
+        self._evaluators: tuple[Listing, list[str]] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mmina-serve-watcher", daemon=True)
 
@@ -111,10 +113,21 @@ class StoreWatcher:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def evaluators(self) -> list[str]:
+        """The evaluators with task verdicts in the store, the default first (read again when
+        the store's files change)."""
+        listing = self.listing
+        if self._evaluators is None or self._evaluators[0] is not listing:
+            found = [row["evaluator"] for row in self.catalog.rows(EVALUATORS_SQL)]
+            self._evaluators = (listing, [self.default_evaluator, *(e for e in found if e != self.default_evaluator)])
+        return self._evaluators[1]
+
     def index(self, evaluator: str | None = None) -> EpisodeIndex:
         """The index under ``evaluator`` (made on first use; the thread fills it)."""
         name = evaluator or self.default_evaluator
         if name not in self._indexes:
+            if name not in self.evaluators():
+                raise BadRequest(f"no verdicts of evaluator {name} in the store (it has: {', '.join(self.evaluators())})")
             if len(self._indexes) >= EVALUATORS_KEPT:
                 raise BadRequest(f"at most {EVALUATORS_KEPT} evaluators are followed at once: "
                                  f"{', '.join(self._indexes)}")
