@@ -36,7 +36,7 @@ from mmina.analysis.data import DEFAULT_EVALUATOR
 from mmina.analysis.paired import Side
 from mmina.errors import MminaError, first_line
 from mmina.serve import params, payloads
-from mmina.serve.catalog import Catalog
+from mmina.serve.catalog import Catalog, StoredEpisode
 from mmina.serve.params import BadRequest, NotFound
 from mmina.serve.watcher import StoreWatcher
 from mmina.store import Store
@@ -176,8 +176,7 @@ class Endpoints:
     def analysis(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("run", "evaluator"))
-        evaluator = params.one(given, "evaluator", self.watcher.default_evaluator) or ""
-        return Json(self.analyses.page(params.many(given, "run"), evaluator))
+        return Json(self.analyses.page(params.many(given, "run"), self._evaluator(given)))
 
     def episodes(self, request: Request) -> Response:
         query = params.episode_query(_multi(request), self.watcher.default_evaluator)
@@ -186,20 +185,25 @@ class Endpoints:
     def facets(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("run", "evaluator"))
-        evaluator = params.one(given, "evaluator", self.watcher.default_evaluator) or ""
-        return Json(payloads.facets_page(self.watcher, params.many(given, "run"), evaluator))
+        return Json(payloads.facets_page(self.watcher, params.many(given, "run"), self._evaluator(given)))
 
     def episode(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("evaluator",))
-        evaluator = params.one(given, "evaluator", self.watcher.default_evaluator) or ""
-        return Json(payloads.episode_page(self.catalog, self.watcher, request.path_params["episode_id"], evaluator))
+        return Json(payloads.episode_page(self.catalog, self.watcher, request.path_params["episode_id"],
+                                          self._evaluator(given)))
+
+    def _evaluator(self, given: params.Params) -> str:
+        return params.one(given, "evaluator", self.watcher.default_evaluator) or self.watcher.default_evaluator
+
+    def _episode(self, episode_id: str) -> StoredEpisode:
+        """The episode's rows (its run looked up in the index, when it is there)."""
+        indexed = self.watcher.index().episode(episode_id)
+        return self.catalog.episode(episode_id, indexed["run_id"] if indexed else None)
 
     def step_image(self, request: Request) -> Response:
         episode_id, step = request.path_params["episode_id"], request.path_params["step"]
-        located = self.watcher.index().locate(episode_id)
-        episode = self.catalog.episode(episode_id, located[0] if located else None)
-        found = self.catalog.step_image(episode, step)
+        found = self.catalog.step_image(self._episode(episode_id), step)
         if found is None:
             raise NotFound(f"step {step} of episode {episode_id} has no screenshot")
         return image_response(found[0], found[1], request)
@@ -219,8 +223,8 @@ class Endpoints:
         """Where an episode's blobs are (None, when no episode is named: every pack is searched)."""
         if episode_id is None:
             return None
-        located = self.watcher.index().locate(episode_id)
-        return located[1] if located else self.catalog.episode(episode_id).row["blob_packs"]
+        indexed = self.watcher.index().episode(episode_id)
+        return indexed["blob_packs"] if indexed else self._episode(episode_id).row["blob_packs"]
 
     def compare(self, request: Request) -> Response:
         given = _multi(request)
@@ -233,9 +237,8 @@ class Endpoints:
     def compare_steps(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("a", "b", "evaluator"))
-        evaluator = params.one(given, "evaluator", self.watcher.default_evaluator) or ""
         return Json(payloads.side_by_side(self.catalog, self.watcher, _required(given, "a"), _required(given, "b"),
-                                          evaluator))
+                                          self._evaluator(given)))
 
     async def sql(self, request: Request) -> Response:
         query = await _sql_query(request)

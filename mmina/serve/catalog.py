@@ -30,7 +30,7 @@ from mmina.store.views import StoreConnection, connect
 
 EPISODES_KEPT = 64
 RUNS_KEPT = 16
-RUN_VIEWS = ("runs", "tasks", "episodes", "steps", "requests", "scores", "latest_scores")
+RUN_VIEWS = ("tasks", "episodes", "steps", "requests", "scores", "latest_scores")
 """The views a run's connection makes (each costs its binding): what the viewer reads."""
 BLOB_BYTES_KEPT = 96 << 20
 DIRECTORY_BYTES_KEPT = 64 << 20

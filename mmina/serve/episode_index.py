@@ -181,11 +181,7 @@ class EpisodeIndex:
                                     "hop_sr_lo": hop_lo, "hop_sr_hi": hop_hi}
         return found
 
-    def locate(self, episode_id: str) -> tuple[str, list[str]] | None:
-        """The run and blob packs of an indexed episode."""
-        found = self.rows("SELECT run_id, blob_packs FROM idx WHERE episode_id = $id", {"id": episode_id})
-        return (found[0]["run_id"], found[0]["blob_packs"]) if found else None
-
     def episode(self, episode_id: str) -> dict[str, Any] | None:
-        found = self.rows(f"SELECT {', '.join(LISTED)} FROM idx WHERE episode_id = $id", {"id": episode_id})
+        """The episode's row of the index (with its run and blob packs), or None."""
+        found = self.rows("SELECT * FROM idx WHERE episode_id = $id", {"id": episode_id})
         return found[0] if found else None

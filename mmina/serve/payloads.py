@@ -98,9 +98,8 @@ def blob_url(digest: str | None, episode_id: str) -> str | None:
 def episode_page(catalog: Catalog, watcher: StoreWatcher, episode_id: str, evaluator: str) -> dict[str, Any]:
     """What ``mmina view`` shows for the episode, images as URLs, plus each step's network
     requests and the episode's line of the episodes table."""
-    index = watcher.index(evaluator)
-    located = index.locate(episode_id)
-    episode = catalog.episode(episode_id, located[0] if located else None)
+    summary = watcher.index(evaluator).episode(episode_id)
+    episode = catalog.episode(episode_id, summary["run_id"] if summary else None)
     packs = episode.row["blob_packs"]
     shots = [image_url(episode_id, s["step_index"]) if s["screenshot"] or s["screenshot_som"] else None
              for s in episode.steps]
@@ -110,7 +109,7 @@ def episode_page(catalog: Catalog, watcher: StoreWatcher, episode_id: str, evalu
         step["screenshot"] = blob_url(row["screenshot"], episode_id)
         step["requests"] = _requests(episode, row["step_index"])
     data["requests_before"] = _requests(episode, -1)
-    data["summary"] = index.episode(episode_id)
+    data["summary"] = summary
     return data
 
 
