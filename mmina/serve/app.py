@@ -180,7 +180,7 @@ class Endpoints:
 
     def episodes(self, request: Request) -> Response:
         query = params.episode_query(_multi(request), self.watcher.default_evaluator)
-        return Json(payloads.episodes_page(self.watcher, query))
+        return Json(payloads.episodes_page(self.catalog, self.watcher, query))
 
     def facets(self, request: Request) -> Response:
         given = _multi(request)

@@ -16,6 +16,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -30,6 +31,8 @@ from mmina.store.views import StoreConnection, connect
 
 EPISODES_KEPT = 64
 RUNS_KEPT = 16
+WARMED_AT_ONCE = 4
+"""Runs whose connections a page of episodes makes ahead (fewer than ``RUNS_KEPT``)."""
 RUN_VIEWS = ("tasks", "episodes", "steps", "requests", "scores", "latest_scores")
 """The views a run's connection makes (each costs its binding): what the viewer reads."""
 BLOB_BYTES_KEPT = 96 << 20
@@ -104,6 +107,7 @@ class Catalog:
         self.store = store
         self._db = connect(store)
         self._runs: Kept[str, StoreConnection] = Kept(RUNS_KEPT)
+        self._warming = ThreadPoolExecutor(1, thread_name_prefix="mmina-serve-warm")
         self._episodes: Kept[str, StoredEpisode] = Kept(EPISODES_KEPT)
         self._blobs: Kept[str, bytes] = Kept(BLOB_BYTES_KEPT)
         self._packs: Kept[str, dict[str, int]] = Kept(DIRECTORY_BYTES_KEPT)
@@ -116,6 +120,13 @@ class Catalog:
     def forget(self, run_id: str) -> None:
         """The run's files changed: its connection is made again when next needed."""
         self._runs.drop(run_id)
+
+    def warm(self, runs: Sequence[str]) -> None:
+        """Make the runs' connections in the background (one at a time), so that opening an
+        episode listed on a page does not wait for its run's views."""
+        for run in list(dict.fromkeys(runs))[:WARMED_AT_ONCE]:
+            if self._runs.get(run) is None:
+                self._warming.submit(self._connection, run)
 
     def _connection(self, run_id: str | None) -> StoreConnection:
         if run_id is None:
