@@ -32,6 +32,7 @@ RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
     "analysis": ({"store"}, ("playwright", "click", "rich")),
     "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "importers": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
+    "serve": ({"store", "analysis", "evaluators"}, ("playwright", "click", "rich")),
 }
 
 
