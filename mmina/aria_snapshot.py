@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from mmina.unicode import valid_text
+
 Box = tuple[float, float, float, float]
 
 _ATTRIBUTE = re.compile(r" \[(?P<attribute>[^\]]*)\]")
@@ -37,7 +39,6 @@ _DOUBLE_ESCAPES = {"\\": "\\", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\
                    "0": "\0", "a": "\a", "v": "\v", "e": "\x1b", " ": " ", "N": "\x85", "_": "\xa0",
                    "L": "\u2028", "P": "\u2029"}
 _HEX_ESCAPE = {"x": 2, "u": 4, "U": 8}
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _DOUBLE_QUOTED_RUN = re.compile(r'[^"\\]*')
 _JSON = json.JSONDecoder()
 _BOX_VALUE = re.compile(r"-?[\d.]+(?:,-?[\d.]+){3}")
@@ -82,7 +83,7 @@ def parse_line(raw: str) -> AriaLine:
             raise ValueError(f"unexpected text in a key: {key[end:]!r}")
         return line._replace(value=_value(rest))
     except ValueError:
-        return AriaLine(depth, "", value=clean(body.strip()))
+        return AriaLine(depth, "", value=valid_text(body.strip()))
 
 
 def read_key(depth: int, key: str) -> tuple[AriaLine, int]:
@@ -109,19 +110,11 @@ def scalar(text: str) -> str:
     """A YAML scalar as one line holds it: plain, 'single-quoted' or "double-quoted"; raises
     ValueError for a quoted scalar with text after its closing quote."""
     if not text.startswith(("'", '"')):
-        return clean(text)
+        return valid_text(text)
     value, after = single_quoted(text) if text.startswith("'") else _double_quoted(text)
     if after.strip():
         raise ValueError(f"unexpected text after a quoted scalar: {after!r}")
-    return clean(value)
-
-
-def clean(text: str) -> str:
-    """``text`` as UTF-8 can hold it: surrogate pairs joined, lone surrogates (which JavaScript
-    strings may hold) as U+FFFD."""
-    if not _LONE_SURROGATE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return valid_text(value)
 
 
 def _attributes(key: str, start: int) -> Iterator[re.Match[str]]:
@@ -140,7 +133,7 @@ def _name(key: str, start: int) -> tuple[str, int]:
         name, end = _JSON.raw_decode(key, start + 1)
     except json.JSONDecodeError:
         return "", start
-    return clean(name) if isinstance(name, str) else "", end
+    return valid_text(name) if isinstance(name, str) else "", end
 
 
 def _split_key(text: str) -> tuple[str, str]:

@@ -22,8 +22,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mmina.aria_snapshot import AriaLine, clean, parse_snapshot, read_key, scalar, single_quoted
+from mmina.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
 from mmina.element_ids import assign_ids
+from mmina.unicode import valid_text
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
 _WEBARENA = re.compile(r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$")
@@ -195,7 +196,7 @@ def _webarena_line(depth: int, body: str) -> AriaLine:
         name = None
     if found is None or not isinstance(name, str):
         return AriaLine(depth, "", value=body.strip())
-    return AriaLine(depth, found["role"], clean(name), value=found["rest"].strip() or None)
+    return AriaLine(depth, found["role"], valid_text(name), value=found["rest"].strip() or None)
 
 
 def elements_from_tree(tree_text: str) -> list[Element]:

@@ -130,13 +130,21 @@ def _is_number(text: str) -> bool:
     return not stripped or bool(_JS_NUMBER.fullmatch(stripped))
 
 
+def as_javascript_delivers(text: str) -> str:
+    """``text`` as a JavaScript string comes to Python through Playwright's JSON: two lone
+    surrogates that make a pair are one character, lone ones stay."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
 # Characters YAML, JSON and line splitting care about, and some that nobody should.
 AWKWARD = list(": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
                "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308") + ["\ud800", "\udfff"]
 WORDS = ["yes", "No", "null", "~", "12", "-3.5", ".inf", "0x1F", "true", "- item", "[ok]", "# note", "a: b",
          "Next: Configuration", "Price: $10", 'say "hi"', "it's", "C:\\path", "a #b", "x:"]
 TEXT = st.one_of(st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
-                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join))
+                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join)
+                 ).map(as_javascript_delivers)
+
 ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textbox", "img", "iframe", "main"]
 
 
