@@ -29,8 +29,6 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from mmina.unicode import valid_text
-
 Box = tuple[float, float, float, float]
 
 _ATTRIBUTE = re.compile(r" \[(?P<attribute>[^\]]*)\]")
@@ -83,7 +81,7 @@ def parse_line(raw: str) -> AriaLine:
             raise ValueError(f"unexpected text in a key: {key[end:]!r}")
         return line._replace(value=_value(rest))
     except ValueError:
-        return AriaLine(depth, "", value=valid_text(body.strip()))
+        return AriaLine(depth, "", value=body.strip())
 
 
 def read_key(depth: int, key: str) -> tuple[AriaLine, int]:
@@ -110,11 +108,11 @@ def scalar(text: str) -> str:
     """A YAML scalar as one line holds it: plain, 'single-quoted' or "double-quoted"; raises
     ValueError for a quoted scalar with text after its closing quote."""
     if not text.startswith(("'", '"')):
-        return valid_text(text)
+        return text
     value, after = single_quoted(text) if text.startswith("'") else _double_quoted(text)
     if after.strip():
         raise ValueError(f"unexpected text after a quoted scalar: {after!r}")
-    return valid_text(value)
+    return value
 
 
 def _attributes(key: str, start: int) -> Iterator[re.Match[str]]:
@@ -133,7 +131,7 @@ def _name(key: str, start: int) -> tuple[str, int]:
         name, end = _JSON.raw_decode(key, start + 1)
     except json.JSONDecodeError:
         return "", start
-    return valid_text(name) if isinstance(name, str) else "", end
+    return name if isinstance(name, str) else "", end
 
 
 def _split_key(text: str) -> tuple[str, str]:

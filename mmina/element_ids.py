@@ -69,7 +69,8 @@ def _identities(lines: Sequence[AriaLine]) -> dict[int, bytes]:
         base = _base(line, _properties(lines, index), parents[-1][1] if parents else b"")
         occurrence = seen.get(base, 0)
         seen[base] = occurrence + 1
-        identities[index] = hashlib.blake2b(f"{base}#{occurrence}".encode(), digest_size=16).digest()
+        key = f"{base}#{occurrence}".encode("utf-8", "surrogatepass")  # a name may hold a lone surrogate
+        identities[index] = hashlib.blake2b(key, digest_size=16).digest()
         parents.append((line.depth, identities[index]))
     return identities
 

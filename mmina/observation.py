@@ -10,8 +10,9 @@ A line is a tab per depth (shown as spaces above), the element's id in brackets,
 as a JSON string (as Playwright writes it), its attributes (``[checked]``, ``[level=2]`` ...)
 and ``: text`` when the element's only content is a text; text nodes are ``text: ...`` and
 properties ``/url: ...`` and ``/placeholder: ...``. Texts are shown as they are, or as a JSON
-string when empty, starting with a quote, or holding a line break or another control
-character, so every element stays on one line and a stored line reads back exactly.
+string when empty, starting with a quote, or holding a line break, another control
+character or a lone surrogate (escaped as ``\\ud83d``, as mmina records such text), so every
+element stays on one line and a stored line reads back exactly.
 Ids come from the elements themselves (:mod:`mmina.element_ids`), never from timing.
 """
 from __future__ import annotations
@@ -24,12 +25,12 @@ from dataclasses import dataclass, field
 
 from mmina.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
 from mmina.element_ids import assign_ids
-from mmina.unicode import valid_text
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
 _WEBARENA = re.compile(r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$")
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
-_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+"""What a line shows escaped: line breaks, control characters, lone surrogates (no UTF-8 holds them)."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def _webarena_line(depth: int, body: str) -> AriaLine:
         name = None
     if found is None or not isinstance(name, str):
         return AriaLine(depth, "", value=body.strip())
-    return AriaLine(depth, found["role"], valid_text(name), value=found["rest"].strip() or None)
+    return AriaLine(depth, found["role"], name, value=found["rest"].strip() or None)
 
 
 def elements_from_tree(tree_text: str) -> list[Element]:
@@ -237,20 +238,20 @@ def _tree_value(rest: str) -> str | None:
 
 def _shown_value(value: str) -> str:
     """A text as shown: as it is, or JSON-quoted when it is empty, starts with a quote or holds
-    a line break or another control character (so the line reads back exactly)."""
+    a line break, another control character or a lone surrogate (so the line reads back exactly)."""
     if value and not value.startswith(("'", '"')) and not _LINE_BREAKING.search(value):
         return value
     return _quoted(value)
 
 
 def _quoted(text: str) -> str:
-    """``text`` as a JSON string on one line (as Playwright writes names, and U+0085, U+2028
-    and U+2029 escaped too)."""
+    """``text`` as a JSON string on one line (as Playwright writes names; U+0085, U+2028, U+2029
+    and lone surrogates escaped too)."""
     return _one_line(_ENCODE(text))
 
 
 def _one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\u2028``)."""
+    """``text`` with what ``_LINE_BREAKING`` matches escaped (``\\u2028``)."""
     return _LINE_BREAKING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
