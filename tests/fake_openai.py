@@ -5,7 +5,8 @@ element ids out of the prompt's observation, so a real episode of the built-in t
 ``normal/1`` (wiki, then shop) completes. It also judges: to the fuzzy judge's question it
 answers "Yes." when the reference is contained in the statement (case-insensitive), else
 "No." (``judge_reply`` replaces that text). It can also misbehave: HTTP errors for the first N
-requests, an error for every request, or text without an action.
+requests, an error for every request (which may echo the key it was given), or text without an
+action.
 """
 from __future__ import annotations
 
@@ -96,6 +97,9 @@ class FakeOpenAI:
     delay_s: float = 0.0
     policy: Callable[[str], str] | None = None
     """The action (grammar text) for a step's user message, replacing the built-in policy."""
+    echo_key: bool = False
+    """An injected error says which key it refused, whole, as a careless endpoint would (``Incorrect API key
+    provided: <the credential of the Authorization header>``)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     answered: int = 0
@@ -121,7 +125,10 @@ class FakeOpenAI:
         """Status and JSON for one request, in arrival order."""
         if self.always_fail or len(self.requests) <= self.fail_first:
             body["_failed"] = True
-            return self.fail_status, {"error": {"message": f"injected HTTP {self.fail_status}", "type": "injected"}}
+            message = f"injected HTTP {self.fail_status}"
+            if self.echo_key:
+                message = f"Incorrect API key provided: {str(body.get('_authorization')).partition(' ')[2]}"
+            return self.fail_status, {"error": {"message": message, "type": "injected"}}
         self.answered += 1
         body["_reply"] = self._text(body)
         return 200, self._completion(body, body["_reply"])
