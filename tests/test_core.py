@@ -10,7 +10,8 @@ from mmina.actions import Action, ActionKind, parse_action, parse_agent_output, 
 from mmina.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
 from mmina.observation import ElementIds, flatten_snapshot
-from mmina.redact import REDACTED, Redactor, redact_url
+from mmina.redact import REDACTED, Redactor
+from mmina.secret_rules import STRICT
 from mmina.tasks import HopTracker, load_suite, task_from_dict
 
 ROUND_TRIP = [
@@ -120,7 +121,7 @@ def test_redaction() -> None:
     redactor = Redactor()
     headers = redactor.headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
     assert [h["value"] for h in headers] == [f"Bearer {REDACTED}", f"a={REDACTED}", "*/*"]
-    assert redact_url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
+    assert STRICT.url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
     assert redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False) == \
         b"user=a&password=%5BREDACTED%5D"
     assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json")

@@ -36,8 +36,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmina.model_input import load_request
-from mmina.redact import (REDACTED, URL_REDACTED, Redactor, configured_secrets, is_secret_name, redact_text, redact_url,
-                          worth_scrubbing)
+from mmina.redact import REDACTED, Redactor, configured_secrets, typed_text_is_secret
+from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.s3_server import S3Server
@@ -369,8 +369,6 @@ def test_secret_names(name: str, secret: bool) -> None:
 
 
 def test_typed_text_rule_and_labels_in_response_bodies() -> None:
-    from mmina.redact import typed_text_is_secret
-
     assert typed_text_is_secret(True, None) and typed_text_is_secret(False, "Password")
     assert typed_text_is_secret(False, "API key") and not typed_text_is_secret(False, "Search")
     short = Redactor()
@@ -468,9 +466,9 @@ def urls(draw: st.DrawFn, depth: int = 0) -> tuple[str, list[str]]:
 @settings(max_examples=300, deadline=None)
 def test_a_redacted_url_keeps_its_shape_and_no_secret(planted: tuple[str, list[str]]) -> None:
     url, secrets = planted
-    redacted = redact_url(url)
+    redacted = STRICT.url(url)
     assert not leaks(secrets, redacted), redacted
-    assert redact_url(redacted) == redacted, "idempotent"
+    assert STRICT.url(redacted) == redacted, "idempotent"
     before, after = urlsplit(url), urlsplit(redacted)
     assert (after.scheme, after.hostname, after.port, after.path) == (before.scheme, before.hostname, before.port,
                                                                       before.path)
@@ -560,7 +558,7 @@ def test_redacted_json_stays_json_with_its_keys_and_no_secret(document: Any) -> 
     assert not leaks(planted_in(document), redacted.decode())
     _same_shape(document, json.loads(redacted))
     assert Redactor().body(redacted, "application/json") == redacted, "idempotent"
-    as_text = redact_text(json.dumps(document, indent=1))
+    as_text = STRICT.text(json.dumps(document, indent=1))
     assert not leaks(planted_in(document), as_text)
     _same_shape(document, json.loads(as_text))
 
