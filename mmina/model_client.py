@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from mmina.errors import MminaError, first_line
+from mmina.redact import Redactor, configured_secrets
 
 if TYPE_CHECKING:
     import openai
@@ -51,12 +52,15 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     status = getattr(exc, "status_code", None)
     retried = status is None or status in RETRIED_STATUSES or status >= 500
-    return f"{what} failed{f' after {retries} retries' if retried else ''}: {first_line(exc)}"
+    message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
+    return f"{what} failed{f' after {retries} retries' if retried else ''}: {message}"
 
 
 def reply_text(response: Any) -> str:
-    """The first choice's text; an empty reply is data, not an error."""
-    return (response.choices[0].message.content or "") if response.choices else ""
+    """The first choice's text; an empty reply is data, not an error. A key the endpoint echoes
+    (its own, from the environment) is scrubbed here, before any agent, judge or store sees it."""
+    text = (response.choices[0].message.content or "") if response.choices else ""
+    return Redactor(configured_secrets()).scrub(text)
 
 
 def usage_tokens(response: Any) -> tuple[int, int]:

@@ -142,7 +142,7 @@ class Redactor:
         if not self.values or not text:
             return text
         if self._text_pattern is None:
-            self._text_pattern = re.compile("|".join(re.escape(v) for v in sorted(self.values, key=len, reverse=True)))
+            self._text_pattern = re.compile(literal_pattern(self.values))
         return self._text_pattern.sub(self._replacement, text)
 
     def _replacement(self, match: re.Match[str]) -> str:
@@ -153,8 +153,7 @@ class Redactor:
         if not self.values or not data:
             return data
         if self._bytes_pattern is None:
-            self._bytes_pattern = re.compile(b"|".join(re.escape(v.encode("utf-8", "surrogateescape"))
-                                                       for v in sorted(self.values, key=len, reverse=True)))
+            self._bytes_pattern = re.compile(literal_pattern(self.values).encode("utf-8", "surrogatepass"))
         return self._bytes_pattern.sub(lambda m: self._replacement_bytes(m.group(0)), data)
 
     def _replacement_bytes(self, found: bytes) -> bytes:
@@ -169,6 +168,33 @@ class Redactor:
         if isinstance(value, list):
             return [self._scrub_strings(v) for v in value]
         return value
+
+
+def literal_pattern(values: Iterable[str]) -> str:
+    """A regex matching any of ``values``, the longest where several start at one place, built
+    as a trie: a page is scanned once however many secrets an episode learned (an alternation
+    of hundreds of tokens sharing a prefix is ~40x slower)."""
+    trie: dict[str, Any] = {}
+    for value in values:
+        node = trie
+        for char in value:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _trie_pattern(trie)
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    """One trie node as a regex: a single path runs as literals (no recursion per character);
+    an end inside a longer value makes the rest optional, greedily, so the longest value wins."""
+    chain = ""
+    while len(node) == 1 and "" not in node:
+        char, node = next(iter(node.items()))
+        chain += re.escape(char)
+    branches = [re.escape(char) + _trie_pattern(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return chain
+    body = f"(?:{'|'.join(branches)})"
+    return chain + (f"{body}?" if "" in node else body)
 
 
 REFERENCES = frozenset({"episode_id", "run_id", "task_id", "task_sha256", "task_suite_sha256", "screenshot",

@@ -125,7 +125,7 @@ _ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
     rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
 _LABELLED = re.compile(r'"(?P<key>[^"\n]{1,64})": (?P<value>[^\n"]+)$', re.M)
 """An accessibility-tree field and its value (``- textbox "API key": sk-...``): prose only."""
-_AUTHSCHEME = re.compile(r"\b(?P<scheme>[Bb]earer|Basic|BASIC|BEARER)\s+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
+_AUTH_SCHEME = re.compile(r"\b(?P<scheme>[Bb]earer|Basic|BASIC|BEARER)\s+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
 _SHAPES = re.compile(
     r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # a JWT
     r"|\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...)
@@ -273,7 +273,7 @@ class Rules:
         if ":" in text:
             text = _QUOTED_PAIR.sub(self._quoted_pair, text)
             text = _ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False, loose=True), text)
-        text = _AUTHSCHEME.sub(self._credential, text)
+        text = _AUTH_SCHEME.sub(self._credential, text)
         text = _SHAPES.sub(lambda m: self.found(m.group(0), False), text)
         if "<" in text:
             text = _TAG.sub(self._tag, text)

@@ -36,7 +36,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmina.model_input import load_request
-from mmina.redact import REDACTED, Redactor, configured_secrets, typed_text_is_secret
+from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
 from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
@@ -288,6 +288,8 @@ def check_redacted_in_place(store: Store) -> None:
     for run_id in ("echo", "echo-basic"):
         error = store.read("episodes", run_id=run_id).to_pylist()[0]["error"]
         assert f"Incorrect API key provided: {REDACTED}" in error, error
+    cached = store.read("judge_cache").to_pylist()
+    assert all(row["response"] == f"Yes. (You sent the key {REDACTED}.)" for row in cached)
 
 
 @pytest.fixture(scope="module")
@@ -296,10 +298,27 @@ def local_store(site: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     root = tmp_path_factory.mktemp("secrets")
     store = root / "store"
     outputs = record_planted(str(store), site, _task(root / "tasks", site), {})
+    outputs += judge_echoes(str(store))
     replay = mmina("replay", "--run", "typer", "--store", str(store), "--format", "json", env=dict(os.environ))
     outputs.append(replay.stdout + replay.stderr)
     assert replay.returncode == 0, replay.stderr
     return store, outputs
+
+
+def judge_echoes(store: str) -> list[str]:
+    """Rescore with an LLM judge that quotes the key: in a reply (cached in ``judge_cache``,
+    kept in the score's detail), and in a 401 (the command's one-line error)."""
+    env = {**os.environ, "OPENAI_API_KEY": P["ENV_KEY"]}
+    args = ("rescore", "--run", "typer", "--evaluator", "fuzzy", "--arg", "reference=must_include", "--judge-model",
+            "fake", "--store", store)
+    with FakeOpenAI(judge_reply=f"Yes. (You sent the key {P['ENV_KEY']}.)") as judge:
+        replied = mmina(*args, env={**env, "OPENAI_BASE_URL": judge.url})
+        assert replied.returncode == 0 and judge.requests, replied.stderr
+    with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as judge:
+        refused = mmina(*args, "--action", "overwrite", env={**env, "OPENAI_BASE_URL": judge.url})
+        assert refused.returncode == 1 and refused.stderr.startswith("Error: ") and REDACTED in refused.stderr, \
+            refused.stderr
+    return [replied.stdout + replied.stderr, refused.stdout + refused.stderr]
 
 
 def test_no_planted_secret_is_anywhere_in_a_local_store_nor_on_the_terminal(local_store: tuple[Path, list[str]]) -> None:
@@ -310,7 +329,9 @@ def test_no_planted_secret_is_anywhere_in_a_local_store_nor_on_the_terminal(loca
 
 
 def test_redaction_keeps_keys_and_structure(local_store: tuple[Path, list[str]]) -> None:
-    check_redacted_in_place(Store.open(local_store[0]))
+    store = Store.open(local_store[0])
+    check_redacted_in_place(store)
+    assert store.read("judge_cache").num_rows and store.read("scores", run_id="typer").num_rows
 
 
 def test_a_redacted_recording_replays_faithfully(local_store: tuple[Path, list[str]]) -> None:
@@ -604,3 +625,13 @@ def test_any_text_is_redacted_without_error_and_idempotently(text: str, known: l
 def test_any_body_is_redacted_without_error_and_idempotently(body: bytes, mime: str) -> None:
     once = Redactor(["s3cret-value-1"]).body(body, mime)
     assert Redactor(["s3cret-value-1"]).body(once, mime) == once
+
+
+@given(st.lists(st.text(alphabet="ab[]é\\.*", min_size=1, max_size=6), min_size=1, max_size=8),
+       st.text(alphabet="ab[]é\\.* x", max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_the_trie_of_known_values_matches_as_a_longest_first_alternation(values: list[str], text: str) -> None:
+    alternation = "|".join(re.escape(v) for v in sorted(set(values), key=len, reverse=True))
+    assert re.sub(literal_pattern(values), "#", text) == re.sub(alternation, "#", text)
+    encoded = literal_pattern(values).encode("utf-8", "surrogatepass")
+    assert re.sub(encoded, b"#", text.encode()) == re.sub(alternation.encode(), b"#", text.encode())
