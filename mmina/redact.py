@@ -270,9 +270,9 @@ def redact_episode(episode: Mapping[str, Any], steps: Iterable[Mapping[str, Any]
 
 
 def redact_message(text: str) -> str:
-    """A message for the terminal (an error of the endpoint, the store...): the structural rules
-    and the configured secrets."""
-    return Redactor(configured_secrets()).text(text) or text
+    """A message for the terminal (an error of the endpoint, the store...): the configured
+    secrets and the structural rules but ``name=value`` (a message may say ``KEY=VALUE``)."""
+    return Redactor(configured_secrets()).text(text, prose=False) or text
 
 
 # -- typed text -------------------------------------------------------------------------------

@@ -116,7 +116,8 @@ _MARKER = r"\[REDACTED\]|%5BREDACTED%5D|"
 _TEXT_PARAM = re.compile(
     rf"(?:(?<=[?&#])|(?<=&amp;))(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
 _ASSIGNMENT = re.compile(
-    rf"(?<![\w.\-?&#%\[])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
+    rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
+"""``password=hunter2`` in prose, ``;jsessionid=...`` in a URL (not a ``/key=x/`` path segment)."""
 _KEY = r"(?P<key>[A-Za-z0-9_.\-\[\] ]{1,64})"
 _QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Python reprs), "key": 12
     rf"""(?P<q>["']){_KEY}(?P=q)\s*:\s*(?:(?P<vq>["'])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""

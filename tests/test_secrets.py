@@ -309,13 +309,12 @@ def judge_echoes(store: str) -> list[str]:
     """Rescore with an LLM judge that quotes the key: in a reply (cached in ``judge_cache``,
     kept in the score's detail), and in a 401 (the command's one-line error)."""
     env = {**os.environ, "OPENAI_API_KEY": P["ENV_KEY"]}
-    args = ("rescore", "--run", "typer", "--evaluator", "fuzzy", "--arg", "reference=must_include", "--judge-model",
-            "fake", "--store", store)
+    args = ("rescore", "--run", "typer", "--evaluator", "fuzzy", "--arg", "reference=must_include", "--store", store)
     with FakeOpenAI(judge_reply=f"Yes. (You sent the key {P['ENV_KEY']}.)") as judge:
-        replied = mmina(*args, env={**env, "OPENAI_BASE_URL": judge.url})
+        replied = mmina(*args, "--judge-model", "fake", env={**env, "OPENAI_BASE_URL": judge.url})
         assert replied.returncode == 0 and judge.requests, replied.stderr
-    with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as judge:
-        refused = mmina(*args, "--action", "overwrite", env={**env, "OPENAI_BASE_URL": judge.url})
+    with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as judge:  # another model: not cached
+        refused = mmina(*args, "--judge-model", "fake-2", env={**env, "OPENAI_BASE_URL": judge.url})
         assert refused.returncode == 1 and refused.stderr.startswith("Error: ") and REDACTED in refused.stderr, \
             refused.stderr
     return [replied.stdout + replied.stderr, refused.stdout + refused.stderr]
