@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mmina.redact import Redactor
+from mmina.secret_rules import is_text_type
 
 PutBlob = Callable[[bytes, str], str]
 
@@ -64,9 +65,10 @@ def learn_entry(redactor: Redactor, entry: dict[str, Any], archive: zipfile.ZipF
     if text:
         redactor.learn_body(text.encode("utf-8", "surrogatepass"), mime, response=False)
     content = response.get("content") or {}
-    body = _response_body(content, archive)
+    mime = content.get("mimeType") or ""
+    body = _response_body(content, archive) if is_text_type(mime) else None  # a video is not read twice
     if body:
-        redactor.learn_body(body, content.get("mimeType") or "", response=True)
+        redactor.learn_body(body, mime, response=True)
 
 
 def _pairs(message: dict[str, Any]) -> list[tuple[str, str]]:
