@@ -40,7 +40,7 @@ from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern
 from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
-from tests.s3_server import S3Server
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.store_helpers import REPO_ROOT
 
 P = {name: f"{name.lower().replace('_', '-')}-planted-{uuid.uuid4().hex[:10]}" for name in (
@@ -228,15 +228,15 @@ def forms(value: str) -> list[bytes]:
     return [value.encode(), quote(value, safe="").encode(), base64.b64encode(value.encode())]
 
 
-def leaked(files: dict[str, bytes], outputs: list[str]) -> list[str]:
+def leaked(files: dict[str, bytes], outputs: list[str], extra: dict[str, str] | None = None) -> list[str]:
     """Planted values (in any form) found in any file or in the terminal output."""
+    planted = {**P, "BASIC": BASIC, **(extra or {})}
     found = []
     for name, data in files.items():
         content = decoded(data) + name.encode()
-        found += [f"{key} in {name}" for key, value in P.items() if any(f in content for f in forms(value))]
-        found += [f"BASIC in {name}"] if BASIC.encode() in content else []
+        found += [f"{key} in {name}" for key, value in planted.items() if any(f in content for f in forms(value))]
     terminal = "\n".join(outputs).encode()
-    found += [f"{key} on the terminal" for key, value in P.items() if any(f in terminal for f in forms(value))]
+    found += [f"{key} on the terminal" for key, value in planted.items() if any(f in terminal for f in forms(value))]
     return found
 
 
@@ -357,7 +357,7 @@ def test_no_planted_secret_is_anywhere_in_an_s3_store(site: str, tmp_path: Path)
         outputs = record_planted(f"s3://{prefix}", site, _task(tmp_path / "tasks", site), s3.env)
         objects = s3.objects("secrets")
         assert any("/blobs/" in key for key in objects) and any("/requests/" in key for key in objects)
-        assert leaked(objects, outputs) == []
+        assert leaked(objects, outputs, {"S3_ACCESS_KEY": ACCESS_KEY, "S3_SECRET_KEY": SECRET_KEY}) == []
         env = {**os.environ, **s3.env}
         with pytest.MonkeyPatch.context() as patch:
             for name, value in env.items():
