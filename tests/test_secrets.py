@@ -285,6 +285,8 @@ def check_redacted_in_place(store: Store) -> None:
     task = store.read("tasks", run_id="typer").to_pylist()[0]
     assert task["start_urls"][0].endswith(f"/?api_key={URL_REDACTED}")
     assert json.loads(task["original_json"])["eval"]["reference_url"].endswith(f"/landing?token={URL_REDACTED}")
+    final_url = store.read("episodes", run_id="typer").to_pylist()[0]["final_url"]
+    assert final_url.endswith(f"/landing?token={URL_REDACTED}"), "the terminal observation is redacted too"
     for run_id in ("echo", "echo-basic"):
         error = store.read("episodes", run_id=run_id).to_pylist()[0]["error"]
         assert f"Incorrect API key provided: {REDACTED}" in error, error
