@@ -90,7 +90,7 @@ class EpisodeRecorder:
         if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
             status, error = "error", closed
         requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets,
-                                   browser.streams.bodies())
+                                   browser.streams)
         self.har.unlink(missing_ok=True)
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)
@@ -252,11 +252,14 @@ def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> 
 
 
 def _close(browser: EpisodeBrowser) -> str | None:
-    """Close the episode's context; why that failed, if it did (the episode is kept either way)."""
+    """Close the episode's context; why that failed, if it did (the episode is kept either way;
+    a context abandoned past its deadline loses its HAR, and the error says so)."""
     try:
         browser.close()
     except PlaywrightError as exc:
         return f"closing the browser failed: {first_line(exc)}"
+    except MminaError as exc:
+        return first_line(exc)
     return None
 
 

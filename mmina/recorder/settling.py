@@ -3,6 +3,12 @@
 A page has settled when its document is ready and the network has been quiet briefly (XHR
 content arrived). Every wait here ends by a deadline, so a page that never settles costs a
 step at most ``ACTION_DEADLINE_S``.
+
+Those waits run on the browser's event loop and lean on Playwright's own timeouts, which the
+driver enforces: a driver that stops answering, or a call Playwright gives no timeout
+(``evaluate`` on a renderer stuck in a script loop), would still wait forever. So the caller
+bounds every call as well (``mmina.recorder.browser``): a step's part gets its deadline here
+plus ``GRACE_S``, and past it the call is cancelled and :class:`DeadlinePassed` raised.
 """
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+
+from mmina.errors import MminaError
 
 ACTION_TIMEOUT_MS = 5_000
 NAVIGATION_TIMEOUT_MS = 20_000
@@ -24,11 +32,30 @@ ACTION_DEADLINE_S = NAVIGATION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.
 """A step's action and the settling after it end within this (a failed action included)."""
 OBSERVE_DEADLINE_S = 4 * ACTION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
 """A step's observation ends within this (its one retry after a failed read included)."""
+GRACE_S = 5.0
+"""The caller's bound on a call is its part's deadline plus this: the waits inside end first
+whenever the driver answers, so the caller's bound fires only for a call that is truly stuck."""
+CLOSE_DEADLINE_S = 30.0
+"""Closing a context (Chromium then writes its HAR); past it the context is abandoned."""
+LAUNCH_DEADLINE_S = 60.0
+"""Starting Playwright's driver and Chromium."""
+PROBE_DEADLINE_S = 5.0
+"""After a call passed its deadline: how long the driver may take to answer a cheap question
+(the context's cookies) before the episode's browser counts as gone."""
+CALL_DEADLINE_S = 120.0
+"""Any other call into the browser (a caller that names no deadline still gets one)."""
 REDIRECT_MARK = "mmina-redirect"
 """A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
 (see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
 READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
          % REDIRECT_MARK)
+
+
+class DeadlinePassed(MminaError):
+    """A call into the browser did not finish by its deadline; the message says what was
+    being done and where it waited. The call was cancelled; an action that passes its deadline
+    is recorded on its step (the episode goes on), an observation or a start page ends the
+    episode with this as its error."""
 
 
 class Settling:
@@ -84,7 +111,7 @@ class Settling:
         (~25 ms after each navigation) so the accessibility tree is then read at once."""
         started = time.monotonic()
         try:
-            await self._page().locator("body").count()
-        except PlaywrightError:
-            pass
+            await asyncio.wait_for(self._page().locator("body").count(), LOAD_MAX_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))

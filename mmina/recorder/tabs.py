@@ -9,6 +9,7 @@ its page never holds up another.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import Executor
 
@@ -45,6 +46,7 @@ class Tabs:
         self._settling = Settling(context, lambda: self.page)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
+        self._tapping: dict[Page, asyncio.Future[None]] = {}
         self.active = 0
         self.secrets: list[str] = []
         self.ids = ElementIds()
@@ -57,9 +59,11 @@ class Tabs:
         return cls(context, capture, await EventStreams.attach(context), painter)
 
     def _on_page(self, page: Page) -> None:
-        """New tabs (``new_tab`` or a link opening one) become the active tab."""
+        """New tabs (``new_tab`` or a link opening one) become the active tab; their network is
+        tapped for the bodies the HAR would lose (see ``streams.BodyTaps``)."""
         self.pages.append(page)
         self.active = len(self.pages) - 1
+        self._tapping[page] = asyncio.ensure_future(self.streams.taps.tap(self.context, page))
 
     @property
     def page(self) -> Page:
@@ -72,6 +76,8 @@ class Tabs:
         deadline = time.monotonic() + ACTION_DEADLINE_S
         for url in urls or ("about:blank",):
             page = await self.context.new_page()
+            if page in self._tapping:
+                await self._tapping[page]  # the tap listens before the page loads anything
             try:
                 response = await page.goto(url, wait_until="commit")
             except PlaywrightError as exc:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, MISSING, MMINA_HEADERS
 from mmina.redact import REDACTED
 
 VOLATILE_NAMES = frozenset({"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random",
@@ -59,6 +60,7 @@ _RANDOM_VALUE = re.compile(r"^0\.\d{6,}$")
 _FORM_BODY = re.compile(r"^[^=&\s]+=[^&\s]*(&[^=&\s]+=[^&\s]*)*$")
 DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
 """Bodies are stored decoded and the browser frames the fulfilled body itself."""
+
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -85,6 +87,16 @@ class Exchange:
     redirect_url: str = ""
     mime_type: str = ""
     episode_id: str = ""
+
+    @property
+    def chunks(self) -> str:
+        """How the body arrived when recorded (``size@ms,...``; see ``mmina.recorder.har``), or ""."""
+        return header_value(({"name": n, "value": v} for n, v in self.headers), CHUNKS_HEADER)
+
+    @property
+    def body_missing(self) -> bool:
+        """The recording had a body for this response but could not keep it."""
+        return header_value(({"name": n, "value": v} for n, v in self.headers), BODY_HEADER) == MISSING
 
 
 @dataclass(frozen=True)
@@ -167,7 +179,7 @@ def shape(method: str, url: str, body: bytes | None, content_type: str = "") -> 
 
 def same_page(recorded: str, replayed: str) -> bool:
     """The same page, up to query values that differ on every load (a ``window.open`` with
-    ``Date.now()`` in its URL replays under the frozen clock); the fragment must be equal (a
+    ``Date.now()`` in its URL replays at another time); the fragment must be equal (a
     viewer such as kiwix's routes by it)."""
     if recorded == replayed:
         return True
@@ -301,7 +313,7 @@ def reply_for(exchange: Exchange) -> Reply:
     headers: dict[str, str] = {}
     for name, value in exchange.headers:
         lowered = name.lower()
-        if lowered in DROPPED_HEADERS or value == REDACTED:
+        if lowered in DROPPED_HEADERS or value == REDACTED or lowered.startswith(MMINA_HEADERS):
             continue
         joiner = "\n" if lowered == "set-cookie" else ", "
         headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value

@@ -146,7 +146,7 @@ class AgentJob(_ArchiveJob):
         task_id, sources = item
         outcome = self.replay(self.source.task(task_id), self.thread_agent(), self.setup.limits or Limits(),
                               sources, f"{self.setup.source_run}/{task_id}", 1)
-        return AgentEpisode(outcome.result, RequestCounts.of(s.kind for s in outcome.served), _gaps(outcome.served))
+        return AgentEpisode(outcome.result, counts(outcome.served), _gaps(outcome.served))
 
 
 def _replayer(steps: Rows, source: Source) -> ReplayAgent:
@@ -165,17 +165,23 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
     steps = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in outcome.steps],
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
-                           len(outcome.steps), steps, RequestCounts.of(s.kind for s in outcome.served),
+                           len(outcome.steps), steps, counts(outcome.served),
                            _gaps(outcome.served), outcome.result.status, outcome.result.error)
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:
     """Served requests grouped by the step whose action issued them (-1: the initial load)."""
-    groups: dict[int, list[MatchKind]] = {}
+    groups: dict[int, list[Served]] = {}
     for request in served:
-        groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request.kind)
-    return {step: RequestCounts.of(kinds) for step, kinds in groups.items()}
+        groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request)
+    return {step: counts(requests) for step, requests in groups.items()}
+
+
+def counts(served: Sequence[Served]) -> RequestCounts:
+    """How the router answered: by match kind, plus the defects (missing bodies, failures)."""
+    answered = [s.kind for s in served if not s.failed]
+    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served))
 
 
 def _gaps(served: Iterable[Served]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(f"{s.method} {s.url}" for s in served if s.kind is MatchKind.UNMATCHED))
+    return tuple(dict.fromkeys(f"{s.method} {s.url}" for s in served if s.kind is MatchKind.UNMATCHED and not s.failed))
