@@ -32,6 +32,7 @@ from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.streams import EventStreams
 from mmina.recorder.acting import ActionFailed
 from mmina.recorder.observing import Capture
+from mmina.recorder.seeding import seed_random
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CALL_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S,
                                      LAUNCH_DEADLINE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S, SETTLE_MAX_S, PROBE_DEADLINE_S, REDIRECT_MARK,
                                      DeadlinePassed)
@@ -258,25 +259,28 @@ class BrowserSession:
             return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False, paint_marks: bool = True) -> "EpisodeBrowser":
+                offline: bool = False, paint_marks: bool = True, seed: int | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
-        set-of-marks image) the image is not painted, whatever the configuration says."""
+        set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
+        seeds ``Math.random`` in every document (``seeding.py``)."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture),
+        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed),
                         time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
         return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
-                        capture: Capture) -> Tabs:
+                        capture: Capture, seed: int | None) -> Tabs:
         har = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US", timezone_id="UTC", service_workers="block", **har)
         try:
+            if seed is not None:
+                await seed_random(context, seed)
             if prepare is not None:
                 await prepare(context)
             return await Tabs.start(context, capture, self._painter)

@@ -20,6 +20,7 @@ from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.har import capture
+from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, write_verdicts
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
@@ -63,9 +64,11 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: bool = False) -> None:
+                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.captioner, self.prepare, self.offline = captioner, prepare, offline
+        self.seed = seed_for(writer.episode_id) if seed is None else seed
+        """Seeds ``Math.random`` (a replay passes its source episode's, so pages draw alike)."""
         self.budget = Budget(limits)
         self.tracker = HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -77,7 +80,7 @@ class EpisodeRecorder:
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent))
+                                       paint_marks=uses_marks(self.agent), seed=self.seed)
         status, error, stop_reason, answer = "completed", None, "error", None
         try:
             browser.open(self.task.start_urls)

@@ -1,7 +1,8 @@
 """Waiting for a page: the deadlines of a step's parts, and settling after an action.
 
-A page has settled when its document is ready and the network has been quiet briefly (XHR
-content arrived). Every wait here ends by a deadline, so a page that never settles costs a
+A page has settled when its document is ready, the network has been quiet briefly (XHR
+content arrived), and the page has run the work it set itself to do right after (timers due
+within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more. Every wait here ends by a deadline, so a page that never settles costs a
 step at most ``ACTION_DEADLINE_S``.
 
 Those waits run on the browser's event loop and lean on Playwright's own timeouts, which the
@@ -47,6 +48,36 @@ CALL_DEADLINE_S = 120.0
 REDIRECT_MARK = "mmina-redirect"
 """A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
 (see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
+SOON_MS = 500
+"""A timer a page sets for at most this long is work the page is about to do: settling waits
+for it (a debounced search, a ``setTimeout(0)`` follow-up), up to ``SOON_MAX_S``."""
+SOON_MAX_S = 1.5
+PENDING_TIMERS = """(() => {
+  if (window.__mminaSoon) return;
+  const soon = new Set();
+  Object.defineProperty(window, '__mminaSoon', {value: soon});
+  for (const [set, clear] of [['setTimeout', 'clearTimeout'], ['setInterval', 'clearInterval']]) {
+    const native = window[set], nativeClear = window[clear];
+    window[set] = function (handler, delay, ...rest) {
+      if (typeof handler !== 'function' || !(Number(delay || 0) <= %(soon)d)) return native.call(this, handler, delay, ...rest);
+      const id = native.call(this, function (...args) { soon.delete(id); return handler.apply(this, args); }, delay, ...rest);
+      soon.add(id);
+      return id;
+    };
+    window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
+  }
+})();""" % {"soon": SOON_MS}
+"""Counts the timers due soon (an interval only until it first fires), in every document of
+every context, recording and replay alike, so both settle the same way."""
+PAGE_TURN = """(limit) => new Promise(done => {
+  const until = performance.now() + limit;
+  const turn = () => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(check, 0)));
+  const check = () => ((window.__mminaSoon || new Set()).size === 0 || performance.now() > until) ? done() : turn();
+  setTimeout(done, limit + 200);
+  turn();
+})"""
+"""Resolves once the page has painted twice and run a macrotask with no timer due soon left
+(or after ``limit`` ms: a page polling every 100 ms never runs out of timers)."""
 READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
          % REDIRECT_MARK)
 
@@ -68,6 +99,11 @@ class Settling:
         for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
             context.on(event, lambda _r, d=delta: self._count(d))
 
+    @staticmethod
+    async def prepare(context: BrowserContext) -> None:
+        """Count every document's timers due soon (before any page opens)."""
+        await context.add_init_script(PENDING_TIMERS)
+
     def _count(self, delta: int) -> None:
         self._in_flight = max(0, self._in_flight + delta)
         self._last_activity = time.monotonic()
@@ -87,14 +123,14 @@ class Settling:
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
         while time.monotonic() < quiet_until:
             if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
-                if ready == self._last_activity:  # no request since the page was ready: still is
-                    return
-                activity = self._last_activity
-                if not await self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
-                    return
-                if self._last_activity == activity:
-                    return
-                # requests began meanwhile (e.g. the page a replayed redirect replaced itself by): wait for them too
+                if ready == self._last_activity:
+                    if await self._page_turned(ready, deadline):
+                        return  # no request since the page was ready, nor from its work due soon
+                else:  # requests since (e.g. the page a replayed redirect replaced itself by): ready again?
+                    activity = self._last_activity
+                    if not await self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
+                        return
+                    ready = activity if self._last_activity == activity else ready
             await asyncio.sleep(SETTLE_POLL_S)
 
     async def _wait_ready(self, until: float) -> bool:
@@ -105,6 +141,16 @@ class Settling:
             return True
         except PlaywrightError:
             return False
+
+    async def _page_turned(self, activity: float, deadline: float) -> bool:
+        """Let the page run its work due soon (``PAGE_TURN``) within ``SOON_MAX_S`` and the
+        deadline; whether the network stayed quiet meanwhile."""
+        limit = max(0.0, min(SOON_MAX_S, deadline - time.monotonic()))
+        try:
+            await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limit * 1e3), limit + 1.0)
+        except (PlaywrightError, asyncio.TimeoutError):
+            pass  # navigating away, or a renderer that does not answer: the network decides
+        return self._in_flight == 0 and self._last_activity == activity
 
     async def _idle_work(self, seconds: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document

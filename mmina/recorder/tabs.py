@@ -56,6 +56,7 @@ class Tabs:
     @classmethod
     async def start(cls, context: BrowserContext, capture: Capture, painter: Executor) -> "Tabs":
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
+        await Settling.prepare(context)
         return cls(context, capture, await EventStreams.attach(context), painter)
 
     def _on_page(self, page: Page) -> None:

@@ -27,7 +27,8 @@ from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_i
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
                                      screenshot_differ)
-from mmina.replayer.router import ArchiveRouter, Served, seed_for
+from mmina.recorder.seeding import seed_for
+from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
 from mmina.store import Store
 from mmina.tasks import Task
@@ -91,12 +92,12 @@ class _ArchiveJob:
                attempt: int) -> _Outcome:
         """One episode in a context routed to these sources' archive; a failure leaves nothing of
         it in the store."""
-        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, seed_for(seed_name))
+        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=True)
+                                       prepare=router.prepare, offline=True, seed=seed_for(seed_name))
             try:
                 result = recorder.record(attempt)
             except BaseException:

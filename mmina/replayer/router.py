@@ -1,8 +1,8 @@
 """Playwright side of replay: answer every request of a browser context from the archive.
 
 The only replayer module that touches Playwright. ``ArchiveRouter.prepare`` is handed to
-``BrowserSession.episode`` so the context is routed, its clock set and ``Math.random``
-seeded before the first page opens.
+``BrowserSession.episode`` so the context is routed and its clock set before the first page
+opens (``Math.random`` is seeded by the recorder, with the source episode's seed).
 
 **The clock.** ``clock.install`` starts the page's clock (``Date``, ``performance.now``,
 timers, animation frames) at the recorded episode's start, and it then runs in real time: it
@@ -21,7 +21,6 @@ saw (a stream it aborted mid-way included).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,19 +32,6 @@ from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, SocketScript, redirect_target, redirected_method, reply_for,
                                     unmatched_reply)
-
-SEEDED_RANDOM = """(() => {
-  let state = %d >>> 0;
-  Math.random = function random() {
-    state = (state + 0x6D2B79F5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-})();"""
-"""mulberry32, restarted from the same seed in every document: a page that draws random
-numbers while loading draws the same ones on every replay."""
 
 STREAMED_FETCH = """(() => {
   const native = window.fetch;
@@ -82,11 +68,6 @@ ROUTE_DEADLINE_S = 10.0
 unanswered holds its page, and every read of the page, for good)."""
 
 
-def seed_for(text: str) -> int:
-    """A 32-bit seed derived from a stable name (the source episode id)."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
-
-
 @dataclass(frozen=True)
 class Served:
     """One request the router answered, for the fidelity report and coverage gaps."""
@@ -108,7 +89,6 @@ class ArchiveRouter:
 
     archive: Archive
     starts_at: datetime
-    seed: int
     served: list[Served] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -116,10 +96,9 @@ class ArchiveRouter:
         self._last_match: Exchange | None = None
 
     async def prepare(self, context: BrowserContext) -> None:
-        """Set the clock, seed ``Math.random``, stream recorded chunks and route everything
-        (before any page opens; see the module)."""
+        """Set the clock, stream recorded chunks and route everything (before any page opens;
+        see the module). ``Math.random`` is seeded as in the recording (``recorder/seeding.py``)."""
         await context.clock.install(time=self.starts_at)
-        await context.add_init_script(SEEDED_RANDOM % self.seed)
         await context.add_init_script(STREAMED_FETCH)
         await context.route("**/*", self._handle)
         await context.route_web_socket("**/*", self._socket)
