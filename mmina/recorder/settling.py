@@ -69,15 +69,18 @@ PENDING_TIMERS = """(() => {
 })();""" % {"soon": SOON_MS}
 """Counts the timers due soon (an interval only until it first fires), in every document of
 every context, recording and replay alike, so both settle the same way."""
-PAGE_TURN = """(limit) => new Promise(done => {
-  const until = performance.now() + limit;
+PAGE_TURN = """([soonLimit, streamLimit]) => new Promise(done => {
+  const started = performance.now();
+  const busy = () => ((window.__mminaSoon || new Set()).size > 0 && performance.now() - started < soonLimit)
+    || ((window.__mminaStreams || new Set()).size > 0 && performance.now() - started < streamLimit);
   const turn = () => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(check, 0)));
-  const check = () => ((window.__mminaSoon || new Set()).size === 0 || performance.now() > until) ? done() : turn();
-  setTimeout(done, limit + 200);
+  const check = () => busy() ? turn() : done();
+  setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
   turn();
 })"""
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
-(or after ``limit`` ms: a page polling every 100 ms never runs out of timers)."""
+(for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers) and no
+replayed stream still flowing (at most ``streamLimit`` ms; see ``mmina.replayer.router``)."""
 READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
          % REDIRECT_MARK)
 
@@ -143,11 +146,12 @@ class Settling:
             return False
 
     async def _page_turned(self, activity: float, deadline: float) -> bool:
-        """Let the page run its work due soon (``PAGE_TURN``) within ``SOON_MAX_S`` and the
-        deadline; whether the network stayed quiet meanwhile."""
-        limit = max(0.0, min(SOON_MAX_S, deadline - time.monotonic()))
+        """Let the page run its work due soon and its replayed streams flow (``PAGE_TURN``)
+        within the deadline; whether the network stayed quiet meanwhile."""
+        left = max(0.0, deadline - time.monotonic())
+        limits = [min(SOON_MAX_S, left) * 1e3, min(SETTLE_MAX_S, left) * 1e3]
         try:
-            await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limit * 1e3), limit + 1.0)
+            await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limits), max(limits) / 1e3 + 1.0)
         except (PlaywrightError, asyncio.TimeoutError):
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._in_flight == 0 and self._last_activity == activity

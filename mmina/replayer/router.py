@@ -43,15 +43,20 @@ STREAMED_FETCH = """(() => {
     if (!timing || !response.body) return response;
     const bytes = new Uint8Array(await response.arrayBuffer());
     const chunks = timing.split(',').map(part => part.split('@').map(Number));
+    const flowing = window.__mminaStreams = window.__mminaStreams || new Set();
     const body = new ReadableStream({start(controller) {
       let offset = 0;
+      flowing.add(controller);
       chunks.forEach(([size, at], index) => {
         const last = index === chunks.length - 1;
         const piece = bytes.slice(offset, last ? bytes.length : offset + size);
         offset += size;
-        setTimeout(() => { try { controller.enqueue(piece); if (last) controller.close(); } catch (e) {} }, at);
+        setTimeout(() => {
+          if (last) flowing.delete(controller);
+          try { controller.enqueue(piece); if (last) controller.close(); } catch (e) {}
+        }, at);
       });
-    }});
+    }, cancel() { flowing.clear(); }});
     const headers = new Headers(response.headers);
     headers.delete(HEADER);
     const streamed = new Response(body, {status: response.status, statusText: response.statusText, headers});
@@ -62,7 +67,8 @@ STREAMED_FETCH = """(() => {
   window.fetch = fetch;
 })();""" % CHUNKS_HEADER
 """Hands a body recorded in chunks to the page in those chunks, each at its recorded time
-after the response (see the module)."""
+after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
+which settling waits on as a recording waits on the network."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
