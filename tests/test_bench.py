@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.store_helpers import REPO_ROOT
 
-SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
-            "epoch", "objectstore"}
+SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
+            "rescore", "store", "epoch", "objectstore"}
 
 
 def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
@@ -32,6 +32,8 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     assert figures["store", "synthetic store"]["value"] == 20_000
     assert figures["objectstore", "synthetic store written to s3://"]["value"] == 20_000
     assert figures["hardweb", "requests reaching the live site during replays"]["value"] == 0
+    assert all(f["value"] == 0 for (section, name), f in figures.items()
+               if section == "realweb" and "connections reaching the live app" in name)
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     assert figures["rescore", "fuzzy, warm judge cache"]["note"].startswith("0 requests sent")
     assert 0 < figures["model input", "model input bytes per step (stored by content)"]["value"] < \

@@ -25,8 +25,7 @@ from tests.realweb.clock_page import ClockSite
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 SCRIPT = [
-    {"action": "type", "target": {"role": "searchbox", "name": "Search boats"}, "text": "harbour",
-     "press_enter_after": 0},
+    {"action": "type", "target": {"role": "searchbox", "name": "Search boats"}, "text": "harbour"},
     {"action": "click", "target": {"role": "button", "name": "Save notes"}},
     {"action": "click", "target": {"role": "button", "name": "Count visits"}},
     {"action": "stop", "answer": "Harbour Light"},

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Page, WebSocket
 
 from mmina.errors import MminaError
 
@@ -99,8 +99,32 @@ class Settling:
         self._page = page
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._asked_at: float | None = None
+        """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
         for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
             context.on(event, lambda _r, d=delta: self._count(d))
+        context.on("page", lambda new: new.on("websocket", self._socket))
+
+    def _socket(self, socket: WebSocket) -> None:
+        """A message the page sends over a WebSocket is work under way until a message comes
+        back (a dashboard's rerun, a chat's reply), as a request is until its response."""
+        socket.on("framesent", lambda _frame: self._asked())
+        socket.on("framereceived", lambda _frame: self._answered())
+
+    def _asked(self) -> None:
+        self._asked_at = self._asked_at or time.monotonic()
+        self._last_activity = time.monotonic()
+
+    def _answered(self) -> None:
+        self._asked_at = None
+        self._last_activity = time.monotonic()
+
+    def _quiet(self) -> bool:
+        """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
+        heartbeat gets no answer), and nothing for ``SETTLE_QUIET_S``."""
+        now = time.monotonic()
+        waiting = self._asked_at is not None and now - self._asked_at < SOON_MAX_S
+        return self._in_flight == 0 and not waiting and now - self._last_activity >= SETTLE_QUIET_S
 
     @staticmethod
     async def prepare(context: BrowserContext) -> None:
@@ -125,7 +149,7 @@ class Settling:
         await self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
         while time.monotonic() < quiet_until:
-            if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
+            if self._quiet():
                 if ready == self._last_activity:
                     if await self._page_turned(ready, deadline):
                         return  # no request since the page was ready, nor from its work due soon
@@ -154,7 +178,7 @@ class Settling:
             await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limits), max(limits) / 1e3 + 1.0)
         except (PlaywrightError, asyncio.TimeoutError):
             pass  # navigating away, or a renderer that does not answer: the network decides
-        return self._in_flight == 0 and self._last_activity == activity
+        return self._quiet() and self._last_activity == activity
 
     async def _idle_work(self, seconds: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document

@@ -112,7 +112,7 @@ class ArchiveRouter:
     async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, never to the server."""
         exchange = self._match("GET", socket.url, None, "")
-        if exchange is None:
+        if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         script = SocketScript.parse(exchange.body)
@@ -138,7 +138,10 @@ class ArchiveRouter:
         except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
         try:
-            await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
+            if reply.status <= 0:  # no response when recorded: fail it again
+                await route.abort("failed")
+            else:
+                await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
 
@@ -216,11 +219,12 @@ class ArchiveRouter:
     def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Exchange | None:
         """Ask the archive and log the answer (one log entry per request or followed redirect)."""
         match = self.matcher.match(method, url, body, content_type)
-        status = match.exchange.status if match.exchange else NOT_ARCHIVED_STATUS
-        missing = match.exchange is not None and match.exchange.body_missing
+        exchange = self.archive.revalidated(match.exchange) if match.exchange else None
+        status = exchange.status if exchange else NOT_ARCHIVED_STATUS
+        missing = exchange is not None and exchange.body_missing
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing))
-        self._last_match = match.exchange
-        return match.exchange
+        self._last_match = exchange
+        return exchange
 
 
 def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
@@ -232,6 +236,8 @@ def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
 
 
 REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'
-                 '<script>location.replace(%s)</script></head></html>')
+                 '<script>(t => location.replace(new URL(t).hash ? t : t + location.hash))(%s)</script></head></html>')
 """The stand-in for a recorded redirect of a navigation; ``EpisodeBrowser.settle`` waits while
-the page shows it (the meta tag names it)."""
+the page shows it (the meta tag names it). A target without a fragment keeps the fragment of
+the URL that was redirected, as a browser does (Fetch standard; a form posted to ``/new#ticket``
+and redirected to ``/ticket/1`` lands on ``/ticket/1#ticket``)."""

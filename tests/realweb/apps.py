@@ -43,7 +43,7 @@ def click(name: str, role: str = "link") -> dict[str, Any]:
 
 
 def type_into(name: str, text: str, role: str = "textbox", enter: bool = False) -> dict[str, Any]:
-    return {"action": "type", "target": {"role": role, "name": name}, "text": text, "press_enter_after": int(enter)}
+    return {"action": "type", "target": {"role": role, "name": name}, "text": text, "enter": enter}
 
 
 def stop(answer: str) -> dict[str, Any]:
@@ -150,6 +150,8 @@ TRAC = App(
 # ---------------------------------------------------------------- MkDocs-Material: a documentation site
 
 DOCS_PAGES = ("index", "setup", "usage", "reference")
+MKDOCS_HOST = f"mkdocs.{DOMAIN}"
+"""Material's instant navigation needs ``site_url``."""
 
 
 def _mkdocs_state(folder: Path, draw: random.Random) -> None:
@@ -163,6 +165,7 @@ def _mkdocs_state(folder: Path, draw: random.Random) -> None:
                                          f"The {draw.choice(WORDS)} is near the kittiwake berth.\n")
     (folder / "mkdocs.yml").write_text(textwrap.dedent(f"""\
         site_name: Harbour docs {draw.randint(1, 9999)}
+        site_url: http://{MKDOCS_HOST}/
         theme:
           name: material
           features: [navigation.instant, search.suggest]
@@ -239,8 +242,8 @@ SALT = os.environ["HARBOUR_SALT"]
 st.title("Harbour dashboard")
 boat = st.selectbox("Boat", ["Kittiwake", "Morning Star", "Sea Holly"])
 name = st.text_input("Skipper")
-if st.button("Book berth"):
-    st.write(f"Berth booked for {boat}, skipper {name or 'unknown'}: code {SALT}-{random.Random(SALT + boat).randint(1, 99)}")
+if name:
+    st.write(f"Berth for {boat}, skipper {name}: code {SALT}-{random.Random(SALT + boat + name).randint(1, 99)}")
 st.write(f"Boats in harbour: {random.Random(SALT).randint(10, 60)}")
 """
 
@@ -255,7 +258,8 @@ STREAMLIT = App(
     lambda bin_, state, port: [str(bin_ / "streamlit"), "run", str(state / "app.py"), "--server.port", str(port),
                                "--server.address", "127.0.0.1", "--server.headless", "true",
                                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-    (type_into("Skipper", "Mira", enter=True), click("Book berth", role="button"), click("Book berth", role="button")),
+    (type_into("Skipper", "Mira", enter=True), click("Open", role="button"), click("Sea Holly", role="option"),
+     type_into("Skipper", "Ola", enter=True), click("Open", role="button"), click("Morning Star", role="option")),
     ready_path="/_stcore/health",
 )
 
