@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmina.fixtures.hardweb.check import rows_by_episode
-from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig
+from mmina.fixtures.hardweb.check import deadline_share, rows_by_episode
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.fidelity import EpisodeFidelity
 from mmina.replayer.replays import replay_run
@@ -34,9 +34,7 @@ class Outcome:
     @property
     def slowest_share(self) -> float:
         """The slowest observation or action, recorded or replayed, over its deadline."""
-        steps = [*self.recorded, *self.replayed]
-        return max(max((s["action_ms"] or 0) / (ACTION_DEADLINE_S * 1e3), s["observe_ms"] / (OBSERVE_DEADLINE_S * 1e3))
-                   for s in steps) if steps else 0.0
+        return deadline_share([*self.recorded, *self.replayed])
 
 
 def check(folder: Path, apps: tuple[App, ...]) -> list[Outcome]:
