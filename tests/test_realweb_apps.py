@@ -12,26 +12,22 @@ By default the light applications run (``SAMPLE``); ``MMINA_REALWEB=all`` runs e
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from tests.realweb.apps import APPS, SAMPLE
-from tests.realweb.check import Outcome, check
+from tests.realweb.check import check
+from tests.realweb.installs import INSTALL_TIMEOUT_S
 
 CHOSEN = os.environ.get("MMINA_REALWEB", "")
 NAMES = [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else list(SAMPLE))
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    apps = tuple(a for a in APPS if a.name in NAMES)
-    return {o.app.name: o for o in check(tmp_path_factory.mktemp("realweb"), apps)}
-
-
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + 900)  # a first run installs the application (cached after)
 @pytest.mark.parametrize("name", NAMES)
-def test_each_application_replays_exactly_after_a_restart_with_new_state(outcomes: dict[str, Outcome],
-                                                                       name: str) -> None:
-    outcome = outcomes[name]
+def test_each_application_replays_exactly_after_a_restart_with_new_state(tmp_path: Path, name: str) -> None:
+    outcome = check(tmp_path, tuple(a for a in APPS if a.name == name))[0]
     steps = len(outcome.app.script) + 1
     assert [s["action_error"] for s in outcome.recorded] == [None] * steps
     replay = outcome.replay
