@@ -143,7 +143,8 @@ class _Loop:
         except FutureTimeout:
             pass
         where = self._where(task_box)
-        future.cancel()
+        if not future.cancel() and not future.cancelled():
+            return future.result()  # it finished just now, after all
         raise DeadlinePassed(f"{doing} passed its deadline ({time.monotonic() - started:.0f} s) {where}")
 
     def _where(self, task_box: list[asyncio.Task[Any]]) -> str:
