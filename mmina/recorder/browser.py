@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -223,7 +222,7 @@ class BrowserSession:
         self._painter = ThreadPoolExecutor(max_workers=PAINTERS, thread_name_prefix="marks")
         self._loop = _Loop()
         try:
-            self._playwright, self.browser, self._driver_pid = self._loop.run(
+            self._playwright, self.browser, self._driver = self._loop.run(
                 _launch(config), time.monotonic() + LAUNCH_DEADLINE_S, "starting the browser")
         except BaseException:
             self._loop.stop()
@@ -247,11 +246,12 @@ class BrowserSession:
         past ``deadline`` (see :meth:`_Loop.run`)."""
         return self._loop.run(coroutine, deadline, doing)
 
-    def answers(self, context: BrowserContext) -> bool:
-        """Whether the driver and the browser answer a cheap question within
-        ``PROBE_DEADLINE_S``; a session that does not is no longer ``connected``."""
+    def answers(self) -> bool:
+        """Whether the driver and the browser answer a cheap question (a DevTools session
+        opened and closed) within ``PROBE_DEADLINE_S``; a session that does not is no longer
+        ``connected``."""
         try:
-            self.run(context.cookies(), time.monotonic() + PROBE_DEADLINE_S, "asking the browser for cookies")
+            self.run(_probe(self.browser), time.monotonic() + PROBE_DEADLINE_S, "asking the browser a question")
             return True
         except PlaywrightError:
             return not connection_closed(self._playwright)
@@ -297,15 +297,32 @@ class BrowserSession:
         self._closed = True
         try:
             if self._unresponsive or self._loop.wedged:
-                _kill(self._driver_pid)  # known not to answer: asking it to stop would wait in vain
+                self._kill_driver()  # known not to answer: asking it to stop would wait in vain
             else:
                 self._loop.run(_shut_down(self._playwright, self.browser), time.monotonic() + CLOSE_DEADLINE_S,
                                "stopping the browser")
         except DeadlinePassed:
-            _kill(self._driver_pid)
+            self._kill_driver()
         finally:
             self._loop.stop()
             self._painter.shutdown(wait=False)
+
+    def _kill_driver(self) -> None:
+        """End Playwright's driver process, which this session started (Chromium, reading its
+        commands from the driver's pipe, exits when the pipe closes), and reap it on the loop
+        (a process left to the garbage collector after its loop closed breaks the interpreter's
+        shutdown)."""
+        if self._driver is None:
+            return
+        try:
+            self._driver.kill()
+        except OSError:
+            return  # already gone
+        if not self._loop.wedged:
+            try:
+                self._loop.run(self._driver.wait(), time.monotonic() + PROBE_DEADLINE_S, "reaping the driver")
+            except DeadlinePassed:
+                pass
 
 
 async def _close_within(context: BrowserContext) -> None:
@@ -316,15 +333,9 @@ async def _close_within(context: BrowserContext) -> None:
         pass
 
 
-def _kill(pid: int | None) -> None:
-    """End Playwright's driver process, which this session started (Chromium, reading its
-    commands from the driver's pipe, exits when the pipe closes)."""
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass  # already gone
+async def _probe(browser: Browser) -> None:
+    session = await browser.new_browser_cdp_session()
+    await session.detach()
 
 
 class RestartingSession:
@@ -337,8 +348,10 @@ class RestartingSession:
         self._lock = threading.Lock()
 
     def alive(self) -> BrowserSession:
+        """The session, or a new one if it died or stopped answering (asked each time: a driver
+        stuck between two episodes would otherwise hold the next one's start)."""
         with self._lock:
-            if not self.session.connected:
+            if not self.session.connected or not self.session.answers():
                 self.session.close()
                 self.session = BrowserSession(self.config)
             return self.session
@@ -347,8 +360,8 @@ class RestartingSession:
         self.session.close()
 
 
-async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, int | None]:
-    """Playwright's driver and Chromium, and the driver's process id (to kill it if it stops
+async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None]:
+    """Playwright's driver and Chromium, and the driver's process (to kill it if it stops
     answering: Playwright keeps it in a private attribute, read with care)."""
     manager = async_playwright()
     playwright = await manager.start()
@@ -366,7 +379,7 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, int | Non
     except BaseException:
         await playwright.stop()
         raise
-    return playwright, browser, getattr(process, "pid", None)
+    return playwright, browser, process if isinstance(process, asyncio.subprocess.Process) else None
 
 
 def launch_args(extra_args: tuple[str, ...]) -> list[str]:
@@ -442,7 +455,7 @@ class EpisodeBrowser:
     def _call(self, coroutine: Coroutine[Any, Any, T], seconds: float, doing: str) -> T:
         """Run one call within ``seconds`` plus ``GRACE_S`` (see the class)."""
         if self.stuck is not None:
-            if not self.session.answers(self.context):
+            if not self.session.answers():
                 coroutine.close()
                 raise BrowserGone(f"the browser stopped answering: {self.stuck}")
             self.stuck = None
@@ -471,7 +484,7 @@ class EpisodeBrowser:
     def close(self) -> None:
         """Close the context (this also writes the HAR file); one that cannot be closed by
         ``CLOSE_DEADLINE_S`` is abandoned (:class:`ContextAbandoned`)."""
-        if self.stuck is not None and not self.session.answers(self.context):
+        if self.stuck is not None and not self.session.answers():
             raise ContextAbandoned(f"the browser stopped answering ({self.stuck}); the context was abandoned "
                                    "and its network trace (HAR) is lost")
         try:
