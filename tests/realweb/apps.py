@@ -182,7 +182,7 @@ def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
 
 
 MKDOCS = App(
-    "mkdocs", "static documentation site (instant navigation, search in a Web Worker, RxJS)",
+    "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
     ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
     (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, {"action": "go_forward"}),
 )
