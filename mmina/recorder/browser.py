@@ -421,7 +421,8 @@ class EpisodeBrowser:
     its part of a step (``settling.py``) plus ``GRACE_S``: a stuck driver, route handler or
     page costs that call :class:`DeadlinePassed`, never the thread. After a call passed its
     deadline, the next one first checks that the browser still answers at all
-    (:meth:`BrowserSession.answers`); if not, :class:`BrowserGone` ends the episode."""
+    (:meth:`BrowserSession.answers`; if not, :class:`BrowserGone` ends the episode) and that
+    the page does (if not, the call fails at once instead of waiting for its deadline again)."""
 
     def __init__(self, session: BrowserSession, tabs: Tabs) -> None:
         self.session, self.tabs = session, tabs
@@ -458,12 +459,26 @@ class EpisodeBrowser:
             if not self.session.answers():
                 coroutine.close()
                 raise BrowserGone(f"the browser stopped answering: {self.stuck}")
+            if not self._page_answers():
+                coroutine.close()
+                raise DeadlinePassed(f"the page stopped answering: {self.stuck}")
             self.stuck = None
         try:
             return self.session.run(coroutine, time.monotonic() + seconds + GRACE_S, doing)
         except DeadlinePassed as exc:
             self.stuck = str(exc)
             raise
+
+    def _page_answers(self) -> bool:
+        """Whether the active page runs a trivial script within ``PROBE_DEADLINE_S`` (a renderer
+        stuck in a script loop does not; a page navigating or gone is left to the call)."""
+        try:
+            self.session.run(self.tabs.page.evaluate("1"), time.monotonic() + PROBE_DEADLINE_S, "asking the page")
+        except DeadlinePassed:
+            return False
+        except PlaywrightError:
+            pass
+        return True
 
     def open(self, urls: tuple[str, ...]) -> None:
         self._call(self.tabs.open(urls), ACTION_DEADLINE_S, "opening the start page")

@@ -66,9 +66,29 @@ PENDING_TIMERS = """(() => {
     };
     window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
   }
+  const nativeFetch = window.fetch;
+  if (nativeFetch) {
+    window.fetch = function fetch(...args) {
+      const token = {}, done = () => soon.delete(token);
+      soon.add(token);
+      const answer = nativeFetch.apply(this, args);
+      answer.then(done, done);
+      return answer;
+    };
+  }
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    const token = {};
+    soon.add(token);
+    this.addEventListener('loadend', () => soon.delete(token));
+    return send.apply(this, args);
+  };
 })();""" % {"soon": SOON_MS}
-"""Counts the timers due soon (an interval only until it first fires), in every document of
-every context, recording and replay alike, so both settle the same way."""
+"""Counts, in every document of every context (recording and replay alike, so both settle the
+same way), the work a page is about to see done: timers due soon (an interval only until it
+first fires), and its ``fetch`` and XHR requests until they are answered — seen from the page,
+so a request whose browser event reaches mmina late (a loaded machine, a routed request) still
+holds settling."""
 PAGE_TURN = """([soonLimit, streamLimit]) => new Promise(done => {
   const started = performance.now();
   const busy = () => ((window.__mminaSoon || new Set()).size > 0 && performance.now() - started < soonLimit)
