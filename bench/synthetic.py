@@ -67,7 +67,7 @@ def _add_episode(batch, task: Task, number: int, pool: list[bytes]) -> None:
     batch.add_episode({
         "episode_id": f"syn-{number:07d}", "task_id": task.task_id, "attempt": 1, "status": "completed",
         "stop_reason": "stop", "final_answer": answer, "n_steps": STEPS, "n_hops": len(hops),
-        "hops_completed": completed, "hop_steps": list(range(completed)), "started_at": T0 + timedelta(seconds=number),
+        "live_hops": completed, "hop_steps": list(range(completed)), "started_at": T0 + timedelta(seconds=number),
         "ended_at": T0 + timedelta(seconds=number + STEPS), "duration_ms": 1000.0 * STEPS,
         "prompt_tokens": 1200 * STEPS, "completion_tokens": 30 * STEPS, "cost_usd": 0.01 * STEPS, "error": None,
     }, steps)

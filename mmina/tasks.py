@@ -121,11 +121,19 @@ def builtin_suite_path() -> Path:
     return Path(str(resources.files("mmina.fixtures") / "tasks"))
 
 
+OFFICIAL_SHAPED = "official"
+"""The bare name of the official-shaped task set (``fixtures/tasks_official``)."""
+
+
 def resolve_suite_path(path: str | Path | None) -> Path:
     """A task file or folder; a bare suite name (``normal``, ``multi567``, ...) that is not a
-    path names that folder of the built-in suite; None is the whole built-in suite."""
+    path names that folder of the built-in suite, ``official`` the official-shaped set (tasks
+    in the release's conventions, see fixtures/generate_official_tasks.py); None is the whole
+    built-in suite."""
     if path is None:
         return builtin_suite_path()
+    if not Path(path).exists() and str(path) == OFFICIAL_SHAPED:
+        return Path(str(resources.files("mmina.fixtures") / "tasks_official"))
     if not Path(path).exists() and str(path) in SUITE_FOLDERS:
         return builtin_suite_path() / str(path)
     return Path(path)

@@ -74,8 +74,8 @@ def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) ->
     store, summary = drift0
     tasks = {t.task_id: t for t in load_suite().tasks}
     assert sorted(e.task_id for e in summary.episodes) == sorted(tasks)
-    failed = [(e.task_id, e.status, e.stop_reason, e.hops_completed, e.n_hops, e.error) for e in summary.episodes
-              if (e.status, e.stop_reason, e.hops_completed) != ("completed", "stop", e.n_hops)]
+    failed = [(e.task_id, e.status, e.stop_reason, e.live_hops, e.n_hops, e.error) for e in summary.episodes
+              if (e.status, e.stop_reason, e.live_hops) != ("completed", "stop", e.n_hops)]
     assert failed == []
     for episode in summary.episodes:
         answers = tasks[episode.task_id].reference_answers.get("must_include", [])

@@ -58,7 +58,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
 
 def test_the_oracle_completes_every_hop_in_the_viewer(recorded: tuple[Store, RunSummary]) -> None:
     store, summary = recorded
-    assert all(e.status == "completed" and e.hops_completed == e.n_hops for e in summary.episodes), summary.episodes
+    assert all(e.status == "completed" and e.live_hops == e.n_hops for e in summary.episodes), summary.episodes
     verdicts = rows(store, "select task_id, passed, hops_passed, hops_total from episode_scores "
                            "where evaluator = 'hops' order by task_id")
     assert len(verdicts) == len(VIEWER_TASKS) and all(v[1] and v[2] == v[3] for v in verdicts), verdicts

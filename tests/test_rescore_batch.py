@@ -44,7 +44,14 @@ BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
     "url_match": ({"task fail": 472, "task pass": 50, "task unclear": 786}, "ded0207a8323f494", 0),
     "url_match where=any": ({"task fail": 364, "task pass": 158, "task unclear": 786}, "9f6ab09bd18af6ae", 0),
     "hops": ({"hop fail": 3402, "hop pass": 522, "task fail": 1096, "task pass": 164}, "64812befd0cc96a9", 3),
-    "mmina_official": ({"hop fail": 4461, "hop pass": 723, "task fail": 1164, "task pass": 96}, "edcd685156f71c3a", 3),
+    # mmina_official version 2 (the official runner's rules transplanted, issue 24): pinned when it was written;
+    # no episode is unscored — whatever the runner raises is a no_result outcome
+    "mmina_official domain=normal": ({"hop fail": 1631, "hop pass": 183, "task fail": 1241, "task pass": 67},
+                                     "9b38f354f33b3cb9", 0),
+    "mmina_official domain=multipro": ({"hop fail": 3140, "hop pass": 410, "task fail": 1183, "task pass": 125},
+                                       "d00201114dc8a43e", 0),
+    "mmina_official domain=shopping": ({"hop fail": 992, "task fail": 1268, "task pass": 4, "task unclear": 36},
+                                       "28ec8090ff040bf3", 0),
     "fuzzy": ({"task fail": 68, "task pass": 4, "task unclear": 1188}, "0f2100f401dd9264", 0),
     "fuzzy reference=must_include": ({"task fail": 807, "task pass": 309, "task unclear": 144}, "3a6660f1bb24180c", 0),
     "task": ({"task fail": 892, "task pass": 306, "task unclear": 62}, "50208359bf0e538c", 0),
@@ -108,7 +115,8 @@ def test_runs_in_the_order_given_and_chosen_episodes(store: Path) -> None:
     rescore_reference.check(Store.open(store), result, ["gamma", "alpha"])
     assert [Path(f).parent.name for f in result.files] == ["run_id=gamma", "run_id=alpha"]
     episodes = Store.open(store).read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()[::7]
-    chosen = rescore(Store.open(store), RescoreConfig("mmina_official", episodes=tuple(episodes)))
+    chosen = rescore(Store.open(store), RescoreConfig("mmina_official", args={"domain": "compare"},
+                                                      episodes=tuple(episodes)))
     rescore_reference.check(Store.open(store), chosen, Store.open(store).run_ids(), set(episodes))
 
 

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 from playwright.sync_api import Page, sync_playwright
 
+from mmina.analysis.viewer import TERMINAL
 from mmina.cli import cli
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from tests.test_report import recorded_store
@@ -84,9 +85,12 @@ def check_viewer(page: Page) -> None:
         page.keyboard.press("ArrowRight")
     assert _step_label(page) == f"step {total} of {total}"
     assert page.is_disabled("#next-step")
-    assert page.inner_text("#step-action").startswith("stop [")
-    assert "goto [http://video.mmina.test/]" in page.evaluate(
-        "() => { document.getElementById('prev-step').click(); return document.getElementById('step-action').textContent }")
+    # the last entry is the terminal observation: the page after the stop (the stop's own page)
+    assert page.inner_text("#step-action") == TERMINAL
+    final_url = page.inner_text("#step-url")
+    back = "() => { document.getElementById('prev-step').click(); return document.getElementById('step-action').textContent }"
+    assert page.evaluate(back).startswith("stop [") and page.inner_text("#step-url") == final_url
+    assert "goto [http://video.mmina.test/]" in page.evaluate(back)
     assert page.locator("#step-hops span.done").count() == 1
 
 

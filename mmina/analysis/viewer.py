@@ -5,7 +5,8 @@ step's marks; the target's id is painted on it) with the target element's box dr
 the action with its target element's line from the accessibility tree, the model input (the
 messages sent, each shown once: a step lists only the messages that differ from the step
 before), the model's raw output, the action error, the hop progress, and the episode's
-verdicts. Screenshots are shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
+verdicts; after the last step, the terminal observation (the page after the last action) when
+the store has it. Screenshots are shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ TARGETED = ("click", "hover", "type")
 
 EPISODES_SQL = """
 SELECT e.run_id, e.episode_id, e.task_id, e.status, e.stop_reason, e.final_answer, e.n_steps, e.n_hops,
-       e.hops_completed, e.error, e.blob_packs, t.intent, t.procedure
+       e.live_hops, e.error, e.blob_packs, t.intent, t.procedure, e.final_url, e.final_title, e.final_tree_text,
+       e.final_screenshot
 FROM episodes e LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
 WHERE list_contains($episodes, e.episode_id)
 """
@@ -121,6 +123,24 @@ def _shot(row: dict[str, Any], blobs: dict[str, bytes]) -> str | None:
     return shrink(image) if image else None
 
 
+HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
+"""Episode columns the page does not carry as such (the terminal observation is its last entry)."""
+TERMINAL = "(the page after the last action: the terminal observation)"
+
+
+def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None,
+                  blobs: dict[str, bytes]) -> dict[str, Any] | None:
+    """The terminal observation as a last entry after the steps, when the store has it (the page
+    a budget's last action reached is seen nowhere else)."""
+    if episode["final_url"] is None:
+        return None
+    shot = blobs.get(episode["final_screenshot"] or "")
+    return {"index": (last["index"] + 1) if last else 0, "url": episode["final_url"], "action": TERMINAL,
+            "error": None, "output": "", "hop_index": last["hop_index"] if last else 0, "hop_completed": False,
+            "target": None, "box": None, "input": None, "tree": (episode["final_tree_text"] or "")[:TREE_CHARS],
+            "shot": shrink(shot) if shot else None}
+
+
 def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Viewer data of the episodes, in the order given."""
     if not episode_ids:
@@ -139,14 +159,17 @@ def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any
     for episode_id in episode_ids:
         episode = episodes[episode_id]
         own = [s for s in steps if s["episode_id"] == episode_id]
-        blobs = store.read_blobs([s[c] for s in own for c in ("screenshot_som", "screenshot", "model_input") if s[c]],
+        wanted = [s[c] for s in own for c in ("screenshot_som", "screenshot", "model_input") if s[c]]
+        blobs = store.read_blobs(wanted + ([episode["final_screenshot"]] if episode["final_screenshot"] else []),
                                  episode["blob_packs"])
         messages = {d for s in own if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
         blobs |= store.read_blobs(sorted(messages), episode["blob_packs"]) if messages else {}
         inputs = model_inputs(own, blobs)
-        result.append({**{k: v for k, v in episode.items() if k != "blob_packs"},
+        shown = [_step(s, blobs, text) for s, text in zip(own, inputs)]
+        final = terminal_step(episode, shown[-1] if shown else None, blobs)
+        result.append({**{k: v for k, v in episode.items() if k not in HIDDEN},
                        "procedure": list(episode["procedure"] or ()),
-                       "steps": [_step(s, blobs, text) for s, text in zip(own, inputs)],
+                       "steps": shown + ([final] if final else []),
                        "verdicts": [{k: v for k, v in r.items() if k != "episode_id"}
                                     for r in verdicts if r["episode_id"] == episode_id]})
     return result

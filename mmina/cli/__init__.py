@@ -15,7 +15,7 @@ def cli() -> None:
     \b
     Example (record the built-in suite with the oracle agent, then query it):
       mmina record
-      mmina sql "select task_id, hops_completed, n_hops from episodes"
+      mmina sql "select task_id, live_hops, n_hops from episodes"
     """
 
 

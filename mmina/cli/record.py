@@ -145,9 +145,10 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
 
 
 def _running_sr(results: list[EpisodeResult]) -> str:
+    """The verdict-based SR so far (``hops`` verdicts written with each episode)."""
     hops = sum(r.n_hops for r in results) or 1
-    return (f"task SR {sum(r.success for r in results) / len(results):.0%} "
-            f"hop SR {sum(r.hops_completed for r in results) / hops:.0%}")
+    passed = sum(r.hops_credited for r in results)
+    return f"task SR {sum(r.success for r in results) / len(results):.0%} hop SR {passed / hops:.0%}"
 
 
 def _log_start(run_id: str, total: int) -> None:
@@ -160,13 +161,13 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
     def log(task: Task, result: EpisodeResult) -> None:
         results.append(result)
         stderr.print(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
-                     f"{result.hops_completed}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})")
+                     f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})")
 
     return log
 
 
 def _print_summary(summary: RunSummary) -> None:
-    rows = [(e.task_id, e.status, e.stop_reason, f"{e.hops_completed}/{e.n_hops}", e.n_steps,
+    rows = [(e.task_id, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
              e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
     render_rows(["task", "status", "stop", "hops", "steps", "answer", "error"], rows, "table",
                 title=f"run {summary.run_id}")
@@ -176,5 +177,6 @@ def _print_summary(summary: RunSummary) -> None:
         click.echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
                    "`mmina tasks validate PATH` lists them")
     click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
-               f"hop SR {summary.hop_sr:.1%} (live tracking), {summary.errors} error(s), {summary.tokens} tokens, "
+               f"hop SR {summary.hop_sr:.1%} (hops verdicts; live tracking reached {summary.live_hop_sr:.1%}), "
+               f"{summary.errors} error(s), {summary.tokens} tokens, "
                f"${summary.cost_usd:.4f}; stored in {summary.store}")

@@ -146,7 +146,7 @@ def _episode_line(episode: EpisodeFidelity) -> str:
 
 def _agent_line(episode: AgentEpisode) -> str:
     result = episode.result
-    return (f"{result.task_id}: {result.status}, {result.stop_reason}, {result.hops_completed}/{result.n_hops} hops, "
+    return (f"{result.task_id}: {result.status}, {result.stop_reason}, {result.hops_credited}/{result.n_hops} hops, "
             f"{len(episode.coverage_gaps)} coverage gap(s)")
 
 
@@ -189,7 +189,7 @@ def _print_differences(report: ReplayReport) -> None:
 
 
 def _print_agent(report: AgentReplayReport) -> None:
-    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_completed}/{e.result.n_hops}",
+    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_credited}/{e.result.n_hops}",
              e.result.n_steps, e.result.final_answer or "", _counts(e.requests), len(e.coverage_gaps))
             for e in report.episodes]
     render_rows(["task", "status", "stop", "hops", "steps", "answer", "requests e/f/n/u", "gaps"], rows, "table",

@@ -73,15 +73,18 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     failure modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
 
     Verdicts come from `mmina rescore` (the latest batch per episode and evaluator); the
-    default evaluator is `hops`, the clean hop queue. `--evaluator step_action` shows the
-    step-level figures of the run's latest `mmina eval-steps` batch instead. The tables are defined in
-    docs/analysis.md, and README.md gives the SQL that reproduces each one.
+    default evaluator is `hops`, the clean hop queue; with `--evaluator mmina_official` the
+    first table, runner_log, gives the official runner's log figures (PASS lines, tasks with
+    no result line, all_pass/all_all) per rule set beside the hops figures.
+    `--evaluator step_action` shows the step-level figures of the run's latest `mmina
+    eval-steps` batch instead. The tables are defined in docs/analysis.md, and README.md
+    gives the SQL that reproduces each one.
 
     \b
     Examples:
       mmina rescore --evaluator hops && mmina report
       mmina report --run nightly --format html --out report.html
-      mmina report --evaluator mmina_official --format json --table sr_by_bucket
+      mmina report --evaluator mmina_official --table runner_log
       mmina report --format csv --out tables/
       mmina report --evaluator step_action --run nightly   # eval-steps figures
     """

@@ -38,13 +38,15 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
     Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+) and the episodes whose
     task verdict flipped against the previous scoring by the same evaluator. Built-in
     evaluators: exact_match, must_include, url_match, fuzzy (LLM judge, cached), hops
-    (clean hop queue), mmina_official (the official runner's rules), task (each task's own
-    eval). Exits 1, writing nothing for the affected runs, when an episode cannot be scored.
+    (clean hop queue), mmina_official (the official runner's rules, transplanted from its
+    code: the rule set follows the task's folder, --arg domain=NAME forces one), task (each
+    task's own eval). Exits 1, writing nothing for the affected runs, when an episode cannot be scored.
 
     \b
     Examples:
       mmina rescore --evaluator hops
       mmina rescore --run nightly --evaluator mmina_official --format json
+      mmina rescore --run mine --evaluator mmina_official --arg domain=multi567
       mmina rescore --evaluator url_match --arg where=any
       mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --concurrency 8
       mmina rescore --evaluator fuzzy --arg reference=must_include --base-url http://localhost:8000/v1 --judge-model m

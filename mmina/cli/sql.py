@@ -25,7 +25,7 @@ def sql(query: str | None, schema: bool, store_path: str | None, fmt: str) -> No
     \b
     Examples:
       mmina sql "select count(*) from steps"
-      mmina sql "select task_id, hops_completed, n_hops from episodes" --format json
+      mmina sql "select task_id, live_hops, n_hops from episodes" --format json
       mmina sql --schema
       mmina sql "select count(*) from episodes" --store s3://my-bucket/mmina
     """

@@ -478,7 +478,7 @@ def episode_row(item: Planned, steps: Sequence[dict[str, Any]], modified: dateti
     last, _ = step_action(item.steps[-1])
     completed = [s["step_index"] for s in steps if s["hop_completed"]]
     return {"episode_id": item.episode_id, "task_id": item.task.task_id, "attempt": 1, "n_steps": len(steps),
-            **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "hops_completed": len(completed),
+            **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "live_hops": len(completed),
             "hop_steps": completed, "started_at": started, "ended_at": max(started, ended),
             "duration_ms": max((ended - started).total_seconds() * 1000, 0.0), "prompt_tokens": 0,
             "completion_tokens": 0, "cost_usd": 0.0}

@@ -416,7 +416,7 @@ def _add_episode(batch: BatchWriter, sample: Sample, shot: bytes | None, result:
     now = utcnow()
     batch.add_episode({"episode_id": sample.episode_id, "task_id": sample.task_id, "attempt": 1, "status": "completed",
                        "stop_reason": "script_end", "final_answer": None, "n_steps": 1, "n_hops": 1,
-                       "hops_completed": 1, "hop_steps": [sample.index], "started_at": now, "ended_at": now,
+                       "live_hops": 1, "hop_steps": [sample.index], "started_at": now, "ended_at": now,
                        "duration_ms": 0.0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "error": None},
                       [_step_row(sample, digest, width, height)])
     result.imported += 1

@@ -21,7 +21,7 @@ from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.har import capture
 from mmina.recorder.seeding import seed_for
-from mmina.recorder.verdicts import episode_view, write_verdicts
+from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
@@ -37,18 +37,30 @@ class EpisodeResult:
     final_answer: str | None
     n_steps: int
     n_hops: int
-    hops_completed: int
+    live_hops: int
     duration_ms: float
     error: str | None
     answer_ok: bool | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    verdict: str | None = None
+    """The ``hops`` evaluator's task verdict, written with the episode (None when it was not)."""
+    hops_passed: int | None = None
+    """Hops the ``hops`` evaluator passed (None when it did not score the episode)."""
+
+    @property
+    def hops_credited(self) -> int:
+        """Hops passed by the ``hops`` verdicts (the live-tracked ones for an episode without them)."""
+        return self.hops_passed if self.hops_passed is not None else self.live_hops
 
     @property
     def success(self) -> bool:
-        """Live verdict: every hop reached and, where the task has string references, the answer right."""
-        return self.status == "completed" and self.hops_completed == self.n_hops and self.answer_ok is not False
+        """The verdict when there is one, else live tracking: every hop reached and, where the task
+        has string references, the answer right."""
+        if self.verdict is not None:
+            return self.verdict == "pass"
+        return self.status == "completed" and self.live_hops == self.n_hops and self.answer_ok is not False
 
 
 def new_episode_id(task: Task) -> str:
@@ -81,13 +93,15 @@ class EpisodeRecorder:
         started, clock = _now(), time.perf_counter()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
                                        paint_marks=uses_marks(self.agent), seed=self.seed)
-        status, error, stop_reason, answer = "completed", None, "error", None
+        status, error, stop_reason, answer, final = "completed", None, "error", None, None
         try:
-            browser.open(self.task.start_urls)
-            self.agent.reset(self.task)
-            stop_reason, answer = self._loop(browser)
-        except (MminaError, PlaywrightError) as exc:
-            status, error = "error", first_line(exc)
+            try:
+                browser.open(self.task.start_urls)
+                self.agent.reset(self.task)
+                stop_reason, answer = self._loop(browser)
+            except (MminaError, PlaywrightError) as exc:
+                status, error = "error", first_line(exc)
+            final = self._terminal(browser)
         finally:
             closed = _close(browser)
         if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
@@ -104,11 +118,36 @@ class EpisodeRecorder:
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost)
-        row = self._episode_row(result, attempt, started)
+        row = {**self._episode_row(result, attempt, started), **self._terminal_columns(final, secrets)}
         self.writer.commit(row)
-        write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
-                                                       self.writer.steps))
-        return result
+        rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
+                                                              self.writer.steps))
+        verdict, passed = verdict_summary(rows)
+        return replace(result, verdict=verdict, hops_passed=passed)
+
+    def _terminal(self, browser: EpisodeBrowser) -> tuple[Observation, datetime] | None:
+        """The terminal observation: the page after the episode's last action (a stop's page, the
+        page a budget's last action reached, or what an error left), observed once more before
+        the context closes; None when there is no page to observe (the browser is gone)."""
+        observed_at = _now()
+        try:
+            observation, _ = browser.observe(self.budget.steps, self.task.intent)
+        except (MminaError, PlaywrightError):
+            return None
+        if browser.observe_error:  # the page is there but could not be read: only its URL and tabs are known
+            observation.tree_text, observation.screenshot = None, None  # type: ignore[assignment]
+        return observation, observed_at
+
+    def _terminal_columns(self, final: tuple[Observation, datetime] | None, secrets: list[str]) -> dict[str, Any]:
+        """The ``episodes.final_*`` columns (null: unknown), secrets removed as in the steps."""
+        if final is None:
+            return {}
+        observation, observed_at = final
+        screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        return {"final_url": clean_text(observation.url, secrets), "final_title": observation.title,
+                "final_tabs": [{"url": clean_text(t.url, secrets), "title": t.title} for t in observation.tabs],
+                "final_tree_text": clean_text(observation.tree_text, secrets) if observation.tree_text is not None
+                else None, "final_screenshot": screenshot, "final_observed_at": observed_at}
 
     def _store_model_inputs(self, secrets: list[str]) -> None:
         """The requests the agent sent, as blobs, once every secret of the episode is known."""
@@ -217,7 +256,7 @@ class EpisodeRecorder:
             "final_answer": result.final_answer,
             "n_steps": result.n_steps,
             "n_hops": result.n_hops,
-            "hops_completed": result.hops_completed,
+            "live_hops": result.live_hops,
             "hop_steps": list(self.tracker.completed_at),
             "started_at": started,
             "ended_at": _now(),

@@ -58,13 +58,20 @@ class RunSummary:
 
     @property
     def hop_sr(self) -> float:
-        """Completed hops / hops over this run's new episodes (live URL tracking)."""
+        """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
+        without verdicts counts its live-tracked hops)."""
         hops = sum(e.n_hops for e in self.episodes)
-        return sum(e.hops_completed for e in self.episodes) / hops if hops else 0.0
+        return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
+
+    @property
+    def live_hop_sr(self) -> float:
+        """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
+        hops = sum(e.n_hops for e in self.episodes)
+        return sum(e.live_hops for e in self.episodes) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
-        """Episodes with every hop completed and a passing string answer / episodes."""
+        """Episodes whose ``hops`` verdict passed / episodes (see ``EpisodeResult.success``)."""
         return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
 
     @property
@@ -80,7 +87,7 @@ class RunSummary:
         return sum(e.cost_usd for e in self.episodes)
 
     def totals(self) -> dict[str, float | int]:
-        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr,
+        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
                 "duration_s": self.duration_s}
 

@@ -46,8 +46,20 @@ def verdict_rows(view: EpisodeView) -> list[dict[str, Any]]:
     return rows
 
 
-def write_verdicts(store: Store, view: EpisodeView) -> None:
-    """Append the episode's live verdicts as one ``scores`` file named after the episode."""
+def write_verdicts(store: Store, view: EpisodeView) -> list[dict[str, Any]]:
+    """Append the episode's live verdicts as one ``scores`` file named after the episode; the rows."""
     rows = verdict_rows(view)
     if rows:
         store.append("scores", rows, stem=view.episode_id, run_id=view.run_id)
+    return rows
+
+
+SUMMARY_EVALUATOR = "hops"
+"""Whose verdicts the record summary reports (the default evaluator of ``mmina report``)."""
+
+
+def verdict_summary(rows: list[dict[str, Any]]) -> tuple[str | None, int | None]:
+    """The ``hops`` task verdict and hops passed among the rows (None, None without them)."""
+    mine = [r for r in rows if r["evaluator"] == SUMMARY_EVALUATOR]
+    task = next((r["verdict"] for r in mine if r["level"] == "task"), None)
+    return task, (sum(r["verdict"] == "pass" for r in mine if r["level"] == "hop") if task is not None else None)

@@ -30,8 +30,8 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         """
         SELECT e.run_id, e.episode_id, e.task_id, h.hop_index, t.n_hops,
                t.procedure[h.hop_index + 1] AS keyword,
-               h.hop_index < e.hops_completed AS completed,
-               CASE WHEN h.hop_index < e.hops_completed THEN e.hop_steps[h.hop_index + 1] END AS completed_step
+               h.hop_index < e.live_hops AS completed,
+               CASE WHEN h.hop_index < e.live_hops THEN e.hop_steps[h.hop_index + 1] END AS completed_step
         FROM episodes e
         JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
         CROSS JOIN LATERAL (SELECT unnest(range(e.n_hops)) AS hop_index) h
