@@ -20,6 +20,7 @@ from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.har import capture
+from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
@@ -75,9 +76,11 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: bool = False) -> None:
+                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.captioner, self.prepare, self.offline = captioner, prepare, offline
+        self.seed = seed_for(writer.episode_id) if seed is None else seed
+        """Seeds ``Math.random`` (a replay passes its source episode's, so pages draw alike)."""
         self.budget = Budget(limits)
         self.tracker = HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -90,7 +93,7 @@ class EpisodeRecorder:
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent))
+                                       paint_marks=uses_marks(self.agent), seed=self.seed)
         status, error, stop_reason, answer, final = "completed", None, "error", None, None
         try:
             try:
@@ -106,7 +109,7 @@ class EpisodeRecorder:
             status, error = "error", closed
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
-        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams.bodies())
+        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams)
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
         for step in self.writer.steps:
@@ -303,11 +306,14 @@ def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> 
 
 
 def _close(browser: EpisodeBrowser) -> str | None:
-    """Close the episode's context; why that failed, if it did (the episode is kept either way)."""
+    """Close the episode's context; why that failed, if it did (the episode is kept either way;
+    a context abandoned past its deadline loses its HAR, and the error says so)."""
     try:
         browser.close()
     except PlaywrightError as exc:
         return f"closing the browser failed: {first_line(exc)}"
+    except MminaError as exc:
+        return first_line(exc)
     return None
 
 

@@ -1,4 +1,15 @@
-"""From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted."""
+"""From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted.
+
+Bodies the HAR lacks come from ``streams.py``: EventSource messages, and fetch/XHR bodies
+tapped as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body).
+Two headers of mmina's own go into a row's ``response_headers`` (no store column needed):
+
+* ``x-mmina-chunks``: how the body arrived, ``size@ms`` per chunk (milliseconds after the
+  headers), comma-separated, for a fetch/XHR body that came in more than one chunk; replay
+  hands it to the page in the same chunks at the same pace.
+* ``x-mmina-body: missing``: a response that had a body which neither the HAR nor a tap kept;
+  its replay is a fidelity defect, and the report counts it as one.
+"""
 from __future__ import annotations
 
 import base64
@@ -8,10 +19,20 @@ import zipfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmina.redact import Redactor
 from mmina.secret_rules import is_text_type
+
+MMINA_HEADERS = "x-mmina-"
+"""The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""
+CHUNKS_HEADER = MMINA_HEADERS + "chunks"
+BODY_HEADER = MMINA_HEADERS + "body"
+MISSING = "missing"
+NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
+
+if TYPE_CHECKING:  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
+    from mmina.recorder.streams import EventStreams, Tapped
 
 PutBlob = Callable[[bytes, str], str]
 
@@ -35,18 +56,20 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
 
 
 def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: dict[str, list[bytes]] | None = None) -> list[dict[str, Any]]:
+            streams: EventStreams | None = None) -> list[dict[str, Any]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
 
-    ``redactor`` first learns every secret of the traffic (credentials in headers, secret
-    query values, tokens in JSON and form bodies), then redacts every row and body with all
-    of them, so a token a page echoes elsewhere is gone there too; the caller redacts the
-    episode's other rows with the same redactor afterwards.
-    ``streams`` gives the bodies the HAR lacks for EventSource streams (see ``streams.py``)."""
+    ``streams`` gives the bodies the HAR lacks (see the module). ``redactor`` first learns every
+    secret of the traffic (credentials in headers, secret query values, tokens in JSON and form
+    bodies), then redacts every row and body with all of them, so a token a page echoes
+    elsewhere is gone there too; the caller redacts the episode's other rows with the same
+    redactor afterwards."""
     entries, archive = read_har(path)
     try:
         entries = sorted(entries, key=lambda e: e["startedDateTime"])
-        fill_streams(entries, streams or {})
+        if streams is not None:
+            fill_streams(entries, streams.bodies())
+            fill_tapped(entries, streams.taps.bodies(), archive)
         for entry in entries:
             learn_entry(redactor, entry, archive)
         return [_row(seq, e, step_starts, put_blob, archive, redactor) for seq, e in enumerate(entries)]
@@ -89,6 +112,40 @@ def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]])
         entry["response"]["status"] = entry["response"].get("status") or 200
 
 
+def fill_tapped(entries: list[dict[str, Any]], tapped: dict[tuple[str, str], list[Tapped]],
+                archive: zipfile.ZipFile | None) -> None:
+    """Give each fetch/XHR entry the next body tapped for its method and URL: as its body when
+    the HAR kept none, and its chunk timing when it came in more than one chunk."""
+    pending = {key: list(bodies) for key, bodies in tapped.items()}
+    for entry in entries:
+        if entry.get("_resourceType") not in ("fetch", "xhr"):
+            continue
+        bodies = pending.get((entry["request"].get("method", "GET"), entry["request"].get("url", "")))
+        if not bodies:
+            continue
+        tap = bodies.pop(0)
+        response = entry.setdefault("response", {})
+        content = response.get("content") or {}
+        if _response_body(content, archive) is None and tap.body:
+            response["content"] = {**content, "size": len(tap.body), "encoding": "base64",
+                                   "text": base64.b64encode(tap.body).decode()}
+        if len(tap.timing()) > 1:
+            timing = ",".join(f"{size}@{at:g}" for size, at in tap.timing())
+            response["headers"] = [*response.get("headers", []), {"name": CHUNKS_HEADER, "value": timing}]
+
+
+def body_missing(entry: dict[str, Any], body: bytes | None) -> bool:
+    """A response that had a body none of the captures kept (HAR size -1, or a size without bytes)."""
+    response = entry.get("response") or {}
+    status = int(response.get("status") or 0)
+    if body or status <= 0 or status in NO_BODY_STATUSES or 300 <= status < 400:
+        return False
+    if entry["request"].get("method") == "HEAD":
+        return False
+    size = int((response.get("content") or {}).get("size") or 0)
+    return size != 0
+
+
 def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
          archive: zipfile.ZipFile | None, redactor: Redactor) -> dict[str, Any]:
     request, response = entry["request"], entry.get("response") or {}
@@ -98,6 +155,9 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     body = _response_body(content, archive)
     body = redactor.body(body, mime) if body else None
     request_body, request_size = _request_body(request, put_blob, redactor, archive)
+    response_headers = _pairs(response)
+    if body_missing(entry, body):
+        response_headers.append((BODY_HEADER, MISSING))
     return {
         "seq": seq,
         "step_index": bisect.bisect_right(step_starts, started) - 1,
@@ -106,7 +166,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "url": redactor.text(request.get("url", "")) or "",
         "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
         "request_headers": redactor.headers(_pairs(request)),
-        "response_headers": redactor.headers(_pairs(response)),
+        "response_headers": redactor.headers(response_headers),
         "request_body": request_body,
         "request_body_size": request_size,
         "response_body": put_blob(body, mime or "application/octet-stream") if body else None,
