@@ -14,6 +14,7 @@ from playwright.async_api import Error as PlaywrightError, Locator
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
 from mmina.navigation import BLANK, refusal
+from mmina.redact import is_secret_input
 from mmina.recorder.settling import ACTION_DEADLINE_S
 
 if TYPE_CHECKING:
@@ -57,9 +58,11 @@ async def _hover(tabs: Tabs, action: Action) -> None:
     await (await locate(tabs, action.element_id)).hover()
 
 
-# What the target is, read in one call: a <select>, a password field, and whether it holds text
-# one types over (a text field's value, an editable element's text; not a checkbox's "on").
-_FIELD = """e => ({select: e.tagName === "SELECT", password: e.type === "password",
+# What the target is, read in one call: a <select>, what says whether it takes a secret (see
+# :func:`mmina.redact.is_secret_input`), and whether it holds text one types over (a text field's
+# value, an editable element's text; not a checkbox's "on").
+_FIELD = """e => ({select: e.tagName === "SELECT",
+  secret: [String(e.type || ""), String(e.name || ""), String(e.id || ""), String(e.autocomplete || "")],
   filled: ((e.matches("textarea, input:not([type=checkbox], [type=radio], [type=button], [type=submit], " +
                       "[type=reset], [type=file], [type=image], [type=color], [type=range], [type=hidden])")
             ? e.value : e.isContentEditable ? e.textContent : "") || "").length > 0})"""
@@ -87,7 +90,7 @@ async def _type(tabs: Tabs, action: Action) -> None:
     if field["select"]:
         await locator.select_option(label=text)
         return
-    if field["password"]:
+    if is_secret_input(*field["secret"]):
         tabs.secrets.append(text)
     await locator.click()
     if field["filled"]:
