@@ -114,7 +114,9 @@ SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 _URL = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'"<>\[\]()`\\{}|^]+""")
 _MARKER = r"\[REDACTED\]|%5BREDACTED%5D|"
 _TEXT_PARAM = re.compile(
-    rf"(?:(?<=[?&#])|(?<=&amp;))(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
+    rf"(?:(?<=[?#])|(?<=(?<!&)&)|(?<=&amp;))(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?!=)"
+    rf"(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
+"""``?token=...`` or ``&token=...`` outside a whole URL; not ``&&keyCode==k`` (a script's comparison)."""
 _ASSIGNMENT = re.compile(
     rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
 """``password=hunter2`` in prose, ``;jsessionid=...`` in a URL (not a ``/key=x/`` path segment)."""
@@ -141,6 +143,10 @@ MAX_NESTING = 4
 """How deep a URL inside a parameter inside a URL... is followed (``redirect_url=`` chains)."""
 TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
               "graphql", "event-stream", "x-ndjson")
+
+
+CODE_TYPES = ("javascript", "ecmascript", "text/css")
+"""Bodies that are code a page runs: only the rules of :meth:`Rules.code` apply to them."""
 
 
 def is_text_type(mime: str) -> bool:
@@ -283,6 +289,17 @@ class Rules:
             text = _LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
         return text
 
+    def code(self, text: str) -> str:
+        """A script or style sheet: whole URLs (``...?apikey=...`` in a string), credentials after
+        an auth scheme and keys of a known shape. Not ``name=value`` or ``"name": value`` pairs:
+        in code those are expressions (``a&&keyCode==k``, ``{"accent-token":1}``, ``"PWD":"/"``),
+        and rewriting them breaks the page a replay serves (and teaches the redactor code to scrub
+        everywhere). Values learned elsewhere are still scrubbed from code by the redactor."""
+        if "://" in text:
+            text = _URL.sub(lambda m: self.url(m.group(0)), text)
+        text = _AUTH_SCHEME.sub(self._credential, text)
+        return _SHAPES.sub(lambda m: self.found(m.group(0), False), text)
+
     def _secret_group(self, m: re.Match[str], group: str, in_url: bool, loose: bool = False) -> str:
         """The match with ``group`` replaced when the match's ``key`` is a secret name."""
         key = unquote_plus(m["key"]) if in_url else m["key"]
@@ -369,6 +386,8 @@ class Rules:
             return self.params(text)
         if "multipart/form-data" in kind:
             return self.multipart(text)
+        if any(code in kind for code in CODE_TYPES):
+            return self.code(text)
         stripped = text.lstrip()
         if "json" in kind or stripped[:1] in ("{", "["):
             redacted = self.json_text(text)

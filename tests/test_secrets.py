@@ -408,6 +408,24 @@ def test_typed_text_rule_and_labels_in_response_bodies() -> None:
     assert json.loads(Redactor().body(body, "application/json", response=False))["labels"]["password"] == REDACTED
 
 
+def test_scripts_and_style_sheets_keep_their_code() -> None:
+    """Code served to a page is rewritten only where a secret sits in a URL, after an auth scheme
+    or in a key's shape: its expressions stay (a replay serves it, and the page must still run).
+    Each line is from a real library (CodeMirror 5, KaTeX, Gradio's ffmpeg, pydeck)."""
+    code = ('if(presto&&keyCode==lastStoppedKey){lastStoppedKey=null}\n'
+            'Qe={"accent-token":1,mathord:1};var env={"USER":"web_user","PWD":"/"};\n'
+            'k=navigator.userAgent.indexOf("Mac")!==-1?"metaKey":"ctrlKey";\n')
+    secrets = 'u="https://api.example/parts?apikey=68b25f31&q=1";h="Bearer 9f2aXk3Lq8Zr7";s="sk-abcdefghijklmnop1234";\n'
+    redactor = Redactor()
+    for mime in ("application/javascript", "text/javascript; charset=utf-8", "text/css"):
+        redactor.learn_body(code.encode(), mime, response=True)
+        assert redactor.body(code.encode(), mime) == code.encode(), mime
+        redacted = redactor.body(secrets.encode(), mime).decode()
+        assert "68b25f31" not in redacted and "9f2aXk3Lq8Zr7" not in redacted and "sk-abcdefghijklmnop1234" not in redacted
+        assert redacted.count(";") == secrets.count(";"), "the statements stay"
+    assert redactor.text("lastStoppedKey and web_user") == "lastStoppedKey and web_user", "nothing learned from code"
+
+
 def test_free_text_rules() -> None:
     redactor = Redactor()
     cases = {
