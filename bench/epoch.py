@@ -23,7 +23,7 @@ from pathlib import Path
 from mmina.pool import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import AgentSettings
-from mmina.observation import Element, Observation
+from mmina.observation import Observation, elements_from_tree
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
@@ -40,7 +40,6 @@ DELAY_S = 2.0
 EPISODES = 256
 MAX_SCRIPT = 6
 FIXTURE_TASKS = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
-ELEMENT = re.compile(r'^\s*\[(\d+)\] ([\w/-]+)(?: "((?:[^"\\]|\\.)*)")?', re.MULTILINE)
 SAMPLE_S = 3.0
 
 
@@ -99,8 +98,8 @@ def oracle_policy(tasks: list[Task]) -> Callable[[str], str]:
         script = scripts.get(intent, [])
         if step >= len(script):
             return "stop [N/A]"
-        elements = [Element(m[1], m[2], json.loads(f'"{m[3]}"') if m[3] else "", 0) for m in ELEMENT.finditer(prompt)]
-        observation = Observation(step, _between(prompt, "URL: ", "\n"), "", [], 0, "", elements, intent=intent)
+        observation = Observation(step, _between(prompt, "URL: ", "\n"), "", [], 0, "", elements_from_tree(prompt),
+                                  intent=intent)
         return script_action(script[step], observation).render()
 
     return act

@@ -151,13 +151,34 @@ def test_pixel_difference_counts_changed_pixels_beyond_jpeg_noise() -> None:
 
 
 def test_step_comparison_diffs_trees_and_counts_missing_steps() -> None:
-    recorded = [StepView(0, "http://a.test/", "[1] link 'Tea'", "s0"), StepView(1, "http://a.test/tea", "x", "s1")]
-    replayed = [StepView(0, "http://a.test/", "[1] link 'Mug'", "s0")]
+    recorded = [StepView(0, "http://a.test/", '[1] main\n\t[2] link "Tea"', "s0"),
+                StepView(1, "http://a.test/tea", "x", "s1")]
+    replayed = [StepView(0, "http://a.test/", '[7301] main\n\t[4410] link "Mug"', "s0")]
     steps = compare_steps(recorded, replayed, screenshot_differ({"s0": _jpeg((1, 2, 3))}))
     assert [(s.url_equal, s.tree_equal, s.screenshot_diff) for s in steps] == [(True, False, 0.0), (False, False, None)]
-    assert "-[1] link 'Tea'" in steps[0].tree_diff and "+[1] link 'Mug'" in steps[0].tree_diff
+    assert '-\tlink "Tea"' in steps[0].tree_diff and '+\tlink "Mug"' in steps[0].tree_diff
+    assert steps[0].tree_change == ('first difference at line 2 (in main): recorded `link "Tea"`, replayed '
+                                    '`link "Mug"`; 1 element(s) only in the recording: link "Tea"; '
+                                    '1 element(s) only in the replay: link "Mug"')
+    assert steps[1].tree_change == "(step missing in the replay)"
     episode = EpisodeFidelity("t", "a", "b", 2, 1, steps)
     assert episode.fidelity == 0.0 and summarize([episode])["steps"] == 2
+
+
+def test_trees_compare_by_what_they_show_not_by_ids_or_quoting() -> None:
+    """A tree stored with first-seen ids and Playwright's YAML quoting equals today's rendering of
+    the same page; a changed text deep inside is named with the elements it sits in."""
+    old = '[1] main\n\t[3] \'link "Next: Setup"\'\n\t\t/url: /setup\n\t[4] paragraph: "Rating: 4.5"'
+    new = '[5120] main\n\t[8841] link "Next: Setup"\n\t\t/url: /setup\n\t[2210] paragraph: Rating: 4.5'
+    changed = new.replace("4.5", "4.6")
+    steps = compare_steps([StepView(0, "http://a.test/", old, None), StepView(1, "http://a.test/", new, None)],
+                          [StepView(0, "http://a.test/", new, None), StepView(1, "http://a.test/", changed, None)],
+                          screenshot_differ({}))
+    assert [(s.tree_equal, s.tree_diff, s.tree_change) for s in steps[:1]] == [(True, "", "")]
+    assert not steps[1].tree_equal
+    assert steps[1].tree_change == ("first difference at line 4 (in main): recorded `paragraph: Rating: 4.5`, "
+                                    "replayed `paragraph: Rating: 4.6`; 1 element(s) only in the recording: "
+                                    "paragraph: Rating: 4.5; 1 element(s) only in the replay: paragraph: Rating: 4.6")
 
 
 # ---------------------------------------------------------------- real replays
@@ -284,7 +305,10 @@ def test_min_fidelity_sets_the_exit_code(drift0: tuple[Path, RunSummary], tmp_pa
     failed = invoke("replay", "--episode", episode, "--store", str(copy), "--min-fidelity", "0.9")
     assert failed.exit_code == 1
     assert "Error: fidelity 66.7% is below --min-fidelity 90.0%" in failed.output
-    assert "-\t\t\t[" in failed.output and "Add to basket" in failed.output  # the tree diff is shown
+    # the differing part is named (by role and name), and the diff of the lines without ids shown
+    assert 'tree: first difference at line' in failed.output
+    assert 'element(s) only in the recording: button "Add to basket"' in failed.output
+    assert '-\t\t\tbutton "Add to basket"' in failed.output
 
 
 class OffArchive:

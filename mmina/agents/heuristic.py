@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from mmina.actions import Action, ActionKind
 from mmina.agents.prompts import FIXTURE_WEBSITES
 from mmina.agents.protocol import AgentReply
-from mmina.observation import Element, Observation
+from mmina.observation import Element, Observation, tree_lines
 from mmina.tasks import Task
 
 MAX_CLICKS = 2
@@ -53,7 +53,6 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&.-]*")
 _URL = re.compile(r"https?://[^\s)\"']+")
 _PART = re.compile(r"\((\d+)\)\s*")
 _AFTER = re.compile(r"\b(?:search for|look up|find)\s+(?:the\s+|a\s+|an\s+)?([^.,;:?()]+)", re.I)
-_LINE = re.compile(r'^\s*(?:\[[^\]]+\]\s*)?(?P<role>[A-Za-z/]+)(?:\s+"(?P<name>[^"]*)")?(?:[^:]*:\s*(?P<text>.*))?$')
 
 
 def words(text: str) -> list[str]:
@@ -103,12 +102,10 @@ def query(question: str) -> str:
 def page_lines(tree_text: str) -> list[str]:
     """The texts of the page's lines that could hold an answer (rule 6)."""
     lines = []
-    for raw in tree_text.splitlines():
-        found = _LINE.match(raw)
-        if found and found["role"] in ANSWER_ROLES:
-            text = (found["text"] or found["name"] or "").strip()
-            if text:
-                lines.append(text)
+    for _, line in tree_lines(tree_text):
+        text = (line.value or line.name).strip() if line.role in ANSWER_ROLES else ""
+        if text:
+            lines.append(text)
     return lines
 
 

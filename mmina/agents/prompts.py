@@ -52,7 +52,7 @@ The user's objective: This is the task you're trying to complete.
 The current web page's URL: This is the page you're currently navigating.
 The open tabs: These are the tabs you have open, by index.
 The current web page's accessibility tree: A simplified representation of the page. Each element you can \
-act on starts with its id in square brackets, e.g. [12] link "Home"; actions name elements by that id.
+act on starts with its id in square brackets, e.g. [4821] link "Home"; actions name elements by that id.
 {sees}The previous actions: These are the last actions you have performed.
 """
 
@@ -99,14 +99,14 @@ URL: http://shop.example.com/search?q=hdmi
 OPEN TABS:
 [0] Search results for "hdmi" (active)
 OBSERVATION:
-[1] main
-\t[2] heading "Search results for “hdmi”" [level=1]
-\t[3] link "HDMI Cable, 2 m"
-\t[4] paragraph: $7.99
-\t[5] link "HDMI Cable, 5 m"
-\t[6] paragraph: $12.49
+[5120] main
+\t[8841] heading "Search results for “hdmi”" [level=1]
+\t[2093] link "HDMI Cable, 2 m"
+\t[6617] paragraph: $7.99
+\t[3305] link "HDMI Cable, 5 m"
+\t[9472] paragraph: $12.49
 PREVIOUS ACTIONS:
-1. type [9] [hdmi] [press_enter_after=1]""",
+1. type [7168] [hdmi] [press_enter_after=1]""",
         f"""Let's think step by step. The search results list two HDMI cables, at $7.99 and $12.49, so the \
 cheapest costs $7.99. I have found the answer and will stop with it. {SUMMARY_MARKER} ```stop [$7.99]```""",
     ),
@@ -116,13 +116,13 @@ URL: http://wiki.example.com/A/Norland
 OPEN TABS:
 [0] Norland (active)
 OBSERVATION:
-[1] main
-\t[2] heading "Norland" [level=1]
-\t[3] rowheader "Capital"
-\t[4] link "Brask"
-\t[5] paragraph: Norland is a country of fjords north of the gulf.
+[5120] main
+\t[1946] heading "Norland" [level=1]
+\t[7702] rowheader "Capital"
+\t[4358] link "Brask"
+\t[2881] paragraph: Norland is a country of fjords north of the gulf.
 PREVIOUS ACTIONS:
-1. click [31]""",
+1. click [6093]""",
         f"""Let's think step by step. The article says the capital of Norland is Brask, which finishes the \
 wiki part of the objective. The flights are on another website, so I will go to the flight site next. \
 {SUMMARY_MARKER} ```goto [http://flights.example.com/]```""",

@@ -1,14 +1,54 @@
 """The ``replay`` agent: the actions of stored episodes, step by step, on a live or archived web."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
 import pyarrow.compute as pc
 
+from mmina.actions import ActionParseError, parse_action
 from mmina.agents.protocol import AgentReply, ScriptEnd
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError
-from mmina.observation import Observation
+from mmina.observation import Observation, counterpart
 from mmina.store import Store
 from mmina.tasks import Task
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """A stored step's action (the parsed one, else the raw output, so parse errors repeat too)
+    and the tree its ids refer to (empty for a raw output: it is sent as stored)."""
+
+    action: str
+    tree_text: str = ""
+
+
+def stored_steps(rows: Iterable[Mapping[str, Any]]) -> list[StoredStep]:
+    """The replayable steps of stored step rows (``action``, ``model_output``, ``tree_text``), in order."""
+    return [StoredStep(r["action"], r.get("tree_text") or "") if r["action"]
+            else StoredStep(r.get("model_output") or "") for r in rows]
+
+
+def aimed(step: StoredStep, observation: Observation) -> str:
+    """The stored action, its element id replaced by the id the same element has now.
+
+    An id is looked up in the tree it was chosen from, and the element with that role and
+    name (the n-th such) found in the current observation: so an episode stored with ids
+    of another scheme (first-seen numbers, before ids were derived from elements) reaches the
+    same elements. Where there is nothing to look up, the action goes as stored.
+    """
+    try:
+        action = parse_action(step.action)
+    except ActionParseError:
+        return step.action
+    if action.element_id is None or not step.tree_text:
+        return step.action
+    element = counterpart(step.tree_text, action.element_id, observation.elements)
+    if element is None or element.id == action.element_id:
+        return step.action
+    return replace(action, element_id=element.id).render()
 
 
 class ReplayAgent:
@@ -21,9 +61,9 @@ class ReplayAgent:
     name = "replay"
     uses_marks = False
 
-    def __init__(self, actions_by_task: dict[str, list[str]], only: list[str] | None = None) -> None:
+    def __init__(self, actions_by_task: dict[str, list[StoredStep]], only: list[StoredStep] | None = None) -> None:
         self.actions_by_task, self.only = actions_by_task, only
-        self._queue: list[str] = []
+        self._queue: list[StoredStep] = []
 
     @classmethod
     def from_settings(cls, settings: AgentSettings, store: Store | None) -> "ReplayAgent":
@@ -31,15 +71,17 @@ class ReplayAgent:
             raise AgentError("the replay agent needs --from-episode ID or --from-run RUN")
         if store is None:
             raise AgentError("the replay agent reads its actions from a store, and there is none")
-        steps = store.read("steps", run_id=settings.from_run, columns=["episode_id", "step_index", "action", "model_output"])
+        steps = store.read("steps", run_id=settings.from_run,
+                           columns=["episode_id", "step_index", "action", "model_output", "tree_text"])
         if settings.from_episode:
             steps = steps.filter(pc.equal(steps.column("episode_id"), settings.from_episode))
         if not steps.num_rows:
             source = f"episode {settings.from_episode}" if settings.from_episode else f"run {settings.from_run}"
             raise AgentError(f"{source} has no stored steps in {store.root}")
-        actions: dict[str, list[str]] = {}
+        rows: dict[str, list[dict[str, Any]]] = {}
         for row in steps.sort_by([("episode_id", "ascending"), ("step_index", "ascending")]).to_pylist():
-            actions.setdefault(row["episode_id"], []).append(row["action"] or row["model_output"] or "")
+            rows.setdefault(row["episode_id"], []).append(row)
+        actions = {episode: stored_steps(episode_rows) for episode, episode_rows in rows.items()}
         if settings.from_episode:
             return cls({}, actions[settings.from_episode])
         return cls({task: actions[episode] for task, episode in _latest_episodes(store, settings.from_run).items()
@@ -56,7 +98,7 @@ class ReplayAgent:
     def act(self, observation: Observation) -> AgentReply:
         if not self._queue:
             raise ScriptEnd()
-        return AgentReply(self._queue.pop(0))
+        return AgentReply(aimed(self._queue.pop(0), observation))
 
 
 def _latest_episodes(store: Store, run_id: str | None) -> dict[str, str]:

@@ -183,7 +183,9 @@ def _print_differences(report: ReplayReport) -> None:
                 continue
             shown += 1
             click.echo(f"\n{episode.task_id} step {step.step_index}: URL {step.recorded_url} → {step.replayed_url}")
-            if step.tree_diff:
+            if step.tree_change:
+                click.echo(f"tree: {step.tree_change}")
+            if step.tree_diff and step.tree_diff != step.tree_change:
                 click.echo(step.tree_diff)
         for url in episode.unmatched_urls:
             click.echo(f"{episode.task_id}: not in the archive: {url}")

@@ -58,22 +58,58 @@ async def _hover(tabs: Tabs, action: Action) -> None:
     await (await locate(tabs, action.element_id)).hover()
 
 
-_FIELD = "e => [e.tagName, String(e.type || ''), String(e.name || ''), String(e.id || ''), String(e.autocomplete || '')]"
-"""What says whether a field takes a secret (see :func:`mmina.redact.is_secret_input`)."""
+# What the target is, read in one call: a <select>, what says whether it takes a secret (see
+# :func:`mmina.redact.is_secret_input`), and whether it holds text one types over (a text field's
+# value, an editable element's text; not a checkbox's "on").
+_FIELD = """e => ({select: e.tagName === "SELECT",
+  secret: [String(e.type || ""), String(e.name || ""), String(e.id || ""), String(e.autocomplete || "")],
+  filled: ((e.matches("textarea, input:not([type=checkbox], [type=radio], [type=button], [type=submit], " +
+                      "[type=reset], [type=file], [type=image], [type=color], [type=range], [type=hidden])")
+            ? e.value : e.isContentEditable ? e.textContent : "") || "").length > 0})"""
 
 
 async def _type(tabs: Tabs, action: Action) -> None:
+    """Type as the official harness does, so the page sees every keystroke (keydown, keypress,
+    input, keyup: search-as-you-type, autocomplete and key handlers react as to a person).
+
+    MMInA (shulin16/MMInA@9b0a707, browser_env/actions.py lines 1186-1192, ``execute_action``,
+    ``case ActionTypes.TYPE``) and WebArena (web-arena-x/webarena@f62e0b9, the same file, lines
+    1163-1168) click the element's centre, then ``page.keyboard.type(text)`` (``execute_type``,
+    MMInA line 893), with ``"\\n"`` appended when ``press_enter_after`` is 1 (MMInA line 1565),
+    which ``keyboard.type`` presses as Enter. Here the click is ``locator.click()`` (which scrolls
+    the element into view first, where the harness clicks the centre it recorded), and Enter is
+    pressed after the text (see :func:`_press_enter`). One difference, kept on purpose: the harness types after whatever
+    the field holds, while mmina (as with ``fill`` before, and as stored episodes were recorded)
+    first empties a field that holds text — by keystrokes too: the text selected, then Backspace.
+    A ``<select>`` gets the option with this label (the grammar's way to pick one), and a
+    password typed is kept as a secret so it never reaches the store.
+    """
     locator = await locate(tabs, action.element_id)
     text = action.text or ""
-    tag, *field = await locator.evaluate(_FIELD)
-    if tag == "SELECT":
+    field = await locator.evaluate(_FIELD)
+    if field["select"]:
         await locator.select_option(label=text)
         return
-    if is_secret_input(*field):
+    if is_secret_input(*field["secret"]):
         tabs.secrets.append(text)
-    await locator.fill(text)
+    await locator.click()
+    if field["filled"]:
+        await locator.select_text()
+        await tabs.page.keyboard.press("Backspace")
+    await tabs.page.keyboard.type(text)
     if action.press_enter:
+        await _press_enter(tabs, locator)
+
+
+async def _press_enter(tabs: Tabs, locator: Locator) -> None:
+    """Enter, pressed where the focus is, as the harness does. While the focus is still in the
+    field typed into (as it is unless the page moved it), ``locator.press`` sends the page the
+    same key events and also waits for the navigation it starts (a form submitted), which
+    ``keyboard.press`` does not: without it the next observation could race the submission."""
+    if await locator.evaluate("e => e.getRootNode().activeElement === e"):
         await locator.press("Enter")
+    else:
+        await tabs.page.keyboard.press("Enter")
 
 
 async def _press(tabs: Tabs, action: Action) -> None:

@@ -83,8 +83,11 @@ async def observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation
 
 
 async def read_tree(tabs: Tabs) -> tuple[str, list[Element]]:
-    """The active tab's accessibility tree as the agent sees it, and its elements."""
-    return flatten_snapshot(await tabs.page.aria_snapshot(mode="ai", boxes=True), tabs.ids)
+    """The active tab's accessibility tree as the agent sees it, and its elements (whose ids
+    the next action resolves)."""
+    text, elements = flatten_snapshot(await tabs.page.aria_snapshot(mode="ai", boxes=True))
+    tabs.ids.show(elements)
+    return text, elements
 
 
 async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:

@@ -3,8 +3,13 @@
 Pure over stored values (step rows, screenshot bytes, the router's request log), so a replay
 can be judged again later, or a live re-run compared with its recording the same way.
 
-* A step's **accessibility tree** is equal when the stored texts are equal; a differing tree
-  comes with a unified diff (recorded → replayed). Its **URL** is equal when the texts are, or
+* A step's **accessibility tree** is equal when its lines say the same — the same roles,
+  names, attributes, texts and properties at the same depths — whatever ids the elements
+  carry: ids derive from the elements (:mod:`mmina.element_ids`), so equal lines mean equal
+  ids within one id scheme, and a recording stored with an older scheme still compares by
+  what it showed. A differing tree comes with ``tree_change``, which names the first line
+  that differs (with the elements it sits in) and the elements found on one side only, by
+  role and name, and a unified diff of the lines without ids (recorded → replayed). Its **URL** is equal when the texts are, or
   when they differ only in query values that change on every load (clock readings, random
   cache-busters: ``archive.same_page``), which a replay under the frozen clock cannot repeat.
 * A step's **screenshot difference** is the fraction of pixels that differ: Pillow's
@@ -25,16 +30,23 @@ from __future__ import annotations
 
 import difflib
 import io
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from typing import Any
 
 from PIL import Image, ImageChops
 
+from mmina.aria_snapshot import AriaLine
+from mmina.observation import render_line, tree_lines
 from mmina.replayer.archive import MatchKind, same_page
 
 PIXEL_TOLERANCE = 8
 MAX_DIFF_LINES = 60
+MAX_NAMED = 5
+"""Elements named per side in ``tree_change`` (the rest are counted)."""
+MAX_TEXT = 40
+"""Characters of an unnamed element's text shown in ``tree_change``."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,8 @@ class StepFidelity:
     screenshot_diff: float | None
     requests: RequestCounts = field(default_factory=RequestCounts)
     tree_diff: str = ""
+    tree_change: str = ""
+    """Which part of the tree differed, in one line ("" when the trees are equal)."""
 
     @property
     def faithful(self) -> bool:
@@ -158,12 +172,69 @@ def summarize(episodes: Sequence[EpisodeFidelity]) -> dict[str, Any]:
 
 
 def tree_diff(recorded: str | None, replayed: str | None, limit: int = MAX_DIFF_LINES) -> str:
-    """A unified diff of two accessibility trees, cut after ``limit`` lines."""
-    lines = list(difflib.unified_diff((recorded or "").splitlines(), (replayed or "").splitlines(),
-                                      "recorded", "replayed", lineterm="", n=1))
+    """A unified diff of two accessibility trees' lines without ids, cut after ``limit`` lines."""
+    lines = list(difflib.unified_diff(_shown(recorded), _shown(replayed), "recorded", "replayed", lineterm="", n=1))
     if len(lines) > limit:
         lines = [*lines[:limit], f"... ({len(lines) - limit} more diff lines)"]
     return "\n".join(lines)
+
+
+def tree_change(recorded: str | None, replayed: str | None) -> str:
+    """Which part of two differing trees differs: the first differing line, where it sits, and
+    the elements (role and name) on one side only; "" for trees that say the same."""
+    old, new = _lines(recorded), _lines(replayed)
+    if old == new:
+        return ""
+    start = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    where = _path(old, start) or _path(new, start)
+    parts = [f"first difference at line {start + 1}{f' (in {where})' if where else ''}: "
+             f"recorded {_described(old, start)}, replayed {_described(new, start)}"]
+    counts = Counter(_element(line) for line in old if line.is_node), Counter(_element(line) for line in new if line.is_node)
+    for side, only in (("recording", counts[0] - counts[1]), ("replay", counts[1] - counts[0])):
+        if only:
+            parts.append(f"{sum(only.values())} element(s) only in the {side}: {_named(only)}")
+    return "; ".join(parts)
+
+
+def _lines(tree: str | None) -> list[AriaLine]:
+    return [line for _, line in tree_lines(tree or "")]
+
+
+def _shown(tree: str | None) -> list[str]:
+    """A tree's lines as shown to the agent, without ids."""
+    return [render_line(line) for line in _lines(tree)]
+
+
+def _described(lines: Sequence[AriaLine], index: int) -> str:
+    return f"`{render_line(lines[index]).strip()}`" if index < len(lines) else "nothing (the tree ended)"
+
+
+def _path(lines: Sequence[AriaLine], index: int) -> str:
+    """The elements enclosing line ``index``, outermost first (``main > list "Results"``)."""
+    if index >= len(lines):
+        return ""
+    path, depth = [], lines[index].depth
+    for line in reversed(lines[:index]):
+        if line.depth < depth and line.is_node:
+            path.append(_element(line))
+            depth = line.depth
+    return " > ".join(reversed(path))
+
+
+def _element(line: AriaLine) -> str:
+    """An element as the agent reads it, by role and name (an unnamed one by its text, cut short)."""
+    text = None if line.name or line.value is None else _cut(line.value)
+    return render_line(AriaLine(0, line.role, line.name, value=text))
+
+
+def _cut(text: str, limit: int = MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _named(counts: Counter[str]) -> str:
+    named = [f"{element}{f' ×{n}' if n > 1 else ''}" for element, n in counts.most_common(MAX_NAMED)]
+    rest = len(counts) - len(named)
+    return ", ".join(named) + (f" and {rest} more" if rest > 0 else "")
 
 
 def pixel_difference(first: bytes, second: bytes, tolerance: int = PIXEL_TOLERANCE) -> float:
@@ -209,8 +280,8 @@ def _compare(old: StepView | None, new: StepView | None, index: int, screenshots
     if old is None or new is None:
         note = "(step missing in the replay)" if new is None else "(step not in the recording)"
         return StepFidelity(index, old.url if old else None, new.url if new else None, False, False, None,
-                            requests or RequestCounts(), note)
-    trees_equal = old.tree_text == new.tree_text
-    return StepFidelity(index, old.url, new.url, same_page(old.url, new.url), trees_equal,
+                            requests or RequestCounts(), note, note)
+    change = tree_change(old.tree_text, new.tree_text)
+    return StepFidelity(index, old.url, new.url, same_page(old.url, new.url), not change,
                         screenshots(old.screenshot, new.screenshot), requests or RequestCounts(),
-                        "" if trees_equal else tree_diff(old.tree_text, new.tree_text))
+                        tree_diff(old.tree_text, new.tree_text) if change else "", change)

@@ -20,7 +20,7 @@ from typing import Any
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.agents.stored_actions import ReplayAgent
+from mmina.agents.stored_actions import ReplayAgent, stored_steps
 from mmina.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
@@ -153,7 +153,7 @@ class AgentJob(_ArchiveJob):
 def _replayer(steps: Rows, source: Source) -> ReplayAgent:
     """The replay agent with the episode's actions: the parsed action, else the raw output (so
     parse errors repeat too)."""
-    return ReplayAgent({}, only=[r["action"] or r["model_output"] or "" for r in steps.get(source.episode_id, [])])
+    return ReplayAgent({}, only=stored_steps(steps.get(source.episode_id, [])))
 
 
 def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outcome: _Outcome,

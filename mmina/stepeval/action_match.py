@@ -15,7 +15,6 @@ recorded action has them. ``press_enter_after`` is not scored.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,7 +33,6 @@ _OP_OF_KIND = {
     **{k: "navigation" for k in (ActionKind.GOTO, ActionKind.GO_BACK, ActionKind.GO_FORWARD, ActionKind.NEW_TAB,
                                  ActionKind.TAB_FOCUS, ActionKind.CLOSE_TAB)},
 }
-_TREE_LINE = re.compile(r'^(?P<indent>\t*)\[(?P<id>[A-Za-z0-9_-]+)\] (?P<role>[A-Za-z/][\w/-]*)(?: "(?P<name>(?:[^"\\]|\\.)*)")?')
 
 
 @dataclass(frozen=True)
@@ -59,17 +57,6 @@ class StepScore:
     @property
     def action_ok(self) -> bool:
         return self.op_ok and self.target_ok is not False and self.value_ok is not False
-
-
-def elements_from_tree(tree_text: str) -> list[Element]:
-    """The addressable elements of a stored tree text (``[id] role "name"`` lines), without boxes."""
-    elements = []
-    for line in tree_text.splitlines():
-        found = _TREE_LINE.match(line)
-        if found:
-            name = (found["name"] or "").replace('\\"', '"')
-            elements.append(Element(found["id"], found["role"], name, len(found["indent"])))
-    return elements
 
 
 def facts(action: Action, roles: dict[str, str]) -> ActionFacts:

@@ -18,8 +18,7 @@ import pyarrow.compute as pc
 
 from mmina.errors import MminaError
 from mmina.answers import answer_verdict
-from mmina.observation import Observation, PageImage, Tab
-from mmina.stepeval.action_match import elements_from_tree
+from mmina.observation import Observation, PageImage, Tab, elements_from_tree
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
 from mmina.tasks import Task, task_from_row
