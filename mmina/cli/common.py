@@ -5,6 +5,7 @@ import base64
 import csv
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -17,7 +18,7 @@ from rich.table import Table as RichTable
 from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
-from mmina.errors import MminaError
+from mmina.errors import MminaError, MminaWarning
 from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
@@ -28,17 +29,28 @@ stderr = Console(stderr=True)
 
 
 class MminaGroup(click.Group):
-    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+    """Turns library errors into one line on stderr and a non-zero exit, never a traceback,
+    and mmina's warnings into one ``Warning:`` line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except MminaError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    if issubclass(category, MminaWarning):
+        click.echo(f"Warning: {message}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def store_option(func):

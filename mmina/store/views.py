@@ -1,8 +1,10 @@
-"""DuckDB views named after the store's tables, for ``mmina sql`` and users' own sessions.
+"""DuckDB views named after the store's tables, in a sandboxed connection (``sandbox.py``).
 
-Files are routed by the schema version in their name: current files are read as they are,
-older ones through their migrations' SQL, and all are unioned by column name. Steps and
-requests of uncommitted episodes (a writer killed between renames) are filtered out.
+Each view reads an explicit list of files, the ones ``footers.py`` found readable and of
+the right table, routed by the schema version in their footer: current files are read as
+they are, older ones through their migrations' SQL, and all are unioned by column name.
+Steps and requests of uncommitted episodes (a writer killed between renames) are filtered
+out, and an episode whose row is in two files (a copied file) is shown once.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from dataclasses import dataclass, field
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
-from mmina.store.schema import TABLES, Table
-from mmina.store.layout import data_files, file_version, glob_pattern
-from mmina.store.migrations import chain, check_readable
+from mmina.store.footers import table_files
+from mmina.store.migrations import chain
+from mmina.store.sandbox import Sandbox, open_sandbox
+from mmina.store.schema import EPISODES, TABLES, Table
+from mmina.store.sqlcheck import one_line
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
 from mmina.tasks import HOP_BUCKETS
@@ -105,10 +109,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _read_parquet(store: Store, table: Table, version: int) -> str:
+def _read_parquet(table: Table, uris: list[str]) -> str:
     hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
-    pattern = glob_pattern(store.root, table, version, any_depth=not store.backend.local)
-    return f"SELECT * FROM read_parquet({_quote(pattern)}{hive})"
+    filename = ", filename = true" if table is EPISODES else ""
+    return f"SELECT * FROM read_parquet([{', '.join(map(_quote, uris))}]{hive}{filename})"
 
 
 def _empty(table: Table) -> str:
@@ -118,20 +122,20 @@ def _empty(table: Table) -> str:
     return f"SELECT {', '.join(columns)} WHERE false"
 
 
-def table_sql(store: Store, table: Table) -> str:
-    """The SELECT behind one table's view, over every version of its files present."""
-    versions = sorted({file_version(p) for p in data_files(store.backend, table)})
-    if not versions:
+def table_sql(table: Table, files: dict[int, list[str]], store: Store) -> str:
+    """The SELECT behind one table's view over ``files`` (``mmina://`` names by schema version)."""
+    if not files:
         return _empty(table)
-    check_readable(versions[-1], f"table {table.name} of store {store.root}")
     parts = []
-    for version in versions:
-        sql = _read_parquet(store, table, version)
+    for version, uris in sorted(files.items()):
+        sql = _read_parquet(table, uris)
         for migration in chain(table, version, store.migrations):
             sql = migration.view_sql.format(inner=sql)
         parts.append(sql)
     body = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
     columns = ", ".join(f'"{name}"' for name in _view_columns(table))
+    if table is EPISODES:  # one row per episode, the first file's, even if a file was copied
+        return f"SELECT {columns} FROM ({body}) QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY filename) = 1"
     where = " WHERE episode_id IN (SELECT episode_id FROM episodes)" if table in EPISODE_CHILDREN else ""
     return f"SELECT {columns} FROM ({body}){where}"
 
@@ -141,46 +145,55 @@ def _view_columns(table: Table) -> list[str]:
     return [*table.column_names, *(["run_id"] if table.partitioned_by_run else [])]
 
 
-def views_sql(store: Store) -> dict[str, str]:
-    """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB."""
-    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t)}" for t in TABLES.values()}
+def views_sql(store: Store, sandbox: Sandbox) -> dict[str, str]:
+    """CREATE VIEW statements for every table and convenience view, over the files the
+    sandbox found readable."""
+    files = table_files(store, sandbox)
+    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
+                  for t in TABLES.values()}
     statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
     return statements
 
 
 @dataclass
 class StoreConnection:
-    """A DuckDB connection with the store's views; ``broken`` maps views that could not be
-    created (an unreadable file) to the reason, so only queries that use them fail."""
+    """A sandboxed DuckDB connection with the store's views; ``broken`` maps views that could
+    not be created to the reason, so only queries that use them fail."""
 
-    connection: duckdb.DuckDBPyConnection
+    sandbox: Sandbox
     broken: dict[str, MminaError] = field(default_factory=dict)
 
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        return self.sandbox.connection
+
     def close(self) -> None:
-        self.connection.close()
+        self.sandbox.close()
 
 
 def connect(store: Store) -> StoreConnection:
-    """An in-memory DuckDB connection over the store (which is only read). An object store is
-    read through the same fsspec filesystem mmina uses (credentials from the environment), so
-    DuckDB needs no httpfs extension (which it could not download without network access)."""
-    connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
-    filesystem = store.backend.duckdb_filesystem()
-    if filesystem is not None:
-        connection.register_filesystem(filesystem)
-    result = StoreConnection(connection)
-    for name, statement in views_sql(store).items():
-        try:
-            connection.execute(statement)
-        except duckdb.Error as exc:
-            result.broken[name] = read_error(exc)
-    return result
+    """An in-memory DuckDB connection over the store that can read its files and nothing else
+    (see ``sandbox.py``); an object store is read through the same fsspec filesystem mmina
+    uses (credentials from the environment), so DuckDB needs no httpfs extension."""
+    db = StoreConnection(open_sandbox(store.backend))
+    try:
+        for name, statement in views_sql(store, db.sandbox).items():
+            try:
+                db.connection.execute(statement)
+            except duckdb.Error as exc:
+                db.broken[name] = read_error(exc)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def read_error(exc: duckdb.Error) -> Exception:
     """A DuckDB error as one line: unreadable store files point to ``store verify``."""
-    message = str(exc).splitlines()[0]
+    message = one_line(exc)
     lowered = message.lower()
     if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
+    if isinstance(exc, duckdb.PermissionException) or message.startswith("PermissionError"):
+        return QueryError(f"mmina sql reads the store's own files only, and never writes: {message}")
     return QueryError(message)

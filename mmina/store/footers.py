@@ -1,0 +1,109 @@
+"""Which files the DuckDB views read: every table's files whose footer says they are what
+their place in the store says, found by reading all footers in one DuckDB query.
+
+A file that cannot be read (truncated, random bytes, empty), that holds another table's
+rows (an ``episodes`` file replaced by a ``steps`` file) or that is not an mmina file is
+left out with a warning naming it (:meth:`Store.skip_file`), so the rest of its table
+still reads; a file of a newer schema version stops the connection, as everywhere.
+Steps, requests and blob packs count only when their stem is committed. When the one query
+fails, the files are halved until the unreadable ones are found, so a healthy store costs
+one query and a damaged one a few more. Errors that are not about a file's bytes (a
+network failure) are raised, never taken for damage.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import PurePath
+
+import duckdb
+
+from mmina.errors import StoreError
+from mmina.store.files import META_TABLE, META_VERSION
+from mmina.store.layout import file_stem
+from mmina.store.migrations import check_readable
+from mmina.store.sandbox import Sandbox
+from mmina.store.schema import BLOBS, TABLES, Table
+from mmina.store.sqlcheck import one_line
+from mmina.store.store import EPISODE_CHILDREN, Store
+
+Footer = dict[str, str]
+GLOB_CHARACTERS = frozenset("*?[{")
+"""A path DuckDB would expand rather than open (store writers never make such names)."""
+
+
+def table_files(store: Store, sandbox: Sandbox) -> dict[str, dict[int, list[str]]]:
+    """For each table, the ``mmina://`` names of the files its view reads, by schema version."""
+    listed = {table: _candidates(store, table) for table in TABLES.values()}
+    names = {sandbox.filesystem.uri(path, store.root): (table, path) for table, paths in listed.items() for path in paths}
+    for uri, (_, path) in list(names.items()):
+        if not sandbox.filesystem.reachable(uri):
+            store.skip_file(path, "it leads out of the store (a symbolic link)")
+            del names[uri]
+    footers = read_footers(sandbox.connection, list(names))
+    chosen: dict[str, dict[int, list[str]]] = {name: {} for name in TABLES}
+    for uri, (table, path) in names.items():
+        version = _version(store, table, path, footers[uri])
+        if version is not None:
+            chosen[table.name].setdefault(version, []).append(uri)
+    return chosen
+
+
+def _candidates(store: Store, table: Table) -> list[PurePath]:
+    """The table's files; for episode files and packs, only those of committed stems."""
+    paths = store.files(table.name)
+    if table in (*EPISODE_CHILDREN, BLOBS):
+        committed = store.committed_stems()
+        paths = [p for p in paths if file_stem(p) in committed]
+    for path in [p for p in paths if GLOB_CHARACTERS & set(p.name)]:
+        store.skip_file(path, "its name has glob characters ( * ? [ { ), which no mmina writer makes")
+    return [p for p in paths if not GLOB_CHARACTERS & set(p.name)]
+
+
+def _version(store: Store, table: Table, path: PurePath, footer: Footer | str) -> int | None:
+    """The file's schema version, or None (after a warning) when the view must not read it."""
+    if isinstance(footer, str):
+        store.skip_file(path, footer)
+        return None
+    version, owner = footer.get(META_VERSION.decode()), footer.get(META_TABLE.decode())
+    if version is None or not version.isdigit():
+        store.skip_file(path, "it is not an mmina store file (no schema version in its metadata)")
+        return None
+    if owner is not None and owner != table.name:
+        store.skip_file(path, f"it holds {owner} rows, not {table.name} rows")
+        return None
+    check_readable(int(version), str(path))
+    return int(version)
+
+
+def read_footers(connection: duckdb.DuckDBPyConnection, uris: Sequence[str]) -> dict[str, Footer | str]:
+    """Each file's mmina metadata, or why it cannot be read."""
+    if not uris:
+        return {}
+    try:
+        return _query_footers(connection, uris)
+    except duckdb.Error as exc:
+        if len(uris) == 1:
+            return {uris[0]: _unreadable(exc, uris[0])}
+    half = len(uris) // 2
+    return read_footers(connection, uris[:half]) | read_footers(connection, uris[half:])
+
+
+def _query_footers(connection: duckdb.DuckDBPyConnection, uris: Sequence[str]) -> dict[str, Footer | str]:
+    listing = "[" + ", ".join("'" + uri.replace("'", "''") + "'" for uri in uris) + "]"
+    rows = connection.execute(
+        f"SELECT file_name, decode(key), decode(value) FROM parquet_kv_metadata({listing}) "
+        f"WHERE decode(key) IN ('{META_VERSION.decode()}', '{META_TABLE.decode()}')").fetchall()
+    found: dict[str, Footer | str] = {uri: {} for uri in uris}
+    for name, key, value in rows:
+        footer = found.setdefault(name, {})
+        assert isinstance(footer, dict)
+        footer[key] = value
+    return found
+
+
+def _unreadable(exc: duckdb.Error, uri: str) -> str:
+    """Why one file cannot be read; raised instead when the failure is not the file's bytes."""
+    message = one_line(exc)
+    if isinstance(exc, duckdb.IOException) or "Traceback" in str(exc):
+        raise StoreError(f"cannot read {uri}: {message}")
+    return f"it is not a readable Parquet file ({message})"
