@@ -39,7 +39,7 @@ def sql(query: str | None, schema: bool, timeout_s: float, store_path: str | Non
     if schema:
         _print_schema(fmt)
         return
-    if not query:
+    if query is None:
         raise click.UsageError("give a QUERY, or --schema to see the tables")
     result = run_query(open_store(store_path), query, timeout_s=timeout_s or None)
     render_rows(result.columns, result.rows, fmt)
