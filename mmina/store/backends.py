@@ -111,6 +111,9 @@ class Backend(ABC):
     def drop_unfinished(self, item: Unfinished) -> bool:
         """Remove a leftover of a writer that is gone (checked again first); False if it was not."""
 
+    def check_folder(self, path: PurePath) -> None:
+        """Refuse a file where the store keeps a folder (object stores have no folders)."""
+
     def try_lock(self, name: str) -> AbstractContextManager[bool]:
         """The exclusive lock ``name`` if it is free now (yields True), else nothing (False);
         True on backends without locks."""
@@ -175,10 +178,13 @@ class LocalBackend(Backend):
     def exists(self, path: PurePath) -> bool:
         return Path(path).exists()
 
-    def files(self, base: PurePath, depth: int) -> list[PurePath]:
-        if Path(base).exists() and not Path(base).is_dir():
-            raise StoreError(f"{base} is a file where the store keeps a folder: the store is damaged "
+    def check_folder(self, path: PurePath) -> None:
+        if Path(path).exists() and not Path(path).is_dir():
+            raise StoreError(f"{path} is a file where the store keeps a folder: the store is damaged "
                              f"(move the file away; see `mmina store verify`)")
+
+    def files(self, base: PurePath, depth: int) -> list[PurePath]:
+        self.check_folder(base)
         folders = [Path(base)]
         for _ in range(depth - 1):
             folders = _scan(folders, folders=True)
@@ -200,11 +206,20 @@ class LocalBackend(Backend):
         new.write(data)
         new.publish(os.replace)
 
-    @_on_disk
-    def lock(self, name: str, exclusive: bool) -> AbstractContextManager[None]:
+    @contextmanager
+    def lock(self, name: str, exclusive: bool) -> Iterator[None]:
         """An ``flock`` on a file in the store folder (made first: the store may be new)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        return _flock(self.root / name, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.root / name, "a")
+        except OSError as exc:
+            raise write_error(self.root, exc) from None
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def reading_filesystem(self) -> tuple[Any, str]:
         from fsspec.implementations.local import LocalFileSystem
@@ -377,12 +392,3 @@ def _scan(parents: list[Path], folders: bool) -> list[Path]:
     """The folders (or the files) directly in each of ``parents`` that exists."""
     return [Path(e.path) for parent in parents if parent.is_dir() for e in os.scandir(parent) if e.is_dir() == folders]
 
-
-@contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

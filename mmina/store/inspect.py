@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
 from mmina.store.files import read_failure, read_version
 from mmina.store.compact import WORK_DIR
-from mmina.store.layout import file_stem, file_version, run_of
+from mmina.store.layout import file_stem, file_version, is_batch, run_of
 from mmina.store.leftovers import Leftover, orphans, remove_leftovers
 from mmina.store.manifest import Listed, read_manifest
 from mmina.store.migrations import check_readable
@@ -194,7 +194,7 @@ def _read_fully(path: PurePath, table: Table, filesystem: Any) -> FileFacts:
 def _check_episodes(readable: Readable, report: VerifyReport) -> None:
     """An episode committed in two files (a copied file): readers count the first file's row."""
     first: dict[str, PurePath] = {}
-    for path, facts in sorted(readable[EPISODES.name].items()):
+    for path, facts in sorted(readable[EPISODES.name].items(), key=_original_first):
         twice = sorted({i for i in facts.episode_ids if i in first})
         if twice:
             report.add(path, "duplicate", f"episode {twice[0]}{f' and {len(twice) - 1} more' if len(twice) > 1 else ''} "
@@ -203,10 +203,21 @@ def _check_episodes(readable: Readable, report: VerifyReport) -> None:
             first.setdefault(episode_id, path)
 
 
+def _original_first(item: tuple[PurePath, FileFacts]) -> tuple[bool, PurePath]:
+    """Files named as their commit named them (the episode id, or a batch) before copies."""
+    path, facts = item
+    return not (is_batch(path) or file_stem(path) in facts.episode_ids), path
+
+
 def _check_orphans(store: Store, report: VerifyReport) -> None:
     """Files of a stem whose ``episodes`` file never landed (writer killed between renames or
-    PUTs); on an object store a young one may be a commit under way."""
-    for path in orphans(store)[0]:
+    PUTs); on an object store a young one may be a commit under way. Not checked when the
+    store's layout is damaged (reported as ``not_a_folder``)."""
+    try:
+        found = orphans(store)[0]
+    except StoreError:
+        return
+    for path in found:
         if not store.backend.local and store.backend.age_s(path) < ORPHAN_GRACE_S:
             report.in_progress.append(str(path))
             continue

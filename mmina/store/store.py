@@ -143,6 +143,8 @@ class Store:
         ``leftovers.py``). Checked once per open store (each check reads the marker)."""
         if self._writable:
             return
+        for table in TABLES.values():  # a damaged layout is refused before anything is written
+            self.backend.check_folder(self.root / table.name)
         if not self.exists:
             self._init_marker()
         version = self.marker_version()
