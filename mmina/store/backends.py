@@ -121,8 +121,13 @@ class Backend(ABC):
 
     @abstractmethod
     def reading_filesystem(self) -> tuple[Any, str]:
-        """A new fsspec filesystem to read the store's files through (DuckDB's sandbox does),
-        and the store's root as that filesystem names it."""
+        """The fsspec filesystem to read the store's files through (DuckDB's sandbox does), and
+        the store's root as that filesystem names it."""
+
+    def listing(self) -> dict[str, dict[str, Any]]:
+        """Details (size, date) of every file, by that filesystem's name, where one listing is
+        cheaper than asking file by file; empty where it is not (a local disk)."""
+        return {}
 
 
 def open_backend(location: str | os.PathLike[str]) -> Backend:

@@ -31,8 +31,6 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from mmina.errors import AlreadyExistsError, MminaError, StoreError, StoreNotFoundError, first_line
 from mmina.store.backends import Backend, NewFile, Unfinished
 
-LISTING_TTL_S = 10
-"""How long a DuckDB connection may reuse a listing (see :meth:`ObjectBackend.reading_filesystem`)."""
 UPLOAD_GRACE_S = 6 * 3600
 """An incomplete multipart upload younger than this may belong to a writer still uploading."""
 SPOOL_BYTES = 32 << 20
@@ -183,18 +181,17 @@ class ObjectBackend(Backend):
         return True
 
     def reading_filesystem(self) -> tuple[Any, str]:
-        """A filesystem of its own for one DuckDB connection, which keeps each listing for
-        ``LISTING_TTL_S``: the store is listed once, and its files are then opened without
-        asking for their size and date again (two requests fewer per file). Within that time
-        new files may go unseen, as if the query had started earlier; none is ever seen half."""
-        filesystem = _filesystem(self.scheme, use_listings_cache=True, listings_expiry_time=LISTING_TTL_S)
+        return self.fs, self._root_key
+
+    @_remote
+    def listing(self) -> dict[str, dict[str, Any]]:
+        """Every object under the prefix with its size and date, in one (paginated) listing: a
+        DuckDB connection then opens files without asking for their size and date again (two
+        requests fewer per file). Files that appear later are asked for one by one."""
         try:
-            filesystem.find(self._root_key, detail=True)
+            return self.fs.find(self._root_key, detail=True)
         except FileNotFoundError:
-            pass  # an empty store
-        except Exception as exc:  # noqa: BLE001 - network, credentials: one line, as every access
-            raise self.access_error(exc) from None
-        return filesystem, self._root_key
+            return {}
 
 
 class ObjectNewFile:

@@ -50,12 +50,14 @@ class StoreFileSystem(AbstractFileSystem):
 
     protocol = PROTOCOL
     root_marker = ""
+    cachable = False  # one per connection: fsspec would hand back an earlier one, with its old listing
     mkdir = makedirs = rm = rm_file = _rm = rmdir = mv = cp_file = touch = pipe_file = put_file = _refuse
 
     def __init__(self, backend: Backend) -> None:
         super().__init__(skip_instance_cache=True)
         self.inner, self.base = backend.reading_filesystem()
         self.local = backend.local
+        self._known = backend.listing()
 
     def uri(self, path: PurePath, root: PurePath) -> str:
         """The ``mmina://`` name of a store file (``path`` under the store's ``root``)."""
@@ -88,7 +90,8 @@ class StoreFileSystem(AbstractFileSystem):
         return entries if detail else [e["name"] for e in entries]
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        entry = self._outer(self.inner.info(self._inner_path(path)))
+        inner = self._inner_path(path)
+        entry = self._outer(self._known.get(inner) or self.inner.info(inner))
         if entry is None:
             raise FileNotFoundError(path)
         return entry
@@ -101,13 +104,16 @@ class StoreFileSystem(AbstractFileSystem):
         return entries if detail else sorted(entries)
 
     def modified(self, path: str) -> Any:
-        return self.inner.modified(self._inner_path(path))
+        inner = self._inner_path(path)
+        known = self._known.get(inner, {}).get("LastModified")
+        return known or self.inner.modified(inner)
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> PerThreadFile:
         if mode != "rb":
             raise PermissionError(f"the store is read-only here: cannot open {path} to write")
         inner = self._inner_path(path)
-        return PerThreadFile(lambda: self.inner.open(inner, "rb"))
+        known = {"size": self._known[inner]["size"]} if inner in self._known else {}  # no request for the size
+        return PerThreadFile(lambda: self.inner.open(inner, "rb", **known))
 
 
 class PerThreadFile:
