@@ -353,8 +353,8 @@ def test_writers_in_several_processes_share_one_prefix(url: str, tmp_path) -> No
     assert sql(store, "select count(*) from steps") == [(24 * workers,)]
     assert sql(store, "select count(distinct sha256) from blobs") == [(1 + 8 + 8 * workers,)]
     assert verify_store(store).ok
+    digests = store.read("steps", columns=["episode_id", "screenshot"]).to_pylist()
     for episode_id, packs in sql(store, "select episode_id, blob_packs from episodes"):
-        digests = store.read("steps", columns=["episode_id", "screenshot"]).to_pylist()
         wanted = {row["screenshot"] for row in digests if row["episode_id"] == episode_id}
         assert set(store.read_blobs(sorted(wanted), packs)) == wanted, episode_id
 

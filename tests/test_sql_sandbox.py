@@ -142,12 +142,15 @@ def test_every_named_attack_fails_cleanly(world: dict[str, Path]) -> None:
 
 
 def test_the_filesystem_holds_even_without_the_statement_check(world: dict[str, Path]) -> None:
-    """The sandbox's second line: statements run straight on its connection still cannot
-    write a byte or read outside the store."""
+    """The sandbox's second line: statements run straight on its connection still cannot make
+    a file, write through ``mmina://``, write outside the store or read outside it. (On a
+    local disk DuckDB opens the store's own data files directly, by their exact paths, for
+    speed: overwriting one of those is stopped by the statement check alone; see sandbox.py.)"""
     before = files_of(world["store"])
+    committed = {str(p) for p in world["store"].rglob("*.parquet")}
     db = connect(Store.open(world["store"]))
     try:
-        for query in [*writes(targets(world)), *outside_reads(secret_paths(world))]:
+        for query in [*writes([t for t in targets(world) if t not in committed]), *outside_reads(secret_paths(world))]:
             try:
                 rows = db.connection.execute(query).fetchall()
             except duckdb.Error:

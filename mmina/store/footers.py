@@ -12,14 +12,14 @@ network failure) are raised, never taken for damage.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import PurePath
 
 import duckdb
 
 from mmina.errors import StoreError
 from mmina.store.files import META_TABLE, META_VERSION
-from mmina.store.layout import file_stem
+from mmina.store.layout import file_stem, file_version
 from mmina.store.migrations import check_readable
 from mmina.store.sandbox import Sandbox
 from mmina.store.schema import BLOBS, TABLES, Table
@@ -31,28 +31,42 @@ GLOB_CHARACTERS = frozenset("*?[{")
 """A path DuckDB would expand rather than open (store writers never make such names)."""
 
 
-def table_files(store: Store, sandbox: Sandbox) -> dict[str, dict[int, list[str]]]:
-    """For each table, the ``mmina://`` names of the files its view reads, by schema version."""
-    listed = {table: _candidates(store, table) for table in TABLES.values()}
+def candidates(store: Store) -> dict[Table, list[PurePath]]:
+    """Every table's files that a view may read (see :func:`_candidates`)."""
+    committed = store.committed_stems()
+    return {table: _candidates(store, table, committed) for table in TABLES.values()}
+
+
+def table_files(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
+                checked: Collection[Table]) -> dict[str, dict[int, list[str]]]:
+    """For each table, the names DuckDB reads the files of its view by, by schema version.
+    Only the files of ``checked`` tables have their footers read (the tables a query uses);
+    the others are routed by the version in their names, as they are written."""
     names = {sandbox.filesystem.uri(path, store.root): (table, path) for table, paths in listed.items() for path in paths}
     for uri, (_, path) in list(names.items()):
-        if not sandbox.filesystem.reachable(uri):
+        if not sandbox.filesystem.reachable(path, store.root):
             store.skip_file(path, "it leads out of the store (a symbolic link)")
             del names[uri]
-    footers = read_footers(sandbox.connection, list(names))
+    footers = read_footers(sandbox.connection, [uri for uri, (table, _) in names.items() if table in checked])
     chosen: dict[str, dict[int, list[str]]] = {name: {} for name in TABLES}
     for uri, (table, path) in names.items():
-        version = _version(store, table, path, footers[uri])
+        version = _version(store, table, path, footers[uri]) if uri in footers else _named_version(path)
         if version is not None:
             chosen[table.name].setdefault(version, []).append(uri)
     return chosen
 
 
-def _candidates(store: Store, table: Table) -> list[PurePath]:
+def _named_version(path: PurePath) -> int:
+    version = file_version(path)
+    assert version is not None  # listed files are data files
+    check_readable(version, str(path))
+    return version
+
+
+def _candidates(store: Store, table: Table, committed: set[str]) -> list[PurePath]:
     """The table's files; for episode files and packs, only those of committed stems."""
     paths = store.files(table.name)
     if table in (*EPISODE_CHILDREN, BLOBS):
-        committed = store.committed_stems()
         paths = [p for p in paths if file_stem(p) in committed]
     for path in [p for p in paths if GLOB_CHARACTERS & set(p.name)]:
         store.skip_file(path, "its name has glob characters ( * ? [ { ), which no mmina writer makes")

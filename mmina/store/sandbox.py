@@ -3,13 +3,19 @@
 DuckDB runs SQL with the rights of the process (it reads and writes files, loads
 extensions, reaches the network), and it has write paths that no statement filter sees
 coming (``WITH x AS (COPY ... TO ...) SELECT 1`` writes). So the sandbox does not rely on
-the filter in ``sqlcheck.py`` alone: every file access goes through the
-:class:`StoreFileSystem` below, registered as ``mmina://`` and confined to the store's root,
-which refuses every write, delete and rename, and every path that leads out of the store
-(``..``, a symlink pointing elsewhere). DuckDB's own access to the machine is switched off
-(``enable_external_access``), with one exception DuckDB always makes, a private temporary
-folder for spilling, removed when the connection closes; extensions are neither installed
-nor loaded, and the configuration is locked before any SQL from outside runs.
+the filter in ``sqlcheck.py`` alone. DuckDB's own access to the machine is switched off
+(``enable_external_access``) and the configuration locked before any SQL from outside
+runs; extensions are neither installed nor loaded. What stays reachable:
+
+* the :class:`StoreFileSystem` below, registered as ``mmina://`` and confined to the
+  store's root: it refuses every write, delete and rename, and every path that leads out
+  of the store (``..``, a symbolic link pointing elsewhere). An object store is read only
+  this way, so there nothing can write whatever the statement;
+* on a local disk, also the store's data files themselves by their exact paths
+  (``allowed_paths``: no folder, so no new file can be made there), read by DuckDB's own
+  filesystem, since going through Python costs some 25 times as much on a store of many
+  small files. Overwriting one of them would need a statement that the filter missed;
+* a private temporary folder DuckDB spills to, removed when the connection closes.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import posixpath
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -58,30 +64,40 @@ class StoreFileSystem(AbstractFileSystem):
         self.inner, self.base = backend.reading_filesystem()
         self.local = backend.local
         self._known = backend.listing()
+        self._folders: dict[str, str] = {}
 
     def uri(self, path: PurePath, root: PurePath) -> str:
-        """The ``mmina://`` name of a store file (``path`` under the store's ``root``)."""
-        return f"{PROTOCOL}://{path.relative_to(root).as_posix()}"
+        """The name DuckDB reads a store file by (``path`` under the store's ``root``): its real
+        path on a local disk, ``mmina://<path in the store>`` on an object store."""
+        relative = _relative(path, root)
+        return f"{self.base}/{relative}" if self.local else f"{PROTOCOL}://{relative}"
 
-    def reachable(self, uri: str) -> bool:
-        """False for a name that leads out of the store."""
-        try:
-            self._inner_path(uri)
-        except PermissionError:
-            return False
-        return True
+    def reachable(self, path: PurePath, root: PurePath) -> bool:
+        """False for a listed store file (``path`` under ``root``) whose real location is outside."""
+        return self._inside(f"{self.base}/{_relative(path, root)}")
 
     def _inner_path(self, path: str) -> str:
         relative = posixpath.normpath("/" + self._strip_protocol(path)).lstrip("/")
         inner = self.base if relative in ("", ".") else f"{self.base}/{relative}"
-        if self.local and not _within(os.path.realpath(inner), self.base):
+        if not self._inside(inner):
             raise PermissionError(f"{path} leads out of the store")
         return inner
+
+    def _inside(self, inner: str) -> bool:
+        """On a local disk: whether a path's real location (symbolic links followed) is in the
+        store; folders are resolved once each, a file costs one ``lstat``."""
+        if not self.local:
+            return True
+        folder, _, name = inner.rpartition("/")
+        if folder not in self._folders:
+            self._folders[folder] = os.path.realpath(folder)
+        real = os.path.realpath(inner) if os.path.islink(inner) else f"{self._folders[folder]}/{name}"
+        return _within(real, self.base)
 
     def _outer(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         """An entry of the inner filesystem as seen from here; None when it lies outside."""
         name = self.inner._strip_protocol(entry["name"])
-        if not _within(name, self.base) or (self.local and not _within(os.path.realpath(name), self.base)):
+        if not _within(name, self.base) or not self._inside(name):
             return None
         return {**entry, "name": name[len(self.base):].lstrip("/")}
 
@@ -154,6 +170,12 @@ class PerThreadFile:
             handle.close()
 
 
+def _relative(path: PurePath, root: PurePath) -> str:
+    """``path`` relative to ``root``, with ``/`` (string work: it runs for every file of a store)."""
+    text, prefix = str(path), str(root).rstrip("/") + "/"
+    return text[len(prefix):] if text.startswith(prefix) else path.relative_to(root).as_posix()
+
+
 def _within(path: str, base: str) -> bool:
     return path == base or path.startswith(base.rstrip("/") + "/")
 
@@ -171,15 +193,20 @@ class Sandbox:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def open_sandbox(backend: Backend) -> Sandbox:
-    """A new in-memory DuckDB connection that can read ``backend``'s files only, with its
-    configuration locked; close it with :meth:`Sandbox.close`."""
+def open_sandbox(backend: Backend, files: Sequence[PurePath] = ()) -> Sandbox:
+    """A new in-memory DuckDB connection that can read ``backend``'s files only (on a local
+    disk, ``files`` by their paths as well), with its configuration locked; close it with
+    :meth:`Sandbox.close`."""
     workdir = Path(tempfile.mkdtemp(prefix="mmina-sql-"))
     connection = duckdb.connect(":memory:", config={**SETTINGS, "temp_directory": str(workdir)})
     try:
         filesystem = StoreFileSystem(backend)
         connection.register_filesystem(filesystem)
-        connection.execute(f"SET allowed_directories = ['{PROTOCOL}://']")
+        paths = [filesystem.uri(path, backend.root) for path in files] if backend.local else []
+        connection.execute("LOAD parquet")  # built in: nothing is read or fetched
+        connection.execute("SET parquet_metadata_cache = true")  # footers checked once, then reused by the query
+        connection.execute("SET allowed_directories = $1", [[f"{PROTOCOL}://"]])
+        connection.execute("SET allowed_paths = $1", [paths])
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
     except BaseException:

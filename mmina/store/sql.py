@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from mmina.errors import MminaError, QueryError
-from mmina.store.sqlcheck import read_statements
+from mmina.store.sqlcheck import check_text, read_statements
 from mmina.store.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
 
@@ -45,7 +45,8 @@ def run_query(store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOU
     """Run ``query`` (one or more read statements) and return the last statement's result,
     at most ``max_rows`` rows of it. Raises :class:`QueryError` for SQL that is not a read,
     invalid or failing, and :class:`QueryTimeoutError` past ``timeout_s`` seconds."""
-    db = connect(store)
+    check_text(query)
+    db = connect(store, query)
     job: Job | None = None
     try:
         statements = read_statements(db.connection, query)

@@ -8,12 +8,14 @@ out, and an episode whose row is in two files (a copied file) is shown once.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
-from mmina.store.footers import table_files
+from mmina.store.footers import candidates, table_files
 from mmina.store.migrations import chain
 from mmina.store.sandbox import Sandbox, open_sandbox
 from mmina.store.schema import EPISODES, TABLES, Table
@@ -145,10 +147,11 @@ def _view_columns(table: Table) -> list[str]:
     return [*table.column_names, *(["run_id"] if table.partitioned_by_run else [])]
 
 
-def views_sql(store: Store, sandbox: Sandbox) -> dict[str, str]:
-    """CREATE VIEW statements for every table and convenience view, over the files the
-    sandbox found readable."""
-    files = table_files(store, sandbox)
+def views_sql(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
+              checked: Collection[Table]) -> dict[str, str]:
+    """CREATE VIEW statements for every table and convenience view, over the ``listed`` files
+    (those of ``checked`` tables found readable)."""
+    files = table_files(store, sandbox, listed, checked)
     statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
                   for t in TABLES.values()}
     statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
@@ -171,13 +174,36 @@ class StoreConnection:
         self.sandbox.close()
 
 
-def connect(store: Store) -> StoreConnection:
+def used_tables(sql: str) -> list[Table]:
+    """The tables ``sql`` may read, directly or through the convenience views: every name of
+    a view among its tokens (identifiers, keywords, strings: ``query_table('steps')``), so
+    a name too many at worst; all tables when it does not tokenize."""
+    try:
+        tokens = {text.strip().strip("'\"").lower() for text in _token_texts(sql)}
+    except (duckdb.Error, TypeError):  # not SQL, or not UTF-8: refused later, whatever it reads
+        return list(TABLES.values())
+    names = {name for name in [*TABLES, *CONVENIENCE_VIEWS] if name in tokens}
+    for name in [n for n in CONVENIENCE_VIEWS if n in names]:
+        names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name][1])}
+    return [table for table in TABLES.values() if table.name in names]
+
+
+def _token_texts(sql: str) -> list[str]:
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    return [sql[start:end] for (start, _), end in zip(tokens, ends)]
+
+
+def connect(store: Store, sql: str | None = None) -> StoreConnection:
     """An in-memory DuckDB connection over the store that can read its files and nothing else
     (see ``sandbox.py``); an object store is read through the same fsspec filesystem mmina
-    uses (credentials from the environment), so DuckDB needs no httpfs extension."""
-    db = StoreConnection(open_sandbox(store.backend))
+    uses (credentials from the environment), so DuckDB needs no httpfs extension. With
+    ``sql`` (what will run), only the tables it uses have every file's footer checked."""
+    listed = candidates(store)
+    checked = list(TABLES.values()) if sql is None else used_tables(sql)
+    db = StoreConnection(open_sandbox(store.backend, [path for paths in listed.values() for path in paths]))
     try:
-        for name, statement in views_sql(store, db.sandbox).items():
+        for name, statement in views_sql(store, db.sandbox, listed, checked).items():
             try:
                 db.connection.execute(statement)
             except duckdb.Error as exc:
