@@ -18,7 +18,7 @@ from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.schema import SCHEMA_VERSION
 from mmina.store.sql import run_query
-from tests.store_helpers import REPO_ROOT, begin, write_episode
+from tests.store_helpers import REPO_ROOT, write_episode
 from tests.test_store_robustness import spawn, wait_for_line
 
 V = f".v{SCHEMA_VERSION}.parquet"
