@@ -18,7 +18,8 @@ from mmina.store import Store
 from mmina.tasks import task_from_row
 
 DETERMINISTIC = (("exact_match", {}), ("must_include", {}), ("url_match", {}), ("url_match", {"where": "any"}),
-                 ("hops", {}), ("mmina_official", {}), ("task", {}))
+                 ("hops", {}), ("mmina_official", {"domain": "normal"}), ("mmina_official", {"domain": "multipro"}),
+                 ("mmina_official", {"domain": "shopping"}), ("task", {}))
 """Evaluators (with arguments) that need no judge on tasks without ``fuzzy_match`` references."""
 
 

@@ -62,7 +62,7 @@ def request_row(seq: int, body: str | None = None, **overrides: Any) -> dict[str
 
 def episode_row(task_id: str = "normal/1", n_steps: int = 2, **overrides: Any) -> dict[str, Any]:
     row = {"task_id": task_id, "attempt": 1, "status": "completed", "stop_reason": "stop", "final_answer": "x",
-           "n_steps": n_steps, "n_hops": 2, "hops_completed": 2, "hop_steps": [0, 1], "started_at": T0,
+           "n_steps": n_steps, "n_hops": 2, "live_hops": 2, "hop_steps": [0, 1], "started_at": T0,
            "ended_at": T0 + timedelta(seconds=n_steps), "duration_ms": 1000.0 * n_steps, "prompt_tokens": 10 * n_steps,
            "completion_tokens": 2 * n_steps, "cost_usd": 0.0, "error": None}
     return {**row, **overrides}

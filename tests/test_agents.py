@@ -37,7 +37,7 @@ from mmina.agents.prompts import truncate
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 from tests.fake_openai import CAPTION, COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, image_urls, last_user_text, \
     next_action
 
@@ -164,7 +164,7 @@ def test_openai_agent_completes_the_task_and_records_outputs_tokens_and_cost(tmp
     with FakeOpenAI() as server:
         summary = _record(tmp_path / "store", _settings(server, price_input=2.5, price_output=10.0))
     episode = summary.episodes[0]
-    assert (episode.status, episode.stop_reason, episode.hops_completed) == ("completed", "stop", 2)
+    assert (episode.status, episode.stop_reason, episode.live_hops) == ("completed", "stop", 2)
     assert episode.final_answer == "$23.75"
     steps = _rows(tmp_path / "store", """select model_output, action, prompt_tokens, completion_tokens, cost_usd
                                          from steps order by step_index""")
@@ -308,7 +308,7 @@ def test_human_agent_records_typed_actions_through_piped_stdin(tmp_path: Path) -
     steps = _rows(tmp_path / "store", "select model_output, action, action_error from steps order by step_index")
     assert steps[0][:2] == ("jump to the shop", None) and "unknown action" in steps[0][2]
     assert [s[1].split(" ")[0] for s in steps[1:]] == ["type", "click", "goto", "type", "click", "stop"]
-    assert _rows(tmp_path / "store", "select final_answer, hops_completed from episodes") == [("$23.75", 2)]
+    assert _rows(tmp_path / "store", "select final_answer, live_hops from episodes") == [("$23.75", 2)]
 
 
 class _Terminal:

@@ -18,7 +18,8 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.taskcheck import check_path
-from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
+from mmina.tasks import SUITE_FOLDERS, builtin_suite_path
+from mmina.taskcheck import load_suite
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,8 @@ def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) ->
     store, summary = drift0
     tasks = {t.task_id: t for t in load_suite().tasks}
     assert sorted(e.task_id for e in summary.episodes) == sorted(tasks)
-    failed = [(e.task_id, e.status, e.stop_reason, e.hops_completed, e.n_hops, e.error) for e in summary.episodes
-              if (e.status, e.stop_reason, e.hops_completed) != ("completed", "stop", e.n_hops)]
+    failed = [(e.task_id, e.status, e.stop_reason, e.live_hops, e.n_hops, e.error) for e in summary.episodes
+              if (e.status, e.stop_reason, e.live_hops) != ("completed", "stop", e.n_hops)]
     assert failed == []
     for episode in summary.episodes:
         answers = tasks[episode.task_id].reference_answers.get("must_include", [])

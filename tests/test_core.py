@@ -10,8 +10,10 @@ from mmina.actions import Action, ActionKind, parse_action, parse_agent_output, 
 from mmina.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
 from mmina.observation import ElementIds, flatten_snapshot
-from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, redact_url
-from mmina.tasks import HopTracker, load_suite, task_from_dict
+from mmina.redact import REDACTED, Redactor
+from mmina.secret_rules import STRICT
+from mmina.tasks import HopTracker, task_from_dict
+from mmina.taskcheck import load_suite
 
 ROUND_TRIP = [
     "click [12]", "hover [f1e3]", "type [3] [hello [world]] [press_enter_after=0]",
@@ -75,10 +77,10 @@ def test_hop_tracker_only_completes_the_head() -> None:
 
 def test_bad_task_files(tmp_path: Path) -> None:
     (tmp_path / "1.json").write_text("{not json")
-    with pytest.raises(TaskError, match="cannot read"):
+    with pytest.raises(TaskError, match="1.json: -: not valid JSON"):
         load_suite(tmp_path)
     (tmp_path / "1.json").write_text(json.dumps({"no": "intent"}))
-    with pytest.raises(TaskError, match="not an MMInA task"):
+    with pytest.raises(TaskError, match="1.json: intent: missing or empty"):
         load_suite(tmp_path)
     with pytest.raises(TaskError, match="does not exist"):
         load_suite(tmp_path / "missing")
@@ -117,13 +119,15 @@ def test_boxes_inside_iframes_are_in_page_coordinates() -> None:
 
 
 def test_redaction() -> None:
-    headers = redact_headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
-    assert [h["value"] for h in headers] == [REDACTED, REDACTED, "*/*"]
-    assert "sk-1" not in redact_url("http://x/?api_key=sk-1&q=tea") and "q=tea" in redact_url("http://x/?api_key=sk-1&q=tea")
-    assert "hunter2" not in redact_body("user=a&password=hunter2", "application/x-www-form-urlencoded")
-    assert "hunter2" not in redact_body('{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
-    assert clean_text("typed hunter2 at http://x/?token=abc", ["hunter2"]) == \
-        f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
+    redactor = Redactor()
+    headers = redactor.headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
+    assert [h["value"] for h in headers] == [f"Bearer {REDACTED}", f"a={REDACTED}", "*/*"]
+    assert STRICT.url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
+    assert redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False) == \
+        b"user=a&password=%5BREDACTED%5D"
+    assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
+    redactor.learn_typed("hunter2")
+    assert redactor.text("typed hunter2 at http://x/?token=abc") == f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
 
 
 def test_budget_reasons() -> None:

@@ -84,7 +84,7 @@ def test_episodes_tasks_and_run_come_from_render_log_and_configs(store: Path) ->
     assert (one["status"], one["stop_reason"], one["final_answer"], one["n_steps"]) == \
         ("completed", "stop", "Celtic Connections", 3)
     assert (two["stop_reason"], two["final_answer"], two["n_steps"]) == ("max_steps", None, 4)
-    assert (one["n_hops"], one["hops_completed"], list(one["hop_steps"]), two["hops_completed"]) == (2, 2, [0, 2], 1)
+    assert (one["n_hops"], one["live_hops"], list(one["hop_steps"]), two["live_hops"]) == (2, 2, [0, 2], 1)
     assert one["started_at"].isoformat() == "2024-04-15T12:00:03.101000+00:00" and one["duration_ms"] == 38919.0
     tasks = {r["task_id"]: r for r in sql(store, "select * from tasks")}
     assert json.loads(tasks["normal/1"]["original_json"]) == json.loads((DATA / "WebQA/normal/1.json").read_text())

@@ -21,7 +21,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 
 
 def _one(store: Path, query: str):
@@ -34,7 +34,7 @@ def test_oracle_completes_builtin_task(recorded: tuple[Path, RunSummary]) -> Non
     assert [e.task_id for e in summary.episodes] == ["normal/1"]
     episode = summary.episodes[0]
     assert episode.status == "completed" and episode.stop_reason == "stop"
-    assert episode.hops_completed == episode.n_hops == task.n_hops == 2
+    assert episode.live_hops == episode.n_hops == task.n_hops == 2
     expected = task.reference_answers["must_include"][0]
     assert expected in (episode.final_answer or "")
     rows = _one(store, "select count(*), count(distinct step_index), min(step_index) from steps")
@@ -174,7 +174,7 @@ def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
     def per_task(workers: int) -> list[tuple]:
         summary = record_run(Store.open(tmp_path / f"store{workers}", create=True), RecordConfig(tasks=str(suite),
                                           layout=Layout(workers=workers)))
-        return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.hops_completed, e.final_answer)
+        return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer)
                 for e in summary.episodes]
 
     serial, parallel = per_task(1), per_task(2)
@@ -189,8 +189,8 @@ def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], re
                                        agent_settings=AgentSettings(from_run=source)))
     original = recorded[1].episodes[0]
     episode = replayed.episodes[0]
-    assert (episode.stop_reason, episode.n_steps, episode.hops_completed, episode.final_answer) == \
-        (original.stop_reason, original.n_steps, original.hops_completed, original.final_answer)
+    assert (episode.stop_reason, episode.n_steps, episode.live_hops, episode.final_answer) == \
+        (original.stop_reason, original.n_steps, original.live_hops, original.final_answer)
     actions = _one(recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id")
     assert len(actions) == 2 and actions[0][1] == actions[1][1]
     one = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),
@@ -268,3 +268,22 @@ def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, R
     total, complete, with_images, with_marks = rows[0]
     assert total == complete == with_marks > 0
     assert with_images > 0, "in-view images are linked to their stored bodies"
+
+
+def test_terminal_observation_is_the_page_after_the_last_action(recorded: tuple[Path, RunSummary],
+                                                                tmp_path: Path) -> None:
+    store, _ = recorded
+    # a stop: the terminal observation is the page the stop was given on
+    [(final_url, last_url, tree, shot, tabs)] = _one(store, """
+        select e.final_url, s.url, e.final_tree_text, e.final_screenshot, e.final_tabs from episodes e
+        join steps s on s.episode_id = e.episode_id and s.step_index = e.n_steps - 1""")
+    assert final_url == last_url and "[" in tree and len(shot) == 64 and tabs[0]["url"] == final_url
+    # a budget: the page the last action reached, which no step shows
+    capped = _record(tmp_path, "oracle", max_steps=3)
+    assert capped.episodes[0].stop_reason == "max_steps"
+    [(final_url, last_url, observed)] = _one(tmp_path / "store", """
+        select e.final_url, s.url, e.final_observed_at > s.started_at from episodes e
+        join steps s on s.episode_id = e.episode_id and s.step_index = 2""")
+    assert final_url == "http://shop.mmina.test/" != last_url and observed
+    scores = _one(tmp_path / "store", "select hops_passed from episode_scores where evaluator = 'hops'")
+    assert capped.episodes[0].hops_passed == scores[0][0] == capped.episodes[0].hops_credited

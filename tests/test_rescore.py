@@ -14,14 +14,15 @@ from click.testing import CliRunner, Result
 from mmina.cli import cli
 from mmina.evaluators import EpisodeView, Score, StepView, get, names
 from mmina.evaluators.base import EvaluatorError
-from mmina.evaluators.hops import Hops, MminaOfficial
+from mmina.evaluators.hops import Hops
 from mmina.evaluators.judge import PROMPT, JudgeSettings, judge_prompt, parse_verdict, prompt_key
 from mmina.evaluators.registry import parse_args
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite, task_from_dict
+from mmina.tasks import task_from_dict
+from mmina.taskcheck import load_suite
 from tests import rescore_reference
 from tests.fake_openai import FakeOpenAI
 
@@ -155,22 +156,26 @@ def test_hops_clean_queue(store: Path) -> None:
     assert buckets["1"]["hops_total"] == 3 and buckets["2-4"]["hops_total"] == 12
 
 
-def test_official_rules_count_end_in_the_denominator(store: Path) -> None:
-    clean = rescore_json(store, "--evaluator", "hops", "--run", "wrong")
+def test_official_rules_on_recorded_episodes(store: Path) -> None:
     official = rescore_json(store, "--evaluator", "mmina_official", "--run", "oracle", "--run", "wrong", "--run", "cheat")
-    values = {(e["run_id"], e["task_id"]): (e["hops_passed"], e["hops_total"], round(e["value"], 4))
-              for e in official["episodes"]}
-    assert values[("oracle", "compare/5")] == (3, 3, 1.0)
-    assert values[("wrong", "compare/5")] == (2, 3, round(2 / 3, 4))  # every page reached, END failed: 2/3
-    assert values[("wrong", "wikipedia/1")] == (1, 2, 0.5)
-    assert values[("cheat", "normal/1")] == (1, 3, round(1 / 3, 4))  # the wiki start page is the kiwix hop
-    # Quirk reproduced: the task's city (port-meridian) is required at every keyword hop.
-    assert values[("oracle", "multi567/1")] == (0, 6, 0.0)
-    clean_totals = {e["task_id"]: e["hops_total"] for e in clean["episodes"]}
-    assert clean_totals == {"normal/1": 2, "wikipedia/1": 1, "compare/5": 2, "multi567/1": 5}
-    end_rows = [r for r in stored_rows(store, official["batch_id"], "hop") if json.loads(r["detail_json"])["keyword"] == "end"]
-    assert len(end_rows) == 12 and {r["hop_index"] for r in end_rows} == {1, 2, 5}
-    assert {b["name"]: (b["hops_passed"], b["hops_total"]) for b in official["buckets"]}["overall"] == (17, 42)
+    rows = [r for r in stored_rows(store, official["batch_id"]) if r["level"] == "task"]
+    outcome = {(r["run_id"], r["task_id"]): json.loads(r["detail_json"]) for r in rows}
+    # normal/1 is scored by the "2hop" rule, which wants must_include[0] ("23.75", the answer) in a URL: never
+    for run_id in BUILTIN_RUNS:
+        detail = outcome[(run_id, "normal/1")]
+        assert (detail["rule_set"], detail["outcome"], detail["numerator"], detail["denominator"]) == \
+            ("2hop", "fail", 0, 2)
+    # wikipedia/1: "singlehop", the answer alone decides; one unit in the denominator, none in the numerator
+    assert [outcome[(r, "wikipedia/1")]["outcome"] for r in BUILTIN_RUNS] == ["pass", "fail", "pass"]
+    assert {(d["numerator"], d["denominator"]) for (r, t), d in outcome.items() if t == "wikipedia/1"} == {(0, 1)}
+    # the multihop rule set: END is in the denominator (len(procedure)), the answer is never read
+    assert outcome[("oracle", "multi567/1")]["denominator"] == 6 and outcome[("oracle", "compare/5")]["denominator"] == 3
+    assert outcome[("wrong", "compare/5")]["outcome"] == outcome[("oracle", "compare/5")]["outcome"]
+    hop_rows = [r for r in stored_rows(store, official["batch_id"]) if r["level"] == "hop"]
+    assert len(hop_rows) == sum(d["denominator"] for d in outcome.values())
+    assert sum(r["verdict"] == "pass" for r in hop_rows) == sum(d["numerator"] for d in outcome.values())
+    again = rescore(Store.open(store), RescoreConfig("mmina_official", runs=BUILTIN_RUNS))
+    rescore_reference.check(Store.open(store), again, list(BUILTIN_RUNS))
 
 
 def test_task_evaluator_follows_each_tasks_eval(store: Path) -> None:
@@ -394,14 +399,6 @@ def test_hops_queue_completes_one_hop_per_step_in_order() -> None:
                                                                  {"reference_url": "http://x/2"}]},
                                          ["http://x/2", "http://x/1"], "0"))
     assert [s.verdict for s in out_of_order] == ["pass", "fail", "fail"]
-
-
-def test_official_counter_double_counts_one_url() -> None:
-    task = {"procedure": ["shop", "kiwix", "end"], "shop": "tea"}
-    scores = MminaOfficial().score(_episode(task, ["http://shop.test/product/tea"], "42"))
-    # the shop rule and the keyword rule both fire on one URL: both hops pass, END too
-    assert [s.verdict for s in scores] == ["pass", "pass", "pass", "pass"]
-    assert Hops().score(_episode(task, ["http://shop.test/product/tea"], "0"))[0].verdict == "pass"
 
 
 def test_parse_args() -> None:

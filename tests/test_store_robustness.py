@@ -236,10 +236,14 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
     (episode,) = store.read("episodes").to_pylist()
     assert episode == {
         "episode_id": "golden-ep", "task_id": "normal/1", "attempt": 1, "status": "completed", "stop_reason": "stop",
-        "final_answer": "Paris", "n_steps": 2, "n_hops": 2, "hops_completed": 2, "hop_steps": [0, 1],
+        "final_answer": "Paris", "n_steps": 2, "n_hops": 2, "live_hops": 2, "hop_steps": [0, 1],
         "started_at": t, "ended_at": t.replace(second=15), "duration_ms": 10000.0, "prompt_tokens": 201,
         "completion_tokens": 21, "cost_usd": 0.5, "error": None, "n_requests": 3,
-        "blob_packs": ["blobs/golden-ep.v1.parquet"], "worker": "golden-host:1", "run_id": "golden-run"}
+        "blob_packs": ["blobs/golden-ep.v1.parquet"], "worker": "golden-host:1", "run_id": "golden-run",
+        **dict.fromkeys(("final_url", "final_title", "final_tabs", "final_tree_text", "final_screenshot",
+                         "final_observed_at"))}
+    # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too
+    assert sql(store, "select live_hops, final_url, final_tabs from episodes") == [(2, None, None)]
     steps = store.read("steps").sort_by("step_index").to_pylist()
     assert [(s["url"], s["action"], s["hop_index"], s["screenshot"], s["started_at"]) for s in steps] == [
         ("http://wiki.mmina.test/kiwix", "click [1]", 1, JPEG, t.replace(second=6)),

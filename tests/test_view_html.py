@@ -1,12 +1,14 @@
 """The HTML report and the episode viewer opened in a real headless Chromium, offline."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from playwright.sync_api import Page, sync_playwright
 
+from mmina.analysis.viewer import TERMINAL
 from mmina.cli import cli
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from tests.test_report import recorded_store
@@ -59,6 +61,7 @@ def check_report(page: Page) -> None:
     options = page.locator("#episode-select option").count()
     assert options == 9
     assert page.inner_text("#step-label").startswith("step 1 of")
+    assert page.evaluate("document.getElementById('step-shot').naturalWidth") == 640
     page.click("#next-step")
     assert page.inner_text("#step-label").startswith("step 2 of")
     page.click("#prev-step")
@@ -84,15 +87,23 @@ def check_viewer(page: Page) -> None:
         page.keyboard.press("ArrowRight")
     assert _step_label(page) == f"step {total} of {total}"
     assert page.is_disabled("#next-step")
-    assert page.inner_text("#step-action").startswith("stop [")
-    assert "goto [http://video.mmina.test/]" in page.evaluate(
-        "() => { document.getElementById('prev-step').click(); return document.getElementById('step-action').textContent }")
+    # the last entry is the terminal observation: the page after the stop (the stop's own page)
+    assert page.inner_text("#step-action") == TERMINAL
+    final_url = page.inner_text("#step-url")
+    back = "() => { document.getElementById('prev-step').click(); return document.getElementById('step-action').textContent }"
+    assert page.evaluate(back).startswith("stop [") and page.inner_text("#step-url") == final_url
+    assert "goto [http://video.mmina.test/]" in page.evaluate(back)
     assert page.locator("#step-hops span.done").count() == 1
 
 
 def test_report_opens_offline_with_every_section(pages: tuple[Path, Path]) -> None:
     report, _ = pages
-    assert "<script src=" not in report.read_text()
+    html = report.read_text()
+    files = report.parent / "report_files"
+    assert '<script src="report_files/plotly.min.js">' in html and (files / "plotly.min.js").stat().st_size > 1e6
+    shots = re.findall(r'"shot": "(report_files/[0-9a-f]+\.jpg)"', html)
+    assert shots and all((report.parent / s).read_bytes()[:2] == b"\xff\xd8" for s in shots)
+    assert "data:image" not in html, "the report's screenshots are files next to it, not inlined"
     assert open_offline(report, check_report) == []
 
 

@@ -28,7 +28,7 @@ RANKINGS = ("similarity", "recency")
 HEADING = ("Earlier trajectories of similar tasks (the element ids were those of the pages back then; "
            "use them as a guide to the procedure, not as ids to click now):")
 _EPISODE_COLUMNS = ["run_id", "episode_id", "task_id", "status", "stop_reason", "final_answer", "n_steps",
-                    "n_hops", "hops_completed", "ended_at"]
+                    "n_hops", "live_hops", "ended_at"]
 _STEP_COLUMNS = ["episode_id", "step_index", "url", "action", "action_error"]
 
 
@@ -45,7 +45,7 @@ class Trajectory:
     final_answer: str | None
     n_steps: int
     n_hops: int
-    hops_completed: int
+    live_hops: int
     ended_at: datetime
 
 
@@ -105,7 +105,7 @@ def read_candidates(store: Store, cutoff: datetime) -> list[Trajectory]:
             continue
         found.append(Trajectory(row["run_id"], row["episode_id"], row["task_id"], task["suite"], task["intent"],
                                 row["stop_reason"], row["final_answer"], row["n_steps"], row["n_hops"],
-                                row["hops_completed"], row["ended_at"]))
+                                row["live_hops"], row["ended_at"]))
     return found
 
 
@@ -177,8 +177,8 @@ def _action_line(row: dict) -> str:
 
 def _outcome(trajectory: Trajectory) -> str:
     answer = f'answer "{trajectory.final_answer}"' if trajectory.final_answer is not None else "no answer"
-    return (f"ended by {trajectory.stop_reason}, {trajectory.hops_completed}/{trajectory.n_hops} hops completed, "
-            f"{answer}")
+    return (f"ended by {trajectory.stop_reason}, {trajectory.live_hops}/{trajectory.n_hops} hops reached "
+            f"(live URL tracking), {answer}")
 
 
 def _clip(text: str, limit: int) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmina.analysis.data import DEFAULT_EVALUATOR, Scored, load
+from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables
 from mmina.store import Store
 
@@ -29,4 +30,7 @@ class Report:
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
     scored = load(store, runs, evaluator)
-    return Report(scored, tuple(all_tables(scored.episodes)))
+    tables = all_tables(scored.episodes)
+    if evaluator == OFFICIAL_EVALUATOR:  # the runner's own log figures first: what a paper table quotes
+        tables.insert(0, runner_log_table(store, scored.runs))
+    return Report(scored, tuple(tables))

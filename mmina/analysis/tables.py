@@ -154,9 +154,10 @@ def cost(episodes: Sequence[Episode]) -> Table:
     return Table("cost", "Tokens and cost per task", columns, rows)
 
 
-TABLE_NAMES = ("sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures", "per_site",
-               "actions_by_hops", "cost")
-"""The report's tables, in the order :func:`all_tables` returns them."""
+TABLE_NAMES = ("runner_log", "sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures",
+               "per_site", "actions_by_hops", "cost")
+"""The report's tables, in report order: ``runner_log`` (``mmina.analysis.runner_log``) only for
+``mmina_official``, then the ones :func:`all_tables` returns."""
 
 
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:

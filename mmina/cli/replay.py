@@ -10,8 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mmina.budget import Limits
 from mmina.agents.captions import CAPTIONERS
-from mmina.cli.common import (agent_settings, browser_options, format_option, layout, open_store,
-                              openai_agent_options, print_json, render_rows, scale_options, stderr, store_option)
+from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, format_option, layout,
+                              open_store, openai_agent_options, print_json, render_rows, scale_options, stderr,
+                              store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
@@ -28,7 +29,7 @@ class BelowMinimumFidelity(MminaError):
 @store_option
 @click.option("--run", "run_id", metavar="ID", help="Replay every episode of this run.")
 @click.option("--episode", "episode_id", metavar="ID", help="Replay this one episode.")
-@click.option("--min-fidelity", type=click.FloatRange(0, 1), metavar="X",
+@click.option("--min-fidelity", type=Bounded(0, 1), metavar="X",
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
 @click.option("--run-id", "new_run", metavar="NAME",
               help="Name of the new (replay) run (default: time, agent, suffix).")
@@ -37,10 +38,10 @@ class BelowMinimumFidelity(MminaError):
               help="Run this agent (as for record) on the archived web instead of the stored actions.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
               help="--agent: only this task of the source; repeatable.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
+@click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True,
               help="--agent: step budget per episode.")
 @openai_agent_options("--agent openai", prices=False)
-@click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+@click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
               help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
               help="--agent: caption in-view images (their alt text, or a vision model's words).")
@@ -52,7 +53,7 @@ def replay(fmt: str, **options: Any) -> None:
     """Replay stored episodes with every request answered from the archive, and report fidelity.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
-    all served from the recorded traffic (never the live network), with the page clock frozen
+    all served from the recorded traffic (never the live network), with the page clock started
     at the recorded start and Math.random seeded. The replay is stored as a new run (agent
     `replay`); the report compares every step's URL, accessibility tree and screenshot with
     the recording and counts requests served exactly, fuzzily, by nearest match, or not at all.
@@ -141,12 +142,12 @@ def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[
 def _episode_line(episode: EpisodeFidelity) -> str:
     return (f"{episode.task_id}: fidelity {episode.fidelity:.0%}, "
             f"{episode.screenshots_identical}/{episode.screenshots_compared} screenshots identical, "
-            f"{episode.requests.unmatched} unmatched request(s)")
+            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body")
 
 
 def _agent_line(episode: AgentEpisode) -> str:
     result = episode.result
-    return (f"{result.task_id}: {result.status}, {result.stop_reason}, {result.hops_completed}/{result.n_hops} hops, "
+    return (f"{result.task_id}: {result.status}, {result.stop_reason}, {result.hops_credited}/{result.n_hops} hops, "
             f"{len(episode.coverage_gaps)} coverage gap(s)")
 
 
@@ -169,7 +170,8 @@ def _print_replay(report: ReplayReport) -> None:
     click.echo(f"fidelity {summary['fidelity']:.1%} over {summary['steps']} step(s) "
                f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
                f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
-               f"(exact/fuzzy/nearest/unmatched); stored as run {report.replay_run}")
+               f"(exact/fuzzy/nearest/unmatched), {summary['requests'].missing_body} matched with a missing "
+               f"body, {summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
 
 
 def _print_differences(report: ReplayReport) -> None:
@@ -188,7 +190,7 @@ def _print_differences(report: ReplayReport) -> None:
 
 
 def _print_agent(report: AgentReplayReport) -> None:
-    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_completed}/{e.result.n_hops}",
+    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_credited}/{e.result.n_hops}",
              e.result.n_steps, e.result.final_answer or "", _counts(e.requests), len(e.coverage_gaps))
             for e in report.episodes]
     render_rows(["task", "status", "stop", "hops", "steps", "answer", "requests e/f/n/u", "gaps"], rows, "table",

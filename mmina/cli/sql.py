@@ -31,7 +31,7 @@ def sql(query: str | None, schema: bool, timeout_s: float, store_path: str | Non
     \b
     Examples:
       mmina sql "select count(*) from steps"
-      mmina sql "select task_id, hops_completed, n_hops from episodes" --format json
+      mmina sql "select task_id, live_hops, n_hops from episodes" --format json
       mmina sql --schema
       mmina sql "select count(*) from episodes" --store s3://my-bucket/mmina
       mmina sql "explain analyze select count(*) from steps" --timeout 30

@@ -65,8 +65,10 @@ class EpisodeView:
 
     @property
     def final_url(self) -> str | None:
-        """The URL of the last stored observation: the page the agent was on when it ended."""
-        return self.steps[-1].url if self.steps else None
+        """The page the agent ended on: the terminal observation's URL (``episodes.final_url``,
+        the page after the last action), else the URL of the last stored step."""
+        terminal = self.episode.get("final_url")
+        return terminal if terminal is not None else (self.steps[-1].url if self.steps else None)
 
     @property
     def n_hops(self) -> int:
@@ -104,23 +106,35 @@ class ScoreRow(NamedTuple):
 
 
 class Trace(NamedTuple):
-    """What the deterministic built-ins read of an episode: its task, final answer and the
-    stored steps' indexes and URLs, in step order (a null URL is "")."""
+    """What the deterministic built-ins read of an episode: its task, final answer, the
+    stored steps' indexes and URLs, in step order (a null URL is ""), and the URL of its
+    terminal observation (``episodes.final_url``: the page after the last action; None when
+    the store does not know it)."""
 
     task: Task
     final_answer: str | None
     step_indexes: Sequence[int]
     urls: Sequence[str]
+    terminal_url: str | None = None
 
     @classmethod
     def of(cls, episode: EpisodeView) -> "Trace":
         return cls(episode.task, episode.final_answer, [s.step_index for s in episode.steps],
-                   [s.url for s in episode.steps])
+                   [s.url for s in episode.steps], episode.episode.get("final_url"))
 
     @property
     def final_url(self) -> str | None:
-        """As :attr:`EpisodeView.final_url`."""
-        return self.urls[-1] if self.urls else None
+        """The page the agent ended on: the terminal observation's URL, else the last step's."""
+        return self.terminal_url if self.terminal_url is not None else (self.urls[-1] if self.urls else None)
+
+    def pages(self) -> tuple[Sequence[int], Sequence[str]]:
+        """Step indexes and URLs of every page the agent reached, in order: the steps', then the
+        terminal page when it is known and differs from the last step's (a page reached by the
+        last action, never observed as a step; it gets the index after the last step's)."""
+        if self.terminal_url is None or (self.urls and self.urls[-1] == self.terminal_url):
+            return self.step_indexes, self.urls
+        after = self.step_indexes[-1] + 1 if self.step_indexes else 0
+        return [*self.step_indexes, after], [*self.urls, self.terminal_url]
 
 
 def verdict_of(passed: bool | None) -> str:
@@ -183,7 +197,7 @@ class BuiltinEvaluator:
     ARGS: ClassVar[dict[str, Any]] = {}
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
     uses_judge: ClassVar[bool] = False
-    episode_fields: ClassVar[tuple[str, ...]] = ("final_answer",)
+    episode_fields: ClassVar[tuple[str, ...]] = ("final_answer", "final_url")
 
     def __init__(self, **args: Any) -> None:
         unknown = sorted(set(args) - set(self.ARGS))

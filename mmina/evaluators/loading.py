@@ -75,12 +75,19 @@ class EpisodeBatch:
     def final_answers(self) -> list[str | None]:
         return self.episodes.column("final_answer").to_pylist()
 
+    @cached_property
+    def final_urls(self) -> list[str | None]:
+        """Each episode's terminal observation URL (None: unknown, or the column was not read)."""
+        if "final_url" not in self.episodes.column_names:
+            return [None] * len(self)
+        return self.episodes.column("final_url").to_pylist()
+
     def trace(self, position: int) -> Trace:
         """What the deterministic built-ins read of the episode at ``position``."""
         start, end = self.steps.offsets[position], self.steps.offsets[position + 1]
         columns = self.steps.columns
         return Trace(self.tasks[position], self.final_answers[position], columns["step_index"][start:end],
-                     columns["url"][start:end])
+                     columns["url"][start:end], self.final_urls[position])
 
     def views(self) -> list[EpisodeView]:
         """One :class:`EpisodeView` per episode (steps in order; none when none were read)."""

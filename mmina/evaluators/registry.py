@@ -15,7 +15,8 @@ from typing import Any
 
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score
 from mmina.evaluators.fuzzy import Fuzzy, TaskEval
-from mmina.evaluators.hops import Hops, MminaOfficial
+from mmina.evaluators.hops import Hops
+from mmina.evaluators.official import MminaOfficial
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch
 
 ENTRY_POINT_GROUP = "mmina.evaluators"

@@ -74,12 +74,14 @@ def url_matches(gold: str, url: str) -> bool:
 class UrlMatch(TraceEvaluator):
     """Pass iff a gold ``reference_url`` is a substring of the checked URL (or equal to it).
 
-    ``where=final`` (default) checks the URL of the last stored step — the page the agent
-    was on when it stopped or a budget ended the episode; ``where=any`` checks every stored
-    step URL and passes on the first match.
+    ``where=final`` (default) checks the page the agent ended on — the terminal observation
+    (the page after the last action: where it stopped, or where a budget's last action led),
+    else the last stored step; ``where=any`` checks every page it reached and passes on the
+    first match.
     """
 
     name = "url_match"
+    version = "2"  # 2: the final page is the terminal observation when the store has it
     step_fields = ("step_index", "url")
     ARGS = {"where": "final"}
     CHOICES = {"where": ("final", "any")}
@@ -88,8 +90,8 @@ class UrlMatch(TraceEvaluator):
         golds = gold_urls(trace.task)
         if not golds:
             return [task_result("unclear", {"reason": "the task has no reference_url"})]
-        steps = list(zip(trace.step_indexes, trace.urls))
-        checked = steps[-1:] if self.args["where"] == "final" else steps
+        steps = list(zip(*trace.pages()))
+        checked = [(steps[-1][0], trace.final_url)] if self.args["where"] == "final" and steps else steps
         match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url)), None)
         detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": trace.final_url,
                                   "matched_step": match[0] if match else None}

@@ -53,6 +53,7 @@ from mmina.importers.mind2web import image_info
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
+from mmina.redact import redact_episode
 from mmina.runs import SuiteRef, run_row
 from mmina.tasks import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
 from mmina.tasks import task_row as stored_task_row
@@ -478,7 +479,7 @@ def episode_row(item: Planned, steps: Sequence[dict[str, Any]], modified: dateti
     last, _ = step_action(item.steps[-1])
     completed = [s["step_index"] for s in steps if s["hop_completed"]]
     return {"episode_id": item.episode_id, "task_id": item.task.task_id, "attempt": 1, "n_steps": len(steps),
-            **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "hops_completed": len(completed),
+            **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "live_hops": len(completed),
             "hop_steps": completed, "started_at": started, "ended_at": max(started, ended),
             "duration_ms": max((ended - started).total_seconds() * 1000, 0.0), "prompt_tokens": 0,
             "completion_tokens": 0, "cost_usd": 0.0}
@@ -548,7 +549,7 @@ def _write_episodes(store: Store, run_id: str, planned: Sequence[Planned], progr
                        for s in render.steps]
             steps = step_rows(replace(item, steps=render.steps), digests)
             modified = datetime.fromtimestamp(item.path.stat().st_mtime, timezone.utc)
-            batch.add_episode(episode_row(item, steps, modified), steps)
+            batch.add_episode(*redact_episode(episode_row(item, steps, modified), steps))
             if progress:
                 progress("importing", done, len(planned))
     except BaseException:

@@ -24,7 +24,7 @@ from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.taskcheck import load_checked_suite
+from mmina.taskcheck import load_suite
 from mmina.tasks import Task, TaskSuite, task_row
 
 FIXTURE_SUFFIX = ".mmina.test"
@@ -58,13 +58,20 @@ class RunSummary:
 
     @property
     def hop_sr(self) -> float:
-        """Completed hops / hops over this run's new episodes (live URL tracking)."""
+        """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
+        without verdicts counts its live-tracked hops)."""
         hops = sum(e.n_hops for e in self.episodes)
-        return sum(e.hops_completed for e in self.episodes) / hops if hops else 0.0
+        return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
+
+    @property
+    def live_hop_sr(self) -> float:
+        """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
+        hops = sum(e.n_hops for e in self.episodes)
+        return sum(e.live_hops for e in self.episodes) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
-        """Episodes with every hop completed and a passing string answer / episodes."""
+        """Episodes whose ``hops`` verdict passed / episodes (see ``EpisodeResult.success``)."""
         return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
 
     @property
@@ -80,7 +87,7 @@ class RunSummary:
         return sum(e.cost_usd for e in self.episodes)
 
     def totals(self) -> dict[str, float | int]:
-        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr,
+        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
                 "duration_s": self.duration_s}
 
@@ -140,7 +147,7 @@ class _Plan:
 
 def _plan(store: Store, config: RecordConfig) -> _Plan:
     """The selected tasks, run id, agent and captioner, once each is known to be good."""
-    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
+    suite = load_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = _run_id(store, config)

@@ -7,14 +7,17 @@ episode is committed: ``mmina report`` works straight after ``mmina record``, an
 evaluator holds the current verdicts). A task whose own evaluation asks the LLM judge
 (``fuzzy_match`` references) gets only the ``hops`` verdicts until it is rescored. A crash
 between the commit and this write leaves the episode without them: ``mmina report`` then
-names the rescore command to run.
+names the rescore command to run. An evaluator that fails on an odd task (a field of a type
+it did not expect) gives an ``unclear`` verdict whose detail holds the error: the episode,
+already committed, is never lost to its scoring.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mmina.evaluators.base import EpisodeView, Evaluator, StepView
+from mmina.errors import first_line
+from mmina.evaluators.base import EpisodeView, Evaluator, StepView, task_score
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.evaluators.registry import get
 from mmina.store import Store
@@ -41,13 +44,31 @@ def verdict_rows(view: EpisodeView) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in LIVE_EVALUATORS:
         evaluator = get(name)
-        if not needs_judge(evaluator, view):
-            rows += score_rows(view, evaluator.score(view), ScoreBatch.new(name, evaluator.version, evaluator.args))
+        try:
+            if needs_judge(evaluator, view):
+                continue
+            scores = list(evaluator.score(view))
+        except Exception as exc:  # noqa: BLE001 - a task field no evaluator expected: the episode is stored
+            scores = [task_score("unclear", {"error": f"the evaluator failed: {type(exc).__name__}: "
+                                                      f"{first_line(exc)}"})]
+        rows += score_rows(view, scores, ScoreBatch.new(name, evaluator.version, evaluator.args))
     return rows
 
 
-def write_verdicts(store: Store, view: EpisodeView) -> None:
-    """Append the episode's live verdicts as one ``scores`` file named after the episode."""
+def write_verdicts(store: Store, view: EpisodeView) -> list[dict[str, Any]]:
+    """Append the episode's live verdicts as one ``scores`` file named after the episode; the rows."""
     rows = verdict_rows(view)
     if rows:
         store.append("scores", rows, stem=view.episode_id, run_id=view.run_id)
+    return rows
+
+
+SUMMARY_EVALUATOR = "hops"
+"""Whose verdicts the record summary reports (the default evaluator of ``mmina report``)."""
+
+
+def verdict_summary(rows: list[dict[str, Any]]) -> tuple[str | None, int | None]:
+    """The ``hops`` task verdict and hops passed among the rows (None, None without them)."""
+    mine = [r for r in rows if r["evaluator"] == SUMMARY_EVALUATOR]
+    task = next((r["verdict"] for r in mine if r["level"] == "task"), None)
+    return task, (sum(r["verdict"] == "pass" for r in mine if r["level"] == "hop") if task is not None else None)

@@ -73,7 +73,7 @@ class ReferenceStep:
 
 def episode_succeeded(row: dict[str, Any], task: Task) -> bool:
     """The recorder's live verdict: completed, every hop reached, the answer not wrong."""
-    return (row["status"] == "completed" and row["hops_completed"] == row["n_hops"]
+    return (row["status"] == "completed" and row["live_hops"] == row["n_hops"]
             and answer_verdict(task, row["final_answer"]) is not False)
 
 

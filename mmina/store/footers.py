@@ -5,7 +5,7 @@ A file that cannot be read (truncated, random bytes, empty), that holds another 
 rows (an ``episodes`` file replaced by a ``steps`` file) or that is not an mmina file is
 left out with a warning naming it (:meth:`Store.skip_file`), so the rest of its table
 still reads; a file of a newer schema version stops the connection, as everywhere.
-Steps, requests and blob packs count only when their stem is committed. When the one query
+Steps and requests count only when their stem is committed. When the one query
 fails, the files are halved until the unreadable ones are found, so a healthy store costs
 one query and a damaged one a few more. Errors that are not about a file's bytes (a
 network failure) are raised, never taken for damage.
@@ -22,7 +22,7 @@ from mmina.store.files import META_TABLE, META_VERSION
 from mmina.store.layout import file_stem, file_version
 from mmina.store.migrations import check_readable
 from mmina.store.sandbox import Sandbox
-from mmina.store.schema import BLOBS, TABLES, Table
+from mmina.store.schema import EPISODES, TABLES, Table
 from mmina.store.sqlcheck import one_line
 from mmina.store.store import EPISODE_CHILDREN, Store
 
@@ -31,10 +31,24 @@ GLOB_CHARACTERS = frozenset("*?[{")
 """A path DuckDB would expand rather than open (store writers never make such names)."""
 
 
-def candidates(store: Store) -> dict[Table, list[PurePath]]:
-    """Every table's files that a view may read (see :func:`_candidates`)."""
-    committed = store.committed_stems()
-    return {table: _candidates(store, table, committed) for table in TABLES.values()}
+def candidates(store: Store, runs: Collection[str] | None = None) -> dict[Table, list[PurePath]]:
+    """Every table's files that a view may read; with ``runs``, of those runs only (for the
+    tables partitioned by run). Steps and requests count only when their stem is committed."""
+    listed = {table: _files(store, table, runs) for table in TABLES.values()}
+    committed = store.committed_in(listed[EPISODES])
+    for table in EPISODE_CHILDREN:
+        listed[table] = [p for p in listed[table] if file_stem(p) in committed]
+    for table, paths in listed.items():
+        for path in [p for p in paths if GLOB_CHARACTERS & set(p.name)]:
+            store.skip_file(path, "its name has glob characters ( * ? [ { ), which no mmina writer makes")
+        listed[table] = [p for p in paths if not GLOB_CHARACTERS & set(p.name)]
+    return listed
+
+
+def _files(store: Store, table: Table, runs: Collection[str] | None) -> list[PurePath]:
+    if runs is None or not table.partitioned_by_run:
+        return store.files(table.name)
+    return [path for run in sorted(runs) for path in store.files(table.name, run)]
 
 
 def table_files(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
@@ -61,16 +75,6 @@ def _named_version(path: PurePath) -> int:
     assert version is not None  # listed files are data files
     check_readable(version, str(path))
     return version
-
-
-def _candidates(store: Store, table: Table, committed: set[str]) -> list[PurePath]:
-    """The table's files; for episode files and packs, only those of committed stems."""
-    paths = store.files(table.name)
-    if table in (*EPISODE_CHILDREN, BLOBS):
-        paths = [p for p in paths if file_stem(p) in committed]
-    for path in [p for p in paths if GLOB_CHARACTERS & set(p.name)]:
-        store.skip_file(path, "its name has glob characters ( * ? [ { ), which no mmina writer makes")
-    return [p for p in paths if not GLOB_CHARACTERS & set(p.name)]
 
 
 def _version(store: Store, table: Table, path: PurePath, footer: Footer | str) -> int | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from mmina.errors import SchemaVersionError
-from mmina.store.schema import SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import EPISODES, SCHEMA_VERSION, STEPS, Table
 from mmina.store.sqltypes import duckdb_type
 
 
@@ -35,10 +35,27 @@ def added_columns(table: Table, from_version: int, *names: str) -> Migration:
                      upgrade=lambda data: data, view_sql=f"SELECT *, {nulls} FROM ({{inner}})")
 
 
+def renamed_and_added(table: Table, from_version: int, renamed: dict[str, str], *added: str) -> Migration:
+    """Columns renamed (``old -> new``) and columns added (typed NULLs: unknown) in one version."""
+    types = {c.name: c.type for c in table.columns}
+    moved = ", ".join(f'"{old}" AS "{new}"' for old, new in renamed.items())
+    nulls = ", ".join(f'NULL::{duckdb_type(types[n])} AS "{n}"' for n in added)
+    kept = ", ".join(f'"{old}"' for old in renamed)
+
+    def upgrade(data: pa.Table) -> pa.Table:
+        return data.rename_columns([renamed.get(name, name) for name in data.column_names])
+
+    changes = [f"{old} renamed {new}" for old, new in renamed.items()] + [f"added {', '.join(added)}"]
+    return Migration(table.name, from_version, f"{table.name}: {'; '.join(changes)}", upgrade=upgrade,
+                     view_sql=f"SELECT * EXCLUDE ({kept}), {moved}, {nulls} FROM ({{inner}})")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     added_columns(STEPS, 1, "som_ms", "images_ms"),
     added_columns(STEPS, 2, "model_input", "target_box"),
     added_columns(STEPS, 3, "marks"),
+    renamed_and_added(EPISODES, 4, {"hops_completed": "live_hops"}, "final_url", "final_title", "final_tabs",
+                      "final_tree_text", "final_screenshot", "final_observed_at"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -11,13 +11,16 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
 version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in older files);
 4 — ``steps.marks`` (NULL in older files), and ``steps.screenshot_som`` stored only for agents
-shown the image.
+shown the image; 5 — the episode's terminal observation (``episodes.final_url``,
+``final_title``, ``final_tabs``, ``final_tree_text``, ``final_screenshot``,
+``final_observed_at``; NULL — unknown — in older files), and ``episodes.hops_completed``
+renamed ``live_hops`` (it is live URL tracking, not a verdict).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -134,8 +137,11 @@ EPISODES = Table(
         ("final_answer", S, "The answer of the final `stop` action; null when the agent did not stop."),
         ("n_steps", I32, "Number of steps (observation + action pairs) recorded."),
         ("n_hops", I32, "Number of hops of the task."),
-        ("hops_completed", I32, "Hops completed by live tracking (URL rule), 0..n_hops."),
-        ("hop_steps", INTS, "Step index at which each completed hop completed, in hop order."),
+        ("live_hops", I32, "Hops the recorder's live URL tracking saw reached (the hop's procedure keyword in an "
+                           "observed URL, in queue order), 0..n_hops: a progress gauge while recording, never a "
+                           "verdict; verdicts are the `scores` rows (`episode_scores`). Named `hops_completed` "
+                           "before schema version 5."),
+        ("hop_steps", INTS, "Step index at which live tracking saw each of the `live_hops` hops reached, in hop order."),
         ("started_at", TIMESTAMP, "Start of the episode (UTC)."),
         ("ended_at", TIMESTAMP, "End of the episode (UTC)."),
         ("duration_ms", F64, "Wall time of the episode in milliseconds."),
@@ -146,6 +152,17 @@ EPISODES = Table(
         ("n_requests", I32, "Number of network requests recorded for the episode."),
         ("blob_packs", STRINGS, "Blob pack files holding this episode's blobs (paths relative to the store)."),
         ("worker", S, "`host:pid` of the process that recorded the episode."),
+        ("final_url", S, "The terminal observation: URL of the active tab after the episode's last action (the page "
+                         "a `stop` answered on, or the one the last action reached when a budget or an error ended "
+                         "the episode); the page the official runner checks last. Null when unknown: the page was "
+                         "gone, the episode never opened its start page, or the store predates schema version 5."),
+        ("final_title", S, "Title of the active tab in the terminal observation; null when unknown."),
+        ("final_tabs", pa.list_(TAB), "All open tabs in the terminal observation; null when unknown."),
+        ("final_tree_text", S, "Accessibility tree of the terminal observation (as `steps.tree_text`); null when "
+                               "unknown."),
+        ("final_screenshot", S, "SHA-256 of the terminal observation's screenshot blob (JPEG); null when screenshots "
+                                "are off or unknown."),
+        ("final_observed_at", TIMESTAMP, "When the terminal observation was taken (UTC); null when unknown."),
     ),
 )
 
@@ -209,9 +226,12 @@ REQUESTS = Table(
         ("method", S, "HTTP method."),
         ("url", S, "Full request URL."),
         ("status", I32, "HTTP status code; 0 when the request failed without a response."),
-        ("request_headers", HEADERS, "Request headers; `Authorization`, `Cookie` and similar values are `[REDACTED]`."),
-        ("response_headers", HEADERS, "Response headers; `Set-Cookie` and similar values are `[REDACTED]`."),
-        ("request_body", S, "SHA-256 of the request body blob (password-like form fields redacted); null when none."),
+        ("request_headers", HEADERS, "Request headers, credentials redacted (`Authorization: Bearer [REDACTED]`, "
+                                      "`Cookie: sid=[REDACTED]`, `X-Access-Token: [REDACTED]`)."),
+        ("response_headers", HEADERS, "Response headers, credentials redacted (`Set-Cookie: sid=[REDACTED]; Path=/`, "
+                                       "a token in `Location`)."),
+        ("request_body", S, "SHA-256 of the request body blob (secret-named form and JSON fields redacted); null when "
+                             "none."),
         ("request_body_size", I64, "Request body size in bytes."),
         ("response_body", S, "SHA-256 of the response body blob; null when none was captured."),
         ("response_body_size", I64, "Response body size in bytes (decoded)."),

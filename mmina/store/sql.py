@@ -46,7 +46,7 @@ def run_query(store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOU
     at most ``max_rows`` rows of it. Raises :class:`QueryError` for SQL that is not a read,
     invalid or failing, and :class:`QueryTimeoutError` past ``timeout_s`` seconds."""
     check_text(query)
-    db = connect(store, query)
+    db = connect(store, sql=query)
     job: Job | None = None
     try:
         statements = read_statements(db.connection, query)

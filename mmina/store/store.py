@@ -227,7 +227,11 @@ class Store:
     def committed_stems(self) -> set[str]:
         """File stems that count as committed: every committed episode id and every batch
         stem with an ``episodes`` file (packs, steps and requests files are named by one)."""
-        ids, batches = self._committed(data_files(self.backend, EPISODES))
+        return self.committed_in(data_files(self.backend, EPISODES))
+
+    def committed_in(self, episode_files: list[PurePath]) -> set[str]:
+        """:meth:`committed_stems` from these ``episodes`` files (e.g. of some runs only)."""
+        ids, batches = self._committed(episode_files)
         return ids | batches
 
     def _committed(self, episode_files: list[PurePath]) -> tuple[set[str], set[str]]:

@@ -36,8 +36,8 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         """
         SELECT e.run_id, e.episode_id, e.task_id, h.hop_index, t.n_hops,
                t.procedure[h.hop_index + 1] AS keyword,
-               h.hop_index < e.hops_completed AS completed,
-               CASE WHEN h.hop_index < e.hops_completed THEN e.hop_steps[h.hop_index + 1] END AS completed_step
+               h.hop_index < e.live_hops AS completed,
+               CASE WHEN h.hop_index < e.live_hops THEN e.hop_steps[h.hop_index + 1] END AS completed_step
         FROM episodes e
         JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
         CROSS JOIN LATERAL (SELECT unnest(range(e.n_hops)) AS hop_index) h
@@ -160,18 +160,19 @@ def views_sql(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]
 
 @dataclass
 class StoreConnection:
-    """A sandboxed DuckDB connection with the store's views; ``broken`` maps views that could
-    not be created to the reason, so only queries that use them fail."""
+    """A sandboxed DuckDB connection (or a cursor of one) with the store's views; ``broken``
+    maps views that could not be created to the reason, so only queries that use them fail."""
 
-    sandbox: Sandbox
+    connection: duckdb.DuckDBPyConnection
     broken: dict[str, MminaError] = field(default_factory=dict)
-
-    @property
-    def connection(self) -> duckdb.DuckDBPyConnection:
-        return self.sandbox.connection
+    sandbox: Sandbox | None = None
+    """The sandbox this connection owns (None for a cursor), closed with it."""
 
     def close(self) -> None:
-        self.sandbox.close()
+        if self.sandbox is None:
+            self.connection.close()
+        else:
+            self.sandbox.close()
 
 
 def used_tables(sql: str) -> list[Table]:
@@ -194,16 +195,26 @@ def _token_texts(sql: str) -> list[str]:
     return [sql[start:end] for (start, _), end in zip(tokens, ends)]
 
 
-def connect(store: Store, sql: str | None = None) -> StoreConnection:
+def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None,
+            sql: str | None = None) -> StoreConnection:
     """An in-memory DuckDB connection over the store that can read its files and nothing else
     (see ``sandbox.py``); an object store is read through the same fsspec filesystem mmina
-    uses (credentials from the environment), so DuckDB needs no httpfs extension. With
-    ``sql`` (what will run), only the tables it uses have every file's footer checked."""
-    listed = candidates(store)
-    checked = list(TABLES.values()) if sql is None else used_tables(sql)
-    db = StoreConnection(open_sandbox(store.backend, [path for paths in listed.values() for path in paths]))
+    uses (credentials from the environment), so DuckDB needs no httpfs extension.
+
+    With ``runs``, the run-partitioned views read only those runs' folders: the same rows for
+    those runs as an unscoped connection gives (every row of a run lives in its folder), at
+    a cost that no longer grows with the rest of the store. With ``only``, just the views named
+    are made (e.g. for a server that keeps a connection per run). With ``sql`` (what will run),
+    only the tables it uses have every file's footer checked (see ``footers.py``)."""
+    listed = candidates(store, runs)
+    checked = used_tables(sql) if sql is not None else used_tables(" ".join(only)) if only is not None \
+        else list(TABLES.values())
+    sandbox = open_sandbox(store.backend, [path for paths in listed.values() for path in paths])
+    db = StoreConnection(sandbox.connection, sandbox=sandbox)
     try:
-        for name, statement in views_sql(store, db.sandbox, listed, checked).items():
+        for name, statement in views_sql(store, sandbox, listed, checked).items():
+            if only is not None and name not in only:
+                continue
             try:
                 db.connection.execute(statement)
             except duckdb.Error as exc:
