@@ -118,9 +118,9 @@ def test_writes_are_refused_however_wrapped(world: dict[str, Path], wrapper: int
 def test_the_issue_reproduction_runs_no_write(world: dict[str, Path]) -> None:
     before = files_of(world["store"])
     committed = next(world["store"].glob("episodes/run_id=r1/ep0.*.parquet"))
-    with pytest.raises(QueryError, match="only reads: COPY statements are not allowed"):
+    with pytest.raises(QueryError, match="read-only: COPY statements are not allowed"):
         run_query(Store.open(world["store"]), f"explain analyze copy (select 1) to '{committed}'")
-    with pytest.raises(QueryError, match="only reads: a COPY inside a query is not allowed"):
+    with pytest.raises(QueryError, match="read-only: a COPY inside a query is not allowed"):
         run_query(Store.open(world["store"]), f"with x as (copy (select 1) to '{committed}') select 1")
     assert files_of(world["store"]) == before
 

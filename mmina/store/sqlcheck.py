@@ -55,11 +55,11 @@ def check_statement(connection: duckdb.DuckDBPyConnection, text: str, kind: duck
         inner = _explained(text)
         statements = _parse(inner)
         if len(statements) != 1:
-            raise QueryError(f"mmina sql only reads: EXPLAIN must explain one query; {ALLOWED}")
+            raise QueryError(f"mmina sql is read-only: EXPLAIN must explain one query; {ALLOWED}")
         check_statement(connection, statements[0].query, statements[0].type, depth + 1)
     else:
         name = str(kind).rsplit(".", 1)[-1]
-        raise QueryError(f"mmina sql only reads: {name} statements are not allowed; {ALLOWED}")
+        raise QueryError(f"mmina sql is read-only: {name} statements are not allowed; {ALLOWED}")
 
 
 def _parse(text: str) -> list[duckdb.Statement]:
@@ -81,10 +81,10 @@ def _check_tree(connection: duckdb.DuckDBPyConnection, text: str) -> None:
     for node in _nodes(tree):
         kind, function = node.get("type"), node.get("function_name")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in READ_NODES:
-            raise QueryError(f"mmina sql only reads: a {kind.removesuffix('_NODE').replace('_QUERY', '')} "
+            raise QueryError(f"mmina sql is read-only: a {kind.removesuffix('_NODE').replace('_QUERY', '')} "
                              f"inside a query is not allowed; {ALLOWED}")
         if "info_type" in node or function in HIDDEN_SQL_FUNCTIONS:
-            raise QueryError(f"mmina sql only reads: {function or node['info_type']} is not allowed; {ALLOWED}")
+            raise QueryError(f"mmina sql is read-only: {function or node['info_type']} is not allowed; {ALLOWED}")
 
 
 def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
@@ -111,7 +111,7 @@ def _explained(text: str) -> str:
     if index < len(tokens) and tokens[index][1] == "(":
         index = _after_parentheses(tokens, index)
     if index >= len(tokens):
-        raise QueryError("mmina sql only reads: EXPLAIN of nothing")
+        raise QueryError("mmina sql is read-only: EXPLAIN of nothing")
     return text[tokens[index][0]:]
 
 
