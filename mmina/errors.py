@@ -33,7 +33,12 @@ class AlreadyExistsError(StoreError):
 
 
 class CorruptFileError(StoreError):
-    """A Parquet file in the store cannot be read."""
+    """A Parquet file in the store cannot be read (its bytes are bad, or it is not what its
+    place in the store says); ``reason`` says why without naming the file."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class QueryError(MminaError):
@@ -58,6 +63,15 @@ class AgentError(MminaError):
 
 class StartPageError(MminaError):
     """A task's start page could not be opened (an unreachable site): that episode errors, the run goes on."""
+
+
+class MminaWarning(UserWarning):
+    """Something the user should know that does not stop the command (the CLI prints it as
+    one ``Warning:`` line)."""
+
+
+class StoreWarning(MminaWarning):
+    """A damaged file was skipped: the rest of the store still reads (``mmina store verify``)."""
 
 
 def first_line(exc: BaseException) -> str:

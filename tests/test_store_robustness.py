@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmina.cli import cli
-from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
+from mmina.errors import SchemaVersionError, StoreError, StoreWarning
 from mmina.store.schema import SCHEMA_VERSION
 from mmina.store import Store
 from mmina.store.blobs import ROW_GROUP_BYTES, sha256
@@ -143,7 +143,7 @@ def test_newer_file_version_is_refused(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", n_steps=1)
     newer = SCHEMA_VERSION + 1
-    future = write_versioned(steps_dir(store) / f"ep1-future.v{newer}.parquet",
+    future = write_versioned(steps_dir(store) / f"ep1.v{newer}.parquet",
                              pa.table({"episode_id": ["ep1"], "step_index": pa.array([7], pa.int32())}), newer, "steps")
     with pytest.raises(SchemaVersionError, match=f"version {newer}"):
         store.read("steps")
@@ -154,7 +154,7 @@ def test_sql_refuses_newer_file_version(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", n_steps=1)
     newer = SCHEMA_VERSION + 1
-    write_versioned(steps_dir(store) / f"ep1-future.v{newer}.parquet",
+    write_versioned(steps_dir(store) / f"ep1.v{newer}.parquet",
                     pa.table({"episode_id": ["ep1"], "step_index": pa.array([7], pa.int32())}), newer, "steps")
     with pytest.raises(SchemaVersionError):
         run_query(store, "select count(*) from steps")
@@ -398,7 +398,7 @@ def test_store_creation_tolerates_a_concurrent_creator(tmp_path: Path) -> None:
 # -- 7. corrupt file -------------------------------------------------------------------------
 
 
-def test_corrupt_file_is_reported_not_raised(tmp_path: Path) -> None:
+def test_corrupt_file_is_reported_and_skipped(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", [b"a"], n_steps=2)
     write_episode(store, "r1", "ep2", [b"b"], n_steps=2)
@@ -407,17 +407,15 @@ def test_corrupt_file_is_reported_not_raised(tmp_path: Path) -> None:
 
     report = verify_store(store)
     assert [(p.kind, p.path) for p in report.problems] == [("corrupt", str(path))]
-    with pytest.raises(CorruptFileError, match=f"ep1{V}"):
-        store.read("steps")
-    with pytest.raises(MminaError) as raised:
-        run_query(store, "select count(*) from steps")
-    assert "\n" not in str(raised.value) and "store verify" in str(raised.value)
+    with pytest.warns(StoreWarning, match=f"skipped {path}: it is not a readable Parquet file"):
+        assert Store.open(store.root).read("steps")["episode_id"].to_pylist() == ["ep2", "ep2"]
+    with pytest.warns(StoreWarning, match=str(path)):
+        assert sql(Store.open(store.root), "select episode_id, count(*) from steps group by 1") == [("ep2", 2)]
 
-    result = CliRunner().invoke(cli, ["sql", "select count(*) from steps", "--store", str(store.root)])
-    assert result.exit_code != 0 and isinstance(result.exception, SystemExit)
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error:") and "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["sql", "select count(*) from steps", "--store", str(store.root), "--format", "csv"])
+    assert result.exit_code == 0 and result.stdout.splitlines() == ["count_star()", "2"], result.output
+    assert result.stderr.startswith(f"Warning: skipped {path}: ") and result.stderr.count("\n") == 1
     result = CliRunner().invoke(cli, ["store", "verify", "--store", str(store.root), "--format", "json"])
-    assert result.exit_code == 1 and json.loads(result.output)["problems"][0]["kind"] == "corrupt"
-    # tables that do not touch the damaged file still answer
+    assert result.exit_code == 1 and json.loads(result.stdout)["problems"][0]["kind"] == "corrupt"
+    # tables that do not touch the damaged file answer as before, without a word about it
     assert sql(store, "select count(*) from episodes") == [(2,)]

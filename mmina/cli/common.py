@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -18,7 +19,7 @@ from rich.table import Table as RichTable
 from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
-from mmina.errors import MminaError
+from mmina.errors import MminaError, MminaWarning
 from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
 from mmina.pool import EXECUTORS, Layout
 from mmina.redact import redact_message
@@ -43,17 +44,28 @@ stderr = Console(stderr=True)
 
 
 class MminaGroup(click.Group):
-    """Turns library errors into one line on stderr and a non-zero exit, never a traceback."""
+    """Turns library errors into one line on stderr and a non-zero exit, never a traceback,
+    and mmina's warnings into one ``Warning:`` line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except MminaError as exc:
             click.echo(f"Error: {redact_message(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    if issubclass(category, MminaWarning):
+        click.echo(f"Warning: {redact_message(str(message))}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 class Bounded(click.FloatRange):

@@ -1,4 +1,4 @@
-"""``mmina store info`` and ``mmina store verify``."""
+"""``mmina store info``, ``verify`` and ``compact``."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -41,21 +41,31 @@ def info(store_path: str | None, fmt: str) -> None:
     stdout.print(f"store {result.root} (schema version {result.schema_version}): "
                  f"{result.runs} runs, {result.episodes} episodes, {result.steps} steps, "
                  f"{human_bytes(result.total_bytes)}")
-    render_rows(["table", "files", "rows", "bytes"],
-                [(t.name, t.files, t.rows, human_bytes(t.bytes)) for t in result.tables], "table")
+    render_rows(["table", "files", "rows", "bytes", "unreadable"],
+                [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
 
 
 @store.command()
 @store_option
+@click.option("--repair", is_flag=True,
+              help="First remove what writers that are gone left behind: unfinished temporary files, files of "
+                   "episodes never committed, abandoned uploads. Damaged or missing data is reported, never touched.")
 @format_option("table", "json")
-def verify(store_path: str | None, fmt: str) -> None:
-    """Read every file; report partial, corrupt or orphaned ones. Exit 1 if any.
+def verify(store_path: str | None, repair: bool, fmt: str) -> None:
+    """Read every file; report what is damaged, missing, duplicated or left over. Exit 1 if any.
+
+    Reports, with their paths: unfinished files of writers that are gone (partial, upload),
+    files of episodes never committed (orphan), unreadable files (corrupt), files of a newer
+    mmina (newer_version), files a commit listed that are gone or differ (missing, changed),
+    copies (unlisted, duplicate), blobs stored nowhere (missing_blob). Readers skip damaged
+    files with a warning; --repair removes the leftovers (never committed data).
 
     \b
-    Example:
+    Examples:
       mmina store verify --store ./mmina-store
+      mmina store verify --repair
     """
-    report = verify_store(open_store(store_path))
+    report = verify_store(open_store(store_path), repair=repair)
     if fmt == "json":
         print_json({**asdict(report), "ok": report.ok})
     else:
@@ -66,10 +76,14 @@ def verify(store_path: str | None, fmt: str) -> None:
 
 def _print_report(report: VerifyReport) -> None:
     """One line per problem, the path whole so it can be copied or grepped."""
+    for item in report.repaired:
+        click.echo(f"removed {item.kind}: {item.path}: {item.message}")
     for problem in report.problems:
         click.echo(f"{problem.kind}: {problem.path}: {problem.message}")
     for path in report.in_progress:
-        click.echo(f"in progress (writer running): {path}")
+        click.echo(f"in progress (a writer may be at work): {path}")
+    for note in report.unchecked:
+        click.echo(f"not checked: {note}")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
     click.echo(f"{report.files_checked} files checked in {report.root}: {verdict}")
 

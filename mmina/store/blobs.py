@@ -8,7 +8,7 @@ the copies are identical by construction, so readers take any.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import PurePath
 
 import pyarrow as pa
@@ -16,10 +16,13 @@ import pyarrow.parquet as pq
 
 from mmina.store.schema import BLOBS
 from mmina.store.backends import Backend, NewFile
-from mmina.store.files import read_file, with_metadata
+from mmina.errors import CorruptFileError
+from mmina.store.files import Written, read_failure, read_file, with_metadata
 from mmina.store.layout import data_files, file_stem
 
 ROW_GROUP_BYTES = 1 << 20
+Skip = Callable[[PurePath, str], None]
+"""Called with a pack that cannot be read and why (``Store.skip_file``)."""
 
 
 def sha256(data: bytes) -> str:
@@ -33,16 +36,22 @@ class BlobIndex:
     killed between renames) is never referenced, so ``store verify`` may call it an orphan.
     """
 
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+    def __init__(self, backend: Backend, skip: Skip) -> None:
+        self.backend, self.skip = backend, skip
         self.location: dict[str, str] = {}
         self._seen: set[PurePath] = set()
 
     def refresh(self, committed: set[str]) -> None:
-        """Index the packs not seen yet whose stem is committed (see ``Store.committed_stems``)."""
+        """Index the packs not seen yet whose stem is committed (see ``Store.committed_stems``);
+        an unreadable pack is skipped (its blobs are stored again when met again)."""
         for path in data_files(self.backend, BLOBS):
             if path not in self._seen and file_stem(path) in committed:
-                hashes = read_file(path, BLOBS, columns=["sha256"], filesystem=self.backend.arrow).column("sha256")
+                try:
+                    hashes = read_file(path, BLOBS, columns=["sha256"], filesystem=self.backend.arrow).column("sha256")
+                except CorruptFileError as exc:
+                    self.skip(path, exc.reason)
+                    self._seen.add(path)
+                    continue
                 self.add_pack(path, hashes.to_pylist())
 
     def add_pack(self, path: PurePath, hashes: Iterable[str]) -> None:
@@ -87,14 +96,13 @@ class PackWriter:
         self._writer.write_table(batch)
         self._buffer, self._buffered_bytes = [], 0
 
-    def commit(self) -> PurePath | None:
+    def commit(self) -> Written | None:
         """Finish the pack and make it visible; None when the episode had no new blob."""
         self.flush()
         if self._writer is None or self._file is None:
             return None
         self._writer.close()
-        self._file.commit()
-        return self.final
+        return Written(self.final, len(self.hashes), self._file.commit())
 
     def abort(self) -> None:
         if self._writer is not None:
@@ -105,17 +113,25 @@ class PackWriter:
             self._file = None
 
 
-def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | None = None) -> dict[str, bytes]:
+def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | None, skip: Skip) -> dict[str, bytes]:
     """Fetch blobs by hash; ``packs`` (relative paths) narrows the search when known. Only the
-    row groups that may hold them are read (range reads, on a disk or an object store)."""
+    row groups that may hold them are read (range reads, on a disk or an object store). An
+    unreadable pack is skipped (``skip``): its blobs are missing from the result."""
     wanted = set(digests)
     paths = [backend.root / p for p in packs] if packs is not None else data_files(backend, BLOBS)
     found: dict[str, bytes] = {}
     for path in paths:
         if not wanted - found.keys():
             break
-        table = pq.read_table(str(path), columns=["sha256", "data"], filters=[("sha256", "in", list(wanted - found.keys()))],
-                              filesystem=backend.arrow)
+        try:
+            table = pq.read_table(str(path), columns=["sha256", "data"], filesystem=backend.arrow,
+                                  filters=[("sha256", "in", list(wanted - found.keys()))])
+        except (OSError, pa.ArrowException) as exc:
+            failure = read_failure(path, exc)
+            if not isinstance(failure, CorruptFileError) or isinstance(exc, FileNotFoundError):
+                raise failure from None
+            skip(path, failure.reason)
+            continue
         found.update(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
     return found
 

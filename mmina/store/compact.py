@@ -25,11 +25,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from mmina.errors import StoreError
 from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
-from mmina.store.files import read_file, write_new
+from mmina.store.files import Written, read_file, write_new
 from mmina.store.layout import batch_stem, data_files, data_name, file_stem, table_dir
+from mmina.store.manifest import Listed, manifest_metadata, read_manifest
 from mmina.store.store import Store
 from mmina.store.writers import BATCH_STEP_ROW_GROUP
 
@@ -81,10 +83,15 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
     tables = [table for table in COMPACTED if len(merge[table]) > 1]
     if not tables:
         return None
+    if EPISODES not in tables and merge[EPISODES] and any(t in tables for t in (STEPS, REQUESTS)):
+        tables.append(EPISODES)  # its manifest must list the merged files
     before = (_count(live), _size(live))
     stem = batch_stem()
-    for table in tables:
-        _build(store, table, run_id, stem, merge[table], live[table])
+    built = {table: _build(store, table, run_id, stem, merge[table], live[table]) for table in tables
+             if table is not EPISODES}
+    if EPISODES in tables:
+        children = {table: w for table, w in built.items() if table in (STEPS, REQUESTS)}
+        _build(store, EPISODES, run_id, stem, merge[EPISODES], live[EPISODES], _manifest(store, run_id, merge, children))
     for table in tables:
         _exchange(_work_dir(store, table, run_id), table_dir(store.root, table, run_id))
     after = {table: data_files(store.backend, table, run_id) for table in COMPACTED}
@@ -92,7 +99,8 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
     return Compacted(run_id, episodes, before[0], _count(after), before[1], _size(after))
 
 
-def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path], live: list[Path]) -> None:
+def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path], live: list[Path],
+           metadata: dict[bytes, bytes] | None = None) -> Written:
     """The new partition folder: the merged file, plus hard links to every file not merged."""
     work = _work_dir(store, table, run_id)
     work.mkdir(parents=True)
@@ -101,9 +109,28 @@ def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path]
             os.link(path, work / path.name)
     data = _merged(store, table, merge)
     written = write_new(store.backend, work / data_name(stem, SCHEMA_VERSION), table, data,
-                        row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None)
-    if read_file(written, table, ["episode_id"]).num_rows != data.num_rows:
+                        row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None, metadata=metadata)
+    if read_file(written.path, table, ["episode_id"]).num_rows != data.num_rows:
         raise StoreError(f"compacted {table.name} file of run {run_id} did not read back; nothing was changed")
+    return written
+
+
+def _manifest(store: Store, run_id: str, merge: dict[Table, list[Path]],
+              children: dict[Table, Written]) -> dict[bytes, bytes] | None:
+    """The manifest of the compacted ``episodes`` file: the merged files where they will be,
+    and what the merged episodes' manifests listed that stays (blob packs, files not merged;
+    not the files of an earlier compaction that died before swapping them in);
+    none when one of them had no manifest (nothing to vouch for)."""
+    merged = {p.relative_to(store.root).as_posix() for table in (STEPS, REQUESTS) for p in merge[table]}
+    kept: list[Listed] = []
+    for path in merge[EPISODES]:
+        listed = read_manifest(pq.read_schema(path).metadata)
+        if listed is None:
+            return None
+        kept += [entry for entry in listed if entry.path not in merged and (store.root / entry.path).exists()]
+    final = [Listed((table_dir(store.root, table, run_id) / w.path.name).relative_to(store.root).as_posix(), w.rows,
+                    w.bytes) for table, w in children.items()]
+    return manifest_metadata(store.root, [*final, *kept])
 
 
 def _merged(store: Store, table: Table, paths: list[Path]) -> pa.Table:

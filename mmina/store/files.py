@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -9,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mmina.errors import CorruptFileError, StoreError
+from mmina.errors import CorruptFileError, StoreError, first_line
 from mmina.unicode import mapped_text
 from mmina.store.schema import SCHEMA_VERSION, Table
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable, upgrade
@@ -34,38 +35,74 @@ def to_arrow(table: Table, rows: Sequence[dict[str, Any]]) -> pa.Table:
         return pa.Table.from_pylist([mapped_text(row) for row in rows], schema=table.schema)
 
 
-def with_metadata(table: Table, schema: pa.Schema) -> pa.Schema:
-    return schema.with_metadata({META_VERSION: str(SCHEMA_VERSION).encode(), META_TABLE: table.name.encode()})
+@dataclass(frozen=True)
+class Written:
+    """A file a writer made visible: what a commit's manifest lists (``manifest.py``)."""
+
+    path: PurePath
+    rows: int
+    bytes: int
+
+
+def with_metadata(table: Table, schema: pa.Schema, extra: Mapping[bytes, bytes] | None = None) -> pa.Schema:
+    return schema.with_metadata({META_VERSION: str(SCHEMA_VERSION).encode(), META_TABLE: table.name.encode(),
+                                 **(extra or {})})
 
 
 def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
-              row_group_size: int | None = None) -> PurePath:
+              row_group_size: int | None = None, metadata: Mapping[bytes, bytes] | None = None) -> Written:
     """Write ``data`` as a new file that appears whole (see :meth:`Backend.create`), never
-    replacing one: the store is append-only."""
+    replacing one: the store is append-only. ``metadata`` joins the file's key-value metadata."""
     new = backend.create(path)
     try:
-        pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), new.sink,
+        pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema, metadata).metadata), new.sink,
                        row_group_size=row_group_size, compression="zstd")
-        new.commit()
-    except BaseException:
+        size = new.commit()
+    except BaseException as exc:
         new.abort()
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot write {path}: {type(exc).__name__}: {first_line(exc)}") from None
         raise
-    return path
+    return Written(path, data.num_rows, size)
 
 
-def read_version(path: PurePath, filesystem: Any = None) -> int:
-    """The schema version recorded in a file's Parquet metadata."""
+def read_version(path: PurePath, filesystem: Any = None, table: Table | None = None) -> int:
+    """The schema version recorded in a file's Parquet metadata (checked to belong to ``table``)."""
     try:
         metadata = pq.read_schema(str(path), filesystem=filesystem).metadata
     except (OSError, pa.ArrowException) as exc:
-        raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
-    return _version(metadata, path)
+        raise read_failure(path, exc) from None
+    return _version(metadata, path, table)
 
 
-def _version(metadata: Mapping[bytes, bytes] | None, path: PurePath) -> int:
-    if not metadata or META_VERSION not in metadata:
-        raise CorruptFileError(f"{path} is not an mmina store file (no schema version in its metadata)")
-    return int(metadata[META_VERSION])  # type: ignore[index]
+def _version(metadata: Mapping[bytes, bytes] | None, path: PurePath, table: Table | None) -> int:
+    if not metadata or META_VERSION not in metadata or not metadata[META_VERSION].isdigit():
+        raise _corrupt(path, "it is not an mmina store file (no schema version in its metadata)")
+    owner = metadata.get(META_TABLE, b"").decode(errors="replace")
+    if table is not None and owner and owner != table.name:
+        raise _corrupt(path, f"it holds {owner} rows, not {table.name} rows")
+    return int(metadata[META_VERSION])
+
+
+def _corrupt(path: PurePath, reason: str) -> CorruptFileError:
+    return CorruptFileError(f"cannot read {path}: {reason}", reason)
+
+
+def read_failure(path: PurePath, exc: BaseException) -> StoreError:
+    """A failed read as the error to raise: :class:`CorruptFileError` when the file's bytes
+    are bad (readers skip it), a plain :class:`StoreError` when the way to it failed (a
+    vanished file, a network or permission failure: nothing to skip, the read fails)."""
+    message = f"{type(exc).__name__}: {first_line(exc)}"
+    if isinstance(exc, pa.ArrowInvalid) or (isinstance(exc, OSError) and _about_bytes(exc)):
+        return _corrupt(path, f"it is not a readable Parquet file ({message})")
+    return StoreError(f"cannot read {path}: {message}")
+
+
+def _about_bytes(exc: OSError) -> bool:
+    if isinstance(exc, (FileNotFoundError, PermissionError, ConnectionError, TimeoutError)):
+        return False
+    text = str(exc).lower()
+    return any(word in text for word in ("thrift", "parquet", "magic", "footer", "corrupt", "deserializ"))
 
 
 def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None,
@@ -81,12 +118,12 @@ def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None
     where = where or {}
     try:
         with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
-            version = _version(parquet.schema_arrow.metadata, path)
+            version = _version(parquet.schema_arrow.metadata, path, table)
             check_readable(version, str(path))
             current = version == SCHEMA_VERSION
             data = _read_current(parquet, columns, where) if current else parquet.read().replace_schema_metadata(None)
     except (OSError, pa.ArrowException) as exc:
-        raise CorruptFileError(f"corrupt Parquet file {path}: {exc}") from None
+        raise read_failure(path, exc) from None
     if not current:
         data = _matching(upgrade(table, data, version, migrations), where)
     return data.select(list(columns)) if columns else data

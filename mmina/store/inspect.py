@@ -1,4 +1,16 @@
-"""``store info`` and ``store verify``: what a store holds, and whether every file reads."""
+"""``store info`` and ``store verify``: what a store holds, and whether it is whole.
+
+``verify`` reads every file completely and reports, each with its path: files a writer
+that is gone left unfinished (``partial``, ``upload``), files of episodes that were never
+committed (``orphan``), unreadable files (``corrupt``: truncated, random bytes, empty; also
+a file holding another table's rows), files of a newer mmina (``newer_version``), files a
+commit's manifest lists that are gone or differ (``missing``, ``changed``), files of a
+committed stem its manifest does not list (``unlisted``), an episode committed in two files
+(``duplicate``), blobs referred to but stored nowhere (``missing_blob``) and a file where
+a folder belongs (``not_a_folder``). Episodes committed before manifests cannot be checked
+for missing files; the report says how many (``unchecked``). With ``repair``, leftovers of
+writers that are gone are removed first (``leftovers.py``); damaged data is never touched.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -6,15 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mmina.errors import MminaError, SchemaVersionError
-from mmina.store.schema import BLOBS, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
-from mmina.store.files import read_version
-from mmina.store.layout import file_stem, file_version
+from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
+from mmina.store.files import read_failure, read_version
+from mmina.store.compact import WORK_DIR
+from mmina.store.layout import file_stem, file_version, is_batch, run_of
+from mmina.store.leftovers import Leftover, orphans, remove_leftovers
+from mmina.store.manifest import Listed, read_manifest
 from mmina.store.migrations import check_readable
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
 from mmina.store.store import Store
+from mmina.store.writers import ORPHAN_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -23,6 +40,8 @@ class TableInfo:
     files: int
     rows: int
     bytes: int
+    unreadable: int = 0
+    """Files whose footer cannot be read (skipped with a warning; see ``store verify``)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +59,8 @@ class StoreInfo:
 
 
 def store_info(store: Store) -> StoreInfo:
-    """Counts from Parquet footers (no data read); steps count committed episodes only."""
+    """Counts from Parquet footers (no data read); steps count committed episodes only; an
+    unreadable file is counted apart (and warned about), never a reason to fail."""
     committed = store.committed_stems()
     tables = [_table_info(store, table, committed) for table in TABLES.values()]
     rows = {t.name: t.rows for t in tables}
@@ -51,8 +71,17 @@ def _table_info(store: Store, table: Table, committed: set[str]) -> TableInfo:
     files = store.files(table.name)
     if table in (STEPS, REQUESTS):
         files = [f for f in files if file_stem(f) in committed]
-    rows = sum(pq.read_metadata(str(f), filesystem=store.backend.arrow).num_rows for f in files)
-    return TableInfo(table.name, len(files), rows, sum(store.backend.size(f) for f in files))
+    rows, unreadable = 0, 0
+    for path in files:
+        try:
+            rows += pq.read_metadata(str(path), filesystem=store.backend.arrow).num_rows
+        except (OSError, pa.ArrowException) as exc:
+            failure = read_failure(path, exc)
+            if not isinstance(failure, CorruptFileError):
+                raise failure from None
+            store.skip_file(path, failure.reason)
+            unreadable += 1
+    return TableInfo(table.name, len(files), rows, sum(store.backend.size(f) for f in files), unreadable)
 
 
 @dataclass(frozen=True)
@@ -68,88 +97,203 @@ class VerifyReport:
     files_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    """What could not be checked, and why (e.g. episodes committed before manifests)."""
+    repaired: list[Leftover] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def add(self, path: PurePath | str, kind: str, message: str) -> None:
+        self.problems.append(Problem(str(path), kind, message))
 
-def verify_store(store: Store) -> VerifyReport:
-    """Read every file completely; report partial, corrupt, orphaned and dangling data.
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What verify learnt from reading one file whole."""
+
+    rows: int
+    metadata: dict[bytes, bytes]
+    episode_ids: list[str]
+
+
+Readable = dict[str, dict[PurePath, FileFacts]]
+"""Per table, the files that read whole, with their facts."""
+
+
+def verify_store(store: Store, repair: bool = False) -> VerifyReport:
+    """Read every file completely; report what is damaged, missing, duplicated or left over.
 
     Never raises for a bad file: every failure becomes a :class:`Problem` with its path.
     """
     report = VerifyReport(str(store.root))
-    for tmp in store.backend.unfinished():
-        if tmp.writer_alive:
-            report.in_progress.append(str(tmp.path))
-        else:
-            report.problems.append(Problem(str(tmp.path), "partial",
-                                           f"unfinished file of a writer that is gone ({tmp.host}:{tmp.pid}); ignored by readers"))
-    readable: dict[str, list[PurePath]] = {}
-    filesystem = store.backend.arrow
-    for table in TABLES.values():
-        readable[table.name] = [p for p in store.files(table.name) if _check_file(p, table, report, filesystem)]
-    committed = _committed_episodes(readable["episodes"], filesystem)
-    _check_orphans(readable, committed, report)
-    _check_blob_refs(readable, report, filesystem)
+    if repair:
+        report.repaired = remove_leftovers(store, wait=True)
+    _check_unfinished(store, report)
+    readable = {table.name: _read_table(store, table, report) for table in TABLES.values()}
+    _check_episodes(readable, report)
+    _check_orphans(store, report)
+    _check_manifests(store, readable, report)
+    _check_blob_refs(store, readable, report)
     return report
 
 
-def _check_file(path: PurePath, table: Table, report: VerifyReport, filesystem: Any) -> bool:
+def _check_unfinished(store: Store, report: VerifyReport) -> None:
+    for item in store.backend.unfinished():
+        if item.alive:
+            report.in_progress.append(str(item.path))
+        else:
+            kind = "partial" if store.backend.local else "upload"
+            report.add(item.path, kind, f"unfinished file of a writer that is gone ({item.writer}); ignored by "
+                                        f"readers, removed by `mmina store verify --repair`")
+
+
+def _read_table(store: Store, table: Table, report: VerifyReport) -> dict[PurePath, FileFacts]:
+    try:
+        paths = store.files(table.name)
+    except StoreError as exc:
+        report.add(store.root / table.name, "not_a_folder", str(exc))
+        return {}
+    readable = {}
+    for path in paths:
+        facts = _check_file(store, path, table, report)
+        if facts is not None:
+            readable[path] = facts
+    return readable
+
+
+def _check_file(store: Store, path: PurePath, table: Table, report: VerifyReport) -> FileFacts | None:
     report.files_checked += 1
     try:
-        _read_fully(path, table, filesystem)
+        return _read_fully(path, table, store.backend.arrow)
     except SchemaVersionError as exc:
-        report.problems.append(Problem(str(path), "newer_version", str(exc)))
-        return False
+        report.add(path, "newer_version", str(exc))
     except Exception as exc:  # noqa: BLE001 - verify must report every failure, never crash
         message = str(exc) if isinstance(exc, MminaError) else f"{type(exc).__name__}: {exc}"
-        report.problems.append(Problem(str(path), "corrupt", message))
-        return False
-    return True
+        report.add(path, "corrupt", message)
+    return None
 
 
-def _read_fully(path: PurePath, table: Table, filesystem: Any) -> None:
-    """Decode every page of the file and check its declared version and columns."""
-    version = read_version(path, filesystem)
+def _read_fully(path: PurePath, table: Table, filesystem: Any) -> FileFacts:
+    """Decode every page of the file and check its declared table, version and columns."""
+    version = read_version(path, filesystem, table)
     check_readable(version, str(path))
     if version != file_version(path):
         raise MminaError(f"file name says version {file_version(path)} but its metadata says {version}")
-    data = pq.read_table(str(path), filesystem=filesystem)
+    with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
+        metadata = dict(parquet.schema_arrow.metadata or {})
+        data = parquet.read()
     missing = set(table.column_names) - set(data.column_names)
     if version == SCHEMA_VERSION and missing:
         raise MminaError(f"missing column(s) {', '.join(sorted(missing))}")
+    ids = data.column("episode_id").to_pylist() if table is EPISODES else []
+    return FileFacts(data.num_rows, metadata, ids)
 
 
-def _committed_episodes(paths: list[PurePath], filesystem: Any) -> set[str]:
-    """Committed episode ids and the stems of ``episodes`` files (batch files hold many)."""
-    ids: set[str] = {file_stem(path) for path in paths}
-    for path in paths:
-        ids.update(pq.read_table(str(path), columns=["episode_id"], filesystem=filesystem).column("episode_id").to_pylist())
-    return ids
+def _check_episodes(readable: Readable, report: VerifyReport) -> None:
+    """An episode committed in two files (a copied file): readers count the first file's row."""
+    first: dict[str, PurePath] = {}
+    for path, facts in sorted(readable[EPISODES.name].items(), key=_original_first):
+        twice = sorted({i for i in facts.episode_ids if i in first})
+        if twice:
+            report.add(path, "duplicate", f"episode {twice[0]}{f' and {len(twice) - 1} more' if len(twice) > 1 else ''} "
+                                          f"also committed in {first[twice[0]]}; readers count the first")
+        for episode_id in facts.episode_ids:
+            first.setdefault(episode_id, path)
 
 
-def _check_orphans(readable: dict[str, list[PurePath]], committed: set[str], report: VerifyReport) -> None:
-    """Files of an episode whose ``episodes`` row never landed (writer killed between renames)."""
+def _original_first(item: tuple[PurePath, FileFacts]) -> tuple[bool, PurePath]:
+    """Files named as their commit named them (the episode id, or a batch) before copies."""
+    path, facts = item
+    return not (is_batch(path) or file_stem(path) in facts.episode_ids), path
+
+
+def _check_orphans(store: Store, report: VerifyReport) -> None:
+    """Files of a stem whose ``episodes`` file never landed (writer killed between renames or
+    PUTs); on an object store a young one may be a commit under way. Not checked when the
+    store's layout is damaged (reported as ``not_a_folder``)."""
+    try:
+        found = orphans(store)[0]
+    except StoreError:
+        return
+    for path in found:
+        if not store.backend.local and store.backend.age_s(path) < ORPHAN_GRACE_S:
+            report.in_progress.append(str(path))
+            continue
+        report.add(path, "orphan", f"a file of {file_stem(path)}, which was never committed; ignored by readers, "
+                                   f"removed by `mmina store verify --repair`")
+
+
+def _check_manifests(store: Store, readable: Readable, report: VerifyReport) -> None:
+    """Every file a commit's manifest lists is there, whole; every file of a committed stem is
+    listed. Runs whose compaction died between its swaps are left to the next compaction."""
+    listed: dict[str, tuple[PurePath, Listed]] = {}
+    without = 0
+    pending = _compacting(store, report)
+    for path, facts in readable[EPISODES.name].items():
+        if run_of(path) in pending:
+            continue
+        try:
+            entries = read_manifest(facts.metadata)
+        except ValueError as exc:
+            report.add(path, "corrupt", str(exc))
+            continue
+        if entries is None:
+            without += 1
+        for entry in entries or ():
+            listed[entry.path] = (path, entry)
+            _check_listed(store, readable, path, entry, report)
+    _check_unlisted(store, readable, listed, report)
+    if without:
+        report.unchecked.append(f"{without} episodes file(s) written before manifests: files missing from their "
+                                f"episodes cannot be detected (steps, requests and packs are still read whole)")
+
+
+def _check_listed(store: Store, readable: Readable, owner: PurePath, entry: Listed, report: VerifyReport) -> None:
+    path = store.root / entry.path
+    table = entry.path.split("/", 1)[0]
+    if not store.backend.exists(path):
+        report.add(path, "missing", f"listed by {owner} ({entry.rows} rows) but gone: that commit is incomplete")
+        return
+    facts = readable.get(table, {}).get(path)
+    size = store.backend.size(path)
+    if facts is not None and (facts.rows, size) != (entry.rows, entry.bytes):
+        report.add(path, "changed", f"{facts.rows} rows and {size} bytes, but {owner} committed {entry.rows} rows "
+                                    f"and {entry.bytes} bytes")
+
+
+def _compacting(store: Store, report: VerifyReport) -> set[str | None]:
+    """Runs with files waiting in the compaction's work folder (it died between its swaps)."""
+    work = store.root / WORK_DIR
+    runs = {run_of(p) for p in store.backend.files(work, 3)} if store.backend.local else set()
+    for run in sorted(r for r in runs if r):
+        report.unchecked.append(f"run {run}: a compaction died between its swaps (its work is in {work}); readers see "
+                                f"the same rows, the next `mmina store compact` finishes it; manifests not checked")
+    return runs
+
+
+def _check_unlisted(store: Store, readable: Readable, listed: dict[str, Any], report: VerifyReport) -> None:
+    """A file of a committed stem that the stem's manifest does not list (a copy)."""
+    manifested = {file_stem(store.root / path) for path in listed}
     for table in (STEPS, REQUESTS, BLOBS):
         for path in readable[table.name]:
-            if file_stem(path) not in committed:
-                report.problems.append(Problem(str(path), "orphan",
-                                               f"{table.name} of {file_stem(path)}, which was never committed; ignored by readers"))
+            relative = path.relative_to(store.root).as_posix()
+            if relative not in listed and file_stem(path) in manifested:
+                report.add(path, "unlisted", f"a {table.name} file of {file_stem(path)} that its commit did not write")
 
 
-def _check_blob_refs(readable: dict[str, list[PurePath]], report: VerifyReport, filesystem: Any) -> None:
+def _check_blob_refs(store: Store, readable: Readable, report: VerifyReport) -> None:
     """Every blob a step or request refers to must be in some pack."""
+    filesystem = store.backend.arrow
     stored: set[str] = set()
-    for path in readable["blobs"]:
+    for path in readable[BLOBS.name]:
         stored.update(pq.read_table(str(path), columns=["sha256"], filesystem=filesystem).column("sha256").to_pylist())
     for table, columns in ((STEPS, ("screenshot", "screenshot_som")), (REQUESTS, ("request_body", "response_body"))):
         for path in readable[table.name]:
             missing = set(_refs(path, columns, filesystem)) - stored
             if missing:
-                report.problems.append(Problem(str(path), "missing_blob",
-                                               f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}"))
+                report.add(path, "missing_blob", f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}")
 
 
 def _refs(path: PurePath, columns: tuple[str, ...], filesystem: Any) -> Iterator[str]:

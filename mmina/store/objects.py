@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import PurePath, PurePosixPath
@@ -28,10 +29,10 @@ from urllib.parse import urlsplit
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from mmina.errors import AlreadyExistsError, MminaError, StoreError, StoreNotFoundError, first_line
-from mmina.store.backends import Backend, NewFile, TmpFile
+from mmina.store.backends import Backend, NewFile, Unfinished
 
-LISTING_TTL_S = 10
-"""How long a DuckDB connection may reuse a listing (see :meth:`ObjectBackend.duckdb_filesystem`)."""
+UPLOAD_GRACE_S = 6 * 3600
+"""An incomplete multipart upload younger than this may belong to a writer still uploading."""
 SPOOL_BYTES = 32 << 20
 """A file being written stays in memory up to this size, then spills to a local temporary file."""
 BUCKETED = {"s3", "s3a", "gs", "gcs"}
@@ -152,15 +153,45 @@ class ObjectBackend(Backend):
     def lock(self, name: str, exclusive: bool) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def unfinished(self) -> list[TmpFile]:
-        return []
+    @_remote
+    def remove(self, path: PurePath) -> None:
+        self.fs.rm_file(str(path))
 
-    def duckdb_filesystem(self) -> Any:
-        """A filesystem of its own for one DuckDB connection, which keeps each listing for
-        ``LISTING_TTL_S``: a query lists a table once, and then opens its files without asking
-        for their size and date again (two requests fewer per file). Within that time new
-        files may go unseen, as if the query had started earlier; none is ever seen half."""
-        return _filesystem(self.scheme, use_listings_cache=True, listings_expiry_time=LISTING_TTL_S)
+    @_remote
+    def age_s(self, path: PurePath) -> float:
+        return time.time() - self.fs.modified(str(path)).timestamp()
+
+    @_remote
+    def unfinished(self) -> list[Unfinished]:
+        """Incomplete multipart uploads under the prefix (a writer killed while uploading a pack
+        larger than the client's part size); S3 only. Alive while younger than ``UPLOAD_GRACE_S``."""
+        if not hasattr(self.fs, "call_s3"):
+            return []
+        bucket, _, prefix = self._root_key.partition("/")
+        uploads = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=f"{prefix}/").get("Uploads", [])
+        return [Unfinished(self._path(f"{bucket}/{u['Key']}"), f"upload {u['UploadId']}",
+                           time.time() - u["Initiated"].timestamp() < UPLOAD_GRACE_S) for u in uploads]
+
+    @_remote
+    def drop_unfinished(self, item: Unfinished) -> bool:
+        if item.alive:
+            return False
+        bucket, _, key = self.fs._strip_protocol(str(item.path)).partition("/")
+        self.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=item.writer.removeprefix("upload "))
+        return True
+
+    def reading_filesystem(self) -> tuple[Any, str]:
+        return self.fs, self._root_key
+
+    @_remote
+    def listing(self) -> dict[str, dict[str, Any]]:
+        """Every object under the prefix with its size and date, in one (paginated) listing: a
+        DuckDB connection then opens files without asking for their size and date again (two
+        requests fewer per file). Files that appear later are asked for one by one."""
+        try:
+            return self.fs.find(self._root_key, detail=True)
+        except FileNotFoundError:
+            return {}
 
 
 class ObjectNewFile:
@@ -173,11 +204,12 @@ class ObjectNewFile:
     def write(self, data: bytes) -> None:
         self.sink.write(data)
 
-    def commit(self) -> None:
+    def commit(self) -> int:
         self.sink.seek(0)
         data = self.sink.read()
         self.sink.close()
         self.backend.put_new(self.path, data)
+        return len(data)
 
     def abort(self) -> None:
         self.sink.close()

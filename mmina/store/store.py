@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -21,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina import __version__
-from mmina.errors import AlreadyExistsError, NotAStoreError, SchemaVersionError, StoreError, StoreNotFoundError
+from mmina.errors import (AlreadyExistsError, CorruptFileError, NotAStoreError, SchemaVersionError, StoreError,
+                          StoreNotFoundError, StoreWarning)
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.backends import Backend, open_backend
 from mmina.store.blobs import BlobIndex, read_blobs
@@ -29,6 +31,7 @@ from mmina.store.files import read_file, to_arrow, write_new
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
                                 is_batch, run_of, table_dir)
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
+from mmina.store.leftovers import remove_leftovers
 from mmina.store.writers import BatchWriter, EpisodeWriter
 
 DEFAULT_STORE = "mmina-store"
@@ -61,6 +64,8 @@ class Store:
         self._blob_index: BlobIndex | None = None
         self._batch_ids: dict[PurePath, frozenset[str]] = {}
         self._writable = False
+        self.skipped: dict[str, str] = {}
+        """Files left out of reads because they cannot be read (path → why), each warned about once."""
 
     @classmethod
     def open(cls, location: str | os.PathLike[str], create: bool = False,
@@ -134,9 +139,12 @@ class Store:
 
     def ensure_writable(self) -> None:
         """Create the store on its first write; refuse to write a store of a newer version; mark
-        an older one as upgraded. Checked once per open store (each check reads the marker)."""
+        an older one as upgraded; remove what writers that are gone left behind (see
+        ``leftovers.py``). Checked once per open store (each check reads the marker)."""
         if self._writable:
             return
+        for table in TABLES.values():  # a damaged layout is refused before anything is written
+            self.backend.check_folder(self.root / table.name)
         if not self.exists:
             self._init_marker()
         version = self.marker_version()
@@ -146,6 +154,7 @@ class Store:
             with self.lock():
                 self.backend.replace(self.root / MARKER, _marker_bytes({**self.marker(), "schema_version": SCHEMA_VERSION}))
         self._writable = True
+        remove_leftovers(self, wait=False)
 
     # -- writing ------------------------------------------------------------
 
@@ -218,7 +227,11 @@ class Store:
     def committed_stems(self) -> set[str]:
         """File stems that count as committed: every committed episode id and every batch
         stem with an ``episodes`` file (packs, steps and requests files are named by one)."""
-        ids, batches = self._committed(data_files(self.backend, EPISODES))
+        return self.committed_in(data_files(self.backend, EPISODES))
+
+    def committed_in(self, episode_files: list[PurePath]) -> set[str]:
+        """:meth:`committed_stems` from these ``episodes`` files (e.g. of some runs only)."""
+        ids, batches = self._committed(episode_files)
         return ids | batches
 
     def _committed(self, episode_files: list[PurePath]) -> tuple[set[str], set[str]]:
@@ -231,7 +244,11 @@ class Store:
 
     def _ids_in_batch(self, path: PurePath) -> frozenset[str]:
         if path not in self._batch_ids:
-            ids = read_file(path, EPISODES, ["episode_id"], self.migrations, self.backend.arrow).column("episode_id")
+            try:
+                ids = read_file(path, EPISODES, ["episode_id"], self.migrations, self.backend.arrow).column("episode_id")
+            except CorruptFileError as exc:
+                self.skip_file(path, exc.reason)
+                return frozenset()
             self._batch_ids[path] = frozenset(ids.to_pylist())
         return self._batch_ids[path]
 
@@ -246,16 +263,24 @@ class Store:
         if not data.schema.equals(table.schema):
             raise StoreError(f"rows for table {table.name} do not have its schema: {data.schema}")
         path = table_dir(self.root, table, run_id) / data_name(stem, SCHEMA_VERSION)
-        return write_new(self.backend, path, table, data)
+        return write_new(self.backend, path, table, data).path
 
     @property
     def blob_index(self) -> BlobIndex:
         if self._blob_index is None:
-            self._blob_index = BlobIndex(self.backend)
+            self._blob_index = BlobIndex(self.backend, self.skip_file)
         self._blob_index.refresh(self.committed_stems())
         return self._blob_index
 
     # -- reading ------------------------------------------------------------
+
+    def skip_file(self, path: PurePath, reason: str) -> None:
+        """Leave a damaged file out of what is read, and say so once (a :class:`StoreWarning`):
+        one bad file must not hide the rest of its table."""
+        if str(path) not in self.skipped:
+            self.skipped[str(path)] = reason
+            warnings.warn(StoreWarning(f"skipped {path}: {reason}; the rest is read (see `mmina store verify`)"),
+                          stacklevel=2)
 
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)
@@ -279,33 +304,54 @@ class Store:
         ``where``: only the rows whose columns equal these values (see :func:`read_file`)."""
         table = TABLES[table_name]
         wanted = [c for c in columns if c != "run_id"] if columns else None
-        parts = self._read_parts(table, self.files(table_name, run_id), wanted, where)
+        parts = self._read_parts(table, self._readable_candidates(table, run_id), wanted, where)
         schema = _output_schema(table, wanted)
         data = pa.concat_tables(parts).select(schema.names) if parts else schema.empty_table()
+        if table is EPISODES:
+            data = _first_of_each(data, "episode_id")
         if table in EPISODE_CHILDREN and data.num_rows:
             committed = self.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id")
             data = data.filter(pc.is_in(data.column("episode_id"), committed))
         return data.select(list(columns)) if columns else data
 
+    def _readable_candidates(self, table: Table, run_id: str | None) -> list[PurePath]:
+        """The table's files; for steps and requests only those of committed stems (a copy of
+        an episode's file under another name is not read twice)."""
+        paths = self.files(table.name, run_id)
+        if table in EPISODE_CHILDREN and paths:
+            committed = self.committed_stems()
+            paths = [path for path in paths if file_stem(path) in committed]
+        return paths
+
     def _read_parts(self, table: Table, paths: list[PurePath], columns: list[str] | None,
                     where: Mapping[str, Any] | None) -> list[pa.Table]:
-        """The files in order, read side by side: Arrow decodes without holding the GIL, and a
-        table of many runs is many small files, whose fixed costs would otherwise add up."""
+        """The files in order, read side by side (Arrow decodes without holding the GIL, and a
+        table of many runs is many small files, whose fixed costs would otherwise add up);
+        an unreadable file is skipped with a warning."""
         if len(paths) < 2:
-            return [self._read_part(table, path, columns, where) for path in paths]
-        with ThreadPoolExecutor(min(READERS, len(paths))) as pool:
-            return list(pool.map(lambda path: self._read_part(table, path, columns, where), paths))
+            results = [self._read_part(table, path, columns, where) for path in paths]
+        else:
+            with ThreadPoolExecutor(min(READERS, len(paths))) as pool:
+                results = list(pool.map(lambda path: self._read_part(table, path, columns, where), paths))
+        for path, result in zip(paths, results):
+            if isinstance(result, CorruptFileError):
+                self.skip_file(path, result.reason)
+        return [result for result in results if isinstance(result, pa.Table)]
 
     def _read_part(self, table: Table, path: PurePath, columns: list[str] | None,
-                   where: Mapping[str, Any] | None = None) -> pa.Table:
-        needed = columns if columns is None or table not in EPISODE_CHILDREN else sorted({*columns, "episode_id"})
-        data = read_file(path, table, needed, self.migrations, self.backend.arrow, where)
+                   where: Mapping[str, Any] | None = None) -> pa.Table | CorruptFileError:
+        needed = columns if columns is None or table not in (*EPISODE_CHILDREN, EPISODES) \
+            else sorted({*columns, "episode_id"})
+        try:
+            data = read_file(path, table, needed, self.migrations, self.backend.arrow, where)
+        except CorruptFileError as exc:
+            return exc
         if table.partitioned_by_run:
             data = data.append_column("run_id", pa.array([run_of(path)] * data.num_rows, pa.string()))
         return data
 
     def read_blobs(self, digests: Sequence[str], packs: Sequence[str] | None = None) -> dict[str, bytes]:
-        return read_blobs(self.backend, digests, packs)
+        return read_blobs(self.backend, digests, packs, self.skip_file)
 
 
 def _foreign(names: list[str]) -> bool:
@@ -321,6 +367,14 @@ def _output_schema(table: Table, columns: list[str] | None) -> pa.Schema:
     schema = table.schema if columns is None else pa.schema([table.schema.field(c) for c in columns])
     if table.partitioned_by_run:
         schema = schema.append(pa.field("run_id", pa.string()))
-    if table in EPISODE_CHILDREN and "episode_id" not in schema.names:
+    if table in (*EPISODE_CHILDREN, EPISODES) and "episode_id" not in schema.names:
         schema = schema.append(pa.field("episode_id", pa.string()))
     return schema
+
+
+def _first_of_each(data: pa.Table, key: str) -> pa.Table:
+    """The first row of each ``key`` (files are read in a stable order): an episode whose
+    row was copied into a second file is counted once."""
+    seen: set[Any] = set()
+    keep = [not (value in seen or seen.add(value)) for value in data.column(key).to_pylist()]
+    return data if all(keep) else data.filter(pa.array(keep))

@@ -1,20 +1,25 @@
-"""DuckDB views named after the store's tables, for ``mmina sql`` and users' own sessions.
+"""DuckDB views named after the store's tables, in a sandboxed connection (``sandbox.py``).
 
-Files are routed by the schema version in their name: current files are read as they are,
-older ones through their migrations' SQL, and all are unioned by column name. Steps and
-requests of uncommitted episodes (a writer killed between renames) are filtered out.
+Each view reads an explicit list of files, the ones ``footers.py`` found readable and of
+the right table, routed by the schema version in their footer: current files are read as
+they are, older ones through their migrations' SQL, and all are unioned by column name.
+Steps and requests of uncommitted episodes (a writer killed between renames) are filtered
+out, and an episode whose row is in two files (a copied file) is shown once.
 """
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
-from mmina.store.schema import TABLES, Table
-from mmina.store.layout import data_files, file_version, glob_pattern, run_of, table_dir
-from mmina.store.migrations import chain, check_readable
+from mmina.store.footers import candidates, table_files
+from mmina.store.migrations import chain
+from mmina.store.sandbox import Sandbox, open_sandbox
+from mmina.store.schema import EPISODES, TABLES, Table
+from mmina.store.sqlcheck import one_line
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
 from mmina.tasks import HOP_BUCKETS
@@ -106,16 +111,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _read_parquet(store: Store, table: Table, version: int, runs: Collection[str] | None = None) -> str:
-    """``read_parquet`` over every file of the table at ``version``, or, with ``runs``, over
-    those runs' folders only (each of which holds such a file)."""
+def _read_parquet(table: Table, uris: list[str]) -> str:
     hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
-    if runs is None:
-        source = _quote(glob_pattern(store.root, table, version, any_depth=not store.backend.local))
-    else:
-        source = "[" + ", ".join(_quote(f"{table_dir(store.root, table, run)}/*.v{version}.parquet")
-                                 for run in sorted(runs)) + "]"
-    return f"SELECT * FROM read_parquet({source}{hive})"
+    filename = ", filename = true" if table is EPISODES else ""
+    return f"SELECT * FROM read_parquet([{', '.join(map(_quote, uris))}]{hive}{filename})"
 
 
 def _empty(table: Table) -> str:
@@ -125,25 +124,20 @@ def _empty(table: Table) -> str:
     return f"SELECT {', '.join(columns)} WHERE false"
 
 
-def table_sql(store: Store, table: Table, runs: Collection[str] | None = None) -> str:
-    """The SELECT behind one table's view, over every version of its files present; with
-    ``runs``, a run-partitioned table is read from those runs' folders only."""
-    scoped = runs is not None and table.partitioned_by_run
-    files = [p for run in sorted(runs or ()) for p in data_files(store.backend, table, run)] if scoped \
-        else data_files(store.backend, table)
-    versions = sorted({file_version(p) for p in files})
-    if not versions:
+def table_sql(table: Table, files: dict[int, list[str]], store: Store) -> str:
+    """The SELECT behind one table's view over ``files`` (``mmina://`` names by schema version)."""
+    if not files:
         return _empty(table)
-    check_readable(versions[-1], f"table {table.name} of store {store.root}")
     parts = []
-    for version in versions:
-        holding = {run_of(p) for p in files if file_version(p) == version} if scoped else None
-        sql = _read_parquet(store, table, version, holding)
+    for version, uris in sorted(files.items()):
+        sql = _read_parquet(table, uris)
         for migration in chain(table, version, store.migrations):
             sql = migration.view_sql.format(inner=sql)
         parts.append(sql)
     body = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
     columns = ", ".join(f'"{name}"' for name in _view_columns(table))
+    if table is EPISODES:  # one row per episode, the first file's, even if a file was copied
+        return f"SELECT {columns} FROM ({body}) QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY filename) = 1"
     where = " WHERE episode_id IN (SELECT episode_id FROM episodes)" if table in EPISODE_CHILDREN else ""
     return f"SELECT {columns} FROM ({body}){where}"
 
@@ -153,58 +147,90 @@ def _view_columns(table: Table) -> list[str]:
     return [*table.column_names, *(["run_id"] if table.partitioned_by_run else [])]
 
 
-def views_sql(store: Store, runs: Collection[str] | None = None) -> dict[str, str]:
-    """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB
-    (with ``runs``: views that see those runs only, see :func:`connect`)."""
-    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t, runs)}" for t in TABLES.values()}
+def views_sql(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
+              checked: Collection[Table]) -> dict[str, str]:
+    """CREATE VIEW statements for every table and convenience view, over the ``listed`` files
+    (those of ``checked`` tables found readable)."""
+    files = table_files(store, sandbox, listed, checked)
+    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
+                  for t in TABLES.values()}
     statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
     return statements
 
 
 @dataclass
 class StoreConnection:
-    """A DuckDB connection with the store's views; ``broken`` maps views that could not be
-    created (an unreadable file) to the reason, so only queries that use them fail."""
+    """A sandboxed DuckDB connection (or a cursor of one) with the store's views; ``broken``
+    maps views that could not be created to the reason, so only queries that use them fail."""
 
     connection: duckdb.DuckDBPyConnection
     broken: dict[str, MminaError] = field(default_factory=dict)
+    sandbox: Sandbox | None = None
+    """The sandbox this connection owns (None for a cursor), closed with it."""
 
     def close(self) -> None:
-        self.connection.close()
+        if self.sandbox is None:
+            self.connection.close()
+        else:
+            self.sandbox.close()
 
 
-def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None) -> StoreConnection:
-    """An in-memory DuckDB connection over the store (which is only read). An object store is
-    read through the same fsspec filesystem mmina uses (credentials from the environment), so
-    DuckDB needs no httpfs extension (which it could not download without network access).
+def used_tables(sql: str) -> list[Table]:
+    """The tables ``sql`` may read, directly or through the convenience views: every name of
+    a view among its tokens (identifiers, keywords, strings: ``query_table('steps')``), so
+    a name too many at worst; all tables when it does not tokenize."""
+    try:
+        tokens = {text.strip().strip("'\"").lower() for text in _token_texts(sql)}
+    except (duckdb.Error, TypeError):  # not SQL, or not UTF-8: refused later, whatever it reads
+        return list(TABLES.values())
+    names = {name for name in [*TABLES, *CONVENIENCE_VIEWS] if name in tokens}
+    for name in [n for n in CONVENIENCE_VIEWS if n in names]:
+        names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name][1])}
+    return [table for table in TABLES.values() if table.name in names]
+
+
+def _token_texts(sql: str) -> list[str]:
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    return [sql[start:end] for (start, _), end in zip(tokens, ends)]
+
+
+def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None,
+            sql: str | None = None) -> StoreConnection:
+    """An in-memory DuckDB connection over the store that can read its files and nothing else
+    (see ``sandbox.py``); an object store is read through the same fsspec filesystem mmina
+    uses (credentials from the environment), so DuckDB needs no httpfs extension.
 
     With ``runs``, the run-partitioned views read only those runs' folders: the same rows for
     those runs as an unscoped connection gives (every row of a run lives in its folder), at
     a cost that no longer grows with the rest of the store. With ``only``, just the views named
-    are made (each view costs its binding, which reads file footers), e.g. for a server that
-    keeps a connection per run."""
-    connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
-    filesystem = store.backend.duckdb_filesystem()
-    if filesystem is not None:
-        connection.register_filesystem(filesystem)
-    result = StoreConnection(connection)
-    for name, statement in views_sql(store, runs).items():
-        if only is not None and name not in only:
-            continue
-        try:
-            connection.execute(statement)
-        except duckdb.Error as exc:
-            result.broken[name] = read_error(exc)
-    return result
+    are made (e.g. for a server that keeps a connection per run). With ``sql`` (what will run),
+    only the tables it uses have every file's footer checked (see ``footers.py``)."""
+    listed = candidates(store, runs)
+    checked = used_tables(sql) if sql is not None else used_tables(" ".join(only)) if only is not None \
+        else list(TABLES.values())
+    sandbox = open_sandbox(store.backend, [path for paths in listed.values() for path in paths])
+    db = StoreConnection(sandbox.connection, sandbox=sandbox)
+    try:
+        for name, statement in views_sql(store, sandbox, listed, checked).items():
+            if only is not None and name not in only:
+                continue
+            try:
+                db.connection.execute(statement)
+            except duckdb.Error as exc:
+                db.broken[name] = read_error(exc)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def read_error(exc: duckdb.Error) -> Exception:
-    """A DuckDB error as one line: unreadable store files point to ``store verify``. An error
-    raised in Python under DuckDB (an object store's filesystem) comes as a traceback, whose
-    last line says what happened."""
-    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-    message = lines[-1].strip() if lines[0].startswith("Traceback") else lines[0]
+    """A DuckDB error as one line: unreadable store files point to ``store verify``."""
+    message = one_line(exc)
     lowered = message.lower()
     if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
+    if isinstance(exc, duckdb.PermissionException) or message.startswith("PermissionError"):
+        return QueryError(f"mmina sql reads the store's own files only, and never writes: {message}")
     return QueryError(message)

@@ -12,6 +12,7 @@ never swaps files under a writer; object stores need no lock (they cannot be com
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS,
 from mmina.store.blobs import PackWriter, sha256
 from mmina.store.files import to_arrow, write_new
 from mmina.store.layout import batch_stem, data_name, table_dir, worker_name
+from mmina.store.manifest import manifest_metadata
 
 if TYPE_CHECKING:
     from mmina.store.store import Store
@@ -30,6 +32,10 @@ EPISODE_STEP_ROW_GROUP = 8
 BATCH_STEP_ROW_GROUP = 256
 """Rows per row group in batch and compacted steps files: small enough to fetch one episode,
 large enough that a million steps have a compact footer."""
+COMMIT_DEADLINE_S = 600.0
+"""An object-store commit slower than this is abandoned (see :func:`_check_deadline`)."""
+ORPHAN_GRACE_S = 3600.0
+"""Files of an uncommitted stem on an object store younger than this may be a commit under way."""
 
 
 class _Writer:
@@ -77,22 +83,37 @@ class _Writer:
         self.closed = True
 
     def _write_files(self, episodes: Sequence[Row], steps: Sequence[Row], requests: Sequence[Row]) -> None:
+        """The pack, steps and requests files, then the ``episodes`` file with their manifest."""
         backend, name = self.store.backend, data_name(self.stem, SCHEMA_VERSION)
+        started, written = time.monotonic(), []
         pack = self.pack.commit()
         if pack is not None:
-            self.index.add_pack(pack, self.pack.hashes)
+            self.index.add_pack(pack.path, self.pack.hashes)
+            written.append(pack)
         children: tuple[tuple[Table, Sequence[Row], int | None], ...] = (
             (STEPS, steps, self.step_row_group), (REQUESTS, requests, None))
         for table, rows, row_group in children:
             if rows:
-                write_new(backend, table_dir(backend.root, table, self.run_id) / name, table, to_arrow(table, rows),
-                          row_group)
-        write_new(backend, table_dir(backend.root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, episodes))
+                written.append(write_new(backend, table_dir(backend.root, table, self.run_id) / name, table,
+                                         to_arrow(table, rows), row_group))
+        _check_deadline(self.store, self.stem, started)
+        write_new(backend, table_dir(backend.root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, episodes),
+                  metadata=manifest_metadata(backend.root, written))
 
     def abort(self) -> None:
         """Drop what was written: nothing of it becomes visible."""
         self.pack.abort()
         self.closed = True
+
+
+def _check_deadline(store: Store, stem: str, started: float) -> None:
+    """On an object store, a commit whose files landed more than ``COMMIT_DEADLINE_S`` ago
+    is not completed: ``store verify --repair`` removes the files of an uncommitted stem once
+    they are ``ORPHAN_GRACE_S`` old, and must never remove those of a commit under way."""
+    elapsed = time.monotonic() - started
+    if not store.backend.local and elapsed > COMMIT_DEADLINE_S:
+        raise StoreError(f"the commit of {stem} took {elapsed:.0f} s, more than {COMMIT_DEADLINE_S:.0f} s: it was not "
+                         f"completed (its files are left for `mmina store verify --repair`); record it again")
 
 
 class EpisodeWriter(_Writer):
