@@ -64,6 +64,26 @@ class Episode:
     live_hop_steps: tuple[int, ...] = ()
     hops: tuple[HopVerdict, ...] = ()
     steps: tuple[StepRow, ...] = field(default=(), repr=False)
+    start_hop: int | None = None
+    """The hop a hop-conditioned episode started at (0-based; its hops before it were given and
+    are not among ``hops``); None for an episode that started from its task's start page."""
+    prefix_faithful: bool | None = None
+    """Whether the conditioned episode's prefix replayed faithfully (None: not conditioned)."""
+    agent: str = ""
+    model: str | None = None
+
+    @property
+    def agent_label(self) -> str:
+        return agent_label(self.agent, self.model)
+
+    @property
+    def conditioned(self) -> bool:
+        return self.start_hop is not None
+
+    @property
+    def first_hop(self) -> int:
+        """The first hop the agent had to do itself (0, or a conditioned episode's start hop)."""
+        return self.start_hop or 0
 
     @property
     def first_failure(self) -> str:
@@ -71,6 +91,11 @@ class Episode:
         if self.passed:
             return "passed"
         return "answer" if self.first_failed_hop is None else str(self.first_failed_hop + 1)
+
+
+def agent_label(agent: str, model: str | None) -> str:
+    """Whose episodes they are: the run's agent, and its model when it has one."""
+    return f"{agent} ({model})" if model else agent
 
 
 @dataclass(frozen=True)
@@ -81,12 +106,13 @@ class Scored:
 
 
 EPISODES_SQL = """
-SELECT s.*, t.procedure, e.hop_steps AS live_hop_steps
+SELECT s.*, t.procedure, e.hop_steps AS live_hop_steps, r.agent, r.model
 FROM episode_scores s
 JOIN tasks t ON t.run_id = s.run_id AND t.task_id = s.task_id
 JOIN episodes e ON e.episode_id = s.episode_id
+JOIN runs r ON r.run_id = s.run_id
 WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id)
-ORDER BY s.run_id, s.n_hops, s.task_id
+ORDER BY s.run_id, s.n_hops, s.task_id, s.start_hop NULLS FIRST
 """
 
 UNSCORED_SQL = """
@@ -100,6 +126,7 @@ HOPS_SQL = """
 SELECT h.episode_id, h.hop_index, h.verdict = 'pass' AS passed, h.detail_json
 FROM latest_scores h JOIN episode_scores s ON s.episode_id = h.episode_id AND s.evaluator = h.evaluator
 WHERE h.evaluator = $evaluator AND h.level = 'hop' AND list_contains($runs, s.run_id)
+      AND h.hop_index >= coalesce(s.start_hop, 0)
 ORDER BY h.episode_id, h.hop_index
 """
 

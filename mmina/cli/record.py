@@ -146,7 +146,7 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
 
 def _running_sr(results: list[EpisodeResult]) -> str:
     """The verdict-based SR so far (``hops`` verdicts written with each episode)."""
-    hops = sum(r.n_hops for r in results) or 1
+    hops = sum(r.hops_to_do for r in results) or 1
     passed = sum(r.hops_credited for r in results)
     return f"task SR {sum(r.success for r in results) / len(results):.0%} hop SR {passed / hops:.0%}"
 

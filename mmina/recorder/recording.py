@@ -59,15 +59,15 @@ class RunSummary:
     @property
     def hop_sr(self) -> float:
         """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
-        without verdicts counts its live-tracked hops)."""
-        hops = sum(e.n_hops for e in self.episodes)
+        without verdicts counts its live-tracked hops; hops a prefix gave count in neither)."""
+        hops = sum(e.hops_to_do for e in self.episodes)
         return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
 
     @property
     def live_hop_sr(self) -> float:
         """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
-        hops = sum(e.n_hops for e in self.episodes)
-        return sum(e.live_hops for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.episodes)
+        return sum(e.agent_live_hops for e in self.episodes) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
