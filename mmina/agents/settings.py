@@ -27,3 +27,6 @@ class AgentSettings:
     max_retries: int = 4
     captioner: str = "none"
     caption_model: str | None = None
+    show_prefix: bool = True
+    """A hop-conditioned episode's agent is told the prefix's actions as its own earlier ones
+    (False: ``--hide-prefix``; see :class:`mmina.agents.protocol.Handover`)."""
