@@ -19,7 +19,7 @@ several). Everything here reads the store; nothing touches a browser.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,8 @@ def _prefix(task: Task, reference: Reference, spec: PrefixSpec, hop: int | None,
     if reference.completed is None:
         return f"its reference episode has no {PREFIX_EVALUATOR} verdicts (run `mmina rescore --evaluator " \
                f"{PREFIX_EVALUATOR} --run {spec.run_id}`)"
+    if spec.step is not None and spec.step > len(reference.steps):
+        return f"its reference episode has only {len(reference.steps)} step(s), fewer than the {spec.step} asked"
     given = _given(task, reference.completed, hop, spec.step)
     if isinstance(given, str):
         return given
@@ -167,8 +169,8 @@ def _given(task: Task, completed: dict[int, int], hop: int | None, step: int | N
 def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: int, max_steps: int) -> Prefix | str:
     """The prefix of ``steps`` steps, unless the reference cannot give it or the budget has no room."""
     recorded = reference.steps
-    if steps > len(recorded):
-        return f"its reference episode has only {len(recorded)} step(s), fewer than the {steps} asked"
+    if steps > len(recorded):  # verdicts naming a step the episode does not have (a damaged store)
+        return f"its reference's {PREFIX_EVALUATOR} verdicts name step {steps}, past its last step"
     if steps >= max_steps:
         return f"the prefix has {steps} step(s): no step of the --max-steps {max_steps} budget is left for the agent"
     stop = next((r["step_index"] for r in recorded[:steps] if r["action_kind"] == ActionKind.STOP.value), None)
@@ -225,12 +227,3 @@ def _completed_step(detail_json: str | None) -> int | None:
     except (ValueError, AttributeError):
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
-
-
-def tasks_of(rows: Sequence[Mapping[str, Any]], task_ids: Sequence[str]) -> list[str]:
-    """The reference run's task ids in its order, only ``task_ids`` when given (unknown ones refused)."""
-    known = [row["task_id"] for row in rows]
-    missing = [t for t in task_ids if t not in known]
-    if missing:
-        raise StoreError(f"the reference run has no task {', '.join(missing)}")
-    return [t for t in known if not task_ids or t in task_ids]
