@@ -27,7 +27,8 @@ from mmina.observation import Element, Observation
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import Task, load_suite
+from mmina.tasks import Task
+from mmina.taskcheck import load_suite
 
 from bench.results import AT_LEAST, Section, Target, ratio
 

@@ -18,7 +18,7 @@ from mmina.agents.oracle import OracleAgent
 from mmina.recorder.browser import BrowserSession
 from mmina.recorder.workers import Worker, WorkerSetup
 from mmina.store import Store
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 
 from bench.results import current_rss_mb, peak_rss_mb
 

@@ -27,7 +27,8 @@ from mmina.store import Store
 from mmina.store.compact import compact_store
 from mmina.store.marks import repaint
 from mmina.store.sql import run_query
-from mmina.tasks import Task, load_suite
+from mmina.tasks import Task
+from mmina.taskcheck import load_suite
 
 from bench.results import AT_LEAST, Section, Target, ratio
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mmina import __version__
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 
 from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
@@ -29,8 +29,9 @@ from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
+from bench.serve import serve_section
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "epoch", "objectstore")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "scale", "epoch", "objectstore", "serve")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections += run_scale(work / "scale", synthetic_episodes(args), log)
         if "epoch" in parts:
             sections.append(epoch_section(work / "epoch", args.quick, log))
+        if "serve" in parts:
+            sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, load_suite, task_row
+from mmina.tasks import Task, task_row
+from mmina.taskcheck import load_suite
 
 TASKS_PER_RUN = 1050
 STEPS = 10
@@ -42,7 +43,7 @@ def build(root: Path, episodes: int, log: Callable[[str], None] = print) -> dict
     started, written, run = time.perf_counter(), 0, 0
     while written < episodes:
         run_id = f"synthetic-{run:04d}"
-        store.begin_run(run_id, _run_row(len(tasks)), rows)
+        store.begin_run(run_id, run_row(len(tasks)), rows)
         batch = store.batch_writer(run_id)
         for index in range(min(len(tasks), episodes - written)):
             _add_episode(batch, tasks[index], written + index, pool)
@@ -99,7 +100,7 @@ def _tree(number: int, k: int) -> str:
     return "\n".join(['[1] RootWebArea "Synthetic page"', '[2] searchbox "Search"', *lines])
 
 
-def _run_row(task_count: int) -> dict[str, Any]:
+def run_row(task_count: int) -> dict[str, Any]:
     return {"created_at": T0, "agent": "synthetic", "model": None, "config_json": "{}", "task_suite": "synthetic",
             "task_suite_path": "bench/synthetic.py", "task_suite_sha256": SUITE_SHA, "task_count": task_count,
             "mmina_version": "bench", "python_version": "", "playwright_version": "", "browser_version": "",

@@ -1,36 +1,52 @@
-"""Validation of MMInA task files: every finding as ``file: field: what``, an error or a warning.
+"""Reading and checking MMInA task files: the one path of ``mmina tasks validate`` and ``mmina record``.
 
-*Errors* make a task impossible to run, and only they refuse a run: a file that is not a JSON
-object, no intent, no start URL (or one that is not http(s)), a ``procedure`` that is not a
-list of site keywords (or none at all in a multihop suite, whose hops come from it), an
-``eval_types`` value no evaluator knows, a malformed ``reference_script``.
+Every finding is ``file: field: what``, an error or a warning. *Errors* make a task impossible
+to run, and only they refuse a run: a file that cannot be read (larger than 16 MB, not UTF-8,
+not JSON, nested deeper than 64 levels) or is not a JSON object, no intent, no start URL (or one
+that is not http(s)), a ``procedure`` that is not a list of site keywords (or none at all in a
+multihop suite, whose hops come from it), more than ``MAX_HOPS`` hops, an ``eval_types`` value
+no evaluator knows, a malformed ``reference_script``.
 
 *Warnings* are odd but runnable, as the official release is: it writes codes in lower case,
 leaves fields empty or ``null``, adds fields the runner ignores (``require_login``,
 ``storage_state``, ``intent_template_id``, ...), gives numbers as strings, and its ``cnt_hop``
-(which the official runner never reads) may disagree with ``procedure``.
+(which the official runner never reads) may disagree with ``procedure``. Text with a lone
+surrogate is run with U+FFFD in its place; a FIFO or folder named ``*.json`` is skipped.
 
-Pure (stdlib only), so suites can be checked anywhere before a browser starts.
+A task that passes is built by :func:`mmina.tasks.task_from_dict` from the very JSON checked,
+so whatever validate accepts, record runs. Pure (stdlib only), so suites can be checked anywhere
+before a browser starts.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from mmina.actions import ActionKind
-from mmina.errors import TaskError
-from mmina.tasks import (END, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, TaskSuite, count_value,
-                         load_suite, resolve_suite_path)
+from mmina.errors import TaskError, first_line
+from mmina.navigation import is_web_url
+from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, Task, TaskSuite,
+                         count_value, id_base, resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
+from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
 EVAL_TYPES = frozenset({"string_match", "url_match", "program_html"})
 UNUSABLE_EVAL_TYPES = {"trip_match": "the official router lists it but never implemented it (NotImplementedError)"}
 ANSWER_KINDS = frozenset({"exact_match", "must_include", "fuzzy_match"})
 UNACHIEVABLE = "N/A"
+MAX_FILE_BYTES = 16 * 2**20
+"""A task file is a few kB; a bigger one is read no further."""
+MAX_DEPTH = 64
+"""JSON nesting of a task file (an MMInA task has 4 levels)."""
+MAX_START_URLS = 20
+"""Start URLs of one task (one tab each)."""
+SHOWN_CHARS = 60
 
 Finding = tuple[str, str, str]
 """(severity, field, message)."""
@@ -52,44 +68,171 @@ class TaskProblem:
         return f"{self.file}: {self.field}: {marker}{self.message}"
 
 
-def task_files(path: Path) -> list[Path]:
-    """The task files of a suite folder (recursively), or the one file given."""
-    return [path] if path.is_file() else sorted(path.rglob("*.json"))
+@dataclass(frozen=True)
+class SuiteCheck:
+    """What checking a suite path found: the runnable tasks (in file order) and every problem."""
+
+    root: Path
+    tasks: tuple[Task, ...]
+    problems: tuple[TaskProblem, ...]
+
+    @property
+    def errors(self) -> list[TaskProblem]:
+        return errors(list(self.problems))
 
 
-def check_path(path: Path) -> list[TaskProblem]:
-    """Every finding of every task file under ``path``; never raises for bad content."""
-    if not path.exists():
-        return [TaskProblem(str(path), "-", "does not exist")]
-    files = task_files(path)
-    if not files:
-        return [TaskProblem(str(path), "-", "no task files (*.json)")]
-    return [problem for file in files for problem in check_file(file)]
+def check_suite(path: str | Path | None) -> SuiteCheck:
+    """Read and check every task file under ``path`` (see :func:`mmina.tasks.resolve_suite_path`);
+    never raises for bad content, never blocks on a file that is not a regular one."""
+    root = resolve_suite_path(path)
+    files, problems = suite_files(root)
+    tasks = []
+    for file in files:
+        task, found = check_file(file, id_base(root))
+        problems += found
+        if task is not None:
+            tasks.append(task)
+    return SuiteCheck(root, tuple(tasks), tuple(problems))
+
+
+def check_path(path: str | Path) -> list[TaskProblem]:
+    """Every finding of every task file under ``path``."""
+    return list(check_suite(path).problems)
+
+
+def load_suite(path: str | Path | None = None, task_ids: list[str] | None = None) -> TaskSuite:
+    """The suite under ``path`` (None: the built-in one), only when no file has an error, so a
+    task that cannot run is refused before a run starts; the suite carries the warnings."""
+    checked = check_suite(path)
+    bad = checked.errors
+    if bad:
+        more = f" (and {len(bad) - 1} more; run `mmina tasks validate {checked.root}`)" if len(bad) > 1 else ""
+        raise TaskError(f"{bad[0]}{more}")
+    suite = TaskSuite("builtin" if path is None else checked.root.name, str(checked.root), checked.tasks,
+                      suite_sha256((t.task_id, t.sha256) for t in checked.tasks),
+                      tuple(str(p) for p in checked.problems))
+    return suite.select(task_ids)
 
 
 def errors(problems: list[TaskProblem]) -> list[TaskProblem]:
     return [p for p in problems if p.is_error]
 
 
-def check_file(path: Path) -> list[TaskProblem]:
+def suite_files(root: Path) -> tuple[list[Path], list[TaskProblem]]:
+    """The task files of a suite folder (recursively, in natural order), or the one file given;
+    what is named ``*.json`` but is no regular file (a FIFO, a folder) is skipped with a warning."""
+    shown = _shown(root)
+    if not root.exists():
+        return [], [TaskProblem(shown, "-", "does not exist")]
+    if not root.is_dir():
+        return ([root], []) if root.is_file() else ([], [TaskProblem(shown, "-", "not a regular file")])
+    found = sorted(_named_json(root), key=_natural_key(root))
+    problems = [TaskProblem(_shown(p), "-", "not a regular file (a FIFO, a folder...): skipped", WARNING)
+                for p in found if not p.is_file()]
+    files = [p for p in found if p.is_file()]
+    if not files:
+        problems.append(TaskProblem(shown, "-", "no task files (*.json)"))
+    return files, problems
+
+
+def _named_json(root: Path) -> list[Path]:
+    """Everything named ``*.json`` below ``root``; folders that cannot be read, or vanish while
+    they are walked (``/proc``), are passed over, and links to folders are not followed."""
+    return [Path(folder) / name for folder, folders, files in os.walk(root)
+            for name in (*files, *folders) if name.endswith(".json")]
+
+
+def _natural_key(root: Path) -> Callable[[Path], tuple[Any, ...]]:
+    def key(path: Path) -> tuple[Any, ...]:
+        rel = path.relative_to(root).with_suffix("")
+        return tuple((0, int(p), "") if p.isascii() and p.isdigit() and len(p) < 10 else (1, 0, p)
+                     for p in rel.parts)
+
+    return key
+
+
+def _shown(path: Path) -> str:
+    """A path as printed (an undecodable byte of its name as U+FFFD)."""
+    return valid_text(str(path))
+
+
+def check_file(path: Path, base: Path) -> tuple[Task | None, list[TaskProblem]]:
+    """One task file, read once: the task (None when it has an error) and the findings; its id
+    is its path below ``base``."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        return [TaskProblem(str(path), "-", f"cannot read: {exc}")]
+        data, raw = read_task_json(path)
+    except TaskError as exc:
+        return None, [TaskProblem(_shown(path), "-", str(exc))]
+    task_id = task_id_of(path, base)
+    findings = check_task(raw, task_id.split("/")[0] if "/" in task_id else "")
+    problems = [TaskProblem(_shown(path), field, message, severity) for severity, field, message in findings]
+    if errors(problems):
+        return None, problems
+    try:
+        return task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest()), problems
+    except Exception as exc:  # noqa: BLE001 - a task the checks missed is refused, never a traceback
+        return None, [*problems, TaskProblem(_shown(path), "-", f"cannot be loaded: {type(exc).__name__}: "
+                                                                 f"{first_line(exc)}")]
+
+
+def read_task_json(path: Path) -> tuple[bytes, Any]:
+    """The bytes and parsed JSON of a task file; :class:`TaskError` with the reason when it is
+    no regular file (opened without blocking: a FIFO never hangs), too big, not UTF-8, not JSON
+    or nested too deeply."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TaskError(f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskError("not a regular file")
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise TaskError(f"larger than {MAX_FILE_BYTES // 2**20} MB: not a task file")
+    return data, _parse(data)
+
+
+def _parse(data: bytes) -> Any:
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise TaskError(f"not a task: JSON nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
-        return [TaskProblem(str(path), "-", f"not valid JSON: {exc}")]
-    if not isinstance(raw, dict):
-        return [TaskProblem(str(path), "-", "must be a JSON object")]
-    return [TaskProblem(str(path), field, message, severity)
-            for severity, field, message in check_task(raw, path.parent.name)]
+        raise TaskError(f"not valid JSON: {first_line(exc)}") from None
+    if _depth(value) > MAX_DEPTH:
+        raise TaskError(f"not a task: JSON nested deeper than {MAX_DEPTH} levels")
+    if not isinstance(value, dict):
+        raise TaskError("must be a JSON object (an MMInA task)")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest in ``value`` (iteratively: any depth costs no recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            todo += [(child, level + 1) for child in children]
+    return deepest
 
 
 def check_task(raw: dict[str, Any], suite: str = "") -> list[Finding]:
-    """Findings of one task as (severity, field, message), in field order; ``suite`` is its folder name."""
+    """Findings of one task as (severity, field, message), in field order; ``suite`` is the
+    first part of its id (the official folder)."""
     findings: list[Finding] = []
     for check in CHECKS:
         findings += check(raw, suite)
     return findings
+
+
+def _shorten(value: Any) -> str:
+    """A value as shown in a message: its repr, cut to ``SHOWN_CHARS``."""
+    text = valid_text(repr(value))
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
 def _error(field: str, message: str) -> Finding:
@@ -112,8 +255,9 @@ def _start_url(raw: dict[str, Any], _suite: str) -> list[Finding]:
     if not isinstance(start, str) or not start.strip():
         return [_error("start_url", "missing or empty (the page the agent starts on)")]
     urls = [u.strip() for u in start.split(START_URL_SEPARATOR) if u.strip()]
-    return [_error("start_url", f"not an http(s) URL: {u!r}") for u in urls
-            if urlsplit(u).scheme not in ("http", "https") or not urlsplit(u).hostname]
+    if len(urls) > MAX_START_URLS:
+        return [_error("start_url", f"{len(urls)} start URLs: at most {MAX_START_URLS} (one tab each)")]
+    return [_error("start_url", f"not an http(s) URL: {_shorten(u)}") for u in urls if not is_web_url(u)]
 
 
 def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
@@ -132,6 +276,8 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
         findings.append(_warning("eval.reference_answers", "string_match without reference answers: unclear"))
     if "url_match" in types and not evaluation.get("reference_url"):
         findings.append(_warning("eval.reference_url", "url_match without a reference URL: unclear"))
+    if evaluation.get("reference_url") is not None and not isinstance(evaluation["reference_url"], str):
+        findings.append(_warning("eval.reference_url", "not a string: used as text"))
     return findings
 
 
@@ -146,18 +292,20 @@ def _eval_types(types: Any) -> list[Finding]:
 
 
 def _answers(answers: dict[str, Any]) -> list[Finding]:
-    findings = [_warning(f"eval.reference_answers.{k}", f"unknown kind, ignored (known: {', '.join(sorted(ANSWER_KINDS))})")
+    findings = [_warning(f"eval.reference_answers.{_shorten(k)[1:-1]}",
+                         f"unknown kind, ignored (known: {', '.join(sorted(ANSWER_KINDS))})")
                 for k in answers if k not in ANSWER_KINDS]
     exact = answers.get("exact_match")
     if exact is not None and not isinstance(exact, str):
-        findings.append(_warning("eval.reference_answers.exact_match", f"not a string: compared as text {str(exact)!r}"))
+        findings.append(_warning("eval.reference_answers.exact_match", f"not a string: compared as text {_shorten(exact)}"))
     for kind in ("must_include", "fuzzy_match"):
         value = answers.get(kind)
         if value == UNACHIEVABLE:
             findings.append(_warning(f"eval.reference_answers.{kind}", "'N/A' (WebArena's unachievable-task "
                                                                        "marker): only the answer N/A passes"))
         elif value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            findings.append(_warning(f"eval.reference_answers.{kind}", "not a list of strings: compared as text"))
+            findings.append(_warning(f"eval.reference_answers.{kind}", "not a list of strings: compared as text "
+                                                                       "(null entries dropped)"))
     return findings
 
 
@@ -167,18 +315,31 @@ def _hops(raw: dict[str, Any], suite: str) -> list[Finding]:
         return _without_procedure(raw, suite)
     if not isinstance(procedure, list) or not all(isinstance(p, str) and p.strip() for p in procedure):
         return [_error("procedure", "not a list of site keywords")]
-    findings = _keywords(procedure)
-    findings += _cnt_hop(raw, len(procedure))
-    return findings
+    keywords = [p.strip().lower() for p in procedure]
+    hops = keywords.index(END) if END in keywords else len(keywords)
+    if hops > MAX_HOPS:
+        return [_error("procedure", f"{hops} hops: a task has at most {MAX_HOPS}")]
+    return _keywords(procedure) + _cnt_hop(raw, len(procedure))
 
 
 def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
     if suite in MULTIHOP_SUITES:
         return [_error("procedure", f"missing: the hops of a {suite} task come from its procedure")]
+    name, value = _count_field(raw)
+    if value is not None and value > MAX_HOPS + 1:
+        return [_error(name, f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
+                             f"marker): a task has at most {MAX_HOPS}")]
+    unread = [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
-        return []
+        return unread
     return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite), each judged by "
-                                  "the final answer only")]
+                                  "the final answer only"), *unread]
+
+
+def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:
+    """The hop count's field name (``cnt_hop``, else ``hop_cnt``; "" when neither) and its value."""
+    name = "cnt_hop" if "cnt_hop" in raw else "hop_cnt" if "hop_cnt" in raw else ""
+    return name, count_value(raw[name]) if name else None
 
 
 def _keywords(procedure: list[str]) -> list[Finding]:
@@ -194,25 +355,33 @@ def _keywords(procedure: list[str]) -> list[Finding]:
 
 
 def _cnt_hop(raw: dict[str, Any], entries: int) -> list[Finding]:
-    name = "cnt_hop" if "cnt_hop" in raw else "hop_cnt" if "hop_cnt" in raw else None
-    if name is None:
+    name, value = _count_field(raw)
+    if not name:
         return []
-    value = count_value(raw[name])
     if value is None:
-        return [_warning(name, f"not a number ({raw[name]!r}): ignored")]
+        return [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")]
     if value != entries:
-        return [_warning(name, f"is {value} but procedure has {entries} entries (cnt_hop counts the END marker); "
-                               "the procedure decides")]
+        return [_warning(name, f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
+                               "marker); the procedure decides")]
     return []
 
 
+def _surrogates(raw: dict[str, Any], _suite: str) -> list[Finding]:
+    if not has_surrogate(raw):
+        return []
+    return [_warning("-", "text with a lone surrogate (such as \\ud83d: not Unicode): U+FFFD is used in its place")]
+
+
 def _places(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    return [_warning(k, f"not a string: used as {str(raw[k])!r}") for k in ("city", "flight", "shop")
+    return [_warning(k, f"not a string: used as text {_shorten(raw[k])}") for k in ("city", "flight", "shop")
             if raw.get(k) is not None and not isinstance(raw[k], str)]
 
 
 _SCRIPT_FIELDS = {"click": ("target",), "hover": ("target",), "type": ("target", "text"), "press": ("key",),
                   "scroll": ("direction",), "goto": ("url",), "tab_focus": ("tab",), "stop": ("answer",)}
+_SCRIPT_TYPES: dict[str, tuple[type, ...]] = {"text": (str,), "answer": (str,), "key": (str,), "url": (str,),
+                                             "direction": (str,), "tab": (int,), "enter": (bool, int)}
+_ACTIONS = frozenset(k.value for k in ActionKind)
 
 
 def _script(raw: dict[str, Any], _suite: str) -> list[Finding]:
@@ -222,31 +391,31 @@ def _script(raw: dict[str, Any], _suite: str) -> list[Finding]:
         return []
     if not isinstance(script, list) or not script:
         return [_error("reference_script", "must be a non-empty list of steps")]
-    findings = []
-    for index, step in enumerate(script):
-        field = f"reference_script[{index}]"
-        action = step.get("action") if isinstance(step, dict) else None
-        if action not in {k.value for k in ActionKind}:
-            findings.append(_error(field, f"unknown action {action!r}"))
-            continue
-        findings += [_error(field, f"{action} needs {name!r}") for name in _SCRIPT_FIELDS.get(action, ()) if name not in step]
-        target = step.get("target")
-        if target is not None and not (isinstance(target, dict) and {"role", "name"} <= set(target)):
-            findings.append(_error(field, "target needs 'role' and 'name'"))
-    return findings
+    return [_error(f"reference_script[{index}]", message) for index, step in enumerate(script)
+            for message in _script_step(step)]
+
+
+def _script_step(step: Any) -> list[str]:
+    """What is wrong with one oracle step (a JSON object naming an action and its arguments)."""
+    action = step.get("action") if isinstance(step, dict) else None
+    if not isinstance(action, str) or action not in _ACTIONS:
+        return [f"unknown action {_shorten(action)}"]
+    problems = [f"{action} needs {name!r}" for name in _SCRIPT_FIELDS.get(action, ()) if name not in step]
+    problems += [f"{name} must be {' or '.join(t.__name__ for t in types)}, not {_shorten(step[name])}"
+                 for name, types in _SCRIPT_TYPES.items()
+                 if step.get(name) is not None and (not isinstance(step[name], types) or _negative(step[name]))]
+    target = step.get("target")
+    if target is not None and not (isinstance(target, dict) and all(isinstance(target.get(k), str)
+                                                                    for k in ("role", "name"))):
+        problems.append("target needs 'role' and 'name' (strings)")
+    if action == "scroll" and step.get("direction") not in (None, "up", "down"):
+        problems.append(f"direction must be 'up' or 'down', not {_shorten(step['direction'])}")
+    return problems
+
+
+def _negative(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value < 0
 
 
 CHECKS: tuple[Callable[[dict[str, Any], str], list[Finding]], ...] = (_intent, _start_url, _eval, _hops, _places,
-                                                                      _script)
-
-
-def load_checked_suite(path: str | Path | None = None, task_ids: list[str] | None = None) -> TaskSuite:
-    """Load a suite only when no file has an error, so a task that cannot run is refused before a run
-    starts; the suite carries the warnings."""
-    root = resolve_suite_path(path)
-    problems = check_path(root)
-    bad = errors(problems)
-    if bad:
-        more = f" (and {len(bad) - 1} more; run `mmina tasks validate {root}`)" if len(bad) > 1 else ""
-        raise TaskError(f"{bad[0]}{more}")
-    return load_suite(path).select(task_ids).with_warnings(tuple(str(p) for p in problems))
+                                                                      _script, _surrogates)

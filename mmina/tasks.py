@@ -1,4 +1,4 @@
-"""MMInA tasks: loading the official JSON format, hops, and live hop tracking.
+"""MMInA tasks: the official JSON format normalized, hops, and live hop tracking.
 
 The official files count the END marker in ``cnt_hop`` and end ``procedure`` with
 ``"end"``; a task's hops are the procedure entries before the first such marker (all of them
@@ -7,11 +7,15 @@ official single-hop suites) has ``cnt_hop - 1`` hops when ``cnt_hop`` says so, e
 official runner's count for its suite (``normal`` 2, others 1); those hops have no keyword and
 are judged by the final answer alone. Fields the official release leaves empty or ``null``
 become empty strings; numbers given as text are read as numbers.
+
+Reading task files (which files, how much, what JSON) and checking them is
+``mmina.taskcheck``'s: one path for ``mmina tasks validate`` and ``mmina record``.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmina.errors import TaskError
+from mmina.unicode import mapped_text, valid_text
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
@@ -31,6 +36,11 @@ SUITE_HOPS = {"normal": 2}
 HOP_BUCKETS: tuple[tuple[str, int | None], ...] = (("1", 1), ("2-4", 4), ("5+", None))
 """The MMInA paper's grouping of tasks by hop count: (bucket name, most hops in it; None: no limit)."""
 BUCKETS = tuple(name for name, _ in HOP_BUCKETS)
+MAX_HOPS = 100
+"""The most hops a task may have (MMInA's have at most 10): ``cnt_hop`` above ``MAX_HOPS + 1``
+cannot decide a task's hops, and a count stays a small number all the way to the store."""
+ID_SLUG_CHARS = 80
+_COUNT = re.compile(r"[0-9]{1,9}")
 
 
 def hop_bucket(n_hops: int) -> str:
@@ -69,7 +79,8 @@ class Task:
     @cached_property
     def hops(self) -> tuple[Hop, ...]:
         if not self.procedure:
-            return tuple(Hop(i, "") for i in range(max(self.cnt_hop - 1, SUITE_HOPS.get(self.suite, 1))))
+            return tuple(Hop(i, "") for i in range(max(min(self.cnt_hop, MAX_HOPS + 1) - 1,
+                                                       SUITE_HOPS.get(self.suite, 1))))
         keywords = self.procedure[:self.procedure.index(END)] if END in self.procedure else self.procedure
         return tuple(Hop(i, k) for i, k in enumerate(keywords))
 
@@ -79,8 +90,10 @@ class Task:
 
     @property
     def reference_script(self) -> list[dict[str, Any]] | None:
-        """The fixture suites' oracle steps (an mmina extension of the format), if any."""
-        return self.original.get("reference_script")
+        """The fixture suites' oracle steps (an mmina extension of the format), if any (a
+        value that is not a list is none)."""
+        script = self.original.get("reference_script")
+        return script if isinstance(script, list) else None
 
     @property
     def original_json(self) -> str:
@@ -105,7 +118,9 @@ class TaskSuite:
         by_id = {t.task_id: t for t in self.tasks}
         missing = [t for t in task_ids if t not in by_id]
         if missing:
-            raise TaskError(f"unknown task id(s) {', '.join(missing)} in suite {self.name}")
+            shown = ", ".join(t if t.strip() and t.isprintable() else repr(t) for t in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise TaskError(f"unknown task id(s) {shown}{more} in suite {self.name}")
         return replace(self, tasks=tuple(by_id[t] for t in task_ids))
 
     def head(self, limit: int | None) -> "TaskSuite":
@@ -139,68 +154,51 @@ def resolve_suite_path(path: str | Path | None) -> Path:
     return Path(path)
 
 
-def load_suite(path: str | Path | None = None) -> TaskSuite:
-    """Load every task file under ``path`` (see :func:`resolve_suite_path`)."""
-    root = resolve_suite_path(path)
-    if not root.exists():
-        raise TaskError(f"task path {root} does not exist")
-    files = [root] if root.is_file() else sorted(root.rglob("*.json"), key=_natural_key(root))
-    if not files:
-        raise TaskError(f"no task files (*.json) under {root}")
-    base = _id_base(root)
-    tasks = tuple(load_task(f, base) for f in files)
-    return TaskSuite("builtin" if path is None else root.name, str(root), tasks,
-                     suite_sha256((t.task_id, t.sha256) for t in tasks))
-
-
 def suite_sha256(tasks: Iterable[tuple[str, str]]) -> str:
     """The checksum of a suite from its (task id, task file SHA-256) pairs: same value, same tasks."""
     return hashlib.sha256("".join(f"{task_id}:{digest}\n" for task_id, digest in tasks).encode()).hexdigest()
 
 
-def _id_base(root: Path) -> Path:
+def id_base(root: Path) -> Path:
     """Task ids are paths below this folder; an official suite folder keeps its name in the
     id, so ``mmina/normal/3.json`` is ``normal/3`` however it was given."""
     folder = root.parent if root.is_file() else root
     return folder.parent if folder.name in SUITE_FOLDERS else folder
 
 
-def _natural_key(root: Path):
-    def key(path: Path) -> tuple:
-        rel = path.relative_to(root).with_suffix("")
-        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in rel.parts)
-
-    return key
+def task_id_of(path: Path, base: Path) -> str:
+    """The id of the task file ``path`` below ``base`` (its relative path without ``.json``),
+    with any undecodable byte of the file name shown as U+FFFD."""
+    return valid_text(path.relative_to(base).with_suffix("").as_posix())
 
 
-def load_task(path: Path, root: Path) -> Task:
-    """Parse one official MMInA task file; the task id is its path below ``root``."""
-    try:
-        data = path.read_bytes()
-        raw = json.loads(data)
-    except (OSError, ValueError) as exc:
-        raise TaskError(f"cannot read task file {path}: {exc}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("intent"), str):
-        raise TaskError(f"task file {path} is not an MMInA task (no 'intent')")
-    task_id = path.relative_to(root).with_suffix("").as_posix()
-    return task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest())
+def id_slug(task_id: str) -> str:
+    """The task id in the alphabet of file names (episode ids start with it): any run of other
+    characters becomes ``-``, at most ``ID_SLUG_CHARS`` characters; ``normal/3`` is ``normal-3``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", task_id).strip("-._")[:ID_SLUG_CHARS].strip("-._")
+    return slug or "task"
 
 
 def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
-    """Normalize the official fields; missing, empty or null optional fields get empty values."""
+    """Normalize the official fields; missing, empty or null optional fields get empty values.
+
+    Never raises for odd content (``mmina tasks validate`` says what is odd): values of the
+    wrong type become text, lone surrogates U+FFFD, and ``cnt_hop`` at most ``MAX_HOPS + 1``.
+    """
+    raw, task_id = mapped_text(raw, valid_text), valid_text(task_id)
     evaluation = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
-    procedure = tuple(str(p).strip().lower() for p in raw.get("procedure") or () if isinstance(p, str))
+    procedure = tuple(p.strip().lower() for p in _list(raw.get("procedure")) if isinstance(p, str))
     counted = count_value(raw.get("cnt_hop", raw.get("hop_cnt")))
     answers = evaluation.get("reference_answers")
     return Task(
         task_id=task_id,
         suite=task_id.split("/")[0] if "/" in task_id else "",
-        intent=raw["intent"],
-        start_urls=tuple(u.strip() for u in str(raw.get("start_url") or "").split(START_URL_SEPARATOR) if u.strip()),
-        eval_types=tuple(t for t in evaluation.get("eval_types") or () if isinstance(t, str)),
-        reference_answers=dict(answers) if isinstance(answers, dict) else {},
-        reference_url=str(evaluation.get("reference_url") or ""),
-        cnt_hop=counted or len(procedure) or 1,
+        intent=raw["intent"] if isinstance(raw.get("intent"), str) else _text(raw.get("intent")),
+        start_urls=tuple(u.strip() for u in _text(raw.get("start_url")).split(START_URL_SEPARATOR) if u.strip()),
+        eval_types=tuple(t for t in _list(evaluation.get("eval_types")) if isinstance(t, str)),
+        reference_answers={k: _reference(v) for k, v in answers.items()} if isinstance(answers, dict) else {},
+        reference_url=_text(evaluation.get("reference_url"), strip=False),
+        cnt_hop=min(counted, MAX_HOPS + 1) if counted else len(procedure) or 1,
         procedure=procedure,
         city=_text(raw.get("city")),
         flight=_text(raw.get("flight")),
@@ -210,20 +208,46 @@ def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
     )
 
 
+def _list(value: Any) -> list[Any]:
+    """A field that should be a list: itself, or empty for anything else."""
+    return value if isinstance(value, list) else []
+
+
 def count_value(value: Any) -> int | None:
-    """A count given as a number or as text (``3``, ``"3"``); None for anything else."""
+    """A count given as a whole number or as its decimal text (``3``, ``"3"``); None for
+    anything else (a negative number, a fraction, a boolean, other text)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+        return value if value >= 0 else None
+    if isinstance(value, str) and _COUNT.fullmatch(value.strip()):
+        return int(value.strip())
     return None
 
 
-def _text(value: Any) -> str:
-    """An optional text field: null is empty; a number is its text."""
-    return "" if value is None else str(value).strip()
+def _text(value: Any, strip: bool = True) -> str:
+    """An optional text field: null is empty; a number is its text; a list or object its JSON
+    (stripped of surrounding spaces unless ``strip`` is False)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else _json_text(value)
+    return text.strip() if strip else text
+
+
+def _json_text(value: Any) -> str:
+    """A non-string JSON value as text: a number as JSON writes it, anything else as its JSON."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else \
+        json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _reference(value: Any) -> Any:
+    """One ``reference_answers`` value as the evaluators read it: text stays text, a list
+    becomes a list of texts (``null`` entries dropped), anything else its text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else _json_text(v) for v in value if v is not None]
+    return _json_text(value)
 
 
 class HopTracker:

@@ -5,7 +5,10 @@ element ids out of the prompt's observation, so a real episode of the built-in t
 ``normal/1`` (wiki, then shop) completes. It also judges: to the fuzzy judge's question it
 answers "Yes." when the reference is contained in the statement (case-insensitive), else
 "No." (``judge_reply`` replaces that text). It can also misbehave: HTTP errors for the first N
-requests, an error for every request, or text without an action.
+requests, an error for every request, text without an action, a reply that never comes
+(``hang``) or comes one byte every ``drip_s`` seconds, absurd ``usage`` numbers, and
+``raw_content`` bytes put into the JSON as they are (a lone surrogate escape, bytes that are no
+UTF-8).
 """
 from __future__ import annotations
 
@@ -96,11 +99,18 @@ class FakeOpenAI:
     delay_s: float = 0.0
     policy: Callable[[str], str] | None = None
     """The action (grammar text) for a step's user message, replacing the built-in policy."""
+    hang: bool = False
+    drip_s: float = 0.0
+    usage: dict[str, Any] | None = None
+    """Replaces the ``usage`` object of every answer (e.g. ``{"prompt_tokens": 10**30}``)."""
+    raw_content: bytes | None = None
+    """The reply's ``content`` as raw bytes between the JSON quotes (escapes and all)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     answered: int = 0
 
     def __enter__(self) -> "FakeOpenAI":
+        self.stopped = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -108,6 +118,7 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -139,10 +150,20 @@ class FakeOpenAI:
         return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{action}```"
 
     def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        usage = self.usage if self.usage is not None else {
+            "prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
+            "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
         return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-                          "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}}
+                "usage": usage}
+
+    def encode(self, answer: dict[str, Any]) -> bytes:
+        """The answer's bytes; with ``raw_content``, those bytes stand for the reply's text."""
+        data = json.dumps(answer).encode()
+        if self.raw_content is None or "choices" not in answer:
+            return data
+        marker = json.dumps(answer["choices"][0]["message"]["content"]).encode()
+        return data.replace(marker, b'"' + self.raw_content + b'"', 1)
 
 
 def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -160,10 +181,30 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 server.requests.append(body)
                 server.paths.append(self.path)
                 status, answer = server.respond(body)
-            self._send(status, answer)
+            if server.hang:
+                server.stopped.wait()
+            elif server.drip_s:
+                self._drip(server.encode(answer))
+            else:
+                self._send(status, server.encode(answer))
 
-        def _send(self, status: int, answer: dict[str, Any]) -> None:
-            data = json.dumps(answer).encode()
+        def _drip(self, data: bytes) -> None:
+            """One byte of the answer every ``drip_s`` seconds (a read timeout never fires)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                for byte in data:
+                    if server.stopped.wait(server.drip_s):
+                        return
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+            except OSError:  # the client gave up and closed the connection
+                return
+
+        def _send(self, status: int, data: bytes | dict[str, Any]) -> None:
+            data = data if isinstance(data, bytes) else json.dumps(data).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

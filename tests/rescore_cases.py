@@ -8,8 +8,8 @@ that are not text, empty ones). Episodes: answers right, wrong, differently case
 padded, unicode, missing or empty; zero to ten steps whose URLs come from the task (its hop
 URLs, keywords, city, codes, gold URLs, in changing case), with gaps, repeats and rows stored
 out of order, null URLs; statuses with errors. Runs: two of the same suite (tasks shared),
-one whose tasks have no checksum, and ``broken``, whose non-text references make some
-episodes unscorable. Deterministic; importable by older mmina versions too (it only uses
+one whose tasks have no checksum, and ``broken``, whose references are not text (compared
+as text since task normalization turns them into text; older versions left them unscored). Deterministic; importable by older mmina versions too (it only uses
 the store writer), so their verdicts can be compared.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, load_suite, task_from_dict, task_row
+from mmina.tasks import Task, task_from_dict, task_row
+from mmina.taskcheck import load_suite
 
 OFFICIAL = Path(__file__).parent / "data" / "official" / "mmina"
 T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)

@@ -37,7 +37,7 @@ from mmina.agents.prompts import truncate
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 from tests.fake_openai import CAPTION, COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, image_urls, last_user_text, \
     next_action
 

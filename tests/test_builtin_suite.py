@@ -18,7 +18,8 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.taskcheck import check_path
-from mmina.tasks import SUITE_FOLDERS, builtin_suite_path, load_suite
+from mmina.tasks import SUITE_FOLDERS, builtin_suite_path
+from mmina.taskcheck import load_suite
 
 
 @pytest.fixture(scope="module")

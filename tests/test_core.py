@@ -11,7 +11,8 @@ from mmina.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
 from mmina.observation import ElementIds, flatten_snapshot
 from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, redact_url
-from mmina.tasks import HopTracker, load_suite, task_from_dict
+from mmina.tasks import HopTracker, task_from_dict
+from mmina.taskcheck import load_suite
 
 ROUND_TRIP = [
     "click [12]", "hover [f1e3]", "type [3] [hello [world]] [press_enter_after=0]",
@@ -75,10 +76,10 @@ def test_hop_tracker_only_completes_the_head() -> None:
 
 def test_bad_task_files(tmp_path: Path) -> None:
     (tmp_path / "1.json").write_text("{not json")
-    with pytest.raises(TaskError, match="cannot read"):
+    with pytest.raises(TaskError, match="1.json: -: not valid JSON"):
         load_suite(tmp_path)
     (tmp_path / "1.json").write_text(json.dumps({"no": "intent"}))
-    with pytest.raises(TaskError, match="not an MMInA task"):
+    with pytest.raises(TaskError, match="1.json: intent: missing or empty"):
         load_suite(tmp_path)
     with pytest.raises(TaskError, match="does not exist"):
         load_suite(tmp_path / "missing")

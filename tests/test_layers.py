@@ -16,7 +16,7 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
-        "mmina.model_client", "mmina.model_input", "mmina.observation", "mmina.pool", "mmina.redact", "mmina.runs",
+        "mmina.model_client", "mmina.model_input", "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
@@ -32,6 +32,7 @@ RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
     "analysis": ({"store"}, ("playwright", "click", "rich")),
     "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "importers": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
+    "serve": ({"store", "analysis", "evaluators"}, ("playwright", "click", "rich")),
 }
 
 

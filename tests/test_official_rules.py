@@ -78,7 +78,7 @@ def test_recorded_episode_gives_what_the_runner_gave(trajectory: dict[str, Any],
 
 
 def test_recorded_corpus_has_every_builtin_task_by_oracle_and_heuristic() -> None:
-    from mmina.tasks import load_suite
+    from mmina.taskcheck import load_suite
     agents: dict[str, set[str]] = {}
     for trajectory, _ in RECORDED:
         agents.setdefault(trajectory["agent"], set()).add(trajectory["task_id"])
@@ -297,7 +297,7 @@ def test_official_shaped_set_is_generated_and_every_page_is_served() -> None:
     from mmina.fixtures.generate_tasks import stale_files
     from mmina.fixtures.web.base import Request
     from mmina.fixtures.web.server import FixtureWeb
-    from mmina.tasks import load_suite
+    from mmina.taskcheck import load_suite
     tasks = build()
     assert stale_files(tasks, TASKS_DIR) == [], "run python -m mmina.fixtures.generate_official_tasks"
     suite = load_suite("official")

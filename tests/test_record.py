@@ -21,7 +21,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite
+from mmina.taskcheck import load_suite
 
 
 def _one(store: Path, query: str):

@@ -21,7 +21,8 @@ from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import load_suite, task_from_dict
+from mmina.tasks import task_from_dict
+from mmina.taskcheck import load_suite
 from tests import rescore_reference
 from tests.fake_openai import FakeOpenAI
 

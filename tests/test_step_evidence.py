@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from mmina.agents.heuristic import best_line, query, questions, words
 from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
-from mmina.model_client import make_client, reply_text
+from mmina.model_client import Deadlines, ModelClient
 from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
@@ -114,9 +114,9 @@ def test_the_stored_request_sent_again_gives_the_same_output(openai_store: tuple
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     steps = rows(store, "select model_input, model_output from steps order by step_index")
     with FakeOpenAI() as server:
-        client = make_client(server.url, max_retries=0)
+        client = ModelClient(server.url, Deadlines(max_retries=0))
         for digest, output in steps:
-            assert reply_text(client.chat.completions.create(**load_request(digest, blob_getter(store)))) == output
+            assert client.complete(**load_request(digest, blob_getter(store))).text == output
 
 
 def test_shared_messages_are_stored_once_and_sql_shows_the_prompt(openai_store: tuple[Store, list[dict]]) -> None:

@@ -1,6 +1,7 @@
 """The HTML report and the episode viewer opened in a real headless Chromium, offline."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,7 @@ def check_report(page: Page) -> None:
     options = page.locator("#episode-select option").count()
     assert options == 9
     assert page.inner_text("#step-label").startswith("step 1 of")
+    assert page.evaluate("document.getElementById('step-shot').naturalWidth") == 640
     page.click("#next-step")
     assert page.inner_text("#step-label").startswith("step 2 of")
     page.click("#prev-step")
@@ -96,7 +98,12 @@ def check_viewer(page: Page) -> None:
 
 def test_report_opens_offline_with_every_section(pages: tuple[Path, Path]) -> None:
     report, _ = pages
-    assert "<script src=" not in report.read_text()
+    html = report.read_text()
+    files = report.parent / "report_files"
+    assert '<script src="report_files/plotly.min.js">' in html and (files / "plotly.min.js").stat().st_size > 1e6
+    shots = re.findall(r'"shot": "(report_files/[0-9a-f]+\.jpg)"', html)
+    assert shots and all((report.parent / s).read_bytes()[:2] == b"\xff\xd8" for s in shots)
+    assert "data:image" not in html, "the report's screenshots are files next to it, not inlined"
     assert open_offline(report, check_report) == []
 
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from PIL import Image
 
 from mmina.agents.settings import AgentSettings
-from mmina.errors import AgentError, first_line
-from mmina.model_client import api_error, make_client, reply_text, require_api_key
+from mmina.errors import AgentError
+from mmina.model_client import ModelClient, ModelError, require_api_key
 from mmina.observation import PageImage
-
-if TYPE_CHECKING:
-    import openai
 
 CAPTIONERS = ("none", "alt", "openai")
 
@@ -43,7 +40,7 @@ class OpenAICaptioner:
     crop's hash, so an image shown on many steps is captioned once.
     """
 
-    def __init__(self, client: "openai.OpenAI", model: str, max_tokens: int = 60) -> None:
+    def __init__(self, client: ModelClient, model: str, max_tokens: int = 60) -> None:
         self.client, self.model, self.max_tokens = client, model, max_tokens
         self._cache: dict[str, str] = {}
 
@@ -59,12 +56,11 @@ class OpenAICaptioner:
     def _ask(self, crop: bytes) -> str:
         content = [{"type": "text", "text": "Describe this image in one short sentence."}, image_part(crop)]
         try:
-            response = self.client.chat.completions.create(
-                model=self.model, messages=[{"role": "user", "content": content}], max_tokens=self.max_tokens,
-                temperature=0.0)
-        except api_error() as exc:
-            raise AgentError(f"captioning failed: {first_line(exc)}") from None
-        return " ".join(reply_text(response).split())
+            reply = self.client.complete(model=self.model, messages=[{"role": "user", "content": content}],
+                                         max_tokens=self.max_tokens, temperature=0.0)
+        except ModelError as exc:
+            raise AgentError(f"captioning failed: {exc}") from None
+        return " ".join(reply.text.split())
 
 
 def make_captioner(settings: AgentSettings) -> Captioner | None:
@@ -76,7 +72,7 @@ def make_captioner(settings: AgentSettings) -> Captioner | None:
         if not model:
             raise AgentError("--captioner openai needs --caption-model NAME (or --model)")
         require_api_key("talking to a model", AgentError)
-        return OpenAICaptioner(make_client(settings.base_url, settings.max_retries), model)
+        return OpenAICaptioner(ModelClient(settings.base_url, settings.deadlines, "captioning endpoint"), model)
     if settings.captioner != "none":
         raise AgentError(f"unknown captioner {settings.captioner!r}: use {', '.join(CAPTIONERS)}")
     return None

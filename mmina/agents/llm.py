@@ -1,12 +1,13 @@
 """The ``openai`` agent: an LLM or LMM behind any OpenAI-compatible endpoint picks each action.
 
 The client comes from :mod:`mmina.model_client` (``--base-url``, else ``OPENAI_BASE_URL``;
-``OPENAI_API_KEY``; 429 and 5xx retried with backoff, ``max_retries``). When it gives up, the
-agent raises :class:`AgentError`: the episode is recorded as errored and the run goes on.
+``OPENAI_API_KEY``; 429 and 5xx retried with backoff, ``--model-retries``; each call within
+``--model-deadline``). When it gives up, the agent raises :class:`AgentError`: the episode is
+recorded as errored and the run goes on.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mmina.actions import parse_agent_output
 from mmina.agents import prompts
@@ -15,13 +16,10 @@ from mmina.agents.memory import RANKINGS, TrajectoryMemory
 from mmina.agents.protocol import AgentReply, Handover
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError, MminaError
-from mmina.model_client import api_error, failure_line, make_client, reply_text, require_api_key, usage_tokens
+from mmina.model_client import ModelClient, ModelError, ModelReply, require_api_key
 from mmina.observation import Observation
 from mmina.store import Store
 from mmina.tasks import Task
-
-if TYPE_CHECKING:
-    import openai
 
 MAX_OBSERVATION_CHARS = 16_000
 HISTORY_ACTIONS = 5
@@ -32,7 +30,7 @@ class OpenAIAgent:
 
     name = "openai"
 
-    def __init__(self, settings: AgentSettings, client: "openai.OpenAI", captioner: Captioner | None = None,
+    def __init__(self, settings: AgentSettings, client: ModelClient, captioner: Captioner | None = None,
                  max_observation_chars: int = MAX_OBSERVATION_CHARS, store: Store | None = None) -> None:
         self.settings, self.client = settings, client
         self.captioner = captioner or AltTextCaptioner()
@@ -66,10 +64,9 @@ class OpenAIAgent:
 
     def act(self, observation: Observation) -> AgentReply:
         request = self.request(observation)
-        response = self._complete(request)
-        output = reply_text(response)
-        self._history.append(_history_entry(output))
-        return self._reply(output, response, request)
+        reply = self._complete(request)
+        self._history.append(_history_entry(reply.text))
+        return self._reply(reply, request)
 
     def request(self, observation: Observation) -> dict[str, Any]:
         """The keyword arguments of this step's ``chat.completions.create`` call (stored with the step)."""
@@ -96,16 +93,15 @@ class OpenAIAgent:
             raise AgentError("the multimodal input mode needs screenshots: record without --no-screenshots")
         return [{"type": "text", "text": text}, image_part(screenshot)]
 
-    def _complete(self, request: dict[str, Any]) -> Any:
+    def _complete(self, request: dict[str, Any]) -> ModelReply:
         try:
-            return self.client.chat.completions.create(**request)
-        except api_error() as exc:
-            raise AgentError(failure_line("model endpoint", exc, self.settings.max_retries)) from None
+            return self.client.complete(**request)
+        except ModelError as exc:
+            raise AgentError(str(exc)) from None
 
-    def _reply(self, output: str, response: Any, request: dict[str, Any]) -> AgentReply:
-        prompt_tokens, completion_tokens = usage_tokens(response)
-        cost = (prompt_tokens * self.settings.price_input + completion_tokens * self.settings.price_output) / 1e6
-        return AgentReply(output, prompt_tokens, completion_tokens, cost, request)
+    def _reply(self, reply: ModelReply, request: dict[str, Any]) -> AgentReply:
+        cost = (reply.prompt_tokens * self.settings.price_input + reply.completion_tokens * self.settings.price_output) / 1e6
+        return AgentReply(reply.text, reply.prompt_tokens, reply.completion_tokens, cost, request, reply.note)
 
 
 def check_settings(settings: AgentSettings) -> None:
@@ -119,9 +115,9 @@ def check_settings(settings: AgentSettings) -> None:
         raise AgentError(f"unknown memory ranking {settings.memory_by!r}: use {', '.join(RANKINGS)}")
 
 
-def client_for(settings: AgentSettings) -> "openai.OpenAI":
-    """The client for the agent's endpoint with the run's retry budget."""
-    return make_client(settings.base_url, settings.max_retries)
+def client_for(settings: AgentSettings) -> ModelClient:
+    """The client for the agent's endpoint with the run's deadline and retry budget."""
+    return ModelClient(settings.base_url, settings.deadlines)
 
 
 def _history_entry(output: str) -> str:

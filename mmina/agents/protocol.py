@@ -13,11 +13,13 @@ just before its first ``act``; an agent without it simply starts acting on the p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from mmina.model_client import token_count
 from mmina.observation import Observation
 from mmina.tasks import Task
+from mmina.unicode import escaped, mapped_text
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class AgentReply:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     request: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    note: str | None = field(default=None, compare=False)
+    """What the recorder should know about the reply (usage that was not believed, for one):
+    stored with the step's ``action_error``."""
 
 
 @runtime_checkable
@@ -70,6 +75,31 @@ def hand_over(agent: object, handover: Handover) -> None:
 
 class ScriptEnd(Exception):
     """A scripted agent has no action left (the episode ends with ``script_end``)."""
+
+
+MAX_COST_USD = 10_000.0
+"""More than any one step costs: a cost above it (or not a finite number) is not believed."""
+
+
+def checked_reply(reply: AgentReply | str) -> AgentReply:
+    """What the recorder stores of an agent's reply: plain action text (user agents may return
+    it) as a reply; text escaped where no UTF-8 could hold it; token counts and cost that are
+    not believable (negative, absurd, not numbers) as 0, with a note saying so; the request as a
+    model client sends it (``mmina.unicode``)."""
+    if not isinstance(reply, AgentReply):
+        return AgentReply(escaped(str(reply)))
+    prompt, prompt_note = token_count(reply.prompt_tokens, "prompt_tokens")
+    completion, completion_note = token_count(reply.completion_tokens, "completion_tokens")
+    cost, cost_note = _cost(reply.cost_usd)
+    notes = [n for n in (reply.note, prompt_note, completion_note, cost_note) if n]
+    return replace(reply, output=escaped(str(reply.output)), prompt_tokens=prompt, completion_tokens=completion,
+                   cost_usd=cost, note="; ".join(notes) or None, request=mapped_text(reply.request))
+
+
+def _cost(value: Any) -> tuple[float, str | None]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_COST_USD:
+        return float(value), None
+    return 0.0, f"cost_usd {value!r:.40} is not a cost (0..{MAX_COST_USD:g} USD): counted as 0"
 
 
 def uses_marks(agent: object) -> bool:

@@ -11,7 +11,7 @@ from mmina.agents.oracle import OracleAgent
 from mmina.agents.protocol import Agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent
-from mmina.errors import AgentError
+from mmina.errors import AgentError, first_line
 from mmina.store import Store
 
 AgentFactory = Callable[[AgentSettings, Store | None], Agent]
@@ -46,12 +46,17 @@ def _user_agent(spec: str) -> Agent:
     module_name, _, class_name = spec.partition(":")
     try:
         agent = getattr(importlib.import_module(module_name), class_name)()
-    except (ImportError, AttributeError) as exc:
-        raise AgentError(f"cannot load agent {spec}: {exc}") from None
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise AgentError(f"cannot load agent {spec}: {first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's own code failed: one line, never a traceback
+        raise AgentError(f"cannot create agent {spec}: {type(exc).__name__}: {first_line(exc)}") from None
     if not callable(getattr(agent, "act", None)):
         raise AgentError(f"agent {spec} has no act(observation) method")
-    if not hasattr(agent, "reset"):
-        agent.reset = lambda task: None
-    if not hasattr(agent, "name"):
-        agent.name = spec
+    try:
+        if not hasattr(agent, "reset"):
+            agent.reset = lambda task: None
+        if not hasattr(agent, "name"):
+            agent.name = spec
+    except (AttributeError, TypeError):
+        raise AgentError(f"agent {spec} is not an object mmina can use: give a class with act(observation)") from None
     return agent

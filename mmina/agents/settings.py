@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, Deadlines
+
 
 @dataclass(frozen=True)
 class AgentSettings:
@@ -24,9 +26,16 @@ class AgentSettings:
     max_tokens: int = 1024
     price_input: float = 0.0
     price_output: float = 0.0
-    max_retries: int = 4
+    max_retries: int = DEFAULT_MAX_RETRIES
+    model_deadline_s: float = DEFAULT_CALL_S
+    """The deadline of one model call, retries included (``mmina.model_client``)."""
     captioner: str = "none"
     caption_model: str | None = None
     show_prefix: bool = True
     """A hop-conditioned episode's agent is told the prefix's actions as its own earlier ones
     (False: ``--hide-prefix``; see :class:`mmina.agents.protocol.Handover`)."""
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The deadline and retries of each model call the agent (or its captioner) makes."""
+        return Deadlines(self.model_deadline_s, self.max_retries)

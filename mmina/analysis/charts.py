@@ -1,10 +1,11 @@
-"""Plotly charts of the report tables (plotly.js is inlined once by the page, never fetched)."""
+"""Plotly charts of the report tables (plotly.js ships with the page or its server, never fetched)."""
 from __future__ import annotations
 
 from typing import Any
 
 import plotly.graph_objects as go
 
+from mmina.analysis.report import Report
 from mmina.analysis.tables import Table
 
 CONFIG = {"displaylogo": False, "responsive": True}
@@ -69,3 +70,18 @@ def actions_by_hops(table: Table) -> go.Figure:
               for key, label in (("mean_steps", "all"), ("mean_steps_passed", "passed"), ("mean_steps_failed", "failed"))]
     return go.Figure(traces).update_layout(title="Mean actions per task by hop count", barmode="group",
                                            xaxis_title="hops per task", yaxis_title="steps", **LAYOUT)
+
+
+def report_charts(report: Report) -> dict[str, list[tuple[str, go.Figure]]]:
+    """Every chart of the report by the table it draws: (element id, figure) in page order.
+    The HTML report and ``mmina serve`` both show these."""
+    positions = report.table("hop_positions")
+    return {
+        "sr_by_bucket": [("chart-sr-by-bucket", sr_by_bucket(report.table("sr_by_bucket")))],
+        "hop_positions": [("chart-hop-heatmap", hop_heatmap(positions, "sr", "Hop success by position")),
+                          ("chart-hop-heatmap-conditional",
+                           hop_heatmap(positions, "conditional_sr", "Hop success given the previous hop passed"))],
+        "first_failures": [("chart-first-failures", first_failures(report.table("first_failures")))],
+        "failure_modes": [("chart-failure-modes", failure_modes(report.table("failure_modes")))],
+        "actions_by_hops": [("chart-actions", actions_by_hops(report.table("actions_by_hops")))],
+    }

@@ -175,19 +175,26 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
 
     Every episode must carry a task verdict of ``evaluator``: a partial picture would give
     wrong rates, so a missing score is an error that names the rescore command to run.
+    Named runs are read from their own folders only, so one run of a large store is quick.
     """
     chosen = select_runs(store, runs)
-    params = {"evaluator": evaluator, "runs": list(chosen)}
-    db = connect(store)
+    db = connect(store, chosen if runs else None)
     try:
-        check_scored(db, params)
-        rows = query(db, EPISODES_SQL, params)
-        hops = _hops(query(db, HOPS_SQL, params))
-        steps = _steps(query(db, STEPS_SQL, params))
+        check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
+        episodes = scored_episodes(db, chosen, evaluator)
     finally:
         db.close()
-    episodes = tuple(_episode(r, hops.get(r["episode_id"], ()), steps.get(r["episode_id"], ())) for r in rows)
     return Scored(chosen, evaluator, episodes)
+
+
+def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:
+    """The scored episodes of ``runs`` under ``evaluator`` (the latest attempt per task), with
+    their hop verdicts and steps, as the report reads them; episodes without a verdict are left out."""
+    params = {"evaluator": evaluator, "runs": list(runs)}
+    rows = query(db, EPISODES_SQL, params)
+    hops = _hops(query(db, HOPS_SQL, params))
+    steps = _steps(query(db, STEPS_SQL, params))
+    return tuple(_episode(r, hops.get(r["episode_id"], ()), steps.get(r["episode_id"], ())) for r in rows)
 
 
 def _hops(rows: list[dict[str, Any]]) -> dict[str, tuple[HopVerdict, ...]]:

@@ -1,13 +1,21 @@
-"""The HTML report and the episode viewer: one self-contained file each (no network needed).
+"""The HTML report and the episode viewer (no network needed: they work from a file:// URL).
 
-plotly.js and the viewer's data (screenshots as data URIs) are inlined; the page works
-from a file:// URL or an attachment.
+``mmina view`` writes one self-contained file (its screenshots inlined as data URIs). The
+report is a page plus a folder next to it (``<name>_files/``) holding plotly.js and the
+viewer's screenshots, shrunk and stored once by content: the page stays a few megabytes
+whatever the number of steps, and opens at once.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from plotly.offline import get_plotlyjs
 
@@ -15,6 +23,13 @@ from mmina.analysis import charts
 from mmina.analysis.display import display
 from mmina.analysis.report import Report
 from mmina.analysis.tables import Table
+from mmina.analysis.viewer import shrink, trajectories
+from mmina.store import Store
+
+REPORT_SHOT_WIDTH = 640
+"""Width of the report viewer's screenshots: half a 1280-pixel viewport, which JPEG decodes
+at that scale directly (no resampling), and the marks' labels stay legible."""
+PLOTLY_FILE = "plotly.min.js"
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 48px;color:#222}
@@ -149,9 +164,9 @@ def section(section_id: str, title: str, *parts: str) -> str:
     return f'<section id="{section_id}"><h2>{escape(title)}</h2>{"".join(parts)}</section>'
 
 
-def page(title: str, nav: list[tuple[str, str]], body: str, charts_js: bool = True) -> str:
-    """A complete document; ``charts_js`` inlines plotly.js (4-5 MB), which the viewer alone does not need."""
-    script = f"<script>{get_plotlyjs()}</script>" if charts_js else ""
+def page(title: str, nav: list[tuple[str, str]], body: str, script_src: str | None = None) -> str:
+    """A complete document, loading ``script_src`` (plotly.js next to the report) when given."""
+    script = f'<script src="{escape(script_src)}"></script>' if script_src else ""
     links = "".join(f'<a href="#{i}">{escape(t)}</a>' for i, t in nav)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f'<style>{STYLE}</style>{script}</head>'
@@ -188,23 +203,15 @@ SECTIONS = (
 
 
 def _charts(report: Report) -> dict[str, list[str]]:
-    positions = report.table("hop_positions")
-    return {
-        "sr_by_bucket": [charts.to_div(charts.sr_by_bucket(report.table("sr_by_bucket")), "chart-sr-by-bucket")],
-        "hop_positions": [charts.to_div(charts.hop_heatmap(positions, "sr", "Hop success by position"),
-                                        "chart-hop-heatmap"),
-                          charts.to_div(charts.hop_heatmap(positions, "conditional_sr",
-                                                           "Hop success given the previous hop passed"),
-                                        "chart-hop-heatmap-conditional")],
-        "first_failures": [charts.to_div(charts.first_failures(report.table("first_failures")), "chart-first-failures")],
-        "failure_modes": [charts.to_div(charts.failure_modes(report.table("failure_modes")), "chart-failure-modes"),
-                          table_html(report.table("episode_failures"))],
-        "actions_by_hops": [charts.to_div(charts.actions_by_hops(report.table("actions_by_hops")), "chart-actions")],
-    }
+    parts = {name: [charts.to_div(figure, element) for element, figure in figures]
+             for name, figures in charts.report_charts(report).items()}
+    parts["failure_modes"].append(table_html(report.table("episode_failures")))
+    return parts
 
 
-def report_html(report: Report, trajectories: list[dict[str, Any]]) -> str:
-    """The whole report: summary, every table with its chart, the episode list and the viewer."""
+def report_html(report: Report, trajectories: list[dict[str, Any]], plotly_src: str) -> str:
+    """The whole report: summary, every table with its chart, the episode list and the viewer;
+    ``plotly_src`` is where the page finds plotly.js."""
     scored = report.scored
     summary = section("summary", "Summary", f"<p>Runs: {escape(', '.join(scored.runs))}; evaluator "
                       f"<code>{escape(scored.evaluator)}</code>; {len(scored.episodes)} task(s). Rates carry their "
@@ -215,10 +222,58 @@ def report_html(report: Report, trajectories: list[dict[str, Any]]) -> str:
     episodes = section("episodes", "Episodes", _episode_list(report, shown))
     nav = [("summary", "Summary"), *((i, t) for i, t, _ in SECTIONS), ("episodes", "Episodes"), ("viewer", "Viewer")]
     body = summary + "".join(parts) + episodes + viewer_section(trajectories)
-    return page(f"mmina report: {', '.join(scored.runs)} ({scored.evaluator})", nav, body)
+    return page(f"mmina report: {', '.join(scored.runs)} ({scored.evaluator})", nav, body, plotly_src)
 
 
 def episode_html(trajectory: dict[str, Any]) -> str:
     """One episode's viewer as a page of its own (``mmina view``)."""
-    return page(f"mmina episode {trajectory['episode_id']}", [("viewer", "Viewer")], viewer_section([trajectory]),
-                charts_js=False)
+    return page(f"mmina episode {trajectory['episode_id']}", [("viewer", "Viewer")], viewer_section([trajectory]))
+
+
+def viewer_episodes(report: Report, limit: int) -> list[str]:
+    """The episodes the report's viewer shows: failed ones first (what one wants to look at)."""
+    ordered = sorted(report.scored.episodes, key=lambda e: (e.passed, e.run_id, e.task_id))
+    return [e.episode_id for e in ordered[:limit]]
+
+
+class ImageFolder:
+    """The report's screenshots as files in its folder: shrunk, named by content, written once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.written: dict[str, int] = {}
+
+    def place(self, image: bytes) -> str:
+        """Write the image (if new) and return its address relative to the report page."""
+        small = shrink(image, REPORT_SHOT_WIDTH)
+        name = hashlib.sha256(small).hexdigest()[:24] + ".jpg"
+        if name not in self.written:
+            (self.folder / name).write_bytes(small)
+            self.written[name] = len(small)
+        return f"{quote(self.folder.name)}/{name}"
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    """What ``write_report`` wrote: the page and its folder, with their sizes in bytes."""
+
+    page: Path
+    page_bytes: int
+    folder: Path
+    folder_bytes: int
+    images: int
+
+
+def write_report(store: Store, report: Report, out: Path, viewer_limit: int) -> WrittenReport:
+    """The HTML report at ``out`` and its files in ``<stem>_files/`` next to it: plotly.js once,
+    and the screenshots of the viewer's episodes (``viewer_limit`` at most, failed first)."""
+    folder = out.with_name(f"{out.stem}_files")
+    folder.mkdir(parents=True, exist_ok=True)
+    plotly = get_plotlyjs().encode()
+    (folder / PLOTLY_FILE).write_bytes(plotly)
+    images = ImageFolder(folder)
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        shown = trajectories(store, viewer_episodes(report, viewer_limit), images.place, pool.map)
+    html = report_html(report, shown, f"{quote(folder.name)}/{PLOTLY_FILE}").encode()
+    out.write_bytes(html)
+    return WrittenReport(out, len(html), folder, len(plotly) + sum(images.written.values()), len(images.written))

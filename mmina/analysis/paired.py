@@ -80,7 +80,7 @@ class Comparison:
 
 def _side_rows(store: Store, side: Side) -> dict[str, dict[str, Any]]:
     params = {"evaluator": side.evaluator, "runs": [side.run_id]}
-    db = connect(store)
+    db = connect(store, [side.run_id])
     try:
         check_scored(db, params)
         return {r["task_id"]: r for r in query(db, SIDE_SQL, params)}

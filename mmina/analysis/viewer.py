@@ -6,7 +6,9 @@ the action with its target element's line from the accessibility tree, the model
 messages sent, each shown once: a step lists only the messages that differ from the step
 before), the model's raw output, the action error, the hop progress, and the episode's
 verdicts; after the last step, the terminal observation (the page after the last action) when
-the store has it. Screenshots are shrunk to ``SHOT_WIDTH`` pixels and inlined, so the page stands alone.
+the store has it. Screenshots are shrunk to ``SHOT_WIDTH`` pixels; where they go is the
+caller's choice: inlined (``mmina view``: the page stands alone), files next to the report, or
+URLs of ``mmina serve``.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import base64
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from PIL import Image
@@ -23,7 +25,7 @@ from mmina.analysis.data import AnalysisError, query
 from mmina.model_input import message_digests
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
-from mmina.store.views import connect
+from mmina.store.views import StoreConnection, connect
 
 SHOT_WIDTH = 720
 TREE_CHARS = 6000
@@ -60,15 +62,17 @@ def target_line(tree_text: str | None, action: str | None, kind: str | None) -> 
     return found.group(0).strip() if found else None
 
 
-def shrink(image: bytes) -> str:
-    """A screenshot as a small inline JPEG data URI."""
+def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = 70) -> bytes:
+    """A screenshot as a smaller JPEG (JPEG decoding at a reduced scale where it can: quick)."""
     with Image.open(io.BytesIO(image)) as picture:
+        if picture.width > width:
+            picture.draft("RGB", (width, round(picture.height * width / picture.width)))
         picture = picture.convert("RGB")
-        if picture.width > SHOT_WIDTH:
-            picture = picture.resize((SHOT_WIDTH, round(picture.height * SHOT_WIDTH / picture.width)))
+        if picture.width > width:
+            picture = picture.resize((width, round(picture.height * width / picture.width)))
         out = io.BytesIO()
-        picture.save(out, "JPEG", quality=70)
-    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
+        picture.save(out, "JPEG", quality=quality)
+    return out.getvalue()
 
 
 def box_share(box: dict[str, float] | None, width: int | None, height: int | None) -> dict[str, float] | None:
@@ -107,20 +111,20 @@ def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[s
     return shown
 
 
-def _step(row: dict[str, Any], shots: dict[str, bytes], model_input: str | None) -> dict[str, Any]:
+def step_data(row: dict[str, Any], model_input: str | None, shot: str | None) -> dict[str, Any]:
+    """One step as the viewer shows it; ``shot`` is where its image is (a data URI, a file, a URL)."""
     tree = row["tree_text"] or ""
     return {"index": row["step_index"], "url": row["url"] or "", "action": row["action"],
             "error": row["action_error"], "output": row["model_output"] or "", "hop_index": row["hop_index"],
             "hop_completed": bool(row["hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
             "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
-            "input": model_input, "tree": tree[:TREE_CHARS], "shot": _shot(row, shots)}
+            "input": model_input, "tree": tree[:TREE_CHARS], "shot": shot}
 
 
-def _shot(row: dict[str, Any], blobs: dict[str, bytes]) -> str | None:
+def step_image(row: dict[str, Any], blobs: dict[str, bytes]) -> bytes | None:
     """The step's set-of-marks image (stored, else painted again from its marks), else its screenshot."""
     screenshot = blobs.get(row["screenshot"] or "")
-    image = marked_screenshot(blobs.get(row["screenshot_som"] or ""), screenshot, row["marks"]) or screenshot
-    return shrink(image) if image else None
+    return marked_screenshot(blobs.get(row["screenshot_som"] or ""), screenshot, row["marks"]) or screenshot
 
 
 HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
@@ -128,48 +132,85 @@ HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
 TERMINAL = "(the page after the last action: the terminal observation)"
 
 
-def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None,
-                  blobs: dict[str, bytes]) -> dict[str, Any] | None:
+def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: str | None) -> dict[str, Any] | None:
     """The terminal observation as a last entry after the steps, when the store has it (the page
-    a budget's last action reached is seen nowhere else)."""
+    a budget's last action reached is seen nowhere else); ``shot`` is where its image is."""
     if episode["final_url"] is None:
         return None
-    shot = blobs.get(episode["final_screenshot"] or "")
     return {"index": (last["index"] + 1) if last else 0, "url": episode["final_url"], "action": TERMINAL,
             "error": None, "output": "", "hop_index": last["hop_index"] if last else 0, "hop_completed": False,
             "target": None, "box": None, "input": None, "tree": (episode["final_tree_text"] or "")[:TREE_CHARS],
-            "shot": shrink(shot) if shot else None}
+            "shot": shot}
 
 
-def trajectories(store: Store, episode_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Viewer data of the episodes, in the order given."""
+def data_uri(image: bytes) -> str:
+    """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``)."""
+    return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
+
+
+def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
+                 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The episodes (by id), their steps in order and their current verdicts."""
+    params = {"episodes": list(episode_ids)}
+    episodes = {e["episode_id"]: e for e in query(db, EPISODES_SQL, params)}
+    return episodes, query(db, STEPS_SQL, params), query(db, VERDICTS_SQL, params)
+
+
+def input_texts(store: Store, steps: list[dict[str, Any]], packs: Sequence[str] | None) -> list[str | None]:
+    """Each step's model input as text (:func:`model_inputs`), its blobs read from ``packs``."""
+    blobs = store.read_blobs([s["model_input"] for s in steps if s["model_input"]], packs)
+    messages = {d for s in steps if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
+    blobs |= store.read_blobs(sorted(messages), packs) if messages else {}
+    return model_inputs(steps, blobs)
+
+
+def episode_data(episode: dict[str, Any], steps: list[dict[str, Any]], verdicts: list[dict[str, Any]],
+                 inputs: list[str | None], shots: list[str | None], final_shot: str | None = None) -> dict[str, Any]:
+    """One episode as the viewer shows it: its row, its steps (the terminal observation last,
+    its image at ``final_shot``) and its verdicts."""
+    shown = [step_data(s, text, shot) for s, text, shot in zip(steps, inputs, shots)]
+    final = terminal_step(episode, shown[-1] if shown else None, final_shot)
+    return {**{k: v for k, v in episode.items() if k not in HIDDEN},
+            "procedure": list(episode["procedure"] or ()),
+            "steps": shown + ([final] if final else []),
+            "verdicts": [{k: v for k, v in r.items() if k != "episode_id"} for r in verdicts]}
+
+
+Mapper = Callable[[Callable[[dict[str, Any]], str | None], list[dict[str, Any]]], Iterable[str | None]]
+
+
+def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[bytes], str] = data_uri,
+                 mapper: Mapper = map) -> list[dict[str, Any]]:
+    """Viewer data of the episodes, in the order given. ``place`` puts a step's image where
+    the page finds it (inline by default) and returns its reference; ``mapper`` (e.g. a thread
+    pool's ``map``) runs that over an episode's steps, as painting and shrinking take a while."""
     if not episode_ids:
         return []
-    params = {"episodes": list(episode_ids)}
     db = connect(store)
     try:
-        episodes = {e["episode_id"]: e for e in query(db, EPISODES_SQL, params)}
-        steps, verdicts = query(db, STEPS_SQL, params), query(db, VERDICTS_SQL, params)
+        episodes, steps, verdicts = episode_rows(db, episode_ids)
     finally:
         db.close()
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
         raise AnalysisError(f"unknown episode {missing[0]} in {store.root}")
-    result = []
-    for episode_id in episode_ids:
-        episode = episodes[episode_id]
-        own = [s for s in steps if s["episode_id"] == episode_id]
-        wanted = [s[c] for s in own for c in ("screenshot_som", "screenshot", "model_input") if s[c]]
-        blobs = store.read_blobs(wanted + ([episode["final_screenshot"]] if episode["final_screenshot"] else []),
-                                 episode["blob_packs"])
-        messages = {d for s in own if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
-        blobs |= store.read_blobs(sorted(messages), episode["blob_packs"]) if messages else {}
-        inputs = model_inputs(own, blobs)
-        shown = [_step(s, blobs, text) for s, text in zip(own, inputs)]
-        final = terminal_step(episode, shown[-1] if shown else None, blobs)
-        result.append({**{k: v for k, v in episode.items() if k not in HIDDEN},
-                       "procedure": list(episode["procedure"] or ()),
-                       "steps": shown + ([final] if final else []),
-                       "verdicts": [{k: v for k, v in r.items() if k != "episode_id"}
-                                    for r in verdicts if r["episode_id"] == episode_id]})
-    return result
+    by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
+    for row in steps:
+        by_episode[row["episode_id"]].append(row)
+    return [_trajectory(store, episodes[e], by_episode[e], [v for v in verdicts if v["episode_id"] == e], place,
+                        mapper) for e in episode_ids]
+
+
+def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any]], verdicts: list[dict[str, Any]],
+                place: Callable[[bytes], str], mapper: Mapper) -> dict[str, Any]:
+    packs, final = episode["blob_packs"], episode["final_screenshot"]
+    wanted = [s[c] for s in steps for c in ("screenshot_som", "screenshot") if s[c]] + ([final] if final else [])
+    images = store.read_blobs(wanted, packs)
+
+    def shot(row: dict[str, Any]) -> str | None:
+        image = step_image(row, images)
+        return place(image) if image else None
+
+    final_shot = place(images[final]) if final in images else None
+    return episode_data(episode, steps, verdicts, input_texts(store, steps, packs), list(mapper(shot, steps)),
+                        final_shot)

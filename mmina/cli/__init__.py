@@ -1,10 +1,14 @@
 """The ``mmina`` command line: a thin layer over the library (one module per command group)."""
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from mmina import __version__
 from mmina.cli.common import MminaGroup
+from mmina.errors import first_line
 
 
 @click.group(cls=MminaGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -20,16 +24,30 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from mmina.cli import eval_steps, fixtures, imports, record, replay, report, rescore, sql, store, tasks
+    from mmina.cli import eval_steps, fixtures, imports, record, replay, report, rescore, serve, sql, store, tasks
 
     for command in (record.record, sql.sql, store.store, tasks.tasks, fixtures.fixtures, rescore.rescore,
                     replay.replay, imports.imports, report.report, report.compare, report.view,
-                    eval_steps.eval_steps):
+                    eval_steps.eval_steps, serve.serve):
         cli.add_command(command)
 
 
 _register()
 
 
+TRACEBACK_ENV = "MMINA_TRACEBACK"
+
+
 def main() -> None:
-    cli(prog_name="mmina")
+    """The ``mmina`` script. Library errors are one line already (``MminaGroup``); anything
+    else is a bug in mmina, and still one line with its type (``MMINA_TRACEBACK=1`` re-raises
+    it, traceback and all, for a bug report)."""
+    try:
+        cli(prog_name="mmina")
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        message = first_line(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+        click.echo(f"Error: unexpected {type(exc).__name__}: {message} (a bug in mmina; set {TRACEBACK_ENV}=1 "
+                   "to see where)", err=True)
+        sys.exit(1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import math
 import sys
 from collections.abc import Sequence
 from datetime import date, datetime
@@ -18,10 +19,23 @@ from mmina.agents.settings import AgentSettings
 from mmina.analysis.display import display
 from mmina.analysis.tables import Table
 from mmina.errors import MminaError
+from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
 from mmina.pool import EXECUTORS, Layout
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
 FORMATS = ("table", "csv", "json")
+MAX_WORKERS = 256
+MAX_CONCURRENCY = 256
+"""Episodes in flight per worker (each a browser context of about 70 MB)."""
+MAX_STEPS = 1000
+MAX_MEMORY = 50
+"""Earlier trajectories put into one prompt."""
+MAX_PRICE_USD = 10_000.0
+"""Per million tokens."""
+MAX_DRIFT = 100
+"""Drift levels of the fixture web (prices move by up to 5 % a level; level 3 already moves URLs)."""
+MAX_HISTORY = 100
+"""Earlier actions shown in one prompt."""
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
@@ -39,6 +53,17 @@ class MminaGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+class Bounded(click.FloatRange):
+    """A float in a closed range that is also finite: click's own range lets ``nan`` through
+    (every comparison with it is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 def store_option(func):
@@ -68,7 +93,7 @@ def executor_options(workers_help: str):
         func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
                             help="Where workers run: processes on this machine, or Ray actors "
                                  "(pip install 'mmina[ray]').")(func)
-        return click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+        return click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True,
                             help=workers_help)(func)
 
     return decorator
@@ -78,7 +103,7 @@ def scale_options(what: str):
     """:func:`executor_options` and ``--concurrency`` for commands that drive browsers
     (``what``: "recorded" or "replayed")."""
     def decorator(func):
-        func = click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+        func = click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True,
                             help=f"Episodes {what} at once per worker, each in its own context of the worker's "
                                  "one Chromium (the lever for agents that wait on a model).")(func)
         return executor_options("Worker processes (or Ray actors), each with its own Chromium.")(func)
@@ -101,6 +126,31 @@ def format_option(*choices: str):
     return decorator
 
 
+def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):
+    """``--model-deadline`` and ``--model-retries``: how long one model call may take, retries
+    included, and how often it is retried (each help text starting with ``scope``; ``retries``
+    the default)."""
+    options = [
+        click.option("--model-deadline", type=Bounded(1, MAX_CALL_S), default=DEFAULT_CALL_S, show_default=True,
+                     metavar="SECONDS", help=f"{scope}: the most one model call may take, retries included (an "
+                                             "endpoint that never answers, or drips, fails the call then)."),
+        click.option("--model-retries", type=click.IntRange(0, MAX_RETRIES), default=retries,
+                     show_default=True, metavar="N",
+                     help=f"{scope}: retries of a model call on 429, 5xx, timeouts and lost connections, with backoff."),
+    ]
+
+    def decorator(func):
+        return _apply(options, func)
+
+    return decorator
+
+
+def _apply(options: list[Any], func: Any) -> Any:
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def openai_agent_options(scope: str, prices: bool = True):
     """The openai agent's options, each help text starting with ``scope`` (e.g. "openai agent"):
     --model, --base-url, --input-mode, --temperature and, with ``prices``, --price-in/--price-out."""
@@ -111,17 +161,17 @@ def openai_agent_options(scope: str, prices: bool = True):
         click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text",
                      show_default=True,
                      help=f"{scope}: accessibility tree only, plus image captions, or plus the screenshot."),
-        click.option("--temperature", type=float, default=0.0, show_default=True, help=f"{scope}: sampling temperature."),
+        click.option("--temperature", type=Bounded(0, 2), default=0.0, show_default=True,
+                     help=f"{scope}: sampling temperature (0..2)."),
+        model_call_options(scope),
     ]
     if prices:
-        options += [click.option(f"--price-{kind}", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        options += [click.option(f"--price-{kind}", type=Bounded(0, MAX_PRICE_USD), default=0.0, show_default=True,
                                  metavar="USD", help=f"{scope}: price per million {kind}put tokens, for the recorded cost.")
                     for kind in ("in", "out")]
 
     def decorator(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
+        return _apply(options, func)
 
     return decorator
 
@@ -135,7 +185,7 @@ def open_store(store_path: str | None, create: bool = False) -> Store:
 AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
                  "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
                  "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
-                 "from_episode": "from_episode"}
+                 "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries"}
 """Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
 
 

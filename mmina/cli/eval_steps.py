@@ -9,8 +9,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mmina.agents.llm import HISTORY_ACTIONS
-from mmina.cli.common import (agent_settings, format_option, open_store, openai_agent_options, print_json,
-                              render_rows, stderr, store_option)
+from mmina.cli.common import (MAX_HISTORY, agent_settings, format_option, open_store, openai_agent_options,
+                              print_json, render_rows, stderr, store_option)
 from mmina.evaluators.judge import JudgeSettings
 from mmina.stepeval import EvalConfig, EvalResult, StepReport, eval_steps as run_eval_steps, stored_report
 from mmina.stepeval.action_match import OPS, UNPARSABLE
@@ -23,7 +23,7 @@ from mmina.stepeval.action_match import OPS, UNPARSABLE
 @openai_agent_options("openai agent")
 @click.option("--sample", type=click.IntRange(min=1), metavar="N", help="Evaluate N randomly drawn reference steps (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --sample draw.")
-@click.option("--history", type=click.IntRange(min=0), default=HISTORY_ACTIONS, show_default=True, metavar="K",
+@click.option("--history", type=click.IntRange(0, MAX_HISTORY), default=HISTORY_ACTIONS, show_default=True, metavar="K",
               help="Show the agent the K previous recorded actions.")
 @click.option("--all-steps", is_flag=True, help="Use the steps of every episode, not only of those that succeeded.")
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="Only steps of this episode (repeatable).")
@@ -58,7 +58,8 @@ def eval_steps(fmt: str, **options: Any) -> None:
         run_id=options["run_id"], agent=options["agent"], settings=agent_settings(options),
         sample=options["sample"], seed=options["seed"], history=options["history"], all_steps=options["all_steps"],
         episodes=tuple(options["episodes"]),
-        judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"]))
+        judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"],
+                            max_retries=options["model_retries"], deadline_s=options["model_deadline"]))
     with _progress() as progress:
         result = run_eval_steps(open_store(options["store_path"]), config, progress)
     if fmt == "json":

@@ -7,6 +7,7 @@ import threading
 
 import click
 
+from mmina.cli.common import MAX_DRIFT
 
 @click.group()
 def fixtures() -> None:
@@ -20,7 +21,8 @@ def fixtures() -> None:
 
 @fixtures.command()
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free port).")
-@click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Site version: 0 is the reference state.")
+@click.option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
+              help=f"Site version: 0 is the reference state (0..{MAX_DRIFT}).")
 def serve(port: int, drift: int) -> None:
     """Serve every fixture site on one local port until Ctrl-C.
 

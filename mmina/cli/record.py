@@ -14,10 +14,11 @@ from mmina.analysis.report import build_report
 from mmina.analysis.tables import Table
 from mmina.agents.registry import INTERACTIVE_AGENTS
 from mmina.budget import Limits
-from mmina.cli.common import (agent_settings, browser_options, format_option, open_store, openai_agent_options,
+from mmina.cli.common import (MAX_DRIFT, MAX_MEMORY, MAX_STEPS, agent_settings, browser_options, format_option, open_store, openai_agent_options,
                               layout, print_json, print_tables, render_rows, scale_options, stderr,
                               store_option)
 from mmina.errors import MminaError
+from mmina.navigation import check_schemes
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -25,6 +26,12 @@ from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary, r
 from mmina.replayer.prefixes import PrefixSpec
 from mmina.store import Store
 from mmina.tasks import Task
+
+
+VIEWPORT_WIDTHS = (200, 4096)
+VIEWPORT_HEIGHTS = (200, 8192)
+"""What a viewport may be (pixels, both ends included): Chromium renders and screenshots every
+step at this size, so a huge one stalls the browser before the first step."""
 
 
 def _at_hop(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | str | None:
@@ -45,16 +52,37 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
         width, height = (int(v) for v in value.lower().split("x"))
     except ValueError:
         raise click.BadParameter("use WIDTHxHEIGHT, e.g. 1280x2048") from None
-    if width <= 0 or height <= 0:
-        raise click.BadParameter("width and height must be positive")
+    (low_w, high_w), (low_h, high_h) = VIEWPORT_WIDTHS, VIEWPORT_HEIGHTS
+    if not (low_w <= width <= high_w and low_h <= height <= high_h):
+        raise click.BadParameter(f"{width}x{height} is outside the allowed range: width {low_w}..{high_w}, "
+                                 f"height {low_h}..{high_h}")
     return width, height
+
+
+def _schemes(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        return check_schemes(value)
+    except MminaError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
+    """``--task-ids a,b``; a value that names no id (``""``, ``",,"``) is refused: it would
+    otherwise record the whole suite."""
+    if value is None:
+        return ()
+    ids = tuple(t.strip() for t in value.split(",") if t.strip())
+    if not ids:
+        raise click.BadParameter(f"{value!r} names no task id (give ID,ID, or leave the option out for every task)")
+    return ids
 
 
 @click.command()
 @store_option
 @click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 (default: the whole built-in suite).")
 @click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
-@click.option("--task-ids", "task_ids_csv", metavar="ID,ID", help="Only these task ids, comma-separated.")
+@click.option("--task-ids", "task_ids_csv", metavar="ID,ID", callback=_task_id_list,
+              help="Only these task ids, comma-separated.")
 @click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
 @click.option("--agent", default="oracle", show_default=True,
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
@@ -66,7 +94,7 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
               help="Caption in-view images (stored on each step): their alt text, or a vision model's words.")
 @click.option("--caption-model", metavar="NAME", help="--captioner openai: the vision model (default: --model).")
-@click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+@click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
               help="openai agent: put the K most relevant earlier trajectories from the store into the prompt.")
 @click.option("--memory-by", type=click.Choice(["similarity", "recency"]), default="similarity", show_default=True,
               help="openai agent: rank earlier trajectories by intent similarity or by recency.")
@@ -83,13 +111,18 @@ def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
               help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True, help="Step budget per episode.")
-@click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help="Viewport WIDTHxHEIGHT.")
+@click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
+@click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help=f"Viewport WIDTHxHEIGHT (width {VIEWPORT_WIDTHS[0]}..{VIEWPORT_WIDTHS[1]}, height "
+                   f"{VIEWPORT_HEIGHTS[0]}..{VIEWPORT_HEIGHTS[1]}).")
 @browser_options
+@click.option("--allow-scheme", "allowed_schemes", multiple=True, metavar="SCHEME", callback=_schemes,
+              help="Let tabs go to URLs of this scheme too, e.g. file (repeatable; by default agents stay on "
+                   "http, https and about:blank: a goto elsewhere is an action error).")
 @click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
 @click.option("--no-marks", is_flag=True,
               help="Do not paint set-of-marks screenshots (painted only for agents shown them; marks are stored).")
-@click.option("--drift", type=click.IntRange(min=0), default=0, show_default=True, help="Drift level of the fixture web.")
+@click.option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
+              help=f"Drift level of the fixture web (0..{MAX_DRIFT}).")
 @scale_options("recorded")
 @format_option("table", "json")
 def record(fmt: str, **options: Any) -> None:
@@ -108,6 +141,8 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
       mmina record --agent replay --from-run 20261122-120439-oracle-fd2d80 --drift 3
       mmina record --agent openai --model gpt-4o --input-mode multimodal --memory 2
+      mmina record --agent openai --model gpt-4o --model-deadline 60 --model-retries 2
+      mmina record --tasks my-local-pages --allow-scheme file
       mmina record --run-id nightly --resume
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
@@ -180,14 +215,15 @@ def _run_table(store: Store, run_id: str, name: str) -> Table | None:
 def _config(options: dict[str, Any]) -> RecordConfig:
     """The run configuration from the command-line options."""
     width, height = options["viewport"]
-    task_ids = (*options["task_ids"], *(t.strip() for t in (options["task_ids_csv"] or "").split(",") if t.strip()))
+    task_ids = (*options["task_ids"], *options["task_ids_csv"])
     return RecordConfig(
         tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
         browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
                               viewport_width=width, viewport_height=height,
-                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"]),
+                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
+                              allowed_schemes=options["allowed_schemes"]),
         agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
     )
 

@@ -10,8 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mmina.budget import Limits
 from mmina.agents.captions import CAPTIONERS
-from mmina.cli.common import (agent_settings, browser_options, format_option, layout, open_store,
-                              openai_agent_options, print_json, render_rows, scale_options, stderr, store_option)
+from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, format_option, layout,
+                              open_store, openai_agent_options, print_json, render_rows, scale_options, stderr,
+                              store_option)
 from mmina.errors import MminaError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
@@ -28,7 +29,7 @@ class BelowMinimumFidelity(MminaError):
 @store_option
 @click.option("--run", "run_id", metavar="ID", help="Replay every episode of this run.")
 @click.option("--episode", "episode_id", metavar="ID", help="Replay this one episode.")
-@click.option("--min-fidelity", type=click.FloatRange(0, 1), metavar="X",
+@click.option("--min-fidelity", type=Bounded(0, 1), metavar="X",
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
 @click.option("--run-id", "new_run", metavar="NAME",
               help="Name of the new (replay) run (default: time, agent, suffix).")
@@ -37,10 +38,10 @@ class BelowMinimumFidelity(MminaError):
               help="Run this agent (as for record) on the archived web instead of the stored actions.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
               help="--agent: only this task of the source; repeatable.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
+@click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True,
               help="--agent: step budget per episode.")
 @openai_agent_options("--agent openai", prices=False)
-@click.option("--memory", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+@click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
               help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
               help="--agent: caption in-view images (their alt text, or a vision model's words).")

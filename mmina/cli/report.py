@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.analysis.html import episode_html, report_html
+from mmina.analysis.html import episode_html, write_report
 from mmina.analysis.paired import Comparison, Side, compare as run_compare
 from mmina.analysis.report import Report, build_report
 from mmina.analysis.tables import TABLE_NAMES, Table
@@ -41,17 +41,11 @@ def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
             (out / f"{table.name}.csv").write_text(table.csv())
 
 
-def _viewer_episodes(report: Report, limit: int) -> list[str]:
-    """Failed episodes first (they are what one wants to look at), then passed ones."""
-    ordered = sorted(report.scored.episodes, key=lambda e: (e.passed, e.run_id, e.task_id))
-    return [e.episode_id for e in ordered[:limit]]
-
-
 def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
     with _status("rendering the HTML report"):
-        html = report_html(report, trajectories(store, _viewer_episodes(report, limit)))
-    out.write_text(html, encoding="utf-8")
-    click.echo(f"wrote {out} ({len(html) / 1e6:.1f} MB)", err=True)
+        written = write_report(store, report, out, limit)
+    click.echo(f"wrote {written.page} ({written.page_bytes / 1e6:.1f} MB) and its files in {written.folder} "
+               f"(plotly.js and {written.images} screenshot(s), {written.folder_bytes / 1e6:.1f} MB)", err=True)
 
 
 @click.command()
@@ -59,7 +53,8 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 @click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
               help="Whose verdicts to analyse (the latest batch of `mmina rescore --evaluator NAME`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv", "html")), default="table",
-              show_default=True, help="Terminal tables, JSON or CSV for scripts, or one self-contained HTML file.")
+              show_default=True, help="Terminal tables, JSON or CSV for scripts, or an HTML page (its plotly.js "
+                                      "and screenshots go to a folder <name>_files next to it).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write here instead of stdout (html: default mmina-report.html; csv with every table: a folder).")
 @click.option("--table", "table_names", multiple=True, type=click.Choice(TABLE_NAMES),

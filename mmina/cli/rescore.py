@@ -8,10 +8,10 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.cli.common import (executor_options, format_option, layout, open_store, print_json, render_rows, stderr,
-                              store_option)
+from mmina.cli.common import (executor_options, format_option, layout, model_call_options, open_store, print_json,
+                              render_rows, stderr, store_option)
 from mmina.errors import MminaError
-from mmina.evaluators.judge import DEFAULT_CONCURRENCY, JudgeSettings
+from mmina.evaluators.judge import DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings
 from mmina.evaluators.registry import factory, names, parse_args
 from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, rescore as run_rescore
 
@@ -28,6 +28,7 @@ from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, resc
               help="Judge requests in flight at once.")
 @click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
               help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
+@model_call_options("judge", JUDGE_RETRIES)
 @click.option("--list", "list_only", is_flag=True, help="List the known evaluators and exit.")
 @executor_options("Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.")
 @store_option
@@ -63,7 +64,8 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         evaluator=evaluator, args=parse_args(options["evaluator_args"]),
         runs=tuple(options["runs"]), episodes=tuple(options["episodes"]), action=options["action"],
         judge=JudgeSettings(model=options["judge_model"], base_url=options["base_url"],
-                            concurrency=options["concurrency"]))
+                            concurrency=options["concurrency"], max_retries=options["model_retries"],
+                            deadline_s=options["model_deadline"]))
     with _progress() as progress:
         result = run_rescore(open_store(options["store_path"]), config, progress, layout(options, concurrency=1))
     _print_json(result) if fmt == "json" else _print_table(result)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from mmina.cli.common import format_option, print_json, render_rows
-from mmina.taskcheck import check_path, errors
-from mmina.tasks import Task, load_suite, resolve_suite_path
+from mmina.taskcheck import check_suite, load_suite
+from mmina.tasks import Task
 
 @click.group()
 def tasks() -> None:
@@ -26,8 +26,8 @@ def validate(path: str | None, fmt: str) -> None:
     """Check every task file under PATH; print each finding as `file: field: what is wrong`.
 
     Errors make a task impossible to run (no intent, no start URL, a procedure that is not a
-    list, an evaluation type nobody can evaluate) and exit 1; `mmina record` refuses such a
-    suite. Warnings (`file: field: warning: ...`) are odd but runnable, as the official MMInA
+    list, an evaluation type nobody can evaluate, a file that is not JSON) and exit 1; `mmina
+    record` reads and checks the files the same way and refuses such a suite. Warnings (`file: field: warning: ...`) are odd but runnable, as the official MMInA
     release is (lower-case codes, empty or null fields, cnt_hop disagreeing with procedure).
     PATH is a suite folder, one task file, or the name of a built-in suite folder such as
     `normal` (default: the whole built-in suite).
@@ -37,9 +37,8 @@ def validate(path: str | None, fmt: str) -> None:
       mmina tasks validate fixtures/tasks
       mmina tasks validate path/to/mmina --format json
     """
-    root = resolve_suite_path(path)
-    problems = check_path(root)
-    bad = errors(problems)
+    checked = check_suite(path)
+    root, problems, bad = checked.root, checked.problems, checked.errors
     if fmt == "json":
         print_json({"path": str(root), "ok": not bad, "errors": len(bad), "warnings": len(problems) - len(bad),
                     "problems": [{"file": p.file, "field": p.field, "message": p.message, "severity": p.severity}

@@ -2,7 +2,8 @@
 
 Every call goes through the client of :mod:`mmina.model_client` to any OpenAI-compatible
 endpoint (``--base-url``, else ``OPENAI_BASE_URL``; ``OPENAI_API_KEY``), which retries 429
-and 5xx answers with backoff itself (``max_retries``). Replies are cached in the store's
+and 5xx answers with backoff itself (``max_retries``) and ends each call at its deadline
+(``deadline_s``, retries included). Replies are cached in the store's
 ``judge_cache`` table under the SHA-256 of ``[model, prompt]`` (as JSON), so scoring the
 same answers again sends no request at all and gives the same verdicts. The ``openai``
 module is imported only when a request has to be sent.
@@ -18,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmina.evaluators.base import EvaluatorError
-from mmina.model_client import api_error, failure_line, make_client, reply_text, require_api_key, usage_tokens
+from mmina.model_client import DEFAULT_CALL_S, Deadlines, ModelClient, ModelError, require_api_key
 from mmina.store import Store
 from mmina.store.store import utcnow
 
 PROMPT = 'Given the statement "{pred}", would it be correct to infer "{reference}"? Yes or No'
 DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_RETRIES = 5
-REQUEST_TIMEOUT_S = 60.0
 MAX_TOKENS = 16
 _STRIP = string.punctuation + "“”‘’«»"
 
@@ -52,13 +52,13 @@ def parse_verdict(reply: str | None) -> str:
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """Where and how to ask: model, endpoint, parallel requests, the client's retry budget."""
+    """Where and how to ask: model, endpoint, parallel requests, each call's retries and deadline."""
 
     model: str | None = None
     base_url: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     max_retries: int = DEFAULT_MAX_RETRIES
-    timeout_s: float = REQUEST_TIMEOUT_S
+    deadline_s: float = DEFAULT_CALL_S
 
 
 @dataclass
@@ -111,16 +111,15 @@ def resolve(store: Store, prompts: Iterable[str], settings: JudgeSettings,
 
 def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome, progress: Progress | None) -> None:
     require_api_key("asking the judge", EvaluatorError)
-    client = make_client(settings.base_url, settings.max_retries, settings.timeout_s)
-    errors = api_error()
+    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint")
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
         futures = {pool.submit(ask, client, settings.model or "", p): p for p in prompts}
         for done, future in enumerate(as_completed(futures), start=1):
             prompt = futures[future]
             try:
                 row = future.result()
-            except errors as exc:
-                outcome.failures[prompt] = failure_line("judge endpoint", exc, settings.max_retries)
+            except ModelError as exc:
+                outcome.failures[prompt] = str(exc)
             else:
                 outcome.new_rows.append(row)
                 outcome.replies[prompt] = row["response"]
@@ -128,11 +127,9 @@ def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome,
                 progress(done, len(prompts))
 
 
-def ask(client: Any, model: str, prompt: str) -> dict[str, Any]:
+def ask(client: ModelClient, model: str, prompt: str) -> dict[str, Any]:
     """One judge call, as a ``judge_cache`` row."""
-    response = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
-                                              temperature=0, max_tokens=MAX_TOKENS)
-    prompt_tokens, completion_tokens = usage_tokens(response)
-    return {"prompt_sha256": prompt_key(model, prompt), "model": model, "prompt": prompt,
-            "response": reply_text(response), "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "created_at": utcnow()}
+    reply = client.complete(model=model, messages=[{"role": "user", "content": prompt}], temperature=0,
+                            max_tokens=MAX_TOKENS)
+    return {"prompt_sha256": prompt_key(model, prompt), "model": model, "prompt": prompt, "response": reply.text,
+            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "created_at": utcnow()}

@@ -13,6 +13,7 @@ from playwright.async_api import Error as PlaywrightError, Locator
 
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
+from mmina.navigation import BLANK, refusal
 from mmina.recorder.settling import ACTION_DEADLINE_S
 
 if TYPE_CHECKING:
@@ -100,8 +101,13 @@ async def _new_tab(tabs: Tabs, action: Action) -> None:
 
 # Navigations wait for their commit only; settle then waits for the load. Playwright's own
 # wait for "load" never ends for a page the back-forward cache restores (no load event).
+# A URL off the web is refused before the browser sees it (a javascript: URL would run).
 async def _goto(tabs: Tabs, action: Action) -> None:
-    await tabs.page.goto(action.url or "about:blank", wait_until="commit")
+    url = action.url or BLANK
+    refused = refusal(url, tabs.allowed_schemes)
+    if refused:
+        raise ActionFailed(refused)
+    await tabs.page.goto(url, wait_until="commit")
 
 
 async def _go_back(tabs: Tabs, action: Action) -> None:

@@ -83,6 +83,8 @@ class BrowserConfig:
     back_forward_cache: bool = False
     """Playwright launches Chromium with ``--disable-back-forward-cache``; True keeps the cache on
     (history navigations then restore pages without loading them)."""
+    allowed_schemes: tuple[str, ...] = ()
+    """URL schemes beyond http, https and about:blank that tabs may go to (``mmina.navigation``)."""
 
     @property
     def capture(self) -> Capture:
@@ -109,11 +111,22 @@ def find_chromium(explicit: str | None, playwright: Any) -> str:
     )
 
 
+class _OwnSessionLoop(asyncio.SelectorEventLoop):
+    """An event loop whose subprocesses (Playwright's driver, which starts Chromium) run in a
+    session of their own: Ctrl-C at a terminal signals the whole foreground process group, and
+    a driver that died of it would fail every episode in flight, which ``--resume`` then skips.
+    mmina handles Ctrl-C itself (the episodes in flight finish, or are left uncommitted)."""
+
+    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs.setdefault("start_new_session", True)
+        return await super().subprocess_exec(*args, **kwargs)
+
+
 class _Loop:
     """An asyncio event loop on a daemon thread; :meth:`run` waits for a coroutine run there."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = _OwnSessionLoop()
         self.loop.set_exception_handler(_report_unless_driver_gone)
         self._thread = threading.Thread(target=self.loop.run_forever, name="mmina-browser", daemon=True)
         self._thread.start()
@@ -198,7 +211,7 @@ class BrowserSession:
         try:
             if prepare is not None:
                 await prepare(context)
-            return await Tabs.start(context, capture, self._painter)
+            return await Tabs.start(context, capture, self._painter, self.config.allowed_schemes)
         except BaseException:
             await context.close()
             raise

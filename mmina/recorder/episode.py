@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner
-from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, uses_marks
+from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError, first_line
@@ -25,7 +25,7 @@ from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdict
 from mmina.redact import clean_text
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
-from mmina.tasks import HopTracker, Task
+from mmina.tasks import HopTracker, Task, id_slug
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class EpisodeResult:
 
 
 def new_episode_id(task: Task) -> str:
-    return f"{task.task_id.replace('/', '-')}-{uuid.uuid4().hex[:16]}"
+    return f"{id_slug(task.task_id)}-{uuid.uuid4().hex[:16]}"
 
 
 def _now() -> datetime:
@@ -187,7 +187,7 @@ class EpisodeRecorder:
             completed = self.tracker.observe(observation.url, observation.step_index)
             agent_start = time.perf_counter()
             try:
-                reply = _as_reply(self.agent.act(observation))
+                reply = checked_reply(self.agent.act(observation))
             except ScriptEnd:
                 self.step_starts.pop()
                 return "script_end", None
@@ -197,6 +197,7 @@ class EpisodeRecorder:
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
             timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
             action, error = self._run_action(browser, reply, timings)
+            error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's
             if browser.observe_error:  # the step is kept, with why its observation is empty
                 error = f"{browser.observe_error}; {error}" if error else browser.observe_error
             self._store_step(observation, reply, action, error, completed, timings, browser.secrets)
@@ -343,9 +344,3 @@ def _wait_for_marks(observation: Observation, timings: dict[str, float]) -> None
     started = time.perf_counter()
     observation.resolve_marks()
     timings["observe_ms"] = timings.get("observe_ms", 0.0) + (time.perf_counter() - started) * 1e3
-
-
-def _as_reply(reply: AgentReply | str) -> AgentReply:
-    """User agents may return plain action text."""
-    return reply if isinstance(reply, AgentReply) else AgentReply(str(reply))
-

@@ -24,7 +24,7 @@ from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.taskcheck import load_checked_suite
+from mmina.taskcheck import load_suite
 from mmina.tasks import Task, TaskSuite, task_row
 
 FIXTURE_SUFFIX = ".mmina.test"
@@ -147,7 +147,7 @@ class _Plan:
 
 def _plan(store: Store, config: RecordConfig) -> _Plan:
     """The selected tasks, run id, agent and captioner, once each is known to be good."""
-    suite = load_checked_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
+    suite = load_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = choose_run_id(store, config)

@@ -9,13 +9,15 @@ its page never holds up another.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import Executor
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page
 
 from mmina.actions import Action
 from mmina.errors import MminaError, StartPageError
+from mmina.navigation import BLANK, PAGE_SCHEMES, refusal
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder import acting, observing
 from mmina.recorder.observing import Capture, title_of
@@ -38,8 +40,12 @@ def connection_closed(api_object: object) -> bool:
 class Tabs:
     """The tabs of one episode's context: observe the active one, execute actions on it."""
 
-    def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor) -> None:
+    def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor,
+                 allowed_schemes: tuple[str, ...] = ()) -> None:
         self.context, self.capture, self.streams, self.painter = context, capture, streams, painter
+        self.allowed_schemes = allowed_schemes
+        """URL schemes the user allows beyond the web (``mmina.navigation``)."""
+        self._blanking: set[asyncio.Task[None]] = set()
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
         self._settling = Settling(context, lambda: self.page)
@@ -52,12 +58,14 @@ class Tabs:
         self.shots = Screenshots(context, capture.jpeg_quality)
 
     @classmethod
-    async def start(cls, context: BrowserContext, capture: Capture, painter: Executor) -> "Tabs":
+    async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
+                    allowed_schemes: tuple[str, ...] = ()) -> "Tabs":
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
-        return cls(context, capture, await EventStreams.attach(context), painter)
+        return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes)
 
     def _on_page(self, page: Page) -> None:
         """New tabs (``new_tab`` or a link opening one) become the active tab."""
+        page.on("framenavigated", lambda frame: self._check_landing(page, frame))
         self.pages.append(page)
         self.active = len(self.pages) - 1
 
@@ -70,7 +78,10 @@ class Tabs:
         reached or answers with a server error raises :class:`StartPageError` (the episode
         errors, the run goes on)."""
         deadline = time.monotonic() + ACTION_DEADLINE_S
-        for url in urls or ("about:blank",):
+        for url in urls or (BLANK,):
+            refused = refusal(url, self.allowed_schemes)
+            if refused:
+                raise StartPageError(f"cannot open the start page: {refused}")
             page = await self.context.new_page()
             try:
                 response = await page.goto(url, wait_until="commit")
@@ -83,8 +94,21 @@ class Tabs:
         await self.page.bring_to_front()
         await self.settle(deadline)
 
+    def _check_landing(self, page: Page, frame: Frame) -> None:
+        """A tab whose page lands off the web (see ``mmina.navigation``) is sent to about:blank at
+        once: Chromium already keeps pages from opening local files, and this holds whatever it
+        lets through (a flag, a browser-initiated navigation). Settling waits for it."""
+        if frame.parent_frame is not None or refusal(frame.url, self.allowed_schemes, PAGE_SCHEMES) is None:
+            return
+        task = asyncio.get_running_loop().create_task(_to_blank(page))
+        self._blanking.add(task)
+        task.add_done_callback(self._blanking.discard)
+
     async def settle(self, deadline: float | None = None) -> None:
-        """Wait for the active page to settle (see :class:`Settling`)."""
+        """Wait for the active page to settle (see :class:`Settling`), after any tab sent off the
+        web was brought back."""
+        if self._blanking:
+            await asyncio.gather(*self._blanking, return_exceptions=True)
         await self._settling.settle(deadline)
 
     async def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
@@ -108,6 +132,13 @@ class Tabs:
     async def close(self) -> None:
         """Close the context (this also writes the HAR file)."""
         await self.context.close()
+
+
+async def _to_blank(page: Page) -> None:
+    try:
+        await page.goto(BLANK, wait_until="commit")
+    except PlaywrightError:
+        pass  # the tab closed meanwhile, or another navigation replaced it (and is checked in turn)
 
 
 def _reason(exc: PlaywrightError) -> str:

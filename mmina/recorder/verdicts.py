@@ -7,14 +7,17 @@ episode is committed: ``mmina report`` works straight after ``mmina record``, an
 evaluator holds the current verdicts). A task whose own evaluation asks the LLM judge
 (``fuzzy_match`` references) gets only the ``hops`` verdicts until it is rescored. A crash
 between the commit and this write leaves the episode without them: ``mmina report`` then
-names the rescore command to run.
+names the rescore command to run. An evaluator that fails on an odd task (a field of a type
+it did not expect) gives an ``unclear`` verdict whose detail holds the error: the episode,
+already committed, is never lost to its scoring.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mmina.evaluators.base import EpisodeView, Evaluator, StepView
+from mmina.errors import first_line
+from mmina.evaluators.base import EpisodeView, Evaluator, StepView, task_score
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.evaluators.registry import get
 from mmina.store import Store
@@ -41,8 +44,14 @@ def verdict_rows(view: EpisodeView) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in LIVE_EVALUATORS:
         evaluator = get(name)
-        if not needs_judge(evaluator, view):
-            rows += score_rows(view, evaluator.score(view), ScoreBatch.new(name, evaluator.version, evaluator.args))
+        try:
+            if needs_judge(evaluator, view):
+                continue
+            scores = list(evaluator.score(view))
+        except Exception as exc:  # noqa: BLE001 - a task field no evaluator expected: the episode is stored
+            scores = [task_score("unclear", {"error": f"the evaluator failed: {type(exc).__name__}: "
+                                                      f"{first_line(exc)}"})]
+        rows += score_rows(view, scores, ScoreBatch.new(name, evaluator.version, evaluator.args))
     return rows
 
 

@@ -30,8 +30,8 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.errors import AgentError, StoreError
-from mmina.pool import spread
-from mmina.recorder.browser import BrowserSession
+from mmina.pool import Layout, spread
+from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
 from mmina.replayer.fidelity import RequestCounts
@@ -161,9 +161,8 @@ def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
     started = time.perf_counter()
     plan = _plan(store, config, spec)
     with fixture_web(plan.tasks, config.drift) as extra_args:
-        launch = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         setup = ReplaySetup(store.location, plan.run_id, spec.run_id,
-                            frozenset(p.source.episode_id for p in plan.prefixes), plan.source.browser_config(launch),
+                            frozenset(p.source.episode_id for p in plan.prefixes), _browser(plan, config, extra_args),
                             agent=config.agent, settings=replace(config.agent_settings, run_id=plan.run_id),
                             limits=config.limits)
         with _new_run(store, setup, plan, config, spec) as (session, todo, summary):
@@ -181,12 +180,21 @@ def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
     return summary
 
 
+def _browser(plan: _Plan, config: RecordConfig, extra_args: list[str]) -> BrowserConfig:
+    """The reference's viewport and capture (its prefix must look the same), launched as the
+    caller says (with the fixture web's arguments), tabs allowed the schemes of both."""
+    launch = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
+    recorded = plan.source.browser_config(launch)
+    return replace(recorded, allowed_schemes=tuple(dict.fromkeys((*recorded.allowed_schemes,
+                                                                  *config.browser.allowed_schemes))))
+
+
 def _plan(store: Store, config: RecordConfig, spec: PrefixSpec) -> _Plan:
     """The reference's selected tasks, the prefixes, the run id and the agent, each checked."""
     if config.tasks is not None:
         raise StoreError("--prefix-run records the reference run's tasks: select among them with --task, "
                          "--task-ids or --limit, not --tasks")
-    if config.agent in INTERACTIVE_AGENTS and config.layout.workers * config.layout.concurrency > 1:
+    if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     rows = store.read("tasks", run_id=spec.run_id).to_pylist() if spec.run_id in store.run_ids() else []
     if not rows:

@@ -118,3 +118,23 @@ def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | 
                               filesystem=backend.arrow)
         found.update(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
     return found
+
+
+def pack_directory(backend: Backend, pack: str) -> dict[str, int]:
+    """Which row group of a pack (a path relative to the store) holds each of its blobs. Only
+    the hashes are read: with it, one blob costs one row group, where a filter on the hash
+    (random, so no row group's statistics exclude it) reads them all."""
+    file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
+    found: dict[str, int] = {}
+    for group in range(file.num_row_groups):
+        for digest in file.read_row_group(group, columns=["sha256"]).column("sha256").to_pylist():
+            found.setdefault(digest, group)
+    return found
+
+
+def read_row_group(backend: Backend, pack: str, group: int) -> dict[str, bytes]:
+    """Every blob of one row group of a pack (what one flush of its writer put there: often
+    one step's images, so the next steps' are in hand too)."""
+    file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
+    table = file.read_row_group(group, columns=["sha256", "data"])
+    return dict(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, StoreError
+from mmina.unicode import mapped_text
 from mmina.store.schema import SCHEMA_VERSION, Table
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable, upgrade
 
@@ -27,7 +28,10 @@ def to_arrow(table: Table, rows: Sequence[dict[str, Any]]) -> pa.Table:
         extra = set(row) - known
         if extra:
             raise StoreError(f"unknown column(s) for table {table.name}: {', '.join(sorted(extra))}")
-    return pa.Table.from_pylist(list(rows), schema=table.schema)
+    try:
+        return pa.Table.from_pylist(list(rows), schema=table.schema)
+    except UnicodeEncodeError:  # a lone surrogate (a page's title, a model's reply): kept, escaped
+        return pa.Table.from_pylist([mapped_text(row) for row in rows], schema=table.schema)
 
 
 def with_metadata(table: Table, schema: pa.Schema) -> pa.Schema:

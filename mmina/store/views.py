@@ -6,13 +6,14 @@ requests of uncommitted episodes (a writer killed between renames) are filtered 
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
 from mmina.store.schema import TABLES, Table
-from mmina.store.layout import data_files, file_version, glob_pattern
+from mmina.store.layout import data_files, file_version, glob_pattern, run_of, table_dir
 from mmina.store.migrations import chain, check_readable
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
@@ -113,10 +114,16 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _read_parquet(store: Store, table: Table, version: int) -> str:
+def _read_parquet(store: Store, table: Table, version: int, runs: Collection[str] | None = None) -> str:
+    """``read_parquet`` over every file of the table at ``version``, or, with ``runs``, over
+    those runs' folders only (each of which holds such a file)."""
     hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
-    pattern = glob_pattern(store.root, table, version, any_depth=not store.backend.local)
-    return f"SELECT * FROM read_parquet({_quote(pattern)}{hive})"
+    if runs is None:
+        source = _quote(glob_pattern(store.root, table, version, any_depth=not store.backend.local))
+    else:
+        source = "[" + ", ".join(_quote(f"{table_dir(store.root, table, run)}/*.v{version}.parquet")
+                                 for run in sorted(runs)) + "]"
+    return f"SELECT * FROM read_parquet({source}{hive})"
 
 
 def _empty(table: Table) -> str:
@@ -126,15 +133,20 @@ def _empty(table: Table) -> str:
     return f"SELECT {', '.join(columns)} WHERE false"
 
 
-def table_sql(store: Store, table: Table) -> str:
-    """The SELECT behind one table's view, over every version of its files present."""
-    versions = sorted({file_version(p) for p in data_files(store.backend, table)})
+def table_sql(store: Store, table: Table, runs: Collection[str] | None = None) -> str:
+    """The SELECT behind one table's view, over every version of its files present; with
+    ``runs``, a run-partitioned table is read from those runs' folders only."""
+    scoped = runs is not None and table.partitioned_by_run
+    files = [p for run in sorted(runs or ()) for p in data_files(store.backend, table, run)] if scoped \
+        else data_files(store.backend, table)
+    versions = sorted({file_version(p) for p in files})
     if not versions:
         return _empty(table)
     check_readable(versions[-1], f"table {table.name} of store {store.root}")
     parts = []
     for version in versions:
-        sql = _read_parquet(store, table, version)
+        holding = {run_of(p) for p in files if file_version(p) == version} if scoped else None
+        sql = _read_parquet(store, table, version, holding)
         for migration in chain(table, version, store.migrations):
             sql = migration.view_sql.format(inner=sql)
         parts.append(sql)
@@ -149,9 +161,10 @@ def _view_columns(table: Table) -> list[str]:
     return [*table.column_names, *(["run_id"] if table.partitioned_by_run else [])]
 
 
-def views_sql(store: Store) -> dict[str, str]:
-    """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB."""
-    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t)}" for t in TABLES.values()}
+def views_sql(store: Store, runs: Collection[str] | None = None) -> dict[str, str]:
+    """CREATE VIEW statements for every table and convenience view, runnable in any DuckDB
+    (with ``runs``: views that see those runs only, see :func:`connect`)."""
+    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(store, t, runs)}" for t in TABLES.values()}
     statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
     return statements
 
@@ -168,16 +181,24 @@ class StoreConnection:
         self.connection.close()
 
 
-def connect(store: Store) -> StoreConnection:
+def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None) -> StoreConnection:
     """An in-memory DuckDB connection over the store (which is only read). An object store is
     read through the same fsspec filesystem mmina uses (credentials from the environment), so
-    DuckDB needs no httpfs extension (which it could not download without network access)."""
+    DuckDB needs no httpfs extension (which it could not download without network access).
+
+    With ``runs``, the run-partitioned views read only those runs' folders: the same rows for
+    those runs as an unscoped connection gives (every row of a run lives in its folder), at
+    a cost that no longer grows with the rest of the store. With ``only``, just the views named
+    are made (each view costs its binding, which reads file footers), e.g. for a server that
+    keeps a connection per run."""
     connection = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
     filesystem = store.backend.duckdb_filesystem()
     if filesystem is not None:
         connection.register_filesystem(filesystem)
     result = StoreConnection(connection)
-    for name, statement in views_sql(store).items():
+    for name, statement in views_sql(store, runs).items():
+        if only is not None and name not in only:
+            continue
         try:
             connection.execute(statement)
         except duckdb.Error as exc:
@@ -186,8 +207,11 @@ def connect(store: Store) -> StoreConnection:
 
 
 def read_error(exc: duckdb.Error) -> Exception:
-    """A DuckDB error as one line: unreadable store files point to ``store verify``."""
-    message = str(exc).splitlines()[0]
+    """A DuckDB error as one line: unreadable store files point to ``store verify``. An error
+    raised in Python under DuckDB (an object store's filesystem) comes as a traceback, whose
+    last line says what happened."""
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    message = lines[-1].strip() if lines[0].startswith("Traceback") else lines[0]
     lowered = message.lower()
     if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")

@@ -1,0 +1,44 @@
+"""``mmina serve``: the local web application over a store."""
+from __future__ import annotations
+
+import click
+
+from mmina.analysis.data import DEFAULT_EVALUATOR
+from mmina.cli.common import open_store, stderr, store_option
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but a loopback address needs --expose (and a token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8787, show_default=True,
+              help="Port to listen on (0: any free port; the address is printed).")
+@click.option("--expose", is_flag=True, help="Allow a non-loopback --host: the store becomes readable by whoever "
+                                             "reaches this machine and holds the token.")
+@click.option("--token", envvar="MMINA_SERVE_TOKEN", show_envvar=True, metavar="TEXT",
+              help="Token every request must carry (default with --expose: a random one, printed in the address).")
+@click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
+              help="Whose verdicts the runs page and the episodes table show first (each page can switch).")
+@store_option
+def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str, store_path: str | None) -> None:
+    """Browse a store in a web browser: runs (live while they are recorded), the report's
+    analysis of any run and evaluator, every episode in a filtered table, the trajectory
+    viewer with each step's network requests, two runs side by side, and read-only SQL.
+    Nothing is ever written to the store; Ctrl-C stops the server.
+
+    \b
+    Examples:
+      mmina serve                                   # http://127.0.0.1:8787/
+      mmina serve --store s3://my-bucket/mmina --port 9000
+      mmina serve --host 0.0.0.0 --expose --token "$(openssl rand -hex 16)"
+    """
+    from mmina.serve.launch import Binding, is_loopback, serve as run_server  # uvicorn only for this command
+
+    store = open_store(store_path)
+
+    def ready(binding: Binding) -> None:
+        click.echo(f"mmina serve: {binding.url}  (store {store.location}; Ctrl-C stops)")
+        if binding.token and not is_loopback(binding.host):
+            stderr.print("every request needs the token: open the address above once, or send "
+                         "'Authorization: Bearer <token>'", highlight=False)
+
+    run_server(store, host, port, token, expose, evaluator, ready)

@@ -1,0 +1,67 @@
+"""Ctrl-C at a terminal signals the whole foreground process group — mmina, Playwright's driver,
+Chromium, kiwix-serve. The episodes in flight must then finish or be left for ``--resume``,
+never be committed as failures of the agent; the resumed run records every task exactly once.
+
+A real ``mmina record --concurrency 4`` in a session of its own, signalled with ``os.killpg``
+as a terminal would."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from mmina.store import Store
+from mmina.store.inspect import verify_store
+from mmina.store.sql import run_query
+from mmina.taskcheck import load_suite
+
+TASKS = 12
+WAIT_S = 600
+"""How long the interrupted recording may take to wind down (its episodes in flight finish)."""
+
+
+def _suite(folder: Path) -> Path:
+    (folder / "normal").mkdir(parents=True)
+    original = (Path(load_suite().path) / "normal" / "1.json").read_text()
+    for number in range(1, TASKS + 1):
+        (folder / "normal" / f"{number}.json").write_text(original)
+    return folder
+
+
+def _record(suite: Path, store: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mmina", "record", "--tasks", str(suite), "--store", str(store), "--run-id", "ctrl-c",
+            "--no-screenshots", "--concurrency", "4", *extra]
+
+
+def _episodes(store: Path) -> list[tuple[str, str, str | None]]:
+    return run_query(Store.open(store), "select task_id, status, error from episodes order by task_id").rows
+
+
+def test_ctrl_c_at_a_terminal_leaves_a_run_that_resumes_with_every_task_once(tmp_path: Path) -> None:
+    suite, store = _suite(tmp_path / "suite"), tmp_path / "store"
+    proc = subprocess.Popen(_record(suite, store), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("[1] "):
+                os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole process group
+                break
+        _, rest = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    output = "".join(lines) + rest
+    assert proc.returncode == 130 and "Interrupted." in output and "Traceback" not in output, output[-3000:]
+    interrupted = _episodes(store)
+    assert 1 <= len(interrupted) < TASKS
+    assert all(status == "completed" for _, status, _ in interrupted), interrupted
+    resumed = subprocess.run(_record(suite, store, "--resume"), capture_output=True, text=True, timeout=WAIT_S)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    final = _episodes(store)
+    assert sorted(task for task, _, _ in final) == sorted(f"normal/{n}" for n in range(1, TASKS + 1))
+    assert all(status == "completed" for _, status, _ in final), [e for e in final if e[1] != "completed"]
+    assert {p.kind for p in verify_store(Store.open(store)).problems} <= {"partial"}
