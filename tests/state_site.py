@@ -9,7 +9,8 @@ Plain ``http.server``, one host name (``HOST``) mapped to a free port. Its pages
 * ``/two`` links to ``/state``;
 * ``/state`` shows what the browser brought: the cookies the server received (in the page and
   in :attr:`StateSite.hits`), and from its script the cookies, both storages and two clock
-  readings (``Date.now()`` at load and 300 ms later).
+  readings (``Date.now()`` at load, then once 50 ms have passed, or after 20 million
+  readings of a clock that does not move).
 
 Every request is logged with its ``Cookie`` header, so a test can tell which requests reached
 the live server and with what.
@@ -38,11 +39,11 @@ sessionStorage.setItem("note", "first-tab");
 STATE = """<p id="server">server saw: {cookies}</p><p id="js">waiting</p>
 <script>
 const first = Date.now();
+let later = first;
+for (let i = 0; i < 20000000 && later - first < 50; i++) later = Date.now();
 const pairs = store => Object.keys(store).sort().map(k => k + "=" + store.getItem(k)).join(", ") || "none";
-setTimeout(() => {{
-  document.getElementById("js").textContent = "js cookies: " + (document.cookie || "none") + " | local: " +
-    pairs(localStorage) + " | session: " + pairs(sessionStorage) + " | clock: " + first + " then " + Date.now();
-}}, 300);
+document.getElementById("js").textContent = "js cookies: " + (document.cookie || "none") + " | local: " +
+  pairs(localStorage) + " | session: " + pairs(sessionStorage) + " | clock: " + first + " then " + later;
 </script>"""
 
 

@@ -33,7 +33,8 @@ from mmina.replayer.prefixes import PrefixSpec, plan_prefixes
 from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import HopTracker, first_agent_step, load_suite, task_from_dict
+from mmina.taskcheck import load_suite
+from mmina.tasks import HopTracker, first_agent_step, task_from_dict
 from tests.fake_openai import FakeOpenAI, last_user_text
 
 THREE = task_from_dict({"intent": "x", "procedure": ["kiwix", "shop", "flight", "end"]}, "t/3")

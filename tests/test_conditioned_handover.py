@@ -68,14 +68,16 @@ def test_the_prefix_replays_from_the_archive_and_is_stored_with_the_episode(cond
     assert (row["prefix_run"], row["prefix_steps"], row["start_hop"], row["prefix_hop_steps"]) == \
         ("reference", 3, 1, [3])
     assert row["prefix_episode"] == episode.prefix.source.episode_id
-    assert (row["prefix_faithful"], row["prefix_mismatch"]) == (True, None)
+    assert (row["prefix_faithful"], row["prefix_mismatch"]) == (True, None), row["prefix_mismatch"]
     assert summary.prefix_fidelity == 1.0 and episode.check.compared == 4  # three steps and the page handed over
     steps = _steps(store, "probe")
     reference_steps = _steps(store, "reference")
     assert [s["action"] for s in steps[:3]] == [s["action"] for s in reference_steps[:3]]
     assert [s["url"] for s in steps] == [URL, f"{URL}other", URL, f"{URL}two", f"{URL}state", f"{URL}two", URL]
-    # the prefix never reached the live site: its first request is the agent's click on State
-    assert [path for path, _ in hits][0] == "/state"
+    # the prefix never reached the live site: its first page request is the agent's click on State
+    # (a tab's icon may be asked for whenever the browser likes)
+    pages = [path for path, _ in hits if path != "/favicon.ico"]
+    assert pages[0] == "/state", hits
     assert episode.requests.total > 0 and episode.requests.unmatched == 0
 
 
@@ -113,7 +115,7 @@ def test_after_the_hand_over_the_page_clock_is_the_real_clock_and_runs(condition
     read_at = datetime.fromtimestamp(first / 1000, timezone.utc)
     # the replay's clock started at the reference's start, seconds before: the live page reads the wall clock
     assert handed_at.timestamp() - 0.25 <= read_at.timestamp() <= steps[4]["started_at"].timestamp() + 0.25
-    assert later - first >= 250
+    assert later - first >= 50
 
 
 def test_the_hop_queue_starts_at_hop_2_with_hop_1_given(conditioned) -> None:
