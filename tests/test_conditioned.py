@@ -27,6 +27,7 @@ from mmina.errors import StoreError
 from mmina.evaluators.base import Trace
 from mmina.evaluators.hops import Hops
 from mmina.observation import Observation, Tab
+from mmina.pool import Layout
 from mmina.recorder.recording import RecordConfig, RunSummary
 from mmina.replayer.conditioned import record_conditioned
 from mmina.replayer.prefixes import PrefixSpec, plan_prefixes
@@ -260,3 +261,27 @@ def test_the_openai_agent_takes_over_with_the_prefix_in_its_prompt_and_its_memor
     stored = run_query(store, "select step_index, model_input is not null from steps where run_id = 'llm' "
                               "order by step_index").rows
     assert [has for _, has in stored] == [False, False] + [True] * (len(stored) - 2)
+
+
+# -- results do not depend on how many episodes are in flight ---------------------------------
+
+def _outcomes(store: Store, run_id: str) -> dict[int, tuple]:
+    rows = run_query(store, f"""select e.start_hop, e.prefix_steps, e.prefix_faithful, s.verdict, s.hops_passed,
+                                       e.n_steps, e.final_answer,
+                                       (select list(action order by step_index) from steps t
+                                        where t.episode_id = e.episode_id) as actions
+                                from episodes e join episode_scores s on s.episode_id = e.episode_id
+                                where e.run_id = '{run_id}' and s.evaluator = 'hops'""").rows
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_conditioned_results_do_not_depend_on_concurrency(recorded_copy: Path) -> None:
+    store = Store.open(recorded_copy)
+    (reference,) = store.run_ids()
+    runs = {}
+    for concurrency in (1, 2):
+        config = RecordConfig(agent="heuristic", run_id=f"c{concurrency}", layout=Layout(concurrency=concurrency))
+        summary = record_conditioned(store, config, PrefixSpec(reference, every_hop=True))
+        assert summary.prefix_fidelity == 1.0 and len(summary.episodes) == 2
+        runs[concurrency] = _outcomes(store, f"c{concurrency}")
+    assert runs[1] == runs[2] and sorted(runs[1]) == [0, 1]

@@ -15,7 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from mmina.cli import cli
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.conditioned import ConditionedSummary, record_conditioned
@@ -23,6 +25,7 @@ from mmina.replayer.prefixes import PrefixSpec
 from mmina.store import Store
 from mmina.store.sql import run_query
 from tests.agents_for_tests import StateProbe
+from tests.serve_helpers import served_read_only
 from tests.state_site import URL, StateSite, write_task
 
 AGENT = "tests.agents_for_tests:StateProbe"
@@ -157,3 +160,19 @@ def test_hop_1_hands_over_the_start_page_and_hops_beyond_the_task_are_skipped(tm
     assert (episode.prefix.steps, episode.prefix.start_hop, episode.result.verdict) == (0, 0, "pass")
     assert [(s.task_id, s.hop) for s in summary.skipped] == [("state/1", 3)]
     assert "has 2 hop(s)" in summary.skipped[0].reason
+
+
+def test_the_served_analysis_and_the_html_report_show_the_conditioned_table(conditioned, tmp_path: Path) -> None:
+    store, _reference, _summary, _hits = conditioned
+    with served_read_only(store.root) as app:
+        data = app.json("/api/analysis?run=probe&evaluator=hops")
+    assert {"id": "conditioned-hops", "title": "Hop success given a correct prefix", "table": "conditioned_hops"} \
+        in data["sections"]
+    table = data["tables"]["conditioned_hops"]
+    row = dict(zip(table["columns"], table["rows"][0]))
+    assert (row["agent"], row["n_hops"], row["hop"], row["episodes"], row["passed"]) == (AGENT, "2", "2", "1", "1")
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["report", "--store", str(store.root), "--run", "probe", "--format", "html",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert 'id="conditioned-hops"' in out.read_text() and 'data-table="conditioned_hops"' in out.read_text()

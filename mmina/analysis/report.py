@@ -22,6 +22,9 @@ class Report:
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
+    def has(self, name: str) -> bool:
+        return any(t.name == name for t in self.tables)
+
     def chosen(self, names: Sequence[str] = ()) -> list[Table]:
         """The tables named (every table when none are), in report order."""
         missing = [f"{n}: {self.absent[n]}" for n in names if n in self.absent]
