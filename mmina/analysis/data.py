@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -106,13 +106,16 @@ class Scored:
 
 
 EPISODES_SQL = """
-SELECT s.*, t.procedure, e.hop_steps AS live_hop_steps, r.agent, r.model
+SELECT s.*, t.procedure, e.hop_steps AS live_hop_steps
 FROM episode_scores s
 JOIN tasks t ON t.run_id = s.run_id AND t.task_id = s.task_id
 JOIN episodes e ON e.episode_id = s.episode_id
-JOIN runs r ON r.run_id = s.run_id
 WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id)
 ORDER BY s.run_id, s.n_hops, s.task_id, s.start_hop NULLS FIRST
+"""
+
+AGENTS_SQL = """
+SELECT run_id, agent, model FROM runs WHERE list_contains($runs, run_id)
 """
 
 UNSCORED_SQL = """
@@ -182,9 +185,11 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
     try:
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
         episodes = scored_episodes(db, chosen, evaluator)
+        agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
     finally:
         db.close()
-    return Scored(chosen, evaluator, episodes)
+    return Scored(chosen, evaluator, tuple(replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1])
+                                           if e.run_id in agents else e for e in episodes))
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:
