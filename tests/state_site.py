@@ -126,7 +126,7 @@ SCRIPT: list[dict[str, Any]] = [
 
 def write_task(folder: Path) -> Path:
     """The two-hop task over the site (``state/1``); returns the suite folder."""
-    task = {"intent": "Open the other page in a new tab, come back, go to Two, then to State; what is in the "
+    task = {"task_id": 1, "city": "", "flight": "", "shop": "", "intent": "Open the other page in a new tab, come back, go to Two, then to State; what is in the "
                       "basket?", "start_url": URL,
             "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["oolong"]},
                      "reference_url": f"{URL}state"},

@@ -7,6 +7,7 @@ OpenAI-compatible server. The hand-over in the browser is in test_conditioned_ha
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -285,3 +286,29 @@ def test_conditioned_results_do_not_depend_on_concurrency(recorded_copy: Path) -
         assert summary.prefix_fidelity == 1.0 and len(summary.episodes) == 2
         runs[concurrency] = _outcomes(store, f"c{concurrency}")
     assert runs[1] == runs[2] and sorted(runs[1]) == [0, 1]
+
+
+def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded_copy: Path) -> None:
+    store = Store.open(recorded_copy)
+    (reference,) = store.run_ids()
+    base = ["record", "--store", str(recorded_copy), "--agent", "heuristic", "--prefix-run", reference,
+            "--run-id", "cli", "--format", "json"]
+    first = CliRunner().invoke(cli, [*base, "--at-hop", "2"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.output[first.output.index("{"):])
+    (episode,) = data["episodes"]
+    assert (episode["start_hop"], episode["prefix"]["faithful"], data["prefix_fidelity"]) == (1, True, 1.0)
+    assert [(r["hop"], r["episodes"]) for r in data["conditioned_hops"]] == [(2, 1)]
+    again = CliRunner().invoke(cli, [*base, "--at-hop", "all", "--resume"])
+    assert again.exit_code == 0, again.output
+    data = json.loads(again.output[again.output.index("{"):])
+    assert [e["start_hop"] for e in data["episodes"]] == [0] and data["skipped"] == ["normal/1@2"]
+    rows = run_query(store, "select start_hop from episodes where run_id = 'cli' order by start_hop").rows
+    assert rows == [(0,), (1,)]
+    table = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", "cli", "--table",
+                                     "conditioned_hops", "--format", "json"])
+    assert [(r["hop"], r["free_tasks"]) for r in json.loads(table.output)["tables"]["conditioned_hops"]] == \
+        [(1, None), (2, None)]  # the store holds no free-running heuristic run
+    free = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", reference, "--table",
+                                    "conditioned_hops"])
+    assert free.exit_code == 1 and "no hop-conditioned episode" in free.output

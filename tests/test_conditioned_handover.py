@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 
 from mmina.analysis.report import build_report
 from mmina.cli import cli
+from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.conditioned import ConditionedSummary, record_conditioned
@@ -187,3 +189,23 @@ def test_the_readme_sql_gives_the_conditioned_table(conditioned) -> None:
     sql = [dict(zip(result.columns, row)) for row in result.rows]
     assert {r["agent"] for r in report} >= {AGENT}
     assert_matches_sql(report, sql)
+
+
+def test_rescoring_gives_the_live_verdicts_and_the_official_rules_see_the_whole_trajectory(conditioned,
+                                                                                             tmp_path: Path) -> None:
+    store = Store.open(shutil.copytree(conditioned[0].root, tmp_path / "store"))
+    live = run_query(store, "select level, hop_index, verdict, detail_json from scores where run_id = 'probe' "
+                            "and evaluator = 'hops' order by level, hop_index").rows
+    rescore(store, RescoreConfig(evaluator="hops", runs=("probe",)))
+    again = run_query(store, "select level, hop_index, verdict, detail_json from latest_scores "
+                             "where run_id = 'probe' and evaluator = 'hops' order by level, hop_index").rows
+    assert again == live
+    rescore(store, RescoreConfig(evaluator="mmina_official", args={"domain": "multi567"}, runs=("probe",)))
+    hops = run_query(store, "select hop_index, verdict from latest_scores where run_id = 'probe' and "
+                            "evaluator = 'mmina_official' and level = 'hop' order by hop_index").rows
+    assert [h[0] for h in hops][:1] == [0]  # the runner credits the prefix's hops: it cannot tell them apart
+    scored = run_query(store, "select hops_total from episode_scores where run_id = 'probe' "
+                              "and evaluator = 'mmina_official'").rows
+    assert scored == [(sum(h[0] >= 1 for h in hops),)]  # analysis leaves the given hop's rows out
+    log = build_report(store, ["probe"], "mmina_official").table("runner_log").records()
+    assert log[-1]["tasks"] == 0  # the runner's log has no place for a conditioned episode
