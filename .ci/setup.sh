@@ -42,6 +42,10 @@ apt_install() {
 if ! command -v kiwix-serve >/dev/null 2>&1; then
   apt_install kiwix-tools || echo "Warning: could not install kiwix-tools: the fixture web's kiwix viewer tasks will fail (the Python wiki works)" >&2
 fi
+if ! command -v npm >/dev/null 2>&1; then
+  # npm brings the JavaScript libraries of the real-web clock test (RxJS, lodash; tests/realweb/installs.py)
+  apt_install npm || echo "Warning: could not install npm: tests/test_realweb_clock.py will fail" >&2
+fi
 if ! have_chromium; then
   # Elsewhere than Debian/Ubuntu: Playwright's own build.
   apt_install chromium || true

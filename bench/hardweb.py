@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmina.fixtures.hardweb.check import Outcome, check
-from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S
+from mmina.fixtures.hardweb.check import check, deadline_share
 
 from bench.results import AT_LEAST, Section, Target
 
@@ -24,12 +23,8 @@ def hardweb_section(root: Path) -> Section:
                     Target(99.0, AT_LEAST), note if replay.error is None else f"{note}; {replay.error}")
     section.add("requests reaching the live site during replays", len({h for o in outcomes for h in o.live_hits}),
                 "", Target(0))
-    section.add("slowest step / its deadline", round(max(_deadline_share(o) for o in outcomes), 3), "",
-                Target(1.0), "observation or action, recorded or replayed")
+    slowest = max(deadline_share([*o.recorded, *o.replayed]) for o in outcomes)
+    section.add("slowest step / its deadline", round(slowest, 3), "", Target(1.0),
+                "observation or action, recorded or replayed")
     return section
 
-
-def _deadline_share(outcome: Outcome) -> float:
-    steps = [*outcome.recorded, *outcome.replayed]
-    return max(max((s["action_ms"] or 0) / (ACTION_DEADLINE_S * 1e3), s["observe_ms"] / (OBSERVE_DEADLINE_S * 1e3))
-               for s in steps)

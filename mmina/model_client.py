@@ -29,6 +29,7 @@ from typing import Any
 from mmina.errors import MminaError, first_line
 from mmina.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
+from mmina.redact import Redactor, configured_secrets
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -144,11 +145,14 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     status = getattr(exc, "status_code", None)
     retried = status is None or status in RETRIED_STATUSES or status >= 500
-    return f"{what} failed{f' after {retries} retries' if retried else ''}: {first_line(exc)}"
+    message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
+    return f"{what} failed{f' after {retries} retries' if retried else ''}: {message}"
 
 
 def reply_of(response: Any) -> ModelReply:
-    """The first choice's text (an empty reply is data, not an error) and the usage, checked."""
+    """The first choice's text (an empty reply is data, not an error) and the usage, checked. A
+    key the endpoint echoes (its own, from the environment) is scrubbed here, before any agent,
+    judge or store sees it."""
     choices = getattr(response, "choices", None) or []
     message = getattr(choices[0], "message", None) if choices else None
     text = getattr(message, "content", None) or ""
@@ -156,8 +160,8 @@ def reply_of(response: Any) -> ModelReply:
     prompt, prompt_note = token_count(getattr(usage, "prompt_tokens", None), "prompt_tokens")
     completion, completion_note = token_count(getattr(usage, "completion_tokens", None), "completion_tokens")
     notes = [n for n in (prompt_note, completion_note) if n]
-    return ModelReply(escaped(text if isinstance(text, str) else str(text)), prompt, completion,
-                      "; ".join(notes) or None)
+    text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
+    return ModelReply(text, prompt, completion, "; ".join(notes) or None)
 
 
 def token_count(value: Any, name: str) -> tuple[int, str | None]:

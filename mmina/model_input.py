@@ -26,13 +26,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mmina.redact import Redactor
+
 MESSAGE_TYPE = "application/vnd.mmina.message+json"
 INPUT_TYPE = "application/vnd.mmina.model-input+json"
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.S)
 
 PutBlob = Callable[[bytes, str], str]
 GetBlob = Callable[[str], bytes]
-Clean = Callable[[str], str]
 
 
 def canonical(value: Any) -> bytes:
@@ -40,29 +41,31 @@ def canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def store_request(request: Mapping[str, Any], put_blob: PutBlob, clean: Clean = str) -> str:
+def store_request(request: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor | None = None) -> str:
     """Store a request as blobs (see the module docstring); returns the hash of its input blob.
 
-    ``clean`` is applied to every text of every message (the recorder removes secrets there).
+    ``redactor`` redacts every text of every message and the parameters (the recorder's holds
+    every secret of the episode); images are stored as they were sent.
     """
-    messages = [put_blob(canonical(_stored_message(m, put_blob, clean)), MESSAGE_TYPE) for m in request["messages"]]
-    parameters = {k: v for k, v in request.items() if k not in ("model", "messages")}
+    redactor = redactor or Redactor()
+    messages = [put_blob(canonical(_stored_message(m, put_blob, redactor)), MESSAGE_TYPE) for m in request["messages"]]
+    parameters = redactor.value({k: v for k, v in request.items() if k not in ("model", "messages")})
     return put_blob(canonical({"model": request.get("model"), "parameters": parameters, "messages": messages}),
                     INPUT_TYPE)
 
 
-def _stored_message(message: Mapping[str, Any], put_blob: PutBlob, clean: Clean) -> dict[str, Any]:
+def _stored_message(message: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, str):
-        content = clean(content)
+        content = redactor.text(content)
     elif isinstance(content, list):
-        content = [_stored_part(part, put_blob, clean) for part in content]
+        content = [_stored_part(part, put_blob, redactor) for part in content]
     return {**message, "content": content}
 
 
-def _stored_part(part: Mapping[str, Any], put_blob: PutBlob, clean: Clean) -> Any:
+def _stored_part(part: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor) -> Any:
     if part.get("type") == "text":
-        return {**part, "text": clean(str(part.get("text", "")))}
+        return {**part, "text": redactor.text(str(part.get("text", "")))}
     image = part.get("image_url")
     found = _DATA_URL.match(image.get("url", "")) if isinstance(image, Mapping) else None
     if found is None:

@@ -1,80 +1,292 @@
-"""Secret redaction: what never reaches the store in clear (headers, credentials, typed passwords)."""
+"""Secret redaction: what never reaches the store, or the terminal, in clear.
+
+A :class:`Redactor` applies the structural rules of ``secret_rules.py`` (where a value is) and
+scrubs every known secret value (what a value is): each value those rules found anywhere in an
+episode (a token in one URL is scrubbed from every body, tree and message), the text typed into
+a secret field or a field that failed, and the values of secret-named environment variables
+(``OPENAI_API_KEY``...), so an endpoint that echoes its key in an error cannot put it in the
+store or on the terminal. README "What is redacted" lists the rules for users.
+
+Redaction is deterministic (one marker, no hashes: equal inputs give equal outputs, which the
+replayer's matcher relies on: a recorded ``[REDACTED]`` matches any value) and idempotent
+(redacting twice changes nothing more).
+"""
 from __future__ import annotations
 
-import json
+import base64
+import binascii
+import os
 import re
-from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote_plus
 
-REDACTED = "[REDACTED]"
-SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
-     "x-auth-token", "x-csrf-token", "x-xsrf-token", "openai-organization"}
-)
-_SECRET_FIELD = re.compile(r"pass(word|wd)?|pwd|secret|token|api[-_]?key|auth|session|credential", re.I)
+from mmina.secret_rules import (BODY, MARKERS, REDACTED, SCHEME, STRICT, collecting, is_secret_name, is_text_type,
+                                variants, worth_scrubbing)
 
-
-def is_secret_field(name: str) -> bool:
-    return bool(_SECRET_FIELD.search(name))
+MIN_TYPED = 4
+"""Typed secrets at least this long are scrubbed everywhere; any length in its ``[text]`` form."""
 
 
-def redact_headers(headers: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
-    return [{"name": n, "value": REDACTED if n.lower() in SECRET_HEADERS else v} for n, v in headers]
+class Redactor:
+    """The structural rules plus every known secret value, scrubbed wherever it appears.
+
+    One per episode: it learns from the whole episode first (steps, traffic, typed text,
+    the environment), then redacts every row and blob, so a token seen in one place is gone
+    from all of them. With no values it is the structural rules alone.
+    """
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self.values: set[str] = set()
+        self._bracketed: set[str] = set()
+        self._text_pattern: re.Pattern[str] | None = None
+        self._bytes_pattern: re.Pattern[bytes] | None = None
+        self.learn(values)
+
+    # learning
+
+    def learn(self, values: Iterable[str]) -> None:
+        """Values found in secret places; those worth it (:func:`worth_scrubbing`) are scrubbed."""
+        self._add(v for value in values for v in variants(value) if worth_scrubbing(value))
+
+    def learn_typed(self, text: str) -> None:
+        """Text typed into a secret field: scrubbed anywhere once at least :data:`MIN_TYPED`
+        characters long; shorter, only as ``[text]`` (how an action shows it)."""
+        if not text or "REDACTED" in text:
+            return
+        if len(text) >= MIN_TYPED:
+            self._add(variants(text))
+        else:
+            self._bracketed.add(f"[{text}]")
+            self._add({f"[{text}]"})
+
+    def _add(self, values: Iterable[str]) -> None:
+        new = {v for v in values if v and v not in MARKERS} - self.values
+        if new:
+            self.values |= new
+            self._text_pattern = self._bytes_pattern = None
+
+    def learn_text(self, text: str | None) -> None:
+        """Secrets the structural rules find in a text (URLs, pairs, credentials)."""
+        if text:
+            rules, found = collecting()
+            rules.text(text)
+            self.learn(found)
+
+    def learn_row(self, row: Mapping[str, Any]) -> None:
+        """Secrets in every text of a row (nested lists and structs included)."""
+        for text in _texts(row):
+            self.learn_text(text)
+
+    def learn_headers(self, headers: Iterable[tuple[str, str]]) -> None:
+        """Credential values of headers: whole, the part after the scheme, Basic's password, cookie values."""
+        rules, found = collecting()
+        for name, value in headers:
+            rules.header(name, value)
+        self.learn(found + [p for v in found for p in _basic_parts(v)])
+
+    def learn_body(self, data: bytes, mime: str, response: bool) -> None:
+        """Secrets a text body holds by its structure (a JSON ``access_token``, a form password)."""
+        if data and is_text_type(mime):
+            rules, found = collecting(strict=not response)
+            rules.body(data.decode("utf-8", "surrogateescape"), mime)
+            self.learn(found)
+
+    # redacting
+
+    def text(self, text: str | None, prose: bool = True) -> str | None:
+        """The structural rules (see :meth:`Rules.text`), then every known value scrubbed (last:
+        a structural rule leaves the marker URLs use, and a re-written JSON may unescape a value)."""
+        if not text:
+            return text
+        return self.scrub(STRICT.text(text, prose))
+
+    def json_text(self, text: str) -> str:
+        return self.scrub(STRICT.json_text(text))
+
+    def value(self, value: Any) -> Any:
+        """A JSON-like value (a model request's parameters, a configuration)."""
+        return self._scrub_strings(STRICT.json_value(value))
+
+    def headers(self, headers: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+        """Header pairs as the store keeps them (``{"name", "value"}``), redacted."""
+        return [{"name": n, "value": self.scrub(STRICT.header(n, v))} for n, v in headers]
+
+    def body(self, data: bytes, mime: str, response: bool = True) -> bytes:
+        """A body blob: the structural rules on text bodies (a response body keeps labels, see
+        :class:`Rules`), then known values scrubbed from any body; bytes that are not UTF-8 survive."""
+        if data and is_text_type(mime):
+            text = data.decode("utf-8", "surrogateescape")
+            redacted = (BODY if response else STRICT).body(text, mime)
+            data = data if redacted == text else redacted.encode("utf-8", "surrogateescape")
+        return self.scrub_bytes(data)
+
+    def row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """A store row: every text redacted (``*_json`` columns as JSON, ``*_headers`` as
+        headers), nested lists and structs too; references (:data:`REFERENCES`) untouched."""
+        return {k: v if k in REFERENCES else self._cell(k, v) for k, v in row.items()}
+
+    def _cell(self, name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.json_text(value) if name.endswith("_json") else self.text(value)
+        if name.endswith("_headers") and isinstance(value, list):
+            return self.headers((h["name"], h["value"]) for h in value)
+        if isinstance(value, list):
+            return [self._cell(name, v) for v in value]
+        if isinstance(value, dict):
+            return self.row(value)
+        return value
+
+    def scrub(self, text: str) -> str:
+        """Every known value (longest first) replaced by :data:`REDACTED`."""
+        if not self.values or not text:
+            return text
+        if self._text_pattern is None:
+            self._text_pattern = re.compile(literal_pattern(self.values))
+        return self._text_pattern.sub(self._replacement, text)
+
+    def _replacement(self, match: re.Match[str]) -> str:
+        """A short typed secret keeps its brackets (``type [7] [[REDACTED]]`` stays an action)."""
+        return f"[{REDACTED}]" if match.group(0) in self._bracketed else REDACTED
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        if not self.values or not data:
+            return data
+        if self._bytes_pattern is None:
+            self._bytes_pattern = re.compile(literal_pattern(self.values).encode("utf-8", "surrogatepass"))
+        return self._bytes_pattern.sub(lambda m: self._replacement_bytes(m.group(0)), data)
+
+    def _replacement_bytes(self, found: bytes) -> bytes:
+        return f"[{REDACTED}]".encode() if found.decode("utf-8", "surrogateescape") in self._bracketed \
+            else REDACTED.encode()
+
+    def _scrub_strings(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self._scrub_strings(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrub_strings(v) for v in value]
+        return value
 
 
-def redact_url(url: str) -> str:
-    """Secret-looking query parameters (``token=``, ``api_key=``) get a redacted value."""
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not any(is_secret_field(k) for k, _ in pairs):
-        return url
-    query = urlencode([(k, REDACTED if is_secret_field(k) else v) for k, v in pairs])
-    return urlunsplit(parts._replace(query=query))
+def literal_pattern(values: Iterable[str]) -> str:
+    """A regex matching any of ``values``, the longest where several start at one place, built
+    as a trie: a page is scanned once however many secrets an episode learned (an alternation
+    of hundreds of tokens sharing a prefix is ~40x slower)."""
+    trie: dict[str, Any] = {}
+    for value in values:
+        node = trie
+        for char in value:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _trie_pattern(trie)
 
 
-def redact_body(body: str, mime_type: str) -> str:
-    """Redact secret-looking fields of form and JSON request bodies."""
-    if "x-www-form-urlencoded" in mime_type:
-        pairs = parse_qsl(body, keep_blank_values=True)
-        return urlencode([(k, REDACTED if is_secret_field(k) else v) for k, v in pairs])
-    if "json" in mime_type:
-        try:
-            return json.dumps(_redact_json(json.loads(body)))
-        except ValueError:
-            return body
-    return body
+def _trie_pattern(node: dict[str, Any]) -> str:
+    """One trie node as a regex: a single path runs as literals (no recursion per character);
+    an end inside a longer value makes the rest optional, greedily, so the longest value wins."""
+    chain = ""
+    while len(node) == 1 and "" not in node:
+        char, node = next(iter(node.items()))
+        chain += re.escape(char)
+    branches = [re.escape(char) + _trie_pattern(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return chain
+    body = f"(?:{'|'.join(branches)})"
+    return chain + (f"{body}?" if "" in node else body)
 
 
-def _redact_json(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: REDACTED if is_secret_field(str(k)) else _redact_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_json(v) for v in value]
-    return value
+REFERENCES = frozenset({"episode_id", "run_id", "task_id", "task_sha256", "task_suite_sha256", "screenshot",
+                        "screenshot_som", "final_screenshot", "model_input", "blob", "request_body", "response_body",
+                        "blob_packs", "worker", "prompt_sha256", "batch_id", "prefix_run", "prefix_episode"})
+"""Columns that are ids and content hashes, not text: never rewritten (a scrubbed hash would
+point nowhere)."""
 
 
-def scrub(text: str | None, secrets: Iterable[str]) -> str | None:
-    """Replace every occurrence of known secret values (e.g. typed passwords) in ``text``."""
-    if not text:
-        return text
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
+def _texts(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _texts(item)
 
 
-_URL = re.compile(r"""https?://[^\s'"<>\]\[)]+""")
+def _basic_parts(value: str) -> list[str]:
+    """A Basic credential's decoded ``user:password`` and its password."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return []
+    return [decoded, decoded.partition(":")[2]] if ":" in decoded else []
 
 
-def redact_urls_in(text: str | None) -> str | None:
-    """Redact secret query parameters of every URL inside free text (actions, model output, trees)."""
-    if not text or "?" not in text:
-        return text
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+# -- what the process was configured with -----------------------------------------------------
+
+NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
+"""Unix's working directories, not passwords (``pwd``)."""
 
 
-def clean_text(text: str | None, secrets: Iterable[str]) -> str | None:
-    """Everything mmina stores as text passes here: typed secrets and URL credentials removed."""
-    return redact_urls_in(scrub(text, secrets))
+def configured_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of secret-named environment variables (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
+    ``*_TOKEN``...) and the credentials of URLs in the environment (``OPENAI_BASE_URL`` with
+    ``user:PASS@``, also as the ``Basic`` credential a client sends for it): an endpoint may
+    echo them, and none of them belongs in a store. Paths (``SSH_AUTH_SOCK``) are not secrets."""
+    environ = os.environ if environ is None else environ
+    values = [v for k, v in environ.items() if k not in NOT_SECRET_ENV and is_secret_name(k) and not os.path.exists(v)]
+    return values + [s for v in environ.values() if "://" in v and "@" in v for s in userinfo_secrets(v)]
+
+
+def userinfo_secrets(url: str) -> list[str]:
+    """The secrets of a URL's userinfo: the password (or a lone user, a token), ``user:password``
+    and its base64 (what an HTTP client sends as ``Authorization: Basic``)."""
+    scheme = SCHEME.match(url)
+    authority = url[scheme.end():].partition("/")[0] if scheme else ""
+    if "@" not in authority:
+        return []
+    userinfo = unquote_plus(authority.rpartition("@")[0])
+    user, colon, password = userinfo.partition(":")
+    return [password or user, userinfo, base64.b64encode(userinfo.encode()).decode()]
+
+
+def redact_configured(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row written outside any episode (a run, a task): the structural rules and the
+    configured secrets (see :meth:`Redactor.row`)."""
+    return Redactor(configured_secrets()).row(row)
+
+
+def redact_episode(episode: Mapping[str, Any], steps: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any],
+                                                                                         list[dict[str, Any]]]:
+    """An episode written without traffic (an import): what its own rows show in secret places
+    and the configured secrets, redacted from all of them."""
+    steps = list(steps)
+    redactor = Redactor(configured_secrets())
+    for row in (episode, *steps):
+        redactor.learn_row(row)
+    return redactor.row(episode), [redactor.row(step) for step in steps]
+
+
+def redact_message(text: str) -> str:
+    """A message for the terminal (an error of the endpoint, the store...): the configured
+    secrets and the structural rules but ``name=value`` (a message may say ``KEY=VALUE``)."""
+    return Redactor(configured_secrets()).text(text, prose=False) or text
+
+
+# -- typed text -------------------------------------------------------------------------------
+
+def typed_text_is_secret(failed: bool, target_name: str | None) -> bool:
+    """Whether the text of a ``type`` action is a secret: when the action failed (its target
+    was missing or not a field: mmina cannot tell where the text was headed), or when the
+    target as observed is named like a secret field (``Password``, ``API key``, ``PIN``).
+    Text typed into an ``<input type=password>`` is a secret too (``recorder/acting.py``
+    reports it as it types)."""
+    return failed or is_secret_name(target_name or "")
+
+
+def is_secret_input(input_type: str, *names: str) -> bool:
+    """An ``<input>`` whose value is a secret: ``type=password``, or a name, id or
+    ``autocomplete`` that says so (``current-password``, ``api_key``)."""
+    return input_type.lower() == "password" or any(is_secret_name(n) for n in names if n)

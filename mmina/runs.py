@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NamedTuple
 
 from mmina import __version__
+from mmina.redact import redact_configured
 
 
 class SuiteRef(NamedTuple):
@@ -28,8 +29,9 @@ def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: Sui
             browser_version: str | None = None,
             viewport: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
     """The ``runs`` row of a run starting now on this machine; ``browser_version`` is None for
-    runs that drove no browser (imports), and then so is the Playwright version."""
-    return {
+    runs that drove no browser (imports), and then so is the Playwright version. Redacted:
+    a configuration may hold an endpoint's ``user:PASS@`` or a key (see ``redact.py``)."""
+    return redact_configured({
         "created_at": datetime.now(timezone.utc),
         "agent": agent,
         "model": model,
@@ -45,7 +47,7 @@ def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: Sui
         "viewport_width": viewport[0],
         "viewport_height": viewport[1],
         "hostname": socket.gethostname(),
-    }
+    })
 
 
 def _playwright_version() -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from mmina.errors import TaskError
 from mmina.unicode import mapped_text, valid_text
+from mmina.redact import redact_configured
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
@@ -305,8 +306,9 @@ def task_from_row(row: dict[str, Any]) -> Task:
 
 
 def task_row(task: Task) -> dict[str, Any]:
-    """The store's ``tasks`` row of a task (the recorder, importers and the bench write the same)."""
-    return {
+    """The store's ``tasks`` row of a task (the recorder, importers and the bench write the same),
+    redacted (a start URL may carry ``?api_key=``; see ``redact.py``)."""
+    return redact_configured({
         "task_id": task.task_id,
         "suite": task.suite,
         "intent": task.intent,
@@ -322,4 +324,4 @@ def task_row(task: Task) -> dict[str, Any]:
         "shop": task.shop,
         "original_json": task.original_json,
         "task_sha256": task.sha256,
-    }
+    })

@@ -74,25 +74,6 @@ class Interrupter:
         return "scroll [down]"
 
 
-PASSWORD = "hunter2-planted-91b7"
-
-
-class PasswordTyper:
-    """Signs in on the secrets test site by typing a password, then reads the order count."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def act(self, observation: Observation) -> str:
-        self.calls += 1
-        if self.calls == 1:
-            return f"type [{observation.find('textbox', 'Password').id}] [{PASSWORD}] [0]"
-        if self.calls == 2:
-            return f"click [{observation.find('button', 'Log in').id}]"
-        orders = next((line for line in observation.tree_text.splitlines() if "orders" in line), "")
-        return f"stop [{orders.split(':')[-1].strip()}]"
-
-
 def descendants(pid: int) -> list[int]:
     """Child processes of ``pid``, recursively, from one reading of /proc (Linux)."""
     children: dict[int, list[int]] = {}

@@ -5,10 +5,10 @@ element ids out of the prompt's observation, so a real episode of the built-in t
 ``normal/1`` (wiki, then shop) completes. It also judges: to the fuzzy judge's question it
 answers "Yes." when the reference is contained in the statement (case-insensitive), else
 "No." (``judge_reply`` replaces that text). It can also misbehave: HTTP errors for the first N
-requests, an error for every request, text without an action, a reply that never comes
-(``hang``) or comes one byte every ``drip_s`` seconds, absurd ``usage`` numbers, and
-``raw_content`` bytes put into the JSON as they are (a lone surrogate escape, bytes that are no
-UTF-8).
+requests, an error for every request (which may echo the key it was given), text without an
+action, a reply that never comes (``hang``) or comes one byte every ``drip_s`` seconds, absurd
+``usage`` numbers, and ``raw_content`` bytes put into the JSON as they are (a lone surrogate
+escape, bytes that are no UTF-8).
 """
 from __future__ import annotations
 
@@ -105,6 +105,9 @@ class FakeOpenAI:
     """Replaces the ``usage`` object of every answer (e.g. ``{"prompt_tokens": 10**30}``)."""
     raw_content: bytes | None = None
     """The reply's ``content`` as raw bytes between the JSON quotes (escapes and all)."""
+    echo_key: bool = False
+    """An injected error says which key it refused, whole, as a careless endpoint would (``Incorrect API key
+    provided: <the credential of the Authorization header>``)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     answered: int = 0
@@ -132,7 +135,10 @@ class FakeOpenAI:
         """Status and JSON for one request, in arrival order."""
         if self.always_fail or len(self.requests) <= self.fail_first:
             body["_failed"] = True
-            return self.fail_status, {"error": {"message": f"injected HTTP {self.fail_status}", "type": "injected"}}
+            message = f"injected HTTP {self.fail_status}"
+            if self.echo_key:
+                message = f"Incorrect API key provided: {str(body.get('_authorization')).partition(' ')[2]}"
+            return self.fail_status, {"error": {"message": message, "type": "injected"}}
         self.answered += 1
         body["_reply"] = self._text(body)
         return 200, self._completion(body, body["_reply"])

@@ -18,8 +18,8 @@ from tests.store_helpers import REPO_ROOT
 WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
-SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "rescore", "store",
-            "epoch", "objectstore", "serve", "report-html"}
+SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
+            "rescore", "store", "epoch", "objectstore", "serve", "report-html"}
 
 
 @pytest.mark.timeout(WAIT_S + 60)
@@ -38,6 +38,8 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     assert figures["store", "synthetic store"]["value"] == 20_000
     assert figures["objectstore", "synthetic store written to s3://"]["value"] == 20_000
     assert figures["hardweb", "requests reaching the live site during replays"]["value"] == 0
+    assert all(f["value"] == 0 for (section, name), f in figures.items()
+               if section == "realweb" and "connections reaching the live app" in name)
     assert figures["serve", "a newly committed episode shown"]["note"].startswith("slowest of 5 commits")
     assert figures["report-html", "HTML report page"]["note"].startswith("4 episodes")
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))

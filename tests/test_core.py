@@ -10,7 +10,8 @@ from mmina.actions import Action, ActionKind, parse_action, parse_agent_output, 
 from mmina.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
 from mmina.observation import ElementIds, flatten_snapshot
-from mmina.redact import REDACTED, clean_text, redact_body, redact_headers, redact_url
+from mmina.redact import REDACTED, Redactor
+from mmina.secret_rules import STRICT
 from mmina.tasks import HopTracker, task_from_dict
 from mmina.taskcheck import load_suite
 
@@ -118,13 +119,15 @@ def test_boxes_inside_iframes_are_in_page_coordinates() -> None:
 
 
 def test_redaction() -> None:
-    headers = redact_headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
-    assert [h["value"] for h in headers] == [REDACTED, REDACTED, "*/*"]
-    assert "sk-1" not in redact_url("http://x/?api_key=sk-1&q=tea") and "q=tea" in redact_url("http://x/?api_key=sk-1&q=tea")
-    assert "hunter2" not in redact_body("user=a&password=hunter2", "application/x-www-form-urlencoded")
-    assert "hunter2" not in redact_body('{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
-    assert clean_text("typed hunter2 at http://x/?token=abc", ["hunter2"]) == \
-        f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
+    redactor = Redactor()
+    headers = redactor.headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
+    assert [h["value"] for h in headers] == [f"Bearer {REDACTED}", f"a={REDACTED}", "*/*"]
+    assert STRICT.url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
+    assert redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False) == \
+        b"user=a&password=%5BREDACTED%5D"
+    assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
+    redactor.learn_typed("hunter2")
+    assert redactor.text("typed hunter2 at http://x/?token=abc") == f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
 
 
 def test_budget_reasons() -> None:

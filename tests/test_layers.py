@@ -16,8 +16,8 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.budget", "mmina.errors", "mmina.stats",
-        "mmina.model_client", "mmina.model_input", "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
-        "mmina.taskcheck", "mmina.tasks"}
+        "mmina.model_client", "mmina.model_input", "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool",
+        "mmina.redact", "mmina.runs", "mmina.secret_rules", "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)

@@ -1,106 +1,638 @@
-"""Planted secrets never reach the store: every file is decoded and searched byte by byte."""
+"""Secrets never reach the store nor the terminal: each kind planted, recorded through the real
+CLI (local and ``s3://`` stores), and every byte of the store searched — each Parquet file's
+values decoded, every blob pack's blobs — plus the captured terminal output; then the rules
+themselves, property-tested over generated URLs, headers, JSON and form bodies.
+
+The planted site (a real HTTP server) sets and echoes secrets every way the fuzz pass found
+in plain text: custom auth headers, cookies (from the server and from JavaScript), a token in
+the start URL (so also in ``Referer``), a redirect's ``Location``, a ``redirect_url`` parameter
+holding a URL with a token, a fragment, a JSON response body, JSON and form request bodies, a
+hidden CSRF field and a ``<meta>`` token. The model (``tests/fake_openai.py``) types a password
+into a password field, into an "API key" text field and into an element that is not there; its
+base URL carries ``user:PASS@``; another endpoint echoes the key in its 401.
+"""
 from __future__ import annotations
 
+import base64
+import html
 import http.server
+import json
+import os
+import re
+import string
+import subprocess
+import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, parse_qsl, quote, quote_plus, urlencode, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mmina.model_input import load_request
+from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
+from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
 from mmina.store import Store
-from mmina.recorder.recording import RecordConfig, record_run
-from tests.agents_for_tests import PASSWORD
+from tests.fake_openai import FakeOpenAI
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.store_helpers import REPO_ROOT
 
-COOKIE = "sessionid-planted-5f2c9a"
-BEARER = "bearer-planted-77a1d0"
-ENV_KEY = "sk-planted-env-0c41e9"
-SECRETS = (PASSWORD, COOKIE, BEARER, ENV_KEY)
+P = {name: f"{name.lower().replace('_', '-')}-planted-{uuid.uuid4().hex[:10]}" for name in (
+    "START_KEY", "REF_TOKEN", "PASSWORD", "MISSING_PASSWORD", "API_TYPED", "CSRF", "META_TOKEN", "SESSION_COOKIE",
+    "LOCATION_TOKEN", "ORDERS_KEY", "BEARER", "X_ACCESS", "X_SESSION", "JS_COOKIE", "JSON_TOKEN", "BODY_SECRET",
+    "FORM_TOKEN", "IMG_TOKEN", "KEY_PARAM", "FRAGMENT", "REDIRECT_TOKEN", "HTML_TOKEN", "ENV_KEY", "BASE_PASS")}
+"""Every planted value, distinct per test session; finding one anywhere is a leak."""
+BASIC = base64.b64encode(f"user:{P['BASE_PASS']}".encode()).decode()
+"""What the client sends for a base URL with ``user:PASS@`` (and an endpoint may echo)."""
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
 
-LOGIN = b"""<!doctype html><html><head><title>Sign in</title></head><body><main>
-<h1>Sign in</h1><form method="post" action="/login">
+LOGIN = f"""<!doctype html><html><head><title>Sign in</title></head><body><main><h1>Sign in</h1>
+<form method="post" action="/login">
+<input type="hidden" name="csrf" value="{P['CSRF']}">
 <label>User <input name="user" value="ada"></label>
+<label>API key <input name="api_key" type="text"></label>
 <label>Password <input type="password" name="password"></label>
 <button>Log in</button></form></main></body></html>"""
-ACCOUNT = (b"""<!doctype html><html><head><title>Account</title></head><body><main><h1>Welcome</h1>
-<p id="orders">loading</p><script>
-fetch('/api/orders', {headers: {'Authorization': 'Bearer %s'}}).then(r => r.json())
-  .then(d => { document.getElementById('orders').textContent = d.orders + ' orders'; });
-</script></main></body></html>""" % BEARER.encode())
+ACCOUNT = f"""<!doctype html><html><head><title>Account</title>
+<meta name="csrf-token" content="{P['META_TOKEN']}"></head><body><main><h1>Welcome</h1>
+<p id="orders">loading</p><img src="/pixel.png?token={P['IMG_TOKEN']}" alt="pixel" width="40" height="40">
+<script>
+document.cookie = "js_session={P['JS_COOKIE']}; path=/";
+fetch('/api/orders?api_key={P['ORDERS_KEY']}', {{headers: {{'Authorization': 'Bearer {P['BEARER']}',
+  'X-Access-Token': '{P['X_ACCESS']}', 'X-Session': '{P['X_SESSION']}'}}}})
+  .then(r => r.json()).then(d => {{ document.getElementById('orders').textContent = d.orders + ' orders'; }});
+fetch('/api/profile', {{method: 'POST', headers: {{'Content-Type': 'application/json'}},
+  body: JSON.stringify({{client_secret: '{P['BODY_SECRET']}', q: 1}})}});
+fetch('/api/form', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
+  body: 'user=ada&refresh_token={P['FORM_TOKEN']}'}});
+</script></main></body></html>"""
+LANDING = f"""<!doctype html><html><head><title>Landing</title></head><body><main><h1>Welcome back</h1>
+<p>Your token is {P['REDIRECT_TOKEN']}</p><a href="/doc?auth_token={P['HTML_TOKEN']}">Docs</a></main></body></html>"""
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """A tiny site with a login form, a session cookie and an authorised XHR."""
+class _PlantedSite(http.server.BaseHTTPRequestHandler):
+    """Sets, sends and echoes every kind of secret (see the module docstring)."""
 
     def log_message(self, *args: object) -> None:
         pass
 
-    def _send(self, status: int, body: bytes, content_type: str = "text/html", headers: tuple = ()) -> None:
+    def _send(self, status: int, body: bytes | str, content_type: str = "text/html", headers: tuple = ()) -> None:
+        data = body.encode() if isinstance(body, str) else body
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(data)))
         for name, value in headers:
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(data)
 
     def do_GET(self) -> None:
-        if self.path == "/api/orders":
-            ok = self.headers.get("Authorization") == f"Bearer {BEARER}" and COOKIE in self.headers.get("Cookie", "")
-            self._send(200 if ok else 401, b'{"orders": 3}', "application/json")
-        elif self.path == "/account":
-            self._send(200, ACCOUNT)
+        path, _, query = self.path.partition("?")
+        pages = {"/account": ACCOUNT, "/landing": LANDING, "/report": "<title>Report</title><h1>Report</h1>",
+                 "/doc": "<title>Docs</title><h1>Docs</h1>", "/": LOGIN}
+        if path == "/api/orders":
+            self._send(200, json.dumps({"orders": 3, "access_token": P["JSON_TOKEN"], "token_type": "bearer"}),
+                       "application/json")
+        elif path == "/pixel.png":
+            self._send(200, PNG, "image/png")
+        elif path == "/go":
+            self._send(302, b"", headers=(("Location", parse_qs(query)["redirect_url"][0]),))
         else:
-            self._send(200, LOGIN)
+            self._send(200 if path in pages else 404, pages.get(path, "not found"))
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self._send(303, b"", headers=(("Location", "/account"), ("Set-Cookie", f"sid={COOKIE}; Path=/")))
+        if self.path == "/login":
+            self._send(303, b"", headers=(("Location", f"/account?session_token={P['LOCATION_TOKEN']}"),
+                                          ("Set-Cookie", f"sid={P['SESSION_COOKIE']}; Path=/; HttpOnly")))
+        else:
+            self._send(200, b'{"ok": true}', "application/json")
 
 
-@pytest.fixture
-def login_site() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PlantedSite)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
 
 
-def _decoded(path: Path) -> bytes:
-    """Every value of a Parquet file as bytes (compression would hide a substring otherwise)."""
-    table = pq.read_table(path)
-    parts = [str(table.schema.metadata).encode()]
+def _element(role: str, name: str, observation: str) -> str:
+    found = re.search(rf'\[(\d+)\] {role} "{re.escape(name)}"', observation)
+    return found.group(1) if found else "0"
+
+
+class SecretTyper:
+    """The model's policy: types three secrets (an API key field, an element that is not there,
+    a password field), signs in, follows links carrying tokens, stops."""
+
+    def __init__(self, site: str) -> None:
+        self.site, self.calls = site, 0
+
+    def __call__(self, observation: str) -> str:
+        self.calls += 1
+        landing = quote(f"{self.site}/landing?token={P['REDIRECT_TOKEN']}", safe="")
+        script = {
+            1: lambda: f"type [{_element('textbox', 'API key', observation)}] [{P['API_TYPED']}] [0]",
+            2: lambda: f"type [9999] [{P['MISSING_PASSWORD']}] [0]",
+            3: lambda: f"type [{_element('textbox', 'Password', observation)}] [{P['PASSWORD']}] [0]",
+            4: lambda: f"click [{_element('button', 'Log in', observation)}]",
+            5: lambda: f"goto [{self.site}/report?key={P['KEY_PARAM']}#access_token={P['FRAGMENT']}]",
+            6: lambda: f"goto [{self.site}/go?redirect_url={landing}]",
+        }
+        return script.get(self.calls, lambda: "stop [3 orders]")()
+
+
+def _task(folder: Path, site: str) -> Path:
+    """A task whose start URL and reference URL carry tokens."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "1.json").write_text(json.dumps({
+        "intent": "Sign in with the key and password you were given and count the orders.",
+        "start_url": f"{site}/?api_key={P['START_KEY']}",
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]},
+                 "reference_url": f"{site}/landing?token={P['REF_TOKEN']}"},
+        "cnt_hop": 2, "procedure": ["127.0.0.1", "end"]}))
+    return folder
+
+
+def mmina(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The real command line in its own process."""
+    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO_ROOT, env=env)
+
+
+def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str]) -> list[str]:
+    """Record the planted task three ways into ``store``; returns every command's terminal output.
+
+    ``typer``: the model types the secrets, its base URL carries ``user:PASS@``; ``echo``: an
+    endpoint answers 401 quoting the key it got; ``echo-basic``: the same behind ``user:PASS@``
+    (the client then sends the password as a Basic credential, which the endpoint quotes).
+    """
+    outputs = []
+    base = {**os.environ, **extra_env, "OPENAI_API_KEY": P["ENV_KEY"]}
+    with FakeOpenAI(policy=SecretTyper(site)) as model:
+        proc = mmina("record", "--tasks", str(tasks), "--agent", "openai", "--model", "fake", "--run-id", "typer",
+                     "--store", store, "--format", "json",
+                     env={**base, "OPENAI_BASE_URL": model.url.replace("://", f"://user:{P['BASE_PASS']}@")})
+        outputs.append(proc.stdout + proc.stderr)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["episodes"][0]["status"] == "completed", proc.stdout
+    for run_id, userinfo in (("echo", ""), ("echo-basic", f"user:{P['BASE_PASS']}@")):
+        with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as model:
+            proc = mmina("record", "--tasks", str(tasks), "--agent", "openai", "--model", "fake", "--run-id", run_id,
+                         "--store", store, env={**base, "OPENAI_BASE_URL": model.url.replace("://", f"://{userinfo}")})
+            outputs.append(proc.stdout + proc.stderr)
+            assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+            assert model.requests and "1 error(s)" in proc.stdout, proc.stdout
+    return outputs
+
+
+def _leaves(value: Any) -> Iterator[bytes]:
+    """Every string and bytes value inside a decoded Parquet value (lists and structs opened)."""
+    if isinstance(value, bytes):
+        yield value
+    elif isinstance(value, str):
+        yield value.encode("utf-8", "surrogatepass")
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield str(value).encode()
+
+
+def decoded(data: bytes) -> bytes:
+    """A file's bytes, and for a Parquet file every value decoded (compression would hide a
+    substring otherwise; blob packs are Parquet too, so every blob is searched)."""
+    if not data.startswith(b"PAR1"):
+        return data
+    table = pq.read_table(pa.BufferReader(data))
+    parts = [data, str(table.schema.metadata).encode()]
     for column in table.columns:
         for value in column.to_pylist():
-            parts.append(value if isinstance(value, bytes) else str(value).encode())
+            parts.extend(_leaves(value))
     return b"\n".join(parts)
 
 
-def test_planted_secrets_are_nowhere_in_the_store(tmp_path: Path, login_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
-    task = tmp_path / "tasks" / "1.json"
-    task.parent.mkdir()
-    task.write_text('{"intent": "Sign in with the password you were given and count the orders.", '
-                    f'"start_url": "{login_site}/", "eval": {{"eval_types": ["string_match"], '
-                    '"reference_answers": {"must_include": ["3"]}}, "cnt_hop": 2, "procedure": ["127.0.0.1", "end"]}')
-    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(task.parent),
-                                      agent="tests.agents_for_tests:PasswordTyper"))
-    episode = summary.episodes[0]
-    assert (episode.status, episode.final_answer) == ("completed", "3 orders"), episode
-    files = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
-    assert files
-    for path in files:
-        content = path.read_bytes() + (_decoded(path) if path.suffix == ".parquet" else b"")
-        leaked = [s for s in SECRETS if s.encode() in content]
-        assert not leaked, f"{leaked} found in {path}"
-    # the redaction left a trace where the secrets were
-    requests = pq.read_table(next((tmp_path / "store" / "requests").rglob("*.parquet")))
-    headers = [h for row in requests.column("request_headers").to_pylist() for h in row]
-    assert {"name": "Authorization", "value": "[REDACTED]"} in headers
-    assert any(h["name"].lower() == "cookie" and h["value"] == "[REDACTED]" for h in headers)
-    assert pa.compute.sum(pa.compute.equal(requests.column("status"), 200)).as_py() >= 2
-    posts = [r for r in requests.to_pylist() if r["method"] == "POST"]
-    assert posts and all(r["request_body"] and r["request_body_size"] > 0 for r in posts), "POST bodies are kept"
+def forms(value: str) -> list[bytes]:
+    """How a planted value could be written: as is, percent-encoded, base64."""
+    return [value.encode(), quote(value, safe="").encode(), base64.b64encode(value.encode())]
+
+
+def leaked(files: dict[str, bytes], outputs: list[str], extra: dict[str, str] | None = None) -> list[str]:
+    """Planted values (in any form) found in any file or in the terminal output."""
+    planted = {**P, "BASIC": BASIC, **(extra or {})}
+    found = []
+    for name, data in files.items():
+        content = decoded(data) + name.encode()
+        found += [f"{key} in {name}" for key, value in planted.items() if any(f in content for f in forms(value))]
+    terminal = "\n".join(outputs).encode()
+    found += [f"{key} on the terminal" for key, value in planted.items() if any(f in terminal for f in forms(value))]
+    return found
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def by_path(requests: list[dict[str, Any]], path: str) -> dict[str, Any]:
+    return next(r for r in requests if urlsplit(r["url"]).path == path)
+
+
+def header(row: dict[str, Any], which: str, name: str) -> str:
+    return next(h["value"] for h in row[which] if h["name"].lower() == name.lower())
+
+
+def check_redacted_in_place(store: Store) -> None:
+    """Redaction replaced values and kept keys and structure, everywhere the secrets were."""
+    requests = store.read("requests", run_id="typer").to_pylist()
+    blobs = store.read_blobs([r[k] for r in requests for k in ("request_body", "response_body") if r[k]])
+    orders = by_path(requests, "/api/orders")
+    assert urlsplit(orders["url"]).query == f"api_key={URL_REDACTED}"
+    assert header(orders, "request_headers", "authorization") == f"Bearer {REDACTED}"
+    assert header(orders, "request_headers", "x-access-token") == header(orders, "request_headers", "x-session") \
+        == REDACTED
+    assert header(orders, "request_headers", "cookie") == f"sid={REDACTED}; js_session={REDACTED}"
+    assert header(orders, "request_headers", "referer").endswith(f"/account?session_token={URL_REDACTED}")
+    assert json.loads(blobs[orders["response_body"]]) == {"orders": 3, "access_token": REDACTED, "token_type": "bearer"}
+    assert json.loads(blobs[by_path(requests, "/api/profile")["request_body"]]) == {"client_secret": REDACTED, "q": 1}
+    assert blobs[by_path(requests, "/api/form")["request_body"]] == f"user=ada&refresh_token={URL_REDACTED}".encode()
+    login = by_path(requests, "/login")
+    assert parse_qs(blobs[login["request_body"]].decode()) == {
+        "csrf": [REDACTED], "user": ["ada"], "api_key": [REDACTED], "password": [REDACTED]}
+    assert login["redirect_url"].endswith(header(login, "response_headers", "location"))
+    assert header(login, "response_headers", "location") == f"/account?session_token={URL_REDACTED}"
+    assert header(login, "response_headers", "set-cookie") == f"sid={REDACTED}; Path=/; HttpOnly"
+    assert header(by_path(requests, "/go"), "response_headers", "location").endswith(f"/landing?token={URL_REDACTED}")
+    steps = store.read("steps", run_id="typer").to_pylist()
+    assert steps[1]["action"] == f"type [9999] [{REDACTED}] [press_enter_after=0]" and steps[1]["action_error"]
+    report = next(s for s in steps if "/report" in s["url"])
+    assert report["url"].endswith(f"/report?key={URL_REDACTED}#access_token={URL_REDACTED}")
+    assert report["tabs"][0]["url"] == report["url"]
+    sent = load_request(report["model_input"], lambda h: store.read_blobs([h])[h])
+    assert f"key={URL_REDACTED}#access_token={URL_REDACTED}" in sent["messages"][-1]["content"]
+    run = store.read("runs", run_id="typer").to_pylist()[0]
+    assert json.loads(run["config_json"])["agent_settings"]["base_url"].startswith(f"http://user:{URL_REDACTED}@")
+    task = store.read("tasks", run_id="typer").to_pylist()[0]
+    assert task["start_urls"][0].endswith(f"/?api_key={URL_REDACTED}")
+    assert json.loads(task["original_json"])["eval"]["reference_url"].endswith(f"/landing?token={URL_REDACTED}")
+    final_url = store.read("episodes", run_id="typer").to_pylist()[0]["final_url"]
+    assert final_url.endswith(f"/landing?token={URL_REDACTED}"), "the terminal observation is redacted too"
+    for run_id in ("echo", "echo-basic"):
+        error = store.read("episodes", run_id=run_id).to_pylist()[0]["error"]
+        assert f"Incorrect API key provided: {REDACTED}" in error, error
+    cached = store.read("judge_cache").to_pylist()
+    assert all(row["response"] == f"Yes. (You sent the key {REDACTED}.)" for row in cached)
+
+
+@pytest.fixture(scope="module")
+def local_store(site: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The three recordings and a replay of the first, on a local store."""
+    root = tmp_path_factory.mktemp("secrets")
+    store = root / "store"
+    outputs = record_planted(str(store), site, _task(root / "tasks", site), {})
+    outputs += judge_echoes(str(store))
+    replay = mmina("replay", "--run", "typer", "--store", str(store), "--format", "json", env=dict(os.environ))
+    outputs.append(replay.stdout + replay.stderr)
+    assert replay.returncode == 0, replay.stderr
+    return store, outputs
+
+
+def judge_echoes(store: str) -> list[str]:
+    """Rescore with an LLM judge that quotes the key: in a reply (cached in ``judge_cache``,
+    kept in the score's detail), and in a 401 (the command's one-line error)."""
+    env = {**os.environ, "OPENAI_API_KEY": P["ENV_KEY"]}
+    args = ("rescore", "--run", "typer", "--evaluator", "fuzzy", "--arg", "reference=must_include", "--store", store)
+    with FakeOpenAI(judge_reply=f"Yes. (You sent the key {P['ENV_KEY']}.)") as judge:
+        replied = mmina(*args, "--judge-model", "fake", env={**env, "OPENAI_BASE_URL": judge.url})
+        assert replied.returncode == 0 and judge.requests, replied.stderr
+    with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as judge:  # another model: not cached
+        refused = mmina(*args, "--judge-model", "fake-2", env={**env, "OPENAI_BASE_URL": judge.url})
+        assert refused.returncode == 1 and refused.stderr.startswith("Error: ") and REDACTED in refused.stderr, \
+            refused.stderr
+    return [replied.stdout + replied.stderr, refused.stdout + refused.stderr]
+
+
+def test_no_planted_secret_is_anywhere_in_a_local_store_nor_on_the_terminal(local_store: tuple[Path, list[str]]) -> None:
+    store, outputs = local_store
+    files = local_files(store)
+    assert any(name.startswith("blobs/") for name in files) and any(name.startswith("requests/") for name in files)
+    assert leaked(files, outputs) == []
+
+
+def test_redaction_keeps_keys_and_structure(local_store: tuple[Path, list[str]]) -> None:
+    store = Store.open(local_store[0])
+    check_redacted_in_place(store)
+    assert store.read("judge_cache").num_rows and store.read("scores", run_id="typer").num_rows
+
+
+def test_a_redacted_recording_replays_faithfully(local_store: tuple[Path, list[str]]) -> None:
+    """Redacted URLs, bodies and cookies still match: every request answered, every step at the
+    same URL with the same tree. The one allowed difference: the aria snapshot of this Playwright
+    YAML-quotes a field's value that starts with ``[``, so the ``[REDACTED]`` the replay types
+    reads ``"[REDACTED]"`` where the recording's scrubbed tree reads ``[REDACTED]``."""
+    report = json.loads(local_store[1][-1][:local_store[1][-1].rindex("}") + 1])
+    summary = report["summary"]
+    assert summary["url_equal"] == summary["steps"] == 7
+    assert summary["requests"]["unmatched"] == 0 and summary["requests"]["exact"] > 0
+    store = Store.open(local_store[0])
+    recorded = store.read("steps", run_id="typer").to_pylist()
+    replayed = store.read("steps", run_id=report["replay_run"]).to_pylist()
+    for old, new in zip(recorded, replayed):
+        assert new["tree_text"] in (old["tree_text"], old["tree_text"].replace(f": {REDACTED}", f': "{REDACTED}"'))
+    assert "3 orders" in replayed[4]["tree_text"], "the redacted JSON answered the page's fetch"
+
+
+def test_no_planted_secret_is_anywhere_in_an_s3_store(site: str, tmp_path: Path) -> None:
+    with S3Server() as s3:
+        s3.make_bucket("secrets")
+        prefix = f"secrets/{uuid.uuid4().hex[:8]}"
+        outputs = record_planted(f"s3://{prefix}", site, _task(tmp_path / "tasks", site), s3.env)
+        objects = s3.objects("secrets")
+        assert any("/blobs/" in key for key in objects) and any("/requests/" in key for key in objects)
+        assert leaked(objects, outputs, {"S3_ACCESS_KEY": ACCESS_KEY, "S3_SECRET_KEY": SECRET_KEY}) == []
+        env = {**os.environ, **s3.env}
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            check_redacted_in_place(Store.open(f"s3://{prefix}"))
+
+
+def test_configured_secrets_come_from_the_environment() -> None:
+    environ = {"OPENAI_API_KEY": "sk-planted-0c41e9", "OPENAI_BASE_URL": "http://user:PASSw0rd99@h/v1",
+               "AWS_SECRET_ACCESS_KEY": "aws/secret+9f8e", "PWD": "/tmp/x", "HOME": "/root", "MAX_TOKENS": "100"}
+    found = configured_secrets(environ)
+    assert {"sk-planted-0c41e9", "PASSw0rd99", "aws/secret+9f8e", base64.b64encode(b"user:PASSw0rd99").decode()} \
+        <= set(found)
+    assert "/tmp/x" not in found and "/root" not in found and "100" not in found
+    redactor = Redactor(found)
+    assert redactor.text("401: Incorrect API key provided: sk-planted-0c41e9") == \
+        f"401: Incorrect API key provided: {REDACTED}"
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("X-Access-Token", True), ("X-Session", True), ("api_key", True), ("apiKey", True), ("PHPSESSID", True),
+    ("X-CSRFToken", True), ("csrfmiddlewaretoken", True), ("connect.sid", True), ("user[password]", True),
+    ("OPENAI_API_KEY", True), ("X-Amz-Signature", True), ("Proxy-Authorization", True), ("refresh_token", True),
+    ("max_tokens", False), ("token_type", False), ("api_key_env", False), ("author", False), ("authuser", False),
+    ("keyword", False), ("public_key", False), ("passenger", False), ("Access-Control-Allow-Credentials", False),
+    ("session_timeout", False), ("WWW-Authenticate", False)])
+def test_secret_names(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_typed_text_rule_and_labels_in_response_bodies() -> None:
+    assert typed_text_is_secret(True, None) and typed_text_is_secret(False, "Password")
+    assert typed_text_is_secret(False, "API key") and not typed_text_is_secret(False, "Search")
+    short = Redactor()
+    short.learn_typed("42")
+    assert short.text("type [7] [42] [press_enter_after=0]") == f"type [7] [{REDACTED}] [press_enter_after=0]"
+    assert short.text("page 42 of 420") == "page 42 of 420", "a short secret only in its bracketed form"
+    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2a"}'
+    kept = json.loads(Redactor().body(body, "application/json"))
+    assert kept == {"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": REDACTED}
+    assert json.loads(Redactor().body(body, "application/json", response=False))["labels"]["password"] == REDACTED
+
+
+def test_free_text_rules() -> None:
+    redactor = Redactor()
+    cases = {
+        "goto [http://x/?token=abc]": f"goto [http://x/?token={URL_REDACTED}]",
+        "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3Dabc ok": "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3D%255BREDACTED%255D ok",
+        "Authorization: Bearer abcdef12345": f"Authorization: Bearer {REDACTED}",
+        "Basic understanding is good": "Basic understanding is good",
+        "the password=hunter2 works": f"the password={REDACTED} works",
+        '- textbox "API key": sk-abc': f'- textbox "API key": {REDACTED}',
+        "{'api_key': 'sk-1234', 'x': 'y'}": f"{{'api_key': '{REDACTED}', 'x': 'y'}}",
+        '<input type="hidden" name="csrf" value="Xy12abcD">': f'<input type="hidden" name="csrf" value="{REDACTED}">',
+        '<meta name="csrf-token" content="Xy12abcD">': f'<meta name="csrf-token" content="{REDACTED}">',
+        'x = "{\\"token\\":\\"abc123\\"}"': f'x = "{{\\"token\\":\\"{REDACTED}\\"}}"',
+        "jwt eyJhbGciOi.eyJzdWIiOiIx.c2lnbmF0dXJl here": f"jwt {REDACTED} here",
+        "http://h/p#book/A/Article_(x)": "http://h/p#book/A/Article_(x)",
+        "http://h/app;jsessionid=A1b2C3d4?x=1": f"http://h/app;jsessionid={REDACTED}?x=1",
+    }
+    for text, expected in cases.items():
+        assert redactor.text(text) == expected, text
+    multipart = ('--b\r\nContent-Disposition: form-data; name="user"\r\n\r\nada\r\n--b\r\nContent-Disposition: '
+                 'form-data; name="password"\r\n\r\nhunter2\r\n--b--\r\n')
+    redacted = redactor.body(multipart.encode(), "multipart/form-data; boundary=b", response=False).decode()
+    assert "hunter2" not in redacted and "\r\nada\r\n" in redacted and f"\r\n{REDACTED}\r\n" in redacted
+
+# ---------------------------------------------------------------- the rules, property-tested
+
+SECRET_NAMES = ("token", "access_token", "api_key", "apiKey", "X-Api-Key", "password", "passwd", "client_secret",
+                "session", "sessionid", "PHPSESSID", "csrf", "_csrf", "XSRF-TOKEN", "auth", "X-Auth-Token",
+                "X-Access-Token", "X-Session", "refresh_token", "key", "sig", "Signature", "credentials", "jwt", "pin",
+                "sid", "connect.sid", "private_key", "secret", "user[password]", "oauth_token", "id_token",
+                "authenticity_token", "csrfmiddlewaretoken", "X-CSRFToken", "AWS_SECRET_ACCESS_KEY", "sessionToken")
+PLAIN_NAMES = ("q", "page", "lang", "sort", "id", "ref", "utm_source", "next_page", "category", "max_tokens",
+               "token_type", "author", "keyword", "public_key", "passenger", "monkey", "authuser", "api_key_env",
+               "session_timeout", "Access-Control-Allow-Credentials")
+PLAIN = st.text(alphabet=string.ascii_lowercase + string.digits + ".", min_size=0, max_size=12)
+"""Plain values: nothing a rule could mistake for a credential (no spaces, no ``=``, no URL)."""
+SECRET = st.builds(lambda tail: "ZQX" + tail, st.text(alphabet=string.ascii_letters + string.digits + "-._~!$*+@%/:?#&=[]' ",
+                                                      min_size=5, max_size=24))
+"""A planted secret: ``ZQX`` never occurs in anything else generated, so finding it means a leak."""
+TOKEN = st.builds(lambda tail: "ZQX" + tail, st.text(alphabet=string.ascii_letters + string.digits + "-._", min_size=5,
+                                                     max_size=24))
+"""A secret that fits in a cookie or after ``Bearer``."""
+
+
+def leaks(secrets: list[str], text: str) -> list[str]:
+    """The secrets (or their percent-encoded forms) still in ``text``."""
+    return [s for s in secrets if s in text or quote(s, safe="") in text or quote_plus(s, safe="") in text]
+
+
+@st.composite
+def params(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Query or form parameters, some secret-named with a planted value."""
+    pairs = draw(st.lists(st.one_of(st.tuples(st.sampled_from(PLAIN_NAMES), PLAIN),
+                                    st.tuples(st.sampled_from(SECRET_NAMES), SECRET)), max_size=6))
+    return pairs
+
+
+@st.composite
+def urls(draw: st.DrawFn, depth: int = 0) -> tuple[str, list[str]]:
+    """A URL with secrets in its userinfo, query, fragment, and (nested, encoded) in a parameter
+    holding another URL; returns it with the secrets planted."""
+    secrets: list[str] = []
+    userinfo = draw(st.sampled_from(["", "user:", "token"]))
+    if userinfo:
+        secret = draw(TOKEN)
+        secrets.append(secret)
+        userinfo = f"{userinfo}{quote(secret, safe='')}@" if userinfo == "user:" else f"{quote(secret, safe='')}@"
+    host = draw(st.sampled_from(["example.com", "127.0.0.1:8080", "shop.mmina.test"]))
+    path = draw(st.sampled_from(["/", "/a/b", "/viewer", "/cb;v=1"]))
+    query = draw(params())
+    if depth < 2 and draw(st.booleans()):
+        inner, inner_secrets = draw(urls(depth + 1))
+        query.append(("redirect_url", inner))
+        secrets += inner_secrets
+    fragment = draw(st.one_of(st.just(""), st.sampled_from(["#section-2", "#book/A/Article_(x)"]),
+                              params().map(lambda p: "#" + urlencode(p))))
+    secrets += [v for k, v in query if k in SECRET_NAMES]
+    secrets += [v for k, v in parse_qsl(fragment[1:]) if k in SECRET_NAMES] if "=" in fragment else []
+    return f"http://{userinfo}{host}{path}{'?' + urlencode(query) if query else ''}{fragment}", secrets
+
+
+@given(urls())
+@settings(max_examples=300, deadline=None)
+def test_a_redacted_url_keeps_its_shape_and_no_secret(planted: tuple[str, list[str]]) -> None:
+    url, secrets = planted
+    redacted = STRICT.url(url)
+    assert not leaks(secrets, redacted), redacted
+    assert STRICT.url(redacted) == redacted, "idempotent"
+    before, after = urlsplit(url), urlsplit(redacted)
+    assert (after.scheme, after.hostname, after.port, after.path) == (before.scheme, before.hostname, before.port,
+                                                                      before.path)
+    if before.password:
+        assert (after.username, after.password) == (before.username, URL_REDACTED)
+    pairs_before, pairs_after = parse_qsl(before.query, True), parse_qsl(after.query, True)
+    assert [k for k, _ in pairs_after] == [k for k, _ in pairs_before], "every parameter keeps its name and place"
+    for (name, value), (_, kept) in zip(pairs_before, pairs_after):
+        if name in SECRET_NAMES and value:
+            assert kept == REDACTED
+        elif name in PLAIN_NAMES:
+            assert kept == value
+    if "=" not in before.fragment:
+        assert after.fragment == before.fragment, "a viewer's fragment (kiwix) is left alone"
+
+
+@st.composite
+def headers(draw: st.DrawFn) -> tuple[list[tuple[str, str]], list[str]]:
+    pairs = [(n, draw(PLAIN)) for n in draw(st.lists(st.sampled_from(("Accept", "X-Request-Id", "Cache-Control",
+                                                                     "Access-Control-Allow-Credentials")), max_size=3))]
+    secrets = draw(st.lists(TOKEN, min_size=4, max_size=4))
+    pairs += [(draw(st.sampled_from(SECRET_NAMES)), secrets[0]), ("Authorization", f"Bearer {secrets[1]}"),
+              ("Cookie", f"lang=en; sid={secrets[2]}"), ("Set-Cookie", f"sid={secrets[3]}; Path=/; HttpOnly")]
+    url, in_url = draw(urls())
+    pairs.append(("Referer", url))
+    return draw(st.permutations(pairs)), secrets + in_url
+
+
+@given(headers())
+@settings(max_examples=200, deadline=None)
+def test_redacted_headers_keep_their_names_and_no_secret(planted: tuple[list[tuple[str, str]], list[str]]) -> None:
+    pairs, secrets = planted
+    redacted = Redactor().headers(pairs)
+    assert [h["name"] for h in redacted] == [n for n, _ in pairs]
+    assert not leaks(secrets, json.dumps(redacted)), redacted
+    assert Redactor().headers((h["name"], h["value"]) for h in redacted) == redacted, "idempotent"
+    values = {h["name"]: h["value"] for h in redacted}
+    assert values["Authorization"] == f"Bearer {REDACTED}" and values["Cookie"] == f"lang={REDACTED}; sid={REDACTED}"
+    assert values["Set-Cookie"] == f"sid={REDACTED}; Path=/; HttpOnly"
+    for (name, value), kept in zip(pairs, redacted):
+        if name not in SECRET_NAMES and name not in ("Authorization", "Cookie", "Set-Cookie", "Referer"):
+            assert kept["value"] == value
+
+
+def json_documents() -> st.SearchStrategy[Any]:
+    """JSON with secret-named keys at any depth, holding strings, numbers or whole subtrees."""
+    secret_tree = st.recursive(st.one_of(SECRET, st.integers(10**7, 10**9), st.booleans(), st.none()),
+                               lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(PLAIN_NAMES),
+                                                                                           inner, max_size=3),
+                               max_leaves=6)
+    plain = st.one_of(PLAIN, st.integers(-1000, 1000), st.booleans(), st.none())
+    return st.recursive(plain, lambda inner: st.lists(inner, max_size=3) | st.builds(
+        lambda a, b: {**a, **b},
+        st.dictionaries(st.sampled_from(PLAIN_NAMES), inner, max_size=3),
+        st.dictionaries(st.sampled_from(SECRET_NAMES), secret_tree, max_size=2)), max_leaves=20)
+
+
+def _same_shape(before: Any, after: Any, secret: bool = False) -> None:
+    """Keys and nesting kept; under a secret-named key strings and numbers are the marker."""
+    if isinstance(before, dict):
+        assert isinstance(after, dict) and list(after) == list(before)
+        for key, value in before.items():
+            _same_shape(value, after[key], secret or key in SECRET_NAMES)
+    elif isinstance(before, list):
+        assert isinstance(after, list) and len(after) == len(before)
+        for value, kept in zip(before, after):
+            _same_shape(value, kept, secret)
+    elif secret and isinstance(before, (str, int)) and not isinstance(before, bool):
+        assert after == REDACTED or before == "", (before, after)
+    else:
+        assert after == before
+
+
+def planted_in(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in planted_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in planted_in(v)]
+    return [value] if isinstance(value, str) and value.startswith("ZQX") else []
+
+
+@given(json_documents())
+@settings(max_examples=300, deadline=None)
+def test_redacted_json_stays_json_with_its_keys_and_no_secret(document: Any) -> None:
+    body = json.dumps(document).encode()
+    redacted = Redactor().body(body, "application/json")
+    assert not leaks(planted_in(document), redacted.decode())
+    _same_shape(document, json.loads(redacted))
+    assert Redactor().body(redacted, "application/json") == redacted, "idempotent"
+    as_text = STRICT.text(json.dumps(document, indent=1))
+    assert not leaks(planted_in(document), as_text)
+    _same_shape(document, json.loads(as_text))
+
+
+@given(params())
+@settings(max_examples=200, deadline=None)
+def test_redacted_form_bodies_keep_their_fields_and_no_secret(pairs: list[tuple[str, str]]) -> None:
+    body = urlencode(pairs).encode()
+    redacted = Redactor().body(body, "application/x-www-form-urlencoded", response=False)
+    secrets = [v for k, v in pairs if k in SECRET_NAMES]
+    assert not leaks(secrets, redacted.decode())
+    kept = parse_qsl(redacted.decode(), keep_blank_values=True)
+    assert [k for k, _ in kept] == [k for k, _ in pairs]
+    assert [v for _, v in kept] == [REDACTED if k in SECRET_NAMES and v else v for k, v in pairs]
+    assert Redactor().body(redacted, "application/x-www-form-urlencoded", response=False) == redacted
+
+
+@given(TOKEN.filter(worth_scrubbing), PLAIN, PLAIN)
+@settings(max_examples=200, deadline=None)
+def test_a_known_value_is_scrubbed_in_every_form(secret: str, before: str, after: str) -> None:
+    redactor = Redactor()
+    redactor.learn([secret])
+    text = f"{before} {secret}{after} {quote(secret, safe='')} {json.dumps(secret)} <b>{html.escape(secret)}</b>"
+    redacted = redactor.text(text) or ""
+    assert not leaks([secret], redacted) and redactor.text(redacted) == redacted
+    assert secret.encode() not in redactor.body(text.encode(), "image/png")
+
+
+@given(st.text(max_size=300), st.lists(st.text(min_size=1, max_size=12), max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_any_text_is_redacted_without_error_and_idempotently(text: str, known: list[str]) -> None:
+    redactor = Redactor()
+    redactor.learn(known)
+    for value in known:
+        redactor.learn_typed(value)
+    once = redactor.text(text)
+    assert redactor.text(once) == once
+
+
+@given(st.binary(max_size=300), st.sampled_from(["application/json", "text/html", "application/x-www-form-urlencoded",
+                                                  "multipart/form-data; boundary=x", "image/png", ""]))
+@settings(max_examples=300, deadline=None)
+def test_any_body_is_redacted_without_error_and_idempotently(body: bytes, mime: str) -> None:
+    once = Redactor(["s3cret-value-1"]).body(body, mime)
+    assert Redactor(["s3cret-value-1"]).body(once, mime) == once
+
+
+@given(st.lists(st.text(alphabet="ab[]é\\.*", min_size=1, max_size=6), min_size=1, max_size=8),
+       st.text(alphabet="ab[]é\\.* x", max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_the_trie_of_known_values_matches_as_a_longest_first_alternation(values: list[str], text: str) -> None:
+    alternation = "|".join(re.escape(v) for v in sorted(set(values), key=len, reverse=True))
+    assert re.sub(literal_pattern(values), "#", text) == re.sub(alternation, "#", text)
+    encoded = literal_pattern(values).encode("utf-8", "surrogatepass")
+    assert re.sub(encoded, b"#", text.encode()) == re.sub(alternation.encode(), b"#", text.encode())

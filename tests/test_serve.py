@@ -17,7 +17,6 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from mmina.analysis.display import display
 from mmina.analysis.report import build_report
-from mmina.analysis.tables import TABLE_NAMES
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.serve_helpers import Served, served_read_only
@@ -136,9 +135,10 @@ def test_episode_viewer_steps_with_the_keyboard_and_links_to_a_step(app: Served,
         page.keyboard.press("ArrowRight")
     expect(label).to_have_text(f"step {total} of {total}")
     assert page.url.endswith(f"step={total - 1}") and page.is_disabled("#next-step")
-    expect(page.locator("#step-action")).to_contain_text("stop [")
+    expect(page.locator("#step-action")).to_contain_text("terminal observation")  # the page after the last action
     page.keyboard.press("k")
     expect(label).to_have_text(f"step {total - 1} of {total}")
+    expect(page.locator("#step-action")).to_contain_text("stop [")
     assert "hops: task fail, hop 1 pass, hop 2 fail" in page.inner_text("#episode-verdicts")
     open_view(page, app, f"#/episode/{episode}?step=1")
     page.reload()

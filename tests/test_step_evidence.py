@@ -15,6 +15,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
 from mmina.model_client import Deadlines, ModelClient
 from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request
+from mmina.redact import Redactor
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot, repaint
@@ -53,7 +54,9 @@ def test_store_request_round_trips_shares_blobs_and_cleans_text() -> None:
     request = {"model": "m", "temperature": 0.0, "max_tokens": 9, "messages": [
         system, {"role": "user", "content": [{"type": "text", "text": "typed hunter2 here"},
                                              {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{image}"}}]}]}
-    first = store_request(request, put, lambda text: text.replace("hunter2", "[REDACTED]"))
+    redactor = Redactor()
+    redactor.learn_typed("hunter2")
+    first = store_request(request, put, redactor)
     second = store_request({**request, "messages": [system, {"role": "user", "content": "next step"}]}, put)
     document = json.loads(blobs[first][0])
     assert blobs[first][1] == INPUT_TYPE and document["parameters"] == {"max_tokens": 9, "temperature": 0.0}

@@ -21,6 +21,7 @@ from mmina.analysis.tables import Table
 from mmina.errors import MminaError
 from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
 from mmina.pool import EXECUTORS, Layout
+from mmina.redact import redact_message
 from mmina.store import STORE_ENV, Store, resolve_store_path
 
 FORMATS = ("table", "csv", "json")
@@ -48,7 +49,7 @@ class MminaGroup(click.Group):
         try:
             return super().invoke(ctx)
         except MminaError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {redact_message(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)

@@ -53,7 +53,7 @@ def replay(fmt: str, **options: Any) -> None:
     """Replay stored episodes with every request answered from the archive, and report fidelity.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
-    all served from the recorded traffic (never the live network), with the page clock frozen
+    all served from the recorded traffic (never the live network), with the page clock started
     at the recorded start and Math.random seeded. The replay is stored as a new run (agent
     `replay`); the report compares every step's URL, accessibility tree and screenshot with
     the recording and counts requests served exactly, fuzzily, by nearest match, or not at all.
@@ -142,7 +142,7 @@ def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[
 def _episode_line(episode: EpisodeFidelity) -> str:
     return (f"{episode.task_id}: fidelity {episode.fidelity:.0%}, "
             f"{episode.screenshots_identical}/{episode.screenshots_compared} screenshots identical, "
-            f"{episode.requests.unmatched} unmatched request(s)")
+            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body")
 
 
 def _agent_line(episode: AgentEpisode) -> str:
@@ -170,7 +170,8 @@ def _print_replay(report: ReplayReport) -> None:
     click.echo(f"fidelity {summary['fidelity']:.1%} over {summary['steps']} step(s) "
                f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
                f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
-               f"(exact/fuzzy/nearest/unmatched); stored as run {report.replay_run}")
+               f"(exact/fuzzy/nearest/unmatched), {summary['requests'].missing_body} matched with a missing "
+               f"body, {summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
 
 
 def _print_differences(report: ReplayReport) -> None:

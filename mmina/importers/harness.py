@@ -53,6 +53,7 @@ from mmina.importers.mind2web import image_info
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
+from mmina.redact import redact_episode
 from mmina.runs import SuiteRef, run_row
 from mmina.tasks import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
 from mmina.tasks import task_row as stored_task_row
@@ -548,7 +549,7 @@ def _write_episodes(store: Store, run_id: str, planned: Sequence[Planned], progr
                        for s in render.steps]
             steps = step_rows(replace(item, steps=render.steps), digests)
             modified = datetime.fromtimestamp(item.path.stat().st_mtime, timezone.utc)
-            batch.add_episode(episode_row(item, steps, modified), steps)
+            batch.add_episode(*redact_episode(episode_row(item, steps, modified), steps))
             if progress:
                 progress("importing", done, len(planned))
     except BaseException:

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
+from mmina.redact import redact_configured, redact_episode
 from mmina.runs import SuiteRef, run_row
 from mmina.store import BatchWriter, Store
 from mmina.store.layout import check_id
@@ -357,10 +358,11 @@ def _task_row(sample: Sample) -> dict[str, Any]:
                 "mind2web": {"annotation_id": sample.annotation_id, "website": sample.website,
                              "domain": sample.domain, "subdomain": sample.subdomain}}
     text = json.dumps(original, sort_keys=True, ensure_ascii=False)
-    return {"task_id": sample.task_id, "suite": "mind2web", "intent": sample.task, "start_urls": [], "cnt_hop": 2,
-            "n_hops": 1, "procedure": original["procedure"], "eval_types": [], "reference_answers_json": "{}",
-            "reference_url": "", "city": "", "flight": "", "shop": "", "original_json": text,
-            "task_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return redact_configured({
+        "task_id": sample.task_id, "suite": "mind2web", "intent": sample.task, "start_urls": [], "cnt_hop": 2,
+        "n_hops": 1, "procedure": original["procedure"], "eval_types": [], "reference_answers_json": "{}",
+        "reference_url": "", "city": "", "flight": "", "shop": "", "original_json": text,
+        "task_sha256": hashlib.sha256(text.encode()).hexdigest()})
 
 
 def mind2web_run_row(tasks: Sequence[dict[str, Any]], files: Sequence[Path]) -> dict[str, Any]:
@@ -414,11 +416,12 @@ def _add_episode(batch: BatchWriter, sample: Sample, shot: bytes | None, result:
     digest = batch.put_blob(shot, media or "image/jpeg") if shot else None
     result.without_screenshot += shot is None
     now = utcnow()
-    batch.add_episode({"episode_id": sample.episode_id, "task_id": sample.task_id, "attempt": 1, "status": "completed",
-                       "stop_reason": "script_end", "final_answer": None, "n_steps": 1, "n_hops": 1,
-                       "live_hops": 1, "hop_steps": [sample.index], "started_at": now, "ended_at": now,
-                       "duration_ms": 0.0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "error": None},
-                      [_step_row(sample, digest, width, height)])
+    batch.add_episode(*redact_episode(
+        {"episode_id": sample.episode_id, "task_id": sample.task_id, "attempt": 1, "status": "completed",
+         "stop_reason": "script_end", "final_answer": None, "n_steps": 1, "n_hops": 1, "live_hops": 1,
+         "hop_steps": [sample.index], "started_at": now, "ended_at": now, "duration_ms": 0.0, "prompt_tokens": 0,
+         "completion_tokens": 0, "cost_usd": 0.0, "error": None},
+        [_step_row(sample, digest, width, height)]))
     result.imported += 1
 
 

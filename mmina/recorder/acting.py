@@ -14,6 +14,7 @@ from playwright.async_api import Error as PlaywrightError, Locator
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
 from mmina.navigation import BLANK, refusal
+from mmina.redact import is_secret_input
 from mmina.recorder.settling import ACTION_DEADLINE_S
 
 if TYPE_CHECKING:
@@ -57,13 +58,18 @@ async def _hover(tabs: Tabs, action: Action) -> None:
     await (await locate(tabs, action.element_id)).hover()
 
 
+_FIELD = "e => [e.tagName, String(e.type || ''), String(e.name || ''), String(e.id || ''), String(e.autocomplete || '')]"
+"""What says whether a field takes a secret (see :func:`mmina.redact.is_secret_input`)."""
+
+
 async def _type(tabs: Tabs, action: Action) -> None:
     locator = await locate(tabs, action.element_id)
     text = action.text or ""
-    if await locator.evaluate("e => e.tagName") == "SELECT":
+    tag, *field = await locator.evaluate(_FIELD)
+    if tag == "SELECT":
         await locator.select_option(label=text)
         return
-    if await locator.evaluate("e => e.type") == "password":
+    if is_secret_input(*field):
         tabs.secrets.append(text)
     await locator.fill(text)
     if action.press_enter:

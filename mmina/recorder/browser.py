@@ -16,8 +16,9 @@ import asyncio
 import os
 import shutil
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,17 +26,21 @@ from typing import Any, TypeVar
 from playwright.async_api import Browser, BrowserContext, Error as PlaywrightError, Playwright, async_playwright
 
 from mmina.actions import Action
-from mmina.errors import BrowserNotFoundError
+from mmina.errors import BrowserNotFoundError, MminaError
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.streams import EventStreams
 from mmina.recorder.acting import ActionFailed
 from mmina.recorder.observing import Capture
-from mmina.recorder.settling import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, REDIRECT_MARK
-from mmina.recorder.tabs import Tabs, connection_closed
+from mmina.recorder.seeding import seed_random
+from mmina.recorder.settling import (ACTION_DEADLINE_S, CALL_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S,
+                                     LAUNCH_DEADLINE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S, SETTLE_MAX_S, PROBE_DEADLINE_S, REDIRECT_MARK,
+                                     DeadlinePassed)
+from mmina.recorder.tabs import BrowserGone, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
 __all__ = ["ACTION_DEADLINE_S", "OBSERVE_DEADLINE_S", "REDIRECT_MARK", "ActionFailed", "BrowserConfig",
-           "BrowserSession", "ContextHook", "EpisodeBrowser", "RestartingSession", "find_chromium"]
+           "BrowserGone", "BrowserSession", "ContextAbandoned", "ContextHook", "DeadlinePassed", "EpisodeBrowser",
+           "RestartingSession", "find_chromium"]
 
 T = TypeVar("T")
 ContextHook = Callable[[BrowserContext], Awaitable[None]]
@@ -123,18 +128,47 @@ class _OwnSessionLoop(asyncio.SelectorEventLoop):
 
 
 class _Loop:
-    """An asyncio event loop on a daemon thread; :meth:`run` waits for a coroutine run there."""
+    """An asyncio event loop on a daemon thread; :meth:`run` waits for a coroutine run there,
+    never past its deadline."""
 
     def __init__(self) -> None:
         self.loop = _OwnSessionLoop()
         self.loop.set_exception_handler(_report_unless_driver_gone)
+        self.wedged = False
+        """True once the loop itself stopped answering (a blocking call on its thread)."""
         self._thread = threading.Thread(target=self.loop.run_forever, name="mmina-browser", daemon=True)
         self._thread.start()
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call") -> T:
+        """The coroutine's result, waited for until ``deadline`` (``time.monotonic()``; default
+        ``CALL_DEADLINE_S`` from now). Past it the coroutine is cancelled and
+        :class:`DeadlinePassed` says what was ``doing`` and where it waited."""
         if threading.current_thread() is self._thread:
+            coroutine.close()
             raise RuntimeError("the browser's loop cannot wait for itself")
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+        started = time.monotonic()
+        deadline = deadline if deadline is not None else started + CALL_DEADLINE_S
+        task_box: list[asyncio.Task[Any]] = []
+        future = asyncio.run_coroutine_threadsafe(_tracked(coroutine, task_box), self.loop)
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            pass
+        where = self._where(task_box)
+        if not future.cancel() and not future.cancelled():
+            return future.result()  # it finished just now, after all
+        raise DeadlinePassed(f"{doing} passed its deadline ({time.monotonic() - started:.0f} s) {where}")
+
+    def _where(self, task_box: list[asyncio.Task[Any]]) -> str:
+        """Where the stuck coroutine waits, read on the loop's thread (if the loop answers)."""
+        if not task_box:
+            self.wedged = True
+            return "before it started: the browser's event loop does not answer"
+        try:
+            return asyncio.run_coroutine_threadsafe(_describe(task_box[0]), self.loop).result(timeout=PROBE_DEADLINE_S)
+        except FutureTimeout:
+            self.wedged = True
+            return "and the browser's event loop does not answer"
 
     def stop(self) -> None:
         """Cancel what still runs on the loop (e.g. route handlers of a dead driver), then stop it."""
@@ -146,6 +180,34 @@ class _Loop:
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _tracked(coroutine: Coroutine[Any, Any, T], task_box: list[asyncio.Task[Any]]) -> T:
+    """Run ``coroutine``, leaving its task where the caller can ask where it waits."""
+    task = asyncio.current_task()
+    if task is not None:
+        task_box.append(task)
+    return await coroutine
+
+
+async def _describe(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the innermost Playwright call and the innermost mmina function of its
+    chain of awaits (``Task.get_stack`` shows only the outermost frame of a suspended task)."""
+    playwright_call = mmina_function = ""
+    awaited: Any = task.get_coro()
+    while awaited is not None and hasattr(awaited, "cr_code"):
+        module = (awaited.cr_frame.f_globals.get("__name__", "") if awaited.cr_frame else "")
+        name = f"{module}.{awaited.cr_code.co_qualname}"
+        if module.startswith("playwright.async_api"):
+            playwright_call = awaited.cr_code.co_qualname
+        elif module.startswith("mmina."):
+            mmina_function = name
+        awaited = awaited.cr_await
+    if not (playwright_call or mmina_function):
+        return "(it had finished or not started)"
+    parts = [f"waiting for {playwright_call}" if playwright_call else "waiting",
+             f"in {mmina_function}" if mmina_function else ""]
+    return " ".join(p for p in parts if p)
 
 
 async def _cancel_the_rest() -> None:
@@ -169,10 +231,12 @@ class BrowserSession:
     def __init__(self, config: BrowserConfig) -> None:
         self.config = config
         self._closed = False
+        self._unresponsive = False
         self._painter = ThreadPoolExecutor(max_workers=PAINTERS, thread_name_prefix="marks")
         self._loop = _Loop()
         try:
-            self._playwright, self.browser = self._loop.run(_launch(config))
+            self._playwright, self.browser, self._driver = self._loop.run(
+                _launch(config), time.monotonic() + LAUNCH_DEADLINE_S, "starting the browser")
         except BaseException:
             self._loop.stop()
             self._painter.shutdown(wait=False)
@@ -184,48 +248,107 @@ class BrowserSession:
 
     @property
     def connected(self) -> bool:
-        """False once the browser process has crashed or been killed, or Playwright's driver has."""
-        return not self._closed and self.browser.is_connected() and not connection_closed(self._playwright)
+        """False once the browser process has crashed or been killed, or Playwright's driver has,
+        or the driver (or the session's event loop) stopped answering."""
+        return (not self._closed and not self._unresponsive and not self._loop.wedged
+                and self.browser.is_connected() and not connection_closed(self._playwright))
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the session's event loop (where its Playwright objects live)."""
-        return self._loop.run(coroutine)
+    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None,
+            doing: str = "a browser call") -> T:
+        """Run a coroutine on the session's event loop (where its Playwright objects live), never
+        past ``deadline`` (see :meth:`_Loop.run`)."""
+        return self._loop.run(coroutine, deadline, doing)
+
+    def answers(self) -> bool:
+        """Whether the driver and the browser answer a cheap question (a DevTools session
+        opened and closed) within ``PROBE_DEADLINE_S``; a session that does not is no longer
+        ``connected``."""
+        try:
+            self.run(_probe(self.browser), time.monotonic() + PROBE_DEADLINE_S, "asking the browser a question")
+            return True
+        except PlaywrightError:
+            return not connection_closed(self._playwright)
+        except DeadlinePassed:
+            self._unresponsive = True
+            return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False, paint_marks: bool = True) -> "EpisodeBrowser":
+                offline: bool = False, paint_marks: bool = True, seed: int | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
-        request to the archive and freeze the clock). An ``offline`` context cannot reach the
+        request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
-        set-of-marks image) the image is not painted, whatever the configuration says."""
+        set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
+        seeds ``Math.random`` in every document (``seeding.py``)."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        return EpisodeBrowser(self, self.run(self._new_tabs(har_path, prepare, offline, capture)))
+        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed),
+                        time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
+        return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
-                        capture: Capture) -> Tabs:
+                        capture: Capture, seed: int | None) -> Tabs:
         har = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US", timezone_id="UTC", service_workers="block", **har)
         try:
+            if seed is not None:
+                await seed_random(context, seed)
             if prepare is not None:
                 await prepare(context)
             return await Tabs.start(context, capture, self._painter, self.config.allowed_schemes)
         except BaseException:
-            await context.close()
+            await _close_within(context)
             raise
 
     def close(self) -> None:
-        """Stop the browser and Playwright; safe to call more than once."""
+        """Stop the browser and Playwright; safe to call more than once. A driver that does not
+        let itself be stopped by ``CLOSE_DEADLINE_S`` is killed (with its browser)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._loop.run(_shut_down(self._playwright, self.browser))
+            if self._unresponsive or self._loop.wedged:
+                self._kill_driver()  # known not to answer: asking it to stop would wait in vain
+            else:
+                self._loop.run(_shut_down(self._playwright, self.browser), time.monotonic() + CLOSE_DEADLINE_S,
+                               "stopping the browser")
+        except DeadlinePassed:
+            self._kill_driver()
         finally:
             self._loop.stop()
             self._painter.shutdown(wait=False)
+
+    def _kill_driver(self) -> None:
+        """End Playwright's driver process, which this session started (Chromium, reading its
+        commands from the driver's pipe, exits when the pipe closes), and reap it on the loop
+        (a process left to the garbage collector after its loop closed breaks the interpreter's
+        shutdown)."""
+        if self._driver is None:
+            return
+        try:
+            self._driver.kill()
+        except OSError:
+            return  # already gone
+        if not self._loop.wedged:
+            try:
+                self._loop.run(self._driver.wait(), time.monotonic() + PROBE_DEADLINE_S, "reaping the driver")
+            except DeadlinePassed:
+                pass
+
+
+async def _close_within(context: BrowserContext) -> None:
+    """Close a context that failed to start, within ``CLOSE_DEADLINE_S`` (the first error counts)."""
+    try:
+        await asyncio.wait_for(context.close(), CLOSE_DEADLINE_S)
+    except (PlaywrightError, asyncio.TimeoutError):
+        pass
+
+
+async def _probe(browser: Browser) -> None:
+    session = await browser.new_browser_cdp_session()
+    await session.detach()
 
 
 class RestartingSession:
@@ -238,8 +361,10 @@ class RestartingSession:
         self._lock = threading.Lock()
 
     def alive(self) -> BrowserSession:
+        """The session, or a new one if it died or stopped answering (asked each time: a driver
+        stuck between two episodes would otherwise hold the next one's start)."""
         with self._lock:
-            if not self.session.connected:
+            if not self.session.connected or not self.session.answers():
                 self.session.close()
                 self.session = BrowserSession(self.config)
             return self.session
@@ -248,8 +373,12 @@ class RestartingSession:
         self.session.close()
 
 
-async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser]:
-    playwright = await async_playwright().start()
+async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None]:
+    """Playwright's driver and Chromium, and the driver's process (to kill it if it stops
+    answering: Playwright keeps it in a private attribute, read with care)."""
+    manager = async_playwright()
+    playwright = await manager.start()
+    process = getattr(getattr(getattr(manager, "_client", None), "_transport", None), "_proc", None)
     try:
         executable = find_chromium(config.executable, playwright)
         ignored = [DISABLE_FEATURES + ",".join(PLAYWRIGHT_DISABLED_FEATURES)]
@@ -263,7 +392,7 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser]:
     except BaseException:
         await playwright.stop()
         raise
-    return playwright, browser
+    return playwright, browser, process if isinstance(process, asyncio.subprocess.Process) else None
 
 
 def launch_args(extra_args: tuple[str, ...]) -> list[str]:
@@ -293,11 +422,25 @@ async def _shut_down(playwright: Playwright, browser: Browser) -> None:
             pass
 
 
+class ContextAbandoned(MminaError):
+    """An episode's context could not be closed by its deadline and was left behind: its HAR
+    (written when a context closes) is lost, and with it the episode's network trace."""
+
+
 class EpisodeBrowser:
-    """The tabs of one episode, for the episode's own thread (see the module)."""
+    """The tabs of one episode, for the episode's own thread (see the module).
+
+    Every method bounds its call into the browser on the caller's side with the deadline of
+    its part of a step (``settling.py``) plus ``GRACE_S``: a stuck driver, route handler or
+    page costs that call :class:`DeadlinePassed`, never the thread. After a call passed its
+    deadline, the next one first checks that the browser still answers at all
+    (:meth:`BrowserSession.answers`; if not, :class:`BrowserGone` ends the episode) and that
+    the page does (if not, the call fails at once instead of waiting for its deadline again)."""
 
     def __init__(self, session: BrowserSession, tabs: Tabs) -> None:
         self.session, self.tabs = session, tabs
+        self.stuck: str | None = None
+        """Why the last call that passed its deadline did (None once the browser answered again)."""
 
     @property
     def context(self) -> BrowserContext:
@@ -323,21 +466,56 @@ class EpisodeBrowser:
     def url(self) -> str:
         return self.tabs.page.url
 
+    def _call(self, coroutine: Coroutine[Any, Any, T], seconds: float, doing: str) -> T:
+        """Run one call within ``seconds`` plus ``GRACE_S`` (see the class)."""
+        if self.stuck is not None:
+            if not self.session.answers():
+                coroutine.close()
+                raise BrowserGone(f"the browser stopped answering: {self.stuck}")
+            if not self._page_answers():
+                coroutine.close()
+                raise DeadlinePassed(f"the page stopped answering: {self.stuck}")
+            self.stuck = None
+        try:
+            return self.session.run(coroutine, time.monotonic() + seconds + GRACE_S, doing)
+        except DeadlinePassed as exc:
+            self.stuck = str(exc)
+            raise
+
+    def _page_answers(self) -> bool:
+        """Whether the active page runs a trivial script within ``PROBE_DEADLINE_S`` (a renderer
+        stuck in a script loop does not; a page navigating or gone is left to the call)."""
+        try:
+            self.session.run(self.tabs.page.evaluate("1"), time.monotonic() + PROBE_DEADLINE_S, "asking the page")
+        except DeadlinePassed:
+            return False
+        except PlaywrightError:
+            pass
+        return True
+
     def open(self, urls: tuple[str, ...]) -> None:
-        self.session.run(self.tabs.open(urls))
+        self._call(self.tabs.open(urls), ACTION_DEADLINE_S, "opening the start page")
 
     def settle(self, deadline: float | None = None) -> None:
-        self.session.run(self.tabs.settle(deadline))
+        seconds = (deadline - time.monotonic()) if deadline is not None else LOAD_MAX_S + SETTLE_MAX_S
+        self._call(self.tabs.settle(deadline), max(0.0, seconds), "waiting for the page to settle")
 
     def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-        return self.session.run(self.tabs.observe(step_index, intent))
+        return self._call(self.tabs.observe(step_index, intent), OBSERVE_DEADLINE_S, "observing the page")
 
     def tree(self) -> tuple[str, list[Element]]:
-        return self.session.run(self.tabs.tree())
+        return self._call(self.tabs.tree(), OBSERVE_DEADLINE_S, "reading the accessibility tree")
 
     def execute(self, action: Action) -> None:
-        self.session.run(self.tabs.execute(action))
+        self._call(self.tabs.execute(action), ACTION_DEADLINE_S, f"the action {action.render()}")
 
     def close(self) -> None:
-        """Close the context (this also writes the HAR file)."""
-        self.session.run(self.tabs.close())
+        """Close the context (this also writes the HAR file); one that cannot be closed by
+        ``CLOSE_DEADLINE_S`` is abandoned (:class:`ContextAbandoned`)."""
+        if self.stuck is not None and not self.session.answers():
+            raise ContextAbandoned(f"the browser stopped answering ({self.stuck}); the context was abandoned "
+                                   "and its network trace (HAR) is lost")
+        try:
+            self.session.run(self.tabs.close(), time.monotonic() + CLOSE_DEADLINE_S, "closing the context")
+        except DeadlinePassed as exc:
+            raise ContextAbandoned(f"{exc}; the context was abandoned and its network trace (HAR) is lost") from None

@@ -21,8 +21,9 @@ from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.har import capture
+from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
-from mmina.redact import clean_text
+from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
 from mmina.tasks import HopTracker, Task, id_slug
@@ -98,10 +99,12 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: bool = False, tracker: HopTracker | None = None,
-                 columns: ExtraColumns | None = None) -> None:
+                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None,
+                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
+        self.seed = seed_for(writer.episode_id) if seed is None else seed
+        """Seeds ``Math.random`` (a replay passes its source episode's, so pages draw alike)."""
         self.budget = Budget(limits)
         self.tracker = tracker or HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -109,11 +112,12 @@ class EpisodeRecorder:
         self.tokens = [0, 0]
         self.cost = 0.0
         self._requests: list[tuple[dict[str, Any], Any]] = []
+        self._typed_secrets: list[str] = []
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent))
+                                       paint_marks=uses_marks(self.agent), seed=self.seed)
         status, error, stop_reason, answer, final = "completed", None, "error", None, None
         try:
             try:
@@ -127,21 +131,23 @@ class EpisodeRecorder:
             closed = _close(browser)
         if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
             status, error = "error", closed
-        requests, secrets = capture(self.har, self.step_starts, self.writer.put_blob, browser.secrets,
-                                   browser.streams.bodies())
+        terminal = self._terminal_columns(final)
+        redactor = self._redactor(browser.secrets, error, terminal)
+        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams)
         self.har.unlink(missing_ok=True)
+        self._store_model_inputs(redactor)
+        for step in self.writer.steps:
+            step.update(redactor.row(step))
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)
-        scrub_steps(self.writer.steps, secrets)
-        self._store_model_inputs(secrets)
         duration = (time.perf_counter() - clock) * 1e3
-        answer = clean_text(answer, secrets)
+        answer, error = redactor.text(answer), redactor.text(error)
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
                                start_hop=len(self.tracker.given))
-        row = {**self._episode_row(result, attempt, started), **self._terminal_columns(final, secrets),
-               **(self.columns(self.writer.steps) if self.columns else {})}
+        extra = self.columns(self.writer.steps) if self.columns else {}
+        row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
         self.writer.commit(row)
         rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
                                                               self.writer.steps))
@@ -161,21 +167,32 @@ class EpisodeRecorder:
             observation.tree_text, observation.screenshot = None, None  # type: ignore[assignment]
         return observation, observed_at
 
-    def _terminal_columns(self, final: tuple[Observation, datetime] | None, secrets: list[str]) -> dict[str, Any]:
-        """The ``episodes.final_*`` columns (null: unknown), secrets removed as in the steps."""
+    def _terminal_columns(self, final: tuple[Observation, datetime] | None) -> dict[str, Any]:
+        """The ``episodes.final_*`` columns (null: unknown), as observed: redacted with the episode's rows."""
         if final is None:
             return {}
         observation, observed_at = final
         screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
-        return {"final_url": clean_text(observation.url, secrets), "final_title": observation.title,
-                "final_tabs": [{"url": clean_text(t.url, secrets), "title": t.title} for t in observation.tabs],
-                "final_tree_text": clean_text(observation.tree_text, secrets) if observation.tree_text is not None
-                else None, "final_screenshot": screenshot, "final_observed_at": observed_at}
+        return {"final_url": observation.url, "final_title": observation.title,
+                "final_tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
+                "final_tree_text": observation.tree_text, "final_screenshot": screenshot, "final_observed_at": observed_at}
 
-    def _store_model_inputs(self, secrets: list[str]) -> None:
+    def _redactor(self, typed: list[str], error: str | None, terminal: dict[str, Any]) -> Redactor:
+        """Every secret the episode knows before its rows are redacted: the configured keys,
+        the text typed into secret fields, and what the steps, the terminal observation and the
+        error show in secret places (``capture`` adds the traffic's)."""
+        redactor = Redactor(configured_secrets())
+        for text in [*typed, *self._typed_secrets]:
+            redactor.learn_typed(text)
+        for row in (*self.writer.steps, terminal):
+            redactor.learn_row(row)
+        redactor.learn_text(error)
+        return redactor
+
+    def _store_model_inputs(self, redactor: Redactor) -> None:
         """The requests the agent sent, as blobs, once every secret of the episode is known."""
         for step, request in self._requests:
-            step["model_input"] = store_request(request, self.writer.put_blob, lambda text: clean_text(text, secrets))
+            step["model_input"] = store_request(request, self.writer.put_blob, redactor)
 
     def _loop(self, browser: EpisodeBrowser) -> tuple[str, str | None]:
         while True:
@@ -197,10 +214,11 @@ class EpisodeRecorder:
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
             timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
             action, error = self._run_action(browser, reply, timings)
+            self._typed_secrets += typed_secret(observation, action, error)
             error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's
             if browser.observe_error:  # the step is kept, with why its observation is empty
                 error = f"{browser.observe_error}; {error}" if error else browser.observe_error
-            self._store_step(observation, reply, action, error, completed, timings, browser.secrets)
+            self._store_step(observation, reply, action, error, completed, timings)
             self.budget.record(action.render() if action else None)
             if action is not None and action.kind is ActionKind.STOP:
                 return "stop", action.answer
@@ -232,7 +250,8 @@ class EpisodeRecorder:
             timings["action_ms"] = (time.perf_counter() - started) * 1e3
 
     def _store_step(self, observation: Observation, reply: AgentReply, action: Action | None, error: str | None,
-                    completed: bool, timings: dict[str, float], secrets: list[str]) -> None:
+                    completed: bool, timings: dict[str, float]) -> None:
+        """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
         self.cost += reply.cost_usd
@@ -244,20 +263,20 @@ class EpisodeRecorder:
         self.writer.add_step({
             "step_index": observation.step_index,
             "started_at": self.step_starts[-1],
-            "url": clean_text(observation.url, secrets),
+            "url": observation.url,
             "title": observation.title,
-            "tabs": [{"url": clean_text(t.url, secrets), "title": t.title} for t in observation.tabs],
+            "tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
             "active_tab": observation.active_tab,
-            "tree_text": clean_text(observation.tree_text, secrets),
+            "tree_text": observation.tree_text,
             "screenshot": screenshot,
             "screenshot_som": som,
             "marks": marks,
             "screenshot_width": config.viewport_width if screenshot else None,
             "screenshot_height": config.viewport_height if screenshot else None,
-            "images": [{"blob": None, **asdict(i), "src": clean_text(i.src, secrets), "caption": i.caption or None}
+            "images": [{"blob": None, **asdict(i), "caption": i.caption or None}
                        for i in observation.images],
-            "model_output": clean_text(reply.output, secrets),
-            "action": clean_text(action.render(), secrets) if action else None,
+            "model_output": reply.output,
+            "action": action.render() if action else None,
             "action_kind": action.kind.value if action else None,
             "action_error": error,
             "target_box": target_box(observation, action),
@@ -292,18 +311,13 @@ class EpisodeRecorder:
         }
 
 
-TEXT_FIELDS = ("url", "title", "tree_text", "model_output", "action", "action_error")
-
-
-def scrub_steps(steps: list[dict[str, Any]], secrets: list[str]) -> None:
-    """Remove credentials learned from the traffic from what the steps already hold."""
-    if not secrets:
-        return
-    for step in steps:
-        for name in TEXT_FIELDS:
-            step[name] = clean_text(step[name], secrets)
-        step["tabs"] = [{**tab, "url": clean_text(tab["url"], secrets)} for tab in step["tabs"]]
-        step["images"] = [{**image, "src": clean_text(image["src"], secrets)} for image in step["images"]]
+def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:
+    """The text of a ``type`` action when it is a secret by :func:`mmina.redact.typed_text_is_secret`
+    (it failed, or its target as observed is named like a password field)."""
+    if action is None or action.kind is not ActionKind.TYPE or not action.text:
+        return []
+    target = next((e for e in observation.elements if e.id == action.element_id), None)
+    return [action.text] if typed_text_is_secret(error is not None, target.name if target else None) else []
 
 
 def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:
@@ -318,11 +332,14 @@ def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> 
 
 
 def _close(browser: EpisodeBrowser) -> str | None:
-    """Close the episode's context; why that failed, if it did (the episode is kept either way)."""
+    """Close the episode's context; why that failed, if it did (the episode is kept either way;
+    a context abandoned past its deadline loses its HAR, and the error says so)."""
     try:
         browser.close()
     except PlaywrightError as exc:
         return f"closing the browser failed: {first_line(exc)}"
+    except MminaError as exc:
+        return first_line(exc)
     return None
 
 

@@ -1,16 +1,38 @@
-"""From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted."""
+"""From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted.
+
+Bodies the HAR lacks come from ``streams.py``: EventSource messages, and fetch/XHR bodies
+tapped as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body).
+Two headers of mmina's own go into a row's ``response_headers`` (no store column needed):
+
+* ``x-mmina-chunks``: how the body arrived, ``size@ms`` per chunk (milliseconds after the
+  headers), comma-separated, for a fetch/XHR body that came in more than one chunk; replay
+  hands it to the page in the same chunks at the same pace.
+* ``x-mmina-body: missing``: a response that had a body which neither the HAR nor a tap kept;
+  its replay is a fidelity defect, and the report counts it as one.
+"""
 from __future__ import annotations
 
 import base64
 import bisect
 import json
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mmina.redact import REDACTED, SECRET_HEADERS, clean_text, redact_body, redact_headers, scrub
+from mmina.redact import Redactor
+from mmina.secret_rules import is_text_type
+
+MMINA_HEADERS = "x-mmina-"
+"""The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""
+CHUNKS_HEADER = MMINA_HEADERS + "chunks"
+BODY_HEADER = MMINA_HEADERS + "body"
+MISSING = "missing"
+NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
+
+if TYPE_CHECKING:  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
+    from mmina.recorder.streams import EventStreams, Tapped
 
 PutBlob = Callable[[bytes, str], str]
 
@@ -33,21 +55,47 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
         return [], None
 
 
-def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, typed_secrets: Iterable[str] = (),
-            streams: dict[str, list[bytes]] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Request rows (one per HAR entry, in start order, assigned to the step that issued them)
-    and every secret known for the episode: typed passwords plus the credentials the headers
-    carried, which are then scrubbed from URLs and bodies too (a page may echo a token).
-    ``streams`` gives the bodies the HAR lacks for EventSource streams (see ``streams.py``)."""
+def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
+            streams: EventStreams | None = None) -> list[dict[str, Any]]:
+    """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
+
+    ``streams`` gives the bodies the HAR lacks (see the module). ``redactor`` first learns every
+    secret of the traffic (credentials in headers, secret query values, tokens in JSON and form
+    bodies), then redacts every row and body with all of them, so a token a page echoes
+    elsewhere is gone there too; the caller redacts the episode's other rows with the same
+    redactor afterwards."""
     entries, archive = read_har(path)
     try:
         entries = sorted(entries, key=lambda e: e["startedDateTime"])
-        fill_streams(entries, streams or {})
-        secrets = sorted({*typed_secrets, *header_secrets(entries)}, key=len, reverse=True)
-        return [_row(seq, e, step_starts, put_blob, archive, secrets) for seq, e in enumerate(entries)], secrets
+        if streams is not None:
+            fill_streams(entries, streams.bodies())
+            fill_tapped(entries, streams.taps.bodies(), archive)
+        for entry in entries:
+            learn_entry(redactor, entry, archive)
+        return [_row(seq, e, step_starts, put_blob, archive, redactor) for seq, e in enumerate(entries)]
     finally:
         if archive is not None:
             archive.close()
+
+
+def learn_entry(redactor: Redactor, entry: dict[str, Any], archive: zipfile.ZipFile | None) -> None:
+    """Teach ``redactor`` the secrets of one exchange: URL, headers, redirect and both bodies."""
+    request, response = entry["request"], entry.get("response") or {}
+    redactor.learn_text(request.get("url", ""))
+    redactor.learn_text(response.get("redirectURL"))
+    redactor.learn_headers(_pairs(request) + _pairs(response))
+    text, mime = _request_text(request, archive)
+    if text:
+        redactor.learn_body(text.encode("utf-8", "surrogatepass"), mime, response=False)
+    content = response.get("content") or {}
+    mime = content.get("mimeType") or ""
+    body = _response_body(content, archive) if is_text_type(mime) else None  # a video is not read twice
+    if body:
+        redactor.learn_body(body, mime, response=True)
+
+
+def _pairs(message: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(h["name"], h["value"]) for h in message.get("headers", [])]
 
 
 def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]]) -> None:
@@ -64,52 +112,67 @@ def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]])
         entry["response"]["status"] = entry["response"].get("status") or 200
 
 
-MIN_SECRET = 8
-"""Shorter header values (``lang=en``) are too common to scrub from every text."""
-
-
-def header_secrets(entries: list[dict[str, Any]]) -> set[str]:
-    """Credential values in the traffic: Authorization tokens and cookie values."""
-    found: set[str] = set()
+def fill_tapped(entries: list[dict[str, Any]], tapped: dict[tuple[str, str], list[Tapped]],
+                archive: zipfile.ZipFile | None) -> None:
+    """Give each fetch/XHR entry the next body tapped for its method and URL: as its body when
+    the HAR kept none, and its chunk timing when it came in more than one chunk."""
+    pending = {key: list(bodies) for key, bodies in tapped.items()}
     for entry in entries:
-        headers = [*entry["request"].get("headers", []), *(entry.get("response") or {}).get("headers", [])]
-        for header in headers:
-            found |= _credential_values(header["name"].lower(), header["value"])
-    return {v for v in found if len(v) >= MIN_SECRET}
+        if entry.get("_resourceType") not in ("fetch", "xhr"):
+            continue
+        bodies = pending.get((entry["request"].get("method", "GET"), entry["request"].get("url", "")))
+        if not bodies:
+            continue
+        tap = bodies.pop(0)
+        response = entry.setdefault("response", {})
+        content = response.get("content") or {}
+        if _response_body(content, archive) is None and tap.body:
+            response["content"] = {**content, "size": len(tap.body), "encoding": "base64",
+                                   "text": base64.b64encode(tap.body).decode()}
+        if len(tap.timing()) > 1:
+            timing = ",".join(f"{size}@{at:g}" for size, at in tap.timing())
+            response["headers"] = [*response.get("headers", []), {"name": CHUNKS_HEADER, "value": timing}]
 
 
-def _credential_values(name: str, value: str) -> set[str]:
-    if name in ("authorization", "proxy-authorization"):
-        return {value, value.partition(" ")[2]}
-    if name == "cookie":
-        return {pair.partition("=")[2].strip() for pair in value.split(";")}
-    if name == "set-cookie":
-        return {value.split(";")[0].partition("=")[2].strip()}
-    return {value} if name in SECRET_HEADERS else set()
+def body_missing(entry: dict[str, Any], body: bytes | None) -> bool:
+    """A response that had a body none of the captures kept (HAR size -1, or a size without bytes)."""
+    response = entry.get("response") or {}
+    status = int(response.get("status") or 0)
+    if body or status <= 0 or status in NO_BODY_STATUSES or 300 <= status < 400:
+        return False
+    if entry["request"].get("method") == "HEAD":
+        return False
+    size = int((response.get("content") or {}).get("size") or 0)
+    return size != 0
 
 
 def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
-         archive: zipfile.ZipFile | None, secrets: list[str]) -> dict[str, Any]:
+         archive: zipfile.ZipFile | None, redactor: Redactor) -> dict[str, Any]:
     request, response = entry["request"], entry.get("response") or {}
     started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
     content = response.get("content") or {}
-    body = _scrub_bytes(_response_body(content, archive), secrets)
-    request_body, request_size = _request_body(request, put_blob, secrets, archive)
+    mime = content.get("mimeType") or ""
+    body = _response_body(content, archive)
+    body = redactor.body(body, mime) if body else None
+    request_body, request_size = _request_body(request, put_blob, redactor, archive)
+    response_headers = _pairs(response)
+    if body_missing(entry, body):
+        response_headers.append((BODY_HEADER, MISSING))
     return {
         "seq": seq,
         "step_index": bisect.bisect_right(step_starts, started) - 1,
         "started_at": started,
         "method": request.get("method", "GET"),
-        "url": clean_text(request.get("url", ""), secrets) or "",
+        "url": redactor.text(request.get("url", "")) or "",
         "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
-        "request_headers": redact_headers((h["name"], h["value"]) for h in request.get("headers", [])),
-        "response_headers": redact_headers((h["name"], h["value"]) for h in response.get("headers", [])),
+        "request_headers": redactor.headers(_pairs(request)),
+        "response_headers": redactor.headers(response_headers),
         "request_body": request_body,
         "request_body_size": request_size,
-        "response_body": put_blob(body, content.get("mimeType") or "application/octet-stream") if body else None,
+        "response_body": put_blob(body, mime or "application/octet-stream") if body else None,
         "response_body_size": len(body) if body else max(int(content.get("size") or 0), 0),
-        "mime_type": content.get("mimeType") or "",
-        "redirect_url": response.get("redirectURL") or "",
+        "mime_type": mime,
+        "redirect_url": redactor.text(response.get("redirectURL") or "") or "",
         "time_ms": float(entry.get("time") or 0.0),
     }
 
@@ -125,20 +188,11 @@ def _response_body(content: dict[str, Any], archive: zipfile.ZipFile | None) -> 
         return None
     if content.get("encoding") == "base64":
         return base64.b64decode(text)
-    return text.encode()
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate from the HAR JSON stays a byte
 
 
-def _scrub_bytes(body: bytes | None, secrets: list[str]) -> bytes | None:
-    """Typed secrets echoed back by a page are removed from stored bodies too."""
-    for secret in secrets:
-        if body and secret:
-            body = body.replace(secret.encode(), REDACTED.encode())
-    return body
-
-
-def _request_body(request: dict[str, Any], put_blob: PutBlob, secrets: list[str],
-                  archive: zipfile.ZipFile | None) -> tuple[str | None, int]:
-    """The redacted request body; with attached content Playwright keeps it in the zip (``_file``)."""
+def _request_text(request: dict[str, Any], archive: zipfile.ZipFile | None) -> tuple[str | None, str]:
+    """The request body as text and its type; with attached content Playwright keeps it in the zip (``_file``)."""
     post = request.get("postData") or {}
     text = post.get("text")
     if not text and archive is not None and post.get("_file"):
@@ -146,8 +200,14 @@ def _request_body(request: dict[str, Any], put_blob: PutBlob, secrets: list[str]
             text = archive.read(post["_file"]).decode("utf-8", "replace")
         except KeyError:
             text = None
+    return text or None, post.get("mimeType") or "application/octet-stream"
+
+
+def _request_body(request: dict[str, Any], put_blob: PutBlob, redactor: Redactor,
+                  archive: zipfile.ZipFile | None) -> tuple[str | None, int]:
+    """The redacted request body's blob and the size the browser sent."""
+    text, mime = _request_text(request, archive)
     if not text:
         return None, 0
-    mime = post.get("mimeType") or "application/octet-stream"
-    clean = scrub(redact_body(text, mime), secrets) or ""
-    return put_blob(clean.encode(), mime), len(text.encode())
+    data = text.encode("utf-8", "surrogatepass")
+    return put_blob(redactor.body(data, mime, response=False), mime), len(data)

@@ -1,8 +1,15 @@
 """Waiting for a page: the deadlines of a step's parts, and settling after an action.
 
-A page has settled when its document is ready and the network has been quiet briefly (XHR
-content arrived). Every wait here ends by a deadline, so a page that never settles costs a
+A page has settled when its document is ready, the network has been quiet briefly (XHR
+content arrived), and the page has run the work it set itself to do right after (timers due
+within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more. Every wait here ends by a deadline, so a page that never settles costs a
 step at most ``ACTION_DEADLINE_S``.
+
+Those waits run on the browser's event loop and lean on Playwright's own timeouts, which the
+driver enforces: a driver that stops answering, or a call Playwright gives no timeout
+(``evaluate`` on a renderer stuck in a script loop), would still wait forever. So the caller
+bounds every call as well (``mmina.recorder.browser``): a step's part gets its deadline here
+plus ``GRACE_S``, and past it the call is cancelled and :class:`DeadlinePassed` raised.
 """
 from __future__ import annotations
 
@@ -10,7 +17,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Page, WebSocket
+
+from mmina.errors import MminaError
 
 ACTION_TIMEOUT_MS = 5_000
 NAVIGATION_TIMEOUT_MS = 20_000
@@ -24,11 +33,83 @@ ACTION_DEADLINE_S = NAVIGATION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.
 """A step's action and the settling after it end within this (a failed action included)."""
 OBSERVE_DEADLINE_S = 4 * ACTION_TIMEOUT_MS / 1e3 + LOAD_MAX_S + SETTLE_MAX_S + 2.0
 """A step's observation ends within this (its one retry after a failed read included)."""
+GRACE_S = 5.0
+"""The caller's bound on a call is its part's deadline plus this: the waits inside end first
+whenever the driver answers, so the caller's bound fires only for a call that is truly stuck."""
+CLOSE_DEADLINE_S = 30.0
+"""Closing a context (Chromium then writes its HAR); past it the context is abandoned."""
+LAUNCH_DEADLINE_S = 60.0
+"""Starting Playwright's driver and Chromium."""
+PROBE_DEADLINE_S = 5.0
+"""After a call passed its deadline: how long the driver may take to answer a cheap question
+(the context's cookies) before the episode's browser counts as gone."""
+CALL_DEADLINE_S = 120.0
+"""Any other call into the browser (a caller that names no deadline still gets one)."""
 REDIRECT_MARK = "mmina-redirect"
 """A page with ``<meta name="mmina-redirect">`` is a replayed redirect about to replace itself
 (see ``mmina.replayer.router``): not a page to observe, so settling waits past it."""
+SOON_MS = 500
+"""A timer a page sets for at most this long is work the page is about to do: settling waits
+for it (a debounced search, a ``setTimeout(0)`` follow-up), up to ``SOON_MAX_S``."""
+SOON_MAX_S = 1.5
+PENDING_TIMERS = """(() => {
+  if (window.__mminaSoon) return;
+  const soon = new Set();
+  Object.defineProperty(window, '__mminaSoon', {value: soon});
+  for (const [set, clear] of [['setTimeout', 'clearTimeout'], ['setInterval', 'clearInterval']]) {
+    const native = window[set], nativeClear = window[clear];
+    window[set] = function (handler, delay, ...rest) {
+      if (typeof handler !== 'function' || !(Number(delay || 0) <= %(soon)d)) return native.call(this, handler, delay, ...rest);
+      const id = native.call(this, function (...args) { soon.delete(id); return handler.apply(this, args); }, delay, ...rest);
+      soon.add(id);
+      return id;
+    };
+    window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
+  }
+  const nativeFetch = window.fetch;
+  if (nativeFetch) {
+    window.fetch = function fetch(...args) {
+      const token = {}, done = () => soon.delete(token);
+      soon.add(token);
+      const answer = nativeFetch.apply(this, args);
+      answer.then(done, done);
+      return answer;
+    };
+  }
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    const token = {};
+    soon.add(token);
+    this.addEventListener('loadend', () => soon.delete(token));
+    return send.apply(this, args);
+  };
+})();""" % {"soon": SOON_MS}
+"""Counts, in every document of every context (recording and replay alike, so both settle the
+same way), the work a page is about to see done: timers due soon (an interval only until it
+first fires), and its ``fetch`` and XHR requests until they are answered — seen from the page,
+so a request whose browser event reaches mmina late (a loaded machine, a routed request) still
+holds settling."""
+PAGE_TURN = """([soonLimit, streamLimit]) => new Promise(done => {
+  const started = performance.now();
+  const busy = () => ((window.__mminaSoon || new Set()).size > 0 && performance.now() - started < soonLimit)
+    || ((window.__mminaStreams || new Set()).size > 0 && performance.now() - started < streamLimit);
+  const turn = () => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(check, 0)));
+  const check = () => busy() ? turn() : done();
+  setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
+  turn();
+})"""
+"""Resolves once the page has painted twice and run a macrotask with no timer due soon left
+(for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers) and no
+replayed stream still flowing (at most ``streamLimit`` ms; see ``mmina.replayer.router``)."""
 READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
          % REDIRECT_MARK)
+
+
+class DeadlinePassed(MminaError):
+    """A call into the browser did not finish by its deadline; the message says what was
+    being done and where it waited. The call was cancelled; an action that passes its deadline
+    is recorded on its step (the episode goes on), an observation or a start page ends the
+    episode with this as its error."""
 
 
 class Settling:
@@ -38,8 +119,37 @@ class Settling:
         self._page = page
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._asked_at: float | None = None
+        """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
         for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
             context.on(event, lambda _r, d=delta: self._count(d))
+        context.on("page", lambda new: new.on("websocket", self._socket))
+
+    def _socket(self, socket: WebSocket) -> None:
+        """A message the page sends over a WebSocket is work under way until a message comes
+        back (a dashboard's rerun, a chat's reply), as a request is until its response."""
+        socket.on("framesent", lambda _frame: self._asked())
+        socket.on("framereceived", lambda _frame: self._answered())
+
+    def _asked(self) -> None:
+        self._asked_at = self._asked_at or time.monotonic()
+        self._last_activity = time.monotonic()
+
+    def _answered(self) -> None:
+        self._asked_at = None
+        self._last_activity = time.monotonic()
+
+    def _quiet(self) -> bool:
+        """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
+        heartbeat gets no answer), and nothing for ``SETTLE_QUIET_S``."""
+        now = time.monotonic()
+        waiting = self._asked_at is not None and now - self._asked_at < SOON_MAX_S
+        return self._in_flight == 0 and not waiting and now - self._last_activity >= SETTLE_QUIET_S
+
+    @staticmethod
+    async def prepare(context: BrowserContext) -> None:
+        """Count every document's timers due soon (before any page opens)."""
+        await context.add_init_script(PENDING_TIMERS)
 
     def _count(self, delta: int) -> None:
         self._in_flight = max(0, self._in_flight + delta)
@@ -59,15 +169,15 @@ class Settling:
         await self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
         while time.monotonic() < quiet_until:
-            if self._in_flight == 0 and time.monotonic() - self._last_activity >= SETTLE_QUIET_S:
-                if ready == self._last_activity:  # no request since the page was ready: still is
-                    return
-                activity = self._last_activity
-                if not await self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
-                    return
-                if self._last_activity == activity:
-                    return
-                # requests began meanwhile (e.g. the page a replayed redirect replaced itself by): wait for them too
+            if self._quiet():
+                if ready == self._last_activity:
+                    if await self._page_turned(ready, deadline):
+                        return  # no request since the page was ready, nor from its work due soon
+                else:  # requests since (e.g. the page a replayed redirect replaced itself by): ready again?
+                    activity = self._last_activity
+                    if not await self._wait_ready(min(deadline, time.monotonic() + LOAD_MAX_S)):
+                        return
+                    ready = activity if self._last_activity == activity else ready
             await asyncio.sleep(SETTLE_POLL_S)
 
     async def _wait_ready(self, until: float) -> bool:
@@ -79,12 +189,23 @@ class Settling:
         except PlaywrightError:
             return False
 
+    async def _page_turned(self, activity: float, deadline: float) -> bool:
+        """Let the page run its work due soon and its replayed streams flow (``PAGE_TURN``)
+        within the deadline; whether the network stayed quiet meanwhile."""
+        left = max(0.0, deadline - time.monotonic())
+        limits = [min(SOON_MAX_S, left) * 1e3, min(SETTLE_MAX_S, left) * 1e3]
+        try:
+            await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limits), max(limits) / 1e3 + 1.0)
+        except (PlaywrightError, asyncio.TimeoutError):
+            pass  # navigating away, or a renderer that does not answer: the network decides
+        return self._quiet() and self._last_activity == activity
+
     async def _idle_work(self, seconds: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document
         (~25 ms after each navigation) so the accessibility tree is then read at once."""
         started = time.monotonic()
         try:
-            await self._page().locator("body").count()
-        except PlaywrightError:
-            pass
+            await asyncio.wait_for(self._page().locator("body").count(), LOAD_MAX_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))

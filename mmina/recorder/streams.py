@@ -1,4 +1,5 @@
-"""The messages of the EventSource streams an episode opened.
+"""Response bodies the HAR does not keep: EventSource messages, and fetch/XHR bodies tapped as
+they arrive (:class:`BodyTaps`, below).
 
 Playwright's HAR keeps no body for a ``text/event-stream`` response (the stream is still open,
 or was aborted, when the page moves on), so without help a replay would serve the stream empty.
@@ -13,9 +14,12 @@ reconnect within the episode (as the recorded stream, still open, did not).
 """
 from __future__ import annotations
 
+import asyncio
+import base64
+from dataclasses import dataclass, field
 from typing import Any
 
-from playwright.async_api import BrowserContext
+from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
 
 NO_RECONNECT = b"retry: 86400000\n\n"
 BINDING = "__mminaEventSource"
@@ -53,6 +57,8 @@ class EventStreams:
     def __init__(self) -> None:
         self._urls: dict[str, str] = {}
         self._messages: dict[str, list[bytes]] = {}
+        self.taps = BodyTaps()
+        """The fetch/XHR bodies of the same context (its pages are tapped by ``Tabs``)."""
 
     @classmethod
     async def attach(cls, context: BrowserContext) -> "EventStreams":
@@ -83,3 +89,89 @@ def event_text(kind: str, data: str, event_id: str) -> bytes:
         lines.append(f"event: {kind}")
     lines += [f"data: {line}" for line in data.split("\n")]
     return ("\n".join(lines) + "\n\n").encode()
+
+
+TAPPED_TYPES = frozenset({"Fetch", "XHR"})
+"""Resource types whose bodies a page may read as a stream (and abort): Chromium's HAR then
+keeps none (Gradio's queue, served as server-sent events over ``fetch``)."""
+
+
+@dataclass
+class Tapped:
+    """One response body as the network delivered it: its chunks, each with its arrival time
+    in milliseconds after the response's headers."""
+
+    method: str
+    url: str
+    chunks: list[tuple[float, bytes]] = field(default_factory=list)
+    started: float = 0.0
+    """The response's headers arrived (DevTools monotonic seconds)."""
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(chunk for _at, chunk in self.chunks)
+
+    def timing(self) -> list[tuple[int, float]]:
+        """(size, milliseconds after the headers) of each non-empty chunk."""
+        return [(len(chunk), round(at, 1)) for at, chunk in self.chunks if chunk]
+
+
+class BodyTaps:
+    """The bodies of every page's fetch/XHR responses, byte for byte as they arrive, through
+    the DevTools Network domain on a session of our own beside Playwright's:
+    ``Network.streamResourceContent`` gives what arrived before it was asked (its
+    ``bufferedData``), and every later ``Network.dataReceived`` then carries its bytes. A
+    stream the page aborts keeps what it had received."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, tuple[str, str]] = {}
+        self._tapped: dict[str, Tapped] = {}
+        self._order: list[str] = []
+
+    async def tap(self, context: BrowserContext, page: Page) -> None:
+        """Listen to ``page``'s network (before it loads anything, where the caller can)."""
+        try:
+            session = await context.new_cdp_session(page)
+            session.on("Network.requestWillBeSent", self._request)
+            session.on("Network.responseReceived", lambda event: self._response(session, event))
+            session.on("Network.dataReceived", self._data)
+            await session.send("Network.enable")
+        except PlaywrightError:
+            pass  # the page closed first: nothing of it to tap
+
+    def _request(self, event: dict[str, Any]) -> None:
+        request = event.get("request") or {}
+        self._requests[event["requestId"]] = (request.get("method", "GET"), request.get("url", ""))
+
+    def _response(self, session: CDPSession, event: dict[str, Any]) -> None:
+        request_id = event["requestId"]
+        if event.get("type") not in TAPPED_TYPES or request_id not in self._requests:
+            return
+        method, url = self._requests[request_id]
+        self._tapped[request_id] = Tapped(method, url, started=float(event.get("timestamp") or 0.0))
+        self._order.append(request_id)
+        asyncio.ensure_future(self._stream(session, request_id))
+
+    async def _stream(self, session: CDPSession, request_id: str) -> None:
+        try:
+            result = await session.send("Network.streamResourceContent", {"requestId": request_id})
+        except PlaywrightError:
+            return  # finished (or gone) before we asked: the HAR has what there was
+        buffered = base64.b64decode(result.get("bufferedData") or "")
+        tapped = self._tapped[request_id]
+        tapped.chunks.insert(0, (0.0, buffered))
+
+    def _data(self, event: dict[str, Any]) -> None:
+        tapped = self._tapped.get(event["requestId"])
+        if tapped is None or not event.get("data"):
+            return
+        at = (float(event.get("timestamp") or tapped.started) - tapped.started) * 1e3
+        tapped.chunks.append((max(0.0, at), base64.b64decode(event["data"])))
+
+    def bodies(self) -> dict[tuple[str, str], list[Tapped]]:
+        """The tapped responses by (method, URL), in the order their responses arrived."""
+        found: dict[tuple[str, str], list[Tapped]] = {}
+        for request_id in self._order:
+            tapped = self._tapped[request_id]
+            found.setdefault((tapped.method, tapped.url), []).append(tapped)
+        return found

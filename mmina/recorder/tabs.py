@@ -51,6 +51,7 @@ class Tabs:
         self._settling = Settling(context, lambda: self.page)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
+        self._tapping: dict[Page, asyncio.Future[None]] = {}
         self.active = 0
         self.secrets: list[str] = []
         self.ids = ElementIds()
@@ -61,13 +62,16 @@ class Tabs:
     async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
                     allowed_schemes: tuple[str, ...] = ()) -> "Tabs":
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
+        await Settling.prepare(context)
         return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes)
 
     def _on_page(self, page: Page) -> None:
-        """New tabs (``new_tab`` or a link opening one) become the active tab."""
+        """New tabs (``new_tab`` or a link opening one) become the active tab; their network is
+        tapped for the bodies the HAR would lose (see ``streams.BodyTaps``)."""
         page.on("framenavigated", lambda frame: self._check_landing(page, frame))
         self.pages.append(page)
         self.active = len(self.pages) - 1
+        self._tapping[page] = asyncio.ensure_future(self.streams.taps.tap(self.context, page))
 
     @property
     def page(self) -> Page:
@@ -83,6 +87,8 @@ class Tabs:
             if refused:
                 raise StartPageError(f"cannot open the start page: {refused}")
             page = await self.context.new_page()
+            if page in self._tapping:
+                await self._tapping[page]  # the tap listens before the page loads anything
             try:
                 response = await page.goto(url, wait_until="commit")
             except PlaywrightError as exc:

@@ -17,8 +17,12 @@ Matching rules, tried in this order (the first rule with a candidate answers):
    with the fewest differing pairs, then to recorded order.
 4. **unmatched** — nothing on that method and path: the caller answers with an error.
 
-Recorded requests that never got a response (status 0, or -1 in a HAR) are left out: they have
-nothing to serve, and Playwright logs a redirected navigation of a routed context that way.
+Recorded requests that never got a response (status 0, or -1 in a HAR: a host that did not
+resolve, a connection refused, a request the page aborted) are kept apart: a request on a path
+no answered request has is matched to them, and the router fails it as it failed when recorded
+(a web font from a host the recording could not reach fails again, rather than counting as a
+request outside the archive). They never shadow an answered request: Playwright logs a
+redirected navigation of a routed context with status 0 too.
 
 A parameter or body field is *volatile* (a cache-buster, after mitmproxy's ignore-params and
 pywb / wabac.js fuzzy rules) when its lowercased name is one of ``_ t ts timestamp cb cachebust
@@ -45,10 +49,11 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, MISSING, MMINA_HEADERS
 from mmina.redact import REDACTED
 
 VOLATILE_NAMES = frozenset({"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random",
@@ -59,6 +64,7 @@ _RANDOM_VALUE = re.compile(r"^0\.\d{6,}$")
 _FORM_BODY = re.compile(r"^[^=&\s]+=[^&\s]*(&[^=&\s]+=[^&\s]*)*$")
 DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
 """Bodies are stored decoded and the browser frames the fulfilled body itself."""
+
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -85,6 +91,16 @@ class Exchange:
     redirect_url: str = ""
     mime_type: str = ""
     episode_id: str = ""
+
+    @property
+    def chunks(self) -> str:
+        """How the body arrived when recorded (``size@ms,...``; see ``mmina.recorder.har``), or ""."""
+        return header_value(({"name": n, "value": v} for n, v in self.headers), CHUNKS_HEADER)
+
+    @property
+    def body_missing(self) -> bool:
+        """The recording had a body for this response but could not keep it."""
+        return header_value(({"name": n, "value": v} for n, v in self.headers), BODY_HEADER) == MISSING
 
 
 @dataclass(frozen=True)
@@ -167,7 +183,7 @@ def shape(method: str, url: str, body: bytes | None, content_type: str = "") -> 
 
 def same_page(recorded: str, replayed: str) -> bool:
     """The same page, up to query values that differ on every load (a ``window.open`` with
-    ``Date.now()`` in its URL replays under the frozen clock); the fragment must be equal (a
+    ``Date.now()`` in its URL replays at another time); the fragment must be equal (a
     viewer such as kiwix's routes by it)."""
     if recorded == replayed:
         return True
@@ -209,7 +225,13 @@ class Archive:
     """Recorded exchanges indexed for matching (immutable; a :class:`Matcher` holds the state)."""
 
     def __init__(self, exchanges: Iterable[Exchange]) -> None:
-        self.exchanges = tuple(sorted((e for e in exchanges if e.status > 0), key=lambda e: e.order))
+        exchanges = sorted(exchanges, key=lambda e: e.order)
+        self.exchanges = tuple(e for e in exchanges if e.status > 0)
+        self.failures: dict[tuple[str, str], list[Exchange]] = {}
+        """Requests that got no response when recorded, by method and endpoint (see the module)."""
+        for failed in (e for e in exchanges if e.status <= 0):
+            self.failures.setdefault((failed.method.upper(), shape(failed.method, failed.url, None).endpoint),
+                                     []).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
         self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
         self.by_endpoint: dict[tuple[str, str], list[int]] = {}
@@ -220,6 +242,17 @@ class Archive:
 
     def __len__(self) -> int:
         return len(self.exchanges)
+
+    def revalidated(self, exchange: Exchange) -> Exchange:
+        """For a recorded ``304 Not Modified``, the full response it confirmed: the latest
+        answered exchange of the same method and URL recorded before it, as a 200 (a replay's
+        browser may not hold the cached copy the 304 referred to: routed responses are not
+        cached alike). Any other exchange is itself."""
+        if exchange.status != 304:
+            return exchange
+        earlier = [e for e in self.exchanges if e.order < exchange.order and e.method == exchange.method
+                   and e.url == exchange.url and 200 <= e.status < 300 and e.body]
+        return replace(earlier[-1], status=200) if earlier else exchange
 
 
 @dataclass
@@ -251,6 +284,10 @@ class Matcher:
             return Match(MatchKind.FUZZY, take(fuzzy))
         if candidates:
             return Match(MatchKind.NEAREST, take(self._nearest(candidates, live)))
+        failures = self.archive.failures.get((live.method, live.endpoint))
+        if failures:  # failed when recorded: fails again (see the module)
+            same = next((f for f in failures if f.url == url), None)
+            return Match(MatchKind.EXACT if same else MatchKind.FUZZY, same or failures[0])
         return Match(MatchKind.UNMATCHED)
 
     @staticmethod
@@ -281,10 +318,11 @@ MAX_REDIRECTS = 10
 
 
 def redirect_target(exchange: Exchange, request_url: str) -> str | None:
-    """Where a recorded redirect points (``redirect_url``, else its Location header), absolute."""
+    """Where a recorded redirect points (its Location header, else ``redirect_url``), absolute."""
     if exchange.status not in REDIRECT_STATUSES:
         return None
-    target = exchange.redirect_url or header_value(({"name": n, "value": v} for n, v in exchange.headers), "location")
+    location = header_value(({"name": n, "value": v} for n, v in exchange.headers), "location")
+    target = location or exchange.redirect_url  # the header keeps a fragment the HAR's redirectURL drops
     return urljoin(request_url, target) if target else None
 
 
@@ -301,7 +339,7 @@ def reply_for(exchange: Exchange) -> Reply:
     headers: dict[str, str] = {}
     for name, value in exchange.headers:
         lowered = name.lower()
-        if lowered in DROPPED_HEADERS or value == REDACTED:
+        if lowered in DROPPED_HEADERS or value == REDACTED or lowered.startswith(MMINA_HEADERS):
             continue
         joiner = "\n" if lowered == "set-cookie" else ", "
         headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value

@@ -34,11 +34,11 @@ from mmina.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
+from mmina.recorder.seeding import seed_for
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
-from mmina.replayer.jobs import AgentJob, ReplaySetup
+from mmina.replayer.jobs import AgentJob, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
-from mmina.replayer.router import seed_for
 from mmina.replayer.source import SourceRun
 from mmina.runs import SuiteRef, run_row
 from mmina.store import Store
@@ -102,8 +102,7 @@ class ConditionedJob(AgentJob):
     def work(self, prefix: Prefix) -> ConditionedEpisode:
         task = self.source.task(prefix.task_id)
         session = self.browsers.alive()
-        router = HandOverRouter(self.source.archive(self.store, [prefix.source]), prefix.source.started_at,
-                                seed_for(prefix.source.episode_id))
+        router = HandOverRouter(self.source.archive(self.store, [prefix.source]), prefix.source.started_at)
         agent = PrefixedAgent(self.thread_agent(), prefix, lambda: session.run(router.hand_over()),
                               self.setup.settings.show_prefix)
         checked: list[PrefixCheck] = []
@@ -113,8 +112,7 @@ class ConditionedJob(AgentJob):
             return prefix_columns(self.setup.source_run, prefix, checked[-1], agent.handed)
 
         result = self._record(task, session, agent, router, prefix, columns)
-        return ConditionedEpisode(prefix, result, checked[-1], RequestCounts.of(s.kind for s in router.served),
-                                  agent.handed)
+        return ConditionedEpisode(prefix, result, checked[-1], counts(router.served), agent.handed)
 
     def _record(self, task: Task, session: BrowserSession, agent: Agent, router: HandOverRouter, prefix: Prefix,
                 columns: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> EpisodeResult:
@@ -124,6 +122,7 @@ class ConditionedJob(AgentJob):
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
             recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits, Path(workdir),
                                        self.thread_captioner(), prepare=router.prepare,
+                                       seed=seed_for(prefix.source.episode_id),
                                        tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)
             try:
                 return recorder.record(attempt=1)

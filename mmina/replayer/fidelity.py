@@ -14,7 +14,8 @@ can be judged again later, or a live re-run compared with its recording the same
   renders give identical bytes and 0.0. Different sizes count as 1.0.
 * A step's **requests** are the ones that loaded what it observed: for step k, those issued by
   the action of step k-1 (for step 0, the initial page load), served exactly / fuzzily / by
-  nearest match / not at all (see :mod:`mmina.replayer.archive`).
+  nearest match / not at all (see :mod:`mmina.replayer.archive`); a matched request whose
+  recorded body is missing, or one the router failed to answer, is counted as a defect too.
 * **Episode fidelity** = steps with both URL and tree equal / max(recorded steps, replayed
   steps): a replay that ends early or runs longer loses fidelity for every missing step.
   The screenshot-identical fraction is reported next to it (over steps with screenshots on
@@ -25,7 +26,7 @@ from __future__ import annotations
 import difflib
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any
 
 from PIL import Image, ImageChops
@@ -52,23 +53,27 @@ class StepView:
 
 @dataclass(frozen=True)
 class RequestCounts:
+    """Requests by how the archive matched them, and the defects among them: matched requests
+    whose recorded body is missing (served empty), and requests the router failed to answer."""
+
     exact: int = 0
     fuzzy: int = 0
     nearest: int = 0
     unmatched: int = 0
+    missing_body: int = 0
+    failed: int = 0
 
     @property
     def total(self) -> int:
         return self.exact + self.fuzzy + self.nearest + self.unmatched
 
     def __add__(self, other: RequestCounts) -> RequestCounts:
-        return RequestCounts(self.exact + other.exact, self.fuzzy + other.fuzzy,
-                             self.nearest + other.nearest, self.unmatched + other.unmatched)
+        return RequestCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @classmethod
-    def of(cls, kinds: Iterable[MatchKind]) -> RequestCounts:
+    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0) -> RequestCounts:
         kinds = list(kinds)
-        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind))
+        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind), missing_body, failed)
 
 
 @dataclass(frozen=True)

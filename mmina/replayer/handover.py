@@ -3,15 +3,17 @@
 One browser context does both, so everything the prefix left stays as it was: the tabs and
 their history (the same pages), web storage (``localStorage``; ``sessionStorage`` of each tab),
 IndexedDB and cookies. Until the hand-over the context is routed to the reference episode's
-archive exactly as ``mmina replay`` routes it (clock, seeded ``Math.random``); at the hand-over
+archive exactly as ``mmina replay`` routes it (clock, seeded ``Math.random``); it is never
+offline (the agent goes on on the live web), so a ``keepalive`` beacon a prefix page sends as it
+unloads, which outlives its routes, may reach the live site; at the hand-over
 :meth:`HandOverRouter.hand_over`
 
 * removes the archive's route, so every later request goes to the live web (the fixture web by
   default); a WebSocket opened from then on connects to its server;
 * sets the page clock to the real time: the replay's clock (installed at the reference's
-  start) stays installed, but from then on ``Date`` reads the wall clock and runs with it, and
-  timers fire in real time, as on any page; a document loaded later keeps the seeded
-  ``Math.random`` of the replay (a page's random draws are reproducible, not different);
+  start, running since) stays installed, but from then on ``Date`` reads the wall clock and
+  runs with it, and timers fire in real time, as on any page; ``Math.random`` stays seeded with
+  the reference episode's seed, as in any recording (``recorder/seeding.py``);
 * drops the cookies whose value the archive holds redacted: a cookie a server set with
   ``Set-Cookie`` is a credential by rule and never reaches the store in clear, so the replay
   could only give it back as the redaction marker; the live site then sees no such cookie (a
@@ -30,20 +32,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, WebSocketRoute
 
 from mmina.agents.protocol import Agent, AgentReply, Handover, hand_over, uses_marks
 from mmina.observation import Observation
-from mmina.redact import REDACTED
+from mmina.secret_rules import MARKERS
 from mmina.replayer.fidelity import StepView, compare_steps
 from mmina.replayer.prefixes import Prefix
 from mmina.replayer.router import ArchiveRouter
 from mmina.tasks import Task
 
-REDACTION_MARKERS = (REDACTED, quote(REDACTED, safe=""))
-"""How a redacted value reads in a cookie the replay set (plain, or percent-encoded)."""
 PAGE_DEADLINE_S = 5.0
 """A page asked its history length answers within this (a busy page is reported as unknown)."""
 CLOCK = "real time from the hand-over (the replay's clock set to the wall clock, then running with it)"
@@ -86,7 +85,7 @@ async def drop_redacted_cookies(context: BrowserContext) -> list[str]:
     """Remove the cookies whose value is (or holds) a redaction marker; their names."""
     dropped = []
     for cookie in await context.cookies():
-        if any(marker in cookie.get("value", "") for marker in REDACTION_MARKERS):
+        if any(marker in cookie.get("value", "") for marker in MARKERS):
             await context.clear_cookies(name=cookie["name"], domain=cookie.get("domain"), path=cookie.get("path"))
             dropped.append(cookie["name"])
     return dropped

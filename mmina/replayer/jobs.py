@@ -27,7 +27,8 @@ from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_i
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
                                      screenshot_differ)
-from mmina.replayer.router import ArchiveRouter, Served, seed_for
+from mmina.recorder.seeding import seed_for
+from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
 from mmina.store import Store
 from mmina.tasks import Task
@@ -91,12 +92,12 @@ class _ArchiveJob:
                attempt: int) -> _Outcome:
         """One episode in a context routed to these sources' archive; a failure leaves nothing of
         it in the store."""
-        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, seed_for(seed_name))
+        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=True)
+                                       prepare=router.prepare, offline=True, seed=seed_for(seed_name))
             try:
                 result = recorder.record(attempt)
             except BaseException:
@@ -146,7 +147,7 @@ class AgentJob(_ArchiveJob):
         task_id, sources = item
         outcome = self.replay(self.source.task(task_id), self.thread_agent(), self.setup.limits or Limits(),
                               sources, f"{self.setup.source_run}/{task_id}", 1)
-        return AgentEpisode(outcome.result, RequestCounts.of(s.kind for s in outcome.served), _gaps(outcome.served))
+        return AgentEpisode(outcome.result, counts(outcome.served), _gaps(outcome.served))
 
 
 def _replayer(steps: Rows, source: Source) -> ReplayAgent:
@@ -165,17 +166,23 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
     steps = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in outcome.steps],
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
-                           len(outcome.steps), steps, RequestCounts.of(s.kind for s in outcome.served),
+                           len(outcome.steps), steps, counts(outcome.served),
                            _gaps(outcome.served), outcome.result.status, outcome.result.error)
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:
     """Served requests grouped by the step whose action issued them (-1: the initial load)."""
-    groups: dict[int, list[MatchKind]] = {}
+    groups: dict[int, list[Served]] = {}
     for request in served:
-        groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request.kind)
-    return {step: RequestCounts.of(kinds) for step, kinds in groups.items()}
+        groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request)
+    return {step: counts(requests) for step, requests in groups.items()}
+
+
+def counts(served: Sequence[Served]) -> RequestCounts:
+    """How the router answered: by match kind, plus the defects (missing bodies, failures)."""
+    answered = [s.kind for s in served if not s.failed]
+    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served))
 
 
 def _gaps(served: Iterable[Served]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(f"{s.method} {s.url}" for s in served if s.kind is MatchKind.UNMATCHED))
+    return tuple(dict.fromkeys(f"{s.method} {s.url}" for s in served if s.kind is MatchKind.UNMATCHED and not s.failed))

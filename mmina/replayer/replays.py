@@ -6,8 +6,8 @@ is ``replay`` (or the new agent's name in ``--agent`` mode) and ``config_json`` 
 ``{"mode": "replay" | "agent", "source_run": ..., "source_episodes": [...], ...}``.
 
 Every request of a replay context is answered by :class:`ArchiveRouter`; nothing reaches the
-network, and no fixture web is started. The page clock is frozen at the source episode's
-start and ``Math.random`` is seeded from the source episode id. Episodes run in one browser,
+network, and no fixture web is started. The page clock starts at the source episode's
+start (and runs; see ``router.py``) and ``Math.random`` is seeded from the source episode id. Episodes run in one browser,
 a fresh context each, one after another or ``concurrency`` at once.
 """
 from __future__ import annotations
@@ -104,7 +104,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     source = SourceRun.load(store, source_run, set(episodes))
     replay_id = _check_new_run(new_run) or new_run_id("replay")
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
-                "clock": "frozen at each source episode's start", "limits": asdict(source.limits),
+                "clock": "starts at each source episode's start, runs in real time", "limits": asdict(source.limits),
                 "archive": "per episode", **layout.describe()}
     setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser), tolerance)
     report = ReplayReport(source_run, replay_id, str(store.root))
@@ -139,8 +139,8 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
                  on_episode: Callable[[AgentEpisode], None] | None = None) -> AgentReplayReport:
     """Run ``agent`` on each task of the source against that task's archived web.
 
-    The archive of a task pools every source episode of it (in recorded order); the clock is
-    frozen at the first one's start. Requests outside the archive get an error response and are
+    The archive of a task pools every source episode of it (in recorded order); the clock
+    starts at the first one's start. Requests outside the archive get an error response and are
     reported as coverage gaps: what the agent saw there is not what the live site showed.
     """
     if agent in INTERACTIVE_AGENTS and layout != Layout():
@@ -156,7 +156,7 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     limits = limits or Limits()
     config = {"mode": "agent", "source_run": source_run, "agent": agent,
               "source_episodes": [s.episode_id for group in by_task.values() for s in group],
-              "clock": "frozen at the first source episode's start", "limits": asdict(limits),
+              "clock": "starts at the first source episode's start, runs in real time", "limits": asdict(limits),
               "agent_settings": asdict(replace(settings, run_id=None)), "archive": "per task", **layout.describe()}
     setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser),
                         agent=agent, settings=settings, limits=limits)

@@ -1,12 +1,26 @@
 """Playwright side of replay: answer every request of a browser context from the archive.
 
 The only replayer module that touches Playwright. ``ArchiveRouter.prepare`` is handed to
-``BrowserSession.episode`` so the context is routed, its clock frozen and ``Math.random``
-seeded before the first page opens.
+``BrowserSession.episode`` so the context is routed and its clock set before the first page
+opens (``Math.random`` is seeded by the recorder, with the source episode's seed).
+
+**The clock.** ``clock.install`` starts the page's clock (``Date``, ``performance.now``,
+timers, animation frames) at the recorded episode's start, and it then runs in real time: it
+is not pinned with ``set_fixed_time``. A pinned ``Date.now()`` with running timers breaks code
+that compares the time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and
+``throttle`` re-arm forever and never fire. So a page reads the recorded start plus the time the
+replay has taken so far (a page that prints the time when it loads shows the recorded one, to
+the second when it loads as promptly as it did). Real time, not the recorded pace: see the
+README's section on the replay clock.
+
+**Streams.** A fetch/XHR body recorded in chunks (``x-mmina-chunks``) is fulfilled whole, with
+that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
+``fetch`` in its recorded chunks at its recorded pace, so a page reading a stream sees what it
+saw (a stream it aborted mid-way included).
 """
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,27 +28,50 @@ from datetime import datetime, timezone
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
 
 from mmina.recorder.browser import REDIRECT_MARK
+from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, SocketScript, redirect_target, redirected_method, reply_for,
                                     unmatched_reply)
 
-SEEDED_RANDOM = """(() => {
-  let state = %d >>> 0;
-  Math.random = function random() {
-    state = (state + 0x6D2B79F5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-})();"""
-"""mulberry32, restarted from the same seed in every document: a page that draws random
-numbers while loading draws the same ones on every replay."""
-
-
-def seed_for(text: str) -> int:
-    """A 32-bit seed derived from a stable name (the source episode id)."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+STREAMED_FETCH = """(() => {
+  const native = window.fetch;
+  if (!native || native.__mmina) return;
+  const HEADER = '%s';
+  async function fetch(...args) {
+    const response = await native.apply(this, args);
+    const timing = response.headers.get(HEADER);
+    if (!timing || !response.body) return response;
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    const chunks = timing.split(',').map(part => part.split('@').map(Number));
+    const flowing = window.__mminaStreams = window.__mminaStreams || new Set();
+    const body = new ReadableStream({start(controller) {
+      let offset = 0;
+      flowing.add(controller);
+      chunks.forEach(([size, at], index) => {
+        const last = index === chunks.length - 1;
+        const piece = bytes.slice(offset, last ? bytes.length : offset + size);
+        offset += size;
+        setTimeout(() => {
+          if (last) flowing.delete(controller);
+          try { controller.enqueue(piece); if (last) controller.close(); } catch (e) {}
+        }, at);
+      });
+    }, cancel() { flowing.clear(); }});
+    const headers = new Headers(response.headers);
+    headers.delete(HEADER);
+    const streamed = new Response(body, {status: response.status, statusText: response.statusText, headers});
+    for (const name of ['url', 'redirected', 'type']) Object.defineProperty(streamed, name, {value: response[name]});
+    return streamed;
+  }
+  fetch.__mmina = true;
+  window.fetch = fetch;
+})();""" % CHUNKS_HEADER
+"""Hands a body recorded in chunks to the page in those chunks, each at its recorded time
+after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
+which settling waits on as a recording waits on the network."""
+ROUTE_DEADLINE_S = 10.0
+"""A request is answered within this, whatever happens inside the router (a request left
+unanswered holds its page, and every read of the page, for good)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +83,10 @@ class Served:
     url: str
     kind: MatchKind
     status: int
+    missing_body: bool = False
+    """Matched, but the recording could not keep the response's body (a fidelity defect)."""
+    failed: bool = False
+    """The router could not answer in time (or failed) and answered with an error instead."""
 
 
 @dataclass
@@ -53,30 +94,25 @@ class ArchiveRouter:
     """Routes one context to one archive; never continues a request to the network."""
 
     archive: Archive
-    frozen_at: datetime
-    seed: int
+    starts_at: datetime
     served: list[Served] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
+        self._last_match: Exchange | None = None
 
     async def prepare(self, context: BrowserContext) -> None:
-        """Freeze the clock, seed ``Math.random`` and route everything (before any page opens).
-
-        ``clock.install`` fakes the timers from the recorded start; ``set_fixed_time`` then pins
-        ``Date.now()``/``new Date()`` there while timers keep running, so scripts that wait on
-        ``setTimeout`` still finish.
-        """
-        await context.clock.install(time=self.frozen_at)
-        await context.clock.set_fixed_time(self.frozen_at)
-        await context.add_init_script(SEEDED_RANDOM % self.seed)
+        """Set the clock, stream recorded chunks and route everything (before any page opens;
+        see the module). ``Math.random`` is seeded as in the recording (``recorder/seeding.py``)."""
+        await context.clock.install(time=self.starts_at)
+        await context.add_init_script(STREAMED_FETCH)
         await context.route("**/*", self._handle)
         await context.route_web_socket("**/*", self._socket)
 
     async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, never to the server."""
         exchange = self._match("GET", socket.url, None, "")
-        if exchange is None:
+        if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         script = SocketScript.parse(exchange.body)
@@ -88,18 +124,42 @@ class ArchiveRouter:
 
         A routed request left unanswered stays paused in the browser for good: its page never
         loads, and a navigation or tree read waiting on it times out. So a failure of our own
-        (a bug, a body we cannot read) is answered with a 500 naming it, never left pending.
+        (a bug, a body we cannot read) is answered with a 500 naming it, and an answer not
+        ready within ``ROUTE_DEADLINE_S`` with a 504, never left pending.
         """
+        request = route.request
         try:
-            reply = self._answer(route.request)
+            reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
+        except asyncio.TimeoutError:
+            reply = self._failed(request, 504, f"no answer within {ROUTE_DEADLINE_S:g} s")
+        except asyncio.CancelledError:  # the context closed first: still a request never answered
+            self._failed(request, 504, "the context closed before the answer was ready")
+            raise
         except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
-            reply = Reply(500, {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
-                          f"mmina replay: could not answer {route.request.url}: {type(exc).__name__}: {exc}\n"
-                          .encode())
+            reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
         try:
-            await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
+            if reply.status <= 0:  # no response when recorded: fail it again
+                await route.abort("failed")
+            else:
+                await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
+
+    async def _reply(self, request: Request) -> Reply:
+        """The archive's answer to one request; a body recorded in chunks keeps its timing
+        for the page's ``fetch`` (see :data:`STREAMED_FETCH`)."""
+        reply = self._answer(request)
+        exchange = self._last_match  # the chain's final exchange (matched last, no await between)
+        if exchange is not None and exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
+            reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks}, reply.body)
+        return reply
+
+    def _failed(self, request: Request, status: int, why: str) -> Reply:
+        """The error a request gets when the router could not answer it (logged as failed)."""
+        self.served.append(Served(datetime.now(timezone.utc), request.method, request.url, MatchKind.UNMATCHED,
+                                  status, failed=True))
+        return Reply(status, {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
+                     f"mmina replay: could not answer {request.url}: {why}\n".encode())
 
     def _answer(self, request: Request) -> Reply:
         method, url, body = request.method, request.url, request.post_data_buffer
@@ -159,9 +219,12 @@ class ArchiveRouter:
     def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Exchange | None:
         """Ask the archive and log the answer (one log entry per request or followed redirect)."""
         match = self.matcher.match(method, url, body, content_type)
-        status = match.exchange.status if match.exchange else NOT_ARCHIVED_STATUS
-        self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status))
-        return match.exchange
+        exchange = self.archive.revalidated(match.exchange) if match.exchange else None
+        status = exchange.status if exchange else NOT_ARCHIVED_STATUS
+        missing = exchange is not None and exchange.body_missing
+        self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing))
+        self._last_match = exchange
+        return exchange
 
 
 def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
@@ -173,6 +236,8 @@ def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
 
 
 REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'
-                 '<script>location.replace(%s)</script></head></html>')
+                 '<script>(t => location.replace(new URL(t).hash ? t : t + location.hash))(%s)</script></head></html>')
 """The stand-in for a recorded redirect of a navigation; ``EpisodeBrowser.settle`` waits while
-the page shows it (the meta tag names it)."""
+the page shows it (the meta tag names it). A target without a fragment keeps the fragment of
+the URL that was redirected, as a browser does (Fetch standard; a form posted to ``/new#ticket``
+and redirected to ``/ticket/1`` lands on ``/ticket/1#ticket``)."""

@@ -254,9 +254,12 @@ REQUESTS = Table(
         ("method", S, "HTTP method."),
         ("url", S, "Full request URL."),
         ("status", I32, "HTTP status code; 0 when the request failed without a response."),
-        ("request_headers", HEADERS, "Request headers; `Authorization`, `Cookie` and similar values are `[REDACTED]`."),
-        ("response_headers", HEADERS, "Response headers; `Set-Cookie` and similar values are `[REDACTED]`."),
-        ("request_body", S, "SHA-256 of the request body blob (password-like form fields redacted); null when none."),
+        ("request_headers", HEADERS, "Request headers, credentials redacted (`Authorization: Bearer [REDACTED]`, "
+                                      "`Cookie: sid=[REDACTED]`, `X-Access-Token: [REDACTED]`)."),
+        ("response_headers", HEADERS, "Response headers, credentials redacted (`Set-Cookie: sid=[REDACTED]; Path=/`, "
+                                       "a token in `Location`)."),
+        ("request_body", S, "SHA-256 of the request body blob (secret-named form and JSON fields redacted); null when "
+                             "none."),
         ("request_body_size", I64, "Request body size in bytes."),
         ("response_body", S, "SHA-256 of the response body blob; null when none was captured."),
         ("response_body_size", I64, "Response body size in bytes (decoded)."),

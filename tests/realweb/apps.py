@@ -1,0 +1,415 @@
+"""Real web applications nobody on this project wrote, each with a scripted episode.
+
+Every application is installed from PyPI into a virtualenv of its own (``installs.app_venv``)
+and started by :class:`RunningApp` on a free port with new random state: a new data folder,
+new secrets, new random content. The browser reaches it under a fixed host name
+(``<name>.realweb.test``, mapped by Chromium's host resolver) through a counting TCP relay, so
+recorded URLs stay valid across restarts and every connection that reaches the application —
+a replay must make none — is counted.
+
+The scripts find their targets by role and name in the observation (the oracle agent's
+``reference_script``), never by element id.
+"""
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import socket
+import sqlite3
+import subprocess
+import textwrap
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.realweb.installs import app_venv
+
+DOMAIN = "realweb.test"
+START_TIMEOUT_S = 180.0
+"""Until an application answers its first request (Gradio and Streamlit import a lot)."""
+WORDS = ("harbour", "kittiwake", "lantern", "mooring", "tide", "gull", "anchor", "ferry", "pier", "beacon",
+         "buoy", "quay", "saltmarsh", "trawler", "skiff", "dune", "estuary", "jetty")
+
+
+def click(name: str, role: str = "link") -> dict[str, Any]:
+    return {"action": "click", "target": {"role": role, "name": name}}
+
+
+def type_into(name: str, text: str, role: str = "textbox", enter: bool = False) -> dict[str, Any]:
+    return {"action": "type", "target": {"role": role, "name": name}, "text": text, "enter": enter}
+
+
+def stop(answer: str) -> dict[str, Any]:
+    return {"action": "stop", "answer": answer}
+
+
+BACK = {"action": "go_back"}
+
+
+@dataclass(frozen=True)
+class App:
+    """One application: how to install it, lay out new random state, start it, and its episode."""
+
+    name: str
+    kind: str
+    requirements: tuple[str, ...]
+    prepare: Callable[[Path, random.Random], None]
+    """Lays out new random state in a fresh folder (a database, a project, an environment)."""
+    command: Callable[[Path, Path, int], list[str]]
+    """(the venv's bin folder, the state folder, the port) -> the command that serves it."""
+    script: tuple[dict[str, Any], ...]
+    path: str = "/"
+    ready_path: str = "/"
+
+    @property
+    def host(self) -> str:
+        return f"{self.name}.{DOMAIN}"
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        return {
+            "task_id": task_id,
+            "intent": f"Real web, {self.name} ({self.kind}): follow the script.",
+            "start_url": f"http://{self.host}{self.path}",
+            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]},
+                     "reference_url": "", "program_html": [], "string_note": "",
+                     "reference_answer_raw_annotation": "done"},
+            "procedure": ["realweb", "end"],
+            "reference_script": [*self.script, stop("done")],
+        }
+
+
+# ---------------------------------------------------------------- Datasette: a data browser
+
+def _datasette_state(folder: Path, draw: random.Random) -> None:
+    """A harbour database with random boats and captains."""
+    database = sqlite3.connect(folder / "harbour.db")
+    database.execute("create table captains (id integer primary key, name text, since integer)")
+    database.execute("create table boats (id integer primary key, name text, captain_id integer "
+                     "references captains(id), length_m real, berth text)")
+    for number in range(1, 9):
+        database.execute("insert into captains values (?, ?, ?)",
+                         (number, f"{draw.choice(WORDS).title()} {draw.choice(WORDS).title()}", draw.randint(1980, 2024)))
+    for number in range(1, 41):
+        database.execute("insert into boats values (?, ?, ?, ?, ?)",
+                         (number, f"{draw.choice(WORDS).title()} {draw.randint(1, 999)}", draw.randint(1, 8),
+                          round(draw.uniform(4, 40), 1), f"{draw.choice('ABCD')}{draw.randint(1, 60)}"))
+    database.commit()
+    database.close()
+    (folder / "secret").write_text(secrets.token_hex(16))
+
+
+DATASETTE = App(
+    "datasette", "data browser (server-rendered tables, JSON, a little JS)", ("datasette==0.65.5",),
+    _datasette_state,
+    lambda bin_, state, port: [str(bin_ / "datasette"), "serve", str(state / "harbour.db"), "--host", "127.0.0.1",
+                               "--port", str(port), "--secret", (state / "secret").read_text(),
+                               "--setting", "suggest_facets", "off"],
+    (click("harbour"), click("boats"), click("1"), BACK, BACK, click("captains"), click("1")),
+)
+
+
+# ---------------------------------------------------------------- Trac: a classic server-rendered app
+
+def _trac_state(folder: Path, draw: random.Random) -> None:
+    """Random project words; the environment itself (new secrets, anonymous users allowed to
+    file tickets, random ticket types) is made by ``_trac_command``, with the app's venv."""
+    (folder / "words").write_text(" ".join(draw.sample(WORDS, 4)))
+
+
+def _trac_admin(bin_: Path, state: Path, *args: str) -> None:
+    subprocess.run([str(bin_ / "trac-admin"), str(state / "env"), *args], check=True, capture_output=True,
+                   timeout=120)
+
+
+def _trac_command(bin_: Path, state: Path, port: int) -> list[str]:
+    if not (state / "env").exists():
+        words = (state / "words").read_text()
+        _trac_admin(bin_, state, "initenv", f"Harbour {words.split()[0].title()}", "sqlite:db/trac.db")
+        _trac_admin(bin_, state, "permission", "add", "anonymous", "TICKET_CREATE", "TICKET_MODIFY")
+        for number, word in enumerate(words.split(), start=1):
+            _trac_admin(bin_, state, "ticket_type", "add", f"{word}-{number}")
+    return [str(bin_ / "tracd"), "--hostname", "127.0.0.1", "--port", str(port), "-s", str(state / "env")]
+
+
+TRAC = App(
+    "trac", "classic server-rendered issue tracker (sessions, forms, CSRF __FORM_TOKEN)", ("trac==1.6",),
+    _trac_state, _trac_command,
+    (click("New Ticket"), type_into("Summary:", "The harbour light is out"),
+     type_into("Keywords:", "lighthouse pier"),
+     click("Create ticket", role="button"), click("View Tickets"), click("Timeline"), click("Wiki")),
+)
+
+
+# ---------------------------------------------------------------- MkDocs-Material: a documentation site
+
+DOCS_PAGES = ("index", "setup", "usage", "reference")
+MKDOCS_HOST = f"mkdocs.{DOMAIN}"
+"""Material's instant navigation needs ``site_url``."""
+
+
+def _mkdocs_state(folder: Path, draw: random.Random) -> None:
+    """A generated docs project with random words, built by ``mkdocs build`` into ``site``."""
+    docs = folder / "docs"
+    docs.mkdir()
+    for page in DOCS_PAGES:
+        words = " ".join(draw.choice(WORDS) for _ in range(60))
+        title = "Harbour guide" if page == "index" else page.title()
+        (docs / f"{page}.md").write_text(f"# {title}\n\n{words}\n\n## Moorings\n\n"
+                                         f"The {draw.choice(WORDS)} is at berth {draw.randint(1, 99)}.\n")
+    (folder / "mkdocs.yml").write_text(textwrap.dedent(f"""\
+        site_name: Harbour docs {draw.randint(1, 9999)}
+        site_url: http://{MKDOCS_HOST}/
+        theme:
+          name: material
+          features: [navigation.instant, search.suggest]
+        plugins: [search]
+        nav: [{', '.join(f'{p}.md' for p in DOCS_PAGES)}]
+        """))
+
+
+def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
+    if not (state / "site").exists():
+        subprocess.run([str(bin_ / "mkdocs"), "build", "-q", "-f", str(state / "mkdocs.yml"), "-d", str(state / "site")],
+                       check=True, capture_output=True, timeout=300)
+    return [str(bin_ / "python"), "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(state / "site")]
+
+
+MKDOCS = App(
+    "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
+    ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, {"action": "go_forward"}),
+)
+
+
+# ---------------------------------------------------------------- Gradio: an SPA streaming over fetch
+
+GRADIO_APP = """
+import os, random, time
+import gradio as gr
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+
+def greet(name):
+    return f"Welcome aboard, {name}! Ticket {SALT}-{draw.randint(100, 999)}"
+
+def tides(count):
+    for hour in range(int(count)):
+        time.sleep(0.2)
+        yield f"Tide table: {hour + 1} of {int(count)} hours read ({SALT})"
+
+with gr.Blocks(title="Harbour desk", analytics_enabled=False) as demo:
+    name = gr.Textbox(label="Your name")
+    greeting = gr.Textbox(label="Greeting")
+    gr.Button("Greet").click(greet, name, greeting)
+    hours = gr.Number(label="Hours", value=3)
+    table = gr.Textbox(label="Tides")
+    gr.Button("Read tides").click(tides, hours, table)
+
+demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"]))
+"""
+
+
+def _gradio_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(GRADIO_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+
+GRADIO = App(
+    "gradio", "SPA (Svelte) whose queue streams server-sent events over fetch", ("gradio==6.31.0",),
+    _gradio_state,
+    lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    (type_into("Your name", "Mira"), click("Greet", role="button"), click("Read tides", role="button"),
+     type_into("Your name", "Ola"), click("Greet", role="button")),
+)
+
+
+# ---------------------------------------------------------------- Streamlit: a dashboard over a WebSocket
+
+STREAMLIT_APP = """
+import os, random
+import streamlit as st
+
+SALT = os.environ["HARBOUR_SALT"]
+st.title("Harbour dashboard")
+boat = st.selectbox("Boat", ["Kittiwake", "Morning Star", "Sea Holly"])
+name = st.text_input("Skipper")
+if name:
+    st.write(f"Berth for {boat}, skipper {name}: code {SALT}-{random.Random(SALT + boat + name).randint(1, 99)}")
+st.write(f"Boats in harbour: {random.Random(SALT).randint(10, 60)}")
+"""
+
+
+def _streamlit_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(STREAMLIT_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+
+STREAMLIT = App(
+    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), _streamlit_state,
+    lambda bin_, state, port: [str(bin_ / "streamlit"), "run", str(state / "app.py"), "--server.port", str(port),
+                               "--server.address", "127.0.0.1", "--server.headless", "true",
+                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+    (type_into("Skipper", "Mira", enter=True), click("Open", role="button"), click("Sea Holly", role="option"),
+     type_into("Skipper", "Ola", enter=True), click("Open", role="button"), click("Morning Star", role="option")),
+    ready_path="/_stcore/health",
+)
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT)
+SAMPLE = ("datasette", "trac")
+"""What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
+
+
+# ---------------------------------------------------------------- running one
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Relay:
+    """A TCP relay in front of an application that counts the connections reaching it."""
+
+    target: int
+    connections: int = 0
+    _server: socket.socket | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> int:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self._server.getsockname()[1]
+
+    def _accept(self) -> None:
+        assert self._server is not None
+        while True:
+            try:
+                client, _address = self._server.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            threading.Thread(target=self._pair, args=(client,), daemon=True).start()
+
+    def _pair(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target), timeout=30)
+        except OSError:
+            client.close()
+            return
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class RunningApp:
+    """An application started with new random state: ``with RunningApp(app, folder) as running``;
+    :meth:`restart` stops it and starts it again with new state on a new port."""
+
+    def __init__(self, app: App, folder: Path) -> None:
+        self.app, self.folder = app, folder
+        self.bin = app_venv(app.name, app.requirements)
+        self.starts = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._relay: Relay | None = None
+        self.relay_port = 0
+
+    def chromium_args(self) -> list[str]:
+        return [f"--host-resolver-rules=MAP {self.app.host} 127.0.0.1:{self.relay_port}"]
+
+    @property
+    def connections(self) -> int:
+        """Connections that reached the application since it last started."""
+        return self._relay.connections if self._relay else 0
+
+    def __enter__(self) -> "RunningApp":
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.starts += 1
+        state = self.folder / f"state-{self.starts}"
+        state.mkdir(parents=True)
+        self.app.prepare(state, random.Random(secrets.randbits(64)))
+        port = free_port()
+        environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(state), "PORT": str(port),
+                       "HARBOUR_SALT": (state / "salt").read_text() if (state / "salt").exists() else "",
+                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        command = self.app.command(self.bin, state, port)
+        log = (state / "server.log").open("wb")
+        self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
+        self._relay = Relay(port)
+        self.relay_port = self._relay.start()
+
+    def stop(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=20)
+            self._process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _wait_until_up(port: int, path: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the application exited ({process.returncode}):\n{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers (an error page is an answer)
+        except OSError:
+            time.sleep(0.3)
+    process.kill()
+    raise RuntimeError(f"the application did not answer within {START_TIMEOUT_S:.0f} s:\n{log.read_text()[-2000:]}")
+
+
+def write_suite(folder: Path, apps: tuple[App, ...]) -> Path:
+    """One task per application as ``folder/realweb/N.json``; returns the suite folder."""
+    suite = folder / "realweb"
+    suite.mkdir(parents=True, exist_ok=True)
+    for number, app in enumerate(apps, start=1):
+        (suite / f"{number}.json").write_text(json.dumps(app.task(number), indent=2))
+    return suite

@@ -1,0 +1,61 @@
+"""Record each real application's episode, restart it with new random state, replay, and judge.
+
+``check(folder, apps)`` is what ``tests/test_realweb_apps.py`` asserts on and what ``python -m
+bench --only realweb`` prints: per application, the recorded and replayed steps, the replay's
+fidelity report, and the connections that reached the restarted application during the
+replay (there must be none).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmina.fixtures.hardweb.check import deadline_share, rows_by_episode
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.recording import RecordConfig, record_run
+from mmina.replayer.fidelity import EpisodeFidelity
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
+from tests.realweb.apps import App, RunningApp, write_suite
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One application's record -> restart with new state -> replay."""
+
+    app: App
+    recorded: list[dict[str, Any]]
+    replay: EpisodeFidelity
+    replayed: list[dict[str, Any]]
+    live_connections: int
+    """Connections that reached the restarted application during the replay."""
+
+    @property
+    def slowest_share(self) -> float:
+        """The slowest observation or action, recorded or replayed, over its deadline."""
+        return deadline_share([*self.recorded, *self.replayed])
+
+
+def check(folder: Path, apps: tuple[App, ...]) -> list[Outcome]:
+    """Every application in turn, each in a run of its own (its host name is its own)."""
+    return [_check_one(folder / app.name, app) for app in apps]
+
+
+def _check_one(folder: Path, app: App) -> Outcome:
+    suite = write_suite(folder / "tasks", (app,))
+    store = Store.open(folder / "store", create=True)
+    with RunningApp(app, folder) as running:
+        recorded = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=_browser(running)))
+        running.restart()
+        report = replay_run(store, recorded.run_id, browser=_browser(running))
+        live = running.connections
+    steps = rows_by_episode(store.read("steps", run_id=recorded.run_id).to_pylist(), "step_index")
+    replayed = rows_by_episode(store.read("steps", run_id=report.replay_run).to_pylist(), "step_index")
+    fidelity = report.episodes[0]
+    return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
+                   live)
+
+
+def _browser(running: RunningApp) -> BrowserConfig:
+    return BrowserConfig(extra_args=tuple(running.chromium_args()))

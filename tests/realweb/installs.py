@@ -1,0 +1,67 @@
+"""Third-party software for the real-web tests, installed on demand and cached.
+
+Each application goes into a virtualenv of its own (they pin conflicting versions, and none of
+them belongs in mmina's ``.venv``); JavaScript libraries come from npm. Everything lands under
+one gitignored folder (``.realweb/`` at the repository's top, or ``$MMINA_REALWEB_CACHE``) and is
+installed once: a second call finds it ready (a marker file is written last, so an install cut
+short is done again). Only the package registries are needed, through pip and npm.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL_TIMEOUT_S = 1_200
+"""One application's install, generously (a cold pip cache on a busy two-core machine)."""
+
+
+class InstallFailed(RuntimeError):
+    """A package could not be installed here (the message has the installer's last lines)."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MMINA_REALWEB_CACHE") or ROOT / ".realweb")
+
+
+def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
+    """The virtualenv ``name`` with ``requirements`` installed (created once); its ``bin`` folder."""
+    folder = cache_root() / "venvs" / name
+    marker = folder / ".mmina-ready"
+    wanted = "\n".join(requirements)
+    if marker.exists() and marker.read_text() == wanted:
+        return folder / "bin"
+    shutil.rmtree(folder, ignore_errors=True)
+    _run([sys.executable, "-m", "venv", str(folder)], name)
+    _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+          *requirements], name)
+    marker.write_text(wanted)
+    return folder / "bin"
+
+
+def npm_packages(specs: tuple[str, ...]) -> Path:
+    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once)."""
+    folder = cache_root() / "npm"
+    marker = folder / ".mmina-ready"
+    wanted = "\n".join(specs)
+    if marker.exists() and marker.read_text() == wanted:
+        return folder / "node_modules"
+    if shutil.which("npm") is None:
+        raise InstallFailed("npm is not installed (apt-get install -y npm)")
+    folder.mkdir(parents=True, exist_ok=True)
+    _run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm")
+    marker.write_text(wanted)
+    return folder / "node_modules"
+
+
+def _run(command: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise InstallFailed(f"installing {what} took over {INSTALL_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).splitlines()[-5:])
+        raise InstallFailed(f"installing {what} failed:\n{tail}")

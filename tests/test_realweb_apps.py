@@ -1,0 +1,46 @@
+"""Real web applications nobody on this project wrote (issue 23): each installed from PyPI into
+a virtualenv of its own, started on a free port with new random state, its scripted episode
+recorded, the application restarted with new random state, and the episode replayed.
+
+For each: the recording went through without an action error, and the replay has every step
+with URL and tree equal, no connection reaching the restarted application, no request left
+unmatched, no matched request with a missing body, and no step past its deadline.
+
+By default the light applications run (``SAMPLE``); ``MMINA_REALWEB=all`` runs every one (as
+``python -m bench --only realweb`` does), ``MMINA_REALWEB=gradio,trac`` the ones named.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.realweb.apps import APPS, SAMPLE
+from tests.realweb.check import check
+from tests.realweb.installs import INSTALL_TIMEOUT_S
+
+CHOSEN = os.environ.get("MMINA_REALWEB", "")
+NAMES = [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else list(SAMPLE))
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + 900)  # a first run installs the application (cached after)
+@pytest.mark.parametrize("name", NAMES)
+def test_each_application_replays_exactly_after_a_restart_with_new_state(tmp_path: Path, name: str) -> None:
+    outcome = check(tmp_path, tuple(a for a in APPS if a.name == name))[0]
+    steps = len(outcome.app.script) + 1
+    assert [s["action_error"] for s in outcome.recorded] == [None] * steps
+    replay = outcome.replay
+    assert (replay.status, replay.error) == ("completed", None)
+    diffs = [(s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful]
+    assert replay.fidelity == 1.0, diffs
+    assert outcome.live_connections == 0, "a replay must not reach the live application"
+    assert replay.requests.unmatched == 0 and replay.unmatched_urls == ()
+    assert replay.requests.missing_body == 0 and replay.requests.failed == 0
+    assert outcome.slowest_share < 1.0
+
+
+def test_the_applications_are_of_different_kinds() -> None:
+    assert len(APPS) >= 5 and len({a.kind for a in APPS}) == len(APPS)
+    assert all(6 <= len(a.script) + 1 <= 10 for a in APPS)
+    assert all("id" not in step.get("target", {}) for a in APPS for step in a.script)  # found by role and name
