@@ -21,7 +21,8 @@ unloads, which outlives its routes, may reach the live site; at the hand-over
   (``document.cookie``) were set again by the replayed scripts and are kept.
 
 What was handed over (tabs and history lengths, cookie names kept and dropped, storage keys;
-never values) is returned for ``episodes.handover_json``. :class:`PrefixedAgent` plays the
+never values; keys named so that redaction by name leaves them readable) is returned for
+``episodes.handover_json``. :class:`PrefixedAgent` plays the
 prefix's actions and then hands the page to the agent under test; :func:`check_prefix` says
 whether the replayed prefix was faithful (``episodes.prefix_faithful``).
 """
@@ -78,7 +79,7 @@ class HandOverRouter(ArchiveRouter):
         await context.clock.set_system_time(handed_at)
         await context.unroute("**/*")
         return {"handed_over_at": handed_at.isoformat(), "clock": CLOCK, **await handed_state(context),
-                "dropped_cookies": dropped}
+                "dropped_cookie_names": dropped}
 
 
 async def drop_redacted_cookies(context: BrowserContext) -> list[str]:
@@ -96,7 +97,7 @@ async def handed_state(context: BrowserContext) -> dict[str, Any]:
     state = await context.storage_state()
     tabs = [{"url": page.url, "history": await _history_length(page)} for page in context.pages]
     storage = {o["origin"]: sorted(item["name"] for item in o.get("localStorage", [])) for o in state["origins"]}
-    return {"tabs": tabs, "cookies": sorted(c["name"] for c in state["cookies"]), "local_storage": storage}
+    return {"tabs": tabs, "cookie_names": sorted(c["name"] for c in state["cookies"]), "local_storage": storage}
 
 
 async def _history_length(page: Any) -> int | None:
