@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,10 @@ from mmina.observation import Observation, Tab
 from mmina.pool import Layout
 from mmina.recorder.recording import RecordConfig, RunSummary
 from mmina.replayer.conditioned import record_conditioned
-from mmina.replayer.prefixes import PrefixSpec, plan_prefixes
+from mmina.replayer.fidelity import StepView
+from mmina.replayer.handover import PrefixCheck, check_prefix
+from mmina.replayer.prefixes import Prefix, PrefixSpec, plan_prefixes
+from mmina.replayer.source import Source
 from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
@@ -312,3 +316,34 @@ def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded
     free = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", reference, "--table",
                                     "conditioned_hops"])
     assert free.exit_code == 1 and "no hop-conditioned episode" in free.output
+
+
+# -- a prefix that did not replay faithfully ----------------------------------------------------
+
+def _prefix(expected: list[StepView | None]) -> Prefix:
+    source = Source("ref-ep", "t/3", datetime(2026, 1, 1, tzinfo=timezone.utc), ())
+    steps = len(expected) - 1
+    return Prefix("t/3", source, 1, (steps,), tuple(f"click [{i}]" for i in range(steps)),
+                  tuple(f"http://a/{i}" for i in range(steps)), tuple(expected))
+
+
+def _row(index: int, url: str, tree: str) -> dict:
+    return {"step_index": index, "url": url, "tree_text": tree, "screenshot": None}
+
+
+def test_the_first_unfaithful_prefix_step_is_named() -> None:
+    prefix = _prefix([StepView(0, "http://a/0", "[1] link 'x'", None), StepView(1, "http://a/1", "[2] main", None),
+                      StepView(2, "http://a/2", "[3] main", None)])
+    same = [_row(0, "http://a/0", "[1] link 'x'"), _row(1, "http://a/1", "[2] main"), _row(2, "http://a/2", "[3] main"),
+            _row(3, "http://a/9", "agent's")]
+    assert check_prefix(prefix, same, True) == PrefixCheck(3, 3, None)
+    tree = check_prefix(prefix, [same[0], _row(1, "http://a/1", "[2] main\n[4] button 'new'"), same[2]], True)
+    assert (tree.faithful, tree.faithful_steps, tree.mismatch) == \
+        (False, 2, "step 1: accessibility tree differs (+[4] button 'new')")
+    url = check_prefix(prefix, [same[0], same[1], _row(2, "http://elsewhere/", "[3] main")], True)
+    assert url.mismatch == "step 2: url http://elsewhere/ (reference: http://a/2)"
+    assert check_prefix(prefix, same[:2], True).faithful  # the agent's first step was not stored: not compared
+    missing = check_prefix(prefix, [same[0]], True)
+    assert missing.mismatch == "step 1: missing in the replay"
+    ended = check_prefix(prefix, same[:1], False)
+    assert not ended.faithful and "before the hand-over" in ended.mismatch
