@@ -257,7 +257,11 @@ REQUESTS = Table(
         ("request_headers", HEADERS, "Request headers, credentials redacted (`Authorization: Bearer [REDACTED]`, "
                                       "`Cookie: sid=[REDACTED]`, `X-Access-Token: [REDACTED]`)."),
         ("response_headers", HEADERS, "Response headers, credentials redacted (`Set-Cookie: sid=[REDACTED]; Path=/`, "
-                                       "a token in `Location`)."),
+                                       "a token in `Location`). Two headers are mmina's own (never served by a "
+                                       "replay): `x-mmina-chunks` — how a fetch/XHR body arrived, `size@ms` per chunk "
+                                       "(milliseconds after the headers), comma-separated, when it came in more than "
+                                       "one chunk; `x-mmina-body: missing` — the response had a body that neither the "
+                                       "HAR nor the body tap kept."),
         ("request_body", S, "SHA-256 of the request body blob (secret-named form and JSON fields redacted); null when "
                              "none."),
         ("request_body_size", I64, "Request body size in bytes."),
