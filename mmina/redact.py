@@ -199,7 +199,7 @@ def _trie_pattern(node: dict[str, Any]) -> str:
 
 REFERENCES = frozenset({"episode_id", "run_id", "task_id", "task_sha256", "task_suite_sha256", "screenshot",
                         "screenshot_som", "final_screenshot", "model_input", "blob", "request_body", "response_body",
-                        "blob_packs", "worker", "prompt_sha256", "batch_id"})
+                        "blob_packs", "worker", "prompt_sha256", "batch_id", "prefix_run", "prefix_episode"})
 """Columns that are ids and content hashes, not text: never rewritten (a scrubbed hash would
 point nowhere)."""
 

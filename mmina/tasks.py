@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from importlib import resources
@@ -256,10 +256,17 @@ class HopTracker:
 
     The live condition is the URL rule (the hop's keyword in the lowercased URL); the
     evaluators of ``mmina rescore`` decide final verdicts from the stored trajectory.
+
+    A hop-conditioned episode (``mmina record --prefix-run``) starts its queue at a later hop:
+    ``given`` holds the step at which the reference completed each earlier hop, and those hops
+    complete there (given, not reached by the agent), whatever the URL; the agent's hops can
+    complete from :func:`first_agent_step` on.
     """
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, given: Sequence[int] = (), prefix_steps: int = 0) -> None:
         self.hops = task.hops
+        self.given = tuple(given)
+        self.opens_at = first_agent_step(prefix_steps, self.given)
         self.completed_at: list[int] = []
 
     @property
@@ -273,12 +280,24 @@ class HopTracker:
 
     def observe(self, url: str, step_index: int) -> bool:
         """Record the URL seen after a step; True when it completed the head hop (a hop without a
-        keyword never completes by URL)."""
+        keyword never completes by URL; a given hop completes at its reference step)."""
+        if self.current < len(self.given):
+            if self.given[self.current] > step_index:
+                return False
+            self.completed_at.append(self.given[self.current])
+            return True
         keyword = "" if self.done else self.hops[self.current].keyword
-        if not keyword or keyword not in url.lower():
+        if step_index < self.opens_at or not keyword or keyword not in url.lower():
             return False
         self.completed_at.append(step_index)
         return True
+
+
+def first_agent_step(prefix_steps: int, given: Sequence[int]) -> int:
+    """The first step whose page may complete a hop for an agent handed ``prefix_steps`` steps
+    that completed hops at the steps ``given``: its own first observation (step
+    ``prefix_steps``), unless a given hop completed there (one hop per step), then the next."""
+    return max(prefix_steps, given[-1] + 1) if given else prefix_steps
 
 
 def task_from_row(row: dict[str, Any]) -> Task:

@@ -224,3 +224,26 @@ class CookieInterrupter(CookieReader):
         if "who=ben" in observation.url:
             raise KeyboardInterrupt
         return super().act(observation)
+
+
+class StateProbe:
+    """Takes over a task of tests/state_site.py at hop 2: opens State (live), goes back twice
+    through the prefix's history, then answers. Remembers what it was handed (class-wide: the
+    recorder makes the instance)."""
+
+    name = "state-probe"
+    uses_marks = False
+    handovers: list = []
+
+    def reset(self, task: Task) -> None:
+        self.calls = 0
+
+    def take_over(self, handover) -> None:
+        StateProbe.handovers.append(handover)
+
+    def act(self, observation: Observation) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            link = observation.find("link", "State")
+            return f"click [{link.id if link else 'missing'}]"
+        return "go_back" if self.calls <= 3 else "stop [oolong]"

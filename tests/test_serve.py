@@ -85,6 +85,7 @@ def test_analysis_shows_every_table_and_chart_of_the_report(app: Served, page: P
     open_view(page, app, "#/analysis?run=seeded&evaluator=hops")
     page.wait_for_selector("#chart-sr-by-bucket .main-svg")
     report = build_report(Store.open(store), ["seeded"])
+    assert {t.name for t in report.tables} == set(TABLE_NAMES) - {"runner_log", "conditioned_hops"}
     for name in (t.name for t in report.tables):
         columns, rows = display(report.table(name))
         table = page.locator(f'table[data-table="{name}"]')

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.errors import SchemaVersionError, StoreError, StoreWarning
-from mmina.store.schema import SCHEMA_VERSION
+from mmina.store.schema import PREFIX_COLUMNS, SCHEMA_VERSION
 from mmina.store import Store
 from mmina.store.blobs import ROW_GROUP_BYTES, sha256
 from mmina.store.files import META_TABLE, META_VERSION
@@ -241,9 +241,11 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
         "completion_tokens": 21, "cost_usd": 0.5, "error": None, "n_requests": 3,
         "blob_packs": ["blobs/golden-ep.v1.parquet"], "worker": "golden-host:1", "run_id": "golden-run",
         **dict.fromkeys(("final_url", "final_title", "final_tabs", "final_tree_text", "final_screenshot",
-                         "final_observed_at"))}
-    # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too
-    assert sql(store, "select live_hops, final_url, final_tabs from episodes") == [(2, None, None)]
+                         "final_observed_at")), **dict.fromkeys(PREFIX_COLUMNS)}
+    # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too;
+    # version 6 added the prefix of hop-conditioned episodes (NULL: the episode started from the start page)
+    assert sql(store, "select live_hops, final_url, final_tabs, start_hop, prefix_hop_steps from episodes") == [
+        (2, None, None, None, None)]
     steps = store.read("steps").sort_by("step_index").to_pylist()
     assert [(s["url"], s["action"], s["hop_index"], s["screenshot"], s["started_at"]) for s in steps] == [
         ("http://wiki.mmina.test/kiwix", "click [1]", 1, JPEG, t.replace(second=6)),

@@ -4,6 +4,6 @@ Importing this package loads only the protocol and the oracle (no model client, 
 ``from mmina.agents import AgentReply`` is what a user's own agent needs.
 """
 from mmina.agents.oracle import OracleAgent, script_action
-from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, uses_marks
+from mmina.agents.protocol import Agent, AgentReply, Handover, ScriptEnd, uses_marks
 
-__all__ = ["Agent", "AgentReply", "OracleAgent", "ScriptEnd", "script_action", "uses_marks"]
+__all__ = ["Agent", "AgentReply", "Handover", "OracleAgent", "ScriptEnd", "script_action", "uses_marks"]

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from mmina.actions import Action, ActionKind
 from mmina.agents.prompts import FIXTURE_WEBSITES
-from mmina.agents.protocol import AgentReply
+from mmina.agents.protocol import AgentReply, Handover
 from mmina.observation import Element, Observation, tree_lines
 from mmina.tasks import Task
 
@@ -146,6 +146,10 @@ class HeuristicAgent:
         asked = questions(task.intent, len(keywords))
         self._hops = [_Hop(k, q, site_for(k, q)) for k, q in zip(keywords, asked)]
         self._current, self._notes = 0, []
+
+    def take_over(self, handover: Handover) -> None:
+        """Start at the hop handed over (the earlier hops are done; it took no notes on them)."""
+        self._current = min(handover.start_hop, len(self._hops))
 
     def act(self, observation: Observation) -> AgentReply:
         return AgentReply(self._next(observation).render())

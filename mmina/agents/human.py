@@ -14,7 +14,7 @@ import sys
 from typing import TextIO
 
 from mmina.agents.prompts import ACTIONS
-from mmina.agents.protocol import AgentReply
+from mmina.agents.protocol import AgentReply, Handover
 from mmina.errors import AgentError
 from mmina.observation import Observation
 from mmina.tasks import Task
@@ -41,6 +41,15 @@ class HumanAgent:
     def reset(self, task: Task) -> None:
         self._print(f"\n=== task {task.task_id}: {task.intent}\n{ACTIONS}"
                     "Type one action per step, e.g. click [12]; end of input (Ctrl-D) ends the episode.")
+
+    def take_over(self, handover: Handover) -> None:
+        """Say where the person takes over, and (unless hidden) the steps taken for them."""
+        lines = [f"=== you take over at hop {handover.start_hop + 1} after {len(handover.actions)} step(s) "
+                 "replayed from a reference"]
+        if handover.show_actions:
+            lines += [f"  {i}. {action} (on {url})" for i, (action, url)
+                      in enumerate(zip(handover.actions, handover.urls), start=1)]
+        self._print("\n".join(lines))
 
     def act(self, observation: Observation) -> AgentReply:
         self._print(render_observation(observation))

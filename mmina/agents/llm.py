@@ -13,7 +13,7 @@ from mmina.actions import parse_agent_output
 from mmina.agents import prompts
 from mmina.agents.captions import AltTextCaptioner, Captioner, image_part
 from mmina.agents.memory import RANKINGS, TrajectoryMemory
-from mmina.agents.protocol import AgentReply
+from mmina.agents.protocol import AgentReply, Handover
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError, MminaError
 from mmina.model_client import ModelClient, ModelError, ModelReply, require_api_key
@@ -55,6 +55,12 @@ class OpenAIAgent:
         memory = self.memory.prompt_section(task) if self.memory else ""
         self._system = prompts.system_prompt(task, self.settings.input_mode, memory)
         self._history = []
+
+    def take_over(self, handover: Handover) -> None:
+        """The prefix's actions become its previous actions (as if it had taken them), unless
+        ``--hide-prefix`` asks to leave them out of the prompt."""
+        if handover.show_actions:
+            self._history = [_history_entry(action) for action in handover.actions]
 
     def act(self, observation: Observation) -> AgentReply:
         request = self.request(observation)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmina.actions import Action, ActionKind
-from mmina.agents.protocol import AgentReply, ScriptEnd
+from mmina.agents.protocol import AgentReply, Handover, ScriptEnd
 from mmina.errors import AgentError
 from mmina.observation import Observation
 from mmina.tasks import Task
@@ -28,6 +28,11 @@ class OracleAgent:
         if task.reference_script is None:
             raise AgentError(f"task {task.task_id} has no reference_script for the oracle agent")
         self._script, self._position = list(task.reference_script), 0
+
+    def take_over(self, handover: Handover) -> None:
+        """Go on with the script after the steps taken for it: right when the prefix is the
+        oracle's own (its steps are the script's first ones, one step per entry)."""
+        self._position = len(handover.actions)
 
     def act(self, observation: Observation) -> AgentReply:
         if self._position >= len(self._script):

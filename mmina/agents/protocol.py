@@ -4,6 +4,11 @@ A user's own agent is any class with ``act(observation) -> AgentReply | str`` (a
 optionally, ``reset(task)`` called before each episode), loaded with ``--agent module:Class``.
 The set-of-marks screenshot is painted while the agent thinks; an agent that never reads
 ``observation.screenshot_som`` may say so with ``uses_marks = False`` so nobody waits for it.
+
+An agent started in the middle of a task (``mmina record --prefix-run RUN --at-hop K``: a
+reference's first steps replayed, then the agent takes over) is told what was done for it by
+an optional ``take_over(handover)`` (a :class:`Handover`), called once, after ``reset`` and
+just before its first ``act``; an agent without it simply starts acting on the page it is given.
 """
 from __future__ import annotations
 
@@ -43,6 +48,29 @@ class Agent(Protocol):
     def reset(self, task: Task) -> None: ...
 
     def act(self, observation: Observation) -> AgentReply: ...
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What an agent taking over a task in its middle is told: the steps taken for it.
+
+    ``actions`` are the prefix's actions in order, each taken on the page at ``urls`` of the same
+    position; ``start_hop`` is the hop it starts at (0-based: the hops before it are done);
+    ``show_actions`` says whether it should treat them as its own earlier actions (e.g. list them
+    under "previous actions" in a prompt) — False with ``--hide-prefix``.
+    """
+
+    start_hop: int
+    actions: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    show_actions: bool = True
+
+
+def hand_over(agent: object, handover: Handover) -> None:
+    """Tell ``agent`` what was done for it, if it wants to know (its optional ``take_over``)."""
+    take_over = getattr(agent, "take_over", None)
+    if callable(take_over):
+        take_over(handover)
 
 
 class ScriptEnd(Exception):

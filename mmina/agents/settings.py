@@ -31,6 +31,9 @@ class AgentSettings:
     """The deadline of one model call, retries included (``mmina.model_client``)."""
     captioner: str = "none"
     caption_model: str | None = None
+    show_prefix: bool = True
+    """A hop-conditioned episode's agent is told the prefix's actions as its own earlier ones
+    (False: ``--hide-prefix``; see :class:`mmina.agents.protocol.Handover`)."""
 
     @property
     def deadlines(self) -> Deadlines:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -64,6 +64,26 @@ class Episode:
     live_hop_steps: tuple[int, ...] = ()
     hops: tuple[HopVerdict, ...] = ()
     steps: tuple[StepRow, ...] = field(default=(), repr=False)
+    start_hop: int | None = None
+    """The hop a hop-conditioned episode started at (0-based; its hops before it were given and
+    are not among ``hops``); None for an episode that started from its task's start page."""
+    prefix_faithful: bool | None = None
+    """Whether the conditioned episode's prefix replayed faithfully (None: not conditioned)."""
+    agent: str = ""
+    model: str | None = None
+
+    @property
+    def agent_label(self) -> str:
+        return agent_label(self.agent, self.model)
+
+    @property
+    def conditioned(self) -> bool:
+        return self.start_hop is not None
+
+    @property
+    def first_hop(self) -> int:
+        """The first hop the agent had to do itself (0, or a conditioned episode's start hop)."""
+        return self.start_hop or 0
 
     @property
     def first_failure(self) -> str:
@@ -71,6 +91,11 @@ class Episode:
         if self.passed:
             return "passed"
         return "answer" if self.first_failed_hop is None else str(self.first_failed_hop + 1)
+
+
+def agent_label(agent: str, model: str | None) -> str:
+    """Whose episodes they are: the run's agent, and its model when it has one."""
+    return f"{agent} ({model})" if model else agent
 
 
 @dataclass(frozen=True)
@@ -86,7 +111,11 @@ FROM episode_scores s
 JOIN tasks t ON t.run_id = s.run_id AND t.task_id = s.task_id
 JOIN episodes e ON e.episode_id = s.episode_id
 WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id)
-ORDER BY s.run_id, s.n_hops, s.task_id
+ORDER BY s.run_id, s.n_hops, s.task_id, s.start_hop NULLS FIRST
+"""
+
+AGENTS_SQL = """
+SELECT run_id, agent, model FROM runs WHERE list_contains($runs, run_id)
 """
 
 UNSCORED_SQL = """
@@ -100,6 +129,7 @@ HOPS_SQL = """
 SELECT h.episode_id, h.hop_index, h.verdict = 'pass' AS passed, h.detail_json
 FROM latest_scores h JOIN episode_scores s ON s.episode_id = h.episode_id AND s.evaluator = h.evaluator
 WHERE h.evaluator = $evaluator AND h.level = 'hop' AND list_contains($runs, s.run_id)
+      AND h.hop_index >= coalesce(s.start_hop, 0)
 ORDER BY h.episode_id, h.hop_index
 """
 
@@ -155,9 +185,11 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
     try:
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
         episodes = scored_episodes(db, chosen, evaluator)
+        agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
     finally:
         db.close()
-    return Scored(chosen, evaluator, episodes)
+    return Scored(chosen, evaluator, tuple(replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1])
+                                           if e.run_id in agents else e for e in episodes))
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:

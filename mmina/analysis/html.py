@@ -199,7 +199,15 @@ SECTIONS = (
     ("per-site", "Per site", "per_site"),
     ("actions", "Actions per task", "actions_by_hops"),
     ("cost", "Tokens and cost", "cost"),
+    ("conditioned-hops", "Hop success given a correct prefix", "conditioned_hops"),
 )
+"""The report's sections: (element id, title, table); a section whose table the report has not
+(``conditioned_hops`` without hop-conditioned episodes) is left out (:func:`report_sections`)."""
+
+
+def report_sections(report: Report) -> list[tuple[str, str, str]]:
+    """The sections of :data:`SECTIONS` whose table this report has."""
+    return [s for s in SECTIONS if report.has(s[2])]
 
 
 def _charts(report: Report) -> dict[str, list[str]]:
@@ -217,10 +225,11 @@ def report_html(report: Report, trajectories: list[dict[str, Any]], plotly_src: 
                       f"<code>{escape(scored.evaluator)}</code>; {len(scored.episodes)} task(s). Rates carry their "
                       "95% Wilson interval in brackets.</p>")
     extra = _charts(report)
-    parts = [section(i, t, table_html(report.table(name)), *extra.get(name, [])) for i, t, name in SECTIONS]
+    sections = report_sections(report)
+    parts = [section(i, t, table_html(report.table(name)), *extra.get(name, [])) for i, t, name in sections]
     shown = {t["episode_id"] for t in trajectories}
     episodes = section("episodes", "Episodes", _episode_list(report, shown))
-    nav = [("summary", "Summary"), *((i, t) for i, t, _ in SECTIONS), ("episodes", "Episodes"), ("viewer", "Viewer")]
+    nav = [("summary", "Summary"), *((i, t) for i, t, _ in sections), ("episodes", "Episodes"), ("viewer", "Viewer")]
     body = summary + "".join(parts) + episodes + viewer_section(trajectories)
     return page(f"mmina report: {', '.join(scored.runs)} ({scored.evaluator})", nav, body, plotly_src)
 

@@ -2,25 +2,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.data import DEFAULT_EVALUATOR, Scored, load
+from mmina.analysis.data import DEFAULT_EVALUATOR, AnalysisError, Episode, Scored, agent_label, load, query
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
-from mmina.analysis.tables import Table, all_tables
+from mmina.analysis.tables import Table, all_tables, conditioned_hops
 from mmina.store import Store
+from mmina.store.views import connect
 
 
 @dataclass(frozen=True)
 class Report:
     scored: Scored
     tables: tuple[Table, ...]
+    absent: dict[str, str] = field(default_factory=dict)
+    """Tables this report has not, with why (asking for one by name is an error that says so)."""
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
+    def has(self, name: str) -> bool:
+        return any(t.name == name for t in self.tables)
+
     def chosen(self, names: Sequence[str] = ()) -> list[Table]:
         """The tables named (every table when none are), in report order."""
+        missing = [f"{n}: {self.absent[n]}" for n in names if n in self.absent]
+        if missing:
+            raise AnalysisError("no such table in this report: " + "; ".join(missing))
         return [t for t in self.tables if not names or t.name in names]
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
@@ -31,6 +40,51 @@ class Report:
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
     scored = load(store, runs, evaluator)
     tables = all_tables(scored.episodes)
+    absent = {}
     if evaluator == OFFICIAL_EVALUATOR:  # the runner's own log figures first: what a paper table quotes
         tables.insert(0, runner_log_table(store, scored.runs))
-    return Report(scored, tuple(tables))
+    else:
+        absent["runner_log"] = f"only with --evaluator {OFFICIAL_EVALUATOR}"
+    conditioned = [e for e in scored.episodes if e.conditioned]
+    if conditioned:
+        tables.append(conditioned_hops(conditioned, free_running(store, scored, conditioned)))
+    else:
+        absent["conditioned_hops"] = ("the runs hold no hop-conditioned episode (record some with "
+                                      "`mmina record --prefix-run RUN --at-hop all`)")
+    return Report(scored, tuple(tables), absent)
+
+
+FREE_RUNS_SQL = """
+SELECT r.run_id, r.agent, r.model FROM runs r
+WHERE NOT list_contains($runs, r.run_id)
+  AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.run_id = r.run_id AND e.start_hop IS NOT NULL)
+ORDER BY r.created_at
+"""
+
+
+def free_running(store: Store, scored: Scored, conditioned: Sequence[Episode]) -> list[Episode]:
+    """The free-running episodes of the conditioned episodes' agents: those of the chosen runs,
+    else (for an agent with none there) those of the store's other runs of that agent and model
+    that carry ``scored.evaluator``'s verdicts."""
+    agents = {e.agent_label for e in conditioned}
+    free = [e for e in scored.episodes if not e.conditioned and e.agent_label in agents]
+    wanting = agents - {e.agent_label for e in free}
+    if not wanting:
+        return free
+    db = connect(store)
+    try:
+        others = query(db, FREE_RUNS_SQL, {"runs": list(scored.runs)})
+    finally:
+        db.close()
+    for row in others:
+        if agent_label(row["agent"], row["model"]) in wanting:
+            free += _scored_or_none(store, row["run_id"], scored.evaluator)
+    return free
+
+
+def _scored_or_none(store: Store, run_id: str, evaluator: str) -> list[Episode]:
+    """A run's scored episodes; none when some of its episodes lack the evaluator's verdict."""
+    try:
+        return list(load(store, [run_id], evaluator).episodes)
+    except AnalysisError:
+        return []

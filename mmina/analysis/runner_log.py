@@ -7,6 +7,7 @@ whose denominator depends on the rule set (``len(procedure)`` with END for multi
 ``normal``, 1 for single-hop tasks, whose numerator is always 0). ``mmina_official`` stores
 each episode's outcome, numerator and denominator in its task row's detail; this sums them
 per rule set and over all, and sets the clean ``hops`` figures of the same episodes beside.
+Hop-conditioned episodes (``record --prefix-run``) have no place in it: see ``LOG_SQL``.
 """
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ SELECT s.run_id, s.episode_id, l.detail_json, h.passed AS clean_passed, h.hops_p
 FROM episode_scores s
 JOIN latest_scores l ON l.episode_id = s.episode_id AND l.evaluator = s.evaluator AND l.level = 'task'
 LEFT JOIN episode_scores h ON h.episode_id = s.episode_id AND h.evaluator = $clean
-WHERE s.evaluator = $official AND list_contains($runs, s.run_id)
+WHERE s.evaluator = $official AND list_contains($runs, s.run_id) AND s.start_hop IS NULL
 ORDER BY s.run_id, s.task_id
 """
+"""Hop-conditioned episodes are left out: the official runner always starts at the start page,
+so its log never holds a figure for an agent handed a prefix."""
 
 
 def log_totals(details: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def hop_positions(episodes: Sequence[Episode]) -> Table:
         passed = {h.hop_index: h.passed for h in episode.hops}
         for index, ok in passed.items():
             cell = cells[(episode.n_hops, index + 1)]
-            reached = index == 0 or passed.get(index - 1, False)
+            reached = index == episode.first_hop or passed.get(index - 1, False)
             cell[0] += 1
             cell[1] += ok
             cell[2] += reached
@@ -86,6 +86,41 @@ def hop_positions(episodes: Sequence[Episode]) -> Table:
     columns = ("n_hops", "hop", "tasks", "passed", *rate_columns("sr"), "reached", "passed_after_previous",
                *rate_columns("conditional_sr"))
     return Table("hop_positions", "Success per hop position by total hop count (paper Table 3)", columns, rows)
+
+
+def conditioned_hops(conditioned: Sequence[Episode], free: Sequence[Episode]) -> Table:
+    """Hop success given a correct prefix, per agent, total hop count and hop position, beside
+    the free-running Table 3 of the same agent (``free``; its ``sr`` and ``conditional_sr``).
+
+    A cell counts the hop-conditioned episodes that started at that hop from a faithful prefix
+    (``left_out``: those whose prefix did not replay faithfully) and whether the agent passed
+    that hop, the first it had to do; ``gap`` = ``sr`` - ``free_sr``, what compounding costs.
+    """
+    table3: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for agent, group in _groups(free, lambda e: e.agent_label).items():
+        table3 |= {(agent, row["n_hops"], row["hop"]): row for row in hop_positions(group).records()}
+    cells: dict[tuple[str, int, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for episode in conditioned:
+        cell = cells[(episode.agent_label, episode.n_hops, episode.first_hop + 1)]
+        if episode.prefix_faithful is False:
+            cell[2] += 1
+            continue
+        cell[0] += 1
+        cell[1] += any(h.passed for h in episode.hops if h.hop_index == episode.first_hop)
+    rows = tuple(_conditioned_row(key, counts, table3.get(key)) for key, counts in sorted(cells.items()))
+    columns = ("agent", "n_hops", "hop", "episodes", "passed", *rate_columns("sr"), "left_out", "free_tasks",
+               "free_passed", *rate_columns("free_sr"), *rate_columns("free_conditional_sr"), "gap")
+    return Table("conditioned_hops", "Hop success given a correct prefix (hop-conditioned episodes) beside the "
+                 "free-running Table 3 of the same agent; gap = sr - free_sr", columns, rows)
+
+
+def _conditioned_row(key: tuple[str, int, int], counts: list[int], free: dict[str, Any] | None) -> tuple[Any, ...]:
+    episodes, passed, left_out = counts
+    sr = rate_values(passed, episodes)
+    free_cells = (free["tasks"], free["passed"], free["sr"], free["sr_lo"], free["sr_hi"], free["conditional_sr"],
+                  free["conditional_sr_lo"], free["conditional_sr_hi"]) if free else (None,) * 8
+    gap = sr[0] - free["sr"] if free and sr[0] is not None else None
+    return (*key, episodes, passed, *sr, left_out, *free_cells, gap)
 
 
 def _failure_order(value: str) -> tuple[int, int]:
@@ -155,9 +190,10 @@ def cost(episodes: Sequence[Episode]) -> Table:
 
 
 TABLE_NAMES = ("runner_log", "sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures",
-               "per_site", "actions_by_hops", "cost")
+               "per_site", "actions_by_hops", "cost", "conditioned_hops")
 """The report's tables, in report order: ``runner_log`` (``mmina.analysis.runner_log``) only for
-``mmina_official``, then the ones :func:`all_tables` returns."""
+``mmina_official``, then the ones :func:`all_tables` returns, then ``conditioned_hops`` when the
+runs hold hop-conditioned episodes."""
 
 
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -21,6 +22,8 @@ from mmina.navigation import check_schemes
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary, record_conditioned
+from mmina.replayer.prefixes import PrefixSpec
 from mmina.store import Store
 from mmina.tasks import Task
 
@@ -29,6 +32,19 @@ VIEWPORT_WIDTHS = (200, 4096)
 VIEWPORT_HEIGHTS = (200, 8192)
 """What a viewport may be (pixels, both ends included): Chromium renders and screenshots every
 step at this size, so a huge one stalls the browser before the first step."""
+
+
+def _at_hop(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | str | None:
+    """``all``, or hops as ``K`` or ``K,K``, each a whole number from 1."""
+    if value is None or value.strip().lower() == "all":
+        return value and "all"
+    try:
+        hops = tuple(dict.fromkeys(int(part) for part in value.split(",") if part.strip()))
+    except ValueError:
+        raise click.BadParameter("use a hop number from 1 (e.g. 2), several (1,3), or all") from None
+    if not hops or min(hops) < 1:
+        raise click.BadParameter("hops are counted from 1 (e.g. --at-hop 2), or say all")
+    return hops
 
 
 def _viewport(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, int]:
@@ -82,6 +98,17 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="openai agent: put the K most relevant earlier trajectories from the store into the prompt.")
 @click.option("--memory-by", type=click.Choice(["similarity", "recency"]), default="similarity", show_default=True,
               help="openai agent: rank earlier trajectories by intent similarity or by recency.")
+@click.option("--prefix-run", metavar="RUN",
+              help="Hop-conditioned: start each task of this reference run where its episode reached --at-hop "
+                   "(or --at-step), replaying its steps from the archive, then hand over to --agent on the live "
+                   "web. The tasks are the reference run's (select with --task/--task-ids/--limit).")
+@click.option("--at-hop", "at_hop", metavar="K|all", callback=_at_hop,
+              help="--prefix-run: the hop the agent starts at (1 = the first; K,K for several; all: one episode "
+                   "per hop of each task). The reference's hops verdicts say where each hop started.")
+@click.option("--at-step", "at_step", type=click.IntRange(min=0), metavar="N",
+              help="--prefix-run: hand over after the reference's first N steps instead.")
+@click.option("--hide-prefix", is_flag=True,
+              help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
@@ -120,8 +147,19 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
       mmina record --executor ray --workers 4 --concurrency 16 --ray-address auto
+      mmina record --agent heuristic --prefix-run ORACLE_RUN --at-hop all
+      mmina record --agent openai --model gpt-4o --prefix-run ORACLE_RUN --at-hop 2 --hide-prefix
+
+    With --prefix-run the agent starts in the middle of each task: the reference run's episode
+    is replayed from its archive up to the start of hop K (by its hops verdicts), then the
+    agent goes on on the live web from there; `mmina report --table conditioned_hops` sets hop
+    success given a correct prefix beside the free-running Table 3.
     """
+    spec = _prefix_spec(options)
     store = open_store(options["store_path"], create=True)
+    if spec is not None:
+        _record_conditioned(store, _config(options), spec, fmt)
+        return
     summary = _record_with_progress(store, _config(options))
     table = _sr_by_bucket(store, summary.run_id)
     if fmt == "json":
@@ -134,12 +172,43 @@ def record(fmt: str, **options: Any) -> None:
                    f"--store {summary.store}")
 
 
+def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
+    """Where a hop-conditioned run hands over (None: a run from the start pages)."""
+    at_hop, at_step = options["at_hop"], options["at_step"]
+    if not options["prefix_run"]:
+        if at_hop is not None or at_step is not None or options["hide_prefix"]:
+            raise click.UsageError("--at-hop, --at-step and --hide-prefix go with --prefix-run RUN")
+        return None
+    if (at_hop is None) == (at_step is None):
+        raise click.UsageError("--prefix-run needs where to hand over: --at-hop K (or all) or --at-step N")
+    return PrefixSpec(options["prefix_run"], at_hop if isinstance(at_hop, tuple) else (), at_hop == "all", at_step)
+
+
+def _record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec, fmt: str) -> None:
+    """A hop-conditioned run, its episodes and skipped prefixes, then its conditioned_hops table."""
+    summary = record_conditioned(store, config, spec, on_start=_log_start, on_episode=_log_conditioned())
+    table = _run_table(store, summary.run.run_id, "conditioned_hops")
+    if fmt == "json":
+        print_json({**summary.as_json(), "conditioned_hops": table.records() if table else None})
+        return
+    _print_conditioned(summary)
+    if table is not None:
+        print_tables([table])
+
+
 def _sr_by_bucket(store: Store, run_id: str) -> Table | None:
     """The run's Table 2 from the verdicts the recorder stored (None, with a note, if it cannot be made)."""
+    return _run_table(store, run_id, "sr_by_bucket")
+
+
+def _run_table(store: Store, run_id: str, name: str) -> Table | None:
+    """One report table of the run from the verdicts the recorder stored (None, with a note, if
+    it cannot be made)."""
     try:
-        return build_report(store, [run_id]).table("sr_by_bucket")
+        (table,) = build_report(store, [run_id]).chosen([name])
+        return table
     except MminaError as exc:
-        stderr.print(f"no hop-by-hop table for run {run_id}: {exc}")
+        stderr.print(f"no {name} table for run {run_id}: {exc}")
         return None
 
 
@@ -155,7 +224,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
                               viewport_width=width, viewport_height=height,
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
                               allowed_schemes=options["allowed_schemes"]),
-        agent_settings=agent_settings(options),
+        agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
     )
 
 
@@ -182,7 +251,7 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
 
 def _running_sr(results: list[EpisodeResult]) -> str:
     """The verdict-based SR so far (``hops`` verdicts written with each episode)."""
-    hops = sum(r.n_hops for r in results) or 1
+    hops = sum(r.hops_to_do for r in results) or 1
     passed = sum(r.hops_credited for r in results)
     return f"task SR {sum(r.success for r in results) / len(results):.0%} hop SR {passed / hops:.0%}"
 
@@ -200,6 +269,38 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
                      f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})")
 
     return log
+
+
+def _log_conditioned() -> Callable[[ConditionedEpisode], None]:
+    count = [0]
+
+    def log(episode: ConditionedEpisode) -> None:
+        count[0] += 1
+        result, prefix = episode.result, episode.prefix
+        stderr.print(f"[{count[0]}] {result.task_id} from hop {prefix.start_hop + 1} ({prefix.steps} prefix step(s), "
+                     f"{'faithful' if episode.check.faithful else 'NOT faithful'}): {result.status}, "
+                     f"{result.stop_reason}, {result.hops_credited}/{result.hops_to_do} hops")
+
+    return log
+
+
+def _print_conditioned(summary: ConditionedSummary) -> None:
+    rows = [(e.result.task_id, e.prefix.start_hop + 1, e.prefix.steps, "yes" if e.check.faithful else
+             f"no: {e.check.mismatch}", e.result.status, e.result.stop_reason,
+             f"{e.result.hops_credited}/{e.result.hops_to_do}", e.result.n_steps, e.result.final_answer or "",
+             e.result.error or "") for e in summary.episodes]
+    render_rows(["task", "from hop", "prefix steps", "prefix faithful", "status", "stop", "hops", "steps", "answer",
+                 "error"], rows, "table", title=f"run {summary.run.run_id} (prefixes of run {summary.prefix_run})")
+    for skipped in summary.skipped:
+        hop = f" hop {skipped.hop}" if skipped.hop is not None else ""
+        click.echo(f"skipped {skipped.task_id}{hop}: {skipped.reason}")
+    if summary.run.skipped:
+        click.echo(f"skipped {len(summary.run.skipped)} episode(s) already recorded in this run")
+    run = summary.run
+    click.echo(f"{len(summary.episodes)} episode(s) in {run.duration_s:.1f} s: prefix fidelity "
+               f"{summary.prefix_fidelity:.1%} ({summary.faithful_episodes} of {len(summary.episodes)} prefixes "
+               f"faithful); from the start hop: task SR {run.task_sr:.1%}, hop SR {run.hop_sr:.1%} (hops verdicts), "
+               f"{run.errors} error(s), {run.tokens} tokens, ${run.cost_usd:.4f}; stored in {run.store}")
 
 
 def _print_summary(summary: RunSummary) -> None:

@@ -109,18 +109,24 @@ class Trace(NamedTuple):
     """What the deterministic built-ins read of an episode: its task, final answer, the
     stored steps' indexes and URLs, in step order (a null URL is ""), and the URL of its
     terminal observation (``episodes.final_url``: the page after the last action; None when
-    the store does not know it)."""
+    the store does not know it). A hop-conditioned episode also says which hops its prefix gave
+    (``given``: the reference step that completed each, ``episodes.prefix_hop_steps``) and how
+    many steps the prefix had (``episodes.prefix_steps``)."""
 
     task: Task
     final_answer: str | None
     step_indexes: Sequence[int]
     urls: Sequence[str]
     terminal_url: str | None = None
+    given: Sequence[int] = ()
+    prefix_steps: int = 0
 
     @classmethod
     def of(cls, episode: EpisodeView) -> "Trace":
+        row = episode.episode
         return cls(episode.task, episode.final_answer, [s.step_index for s in episode.steps],
-                   [s.url for s in episode.steps], episode.episode.get("final_url"))
+                   [s.url for s in episode.steps], row.get("final_url"), row.get("prefix_hop_steps") or (),
+                   row.get("prefix_steps") or 0)
 
     @property
     def final_url(self) -> str | None:

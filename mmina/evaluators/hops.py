@@ -20,6 +20,13 @@ contains ``mmina_hops[-1].answer`` (fixture tasks), or passes the task's string 
 task's string references (``exact_match`` / ``must_include``; a task with none — e.g. only
 ``fuzzy_match`` — is decided by its hops). Task value = completed hops / hops.
 
+A hop-conditioned episode (``mmina record --prefix-run``, ``episodes.start_hop``) was handed
+the hops before its start hop by a replayed prefix: the queue starts at the start hop, those
+given hops get no row (they are not the agent's), the agent's hops complete from its own first
+observation on (the step after the last given hop's, if that hop completed there: one hop per
+step), and the task value is completed hops / the hops the agent had to do. The task row's
+detail names the start hop and the steps of the given hops.
+
 ``mmina_official`` (the official runner's rules) is in :mod:`mmina.evaluators.official`.
 """
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any, Generic, TypeVar
 
 from mmina.answers import answer_verdict, must_include
 from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, task_result, verdict_of
-from mmina.tasks import Task
+from mmina.tasks import Task, first_agent_step
 
 FLIGHT_SITES = ("momondo", "flight")
 SHOP_SITES = ("7770", "shop")
@@ -104,9 +111,11 @@ def last_hop_answer_ok(task: Task, condition: HopCondition, answer: str | None) 
     return answer_verdict(task, answer) is True
 
 
-def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]]) -> list[ScoreRow]:
+def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]],
+             start: int = 0) -> list[ScoreRow]:
+    """One row per hop from ``start`` on (the hops before it were given, see the module)."""
     rows = []
-    for index, condition in enumerate(conditions):
+    for index, condition in enumerate(conditions[start:], start):
         step, how = completed.get(index, (None, None))
         rows.append(ScoreRow(verdict_of(index in completed), float(index in completed), "hop", index,
                              detail={**condition.description, "completed_step": step, "by": how}))
@@ -132,12 +141,14 @@ class Hops(TraceEvaluator):
     """The clean hop queue: only the head hop completes, at most one per step, when the step
     URL is its reference URL (or has its procedure keyword); the last hop also by the answer.
 
-    The exact rule is in the module docstring. Version 2 also walks the terminal page.
+    The exact rule is in the module docstring. Version 2 also walks the terminal page; version 3
+    starts a hop-conditioned episode's queue at its start hop.
     """
 
     name = "hops"
-    version = "2"
+    version = "3"
     step_fields = ("step_index", "url")
+    episode_fields = ("final_answer", "final_url", "prefix_steps", "prefix_hop_steps")
 
     def __init__(self, **args: Any) -> None:
         super().__init__(**args)
@@ -145,26 +156,32 @@ class Hops(TraceEvaluator):
 
     def rows(self, trace: Trace) -> list[ScoreRow]:
         conditions = self.conditions(trace.task)
+        start = min(len(trace.given), len(conditions))
         completed = walk_queue(conditions, trace)
         answer_ok = answer_verdict(trace.task, trace.final_answer)
-        all_hops = len(completed) == len(conditions)
-        value = len(completed) / len(conditions) if conditions else float(answer_ok is not False)
+        all_hops = len(completed) == len(conditions) - start
+        to_do = len(conditions) - start
+        value = len(completed) / to_do if to_do else float(answer_ok is not False)
         detail = {"hops_completed": len(completed), "n_hops": len(conditions),
                   "hop_steps": [completed[i][0] for i in sorted(completed)], "answer": trace.final_answer,
-                  "answer_ok": answer_ok, "first_failed_hop": None if all_hops else len(completed)}
+                  "answer_ok": answer_ok, "first_failed_hop": None if all_hops else start + len(completed)}
+        if trace.given:
+            detail |= {"start_hop": start, "given_hop_steps": list(trace.given)}
         passed = all_hops and answer_ok is not False
-        return [*hop_rows(conditions, completed), task_result(verdict_of(passed), detail, value)]
+        return [*hop_rows(conditions, completed, start), task_result(verdict_of(passed), detail, value)]
 
 
 def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tuple[int, str]]:
-    """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step."""
+    """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step.
+    A conditioned episode's queue starts after its given hops, on the agent's own pages."""
     completed: dict[int, tuple[int, str]] = {}
-    head = 0
+    head = min(len(trace.given), len(conditions))
+    opens_at = first_agent_step(trace.prefix_steps, trace.given)
     indexes, urls = trace.pages()
     for step_index, url in zip(indexes, urls):
         if head == len(conditions):
             break
-        if conditions[head].holds(url):
+        if step_index >= opens_at and conditions[head].holds(url):
             completed[head] = (step_index, "url")
             head += 1
     if conditions and head == len(conditions) - 1 and trace.urls and \

@@ -82,12 +82,22 @@ class EpisodeBatch:
             return [None] * len(self)
         return self.episodes.column("final_url").to_pylist()
 
+    @cached_property
+    def prefixes(self) -> list[tuple[Sequence[int], int]]:
+        """Each episode's given hop steps and prefix length (``()``, 0: not conditioned, or not read)."""
+        names = self.episodes.column_names
+        if "prefix_hop_steps" not in names or "prefix_steps" not in names:
+            return [((), 0)] * len(self)
+        steps = self.episodes.column("prefix_steps").to_pylist()
+        return [(given or (), count or 0) for given, count in
+                zip(self.episodes.column("prefix_hop_steps").to_pylist(), steps)]
+
     def trace(self, position: int) -> Trace:
         """What the deterministic built-ins read of the episode at ``position``."""
         start, end = self.steps.offsets[position], self.steps.offsets[position + 1]
         columns = self.steps.columns
         return Trace(self.tasks[position], self.final_answers[position], columns["step_index"][start:end],
-                     columns["url"][start:end], self.final_urls[position])
+                     columns["url"][start:end], self.final_urls[position], *self.prefixes[position])
 
     def views(self) -> list[EpisodeView]:
         """One :class:`EpisodeView` per episode (steps in order; none when none were read)."""

@@ -31,6 +31,12 @@ adds to the logged ``[Result] all success rate: all_pass/all_all`` (run.py:498):
 numerator ``cnt_ans`` when line 429 was reached, the denominator ``cnt_cl`` when line 325
 was. Scores that need the LLM judge (``fuzzy_match``) or the live page
 (``program_html``) on a single-hop task are ``unclear`` here.
+
+A hop-conditioned episode (``record --prefix-run``: a reference's first steps replayed, then
+the agent) is scored as the browser went through it, prefix included: the runner has no
+notion of a given prefix, and its code would credit the prefix's hops like any others.
+Analysis leaves out the rows of the given hops (``episode_scores``), and the runner's log
+figures leave conditioned episodes out (``mmina.analysis.runner_log``).
 """
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,11 +49,24 @@ class EpisodeResult:
     """The ``hops`` evaluator's task verdict, written with the episode (None when it was not)."""
     hops_passed: int | None = None
     """Hops the ``hops`` evaluator passed (None when it did not score the episode)."""
+    start_hop: int = 0
+    """The hop the agent started at: hops before it were given by a prefix (``record --prefix-run``)."""
+
+    @property
+    def hops_to_do(self) -> int:
+        """The hops the agent had to complete itself (all of them, unless a prefix gave some)."""
+        return self.n_hops - self.start_hop
+
+    @property
+    def agent_live_hops(self) -> int:
+        """Hops live tracking saw the agent itself reach (given hops left out)."""
+        return max(self.live_hops - self.start_hop, 0)
 
     @property
     def hops_credited(self) -> int:
-        """Hops passed by the ``hops`` verdicts (the live-tracked ones for an episode without them)."""
-        return self.hops_passed if self.hops_passed is not None else self.live_hops
+        """Hops passed by the ``hops`` verdicts (the live-tracked ones of the agent for an episode
+        without them); never a hop a prefix gave."""
+        return self.hops_passed if self.hops_passed is not None else self.agent_live_hops
 
     @property
     def success(self) -> bool:
@@ -71,18 +85,28 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+ExtraColumns = Callable[[list[dict[str, Any]]], dict[str, Any]]
+"""Further ``episodes`` columns worked out from the episode's step rows just before it is
+committed (a hop-conditioned episode's prefix columns)."""
+
+
 class EpisodeRecorder:
-    """Records one attempt at one task into an :class:`EpisodeWriter`."""
+    """Records one attempt at one task into an :class:`EpisodeWriter`.
+
+    ``tracker`` replaces the live hop queue (one that starts at a later hop, for an episode
+    handed a prefix) and ``columns`` adds columns to the episode's row (see :data:`ExtraColumns`).
+    """
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None) -> None:
+                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None,
+                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
-        self.captioner, self.prepare, self.offline = captioner, prepare, offline
+        self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
         self.seed = seed_for(writer.episode_id) if seed is None else seed
         """Seeds ``Math.random`` (a replay passes its source episode's, so pages draw alike)."""
         self.budget = Budget(limits)
-        self.tracker = HopTracker(task)
+        self.tracker = tracker or HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
         self.step_starts: list[datetime] = []
         self.tokens = [0, 0]
@@ -120,8 +144,10 @@ class EpisodeRecorder:
         answer, error = redactor.text(answer), redactor.text(error)
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
-                               answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost)
-        row = redactor.row({**self._episode_row(result, attempt, started), **terminal})
+                               answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
+                               start_hop=len(self.tracker.given))
+        extra = self.columns(self.writer.steps) if self.columns else {}
+        row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
         self.writer.commit(row)
         rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
                                                               self.writer.steps))

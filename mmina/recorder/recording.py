@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 import uuid
 from functools import partial
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -59,15 +59,15 @@ class RunSummary:
     @property
     def hop_sr(self) -> float:
         """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
-        without verdicts counts its live-tracked hops)."""
-        hops = sum(e.n_hops for e in self.episodes)
+        without verdicts counts its live-tracked hops; hops a prefix gave count in neither)."""
+        hops = sum(e.hops_to_do for e in self.episodes)
         return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
 
     @property
     def live_hop_sr(self) -> float:
         """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
-        hops = sum(e.n_hops for e in self.episodes)
-        return sum(e.live_hops for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.episodes)
+        return sum(e.agent_live_hops for e in self.episodes) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
@@ -114,7 +114,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
     """
     plan = _plan(store, config)
     started = time.perf_counter()
-    with _fixture_web(plan.suite.tasks, config.drift) as extra_args:
+    with fixture_web(plan.suite.tasks, config.drift) as extra_args:
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         session = BrowserSession(browser)
         try:
@@ -150,7 +150,7 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     suite = load_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
-    run_id = _run_id(store, config)
+    run_id = choose_run_id(store, config)
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
     return _Plan(suite, run_id, settings, agent, make_captioner(settings))
@@ -180,7 +180,8 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
     return summary, [t for t in plan.suite.tasks if t.task_id not in done]
 
 
-def _run_id(store: Store, config: RecordConfig) -> str:
+def choose_run_id(store: Store, config: RecordConfig) -> str:
+    """``--run-id``, else (with ``--resume``) the store's latest run, else a new id."""
     if config.run_id:
         return check_id("run id", config.run_id)
     if config.resume:
@@ -196,7 +197,7 @@ def _finished_tasks(store: Store, run_id: str) -> set[str]:
 
 
 @contextmanager
-def _fixture_web(tasks: tuple[Task, ...], drift: int) -> Iterator[list[str]]:
+def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
     """Start the local fixture web when a task starts on it; yields the browser arguments."""
     if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
                for t in tasks for u in t.start_urls):

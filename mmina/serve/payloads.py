@@ -15,7 +15,7 @@ import plotly.io
 
 from mmina.analysis.charts import report_charts
 from mmina.analysis.display import display
-from mmina.analysis.html import SECTIONS
+from mmina.analysis.html import report_sections
 from mmina.analysis.paired import Side, compare
 from mmina.analysis.report import build_report
 from mmina.analysis.viewer import episode_data, input_texts
@@ -176,7 +176,7 @@ def analysis_page(catalog: Catalog, runs: Sequence[str], evaluator: str) -> dict
         tables[table.name] = {"title": table.title, "columns": columns, "rows": rows}
     charts = {name: [{"id": element, "figure": json.loads(plotly.io.to_json(figure))} for element, figure in found]
               for name, found in report_charts(report).items()}
-    sections = [{"id": i, "title": t, "table": name} for i, t, name in SECTIONS]
+    sections = [{"id": i, "title": t, "table": name} for i, t, name in report_sections(report)]
     return {"runs": list(report.scored.runs), "evaluator": evaluator, "tasks": len(report.scored.episodes),
             "sections": sections, "tables": tables, "charts": charts}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -20,7 +20,10 @@ version-1 files); 3 — ``steps.model_input`` and ``steps.target_box`` (NULL in 
 shown the image; 5 — the episode's terminal observation (``episodes.final_url``,
 ``final_title``, ``final_tabs``, ``final_tree_text``, ``final_screenshot``,
 ``final_observed_at``; NULL — unknown — in older files), and ``episodes.hops_completed``
-renamed ``live_hops`` (it is live URL tracking, not a verdict).
+renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-conditioned episodes
+(``episodes.prefix_run``, ``prefix_episode``, ``prefix_steps``, ``start_hop``,
+``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
+older files and in every episode that started from its task's start page).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -163,6 +166,31 @@ EPISODES = Table(
         ("final_screenshot", S, "SHA-256 of the terminal observation's screenshot blob (JPEG); null when screenshots "
                                 "are off or unknown."),
         ("final_observed_at", TIMESTAMP, "When the terminal observation was taken (UTC); null when unknown."),
+        ("prefix_run", S, "Hop-conditioned episodes (`mmina record --prefix-run`): the run of the reference episode "
+                          "whose steps were replayed from its archive before the agent took over; null for an "
+                          "episode that started from its task's start page (and in stores before schema version 6)."),
+        ("prefix_episode", S, "The reference episode whose first `prefix_steps` actions were replayed; null when not "
+                              "conditioned."),
+        ("prefix_steps", I32, "Steps replayed from the reference before the hand-over: steps 0 .. prefix_steps - 1 "
+                              "are the reference's actions (stored like any step), the agent's first step is "
+                              "`prefix_steps`; null when not conditioned."),
+        ("start_hop", I32, "The hop the agent started at (0-based, as `scores.hop_index`; `--at-hop K` stores K - 1): "
+                           "hops before it were given by the prefix and are not credited to the agent (the `hops` "
+                           "evaluator writes no row for them, and analysis leaves out any evaluator's rows for them); "
+                           "null when not conditioned."),
+        ("prefix_hop_steps", INTS, "Step at which the reference's `hops` verdicts completed each given hop (one per "
+                                   "hop before `start_hop`); live tracking and `hops` count them as completed there; "
+                                   "null when not conditioned."),
+        ("prefix_faithful", B, "Whether every prefix step, and the observation handed over, replayed faithfully "
+                               "(URL and accessibility tree equal to the reference's, as `mmina replay` judges "
+                               "fidelity); analysis of hop success given a correct prefix leaves out episodes where "
+                               "it is false; null when not conditioned."),
+        ("prefix_mismatch", S, "The first prefix step that did not replay faithfully and how (`step 3: url ... != ...` "
+                               "or `step 3: tree differs`); null when faithful or not conditioned."),
+        ("handover_json", S, "What the agent was handed, as JSON: `handed_over_at`, the clock, the open tabs with "
+                             "their history lengths, the names of the cookies kept and of those dropped (values the "
+                             "archive holds redacted), the web-storage keys per origin (names only, never values); "
+                             "null when not conditioned."),
     ),
 )
 
@@ -229,7 +257,11 @@ REQUESTS = Table(
         ("request_headers", HEADERS, "Request headers, credentials redacted (`Authorization: Bearer [REDACTED]`, "
                                       "`Cookie: sid=[REDACTED]`, `X-Access-Token: [REDACTED]`)."),
         ("response_headers", HEADERS, "Response headers, credentials redacted (`Set-Cookie: sid=[REDACTED]; Path=/`, "
-                                       "a token in `Location`)."),
+                                       "a token in `Location`). Two headers are mmina's own (never served by a "
+                                       "replay): `x-mmina-chunks` — how a fetch/XHR body arrived, `size@ms` per chunk "
+                                       "(milliseconds after the headers), comma-separated, when it came in more than "
+                                       "one chunk; `x-mmina-body: missing` — the response had a body that neither the "
+                                       "HAR nor the body tap kept."),
         ("request_body", S, "SHA-256 of the request body blob (secret-named form and JSON fields redacted); null when "
                              "none."),
         ("request_body_size", I64, "Request body size in bytes."),
@@ -289,3 +321,6 @@ BLOBS = Table(
 )
 
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, TASKS, EPISODES, STEPS, REQUESTS, SCORES, JUDGE_CACHE, BLOBS)}
+PREFIX_COLUMNS = ("prefix_run", "prefix_episode", "prefix_steps", "start_hop", "prefix_hop_steps", "prefix_faithful",
+                  "prefix_mismatch", "handover_json")
+"""The ``episodes`` columns of a hop-conditioned episode (schema version 6); null in any other."""

@@ -32,12 +32,15 @@ def bucket_sql(column: str) -> str:
 
 CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
     "episode_hops": (
-        "One row per episode per hop: the hop's keyword, whether live tracking completed it, and at which step.",
+        "One row per episode per hop: the hop's keyword, whether live tracking completed it, and at which step; "
+        "`given` marks the hops a replayed prefix gave a hop-conditioned episode (before `episodes.start_hop`: "
+        "completed at the reference's step, not credited to the agent).",
         """
         SELECT e.run_id, e.episode_id, e.task_id, h.hop_index, t.n_hops,
                t.procedure[h.hop_index + 1] AS keyword,
                h.hop_index < e.live_hops AS completed,
-               CASE WHEN h.hop_index < e.live_hops THEN e.hop_steps[h.hop_index + 1] END AS completed_step
+               CASE WHEN h.hop_index < e.live_hops THEN e.hop_steps[h.hop_index + 1] END AS completed_step,
+               h.hop_index < coalesce(e.start_hop, 0) AS given
         FROM episodes e
         JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
         CROSS JOIN LATERAL (SELECT unnest(range(e.n_hops)) AS hop_index) h
@@ -84,23 +87,28 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
         """,
     ),
     "episode_scores": (
-        "One row per scored task per run and evaluator (the latest attempt): the current task verdict "
-        "(`passed`), hops passed of `hops_total` hop verdicts, the first failed hop (0-based), the hop-count "
-        "`bucket` and the episode's stop reason, steps, tokens and cost; what `mmina report` is computed from.",
+        "One row per scored task per run and evaluator (the latest attempt; a hop-conditioned run: per task and "
+        "start hop): the current task verdict (`passed`), hops passed of `hops_total` hop verdicts, the first "
+        "failed hop (0-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
+        "`mmina report` is computed from. Hops a prefix gave (before `start_hop`) are left out of the hop "
+        "counts, whichever evaluator wrote rows for them.",
         f"""
         SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
                {bucket_sql("e.n_hops")} AS bucket,
                s.verdict, s.verdict = 'pass' AS passed,
                coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
                h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,
-               e.prompt_tokens, e.completion_tokens, e.cost_usd
+               e.prompt_tokens, e.completion_tokens, e.cost_usd, e.start_hop, e.prefix_faithful
         FROM episodes e
         JOIN latest_scores s ON s.episode_id = e.episode_id AND s.level = 'task'
-        LEFT JOIN (SELECT episode_id, evaluator, count(*) FILTER (WHERE verdict = 'pass') AS hops_passed,
-                          count(*) AS hops_total, min(hop_index) FILTER (WHERE verdict <> 'pass') AS first_failed_hop
-                   FROM latest_scores WHERE level = 'hop' GROUP BY episode_id, evaluator) h
+        LEFT JOIN (SELECT l.episode_id, l.evaluator, count(*) FILTER (WHERE l.verdict = 'pass') AS hops_passed,
+                          count(*) AS hops_total,
+                          min(l.hop_index) FILTER (WHERE l.verdict <> 'pass') AS first_failed_hop
+                   FROM latest_scores l JOIN episodes g ON g.episode_id = l.episode_id
+                   WHERE l.level = 'hop' AND l.hop_index >= coalesce(g.start_hop, 0)
+                   GROUP BY l.episode_id, l.evaluator) h
                ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
-        QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, s.evaluator
+        QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.start_hop, e.prefix_steps, s.evaluator
                                    ORDER BY e.attempt DESC, e.started_at DESC) = 1
         """,
     ),
