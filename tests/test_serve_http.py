@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mmina.serve.params import FILTERS, QUERY_PARAMS, BadRequest, episode_query
+from mmina.serve.payloads import SQL_ROWS_SHOWN
 from mmina.store import Store
 from tests.s3_server import S3Server
 from tests.serve_helpers import Served, served_read_only
@@ -75,7 +76,9 @@ def test_a_step_beyond_the_episode_is_not_found(app: Served) -> None:
 
 def test_sql_endpoint_answers_rows_or_a_clear_error(app: Served) -> None:
     data = app.json("/api/sql", {"query": "select count(*) as n from steps"})
-    assert data["columns"] == ["n"] and data["rows"][0][0] > 0
+    assert data["columns"] == ["n"] and data["rows"][0][0] > 0 and not data["truncated"]
+    many = app.json("/api/sql", {"query": "select * from range(1000000000)"})
+    assert len(many["rows"]) == SQL_ROWS_SHOWN and many["truncated"], "only the rows shown are fetched"
     for body, start in ((b"not json", "send the query as JSON"), (b'{"query": 3}', "send the query as JSON"),
                         (b'{"query": "delete from episodes"}', "mmina sql is read-only"),
                         (b'{"query": "select * from nowhere"}', "Catalog Error")):

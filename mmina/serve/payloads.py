@@ -182,6 +182,7 @@ def analysis_page(catalog: Catalog, runs: Sequence[str], evaluator: str) -> dict
 
 
 def sql_page(catalog: Catalog, query: str) -> dict[str, Any]:
-    """A read-only query's columns and first rows (``SQL_ROWS_SHOWN``), with the row count."""
-    result = run_query(catalog.store, query)
-    return {"columns": result.columns, "rows": result.rows[:SQL_ROWS_SHOWN], "total": len(result.rows)}
+    """A read-only query's columns and first rows (``SQL_ROWS_SHOWN``; only those are fetched),
+    whether more exist, under the sandbox's deadline."""
+    result = run_query(catalog.store, query, max_rows=SQL_ROWS_SHOWN)
+    return {"columns": result.columns, "rows": result.rows, "total": len(result.rows), "truncated": result.truncated}

@@ -476,8 +476,8 @@ function sqlPage(params) {
     result.replaceChildren(h('p', {className: 'muted'}, 'Running…'));
     try {
       const data = await api('/api/sql', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: body()});
-      result.replaceChildren(h('p', {id: 'sql-count'}, data.total > data.rows.length
-        ? `${data.total} rows (the first ${data.rows.length} shown; the CSV has all)` : `${data.total} row(s)`),
+      result.replaceChildren(h('p', {id: 'sql-count'}, data.truncated
+        ? `the first ${data.rows.length} rows shown (there are more; the CSV has all)` : `${data.total} row(s)`),
       h('div', {className: 'scroll'}, tableOf(data.columns, data.rows.map(r => r.map(v => v == null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v))), {id: 'sql-table'})));
     } catch (error) { result.replaceChildren(); showError(error); }
   }
