@@ -2,12 +2,13 @@
 (issue 23, items 3 and 4), on a page built on the real RxJS and lodash from npm.
 
 The page searches as you type through RxJS ``debounceTime``, saves through lodash ``debounce``,
-counts through lodash ``throttle``, prints the time it loaded and a random number, and shows
-"Loading results" until a ``setTimeout(0)`` follow-up of its XHR replaces it.
+counts through lodash ``throttle``, prints the time it loaded, a random number and ids drawn from
+``crypto``, and shows "Loading results" until a ``setTimeout(0)`` follow-up of its XHR replaces it.
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,6 +79,7 @@ def test_replay_reproduces_every_step_with_a_moving_clock(recorded) -> None:
     trees = _trees(store, report.replay_run)
     assert "2 boats match harbour" in trees[1]
     assert "Loaded at" in trees[0] and "Lucky number" in trees[0]  # recorded time and draw, shown again
+    assert "Request id" in trees[0]  # and the ids drawn from crypto (the trees are equal)
 
 
 def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dict[str, str]:
@@ -101,7 +103,7 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
         session.run(page.locator("#save").click())
         time.sleep(2)
         shown = {name: session.run(page.locator(f"#{name}").inner_text())
-                 for name in ("loaded", "random", "status", "saved")}
+                 for name in ("loaded", "random", "drawn", "status", "saved")}
         browser.close()
         return shown
     finally:
@@ -117,6 +119,8 @@ def test_the_replayed_clock_starts_at_the_recorded_time_and_moves(recorded) -> N
     assert moving["saved"].startswith("Saved at 2001-02-03T04:05")  # lodash debounce fired
     again = _page_at(store, summary.run_id, starts_at, fixed=False)
     assert again["random"] == moving["random"]  # Math.random stays seeded
+    assert again["drawn"] == moving["drawn"] and re.fullmatch(r"Request id \d+-\d+ [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+                                                             r"[89ab][0-9a-f]{3}-[0-9a-f]{12}", moving["drawn"])
     # the control: a clock pinned while timers run (replay before issue 23) never fires them
     pinned = _page_at(store, summary.run_id, starts_at, fixed=True)
     assert pinned["status"] != "2 boats match harbour" and pinned["saved"] == "Not saved"

@@ -54,7 +54,7 @@ def replay(fmt: str, **options: Any) -> None:
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
     all served from the recorded traffic (never the live network), with the page clock started
-    at the recorded start and Math.random seeded. The replay is stored as a new run (agent
+    at the recorded start and Math.random and crypto seeded. The replay is stored as a new run (agent
     `replay`); the report compares every step's URL, accessibility tree and screenshot with
     the recording and counts requests served exactly, fuzzily, by nearest match, or not at all.
 

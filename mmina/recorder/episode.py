@@ -104,7 +104,7 @@ class EpisodeRecorder:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
         self.seed = seed_for(writer.episode_id) if seed is None else seed
-        """Seeds ``Math.random`` (a replay passes its source episode's, so pages draw alike)."""
+        """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's, so pages draw alike)."""
         self.budget = Budget(limits)
         self.tracker = tracker or HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"

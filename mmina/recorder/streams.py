@@ -21,13 +21,16 @@ from typing import Any
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
 
+from mmina.recorder.seeding import DOCUMENT_ID
+
 NO_RECONNECT = b"retry: 86400000\n\n"
 BINDING = "__mminaEventSource"
 
 WRAPPER = """(() => {
   const Native = window.EventSource;
   if (!Native || Native.__mmina) return;
-  const documentId = crypto.getRandomValues(new Uint32Array(2)).join('-');  // not Math.random: replay seeds it
+  // not Math.random nor crypto, which are seeded alike in every document (seeding.py)
+  const documentId = window.%(document)s || crypto.getRandomValues(new Uint32Array(2)).join('-');
   let serial = 0;
   const report = (...args) => { try { window.%(binding)s(...args); } catch (e) {} };
   function EventSource(url, init) {
@@ -48,7 +51,7 @@ WRAPPER = """(() => {
   EventSource.prototype = Native.prototype;
   Object.assign(EventSource, {CONNECTING: 0, OPEN: 1, CLOSED: 2, __mmina: true});
   window.EventSource = EventSource;
-})();""" % {"binding": BINDING}
+})();""" % {"binding": BINDING, "document": DOCUMENT_ID}
 
 
 class EventStreams:

@@ -3,7 +3,7 @@
 One browser context does both, so everything the prefix left stays as it was: the tabs and
 their history (the same pages), web storage (``localStorage``; ``sessionStorage`` of each tab),
 IndexedDB and cookies. Until the hand-over the context is routed to the reference episode's
-archive exactly as ``mmina replay`` routes it (clock, seeded ``Math.random``); it is never
+archive exactly as ``mmina replay`` routes it (clock, seeded ``Math.random`` and ``crypto``); it is never
 offline (the agent goes on on the live web), so a ``keepalive`` beacon a prefix page sends as it
 unloads, which outlives its routes, may reach the live site; at the hand-over
 :meth:`HandOverRouter.hand_over`

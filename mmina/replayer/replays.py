@@ -7,7 +7,7 @@ is ``replay`` (or the new agent's name in ``--agent`` mode) and ``config_json`` 
 
 Every request of a replay context is answered by :class:`ArchiveRouter`; nothing reaches the
 network, and no fixture web is started. The page clock starts at the source episode's
-start (and runs; see ``router.py``) and ``Math.random`` is seeded from the source episode id. Episodes run in one browser,
+start (and runs; see ``router.py``) and ``Math.random`` and ``crypto`` are seeded from the source episode id. Episodes run in one browser,
 a fresh context each, one after another or ``concurrency`` at once.
 """
 from __future__ import annotations

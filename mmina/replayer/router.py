@@ -2,7 +2,7 @@
 
 The only replayer module that touches Playwright. ``ArchiveRouter.prepare`` is handed to
 ``BrowserSession.episode`` so the context is routed and its clock set before the first page
-opens (``Math.random`` is seeded by the recorder, with the source episode's seed).
+opens (``Math.random`` and ``crypto`` are seeded by the recorder, with the source episode's seed).
 
 **The clock.** ``clock.install`` starts the page's clock (``Date``, ``performance.now``,
 timers, animation frames) at the recorded episode's start, and it then runs in real time: it

@@ -1,6 +1,6 @@
 """A page that needs a clock that moves: search-as-you-type with the real RxJS ``debounceTime``,
-a lodash ``debounce`` and ``throttle``, the time it loaded at, a random number, and a
-"Loading" state replaced by a ``setTimeout(0)`` follow-up after its XHR.
+a lodash ``debounce`` and ``throttle``, the time it loaded at, a random number, ids drawn from
+``crypto``, and a "Loading" state replaced by a ``setTimeout(0)`` follow-up after its XHR.
 
 Served with the two libraries as npm installs them (``installs.npm_packages``) by a plain
 ``http.server`` on a free port; ``/api/search`` answers with a random token drawn anew at every
@@ -24,7 +24,7 @@ DEBOUNCE_MS = 300
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Harbour search</title>
 <script src="/vendor/rxjs.umd.min.js"></script><script src="/vendor/lodash.min.js"></script></head>
 <body><h1>Harbour search</h1>
-<p id="loaded"></p><p id="random"></p>
+<p id="loaded"></p><p id="random"></p><p id="drawn"></p>
 <label>Search boats <input id="q" type="search"></label>
 <p id="status">Type to search</p><ul id="results"></ul>
 <button id="save">Save notes</button><p id="saved">Not saved</p>
@@ -32,6 +32,8 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Harbour search
 <script>
   document.getElementById('loaded').textContent = 'Loaded at ' + new Date().toISOString().slice(0, 16);
   document.getElementById('random').textContent = 'Lucky number ' + Math.floor(Math.random() * 1e6);
+  document.getElementById('drawn').textContent = 'Request id ' + crypto.getRandomValues(new Uint32Array(2)).join('-') +
+    ' ' + crypto.randomUUID();
   const status = document.getElementById('status');
   rxjs.fromEvent(document.getElementById('q'), 'input').pipe(
     rxjs.operators.map(e => e.target.value), rxjs.operators.debounceTime(%(debounce)d),
