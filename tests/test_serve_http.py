@@ -208,10 +208,20 @@ def test_an_s3_store_is_served_and_followed(s3: S3Server, monkeypatch: pytest.Mo
     url = f"s3://serve/{uuid.uuid4().hex[:8]}"
     for name, value in s3.env.items():
         monkeypatch.setenv(name, value)
+    served_and_followed(url, s3.env)
+
+
+def test_a_local_store_is_followed_on_every_page(tmp_path: Path) -> None:
+    """The runs page, the episodes and SQL all see an episode committed while serving (each
+    connection's views read the files listed when it was made)."""
+    served_and_followed(str(tmp_path / "store"), {})
+
+
+def served_and_followed(url: str, env: dict[str, str]) -> None:
     store = Store.open(url, create=True)
     begin(store, "r1", tasks=("normal/1", "normal/2"))
     shots = write_episode(store, "r1", "e1", blobs=[b"\xff\xd8\xff\xe0first", b"\xff\xd8\xff\xe0second"], n_requests=2)
-    with Served(url, env=s3.env) as app:
+    with Served(url, env=env) as app:
         app.indexed()
         runs = app.json("/api/runs")["runs"]
         assert [(r["run_id"], r["episodes"], r["task_count"]) for r in runs] == [("r1", 1, 2)]

@@ -1,10 +1,10 @@
 """What the server reads from the store, and how it keeps reading it cheap.
 
 One DuckDB connection holds the store's views for the server's life (each request queries
-through a cursor of its own); it is made again when the store's files change in a way its
-views cannot see by themselves. What concerns one episode is read through a connection
-whose views see that episode's run only (a few runs' are kept), so it costs the same in a
-store of one run or of a thousand. Committed episodes never change (the store is append-only),
+through a cursor of its own); it is made again when the store's files change (the SQL
+sandbox gives a connection the files listed when it was made, and no others). What concerns
+one episode is read through a connection whose views see that episode's run only (a few
+runs' are kept), so it costs the same in a store of one run or of a thousand. Committed episodes never change (the store is append-only),
 so an episode's rows, steps and requests are kept for a while once read, and so are recent
 blobs and painted set-of-marks images; verdicts, which a rescore may add, are always read
 afresh.
@@ -113,8 +113,8 @@ class Catalog:
         self._packs: Kept[str, dict[str, int]] = Kept(DIRECTORY_BYTES_KEPT)
 
     def refresh(self) -> None:
-        """Views made again (new schema versions, or an object store's listings, which a
-        connection keeps for a few seconds). Queries under way finish on the old connection."""
+        """Views made again over the files the store holds now. Queries under way finish on
+        the old connection."""
         self._db = connect(self.store)
 
     def forget(self, run_id: str) -> None:

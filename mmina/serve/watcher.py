@@ -170,8 +170,7 @@ class StoreWatcher:
         old = self.listing
         if listing == old:
             return
-        if listing.versions != old.versions or not self.store.backend.local:
-            self.catalog.refresh()
+        self.catalog.refresh()  # a connection's views read the files listed when it was made
         now = time.monotonic()
         for run, mark in listing.runs.items():
             if old.runs.get(run) != mark:
