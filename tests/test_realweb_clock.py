@@ -104,6 +104,8 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
         time.sleep(2)
         shown = {name: session.run(page.locator(f"#{name}").inner_text())
                  for name in ("loaded", "random", "drawn", "status", "saved")}
+        session.run(page.goto("about:blank"))
+        shown["elsewhere"] = session.run(page.evaluate("crypto.getRandomValues(new Uint32Array(2)).join('-')"))
         browser.close()
         return shown
     finally:
@@ -121,6 +123,8 @@ def test_the_replayed_clock_starts_at_the_recorded_time_and_moves(recorded) -> N
     assert again["random"] == moving["random"]  # Math.random stays seeded
     assert again["drawn"] == moving["drawn"] and re.fullmatch(r"Request id \d+-\d+ [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
                                                              r"[89ab][0-9a-f]{3}-[0-9a-f]{12}", moving["drawn"])
+    # another page draws other ids (a request id or idempotency key is not sent twice), as reproducibly
+    assert again["elsewhere"] == moving["elsewhere"] and moving["elsewhere"] not in moving["drawn"]
     # the control: a clock pinned while timers run (replay before issue 23) never fires them
     pinned = _page_at(store, summary.run_id, starts_at, fixed=True)
     assert pinned["status"] != "2 boats match harbour" and pinned["saved"] == "Not saved"

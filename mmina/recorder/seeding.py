@@ -5,7 +5,10 @@ A page that draws random numbers (an id, a shuffled list, a "lucky number", a re
 ``crypto.randomUUID()``) shows and sends what it drew; drawn from generators seeded by the
 episode, the recording and its replay (which uses the source episode's seed) draw the same
 numbers in the same order, where an unseeded recording could never be reproduced. Each document
-restarts the sequences from the seed. ``crypto`` draws from a stream of its own, so
+restarts the sequences from the seed; ``crypto``'s also depends on the document's URL and
+history length (the same in the replay), so that two pages of an episode do not send the same
+``crypto.randomUUID()`` (an idempotency key, a request id) to a live server (a URL holding a
+secret is replayed redacted, so its page draws other ids). It is a stream of its own, so
 ``Math.random`` draws what it drew before ``crypto`` was seeded (stores recorded then replay
 the same). Web Workers and ``crypto.subtle`` keys are not seeded: a browser under evaluation
 needs reproducible pages, not secrets, but nothing in it should be used for real credentials.
@@ -31,6 +34,8 @@ SEEDED_RANDOM = """(() => {
   };
   if (typeof Crypto === "undefined") return;
   let drawn = (state ^ 0x9E3779B9) >>> 0;
+  const place = location.href + "#" + history.length;  // the same in a recording and its replay
+  for (let i = 0; i < place.length; i++) drawn = Math.imul(drawn ^ place.charCodeAt(i), 16777619) >>> 0;
   const word = () => {
     drawn = (drawn + 0x6D2B79F5) >>> 0;
     let t = drawn;
