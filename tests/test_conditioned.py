@@ -339,7 +339,8 @@ def test_the_first_unfaithful_prefix_step_is_named() -> None:
     assert check_prefix(prefix, same, True) == PrefixCheck(3, 3, None)
     tree = check_prefix(prefix, [same[0], _row(1, "http://a/1", "[2] main\n[4] button 'new'"), same[2]], True)
     assert (tree.faithful, tree.faithful_steps, tree.mismatch) == \
-        (False, 2, "step 1: accessibility tree differs (+[4] button 'new')")
+        (False, 2, "step 1: accessibility tree differs (first difference at line 2: recorded nothing (the tree "
+                   "ended), replayed `button \"new\"`; 1 element(s) only in the replay: button \"new\")")
     url = check_prefix(prefix, [same[0], same[1], _row(2, "http://elsewhere/", "[3] main")], True)
     assert url.mismatch == "step 2: url http://elsewhere/ (reference: http://a/2)"
     assert check_prefix(prefix, same[:2], True).faithful  # the agent's first step was not stored: not compared

@@ -181,8 +181,7 @@ def _mismatch(step: Any) -> str:
         return f"step {step.step_index}: missing in the replay"
     if not step.url_equal:
         return f"step {step.step_index}: url {step.replayed_url} (reference: {step.recorded_url})"
-    changed = [line for line in step.tree_diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
-    return f"step {step.step_index}: accessibility tree differs" + (f" ({changed[0][:120]})" if changed else "")
+    return f"step {step.step_index}: accessibility tree differs ({step.tree_change})"
 
 
 @dataclass
