@@ -26,7 +26,7 @@ from mmina.analysis.viewer import EPISODES_SQL, STEPS_SQL, VERDICTS_SQL, step_im
 from mmina.errors import MminaError
 from mmina.serve.params import NotFound
 from mmina.store import Store
-from mmina.store.blobs import pack_directory, read_blobs, read_row_group
+from mmina.store.blobs import pack_directory, read_row_group
 from mmina.store.views import StoreConnection, connect
 
 EPISODES_KEPT = 64
@@ -186,7 +186,7 @@ class Catalog:
         found = {d: b for d in digests if (b := self._blobs.get(d)) is not None}
         missing = [d for d in digests if d not in found]
         if missing and packs is None:
-            for digest, data in read_blobs(self.store.backend, missing, None).items():
+            for digest, data in self.store.read_blobs(missing).items():
                 found[digest] = self._blobs.put(digest, data, len(data))
         for pack in packs or ():
             missing = [d for d in missing if d not in found]
