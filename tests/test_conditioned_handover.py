@@ -22,7 +22,7 @@ from mmina.analysis.report import build_report
 from mmina.cli import cli
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.conditioned import ConditionedSummary, record_conditioned
 from mmina.replayer.prefixes import PrefixSpec
 from mmina.store import Store

@@ -41,7 +41,7 @@ figures leave conditioned episodes out (``mmina.analysis.runner_log``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
