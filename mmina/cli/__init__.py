@@ -1,6 +1,7 @@
 """The ``mmina`` command line: a thin layer over the library (one module per command group)."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -51,3 +52,9 @@ def main() -> None:
         click.echo(f"Error: unexpected {type(exc).__name__}: {message} (a bug in mmina; set {TRACEBACK_ENV}=1 "
                    "to see where)", err=True)
         sys.exit(1)
+    finally:
+        # Arrow objects (files read through fsspec, e.g. from s3://) freed while Arrow is still
+        # whole: freed in the interpreter's final teardown instead, their threads can abort the
+        # process after the command succeeded ("terminate called without an active exception",
+        # apache/arrow#34314, #39162; seen once in `mmina store verify` on S3).
+        gc.collect()
