@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import sync_playwright
 
-from mmina.recorder.browser import (DISABLE_FEATURES, PLAYWRIGHT_DISABLED_FEATURES, UNSHOWN_UI_FEATURES,
+from mmina.recorder.browser import (DISABLE_FEATURES, PLAYWRIGHT_DISABLED_FEATURES, MMINA_DISABLED_FEATURES,
                                     BrowserConfig, BrowserSession, find_chromium, launch_args)
 from tests.agents_for_tests import descendants
 
@@ -51,14 +51,14 @@ def test_one_switch_keeps_playwrights_features_mmina_s_and_the_users() -> None:
         extra_args=("--disable-features=Translate,MediaRouter", "--lang=de"))))
     session.close()
     [features] = disabled_features(args)
-    assert set(features) == {*PLAYWRIGHT_DISABLED_FEATURES, *UNSHOWN_UI_FEATURES, "Translate"}
+    assert set(features) == {*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES, "Translate"}
     assert len(features) == len(set(features))
     assert "--lang=de" in args
 
 
 @pytest.mark.parametrize("extra_args", [(), (DISABLE_FEATURES,)])
 def test_launch_args_without_user_features(extra_args: tuple[str, ...]) -> None:
-    assert disabled_features(launch_args(extra_args)) == [[*PLAYWRIGHT_DISABLED_FEATURES, *UNSHOWN_UI_FEATURES]]
+    assert disabled_features(launch_args(extra_args)) == [[*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES]]
 
 
 def test_a_context_costs_one_renderer() -> None:

@@ -348,3 +348,23 @@ def test_the_first_unfaithful_prefix_step_is_named() -> None:
     assert missing.mismatch == "step 1: missing in the replay"
     ended = check_prefix(prefix, same[:1], False)
     assert not ended.faithful and "before the hand-over" in ended.mismatch
+
+
+def test_a_page_the_archive_served_reaches_the_local_web_after_the_hand_over(tmp_path: Path) -> None:
+    """The kiwix viewer handed over at hop 1 (served from the archive, so from no address:
+    "public" to Chromium) loads its search results from the live kiwix-serve on 127.0.0.1.
+    With Chromium's Local Network Access checks on, the frame was blocked and the oracle lost
+    both hops; mmina turns them off (``LOCAL_NETWORK_FEATURES``)."""
+    store = tmp_path / "store"
+    base = ["record", "--store", str(store), "--task-ids", "normal/43", "--format", "json"]
+    reference = CliRunner().invoke(cli, [*base, "--run-id", "oracle"])
+    assert reference.exit_code == 0, reference.output
+    taken = CliRunner().invoke(cli, [*base, "--run-id", "at", "--prefix-run", "oracle", "--at-hop", "1"])
+    assert taken.exit_code == 0, taken.output
+    (episode,) = json.loads(taken.output[taken.output.index("{"):])["episodes"]
+    assert episode["prefix"]["faithful"]
+    steps = run_query(Store.open(store), "select action_error from steps where run_id = 'at'").rows
+    assert steps and all(error is None for (error,) in steps), steps
+    hops = run_query(Store.open(store), "select verdict from latest_scores where evaluator = 'hops' and level = 'hop' "
+                                        "and episode_id in (select episode_id from episodes where run_id = 'at')").rows
+    assert hops == [("pass",), ("pass",)]

@@ -64,6 +64,15 @@ UNSHOWN_UI_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
 """Browser UI a headless window never shows, which Chromium loads for every context's window all
 the same: the address bar's two popups are web pages of their own, two renderer processes per
 context (measured: ~40 MB and ~0.5 s of CPU for every episode, more than its page costs)."""
+LOCAL_NETWORK_FEATURES = ("LocalNetworkAccessChecks",)
+"""Chromium's Local Network Access checks, off: a page a replay served (from the archive, so
+from no address, which Chromium counts as public) that goes on live after a hand-over (``record
+--prefix-run``) must reach the sites it came from, which here are local (the fixture web, an
+application on 127.0.0.1): with the checks on, Chromium blocks them ("The connection is blocked
+because it was initiated by a public page to connect to devices or servers on your local
+network"; the kiwix viewer's search frame after a hand-over)."""
+MMINA_DISABLED_FEATURES = (*UNSHOWN_UI_FEATURES, *LOCAL_NETWORK_FEATURES)
+"""The features mmina turns off besides Playwright's."""
 PAINTERS = 2
 """Threads painting set-of-marks images, shared by the session's episodes. Long-lived on
 purpose: a painting thread per episode made a worker's memory grow episode after episode
@@ -397,9 +406,9 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.s
 
 def launch_args(extra_args: tuple[str, ...]) -> list[str]:
     """Chromium's arguments beyond Playwright's: quiet ones, the user's, and one
-    ``--disable-features`` switch that takes Playwright's features, ``UNSHOWN_UI_FEATURES`` and
-    the user's own ``--disable-features`` together (in place of Playwright's, see ``_launch``)."""
-    features = [*PLAYWRIGHT_DISABLED_FEATURES, *UNSHOWN_UI_FEATURES]
+    ``--disable-features`` switch that takes Playwright's features, ``MMINA_DISABLED_FEATURES``
+    and the user's own ``--disable-features`` together (in place of Playwright's, see ``_launch``)."""
+    features = [*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES]
     others = []
     for arg in extra_args:
         if arg.startswith(DISABLE_FEATURES):
