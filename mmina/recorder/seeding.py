@@ -24,7 +24,7 @@ DOCUMENT_ID = "__mminaDocument"
 scripts tell documents apart by it (every document of an episode draws the same seeded ids)."""
 
 SEEDED_RANDOM = """(() => {
-  let state = %d >>> 0;
+  let state = %(seed)d >>> 0;
   Math.random = function random() {
     state = (state + 0x6D2B79F5) >>> 0;
     let t = state;
@@ -67,7 +67,7 @@ SEEDED_RANDOM = """(() => {
       return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
     };
   }
-})();""".replace("%(document)s", DOCUMENT_ID)
+})();"""
 """mulberry32, restarted from the same seed in every document: one stream for ``Math.random``
 (unchanged since stores were first seeded) and one for ``crypto.getRandomValues`` and
 ``crypto.randomUUID`` (a version-4 UUID from 16 drawn bytes)."""
@@ -80,4 +80,4 @@ def seed_for(text: str) -> int:
 
 async def seed_random(context: BrowserContext, seed: int) -> None:
     """Seed ``Math.random`` and ``crypto`` in every document of ``context`` (before any page opens)."""
-    await context.add_init_script(SEEDED_RANDOM % seed)
+    await context.add_init_script(SEEDED_RANDOM % {"seed": seed, "document": DOCUMENT_ID})
