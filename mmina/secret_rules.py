@@ -291,12 +291,16 @@ class Rules:
 
     def code(self, text: str) -> str:
         """A script or style sheet: whole URLs (``...?apikey=...`` in a string), credentials after
-        an auth scheme and keys of a known shape. Not ``name=value`` or ``"name": value`` pairs:
-        in code those are expressions (``a&&keyCode==k``, ``{"accent-token":1}``, ``"PWD":"/"``),
-        and rewriting them breaks the page a replay serves (and teaches the redactor code to scrub
+        an auth scheme, keys of a known shape, and a quoted secret-named pair's string shaped like a
+        credential (JSONP, an inline configuration: ``{"access_token": "9f2a…"}``).
+        Not ``name=value``, nor a pair's number or word: in code those are expressions
+        (``a&&keyCode==k``, ``{"accent-token":1}``, ``c?"metaKey":"ctrlKey"``), and rewriting
+        them breaks the page a replay serves (and teaches the redactor code to scrub
         everywhere). Values learned elsewhere are still scrubbed from code by the redactor."""
         if "://" in text:
             text = _URL.sub(lambda m: self.url(m.group(0)), text)
+        if ":" in text:
+            text = _QUOTED_PAIR.sub(self._quoted_string, text)
         text = _AUTH_SCHEME.sub(self._credential, text)
         return _SHAPES.sub(lambda m: self.found(m.group(0), False), text)
 
@@ -322,6 +326,13 @@ class Rules:
             return m.group(0)
         redacted = self.found(m["number"], False)
         return _replace_group(m, "number", redacted if redacted == m["number"] else json.dumps(redacted))
+
+    def _quoted_string(self, m: re.Match[str]) -> str:
+        """A quoted pair in code: its string when secret-named and shaped like a credential
+        (:func:`worth_scrubbing`: ``"PWD":"/"`` is a path); never a number."""
+        if m["vq"] is None or not is_secret_name(m["key"]) or not worth_scrubbing(m["value"]):
+            return m.group(0)
+        return _replace_group(m, "value", self.found(m["value"], False))
 
     def _credential(self, m: re.Match[str]) -> str:
         """``Bearer <token>`` in text; ``Basic understanding`` is prose, not a credential."""
