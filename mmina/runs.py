@@ -50,6 +50,15 @@ def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: Sui
     })
 
 
+def run_config(config_json: str | None) -> dict[str, Any]:
+    """A run's ``config_json`` read back: ``{}`` when it is missing, not JSON or not an object."""
+    try:
+        config = json.loads(config_json or "{}")
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def _playwright_version() -> str | None:
     try:
         return version("playwright")

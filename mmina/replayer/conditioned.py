@@ -40,7 +40,7 @@ from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, Prefixed
 from mmina.replayer.jobs import AgentJob, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
 from mmina.replayer.source import SourceRun
-from mmina.runs import SuiteRef, run_row
+from mmina.runs import SuiteRef, run_config, run_row
 from mmina.store import Store
 from mmina.tasks import HopTracker, Task, task_from_row
 
@@ -259,7 +259,7 @@ def _check_resumable(store: Store, run_id: str, spec: PrefixSpec, resume: bool) 
     if not resume:
         raise StoreError(f"run {run_id} already exists in {store.root}; pass --resume to continue it")
     (row,) = store.read("runs", run_id=run_id, columns=["config_json"]).to_pylist()
-    config = json.loads(row["config_json"] or "{}")
+    config = run_config(row["config_json"])
     if config.get("mode") != "conditioned" or config.get("prefix_run") != spec.run_id:
         raise StoreError(f"run {run_id} is not a hop-conditioned run on prefixes of run {spec.run_id}; "
                          "resume it as it was recorded, or use a new run id")

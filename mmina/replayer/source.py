@@ -1,7 +1,6 @@
 """What a replay reads of the recorded run: its row, settings, tasks, episodes and traffic."""
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -14,6 +13,7 @@ from mmina.budget import Limits
 from mmina.errors import StoreError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.archive import Archive, exchanges_from_rows
+from mmina.runs import run_config
 from mmina.store import Store
 from mmina.tasks import Task, task_from_row
 
@@ -46,7 +46,7 @@ class SourceRun:
         rows = store.read("runs", run_id=run_id).to_pylist()
         if not rows:
             raise StoreError(f"no run {run_id} in {store.root}")
-        config = _json_object(rows[0].get("config_json"))
+        config = run_config(rows[0].get("config_json"))
         known = {f.name for f in fields(Limits)}
         limits = Limits(**{k: v for k, v in (config.get("limits") or {}).items() if k in known})
         tasks = {row["task_id"]: row for row in store.read("tasks", run_id=run_id).to_pylist()}
@@ -108,9 +108,3 @@ def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes:
     return grouped
 
 
-def _json_object(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -19,6 +19,7 @@ from mmina.analysis.html import report_sections
 from mmina.analysis.paired import Side, compare
 from mmina.analysis.report import build_report
 from mmina.analysis.viewer import episode_data, input_texts
+from mmina.runs import run_config
 from mmina.serve.catalog import Catalog, Kept, StoredEpisode
 from mmina.serve.params import EpisodeQuery
 from mmina.serve.watcher import StoreWatcher
@@ -49,21 +50,13 @@ def runs_page(catalog: Catalog, watcher: StoreWatcher) -> dict[str, Any]:
 
 def _run_entry(run: dict[str, Any], counts: dict[str, Any] | None, rates: dict[str, Any] | None,
                watcher: StoreWatcher) -> dict[str, Any]:
-    config = _config(run.pop("config_json"))
+    config = run_config(run.pop("config_json"))
     done = counts["tasks_done"] if counts else 0
     live = watcher.live(run["run_id"]) and done < (run["task_count"] or 0)
     return {**run, "episodes": counts["episodes"] if counts else 0, "tasks_done": done, "live": live,
             "eta_s": _eta(counts, run["task_count"]) if live and counts else None,
             "source_run": config.get("source_run"), "mode": config.get("mode"), "rates": rates,
             "problem": watcher.run_problems.get(run["run_id"])}
-
-
-def _config(text: str | None) -> dict[str, Any]:
-    try:
-        found = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def _eta(counts: dict[str, Any], total: int) -> float | None:
