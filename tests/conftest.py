@@ -1,6 +1,7 @@
 """Shared test fixtures: a real fixture web, a real Chromium, and one really recorded store."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -31,3 +32,22 @@ def recorded_copy(recorded: tuple[Path, RunSummary], tmp_path: Path) -> Path:
     target = tmp_path / "store"
     shutil.copytree(recorded[0], target)
     return target
+
+
+HEAVY_ENV = "MMINA_HEAVY"
+"""``MMINA_HEAVY=1`` runs the tests marked ``heavy`` (every real application, long fuzzing, the full
+benchmark sections); the default test command runs a small sample of each instead."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"heavy: slow and heavy cases, run only with {HEAVY_ENV}=1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leaves the ``heavy`` tests out of the default run (deselected, not skipped: they are an opt-in)."""
+    if os.environ.get(HEAVY_ENV) == "1":
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
