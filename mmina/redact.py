@@ -5,7 +5,7 @@ scrubs every known secret value (what a value is): each value those rules found 
 episode (a token in one URL is scrubbed from every body, tree and message), the text typed into
 a secret field or a field that failed, and the values of secret-named environment variables
 (``OPENAI_API_KEY``...), so an endpoint that echoes its key in an error cannot put it in the
-store or on the terminal. README "What is redacted" lists the rules for users.
+store or on the terminal. docs/redaction.md lists the rules for users.
 
 Redaction is deterministic (one marker, no hashes: equal inputs give equal outputs, which the
 replayer's matcher relies on: a recorded ``[REDACTED]`` matches any value) and idempotent

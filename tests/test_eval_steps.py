@@ -19,9 +19,9 @@ from mmina.recorder.recording import RecordConfig, record_run
 from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
+from tests.docs_pages import page
 from tests.fake_openai import PROMPT_TOKENS, FakeOpenAI, judge_answer, last_user_text
 
-ROOT = Path(__file__).resolve().parents[1]
 ORACLE_TASKS = ("normal/1", "shopping/2")
 KEY = {"OPENAI_API_KEY": "sk-test-steps"}
 
@@ -172,8 +172,7 @@ def test_report_only_and_the_documented_sql_reproduce_the_figures(store: Path) -
     again = eval_json(store, "--run", "oracle", "--report-only")
     assert again["batch_id"] == out["batch_id"] and again["overall"] == out["overall"]
     assert again["groups"] == out["groups"] and again["confusion"] == out["confusion"]
-    readme = (ROOT / "README.md").read_text()
-    query = re.search(r"<!-- eval-steps-sql -->\n```sql\n(.*?)```", readme, re.DOTALL).group(1)
+    query = re.search(r"<!-- eval-steps-sql -->\n```sql\n(.*?)```", page("stepeval.md"), re.DOTALL).group(1)
     result = run_query(Store.open(store), query.replace("BATCH", out["batch_id"]))
     by_op = {row[0]: dict(zip(result.columns, row)) for row in result.rows}
     for group in out["groups"]["operation"]:
@@ -243,12 +242,11 @@ def test_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
     assert run_query(Store.open(store), "select count(*) from scores where evaluator = 'step_action'").rows[0][0] == 0
 
 
-def test_help_has_an_example_and_readme_documents_it() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_help_has_an_example_and_the_docs_document_it() -> None:
     for command in (["eval-steps"], ["import", "mind2web"]):
         result = CliRunner().invoke(cli, [*command, "--help"])
         assert result.exit_code == 0 and "Example" in result.output
-        assert f"mmina {' '.join(command)}" in readme
+        assert f"mmina {' '.join(command)}" in page("stepeval.md")
 
 
 def test_mmina_report_shows_the_step_level_figures(store: Path) -> None:

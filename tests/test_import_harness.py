@@ -19,6 +19,7 @@ from mmina.errors import ActionParseError
 from mmina.importers.harness import convert_action, parse_log
 from mmina.store import Store
 from mmina.store.sql import run_query
+from tests.docs_pages import page
 
 DATA = Path(__file__).parent / "data" / "harness"
 RESULTS = DATA / "results"
@@ -200,10 +201,10 @@ def test_logs_latest_run_of_a_task_wins_and_crashes_are_kept() -> None:
                                                              "2024-04-15T11:00:05.500000+00:00")
 
 
-def test_help_has_an_example_and_the_readme_documents_it() -> None:
+def test_help_has_an_example_and_the_docs_document_it() -> None:
     result = invoke("import", "harness", "--help")
     assert result.exit_code == 0 and "Example" in result.output
-    assert "mmina import harness" in (Path(__file__).parent.parent / "README.md").read_text()
+    assert "mmina import harness" in page("stepeval.md")
 
 
 def test_a_named_log_that_is_missing_is_one_line(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`mmina report` over a really recorded run of an imperfect agent whose tables are known by
-construction (tests.agents_for_tests.SeededMistakes), and the README's SQL for every table."""
+construction (tests.agents_for_tests.SeededMistakes), and the documented SQL for every table (docs/analysis.md)."""
 from __future__ import annotations
 
 import atexit
@@ -23,8 +23,8 @@ from mmina.store.sql import run_query
 from mmina.taskcheck import load_suite
 from tests import rescore_reference
 from tests.agents_for_tests import SeededMistakes
+from tests.docs_pages import page
 
-ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("wikipedia/1", "normal/2", "normal/3", "normal/24", "compare/5", "normal/32", "normal/38", "multi567/1",
          "multi567/4")
 B_TASKS = ("wikipedia/1", "normal/2", "normal/3", "compare/5")
@@ -72,14 +72,15 @@ def report_json(store: Path, *args: str) -> dict[str, Any]:
     return json.loads(mmina("report", "--store", str(store), "--run", "seeded", "--format", "json", *args))
 
 
-def readme_sql() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+def documented_sql() -> dict[str, str]:
+    """Each report table's query as docs/analysis.md gives it."""
+    text = page("analysis.md")
     return dict(re.findall(r"<!-- report-sql: (\w+) -->\n```sql\n(.*?)```", text, re.S))
 
 
 def sql_rows(store: Path, name: str, run: str = "seeded") -> list[dict[str, Any]]:
-    """The README query of a table, restricted to one run the way the README says."""
-    query = readme_sql()[name].replace("episode_scores where evaluator",
+    """The documented query of a table, restricted to one run the way the page says."""
+    query = documented_sql()[name].replace("episode_scores where evaluator",
                                        f"episode_scores where run_id = '{run}' and evaluator")
     query = query.replace("where l.evaluator = 'hops'", f"where s.run_id = '{run}' and l.evaluator = 'hops'")
     query = query.replace("where s.evaluator = 'hops'", f"where s.run_id = '{run}' and s.evaluator = 'hops'")
@@ -205,9 +206,9 @@ def mmina_json_sql(store: Path, query: str) -> list[dict[str, Any]]:
     return json.loads(mmina("sql", "--store", str(store), query, "--format", "json"))
 
 
-def test_readme_sql_runs_through_mmina_sql(store: Path) -> None:
+def test_documented_sql_runs_through_mmina_sql(store: Path) -> None:
     """The documented queries run as they are with `mmina sql` (all runs of the store)."""
-    rows = mmina_json_sql(store, readme_sql()["sr_by_bucket"])
+    rows = mmina_json_sql(store, documented_sql()["sr_by_bucket"])
     overall = rows[-1]
     assert overall["bucket"] == "overall" and overall["tasks"] == 13 and overall["tasks_passed"] == 2 + 3
 
@@ -238,7 +239,7 @@ def test_compare_two_runs_lists_exactly_the_flips(store: Path) -> None:
     assert (data["paired_tasks"], data["both_passed"], data["both_failed"]) == (4, 1, 0)
     assert data["only_in_a"] == sorted(set(TASKS) - set(B_TASKS)) and data["only_in_b"] == []
     assert data["mcnemar_p"] == pytest.approx(mcnemar_exact(1, 2)) == pytest.approx(1.0)
-    query = readme_sql()["flips"].replace("RUN_A", "seeded").replace("RUN_B", "seeded-b")
+    query = documented_sql()["flips"].replace("RUN_A", "seeded").replace("RUN_B", "seeded-b")
     assert {(r["task_id"], r["direction"]) for r in mmina_json_sql(store, query)} == flips
     table = mmina("compare", "seeded", "seeded-b", "--store", str(store))
     assert "McNemar" in table and "normal/3" in table

@@ -24,6 +24,7 @@ from mmina.store import Store
 from tests.s3_server import S3Server
 from tests.serve_helpers import Served, served_read_only
 from tests.store_helpers import REPO_ROOT, begin, write_episode
+from tests.docs_pages import page
 from tests.test_report import recorded_store
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
@@ -235,11 +236,11 @@ def served_and_followed(url: str, env: dict[str, str]) -> None:
         assert app.json("/api/sql", {"query": "select count(*) from episodes"})["rows"] == [[2]]
 
 
-def test_help_has_an_example_and_the_readme_documents_it() -> None:
+def test_help_has_an_example_and_the_docs_document_it() -> None:
     result = mmina("serve", "--help")
     assert result.returncode == 0 and "Examples:" in result.stdout and "mmina serve --store s3://" in result.stdout
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert "mmina serve [--store S] [--host 127.0.0.1] [--port 8787]" in readme and "](docs/serve.png)" in readme
+    assert "mmina serve [--store S] [--host 127.0.0.1] [--port 8787]" in page("serve.md")
+    assert "](serve.png)" in page("serve.md") and "](docs/serve.png)" in (REPO_ROOT / "README.md").read_text()
     assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

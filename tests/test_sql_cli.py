@@ -17,6 +17,7 @@ from mmina.store.schema import TABLES
 from mmina.store import Store
 from mmina.store import docs as store_docs
 from mmina.store.sql import run_query
+from tests.docs_pages import all_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,12 +110,12 @@ def test_store_info_and_verify(recorded: tuple[Path, RunSummary]) -> None:
 def test_every_command_has_help_with_an_example() -> None:
     commands = [[], ["record"], ["sql"], ["store"], ["store", "info"], ["store", "verify"], ["tasks"],
                 ["tasks", "validate"], ["tasks", "list"], ["fixtures"], ["fixtures", "serve"], ["rescore"], ["replay"]]
-    readme = (ROOT / "README.md").read_text()
+    pages = all_pages()
     for command in commands:
         result = invoke(*command, "--help")
         assert result.exit_code == 0 and "Example" in result.output, command
         if command:
-            assert f"mmina {' '.join(command)}" in readme, f"README does not document mmina {' '.join(command)}"
+            assert f"mmina {' '.join(command)}" in pages, f"no page of docs/ documents mmina {' '.join(command)}"
 
 
 def test_schema_document_matches_code() -> None:

@@ -72,8 +72,8 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     first table, runner_log, gives the official runner's log figures (PASS lines, tasks with
     no result line, all_pass/all_all) per rule set beside the hops figures.
     `--evaluator step_action` shows the step-level figures of the run's latest `mmina
-    eval-steps` batch instead. The tables are defined in docs/analysis.md, and README.md
-    gives the SQL that reproduces each one.
+    eval-steps` batch instead. The tables, and the SQL that reproduces each one, are in the
+    documentation's Analysis page (docs/analysis.md).
 
     \b
     Examples:

@@ -7,7 +7,7 @@ evaluators it builds) and ``browser_env/actions.py`` (how an action string becom
 action, ``create_id_based_action``, lines 1528-1620, and ``is_equivalent``, lines 278-324).
 Every rule below names the lines it comes from; the quirks are kept on purpose, because
 the point of this evaluator is to give the numbers the runner gives. The clean evaluator is
-``hops`` (docs/analysis.md says where and why the two differ).
+``hops`` (docs/official-rules.md says where and why the two differ).
 
 What the runner sees of an episode, and where it is in the store:
 

@@ -10,8 +10,8 @@ is not pinned with ``set_fixed_time``. A pinned ``Date.now()`` with running time
 that compares the time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and
 ``throttle`` re-arm forever and never fire. So a page reads the recorded start plus the time the
 replay has taken so far (a page that prints the time when it loads shows the recorded one, to
-the second when it loads as promptly as it did). Real time, not the recorded pace: see the
-README's section on the replay clock.
+the second when it loads as promptly as it did). Real time, not the recorded pace: see
+docs/replay.md, "The replay clock".
 
 **Streams.** A fetch/XHR body recorded in chunks (``x-mmina-chunks``) is fulfilled whole, with
 that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
