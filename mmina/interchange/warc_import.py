@@ -80,8 +80,10 @@ class _Stored:
 class _Reader:
     """The state of one import: requests by record id, and responses for revisits."""
 
-    def __init__(self, writer: BatchWriter, report: WarcImport) -> None:
-        self.writer, self.report = writer, report
+    def __init__(self, report: WarcImport) -> None:
+        self.report = report
+        self.writer: BatchWriter | None = None
+        """Set for the second pass (the first checks every file before the store is touched)."""
         self.redactor = Redactor(configured_secrets())
         self.requests: dict[str, _Request] = {}
         self.request_for: dict[str, str] = {}
@@ -147,9 +149,12 @@ class _Reader:
         if body is None:
             headers.append((BODY_HEADER, MISSING))
         mime = message.header("content-type")
-        digest = self.writer.put_blob(self.redactor.body(body, mime), mime or "application/octet-stream") \
-            if body else None
+        digest = self._put(self.redactor.body(body, mime), mime) if body else None
         return _Stored(message.status, tuple(headers), digest, len(body or b""), mime)
+
+    def _put(self, data: bytes, mime: str) -> str:
+        assert self.writer is not None, "the second pass has a writer"
+        return self.writer.put_blob(data, mime or "application/octet-stream")
 
     def _revisited(self, record: WarcRecord, message: HttpMessage) -> _Stored | None:
         self.report.revisits += 1
@@ -173,8 +178,8 @@ class _Reader:
         request = self.requests.get(self.request_for.get(record.get("warc-record-id"), "")) \
             or self.requests.get(record.get("warc-concurrent-to")) or _Request("GET", (), None)
         request_type = next((v for n, v in request.headers if n.lower() == "content-type"), "")
-        request_body = self.writer.put_blob(self.redactor.body(request.body, request_type, response=False),
-                                            request_type or "application/octet-stream") if request.body else None
+        request_body = self._put(self.redactor.body(request.body, request_type, response=False), request_type) \
+            if request.body else None
         location = next((v for n, v in stored.headers if n.lower() == "location"), "")
         return {"seq": len(self.rows), "step_index": -1, "started_at": _date(record.get("warc-date")),
                 "method": request.method, "url": self.redactor.text(_uri(record)) or "", "status": stored.status,
@@ -207,10 +212,13 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str, run_id: st
     suite = load_suite(tasks_path, list(task_ids) or None)
     run_id = check_id("run id", run_id) if run_id else f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-warc"
     report = WarcImport(run_id, store.location, files=len(paths), tasks=len(suite.tasks))
-    store.ensure_writable()
-    writer = store.batch_writer(run_id)
+    reader = _Reader(report)
+    for path in paths:
+        for record in read_records(path):
+            reader.learn(record)
+    reader.writer = writer = store.batch_writer(run_id)
     try:
-        rows = _read(writer, paths, report, progress)
+        rows = _read(reader, paths, report, progress)
         _commit(store, writer, suite, rows, paths, report)
     except BaseException:
         writer.abort()
@@ -218,11 +226,7 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str, run_id: st
     return report
 
 
-def _read(writer: BatchWriter, paths: Sequence[Path], report: WarcImport, progress: Progress | None) -> list[Row]:
-    reader = _Reader(writer, report)
-    for path in paths:
-        for record in read_records(path):
-            reader.learn(record)
+def _read(reader: _Reader, paths: Sequence[Path], report: WarcImport, progress: Progress | None) -> list[Row]:
     for path in paths:
         for record in read_records(path):
             reader.add(record)
