@@ -125,18 +125,16 @@ def parse_http(block: bytes) -> HttpMessage:
 
 
 def dechunk(data: bytes) -> bytes:
-    """A ``Transfer-Encoding: chunked`` entity's content (trailers dropped; a cut-off final chunk
-    keeps what arrived)."""
+    """A ``Transfer-Encoding: chunked`` entity's content (trailers dropped; a cut-off last chunk
+    keeps what arrived). An entity that is not chunked after all is returned as it is: warcio
+    and pywb store the payload de-chunked but keep the header."""
     out, position = io.BytesIO(), 0
     while position < len(data):
         end = data.find(b"\r\n", position)
-        if end < 0:
-            break
-        size_text = data[position:end].split(b";")[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise InterchangeError(f"a chunked body has a bad chunk size {size_text[:20]!r}") from None
+        size_text = data[position:end].split(b";")[0].strip() if end >= 0 else b""
+        if not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            return data if position == 0 else out.getvalue()
+        size = int(size_text, 16)
         if size == 0:
             break
         out.write(data[end + 2:end + 2 + size])
