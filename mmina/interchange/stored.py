@@ -180,8 +180,8 @@ def body_missing(request: Row) -> bool:
 
 
 def _marked(text: str | None) -> bool:
-    return bool(text) and any(marker in text for marker in MARKERS)
+    return any(marker in text for marker in MARKERS) if text else False
 
 
 def _marked_bytes(data: bytes | None) -> bool:
-    return bool(data) and any(marker.encode() in data for marker in MARKERS)
+    return any(marker.encode() in data for marker in MARKERS) if data else False
