@@ -15,18 +15,21 @@ import pytest
 from click.testing import CliRunner
 from playwright.sync_api import sync_playwright
 
+from mmina import __version__
 from mmina.cli import cli
-from mmina.interchange.stored import Selection
+from mmina.interchange.stored import Selection, stream_episodes
 from mmina.interchange.warc_export import export_warc
 from mmina.interchange.warc_import import import_warc
 from mmina.observation import flatten_snapshot
 from mmina.replayer.fidelity import tree_change
 from mmina.replayer.replays import replay_agent
 from mmina.store import Store
+from mmina.store.compact import compact_store
+from mmina.store.schema import SCHEMA_VERSION
 from mmina.tasks import builtin_suite_path
 from tests.fake_openai import FakeOpenAI
 from tests.interchange_tools import free_port, inspect_bin, inspect_python, pywb, server, validate_har
-from tests.store_helpers import begin, episode_row, request_row, step_row
+from tests.store_helpers import begin, episode_row, request_row, step_row, write_episode
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 WARCIO = str(Path(sys.executable).parent / "warcio")
@@ -108,6 +111,29 @@ def test_each_record_says_what_was_redacted_and_a_missing_body_is_truncated(tmp_
     assert "warc-mmina-redacted" not in responses[1]
     raw = gzip.open(tmp_path / "r.warc.gz").read()
     assert raw.count(b"WARC-Truncated: unspecified") == 1 and b"x-mmina-body" not in raw
+
+
+def test_episodes_stream_alike_from_their_own_files_and_from_a_compacted_batch(tmp_path: Path) -> None:
+    """A compacted run holds many episodes per file: each is still read with only its own rows,
+    and the export is the same record for record (ids are deterministic)."""
+    store = Store.open(tmp_path / "store", create=True)
+    begin(store, "r")
+    for number in range(3):
+        write_episode(store, "r", f"e{number}", blobs=[f"shot {number}".encode()], n_steps=number + 1,
+                      n_requests=number + 2)
+
+    def exported() -> tuple[list[tuple], list[dict]]:
+        episodes = [(e.episode_id, [s["step_index"] for s in e.steps], [r["seq"] for r in e.requests])
+                    for e in stream_episodes(store, Selection(run="r"))]
+        export_warc(store, Selection(run="r"), tmp_path / "r.warc.gz")
+        return sorted(episodes), [i for i in _index(tmp_path / "r.warc.gz") if i["warc-type"] != "warcinfo"]
+
+    before = exported()
+    assert before[0] == [("e0", [0], [0, 1]), ("e1", [0, 1], [0, 1, 2]), ("e2", [0, 1, 2], [0, 1, 2, 3])]
+    compact_store(store)
+    assert len(store.files("steps", "r")) == 1
+    after = exported()
+    assert after[0] == before[0] and sorted(map(json.dumps, after[1])) == sorted(map(json.dumps, before[1]))
 
 
 def test_bad_selections_get_one_line(recorded, tmp_path: Path) -> None:
@@ -198,7 +224,9 @@ def test_playwright_replays_the_har_export_and_it_is_valid_har(recorded, tmp_pat
                         "-o", str(tmp_path / "e.har"))
     assert code == 0, output
     assert validate_har(tmp_path / "e.har") == []
-    entries = json.loads((tmp_path / "e.har").read_text())["log"]["entries"]
+    har = json.loads((tmp_path / "e.har").read_text())["log"]
+    assert (har["creator"]["version"], har["_mmina"]["schema_version"]) == (__version__, SCHEMA_VERSION)
+    entries = har["entries"]
     assert [e["_mmina_step"] for e in entries] == [r["step_index"] for r in sorted(
         store.read("requests", run_id=recorded[1].run_id).to_pylist(), key=lambda r: r["seq"])]
     steps = _steps(store, recorded[1].run_id)
@@ -241,7 +269,8 @@ print(json.dumps({"status": log.status, "samples": len(log.samples),
     "scores": {k: s.value for k, s in sample.scores.items()}, "hops": sample.scores["hops"].metadata["hops"],
     "events": [e.event for e in sample.events],
     "screenshot": next(e.data["screenshot"][:23] for e in sample.events if e.event == "info"),
-    "model_input": next(len(e.input) for e in sample.events if e.event == "model")}))
+    "model_input": next(len(e.input) for e in sample.events if e.event == "model"),
+    "mmina": log.eval.metadata["mmina"]}))
 """
 
 
@@ -263,6 +292,7 @@ def test_inspect_reads_the_eval_log_and_it_agrees_with_the_report(model_run, tmp
         ["fail"] * (overall["hops"] - overall["hops_passed"])
     assert log["screenshot"] == "data:image/jpeg;base64," and log["model_input"] >= 2
     assert log["events"].count("model") == log["events"].count("info") > 0
+    assert (log["mmina"]["schema_version"], log["mmina"]["mmina_version"]) == (SCHEMA_VERSION, __version__)
 
 
 def test_inspect_view_shows_the_exported_samples_in_chromium(recorded, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -25,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from mmina import __version__
 from mmina.interchange.stored import (REDACTION_NOTE, InterchangeError, Row, Selection, StoredEpisode, body_missing,
-                                      provenance, redacted_parts, stream_episodes)
+                                      provenance, redacted_parts, stream_episodes, written_whole)
 from mmina.interchange.warc_records import reason
 from mmina.recorder.har import CHUNKS_HEADER, MMINA_HEADERS
 from mmina.secret_rules import is_text_type
@@ -56,13 +55,8 @@ def export_har(store: Store, episode_id: str, output: Path) -> HarExport:
         raise InterchangeError(f"no episode {episode_id} in {store.root}")
     run = store.read("runs", run_id=episode.run_id, columns=["browser_version"]).to_pylist()
     report = HarExport(str(output), episode_id)
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    try:
-        with partial.open("w", encoding="utf-8") as sink:
-            _write(store, episode, run[0]["browser_version"] if run else None, sink, report)
-        os.replace(partial, output)
-    finally:
-        partial.unlink(missing_ok=True)
+    with written_whole(output) as partial, partial.open("w", encoding="utf-8") as sink:
+        _write(store, episode, run[0]["browser_version"] if run else None, sink, report)
     report.bytes = output.stat().st_size
     return report
 

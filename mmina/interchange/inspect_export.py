@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from mmina.interchange.stored import (InterchangeError, Row, Selection, StoredEpisode, provenance, resolve_run,
-                                      stream_episodes)
+                                      stream_episodes, written_whole)
 from mmina.model_input import load_request
 from mmina.store import Store
 
@@ -299,13 +298,8 @@ def export_inspect(store: Store, run: str, output: Path, evaluator: str = DEFAUL
     run_row = store.read("runs", run_id=run_id).to_pylist()[0]
     tasks = {t["task_id"]: t for t in store.read("tasks", run_id=run_id).to_pylist()}
     report = InspectExport(str(output), run_id, evaluator)
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    try:
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            _write_log(store, archive, run_row, tasks, verdicts, report, on_episode)
-        os.replace(partial, output)
-    finally:
-        partial.unlink(missing_ok=True)
+    with written_whole(output) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        _write_log(store, archive, run_row, tasks, verdicts, report, on_episode)
     report.bytes = output.stat().st_size
     return report
 

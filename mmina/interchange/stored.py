@@ -7,9 +7,11 @@ episodes costs the memory of one episode and the list of its file names, never i
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import pyarrow as pa
@@ -185,3 +187,15 @@ def _marked(text: str | None) -> bool:
 
 def _marked_bytes(data: bytes | None) -> bool:
     return any(marker.encode() in data for marker in MARKERS) if data else False
+
+
+@contextmanager
+def written_whole(output: Path) -> Iterator[Path]:
+    """A temporary path beside ``output`` to write to, renamed to ``output`` when the block
+    ends well and removed when it fails: an export appears whole or not at all."""
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    try:
+        yield partial
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -23,7 +23,6 @@ marked ``WARC-Truncated: unspecified`` (``WARC-Mmina-Body: missing``).
 from __future__ import annotations
 
 import json
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -32,7 +31,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from mmina.interchange.stored import (REDACTION_NOTE, Row, Selection, StoredEpisode, body_missing, provenance,
-                                      redacted_parts, selected_runs, stream_episodes)
+                                      redacted_parts, selected_runs, stream_episodes, written_whole)
 from mmina.interchange.warc_records import (WarcWriter, digest, http_request, http_response, record_id, warc_date)
 from mmina.recorder.har import MMINA_HEADERS, CHUNKS_HEADER
 from mmina.store import Store
@@ -192,13 +191,8 @@ def export_warc(store: Store, selection: Selection, output: Path, on_episode: On
     name, then renamed)."""
     runs = selected_runs(store, selection)
     report = WarcExport(str(output))
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    try:
-        with partial.open("wb") as sink:
-            _write_all(store, selection, sink, report, runs, on_episode)
-        os.replace(partial, output)
-    finally:
-        partial.unlink(missing_ok=True)
+    with written_whole(output) as partial, partial.open("wb") as sink:
+        _write_all(store, selection, sink, report, runs, on_episode)
     report.bytes = output.stat().st_size
     return report
 
