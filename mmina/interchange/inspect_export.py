@@ -10,7 +10,8 @@ the running totals in memory (and the zip's directory, a few hundred bytes an en
 
 What maps to what (see docs/interchange.md for what is lost):
 
-* sample ``id`` / ``epoch``: the task id and the attempt; ``input``: the task's intent;
+* sample ``id`` / ``epoch``: the task id (with ``@hop<K>`` for a hop-conditioned episode) and the
+  attempt; ``input``: the task's intent;
   ``target``: the task's reference answers;
 * ``messages``: the conversation as the model saw it (the first step's input messages, then
   each later step's newest message) with the model's raw output after each step; an agent
@@ -76,15 +77,18 @@ class InspectExport:
 class _Latest:
     """Per task, the latest attempt's verdict (what the report's rates count)."""
 
-    by_task: dict[str, tuple[int, str, bool, int, int]] = field(default_factory=dict)
+    by_task: dict[tuple[str, int | None, int | None], tuple[int, str, bool, int, int]] = field(default_factory=dict)
+    """(task, start hop, prefix steps) → (attempt, start, passed, hops passed, hops): a
+    hop-conditioned run counts each start hop of a task, as ``episode_scores`` does."""
 
     def add(self, episode: Row, verdict: dict[str, Any] | None) -> None:
         if verdict is None:
             return
         key = (episode["attempt"], str(episode["started_at"]))
-        current = self.by_task.get(episode["task_id"])
+        task = (episode["task_id"], episode.get("start_hop"), episode.get("prefix_steps"))
+        current = self.by_task.get(task)
         if current is None or key > current[:2]:
-            self.by_task[episode["task_id"]] = (*key, verdict["passed"], verdict["hops_passed"], verdict["hops_total"])
+            self.by_task[task] = (*key, verdict["passed"], verdict["hops_passed"], verdict["hops_total"])
 
     def rates(self) -> tuple[float | None, float | None]:
         rows = list(self.by_task.values())
@@ -168,7 +172,7 @@ class _Sample:
         events = [e for step, request in zip(steps, requests) for e in self.step_events(step, request)]
         usage = _usage(row["prompt_tokens"], row["completion_tokens"], row["cost_usd"])
         sample: dict[str, Any] = {
-            "id": row["task_id"], "epoch": row["attempt"] or 1, "input": self.task.get("intent") or "",
+            "id": sample_id(row), "epoch": row["attempt"] or 1, "input": self.task.get("intent") or "",
             "target": _targets(self.task), "messages": self.messages(steps, requests),
             "output": self.output(row.get("final_answer") or "", usage), "scores": self.scores(),
             "metadata": self.metadata(), "events": events, "model_usage": {self.model: usage},
@@ -254,6 +258,12 @@ class _Sample:
         keys = ("episode_id", "run_id", "task_id", "status", "stop_reason", "final_answer", "n_steps", "n_hops",
                 "cost_usd", "error", "start_hop", "prefix_episode")
         return {k: row.get(k) for k in keys}
+
+
+def sample_id(row: Row) -> str:
+    """The task id; a hop-conditioned episode's also names the hop it started at (``normal/1@hop2``,
+    1-based like ``--at-hop``), since a run holds one episode per task and start hop."""
+    return row["task_id"] if row.get("start_hop") is None else f"{row['task_id']}@hop{row['start_hop'] + 1}"
 
 
 def _targets(task: Row) -> list[str]:
