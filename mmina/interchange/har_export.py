@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 from mmina import __version__
-from mmina.interchange.stored import (REDACTION_NOTE, InterchangeError, Row, Selection, StoredEpisode, body_missing,
+from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode, body_missing,
                                       provenance, redacted_parts, stream_episodes, written_whole)
 from mmina.interchange.warc_records import reason
 from mmina.recorder.har import CHUNKS_HEADER, MMINA_HEADERS
@@ -86,7 +86,7 @@ def _page(step: Row) -> dict[str, Any]:
 
 
 def _entries(store: Store, episode: StoredEpisode, report: HarExport) -> Iterator[dict[str, Any]]:
-    blobs = episode.blobs(store, [r[c] for r in episode.requests for c in ("request_body", "response_body")])
+    blobs = BlobReader(store).read(episode, [r[c] for r in episode.requests for c in ("request_body", "response_body")])
     last = max((s["step_index"] for s in episode.steps), default=0)
     for request in episode.requests:
         request_body = blobs.get(request["request_body"] or "")

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmina.interchange.stored import (InterchangeError, Row, Selection, StoredEpisode, provenance, resolve_run,
+from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance, resolve_run,
                                       stream_episodes, written_whole)
 from mmina.model_input import load_request
 from mmina.store import Store
@@ -144,16 +144,16 @@ def _json(text: str | None) -> Any:
 class _Sample:
     """Builds one sample's JSON from a stored episode (its blobs read once)."""
 
-    def __init__(self, store: Store, episode: StoredEpisode, task: Row, model: str, verdict: dict[str, Any] | None,
-                 evaluator: str) -> None:
-        self.store, self.episode, self.task, self.model = store, episode, task, model
+    def __init__(self, reader: BlobReader, episode: StoredEpisode, task: Row, model: str,
+                 verdict: dict[str, Any] | None, evaluator: str) -> None:
+        self.reader, self.episode, self.task, self.model = reader, episode, task, model
         self.verdict, self.evaluator = verdict, evaluator
         self.attachments: dict[str, str] = {}
-        self._blobs: dict[str, bytes] = episode.blobs(store, [s.get("screenshot") for s in episode.steps])
+        self._blobs: dict[str, bytes] = reader.read(episode, [s.get("screenshot") for s in episode.steps])
 
     def blob(self, digest: str) -> bytes:
         if digest not in self._blobs:
-            self._blobs.update(self.episode.blobs(self.store, [digest]))
+            self._blobs.update(self.reader.read(self.episode, [digest]))
         if digest not in self._blobs:
             raise InterchangeError(f"episode {self.episode.episode_id}: blob {digest[:12]} is missing from the store")
         return self._blobs[digest]
@@ -317,11 +317,11 @@ def export_inspect(store: Store, run: str, output: Path, evaluator: str = DEFAUL
 def _write_log(store: Store, archive: zipfile.ZipFile, run_row: Row, tasks: dict[str, Row],
                verdicts: dict[str, dict[str, Any]], report: InspectExport, on_episode: OnEpisode | None) -> None:
     model = model_name(run_row)
-    latest, summaries, chunk = _Latest(), [], 0
+    latest, summaries, chunk, reader = _Latest(), [], 0, BlobReader(store)
     started, completed = None, None
     for episode in stream_episodes(store, Selection(run=report.run_id)):
         verdict = _verdict(verdicts.get(episode.episode_id), episode.row.get("start_hop"))
-        sample = _Sample(store, episode, tasks.get(episode.row["task_id"], {}), model, verdict, report.evaluator).build()
+        sample = _Sample(reader, episode, tasks.get(episode.row["task_id"], {}), model, verdict, report.evaluator).build()
         archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
         summaries.append(_summary(sample))
         latest.add(episode.row, verdict)

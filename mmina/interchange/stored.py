@@ -21,6 +21,7 @@ from mmina.errors import CorruptFileError, MminaError
 from mmina.recorder.har import BODY_HEADER, MISSING
 from mmina.secret_rules import MARKERS
 from mmina.store import Store
+from mmina.store.blobs import PackReader
 from mmina.store.files import read_file
 from mmina.store.layout import file_stem
 from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
@@ -56,14 +57,24 @@ class StoredEpisode:
     def episode_id(self) -> str:
         return self.row["episode_id"]
 
-    def blobs(self, store: Store, digests: Iterable[str | None]) -> dict[str, bytes]:
-        """The blobs of this episode with these digests (looked up in its own packs first)."""
+
+class BlobReader:
+    """Reads episodes' blobs for an export: from each episode's packs a row group at a time
+    (the packs' directories kept for the next episodes, which often share a pack), and what
+    they lack from the whole store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.packs = PackReader(store.backend, store.skip_file)
+
+    def read(self, episode: StoredEpisode, digests: Iterable[str | None]) -> dict[str, bytes]:
+        """The blobs of ``episode`` with these digests (looked up in its own packs first)."""
         wanted = sorted({d for d in digests if d})
         if not wanted:
             return {}
-        found = store.read_blobs(wanted, list(self.row.get("blob_packs") or ()))
+        found = self.packs.read(wanted, list(episode.row.get("blob_packs") or ()))
         missing = [d for d in wanted if d not in found]
-        return {**found, **store.read_blobs(missing)} if missing else found
+        return {**found, **self.store.read_blobs(missing)} if missing else found
 
 
 def resolve_run(store: Store, ref: str) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
-from mmina.interchange.stored import (REDACTION_NOTE, Row, Selection, StoredEpisode, body_missing, provenance,
+from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, Row, Selection, StoredEpisode, body_missing, provenance,
                                       redacted_parts, selected_runs, stream_episodes, written_whole)
 from mmina.interchange.warc_records import (WarcWriter, digest, http_request, http_response, record_id, warc_date)
 from mmina.recorder.har import MMINA_HEADERS, CHUNKS_HEADER
@@ -79,6 +79,7 @@ class _Exporter:
 
     def __init__(self, store: Store, writer: WarcWriter, report: WarcExport) -> None:
         self.store, self.writer, self.report = store, writer, report
+        self.blobs = BlobReader(store)
         self.info_id = record_id("warcinfo", report.path)
         self.seen: OrderedDict[str, _Written] = OrderedDict()
 
@@ -93,7 +94,7 @@ class _Exporter:
 
     def episode(self, episode: StoredEpisode) -> None:
         digests = [r[c] for r in episode.requests for c in ("request_body", "response_body")]
-        blobs = episode.blobs(self.store, [*digests, *(s.get("screenshot") for s in episode.steps)])
+        blobs = self.blobs.read(episode, [*digests, *(s.get("screenshot") for s in episode.steps)])
         ids = [self.exchange(episode, request, blobs) for request in episode.requests]
         by_step: dict[int, list[str]] = {}
         for request, rid in zip(episode.requests, ids):
