@@ -23,6 +23,9 @@ from bench.synthetic import build
 
 BIG_RUN = "synthetic-all"
 FEW_TASKS = 10
+SCALE_EPISODES = (10_000, 500)
+"""Episodes of the synthetic run (full, --quick): enough to see whether memory grows with the run
+(an export costs ~20-40 ms of CPU an episode, so 100,000 would take an hour of this bench)."""
 CHILD = """
 import json, sys, time
 from pathlib import Path
@@ -40,10 +43,10 @@ print(json.dumps({"episodes": episodes, "wall": time.perf_counter() - started, "
 """
 
 
-def interchange_section(work: Path, tasks: tuple[str, ...], synthetic: int, log: Callable[[str], None]) -> Section:
+def interchange_section(work: Path, tasks: tuple[str, ...], quick: bool, log: Callable[[str], None]) -> Section:
     section = Section("interchange")
     builtin(section, work / "builtin", tasks, log)
-    at_scale(section, work / "synthetic", synthetic, log)
+    at_scale(section, work / "synthetic", SCALE_EPISODES[quick], log)
     return section
 
 

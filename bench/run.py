@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
         if "interchange" in parts:
             tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
-            sections.append(interchange_section(work / "interchange", tasks, synthetic_episodes(args), log))
+            sections.append(interchange_section(work / "interchange", tasks, args.quick, log))
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))
