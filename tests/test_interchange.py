@@ -157,8 +157,13 @@ def test_an_exported_warc_imports_and_the_oracle_replays_it_offline(recorded, wa
     assert (episode.result.final_answer, report.unmatched, report.coverage_gaps) == (original["final_answer"], 0, [])
 
 
+TOKEN = "tok-7f3a9c2e5b81d4"
+
+
 def _foreign_warc(path: Path) -> None:
-    """A WARC written by warcio: a chunked gzip response, a revisit of it, and one URL twice."""
+    """A WARC written by warcio: a chunked gzip response, a revisit of it, one URL twice, a body
+    stored de-chunked under its chunked header (as warcio's and pywb's recorders keep it), and a
+    bearer token that a later body echoes."""
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
@@ -169,16 +174,20 @@ def _foreign_warc(path: Path) -> None:
     with path.open("wb") as sink:
         writer = WARCWriter(sink, gzip=True)
         headers = [("Content-Type", "text/html"), ("Content-Encoding", "gzip"), ("Transfer-Encoding", "chunked")]
+        plain = [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")]
         for url, body, http_headers in (("http://site.test/", chunked, headers),
                                         ("http://site.test/count", b"one", [("Content-Type", "text/plain")]),
-                                        ("http://site.test/count", b"two", [("Content-Type", "text/plain")])):
+                                        ("http://site.test/count", b"two " + TOKEN.encode(),
+                                         [("Content-Type", "text/plain")]),
+                                        ("http://site.test/plain", b"<!DOCTYPE html>\n<p>plain</p>\n", plain)):
             response = writer.create_warc_record(url, "response", payload=io.BytesIO(body),
                                                  http_headers=StatusAndHeaders("200 OK", http_headers,
                                                                                protocol="HTTP/1.1"))
             writer.write_record(response)
             request = writer.create_warc_record(url, "request", payload=io.BytesIO(b""),
-                                                http_headers=StatusAndHeaders("GET / HTTP/1.1", [("Host", "site.test")],
-                                                                              is_http_request=True))
+                                                http_headers=StatusAndHeaders("GET / HTTP/1.1", [
+                                                    ("Host", "site.test"), ("Authorization", f"Bearer {TOKEN}")],
+                                                    is_http_request=True))
             request.rec_headers.add_header("WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID"))
             writer.write_record(request)
             if url == "http://site.test/":
@@ -189,20 +198,25 @@ def _foreign_warc(path: Path) -> None:
         writer.write_record(revisit)
 
 
-def test_a_foreign_warc_with_chunked_gzip_revisits_and_repeats_imports_decoded(tmp_path: Path) -> None:
+def test_a_foreign_warc_with_chunked_gzip_revisits_and_repeats_imports_decoded_and_redacted(tmp_path: Path) -> None:
     from mmina.replayer.archive import Archive, Matcher, exchanges_from_rows
 
     _foreign_warc(tmp_path / "f.warc.gz")
     store = Store.open(tmp_path / "store", create=True)
     result = import_warc(store, [tmp_path / "f.warc.gz"], str(builtin_suite_path()), "f", ["normal/1"])
-    assert (result.exchanges, result.revisits, result.undecodable) == (4, 1, 0)
+    assert (result.exchanges, result.revisits, result.undecodable) == (5, 1, 0)
     rows = store.read("requests", run_id="f").to_pylist()
     blobs = store.read_blobs([r["response_body"] for r in rows if r["response_body"]])
     matcher = Matcher(Archive(exchanges_from_rows(rows, blobs)))
     page = matcher.match("GET", "http://site.test/").exchange
     assert page is not None and page.body.startswith(b"<html><body><h1>Harbour</h1>tide")
     assert matcher.match("GET", "http://site.test/again").exchange.body == page.body
-    assert [matcher.match("GET", "http://site.test/count").exchange.body for _ in range(2)] == [b"one", b"two"]
+    assert [matcher.match("GET", "http://site.test/count").exchange.body for _ in range(2)] == \
+        [b"one", b"two [REDACTED]"]
+    assert matcher.match("GET", "http://site.test/plain").exchange.body == b"<!DOCTYPE html>\n<p>plain</p>\n"
+    assert {h["value"] for r in rows for h in r["request_headers"] if h["name"] == "Authorization"} == \
+        {"Bearer [REDACTED]"}
+    assert not any(TOKEN.encode() in body for body in blobs.values())
 
 
 def test_a_file_that_is_not_warc_gets_one_line_and_writes_nothing(tmp_path: Path) -> None:
