@@ -142,6 +142,9 @@ def test_bad_selections_get_one_line(recorded, tmp_path: Path) -> None:
         code, output = _cli(*args, "--store", str(recorded[0]), "-o", str(tmp_path / "x"))
         assert code == 1 and output.startswith("Error: ") and len(output.strip().splitlines()) == 1, output
     assert not (tmp_path / "x").exists()
+    target = tmp_path / "no" / "run.warc.gz"
+    code, output = _cli("export", "warc", "--run", "latest", "--store", str(recorded[0]), "-o", str(target))
+    assert code == 1 and output == f"Error: cannot write {target}: no folder {target.parent}\n", output
 
 
 # ---------------------------------------------------------------- WARC in

@@ -204,6 +204,9 @@ def _marked_bytes(data: bytes | None) -> bool:
 def written_whole(output: Path) -> Iterator[Path]:
     """A temporary path beside ``output`` to write to, renamed to ``output`` when the block
     ends well and removed when it fails: an export appears whole or not at all."""
+    if not output.parent.is_dir() or output.is_dir():
+        raise InterchangeError(f"cannot write {output}: " + ("it is a folder" if output.is_dir()
+                                                             else f"no folder {output.parent}"))
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     try:
         yield partial
