@@ -25,6 +25,7 @@ from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
+from bench.interchange import interchange_section
 from bench.realweb import realweb_section
 from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
@@ -32,7 +33,7 @@ from bench.results import Section
 from bench.scale import run_scale
 from bench.serve import serve_section
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "scale", "epoch", "objectstore", "serve")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "scale", "epoch", "objectstore", "serve", "interchange")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(epoch_section(work / "epoch", args.quick, log))
         if "serve" in parts:
             sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
+        if "interchange" in parts:
+            tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
+            sections.append(interchange_section(work / "interchange", tasks, args.quick, log))
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))

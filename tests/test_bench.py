@@ -19,7 +19,7 @@ WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
-            "rescore", "store", "epoch", "objectstore", "serve", "report-html"}
+            "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange"}
 
 
 @pytest.mark.timeout(WAIT_S + 60)
@@ -44,6 +44,9 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     assert figures["report-html", "HTML report page"]["note"].startswith("4 episodes")
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     assert figures["rescore", "fuzzy, warm judge cache"]["note"].startswith("0 requests sent")
+    few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"] for n in ("10 tasks of the run",
+                                                                                          "the whole run"))
+    assert whole < 1.5 * few, "the WARC export's memory grows with the run"
     assert 0 < figures["model input", "model input bytes per step (stored by content)"]["value"] < \
         figures["model input", "store bytes per step, with model input"]["value"]
     for section, name in figures:

@@ -34,6 +34,7 @@ RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
     "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "importers": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "serve": ({"store", "analysis", "evaluators"}, ("playwright", "click", "rich")),
+    "interchange": ({"store", "recorder"}, ("playwright", "duckdb", "click", "rich")),
 }
 
 

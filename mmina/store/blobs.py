@@ -154,3 +154,36 @@ def read_row_group(backend: Backend, pack: str, group: int) -> dict[str, bytes]:
     file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
     table = file.read_row_group(group, columns=["sha256", "data"])
     return dict(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
+
+
+class PackReader:
+    """Blobs by hash out of known packs, one row group at a time: each pack's directory (which
+    row group holds which blob, :func:`pack_directory`) is read once and kept for the last
+    ``keep`` packs, so reading an episode's blobs costs their row groups, never a scan of the
+    whole pack (a filter on random hashes reads every row group). For readers that go through
+    many episodes (exports); a pack that cannot be read is left to :func:`read_blobs`."""
+
+    def __init__(self, backend: Backend, skip: Skip, keep: int = 8) -> None:
+        self.backend, self.skip, self.keep = backend, skip, keep
+        self._directories: dict[str, dict[str, int]] = {}
+
+    def read(self, digests: Iterable[str], packs: Iterable[str]) -> dict[str, bytes]:
+        wanted, found = set(digests), dict[str, bytes]()
+        for pack in packs:
+            missing = wanted - found.keys()
+            if not missing:
+                break
+            try:
+                directory = self._directory(pack)
+                for group in sorted({directory[d] for d in missing if d in directory}):
+                    found.update((d, b) for d, b in read_row_group(self.backend, pack, group).items() if d in wanted)
+            except (OSError, pa.ArrowException):
+                found.update(read_blobs(self.backend, missing, [pack], self.skip))
+        return found
+
+    def _directory(self, pack: str) -> dict[str, int]:
+        if pack not in self._directories:
+            if len(self._directories) >= self.keep:
+                self._directories.pop(next(iter(self._directories)))
+            self._directories[pack] = pack_directory(self.backend, pack)
+        return self._directories[pack]
