@@ -38,7 +38,9 @@ from hypothesis import strategies as st
 from mmina.model_input import load_request
 from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
 from mmina.replayer.fidelity import tree_change
-from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
+from mmina.secret_names import is_secret_name
+from mmina.secret_rules import STRICT, URL_REDACTED
+from mmina.secret_shapes import credential_shaped
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
@@ -396,13 +398,16 @@ def test_secret_names(name: str, secret: bool) -> None:
 
 
 def test_typed_text_rule_and_labels_in_response_bodies() -> None:
-    assert typed_text_is_secret(True, None) and typed_text_is_secret(False, "Password")
-    assert typed_text_is_secret(False, "API key") and not typed_text_is_secret(False, "Search")
+    assert typed_text_is_secret("hunter2", False, "Password") and typed_text_is_secret("x", False, "API key")
+    assert typed_text_is_secret("Zq81fKx02LmA9w", True, None), "a failed type of a credential"
+    assert not any(typed_text_is_secret(text, True, None) for text in ("5", "KYO", "fahrenheit", "New York")), \
+        "a failed type of a word is not a secret"
+    assert not typed_text_is_secret("Zq81fKx02LmA9w", False, "Search")
     short = Redactor()
-    short.learn_typed("42")
+    short.learn_secret("42")
     assert short.text("type [7] [42] [press_enter_after=0]") == f"type [7] [{REDACTED}] [press_enter_after=0]"
     assert short.text("page 42 of 420") == "page 42 of 420", "a short secret only in its bracketed form"
-    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2a"}'
+    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2aXk3Lq8Zr7"}'
     kept = json.loads(Redactor().body(body, "application/json"))
     assert kept == {"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": REDACTED}
     assert json.loads(Redactor().body(body, "application/json", response=False))["labels"]["password"] == REDACTED
@@ -600,10 +605,10 @@ def planted_in(value: Any) -> list[str]:
 @settings(max_examples=300, deadline=None)
 def test_redacted_json_stays_json_with_its_keys_and_no_secret(document: Any) -> None:
     body = json.dumps(document).encode()
-    redacted = Redactor().body(body, "application/json")
+    redacted = Redactor().body(body, "application/json", response=False)
     assert not leaks(planted_in(document), redacted.decode())
     _same_shape(document, json.loads(redacted))
-    assert Redactor().body(redacted, "application/json") == redacted, "idempotent"
+    assert Redactor().body(redacted, "application/json", response=False) == redacted, "idempotent"
     as_text = STRICT.text(json.dumps(document, indent=1))
     assert not leaks(planted_in(document), as_text)
     _same_shape(document, json.loads(as_text))
@@ -622,7 +627,7 @@ def test_redacted_form_bodies_keep_their_fields_and_no_secret(pairs: list[tuple[
     assert Redactor().body(redacted, "application/x-www-form-urlencoded", response=False) == redacted
 
 
-@given(TOKEN.filter(worth_scrubbing), PLAIN, PLAIN)
+@given(TOKEN.filter(credential_shaped), PLAIN, PLAIN)
 @settings(max_examples=200, deadline=None)
 def test_a_known_value_is_scrubbed_in_every_form(secret: str, before: str, after: str) -> None:
     redactor = Redactor()
@@ -639,7 +644,7 @@ def test_any_text_is_redacted_without_error_and_idempotently(text: str, known: l
     redactor = Redactor()
     redactor.learn(known)
     for value in known:
-        redactor.learn_typed(value)
+        redactor.learn_secret(value)
     once = redactor.text(text)
     assert redactor.text(once) == once
 

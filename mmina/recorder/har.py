@@ -163,7 +163,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "step_index": bisect.bisect_right(step_starts, started) - 1,
         "started_at": started,
         "method": request.get("method", "GET"),
-        "url": redactor.text(request.get("url", "")) or "",
+        "url": redactor.traffic_text(request.get("url", "")),
         "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
         "request_headers": redactor.headers(_pairs(request)),
         "response_headers": redactor.headers(response_headers),
@@ -172,7 +172,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "response_body": put_blob(body, mime or "application/octet-stream") if body else None,
         "response_body_size": len(body) if body else max(int(content.get("size") or 0), 0),
         "mime_type": mime,
-        "redirect_url": redactor.text(response.get("redirectURL") or "") or "",
+        "redirect_url": redactor.traffic_text(response.get("redirectURL") or ""),
         "time_ms": float(entry.get("time") or 0.0),
     }
 

@@ -1,0 +1,102 @@
+"""What a credential looks like: the shape a value must have to be redacted from code or data a
+page runs on, and to be learned as a secret to scrub wherever it appears.
+
+A location says where a secret may be (``secret_names.py``, ``secret_rules.py``); the shape says
+whether this value is one. Credentials are made by machines: long runs of letters and digits
+drawn at random (hex, base64, UUIDs, ``sk-…`` keys, JWTs). Identifiers, words, versions, paths,
+numbers and short strings are not: ``authorizationCode``, ``6.0.0-beta1``, ``#/definitions/expr``,
+``fahrenheit``, ``5`` are never redacted from a response body nor learned.
+
+A run is random-looking when it changes between lower case, upper case and digits often (its
+*segments*, ``Zq81fKx0`` → Zq 81 f Kx 0, are short) and its characters are varied (Shannon
+entropy); a run of words (``sha256WithRSAEncryption``: sha 256 With RSA Encryption) has long
+segments. Values of the well-known formats (:data:`KNOWN_KEYS`) are credentials whatever else.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+from urllib.parse import quote, quote_plus
+
+KNOWN_KEYS = re.compile(
+    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # a JWT
+    r"|\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...)
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_\-]{35}"  # AWS access key ids, Google API keys
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")
+"""Keys of a well-known format, secrets wherever they are (a page's code included)."""
+KEY_PREFIXES = ("eyJ", "sk-", "AKIA", "ASIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox")
+"""What every :data:`KNOWN_KEYS` match starts with."""
+
+
+def might_hold_known_key(text: str) -> bool:
+    """Whether :data:`KNOWN_KEYS` can match at all: substring searches, far faster than the regex."""
+    return any(prefix in text for prefix in KEY_PREFIXES)
+
+
+MIN_CREDENTIAL = 8
+"""Shorter values are never credential-shaped (``sid=1``, ``lang=en``, a PIN)."""
+MAX_CREDENTIAL = 4096
+"""Longer single tokens are data (an inline image, a source map's mappings), not a credential."""
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""A session id is often a UUID; shaped, but not a key to redact wherever it is (code has constant ones)."""
+_RUN = re.compile(r"[A-Za-z0-9]+")
+_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_HEX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{16,}|(?=[0-9A-F]*[0-9])(?=[0-9A-F]*[A-F])[0-9A-F]{16,}")
+MIN_RANDOM_RUN = 8
+SEGMENT_RATIO = 0.3
+"""Segments per character of a random-looking run of 12 or more (``Zq81fKx02LmA9w`` 0.64,
+``sha256WithRSAEncryption`` 0.22)."""
+SHORT_SEGMENT_RATIO = 0.5
+"""The same for a run under 12 characters (``68b25f31`` 0.62, ``h264High10`` 0.4)."""
+MIN_ENTROPY = 3.0
+"""Bits per character of a random-looking run of 12 or more (one of 8 has at most 3)."""
+
+
+@lru_cache(maxsize=16384)
+def credential_shaped(value: str) -> bool:
+    """Whether ``value`` looks like a credential (see the module): one token of
+    :data:`MIN_CREDENTIAL` to :data:`MAX_CREDENTIAL` characters holding a well-known key or a
+    random-looking run of letters and digits."""
+    if not MIN_CREDENTIAL <= len(value) <= MAX_CREDENTIAL or "REDACTED" in value or any(c.isspace() for c in value):
+        return False
+    if KNOWN_KEYS.search(value) or _UUID.search(value):
+        return True
+    return any(_random_run(run) for run in _RUN.findall(value))
+
+
+def _random_run(run: str) -> bool:
+    """A run of letters and digits drawn at random: hex of 16+ with both, or short segments
+    (frequent changes of case and digit) and varied characters."""
+    if len(run) < MIN_RANDOM_RUN:
+        return False
+    if _HEX.fullmatch(run):
+        return True
+    if run.isdigit() or run.isalpha() and (run.islower() or run.isupper()):
+        return False  # numbers, words and SHOUTED_WORDS; a random token mixes
+    segments = len(_SEGMENT.findall(run))
+    ratio = SEGMENT_RATIO if len(run) >= 12 else SHORT_SEGMENT_RATIO
+    return segments / len(run) >= ratio and _entropy(run) >= min(MIN_ENTROPY, math.log2(len(run)) - 0.5)
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+_LABEL = re.compile(r"[A-Z]?[a-z]+(?:[ ,'-]+[A-Za-z][a-z]*)*[.:!?…]?")
+
+
+def looks_like_text(value: str) -> bool:
+    """Words a page shows (``Password``, ``Session expired, log in again.``) rather than a
+    credential (which has digits, symbols or capitals inside)."""
+    return bool(_LABEL.fullmatch(value))
+
+
+def variants(value: str) -> set[str]:
+    """How a value appears in the texts we store: as is, percent-encoded, JSON- and HTML-escaped."""
+    return {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value, safe="/:@"),
+            json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value)}
