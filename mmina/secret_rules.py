@@ -57,6 +57,11 @@ _QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Py
     r"""|(?P<number>-?\d[\d.]*))""")
 _ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
     rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
+_SAID = re.compile(
+    r"""(?<![\w\-])(?P<key>[Pp]ass(?:word|wd|code|phrase)|PASSWORD|PIN|[Aa][Pp][Ii][ _-]?[Kk]ey|[Tt]oken|[Ss]ecret)"""
+    r"""(?:\s+(?:is|was))?(?:\s*[:=]\s*|\s+)(?P<q>["'`]?)(?P<value>[^\s"'`\[\]]*[^\s"'`\[\].,;:!?)])(?P=q)""")
+"""A secret given in a sentence (a task's intent: ``log in with the password Tr0ub4dor&3``):
+prose only, and only a token (``the password you were given`` names none)."""
 _LABELLED = re.compile(r'"(?P<key>[^"\n]{1,64})": (?P<value>[^\n"]+)$', re.M)
 """An accessibility-tree field and its value (``- textbox "API key": sk-...``): prose only."""
 _AUTH_SCHEME = re.compile(r"\b(?P<scheme>[Bb]earer|Basic|BASIC|BEARER)\s+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
@@ -68,6 +73,8 @@ _ATTRIBUTE = re.compile(r"""(?P<name>[\w:-]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[
 _MULTIPART_FIELD = re.compile(
     r"""(?P<head>Content-Disposition:[^\r\n]*?\bname="(?P<name>[^"]*)"(?![^\r\n]*filename=)[^\r\n]*\r?\n"""
     r"""(?:[^\r\n]+\r?\n)*\r?\n)(?P<value>.*?)(?=\r?\n--)""", re.I | re.S)
+MIN_SAID = 6
+"""A token after a secret word in prose is at least this long (``PIN 42`` is not read as one)."""
 MAX_NESTING = 4
 """How deep a URL inside a parameter inside a URL... is followed (``redirect_url=`` chains)."""
 TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
@@ -175,14 +182,15 @@ class Rules:
 
     def json_leaf(self, value: Any, secret: bool) -> Any:
         """One value of a JSON document: under a secret-named key a string or number is a secret
-        (a number becomes the quoted marker, still valid JSON); bools and nulls say nothing."""
+        (a number becomes the quoted marker, still valid JSON); bools and nulls say nothing. Any
+        other string is text: prose when strict (a task's intent inside its original JSON)."""
         if isinstance(value, bool) or value is None:
             return value
         if secret:
             text = value if isinstance(value, str) else json.dumps(value)
             redacted = self.secret(text, False)
             return value if redacted == text else redacted
-        return self.text(value, prose=False) if isinstance(value, str) else value
+        return self.text(value, prose=self.strict) if isinstance(value, str) else value
 
     def json_text(self, text: str) -> str:
         """JSON text redacted as JSON, in place (``secret_json.py``): a document without a secret
@@ -226,7 +234,15 @@ class Rules:
         if prose:
             text = _ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
             text = _LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            text = _SAID.sub(self._said, text)
         return text
+
+    def _said(self, m: re.Match[str]) -> str:
+        """A value after a secret word in a sentence, when it is a token rather than a word."""
+        value = m["value"]
+        if value in MARKERS or not (credential_shaped(value) or _token_like(value) and len(value) >= MIN_SAID):
+            return m.group(0)
+        return _replace_group(m, "value", self.found(value, False))
 
     def _urls(self, text: str) -> str:
         """Every whole URL (``scheme://...``) in a text through :meth:`url`, found from its
