@@ -55,6 +55,12 @@ _KEY = r"(?P<key>[A-Za-z0-9_.\-\[\] ]{1,64})"
 _QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Python reprs), "key": 12
     rf"""(?P<q>["']){_KEY}(?P=q)\s*:\s*(?:(?P<vq>["'])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""
     r"""|(?P<number>-?\d[\d.]*))""")
+_CODE_VALUE = re.compile(r"""[:=]\s*(?P<vq>["'`])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)""")
+"""The value of ``{apiKey:"..."}`` or ``e.apiKey="..."`` (a script's object literal or assignment),
+found from its ``:``/``=`` (the key is read backwards: :meth:`Rules._code_pairs`). In a response
+body only, where the value must also look like a credential (``{token:"keyword"}`` in a grammar,
+``a?b:"x"`` in a ternary stay)."""
+_IDENTIFIER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
 _ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
     rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
 _SAID = re.compile(
@@ -225,6 +231,8 @@ class Rules:
         if ":" in text:
             text = _QUOTED_PAIR.sub(self._quoted_pair, text)
             text = _ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False), text)
+        if not self.strict and (":" in text or "=" in text):
+            text = self._code_pairs(text)
         if any(word in text for word in _AUTH_WORDS):
             text = _AUTH_SCHEME.sub(self._credential, text)
         if might_hold_known_key(text):
@@ -261,6 +269,22 @@ class Rules:
                 parts += [text[done:start], redacted]
                 done = floor
             at = text.find("://", floor)
+        return "".join(parts) + text[done:] if parts else text
+
+    def _code_pairs(self, text: str) -> str:
+        """Each string after ``identifier:`` or ``identifier=`` whose identifier is secret-named,
+        through :meth:`secret` (see :data:`_CODE_VALUE`)."""
+        parts: list[str] = []
+        done = 0
+        for m in _CODE_VALUE.finditer(text):
+            if m.start() < done or not is_secret_name(_identifier_before(text, m.start())):
+                continue
+            value = m["value"]
+            redacted = self.secret(value, False)
+            if redacted != value:
+                start = m.start("value")
+                parts += [text[done:start], redacted]
+                done = m.end("value")
         return "".join(parts) + text[done:] if parts else text
 
     def _secret_group(self, m: re.Match[str], group: str, in_url: bool) -> str:
@@ -366,6 +390,18 @@ class Rules:
     def _json_lines(self, text: str) -> str:
         """NDJSON and recorded WebSocket messages: one document per line."""
         return "\n".join(self.json_text(line) if line.strip() else line for line in text.split("\n"))
+
+
+def _identifier_before(text: str, at: int) -> str:
+    """The identifier ending just before ``at`` (spaces between skipped): ``apiKey`` in
+    ``e.apiKey = "..."``; "" when there is none."""
+    end = at
+    while end > 0 and text[end - 1] in " \t":
+        end -= 1
+    start = end
+    while start > 0 and text[start - 1] in _IDENTIFIER_CHARS:
+        start -= 1
+    return text[start:end] if start < end and not text[start].isdigit() else ""
 
 
 def _scheme_start(text: str, at: int, floor: int) -> int | None:
