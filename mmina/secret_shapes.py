@@ -103,12 +103,12 @@ def _parts(run: str) -> list[str]:
 def _random_run(run: str) -> bool:
     """A run of letters and digits drawn at random: hex of 16+ with both, or short segments
     (frequent changes of case and digit) and varied characters."""
-    if len(run) < MIN_RANDOM_RUN:
-        return False
+    if len(run) < MIN_RANDOM_RUN or run.startswith(("0x", "0b")):
+        return False  # a script's number literals
     if _HEX.fullmatch(run):
         return True
-    if run.isdigit() or run.isalpha() and (run.islower() or run.isupper()) or run.startswith(("0x", "0b")):
-        return False  # numbers, words, SHOUTED_WORDS and a script's number literals; a random token mixes
+    if run.isdigit() or run.isalpha() and (run.islower() or run.isupper()):
+        return False  # numbers, words and SHOUTED_WORDS; a random token mixes
     if _entropy(run) < min(MIN_ENTROPY, math.log2(len(run)) - 0.5):
         return False
     segments = _SEGMENT.findall(run)
