@@ -123,15 +123,6 @@ def _entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
-_LABEL = re.compile(r"[A-Z]?[a-z]+(?:[ ,'-]+[A-Za-z][a-z]*)*[.:!?…]?")
-
-
-def looks_like_text(value: str) -> bool:
-    """Words a page shows (``Password``, ``Session expired, log in again.``) rather than a
-    credential (which has digits, symbols or capitals inside)."""
-    return bool(_LABEL.fullmatch(value))
-
-
 def variants(value: str) -> set[str]:
     """How a value appears in the texts we store: as is, percent-encoded, JSON- and HTML-escaped."""
     return {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value, safe="/:@"),
