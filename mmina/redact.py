@@ -32,7 +32,8 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from mmina.secret_names import is_secret_name
-from mmina.secret_rules import BODY, MARKERS, REDACTED, SCHEME, STRICT, collecting, is_text_type
+from mmina.secret_patterns import SCHEME
+from mmina.secret_rules import BODY, MARKERS, REDACTED, STRICT, collecting, is_text_type
 from mmina.secret_shapes import credential_shaped, variants
 
 MIN_TYPED = 4

@@ -26,6 +26,9 @@ from urllib.parse import quote, unquote_plus
 
 from mmina.secret_json import splice
 from mmina.secret_names import is_secret_name
+from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
+                                   MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
+                                   attribute_value, identifier_before, replace_group, scheme_start, token_like)
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key
 
 REDACTED = "[REDACTED]"
@@ -37,48 +40,6 @@ Found = Callable[[str, bool], str]
 """Called with each secret value a rule finds (and whether it sits in a URL or form, i.e. is
 percent-encoded); returns what to put in its place."""
 
-SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-_URL_REST = re.compile(r"""[^\s'"<>\[\]()`\\{}|^]+""")
-"""What follows a URL's ``://`` (up to a space, a quote, a bracket...)."""
-_SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
-_MARKER = r"\[REDACTED\]|%5BREDACTED%5D|"
-_TEXT_PARAM = re.compile(
-    rf"(?P<lead>[?#&](?:amp;)?)(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?!=)"
-    rf"(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
-"""``?token=...`` or ``&token=...`` outside a whole URL; not ``&&keyCode==k`` (a script's comparison,
-see :meth:`Rules._text_param`). The pattern starts with its lead character so a long text is
-scanned at the speed of a character search."""
-_ASSIGNMENT = re.compile(
-    rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
-"""``password=hunter2`` in prose, ``;jsessionid=...`` in a URL (not a ``/key=x/`` path segment)."""
-_KEY = r"(?P<key>[A-Za-z0-9_.\-\[\] ]{1,64})"
-_QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Python reprs), "key": 12
-    rf"""(?P<q>["']){_KEY}(?P=q)\s*:\s*(?:(?P<vq>["'])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""
-    r"""|(?P<number>-?\d[\d.]*))""")
-_CODE_VALUE = re.compile(r"""[:=]\s*(?P<vq>["'`])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)""")
-"""The value of ``{apiKey:"..."}`` or ``e.apiKey="..."`` (a script's object literal or assignment),
-found from its ``:``/``=`` (the key is read backwards: :meth:`Rules._code_pairs`). In a response
-body only, where the value must also look like a credential (``{token:"keyword"}`` in a grammar,
-``a?b:"x"`` in a ternary stay)."""
-_IDENTIFIER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
-_ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
-    rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
-_SAID = re.compile(
-    r"""(?<![\w\-])(?P<key>[Pp]ass(?:word|wd|code|phrase)|PASSWORD|PIN|[Aa][Pp][Ii][ _-]?[Kk]ey|[Tt]oken|[Ss]ecret)"""
-    r"""(?:\s+(?:is|was))?(?:\s*[:=]\s*|\s+)(?P<q>["'`]?)(?P<value>[^\s"'`\[\]]*[^\s"'`\[\].,;:!?)])(?P=q)""")
-"""A secret given in a sentence (a task's intent: ``log in with the password Tr0ub4dor&3``):
-prose only, and only a token (``the password you were given`` names none)."""
-_LABELLED = re.compile(r'"(?P<key>[^"\n]{1,64})": (?P<value>[^\n"]+)$', re.M)
-"""An accessibility-tree field and its value (``- textbox "API key": sk-...``): prose only."""
-_AUTH_SCHEME = re.compile(r"\b(?P<scheme>[Bb]earer|Basic|BASIC|BEARER)\s+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
-_AUTH_WORDS = ("earer", "EARER", "Basic", "BASIC")
-"""Substrings without which :data:`_AUTH_SCHEME` cannot match (a substring search is ~50x faster)."""
-_TOKEN_LIKE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_TAG = re.compile(r"<(?:input|meta)\b[^>]*>", re.I)
-_ATTRIBUTE = re.compile(r"""(?P<name>[\w:-]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'=<>`]+))""")
-_MULTIPART_FIELD = re.compile(
-    r"""(?P<head>Content-Disposition:[^\r\n]*?\bname="(?P<name>[^"]*)"(?![^\r\n]*filename=)[^\r\n]*\r?\n"""
-    r"""(?:[^\r\n]+\r?\n)*\r?\n)(?P<value>.*?)(?=\r?\n--)""", re.I | re.S)
 MIN_SAID = 6
 """A token after a secret word in prose is at least this long (``PIN 42`` is not read as one)."""
 MAX_NESTING = 4
@@ -170,7 +131,7 @@ class Rules:
         def field(m: re.Match[str]) -> str:
             value = self.secret(m["value"], False) if is_secret_name(m["name"]) else m["value"]
             return m["head"] + value
-        return _MULTIPART_FIELD.sub(field, body)
+        return MULTIPART_FIELD.sub(field, body)
 
     # JSON
 
@@ -227,30 +188,30 @@ class Rules:
         if "://" in text:
             text = self._urls(text)
         if "=" in text:
-            text = _TEXT_PARAM.sub(self._text_param, text)
+            text = TEXT_PARAM.sub(self._text_param, text)
         if ":" in text:
-            text = _QUOTED_PAIR.sub(self._quoted_pair, text)
-            text = _ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False), text)
+            text = QUOTED_PAIR.sub(self._quoted_pair, text)
+            text = ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False), text)
         if not self.strict and (":" in text or "=" in text):
             text = self._code_pairs(text)
-        if any(word in text for word in _AUTH_WORDS):
-            text = _AUTH_SCHEME.sub(self._credential, text)
+        if any(word in text for word in AUTH_WORDS):
+            text = AUTH_SCHEME.sub(self._credential, text)
         if might_hold_known_key(text):
             text = KNOWN_KEYS.sub(lambda m: self.found(m.group(0), False), text)
         if "<" in text:
-            text = _TAG.sub(self._tag, text)
+            text = TAG.sub(self._tag, text)
         if prose:
-            text = _ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
-            text = _LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
-            text = _SAID.sub(self._said, text)
+            text = ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
+            text = LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            text = SAID.sub(self._said, text)
         return text
 
     def _said(self, m: re.Match[str]) -> str:
         """A value after a secret word in a sentence, when it is a token rather than a word."""
         value = m["value"]
-        if value in MARKERS or not (credential_shaped(value) or _token_like(value) and len(value) >= MIN_SAID):
+        if value in MARKERS or not (credential_shaped(value) or token_like(value) and len(value) >= MIN_SAID):
             return m.group(0)
-        return _replace_group(m, "value", self.found(value, False))
+        return replace_group(m, "value", self.found(value, False))
 
     def _urls(self, text: str) -> str:
         """Every whole URL (``scheme://...``) in a text through :meth:`url`, found from its
@@ -259,7 +220,7 @@ class Rules:
         done = floor = 0
         at = text.find("://")
         while at != -1:
-            start, rest = _scheme_start(text, at, floor), _URL_REST.match(text, at + 3)
+            start, rest = scheme_start(text, at, floor), URL_REST.match(text, at + 3)
             if start is None or rest is None:
                 at = text.find("://", at + 3)
                 continue
@@ -273,11 +234,11 @@ class Rules:
 
     def _code_pairs(self, text: str) -> str:
         """Each string after ``identifier:`` or ``identifier=`` whose identifier is secret-named,
-        through :meth:`secret` (see :data:`_CODE_VALUE`)."""
+        through :meth:`secret` (see :data:`CODE_VALUE`)."""
         parts: list[str] = []
         done = 0
-        for m in _CODE_VALUE.finditer(text):
-            if m.start() < done or not is_secret_name(_identifier_before(text, m.start())):
+        for m in CODE_VALUE.finditer(text):
+            if m.start() < done or not is_secret_name(identifier_before(text, m.start())):
                 continue
             value = m["value"]
             redacted = self.secret(value, False)
@@ -292,7 +253,7 @@ class Rules:
         key = unquote_plus(m["key"]) if in_url else m["key"]
         if not is_secret_name(key):
             return m.group(0)
-        return _replace_group(m, group, self.secret(m[group], in_url))
+        return replace_group(m, group, self.secret(m[group], in_url))
 
     def _text_param(self, m: re.Match[str]) -> str:
         """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL."""
@@ -300,7 +261,7 @@ class Rules:
             return m.group(0)  # a && b=c: an expression
         if is_secret_name(unquote_plus(m["key"])):
             return self._secret_group(m, "value", True)
-        return _replace_group(m, "value", self._nested(m["value"], 1))
+        return replace_group(m, "value", self._nested(m["value"], 1))
 
     def _quoted_pair(self, m: re.Match[str]) -> str:
         """A quoted value keeps its quotes; a number becomes the quoted marker (still valid JSON)."""
@@ -309,22 +270,22 @@ class Rules:
         if not is_secret_name(m["key"]):
             return m.group(0)
         redacted = self.secret(m["number"], False)
-        return _replace_group(m, "number", redacted if redacted == m["number"] else json.dumps(redacted))
+        return replace_group(m, "number", redacted if redacted == m["number"] else json.dumps(redacted))
 
     def _credential(self, m: re.Match[str]) -> str:
         """``Bearer <token>`` in text; ``Basic understanding`` is prose, not a credential."""
         value = m["value"]
-        if credential_shaped(value) or self.strict and _token_like(value):
-            return _replace_group(m, "value", self.found(value, False))
+        if credential_shaped(value) or self.strict and token_like(value):
+            return replace_group(m, "value", self.found(value, False))
         return m.group(0)
 
     def _tag(self, m: re.Match[str]) -> str:
         """``<input name="csrf" value="...">``, ``<input type="password" value="...">`` and
         ``<meta name="csrf-token" content="...">``."""
         tag = m.group(0)
-        attributes = {a["name"].lower(): a for a in _ATTRIBUTE.finditer(tag)}
-        names = [_attribute_value(attributes[k]) for k in ("name", "id", "autocomplete", "property") if k in attributes]
-        password = _attribute_value(attributes.get("type")).lower() == "password"
+        attributes = {a["name"].lower(): a for a in ATTRIBUTE.finditer(tag)}
+        names = [attribute_value(attributes[k]) for k in ("name", "id", "autocomplete", "property") if k in attributes]
+        password = attribute_value(attributes.get("type")).lower() == "password"
         target = attributes.get("value") or attributes.get("content")
         if not (password or any(is_secret_name(n) for n in names)) or target is None:
             return tag
@@ -390,51 +351,6 @@ class Rules:
     def _json_lines(self, text: str) -> str:
         """NDJSON and recorded WebSocket messages: one document per line."""
         return "\n".join(self.json_text(line) if line.strip() else line for line in text.split("\n"))
-
-
-def _identifier_before(text: str, at: int) -> str:
-    """The identifier ending just before ``at`` (spaces between skipped): ``apiKey`` in
-    ``e.apiKey = "..."``; "" when there is none."""
-    end = at
-    while end > 0 and text[end - 1] in " \t":
-        end -= 1
-    start = end
-    while start > 0 and text[start - 1] in _IDENTIFIER_CHARS:
-        start -= 1
-    return text[start:end] if start < end and not text[start].isdigit() else ""
-
-
-def _scheme_start(text: str, at: int, floor: int) -> int | None:
-    """Where the scheme ending at ``at`` (the ``://``) starts: the leftmost letter at a word
-    boundary in the run of scheme characters before it (as ``\\b[A-Za-z][A-Za-z0-9+.-]*://``)."""
-    start = at
-    while start > floor and text[start - 1] in _SCHEME_CHARS:
-        start -= 1
-    for position in range(start, at):
-        before = text[position - 1] if position else " "
-        if text[position].isascii() and text[position].isalpha() and not (before.isalnum() or before == "_"):
-            return position
-    return None
-
-
-def _token_like(value: str) -> bool:
-    """After ``Bearer`` in mmina's own texts: a token rather than a word (``Basic understanding``)."""
-    classes = (any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value),
-               any(not c.isalnum() for c in value))
-    return sum(classes) >= 2 and not _TOKEN_LIKE.fullmatch(value)
-
-
-def _replace_group(m: re.Match[str], group: str, replacement: str) -> str:
-    """The whole match with one group's text replaced."""
-    start, end = m.span(group)
-    whole = m.group(0)
-    return whole[:start - m.start()] + replacement + whole[end - m.start():]
-
-
-def _attribute_value(match: re.Match[str] | None) -> str:
-    if match is None:
-        return ""
-    return next((match[g] for g in ("dq", "sq", "bare") if match[g] is not None), "")
 
 
 def collecting(strict: bool = True) -> tuple[Rules, list[str]]:
