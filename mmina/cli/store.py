@@ -62,6 +62,8 @@ def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> No
     mmina (newer_version), files a commit listed that are gone or differ (missing, changed),
     copies (unlisted, duplicate), blobs stored nowhere (missing_blob). Readers skip damaged
     files with a warning; --repair removes the leftovers (never committed data).
+    --redacted also lists each response body redaction changed (the browser received other
+    bytes than the store holds, so a replay serves those): run, episode, step, URL, sizes.
 
     \b
     Examples:
