@@ -5,6 +5,7 @@ the application restarted with new random state, and replayed from the archive (
 Per application: the share of steps with URL and tree equal (target ≥ 99%), the connections
 that reached the restarted application during the replay (target 0), the requests the archive
 could not match (target 0), the matched requests whose recorded body is missing (target 0),
+the matched requests served a body that redaction changed (target 0),
 and the slowest step against its deadline (target ≤ 1).
 """
 from __future__ import annotations
@@ -37,5 +38,7 @@ def _add(section: Section, outcome: Outcome) -> None:
                 f"{replay.requests.nearest} nearest")
     section.add(f"{name}: matched requests with a missing body", replay.requests.missing_body, "", Target(0),
                 f"{replay.requests.failed} the router failed to answer")
+    section.add(f"{name}: matched requests served a body redaction changed", replay.requests.redacted_body, "",
+                Target(0))
     section.add(f"{name}: slowest step / its deadline", round(outcome.slowest_share, 3), "", Target(1.0),
                 "observation or action, recorded or replayed")

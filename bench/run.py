@@ -27,13 +27,15 @@ from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
 from bench.interchange import interchange_section
 from bench.realweb import realweb_section
+from bench.redaction import redaction_section
 from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 from bench.serve import serve_section
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "scale", "epoch", "objectstore", "serve", "interchange")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "objectstore",
+            "serve", "interchange")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -92,6 +94,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "realweb" in parts:
             log("real applications from PyPI recorded, restarted with new state, replayed (fidelity)")
             sections.append(realweb_section(work / "realweb", quick=args.quick))
+        if "redaction" in parts:
+            log("the npm corpus through the redactor (files changed, throughput)")
+            sections.append(redaction_section(quick=args.quick))
         if "scale" in parts:
             sections += run_scale(work / "scale", synthetic_episodes(args), log)
         if "epoch" in parts:

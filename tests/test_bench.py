@@ -19,7 +19,7 @@ WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
-            "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange"}
+            "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange"}
 
 
 @pytest.mark.timeout(WAIT_S + 60)
@@ -42,6 +42,8 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
                if section == "realweb" and "connections reaching the live app" in name)
     assert figures["serve", "a newly committed episode shown"]["note"].startswith("slowest of 5 commits")
     assert figures["report-html", "HTML report page"]["note"].startswith("4 episodes")
+    assert figures["redaction", "npm corpus: files changed or learned from"]["value"] == 0
+    assert all(f["value"] == 0 for (section, name), f in figures.items() if "body redaction changed" in name)
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     assert figures["rescore", "fuzzy, warm judge cache"]["note"].startswith("0 requests sent")
     few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"] for n in ("10 tasks of the run",

@@ -18,7 +18,8 @@ import mmina
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
         "mmina.element_ids", "mmina.errors", "mmina.stats", "mmina.model_client", "mmina.model_input",
         "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
-        "mmina.secret_rules", "mmina.taskcheck", "mmina.tasks"}
+        "mmina.secret_json", "mmina.secret_names", "mmina.secret_patterns", "mmina.secret_rules",
+        "mmina.secret_shapes", "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)

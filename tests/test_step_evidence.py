@@ -55,7 +55,7 @@ def test_store_request_round_trips_shares_blobs_and_cleans_text() -> None:
         system, {"role": "user", "content": [{"type": "text", "text": "typed hunter2 here"},
                                              {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{image}"}}]}]}
     redactor = Redactor()
-    redactor.learn_typed("hunter2")
+    redactor.learn_secret("hunter2")
     first = store_request(request, put, redactor)
     second = store_request({**request, "messages": [system, {"role": "user", "content": "next step"}]}, put)
     document = json.loads(blobs[first][0])

@@ -142,7 +142,8 @@ def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[
 def _episode_line(episode: EpisodeFidelity) -> str:
     return (f"{episode.task_id}: fidelity {episode.fidelity:.0%}, "
             f"{episode.screenshots_identical}/{episode.screenshots_compared} screenshots identical, "
-            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body")
+            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body, "
+            f"{episode.requests.redacted_body} with a body redaction changed")
 
 
 def _agent_line(episode: AgentEpisode) -> str:
@@ -171,7 +172,18 @@ def _print_replay(report: ReplayReport) -> None:
                f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
                f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
                f"(exact/fuzzy/nearest/unmatched), {summary['requests'].missing_body} matched with a missing "
-               f"body, {summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
+               f"body, {summary['requests'].redacted_body} served a body redaction changed, "
+               f"{summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
+    _print_redacted_steps(report)
+
+
+def _print_redacted_steps(report: ReplayReport) -> None:
+    """Every step served a body that redaction changed: the page did not get the bytes it got
+    when recorded (``mmina store verify --redacted`` lists the bodies)."""
+    steps = [f"{e.task_id} step {s.step_index} ({s.requests.redacted_body})"
+             for e in report.episodes for s in e.steps if s.requests.redacted_body]
+    if steps:
+        click.echo(f"served a body redaction changed: {', '.join(steps)}")
 
 
 def _print_differences(report: ReplayReport) -> None:

@@ -50,8 +50,11 @@ def info(store_path: str | None, fmt: str) -> None:
 @click.option("--repair", is_flag=True,
               help="First remove what writers that are gone left behind: unfinished temporary files, files of "
                    "episodes never committed, abandoned uploads. Damaged or missing data is reported, never touched.")
+@click.option("--redacted", is_flag=True,
+              help="Also list the response bodies redaction changed (stored other than the browser received them: "
+                   "a replay serves other bytes there). Listed, not counted as problems.")
 @format_option("table", "json")
-def verify(store_path: str | None, repair: bool, fmt: str) -> None:
+def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> None:
     """Read every file; report what is damaged, missing, duplicated or left over. Exit 1 if any.
 
     Reports, with their paths: unfinished files of writers that are gone (partial, upload),
@@ -59,13 +62,16 @@ def verify(store_path: str | None, repair: bool, fmt: str) -> None:
     mmina (newer_version), files a commit listed that are gone or differ (missing, changed),
     copies (unlisted, duplicate), blobs stored nowhere (missing_blob). Readers skip damaged
     files with a warning; --repair removes the leftovers (never committed data).
+    --redacted also lists each response body redaction changed (the browser received other
+    bytes than the store holds, so a replay serves those): run, episode, step, URL, sizes.
 
     \b
     Examples:
       mmina store verify --store ./mmina-store
       mmina store verify --repair
+      mmina store verify --redacted --format json
     """
-    report = verify_store(open_store(store_path), repair=repair)
+    report = verify_store(open_store(store_path), repair=repair, redacted=redacted)
     if fmt == "json":
         print_json({**asdict(report), "ok": report.ok})
     else:
@@ -84,6 +90,11 @@ def _print_report(report: VerifyReport) -> None:
         click.echo(f"in progress (a writer may be at work): {path}")
     for note in report.unchecked:
         click.echo(f"not checked: {note}")
+    for body in report.redacted_bodies or ():
+        click.echo(f"redacted body: run {body.run_id} episode {body.episode_id} step {body.step_index}: {body.url} "
+                   f"({body.mime_type or 'no type'}, {body.received_size} bytes received, {body.stored_size} stored)")
+    if report.redacted_bodies is not None:
+        click.echo(f"{len(report.redacted_bodies)} response bodies changed by redaction")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
     click.echo(f"{report.files_checked} files checked in {report.root}: {verdict}")
 

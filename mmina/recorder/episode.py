@@ -26,7 +26,7 @@ from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdict
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
-from mmina.tasks import HopTracker, Task, id_slug
+from mmina.tasks import HopTracker, Task, id_slug, task_row
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,7 @@ class EpisodeRecorder:
         requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams)
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
+        self._redact_task(redactor)
         for step in self.writer.steps:
             step.update(redactor.row(step))
         self.writer.add_requests(requests)
@@ -183,11 +184,18 @@ class EpisodeRecorder:
         error show in secret places (``capture`` adds the traffic's)."""
         redactor = Redactor(configured_secrets())
         for text in [*typed, *self._typed_secrets]:
-            redactor.learn_typed(text)
+            redactor.learn_secret(text)
         for row in (*self.writer.steps, terminal):
             redactor.learn_row(row)
         redactor.learn_text(error)
         return redactor
+
+    def _redact_task(self, redactor: Redactor) -> None:
+        """Scrub what the episode learned from the run's ``tasks`` rows, written before it ran
+        (an intent may give the password the agent typed)."""
+        stored = task_row(self.task)
+        if redactor.row(stored) != stored:
+            self.writer.store.redact_tasks(self.writer.run_id, redactor.row)
 
     def _store_model_inputs(self, redactor: Redactor) -> None:
         """The requests the agent sent, as blobs, once every secret of the episode is known."""
@@ -313,11 +321,11 @@ class EpisodeRecorder:
 
 def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:
     """The text of a ``type`` action when it is a secret by :func:`mmina.redact.typed_text_is_secret`
-    (it failed, or its target as observed is named like a password field)."""
+    (its target as observed is named like a password field, or it failed and looks like a credential)."""
     if action is None or action.kind is not ActionKind.TYPE or not action.text:
         return []
     target = next((e for e in observation.elements if e.id == action.element_id), None)
-    return [action.text] if typed_text_is_secret(error is not None, target.name if target else None) else []
+    return [action.text] if typed_text_is_secret(action.text, error is not None, target.name if target else None) else []
 
 
 def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:

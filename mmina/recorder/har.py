@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmina.redact import Redactor
+from mmina.store.blobs import sha256
 from mmina.secret_rules import is_text_type
 
 MMINA_HEADERS = "x-mmina-"
@@ -152,8 +153,8 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
     content = response.get("content") or {}
     mime = content.get("mimeType") or ""
-    body = _response_body(content, archive)
-    body = redactor.body(body, mime) if body else None
+    received = _response_body(content, archive)
+    body = redactor.body(received, mime) if received else None
     request_body, request_size = _request_body(request, put_blob, redactor, archive)
     response_headers = _pairs(response)
     if body_missing(entry, body):
@@ -163,7 +164,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "step_index": bisect.bisect_right(step_starts, started) - 1,
         "started_at": started,
         "method": request.get("method", "GET"),
-        "url": redactor.text(request.get("url", "")) or "",
+        "url": redactor.traffic_text(request.get("url", "")),
         "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
         "request_headers": redactor.headers(_pairs(request)),
         "response_headers": redactor.headers(response_headers),
@@ -171,8 +172,10 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "request_body_size": request_size,
         "response_body": put_blob(body, mime or "application/octet-stream") if body else None,
         "response_body_size": len(body) if body else max(int(content.get("size") or 0), 0),
+        "received_body_sha256": sha256(received) if received else None,
+        "received_body_size": len(received) if received else None,
         "mime_type": mime,
-        "redirect_url": redactor.text(response.get("redirectURL") or "") or "",
+        "redirect_url": redactor.traffic_text(response.get("redirectURL") or ""),
         "time_ms": float(entry.get("time") or 0.0),
     }
 

@@ -91,6 +91,8 @@ class Exchange:
     redirect_url: str = ""
     mime_type: str = ""
     episode_id: str = ""
+    redacted_body: bool = False
+    """Redaction changed the body: the browser received another one (a fidelity defect)."""
 
     @property
     def chunks(self) -> str:
@@ -372,7 +374,15 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         redirect_url=row.get("redirect_url") or "",
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
+        redacted_body=body_redacted(row),
     ) for offset, row in enumerate(rows)]
+
+
+def body_redacted(row: dict) -> bool:
+    """Whether a ``requests`` row's stored body differs from the one the browser received
+    (known from schema version 7 on: ``received_body_sha256``)."""
+    received = row.get("received_body_sha256")
+    return received is not None and received != row.get("response_body")
 
 
 def header_value(headers: Iterable[dict], name: str) -> str:

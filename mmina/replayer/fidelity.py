@@ -20,7 +20,8 @@ can be judged again later, or a live re-run compared with its recording the same
 * A step's **requests** are the ones that loaded what it observed: for step k, those issued by
   the action of step k-1 (for step 0, the initial page load), served exactly / fuzzily / by
   nearest match / not at all (see :mod:`mmina.replayer.archive`); a matched request whose
-  recorded body is missing, or one the router failed to answer, is counted as a defect too.
+  recorded body is missing, one served a body that redaction changed (the page got other bytes
+  than when recorded), or one the router failed to answer, is counted as a defect too.
 * **Episode fidelity** = steps with both URL and tree equal / max(recorded steps, replayed
   steps): a replay that ends early or runs longer loses fidelity for every missing step.
   The screenshot-identical fraction is reported next to it (over steps with screenshots on
@@ -66,7 +67,8 @@ class StepView:
 @dataclass(frozen=True)
 class RequestCounts:
     """Requests by how the archive matched them, and the defects among them: matched requests
-    whose recorded body is missing (served empty), and requests the router failed to answer."""
+    whose recorded body is missing (served empty), requests the router failed to answer, and
+    matched requests served a body that redaction changed (not the bytes the page received)."""
 
     exact: int = 0
     fuzzy: int = 0
@@ -74,6 +76,7 @@ class RequestCounts:
     unmatched: int = 0
     missing_body: int = 0
     failed: int = 0
+    redacted_body: int = 0
 
     @property
     def total(self) -> int:
@@ -83,9 +86,10 @@ class RequestCounts:
         return RequestCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @classmethod
-    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0) -> RequestCounts:
+    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0,
+           redacted_body: int = 0) -> RequestCounts:
         kinds = list(kinds)
-        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind), missing_body, failed)
+        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind), missing_body, failed, redacted_body)
 
 
 @dataclass(frozen=True)

@@ -179,9 +179,11 @@ def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime])
 
 
 def counts(served: Sequence[Served]) -> RequestCounts:
-    """How the router answered: by match kind, plus the defects (missing bodies, failures)."""
+    """How the router answered: by match kind, plus the defects (missing bodies, failures,
+    bodies changed by redaction)."""
     answered = [s.kind for s in served if not s.failed]
-    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served))
+    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served),
+                            sum(s.redacted_body for s in served))
 
 
 def _gaps(served: Iterable[Served]) -> tuple[str, ...]:

@@ -87,6 +87,8 @@ class Served:
     """Matched, but the recording could not keep the response's body (a fidelity defect)."""
     failed: bool = False
     """The router could not answer in time (or failed) and answered with an error instead."""
+    redacted_body: bool = False
+    """Matched, but redaction changed the recorded body: the page got other bytes than it did (a defect)."""
 
 
 @dataclass
@@ -222,7 +224,8 @@ class ArchiveRouter:
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
         missing = exchange is not None and exchange.body_missing
-        self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing))
+        self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
+                                  redacted_body=exchange is not None and exchange.redacted_body))
         self._last_match = exchange
         return exchange
 

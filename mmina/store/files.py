@@ -66,6 +66,17 @@ def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
     return Written(path, data.num_rows, size)
 
 
+def replace_file(backend: Backend, path: PurePath, table: Table, data: pa.Table) -> None:
+    """Write ``data`` over an existing file, whole and at once (a rename on disk, one PUT on an
+    object store). Only a run's ``tasks`` file is ever rewritten (see ``Store.redact_tasks``)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), sink, compression="zstd")
+    try:
+        backend.replace(path, sink.getvalue().to_pybytes())
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {type(exc).__name__}: {first_line(exc)}") from None
+
+
 def read_version(path: PurePath, filesystem: Any = None, table: Table | None = None) -> int:
     """The schema version recorded in a file's Parquet metadata (checked to belong to ``table``)."""
     try:

@@ -10,6 +10,8 @@ committed stem its manifest does not list (``unlisted``), an episode committed i
 a folder belongs (``not_a_folder``). Episodes committed before manifests cannot be checked
 for missing files; the report says how many (``unchecked``). With ``repair``, leftovers of
 writers that are gone are removed first (``leftovers.py``); damaged data is never touched.
+With ``redacted``, it also lists the response bodies redaction changed (:func:`redacted_bodies`):
+not damage, but what a replay serves differs there from what the browser received.
 """
 from __future__ import annotations
 
@@ -91,6 +93,20 @@ class Problem:
     message: str
 
 
+@dataclass(frozen=True)
+class RedactedBody:
+    """A response body stored other than received: redaction changed it (schema version 7 on)."""
+
+    run_id: str
+    episode_id: str
+    step_index: int
+    seq: int
+    url: str
+    mime_type: str
+    received_size: int
+    stored_size: int
+
+
 @dataclass
 class VerifyReport:
     root: str
@@ -100,6 +116,8 @@ class VerifyReport:
     unchecked: list[str] = field(default_factory=list)
     """What could not be checked, and why (e.g. episodes committed before manifests)."""
     repaired: list[Leftover] = field(default_factory=list)
+    redacted_bodies: list[RedactedBody] | None = None
+    """With ``redacted``: the bodies redaction changed (a fidelity defect, not a problem of the store)."""
 
     @property
     def ok(self) -> bool:
@@ -122,8 +140,9 @@ Readable = dict[str, dict[PurePath, FileFacts]]
 """Per table, the files that read whole, with their facts."""
 
 
-def verify_store(store: Store, repair: bool = False) -> VerifyReport:
-    """Read every file completely; report what is damaged, missing, duplicated or left over.
+def verify_store(store: Store, repair: bool = False, redacted: bool = False) -> VerifyReport:
+    """Read every file completely; report what is damaged, missing, duplicated or left over
+    (and with ``redacted``, the bodies redaction changed).
 
     Never raises for a bad file: every failure becomes a :class:`Problem` with its path.
     """
@@ -136,7 +155,25 @@ def verify_store(store: Store, repair: bool = False) -> VerifyReport:
     _check_orphans(store, report)
     _check_manifests(store, readable, report)
     _check_blob_refs(store, readable, report)
+    if redacted:
+        report.redacted_bodies = redacted_bodies(store)
     return report
+
+
+REDACTED_COLUMNS = ["run_id", "episode_id", "step_index", "seq", "url", "mime_type", "response_body",
+                    "response_body_size", "received_body_sha256", "received_body_size"]
+
+
+def redacted_bodies(store: Store) -> list[RedactedBody]:
+    """Every committed response body whose stored bytes differ from those the browser received
+    (``received_body_sha256`` is not the stored blob's hash), in run, episode and request order."""
+    data = store.read("requests", columns=REDACTED_COLUMNS)
+    received = data.column("received_body_sha256")
+    changed = pc.and_(pc.is_valid(received), pc.not_equal(received, pc.fill_null(data.column("response_body"), "")))
+    rows = data.filter(pc.fill_null(changed, False)).to_pylist()
+    return sorted((RedactedBody(r["run_id"], r["episode_id"], r["step_index"], r["seq"], r["url"], r["mime_type"] or "",
+                                r["received_body_size"] or 0, r["response_body_size"] or 0) for r in rows),
+                  key=lambda b: (b.run_id, b.episode_id, b.seq))
 
 
 def _check_unfinished(store: Store, report: VerifyReport) -> None:

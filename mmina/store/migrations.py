@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from mmina.errors import SchemaVersionError
-from mmina.store.schema import EPISODES, PREFIX_COLUMNS, SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import EPISODES, PREFIX_COLUMNS, REQUESTS, SCHEMA_VERSION, STEPS, Table
 from mmina.store.sqltypes import duckdb_type
 
 
@@ -57,6 +57,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     renamed_and_added(EPISODES, 4, {"hops_completed": "live_hops"}, "final_url", "final_title", "final_tabs",
                       "final_tree_text", "final_screenshot", "final_observed_at"),
     added_columns(EPISODES, 5, *PREFIX_COLUMNS),
+    added_columns(REQUESTS, 6, "received_body_sha256", "received_body_size"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

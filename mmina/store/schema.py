@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -23,7 +23,9 @@ shown the image; 5 — the episode's terminal observation (``episodes.final_url`
 renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-conditioned episodes
 (``episodes.prefix_run``, ``prefix_episode``, ``prefix_steps``, ``start_hop``,
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
-older files and in every episode that started from its task's start page).
+older files and in every episode that started from its task's start page); 7 — what the
+browser received (``requests.received_body_sha256``, ``received_body_size``: a body redaction
+changed is a fidelity defect; NULL in older files).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -267,6 +269,12 @@ REQUESTS = Table(
         ("request_body_size", I64, "Request body size in bytes."),
         ("response_body", S, "SHA-256 of the response body blob; null when none was captured."),
         ("response_body_size", I64, "Response body size in bytes (decoded)."),
+        ("received_body_sha256", S, "SHA-256 of the response body as the browser received it, before redaction: equal "
+                                    "to `response_body` unless redaction changed the body (a fidelity defect: the "
+                                    "replay serves the stored one; `mmina store verify --redacted` lists them); null "
+                                    "when no body was captured, or recorded before schema version 7."),
+        ("received_body_size", I64, "Size in bytes of the response body as the browser received it (see "
+                                    "`received_body_sha256`); null when unknown."),
         ("mime_type", S, "Response content type."),
         ("redirect_url", S, "Location of a redirect response; empty otherwise."),
         ("time_ms", F64, "Total request time in milliseconds."),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
@@ -27,7 +27,7 @@ from mmina.errors import (AlreadyExistsError, CorruptFileError, NotAStoreError, 
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.backends import Backend, open_backend
 from mmina.store.blobs import BlobIndex, read_blobs
-from mmina.store.files import read_file, to_arrow, write_new
+from mmina.store.files import read_file, replace_file, to_arrow, write_new
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
                                 is_batch, run_of, table_dir)
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
@@ -198,6 +198,24 @@ class Store:
                     sorted((row["task_id"], row["task_sha256"]) for row in task_rows):
                 raise StoreError(f"run {run_id} is being created by another process with other tasks; "
                                  f"use a new run id") from None
+
+    def redact_tasks(self, run_id: str, redact: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+        """Apply ``redact`` to every row of the run's ``tasks`` and rewrite the files it changed;
+        the number of rows changed. An episode calls it when it learned a secret its task's text
+        holds (the password an intent gives): the tasks were written before any episode ran.
+        The one rewrite in an append-only store: whole files, replaced at once, under the store's
+        lock (object stores have none; two episodes of one run finishing together there may
+        each rewrite from the same old file, see docs/redaction.md)."""
+        changed = 0
+        with self.lock():
+            for path in self.files(TASKS.name, run_id):
+                rows = read_file(path, TASKS, None, self.migrations, self.backend.arrow).to_pylist()
+                redacted = [redact(row) for row in rows]
+                differ = sum(new != old for new, old in zip(redacted, rows))
+                if differ:
+                    replace_file(self.backend, path, TASKS, to_arrow(TASKS, redacted))
+                    changed += differ
+        return changed
 
     def episode_writer(self, run_id: str, episode_id: str) -> EpisodeWriter:
         self.ensure_writable()

@@ -43,8 +43,8 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
 
 
 def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
-    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once), in
-    the cache's folder ``name`` (one per set of specs, so sets never reinstall each other)."""
+    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once), in the
+    cache's folder ``name`` (one per set of specs: two sets sharing a folder would reinstall in turn)."""
     folder = cache_root() / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(specs)
