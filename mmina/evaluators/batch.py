@@ -64,8 +64,15 @@ class ScoreBatch:
 
 def score_rows(view: EpisodeView, scores: Sequence[Score], batch: ScoreBatch) -> list[dict[str, Any]]:
     """The ``scores`` rows of one episode's verdicts in ``batch``."""
-    extra = batch.extra(view.episode_id)
-    return [{"episode_id": view.episode_id, "task_id": view.task.task_id, "evaluator": batch.evaluator,
+    return episode_score_rows(view.episode_id, view.task.task_id, scores, batch)
+
+
+def episode_score_rows(episode_id: str, task_id: str, scores: Sequence[Score], batch: ScoreBatch
+                       ) -> list[dict[str, Any]]:
+    """:func:`score_rows` by the episode's and task's ids (for verdicts given without a view,
+    such as a person's labels)."""
+    extra = batch.extra(episode_id)
+    return [{"episode_id": episode_id, "task_id": task_id, "evaluator": batch.evaluator,
              "evaluator_version": batch.version, "args_json": batch.args_json, "level": s.level,
              "hop_index": s.hop_index, "step_index": s.step_index, "verdict": s.verdict, "value": float(s.value),
              "detail_json": stored_detail(s.detail, extra), "batch_id": batch.batch_id, "scored_at": batch.scored_at}
