@@ -80,12 +80,15 @@ def episode_score_rows(episode_id: str, task_id: str, scores: Sequence[Score], b
 
 
 class Outcome(NamedTuple):
-    """One scored episode in short: its task-level verdict and value, hop rows passed and in all."""
+    """One scored episode in short: its task-level verdict and value, hop rows passed and in
+    all, and what its verdicts cost (the task row's ``detail.cost_usd``, for an evaluator that
+    pays a judge; None otherwise)."""
 
     verdict: str
     value: float
     hops_passed: int
     hops_total: int
+    cost_usd: float | None = None
 
 
 class ScoreColumns:
@@ -114,7 +117,9 @@ class ScoreColumns:
             self.fail(position, "the evaluator returned no task-level score")
             return
         self._next(position)
-        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops)
+        cost = task.detail.get("cost_usd") if isinstance(task.detail, Mapping) else None
+        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops,
+                                          float(cost) if isinstance(cost, (int, float)) else None)
         self.rows[position] = (len(self.scores), len(self.scores) + len(rows))
         self.scores += rows
         self.position += [position] * len(rows)

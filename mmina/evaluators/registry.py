@@ -16,6 +16,7 @@ from typing import Any
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score
 from mmina.evaluators.fuzzy import Fuzzy, TaskEval
 from mmina.evaluators.hops import Hops
+from mmina.evaluators.keypoints import KeyPoints
 from mmina.evaluators.official import MminaOfficial
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch
 
@@ -24,7 +25,7 @@ ENTRY_POINT_GROUP = "mmina.evaluators"
 EvaluatorFactory = Callable[..., Evaluator]
 
 BUILTINS: dict[str, EvaluatorFactory] = {
-    cls.name: cls for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval)}
+    cls.name: cls for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval, KeyPoints)}
 _registered: dict[str, EvaluatorFactory] = {}
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "EpisodeView", "Evaluator", "EvaluatorError", "Score", "factory", "get",
