@@ -22,12 +22,13 @@ from typing import Any
 from urllib.parse import quote
 
 from mmina.analysis.data import AnalysisError, query, rescore_hint, select_runs
-from mmina.evaluators.labelling import HUMAN
 from mmina.stats import Confusion, kappa_interval
 from mmina.store import Store
 from mmina.store.views import StoreConnection, bucket_sql, connect
 from mmina.tasks import BUCKETS
 
+HUMAN = "human"
+"""The evaluator name people's labels are stored under (by ``mmina.evaluators.labelling``)."""
 VERDICTS = ("pass", "fail", "unclear", "missing")
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SERVE_URL = "http://127.0.0.1:8787"
