@@ -169,13 +169,19 @@ def relevance(reply: str, n_hops: int, numbers: Sequence[int]) -> dict[int, dict
         raise Malformed("the judge's relevance reply has no \"relevance\" list")
     scores: dict[int, dict[int, int]] = {hop: {} for hop in range(n_hops)}
     for entry in entries:
-        hop, step, score = (entry.get(k) if isinstance(entry, dict) else None for k in ("hop", "step", "score"))
-        if not all(_whole(v) for v in (hop, step, score)) or not 1 <= hop <= n_hops or step not in numbers \
-                or not 0 <= score <= MAX_SCORE or step in scores[hop - 1]:
+        hop, step, score = _entry(entry)
+        if not 1 <= hop <= n_hops or step not in numbers or not 0 <= score <= MAX_SCORE or step in scores[hop - 1]:
             raise Malformed(f"the judge's relevance entry {json.dumps(entry)[:120]} names no hop, shown step and "
                             f"score 0 to {MAX_SCORE} (once)")
         scores[hop - 1][step] = score
     return scores
+
+
+def _entry(entry: Any) -> tuple[int, int, int]:
+    """A relevance entry's hop, step and score (-1 for any that is not a whole number)."""
+    values: list[Any] = [entry.get(k) if isinstance(entry, dict) else None for k in ("hop", "step", "score")]
+    hop, step, score = (v if _whole(v) else -1 for v in values)
+    return hop, step, score
 
 
 def verdict(reply: str, shown: Sequence[int]) -> tuple[str, str, list[int]]:
