@@ -204,21 +204,48 @@ def test_the_strict_readers() -> None:
 # -- end to end on the built-in suite ------------------------------------------------------------
 
 
+def judged_twice(store: Path, episodes: int) -> tuple[list[dict[str, Any]], KeypointJudge]:
+    """Every episode of the store judged hop by hop (each hop gets its row), then again from the
+    cache without a request; the hop rows and the judge."""
+    judge = KeypointJudge()
+    with FakeOpenAI(script=judge) as server:
+        report = keypoints(store, server, "--judge-concurrency", "4")
+        again = keypoints(store, server, env={"OPENAI_API_KEY": None})
+    assert len(report["episodes"]) == episodes and report["ok"] and again["judge"]["requested"] == 0
+    hop_rows = [r for r in rows(store, report["batch_id"]) if r["level"] == "hop"]
+    assert len(hop_rows) == sum(e["n_hops"] for e in report["episodes"])
+    return hop_rows, judge
+
+
+def against_hops(store: Path, fmt: str) -> str:
+    result = CliRunner().invoke(cli, ["agreement", "--store", str(store), "--evaluator", "keypoints", "--reference",
+                                      "hops", "--format", fmt], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def test_end_to_end_on_the_built_in_suite(tmp_path: Path) -> None:
     """Every episode of a sample of the built-in suite (13 tasks of 1 to 6 hops, an agent with
     known mistakes) judged hop by hop; agreement with the hops evaluator then reads it."""
     store = tmp_path / "store"
     shutil.copytree(recorded_store(), store)
-    judge = KeypointJudge()
-    with FakeOpenAI(script=judge) as server:
-        report = keypoints(store, server, "--judge-concurrency", "4")
-        again = keypoints(store, server, env={"OPENAI_API_KEY": None})
-    assert len(report["episodes"]) == 13 and report["ok"] and again["judge"]["requested"] == 0
-    hop_rows = [r for r in rows(store, report["batch_id"]) if r["level"] == "hop"]
-    assert len(hop_rows) == sum(e["n_hops"] for e in report["episodes"])
+    hop_rows, judge = judged_twice(store, 13)
     assert {r["verdict"] for r in hop_rows} == {"pass", "fail"}
     assert sum(len(urls) for urls in judge.images()) > 0
-    agreement = CliRunner().invoke(cli, ["agreement", "--store", str(store), "--evaluator", "keypoints",
-                                         "--reference", "hops", "--format", "json"])
-    groups = json.loads(agreement.stdout)["groups"]
+    groups = json.loads(against_hops(store, "json"))["groups"]
     assert next(g for g in groups if (g["level"], g["by"]) == ("hop", "all"))["pairs"] == len(hop_rows)
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(3600)
+def test_the_whole_built_in_suite(tmp_path: Path) -> None:
+    """The oracle over all 100 built-in tasks, then every hop judged; a second rescore is free."""
+    from mmina.pool import Layout
+    from mmina.recorder.recording import RecordConfig, record_run
+
+    store = tmp_path / "store"
+    record_run(Store.open(store, create=True), RecordConfig(run_id="oracle", layout=Layout(concurrency=4)))
+    hop_rows, judge = judged_twice(store, 100)
+    print(against_hops(store, "table"))
+    print(f"hop rows: {len(hop_rows)}, questions: {len(judge.asked)}, images shown: "
+          f"{sum(len(u) for u in judge.images())}")

@@ -102,3 +102,8 @@ def test_write_labels_refuses_before_writing(store: Path) -> None:
     with pytest.raises(LabelError, match="a labeller's name is 1 to 80"):
         write_labels(opened, [Label("e1", "pass")], "   ", "serve")
     assert opened.files("scores") == []
+
+
+def test_human_verdicts_are_not_computed(store: Path) -> None:
+    result = CliRunner().invoke(cli, ["rescore", "--store", str(store), "--evaluator", "human"])
+    assert result.exit_code == 1 and "human verdicts are people's labels, not computed" in result.output

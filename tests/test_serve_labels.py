@@ -15,22 +15,20 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from mmina.cli import cli
-from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.judge_helpers import synthetic_store, write_verdicts
 from tests.serve_helpers import Served
+from tests.test_serve import browser, page  # noqa: F401 - the real Chromium and a page that fails on script errors
 
-WAIT_MS = 120_000
 EPISODES = [("r1", "e1", "t1", 1), ("r1", "e2", "t2", 3), ("r1", "e3", "t3", 5), ("r2", "g1", "t1", 1),
             ("r2", "g2", "t2", 3)]
 HOPS = {"e1": ("pass", ["pass"]), "e2": ("fail", ["pass", "fail", "fail"]), "e3": ("fail", ["pass"] * 4 + ["fail"]),
         "g1": ("pass", ["pass"]), "g2": ("pass", ["pass"] * 3)}
 FUZZY = {"e1": ("pass", []), "e2": ("pass", []), "e3": ("fail", []), "g1": ("fail", []), "g2": ("pass", [])}
 LABEL = {"episode_id": "e1", "labels": [{"hop": None, "label": "pass"}]}
-expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -48,26 +46,6 @@ def app(store: Path) -> Iterator[Served]:
         served.indexed()
         yield served
     assert "Traceback" not in served.stderr()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=list(QUIET_ARGS))
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page
-    context.close()
-    assert errors == []
 
 
 def labels_of(store: Path, labeller: str) -> list[dict[str, Any]]:
@@ -98,7 +76,7 @@ def test_a_run_is_labelled_with_the_keyboard(app: Served, page: Page, store: Pat
     # e3 (5 hops): everything fails, then hop 1 passes after all.
     for episode, keys, note in (("e1", ["Shift+P"], ""), ("e2", ["p", "f", "u", "f"], "price on the wrong page"),
                                 ("e3", ["Shift+F", "1", "p"], "")):
-        expect(page.locator("#episode-title")).to_contain_text(f"({episode[0] == 'e' and 'r1'})")
+        expect(page.locator("#episode-title")).to_have_text(f"t{episode[1]} (r1)")
         expect(page.locator("#label-panel")).to_be_visible()
         assert episode in page.url and not page.locator("#episode-verdicts").is_visible(), "verdicts hidden while labelling"
         for key in keys:

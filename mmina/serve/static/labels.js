@@ -32,9 +32,13 @@ function labelPage(params) {
     const counts = h('p', {id: 'label-counts', className: 'muted'}, '…');
     const queue = () => query({run: chosenValues(runSelect), bucket: bucket.value,
       disagree: first.value && second.value ? [first.value, second.value] : []});
+    let asked = 0;   // answers can arrive out of order: only the latest question's is shown
     async function count() {
+      const mine = ++asked;
       const found = await api(queueAddress(queue(), {labeller: labellerName()}));
-      counts.textContent = `${found.left} of ${found.total} episode(s) left to label as ${found.labeller} (${found.labelled} labelled).`;
+      if (mine === asked) {
+        counts.textContent = `${found.left} of ${found.total} episode(s) left to label as ${found.labeller} (${found.labelled} labelled).`;
+      }
       return found;
     }
     async function start() {
