@@ -281,10 +281,7 @@ class Endpoints:
 
 def _multi(request: Request) -> dict[str, list[str]]:
     """The query string as lists of values (names may repeat: ``run=a&run=b``)."""
-    found: dict[str, list[str]] = {}
-    for name, value in request.query_params.multi_items():
-        found.setdefault(name, []).append(value)
-    return found
+    return params.grouped(request.query_params.multi_items())
 
 
 def _required(given: params.Params, name: str) -> str:

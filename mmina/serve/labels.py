@@ -97,6 +97,9 @@ class LabelEndpoints:
 
     def __init__(self, catalog: Catalog, labeller: str, writable: bool) -> None:
         self.catalog, self.labeller, self.writable = catalog, checked_labeller(labeller), writable
+        self.saved: set[tuple[str, str]] = set()
+        """(labeller, episode) saved by this server: the queue counts them before the views
+        over the whole store are made again (the watcher does that in the background)."""
 
     def config(self, request: Request) -> dict[str, Any]:
         params.check_known(_given(request), ())
@@ -115,8 +118,8 @@ class LabelEndpoints:
                 "labellers": sorted({row["labeller"] for row in rows})}
 
     async def save(self, request: Request) -> dict[str, Any]:
-        """Store one episode's labels as a new ``human`` batch; the views are made again at once,
-        so the next page (and the queue) sees them."""
+        """Store one episode's labels as a new ``human`` batch. Its run's views are made again
+        when next read (so the episode shows them), and the queue counts it at once."""
         check_write(request, self.writable)
         body = await _json_body(request)
         ref = self._episode(_text(body, "episode_id"))
@@ -125,7 +128,7 @@ class LabelEndpoints:
         saved = await run_in_threadpool(write_labels, self.catalog.store, labels, labeller, "serve",
                                         {ref.episode_id: ref})
         self.catalog.forget(ref.run_id)
-        await run_in_threadpool(self.catalog.refresh)
+        self.saved.add((labeller, ref.episode_id))
         return {"batch_id": saved.batch_id, "labeller": saved.labeller, "saved": saved.labels}
 
     def queue(self, request: Request) -> dict[str, Any]:
@@ -135,7 +138,8 @@ class LabelEndpoints:
         chosen, labeller = _queue(given), checked_labeller(params.one(given, "labeller", self.labeller) or "")
         rows = self.catalog.rows(QUEUE_SQL, {"runs": list(chosen.runs), "bucket": chosen.bucket,
                                              "evaluators": list(chosen.disagree), "labeller": labeller})
-        order = [(row["episode_id"], bool(row["labelled"])) for row in rows]
+        order = [(row["episode_id"], bool(row["labelled"]) or (labeller, row["episode_id"]) in self.saved)
+                 for row in rows]
         done = sum(labelled for _, labelled in order)
         return {"total": len(order), "labelled": done, "left": len(order) - done, "labeller": labeller,
                 "next": next_unlabelled(order, params.one(given, "after"))}
@@ -159,10 +163,7 @@ def next_unlabelled(order: list[tuple[str, bool]], after: str | None) -> str | N
 
 
 def _given(request: Request) -> params.Params:
-    found: dict[str, list[str]] = {}
-    for name, value in request.query_params.multi_items():
-        found.setdefault(name, []).append(value)
-    return found
+    return params.grouped(request.query_params.multi_items())
 
 
 def _queue(given: params.Params) -> Queue:
