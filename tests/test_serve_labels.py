@@ -249,13 +249,14 @@ def test_bad_labels_are_one_line_and_write_nothing(app: Served, store: Path, bod
 
 
 def test_a_token_guards_writes_and_read_only_refuses_them(store: Path) -> None:
-    with Served(store, "--token", "t0ken") as app:
-        assert post(app, LABEL)[0] == 401
-        assert post(app, {**LABEL, "labeller": "tok"}, {"Authorization": "Bearer t0ken"})[0] == 200
-    with Served(store, "--read-only") as app:
-        assert app.json("/api/labels/config")["writable"] is False
+    with Served(store, "--token", "t0ken", "--read-only") as app:
         assert post(app, {**LABEL, "labeller": "ro"}) == \
-            (403, {"error": "this server is read-only (started with --read-only)"})
-    assert len(labels_of(store, "tok")) == 1 and labels_of(store, "ro") == []
+            (401, {"error": "this server needs its token: open the address it printed (ending in ?token=...)"})
+        bearer = {"Authorization": "Bearer t0ken"}
+        status, _, config = app.get("/api/labels/config", headers=bearer)
+        assert status == 200 and json.loads(config)["writable"] is False
+        assert post(app, {**LABEL, "labeller": "ro"}, bearer) == \
+            (403, {"error": "this server is read-only (started with --read-only)"}), "the token let it past the gate"
+    assert labels_of(store, "ro") == []
     labeller = CliRunner().invoke(cli, ["serve", "--store", str(store), "--labeller", " ", "--port", "0"])
     assert labeller.exit_code == 1 and "a labeller's name is 1 to 80 printable characters" in labeller.output
