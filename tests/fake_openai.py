@@ -8,7 +8,8 @@ answers "Yes." when the reference is contained in the statement (case-insensitiv
 requests, an error for every request (which may echo the key it was given), text without an
 action, a reply that never comes (``hang``) or comes one byte every ``drip_s`` seconds, absurd
 ``usage`` numbers, and ``raw_content`` bytes put into the JSON as they are (a lone surrogate
-escape, bytes that are no UTF-8).
+escape, bytes that are no UTF-8). A ``script`` answers the requests it recognizes (a judge's
+scripted verdicts, a refusal with null content).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from mmina.actions import SUMMARY_MARKER
 PROMPT_TOKENS = 1200
 COMPLETION_TOKENS = 30
 CAPTION = "a small square picture"
+NULL_CONTENT = "\x00null"
 ANY_VELL = 'Vell[^"]*'
 JUDGE_QUESTION = re.compile(r'^Given the statement "(?P<pred>.*)", would it be correct to infer "(?P<ref>.*)"\? Yes or No$',
                             re.DOTALL)
@@ -99,6 +101,10 @@ class FakeOpenAI:
     delay_s: float = 0.0
     policy: Callable[[str], str] | None = None
     """The action (grammar text) for a step's user message, replacing the built-in policy."""
+    script: Callable[[dict[str, Any]], str | None] | None = None
+    """Replies to requests it recognizes (the request body in, the reply's text out; None: the
+    usual answer), e.g. a judge's scripted verdicts. A reply of ``NULL_CONTENT`` is sent as a
+    null ``content`` with a ``refusal`` (what OpenAI's models send when they refuse)."""
     hang: bool = False
     drip_s: float = 0.0
     usage: dict[str, Any] | None = None
@@ -146,6 +152,9 @@ class FakeOpenAI:
     def _text(self, body: dict[str, Any]) -> str:
         if self.reply is not None:
             return self.reply
+        scripted = self.script(body) if self.script else None
+        if scripted is not None:
+            return scripted
         observation = last_user_text(body)
         judged = judge_answer(observation)
         if judged is not None:
@@ -159,9 +168,10 @@ class FakeOpenAI:
         usage = self.usage if self.usage is not None else {
             "prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
             "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
+        message = {"role": "assistant", "content": text} if text != NULL_CONTENT else \
+            {"role": "assistant", "content": None, "refusal": "I can't help with that."}
         return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": usage}
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
 
     def encode(self, answer: dict[str, Any]) -> bytes:
         """The answer's bytes; with ``raw_content``, those bytes stand for the reply's text."""

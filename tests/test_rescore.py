@@ -217,7 +217,7 @@ def test_task_evaluator_needs_a_judge_only_for_fuzzy_references(store: Path) -> 
 
 @pytest.mark.parametrize("args, message", [
     (["--evaluator", "nosuch"], "unknown evaluator 'nosuch'; known evaluators: exact_match, fuzzy, hops, "
-                                "mmina_official, must_include, task, url_match"),
+                                "keypoints, mmina_official, must_include, task, url_match"),
     (["--evaluator", "hops", "--run", "nosuch"], "unknown run nosuch in"),
     (["--evaluator", "hops", "--episode", "nosuch"], "unknown episode nosuch in"),
     (["--evaluator", "hops", "--arg", "x=1"], "evaluator hops has no argument x"),

@@ -25,11 +25,12 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from mmina.cli import eval_steps, export, fixtures, imports, record, replay, report, rescore, serve, sql, store, tasks
+    from mmina.cli import (agreement, eval_steps, export, fixtures, imports, record, replay, report, rescore, serve,
+                           sql, store, tasks)
 
     for command in (record.record, sql.sql, store.store, tasks.tasks, fixtures.fixtures, rescore.rescore,
                     replay.replay, imports.imports, report.report, report.compare, report.view,
-                    eval_steps.eval_steps, serve.serve, export.export):
+                    eval_steps.eval_steps, serve.serve, export.export, agreement.agreement):
         cli.add_command(command)
 
 

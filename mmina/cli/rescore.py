@@ -8,8 +8,8 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.cli.common import (executor_options, format_option, layout, model_call_options, open_store, print_json,
-                              render_rows, stderr, store_option)
+from mmina.cli.common import (MAX_PRICE_USD, Bounded, executor_options, format_option, layout, model_call_options,
+                              open_store, print_json, render_rows, stderr, store_option)
 from mmina.errors import MminaError
 from mmina.evaluators.judge import DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings
 from mmina.evaluators.registry import factory, names, parse_args
@@ -22,10 +22,17 @@ from mmina.evaluators.rescore import ACTIONS, RescoreConfig, RescoreResult, resc
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="Score only this episode (repeatable).")
 @click.option("--arg", "evaluator_args", multiple=True, metavar="KEY=VALUE",
               help="Evaluator argument (repeatable; JSON values such as 3 or true are parsed).")
-@click.option("--judge-model", metavar="MODEL", help="Model of the LLM judge (fuzzy; task with fuzzy_match references).")
-@click.option("--base-url", metavar="URL", help="OpenAI-compatible endpoint of the judge (default: $OPENAI_BASE_URL).")
-@click.option("--concurrency", type=click.IntRange(1, 64), default=DEFAULT_CONCURRENCY, show_default=True,
-              help="Judge requests in flight at once.")
+@click.option("--judge-model", metavar="MODEL",
+              help="Model of the LLM judge (fuzzy, keypoints; task with fuzzy_match references).")
+@click.option("--judge-base-url", "--base-url", "base_url", metavar="URL",
+              help="OpenAI-compatible endpoint of the judge (default: $OPENAI_BASE_URL; --base-url is the old name).")
+@click.option("--judge-concurrency", "--concurrency", "concurrency", type=click.IntRange(1, 64),
+              default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Judge requests in flight at once (--concurrency is the old name).")
+@click.option("--judge-price-in", type=Bounded(0, MAX_PRICE_USD), metavar="USD",
+              help="The judge's price per million prompt tokens, for the cost keypoints records per hop and episode.")
+@click.option("--judge-price-out", type=Bounded(0, MAX_PRICE_USD), metavar="USD",
+              help="The judge's price per million completion tokens.")
 @click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
               help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
 @model_call_options("judge", JUDGE_RETRIES)
@@ -38,10 +45,12 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
 
     Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+) and the episodes whose
     task verdict flipped against the previous scoring by the same evaluator. Built-in
-    evaluators: exact_match, must_include, url_match, fuzzy (LLM judge, cached), hops
-    (clean hop queue), mmina_official (the official runner's rules, transplanted from its
-    code: the rule set follows the task's folder, --arg domain=NAME forces one), task (each
-    task's own eval). Exits 1, writing nothing for the affected runs, when an episode cannot be scored.
+    evaluators: exact_match, must_include, url_match, fuzzy (LLM judge, cached), keypoints
+    (a multimodal LLM judge per hop: key points, relevant screenshots, verdicts with reasons;
+    cached), hops (clean hop queue), mmina_official (the official runner's rules, transplanted
+    from its code: the rule set follows the task's folder, --arg domain=NAME forces one), task
+    (each task's own eval). Exits 1, writing nothing for the affected runs, when an episode
+    cannot be scored. Measure a judge against people's labels with mmina agreement.
 
     \b
     Examples:
@@ -49,8 +58,9 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
       mmina rescore --run nightly --evaluator mmina_official --format json
       mmina rescore --run mine --evaluator mmina_official --arg domain=multi567
       mmina rescore --evaluator url_match --arg where=any
-      mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --concurrency 8
-      mmina rescore --evaluator fuzzy --arg reference=must_include --base-url http://localhost:8000/v1 --judge-model m
+      mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --judge-concurrency 8
+      mmina rescore --evaluator fuzzy --arg reference=must_include --judge-base-url http://localhost:8000/v1 --judge-model m
+      mmina rescore --evaluator keypoints --judge-model gpt-4o --judge-price-in 2.5 --judge-price-out 10
       mmina rescore --evaluator task --action overwrite
       mmina rescore --evaluator hops --workers 4 --executor ray --store s3://bucket/evals
       mmina rescore --list
@@ -65,7 +75,8 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         runs=tuple(options["runs"]), episodes=tuple(options["episodes"]), action=options["action"],
         judge=JudgeSettings(model=options["judge_model"], base_url=options["base_url"],
                             concurrency=options["concurrency"], max_retries=options["model_retries"],
-                            deadline_s=options["model_deadline"]))
+                            deadline_s=options["model_deadline"], price_in=options["judge_price_in"],
+                            price_out=options["judge_price_out"]))
     with _progress() as progress:
         result = run_rescore(open_store(options["store_path"]), config, progress, layout(options, concurrency=1))
     _print_json(result) if fmt == "json" else _print_table(result)
@@ -127,10 +138,21 @@ def _print_table(result: RescoreResult) -> None:
         click.echo(f"no task verdict flipped against the previous {result.evaluator} scoring")
     if result.judge_cached or result.judge_requested:
         click.echo(f"judge: {result.judge_cached} cached, {result.judge_requested} requested, "
-                   f"{result.judge_failed} failed")
+                   f"{result.judge_failed} failed{_spend(result)}")
     written = sum(s.written for s in result.scored)
     click.echo(f"{written} episode(s) scored, {len(result.files)} file(s) written ({result.action})")
     _report_unscored(result)
+
+
+def _spend(result: RescoreResult) -> str:
+    """Tokens and cost of the judge calls the verdicts rest on, and what this run spent."""
+    usage = result.judge_spend.as_json()
+    text = f"; {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} tokens"
+    if usage["cost_usd"]:
+        costs = [s.cost_usd for s in result.scored if s.cost_usd is not None]
+        each = f", ${sum(costs) / len(costs):.4f} per episode" if costs else ""
+        text += f", ${usage['cost_usd']:.4f}{each} (${usage['spent_usd']:.4f} spent now)"
+    return text
 
 
 def _report_unscored(result: RescoreResult) -> None:

@@ -32,7 +32,10 @@ class EvaluatorError(MminaError):
 
 
 class StepView(NamedTuple):
-    """The stored facts of one step that evaluators may use (no screenshots, no tree).
+    """The stored facts of one step that evaluators may use. The page's title, its screenshot
+    (a blob hash) and its accessibility tree are read only for an evaluator that lists them in
+    ``step_fields`` (a judge that looks at the page); the others are read unless it says
+    otherwise (see :func:`step_fields`).
 
     A named tuple: rescoring with an evaluator that takes views builds a million of them
     from column arrays.
@@ -45,6 +48,13 @@ class StepView(NamedTuple):
     model_output: str | None = None
     action_error: str | None = None
     hop_index: int | None = None
+    title: str | None = None
+    screenshot: str | None = None
+    tree_text: str | None = None
+
+
+DEFAULT_STEP_FIELDS = StepView._fields[:7]
+"""What an evaluator that does not say (``step_fields``) is given of each step: not the page itself."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class EpisodeView:
     episode: Mapping[str, Any]
     steps: tuple[StepView, ...]
     judgments: Mapping[str, str] = field(default_factory=dict)
+    judge_usage: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """The tokens (prompt, completion) each judge reply cost when it was asked (cached or not)."""
 
     @property
     def final_answer(self) -> str | None:
@@ -174,7 +186,11 @@ class Evaluator(Protocol):
     ``args`` must be JSON-serializable: it is stored (as sorted JSON) with every row, so a
     rescoring can rebuild the evaluator. An evaluator that needs an LLM judge also defines
     ``judge_prompts(episode) -> list[str]``; the runner fetches those replies (from the
-    cache or the endpoint) into ``episode.judgments`` before calling ``score``. One that
+    cache or the endpoint) into ``episode.judgments`` before calling ``score``. A judge that
+    asks in stages (a question that depends on an earlier reply) defines
+    ``judge_requests(episode) -> list[JudgeRequest]`` instead: the requests it still needs given
+    the replies so far in ``episode.judgments`` (keyed by ``JudgeRequest.prompt``); the runner
+    asks again after each round of replies until it needs none. One that
     never reads ``episode.steps`` may say ``needs_steps = False``: rescoring then skips
     reading the steps table (see :func:`needs_steps`); one that reads only some step fields
     may list them in ``step_fields`` (see :func:`step_fields`), and only some columns of the
@@ -251,9 +267,10 @@ def needs_steps(evaluator: object) -> bool:
 
 
 def step_fields(evaluator: object) -> tuple[str, ...]:
-    """The :class:`StepView` fields ``evaluator`` reads (``step_fields``; default all); the
-    others are None in the views it gets, and their columns are not read."""
-    fields = tuple(getattr(evaluator, "step_fields", StepView._fields))
+    """The :class:`StepView` fields ``evaluator`` reads (``step_fields``; default
+    :data:`DEFAULT_STEP_FIELDS`); the others are None in the views it gets, and their columns
+    are not read."""
+    fields = tuple(getattr(evaluator, "step_fields", DEFAULT_STEP_FIELDS))
     return fields if {"step_index", "url"} <= set(fields) else tuple(dict.fromkeys(("step_index", "url", *fields)))
 
 

@@ -64,8 +64,15 @@ class ScoreBatch:
 
 def score_rows(view: EpisodeView, scores: Sequence[Score], batch: ScoreBatch) -> list[dict[str, Any]]:
     """The ``scores`` rows of one episode's verdicts in ``batch``."""
-    extra = batch.extra(view.episode_id)
-    return [{"episode_id": view.episode_id, "task_id": view.task.task_id, "evaluator": batch.evaluator,
+    return episode_score_rows(view.episode_id, view.task.task_id, scores, batch)
+
+
+def episode_score_rows(episode_id: str, task_id: str, scores: Sequence[Score], batch: ScoreBatch
+                       ) -> list[dict[str, Any]]:
+    """:func:`score_rows` by the episode's and task's ids (for verdicts given without a view,
+    such as a person's labels)."""
+    extra = batch.extra(episode_id)
+    return [{"episode_id": episode_id, "task_id": task_id, "evaluator": batch.evaluator,
              "evaluator_version": batch.version, "args_json": batch.args_json, "level": s.level,
              "hop_index": s.hop_index, "step_index": s.step_index, "verdict": s.verdict, "value": float(s.value),
              "detail_json": stored_detail(s.detail, extra), "batch_id": batch.batch_id, "scored_at": batch.scored_at}
@@ -73,12 +80,15 @@ def score_rows(view: EpisodeView, scores: Sequence[Score], batch: ScoreBatch) ->
 
 
 class Outcome(NamedTuple):
-    """One scored episode in short: its task-level verdict and value, hop rows passed and in all."""
+    """One scored episode in short: its task-level verdict and value, hop rows passed and in
+    all, and what its verdicts cost (the task row's ``detail.cost_usd``, for an evaluator that
+    pays a judge; None otherwise)."""
 
     verdict: str
     value: float
     hops_passed: int
     hops_total: int
+    cost_usd: float | None = None
 
 
 class ScoreColumns:
@@ -107,7 +117,9 @@ class ScoreColumns:
             self.fail(position, "the evaluator returned no task-level score")
             return
         self._next(position)
-        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops)
+        cost = task.detail.get("cost_usd") if isinstance(task.detail, Mapping) else None
+        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops,
+                                          float(cost) if isinstance(cost, (int, float)) else None)
         self.rows[position] = (len(self.scores), len(self.scores) + len(rows))
         self.scores += rows
         self.position += [position] * len(rows)

@@ -25,7 +25,7 @@ from typing import Any
 
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure, needs_steps
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
-from mmina.evaluators.judge import JudgeOutcome, JudgeSettings, resolve
+from mmina.evaluators.judge import JudgeOutcome, JudgeRequest, JudgeSettings, resolve
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
 from mmina.pool import Layout, spread
@@ -58,6 +58,7 @@ class ScoredEpisode:
     hops_passed: int
     hops_total: int
     written: bool
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,36 @@ class Bucket:
 
 
 @dataclass
+class JudgeSpend:
+    """Tokens of the judge replies a rescoring's verdicts rest on (each distinct request once),
+    and of those it sent for now (the rest came from the cache), priced at the evaluator's
+    ``price_in`` / ``price_out`` (USD per million tokens; 0 when it has none)."""
+
+    prices: tuple[float, float] = (0.0, 0.0)
+    tokens: list[int] = field(default_factory=lambda: [0, 0])
+    new_tokens: list[int] = field(default_factory=lambda: [0, 0])
+
+    def add(self, outcome: JudgeOutcome) -> None:
+        asked = {row["prompt"] for row in outcome.new_rows}
+        for prompt, (given, taken) in outcome.usage.items():
+            self.tokens[0], self.tokens[1] = self.tokens[0] + given, self.tokens[1] + taken
+            if prompt in asked:
+                self.new_tokens[0], self.new_tokens[1] = self.new_tokens[0] + given, self.new_tokens[1] + taken
+
+    def merge(self, other: "JudgeSpend") -> None:
+        self.tokens = [a + b for a, b in zip(self.tokens, other.tokens)]
+        self.new_tokens = [a + b for a, b in zip(self.new_tokens, other.new_tokens)]
+
+    def cost(self, tokens: Sequence[int]) -> float:
+        return round((tokens[0] * self.prices[0] + tokens[1] * self.prices[1]) / 1e6, 8)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.tokens[0], "completion_tokens": self.tokens[1], "cost_usd": self.cost(self.tokens),
+                "new_prompt_tokens": self.new_tokens[0], "new_completion_tokens": self.new_tokens[1],
+                "spent_usd": self.cost(self.new_tokens)}
+
+
+@dataclass
 class RescoreResult:
     batch_id: str
     evaluator: str
@@ -113,6 +144,7 @@ class RescoreResult:
     judge_cached: int = 0
     judge_requested: int = 0
     judge_failed: int = 0
+    judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
 
     @property
     def ok(self) -> bool:
@@ -125,7 +157,8 @@ class RescoreResult:
                 "action": self.action, "ok": self.ok, "buckets": buckets, "flips": [asdict(f) for f in self.flips],
                 "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
                 "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
-                                                "failed": self.judge_failed}}
+                                                "failed": self.judge_failed},
+                "judge_usage": self.judge_spend.as_json()}
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -139,14 +172,27 @@ class RescoreResult:
 
 def build_evaluator(config: RescoreConfig) -> Evaluator:
     """The evaluator with its arguments; a judge model given on the command line is
-    recorded in the arguments of evaluators that use a judge."""
+    recorded in the arguments of evaluators that use a judge, and the judge's prices in those
+    of evaluators that record what their verdicts cost (``price_in`` / ``price_out``)."""
     make = factory(config.evaluator)
     args = dict(config.args)
     if getattr(make, "uses_judge", False) and config.judge.model and "judge_model" not in args:
         args["judge_model"] = config.judge.model
+    for name, price in (("price_in", config.judge.price_in), ("price_out", config.judge.price_out)):
+        if price is not None and name not in args:
+            if name not in getattr(make, "ARGS", {}):
+                raise EvaluatorError(f"evaluator {config.evaluator} records no cost: --judge-price-in and "
+                                     "--judge-price-out are for evaluators that do (keypoints)")
+            args[name] = price
     if getattr(make, "requires_judge", False) and not args.get("judge_model"):
         raise EvaluatorError(f"evaluator {config.evaluator} asks an LLM judge: pass --judge-model NAME")
     return get(config.evaluator, **args)
+
+
+def prices_of(scorer: Evaluator | ScoreBatch) -> tuple[float, float]:
+    """The judge's prices in the evaluator's (or batch's) arguments, USD per million tokens."""
+    args = scorer.args
+    return float(args.get("price_in") or 0.0), float(args.get("price_out") or 0.0)
 
 
 def rescore(store: Store, config: RescoreConfig, progress: Progress | None = None,
@@ -201,7 +247,8 @@ def score_runs(store: Store, config: RescoreConfig, evaluator: Evaluator, share:
     previous = previous_batches(store, share.runs, config.evaluator, share.every)
     batch = share.batch if config.action != "overwrite" else \
         replace(share.batch, supersedes={e: [b for b, _ in earlier] for e, earlier in previous.items()})
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
+    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
+                           judge_spend=JudgeSpend(prices_of(evaluator)))
     with ThreadPoolExecutor(1) as writer:  # a file is compressed and flushed while the next run is scored
         saved: list[Future[PurePath]] = []
         for part, columns in _scored(store, evaluator, episodes, config.judge, share, result, progress):
@@ -248,7 +295,8 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
         if progress:
             progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))
     batch = whole.batch
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
+    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
+                           judge_spend=JudgeSpend(prices_of(batch)))
     for index in sorted(done):
         _merge(result, done[index])
     return result
@@ -262,6 +310,7 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_cached += part.judge_cached
     result.judge_requested += part.judge_requested
     result.judge_failed += part.judge_failed
+    result.judge_spend.merge(part.judge_spend)
 
 
 def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> list[str]:
@@ -284,7 +333,7 @@ def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings
     """The episodes with their rows (or the reasons they cannot be scored): run by run
     through the evaluator's ``score_batch`` when it has one and asks no judge, else all at
     once, view by view (the judge is asked for every episode's prompts together)."""
-    batched = None if hasattr(evaluator, "judge_prompts") else getattr(evaluator, "score_batch", None)
+    batched = None if judge_asker(evaluator) is not None else getattr(evaluator, "score_batch", None)
     if batched is None:
         episodes = with_steps(store, episodes, evaluator, share.every) if needs_steps(evaluator) else episodes
         columns = ScoreColumns()
@@ -315,33 +364,77 @@ def _score_views(evaluator: Evaluator, judged: list[tuple[EpisodeView, str | Non
             progress("score", done, len(judged))
 
 
+MAX_ROUNDS = 8
+"""Rounds of judge requests an evaluator may ask in stages (each round's requests depend on
+the replies before): more means it keeps asking, and its episodes go unscored."""
+
+Asker = Callable[[EpisodeView], list[JudgeRequest]]
+
+
+def judge_asker(evaluator: object) -> Asker | None:
+    """What the evaluator asks the judge of an episode (given the replies so far), or None
+    when it asks nothing: its ``judge_requests``, or its ``judge_prompts`` as plain questions."""
+    requests = getattr(evaluator, "judge_requests", None)
+    if requests is not None:
+        return requests
+    prompts = getattr(evaluator, "judge_prompts", None)
+    return None if prompts is None else (lambda view: [JudgeRequest.plain(p) for p in prompts(view)])
+
+
 def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView], settings: JudgeSettings,
                     stem: str, result: RescoreResult, progress: Progress | None
                     ) -> list[tuple[EpisodeView, str | None]]:
-    """Each episode with its judge replies, or with the reason it cannot be scored (new
-    replies are cached in a ``judge_cache`` file named ``stem``)."""
-    asks = getattr(evaluator, "judge_prompts", None)
-    if asks is None:
-        return [(v, None) for v in views]
-    prompts = {v.episode_id: list(asks(v)) for v in views}
-    wanted = [p for ps in prompts.values() for p in ps]
-    if not wanted:
-        return [(v, None) for v in views]
+    """Each episode with its judge replies, or with the reason it cannot be scored. Requests
+    are asked in rounds, all episodes' at once, until no episode needs another (new replies
+    are cached in a ``judge_cache`` file per round, the first named ``stem``)."""
+    asker = judge_asker(evaluator)
+    judged = {v.episode_id: v for v in views}
+    problems: dict[str, str] = {}
     model = getattr(evaluator, "args", {}).get("judge_model") or settings.model
-    outcome = resolve(store, wanted, replace(settings, model=model),
-                      (lambda done, total: progress("judge", done, total)) if progress else None)
-    if outcome.new_rows:
-        store.append("judge_cache", outcome.new_rows, stem=stem)
-    result.judge_cached, result.judge_requested, result.judge_failed = \
-        outcome.cached, outcome.requested, len(outcome.failures)
-    return [_judged(v, prompts[v.episode_id], outcome) for v in views]
+    for round_number in range(MAX_ROUNDS + 1):
+        wanted = _still_wanted(asker, judged, problems)
+        if not wanted:
+            break
+        if round_number == MAX_ROUNDS:
+            problems |= {e: f"the evaluator still asked the judge after {MAX_ROUNDS} rounds" for e in wanted}
+            break
+        outcome = resolve(store, [r for rs in wanted.values() for r in rs], replace(settings, model=model),
+                          (lambda done, total: progress("judge", done, total)) if progress else None)
+        if outcome.new_rows:
+            store.append("judge_cache", outcome.new_rows, stem=stem if round_number == 0 else f"{stem}-{round_number + 1}")
+        result.judge_cached += outcome.cached
+        result.judge_requested += outcome.requested
+        result.judge_failed += len(outcome.failures)
+        result.judge_spend.add(outcome)
+        for episode_id, requests in wanted.items():
+            judged[episode_id], problem = _judged(judged[episode_id], requests, outcome)
+            if problem:
+                problems[episode_id] = problem
+    return [(judged[v.episode_id], problems.get(v.episode_id)) for v in views]
 
 
-def _judged(view: EpisodeView, prompts: list[str], outcome: JudgeOutcome) -> tuple[EpisodeView, str | None]:
-    failed = [outcome.failures[p] for p in prompts if p in outcome.failures]
+def _still_wanted(asker: Asker | None, judged: Mapping[str, EpisodeView], problems: Mapping[str, str]
+                  ) -> dict[str, list[JudgeRequest]]:
+    """The requests each episode (not given up on) needs that it has no reply to yet."""
+    if asker is None:
+        return {}
+    wanted = {}
+    for episode_id, view in judged.items():
+        if episode_id not in problems:
+            new = [r for r in asker(view) if r.prompt not in view.judgments]
+            if new:
+                wanted[episode_id] = new
+    return wanted
+
+
+def _judged(view: EpisodeView, requests: list[JudgeRequest], outcome: JudgeOutcome
+            ) -> tuple[EpisodeView, str | None]:
+    failed = [outcome.failures[r.prompt] for r in requests if r.prompt in outcome.failures]
     if failed:
         return view, failed[0]
-    return replace(view, judgments={p: outcome.replies[p] for p in prompts}), None
+    prompts = [r.prompt for r in requests]
+    return replace(view, judgments={**view.judgments, **{p: outcome.replies[p] for p in prompts}},
+                   judge_usage={**view.judge_usage, **{p: outcome.usage[p] for p in prompts}}), None
 
 
 def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | None, str | None]:
@@ -390,6 +483,6 @@ def _record(result: RescoreResult, episodes: EpisodeBatch, position: int, outcom
             previous: list[Earlier], written: bool) -> None:
     run_id, episode_id, task = episodes.run_ids[position], episodes.episode_ids[position], episodes.tasks[position]
     result.scored.append(ScoredEpisode(run_id, episode_id, task.task_id, task.n_hops, outcome.verdict, outcome.value,
-                                       outcome.hops_passed, outcome.hops_total, written))
+                                       outcome.hops_passed, outcome.hops_total, written, outcome.cost_usd))
     if written and previous and previous[-1][1] != outcome.verdict:
         result.flips.append(Flip(run_id, episode_id, task.task_id, previous[-1][1], outcome.verdict, previous[-1][0]))
