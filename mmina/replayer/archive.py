@@ -44,7 +44,6 @@ recorded, e.g. because routing turns off the HTTP cache).
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections import Counter
@@ -91,6 +90,8 @@ class Exchange:
     redirect_url: str = ""
     mime_type: str = ""
     episode_id: str = ""
+    started_ms: float | None = None
+    """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
 
     @property
     def chunks(self) -> str:
@@ -372,56 +373,9 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         redirect_url=row.get("redirect_url") or "",
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
+        started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
     ) for offset, row in enumerate(rows)]
 
 
 def header_value(headers: Iterable[dict], name: str) -> str:
     return next((h["value"] for h in headers if h["name"].lower() == name), "")
-
-
-@dataclass
-class SocketScript:
-    """A recorded WebSocket conversation, played back to the page that opens the socket again.
-
-    Playwright's HAR keeps a socket's messages as JSON lines (``{"type": "send"|"receive",
-    "opcode": 1|2, "data": ...}``, binary data in base64). The server's greeting (what it sent
-    before the page's first message) is sent on open; then each message of the page is answered
-    with what the server sent after the corresponding recorded message, up to the next one.
-    """
-
-    messages: list[tuple[str, str | bytes]]
-    position: int = 0
-
-    @classmethod
-    def parse(cls, body: bytes) -> SocketScript:
-        messages: list[tuple[str, str | bytes]] = []
-        for line in body.decode("utf-8", "replace").splitlines():
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict) or message.get("type") not in ("send", "receive"):
-                continue
-            data = str(message.get("data", ""))
-            messages.append((message["type"], base64.b64decode(data) if message.get("opcode") == 2 else data))
-        return cls(messages)
-
-    def opening(self) -> list[str | bytes]:
-        """What the server sent before the page said anything."""
-        return self._received_until_send()
-
-    def answer(self) -> list[str | bytes]:
-        """What the server sent after the page's next recorded message (none past the recording)."""
-        while self.position < len(self.messages) and self.messages[self.position][0] != "send":
-            self.position += 1
-        if self.position == len(self.messages):
-            return []
-        self.position += 1
-        return self._received_until_send()
-
-    def _received_until_send(self) -> list[str | bytes]:
-        received: list[str | bytes] = []
-        while self.position < len(self.messages) and self.messages[self.position][0] == "receive":
-            received.append(self.messages[self.position][1])
-            self.position += 1
-        return received

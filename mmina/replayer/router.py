@@ -30,8 +30,8 @@ from playwright.async_api import BrowserContext, Error as PlaywrightError, Reque
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, SocketScript, redirect_target, redirected_method, reply_for,
-                                    unmatched_reply)
+                                    Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
+from mmina.replayer.socket_route import SocketPlayer
 
 STREAMED_FETCH = """(() => {
   const native = window.fetch;
@@ -100,6 +100,8 @@ class ArchiveRouter:
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
         self._last_match: Exchange | None = None
+        self.sockets: list[SocketPlayer] = []
+        """The sockets played to the page, with what was said on them (``socket_entries``)."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -110,14 +112,20 @@ class ArchiveRouter:
         await context.route_web_socket("**/*", self._socket)
 
     async def _socket(self, socket: WebSocketRoute) -> None:
-        """A WebSocket the page opens talks to its recorded conversation, never to the server."""
+        """A WebSocket the page opens talks to its recorded conversation, played in time
+        (``mmina.replayer.sockets``), never to the server."""
         exchange = self._match("GET", socket.url, None, "")
         if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
-        script = SocketScript.parse(exchange.body)
-        socket.on_message(lambda _message: _send_all(socket, script.answer()))
-        _send_all(socket, script.opening())
+        self.sockets.append(SocketPlayer.start(socket, exchange))
+
+    def socket_entries(self) -> list[dict[str, object]]:
+        """The sockets played, as HAR entries (a routed socket has none in the context's HAR),
+        so the replay run's ``requests`` keep what was said on them; their players stop."""
+        for player in self.sockets:
+            player.stop()
+        return [player.har_entry() for player in self.sockets]
 
     async def _handle(self, route: Route) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
@@ -225,14 +233,6 @@ class ArchiveRouter:
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing))
         self._last_match = exchange
         return exchange
-
-
-def _send_all(socket: WebSocketRoute, messages: list[str | bytes]) -> None:
-    try:
-        for message in messages:
-            socket.send(message)
-    except PlaywrightError:
-        pass  # the page closed the socket meanwhile
 
 
 REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'

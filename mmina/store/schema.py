@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -23,7 +23,8 @@ shown the image; 5 — the episode's terminal observation (``episodes.final_url`
 renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-conditioned episodes
 (``episodes.prefix_run``, ``prefix_episode``, ``prefix_steps``, ``start_hop``,
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
-older files and in every episode that started from its task's start page).
+older files and in every episode that started from its task's start page); 7 — the recorded
+pace: ``steps.acted_at`` (NULL in older files, whose replays keep no pace).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -240,6 +241,10 @@ STEPS = Table(
         ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
+        ("acted_at", TIMESTAMP, "When the action was sent to the page (UTC), after the agent chose it: with "
+                                "`started_at` and the episode's `started_at` it is the page's timeline, which a "
+                                "replay keeps (see docs/replay.md); null for a step whose action did not parse, "
+                                "and in stores before schema version 7."),
     ),
 )
 

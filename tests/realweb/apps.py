@@ -263,7 +263,64 @@ STREAMLIT = App(
 )
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT)
+# ---------------------------------------------------------------- NiceGUI: Vue/Quasar over socket.io
+
+NICEGUI_APP = """
+import asyncio, os, random
+from nicegui import app, ui
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+app.config.socket_io_js_transports = os.environ.get("NICEGUI_TRANSPORTS", "websocket,polling").split(",")
+
+
+@ui.page("/")
+def harbour():
+    ui.label("Harbour control").classes("text-h5")
+    gauge = ui.label("Tide gauge: connecting")
+    ui.timer(1.0, lambda: gauge.set_text(f"Tide gauge online ({SALT})"), once=True)
+    readings = {"count": 0}
+    line = ui.label("Reading 0")
+
+    def tick():
+        readings["count"] += 1
+        line.set_text(f"Reading {readings['count']}: {draw.randint(100, 999)} cm")
+
+    ui.timer(3.0, tick, immediate=False)
+    vessel = ui.input("Vessel")
+    answer = ui.label("No berth booked")
+
+    async def book():
+        answer.set_text("Checking the berths ...")
+        await asyncio.sleep(1.0)
+        answer.set_text(f"Berth {draw.choice('ABCD')}{draw.randint(1, 60)} for {vessel.value}")
+
+    ui.button("Book berth", on_click=book)
+    table = ui.table(columns=[{"name": "boat", "label": "Boat", "field": "boat"},
+                              {"name": "berth", "label": "Berth", "field": "berth"}], rows=[], row_key="boat")
+    ui.button("Add arrival", on_click=lambda: table.add_row({"boat": f"{vessel.value} {draw.randint(1, 99)}",
+                                                            "berth": draw.randint(1, 60)}))
+
+
+ui.run(host="127.0.0.1", port=int(os.environ["PORT"]), reload=False, show=False, title="Harbour control")
+"""
+
+
+def _nicegui_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(NICEGUI_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+
+NICEGUI = App(
+    "nicegui", "Vue/Quasar app over socket.io: server pushes, a one-shot and a repeating timer, results 1 s later",
+    ("nicegui==3.18.0",), _nicegui_state,
+    lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    (type_into("Vessel", "Kittiwake"), click("Book berth", role="button"), click("Add arrival", role="button"),
+     type_into("Vessel", "Morning Star"), click("Book berth", role="button"), click("Add arrival", role="button")),
+)
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI)
 SAMPLE = ("datasette", "trac")
 """What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
 

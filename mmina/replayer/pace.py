@@ -1,0 +1,128 @@
+"""The recorded pace: a replay gives the page the time it had in the recording.
+
+A recording's page lives through the agent's thinking: between an observation and the action
+the agent then chose, the page goes on (a loading bar ends, a toast goes, a timer updates a
+line, a socket pushes a result). A replay whose stored actions come at once would act and
+observe on a page that had no time, and see transient states the recording never saw — or
+miss those it saw. So a replay of stored actions (:class:`PacedSteps`) keeps the recorded
+timeline of each episode, measured from the episode's start (before its context opens, in
+the recording and the replay alike):
+
+* **an action** is sent no earlier than it was sent in the recording (``steps.acted_at``):
+  the page gets the agent's thinking time, with its clock running;
+* **an observation** is taken as soon as the page shows what the recording observed (URL and
+  accessibility tree as fidelity compares them), and never later than the recorded moment
+  plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
+  as it is). A page that is not there yet is read again every ``POLL_S``.
+
+A replay that runs late (a loaded machine) never waits to catch up the recording: the waits
+only ever shorten what is left of the recorded interval, so a replay takes about as long as its
+recording and no longer (``python -m bench --only realweb`` prints the ratio). Stores recorded
+before schema version 7 have no ``acted_at``: their replays keep no pace (as before).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from mmina.errors import MminaError
+from mmina.replayer.archive import same_page
+from mmina.replayer.fidelity import tree_change
+
+MARGIN_S = 0.5
+"""How much later than recorded an observation may wait for the recorded state to show."""
+POLL_S = 0.1
+"""How often a page not yet in its recorded state is read again."""
+
+
+class Page(Protocol):
+    """What pacing reads of the page (``EpisodeBrowser`` has it)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def tree(self) -> tuple[str, list[Any]]: ...
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """One recorded step's moments (seconds after the episode's start) and what it observed."""
+
+    observed: float
+    acted: float | None
+    url: str
+    tree_text: str
+
+
+@dataclass(frozen=True)
+class RecordedPace:
+    """The timeline of one recorded episode (see the module)."""
+
+    steps: tuple[RecordedStep, ...]
+
+    @classmethod
+    def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]]) -> RecordedPace | None:
+        """The pace of an episode's step rows; None for a store that kept none (before schema 7)."""
+        if not rows or all(r.get("acted_at") is None for r in rows):
+            return None
+        return cls(tuple(RecordedStep(_seconds(episode_started, r["started_at"]),
+                                      _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
+                                      r.get("url") or "", r.get("tree_text") or "") for r in rows))
+
+
+def _seconds(start: datetime, moment: datetime) -> float:
+    return (moment - start).total_seconds()
+
+
+class PacedSteps:
+    """Holds a replayed episode to its recording's pace (the ``pacer`` of ``EpisodeRecorder``)."""
+
+    def __init__(self, recorded: RecordedPace, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
+        self.recorded, self._clock, self._sleep = recorded, clock, sleep
+        self._start = clock()
+        self.waited = 0.0
+        """Seconds spent waiting for the recorded pace (for reports)."""
+
+    def begin(self) -> None:
+        """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
+        self._start = self._clock()
+
+    def before_action(self, step_index: int) -> None:
+        """Wait until the recorded action's moment (none for steps past the recording)."""
+        step = self._step(step_index)
+        if step is not None and step.acted is not None:
+            self._wait(self._start + step.acted - self._clock())
+
+    def before_observe(self, page: Page, step_index: int) -> None:
+        """Wait until the page shows the recorded observation, or its moment plus ``MARGIN_S``."""
+        step = self._step(step_index)
+        if step is None:
+            return
+        until = self._start + step.observed + MARGIN_S
+        while not self._shows(page, step) and self._clock() < until:
+            self._wait(min(POLL_S, until - self._clock()))
+
+    def _step(self, step_index: int) -> RecordedStep | None:
+        return self.recorded.steps[step_index] if step_index < len(self.recorded.steps) else None
+
+    @staticmethod
+    def _shows(page: Page, step: RecordedStep) -> bool:
+        """Whether the page is in the recorded state (as fidelity compares it; a page that cannot
+        be read now is not)."""
+        if not same_page(step.url, page.url):
+            return False
+        try:
+            text, _elements = page.tree()
+        except MminaError:
+            raise  # past a deadline, or the browser gone: the episode's own error
+        except Exception:  # noqa: BLE001 - a page mid-navigation: not there yet, read again
+            return False
+        return not tree_change(step.tree_text, text)
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self._sleep(seconds)
+            self.waited += seconds
