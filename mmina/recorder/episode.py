@@ -93,7 +93,7 @@ class Pacer(Protocol):
 
     def before_observe(self, page: EpisodeBrowser, step_index: int) -> None: ...
 
-    def before_action(self, step_index: int) -> None: ...
+    def before_action(self, step_index: int, action: Action) -> None: ...
 
 
 MoreTraffic = Callable[[], list[dict[str, Any]]]
@@ -267,7 +267,7 @@ class EpisodeRecorder:
         try:
             action = parse_agent_output(reply.output)
             if self.pacer is not None:
-                self.pacer.before_action(self.budget.steps)
+                self.pacer.before_action(self.budget.steps, action)
                 started = time.perf_counter()
             acted_at = _now()
             browser.execute(action)

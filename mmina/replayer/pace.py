@@ -9,7 +9,8 @@ timeline of each episode, measured from the episode's start (before its context 
 the recording and the replay alike):
 
 * **an action** is sent no earlier than it was sent in the recording (``steps.acted_at``):
-  the page gets the agent's thinking time, with its clock running;
+  the page gets the agent's thinking time, with its clock running; ``stop`` does nothing to
+  the page and is given at once (so the replay ends a thinking time before its recording);
 * **an observation** is taken as soon as the page shows what the recording observed (URL and
   accessibility tree as fidelity compares them), and never later than the recorded moment
   plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
 from mmina.replayer.archive import same_page
 from mmina.replayer.fidelity import tree_change
@@ -90,10 +92,11 @@ class PacedSteps:
         """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
         self._start = self._clock()
 
-    def before_action(self, step_index: int) -> None:
-        """Wait until the recorded action's moment (none for steps past the recording)."""
+    def before_action(self, step_index: int, action: Action) -> None:
+        """Wait until the recorded action's moment (none for steps past the recording, nor for
+        ``stop``, which does nothing to the page: the answer is given at once)."""
         step = self._step(step_index)
-        if step is not None and step.acted is not None:
+        if step is not None and step.acted is not None and action.kind is not ActionKind.STOP:
             self._wait(self._start + step.acted - self._clock())
 
     def before_observe(self, page: Page, step_index: int) -> None:

@@ -29,11 +29,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.realweb.installs import app_venv
+from tests.realweb.installs import app_venv, npm_packages
 
 DOMAIN = "realweb.test"
 START_TIMEOUT_S = 180.0
 """Until an application answers its first request (Gradio and Streamlit import a lot)."""
+THINK_S = (0.8, 2.0)
+"""The scripted agent thinks this long before each action (``agents.ThinkingOracle``)."""
 WORDS = ("harbour", "kittiwake", "lantern", "mooring", "tide", "gull", "anchor", "ferry", "pier", "beacon",
          "buoy", "quay", "saltmarsh", "trawler", "skiff", "dune", "estuary", "jetty")
 
@@ -67,10 +69,18 @@ class App:
     script: tuple[dict[str, Any], ...]
     path: str = "/"
     ready_path: str = "/"
+    venv: str = ""
+    """The virtualenv it runs in (default: its name; two apps of one framework share one)."""
 
     @property
     def host(self) -> str:
         return f"{self.name}.{DOMAIN}"
+
+    def thinking(self) -> tuple[dict[str, Any], ...]:
+        """The script with the agent's thinking before each step (``think`` seconds, drawn
+        per application between ``THINK_S``): the held-out runs' agent took seconds per step."""
+        draw = random.Random(self.name)
+        return tuple({**step, "think": round(draw.uniform(*THINK_S), 2)} for step in [*self.script, stop("done")])
 
     def task(self, task_id: int) -> dict[str, Any]:
         return {
@@ -81,7 +91,7 @@ class App:
                      "reference_url": "", "program_html": [], "string_note": "",
                      "reference_answer_raw_annotation": "done"},
             "procedure": ["realweb", "end"],
-            "reference_script": [*self.script, stop("done")],
+            "reference_script": list(self.thinking()),
         }
 
 
@@ -271,7 +281,7 @@ from nicegui import app, ui
 
 SALT = os.environ["HARBOUR_SALT"]
 draw = random.Random(SALT)
-app.config.socket_io_js_transports = os.environ.get("NICEGUI_TRANSPORTS", "websocket,polling").split(",")
+app.config.socket_io_js_transports = ["polling", "websocket"]  # socket.io's default: long-polling, then the upgrade
 
 
 @ui.page("/")
@@ -312,7 +322,8 @@ def _nicegui_state(folder: Path, draw: random.Random) -> None:
 
 
 NICEGUI = App(
-    "nicegui", "Vue/Quasar app over socket.io: server pushes, a one-shot and a repeating timer, results 1 s later",
+    "nicegui", "Vue/Quasar app over socket.io (long-polling, then the WebSocket upgrade): server pushes, a one-shot and a "
+    "repeating timer, results 1 s later",
     ("nicegui==3.18.0",), _nicegui_state,
     lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
     (type_into("Vessel", "Kittiwake"), click("Book berth", role="button"), click("Add arrival", role="button"),
@@ -320,7 +331,152 @@ NICEGUI = App(
 )
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI)
+# ---------------------------------------------------------------- Shiny: a dashboard over a plain WebSocket
+
+SHINY_APP = """
+import asyncio, os, random
+from shiny import App, reactive, render, ui
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+
+app_ui = ui.page_fluid(
+    ui.h2("Harbour dashboard"),
+    ui.output_text("gauge"),
+    ui.input_text("skipper", "Skipper"),
+    ui.input_action_button("book", "Book mooring"),
+    ui.output_text("booking"),
+)
+
+
+def server(input, output, session):
+    count = reactive.value(0)
+
+    @reactive.effect
+    def _tick():
+        reactive.invalidate_later(3)
+        with reactive.isolate():
+            count.set(count.get() + 1)
+
+    @render.text
+    def gauge():
+        return f"Gauge reading {count()}: {draw.randint(100, 999)} cm ({SALT})"
+
+    @render.text
+    @reactive.event(input.book)
+    async def booking():
+        await asyncio.sleep(1.0)
+        return f"Mooring {draw.randint(1, 60)} for {input.skipper()}"
+
+
+app = App(app_ui, server)
+"""
+
+
+def _shiny_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(SHINY_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+
+SHINY = App(
+    "shiny", "dashboard framework over a plain WebSocket: a server timer every 3 s, a result 1 s after a click",
+    ("shiny==1.8.0",), _shiny_state,
+    lambda bin_, state, port: [str(bin_ / "shiny"), "run", str(state / "app.py"), "--host", "127.0.0.1",
+                               "--port", str(port)],
+    (type_into("Skipper", "Mira"), click("Book mooring", role="button"), type_into("Skipper", "Ola"),
+     click("Book mooring", role="button"), type_into("Skipper", "Ines"), click("Book mooring", role="button")),
+)
+
+
+# ---------------------------------------------------------------- Gradio: loading status and toasts
+
+GRADIO_STATUS_APP = """
+import os, random, time
+import gradio as gr
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+
+def forecast(port):
+    time.sleep(1.2)
+    gr.Info(f"Forecast ready for {port}")
+    return f"{port}: wind {draw.randint(2, 30)} knots, swell {draw.randint(1, 9)} ft ({SALT})"
+
+with gr.Blocks(title="Harbour forecast", analytics_enabled=False) as demo:
+    port = gr.Textbox(label="Port")
+    result = gr.Textbox(label="Forecast")
+    gr.Button("Get forecast").click(forecast, port, result)
+
+demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"]))
+"""
+
+
+def _gradio_status_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(GRADIO_STATUS_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+
+GRADIO_STATUS = App(
+    "gradiostatus", "Gradio Blocks app with a loading status region and toasts (aria-live)", GRADIO.requirements,
+    _gradio_status_state, lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    (type_into("Port", "Whitby"), click("Get forecast", role="button"), type_into("Port", "Oban"),
+     click("Get forecast", role="button"), type_into("Port", "Cobh"), click("Get forecast", role="button")),
+    venv="gradio",
+)
+
+
+# ---------------------------------------------------------------- Swagger UI: an SPA from a 1.5 MB bundle
+
+SWAGGER_APP = """
+import os, random
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+app = FastAPI(title=f"Harbour API {SALT}", docs_url=None, redoc_url=None)
+app.mount("/static", StaticFiles(directory=os.environ["SWAGGER_DIST"]), name="static")
+
+
+@app.get("/", include_in_schema=False)
+def docs():
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="Harbour API",
+                               swagger_js_url="/static/swagger-ui-bundle.js",
+                               swagger_css_url="/static/swagger-ui.css",
+                               swagger_favicon_url="/static/favicon-32x32.png")
+
+
+@app.get("/berths", tags=["berths"], summary="List the free berths")
+def berths(limit: int = 3):
+    return [{"berth": f"{draw.choice('ABCD')}{draw.randint(1, 60)}", "length_m": draw.randint(6, 40)}
+            for _ in range(limit)]
+
+
+@app.get("/tides", tags=["tides"], summary="Read the tide table")
+def tides():
+    return {"high": f"{draw.randint(0, 23):02d}:{draw.randint(0, 59):02d}", "salt": SALT}
+"""
+SWAGGER_UI = ("swagger-ui-dist@5.35.0",)
+
+
+def _swagger_state(folder: Path, draw: random.Random) -> None:
+    (folder / "app.py").write_text(SWAGGER_APP)
+    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+    (folder / "dist").symlink_to(npm_packages(SWAGGER_UI, "npm-swagger") / "swagger-ui-dist")
+
+
+SWAGGER = App(
+    "swagger", "API explorer SPA (Swagger UI's 1.5 MB minified bundle) over a FastAPI server",
+    ("fastapi==0.163.2", "uvicorn==0.54.0"), _swagger_state,
+    lambda bin_, state, port: [str(bin_ / "uvicorn"), "app:app", "--host", "127.0.0.1", "--port", str(port)],
+    (click("GET /berths List the free berths", role="button"), click("Try it out", role="button"),
+     click("Execute", role="button"), click("GET /tides Read the tide table", role="button"),
+     click("Try it out", role="button"), click("Execute", role="button")),
+)
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER)
 SAMPLE = ("datasette", "trac")
 """What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
 
@@ -392,7 +548,7 @@ class RunningApp:
 
     def __init__(self, app: App, folder: Path) -> None:
         self.app, self.folder = app, folder
-        self.bin = app_venv(app.name, app.requirements)
+        self.bin = app_venv(app.venv or app.name, app.requirements)
         self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._relay: Relay | None = None
@@ -422,7 +578,8 @@ class RunningApp:
         port = free_port()
         environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(state), "PORT": str(port),
                        "HARBOUR_SALT": (state / "salt").read_text() if (state / "salt").exists() else "",
-                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                       "SWAGGER_DIST": str(state / "dist")}
         command = self.app.command(self.bin, state, port)
         log = (state / "server.log").open("wb")
         self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)

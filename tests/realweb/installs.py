@@ -42,9 +42,10 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
     return folder / "bin"
 
 
-def npm_packages(specs: tuple[str, ...]) -> Path:
-    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once)."""
-    folder = cache_root() / "npm"
+def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
+    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once), in the
+    cache's folder ``name`` (one per set of packages, so two sets never reinstall each other)."""
+    folder = cache_root() / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(specs)
     if marker.exists() and marker.read_text() == wanted:
