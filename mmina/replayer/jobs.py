@@ -25,8 +25,8 @@ from mmina.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, Pacer, new_episode_id
 from mmina.replayer.archive import MatchKind
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
-                                     screenshot_differ)
+from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, SocketFidelity, StepView,
+                                     compare_steps, screenshot_differ)
 from mmina.recorder.seeding import seed_for
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
@@ -70,6 +70,7 @@ class _Outcome:
     steps: list[dict[str, Any]]
     step_starts: list[datetime]
     served: list[Served]
+    sockets: tuple[SocketFidelity, ...] = ()
 
 
 class _ArchiveJob:
@@ -106,7 +107,7 @@ class _ArchiveJob:
             except BaseException:
                 writer.abort()
                 raise
-        return _Outcome(result, writer.steps, recorder.step_starts, router.served)
+        return _Outcome(result, writer.steps, recorder.step_starts, router.served, router.socket_fidelity())
 
     def close(self) -> None:
         self.browsers.close()
@@ -171,7 +172,7 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
                            len(outcome.steps), steps, counts(outcome.served),
-                           _gaps(outcome.served), outcome.result.status, outcome.result.error)
+                           _gaps(outcome.served), outcome.result.status, outcome.result.error, outcome.sockets)
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:

@@ -31,7 +31,9 @@ from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
+from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.socket_route import SocketPlayer
+from mmina.replayer.sockets import parse_messages
 
 STREAMED_FETCH = """(() => {
   const native = window.fetch;
@@ -69,6 +71,7 @@ STREAMED_FETCH = """(() => {
 """Hands a body recorded in chunks to the page in those chunks, each at its recorded time
 after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
 which settling waits on as a recording waits on the network."""
+SOCKET_SCHEMES = ("ws://", "wss://")
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -119,6 +122,14 @@ class ArchiveRouter:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         self.sockets.append(SocketPlayer.start(socket, exchange))
+
+    def socket_fidelity(self) -> tuple[SocketFidelity, ...]:
+        """Every recorded socket compared with the one the page opened again (message by
+        message; one the page never opened again has every message missing)."""
+        played = {player.exchange.order: player for player in self.sockets}
+        return tuple(played[e.order].fidelity() if e.order in played
+                     else compare_sockets(e.url, parse_messages(e.body), [])
+                     for e in self.archive.exchanges if e.url.startswith(SOCKET_SCHEMES))
 
     def socket_entries(self) -> list[dict[str, object]]:
         """The sockets played, as HAR entries (a routed socket has none in the context's HAR),

@@ -18,6 +18,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError, WebSocketRoute
 
 from mmina.replayer.archive import Exchange
+from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.sockets import PAGE, SERVER, Data, SocketPlay, parse_messages
 
 IDLE_CHECK_S = 1.0
@@ -29,6 +30,8 @@ class SocketPlayer:
     """One socket the page opened, played from its recorded conversation (see the module)."""
 
     socket: WebSocketRoute
+    exchange: Exchange
+    """The recorded socket it plays."""
     play: SocketPlay
     opened_at: datetime
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -41,7 +44,7 @@ class SocketPlayer:
         """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop)."""
         loop = asyncio.get_running_loop()
         play = SocketPlay(parse_messages(exchange.body, exchange.started_ms), loop.time())
-        player = cls(socket, play, datetime.now(timezone.utc))
+        player = cls(socket, exchange, play, datetime.now(timezone.utc))
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
         player._task = loop.create_task(player._run())  # held here: a task nobody holds may be collected
@@ -84,10 +87,19 @@ class SocketPlayer:
         self.log.append({"type": direction, "time": time.time() * 1e3, "opcode": 2 if binary else 1,
                          "data": base64.b64encode(data).decode() if isinstance(data, bytes) else data})
 
+    def body(self) -> str:
+        """What was said on the socket, as JSON lines in Playwright's HAR format."""
+        return "".join(json.dumps(message) + "\n" for message in self.log)
+
+    def fidelity(self) -> SocketFidelity:
+        """The socket compared with its recording, message by message."""
+        return compare_sockets(self.exchange.url, parse_messages(self.exchange.body),
+                               parse_messages(self.body().encode()))
+
     def har_entry(self) -> dict[str, Any]:
         """The socket as Playwright's HAR would have it: its URL, a 101, and the messages of both
         directions as JSON lines (the body a recorded socket's row has)."""
-        body = "".join(json.dumps(message) + "\n" for message in self.log)
+        body = self.body()
         return {"startedDateTime": self.opened_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), "time": 0.0,
                 "_resourceType": "websocket",
                 "request": {"method": "GET", "url": self.socket.url, "headers": []},

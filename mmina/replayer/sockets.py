@@ -11,7 +11,8 @@ recorded delay after that cause has passed:
   recording), and it is sent its recorded delay after the page sends the matching message
   again (a result 1.25 s after a click's message comes 1.25 s after the replayed click's), and
   never before its recorded time since the socket opened (a timer's push that happened to
-  follow a page message keeps the timer's pace when the page says that message early);
+  follow a page message keeps the timer's pace when the page says that message early; a pong
+  follows its ping whenever that comes);
 * a server message before any page message (a greeting, a timer's push, a push 1 s after
   connecting) is sent at its recorded time since the socket opened;
 * a server message whose page message never comes is sent ``STALL_S`` after its recorded time
@@ -213,7 +214,8 @@ class SocketPlay:
             return since_open
         if cause not in self._matched:
             return since_open + STALL_S
-        return max(since_open, self._matched[cause] + self.messages[index].at - self.messages[cause].at)
+        after_cause = self._matched[cause] + self.messages[index].at - self.messages[cause].at
+        return after_cause if heartbeat_kind(self.messages[index].data) == "pong" else max(since_open, after_cause)
 
     def _following_server(self, index: int) -> int:
         while index < len(self.messages) and self.messages[index].direction != SERVER:
