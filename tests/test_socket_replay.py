@@ -131,12 +131,21 @@ class _Page:
         return ("status: Ready" if self.clock.now >= self.ready_at else "status: Loading"), []
 
 
-def _pace(clock: _Clock) -> PacedSteps:
+def _request(at: float, **row: Any) -> dict[str, Any]:
+    return {"started_at": START + timedelta(seconds=at), "status": 200, "url": "http://app.test/poll",
+            "mime_type": "application/json", "response_headers": [], **row}
+
+
+POLLING = [_request(2.0), _request(5.0)]
+"""The recorded page asked for something while the agent thought, at each step."""
+
+
+def _pace(clock: _Clock, requests: list[dict[str, Any]] = POLLING) -> PacedSteps:
     rows = [{"started_at": START + timedelta(seconds=1), "acted_at": START + timedelta(seconds=3),
              "url": "http://app.test/", "tree_text": "status: Ready"},
             {"started_at": START + timedelta(seconds=4), "acted_at": START + timedelta(seconds=6),
              "url": "http://app.test/", "tree_text": "status: Ready"}]
-    pace = RecordedPace.of(START, rows)
+    pace = RecordedPace.of(START, rows, requests)
     assert pace is not None
     paced = PacedSteps(pace, clock, clock.sleep)
     paced.begin()
@@ -155,6 +164,16 @@ def test_an_action_waits_for_its_recorded_moment_and_stop_does_not() -> None:
     clock.now = 4.0
     paced.before_action(1, Action(ActionKind.STOP, text="done"))
     assert clock.now == 4.0
+
+
+def test_a_thinking_time_the_recorded_page_spent_idle_is_not_waited_for() -> None:
+    clock = _Clock()
+    _pace(clock, requests=[_request(0.5)]).before_action(0, Action(ActionKind.CLICK, element_id="1"))
+    assert clock.now == 0.0  # nothing asked, nothing can arrive unasked: act at once
+    for unasked in (_request(0.2, status=101, url="ws://app.test/socket"), _request(0.2, mime_type="text/event-stream")):
+        clock = _Clock()
+        _pace(clock, requests=[unasked]).before_action(0, Action(ActionKind.CLICK, element_id="1"))
+        assert clock.now == 3.0  # a socket or a stream may push anything meanwhile
 
 
 def test_an_observation_waits_until_the_page_shows_the_recorded_state_never_past_its_moment_plus_margin() -> None:

@@ -125,7 +125,7 @@ class StoredActionsJob(_ArchiveJob):
     def work(self, item: tuple[int, Source]) -> EpisodeFidelity:
         attempt, source = item
         recorded = self.steps.get(source.episode_id, [])
-        pace = RecordedPace.of(source.started_at, recorded)
+        pace = RecordedPace.of(source.started_at, recorded, self.source.requests.get(source.episode_id, []))
         outcome = self.replay(self.source.task(source.task_id), _replayer(self.steps, source), self.source.limits,
                               [source], source.episode_id, attempt, PacedSteps(pace) if pace else None)
         return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)

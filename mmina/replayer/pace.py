@@ -9,8 +9,12 @@ timeline of each episode, measured from the episode's start (before its context 
 the recording and the replay alike):
 
 * **an action** is sent no earlier than it was sent in the recording (``steps.acted_at``):
-  the page gets the agent's thinking time, with its clock running; ``stop`` does nothing to
-  the page and is given at once (so the replay ends a thinking time before its recording);
+  the page gets the agent's thinking time, with its clock running. Not waited for: ``stop``,
+  which does nothing to the page, and a thinking time during which the recorded page was
+  *idle* — no request started from the observation to the action, in an episode without
+  sockets or streams (nothing arrives unasked) — so a server-rendered site replays faster than
+  it was recorded; what an idle page still does by itself (a toast going away) is waited for
+  by the next observation, as below;
 * **an observation** is taken as soon as the page shows what the recording observed (URL and
   accessibility tree as fidelity compares them), and never later than the recorded moment
   plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
@@ -23,6 +27,7 @@ before schema version 7 have no ``acted_at``: their replays keep no pace (as bef
 """
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +36,7 @@ from typing import Any, Protocol
 
 from mmina.actions import Action, ActionKind
 from mmina.errors import MminaError
+from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import same_page
 from mmina.replayer.fidelity import tree_change
 
@@ -57,6 +63,8 @@ class RecordedStep:
     acted: float | None
     url: str
     tree_text: str
+    idle: bool = False
+    """The recorded page was idle while the agent thought (see the module)."""
 
 
 @dataclass(frozen=True)
@@ -66,17 +74,35 @@ class RecordedPace:
     steps: tuple[RecordedStep, ...]
 
     @classmethod
-    def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]]) -> RecordedPace | None:
-        """The pace of an episode's step rows; None for a store that kept none (before schema 7)."""
+    def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]],
+           requests: Sequence[Mapping[str, Any]] = ()) -> RecordedPace | None:
+        """The pace of an episode's step rows and its ``requests`` rows; None for a store that
+        kept none (before schema 7)."""
         if not rows or all(r.get("acted_at") is None for r in rows):
             return None
+        pushed = any(_unasked(r) for r in requests)
+        started = sorted(r["started_at"] for r in requests if r.get("started_at"))
         return cls(tuple(RecordedStep(_seconds(episode_started, r["started_at"]),
                                       _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
-                                      r.get("url") or "", r.get("tree_text") or "") for r in rows))
+                                      r.get("url") or "", r.get("tree_text") or "",
+                                      not pushed and _quiet(started, r["started_at"], r.get("acted_at")))
+                         for r in rows))
 
 
 def _seconds(start: datetime, moment: datetime) -> float:
     return (moment - start).total_seconds()
+
+
+def _unasked(request: Mapping[str, Any]) -> bool:
+    """A socket or a stream: what comes over it comes unasked, at any time."""
+    headers = {h["name"].lower() for h in request.get("response_headers") or ()}
+    return (request.get("status") == 101 or str(request.get("url", "")).startswith(("ws:", "wss:"))
+            or "event-stream" in (request.get("mime_type") or "") or CHUNKS_HEADER in headers)
+
+
+def _quiet(started: Sequence[datetime], since: datetime, until: datetime | None) -> bool:
+    """No request started from ``since`` to ``until``."""
+    return until is not None and bisect.bisect_left(started, since) == bisect.bisect_right(started, until)
 
 
 class PacedSteps:
@@ -96,7 +122,7 @@ class PacedSteps:
         """Wait until the recorded action's moment (none for steps past the recording, nor for
         ``stop``, which does nothing to the page: the answer is given at once)."""
         step = self._step(step_index)
-        if step is not None and step.acted is not None and action.kind is not ActionKind.STOP:
+        if step is not None and step.acted is not None and action.kind is not ActionKind.STOP and not step.idle:
             self._wait(self._start + step.acted - self._clock())
 
     def before_observe(self, page: Page, step_index: int) -> None:
