@@ -92,6 +92,8 @@ class Exchange:
     episode_id: str = ""
     started_ms: float | None = None
     """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
+    time_ms: float = 0.0
+    """How long the exchange took when recorded (a long-poll: how long the server held it)."""
 
     @property
     def chunks(self) -> str:
@@ -117,6 +119,8 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
+    recorded_s: float = 0.0
+    """How long the recorded exchange took (a paced replay answers a fetch/XHR no sooner)."""
 
 
 @dataclass(frozen=True)
@@ -374,6 +378,7 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
         started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
+        time_ms=float(row.get("time_ms") or 0.0),
     ) for offset, row in enumerate(rows)]
 
 

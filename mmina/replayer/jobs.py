@@ -95,7 +95,7 @@ class _ArchiveJob:
                attempt: int, pacer: Pacer | None = None) -> _Outcome:
         """One episode in a context routed to these sources' archive, at the ``pacer``'s pace;
         a failure leaves nothing of it in the store."""
-        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at)
+        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:

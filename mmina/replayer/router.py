@@ -13,6 +13,14 @@ replay has taken so far (a page that prints the time when it loads shows the rec
 the second when it loads as promptly as it did). Real time, not the recorded pace: see the
 README's section on the replay clock.
 
+**The recorded pace.** In a paced replay (stored actions, ``mmina.replayer.pace``) a fetch or
+XHR is answered no sooner than its recorded exchange took (at most ``MAX_HOLD_S``): a loading
+bar or a status region shows as long as it did, and a long-poll (engine.io, SockJS) is held as
+its server held it. Documents, scripts, styles and images are answered at once.
+
+**Sockets.** A WebSocket the page opens is played from its recorded conversation by the clock
+(``mmina.replayer.sockets``), and what was said on it is kept for the replay run's ``requests``.
+
 **Streams.** A fetch/XHR body recorded in chunks (``x-mmina-chunks``) is fulfilled whole, with
 that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
 ``fetch`` in its recorded chunks at its recorded pace, so a page reading a stream sees what it
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
@@ -72,6 +80,11 @@ STREAMED_FETCH = """(() => {
 after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
 which settling waits on as a recording waits on the network."""
 SOCKET_SCHEMES = ("ws://", "wss://")
+HELD_TYPES = frozenset({"fetch", "xhr"})
+"""What a paced replay answers in its recorded time: a page's own requests, whose latency it shows
+(a loading bar, a status region, a long-poll held by its server until something happened)."""
+MAX_HOLD_S = 60.0
+"""No answer is held longer than this, whatever the recording says."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -99,6 +112,8 @@ class ArchiveRouter:
     archive: Archive
     starts_at: datetime
     served: list[Served] = field(default_factory=list)
+    paced: bool = False
+    """Keep the recorded pace: a fetch/XHR is answered no sooner than it was when recorded."""
 
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
@@ -147,6 +162,7 @@ class ArchiveRouter:
         ready within ``ROUTE_DEADLINE_S`` with a 504, never left pending.
         """
         request = route.request
+        asked = asyncio.get_running_loop().time()
         try:
             reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
         except asyncio.TimeoutError:
@@ -156,6 +172,8 @@ class ArchiveRouter:
             raise
         except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
+        if self.paced:
+            await asyncio.sleep(reply.recorded_s - (asyncio.get_running_loop().time() - asked))
         try:
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
@@ -169,9 +187,11 @@ class ArchiveRouter:
         for the page's ``fetch`` (see :data:`STREAMED_FETCH`)."""
         reply = self._answer(request)
         exchange = self._last_match  # the chain's final exchange (matched last, no await between)
-        if exchange is not None and exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
+        if exchange is None or request.resource_type not in HELD_TYPES:
+            return reply
+        if exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
             reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks}, reply.body)
-        return reply
+        return replace(reply, recorded_s=min(_until_headers(exchange) / 1e3, MAX_HOLD_S))
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
@@ -244,6 +264,13 @@ class ArchiveRouter:
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing))
         self._last_match = exchange
         return exchange
+
+
+def _until_headers(exchange: Exchange) -> float:
+    """Milliseconds the recorded response took to begin: its whole time, less the time its body
+    took to arrive in chunks (which the page's ``fetch`` is then handed at their pace)."""
+    offsets = [float(part.partition("@")[2] or 0) for part in exchange.chunks.split(",") if part]
+    return max(0.0, exchange.time_ms - max(offsets, default=0.0))
 
 
 REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'

@@ -97,9 +97,7 @@ def heartbeat_kind(data: Data) -> str | None:
     if isinstance(data, bytes):
         return None
     text = data.strip()
-    word = text.lower()
-    if word not in HEARTBEAT_WORDS:
-        word = _json_kind(text)
+    word: str | None = text.lower() if text.lower() in HEARTBEAT_WORDS else _json_kind(text)
     if word is None:
         return None
     return "pong" if word in ("3", "3probe", "pong") else "ping"

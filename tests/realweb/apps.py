@@ -477,8 +477,9 @@ SWAGGER = App(
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER)
-SAMPLE = ("datasette", "trac")
-"""What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
+SAMPLE = ("nicegui",)
+"""What the test suite runs by default (one application where pace and socket replay both matter:
+socket.io long-polling, the upgrade, timers and pushes); ``python -m bench --only realweb`` runs all."""
 
 
 # ---------------------------------------------------------------- running one

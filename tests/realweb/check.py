@@ -36,6 +36,8 @@ class Outcome:
     recorded_s: float
     replayed_s: float
     """How long the recorded and the replayed episode took (``episodes.duration_ms``)."""
+    replayed_sockets: list[dict[str, Any]]
+    """The replay run's own socket rows (``requests``), which it stores as a recording does."""
 
     @property
     def pace_ratio(self) -> float:
@@ -66,8 +68,9 @@ def _check_one(folder: Path, app: App) -> Outcome:
     fidelity = report.episodes[0]
     took = {r["episode_id"]: r["duration_ms"] / 1e3 for run in (recorded.run_id, report.replay_run)
             for r in store.read("episodes", run_id=run, columns=["episode_id", "duration_ms"]).to_pylist()}
+    sockets = [r for r in store.read("requests", run_id=report.replay_run).to_pylist() if r["status"] == 101]
     return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
-                   live, took[fidelity.source_episode], took[fidelity.replay_episode])
+                   live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets)
 
 
 def _browser(running: RunningApp) -> BrowserConfig:
