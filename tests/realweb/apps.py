@@ -477,9 +477,10 @@ SWAGGER = App(
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER)
-SAMPLE = ("nicegui",)
-"""What the test suite runs by default (one application where pace and socket replay both matter:
-socket.io long-polling, the upgrade, timers and pushes); ``python -m bench --only realweb`` runs all."""
+SAMPLE = ("shiny",)
+"""What the test suite runs by default (one application where pace and socket replay both matter: a
+plain WebSocket, a server timer, a result pushed 1 s after a click); ``python -m bench --only
+realweb`` runs all."""
 
 
 # ---------------------------------------------------------------- running one
