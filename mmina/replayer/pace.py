@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -108,11 +108,10 @@ def _quiet(started: Sequence[datetime], since: datetime, until: datetime | None)
 class PacedSteps:
     """Holds a replayed episode to its recording's pace (the ``pacer`` of ``EpisodeRecorder``)."""
 
-    def __init__(self, recorded: RecordedPace, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
+    def __init__(self, recorded: RecordedPace, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.recorded, self._clock, self._sleep = recorded, clock, sleep
         self._start = clock()
-        self.waited = 0.0
-        """Seconds spent waiting for the recorded pace (for reports)."""
 
     def begin(self) -> None:
         """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
@@ -154,4 +153,3 @@ class PacedSteps:
     def _wait(self, seconds: float) -> None:
         if seconds > 0:
             self._sleep(seconds)
-            self.waited += seconds
