@@ -95,6 +95,21 @@ class App:
         }
 
 
+def app_file(source: str) -> Callable[[Path, random.Random], None]:
+    """The state of an application that is one small file: the file, and a new random salt that
+    it reads (``HARBOUR_SALT``) to draw its content."""
+    def prepare(folder: Path, draw: random.Random) -> None:
+        (folder / "app.py").write_text(source)
+        (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+    return prepare
+
+
+def run_app_file(bin_: Path, state: Path, port: int) -> list[str]:
+    """The command that serves an application file which starts its own server (on ``PORT``)."""
+    return [str(bin_ / "python"), str(state / "app.py")]
+
+
 # ---------------------------------------------------------------- Datasette: a data browser
 
 def _datasette_state(folder: Path, draw: random.Random) -> None:
@@ -227,15 +242,10 @@ demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"])
 """
 
 
-def _gradio_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(GRADIO_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 GRADIO = App(
     "gradio", "SPA (Svelte) whose queue streams server-sent events over fetch", ("gradio==6.31.0",),
-    _gradio_state,
-    lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    app_file(GRADIO_APP),
+    run_app_file,
     (type_into("Your name", "Mira"), click("Greet", role="button"), click("Read tides", role="button"),
      type_into("Your name", "Ola"), click("Greet", role="button")),
 )
@@ -257,13 +267,8 @@ st.write(f"Boats in harbour: {random.Random(SALT).randint(10, 60)}")
 """
 
 
-def _streamlit_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(STREAMLIT_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 STREAMLIT = App(
-    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), _streamlit_state,
+    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), app_file(STREAMLIT_APP),
     lambda bin_, state, port: [str(bin_ / "streamlit"), "run", str(state / "app.py"), "--server.port", str(port),
                                "--server.address", "127.0.0.1", "--server.headless", "true",
                                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -316,16 +321,11 @@ ui.run(host="127.0.0.1", port=int(os.environ["PORT"]), reload=False, show=False,
 """
 
 
-def _nicegui_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(NICEGUI_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 NICEGUI = App(
     "nicegui", "Vue/Quasar app over socket.io (long-polling, then the WebSocket upgrade): server pushes, a one-shot and a "
     "repeating timer, results 1 s later",
-    ("nicegui==3.18.0",), _nicegui_state,
-    lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    ("nicegui==3.18.0",), app_file(NICEGUI_APP),
+    run_app_file,
     (type_into("Vessel", "Kittiwake"), click("Book berth", role="button"), click("Add arrival", role="button"),
      type_into("Vessel", "Morning Star"), click("Book berth", role="button"), click("Add arrival", role="button")),
 )
@@ -373,14 +373,9 @@ app = App(app_ui, server)
 """
 
 
-def _shiny_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(SHINY_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 SHINY = App(
     "shiny", "dashboard framework over a plain WebSocket: a server timer every 3 s, a result 1 s after a click",
-    ("shiny==1.8.0",), _shiny_state,
+    ("shiny==1.8.0",), app_file(SHINY_APP),
     lambda bin_, state, port: [str(bin_ / "shiny"), "run", str(state / "app.py"), "--host", "127.0.0.1",
                                "--port", str(port)],
     (type_into("Skipper", "Mira"), click("Book mooring", role="button"), type_into("Skipper", "Ola"),
@@ -411,14 +406,9 @@ demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"])
 """
 
 
-def _gradio_status_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(GRADIO_STATUS_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 GRADIO_STATUS = App(
     "gradiostatus", "Gradio Blocks app with a loading status region and toasts (aria-live)", GRADIO.requirements,
-    _gradio_status_state, lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    app_file(GRADIO_STATUS_APP), run_app_file,
     (type_into("Port", "Whitby"), click("Get forecast", role="button"), type_into("Port", "Oban"),
      click("Get forecast", role="button"), type_into("Port", "Cobh"), click("Get forecast", role="button")),
     venv="gradio",
@@ -461,8 +451,7 @@ SWAGGER_UI = ("swagger-ui-dist@5.35.0",)
 
 
 def _swagger_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(SWAGGER_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+    app_file(SWAGGER_APP)(folder, draw)
     (folder / "dist").symlink_to(npm_packages(SWAGGER_UI, "npm-swagger") / "swagger-ui-dist")
 
 
