@@ -13,7 +13,7 @@ from typing import Any
 
 from mmina.actions import Action, ActionKind
 from mmina.replayer.fidelity import compare_sockets
-from mmina.replayer.pace import MARGIN_S, PacedSteps, RecordedPace
+from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, PacedSteps, RecordedPace
 from mmina.replayer.sockets import STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised, parse_messages
 
 OPENED_MS = 1_795_000_000_000.0
@@ -123,8 +123,12 @@ class _Page:
 
     url = "http://app.test/"
 
-    def __init__(self, clock: _Clock, ready_at: float) -> None:
-        self.clock, self.ready_at, self.reads = clock, ready_at, 0
+    def __init__(self, clock: _Clock, ready_at: float, loading_until: float = 0.0) -> None:
+        self.clock, self.ready_at, self.reads, self.loading_until = clock, ready_at, 0, loading_until
+
+    @property
+    def loading(self) -> bool:
+        return self.clock.now < self.loading_until
 
     def tree(self) -> tuple[str, list[Any]]:
         self.reads += 1
@@ -187,6 +191,16 @@ def test_an_observation_waits_until_the_page_shows_the_recorded_state_never_past
     paced.before_observe(never, 1)
     assert abs(clock.now - (4.0 + MARGIN_S)) < 1e-9 and never.reads > 5
     assert paced.before_observe(page, 7) is None  # past the recording: nothing to wait for
+
+
+def test_an_observation_waits_longer_while_the_page_is_still_loading_but_not_for_ever() -> None:
+    clock = _Clock()
+    paced = _pace(clock)
+    paced.before_observe(_Page(clock, ready_at=2.0, loading_until=2.5), 0)
+    assert 2.0 <= clock.now < 2.2  # past 1 s + margin, still loading its scripts: it got there
+    clock.now = 3.1
+    paced.before_observe(_Page(clock, ready_at=99.0, loading_until=99.0), 1)
+    assert abs(clock.now - (4.0 + MARGIN_S + LOADING_MAX_S)) < 0.11
 
 
 def test_a_store_without_action_times_keeps_no_pace() -> None:

@@ -18,7 +18,9 @@ the recording and the replay alike):
 * **an observation** is taken as soon as the page shows what the recording observed (URL and
   accessibility tree as fidelity compares them), and never later than the recorded moment
   plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
-  as it is). A page that is not there yet is read again every ``POLL_S``.
+  as it is) — unless the page still has requests in flight then: a replay serves a page's
+  many scripts slower than a live server on a loaded machine, so it waits for them, up to
+  ``LOADING_MAX_S`` more. A page that is not there yet is read again every ``POLL_S``.
 
 A replay that runs late (a loaded machine) never waits to catch up the recording: the waits
 only ever shorten what is left of the recorded interval, so a replay takes about as long as its
@@ -42,6 +44,9 @@ from mmina.replayer.fidelity import tree_change
 
 MARGIN_S = 0.5
 """How much later than recorded an observation may wait for the recorded state to show."""
+LOADING_MAX_S = 5.0
+"""Past that, how much longer it still waits while the page has requests in flight (a replay
+slower to serve a page's scripts than the live site was, on a loaded machine)."""
 POLL_S = 0.1
 """How often a page not yet in its recorded state is read again."""
 
@@ -51,6 +56,9 @@ class Page(Protocol):
 
     @property
     def url(self) -> str: ...
+
+    @property
+    def loading(self) -> bool: ...
 
     def tree(self) -> tuple[str, list[Any]]: ...
 
@@ -125,13 +133,17 @@ class PacedSteps:
             self._wait(self._start + step.acted - self._clock())
 
     def before_observe(self, page: Page, step_index: int) -> None:
-        """Wait until the page shows the recorded observation, or its moment plus ``MARGIN_S``."""
+        """Wait until the page shows the recorded observation, or its moment plus ``MARGIN_S``
+        (plus up to ``LOADING_MAX_S`` while the page is still loading something)."""
         step = self._step(step_index)
         if step is None:
             return
         until = self._start + step.observed + MARGIN_S
-        while not self._shows(page, step) and self._clock() < until:
-            self._wait(min(POLL_S, until - self._clock()))
+        while not self._shows(page, step):
+            now = self._clock()
+            if now >= until + LOADING_MAX_S or (now >= until and not page.loading):
+                return
+            self._wait(POLL_S if now >= until else min(POLL_S, until - now))
 
     def _step(self, step_index: int) -> RecordedStep | None:
         return self.recorded.steps[step_index] if step_index < len(self.recorded.steps) else None
