@@ -9,10 +9,9 @@ recorded delay after that cause has passed:
 
 * its cause is the **page message it followed** (the last one the page sent before it in the
   recording), and it is sent its recorded delay after the page sends the matching message
-  again (a result 1.25 s after a click's message comes 1.25 s after the replayed click's), and
-  never before its recorded time since the socket opened (a timer's push that happened to
-  follow a page message keeps the timer's pace when the page says that message early; a pong
-  follows its ping whenever that comes);
+  again (a result 1.25 s after a click's message comes 1.25 s after the replayed click's, and
+  a timer's push that followed it keeps its place after it: the observations of a paced replay
+  are timed from the actions too);
 * a server message before any page message (a greeting, a timer's push, a push 1 s after
   connecting) is sent at its recorded time since the socket opened;
 * a server message whose page message never comes is sent ``STALL_S`` after its recorded time
@@ -212,8 +211,7 @@ class SocketPlay:
             return since_open
         if cause not in self._matched:
             return since_open + STALL_S
-        after_cause = self._matched[cause] + self.messages[index].at - self.messages[cause].at
-        return after_cause if heartbeat_kind(self.messages[index].data) == "pong" else max(since_open, after_cause)
+        return self._matched[cause] + self.messages[index].at - self.messages[cause].at
 
     def _following_server(self, index: int) -> int:
         while index < len(self.messages) and self.messages[index].direction != SERVER:
