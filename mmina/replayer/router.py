@@ -32,6 +32,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from urllib.parse import parse_qs, urlsplit
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
 
@@ -80,6 +81,8 @@ STREAMED_FETCH = """(() => {
 after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
 which settling waits on as a recording waits on the network."""
 SOCKET_SCHEMES = ("ws://", "wss://")
+ENGINE_IO_SEPARATOR = "\x1e"
+"""Between the packets of one engine.io (v4) long-poll body."""
 HELD_TYPES = frozenset({"fetch", "xhr"})
 """What a paced replay answers in its recorded time: a page's own requests, whose latency it shows
 (a loading bar, a status region, a long-poll held by its server until something happened)."""
@@ -163,6 +166,7 @@ class ArchiveRouter:
         """
         request = route.request
         asked = asyncio.get_running_loop().time()
+        self._feed_sockets(request)
         try:
             reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
         except asyncio.TimeoutError:
@@ -181,6 +185,21 @@ class ArchiveRouter:
                 await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
+
+    def _feed_sockets(self, request: Request) -> None:
+        """A long-poll POST (engine.io's ``transport=polling``) carries page messages of a session
+        whose WebSocket may be open already: that socket's script hears them as if said on it, so
+        its server messages follow them whichever transport the page used (it upgrades when it
+        does, not when it did)."""
+        if request.method != "POST" or not request.post_data_buffer:
+            return
+        query = parse_qs(urlsplit(request.url).query)
+        if query.get("transport") != ["polling"] or "sid" not in query:
+            return
+        for player in self.sockets:
+            if parse_qs(urlsplit(player.socket.url).query).get("sid") == query["sid"]:
+                for packet in request.post_data_buffer.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR):
+                    player.heard_elsewhere(packet)
 
     async def _reply(self, request: Request) -> Reply:
         """The archive's answer to one request; a body recorded in chunks keeps its timing

@@ -59,6 +59,12 @@ class SocketPlayer:
         self._send(self.play.heard(data, asyncio.get_running_loop().time()))
         self._wake.set()
 
+    def heard_elsewhere(self, data: Data) -> None:
+        """The page said ``data`` on another transport of the same session (a long-poll before
+        its upgrade finished): the script goes on as if it had been said here."""
+        self.play.heard(data, asyncio.get_running_loop().time())
+        self._wake.set()
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._stopped:
