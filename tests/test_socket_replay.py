@@ -76,6 +76,11 @@ def test_heartbeats_are_answered_in_kind_and_never_hold_the_script_up() -> None:
     assert play.due(104.0) == ["pushed"]  # after "hello server" (3 s), not after a heartbeat
 
 
+def test_a_server_ping_keeps_its_own_clock() -> None:
+    play = _play(("send", 1.0, '42["hello"]'), ("receive", 4.0, "2"), ("send", 4.01, "3"))
+    assert play.next_time() == 104.0  # engine.io's pingInterval, not 3 s after whatever the page said
+
+
 def test_a_socket_io_ack_carries_the_id_the_page_used() -> None:
     play = _play(("send", 1.0, '421["handshake",{"tab":"a"}]'), ("receive", 1.1, '431[true]'))
     play.heard('427["handshake",{"tab":"a"}]', 101.0)
@@ -85,6 +90,8 @@ def test_a_socket_io_ack_carries_the_id_the_page_used() -> None:
 def test_page_messages_are_matched_by_content_with_volatile_parts_normalised() -> None:
     assert normalised('{"sid":"B_lVc7eVAPqjVzzRAAAA","n":12,"id":"3a9ea1c3-7a36-487e-bdd4-5a9d4c9b8cd0"}') == \
            '{"sid":"0","n":0,"id":"0"}'
+    assert normalised("40") != normalised("5") and normalised('421["go"]') == normalised('427["go"]') != \
+        normalised('431["go"]')
     play = _play(("send", 1.0, "open A"), ("receive", 1.5, "A opened"), ("send", 2.0, "open B"),
                  ("receive", 2.5, "B opened"))
     play.heard("open B", 100.5)  # said first now: it is still "open B"

@@ -13,7 +13,7 @@ recorded delay after that cause has passed:
   a timer's push that followed it keeps its place after it: the observations of a paced replay
   are timed from the actions too);
 * a server message before any page message (a greeting, a timer's push, a push 1 s after
-  connecting) is sent at its recorded time since the socket opened;
+  connecting), and a server's ping, is sent at its recorded time since the socket opened;
 * a server message whose page message never comes is sent ``STALL_S`` after its recorded time
   since the socket opened, so a page that says less than it did never stalls the script;
 * heartbeats (engine.io ``2``/``3``, ``2probe``/``3probe``, ``ping``/``pong``, JSON messages whose
@@ -85,10 +85,19 @@ def parse_messages(body: bytes, opened_ms: float | None = None) -> list[Message]
 
 
 def normalised(data: Data) -> Data:
-    """A message with its volatile parts (numbers, UUIDs, long tokens) replaced, for matching."""
+    """A message with its volatile parts (numbers, UUIDs, long tokens) replaced, for matching;
+    its leading digits (at most two) kept: they are engine.io's and socket.io's packet types
+    (``40`` is not ``5``, ``42[...]`` is not ``43[...]``; ``421[...]`` is ``427[...]``)."""
     if isinstance(data, bytes):
         return re.sub(rb"\d+", b"0", data)
-    return _VOLATILE.sub("0", data)
+    kept = _packet_type_length(data)
+    return data[:kept] + _VOLATILE.sub("0", data[kept:])
+
+
+def _packet_type_length(text: str) -> int:
+    """How many leading digits (at most two) are a packet type rather than a value."""
+    digits = len(text) - len(text.lstrip("0123456789"))
+    return min(digits, 2)
 
 
 def heartbeat_kind(data: Data) -> str | None:
@@ -154,9 +163,10 @@ class SocketPlay:
     def _cause(self, index: int) -> int | None:
         """The page message a server message waits for (None: the socket's opening)."""
         message = self.messages[index]
-        if message.direction != SERVER:
-            return None
-        answer = heartbeat_kind(message.data) == "pong"
+        kind = heartbeat_kind(message.data)
+        if message.direction != SERVER or kind == "ping":
+            return None  # a server's ping keeps its own clock (engine.io's pingInterval)
+        answer = kind == "pong"
         for before in range(index - 1, -1, -1):
             earlier = self.messages[before]
             if earlier.direction == PAGE and (answer or heartbeat_kind(earlier.data) is None):
