@@ -210,6 +210,17 @@ def test_an_observation_waits_longer_while_the_page_is_still_loading_but_not_for
     assert abs(clock.now - (4.0 + MARGIN_S + LOADING_MAX_S)) < 0.11
 
 
+def test_with_a_socket_the_timeline_is_kept_from_the_moment_it_opens() -> None:
+    clock = _Clock()
+    paced = _pace(clock, requests=[_request(0.8, status=101, url="ws://app.test/socket")])
+    clock.now = 1.5  # the replayed page opened its socket 0.7 s later than the recorded one
+    paced.socket_opened()
+    clock.now = 2.0
+    paced.socket_opened()  # only the first socket counts
+    paced.before_action(0, Action(ActionKind.CLICK, element_id="1"))
+    assert abs(clock.now - 3.7) < 1e-9  # the server's timers count from the socket: so does the pace
+
+
 def test_a_store_without_action_times_keeps_no_pace() -> None:
     assert RecordedPace.of(START, [{"started_at": START, "acted_at": None, "url": "", "tree_text": ""}]) is None
     assert RecordedPace.of(START, []) is None

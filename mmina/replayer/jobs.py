@@ -23,7 +23,7 @@ from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent, stored_steps
 from mmina.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
-from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, Pacer, new_episode_id
+from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, SocketFidelity, StepView,
                                      compare_steps, screenshot_differ)
@@ -92,10 +92,11 @@ class _ArchiveJob:
         return self._local.store
 
     def replay(self, task: Task, agent: Agent, limits: Limits, sources: Sequence[Source], seed_name: str,
-               attempt: int, pacer: Pacer | None = None) -> _Outcome:
+               attempt: int, pacer: PacedSteps | None = None) -> _Outcome:
         """One episode in a context routed to these sources' archive, at the ``pacer``'s pace;
         a failure leaves nothing of it in the store."""
-        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None)
+        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
+                               on_socket=pacer.socket_opened if pacer else None)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:

@@ -22,6 +22,11 @@ the recording and the replay alike):
   many scripts slower than a live server on a loaded machine, so it waits for them, up to
   ``LOADING_MAX_S`` more. A page that is not there yet is read again every ``POLL_S``.
 
+In an episode with a WebSocket, the timeline is kept from the moment the page opens its first
+socket (``PacedSteps.socket_opened``), not from the episode's start: a server's timers count from
+there, and a page that loads slower or faster than it did would otherwise see a timer's push a
+step early or late.
+
 A replay that runs late (a loaded machine) never waits to catch up the recording: the waits
 only ever shorten what is left of the recorded interval, so a replay takes about as long as its
 recording and no longer (``python -m bench --only realweb`` prints the ratio). Stores recorded
@@ -80,6 +85,8 @@ class RecordedPace:
     """The timeline of one recorded episode (see the module)."""
 
     steps: tuple[RecordedStep, ...]
+    socket_opened: float | None = None
+    """When the episode's first WebSocket opened (seconds after its start), if it had one."""
 
     @classmethod
     def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]],
@@ -90,11 +97,12 @@ class RecordedPace:
             return None
         pushed = any(_unasked(r) for r in requests)
         started = sorted(r["started_at"] for r in requests if r.get("started_at"))
+        sockets = sorted(r["started_at"] for r in requests if r.get("status") == 101 and r.get("started_at"))
         return cls(tuple(RecordedStep(_seconds(episode_started, r["started_at"]),
                                       _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
                                       r.get("url") or "", r.get("tree_text") or "",
                                       not pushed and _quiet(started, r["started_at"], r.get("acted_at")))
-                         for r in rows))
+                         for r in rows), _seconds(episode_started, sockets[0]) if sockets else None)
 
 
 def _seconds(start: datetime, moment: datetime) -> float:
@@ -120,10 +128,19 @@ class PacedSteps:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.recorded, self._clock, self._sleep = recorded, clock, sleep
         self._start = clock()
+        self._anchored = False
 
     def begin(self) -> None:
         """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
         self._start = self._clock()
+
+    def socket_opened(self) -> None:
+        """The page opened its first WebSocket now (any thread): from now on the recorded timeline
+        is kept from that moment, as the server's timers count from it (a page that loaded slower
+        or faster than recorded would otherwise see a timer's push a step early or late)."""
+        if self.recorded.socket_opened is not None and not self._anchored:
+            self._anchored = True
+            self._start = self._clock() - self.recorded.socket_opened
 
     def before_action(self, step_index: int, action: Action) -> None:
         """Wait until the recorded action's moment (none for steps past the recording, nor for

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
@@ -117,6 +118,8 @@ class ArchiveRouter:
     served: list[Served] = field(default_factory=list)
     paced: bool = False
     """Keep the recorded pace: a fetch/XHR is answered no sooner than it was when recorded."""
+    on_socket: Callable[[], None] | None = None
+    """Told when the page opens a socket (the pace keeps its timeline from the first one)."""
 
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
@@ -140,6 +143,8 @@ class ArchiveRouter:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         self.sockets.append(SocketPlayer.start(socket, exchange))
+        if self.on_socket is not None:
+            self.on_socket()
 
     def socket_fidelity(self) -> tuple[SocketFidelity, ...]:
         """Every recorded socket compared with the one the page opened again (message by
