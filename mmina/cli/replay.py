@@ -201,6 +201,10 @@ def _print_differences(report: ReplayReport) -> None:
                 click.echo(step.tree_diff)
         for url in episode.unmatched_urls:
             click.echo(f"{episode.task_id}: not in the archive: {url}")
+        for socket in episode.sockets:
+            if not socket.faithful:
+                click.echo(f"{episode.task_id}: socket {socket.url}: {socket.equal} of {socket.recorded} recorded "
+                           f"message(s) repeated ({socket.replayed} in the replay); {socket.first_difference}")
 
 
 def _print_agent(report: AgentReplayReport) -> None:

@@ -475,6 +475,11 @@ class EpisodeBrowser:
     def url(self) -> str:
         return self.tabs.page.url
 
+    @property
+    def loading(self) -> bool:
+        """Requests of the episode are in flight now (a cheap read, no call into the browser)."""
+        return self.tabs.loading
+
     def _call(self, coroutine: Coroutine[Any, Any, T], seconds: float, doing: str) -> T:
         """Run one call within ``seconds`` plus ``GRACE_S`` (see the class)."""
         if self.stuck is not None:

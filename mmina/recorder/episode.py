@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -85,6 +85,20 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Pacer(Protocol):
+    """Holds an episode to a pace of its own (a replay keeps its recording's:
+    ``mmina.replayer.pace``); called from the episode's thread."""
+
+    def begin(self) -> None: ...
+
+    def before_observe(self, page: EpisodeBrowser, step_index: int) -> None: ...
+
+    def before_action(self, step_index: int, action: Action) -> None: ...
+
+
+MoreTraffic = Callable[[], list[dict[str, Any]]]
+"""HAR entries of traffic the context's HAR misses (a replay's sockets, which its router played),
+asked for once the context has closed."""
 ExtraColumns = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Further ``episodes`` columns worked out from the episode's step rows just before it is
 committed (a hop-conditioned episode's prefix columns)."""
@@ -94,14 +108,18 @@ class EpisodeRecorder:
     """Records one attempt at one task into an :class:`EpisodeWriter`.
 
     ``tracker`` replaces the live hop queue (one that starts at a later hop, for an episode
-    handed a prefix) and ``columns`` adds columns to the episode's row (see :data:`ExtraColumns`).
+    handed a prefix) and ``columns`` adds columns to the episode's row (see :data:`ExtraColumns`);
+    a ``pacer`` decides when each observation and action happens (see :class:`Pacer`), and
+    ``more_traffic`` gives the traffic the browser's HAR cannot have (see :data:`MoreTraffic`).
     """
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
                  prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None,
-                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None) -> None:
+                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
+                 pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
+        self.pacer, self.more_traffic = pacer, more_traffic
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
         self.seed = seed_for(writer.episode_id) if seed is None else seed
         """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's, so pages draw alike)."""
@@ -116,6 +134,8 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
+        if self.pacer is not None:
+            self.pacer.begin()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
                                        paint_marks=uses_marks(self.agent), seed=self.seed)
         status, error, stop_reason, answer, final = "completed", None, "error", None, None
@@ -133,7 +153,8 @@ class EpisodeRecorder:
             status, error = "error", closed
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
-        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams)
+        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams,
+                           self.more_traffic() if self.more_traffic else ())
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
         self._redact_task(redactor)
@@ -204,6 +225,8 @@ class EpisodeRecorder:
 
     def _loop(self, browser: EpisodeBrowser) -> tuple[str, str | None]:
         while True:
+            if self.pacer is not None:
+                self.pacer.before_observe(browser, self.budget.steps)
             self.step_starts.append(_now())
             observation, timings = browser.observe(self.budget.steps, self.task.intent)
             if uses_marks(self.agent):
@@ -221,12 +244,12 @@ class EpisodeRecorder:
             except Exception as exc:  # a user's agent failing ends its episode, not the run
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
             timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
-            action, error = self._run_action(browser, reply, timings)
+            action, error, acted_at = self._run_action(browser, reply, timings)
             self._typed_secrets += typed_secret(observation, action, error)
             error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's
             if browser.observe_error:  # the step is kept, with why its observation is empty
                 error = f"{browser.observe_error}; {error}" if error else browser.observe_error
-            self._store_step(observation, reply, action, error, completed, timings)
+            self._store_step(observation, reply, action, error, completed, timings, acted_at)
             self.budget.record(action.render() if action else None)
             if action is not None and action.kind is ActionKind.STOP:
                 return "stop", action.answer
@@ -245,20 +268,25 @@ class EpisodeRecorder:
         timings["observe_ms"] = timings.get("observe_ms", 0.0) + elapsed
 
     def _run_action(self, browser: EpisodeBrowser, reply: AgentReply,
-                    timings: dict[str, float]) -> tuple[Action | None, str | None]:
-        """Parse and execute; both failures are data on the step, not episode errors."""
-        started, action = time.perf_counter(), None
+                    timings: dict[str, float]) -> tuple[Action | None, str | None, datetime | None]:
+        """Parse and execute; both failures are data on the step, not episode errors. Also when
+        the action was sent to the page (after the pacer's wait; None when it did not parse)."""
+        started, action, acted_at = time.perf_counter(), None, None
         try:
             action = parse_agent_output(reply.output)
+            if self.pacer is not None:
+                self.pacer.before_action(self.budget.steps, action)
+                started = time.perf_counter()
+            acted_at = _now()
             browser.execute(action)
-            return action, None
+            return action, None, acted_at
         except MminaError as exc:
-            return action, str(exc)
+            return action, str(exc), acted_at
         finally:
             timings["action_ms"] = (time.perf_counter() - started) * 1e3
 
     def _store_step(self, observation: Observation, reply: AgentReply, action: Action | None, error: str | None,
-                    completed: bool, timings: dict[str, float]) -> None:
+                    completed: bool, timings: dict[str, float], acted_at: datetime | None) -> None:
         """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
@@ -293,6 +321,7 @@ class EpisodeRecorder:
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "cost_usd": reply.cost_usd,
+            "acted_at": acted_at,
             **timings,
         })
         if reply.request is not None:

@@ -16,7 +16,7 @@ import base64
 import bisect
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,17 +57,18 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
 
 
 def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: EventStreams | None = None) -> list[dict[str, Any]]:
+            streams: EventStreams | None = None, more: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
 
-    ``streams`` gives the bodies the HAR lacks (see the module). ``redactor`` first learns every
+    ``streams`` gives the bodies the HAR lacks (see the module); ``more`` are entries in the HAR's
+    format that the browser's HAR cannot have (the sockets a replay's router played itself). ``redactor`` first learns every
     secret of the traffic (credentials in headers, secret query values, tokens in JSON and form
     bodies), then redacts every row and body with all of them, so a token a page echoes
     elsewhere is gone there too; the caller redacts the episode's other rows with the same
     redactor afterwards."""
     entries, archive = read_har(path)
     try:
-        entries = sorted(entries, key=lambda e: e["startedDateTime"])
+        entries = sorted([*entries, *more], key=lambda e: e["startedDateTime"])
         if streams is not None:
             fill_streams(entries, streams.bodies())
             fill_tapped(entries, streams.taps.bodies(), archive)

@@ -139,6 +139,11 @@ class Settling:
         self._asked_at = None
         self._last_activity = time.monotonic()
 
+    @property
+    def loading(self) -> bool:
+        """Requests of the context are in flight now (read from any thread)."""
+        return self._in_flight > 0
+
     def _quiet(self) -> bool:
         """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
         heartbeat gets no answer), and nothing for ``SETTLE_QUIET_S``."""

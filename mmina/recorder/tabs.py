@@ -110,6 +110,11 @@ class Tabs:
         self._blanking.add(task)
         task.add_done_callback(self._blanking.discard)
 
+    @property
+    def loading(self) -> bool:
+        """Requests of the episode's context are in flight (see ``Settling.loading``)."""
+        return self._settling.loading
+
     async def settle(self, deadline: float | None = None) -> None:
         """Wait for the active page to settle (see :class:`Settling`), after any tab sent off the
         web was brought back."""

@@ -44,7 +44,6 @@ recorded, e.g. because routing turns off the HTTP cache).
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections import Counter
@@ -93,6 +92,10 @@ class Exchange:
     episode_id: str = ""
     redacted_body: bool = False
     """Redaction changed the body: the browser received another one (a fidelity defect)."""
+    started_ms: float | None = None
+    """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
+    time_ms: float = 0.0
+    """How long the exchange took when recorded (a long-poll: how long the server held it)."""
 
     @property
     def chunks(self) -> str:
@@ -118,6 +121,8 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
+    recorded_s: float = 0.0
+    """How long the recorded exchange took (a paced replay answers a fetch/XHR no sooner)."""
 
 
 @dataclass(frozen=True)
@@ -375,6 +380,8 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
         redacted_body=body_redacted(row),
+        started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
+        time_ms=float(row.get("time_ms") or 0.0),
     ) for offset, row in enumerate(rows)]
 
 
@@ -387,51 +394,3 @@ def body_redacted(row: dict) -> bool:
 
 def header_value(headers: Iterable[dict], name: str) -> str:
     return next((h["value"] for h in headers if h["name"].lower() == name), "")
-
-
-@dataclass
-class SocketScript:
-    """A recorded WebSocket conversation, played back to the page that opens the socket again.
-
-    Playwright's HAR keeps a socket's messages as JSON lines (``{"type": "send"|"receive",
-    "opcode": 1|2, "data": ...}``, binary data in base64). The server's greeting (what it sent
-    before the page's first message) is sent on open; then each message of the page is answered
-    with what the server sent after the corresponding recorded message, up to the next one.
-    """
-
-    messages: list[tuple[str, str | bytes]]
-    position: int = 0
-
-    @classmethod
-    def parse(cls, body: bytes) -> SocketScript:
-        messages: list[tuple[str, str | bytes]] = []
-        for line in body.decode("utf-8", "replace").splitlines():
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict) or message.get("type") not in ("send", "receive"):
-                continue
-            data = str(message.get("data", ""))
-            messages.append((message["type"], base64.b64decode(data) if message.get("opcode") == 2 else data))
-        return cls(messages)
-
-    def opening(self) -> list[str | bytes]:
-        """What the server sent before the page said anything."""
-        return self._received_until_send()
-
-    def answer(self) -> list[str | bytes]:
-        """What the server sent after the page's next recorded message (none past the recording)."""
-        while self.position < len(self.messages) and self.messages[self.position][0] != "send":
-            self.position += 1
-        if self.position == len(self.messages):
-            return []
-        self.position += 1
-        return self._received_until_send()
-
-    def _received_until_send(self) -> list[str | bytes]:
-        received: list[str | bytes] = []
-        while self.position < len(self.messages) and self.messages[self.position][0] == "receive":
-            received.append(self.messages[self.position][1])
-            self.position += 1
-        return received

@@ -25,7 +25,8 @@ renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-condit
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
 older files and in every episode that started from its task's start page); 7 — what the
 browser received (``requests.received_body_sha256``, ``received_body_size``: a body redaction
-changed is a fidelity defect; NULL in older files).
+changed is a fidelity defect) and the recorded pace (``steps.acted_at``; replays of older files
+keep no pace); NULL in older files.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -242,6 +243,10 @@ STEPS = Table(
         ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
+        ("acted_at", TIMESTAMP, "When the action was sent to the page (UTC), after the agent chose it: with "
+                                "`started_at` and the episode's `started_at` it is the page's timeline, which a "
+                                "replay keeps (see docs/replay.md); null for a step whose action did not parse, "
+                                "and in stores before schema version 7."),
     ),
 )
 
