@@ -24,23 +24,33 @@ from mmina.pool import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import AgentSettings
 from mmina.observation import Observation, elements_from_tree
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import Task
 from mmina.taskcheck import load_suite
 
-from bench.results import AT_LEAST, Section, Target, ratio
+from bench.apart import in_own_process, serve_fixture_web, serve_model
+from bench.cputree import KINDS, CpuSplit, CpuTree
+from bench.results import AT_LEAST, Section, Target, previous_release, ratio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.agents_for_tests import descendants  # noqa: E402
-from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server
 
 DELAY_S = 2.0
 EPISODES = 256
 MAX_SCRIPT = 6
 FIXTURE_TASKS = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 SAMPLE_S = 3.0
+MODEL, WEB = "model server", "web"
+"""The kinds counted apart: a real epoch runs its model elsewhere and its sites are on the web."""
+PER_STEP_TARGET = 0.23
+WAIT_TARGET = 0.02
+WAIT_MORE_S = 4.0
+"""The waiting measurement's second run waits this much longer per step."""
+EPOCH_STEPS = 1_050 * 10
+EPOCH_MODEL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,8 @@ FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Settin
         Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
 QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8), Setting("2 workers × 4, local", 8, 4, 2),
          Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
+WAITING = Setting("waiting: concurrency 8", 24, 8)
+QUICK_WAITING = Setting("waiting: concurrency 4", 4, 4)
 
 
 def short_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
@@ -111,16 +123,18 @@ def _between(text: str, start: str, end: str) -> str:
 
 
 class Sampler:
-    """Peak proportional memory (PSS) of this process and all its descendants, and the
-    machine's CPU use, while a block runs."""
+    """Peak proportional memory (PSS) of this process and all its descendants but the ``apart``
+    ones (the model server, the web), while a block runs; ``own_s``: the CPU the sampling took
+    (reading ``smaps_rollup`` walks page tables), which is the bench's, not the run's."""
 
-    def __init__(self) -> None:
+    def __init__(self, apart: set[int]) -> None:
         self.peak_mb = 0.0
+        self.own_s = 0.0
+        self.apart = apart
         self._stop = threading.Event()
 
     @contextmanager
     def sampling(self) -> Iterator["Sampler"]:
-        busy, total = _cpu_jiffies()
         thread = threading.Thread(target=self._run, daemon=True)
         thread.start()
         try:
@@ -128,18 +142,23 @@ class Sampler:
         finally:
             self._stop.set()
             thread.join()
-            busy_after, total_after = _cpu_jiffies()
-            self.cpu = (busy_after - busy) / max(1, total_after - total)
 
     def _run(self) -> None:
+        started = time.thread_time()
         while not self._stop.wait(SAMPLE_S):
-            self.peak_mb = max(self.peak_mb, tree_pss_mb(os.getpid()))
+            self.peak_mb = max(self.peak_mb, tree_pss_mb(os.getpid(), self.apart))
+        self.own_s = time.thread_time() - started
 
 
-def tree_pss_mb(root: int) -> float:
-    """Proportional memory of ``root`` and its descendants, in MB."""
+def tree_pss_mb(root: int, apart: set[int] = frozenset()) -> float:  # type: ignore[assignment]
+    """Proportional memory of ``root`` and its descendants (those under ``apart`` left out), in MB."""
+    excluded = set(apart)
+    for pid in apart:
+        excluded.update(descendants(pid))
     total = 0
     for pid in [root, *descendants(root)]:
+        if pid in excluded:
+            continue
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
@@ -147,13 +166,6 @@ def tree_pss_mb(root: int) -> float:
         found = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
         total += int(found.group(1)) if found else 0
     return total / 1024
-
-
-def _cpu_jiffies() -> tuple[int, int]:
-    """Busy and total CPU time of the machine so far (``/proc/stat``, every core)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
 
 
 @dataclass(frozen=True)
@@ -164,37 +176,72 @@ class Measured:
     steps: int
     errors: int
     peak_mb: float
-    cpu: float
+    cpu: CpuSplit
+    delay_s: float
+
+    @property
+    def per_step(self) -> float:
+        """Core-seconds of mmina's side per step."""
+        return self.cpu.side() / max(1, self.steps)
 
 
-def measure(store: Store, suite: Path, setting: Setting, settings: AgentSettings) -> Measured:
-    sampler = Sampler()
-    with sampler.sampling():
+@dataclass(frozen=True)
+class World:
+    """What the run talks to, in processes of their own: the web's browser arguments, the
+    model's URL and the pids whose CPU is counted apart."""
+
+    web_args: tuple[str, ...]
+    model_url: str
+    apart: dict[int, str]
+
+
+def measure(store: Store, suite: Path, setting: Setting, world: World, delay: float) -> Measured:
+    sampler, tree = Sampler(set(world.apart)), CpuTree(world.apart)
+    settings = AgentSettings(model="bench-model", base_url=world.model_url)
+    browser = BrowserConfig(extra_args=world.web_args)
+    config = RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes, layout=setting.layout,
+                          agent_settings=settings, browser=browser, serve_fixture_web=False)
+    with tree.sampling(), sampler.sampling():
         started = time.perf_counter()
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes,
-                                                 layout=setting.layout, agent_settings=settings))
+        summary = record_run(store, config)
         wall = time.perf_counter() - started
+    split = tree.split
+    split.seconds["mmina"] -= sampler.own_s
     [[steps]] = run_query(store, f"select count(*) from steps where run_id = '{summary.run_id}'").rows
-    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, sampler.cpu)
+    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, split, delay)
+
+
+@contextmanager
+def world(tasks: list[Task], delay: float) -> Iterator[World]:
+    """The fixture web and the model (answering after ``delay``), each in a process of its own."""
+    with in_own_process(serve_fixture_web) as web, \
+            in_own_process(serve_model, delay, [t.task_id for t in tasks]) as model:
+        yield World(tuple(web.value), model.value, {model.pid: MODEL, web.pid: WEB})
 
 
 def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Section:
     tasks = short_tasks(load_suite().tasks)
     settings_list = QUICK if quick else FULL
     delay = DELAY_S / 10 if quick else DELAY_S
-    suite = write_clones(root / "tasks", tasks, max(s.episodes for s in settings_list))
+    waiting = QUICK_WAITING if quick else WAITING
+    suite = write_clones(root / "tasks", tasks, max(s.episodes for s in (*settings_list, waiting)))
     store = Store.open(root / "store", create=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     results: list[Measured] = []
-    with FakeOpenAI(delay_s=delay, policy=oracle_policy(tasks)) as server:
-        settings = AgentSettings(model="bench-model", base_url=server.url)
+    with world(tasks, delay) as here:
         for setting in settings_list:
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
-            results.append(measure(store, suite, setting, settings))
-    return _section(results, delay)
+            results.append(measure(store, suite, setting, here, delay))
+        log(f"epoch: {waiting.episodes} episodes, {waiting.label} (model answers after {delay:g} s)")
+        short = measure(store, suite, waiting, here, delay)
+    longer = delay + (WAIT_MORE_S / 10 if quick else WAIT_MORE_S)
+    with world(tasks, longer) as here:
+        log(f"epoch: {waiting.episodes} episodes, {waiting.label} (model answers after {longer:g} s)")
+        long = measure(store, suite, waiting, here, longer)
+    return _section(results, delay, (short, long))
 
 
-def _section(results: list[Measured], delay: float) -> Section:
+def _section(results: list[Measured], delay: float, waiting: tuple[Measured, Measured]) -> Section:
     section = Section("epoch")
     base = results[0]
     for result in results:
@@ -208,15 +255,67 @@ def _section(results: list[Measured], delay: float) -> Section:
                     note=f"ideal {ideal:.0f} s = steps × {delay:g} s / {setting.in_flight} in flight")
         if setting.in_flight > base.setting.in_flight:
             _speedup(section, result, base)
-        ceiling = result.steps / result.wall_s / max(result.cpu, 1e-3)
-        section.add(f"{label}: CPU", round(result.cpu * 100), "%",
-                    note=f"all cores = 100%; CPU-bound ceiling ≈ {ceiling:.1f} steps/s")
+        _cpu_figures(section, result)
         if setting.in_flight > base.setting.in_flight:
             extra = (result.peak_mb - base.peak_mb) / (setting.in_flight - base.setting.in_flight)
+            target = Target(70) if setting.in_flight == 32 else None
             section.add(f"{label}: memory per episode in flight beyond the first", round(extra, 1), "MB",
-                        Target(80), note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
+                        target, note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
+    per_wait = _waiting_figures(section, *waiting)
+    _projection(section, results, per_wait)
     _ray_vs_local(section, results)
     return section
+
+
+def _cpu_figures(section: Section, result: Measured) -> None:
+    """Core-seconds per step of mmina's side, in all and by process kind; the model server's and
+    the web's apart (a real epoch has neither on its machine)."""
+    label, steps, split = result.setting.label, max(1, result.steps), result.cpu
+    target = Target(PER_STEP_TARGET) if result.setting.in_flight == 32 and result.delay_s == DELAY_S else None
+    kinds = ", ".join(f"{k} {split.seconds.get(k, 0.0) / steps:.3f}" for k in KINDS
+                      if split.seconds.get(k, 0.0) > 0.0005 * steps)
+    section.add(f"{label}: core-seconds per step (mmina's side)", round(result.per_step, 3), "core-s", target,
+                note=f"{kinds}; apart: model server {split.seconds.get(MODEL, 0.0) / steps:.3f}, "
+                     f"web {split.seconds.get(WEB, 0.0) / steps:.3f}; {split.side() / split.wall_s * 50:.0f}% "
+                     f"of the machine's cores")
+
+
+def _waiting_figures(section: Section, short: Measured, long: Measured) -> float:
+    """The CPU of an episode waiting on its model: the same episodes recorded with a model that
+    answers after ``short.delay_s`` and after ``long.delay_s``; the difference of their CPU over
+    the difference of their waiting (steps × extra delay) is what one second of waiting costs."""
+    extra_wait = long.steps * long.delay_s - short.steps * short.delay_s
+    difference = long.cpu.minus(short.cpu)
+    per_kind = ", ".join(f"{k} {difference.seconds.get(k, 0.0) / extra_wait:+.4f}" for k in KINDS
+                         if abs(difference.seconds.get(k, 0.0)) > 0.0005 * extra_wait)
+    per_wait = difference.side() / extra_wait
+    section.add("an episode waiting on its model", round(per_wait, 4), "cores", Target(WAIT_TARGET),
+                note=f"core-seconds per second of waiting: {per_kind}; {short.setting.label}, "
+                     f"{short.steps} and {long.steps} steps, model {short.delay_s:g} s vs {long.delay_s:g} s")
+    section.add("a step without waiting (from the same two runs)",
+                round(short.per_step - per_wait * short.delay_s, 3), "core-s",
+                note=f"core-seconds per step less {short.delay_s:g} s of waiting at {per_wait:.4f} cores")
+    return per_wait
+
+
+def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
+    """A 1,050-task × 10-step epoch with a 5 s model, CPU-bound on this machine's cores: each step
+    costs what it cost at 32 in flight less its own waiting, plus 5 s of waiting."""
+    result = next((r for r in results if r.setting.in_flight == 32 and r.setting.workers == 1), results[-1])
+    active = result.per_step - per_wait * result.delay_s
+    per_step = active + per_wait * EPOCH_MODEL_S
+    cores = os.cpu_count() or 1
+    minutes = EPOCH_STEPS * per_step / cores / 60
+    latency = EPOCH_STEPS * (EPOCH_MODEL_S + 1) / result.setting.in_flight / 60
+    section.add("projected epoch: 1,050 tasks × 10 steps, 5 s model", round(max(minutes, latency), 1), "min",
+                Target(20), note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} "
+                                 f"waiting) × {EPOCH_STEPS:,} steps / {cores} cores, from {result.setting.label}")
+    previous = previous_release()
+    everything = result.cpu.side() + result.cpu.seconds.get(MODEL, 0.0) + result.cpu.seconds.get(WEB, 0.0)
+    section.add("core-seconds per step, everything, / previous release", round(ratio(
+        everything / max(1, result.steps), previous["per_step"]), 2), "×",
+        note=f"{everything / max(1, result.steps):.3f} now (model server and web included, as the previous "
+             f"release's whole-machine figure) vs {previous['per_step']} at {previous['version']}")
 
 
 def _speedup(section: Section, result: Measured, base: Measured) -> None:
