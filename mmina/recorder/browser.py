@@ -32,6 +32,7 @@ from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, M
                                      PLAYWRIGHT_DISABLED_FEATURES, QUIET_ARGS, UNSHOWN_UI_FEATURES, find_chromium,
                                      is_headless_shell, launch_args, launch_chromium, shut_down)
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
+from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.observing import Capture
 from mmina.recorder.seeding import seed_random
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
@@ -74,6 +75,9 @@ class BrowserConfig:
     (history navigations then restore pages without loading them)."""
     allowed_schemes: tuple[str, ...] = ()
     """URL schemes beyond http, https and about:blank that tabs may go to (``mmina.navigation``)."""
+    freeze_after_s: float | None = FREEZE_AFTER_S
+    """Freeze an episode's tabs once its agent has thought this long, until it acts (None: never;
+    see ``mmina.recorder.freezing``)."""
 
     @property
     def capture(self) -> Capture:

@@ -7,7 +7,8 @@ episode's pages while its agent thinks (``mmina.recorder.freezing``).
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError
@@ -17,6 +18,7 @@ from mmina.errors import MminaError
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S,
                                      PROBE_DEADLINE_S, SETTLE_MAX_S, DeadlinePassed)
+from mmina.recorder.freezing import SEND_TIMEOUT_S as FREEZE_CALL_S
 from mmina.recorder.streams import EventStreams
 from mmina.recorder.tabs import BrowserGone, Tabs
 
@@ -109,6 +111,21 @@ class EpisodeBrowser:
 
     def tree(self) -> tuple[str, list[Element]]:
         return self._call(self.tabs.tree(), OBSERVE_DEADLINE_S, "reading the accessibility tree")
+
+    @contextmanager
+    def thinking(self, freeze_after: float | None) -> Iterator[dict[str, float]]:
+        """While the agent thinks: its tabs freeze after ``freeze_after`` seconds (None: never)
+        and are thawed when the block ends; yields the step's timings to add (``frozen_ms``)."""
+        timing: dict[str, float] = {}
+        if freeze_after is None:
+            yield timing
+            return
+        self._call(self.tabs.freezing.after(self.tabs.pages, freeze_after), PROBE_DEADLINE_S, "scheduling a freeze")
+        try:
+            yield timing
+        finally:
+            frozen = self._call(self.tabs.freezing.thaw(), 2 * FREEZE_CALL_S, "thawing the page")
+            timing["frozen_ms"] = frozen * 1e3
 
     def execute(self, action: Action) -> None:
         self._call(self.tabs.execute(action), ACTION_DEADLINE_S, f"the action {action.render()}")

@@ -57,6 +57,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     renamed_and_added(EPISODES, 4, {"hops_completed": "live_hops"}, "final_url", "final_title", "final_tabs",
                       "final_tree_text", "final_screenshot", "final_observed_at"),
     added_columns(EPISODES, 5, *PREFIX_COLUMNS),
+    added_columns(STEPS, 6, "frozen_ms"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

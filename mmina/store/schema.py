@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -23,7 +23,8 @@ shown the image; 5 — the episode's terminal observation (``episodes.final_url`
 renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-conditioned episodes
 (``episodes.prefix_run``, ``prefix_episode``, ``prefix_steps``, ``start_hop``,
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
-older files and in every episode that started from its task's start page).
+older files and in every episode that started from its task's start page); 7 —
+``steps.frozen_ms`` (NULL in older files).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -240,6 +241,10 @@ STEPS = Table(
         ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
+        ("frozen_ms", F64, "How long the episode's tabs were frozen while the agent chose this action, in "
+                           "milliseconds: 0 when the agent answered before the freeze (see `mmina.recorder.freezing`), "
+                           "null when freezing was off or the step came from a store older than version 7 (since "
+                           "schema version 7)."),
     ),
 )
 
