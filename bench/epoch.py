@@ -34,6 +34,7 @@ from mmina.taskcheck import load_suite
 from bench.apart import in_own_process, serve_fixture_web, serve_model
 from bench.cputree import KINDS, CpuSplit, CpuTree
 from bench.results import AT_LEAST, Section, Target, previous_release, ratio
+from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.agents_for_tests import descendants  # noqa: E402
@@ -47,8 +48,6 @@ MODEL, WEB = "model server", "web"
 """The kinds counted apart: a real epoch runs its model elsewhere and its sites are on the web."""
 PER_STEP_TARGET = 0.23
 WAIT_TARGET = 0.02
-WAIT_MORE_S = 4.0
-"""The waiting measurement's second run waits this much longer per step."""
 EPOCH_STEPS = 1_050 * 10
 EPOCH_MODEL_S = 5.0
 
@@ -77,8 +76,9 @@ FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Settin
         Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
 QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8), Setting("2 workers × 4, local", 8, 4, 2),
          Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
-WAITING = Setting("waiting: concurrency 8", 24, 8)
-QUICK_WAITING = Setting("waiting: concurrency 4", 4, 4)
+WAITING = (32, 20.0)
+QUICK_WAITING = (4, 3.0)
+"""Episodes waiting at once, and for how long (seconds) their CPU is sampled."""
 
 
 def short_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
@@ -223,8 +223,7 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     tasks = short_tasks(load_suite().tasks)
     settings_list = QUICK if quick else FULL
     delay = DELAY_S / 10 if quick else DELAY_S
-    waiting = QUICK_WAITING if quick else WAITING
-    suite = write_clones(root / "tasks", tasks, max(s.episodes for s in (*settings_list, waiting)))
+    suite = write_clones(root / "tasks", tasks, max(s.episodes for s in settings_list))
     store = Store.open(root / "store", create=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     results: list[Measured] = []
@@ -232,16 +231,28 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
         for setting in settings_list:
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
             results.append(measure(store, suite, setting, here, delay))
-        log(f"epoch: {waiting.episodes} episodes, {waiting.label} (model answers after {delay:g} s)")
-        short = measure(store, suite, waiting, here, delay)
-    longer = delay + (WAIT_MORE_S / 10 if quick else WAIT_MORE_S)
-    with world(tasks, longer) as here:
-        log(f"epoch: {waiting.episodes} episodes, {waiting.label} (model answers after {longer:g} s)")
-        long = measure(store, suite, waiting, here, longer)
-    return _section(results, delay, (short, long))
+        waiting = _waiting(here, [u for t in tasks for u in t.start_urls], QUICK_WAITING if quick else WAITING, log)
+    return _section(results, delay, waiting)
 
 
-def _section(results: list[Measured], delay: float, waiting: tuple[Measured, Measured]) -> Section:
+Waiting = dict[str, dict[str, float]]
+"""Cores per waiting episode by kind (and ``total``), for each kind of page waited on."""
+
+
+def _waiting(here: World, urls: list[str], setting: tuple[int, float], log: Callable[[str], None]) -> Waiting:
+    """Episodes waiting on the fixture web's pages, and on an animated page frozen and running."""
+    in_flight, wait_s = setting
+    config = BrowserConfig(extra_args=here.web_args)
+    found: Waiting = {}
+    for name, pages, freeze in (("fixture pages", urls, True), ("an animated page, frozen", [ANIMATED], True),
+                                ("an animated page, running", [ANIMATED], False)):
+        log(f"epoch: {in_flight} episodes waiting {wait_s:g} s on {name}")
+        split = waiting_split(config, pages, in_flight, wait_s, here.apart, freeze)
+        found[name] = per_episode_second(split, in_flight, wait_s, KINDS)
+    return found
+
+
+def _section(results: list[Measured], delay: float, waiting: Waiting) -> Section:
     section = Section("epoch")
     base = results[0]
     for result in results:
@@ -261,7 +272,7 @@ def _section(results: list[Measured], delay: float, waiting: tuple[Measured, Mea
             target = Target(70) if setting.in_flight == 32 else None
             section.add(f"{label}: memory per episode in flight beyond the first", round(extra, 1), "MB",
                         target, note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
-    per_wait = _waiting_figures(section, *waiting)
+    per_wait = _waiting_figures(section, waiting)
     _projection(section, results, per_wait)
     _ray_vs_local(section, results)
     return section
@@ -280,36 +291,32 @@ def _cpu_figures(section: Section, result: Measured) -> None:
                      f"of the machine's cores")
 
 
-def _waiting_figures(section: Section, short: Measured, long: Measured) -> float:
-    """The CPU of an episode waiting on its model: the same episodes recorded with a model that
-    answers after ``short.delay_s`` and after ``long.delay_s``; the difference of their CPU over
-    the difference of their waiting (steps × extra delay) is what one second of waiting costs."""
-    extra_wait = long.steps * long.delay_s - short.steps * short.delay_s
-    difference = long.cpu.minus(short.cpu)
-    per_kind = ", ".join(f"{k} {difference.seconds.get(k, 0.0) / extra_wait:+.4f}" for k in KINDS
-                         if abs(difference.seconds.get(k, 0.0)) > 0.0005 * extra_wait)
-    per_wait = difference.side() / extra_wait
-    section.add("an episode waiting on its model", round(per_wait, 4), "cores", Target(WAIT_TARGET),
-                note=f"core-seconds per second of waiting: {per_kind}; {short.setting.label}, "
-                     f"{short.steps} and {long.steps} steps, model {short.delay_s:g} s vs {long.delay_s:g} s")
-    section.add("a step without waiting (from the same two runs)",
-                round(short.per_step - per_wait * short.delay_s, 3), "core-s",
-                note=f"core-seconds per step less {short.delay_s:g} s of waiting at {per_wait:.4f} cores")
-    return per_wait
+def _waiting_figures(section: Section, waiting: Waiting) -> float:
+    """Cores per episode waiting on its model (core-seconds per second of waiting), by kind."""
+    for name, shares in waiting.items():
+        target = Target(WAIT_TARGET) if name == "fixture pages" else None
+        kinds = ", ".join(f"{k} {shares[k]:.4f}" for k in KINDS if shares[k] >= 0.00005)
+        section.add(f"an episode waiting on its model, {name}", round(shares["total"], 4), "cores", target,
+                    note=f"core-seconds per second of waiting: {kinds or 'none'}")
+    return max(0.0, waiting["fixture pages"]["total"])
 
 
 def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
-    """A 1,050-task × 10-step epoch with a 5 s model, CPU-bound on this machine's cores: each step
-    costs what it cost at 32 in flight less its own waiting, plus 5 s of waiting."""
-    result = next((r for r in results if r.setting.in_flight == 32 and r.setting.workers == 1), results[-1])
+    """A 1,050-task × 10-step epoch with a 5 s model on this machine's cores, with enough episodes
+    in flight to keep them busy: each step costs what it cost at 32 in flight (the most in flight
+    measured, in one worker) less its own waiting, plus 5 s of waiting."""
+    local = [r for r in results if r.setting.workers == 1]
+    result = next((r for r in local if r.setting.in_flight == 32), max(local, key=lambda r: r.setting.in_flight))
     active = result.per_step - per_wait * result.delay_s
     per_step = active + per_wait * EPOCH_MODEL_S
     cores = os.cpu_count() or 1
-    minutes = EPOCH_STEPS * per_step / cores / 60
-    latency = EPOCH_STEPS * (EPOCH_MODEL_S + 1) / result.setting.in_flight / 60
-    section.add("projected epoch: 1,050 tasks × 10 steps, 5 s model", round(max(minutes, latency), 1), "min",
-                Target(20), note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} "
-                                 f"waiting) × {EPOCH_STEPS:,} steps / {cores} cores, from {result.setting.label}")
+    seconds = EPOCH_STEPS * per_step / cores
+    in_flight = EPOCH_STEPS / seconds * (EPOCH_MODEL_S + result.wall_s * result.setting.in_flight / result.steps
+                                         - result.delay_s)
+    section.add("projected epoch: 1,050 tasks × 10 steps, 5 s model", round(seconds / 60, 1), "min", Target(20),
+                note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
+                     f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
+                     f"{in_flight:.0f} episodes in flight")
     previous = previous_release()
     everything = result.cpu.side() + result.cpu.seconds.get(MODEL, 0.0) + result.cpu.seconds.get(WEB, 0.0)
     section.add("core-seconds per step, everything, / previous release", round(ratio(

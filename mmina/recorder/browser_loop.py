@@ -11,12 +11,18 @@ import asyncio
 import threading
 import time
 from collections.abc import Coroutine
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import CancelledError as FutureCancelled, TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
+from mmina.errors import MminaError
 from mmina.recorder.settling import CALL_DEADLINE_S, PROBE_DEADLINE_S, DeadlinePassed
 
 T = TypeVar("T")
+
+
+class SessionStopped(MminaError):
+    """The browser session was stopped (closed, or replaced after it stopped answering) while a
+    call of an episode still ran on its loop: that episode ends with this error, the run goes on."""
 
 
 class _OwnSessionLoop(asyncio.SelectorEventLoop):
@@ -57,6 +63,8 @@ class BrowserLoop:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             pass
+        except FutureCancelled:
+            raise SessionStopped(f"{doing} was cut short: the browser session was stopped") from None
         where = self._where(task_box)
         if not future.cancel() and not future.cancelled():
             return future.result()  # it finished just now, after all
