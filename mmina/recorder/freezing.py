@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from playwright.async_api import CDPSession, Error as PlaywrightError, Page
 
@@ -66,7 +67,7 @@ class Freezing:
         self._frozen_at = time.monotonic()
         sessions = [s for s in await asyncio.gather(*(self._sessions(p) for p in pages)) if s is not None]
         self._frozen += sessions  # before the calls: a thaw that cancels them midway still wakes the page
-        await asyncio.gather(*(_freeze(s) for s in sessions))
+        await asyncio.gather(*(_send_all(s, FREEZE) for s in sessions))
 
     async def thaw(self) -> float:
         """Cancel a freeze not yet done and let every frozen tab's animations run again; the
@@ -77,28 +78,20 @@ class Freezing:
             await asyncio.gather(pending, return_exceptions=True)
         frozen, self._frozen = self._frozen, []
         frozen_at, self._frozen_at = self._frozen_at, None
-        await asyncio.gather(*(_wake(s) for s in frozen))
+        await asyncio.gather(*(_send_all(s, WAKE) for s in frozen))
         return time.monotonic() - frozen_at if frozen_at is not None and frozen else 0.0
 
 
-FREEZE = (("Animation.enable", {}), ("Animation.setPlaybackRate", {"playbackRate": 0}))
-WAKE = (("Animation.setPlaybackRate", {"playbackRate": 1}), ("Animation.disable", {}))
+Calls = tuple[tuple[str, dict[str, Any]], ...]
+FREEZE: Calls = (("Animation.enable", {}), ("Animation.setPlaybackRate", {"playbackRate": 0}))
+WAKE: Calls = (("Animation.setPlaybackRate", {"playbackRate": 1}), ("Animation.disable", {}))
 
 
-async def _freeze(session: CDPSession) -> None:
-    for method, params in FREEZE:
-        await _send(session, method, params)
-
-
-async def _wake(session: CDPSession) -> None:
-    for method, params in WAKE:
-        await _send(session, method, params)
-
-
-async def _send(session: CDPSession, method: str, params: dict[str, object]) -> bool:
-    """Whether the call succeeded (a page that closed or navigated away is left as it is)."""
-    try:
-        await asyncio.wait_for(session.send(method, params), SEND_TIMEOUT_S)
-        return True
-    except (PlaywrightError, asyncio.TimeoutError):
-        return False
+async def _send_all(session: CDPSession, calls: Calls) -> None:
+    """The calls in order, each within ``SEND_TIMEOUT_S``; one that fails (the page closed or
+    navigated away) is passed over: the page is left as it is."""
+    for method, params in calls:
+        try:
+            await asyncio.wait_for(session.send(method, params), SEND_TIMEOUT_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            continue
