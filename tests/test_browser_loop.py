@@ -31,6 +31,14 @@ def test_a_call_running_when_the_loop_stops_raises_session_stopped() -> None:
     assert "observing the page" in str(raised[0])
 
 
+def test_a_call_after_the_loop_stopped_raises_session_stopped() -> None:
+    """An episode closing its context after its session was replaced (the loop closed)."""
+    loop = BrowserLoop()
+    loop.stop()
+    with pytest.raises(SessionStopped, match="closing the context could not start"):
+        loop.run(asyncio.sleep(0), time.monotonic() + 5, "closing the context")
+
+
 def test_a_call_that_finishes_returns_its_result() -> None:
     loop = BrowserLoop()
     try:

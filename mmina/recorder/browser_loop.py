@@ -58,7 +58,13 @@ class BrowserLoop:
         started = time.monotonic()
         deadline = deadline if deadline is not None else started + CALL_DEADLINE_S
         task_box: list[asyncio.Task[Any]] = []
-        future = asyncio.run_coroutine_threadsafe(_tracked(coroutine, task_box), self.loop)
+        tracked = _tracked(coroutine, task_box)
+        try:
+            future = asyncio.run_coroutine_threadsafe(tracked, self.loop)
+        except RuntimeError:  # the loop is closed: its session was stopped
+            tracked.close()
+            coroutine.close()
+            raise SessionStopped(f"{doing} could not start: the browser session was stopped") from None
         try:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
