@@ -104,11 +104,17 @@ def descendants(roots: dict[int, str], stats: dict[int, Stat]) -> dict[int, str]
     return found
 
 
+RECHECKS = 5
+"""Samples over which a new process's kind is read again: a child is a copy of its parent
+(a Python, for Playwright's node driver) until it executes its own program."""
+
+
 @dataclass
 class _Seen:
     kind: str
     first: int
     last: int
+    checks: int = 1
 
 
 @dataclass
@@ -168,8 +174,10 @@ class CpuTree:
             key = (pid, stat.started)
             seen = self._seen.get(key)
             if seen is None:
-                kind = label or kind_of(command_line(pid))
-                seen = self._seen[key] = _Seen(kind, stat.ticks if first else 0, stat.ticks)
+                seen = self._seen[key] = _Seen(label or kind_of(command_line(pid)), stat.ticks if first else 0, 0)
+            elif seen.checks < RECHECKS and not label:
+                command = command_line(pid)
+                seen.kind, seen.checks = (kind_of(command) if command else seen.kind), seen.checks + 1
             seen.last = stat.ticks
 
     def _by_user_data(self, stats: dict[int, Stat], members: dict[int, str]) -> dict[int, str]:
