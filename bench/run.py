@@ -136,8 +136,11 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpus": os.cpu_count()},
             "quick": args.quick, "seconds": round(seconds, 1), "figures": figures}
-    if args.only and args.out.exists():
-        data = merged(json.loads(args.out.read_text()), data, args.only)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.only and old:
+        data = merged(old, data, args.only)
+    if "previous_release" in old:
+        data["previous_release"] = old["previous_release"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     console.print(f"figures written to {args.out}")

@@ -114,8 +114,11 @@ class FakeOpenAI:
     echo_key: bool = False
     """An injected error says which key it refused, whole, as a careless endpoint would (``Incorrect API key
     provided: <the credential of the Authorization header>``)."""
+    keep_requests: bool = True
+    """False keeps no request body (a benchmark's thousands of prompts), only the counts."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    received: int = 0
     answered: int = 0
 
     def __enter__(self) -> "FakeOpenAI":
@@ -139,7 +142,7 @@ class FakeOpenAI:
 
     def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Status and JSON for one request, in arrival order."""
-        if self.always_fail or len(self.requests) <= self.fail_first:
+        if self.always_fail or self.received <= self.fail_first:
             body["_failed"] = True
             message = f"injected HTTP {self.fail_status}"
             if self.echo_key:
@@ -194,8 +197,10 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             body["_authorization"] = self.headers.get("Authorization")
             time.sleep(server.delay_s)
             with lock:
-                server.requests.append(body)
-                server.paths.append(self.path)
+                server.received += 1
+                if server.keep_requests:
+                    server.requests.append(body)
+                    server.paths.append(self.path)
                 status, answer = server.respond(body)
             if server.hang:
                 server.stopped.wait()

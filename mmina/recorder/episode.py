@@ -235,7 +235,9 @@ class EpisodeRecorder:
             completed = self.tracker.observe(observation.url, observation.step_index)
             agent_start = time.perf_counter()
             try:
-                reply = checked_reply(self.agent.act(observation))
+                with browser.thinking(self.session.config.freeze_after_s) as frozen:
+                    reply = checked_reply(self.agent.act(observation))
+                    timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3  # the thaw is not the agent's
             except ScriptEnd:
                 self.step_starts.pop()
                 return "script_end", None
@@ -243,7 +245,7 @@ class EpisodeRecorder:
                 raise
             except Exception as exc:  # a user's agent failing ends its episode, not the run
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
-            timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
+            timings.update(frozen)
             action, error, acted_at = self._run_action(browser, reply, timings)
             self._typed_secrets += typed_secret(observation, action, error)
             error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's

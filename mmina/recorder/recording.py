@@ -44,6 +44,9 @@ class RecordConfig:
     layout: Layout = field(default_factory=Layout)
     """Workers, episodes in flight per worker, and where workers run (see ``mmina.pool``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
+    serve_fixture_web: bool = True
+    """False when the fixture web is served elsewhere already (its ``--host-resolver-rules`` in
+    ``browser.extra_args``): a benchmark runs it in a process of its own to count its CPU apart."""
 
 
 @dataclass
@@ -114,7 +117,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
     """
     plan = _plan(store, config)
     started = time.perf_counter()
-    with fixture_web(plan.suite.tasks, config.drift) as extra_args:
+    with fixture_web(plan.suite.tasks if config.serve_fixture_web else (), config.drift) as extra_args:
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         session = BrowserSession(browser)
         try:

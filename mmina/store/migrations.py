@@ -58,7 +58,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                       "final_tree_text", "final_screenshot", "final_observed_at"),
     added_columns(EPISODES, 5, *PREFIX_COLUMNS),
     added_columns(REQUESTS, 6, "received_body_sha256", "received_body_size"),
-    added_columns(STEPS, 6, "acted_at"),
+    added_columns(STEPS, 6, "acted_at", "frozen_ms"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

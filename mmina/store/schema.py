@@ -25,8 +25,9 @@ renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-condit
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
 older files and in every episode that started from its task's start page); 7 — what the
 browser received (``requests.received_body_sha256``, ``received_body_size``: a body redaction
-changed is a fidelity defect) and the recorded pace (``steps.acted_at``; replays of older files
-keep no pace); NULL in older files.
+changed is a fidelity defect), the recorded pace (``steps.acted_at``; replays of older files
+keep no pace) and how long a waiting episode's tabs were frozen (``steps.frozen_ms``); NULL in
+older files.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -247,6 +248,10 @@ STEPS = Table(
                                 "`started_at` and the episode's `started_at` it is the page's timeline, which a "
                                 "replay keeps (see docs/replay.md); null for a step whose action did not parse, "
                                 "and in stores before schema version 7."),
+        ("frozen_ms", F64, "How long the episode's tabs were frozen while the agent chose this action, in "
+                           "milliseconds: 0 when the agent answered before the freeze (see `mmina.recorder.freezing`), "
+                           "null when freezing was off or the step came from a store older than version 7 (since "
+                           "schema version 7)."),
     ),
 )
 
