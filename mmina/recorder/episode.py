@@ -93,7 +93,11 @@ class Pacer(Protocol):
 
     def before_observe(self, page: EpisodeBrowser, step_index: int) -> None: ...
 
-    def before_action(self, step_index: int, action: Action) -> None: ...
+    def after_observe(self, step_index: int) -> None: ...
+
+    def before_action(self, page: EpisodeBrowser, step_index: int, action: Action) -> dict[str, float]:
+        """Wait before the action; the step's timings to add (e.g. ``frozen_ms``)."""
+        ...
 
 
 MoreTraffic = Callable[[], list[dict[str, Any]]]
@@ -229,6 +233,8 @@ class EpisodeRecorder:
                 self.pacer.before_observe(browser, self.budget.steps)
             self.step_starts.append(_now())
             observation, timings = browser.observe(self.budget.steps, self.task.intent)
+            if self.pacer is not None:
+                self.pacer.after_observe(self.budget.steps)
             if uses_marks(self.agent):
                 _wait_for_marks(observation, timings)
             self._caption(observation, timings)
@@ -277,7 +283,7 @@ class EpisodeRecorder:
         try:
             action = parse_agent_output(reply.output)
             if self.pacer is not None:
-                self.pacer.before_action(self.budget.steps, action)
+                timings.update(self.pacer.before_action(browser, self.budget.steps, action))
                 started = time.perf_counter()
             acted_at = _now()
             browser.execute(action)

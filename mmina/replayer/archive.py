@@ -123,6 +123,9 @@ class Reply:
     body: bytes
     recorded_s: float = 0.0
     """How long the recorded exchange took (a paced replay answers a fetch/XHR no sooner)."""
+    arrived_at: float | None = None
+    """When the recorded response arrived (wall-clock seconds; its headers, for a body that came
+    in chunks): a paced replay keeps its order with the observations (``mmina.replayer.turns``)."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output", "started_at",
-                "acted_at"]
+                "acted_at", "frozen_ms"]
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,13 @@ class _ArchiveJob:
         return self._local.store
 
     def replay(self, task: Task, agent: Agent, limits: Limits, sources: Sequence[Source], seed_name: str,
-               attempt: int, pacer: PacedSteps | None = None) -> _Outcome:
-        """One episode in a context routed to these sources' archive, at the ``pacer``'s pace;
-        a failure leaves nothing of it in the store."""
+               attempt: int, pacer: PacedSteps | None = None, recorded_until: float | None = None) -> _Outcome:
+        """One episode in a context routed to these sources' archive, at the ``pacer``'s pace
+        (its order with the observations kept); a failure leaves nothing of it in the store.
+        Its sockets are compared up to its last observation and ``recorded_until``, when the
+        recording's last began (``ArchiveRouter.socket_fidelity``)."""
         router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
-                               on_socket=pacer.socket_opened if pacer else None)
+                               on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
@@ -108,7 +110,9 @@ class _ArchiveJob:
             except BaseException:
                 writer.abort()
                 raise
-        return _Outcome(result, writer.steps, recorder.step_starts, router.served, router.socket_fidelity())
+        replayed_until = recorder.step_starts[-1].timestamp() if recorder.step_starts and recorded_until else None
+        return _Outcome(result, writer.steps, recorder.step_starts, router.served,
+                        router.socket_fidelity(recorded_until, replayed_until))
 
     def close(self) -> None:
         self.browsers.close()
@@ -127,8 +131,9 @@ class StoredActionsJob(_ArchiveJob):
         attempt, source = item
         recorded = self.steps.get(source.episode_id, [])
         pace = RecordedPace.of(source.started_at, recorded, self.source.requests.get(source.episode_id, []))
+        last = recorded[-1]["started_at"].timestamp() if recorded and recorded[-1].get("started_at") else None
         outcome = self.replay(self.source.task(source.task_id), _replayer(self.steps, source), self.source.limits,
-                              [source], source.episode_id, attempt, PacedSteps(pace) if pace else None)
+                              [source], source.episode_id, attempt, PacedSteps(pace) if pace else None, last)
         return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)
 
 

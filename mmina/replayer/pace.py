@@ -22,6 +22,20 @@ the recording and the replay alike):
   many scripts slower than a live server on a loaded machine, so it waits for them, up to
   ``LOADING_MAX_S`` more. A page that is not there yet is read again every ``POLL_S``.
 
+**The order of deliveries and observations.** Equal delays do not keep a push and an
+observation that were tenths of a second apart in the recording in their order (a loaded
+machine shifts one a little). The recorded timestamps say which came first, so the replay
+keeps it explicitly (``mmina.replayer.turns``): before an observation, the pacer waits for every
+delivery the recording's page received before that observation began (a socket's message, a
+held response, a stream's chunk) and then, up to ``RENDER_S`` after the last of them, for the
+page to show the recorded state; deliveries the recording received after it began are held by
+the router until the replay's observation is taken (``after_observe``).
+
+**Frozen animations.** A recording whose agent thought longer than the freeze delay had its
+pages' animations frozen (``steps.frozen_ms``, ``mmina.recorder.freezing``) until it acted: a
+toast whose ``animationend`` removes it stayed that much longer. A replay's pace wait freezes
+them as long, ending at the action as it did (:meth:`PacedSteps.before_action`).
+
 In an episode with a WebSocket, the timeline is kept from the moment the page opens its first
 socket (``PacedSteps.socket_opened``), not from the episode's start: a server's timers count from
 there, and a page that loads slower or faster than it did would otherwise see a timer's push a
@@ -37,6 +51,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -46,6 +61,7 @@ from mmina.errors import MminaError
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import same_page
 from mmina.replayer.fidelity import tree_change
+from mmina.replayer.turns import Turns
 
 MARGIN_S = 0.5
 """How much later than recorded an observation may wait for the recorded state to show."""
@@ -54,6 +70,10 @@ LOADING_MAX_S = 5.0
 slower to serve a page's scripts than the live site was, on a loaded machine)."""
 POLL_S = 0.1
 """How often a page not yet in its recorded state is read again."""
+RENDER_S = 1.0
+"""After the last delivery an observation waited for, how long the page may take to show it."""
+DELIVERY_POLL_S = 0.01
+"""How often an observation waiting for a delivery due now looks again."""
 
 
 class Page(Protocol):
@@ -67,6 +87,8 @@ class Page(Protocol):
 
     def tree(self) -> tuple[str, list[Any]]: ...
 
+    def thinking(self, freeze_after: float | None) -> AbstractContextManager[dict[str, float]]: ...
+
 
 @dataclass(frozen=True)
 class RecordedStep:
@@ -78,6 +100,8 @@ class RecordedStep:
     tree_text: str
     idle: bool = False
     """The recorded page was idle while the agent thought (see the module)."""
+    frozen: float = 0.0
+    """How long the recording froze the page's animations before the action (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,13 @@ class RecordedPace:
     steps: tuple[RecordedStep, ...]
     socket_opened: float | None = None
     """When the episode's first WebSocket opened (seconds after its start), if it had one."""
+    started: float = 0.0
+    """When the recorded episode started (wall-clock seconds, as its traffic is timed)."""
+
+    @property
+    def observed_at(self) -> list[float]:
+        """When each recorded observation began (wall-clock seconds)."""
+        return [self.started + step.observed for step in self.steps]
 
     @classmethod
     def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]],
@@ -101,8 +132,10 @@ class RecordedPace:
         return cls(tuple(RecordedStep(_seconds(episode_started, r["started_at"]),
                                       _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
                                       r.get("url") or "", r.get("tree_text") or "",
-                                      not pushed and _quiet(started, r["started_at"], r.get("acted_at")))
-                         for r in rows), _seconds(episode_started, sockets[0]) if sockets else None)
+                                      not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
+                                      (r.get("frozen_ms") or 0.0) / 1e3)
+                         for r in rows), _seconds(episode_started, sockets[0]) if sockets else None,
+                   episode_started.timestamp())
 
 
 def _seconds(start: datetime, moment: datetime) -> float:
@@ -129,6 +162,8 @@ class PacedSteps:
         self.recorded, self._clock, self._sleep = recorded, clock, sleep
         self._start = clock()
         self._anchored = False
+        self.turns = Turns(recorded.observed_at)
+        """The order of deliveries and observations, shared with the episode's router (see the module)."""
 
     def begin(self) -> None:
         """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
@@ -142,25 +177,51 @@ class PacedSteps:
             self._anchored = True
             self._start = self._clock() - self.recorded.socket_opened
 
-    def before_action(self, step_index: int, action: Action) -> None:
+    def before_action(self, page: Page, step_index: int, action: Action) -> dict[str, float]:
         """Wait until the recorded action's moment (none for steps past the recording, nor for
-        ``stop``, which does nothing to the page: the answer is given at once)."""
+        ``stop``, which does nothing to the page: the answer is given at once), the page's
+        animations frozen for the end of it as long as the recording froze them; the step's
+        timings to add (``frozen_ms``)."""
         step = self._step(step_index)
-        if step is not None and step.acted is not None and action.kind is not ActionKind.STOP and not step.idle:
-            self._wait(self._start + step.acted - self._clock())
+        if step is None or step.acted is None or action.kind is ActionKind.STOP or step.idle:
+            return {}
+        acted = self._start + step.acted
+        if step.frozen <= 0 or acted <= self._clock():
+            self._wait(acted - self._clock())
+            return {}
+        with page.thinking(max(0.0, acted - step.frozen - self._clock())) as timing:
+            self._wait(acted - self._clock())
+        return timing
 
     def before_observe(self, page: Page, step_index: int) -> None:
-        """Wait until the page shows the recorded observation, or its moment plus ``MARGIN_S``
-        (plus up to ``LOADING_MAX_S`` while the page is still loading something)."""
+        """Wait for the deliveries the recording's page had before this observation, then until
+        the page shows the recorded observation, or its moment plus ``MARGIN_S`` (or ``RENDER_S``
+        after the last delivery, if later; plus up to ``LOADING_MAX_S`` while the page is still
+        loading something)."""
         step = self._step(step_index)
         if step is None:
             return
         until = self._start + step.observed + MARGIN_S
+        delivered = self._deliveries(step_index, until + LOADING_MAX_S)
+        if delivered is not None:
+            until = max(until, delivered + RENDER_S)
         while not self._shows(page, step):
             now = self._clock()
             if now >= until + LOADING_MAX_S or (now >= until and not page.loading):
                 return
             self._wait(POLL_S if now >= until else min(POLL_S, until - now))
+
+    def after_observe(self, step_index: int) -> None:
+        """The observation was taken: deliveries the recording received after it began may go."""
+        self.turns.observed(step_index)
+
+    def _deliveries(self, step_index: int, bound: float) -> float | None:
+        """Wait (until ``bound`` at most) for every delivery on its way that the recording's page
+        received before this observation began; when the last delivery since the previous
+        observation reached the page (None: none did)."""
+        while (due := self.turns.awaited(step_index, now := self._clock(), bound)) is not None and now < bound:
+            self._wait(min(POLL_S, max(DELIVERY_POLL_S, due - now)))
+        return self.turns.delivered_at
 
     def _step(self, step_index: int) -> RecordedStep | None:
         return self.recorded.steps[step_index] if step_index < len(self.recorded.steps) else None

@@ -25,12 +25,19 @@ its server held it. Documents, scripts, styles and images are answered at once.
 that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
 ``fetch`` in its recorded chunks at its recorded pace, so a page reading a stream sees what it
 saw (a stream it aborted mid-way included).
+
+**The order with the observations.** In a paced replay, a held fetch/XHR response, a socket's
+message and a stream's chunk that the recording received after an observation began wait until
+the replay has taken that observation, and the pacer waits for those received before it
+(``mmina.replayer.turns``): a stream's chunks ask for their turn through a binding
+(``__mminaChunk``), named by the ``x-mmina-stream`` header of their response.
 """
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
@@ -43,12 +50,15 @@ from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive,
                                     Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.socket_route import SocketPlayer
-from mmina.replayer.sockets import parse_messages
+from mmina.replayer.sockets import Message, parse_messages
+from mmina.replayer.turns import Expected, Turns
 
+STREAM_HEADER = "x-mmina-stream"
+"""Names a paced replay's stream for its chunks' turns (``__mminaChunk``); the page never sees it."""
 STREAMED_FETCH = """(() => {
   const native = window.fetch;
   if (!native || native.__mmina) return;
-  const HEADER = '%s';
+  const HEADER = '%s', STREAM = '%s';
   async function fetch(...args) {
     const response = await native.apply(this, args);
     const timing = response.headers.get(HEADER);
@@ -56,6 +66,9 @@ STREAMED_FETCH = """(() => {
     const bytes = new Uint8Array(await response.arrayBuffer());
     const chunks = timing.split(',').map(part => part.split('@').map(Number));
     const flowing = window.__mminaStreams = window.__mminaStreams || new Set();
+    const key = response.headers.get(STREAM);
+    const turn = index => (key && window.__mminaChunk ? window.__mminaChunk(key, index) : Promise.resolve()).catch(() => {});
+    let inTurn = Promise.resolve();
     const body = new ReadableStream({start(controller) {
       let offset = 0;
       flowing.add(controller);
@@ -64,23 +77,26 @@ STREAMED_FETCH = """(() => {
         const piece = bytes.slice(offset, last ? bytes.length : offset + size);
         offset += size;
         setTimeout(() => {
-          if (last) flowing.delete(controller);
-          try { controller.enqueue(piece); if (last) controller.close(); } catch (e) {}
+          inTurn = inTurn.then(() => turn(index)).then(() => {
+            if (last) flowing.delete(controller);
+            try { controller.enqueue(piece); if (last) controller.close(); } catch (e) {}
+          });
         }, at);
       });
-    }, cancel() { flowing.clear(); }});
+    }, cancel() { flowing.clear(); turn(-1); }});
     const headers = new Headers(response.headers);
     headers.delete(HEADER);
+    headers.delete(STREAM);
     const streamed = new Response(body, {status: response.status, statusText: response.statusText, headers});
     for (const name of ['url', 'redirected', 'type']) Object.defineProperty(streamed, name, {value: response[name]});
     return streamed;
   }
   fetch.__mmina = true;
   window.fetch = fetch;
-})();""" % CHUNKS_HEADER
+})();""" % (CHUNKS_HEADER, STREAM_HEADER)
 """Hands a body recorded in chunks to the page in those chunks, each at its recorded time
-after the response (see the module). A stream still flowing is in ``window.__mminaStreams``,
-which settling waits on as a recording waits on the network."""
+after the response and, in a paced replay, in its turn (see the module). A stream still flowing
+is in ``window.__mminaStreams``, which settling waits on as a recording waits on the network."""
 SOCKET_SCHEMES = ("ws://", "wss://")
 ENGINE_IO_SEPARATOR = "\x1e"
 """Between the packets of one engine.io (v4) long-poll body."""
@@ -122,18 +138,25 @@ class ArchiveRouter:
     """Keep the recorded pace: a fetch/XHR is answered no sooner than it was when recorded."""
     on_socket: Callable[[], None] | None = None
     """Told when the page opens a socket (the pace keeps its timeline from the first one)."""
+    turns: Turns | None = None
+    """Keeps what reaches the page in its recorded order with the observations (paced replays)."""
 
     def __post_init__(self) -> None:
         self.matcher = Matcher(self.archive)
         self._last_match: Exchange | None = None
         self.sockets: list[SocketPlayer] = []
         """The sockets played to the page, with what was said on them (``socket_entries``)."""
+        self._streams: dict[str, list[Expected]] = {}
+        """A paced replay's streams: each chunk's slot and when it is due."""
+        self._names = itertools.count(1)
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
         see the module). ``Math.random`` is seeded as in the recording (``recorder/seeding.py``)."""
         await context.clock.install(time=self.starts_at)
         await context.add_init_script(STREAMED_FETCH)
+        if self.turns is not None:
+            await context.expose_binding("__mminaChunk", self._chunk)
         await context.route("**/*", self._handle)
         await context.route_web_socket("**/*", self._socket)
 
@@ -144,16 +167,21 @@ class ArchiveRouter:
         if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
-        self.sockets.append(SocketPlayer.start(socket, exchange))
+        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns))
         if self.on_socket is not None:
             self.on_socket()
 
-    def socket_fidelity(self) -> tuple[SocketFidelity, ...]:
+    def socket_fidelity(self, recorded_until: float | None = None,
+                        replayed_until: float | None = None) -> tuple[SocketFidelity, ...]:
         """Every recorded socket compared with the one the page opened again (message by
-        message; one the page never opened again has every message missing)."""
+        message; one the page never opened again has every message missing). Only what was said
+        before the episode's last observation began (``recorded_until`` in the recording,
+        ``replayed_until`` in the replay; wall-clock seconds, None: everything) is compared:
+        what comes later can change no observation, and a replay, which does not wait for
+        ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}
-        return tuple(played[e.order].fidelity() if e.order in played
-                     else compare_sockets(e.url, parse_messages(e.body), [])
+        return tuple(compare_sockets(e.url, said_before(parse_messages(e.body, 0.0), recorded_until),
+                                     said_before(played[e.order].said(), replayed_until) if e.order in played else [])
                      for e in self.archive.exchanges if e.url.startswith(SOCKET_SCHEMES))
 
     def socket_entries(self) -> list[dict[str, object]]:
@@ -183,8 +211,7 @@ class ArchiveRouter:
             raise
         except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
-        if self.paced:
-            await asyncio.sleep(reply.recorded_s - (asyncio.get_running_loop().time() - asked))
+        turn = await self._hold(reply, asked) if self.paced else None  # cancelled: the context closed
         try:
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
@@ -192,6 +219,51 @@ class ArchiveRouter:
                 await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
+        if turn is not None:
+            self._answered(turn, reply)
+
+    async def _hold(self, reply: Reply, asked: float) -> Hashable | None:
+        """Hold a paced answer as long as its recorded exchange took and, when the replay keeps
+        the order with the observations, until its turn; its name among the deliveries an
+        observation waits for (None: the order is not kept)."""
+        loop = asyncio.get_running_loop()
+        due = asked + reply.recorded_s
+        if self.turns is None or reply.arrived_at is None:
+            await asyncio.sleep(due - loop.time())
+            return None
+        name, slot = ("fetch", next(self._names)), self.turns.slot(reply.arrived_at)
+        self.turns.expect(name, slot, due)
+        try:
+            await asyncio.sleep(due - loop.time())
+            await self.turns.turn(slot)
+        except asyncio.CancelledError:
+            self.turns.dropped(name)
+            raise
+        return name
+
+    def _answered(self, name: Hashable, reply: Reply) -> None:
+        """A held answer reached the page; its body's chunks, if it has some, are on their way."""
+        assert self.turns is not None and reply.arrived_at is not None
+        now = asyncio.get_running_loop().time()
+        stream = reply.headers.get(STREAM_HEADER)
+        if stream is not None:
+            offsets = [float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")]
+            chunks = [Expected(self.turns.slot(reply.arrived_at + offset), now + offset) for offset in offsets]
+            self._streams[stream] = chunks
+            self.turns.expect(("stream", stream), chunks[0].slot, chunks[0].due)  # before: never a moment with neither
+        self.turns.delivered(name, now)
+
+    async def _chunk(self, _source: object, stream: str, index: int) -> None:
+        """A page's stream asks to hand over its chunk ``index`` (-1: the page cancelled it):
+        answered in the chunk's turn (see the module)."""
+        assert self.turns is not None
+        chunks, name = self._streams.get(stream), ("stream", stream)
+        if chunks is None or not 0 <= index < len(chunks):
+            self.turns.dropped(name)
+            return
+        await self.turns.turn(chunks[index].slot)
+        following = chunks[index + 1] if index + 1 < len(chunks) else None
+        self.turns.delivered(name, asyncio.get_running_loop().time(), following)
 
     def _feed_sockets(self, request: Request) -> None:
         """A long-poll POST (engine.io's ``transport=polling``) carries page messages of a session
@@ -216,8 +288,11 @@ class ArchiveRouter:
         if exchange is None or request.resource_type not in HELD_TYPES:
             return reply
         if exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
-            reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks}, reply.body)
-        return replace(reply, recorded_s=min(_until_headers(exchange) / 1e3, MAX_HOLD_S))
+            stream = {STREAM_HEADER: str(next(self._names))} if self.turns is not None else {}
+            reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body)
+        until_headers = _until_headers(exchange) / 1e3
+        arrived = exchange.started_ms / 1e3 + until_headers if exchange.started_ms else None
+        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived)
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
@@ -291,6 +366,11 @@ class ArchiveRouter:
                                   redacted_body=exchange is not None and exchange.redacted_body))
         self._last_match = exchange
         return exchange
+
+
+def said_before(messages: list[Message], until: float | None) -> list[Message]:
+    """The messages said before ``until`` (timed in the same wall-clock seconds; None: all)."""
+    return messages if until is None else [m for m in messages if m.at < until]
 
 
 def _until_headers(exchange: Exchange) -> float:

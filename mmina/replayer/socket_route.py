@@ -1,7 +1,10 @@
 """Playwright side of socket replay: one routed WebSocket played by the clock.
 
 :class:`SocketPlayer` feeds what the page sends to its :class:`~mmina.replayer.sockets.SocketPlay`
-and sends each server message when it falls due, on the browser's event loop; it keeps a log
+and sends each server message when it falls due — and, in a paced replay, when its turn has
+come (``mmina.replayer.turns``: not before the observations the recording took before it, and
+the player tells when its next message is due, for the observations that must wait for it) —
+on the browser's event loop; it keeps a log
 of both directions in Playwright's HAR format, because a routed socket leaves no entry in the
 context's HAR: the replay run's ``requests`` get the socket's row from :meth:`har_entry`.
 """
@@ -18,8 +21,8 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError, WebSocketRoute
 
 from mmina.replayer.archive import Exchange
-from mmina.replayer.fidelity import SocketFidelity, compare_sockets
-from mmina.replayer.sockets import PAGE, SERVER, Data, SocketPlay, parse_messages
+from mmina.replayer.sockets import PAGE, SERVER, Data, Message, SocketPlay, parse_messages
+from mmina.replayer.turns import Expected, Turns
 
 IDLE_CHECK_S = 1.0
 """A player waiting for the page looks this often whether it was stopped."""
@@ -34,19 +37,25 @@ class SocketPlayer:
     """The recorded socket it plays."""
     play: SocketPlay
     opened_at: datetime
+    turns: Turns | None = None
     log: list[dict[str, Any]] = field(default_factory=list)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _stopped: bool = False
     _task: asyncio.Task[None] | None = None
 
     @classmethod
-    def start(cls, socket: WebSocketRoute, exchange: Exchange) -> SocketPlayer:
-        """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop)."""
+    def start(cls, socket: WebSocketRoute, exchange: Exchange, turns: Turns | None = None) -> SocketPlayer:
+        """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), in
+        the recorded order with the observations when ``turns`` keeps it."""
         loop = asyncio.get_running_loop()
-        play = SocketPlay(parse_messages(exchange.body, exchange.started_ms), loop.time())
-        player = cls(socket, exchange, play, datetime.now(timezone.utc))
+        messages = parse_messages(exchange.body, exchange.started_ms)
+        opened_s = (exchange.started_ms or 0.0) / 1e3
+        slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
+        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns)
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
+        if turns is not None:
+            turns.on_turn(player._wake.set)
         player._task = loop.create_task(player._run())  # held here: a task nobody holds may be collected
         return player
 
@@ -56,7 +65,7 @@ class SocketPlayer:
 
     def _heard(self, data: Data) -> None:
         self._logged(PAGE, data)
-        self._send(self.play.heard(data, asyncio.get_running_loop().time()))
+        self._send(self.play.heard(data, asyncio.get_running_loop().time()), recorded=False)
         self._wake.set()
 
     def heard_elsewhere(self, data: Data) -> None:
@@ -67,19 +76,37 @@ class SocketPlayer:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while not self._stopped:
-            self._send(self.play.due(loop.time()))
-            if self.play.finished:
-                return
-            due = self.play.next_time()
-            wait = IDLE_CHECK_S if due is None else min(IDLE_CHECK_S, max(0.0, due - loop.time()))
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
+        try:
+            while not self._stopped:
+                self._send(self.play.due(loop.time(), self.turns.taken if self.turns else 0))
+                if self.play.finished:
+                    return
+                due = self.play.next_time()
+                self._expect(due)
+                held = self.turns is not None and not self.turns.may_deliver(self.play.next_slot())
+                wait = IDLE_CHECK_S if due is None or held else min(IDLE_CHECK_S, max(0.0, due - loop.time()))
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            if self.turns is not None:
+                self.turns.dropped(self.key)
 
-    def _send(self, messages: list[Data]) -> None:
+    @property
+    def key(self) -> tuple[str, int]:
+        """The player's name among the deliveries an observation may wait for (``Turns``)."""
+        return ("socket", id(self))
+
+    def _expect(self, due: float | None) -> None:
+        """Tell the observations when the next recorded server message is due (its cause heard or not)."""
+        if self.turns is not None and due is not None:
+            self.turns.expect(self.key, self.play.next_slot(), due)
+
+    def _send(self, messages: list[Data], recorded: bool = True) -> None:
+        """Send ``messages`` (``recorded``: the script's, whose delivery the observations wait for;
+        else answers in kind)."""
         for data in messages:
             try:
                 self.socket.send(data)
@@ -87,6 +114,10 @@ class SocketPlayer:
                 self.stop()  # the page closed the socket meanwhile
                 return
             self._logged(SERVER, data)
+        if messages and recorded and self.turns is not None:
+            due = self.play.next_time()
+            upcoming = Expected(self.play.next_slot(), due) if due is not None else None
+            self.turns.delivered(self.key, asyncio.get_running_loop().time(), upcoming)
 
     def _logged(self, direction: str, data: Data) -> None:
         binary = isinstance(data, bytes)
@@ -97,10 +128,9 @@ class SocketPlayer:
         """What was said on the socket, as JSON lines in Playwright's HAR format."""
         return "".join(json.dumps(message) + "\n" for message in self.log)
 
-    def fidelity(self) -> SocketFidelity:
-        """The socket compared with its recording, message by message."""
-        return compare_sockets(self.exchange.url, parse_messages(self.exchange.body),
-                               parse_messages(self.body().encode()))
+    def said(self) -> list[Message]:
+        """What was said on the socket, each message timed in wall-clock seconds."""
+        return parse_messages(self.body().encode(), 0.0)
 
     def har_entry(self) -> dict[str, Any]:
         """The socket as Playwright's HAR would have it: its URL, a 101, and the messages of both

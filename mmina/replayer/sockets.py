@@ -22,7 +22,10 @@ recorded delay after that cause has passed:
   another moment, or more often, than it did does not hold the script up; a heartbeat the
   recording has no counterpart for is **answered in kind** at once (``2`` → ``3``, ``ping`` →
   ``pong``);
-* a server message is never sent before an earlier one (the recorded order holds).
+* a server message is never sent before an earlier one (the recorded order holds);
+* nor before the replay took the observations that began before it in the recording (its
+  *slot*, ``mmina.replayer.turns``): a push the recording received just after an observation
+  is held until the replay has taken that observation.
 
 A page message is matched to the recorded one it repeats **by content**, with volatile parts
 normalised (:func:`normalised`: numbers, UUIDs and long random tokens — ids, sids, counters,
@@ -147,10 +150,12 @@ class SocketPlay:
     """One socket's recorded conversation, played in time (see the module).
 
     Times are the caller's clock in seconds (``opened``: when the page opened the socket again).
+    ``slots`` gives each message's slot (see the module; none: every message's is 0).
     """
 
     messages: list[Message]
     opened: float
+    slots: list[int] = field(default_factory=list)
     _matched: dict[int, float] = field(default_factory=dict)
     """Recorded page message index → when the page sent it again."""
     _said: dict[int, Data] = field(default_factory=dict)
@@ -159,6 +164,7 @@ class SocketPlay:
 
     def __post_init__(self) -> None:
         self._causes = [self._cause(i) for i in range(len(self.messages))]
+        self.slots = self.slots or [0] * len(self.messages)
 
     def _cause(self, index: int) -> int | None:
         """The page message a server message waits for (None: the socket's opening)."""
@@ -194,17 +200,23 @@ class SocketPlay:
             return same
         return pages[0] if pages else None
 
-    def due(self, now: float) -> list[Data]:
-        """The server messages due by ``now``, in recorded order."""
+    def due(self, now: float, taken: int = 0) -> list[Data]:
+        """The server messages due by ``now``, in recorded order, none of a slot past ``taken``
+        (the observations the replay took)."""
         sent: list[Data] = []
-        while (at := self._time_of_next()) is not None and at <= now:
+        while (at := self._time_of_next()) is not None and at <= now and self.slots[self._next_server] <= taken:
             sent.append(self._with_ack_id(self._next_server))
             self._next_server = self._following_server(self._next_server + 1)
         return sent
 
     def next_time(self) -> float | None:
-        """When the next server message falls due (None: it waits for the page, or none is left)."""
+        """When the next server message falls due (None: none is left)."""
         return self._time_of_next()
+
+    def next_slot(self) -> int:
+        """The slot of the next server message (that of the last message when none is left)."""
+        index = self._following_server(self._next_server)
+        return self.slots[min(index, len(self.slots) - 1)] if self.slots else 0
 
     @property
     def finished(self) -> bool:

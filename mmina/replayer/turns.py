@@ -1,0 +1,139 @@
+"""The recorded order of what reached the page and what the agent observed, kept in a replay.
+
+A recording's page received things unasked while the agent looked at it — a socket's push, a
+long-poll's or a held fetch's response, a stream's next chunk — and each came either before an
+observation began or after it. Equal delays in the replay do not keep that order when the two
+were tenths of a second apart (a loaded machine shifts the observation or the push a little,
+and a timer's line then shows one reading early or late). The recorded timestamps say which
+came first, so a replay keeps the order explicitly:
+
+* a delivery recorded after observation *k* began is **held** until the replay has taken
+  observation *k* (:meth:`Turns.turn`);
+* observation *k* is **taken only after** every delivery recorded before it began has reached
+  the page (:meth:`Turns.awaited`; the pacer waits for them, then for the page to show them).
+
+Each delivery has a *slot*: the number of recorded observations that began before it (slot 0:
+before the first). A delivery of slot *s* waits for the replay's observation *s − 1*, and
+observation *s* waits for every delivery of slot *s* or lower that is on its way. What is on
+its way is what the replay knows it will deliver (:meth:`Turns.expect`: a socket's next
+message, a response it holds, a stream's next chunk) with the moment it expects to; a delivery
+overdue by more than ``OVERDUE_S`` is not waited for (a stream the page abandoned), and
+nothing is waited for past the observation's own bound (the pacer's).
+
+The two sides run on different threads: deliveries on the browser's event loop, observations
+on the episode's thread. Waits are bounded on both sides (``TURN_MAX_S``), so a replay that
+stops observing (an error) never holds the page's traffic for long.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+OVERDUE_S = 2.0
+"""A delivery this late is not coming (a stream the page abandoned): observations stop waiting for it."""
+TURN_MAX_S = 60.0
+"""No delivery is held longer than this for an observation (an episode that stopped observing)."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A delivery on its way: its slot, and when (``time.monotonic()``) it is due."""
+
+    slot: int
+    due: float
+
+
+class Turns:
+    """The order of one replayed episode's deliveries and observations (see the module)."""
+
+    def __init__(self, observed_at: Sequence[float]) -> None:
+        self._observed = sorted(observed_at)
+        """When each recorded observation began (wall-clock seconds, as the recording's traffic is timed)."""
+        self.taken = 0
+        """Observations the replay has taken."""
+        self._lock = threading.Lock()
+        self._expected: dict[Hashable, Expected] = {}
+        self.delivered_at: float | None = None
+        """When the last delivery since the last observation reached the page (``time.monotonic()``)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: set[asyncio.Event] = set()
+        self._listeners: list[Callable[[], None]] = []
+
+    def slot(self, recorded_at: float) -> int:
+        """The slot of a delivery recorded at ``recorded_at`` (wall-clock seconds)."""
+        return bisect.bisect_right(self._observed, recorded_at)
+
+    # ------------------------------------------------------------ the browser's loop
+
+    async def turn(self, slot: int) -> None:
+        """Return once a delivery of ``slot`` may reach the page (at most ``TURN_MAX_S`` later)."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        deadline = loop.time() + TURN_MAX_S
+        while self.taken < slot and loop.time() < deadline:
+            event = asyncio.Event()
+            self._waiting.add(event)  # before the next look at ``taken``: a wake-up cannot be missed
+            try:
+                await asyncio.wait_for(event.wait(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                return
+            finally:
+                self._waiting.discard(event)
+
+    def may_deliver(self, slot: int) -> bool:
+        """Whether a delivery of ``slot`` may reach the page now."""
+        return slot <= self.taken
+
+    def on_turn(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` on the browser's loop whenever an observation was taken (a socket's
+        player then looks whether its next message may go)."""
+        self._loop = asyncio.get_running_loop()
+        self._listeners.append(listener)
+
+    def expect(self, key: Hashable, slot: int, due: float) -> None:
+        """A delivery (``key``: its source) is on its way, due at ``due``; replaces the source's last."""
+        with self._lock:
+            self._expected[key] = Expected(slot, due)
+
+    def delivered(self, key: Hashable, now: float, more: Expected | None = None) -> None:
+        """``key``'s delivery reached the page at ``now``; ``more``: its source's next one, if any."""
+        with self._lock:
+            self._expected.pop(key, None)
+            if more is not None:
+                self._expected[key] = more
+            self.delivered_at = now
+
+    def dropped(self, key: Hashable) -> None:
+        """``key`` will deliver nothing more (its socket closed, its stream was cancelled)."""
+        with self._lock:
+            self._expected.pop(key, None)
+
+    # ------------------------------------------------------------ the episode's thread
+
+    def awaited(self, index: int, now: float, until: float) -> float | None:
+        """When the next delivery observation ``index`` must wait for is due (None: nothing to
+        wait for): one of its slot or lower, due by ``until`` and not overdue."""
+        with self._lock:
+            due = [e.due for e in self._expected.values()
+                   if e.slot <= index and now - OVERDUE_S <= e.due <= until]
+        return min(due, default=None)
+
+    def observed(self, index: int) -> None:
+        """The replay took observation ``index``: deliveries of the next slot may go."""
+        with self._lock:
+            self.taken = max(self.taken, index + 1)
+            self.delivered_at = None
+        if self._loop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:
+                pass  # the loop was closed meanwhile: nothing waits on it any more
+
+    def _wake(self) -> None:
+        for event in list(self._waiting):
+            event.set()
+        for listener in self._listeners:
+            listener()
