@@ -457,6 +457,25 @@ def test_scripts_and_style_sheets_keep_their_code() -> None:
     assert redactor.text("lastStoppedKey and web_user") == "lastStoppedKey and web_user", "nothing learned from code"
 
 
+
+def test_engine_io_transport_ids_are_kept_and_other_sids_are_not() -> None:
+    """engine.io's ``sid`` names one connection (beside ``EIO=`` in a poll's URL, in its open
+    packet, in socket.io's connect packet): kept byte for byte, so a socket.io page's handshake
+    is served as received; a ``sid`` anywhere else, and a token beside it, is still a secret."""
+    sid, token = "3-mqaNnL4SGhKjs7AAAB", "Zq81fKx02LmA9wRt5Yp"
+    poll = f"http://app.test/socket.io/?client_id=1&EIO=4&transport=polling&t=Pkx&sid={sid}&token={token}"
+    bodies = [f'0{{"sid":"{sid}","upgrades":["websocket"],"pingInterval":25000}}', f'40{{"sid":"{sid}"}}',
+              f'96:0{{"sid":"{sid}","upgrades":[]}}' + "\x1e" + f'40/chat,{{"sid":"{sid}"}}']
+    redactor = Redactor()
+    redactor.learn_text(poll)
+    redactor.learn_text(f"GET /socket.io/?EIO=4&sid={sid}")
+    for body in bodies:
+        redactor.learn_body(body.encode(), "text/plain; charset=UTF-8", response=True)
+        assert redactor.body(body.encode(), "text/plain; charset=UTF-8") == body.encode()
+    assert redactor.text(poll) == poll.replace(token, URL_REDACTED)
+    for elsewhere in (f"http://app.test/login?sid={sid}", f'{{"sid":"{sid}"}}', f'x={{"sid":"{sid}"}}'):
+        assert sid not in Redactor().text(elsewhere, prose=False), elsewhere
+
 def test_free_text_rules() -> None:
     redactor = Redactor()
     cases = {
