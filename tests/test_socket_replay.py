@@ -1,20 +1,26 @@
 """Sockets played by the clock and the recorded pace (issue 30, items 1 and 2), without a browser:
-the script of a recorded socket conversation in time, its message-by-message comparison, and
-the pacing of a replayed episode's steps on a clock of the test's own.
+the script of a recorded socket conversation in time, its message-by-message comparison, the
+pacing of a replayed episode's steps on a clock of the test's own, and the recorded order of
+deliveries and observations (``mmina.replayer.turns``).
 
 The same rules on real applications (socket.io with long-polling and an upgrade, a plain
 WebSocket dashboard, Gradio's status region) are in ``tests/test_realweb_apps.py``.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from mmina.actions import Action, ActionKind
 from mmina.replayer.fidelity import compare_sockets
-from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, PacedSteps, RecordedPace
+from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
+from mmina.replayer.router import said_before
 from mmina.replayer.sockets import STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised, parse_messages
+from mmina.replayer.turns import OVERDUE_S, Turns
 
 OPENED_MS = 1_795_000_000_000.0
 
@@ -107,6 +113,74 @@ def test_sockets_are_compared_message_by_message() -> None:
     late = compare_sockets("ws://x/", recorded, [Message("send", "q 1", 0), Message("receive", "b", 0)])
     assert (late.recorded, late.replayed, late.equal) == (3, 2, 1) and not late.faithful
     assert late.first_difference == "server → page message 1: recorded `a`, replayed `b`"
+    ended = [Message("send", "q 1", 5.0), Message("receive", "a", 5.1)]  # the replay ended before "b"
+    assert compare_sockets("ws://x/", said_before(recorded, 0.25), said_before(ended, 5.2)).faithful
+    assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
+
+
+# ---------------------------------------------------------------- the order of deliveries and observations
+
+def test_a_delivery_has_the_slot_of_the_observations_recorded_before_it() -> None:
+    turns = Turns([10.0, 12.0, 14.0])
+    assert [turns.slot(t) for t in (9.0, 10.5, 11.99, 12.01, 20.0)] == [0, 1, 1, 2, 3]
+
+
+def test_a_delivery_is_held_until_the_replay_took_the_observations_recorded_before_it() -> None:
+    turns = Turns([10.0, 12.0])
+    released: list[float] = []
+
+    async def deliver() -> None:
+        loop = asyncio.get_running_loop()
+        await turns.turn(0)  # before the first observation: at once
+        released.append(loop.time())
+        loop.call_later(0.2, turns.observed, 0)  # the replay takes observation 0 (from any thread)
+        await turns.turn(1)
+        released.append(loop.time())
+
+    asyncio.run(deliver())
+    assert released[1] - released[0] >= 0.19 and turns.taken == 1 and turns.may_deliver(1)
+
+
+def test_a_socket_message_is_not_sent_before_its_turn() -> None:
+    play = SocketPlay(parse_messages(_body(("receive", 1.0, "Reading 1"), ("receive", 2.0, "Reading 2")), OPENED_MS),
+                      opened=100.0, slots=[0, 1])
+    assert play.due(103.0, taken=0) == ["Reading 1"]  # "Reading 2" came after observation 0 when recorded
+    assert play.next_slot() == 1 and play.next_time() == 102.0
+    assert play.due(103.0, taken=1) == ["Reading 2"]
+
+
+def test_an_observation_waits_for_what_the_recording_received_before_it_and_for_the_page_to_show_it() -> None:
+    clock = _Clock()
+    paced = _pace(clock)
+    turns = paced.turns
+    turns.expect("push", 0, due=1.3)  # on its way: received before observation 0 (its slot is 0)
+    turns.expect("later", 1, due=1.2)  # received after it: not waited for
+    turns.expect("abandoned", 0, due=1.0 - OVERDUE_S - 0.5)  # long overdue: not coming
+    clock.events.append((1.3, lambda: turns.delivered("push", 1.3)))
+    page = _Page(clock, ready_at=99.0)
+    clock.now = 1.0
+    paced.before_observe(page, 0)
+    assert turns.delivered_at == 1.3  # the push went first ...
+    assert abs(clock.now - (1.3 + RENDER_S)) < 0.11  # ... then the page had RENDER_S to show it
+    paced.after_observe(0)
+    assert turns.taken == 1 and turns.delivered_at is None
+
+
+def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None:
+    clock = _Clock()
+    rows = [{"started_at": START + timedelta(seconds=1), "acted_at": START + timedelta(seconds=3), "url": "",
+             "tree_text": "", "frozen_ms": 1200.0, "tree_ms": 20.0}]
+    pace = RecordedPace.of(START, rows, POLLING)
+    assert pace is not None and pace.observed_at == [START.timestamp() + 1.01]  # the middle of the tree read
+    paced = PacedSteps(pace, clock, clock.sleep)
+    paced.begin()
+    page = _Page(clock, ready_at=0.0)
+    clock.now = 1.2
+    timing = paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1"))
+    assert page.frozen == [(0.6, 1.2, 3.0)]  # frozen from 3.0 - 1.2 s until the recorded action
+    assert timing == {"frozen_ms": 1200.0}
+    clock.now = 3.5  # running late: no wait, no freeze
+    assert paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {} and len(page.frozen) == 1
 
 
 # ---------------------------------------------------------------- the recorded pace
@@ -117,12 +191,17 @@ START = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0
+        self.events: list[tuple[float, Any]] = []
+        """(when, what) to do as the clock passes ``when``."""
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+        for event in [e for e in self.events if e[0] <= self.now]:
+            self.events.remove(event)
+            event[1]()
 
 
 class _Page:
@@ -132,6 +211,8 @@ class _Page:
 
     def __init__(self, clock: _Clock, ready_at: float, loading_until: float = 0.0) -> None:
         self.clock, self.ready_at, self.reads, self.loading_until = clock, ready_at, 0, loading_until
+        self.frozen: list[tuple[float, float, float]] = []
+        """(freeze delay, entered, left) of each ``thinking`` block."""
 
     @property
     def loading(self) -> bool:
@@ -140,6 +221,14 @@ class _Page:
     def tree(self) -> tuple[str, list[Any]]:
         self.reads += 1
         return ("status: Ready" if self.clock.now >= self.ready_at else "status: Loading"), []
+
+    @contextmanager
+    def thinking(self, freeze_after: float | None) -> Iterator[dict[str, float]]:
+        entered, timing = self.clock.now, {}
+        yield timing
+        delay = round(freeze_after or 0.0, 6)
+        self.frozen.append((delay, entered, self.clock.now))
+        timing["frozen_ms"] = round(1e3 * (self.clock.now - entered - delay), 6)
 
 
 def _request(at: float, **row: Any) -> dict[str, Any]:
@@ -166,24 +255,25 @@ def _pace(clock: _Clock, requests: list[dict[str, Any]] = POLLING) -> PacedSteps
 def test_an_action_waits_for_its_recorded_moment_and_stop_does_not() -> None:
     clock = _Clock()
     paced = _pace(clock)
+    page = _Page(clock, ready_at=0.0)
     clock.now = 1.2
-    paced.before_action(0, Action(ActionKind.CLICK, element_id="1"))
-    assert clock.now == 3.0  # the agent's thinking, given to the page
+    assert paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {}  # nothing frozen when recorded
+    assert clock.now == 3.0 and page.frozen == []  # the agent's thinking, given to the page
     clock.now = 6.5  # a replay running late never waits to catch up
-    paced.before_action(1, Action(ActionKind.CLICK, element_id="1"))
+    paced.before_action(page, 1, Action(ActionKind.CLICK, element_id="1"))
     assert clock.now == 6.5
     clock.now = 4.0
-    paced.before_action(1, Action(ActionKind.STOP, text="done"))
+    paced.before_action(page, 1, Action(ActionKind.STOP, text="done"))
     assert clock.now == 4.0
 
 
 def test_a_thinking_time_the_recorded_page_spent_idle_is_not_waited_for() -> None:
     clock = _Clock()
-    _pace(clock, requests=[_request(0.5)]).before_action(0, Action(ActionKind.CLICK, element_id="1"))
+    _pace(clock, requests=[_request(0.5)]).before_action(_Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1"))
     assert clock.now == 0.0  # nothing asked, nothing can arrive unasked: act at once
     for unasked in (_request(0.2, status=101, url="ws://app.test/socket"), _request(0.2, mime_type="text/event-stream")):
         clock = _Clock()
-        _pace(clock, requests=[unasked]).before_action(0, Action(ActionKind.CLICK, element_id="1"))
+        _pace(clock, requests=[unasked]).before_action(_Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1"))
         assert clock.now == 3.0  # a socket or a stream may push anything meanwhile
 
 
@@ -217,7 +307,7 @@ def test_with_a_socket_the_timeline_is_kept_from_the_moment_it_opens() -> None:
     paced.socket_opened()
     clock.now = 2.0
     paced.socket_opened()  # only the first socket counts
-    paced.before_action(0, Action(ActionKind.CLICK, element_id="1"))
+    paced.before_action(_Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1"))
     assert abs(clock.now - 3.7) < 1e-9  # the server's timers count from the socket: so does the pace
 
 

@@ -35,7 +35,7 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output", "started_at",
-                "acted_at", "frozen_ms"]
+                "acted_at", "frozen_ms", "tree_ms"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class _ArchiveJob:
         """One episode in a context routed to these sources' archive, at the ``pacer``'s pace
         (its order with the observations kept); a failure leaves nothing of it in the store.
         Its sockets are compared up to its last observation and ``recorded_until``, when the
-        recording's last began (``ArchiveRouter.socket_fidelity``)."""
+        recording's last read the page (``ArchiveRouter.socket_fidelity``)."""
         router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
                                on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None)
         store = self.thread_store()
@@ -131,7 +131,7 @@ class StoredActionsJob(_ArchiveJob):
         attempt, source = item
         recorded = self.steps.get(source.episode_id, [])
         pace = RecordedPace.of(source.started_at, recorded, self.source.requests.get(source.episode_id, []))
-        last = recorded[-1]["started_at"].timestamp() if recorded and recorded[-1].get("started_at") else None
+        last = pace.observed_at[-1] if pace else None
         outcome = self.replay(self.source.task(source.task_id), _replayer(self.steps, source), self.source.limits,
                               [source], source.episode_id, attempt, PacedSteps(pace) if pace else None, last)
         return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)

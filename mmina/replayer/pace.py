@@ -26,9 +26,9 @@ the recording and the replay alike):
 observation that were tenths of a second apart in the recording in their order (a loaded
 machine shifts one a little). The recorded timestamps say which came first, so the replay
 keeps it explicitly (``mmina.replayer.turns``): before an observation, the pacer waits for every
-delivery the recording's page received before that observation began (a socket's message, a
+delivery the recording's page received before that observation read the page (a socket's message, a
 held response, a stream's chunk) and then, up to ``RENDER_S`` after the last of them, for the
-page to show the recorded state; deliveries the recording received after it began are held by
+page to show the recorded state; deliveries the recording received after it read the page are held by
 the router until the replay's observation is taken (``after_observe``).
 
 **Frozen animations.** A recording whose agent thought longer than the freeze delay had its
@@ -102,6 +102,9 @@ class RecordedStep:
     """The recorded page was idle while the agent thought (see the module)."""
     frozen: float = 0.0
     """How long the recording froze the page's animations before the action (seconds)."""
+    read: float = 0.0
+    """From the observation's start to the middle of its tree read (seconds): what reached the
+    page before that moment is what the observed tree can show."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,9 @@ class RecordedPace:
 
     @property
     def observed_at(self) -> list[float]:
-        """When each recorded observation began (wall-clock seconds)."""
-        return [self.started + step.observed for step in self.steps]
+        """When each recorded observation read the page's tree (wall-clock seconds; the middle
+        of the read: whether something that reached the page during the read shows is even odds)."""
+        return [self.started + step.observed + step.read for step in self.steps]
 
     @classmethod
     def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]],
@@ -133,7 +137,7 @@ class RecordedPace:
                                       _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
                                       r.get("url") or "", r.get("tree_text") or "",
                                       not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
-                                      (r.get("frozen_ms") or 0.0) / 1e3)
+                                      (r.get("frozen_ms") or 0.0) / 1e3, (r.get("tree_ms") or 0.0) / 2e3)
                          for r in rows), _seconds(episode_started, sockets[0]) if sockets else None,
                    episode_started.timestamp())
 
@@ -212,12 +216,12 @@ class PacedSteps:
             self._wait(POLL_S if now >= until else min(POLL_S, until - now))
 
     def after_observe(self, step_index: int) -> None:
-        """The observation was taken: deliveries the recording received after it began may go."""
+        """The observation was taken: deliveries the recording received after it read the page may go."""
         self.turns.observed(step_index)
 
     def _deliveries(self, step_index: int, bound: float) -> float | None:
         """Wait (until ``bound`` at most) for every delivery on its way that the recording's page
-        received before this observation began; when the last delivery since the previous
+        received before this observation read the page; when the last delivery since the previous
         observation reached the page (None: none did)."""
         while (due := self.turns.awaited(step_index, now := self._clock(), bound)) is not None and now < bound:
             self._wait(min(POLL_S, max(DELIVERY_POLL_S, due - now)))

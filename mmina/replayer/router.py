@@ -27,7 +27,7 @@ that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that
 saw (a stream it aborted mid-way included).
 
 **The order with the observations.** In a paced replay, a held fetch/XHR response, a socket's
-message and a stream's chunk that the recording received after an observation began wait until
+message and a stream's chunk that the recording received after an observation read the page wait until
 the replay has taken that observation, and the pacer waits for those received before it
 (``mmina.replayer.turns``): a stream's chunks ask for their turn through a binding
 (``__mminaChunk``), named by the ``x-mmina-stream`` header of their response.
@@ -175,8 +175,9 @@ class ArchiveRouter:
                         replayed_until: float | None = None) -> tuple[SocketFidelity, ...]:
         """Every recorded socket compared with the one the page opened again (message by
         message; one the page never opened again has every message missing). Only what was said
-        before the episode's last observation began (``recorded_until`` in the recording,
-        ``replayed_until`` in the replay; wall-clock seconds, None: everything) is compared:
+        before the episode's last observation (``recorded_until``: when the recording's read the
+        page, ``replayed_until``: when the replay's began, having waited for what came before
+        it; wall-clock seconds, None: everything) is compared:
         what comes later can change no observation, and a replay, which does not wait for
         ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}

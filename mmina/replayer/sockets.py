@@ -23,7 +23,7 @@ recorded delay after that cause has passed:
   recording has no counterpart for is **answered in kind** at once (``2`` → ``3``, ``ping`` →
   ``pong``);
 * a server message is never sent before an earlier one (the recorded order holds);
-* nor before the replay took the observations that began before it in the recording (its
+* nor before the replay took the observations the recording took before it (its
   *slot*, ``mmina.replayer.turns``): a push the recording received just after an observation
   is held until the replay has taken that observation.
 

@@ -2,18 +2,20 @@
 
 A recording's page received things unasked while the agent looked at it — a socket's push, a
 long-poll's or a held fetch's response, a stream's next chunk — and each came either before an
-observation began or after it. Equal delays in the replay do not keep that order when the two
+observation read the page or after it. Equal delays in the replay do not keep that order when the two
 were tenths of a second apart (a loaded machine shifts the observation or the push a little,
 and a timer's line then shows one reading early or late). The recorded timestamps say which
 came first, so a replay keeps the order explicitly:
 
-* a delivery recorded after observation *k* began is **held** until the replay has taken
-  observation *k* (:meth:`Turns.turn`);
-* observation *k* is **taken only after** every delivery recorded before it began has reached
-  the page (:meth:`Turns.awaited`; the pacer waits for them, then for the page to show them).
+* a delivery recorded after observation *k* read the page is **held** until the replay has
+  taken observation *k* (:meth:`Turns.turn`);
+* observation *k* is **taken only after** every delivery recorded before it read the page has
+  reached the page (:meth:`Turns.awaited`; the pacer waits for them, then for the page to show
+  them).
 
-Each delivery has a *slot*: the number of recorded observations that began before it (slot 0:
-before the first). A delivery of slot *s* waits for the replay's observation *s − 1*, and
+An observation's moment is the middle of its tree read (``steps.started_at`` plus half of
+``steps.tree_ms``). Each delivery has a *slot*: the number of recorded observations before it
+(slot 0: before the first). A delivery of slot *s* waits for the replay's observation *s − 1*, and
 observation *s* waits for every delivery of slot *s* or lower that is on its way. What is on
 its way is what the replay knows it will deliver (:meth:`Turns.expect`: a socket's next
 message, a response it holds, a stream's next chunk) with the moment it expects to; a delivery
@@ -51,7 +53,7 @@ class Turns:
 
     def __init__(self, observed_at: Sequence[float]) -> None:
         self._observed = sorted(observed_at)
-        """When each recorded observation began (wall-clock seconds, as the recording's traffic is timed)."""
+        """When each recorded observation read the page (wall-clock seconds, as the recording's traffic is timed)."""
         self.taken = 0
         """Observations the replay has taken."""
         self._lock = threading.Lock()
