@@ -19,7 +19,8 @@ from mmina.actions import Action, ActionKind
 from mmina.replayer.fidelity import compare_sockets
 from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
 from mmina.replayer.router import said_before
-from mmina.replayer.sockets import STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised, parse_messages
+from mmina.replayer.sockets import (STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised,
+                                   parse_messages, session_script)
 from mmina.replayer.turns import OVERDUE_S, Turns
 
 OPENED_MS = 1_795_000_000_000.0
@@ -116,6 +117,19 @@ def test_sockets_are_compared_message_by_message() -> None:
     ended = [Message("send", "q 1", 5.0), Message("receive", "a", 5.1)]  # the replay ended before "b"
     assert compare_sockets("ws://x/", said_before(recorded, 0.25), said_before(ended, 5.2)).faithful
     assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
+
+
+def test_a_reply_waits_for_a_page_message_the_recording_posted_over_long_polling() -> None:
+    """engine.io upgrades when the page does: a message posted over a poll when recorded may go
+    over the socket when replayed (or the other way round); the reply that followed it waits for it."""
+    socket = [Message("send", "2probe", 10.0), Message("receive", "3probe", 10.01),
+              Message("receive", '42["components"]', 10.2)]
+    polled = [Message("send", '42["event",{"id":12}]', 10.15)]
+    play = SocketPlay(session_script(socket, polled, opened_s=10.0), opened=100.0)
+    play.heard("2probe", 100.0)
+    assert play.due(100.5) == ["3probe"]  # the reply to the polled message waits for it
+    play.heard('42["event",{"id":12}]', 101.0)  # said on the socket this time
+    assert play.next_time() == 101.05 and play.due(101.05) == ['42["components"]']
 
 
 # ---------------------------------------------------------------- the order of deliveries and observations

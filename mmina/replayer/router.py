@@ -167,7 +167,7 @@ class ArchiveRouter:
         if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
-        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns))
+        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange)))
         if self.on_socket is not None:
             self.on_socket()
 
@@ -181,9 +181,25 @@ class ArchiveRouter:
         what comes later can change no observation, and a replay, which does not wait for
         ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}
-        return tuple(compare_sockets(e.url, said_before(parse_messages(e.body, 0.0), recorded_until),
+        return tuple(compare_sockets(e.url, said_before(self._session(e), recorded_until),
                                      said_before(played[e.order].said(), replayed_until) if e.order in played else [])
                      for e in self.archive.exchanges if e.url.startswith(SOCKET_SCHEMES))
+
+    def _session(self, socket: Exchange) -> list[Message]:
+        """A recorded socket's session: its messages and the page's long-polled ones meanwhile
+        (wall-clock seconds), as :meth:`SocketPlayer.said` has the replay's."""
+        return sorted([*parse_messages(socket.body, 0.0), *self._polled(socket)], key=lambda m: m.at)
+
+    def _polled(self, socket: Exchange) -> list[Message]:
+        """What the recorded page posted over engine.io long-polling in ``socket``'s session
+        (the same ``sid``) once the socket was open, each packet timed in wall-clock seconds."""
+        sid = _polling_sid(socket.url.replace("transport=websocket", "transport=polling"))
+        if sid is None or socket.started_ms is None:
+            return []
+        return [Message(PAGE, packet, e.started_ms / 1e3) for e in self.archive.exchanges
+                if e.method == "POST" and e.request_body and e.started_ms and e.started_ms >= socket.started_ms
+                and _polling_sid(e.url) == sid
+                for packet in e.request_body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)]
 
     def socket_entries(self) -> list[dict[str, object]]:
         """The sockets played, as HAR entries (a routed socket has none in the context's HAR),
@@ -271,13 +287,11 @@ class ArchiveRouter:
         whose WebSocket may be open already: that socket's script hears them as if said on it, so
         its server messages follow them whichever transport the page used (it upgrades when it
         does, not when it did)."""
-        if request.method != "POST" or not request.post_data_buffer:
-            return
-        query = parse_qs(urlsplit(request.url).query)
-        if query.get("transport") != ["polling"] or "sid" not in query:
+        sid = _polling_sid(request.url) if request.method == "POST" and request.post_data_buffer else None
+        if sid is None:
             return
         for player in self.sockets:
-            if parse_qs(urlsplit(player.socket.url).query).get("sid") == query["sid"]:
+            if parse_qs(urlsplit(player.socket.url).query).get("sid") == [sid]:
                 for packet in request.post_data_buffer.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR):
                     player.heard_elsewhere(packet)
 
@@ -367,6 +381,12 @@ class ArchiveRouter:
                                   redacted_body=exchange is not None and exchange.redacted_body))
         self._last_match = exchange
         return exchange
+
+
+def _polling_sid(url: str) -> str | None:
+    """The session of an engine.io long-poll (``transport=polling&sid=...``), or None."""
+    query = parse_qs(urlsplit(url).query)
+    return query["sid"][0] if query.get("transport") == ["polling"] and query.get("sid") else None
 
 
 def said_before(messages: list[Message], until: float | None) -> list[Message]:

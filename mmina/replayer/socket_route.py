@@ -21,7 +21,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError, WebSocketRoute
 
 from mmina.replayer.archive import Exchange
-from mmina.replayer.sockets import PAGE, SERVER, Data, Message, SocketPlay, parse_messages
+from mmina.replayer.sockets import PAGE, SERVER, Data, Message, SocketPlay, parse_messages, session_script
 from mmina.replayer.turns import Expected, Turns
 
 IDLE_CHECK_S = 1.0
@@ -39,17 +39,22 @@ class SocketPlayer:
     opened_at: datetime
     turns: Turns | None = None
     log: list[dict[str, Any]] = field(default_factory=list)
+    elsewhere: list[Message] = field(default_factory=list)
+    """Page messages of the session said on another transport (long-polling), for the comparison."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _stopped: bool = False
     _task: asyncio.Task[None] | None = None
 
     @classmethod
-    def start(cls, socket: WebSocketRoute, exchange: Exchange, turns: Turns | None = None) -> SocketPlayer:
-        """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), in
-        the recorded order with the observations when ``turns`` keeps it."""
+    def start(cls, socket: WebSocketRoute, exchange: Exchange, turns: Turns | None = None,
+              polled: list[Message] | None = None) -> SocketPlayer:
+        """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), with
+        the page messages its session ``polled`` meanwhile (``sockets.session_script``), in the
+        recorded order with the observations when ``turns`` keeps it."""
         loop = asyncio.get_running_loop()
-        messages = parse_messages(exchange.body, exchange.started_ms)
         opened_s = (exchange.started_ms or 0.0) / 1e3
+        said = parse_messages(exchange.body, 0.0)
+        messages = session_script(said, polled or [], opened_s) if exchange.started_ms else parse_messages(exchange.body)
         slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
         player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns)
         socket.on_message(player._heard)
@@ -71,6 +76,7 @@ class SocketPlayer:
     def heard_elsewhere(self, data: Data) -> None:
         """The page said ``data`` on another transport of the same session (a long-poll before
         its upgrade finished): the script goes on as if it had been said here."""
+        self.elsewhere.append(Message(PAGE, data, time.time()))
         self.play.heard(data, asyncio.get_running_loop().time())
         self._wake.set()
 
@@ -129,8 +135,9 @@ class SocketPlayer:
         return "".join(json.dumps(message) + "\n" for message in self.log)
 
     def said(self) -> list[Message]:
-        """What was said on the socket, each message timed in wall-clock seconds."""
-        return parse_messages(self.body().encode(), 0.0)
+        """What was said in the socket's session (on it, and by the page over long-polling
+        meanwhile), each message timed in wall-clock seconds."""
+        return sorted([*parse_messages(self.body().encode(), 0.0), *self.elsewhere], key=lambda m: m.at)
 
     def har_entry(self) -> dict[str, Any]:
         """The socket as Playwright's HAR would have it: its URL, a 101, and the messages of both

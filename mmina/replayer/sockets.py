@@ -40,7 +40,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 PAGE, SERVER = "send", "receive"
 """The HAR's names for what the page sent and what it received."""
@@ -85,6 +86,14 @@ def parse_messages(body: bytes, opened_ms: float | None = None) -> list[Message]
     times = [t for _, _, t in parsed if t is not None]
     start = opened_ms if opened_ms is not None else (min(times) if times else 0.0)
     return [Message(kind, data, max(0.0, (t - start) / 1e3) if t is not None else 0.0) for kind, data, t in parsed]
+
+
+def session_script(socket: Sequence[Message], polled: Sequence[Message], opened_s: float) -> list[Message]:
+    """One session's conversation (wall-clock times) as its socket's script: the socket's
+    messages and the page messages it posted over long-polling meanwhile (an engine.io page
+    upgrades when it does: a message it posted then may go over the socket in the replay, and a
+    server message that followed it still waits for it), in time order, timed from ``opened_s``."""
+    return [replace(m, at=max(0.0, m.at - opened_s)) for m in sorted([*socket, *polled], key=lambda m: m.at)]
 
 
 def normalised(data: Data) -> Data:
