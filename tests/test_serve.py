@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from mmina.analysis.display import display
 from mmina.analysis.report import build_report
-from mmina.analysis.tables import TABLE_NAMES
+from mmina.analysis.names import TABLE_NAMES
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.serve_helpers import Served, served_read_only

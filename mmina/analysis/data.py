@@ -13,11 +13,10 @@ from typing import Any
 
 import duckdb
 
+from mmina.analysis.names import DEFAULT_EVALUATOR
 from mmina.errors import MminaError
 from mmina.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
-
-DEFAULT_EVALUATOR = "hops"
 
 
 class AnalysisError(MminaError):

@@ -5,7 +5,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.data import DEFAULT_EVALUATOR, AnalysisError, Episode, Scored, agent_label, load, query
+from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.analysis.data import AnalysisError, Episode, Scored, agent_label, load, query
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops
 from mmina.store import Store

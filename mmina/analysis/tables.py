@@ -189,13 +189,6 @@ def cost(episodes: Sequence[Episode]) -> Table:
     return Table("cost", "Tokens and cost per task", columns, rows)
 
 
-TABLE_NAMES = ("runner_log", "sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures",
-               "per_site", "actions_by_hops", "cost", "conditioned_hops")
-"""The report's tables, in report order: ``runner_log`` (``mmina.analysis.runner_log``) only for
-``mmina_official``, then the ones :func:`all_tables` returns, then ``conditioned_hops`` when the
-runs hold hop-conditioned episodes."""
-
-
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:
     per_episode = episode_failures(episodes)
     return [sr_by_bucket(episodes), hop_positions(episodes), first_failures(episodes), failure_modes(per_episode),

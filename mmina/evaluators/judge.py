@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmina.evaluators.base import EvaluatorError
-from mmina.model_client import DEFAULT_CALL_S, Deadlines, ModelClient, ModelError, require_api_key
+from mmina.evaluators.rescore_settings import JudgeSettings
+from mmina.model_client import Deadlines, ModelClient, ModelError, require_api_key
 from mmina.store import Store
 from mmina.store.store import utcnow
 
 PROMPT = 'Given the statement "{pred}", would it be correct to infer "{reference}"? Yes or No'
-DEFAULT_CONCURRENCY = 4
-DEFAULT_MAX_RETRIES = 5
 MAX_TOKENS = 16
 _STRIP = string.punctuation + "“”‘’«»"
 
@@ -48,17 +47,6 @@ def parse_verdict(reply: str | None) -> str:
     words = (reply or "").split()
     first = words[0].strip(_STRIP).lower() if words else ""
     return {"yes": "pass", "no": "fail"}.get(first, "unclear")
-
-
-@dataclass(frozen=True)
-class JudgeSettings:
-    """Where and how to ask: model, endpoint, parallel requests, each call's retries and deadline."""
-
-    model: str | None = None
-    base_url: str | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_retries: int = DEFAULT_MAX_RETRIES
-    deadline_s: float = DEFAULT_CALL_S
 
 
 @dataclass
@@ -110,8 +98,9 @@ def resolve(store: Store, prompts: Iterable[str], settings: JudgeSettings,
 
 
 def _ask_all(prompts: list[str], settings: JudgeSettings, outcome: JudgeOutcome, progress: Progress | None) -> None:
-    require_api_key("asking the judge", EvaluatorError)
-    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint")
+    require_api_key("asking the judge", EvaluatorError, settings.api_key_env)
+    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint",
+                         settings.api_key_env)
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
         futures = {pool.submit(ask, client, settings.model or "", p): p for p in prompts}
         for done, future in enumerate(as_completed(futures), start=1):

@@ -86,6 +86,10 @@ class RunSummary:
     def cost_usd(self) -> float:
         return sum(e.cost_usd for e in self.episodes)
 
+    @property
+    def steps(self) -> int:
+        return sum(e.n_steps for e in self.episodes)
+
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,

@@ -158,6 +158,7 @@ def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
     """Record one hop-conditioned episode per selected task of ``spec.run_id`` and hop asked
     (see the module); everything that can fail on user input is checked before the first write."""
     started = time.perf_counter()
+    spec = replace(spec, run_id=store.resolve_run(spec.run_id))
     plan = _plan(store, config, spec)
     with fixture_web(plan.tasks, config.drift) as extra_args:
         setup = ReplaySetup(store.location, plan.run_id, spec.run_id,
@@ -195,9 +196,9 @@ def _plan(store: Store, config: RecordConfig, spec: PrefixSpec) -> _Plan:
                          "--task-ids or --limit, not --tasks")
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
-    rows = store.read("tasks", run_id=spec.run_id).to_pylist() if spec.run_id in store.run_ids() else []
+    rows = store.read("tasks", run_id=spec.run_id).to_pylist()
     if not rows:
-        raise StoreError(f"no run {spec.run_id} with tasks in {store.root} (--prefix-run names the reference run)")
+        raise StoreError(f"run {spec.run_id} has no tasks in {store.root} (--prefix-run names the reference run)")
     tasks = _selected([task_from_row(r) for r in rows], config.task_ids, config.limit)
     prefixes, skipped = plan_prefixes(store, spec, {t.task_id: t for t in tasks}, config.limits.max_steps)
     source = SourceRun.load(store, spec.run_id, {p.source.episode_id for p in prefixes})

@@ -188,9 +188,8 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
 
 
 def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, Reference]:
-    """Each task's latest finished episode in ``run_id``, with its steps and ``hops`` verdicts."""
-    if run_id not in store.run_ids():
-        raise StoreError(f"no run {run_id} in {store.root} (--prefix-run names the reference run)")
+    """Each task's latest finished episode in ``run_id`` (an existing run's id), with its steps
+    and ``hops`` verdicts."""
     episodes = store.read("episodes", run_id=run_id, columns=EPISODE_COLUMNS)
     latest = {row["task_id"]: row for row in episodes.sort_by("ended_at").to_pylist() if row["task_id"] in task_ids}
     chosen = {row["episode_id"] for row in latest.values()}

@@ -12,7 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mmina.agents.llm import HISTORY_ACTIONS, OpenAIAgent
+from mmina.agents.llm import OpenAIAgent
+from mmina.agents.settings import HISTORY_ACTIONS
 from mmina.agents.protocol import Agent, AgentReply
 from mmina.agents.registry import BUILTIN_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings

@@ -79,8 +79,7 @@ def episode_succeeded(row: dict[str, Any], task: Task) -> bool:
 def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
                          episodes: Sequence[str] = ()) -> list[ReferenceStep]:
     """Every reference step of the run, in (episode start, step) order."""
-    if run_id not in store.run_ids():
-        raise StepEvalError(f"no run {run_id} in {store.root}")
+    run_id = store.resolve_run(run_id)
     tasks = _tasks(store, run_id)
     rows = store.read("episodes", run_id=run_id).sort_by([("started_at", "ascending"), ("episode_id", "ascending")])
     chosen = [e for e in rows.to_pylist() if not episodes or e["episode_id"] in episodes]
