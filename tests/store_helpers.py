@@ -44,8 +44,8 @@ def step_row(index: int, screenshot: str | None = None, **overrides: Any) -> dic
            "title": f"Page {index}", "tabs": [{"url": f"http://wiki.mmina.test/p{index}", "title": f"Page {index}"}],
            "active_tab": 0, "tree_text": f"[{index}] link 'next'", "screenshot": screenshot, "screenshot_som": None,
            "screenshot_width": 1, "screenshot_height": 1, "images": [], "model_output": f"click [{index}]",
-           "action": f"click [{index}]", "action_kind": "click", "action_error": None, "hop_index": 0,
-           "hop_completed": False, "prompt_tokens": 10, "completion_tokens": 2, "cost_usd": 0.0, "observe_ms": 1.5,
+           "action": f"click [{index}]", "action_kind": "click", "action_error": None, "live_hops": 0,
+           "live_hop_completed": False, "prompt_tokens": 10, "completion_tokens": 2, "cost_usd": 0.0, "observe_ms": 1.5,
            "tree_ms": 0.5, "screenshot_ms": 0.5, "agent_ms": 0.25, "action_ms": 2.0}
     return {**row, **overrides}
 

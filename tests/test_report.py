@@ -228,7 +228,7 @@ def test_missing_scores_suggest_the_rescore_command(store: Path, tmp_path: Path)
     output = mmina("report", "--store", str(store), "--evaluator", "must_include", exit_code=1)
     assert output.count("\n") == 1 and output.startswith("Error: ")
     assert "mmina rescore --evaluator must_include --run seeded --run seeded-b" in output
-    assert "unknown run nope" in mmina("report", "--store", str(store), "--run", "nope", exit_code=1)
+    assert "no run 'nope'" in mmina("report", "--store", str(store), "--run", "nope", exit_code=1)
 
 
 def test_compare_two_runs_lists_exactly_the_flips(store: Path) -> None:

@@ -143,7 +143,7 @@ def test_hops_clean_queue(store: Path) -> None:
     assert by_episode[("wrong", "multi567/1")]["hops_passed"] == 5 == by_episode[("wrong", "multi567/1")]["hops_total"]
     assert by_episode[("cheat", "compare/5")]["hops_passed"] == 0
     rows = stored_rows(store, report["batch_id"])
-    hop_rows = sorted((r["hop_index"], json.loads(r["detail_json"])) for r in rows
+    hop_rows = sorted((r["hop"], json.loads(r["detail_json"])) for r in rows
                       if r["run_id"] == "oracle" and r["task_id"] == "multi567/1" and r["level"] == "hop")
     assert [d["completed_step"] for _, d in hop_rows] == [2, 5, 8, 12, 15]
     assert all(d["rule"] == "reference_url" and d["by"] == "url" for _, d in hop_rows)
@@ -218,7 +218,7 @@ def test_task_evaluator_needs_a_judge_only_for_fuzzy_references(store: Path) -> 
 @pytest.mark.parametrize("args, message", [
     (["--evaluator", "nosuch"], "unknown evaluator 'nosuch'; known evaluators: exact_match, fuzzy, hops, "
                                 "mmina_official, must_include, task, url_match"),
-    (["--evaluator", "hops", "--run", "nosuch"], "unknown run nosuch in"),
+    (["--evaluator", "hops", "--run", "nosuch"], "no run 'nosuch' in"),
     (["--evaluator", "hops", "--episode", "nosuch"], "unknown episode nosuch in"),
     (["--evaluator", "hops", "--arg", "x=1"], "evaluator hops has no argument x"),
     (["--evaluator", "url_match", "--arg", "where=middle"], "where must be one of final, any"),

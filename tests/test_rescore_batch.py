@@ -91,7 +91,7 @@ def _label(name: str, args: dict[str, Any]) -> str:
 
 def _pinned(store: Path, result: RescoreResult) -> tuple[dict[str, int], str, int]:
     rows = [r for r in Store.open(store).read("scores").to_pylist() if r["batch_id"] == result.batch_id]
-    keys = sorted((r["episode_id"], r["level"], -1 if r["hop_index"] is None else r["hop_index"], r["verdict"],
+    keys = sorted((r["episode_id"], r["level"], -1 if r["hop"] is None else r["hop"] - 1, r["verdict"],
                    r["value"], r["detail_json"]) for r in rows)
     counts = Counter(f"{r['level']} {r['verdict']}" for r in rows)
     return dict(sorted(counts.items())), hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16], len(result.unscored)

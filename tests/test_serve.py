@@ -188,7 +188,7 @@ def test_unknown_episode_and_bad_parameters_are_clear_messages(app: Served, page
     open_view(page, app, "#/episodes?run=seeded&colour=red")
     assert message(page).startswith("unknown parameter colour (this endpoint takes run, evaluator, bucket")
     open_view(page, app, "#/analysis?run=no-such-run")
-    assert "unknown run no-such-run" in message(page)
+    assert "no run 'no-such-run'" in message(page)
     open_view(page, app, "#/compare?a=seeded&b=seeded&ea=hops&eb=hops")
     assert "two different sides" in message(page)
 

@@ -4,6 +4,7 @@ The terminal and HTML renderings use this; JSON and CSV keep the raw columns.
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from mmina.analysis.tables import Table
@@ -26,6 +27,8 @@ def cell(value: Any) -> str:
         return "yes" if value else ""
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, datetime):
+        return f"{value.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
     return str(value)
 
 

@@ -17,7 +17,7 @@ from mmina.store.views import connect
 
 SIDE_SQL = """
 SELECT task_id, episode_id, passed, hops_passed, hops_total FROM episode_scores
-WHERE evaluator = $evaluator AND list_contains($runs, run_id)
+WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NOT NULL
 ORDER BY task_id
 """
 

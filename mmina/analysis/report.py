@@ -58,7 +58,7 @@ def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAUL
 FREE_RUNS_SQL = """
 SELECT r.run_id, r.agent, r.model FROM runs r
 WHERE NOT list_contains($runs, r.run_id)
-  AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.run_id = r.run_id AND e.start_hop IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.run_id = r.run_id AND e.hops_given IS NOT NULL)
 ORDER BY r.created_at
 """
 

@@ -175,7 +175,7 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: st
                 title_justify: JustifyMethod = "center") -> None:
     """Text cells as a terminal table; an empty one is one line saying so."""
     if not rows:
-        echo(f"{title}: no rows" if title else f"no rows ({', '.join(columns)})")
+        echo(f"{title}: no rows" if title else f"no rows (columns: {', '.join(columns)})")
         return
     from rich.table import Table as RichTable
     from rich.text import Text

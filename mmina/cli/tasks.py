@@ -87,7 +87,7 @@ def _task_json(task: Task) -> dict[str, object]:
         "suite": task.suite,
         "intent": task.intent,
         "n_hops": task.n_hops,
-        "hops": [{"index": h.index, "keyword": h.keyword} for h in task.hops],
+        "hops": [{"hop": h.index + 1, "keyword": h.keyword} for h in task.hops],
         "sites": sorted({h.keyword for h in task.hops if h.keyword}),
         "eval_types": list(task.eval_types),
         "reference_answers": task.reference_answers,

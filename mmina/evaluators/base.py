@@ -47,7 +47,8 @@ class StepView(NamedTuple):
     action_kind: str | None = None
     model_output: str | None = None
     action_error: str | None = None
-    hop_index: int | None = None
+    live_hops: int | None = None
+    """Live URL tracking's hops reached by this step (``steps.live_hops``): a gauge, not a verdict."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class Score:
     value: float
     level: str = "task"
     hop_index: int | None = None
+    """Hop-level rows: the hop as an index into ``task.hops`` (0-based, as Python counts); the
+    store and every table number it from 1 (``scores.hop`` = ``hop_index + 1``)."""
     step_index: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 

@@ -432,5 +432,5 @@ def _step_row(sample: Sample, screenshot: str | None, width: int | None, height:
             "tabs": [{"url": "", "title": sample.website}], "active_tab": 0, "tree_text": sample.tree_text,
             "screenshot": screenshot, "screenshot_som": None, "screenshot_width": width, "screenshot_height": height,
             "images": [], "model_output": sample.repr or action.render(), "action": action.render(),
-            "action_kind": action.kind.value, "action_error": None, "hop_index": 0, "hop_completed": False,
+            "action_kind": action.kind.value, "action_error": None, "live_hops": 0, "live_hop_completed": False,
             "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}

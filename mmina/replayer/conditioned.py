@@ -59,7 +59,7 @@ class ConditionedEpisode:
     handed: dict[str, Any] | None
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self.result), "success": self.result.success, "start_hop": self.prefix.start_hop,
+        return {**asdict(self.result), "success": self.result.success, "hops_given": self.prefix.start_hop,
                 "prefix_episode": self.prefix.source.episode_id, "prefix_steps": self.prefix.steps,
                 "prefix": self.check.as_json(), "prefix_requests": asdict(self.requests), "handover": self.handed}
 
@@ -133,9 +133,10 @@ class ConditionedJob(AgentJob):
 
 def prefix_columns(prefix_run: str, prefix: Prefix, check: PrefixCheck, handed: dict[str, Any] | None
                    ) -> dict[str, Any]:
-    """The ``episodes.prefix_*`` columns of a conditioned episode (store schema 6)."""
+    """The ``episodes.prefix_*`` columns of a conditioned episode (store schema 6; ``hops_given``
+    since 7)."""
     return {"prefix_run": prefix_run, "prefix_episode": prefix.source.episode_id, "prefix_steps": prefix.steps,
-            "start_hop": prefix.start_hop, "prefix_hop_steps": list(prefix.given), "prefix_faithful": check.faithful,
+            "hops_given": prefix.start_hop, "prefix_hop_steps": list(prefix.given), "prefix_faithful": check.faithful,
             "prefix_mismatch": check.mismatch,
             "handover_json": json.dumps(handed, sort_keys=True) if handed is not None else None}
 
@@ -251,8 +252,8 @@ def _begin(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, 
     tasks = [{k: v for k, v in plan.source.tasks[t.task_id].items() if k != "run_id"} for t in plan.tasks]
     if not store.begin_run(plan.run_id, row, tasks):
         _check_resumable(store, plan.run_id, spec, config.resume)
-    episodes = store.read("episodes", run_id=plan.run_id, columns=["task_id", "start_hop", "prefix_steps"])
-    return {(r["task_id"], r["start_hop"] or 0, r["prefix_steps"] or 0) for r in episodes.to_pylist()}
+    episodes = store.read("episodes", run_id=plan.run_id, columns=["task_id", "hops_given", "prefix_steps"])
+    return {(r["task_id"], r["hops_given"] or 0, r["prefix_steps"] or 0) for r in episodes.to_pylist()}
 
 
 def _check_resumable(store: Store, run_id: str, spec: PrefixSpec, resume: bool) -> None:

@@ -36,7 +36,7 @@ PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "action", "action_kind", "model_output"]
 EPISODE_COLUMNS = ["episode_id", "task_id", "started_at", "ended_at", "blob_packs", "n_steps", "final_url",
-                   "final_tree_text", "start_hop"]
+                   "final_tree_text", "hops_given"]
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _hops_asked(spec: PrefixSpec, task: Task) -> Iterable[int | None]:
 
 def _prefix(task: Task, reference: Reference, spec: PrefixSpec, hop: int | None, max_steps: int) -> Prefix | str:
     """The prefix of ``reference`` that hands over at ``hop`` (or ``spec.step``), or why there is none."""
-    if reference.row.get("start_hop") is not None:
+    if reference.row.get("hops_given") is not None:
         return "its reference episode is itself hop-conditioned"
     if reference.completed is None:
         return f"its reference episode has no {PREFIX_EVALUATOR} verdicts (run `mmina rescore --evaluator " \
@@ -200,9 +200,9 @@ def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, 
 
 
 def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, dict[int, int]]:
-    """Episode -> {hop index: completing step} of the passed hops in its latest ``hops`` batch
-    (an episode with no such batch is absent)."""
-    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level", "hop_index", "verdict",
+    """Episode -> {hop index (0-based): completing step} of the passed hops in its latest ``hops``
+    batch (an episode with no such batch is absent)."""
+    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level", "hop", "verdict",
                                                           "detail_json", "batch_id", "scored_at"])
     scores = scores.filter(pc.equal(scores.column("evaluator"), PREFIX_EVALUATOR))
     latest: dict[str, tuple[Any, str]] = {}
@@ -216,7 +216,7 @@ def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, d
                 and row["verdict"] == "pass":
             step = _completed_step(row["detail_json"])
             if step is not None:
-                found[row["episode_id"]][row["hop_index"]] = step
+                found[row["episode_id"]][row["hop"] - 1] = step
     return found
 
 

@@ -24,7 +24,7 @@ from mmina.store.marks import marked_screenshot
 from mmina.tasks import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
-                "screenshot_som", "marks", "images", "action", "model_output", "hop_index"]
+                "screenshot_som", "marks", "images", "action", "model_output", "live_hops"]
 RECORDED_ACTIONS = "recorded_actions"
 """Task JSON key (an mmina extension): the demonstration's actions as text, by position, for
 positions the episode does not store (imported single-step episodes)."""

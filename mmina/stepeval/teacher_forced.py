@@ -37,7 +37,7 @@ DETAIL_KEYS = (
     "predicted_action", "predicted_op", "predicted_target", "predicted_target_label", "predicted_value",
     "raw_output", "parse_error", "op_ok", "target_ok", "value_ok", "value_method", "action_ok",
     "prompt_tokens", "completion_tokens", "cost_usd", "agent_ms", "history", "history_shown",
-    "previous_actions", "website", "hop_index", "position", "n_steps",
+    "previous_actions", "website", "hop", "position", "n_steps",
 )
 Progress = Callable[[int, int], None]
 
@@ -214,9 +214,16 @@ def detail(item: _Asked, verdict: StepScore, k: int) -> dict[str, Any]:
         "value_method": verdict.value_method, "action_ok": verdict.action_ok,
         "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
         "agent_ms": item.prediction.agent_ms, "history": k, "history_shown": len(item.history),
-        "previous_actions": item.history, "website": step.website, "hop_index": step.row["hop_index"],
+        "previous_actions": item.history, "website": step.website, "hop": _hop(step),
         "position": step.step_index, "n_steps": step.n_steps,
     }
+
+
+def _hop(step: ReferenceStep) -> int | None:
+    """The hop (1-based) live tracking had the step on: the one after those it had seen reached,
+    the last once all were."""
+    live = step.row["live_hops"]
+    return None if live is None else min(live + 1, max(step.task.n_hops, 1))
 
 
 def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[tuple[_Asked, StepScore]],
