@@ -111,10 +111,10 @@ def test_must_include_and_exact_match(store: Path) -> None:
     report = rescore_json(store, "--evaluator", "must_include")
     assert verdicts(report) == expect({
         "oracle": dict.fromkeys(ALL, "pass"), "wrong": dict.fromkeys(ALL, "fail"), "cheat": dict.fromkeys(ALL, "pass"),
-        "judged": {"judged/1": "unclear", "judged/2": "pass"}, "judged-wrong": {"judged/1": "unclear", "judged/2": "fail"}})
+        "judged": {"judged/1": "n/a", "judged/2": "pass"}, "judged-wrong": {"judged/1": "n/a", "judged/2": "fail"}})
     exact = rescore_json(store, "--evaluator", "exact_match")
     assert verdicts(exact) == expect({
-        **{run: dict.fromkeys(ALL, "unclear") for run in BUILTIN_RUNS},  # the built-in tasks have no exact_match
+        **{run: dict.fromkeys(ALL, "n/a") for run in BUILTIN_RUNS},  # the built-in tasks have no exact_match
         "judged": {"judged/1": "pass", "judged/2": "pass"}, "judged-wrong": {"judged/1": "fail", "judged/2": "fail"}})
     row = stored_rows(store, exact["batch_id"])[0]
     assert (row["evaluator"], row["evaluator_version"], row["args_json"], row["level"]) == ("exact_match", "1", "{}", "task")
