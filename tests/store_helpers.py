@@ -5,6 +5,7 @@ the repository root on ``sys.path`` (see ``REPO_ROOT``).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -32,6 +33,17 @@ def task_row(task_id: str = "normal/1", n_hops: int = 2, **overrides: Any) -> di
            "procedure": procedure, "eval_types": ["must_include"], "reference_answers_json": '{"must_include": ["x"]}',
            "reference_url": "", "city": "", "flight": "", "shop": "", "original_json": "{}", "task_sha256": "1" * 64}
     return {**row, **overrides}
+
+
+def judged_task_row(task_id: str = "normal/1", answers: dict[str, Any] | None = None, reference_url: str = "",
+                    n_hops: int = 2) -> dict[str, Any]:
+    """A task row whose original JSON (what evaluators read) carries these references."""
+    original = {"intent": f"do {task_id}", "start_url": "http://wiki.mmina.test/",
+                "procedure": [f"site{i}" for i in range(n_hops)] + ["end"],
+                "eval": {"eval_types": ["string_match"], "reference_answers": answers or {},
+                         "reference_url": reference_url}}
+    return task_row(task_id, n_hops, original_json=json.dumps(original),
+                    reference_answers_json=json.dumps(answers or {}), reference_url=reference_url)
 
 
 def begin(store: Store, run_id: str, sha: str = SUITE_SHA, tasks: Sequence[str] = ("normal/1",)) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from mmina.agents import prompts
 from mmina.agents.llm import MAX_OBSERVATION_CHARS, check_settings
@@ -59,7 +60,7 @@ def check_endpoint(settings: AgentSettings) -> EndpointCheck:
     model = settings.model or ""
     deadlines = Deadlines(min(CHECK_S, settings.model_deadline_s), min(1, settings.max_retries))
     client = ModelClient(settings.base_url, deadlines)
-    where = client.base_url or OPENAI_URL
+    where = without_userinfo(client.base_url or OPENAI_URL)
     started = time.perf_counter()
     try:
         client.complete(model=model, messages=PROBE, max_tokens=1, temperature=0)
@@ -68,6 +69,12 @@ def check_endpoint(settings: AgentSettings) -> EndpointCheck:
     prompt_tokens = step_prompt_tokens()
     return EndpointCheck(where, model, time.perf_counter() - started, prompt_tokens, settings.max_tokens,
                          _step_cost(settings, prompt_tokens))
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` as shown in a message: a ``user:PASS@`` in it is left out (it is a credential)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url
 
 
 def _reason(message: str) -> str:

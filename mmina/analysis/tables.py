@@ -5,8 +5,6 @@ Hop positions are 1-based (the paper's "hop 1"); ``hop_index`` in the store is 0
 """
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,14 +25,6 @@ class Table:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
-
-    def csv(self) -> str:
-        """The table as CSV: a header line, then one line per row (None as an empty cell)."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows(["" if v is None else v for v in row] for row in self.rows)
-        return out.getvalue()
 
 
 def rate_columns(name: str) -> tuple[str, str, str]:

@@ -151,13 +151,23 @@ def cell_text(value: Any) -> str:
     return str(jsonable(value))
 
 
-def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """CSV for scripts: a header line, then the values as stored."""
+def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """CSV for scripts: a header line, then the values as stored (None empty). A row with a
+    carriage return has every field quoted: a lone CR is a line end to CSV readers."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([cell_text(v) for v in row] for row in rows)
-    click.echo(out.getvalue(), nl=False)
+    plain = csv.writer(out, lineterminator="\n")
+    quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    plain.writerow(columns)
+    for row in rows:
+        text = [cell_text(v) for v in row]
+        (quoted if any("\r" in t for t in text) else plain).writerow(text)
+    return out.getvalue()
+
+
+def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """:func:`csv_text` on stdout, byte for byte (``color=True``: click would strip what looks
+    like an ANSI escape from a stored value)."""
+    click.echo(csv_text(columns, rows), nl=False, color=True)
 
 
 def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",

@@ -10,7 +10,7 @@ import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
 from mmina.cli.common import open_store, run_option, store_option
-from mmina.cli.render import echo, jsonable, print_json, print_tables, status
+from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
 
 if TYPE_CHECKING:
     from mmina.analysis.paired import Comparison, Side
@@ -20,14 +20,16 @@ if TYPE_CHECKING:
 
 
 def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
+    texts = {t.name: csv_text(t.columns, t.rows) for t in tables}
     if out is None:
-        click.echo("\n".join((f"# {t.name}\n" if len(tables) > 1 else "") + t.csv() for t in tables), nl=False)
+        click.echo("\n".join((f"# {name}\n" if len(texts) > 1 else "") + text for name, text in texts.items()),
+                   nl=False, color=True)
     elif len(tables) == 1:
-        out.write_text(tables[0].csv())
+        out.write_text(*texts.values())
     else:
         out.mkdir(parents=True, exist_ok=True)
-        for table in tables:
-            (out / f"{table.name}.csv").write_text(table.csv())
+        for name, text in texts.items():
+            (out / f"{name}.csv").write_text(text)
 
 
 def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
@@ -175,7 +177,8 @@ def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[
     if fmt == "json":
         print_json(result.as_json())
     elif fmt == "csv":
-        click.echo(result.flips().csv(), nl=False)
+        flips = result.flips()
+        write_csv(flips.columns, flips.rows)
     else:
         _print_comparison(result)
 

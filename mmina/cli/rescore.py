@@ -9,7 +9,7 @@ import click
 
 from mmina.cli.common import (executor_options, format_option, judge_options, judge_settings, layout, open_store,
                               run_option, store_option)
-from mmina.cli.render import echo, plain_text, print_json, print_tables, progress_bar, render_rows
+from mmina.cli.render import echo, plain_text, print_json, print_tables, progress_bar, render_rows, write_csv
 from mmina.errors import MminaError
 from mmina.evaluators.rescore_settings import ACTIONS, RescoreConfig
 
@@ -134,7 +134,7 @@ def _buckets_table(result: RescoreResult) -> Table:
 def _print_buckets(result: RescoreResult, fmt: str) -> None:
     table = _buckets_table(result)
     if fmt == "csv":
-        click.echo(table.csv(), nl=False)  # CSV keeps the values as stored
+        write_csv(table.columns, table.rows)
         return
     print_tables([table])
     if result.flips:

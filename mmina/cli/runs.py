@@ -5,7 +5,7 @@ import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR
 from mmina.cli.common import format_option, open_store, store_option
-from mmina.cli.render import print_json, print_tables
+from mmina.cli.render import print_json, print_tables, write_csv
 
 
 @click.command()
@@ -37,6 +37,6 @@ def runs(evaluator: str, limit: int | None, store_path: str | None, fmt: str) ->
     if fmt == "json":
         print_json(table.records())
     elif fmt == "csv":
-        click.echo(table.csv(), nl=False)  # CSV keeps the values as stored
+        write_csv(table.columns, table.rows)
     else:
         print_tables([table])
