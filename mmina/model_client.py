@@ -181,9 +181,11 @@ def token_count(value: Any, name: str) -> tuple[int, str | None]:
     return value, None
 
 
-def _escape_byte(error: UnicodeDecodeError) -> tuple[str, int]:
+def _escape_byte(error: UnicodeError) -> tuple[str, int]:
     """A codec error handler: an undecodable byte becomes the JSON text ``\\\\xff`` (so a JSON
-    string still parses, and shows the byte escaped)."""
+    string still parses, and shows the byte escaped). It is registered for decoding only."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
     bad = error.object[error.start:error.end]
     return "".join(f"\\\\x{b:02x}" for b in bad), error.end
 

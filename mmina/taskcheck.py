@@ -271,7 +271,8 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
         findings += _answers(answers)
     elif answers not in (None, [], ""):
         findings.append(_warning("eval.reference_answers", "not an object: ignored"))
-    types = evaluation.get("eval_types") if isinstance(evaluation.get("eval_types"), list) else []
+    listed = evaluation.get("eval_types")
+    types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
         findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
     if "url_match" in types and not evaluation.get("reference_url"):

@@ -46,7 +46,8 @@ def display(table: Table) -> tuple[list[str], list[list[str]]]:
     """Column names and text cells; ``x, x_lo, x_hi`` become one ``x [95% CI]`` column and
     boolean columns one ``modes`` column."""
     table = fold_flags(table)
-    columns, picks = [], []
+    columns: list[str] = []
+    picks: list[tuple[int, ...]] = []
     names = list(table.columns)
     for i, name in enumerate(names):
         if name.endswith(("_lo", "_hi")) and name[:-3] in names:

@@ -64,10 +64,10 @@ def target_line(tree_text: str | None, action: str | None, kind: str | None) -> 
 
 def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = 70) -> bytes:
     """A screenshot as a smaller JPEG (JPEG decoding at a reduced scale where it can: quick)."""
-    with Image.open(io.BytesIO(image)) as picture:
-        if picture.width > width:
-            picture.draft("RGB", (width, round(picture.height * width / picture.width)))
-        picture = picture.convert("RGB")
+    with Image.open(io.BytesIO(image)) as opened:
+        if opened.width > width:
+            opened.draft("RGB", (width, round(opened.height * width / opened.width)))
+        picture = opened.convert("RGB")
         if picture.width > width:
             picture = picture.resize((width, round(picture.height * width / picture.width)))
         out = io.BytesIO()
@@ -95,7 +95,8 @@ def message_text(message: dict[str, Any]) -> str:
 
 def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[str | None]:
     """Each step's model input as text, the messages equal to the step before's left out."""
-    shown, previous = [], []
+    shown: list[str | None] = []
+    previous: list[str] = []
     for row in steps:
         document = json.loads(blobs[row["model_input"]]) if row["model_input"] in blobs else None
         if document is None:

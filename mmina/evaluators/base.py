@@ -200,9 +200,14 @@ class Evaluator(Protocol):
     — the same verdicts ``score`` gives, without a view or a ``Score`` per episode.
     """
 
-    name: str
-    version: str
-    args: dict[str, Any]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def args(self) -> dict[str, Any]: ...
 
     def score(self, episode: EpisodeView) -> list[Score]: ...
 

@@ -247,6 +247,7 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
                     whole.batch, i) for i in range(count)]
     done: dict[int, RescoreResult] = {}
     for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout):
+        assert share.part is not None  # every share of a spread rescoring has its number
         done[share.part] = part
         if progress:
             progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))

@@ -59,9 +59,9 @@ class MustInclude(TraceEvaluator):
         return lacks(task, "must_include")
 
     def rows(self, trace: Trace) -> list[ScoreRow]:
-        missing = self.missing_reference(trace.task)
-        if missing:
-            return [not_applicable(missing)]
+        lacking = self.missing_reference(trace.task)
+        if lacking:
+            return [not_applicable(lacking)]
         keywords = references(trace.task, "must_include")
         missing = missing_keywords(trace.final_answer or "", keywords)
         passed = trace.final_answer is not None and not missing
@@ -104,7 +104,7 @@ class UrlMatch(TraceEvaluator):
         golds = gold_urls(trace.task)
         steps = list(zip(*trace.pages()))
         checked = [(steps[-1][0], trace.final_url)] if self.args["where"] == "final" and steps else steps
-        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url)), None)
+        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url or "")), None)
         detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": trace.final_url,
                                   "matched_step": match[0] if match else None}
         return [task_result(verdict_of(match is not None), detail)]

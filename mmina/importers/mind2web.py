@@ -315,7 +315,9 @@ def image_info(data: bytes) -> tuple[str, int | None, int | None]:
 
 def load_samples(files: Sequence[Path], limit: int | None) -> tuple[list[Sample], list[tuple[str, str]]]:
     """Every sample of the files (validated), and the rows skipped for want of a target."""
-    samples, skipped, seen = [], [], set()
+    samples: list[Sample] = []
+    skipped: list[tuple[str, str]] = []
+    seen: set[Any] = set()
     for path in files:
         for number, raw in enumerate(rows(path, [*REQUIRED, *OPTIONAL]), start=1):
             if limit is not None and len(samples) >= limit:

@@ -131,7 +131,7 @@ class _OwnSessionLoop(asyncio.SelectorEventLoop):
     a driver that died of it would fail every episode in flight, which ``--resume`` then skips.
     mmina handles Ctrl-C itself (the episodes in flight finish, or are left uncommitted)."""
 
-    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("start_new_session", True)
         return await super().subprocess_exec(*args, **kwargs)
 
@@ -296,11 +296,11 @@ class BrowserSession:
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
                         capture: Capture, seed: int | None) -> Tabs:
-        har = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale="en-US", timezone_id="UTC", service_workers="block", **har)
+            locale="en-US", timezone_id="UTC", service_workers="block",
+            record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None)
         try:
             if seed is not None:
                 await seed_random(context, seed)

@@ -203,8 +203,7 @@ def _finished_tasks(store: Store, run_id: str) -> set[str]:
 @contextmanager
 def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
     """Start the local fixture web when a task starts on it; yields the browser arguments."""
-    if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
-               for t in tasks for u in t.start_urls):
+    if not any((urlsplit(u).hostname or "").endswith(FIXTURE_SUFFIX) for t in tasks for u in t.start_urls):
         yield []
         return
     from mmina.fixtures.web import FixtureWeb

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mmina.budget import Limits
 from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
@@ -37,7 +38,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fi
 from mmina.recorder.seeding import seed_for
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
-from mmina.replayer.jobs import AgentJob, ReplaySetup, counts
+from mmina.replayer.jobs import AgentJobBase, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
 from mmina.replayer.source import SourceRun
 from mmina.runs import SuiteRef, run_config, run_row
@@ -91,7 +92,7 @@ class ConditionedSummary:
                 "prefix_fidelity": self.prefix_fidelity, "faithful_prefixes": self.faithful_episodes}
 
 
-class ConditionedJob(AgentJob):
+class ConditionedJob(AgentJobBase):
     """Records :class:`Prefix` items: the reference's prefix from its archive, then the agent live."""
 
     def thread_captioner(self) -> Captioner | None:
@@ -120,7 +121,7 @@ class ConditionedJob(AgentJob):
         offline: the agent goes on on the live web); a failure leaves nothing of it in the store."""
         writer = self.thread_store().episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
-            recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits, Path(workdir),
+            recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits or Limits(), Path(workdir),
                                        self.thread_captioner(), prepare=router.prepare,
                                        seed=seed_for(prefix.source.episode_id),
                                        tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)

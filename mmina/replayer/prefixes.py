@@ -114,14 +114,17 @@ def plan_prefixes(store: Store, spec: PrefixSpec, tasks: Mapping[str, Task],
                   max_steps: int) -> tuple[list[Prefix], list[Skipped]]:
     """One prefix per selected task and hop (or step), and the ones that cannot be given."""
     references = read_references(store, spec.run_id, set(tasks))
-    prefixes, skipped = [], []
+    prefixes: list[Prefix] = []
+    skipped: list[Skipped] = []
     for task_id, task in tasks.items():
         for hop in _hops_asked(spec, task):
             reference = references.get(task_id)
             found = _prefix(task, reference, spec, hop, max_steps) if reference else \
                 f"run {spec.run_id} has no finished episode of it"
-            (prefixes if isinstance(found, Prefix) else skipped).append(
-                found if isinstance(found, Prefix) else Skipped(task_id, hop, found))
+            if isinstance(found, Prefix):
+                prefixes.append(found)
+            else:
+                skipped.append(Skipped(task_id, hop, found))
     return prefixes, skipped
 
 
@@ -158,7 +161,7 @@ def _given(task: Task, completed: dict[int, int], hop: int | None, step: int | N
             return f"its reference episode did not pass hop {missing[0]} (by its {PREFIX_EVALUATOR} verdicts), " \
                    f"so it cannot give a correct prefix up to hop {hop}"
         return tuple(completed[i] for i in range(hop - 1))
-    given = []
+    given: list[int] = []
     while len(given) in completed and completed[len(given)] <= (step or 0):
         given.append(completed[len(given)])
     if len(given) >= task.n_hops:
@@ -177,7 +180,7 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
     if stop is not None:
         return f"its reference episode stopped at step {stop}, inside the prefix"
     row = reference.row
-    expected = [StepView.from_row(r) for r in recorded[:steps + 1]]
+    expected: list[StepView | None] = [StepView.from_row(r) for r in recorded[:steps + 1]]
     if steps == len(recorded):  # handed over on the terminal page (the last action reached the hop)
         expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
                         if row.get("final_url") is not None else None)

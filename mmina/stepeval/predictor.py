@@ -65,8 +65,9 @@ def predict(agent: Agent, task: Task, history: list[str], observation: Observati
     started = time.perf_counter()
     try:
         agent.reset(task)
-        if callable(getattr(agent, "set_history", None)):
-            agent.set_history(history)
+        set_history = getattr(agent, "set_history", None)
+        if callable(set_history):
+            set_history(history)
         reply = agent.act(observation)
     except MminaError:
         raise

@@ -16,4 +16,4 @@ def resolve_store_path(option: str | os.PathLike[str] | None) -> str | Path:
     """``--store``, else ``$MMINA_STORE``, else ``./mmina-store``: a folder, or an object-store
     URL (``s3://bucket/prefix``) kept as text so that its ``//`` survives."""
     location = option or os.environ.get(STORE_ENV) or DEFAULT_STORE
-    return location if "://" in str(location) else Path(location)
+    return str(location) if "://" in str(location) else Path(location)

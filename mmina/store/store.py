@@ -379,5 +379,8 @@ def _first_of_each(data: pa.Table, key: str) -> pa.Table:
     """The first row of each ``key`` (files are read in a stable order): an episode whose
     row was copied into a second file is counted once."""
     seen: set[Any] = set()
-    keep = [not (value in seen or seen.add(value)) for value in data.column(key).to_pylist()]
+    keep = []
+    for value in data.column(key).to_pylist():
+        keep.append(value not in seen)
+        seen.add(value)
     return data if all(keep) else data.filter(pa.array(keep))

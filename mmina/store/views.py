@@ -236,7 +236,7 @@ def connect(store: Store, runs: Collection[str] | None = None, only: Collection[
     return db
 
 
-def read_error(exc: duckdb.Error) -> Exception:
+def read_error(exc: duckdb.Error) -> MminaError:
     """A DuckDB error as one line: unreadable store files point to ``store verify``."""
     message = one_line(exc)
     lowered = message.lower()
