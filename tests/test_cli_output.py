@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmina.cli import cli
-from mmina.cli.render import plain_text, print_table, render_rows, visible
+from mmina.cli.render import plain_text, print_table, render_rows, visible, visible_cell
 from mmina.store import Store
 from tests.store_helpers import episode_row, judged_task_row, run_row, step_row
 
@@ -50,8 +50,8 @@ def cells(table: str) -> list[str]:
 
 
 def test_visible_escapes_only_control_characters() -> None:
-    assert [visible(t) for t in TRICKY] == SHOWN
-    assert visible("line 1\nline 2 — ünïcødé 🙂 [x]") == "line 1\nline 2 — ünïcødé 🙂 [x]"
+    assert [visible_cell(t) for t in TRICKY] == SHOWN
+    assert visible("line 1\n\tline 2 — ünïcødé 🙂 [x]") == "line 1\n\tline 2 — ünïcødé 🙂 [x]"  # lines stay lines
 
 
 def test_stored_actions_are_shown_as_stored(store: Path) -> None:

@@ -35,16 +35,22 @@ if TYPE_CHECKING:  # Rich is imported when something is printed, not for --help
 UNWRAPPED_WIDTH = 1_000_000
 """The console width when stdout is not a terminal: wider than any table, so none is folded."""
 
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""Every C0 control but the newline, DEL, the C1 controls, and the bidirectional controls (which
-reorder what a terminal shows: "Trojan source")."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Every C0 control but the newline and the tab, DEL, the C1 controls, and the bidirectional
+controls (which reorder what a terminal shows: "Trojan source")."""
 
-_NAMED = {"\t": "\\t", "\r": "\\r"}
+_NAMED = {"\r": "\\r"}
 
 
 def visible(text: str) -> str:
-    """``text`` with each control character written as an escape (``\\x1b``, ``\\t``, ``\\u202e``)."""
+    """``text`` with each control character written as an escape (``\\x1b``, ``\\r``, ``\\u202e``);
+    newlines and tabs stay (a tree's indentation, a diff)."""
     return _CONTROL.sub(lambda m: _NAMED.get(m.group()) or _escape(m.group()), text)
+
+
+def visible_cell(text: str) -> str:
+    """:func:`visible` for a table cell, tabs escaped too: a table would turn them into spaces."""
+    return visible(text).replace("\t", "\\t")
 
 
 def _escape(char: str) -> str:
@@ -190,11 +196,11 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: st
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    table = RichTable(title=Text(visible(title)) if title else None, title_justify=title_justify)
+    table = RichTable(title=Text(visible_cell(title)) if title else None, title_justify=title_justify)
     for column in columns:
-        table.add_column(Text(visible(column)), overflow="fold")
+        table.add_column(Text(visible_cell(column)), overflow="fold")
     for row in rows:
-        table.add_row(*(Text(visible(value)) for value in row))
+        table.add_row(*(Text(visible_cell(value)) for value in row))
     _print_renderable(table)
 
 
