@@ -6,13 +6,13 @@ import math
 import sys
 import warnings
 from dataclasses import asdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from mmina.agents.settings import AgentSettings
-from mmina.cli.render import echo, visible
+from mmina.cli.render import echo
 from mmina.errors import MminaError, MminaWarning
 from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
                                                DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
