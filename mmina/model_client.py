@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from mmina.errors import MminaError, first_line
 from mmina.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
-from mmina.redact import Redactor, configured_secrets
 
 if TYPE_CHECKING:
     import asyncio
@@ -152,6 +151,8 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     status = getattr(exc, "status_code", None)
     retried = status is None or status in RETRIED_STATUSES or status >= 500
+    from mmina.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
+
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
     return f"{what} failed{f' after {retries} retries' if retried else ''}: {message}"
 
@@ -167,6 +168,8 @@ def reply_of(response: Any) -> ModelReply:
     prompt, prompt_note = token_count(getattr(usage, "prompt_tokens", None), "prompt_tokens")
     completion, completion_note = token_count(getattr(usage, "completion_tokens", None), "completion_tokens")
     notes = [n for n in (prompt_note, completion_note) if n]
+    from mmina.redact import Redactor, configured_secrets
+
     text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
     return ModelReply(text, prompt, completion, "; ".join(notes) or None)
 

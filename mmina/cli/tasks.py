@@ -1,12 +1,15 @@
 """``mmina tasks validate`` and ``mmina tasks list``: task files in the MMInA format."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from mmina.cli.common import format_option
 from mmina.cli.render import echo, print_json, render_rows
-from mmina.taskcheck import check_suite, load_suite
-from mmina.tasks import Task
+
+if TYPE_CHECKING:
+    from mmina.tasks import Task
 
 
 @click.group()
@@ -39,6 +42,8 @@ def validate(path: str | None, fmt: str) -> None:
       mmina tasks validate multi567
       mmina tasks validate path/to/mmina --format json
     """
+    from mmina.taskcheck import check_suite
+
     checked = check_suite(path)
     root, problems, bad = checked.root, checked.problems, checked.errors
     if fmt == "json":
@@ -72,6 +77,8 @@ def list_tasks(path: str | None, fmt: str) -> None:
       mmina tasks list multi567 --format json
       mmina tasks list path/to/mmina/normal --format csv
     """
+    from mmina.taskcheck import load_suite
+
     suite = load_suite(path)
     if fmt == "json":
         print_json([_task_json(t) for t in suite.tasks])
