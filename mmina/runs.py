@@ -11,7 +11,7 @@ import socket
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from mmina import __version__
 from mmina.redact import redact_configured
@@ -25,7 +25,20 @@ class SuiteRef(NamedTuple):
     sha256: str
 
 
-def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: SuiteRef, task_count: int,
+class NamedSuite(Protocol):
+    """Anything that says which tasks a run ran (a :class:`SuiteRef`, a loaded ``TaskSuite``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+
+def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: NamedSuite, task_count: int,
             browser_version: str | None = None,
             viewport: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
     """The ``runs`` row of a run starting now on this machine; ``browser_version`` is None for

@@ -264,18 +264,19 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     evaluation = raw.get("eval")
     if not isinstance(evaluation, dict):
         return [_warning("eval", "missing or not an object: the task's own verdict (evaluator task) will be "
-                                 "unclear; hops are still judged")]
+                                 "n/a (nothing to judge); hops are still judged")]
     findings = _eval_types(evaluation.get("eval_types"))
     answers = evaluation.get("reference_answers")
     if isinstance(answers, dict):
         findings += _answers(answers)
     elif answers not in (None, [], ""):
         findings.append(_warning("eval.reference_answers", "not an object: ignored"))
-    types = evaluation.get("eval_types") if isinstance(evaluation.get("eval_types"), list) else []
+    listed = evaluation.get("eval_types")
+    types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
-        findings.append(_warning("eval.reference_answers", "string_match without reference answers: unclear"))
+        findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
     if "url_match" in types and not evaluation.get("reference_url"):
-        findings.append(_warning("eval.reference_url", "url_match without a reference URL: unclear"))
+        findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
     if evaluation.get("reference_url") is not None and not isinstance(evaluation["reference_url"], str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
     return findings
@@ -283,7 +284,7 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
 
 def _eval_types(types: Any) -> list[Finding]:
     if types is None or types == []:
-        return [_warning("eval.eval_types", "missing or empty: the task's own verdict will be unclear")]
+        return [_warning("eval.eval_types", "missing or empty: the task's own verdict will be n/a (nothing to judge)")]
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
         return [_error("eval.eval_types", "must be a list of evaluation types")]
     known = ", ".join(sorted(EVAL_TYPES))

@@ -187,7 +187,8 @@ def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
     wrong type become text, lone surrogates U+FFFD, and ``cnt_hop`` at most ``MAX_HOPS + 1``.
     """
     raw, task_id = mapped_text(raw, valid_text), valid_text(task_id)
-    evaluation = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
+    given = raw.get("eval")
+    evaluation: dict[str, Any] = given if isinstance(given, dict) else {}
     procedure = tuple(p.strip().lower() for p in _list(raw.get("procedure")) if isinstance(p, str))
     counted = count_value(raw.get("cnt_hop", raw.get("hop_cnt")))
     answers = evaluation.get("reference_answers")

@@ -150,11 +150,11 @@ class BrowserSession:
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
                         capture: Capture, seed: int | None) -> Tabs:
-        har: dict[str, Any] = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale="en-US", timezone_id="UTC", service_workers="block", **har)
+            locale="en-US", timezone_id="UTC", service_workers="block",
+            record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None)
         try:
             if seed is not None:
                 await seed_random(context, seed)

@@ -89,6 +89,10 @@ class RunSummary:
     def cost_usd(self) -> float:
         return sum(e.cost_usd for e in self.episodes)
 
+    @property
+    def steps(self) -> int:
+        return sum(e.n_steps for e in self.episodes)
+
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
@@ -202,8 +206,7 @@ def _finished_tasks(store: Store, run_id: str) -> set[str]:
 @contextmanager
 def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
     """Start the local fixture web when a task starts on it; yields the browser arguments."""
-    if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
-               for t in tasks for u in t.start_urls):
+    if not any((urlsplit(u).hostname or "").endswith(FIXTURE_SUFFIX) for t in tasks for u in t.start_urls):
         yield []
         return
     from mmina.fixtures.web import FixtureWeb

@@ -121,8 +121,9 @@ class Settling:
         self._last_activity = time.monotonic()
         self._asked_at: float | None = None
         """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
-        for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
-            context.on(event, lambda _r, d=delta: self._count(d))
+        context.on("request", lambda _request: self._count(1))
+        context.on("requestfinished", lambda _request: self._count(-1))
+        context.on("requestfailed", lambda _request: self._count(-1))
         context.on("page", lambda new: new.on("websocket", self._socket))
 
     def _socket(self, socket: WebSocket) -> None:

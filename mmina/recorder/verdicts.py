@@ -26,11 +26,16 @@ from mmina.tasks import Task
 LIVE_EVALUATORS = ("task", "hops")
 
 
+def step_view(row: Mapping[str, Any]) -> StepView:
+    """A stored step row as evaluators see it (fields it lacks are None)."""
+    fields: dict[str, Any] = {name: row.get(name) for name in StepView._fields}
+    return StepView(**fields)
+
+
 def episode_view(run_id: str, episode_id: str, task: Task, episode: Mapping[str, Any],
                  steps: Sequence[Mapping[str, Any]]) -> EpisodeView:
     """The episode as evaluators see it, from the rows about to be (or just) stored."""
-    views = tuple(StepView(*(row.get(name) for name in StepView._fields))._replace(url=row.get("url") or "")
-                  for row in steps)
+    views = tuple(step_view({**row, "url": row.get("url") or ""}) for row in steps)
     return EpisodeView(run_id, episode_id, task, episode, views)
 
 

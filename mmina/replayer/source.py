@@ -87,8 +87,7 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
         if not episodes.num_rows:
             raise StoreError(f"no episode {episode_id} in {store.root}")
     else:
-        if run_id not in store.run_ids():
-            raise StoreError(f"no run {run_id} in {store.root}")
+        run_id = store.resolve_run(str(run_id))  # named: exactly one of the two is
         episodes = store.read("episodes", run_id=run_id, columns=columns)
         if not episodes.num_rows:
             raise StoreError(f"run {run_id} has no finished episodes to replay")

@@ -73,6 +73,7 @@ class ObjectBackend(Backend):
     """A prefix of an object store, read and written through an fsspec filesystem."""
 
     local = False
+    root: ObjectPath
 
     def __init__(self, fs: Any, root: ObjectPath) -> None:
         self.fs, self.root = fs, root
