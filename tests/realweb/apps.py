@@ -18,6 +18,7 @@ import secrets
 import socket
 import sqlite3
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -51,6 +52,7 @@ def stop(answer: str) -> dict[str, Any]:
 
 
 BACK = {"action": "go_back"}
+FORWARD = {"action": "go_forward"}
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
 MKDOCS = App(
     "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
     ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
-    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, {"action": "go_forward"}),
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD),
 )
 
 
@@ -263,8 +265,21 @@ STREAMLIT = App(
 )
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT)
-SAMPLE = ("datasette", "trac")
+# ---------------------------------------------------------------- a hand-written shop: history navigation
+
+SHOP = App(
+    "shop", "hand-written server-rendered shop over HTTP/1.0 without cache headers (history navigation, beacons)",
+    (), lambda _folder, _draw: None,
+    lambda _bin, _state, port: [sys.executable, str(Path(__file__).with_name("shop_site.py")), str(port)],
+    (click("Kittiwake lamp"), BACK, FORWARD, click("Add to cart"), click("Your cart"), type_into("Name", "Mira"),
+     click("Place order", role="button"), BACK, BACK),
+)
+"""Not from a registry: written to reproduce a held-out shop whose history navigation hung a
+replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by the server itself."""
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, SHOP)
+SAMPLE = ("datasette", "trac", "shop")
 """What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
 
 
