@@ -335,17 +335,37 @@ def redirected_method(status: int, method: str) -> str:
 
 
 def reply_for(exchange: Exchange) -> Reply:
-    """The recorded response: status, headers (minus framing and redacted values), body."""
+    """The recorded response: status, headers (minus framing and redacted values, each one
+    deliverable: see :func:`header_parts`), body."""
     headers: dict[str, str] = {}
     for name, value in exchange.headers:
         lowered = name.lower()
-        if lowered in DROPPED_HEADERS or value == REDACTED or lowered.startswith(MMINA_HEADERS):
+        if lowered in DROPPED_HEADERS or lowered.startswith(MMINA_HEADERS) or not HEADER_NAME.match(name):
             continue
         joiner = "\n" if lowered == "set-cookie" else ", "
-        headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value
+        for part in header_parts(value):
+            headers[lowered] = f"{headers[lowered]}{joiner}{part}" if lowered in headers else part
     if exchange.mime_type and "content-type" not in headers:
         headers["content-type"] = exchange.mime_type
     return Reply(exchange.status, headers, exchange.body)
+
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""A header name as HTTP defines it (a token): a recorded name that is not one is not served."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def header_parts(value: str) -> list[str]:
+    """The values one recorded header stands for, each one a browser accepts.
+
+    Chromium hands over a response it served from its cache (a history navigation's document,
+    typically) with a repeated header's values joined by a newline (``Link: <a>\\n<b>``), and
+    refuses to be answered with a value that holds a line break or a NUL: Playwright's
+    ``route.fulfill`` then fails without a word and the request stays pending for good (its
+    page never loads). So the value is split at line breaks, NULs dropped, and redacted parts
+    (and the empty ones a split leaves) left out."""
+    parts = [part.replace("\0", "") for part in _LINE_BREAK.split(value)]
+    return [part for part in parts if part != REDACTED and (part or len(parts) == 1)]
 
 
 NOT_ARCHIVED_STATUS = 404

@@ -279,7 +279,7 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, SHOP)
-SAMPLE = ("datasette", "trac", "shop")
+SAMPLE = ("datasette", "trac")
 """What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
 
 
