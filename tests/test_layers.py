@@ -16,7 +16,7 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
-        "mmina.element_ids", "mmina.errors", "mmina.stats", "mmina.model_client", "mmina.model_input",
+        "mmina.element_ids", "mmina.errors", "mmina.harness_context", "mmina.stats", "mmina.model_client", "mmina.model_input",
         "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.secret_rules", "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
