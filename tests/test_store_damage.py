@@ -146,6 +146,19 @@ def test_rescore_and_resume_read_past_a_replaced_episodes_file(recorded_copy: Pa
     assert resume.stderr.startswith(f"Warning: skipped {episodes}")
 
 
+def test_resuming_a_run_whose_runs_file_is_damaged_names_the_file_and_the_way_out(root: Path) -> None:
+    """Not "being created by another process" (issue 35, item 4): the file, why, and what to do."""
+    [runs] = list(root.glob("runs/run_id=r1/*.parquet"))
+    runs.write_bytes(DAMAGE["truncated"](runs.read_bytes()))
+    named = invoke("record", "--task", "normal/1", "--run-id", "r1", "--resume", "--store", str(root))
+    assert named.exit_code == 1 and "Traceback" not in named.output
+    assert f"Error: run r1 cannot be reopened: its runs file {runs} cannot be read (" in named.output, named.output
+    assert "another process" not in named.output and "--run-id" in named.output and "store verify" in named.output
+    latest = invoke("record", "--task", "normal/1", "--resume", "--store", str(root))
+    assert latest.exit_code == 1 and f"nothing to resume: the runs file {runs} cannot be read (" in latest.output
+    assert len(list(root.glob("episodes/run_id=*/*.parquet"))) == 7  # nothing written
+
+
 def test_a_duplicated_episodes_file_is_counted_once_and_reported(root: Path) -> None:
     copy = file_of(root, "episodes", "ep3-copy")
     shutil.copy(file_of(root, "episodes", "ep3"), copy)

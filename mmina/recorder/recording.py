@@ -23,7 +23,7 @@ from mmina.pool import Layout, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.store.store import utcnow
+from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
 from mmina.taskcheck import load_suite
 from mmina.tasks import Task, TaskSuite, task_row
 
@@ -187,6 +187,11 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     if config.resume:
         runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
         if not runs.num_rows:
+            unreadable = store.unreadable("runs")
+            if unreadable:
+                path, reason = unreadable[0]
+                raise StoreError(f"nothing to resume: the runs file {path} cannot be read ({reason}); "
+                                 f"{UNREADABLE_RUN_HINT}")
             raise StoreError(f"nothing to resume: {store.root} has no runs")
         return runs.column("run_id")[0].as_py()
     return new_run_id(config.agent)
