@@ -6,14 +6,15 @@ committed (``orphan``), unreadable files (``corrupt``: truncated, random bytes, 
 a file holding another table's rows), files of a newer mmina (``newer_version``), files a
 commit's manifest lists that are gone or differ (``missing``, ``changed``), files of a
 committed stem its manifest does not list (``unlisted``), an episode committed in two files
-(``duplicate``), blobs referred to but stored nowhere (``missing_blob``) and a file where
-a folder belongs (``not_a_folder``). Episodes committed before manifests cannot be checked
+(``duplicate``), blobs referred to but stored nowhere (``missing_blob``), a file where a folder
+belongs (``not_a_folder``) and committed episodes without a verdict their run stores with each
+episode (``unscored``: a crash between the commit and the verdicts; ``record --resume`` adds it). Episodes committed before manifests cannot be checked
 for missing files; the report says how many (``unchecked``). With ``repair``, leftovers of
 writers that are gone are removed first (``leftovers.py``); damaged data is never touched.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -29,7 +30,8 @@ from mmina.store.layout import file_stem, file_version, is_batch, run_of
 from mmina.store.leftovers import Leftover, orphans, remove_leftovers
 from mmina.store.manifest import Listed, read_manifest
 from mmina.store.migrations import check_readable
-from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
+from mmina.runs import run_config, verdicts_expected
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, TABLES, Table
 from mmina.store.store import Store
 from mmina.store.writers import ORPHAN_GRACE_S
 
@@ -136,6 +138,7 @@ def verify_store(store: Store, repair: bool = False) -> VerifyReport:
     _check_orphans(store, report)
     _check_manifests(store, readable, report)
     _check_blob_refs(store, readable, report)
+    _check_verdicts(store, report)
     return report
 
 
@@ -281,6 +284,27 @@ def _check_unlisted(store: Store, readable: Readable, listed: dict[str, Any], re
             relative = path.relative_to(store.root).as_posix()
             if relative not in listed and file_stem(path) in manifested:
                 report.add(path, "unlisted", f"a {table.name} file of {file_stem(path)} that its commit did not write")
+
+
+def _check_verdicts(store: Store, report: VerifyReport) -> None:
+    """Committed episodes without a verdict their run stores with every episode (see
+    :data:`mmina.runs.VERDICTS_KEY`): one problem per run, naming the command that adds them."""
+    for run in store.read("runs", columns=["run_id", "config_json"]).to_pylist():
+        expected = verdicts_expected(run_config(run["config_json"]))
+        missing = unscored_episodes(store, run["run_id"], expected) if expected else []
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            report.add(store.root / SCORES.name / f"run_id={run['run_id']}", "unscored",
+                       f"episode {missing[0]}{more} committed without a {'/'.join(expected)} verdict (a crash between "
+                       f"the commit and its verdicts): `mmina record --resume --run-id {run['run_id']}` adds them")
+
+
+def unscored_episodes(store: Store, run_id: str, evaluators: Sequence[str]) -> list[str]:
+    """The run's committed episodes lacking a task verdict of any of ``evaluators``, in order."""
+    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level"]).to_pylist()
+    scored = {(s["episode_id"], s["evaluator"]) for s in scores if s["level"] == "task"}
+    episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
+    return [e for e in episodes if any((e, evaluator) not in scored for evaluator in evaluators)]
 
 
 def _check_blob_refs(store: Store, readable: Readable, report: VerifyReport) -> None:
