@@ -10,6 +10,7 @@ import click
 from mmina import __version__
 from mmina.cli.common import MminaGroup
 from mmina.errors import first_line
+from mmina.store.objects import close_filesystems
 
 
 @click.group(cls=MminaGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -56,5 +57,7 @@ def main() -> None:
         # Arrow objects (files read through fsspec, e.g. from s3://) freed while Arrow is still
         # whole: freed in the interpreter's final teardown instead, their threads can abort the
         # process after the command succeeded ("terminate called without an active exception",
-        # apache/arrow#34314, #39162; seen once in `mmina store verify` on S3).
+        # apache/arrow#34314, #39162); then the object stores' connections and fsspec's event
+        # loop are ended here, not by the teardown (mmina.store.objects.close_filesystems).
         gc.collect()
+        close_filesystems()

@@ -72,16 +72,26 @@ def read_version(path: PurePath, filesystem: Any = None, table: Table | None = N
         metadata = pq.read_schema(str(path), filesystem=filesystem).metadata
     except (OSError, pa.ArrowException) as exc:
         raise read_failure(path, exc) from None
-    return _version(metadata, path, table)
+    return version_in(metadata, path, table)
 
 
-def _version(metadata: Mapping[bytes, bytes] | None, path: PurePath, table: Table | None) -> int:
+def version_in(metadata: Mapping[bytes, bytes] | None, path: PurePath, table: Table | None) -> int:
+    """The schema version a file's Parquet metadata records (checked to belong to ``table``)."""
     if not metadata or META_VERSION not in metadata or not metadata[META_VERSION].isdigit():
         raise _corrupt(path, "it is not an mmina store file (no schema version in its metadata)")
     owner = metadata.get(META_TABLE, b"").decode(errors="replace")
     if table is not None and owner and owner != table.name:
         raise _corrupt(path, f"it holds {owner} rows, not {table.name} rows")
     return int(metadata[META_VERSION])
+
+
+def arrow_buffer(data: bytes) -> pa.Buffer:
+    """``data`` copied into memory Arrow owns. A buffer over the Python ``bytes`` (what
+    ``pa.BufferReader(data)`` makes) holds a Python reference, which Arrow's decoding threads
+    release with the GIL, the interpreter's finalization included; Arrow-owned memory has none."""
+    sink = pa.BufferOutputStream()
+    sink.write(data)
+    return sink.getvalue()
 
 
 def _corrupt(path: PurePath, reason: str) -> CorruptFileError:
@@ -118,7 +128,7 @@ def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None
     where = where or {}
     try:
         with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
-            version = _version(parquet.schema_arrow.metadata, path, table)
+            version = version_in(parquet.schema_arrow.metadata, path, table)
             check_readable(version, str(path))
             current = version == SCHEMA_VERSION
             data = _read_current(parquet, columns, where) if current else parquet.read().replace_schema_metadata(None)
