@@ -110,7 +110,8 @@ def geolocation_of(raw: dict[str, Any]) -> Geolocation | None:
         return None
     if not isinstance(value, dict):
         raise TaskError(f"{GEOLOCATION_FIELD}: not an object with latitude and longitude")
-    numbers = {key: value.get(key, 0.0 if key == "accuracy" else None) for key in ("latitude", "longitude", "accuracy")}
+    numbers: dict[str, Any] = {key: value.get(key, 0.0 if key == "accuracy" else None)
+                               for key in ("latitude", "longitude", "accuracy")}
     if not all(_is_number(n) for n in numbers.values()):
         raise TaskError(f"{GEOLOCATION_FIELD}: latitude and longitude (and accuracy, if given) must be numbers")
     latitude, longitude, accuracy = (float(numbers[k]) for k in ("latitude", "longitude", "accuracy"))

@@ -116,6 +116,7 @@ def sixty(s3: S3Server) -> str:
     return location
 
 
+@pytest.mark.timeout(1800)  # twenty commands on a loaded machine
 @pytest.mark.parametrize("times", [1, pytest.param(20, marks=pytest.mark.heavy)])
 def test_verify_on_s3_exits_0_every_time(sixty: str, times: int) -> None:
     """It aborted after its report in 4 runs of 8 ("terminate called without an active
