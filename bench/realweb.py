@@ -1,4 +1,5 @@
-"""Replay fidelity on real web applications from PyPI: each application's episode recorded,
+"""Replay fidelity on real web applications from PyPI (and one hand-written page set, ``shop``:
+history navigation over HTTP/1.0 without cache headers): each application's episode recorded,
 the application restarted with new random state, and replayed from the archive (see
 ``tests/realweb/``; the applications are installed on first use into ``.realweb/``).
 
