@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_site import LocalSite
 
 USER = "Mira Kittiwake"
 BASKET = "3 tide clocks"
@@ -33,18 +33,12 @@ PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Your
 </script></body></html>"""
 
 
-class AccountSite:
+class AccountSite(LocalSite):
     """``with AccountSite() as site: site.url``; a session token drawn anew at every start."""
 
     def __init__(self) -> None:
         self.token = secrets.token_hex(16)
-        handler = type("Handler", (_Handler,), {"site": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        super().__init__(type("Handler", (_Handler,), {"site": self}))
 
     def storage_state(self) -> dict[str, Any]:
         """A signed-in user's saved state: the session cookie and the basket in ``localStorage``."""
@@ -52,15 +46,6 @@ class AccountSite:
                   "httpOnly": True, "secure": False, "sameSite": "Lax"}
         return {"cookies": [cookie],
                 "origins": [{"origin": self.url.rstrip("/"), "localStorage": [{"name": "basket", "value": BASKET}]}]}
-
-    def __enter__(self) -> "AccountSite":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):

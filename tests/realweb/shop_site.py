@@ -24,9 +24,13 @@ import json
 import secrets
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+
+if __package__ in (None, ""):  # run as a script (the real-web check starts it so)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.local_site import LocalSite  # noqa: E402 - after the path is set
 
 ITEMS = ("Kittiwake lamp", "Mooring rope", "Tide clock")
 LINKS = (("Link", "</api/cart>; rel=\"https://api.shop.test/\""), ("Link", "</?p=1>; rel=shortlink"))
@@ -156,28 +160,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class ShopSite:
+class ShopSite(LocalSite):
     """The shop on a local port (``port=0``: a free one): ``with ShopSite() as site: site.url``;
     ``shop.hits`` lists every request it answered."""
 
     def __init__(self, port: int = 0) -> None:
         self.shop = Shop()
-        handler = type("Handler", (_Handler,), {"shop": self.shop})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._server.daemon_threads = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> "ShopSite":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(type("Handler", (_Handler,), {"shop": self.shop}), port)
 
 
 if __name__ == "__main__":
