@@ -19,7 +19,7 @@ from playwright.async_api import BrowserContext, Route
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
-from mmina.replayer.archive import REDACTED, Archive, Exchange, reply_for
+from mmina.replayer.archive import REDACTED, Archive, Exchange, Matcher, reply_for
 from mmina.replayer.replays import ReplayReport, replay_run
 from mmina.replayer.router import ArchiveRouter
 from mmina.store import Store
@@ -42,6 +42,20 @@ def test_a_repeated_header_joined_by_a_newline_is_served_as_one_list() -> None:
     assert headers["x-odd"] == "one, two" and headers["x-secret"] == "kept" and headers["x-empty"] == ""
     assert "bad name" not in headers
     assert all("\r" not in v and "\0" not in v for v in headers.values())
+
+
+def test_a_repeated_request_is_answered_with_a_body_before_one_the_recording_lost() -> None:
+    """With the back-forward cache on, a poll of the page left behind may be answered while the
+    page is frozen: the recording keeps no body for it. The next page's poll gets a body."""
+    lost = (("x-mmina-body", "missing"),)
+    archive = Archive([Exchange(0, "GET", "http://shop.test/api/stock?since=1", 200, body=b'{"stock": 5}'),
+                       Exchange(1, "GET", "http://shop.test/api/stock?since=2", 200, headers=lost),
+                       Exchange(2, "GET", "http://shop.test/api/stock?since=3", 200, body=b'{"stock": 4}')])
+    matcher = Matcher(archive)
+    served = [matcher.match("GET", f"http://shop.test/api/stock?since={n}").exchange for n in (7, 8, 9)]
+    assert [e.body for e in served] == [b'{"stock": 5}', b'{"stock": 4}', b'{"stock": 4}']
+    only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
+    assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 
 
 # ---------------------------------------------------------------- the router (a real browser)

@@ -40,7 +40,10 @@ ends without serving that last response early).
 Repeated requests are answered first in, first out, as in mitmproxy's server replay: each
 rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
 been served, the last one is served again (a page may ask more often than it did when
-recorded, e.g. because routing turns off the HTTP cache).
+recorded, e.g. because routing turns off the HTTP cache). A candidate whose body the recording
+could not keep is passed over while the rule has candidates with theirs (a poll of a page that
+went into the back-forward cache while its answer came: the page that reads the next poll
+should get a body), and served only when none of them has one.
 """
 from __future__ import annotations
 
@@ -233,6 +236,8 @@ class Archive:
             self.failures.setdefault((failed.method.upper(), shape(failed.method, failed.url, None).endpoint),
                                      []).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
+        self.bodiless = frozenset(i for i, e in enumerate(self.exchanges) if e.body_missing)
+        """Exchanges whose body the recording could not keep (see :meth:`Matcher._first_unserved`)."""
         self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
         self.by_endpoint: dict[tuple[str, str], list[int]] = {}
         for index, (exchange, form) in enumerate(zip(self.exchanges, self.shapes)):
@@ -310,7 +315,10 @@ class Matcher:
         return self.archive.exchanges[self._first_unserved(candidates)]
 
     def _first_unserved(self, candidates: Sequence[int]) -> int:
-        return next((i for i in candidates if i not in self.served), candidates[-1])
+        """The earliest candidate not served yet, else the last one; those with a body first
+        (see the module)."""
+        usable = [i for i in candidates if i not in self.archive.bodiless] or candidates
+        return next((i for i in usable if i not in self.served), usable[-1])
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
