@@ -137,7 +137,8 @@ main()
 """
 
 
-@pytest.mark.parametrize("command", [("store", "verify"), ("sql", "select count(*) from steps")])
+@pytest.mark.parametrize("command", [("store", "verify"),
+                                     pytest.param(("sql", "select count(*) from steps"), marks=pytest.mark.heavy)])
 def test_no_thread_of_the_object_store_outlives_a_command(sixty: str, command: tuple[str, ...]) -> None:
     """The clients' connections and fsspec's event loop are ended before the interpreter's
     teardown, which would stop them mid-way (``mmina.store.objects.close_filesystems``)."""
