@@ -17,6 +17,19 @@ from mmina import __version__
 from mmina.redact import redact_configured
 
 
+VERDICTS_KEY = "verdicts_with_episodes"
+"""The key of a run's configuration that lists the evaluators whose verdicts are stored with
+each of its episodes (the recorder's, ``mmina.recorder.verdicts``): ``store verify`` reports a
+committed episode without them and ``record --resume`` adds them (a crash between an
+episode's commit and its verdicts)."""
+
+
+def verdicts_expected(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The evaluators a run's configuration says every committed episode has verdicts of."""
+    value = config.get(VERDICTS_KEY)
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
 class SuiteRef(NamedTuple):
     """Which tasks a run ran: the suite's name, where it came from, and its checksum."""
 

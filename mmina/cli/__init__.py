@@ -68,5 +68,10 @@ def main() -> None:
         # Arrow objects (files read through fsspec, e.g. from s3://) freed while Arrow is still
         # whole: freed in the interpreter's final teardown instead, their threads can abort the
         # process after the command succeeded ("terminate called without an active exception",
-        # apache/arrow#34314, #39162; seen once in `mmina store verify` on S3).
+        # apache/arrow#34314, #39162); then the object stores' connections and fsspec's event
+        # loop are ended here, not by the teardown (mmina.store.objects.close_filesystems).
         gc.collect()
+        if "mmina.store.objects" in sys.modules:  # an object store may have been used (--help never loads it)
+            from mmina.store.objects import close_filesystems
+
+            close_filesystems()

@@ -337,6 +337,9 @@ def _print_summary(summary: RunSummary) -> None:
     render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "table", title=f"run {summary.run_id}")
     if summary.skipped:
         echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    if summary.verdicts_added:
+        echo(f"scored {len(summary.verdicts_added)} episode(s) committed without their verdicts "
+             "(an earlier recording was cut short between an episode and its verdicts)")
     if summary.task_warnings:
         echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
              "`mmina tasks validate PATH` lists them")

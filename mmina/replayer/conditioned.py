@@ -36,6 +36,7 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
 from mmina.recorder.seeding import seed_for
+from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
 from mmina.replayer.jobs import AgentJobBase, ReplaySetup, counts
@@ -248,11 +249,12 @@ def _begin(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, 
                 "reference_episodes": sorted(setup.episodes), "task_ids": [t.task_id for t in plan.tasks],
                 "limits": asdict(config.limits), "drift": config.drift, "browser": asdict(setup.browser),
                 **config.layout.describe(), "agent_settings": asdict(replace(setup.settings, run_id=None))}
-    row = run_row(config.agent, setup.settings.model, settings, suite, len(plan.tasks), browser_version,
-                  (recorded["viewport_width"], recorded["viewport_height"]))
+    row = run_row(config.agent, setup.settings.model, with_verdicts_due(settings), suite, len(plan.tasks),
+                  browser_version, (recorded["viewport_width"], recorded["viewport_height"]))
     tasks = [{k: v for k, v in plan.source.tasks[t.task_id].items() if k != "run_id"} for t in plan.tasks]
     if not store.begin_run(plan.run_id, row, tasks):
         _check_resumable(store, plan.run_id, spec, config.resume)
+        add_missing_verdicts(store, plan.run_id)
     episodes = store.read("episodes", run_id=plan.run_id, columns=["task_id", "hops_given", "prefix_steps"])
     return {(r["task_id"], r["hops_given"] or 0, r["prefix_steps"] or 0) for r in episodes.to_pylist()}
 

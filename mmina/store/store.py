@@ -37,6 +37,10 @@ from mmina.store.writers import BatchWriter, EpisodeWriter
 
 EPISODE_CHILDREN = (STEPS, REQUESTS)
 READERS = min(8, os.cpu_count() or 1)
+UNREADABLE_RUN_HINT = ("restore that file from a backup, or record into a new run (another --run-id); "
+                       "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers "
+                       "that are gone, never damaged data)")
+"""What to do about a run whose ``runs`` file cannot be read (its configuration is lost)."""
 """Files read at once by :meth:`Store.read`."""
 
 
@@ -170,9 +174,15 @@ class Store:
         return True
 
     def _run_exists(self, run_id: str, run_row: dict[str, Any]) -> bool:
-        """True when the run exists with the same task suite; an error when with another."""
+        """True when the run exists with the same task suite; an error when with another, or
+        when its ``runs`` file is there but cannot be read (it is not a new run either)."""
         existing = self.read("runs", run_id=run_id)
         if not existing.num_rows:
+            unreadable = self.unreadable("runs", run_id)
+            if unreadable:
+                path, reason = unreadable[0]
+                raise StoreError(f"run {run_id} cannot be reopened: its runs file {path} cannot be read ({reason}); "
+                                 f"{UNREADABLE_RUN_HINT}")
             return False
         if existing.column("task_suite_sha256")[0].as_py() != run_row.get("task_suite_sha256"):
             raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
@@ -291,6 +301,10 @@ class Store:
             self.skipped[str(path)] = reason
             warnings.warn(StoreWarning(f"skipped {path}: {reason}; the rest is read (see `mmina store verify`)"),
                           stacklevel=2)
+
+    def unreadable(self, table_name: str, run_id: str | None = None) -> list[tuple[PurePath, str]]:
+        """The table's files (of ``run_id``) that reading skipped so far, with why."""
+        return [(path, self.skipped[str(path)]) for path in self.files(table_name, run_id) if str(path) in self.skipped]
 
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)

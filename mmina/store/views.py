@@ -187,9 +187,11 @@ class StoreConnection:
 
 
 def used_tables(sql: str) -> list[Table]:
-    """The tables ``sql`` may read, directly or through the convenience views: every name of
-    a view among its tokens (identifiers, keywords, strings: ``query_table('steps')``), so
-    a name too many at worst; all tables when it does not tokenize."""
+    """The tables ``sql`` may read, directly or through the views: every name of a view among
+    its tokens (identifiers, keywords, strings: ``query_table('steps')``), so a name too many
+    at worst, with the tables those views read (the convenience views' tables; ``episodes``
+    for ``steps`` and ``requests``, whose views keep committed episodes only: left unchecked,
+    an unreadable ``episodes`` file broke them); all tables when it does not tokenize."""
     try:
         tokens = {text.strip().strip("'\"").lower() for text in _token_texts(sql)}
     except (duckdb.Error, TypeError):  # not SQL, or not UTF-8: refused later, whatever it reads
@@ -197,6 +199,8 @@ def used_tables(sql: str) -> list[Table]:
     names = {name for name in [*TABLES, *CONVENIENCE_VIEWS] if name in tokens}
     for name in [n for n in CONVENIENCE_VIEWS if n in names]:
         names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name][1])}
+    if any(t.name in names for t in EPISODE_CHILDREN):  # their views keep the committed episodes' rows
+        names.add(EPISODES.name)
     return [table for table in TABLES.values() if table.name in names]
 
 
