@@ -30,7 +30,7 @@ from mmina.store.sql import run_query
 from tests.agents_for_tests import StateProbe
 from tests.serve_helpers import served_read_only
 from tests.state_site import URL, StateSite, write_task
-from tests.test_report import assert_matches_sql, readme_sql
+from tests.test_report import assert_matches_sql, documented_sql
 
 AGENT = "tests.agents_for_tests:StateProbe"
 
@@ -184,10 +184,10 @@ def test_the_served_analysis_and_the_html_report_show_the_conditioned_table(cond
     assert 'id="conditioned-hops"' in out.read_text() and 'data-table="conditioned_hops"' in out.read_text()
 
 
-def test_the_readme_sql_gives_the_conditioned_table(conditioned) -> None:
+def test_the_documented_sql_gives_the_conditioned_table(conditioned) -> None:
     store, _reference, _summary, _hits = conditioned
     report = build_report(store).table("conditioned_hops").records()
-    result = run_query(store, readme_sql()["conditioned_hops"])
+    result = run_query(store, documented_sql()["conditioned_hops"])
     sql = [dict(zip(result.columns, row)) for row in result.rows]
     assert {r["agent"] for r in report} >= {AGENT}
     assert_matches_sql(report, sql)
