@@ -1,4 +1,5 @@
-"""Replay fidelity on real web applications from PyPI and npm: each application's episode
+"""Replay fidelity on real web applications from PyPI and npm (and one hand-written page set,
+``shop``: history navigation over HTTP/1.0 without cache headers): each application's episode
 recorded by a scripted agent that thinks before each action, the application restarted with new
 random state, and the episode replayed from the archive (see ``tests/realweb/``; the
 applications are installed on first use into the real-web cache).

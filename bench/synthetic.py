@@ -91,7 +91,7 @@ def _step(k: int, hops: list[dict[str, Any]], completed: int, shot: str, answer:
         "tree_text": _tree(number, k), "screenshot": shot, "screenshot_som": None, "screenshot_width": 1280,
         "screenshot_height": 2048, "images": [], "model_output": f"In summary, the next action I will perform is ```{action}```",
         "action": action, "action_kind": "stop" if last else "click", "action_error": None,
-        "hop_index": min(k, completed), "hop_completed": k < completed, "prompt_tokens": 1200,
+        "live_hops": min(k, completed), "live_hop_completed": k < completed, "prompt_tokens": 1200,
         "completion_tokens": 30, "cost_usd": 0.01, "observe_ms": 60.0, "tree_ms": 12.0, "screenshot_ms": 40.0,
         "som_ms": 25.0, "images_ms": 3.0, "agent_ms": 900.0, "action_ms": 150.0,
     }

@@ -96,6 +96,10 @@ class FakeOpenAI:
     fail_first: int = 0
     fail_status: int = 429
     always_fail: bool = False
+    fail_after: int | None = None
+    """Answer the first ``fail_after`` requests, then fail every one (a key revoked, a quota spent mid-run)."""
+    models: tuple[str, ...] | None = None
+    """The models it runs: a request for another gets 404 ``model_not_found``, as OpenAI answers (None: any)."""
     reply: str | None = None
     judge_reply: str | None = None
     delay_s: float = 0.0
@@ -142,7 +146,12 @@ class FakeOpenAI:
 
     def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Status and JSON for one request, in arrival order."""
-        if self.always_fail or self.received <= self.fail_first:
+        if self.models is not None and body.get("model") not in self.models:
+            body["_failed"] = True
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do not have "
+                                              "access to it.", "type": "invalid_request_error", "code": "model_not_found"}}
+        late = self.fail_after is not None and self.received > self.fail_after
+        if self.always_fail or late or self.received <= self.fail_first:
             body["_failed"] = True
             message = f"injected HTTP {self.fail_status}"
             if self.echo_key:

@@ -9,7 +9,6 @@ left unmatched, and no step ran past its deadline.
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 

@@ -42,7 +42,7 @@ def rows(store: Path, batch_id: str) -> list[dict[str, Any]]:
     """The batch's rows, hops in order then the task, details parsed."""
     found = [{**r, "detail": json.loads(r["detail_json"])} for r in Store.open(store).read("scores").to_pylist()
              if r["batch_id"] == batch_id]
-    return sorted(found, key=lambda r: (r["episode_id"], r["level"] == "task", r["hop_index"] or 0))
+    return sorted(found, key=lambda r: (r["episode_id"], r["level"] == "task", r["hop"] or 0))
 
 
 def pages(store: Path) -> dict[int, tuple[str, str | None]]:
@@ -77,7 +77,7 @@ def test_each_hop_is_judged_from_its_relevant_screenshots_with_reasons_and_cost(
     wiki, shop, task = rows(recorded_copy, report["batch_id"])
     shown = {1: evidence(recorded_copy, "kiwix"), 2: evidence(recorded_copy, "shop")}
     for row, hop, site in ((wiki, 1, "kiwix"), (shop, 2, "shop")):
-        assert (row["level"], row["hop_index"], row["verdict"], row["value"]) == ("hop", hop - 1, "pass", 1.0)
+        assert (row["level"], row["hop"], row["verdict"], row["value"]) == ("hop", hop, "pass", 1.0)
         assert row["detail"]["key_points"] == [f"reach the {site} site"]
         assert row["detail"]["evidence"] == shown[hop] and row["detail"]["cited_steps"] == [shown[hop][-1]]
         assert row["detail"]["reasons"] == f"step {shown[hop][-1] + 1} shows the {site} site", "steps shown from 1"
@@ -106,8 +106,8 @@ def test_a_cached_rescore_sends_nothing_and_gives_the_same_verdicts(recorded_cop
         assert len(server.requests) == sent == 4
     assert second["judge"] == {"cached": 4, "requested": 0, "failed": 0}
     assert second["judge_usage"]["spent_usd"] == 0 and second["judge_usage"]["cost_usd"] == pytest.approx(4 * CALL_USD)
-    strip = [(r["hop_index"], r["verdict"], r["detail_json"]) for r in rows(recorded_copy, first["batch_id"])]
-    assert strip == [(r["hop_index"], r["verdict"], r["detail_json"]) for r in rows(recorded_copy, second["batch_id"])]
+    strip = [(r["hop"], r["verdict"], r["detail_json"]) for r in rows(recorded_copy, first["batch_id"])]
+    assert strip == [(r["hop"], r["verdict"], r["detail_json"]) for r in rows(recorded_copy, second["batch_id"])]
     assert len(Store.open(recorded_copy).files("judge_cache")) == 3, "one file per round: key points, relevance, verdicts"
 
 

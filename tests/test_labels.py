@@ -32,7 +32,7 @@ def import_file(store: Path, name: str, text: str, *args: str) -> tuple[int, str
 def human_rows(store: Path) -> list[dict]:
     rows = Store.open(store).read("scores").to_pylist()
     return sorted((r for r in rows if r["evaluator"] == "human"),
-                  key=lambda r: (r["scored_at"], r["episode_id"], r["hop_index"] if r["hop_index"] is not None else -1))
+                  key=lambda r: (r["scored_at"], r["episode_id"], r["hop"] if r["hop"] is not None else -1))
 
 
 def test_labels_are_stored_as_human_verdicts(store: Path) -> None:
@@ -40,8 +40,8 @@ def test_labels_are_stored_as_human_verdicts(store: Path) -> None:
                                                     "g1,task,pass,\n", "--labeller", "alice")
     assert code == 0 and output.startswith("alice: 3 label(s) of 2 episode(s) in run(s) r1, r2 — batch "), output
     rows = human_rows(store)
-    assert [(r["run_id"], r["episode_id"], r["task_id"], r["level"], r["hop_index"], r["verdict"], r["value"])
-            for r in rows] == [("r1", "e2", "t2", "task", None, "fail", 0.0), ("r1", "e2", "t2", "hop", 1, "unclear", 0.0),
+    assert [(r["run_id"], r["episode_id"], r["task_id"], r["level"], r["hop"], r["verdict"], r["value"])
+            for r in rows] == [("r1", "e2", "t2", "task", None, "fail", 0.0), ("r1", "e2", "t2", "hop", 2, "unclear", 0.0),
                                ("r2", "g1", "t1", "task", None, "pass", 1.0)]
     assert {r["args_json"] for r in rows} == {'{"labeller": "alice"}'} and len({r["batch_id"] for r in rows}) == 1
     assert json.loads(rows[1]["detail_json"]) == {"label": "unsure", "note": "too dark", "source": "import:labels.csv"}

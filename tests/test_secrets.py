@@ -191,7 +191,8 @@ def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str]
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["episodes"][0]["status"] == "completed", proc.stdout
     for run_id, userinfo in (("echo", ""), ("echo-basic", f"user:{P['BASE_PASS']}@")):
-        with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as model:
+        # the endpoint check before the run passes; then every request fails, quoting the key
+        with FakeOpenAI(fail_after=1, fail_status=401, echo_key=True) as model:
             proc = mmina("record", "--tasks", str(tasks), "--agent", "openai", "--model", "fake", "--run-id", run_id,
                          "--store", store, env={**base, "OPENAI_BASE_URL": model.url.replace("://", f"://{userinfo}")})
             outputs.append(proc.stdout + proc.stderr)

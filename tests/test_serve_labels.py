@@ -52,7 +52,7 @@ def labels_of(store: Path, labeller: str) -> list[dict[str, Any]]:
     """The labeller's stored rows, oldest batch first."""
     rows = [r for r in Store.open(store).read("scores").to_pylist()
             if r["evaluator"] == "human" and json.loads(r["args_json"]) == {"labeller": labeller}]
-    return sorted(rows, key=lambda r: (r["scored_at"], r["episode_id"], -1 if r["hop_index"] is None else r["hop_index"]))
+    return sorted(rows, key=lambda r: (r["scored_at"], r["episode_id"], -1 if r["hop"] is None else r["hop"]))
 
 
 def post(app: Served, body: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -91,11 +91,11 @@ def test_a_run_is_labelled_with_the_keyboard(app: Served, page: Page, store: Pat
             took.append(time.monotonic() - started)
     expect(page.locator("#label-done")).to_be_visible()
     print(f"save and next episode: {', '.join(f'{t:.2f} s' for t in took)}")
-    rows = [(r["episode_id"], r["level"], r["hop_index"], r["verdict"]) for r in labels_of(store, "kb")]
-    assert rows == [("e1", "task", None, "pass"), ("e1", "hop", 0, "pass"),
-                    ("e2", "task", None, "fail"), ("e2", "hop", 0, "pass"), ("e2", "hop", 1, "fail"),
-                    ("e2", "hop", 2, "unclear"),
-                    ("e3", "task", None, "fail"), ("e3", "hop", 0, "pass")] + [("e3", "hop", i, "fail") for i in range(1, 5)]
+    rows = [(r["episode_id"], r["level"], r["hop"], r["verdict"]) for r in labels_of(store, "kb")]
+    assert rows == [("e1", "task", None, "pass"), ("e1", "hop", 1, "pass"),
+                    ("e2", "task", None, "fail"), ("e2", "hop", 1, "pass"), ("e2", "hop", 2, "fail"),
+                    ("e2", "hop", 3, "unclear"),
+                    ("e3", "task", None, "fail"), ("e3", "hop", 1, "pass")] + [("e3", "hop", i, "fail") for i in range(2, 6)]
     e2 = [json.loads(r["detail_json"]) for r in labels_of(store, "kb") if r["episode_id"] == "e2"]
     assert all(d["note"] == "price on the wrong page" and d["source"] == "serve" for d in e2)
     assert e2[-1]["label"] == "unsure"
@@ -121,8 +121,8 @@ def test_relabelling_shows_the_labels_and_replaces_them(app: Served, page: Page,
     page.wait_for_function("!location.hash.includes('/e1')")
     batches = {}
     for row in labels_of(store, "re"):
-        batches.setdefault(row["batch_id"], []).append((row["hop_index"], row["verdict"]))
-    assert list(batches.values()) == [[(None, "fail"), (0, "pass")], [(None, "pass"), (0, "pass")]], \
+        batches.setdefault(row["batch_id"], []).append((row["hop"], row["verdict"]))
+    assert list(batches.values()) == [[(None, "fail"), (1, "pass")], [(None, "pass"), (1, "pass")]], \
         "a save is a new batch; the earlier one stays"
     assert app.json("/api/episodes/e1/labels?labeller=re")["labels"] == \
         [{"hop": None, "label": "pass", "note": ""}, {"hop": 1, "label": "pass", "note": ""}]

@@ -35,16 +35,16 @@ DEFAULT_SERVE_URL = "http://127.0.0.1:8787"
 VIEWS = ("episodes", "scores", "latest_scores")
 
 EPISODES_SQL = f"""
-SELECT run_id, episode_id, task_id, n_hops, coalesce(start_hop, 0) AS start_hop, {bucket_sql("n_hops")} AS bucket
+SELECT run_id, episode_id, task_id, n_hops, coalesce(hops_given, 0) AS start_hop, {bucket_sql("n_hops")} AS bucket
 FROM episodes WHERE list_contains($runs, run_id)
 ORDER BY run_id, task_id, started_at, episode_id
 """
 EVALUATOR_SQL = """
-SELECT episode_id, level, hop_index, verdict FROM latest_scores
+SELECT episode_id, level, hop - 1 AS hop_index, verdict FROM latest_scores
 WHERE evaluator = $evaluator AND level IN ('task', 'hop')
 """
 LABELS_SQL = """
-SELECT episode_id, level, hop_index, verdict, json_extract_string(args_json, '$.labeller') AS labeller
+SELECT episode_id, level, hop - 1 AS hop_index, verdict, json_extract_string(args_json, '$.labeller') AS labeller
 FROM scores WHERE evaluator = 'human' AND level IN ('task', 'hop')
       AND ($labeller IS NULL OR json_extract_string(args_json, '$.labeller') = $labeller)
 QUALIFY batch_id = first_value(batch_id) OVER (PARTITION BY episode_id, json_extract_string(args_json, '$.labeller')

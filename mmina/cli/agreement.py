@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, print_json, render_rows, store_option
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, render_rows
 
 if TYPE_CHECKING:
     from mmina.analysis.agreement import Agreement, Group
@@ -88,10 +89,10 @@ def _print_table(result: "Agreement") -> None:
                               f"(run(s) {', '.join(result.runs)}; pass is positive)")
     found = result.disagreements
     if not found:
-        click.echo("no item on which both decided differently")
+        echo("no item on which both decided differently")
         return
     render_rows(["run", "task", "item", str(result.evaluator), str(result.reference), "episode"],
                 [[d.run_id, d.task_id, "task" if d.hop is None else f"hop {d.hop}", d.evaluator, d.reference, d.link]
                  for d in found[:SHOWN]], "table", title=f"{len(found)} disagreeing item(s)")
     if len(found) > SHOWN:
-        click.echo(f"... and {len(found) - SHOWN} more (--format json lists all)")
+        echo(f"... and {len(found) - SHOWN} more (--format json lists all)")

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, progress_bar
 
 
 @click.group(name="export")
@@ -111,10 +112,10 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: 
       inspect view --log-dir .
     """
     from mmina.interchange.inspect_export import export_inspect
-    from mmina.interchange.stored import Selection, count_episodes, resolve_run
+    from mmina.interchange.stored import Selection, count_episodes
 
     store = open_store(options["store_path"])
-    run_id = resolve_run(store, run)
+    run_id = store.resolve_run(run)
     with _progress(count_episodes(store, Selection(run=run_id))) as advance:
         result = export_inspect(store, run_id, output or Path(f"{run_id}.eval"), evaluator, advance)
     rates = f"task success {result.task_success:.1%}" if result.task_success is not None else "no verdicts"
@@ -127,18 +128,15 @@ def _render(data: dict[str, Any], fmt: str, line: str) -> None:
     if fmt == "json":
         print_json(data)
     else:
-        click.echo(line)
+        echo(line)
 
 
 @contextmanager
 def _progress(total: int) -> Iterator[Callable[[Any], None] | None]:
     """A transient bar over the episodes (on a terminal only)."""
-    if not stderr.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=stderr,
-                  transient=True) as bar:
-        task = bar.add_task("episodes", total=total)
+    with progress_bar(eta=True) as bar:
+        if bar is None:
+            yield None
+            return
+        task = bar.add_task("exporting", total=total)
         yield lambda _episode: bar.advance(task)

@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, print_json, store_option
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json
 
 
 @click.command(name="labels")
@@ -38,5 +39,5 @@ def labels(path: str, labeller: str | None, fmt: str, **options: Any) -> None:
                      "runs": list(s.runs)} for s in saved])
         return
     for batch in saved:
-        click.echo(f"{batch.labeller}: {batch.labels} label(s) of {batch.episodes} episode(s) in run(s) "
+        echo(f"{batch.labeller}: {batch.labels} label(s) of {batch.episodes} episode(s) in run(s) "
                    f"{', '.join(batch.runs)} — batch {batch.batch_id}")

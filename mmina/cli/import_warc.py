@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, stderr_is_terminal
 
 
 @click.command(name="warc")
@@ -34,13 +35,13 @@ def warc(paths: tuple[Path, ...], tasks_path: str, task_ids: tuple[str, ...], fm
     """
     from mmina.interchange.warc_import import import_warc
 
-    progress = (lambda done: stderr.print(f"read {done} record(s)", end="\r")) if stderr.is_terminal else None
+    progress = (lambda done: click.echo(f"\rread {done} record(s)", err=True, nl=False)) if stderr_is_terminal() else None
     result = import_warc(open_store(options["store_path"], create=True), list(paths), tasks_path, options["run_id"],
                          task_ids, progress)
     if fmt == "json":
         print_json(result.as_json())
         return
     skipped = ", ".join(f"{count} {why}" for why, count in sorted(result.skipped.items())) or "none"
-    click.echo(f"run {result.run_id}: {result.exchanges} exchange(s) from {result.records} record(s) of "
+    echo(f"run {result.run_id}: {result.exchanges} exchange(s) from {result.records} record(s) of "
                f"{result.files} file(s) ({result.revisits} revisit(s), {result.undecodable} undecodable body(ies); "
                f"skipped: {skipped}) for {result.tasks} task(s); stored in {result.store}")

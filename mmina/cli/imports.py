@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import click
 
+from mmina.cli.common import LazyGroup
 
-@click.group(name="import")
+IMPORTERS = {
+    "harness": "mmina.cli.import_harness:harness",
+    "mind2web": "mmina.cli.import_mind2web:mind2web",
+    "warc": "mmina.cli.import_warc:warc",
+    "labels": "mmina.cli.import_labels:labels",
+}
+"""Each source format: its subcommand and where it is (imported only when it is used)."""
+
+
+@click.group(name="import", cls=LazyGroup, lazy=IMPORTERS)
 def imports() -> None:
     """Import results recorded by other tools, or labels made elsewhere, into a store.
 
@@ -15,17 +25,3 @@ def imports() -> None:
       mmina import warc capture.warc.gz --tasks my-tasks/ --run-id captured
       mmina import labels labels.csv --labeller alice
     """
-
-
-def _register() -> None:
-    """Each source format is one module with one subcommand."""
-    from mmina.cli.import_harness import harness
-    from mmina.cli.import_labels import labels
-    from mmina.cli.import_mind2web import mind2web
-    from mmina.cli.import_warc import warc
-
-    for command in (harness, mind2web, warc, labels):
-        imports.add_command(command)
-
-
-_register()

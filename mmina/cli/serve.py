@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import click
 
-from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.cli.common import open_store, stderr, store_option
+from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.cli.common import open_store, store_option
+from mmina.cli.render import echo
 
 
 @click.command()
@@ -43,9 +44,9 @@ def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str,
     store = open_store(store_path)
 
     def ready(binding: Binding) -> None:
-        click.echo(f"mmina serve: {binding.url}  (store {store.location}; Ctrl-C stops)")
+        echo(f"mmina serve: {binding.url}  (store {store.location}; Ctrl-C stops)")
         if binding.token and not is_loopback(binding.host):
-            stderr.print("every request needs the token: open the address above once, or send "
-                         "'Authorization: Bearer <token>'", highlight=False)
+            echo("every request needs the token: open the address above once, or send "
+                 "'Authorization: Bearer <token>'", err=True)
 
     run_server(store, host, port, token, expose, evaluator, ready, Labelling(labeller, not read_only))

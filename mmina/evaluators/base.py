@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from mmina.evaluators.batch import ScoreColumns
     from mmina.evaluators.loading import EpisodeBatch
 
-VERDICTS = ("pass", "fail", "unclear")
+NOT_APPLICABLE = "n/a"
+"""The verdict of an evaluator with nothing to judge in an episode (its task has no reference
+of the kind it reads): counted neither as passed nor as failed, and left out of every rate."""
+VERDICTS = ("pass", "fail", "unclear", NOT_APPLICABLE)
 LEVELS = ("task", "hop", "step")
 
 
@@ -47,7 +50,8 @@ class StepView(NamedTuple):
     action_kind: str | None = None
     model_output: str | None = None
     action_error: str | None = None
-    hop_index: int | None = None
+    live_hops: int | None = None
+    """Live URL tracking's hops reached by this step (``steps.live_hops``): a gauge, not a verdict."""
     title: str | None = None
     screenshot: str | None = None
     tree_text: str | None = None
@@ -95,6 +99,8 @@ class Score:
     value: float
     level: str = "task"
     hop_index: int | None = None
+    """Hop-level rows: the hop as an index into ``task.hops`` (0-based, as Python counts); the
+    store and every table number it from 1 (``scores.hop`` = ``hop_index + 1``)."""
     step_index: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -161,12 +167,19 @@ def verdict_of(passed: bool | None) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """All must pass: any fail fails, else any unclear (or nothing to check) is unclear."""
-    if "fail" in verdicts:
+    """All must pass: any fail fails, else any unclear is unclear; checks with nothing to judge
+    (n/a) do not count, and when no check had anything to judge the result is n/a."""
+    judged = [v for v in verdicts if v != NOT_APPLICABLE]
+    if "fail" in judged:
         return "fail"
-    if not verdicts or "unclear" in verdicts:
-        return "unclear"
-    return "pass"
+    if not judged:
+        return NOT_APPLICABLE
+    return "unclear" if "unclear" in judged else "pass"
+
+
+def not_applicable(reason: str) -> ScoreRow:
+    """The task-level row of an episode with nothing to judge (``reason`` says what is missing)."""
+    return task_result(NOT_APPLICABLE, {"reason": reason})
 
 
 def task_result(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> ScoreRow:
@@ -203,11 +216,24 @@ class Evaluator(Protocol):
     — the same verdicts ``score`` gives, without a view or a ``Score`` per episode.
     """
 
-    name: str
-    version: str
-    args: dict[str, Any]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def args(self) -> dict[str, Any]: ...
 
     def score(self, episode: EpisodeView) -> list[Score]: ...
+
+
+def missing_reference(evaluator: object, task: Task) -> str | None:
+    """What ``task`` lacks for ``evaluator`` to judge it (e.g. "the task has no fuzzy_match
+    reference"), None when it has something to judge. An evaluator says so with a
+    ``missing_reference(task)`` method; one without is taken to judge every task."""
+    probe = getattr(evaluator, "missing_reference", None)
+    return probe(task) if callable(probe) else None
 
 
 class BuiltinEvaluator:

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from mmina.evaluators.base import EvaluatorError
-from mmina.model_client import DEFAULT_CALL_S, Deadlines, ModelClient, ModelError, require_api_key
+from mmina.evaluators.rescore_settings import JudgeSettings
+from mmina.model_client import Deadlines, ModelClient, ModelError, require_api_key
 from mmina.store import Store
 from mmina.store.store import utcnow
 
 PROMPT = 'Given the statement "{pred}", would it be correct to infer "{reference}"? Yes or No'
-DEFAULT_CONCURRENCY = 4
-DEFAULT_MAX_RETRIES = 5
 MAX_TOKENS = 16
 _STRIP = string.punctuation + "“”‘’«»"
 
@@ -111,21 +110,6 @@ def _image_part(digest: str, images: Mapping[str, bytes]) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{base64.b64encode(data).decode()}"}}
 
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    """Where and how to ask: model, endpoint, parallel requests, each call's retries and
-    deadline, and what its tokens cost."""
-
-    model: str | None = None
-    base_url: str | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_retries: int = DEFAULT_MAX_RETRIES
-    deadline_s: float = DEFAULT_CALL_S
-    price_in: float | None = None
-    """USD per million prompt tokens, for evaluators that record their cost (None: not given)."""
-    price_out: float | None = None
-
-
 @dataclass
 class JudgeOutcome:
     """Replies by prompt (cached and new) with the tokens each cost, the new cache rows, and
@@ -182,8 +166,9 @@ def resolve(store: Store, prompts: Iterable[str | JudgeRequest], settings: Judge
 
 def _ask_all(store: Store, requests: list[JudgeRequest], settings: JudgeSettings, outcome: JudgeOutcome,
              progress: Progress | None) -> None:
-    require_api_key("asking the judge", EvaluatorError)
-    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint")
+    require_api_key("asking the judge", EvaluatorError, settings.api_key_env)
+    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint",
+                         settings.api_key_env)
     images = read_images(store, requests)
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
         futures = {pool.submit(ask, client, settings.model or "", r, images): r.prompt for r in requests}

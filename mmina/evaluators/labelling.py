@@ -1,8 +1,8 @@
 """A person's labels: pass / fail / unsure per hop and per task, stored as ``human`` verdicts.
 
 Labels are verdicts like any evaluator's, so they are score batches: evaluator ``human``,
-arguments ``{"labeller": NAME}``, one row per labelled hop (``level = 'hop'``, ``hop_index``
-0-based as in every ``scores`` row) or task, ``unsure`` stored as the verdict ``unclear`` (the
+arguments ``{"labeller": NAME}``, one row per labelled hop (``level = 'hop'``, ``hop``
+1-based as in every ``scores`` row) or task, ``unsure`` stored as the verdict ``unclear`` (the
 label itself, and the note, are in ``detail_json``). Batches are only ever appended: every
 save in ``mmina serve`` and every ``mmina import labels`` is a new batch, so two people's
 labels sit side by side and nothing a person said is lost. A labeller's *current* labels of

@@ -23,28 +23,21 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any
 
-from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure, needs_steps
+from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
+                                   missing_reference, needs_steps)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
-from mmina.evaluators.judge import JudgeOutcome, JudgeRequest, JudgeSettings, resolve
+from mmina.evaluators.judge import JudgeOutcome, JudgeRequest, resolve
+from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
 from mmina.pool import Layout, spread
 from mmina.store import Store
-from mmina.tasks import BUCKETS, hop_bucket
+from mmina.evaluators.strings import gold_urls, references
+from mmina.tasks import BUCKETS, Task, hop_bucket, task_from_row
 
-ACTIONS = ("append", "overwrite")
+REFERENCE_KEYS = ("exact_match", "must_include", "fuzzy_match")
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class RescoreConfig:
-    evaluator: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    runs: tuple[str, ...] = ()
-    episodes: tuple[str, ...] = ()
-    judge: JudgeSettings = field(default_factory=JudgeSettings)
-    action: str = "append"
 
 
 @dataclass(frozen=True)
@@ -89,10 +82,18 @@ class Bucket:
     tasks_unclear: int
     hops_passed: int
     hops_total: int
+    tasks_na: int = 0
+    """Episodes with nothing to judge (verdict n/a): in no rate."""
+
+    @property
+    def judged(self) -> int:
+        """Episodes with a verdict that counts: all but the n/a ones."""
+        return self.episodes - self.tasks_na
 
     @property
     def task_sr(self) -> float | None:
-        return self.tasks_passed / self.episodes if self.episodes else None
+        """None when no episode had anything to judge."""
+        return self.tasks_passed / self.judged if self.judged else None
 
     @property
     def hop_sr(self) -> float | None:
@@ -167,7 +168,8 @@ class RescoreResult:
         groups["overall"] = written
         return [Bucket(name, len(group), sum(s.verdict == "pass" for s in group),
                        sum(s.verdict == "unclear" for s in group), sum(s.hops_passed for s in group),
-                       sum(s.hops_total for s in group)) for name, group in groups.items()]
+                       sum(s.hops_total for s in group), sum(s.verdict == NOT_APPLICABLE for s in group))
+                for name, group in groups.items()]
 
 
 def build_evaluator(config: RescoreConfig) -> Evaluator:
@@ -203,6 +205,7 @@ def rescore(store: Store, config: RescoreConfig, progress: Progress | None = Non
         raise EvaluatorError(f"--action must be one of {', '.join(ACTIONS)}, not {config.action!r}")
     evaluator = build_evaluator(config)
     runs = select_runs(store, config.runs, config.episodes)
+    check_applicable(store, evaluator, runs)
     every = (not config.runs and not config.episodes) or set(runs) == set(store.run_ids())
     batch = ScoreBatch.new(config.evaluator, evaluator.version, evaluator.args)
     if layout.in_this_process(len(runs)):
@@ -291,6 +294,7 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
                     whole.batch, i) for i in range(count)]
     done: dict[int, RescoreResult] = {}
     for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout):
+        assert share.part is not None  # every share of a spread rescoring has its number
         done[share.part] = part
         if progress:
             progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))
@@ -311,6 +315,35 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_requested += part.judge_requested
     result.judge_failed += part.judge_failed
     result.judge_spend.merge(part.judge_spend)
+
+
+def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) -> None:
+    """Refuse, before anything is written, an evaluator that has nothing to judge in any task of
+    the runs (e.g. ``fuzzy`` on tasks without ``fuzzy_match`` references): a batch of n/a
+    verdicts would only look like a result. The error says which references the tasks have."""
+    if not runs or getattr(evaluator, "missing_reference", None) is None:
+        return
+    chosen = set(runs)
+    rows = [r for r in store.read("tasks").to_pylist() if r["run_id"] in chosen]
+    tasks = [task_from_row(r) for r in rows]
+    reasons = [missing_reference(evaluator, t) for t in tasks]
+    if tasks and all(reasons):
+        raise EvaluatorError(f"evaluator {evaluator.name} has nothing to judge in {len(tasks)} task(s): "
+                             f"{reasons[0]}{'' if len(set(reasons)) == 1 else ' (or the like)'}; "
+                             f"{reference_hint(evaluator, tasks)}")
+
+
+def reference_hint(evaluator: Evaluator, tasks: Sequence[Task]) -> str:
+    """Which references the tasks do have, and how to judge against them."""
+    counts = {key: sum(bool(references(t, key)) for t in tasks) for key in REFERENCE_KEYS}
+    counts["url_match"] = sum(bool(gold_urls(t)) for t in tasks)
+    present = {key: n for key, n in counts.items() if n}
+    if not present:
+        return "the tasks have no reference answer nor reference_url"
+    have = ", ".join(f"{key} in {n}" for key, n in present.items())
+    choices = [c for c in getattr(evaluator, "CHOICES", {}).get("reference", ()) if c in present]
+    how = f"--arg reference={choices[0]}" if choices else " or ".join(f"--evaluator {key}" for key in present)
+    return f"the tasks have {have}: try {how}"
 
 
 def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> list[str]:

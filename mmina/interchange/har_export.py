@@ -82,7 +82,7 @@ def _page(step: Row) -> dict[str, Any]:
     return {"startedDateTime": _iso(step["started_at"]), "id": f"step_{step['step_index']}",
             "title": step.get("title") or step.get("url") or "", "pageTimings": {},
             "_mmina_step": {k: step.get(k) for k in ("step_index", "url", "action", "action_error", "model_output",
-                                                      "hop_index", "screenshot")}}
+                                                      "live_hops", "screenshot")}}
 
 
 def _entries(store: Store, episode: StoredEpisode, report: HarExport) -> Iterator[dict[str, Any]]:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance, resolve_run,
+from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance,
                                       stream_episodes, written_whole)
 from mmina.model_input import load_request
 from mmina.store import Store
@@ -82,10 +82,10 @@ class _Latest:
     hop-conditioned run counts each start hop of a task, as ``episode_scores`` does."""
 
     def add(self, episode: Row, verdict: dict[str, Any] | None) -> None:
-        if verdict is None:
-            return
+        if verdict is None or verdict["verdict"] == "n/a":
+            return  # nothing to judge: in no rate, as the report leaves it out
         key = (episode["attempt"], str(episode["started_at"]))
-        task = (episode["task_id"], episode.get("start_hop"), episode.get("prefix_steps"))
+        task = (episode["task_id"], episode.get("hops_given"), episode.get("prefix_steps"))
         current = self.by_task.get(task)
         if current is None or key > current[:2]:
             self.by_task[task] = (*key, verdict["passed"], verdict["hops_passed"], verdict["hops_total"])
@@ -101,8 +101,8 @@ class _Latest:
 
 def read_verdicts(store: Store, run_id: str, evaluator: str) -> dict[str, dict[str, Any]]:
     """Episode id → the evaluator's current verdict: the latest batch's task row and hop rows
-    (hops a prefix gave, before the episode's ``start_hop``, left out as the report does)."""
-    columns = ["episode_id", "level", "hop_index", "verdict", "value", "batch_id", "scored_at", "detail_json"]
+    (hops a prefix gave, hops 1 .. ``hops_given``, left out as the report does)."""
+    columns = ["episode_id", "level", "hop", "verdict", "value", "batch_id", "scored_at", "detail_json"]
     rows = store.read("scores", run_id=run_id, columns=columns, where={"evaluator": evaluator}).to_pylist()
     latest: dict[str, tuple[Any, str]] = {}
     for row in rows:
@@ -121,15 +121,15 @@ def read_verdicts(store: Store, run_id: str, evaluator: str) -> dict[str, dict[s
     return {episode: part for episode, part in verdicts.items() if part["task"] is not None}
 
 
-def _verdict(scored: dict[str, Any] | None, start_hop: int | None) -> dict[str, Any] | None:
+def _verdict(scored: dict[str, Any] | None, hops_given: int | None) -> dict[str, Any] | None:
     if scored is None:
         return None
-    hops = sorted((h for h in scored["hops"] if h["hop_index"] >= (start_hop or 0)), key=lambda h: h["hop_index"])
+    hops = sorted((h for h in scored["hops"] if h["hop"] > (hops_given or 0)), key=lambda h: h["hop"])
     task = scored["task"]
     return {"passed": task["verdict"] == "pass", "verdict": task["verdict"], "value": task["value"],
             "detail": _json(task["detail_json"]), "hops_passed": sum(h["verdict"] == "pass" for h in hops),
             "hops_total": len(hops),
-            "hops": [{"hop_index": h["hop_index"], "verdict": h["verdict"], "value": h["value"]} for h in hops]}
+            "hops": [{"hop": h["hop"], "verdict": h["verdict"], "value": h["value"]} for h in hops]}
 
 
 def _json(text: str | None) -> Any:
@@ -238,8 +238,8 @@ class _Sample:
         yield {"event": "info", "timestamp": when, "working_start": offset, "source": "mmina/step",
                "data": {"step_index": step["step_index"], "url": step.get("url"), "title": step.get("title"),
                         "action": step.get("action"), "action_error": step.get("action_error"),
-                        "model_output": step.get("model_output"), "hop_index": step.get("hop_index"),
-                        "hop_completed": step.get("hop_completed"), "screenshot": screenshot,
+                        "model_output": step.get("model_output"), "live_hops": step.get("live_hops"),
+                        "live_hop_completed": step.get("live_hop_completed"), "screenshot": screenshot,
                         "tree": self.attach(step.get("tree_text") or "")}}
 
     def scores(self) -> dict[str, Any]:
@@ -256,14 +256,14 @@ class _Sample:
     def metadata(self) -> dict[str, Any]:
         row = self.episode.row
         keys = ("episode_id", "run_id", "task_id", "status", "stop_reason", "final_answer", "n_steps", "n_hops",
-                "cost_usd", "error", "start_hop", "prefix_episode")
+                "cost_usd", "error", "hops_given", "prefix_episode")
         return {k: row.get(k) for k in keys}
 
 
 def sample_id(row: Row) -> str:
     """The task id; a hop-conditioned episode's also names the hop it started at (``normal/1@hop2``,
     1-based like ``--at-hop``), since a run holds one episode per task and start hop."""
-    return row["task_id"] if row.get("start_hop") is None else f"{row['task_id']}@hop{row['start_hop'] + 1}"
+    return row["task_id"] if row.get("hops_given") is None else f"{row['task_id']}@hop{row['hops_given'] + 1}"
 
 
 def _targets(task: Row) -> list[str]:
@@ -300,7 +300,7 @@ def export_inspect(store: Store, run: str, output: Path, evaluator: str = DEFAUL
                    on_episode: OnEpisode | None = None) -> InspectExport:
     """Write run ``run`` (an id, a prefix or ``latest``) as an Inspect ``.eval`` log, one sample
     per episode, streaming; the file appears whole or not at all."""
-    run_id = resolve_run(store, run)
+    run_id = store.resolve_run(run)
     verdicts = read_verdicts(store, run_id, evaluator)
     if not verdicts:
         raise InterchangeError(f"run {run_id} has no verdicts of evaluator {evaluator!r} "
@@ -320,7 +320,7 @@ def _write_log(store: Store, archive: zipfile.ZipFile, run_row: Row, tasks: dict
     latest, summaries, chunk, reader = _Latest(), [], 0, BlobReader(store)
     started, completed = None, None
     for episode in stream_episodes(store, Selection(run=report.run_id)):
-        verdict = _verdict(verdicts.get(episode.episode_id), episode.row.get("start_hop"))
+        verdict = _verdict(verdicts.get(episode.episode_id), episode.row.get("hops_given"))
         sample = _Sample(reader, episode, tasks.get(episode.row["task_id"], {}), model, verdict, report.evaluator).build()
         archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
         summaries.append(_summary(sample))

@@ -27,7 +27,6 @@ from mmina.store.layout import file_stem
 from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
 
 Row = dict[str, Any]
-LATEST = "latest"
 
 
 class InterchangeError(MminaError):
@@ -77,29 +76,10 @@ class BlobReader:
         return {**found, **self.store.read_blobs(missing)} if missing else found
 
 
-def resolve_run(store: Store, ref: str) -> str:
-    """A run id from ``--run REF``: an id, an unambiguous prefix of one, or ``latest`` (the run
-    created last)."""
-    runs = store.read("runs", columns=["run_id", "created_at"]).to_pylist()
-    if not runs:
-        raise InterchangeError(f"no runs in {store.root} (record one with `mmina record`)")
-    if ref == LATEST:
-        return max(runs, key=lambda r: (r["created_at"], r["run_id"]))["run_id"]
-    ids = sorted(r["run_id"] for r in runs)
-    if ref in ids:
-        return ref
-    matches = [run for run in ids if run.startswith(ref)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise InterchangeError(f"run {ref!r} is ambiguous: {', '.join(matches[:5])}{' ...' if len(matches) > 5 else ''}")
-    raise InterchangeError(f"no run {ref!r} in {store.root} (runs: {', '.join(ids[-5:])})")
-
-
 def selected_runs(store: Store, selection: Selection) -> list[str]:
     """The runs a selection reads: its run, else the runs of its episodes (each checked to exist)."""
     if selection.run:
-        return [resolve_run(store, selection.run)]
+        return [store.resolve_run(selection.run)]
     if not selection.episodes:
         raise InterchangeError("name what to export: --run REF or --episode ID")
     rows = store.read("episodes", columns=["episode_id", "run_id"]).to_pylist()

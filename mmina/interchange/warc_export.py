@@ -43,7 +43,7 @@ REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-dig
 REVISIT_WINDOW = 100_000
 """Bodies remembered for revisit records: bounded, so a long export keeps bounded memory."""
 STEP_FIELDS = ("step_index", "started_at", "url", "title", "action", "action_kind", "action_error", "model_output",
-               "hop_index", "hop_completed", "tree_text")
+               "live_hops", "live_hop_completed", "tree_text")
 EPISODE_FIELDS = ("episode_id", "task_id", "attempt", "status", "stop_reason", "final_answer", "n_steps", "n_hops",
                   "started_at", "ended_at", "prompt_tokens", "completion_tokens", "cost_usd", "error")
 OnEpisode = Callable[[StoredEpisode], None]

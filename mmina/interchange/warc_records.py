@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from http import HTTPStatus
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from mmina.interchange.stored import InterchangeError
 
@@ -166,9 +166,9 @@ def _decode_one(data: bytes, coding: str) -> bytes:
     raise InterchangeError(f"a body has the content coding {coding!r}, which mmina cannot decode")
 
 
-def _brotli():  # type: ignore[no-untyped-def]
+def _brotli() -> Any:
     try:
-        import brotli  # type: ignore[import-not-found]  # optional: only br bodies need it
+        import brotli  # optional: only br bodies need it
     except ImportError:
         raise InterchangeError("a body is brotli-compressed (br): pip install brotli to import it") from None
     return brotli

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -136,25 +136,28 @@ class BrowserSession:
             return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False, paint_marks: bool = True, seed: int | None = None) -> "EpisodeBrowser":
+                offline: bool = False, paint_marks: bool = True, seed: int | None = None,
+                options: Mapping[str, Any] | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
         set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
-        seeds ``Math.random`` in every document (``seeding.py``)."""
+        seeds ``Math.random`` in every document (``seeding.py``). ``options`` are further
+        arguments of Playwright's ``new_context`` (a task's storage state and position)."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed),
+        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}),
                         time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
         return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
-                        capture: Capture, seed: int | None) -> Tabs:
-        har: dict[str, Any] = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
+                        capture: Capture, seed: int | None, options: Mapping[str, Any]) -> Tabs:
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale="en-US", timezone_id="UTC", service_workers="block", **har)
+            locale="en-US", timezone_id="UTC", service_workers="block",
+            record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None,
+            **options)
         try:
             if seed is not None:
                 await seed_random(context, seed)

@@ -31,7 +31,7 @@ class _OwnSessionLoop(asyncio.SelectorEventLoop):
     a driver that died of it would fail every episode in flight, which ``--resume`` then skips.
     mmina handles Ctrl-C itself (the episodes in flight finish, or are left uncommitted)."""
 
-    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("start_new_session", True)
         return await super().subprocess_exec(*args, **kwargs)
 

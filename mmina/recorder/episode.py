@@ -16,7 +16,8 @@ from mmina.agents.captions import Captioner
 from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
-from mmina.errors import AgentError, MminaError, first_line
+from mmina.errors import AgentError, MminaError, TaskError, first_line
+from mmina.harness_context import harness_context
 from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
@@ -75,6 +76,24 @@ class EpisodeResult:
         if self.verdict is not None:
             return self.verdict == "pass"
         return self.status == "completed" and self.live_hops == self.n_hops and self.answer_ok is not False
+
+
+def _context_options(task: Task) -> tuple[dict[str, Any], TaskError | None]:
+    """Playwright's ``new_context`` arguments for the task's storage state and position, as
+    the official harness passes them (``mmina.harness_context``; the permission to read the
+    position granted besides), and the error that ends the episode when they cannot be read
+    (the file changed since the suite was checked)."""
+    try:
+        context = harness_context(task.original, task.folder)
+    except TaskError as exc:
+        return {}, exc
+    options: dict[str, Any] = {}
+    if context.storage_state is not None:
+        options["storage_state"] = context.storage_state
+    if context.geolocation is not None:
+        options["geolocation"] = asdict(context.geolocation)
+        options["permissions"] = ["geolocation"]
+    return options, None
 
 
 def new_episode_id(task: Task) -> str:
@@ -138,13 +157,16 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
+        options, refused = _context_options(self.task)
         if self.pacer is not None:
             self.pacer.begin()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent), seed=self.seed)
+                                       paint_marks=uses_marks(self.agent), seed=self.seed, options=options)
         status, error, stop_reason, answer, final = "completed", None, "error", None, None
         try:
             try:
+                if refused is not None:
+                    raise refused
                 browser.open(self.task.start_urls)
                 self.agent.reset(self.task)
                 stop_reason, answer = self._loop(browser)
@@ -324,8 +346,8 @@ class EpisodeRecorder:
             "action_kind": action.kind.value if action else None,
             "action_error": error,
             "target_box": target_box(observation, action),
-            "hop_index": self.tracker.current,
-            "hop_completed": completed,
+            "live_hops": self.tracker.current,
+            "live_hop_completed": completed,
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "cost_usd": reply.cost_usd,

@@ -40,7 +40,10 @@ ends without serving that last response early).
 Repeated requests are answered first in, first out, as in mitmproxy's server replay: each
 rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
 been served, the last one is served again (a page may ask more often than it did when
-recorded, e.g. because routing turns off the HTTP cache).
+recorded, e.g. because routing turns off the HTTP cache). A candidate whose body the recording
+could not keep is passed over while the rule has candidates with theirs (a poll of a page that
+went into the back-forward cache while its answer came: the page that reads the next poll
+should get a body), and served only when none of them has one.
 """
 from __future__ import annotations
 
@@ -243,6 +246,8 @@ class Archive:
             self.failures.setdefault((failed.method.upper(), shape(failed.method, failed.url, None).endpoint),
                                      []).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
+        self.bodiless = frozenset(i for i, e in enumerate(self.exchanges) if e.body_missing)
+        """Exchanges whose body the recording could not keep (see :meth:`Matcher._first_unserved`)."""
         self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
         self.by_endpoint: dict[tuple[str, str], list[int]] = {}
         for index, (exchange, form) in enumerate(zip(self.exchanges, self.shapes)):
@@ -320,7 +325,10 @@ class Matcher:
         return self.archive.exchanges[self._first_unserved(candidates)]
 
     def _first_unserved(self, candidates: Sequence[int]) -> int:
-        return next((i for i in candidates if i not in self.served), candidates[-1])
+        """The earliest candidate not served yet, else the last one; those with a body first
+        (see the module)."""
+        usable = [i for i in candidates if i not in self.archive.bodiless] or candidates
+        return next((i for i in usable if i not in self.served), usable[-1])
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -345,17 +353,37 @@ def redirected_method(status: int, method: str) -> str:
 
 
 def reply_for(exchange: Exchange) -> Reply:
-    """The recorded response: status, headers (minus framing and redacted values), body."""
+    """The recorded response: status, headers (minus framing and redacted values, each one
+    deliverable: see :func:`header_parts`), body."""
     headers: dict[str, str] = {}
     for name, value in exchange.headers:
         lowered = name.lower()
-        if lowered in DROPPED_HEADERS or value == REDACTED or lowered.startswith(MMINA_HEADERS):
+        if lowered in DROPPED_HEADERS or lowered.startswith(MMINA_HEADERS) or not HEADER_NAME.match(name):
             continue
         joiner = "\n" if lowered == "set-cookie" else ", "
-        headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value
+        for part in header_parts(value):
+            headers[lowered] = f"{headers[lowered]}{joiner}{part}" if lowered in headers else part
     if exchange.mime_type and "content-type" not in headers:
         headers["content-type"] = exchange.mime_type
     return Reply(exchange.status, headers, exchange.body)
+
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""A header name as HTTP defines it (a token): a recorded name that is not one is not served."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def header_parts(value: str) -> list[str]:
+    """The values one recorded header stands for, each one a browser accepts.
+
+    Chromium hands over a response it served from its cache (a history navigation's document,
+    typically) with a repeated header's values joined by a newline (``Link: <a>\\n<b>``), and
+    refuses to be answered with a value that holds a line break or a NUL: Playwright's
+    ``route.fulfill`` then fails without a word and the request stays pending for good (its
+    page never loads). So the value is split at line breaks, NULs dropped, and redacted parts
+    (and the empty ones a split leaves) left out."""
+    parts = [part.replace("\0", "") for part in _LINE_BREAK.split(value)]
+    return [part for part in parts if part != REDACTED and (part or len(parts) == 1)]
 
 
 NOT_ARCHIVED_STATUS = 404

@@ -93,8 +93,9 @@ class RequestCounts:
     @classmethod
     def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0,
            redacted_body: int = 0) -> RequestCounts:
-        kinds = list(kinds)
-        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind), missing_body, failed, redacted_body)
+        found = Counter(kinds)
+        return cls(found[MatchKind.EXACT], found[MatchKind.FUZZY], found[MatchKind.NEAREST], found[MatchKind.UNMATCHED],
+                   missing_body, failed, redacted_body)
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,6 @@ def _compare(old: StepView | None, new: StepView | None, index: int, screenshots
         return StepFidelity(index, old.url if old else None, new.url if new else None, False, False, None,
                             requests or RequestCounts(), note, note)
     change = tree_change(old.tree_text, new.tree_text)
-    return StepFidelity(index, old.url, new.url, same_page(old.url, new.url), not change,
+    return StepFidelity(index, old.url, new.url, same_page(old.url or "", new.url or ""), not change,
                         screenshots(old.screenshot, new.screenshot), requests or RequestCounts(),
                         tree_diff(old.tree_text, new.tree_text) if change else "", change)

@@ -137,8 +137,8 @@ class StoredActionsJob(_ArchiveJob):
         return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)
 
 
-class AgentJob(_ArchiveJob):
-    """Runs the setup's agent on ``(task_id, sources)`` items, each task on its pooled archive."""
+class AgentJobBase(_ArchiveJob):
+    """A job that runs the setup's agent (one per thread) on archived webs."""
 
     def __init__(self, setup: ReplaySetup, session: BrowserSession | None = None, store: Store | None = None,
                  source: SourceRun | None = None, agent: Agent | None = None) -> None:
@@ -153,6 +153,10 @@ class AgentJob(_ArchiveJob):
                 given, self._first_agent = self._first_agent, None
             self._local.agent = given or make_agent(self.setup.agent, self.setup.settings, self.thread_store())
         return self._local.agent
+
+
+class AgentJob(AgentJobBase):
+    """Runs the setup's agent on ``(task_id, sources)`` items, each task on its pooled archive."""
 
     def work(self, item: tuple[str, tuple[Source, ...]]) -> AgentEpisode:
         task_id, sources = item

@@ -346,8 +346,9 @@ class ArchiveRouter:
             upcoming = self.matcher.peek(method, url, body, "").exchange
             if upcoming is None or not redirect_target(upcoming, url):
                 break
-            exchange = self._match(method, url, body, "")  # the next hop, logged and served
-            assert exchange is not None
+            matched = self._match(method, url, body, "")  # the next hop, logged and served
+            assert matched is not None
+            exchange = matched
         else:
             return unmatched_reply(method, url)  # a redirect loop: never hand the browser a 3xx
         if method != "GET":  # a 307/308 keeps its method: a page cannot re-send it, serve the end

@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mmina import __version__
-from mmina.analysis.data import DEFAULT_EVALUATOR
+from mmina.analysis.names import DEFAULT_EVALUATOR
 from mmina.analysis.paired import Side
 from mmina.errors import MminaError, first_line
 from mmina.evaluators.labelling import default_labeller

@@ -35,11 +35,11 @@ MAX_LABELS = 200
 QUEUE_PARAMS = ("run", "bucket", "disagree", "labeller", "after")
 EPISODE_SQL = "SELECT episode_id, run_id, task_id, n_hops FROM episodes WHERE episode_id = $episode"
 LABELS_SQL = """
-SELECT hop_index, verdict, detail_json, json_extract_string(args_json, '$.labeller') AS labeller FROM scores
+SELECT hop, verdict, detail_json, json_extract_string(args_json, '$.labeller') AS labeller FROM scores
 WHERE evaluator = 'human' AND episode_id = $episode
 QUALIFY batch_id = first_value(batch_id) OVER (PARTITION BY json_extract_string(args_json, '$.labeller')
                                                ORDER BY scored_at DESC, batch_id DESC)
-ORDER BY labeller, hop_index NULLS FIRST
+ORDER BY labeller, hop NULLS FIRST
 """
 QUEUE_SQL = f"""
 WITH chosen AS (
@@ -175,8 +175,7 @@ def _queue(given: params.Params) -> Queue:
 
 def _label(row: dict[str, Any]) -> dict[str, Any]:
     detail = json.loads(row["detail_json"] or "{}")
-    hop = row["hop_index"]
-    return {"hop": None if hop is None else hop + 1, "label": detail.get("label", row["verdict"]),
+    return {"hop": row["hop"], "label": detail.get("label", row["verdict"]),
             "note": detail.get("note", "")}
 
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from mmina.store.schema import BLOBS
 from mmina.store.backends import Backend, NewFile
 from mmina.errors import CorruptFileError
-from mmina.store.files import Written, read_failure, read_file, with_metadata
+from mmina.store.files import Written, decode_threads, read_failure, read_file, with_metadata
 from mmina.store.layout import data_files, file_stem
 
 ROW_GROUP_BYTES = 1 << 20
@@ -143,7 +143,8 @@ def pack_directory(backend: Backend, pack: str) -> dict[str, int]:
     file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
     found: dict[str, int] = {}
     for group in range(file.num_row_groups):
-        for digest in file.read_row_group(group, columns=["sha256"]).column("sha256").to_pylist():
+        hashes = file.read_row_group(group, columns=["sha256"], use_threads=decode_threads(backend.arrow))
+        for digest in hashes.column("sha256").to_pylist():
             found.setdefault(digest, group)
     return found
 
@@ -152,7 +153,7 @@ def read_row_group(backend: Backend, pack: str, group: int) -> dict[str, bytes]:
     """Every blob of one row group of a pack (what one flush of its writer put there: often
     one step's images, so the next steps' are in hand too)."""
     file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
-    table = file.read_row_group(group, columns=["sha256", "data"])
+    table = file.read_row_group(group, columns=["sha256", "data"], use_threads=decode_threads(backend.arrow))
     return dict(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
 
 

@@ -18,6 +18,7 @@ import secrets
 import socket
 import sqlite3
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -53,6 +54,7 @@ def stop(answer: str) -> dict[str, Any]:
 
 
 BACK = {"action": "go_back"}
+FORWARD = {"action": "go_forward"}
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
 MKDOCS = App(
     "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
     ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
-    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, {"action": "go_forward"}),
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD),
 )
 
 
@@ -465,7 +467,20 @@ SWAGGER = App(
 )
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER)
+# ---------------------------------------------------------------- a hand-written shop: history navigation
+
+SHOP = App(
+    "shop", "hand-written server-rendered shop over HTTP/1.0 without cache headers (history navigation, beacons)",
+    (), lambda _folder, _draw: None,
+    lambda _bin, _state, port: [sys.executable, str(Path(__file__).with_name("shop_site.py")), str(port)],
+    (click("Kittiwake lamp"), BACK, FORWARD, click("Add to cart"), click("Your cart"), type_into("Name", "Mira"),
+     click("Place order", role="button"), BACK, BACK),
+)
+"""Not from a registry: written to reproduce a held-out shop whose history navigation hung a
+replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by the server itself."""
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP)
 SAMPLE = ("shiny",)
 """What the test suite runs by default (one application where pace and socket replay both matter: a
 plain WebSocket, a server timer, a result pushed 1 s after a click); ``python -m bench --only

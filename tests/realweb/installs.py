@@ -28,7 +28,10 @@ def cache_root() -> Path:
 
 
 def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
-    """The virtualenv ``name`` with ``requirements`` installed (created once); its ``bin`` folder."""
+    """The virtualenv ``name`` with ``requirements`` installed (created once); its ``bin`` folder.
+    An application that needs nothing installed (a hand-written one) runs on this interpreter."""
+    if not requirements:
+        return Path(sys.executable).parent
     folder = cache_root() / "venvs" / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(requirements)

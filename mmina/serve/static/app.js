@@ -355,7 +355,7 @@ function verdictLines(verdicts) {
   const byEvaluator = {};
   verdicts.forEach(v => { (byEvaluator[v.evaluator] = byEvaluator[v.evaluator] || []).push(v); });
   return Object.entries(byEvaluator).map(([name, rows]) => h('div', {}, name + ': ' + rows.map(v =>
-    (v.level === 'hop' ? 'hop ' + (v.hop_index + 1) : v.level) + ' ' + v.verdict).join(', ')));
+    (v.level === 'hop' ? 'hop ' + v.hop : v.level) + ' ' + v.verdict).join(', ')));
 }
 
 function stepper(e, step, move) {
@@ -392,7 +392,7 @@ function stepView(e, s, marks, toggle) {
 
 function hopProgress(e, s) {
   return h('div', {className: 'hops', id: 'step-hops'}, (e.procedure || []).filter(k => k !== 'end').map((keyword, i) =>
-    h('span', {className: s.hop_index != null && i < s.hop_index ? 'done' : i === s.hop_index ? 'head' : ''}, `${i + 1}. ${keyword}`)));
+    h('span', {className: s.live_hops != null && i < s.live_hops ? 'done' : i === s.live_hops ? 'head' : ''}, `${i + 1}. ${keyword}`)));
 }
 
 function requestTable(requests) {
