@@ -23,9 +23,9 @@ import pytest
 from mmina.agents.protocol import AgentReply
 from mmina.observation import Observation
 from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
-                                    DeadlinePassed)
+                                    DeadlinePassed, RestartingSession)
 from mmina.recorder.recording import RecordConfig, record_run
-from mmina.recorder.settling import CLOSE_DEADLINE_S, GRACE_S, PROBE_DEADLINE_S
+from mmina.recorder.settling import CLOSE_DEADLINE_S, GRACE_S, LIVENESS_S, PROBE_DEADLINE_S
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.test_independent_site import _driver_pids
@@ -178,6 +178,26 @@ def test_a_call_into_a_stopped_driver_returns_at_its_deadline_naming_where_it_wa
                 os.kill(pid, signal.SIGCONT)
     finally:
         session.close()
+
+
+def test_a_session_slow_to_answer_between_episodes_is_kept_not_restarted() -> None:
+    """A driver that answers late (a loaded machine; here stopped for longer than a stuck call's
+    probe may take, then going on) is not taken for dead before the next episode: restarting it
+    would end every episode in flight on it."""
+    session = BrowserSession(BROWSER)
+    browsers = RestartingSession(BROWSER, session)
+    pids = _driver_pids()
+    resume = threading.Timer(PROBE_DEADLINE_S + 1, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        resume.start()
+        started = time.monotonic()
+        assert browsers.alive() is session and session.connected
+        assert PROBE_DEADLINE_S < time.monotonic() - started < LIVENESS_S
+    finally:
+        resume.join()
+        browsers.close()
 
 
 def test_a_route_handler_that_never_answers_is_answered_by_its_deadline(tmp_path: Path, site: str,

@@ -36,7 +36,7 @@ from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.observing import Capture
 from mmina.recorder.seeding import seed_random
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
-                                     OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
+                                     LIVENESS_S, OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
 from mmina.recorder.tabs import BrowserGone, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
@@ -122,12 +122,12 @@ class BrowserSession:
         past ``deadline`` (see :meth:`BrowserLoop.run`)."""
         return self._loop.run(coroutine, deadline, doing)
 
-    def answers(self) -> bool:
+    def answers(self, within: float = PROBE_DEADLINE_S) -> bool:
         """Whether the driver and the browser answer a cheap question (a DevTools session
-        opened and closed) within ``PROBE_DEADLINE_S``; a session that does not is no longer
+        opened and closed) within ``within`` seconds; a session that does not is no longer
         ``connected``."""
         try:
-            self.run(_probe(self.browser), time.monotonic() + PROBE_DEADLINE_S, "asking the browser a question")
+            self.run(_probe(self.browser), time.monotonic() + within, "asking the browser a question")
             return True
         except PlaywrightError:
             return not connection_closed(self._playwright)
@@ -227,10 +227,11 @@ class RestartingSession:
         self._lock = threading.Lock()
 
     def alive(self) -> BrowserSession:
-        """The session, or a new one if it died or stopped answering (asked each time: a driver
-        stuck between two episodes would otherwise hold the next one's start)."""
+        """The session, or a new one if it died or stopped answering within ``LIVENESS_S`` (asked
+        each time: a driver stuck between two episodes would otherwise hold the next one's start;
+        a slow answer on a loaded machine is not a dead browser)."""
         with self._lock:
-            if not self.session.connected or not self.session.answers():
+            if not self.session.connected or not self.session.answers(LIVENESS_S):
                 self.session.close()
                 self.session = BrowserSession(self.config)
             return self.session

@@ -43,6 +43,11 @@ LAUNCH_DEADLINE_S = 60.0
 PROBE_DEADLINE_S = 5.0
 """After a call passed its deadline: how long the driver may take to answer a cheap question
 (the context's cookies) before the episode's browser counts as gone."""
+LIVENESS_S = 30.0
+"""Before an episode: how long a session may take to answer that cheap question before it is
+started again. Lenient, since a restart ends every episode in flight on the session and a loaded
+machine (other browsers, a test run) can take seconds to open a DevTools session; a driver that
+is truly stuck still costs at most this."""
 CALL_DEADLINE_S = 120.0
 """Any other call into the browser (a caller that names no deadline still gets one)."""
 REDIRECT_MARK = "mmina-redirect"
