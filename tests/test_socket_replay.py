@@ -18,7 +18,8 @@ from typing import Any
 from mmina.actions import Action, ActionKind
 from mmina.replayer.fidelity import compare_sockets
 from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
-from mmina.replayer.router import said_before
+from mmina.replayer.archive import Archive, Exchange
+from mmina.replayer.router import ArchiveRouter, said_before
 from mmina.replayer.sockets import (STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised,
                                    parse_messages, session_script)
 from mmina.replayer.turns import OVERDUE_S, Turns
@@ -119,6 +120,17 @@ def test_sockets_are_compared_message_by_message() -> None:
     assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
 
 
+def test_heartbeats_are_left_out_of_the_socket_comparison() -> None:
+    """A ping's place among the page's messages follows the transport's clock, not the page."""
+    recorded = [Message("receive", "2", 0.1), Message("send", "3", 0.2), Message("send", '42["click"]', 0.3),
+                Message("receive", '42["result"]', 1.3)]
+    replayed = [Message("send", '42["click"]', 0.3), Message("receive", '42["result"]', 1.3),
+                Message("receive", "2", 5.0), Message("send", "3", 5.1), Message("send", '{"type": "ping"}', 6.0)]
+    compared = compare_sockets("ws://x/", recorded, replayed)
+    assert compared.faithful and (compared.recorded, compared.replayed) == (2, 2)
+    assert not compare_sockets("ws://x/", recorded, replayed[:1]).faithful
+
+
 def test_a_reply_waits_for_a_page_message_the_recording_posted_over_long_polling() -> None:
     """engine.io upgrades when the page does: a message posted over a poll when recorded may go
     over the socket when replayed (or the other way round); the reply that followed it waits for it."""
@@ -133,6 +145,17 @@ def test_a_reply_waits_for_a_page_message_the_recording_posted_over_long_polling
 
 
 # ---------------------------------------------------------------- the order of deliveries and observations
+
+def test_a_recorded_session_holds_what_its_page_posted_over_long_polling_once_the_socket_opened() -> None:
+    polling = "http://h/socket.io/?EIO=4&transport=polling&sid=abc"
+    exchanges = [Exchange(0, "POST", polling, 200, request_body=b'42["before"]', started_ms=OPENED_MS - 500),
+                 Exchange(1, "GET", polling.replace("polling", "websocket").replace("http", "ws"), 101, body=_body(("receive", 1.0, '42["tick"]')),
+                          started_ms=OPENED_MS),
+                 Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500)]
+    [compared] = ArchiveRouter(Archive(exchanges), datetime.now(timezone.utc)).socket_fidelity()
+    assert (compared.recorded, compared.replayed) == (2, 0)  # the click and the tick; the pong is a heartbeat
+    assert compared.first_difference == 'page → server message 1: recorded `42["click"]`, replayed nothing'
+
 
 def test_a_delivery_has_the_slot_of_the_observations_recorded_before_it() -> None:
     turns = Turns([10.0, 12.0, 14.0])

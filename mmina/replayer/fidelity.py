@@ -24,8 +24,10 @@ can be judged again later, or a live re-run compared with its recording the same
   than when recorded), or one the router failed to answer, is counted as a defect too.
 * A replay's **sockets** are compared message by message with their recordings
   (:func:`compare_sockets`): each direction in order, volatile parts normalised
-  (:func:`mmina.replayer.sockets.normalised`); a recorded socket the replay never opened counts
-  every recorded message as missing.
+  (:func:`mmina.replayer.sockets.normalised`), heartbeats left out (pings and pongs keep the
+  transport's own clock, so how many there are and where they fall among the page's messages
+  follows how long the replay took, and no page shows them); a recorded socket the replay never
+  opened counts every recorded message as missing.
 * **Episode fidelity** = steps with both URL and tree equal / max(recorded steps, replayed
   steps): a replay that ends early or runs longer loses fidelity for every missing step.
   The screenshot-identical fraction is reported next to it (over steps with screenshots on
@@ -45,7 +47,7 @@ from PIL import Image, ImageChops
 from mmina.aria_snapshot import AriaLine
 from mmina.observation import render_line, tree_lines
 from mmina.replayer.archive import MatchKind, same_page
-from mmina.replayer.sockets import PAGE, SERVER, Message, normalised
+from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, normalised
 
 PIXEL_TOLERANCE = 8
 MAX_DIFF_LINES = 60
@@ -137,7 +139,9 @@ class SocketFidelity:
 
 
 def compare_sockets(url: str, recorded: Sequence[Message], replayed: Sequence[Message]) -> SocketFidelity:
-    """``recorded`` and ``replayed`` (one socket's messages) compared direction by direction."""
+    """``recorded`` and ``replayed`` (one socket's messages) compared direction by direction,
+    heartbeats left out (see the module)."""
+    recorded, replayed = _said(recorded), _said(replayed)
     equal, first = 0, ""
     for direction, name in ((PAGE, "page → server"), (SERVER, "server → page")):
         old = [normalised(m.data) for m in recorded if m.direction == direction]
@@ -149,6 +153,11 @@ def compare_sockets(url: str, recorded: Sequence[Message], replayed: Sequence[Me
             first = (f"{name} message {index + 1}: recorded {_message(old, index)}, "
                      f"replayed {_message(new, index)}")
     return SocketFidelity(url, len(recorded), len(replayed), equal, first)
+
+
+def _said(messages: Sequence[Message]) -> list[Message]:
+    """The messages that are not heartbeats."""
+    return [m for m in messages if heartbeat_kind(m.data) is None]
 
 
 def _message(messages: Sequence[str | bytes], index: int) -> str:

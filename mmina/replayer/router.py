@@ -50,7 +50,7 @@ from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive,
                                     Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.socket_route import SocketPlayer
-from mmina.replayer.sockets import Message, parse_messages
+from mmina.replayer.sockets import PAGE, Message, parse_messages
 from mmina.replayer.turns import Expected, Turns
 
 STREAM_HEADER = "x-mmina-stream"
@@ -287,12 +287,13 @@ class ArchiveRouter:
         whose WebSocket may be open already: that socket's script hears them as if said on it, so
         its server messages follow them whichever transport the page used (it upgrades when it
         does, not when it did)."""
-        sid = _polling_sid(request.url) if request.method == "POST" and request.post_data_buffer else None
-        if sid is None:
+        body = request.post_data_buffer if request.method == "POST" else None
+        sid = _polling_sid(request.url) if body else None
+        if body is None or sid is None:
             return
         for player in self.sockets:
             if parse_qs(urlsplit(player.socket.url).query).get("sid") == [sid]:
-                for packet in request.post_data_buffer.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR):
+                for packet in body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR):
                     player.heard_elsewhere(packet)
 
     async def _reply(self, request: Request) -> Reply:
