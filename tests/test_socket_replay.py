@@ -118,6 +118,8 @@ def test_sockets_are_compared_message_by_message() -> None:
     ended = [Message("send", "q 1", 5.0), Message("receive", "a", 5.1)]  # the replay ended before "b"
     assert compare_sockets("ws://x/", said_before(recorded, 0.25), said_before(ended, 5.2)).faithful
     assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
+    acked = [*recorded, Message("send", "ack b", 0.31)]  # said during the last tree read: it changed nothing seen
+    assert compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(acked, 0.35)).faithful
 
 
 def test_heartbeats_are_left_out_of_the_socket_comparison() -> None:

@@ -95,7 +95,8 @@ class _ArchiveJob:
                attempt: int, pacer: PacedSteps | None = None, recorded_until: float | None = None) -> _Outcome:
         """One episode in a context routed to these sources' archive, at the ``pacer``'s pace
         (its order with the observations kept); a failure leaves nothing of it in the store.
-        Its sockets are compared up to its last observation and ``recorded_until``, when the
+        Its sockets are compared up to its last observation (when it was taken; what the recording
+        received after it read the page was held until then) and ``recorded_until``, when the
         recording's last read the page (``ArchiveRouter.socket_fidelity``)."""
         router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
                                on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None)
@@ -110,7 +111,7 @@ class _ArchiveJob:
             except BaseException:
                 writer.abort()
                 raise
-        replayed_until = recorder.step_starts[-1].timestamp() if recorder.step_starts and recorded_until else None
+        replayed_until = pacer.observed_until if pacer is not None and recorded_until is not None else None
         return _Outcome(result, writer.steps, recorder.step_starts, router.served,
                         router.socket_fidelity(recorded_until, replayed_until))
 

@@ -168,6 +168,9 @@ class PacedSteps:
         self._anchored = False
         self.turns = Turns(recorded.observed_at)
         """The order of deliveries and observations, shared with the episode's router (see the module)."""
+        self.observed_until: float | None = None
+        """When the replay's last observation was taken (wall-clock seconds, as traffic is timed):
+        what reached the page before it is what the observations could show."""
 
     def begin(self) -> None:
         """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
@@ -217,6 +220,7 @@ class PacedSteps:
 
     def after_observe(self, step_index: int) -> None:
         """The observation was taken: deliveries the recording received after it read the page may go."""
+        self.observed_until = time.time()  # before they go: none of them counts as observed
         self.turns.observed(step_index)
 
     def _deliveries(self, step_index: int, bound: float) -> float | None:

@@ -50,7 +50,7 @@ from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive,
                                     Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.socket_route import SocketPlayer
-from mmina.replayer.sockets import PAGE, Message, parse_messages
+from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_messages
 from mmina.replayer.turns import Expected, Turns
 
 STREAM_HEADER = "x-mmina-stream"
@@ -176,8 +176,8 @@ class ArchiveRouter:
         """Every recorded socket compared with the one the page opened again (message by
         message; one the page never opened again has every message missing). Only what was said
         before the episode's last observation (``recorded_until``: when the recording's read the
-        page, ``replayed_until``: when the replay's began, having waited for what came before
-        it; wall-clock seconds, None: everything) is compared:
+        page, ``replayed_until``: when the replay's was taken, having waited for what came before
+        it while what came after was held; wall-clock seconds, None: everything) is compared:
         what comes later can change no observation, and a replay, which does not wait for
         ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}
@@ -392,8 +392,16 @@ def _polling_sid(url: str) -> str | None:
 
 
 def said_before(messages: list[Message], until: float | None) -> list[Message]:
-    """The messages said before ``until`` (timed in the same wall-clock seconds; None: all)."""
-    return messages if until is None else [m for m in messages if m.at < until]
+    """The messages said before ``until`` (timed in the same wall-clock seconds; None: all) that
+    an observation then could depend on: a page message only when a server message (not a
+    heartbeat) followed it. What the page said after the last one (an ack of it, an input sent
+    during the tree read) could change nothing the page showed by then, and when it is said
+    follows the page's own timing rather than the script's."""
+    if until is None:
+        return messages
+    said = [m for m in messages if m.at < until]
+    last = max((i for i, m in enumerate(said) if m.direction == SERVER and heartbeat_kind(m.data) is None), default=-1)
+    return [m for i, m in enumerate(said) if m.direction == SERVER or i < last]
 
 
 def _until_headers(exchange: Exchange) -> float:
