@@ -73,7 +73,9 @@ def test_a_message_whose_page_message_never_comes_does_not_stall_the_script() ->
 def test_heartbeats_are_answered_in_kind_and_never_hold_the_script_up() -> None:
     assert [heartbeat_kind(m) for m in ("2", "3", "2probe", '{"type":"ping"}', '{"op":"PONG"}', "42[]", b"2")] == \
            ["ping", "pong", "ping", "ping", "pong", None, None]
-    assert answer_in_kind("2") == "3" and answer_in_kind("2probe") == "3probe"
+    acks = ('42["ack",{"next_message_id":3}]', '{"type": "ack", "id": 4}', '42/ns,7["heartbeat"]', '42["event",{}]')
+    assert [heartbeat_kind(m) for m in acks] == ["pong", "pong", "ping", None]  # acks: what the page received
+    assert answer_in_kind(acks[0]) is None and answer_in_kind("2") == "3" and answer_in_kind("2probe") == "3probe"
     assert answer_in_kind('{"type": "ping", "n": 3}') == '{"type": "pong", "n": 3}' and answer_in_kind("3") is None
     play = _play(("send", 1.0, "hello server"), ("receive", 1.1, "hi page"), ("send", 3.0, "2"),
                  ("receive", 3.01, "3"), ("receive", 4.0, "pushed"))
@@ -82,6 +84,10 @@ def test_heartbeats_are_answered_in_kind_and_never_hold_the_script_up() -> None:
     assert play.due(101.2) == ["hi page", "3"]
     assert play.heard("2", 101.3) == ["3"]  # a ping the recording has no counterpart for
     assert play.due(104.0) == ["pushed"]  # after "hello server" (3 s), not after a heartbeat
+    acked = _play(("send", 1.0, '42["click"]'), ("send", 1.5, '42["ack",{"next_message_id":1}]'),
+                  ("receive", 2.0, '42["result"]'))
+    acked.heard('42["click"]', 101.0)
+    assert acked.due(102.0) == ['42["result"]']  # 1 s after the click; the page's ack never came
 
 
 def test_a_server_ping_keeps_its_own_clock() -> None:

@@ -17,8 +17,10 @@ recorded delay after that cause has passed:
 * a server message whose page message never comes is sent ``STALL_S`` after its recorded time
   since the socket opened, so a page that says less than it did never stalls the script;
 * heartbeats (engine.io ``2``/``3``, ``2probe``/``3probe``, ``ping``/``pong``, JSON messages whose
-  ``type``/``event``/``op``/``msg`` says ping, pong, heartbeat or keepalive) never cause a
-  server message, except the answer to one (a pong after its ping): a page that pings at
+  ``type``/``event``/``op``/``msg`` says ping, pong, heartbeat or keepalive, socket.io events so
+  named) and acknowledgements of what the page received (such messages or events named
+  ``ack``: the page sends them on its own timer, batched as it likes, answered by nothing) never
+  cause a server message, except the answer to one (a pong after its ping): a page that pings at
   another moment, or more often, than it did does not hold the script up; a heartbeat the
   recording has no counterpart for is **answered in kind** at once (``2`` → ``3``, ``ping`` →
   ``pong``);
@@ -50,6 +52,10 @@ Data = str | bytes
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _VOLATILE = re.compile(_UUID + r"|[A-Za-z0-9_\-]{16,}|\d+")
 HEARTBEAT_WORDS = frozenset({"ping", "pong", "heartbeat", "keepalive", "keep-alive", "2", "3", "2probe", "3probe"})
+ANSWER_WORDS = frozenset({"3", "3probe", "pong", "ack"})
+"""Heartbeat-like messages that answer something (never answered in kind)."""
+_SOCKET_IO_EVENT = re.compile(r"^4[25](/[^,\[{]*,)?\d*(\[.*)$", re.DOTALL)
+"""A socket.io event (``42``, a binary one ``45``): its namespace, ack id, then its JSON array."""
 ANSWERS = {"2": "3", "2probe": "3probe", "ping": "pong"}
 """A page heartbeat's answer in kind (JSON heartbeats: the same message with ``pong``)."""
 _KIND_KEYS = ("type", "event", "op", "msg", "method", "action")
@@ -120,20 +126,25 @@ def heartbeat_kind(data: Data) -> str | None:
     word: str | None = text.lower() if text.lower() in HEARTBEAT_WORDS else _json_kind(text)
     if word is None:
         return None
-    return "pong" if word in ("3", "3probe", "pong") else "ping"
+    return "pong" if word in ANSWER_WORDS else "ping"
 
 
 def _json_kind(text: str) -> str | None:
-    if not text.startswith("{"):
+    """The heartbeat word a JSON message or a socket.io event names (None: none)."""
+    event = _SOCKET_IO_EVENT.match(text)
+    if not text.startswith("{") and event is None:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(event.group(2) if event else text)
     except ValueError:
         return None
-    if not isinstance(value, dict):
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        kinds = [value[0].lower()]
+    elif isinstance(value, dict) and event is None:
+        kinds = [str(value[k]).lower() for k in _KIND_KEYS if k in value]
+    else:
         return None
-    kinds = [str(value[k]).lower() for k in _KIND_KEYS if k in value]
-    return next((k for k in kinds if k in HEARTBEAT_WORDS - {"2", "3", "2probe", "3probe"}), None)
+    return next((k for k in kinds if k in (HEARTBEAT_WORDS | ANSWER_WORDS) - {"2", "3", "2probe", "3probe"}), None)
 
 
 def answer_in_kind(data: Data) -> Data | None:
