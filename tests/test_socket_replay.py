@@ -152,6 +152,19 @@ def test_a_reply_waits_for_a_page_message_the_recording_posted_over_long_polling
     assert play.next_time() == 101.05 and play.due(101.05) == ['42["components"]']
 
 
+def test_a_page_message_posted_over_long_polling_is_matched_by_content_only() -> None:
+    """A socket.io connect the page posts while its WebSocket probes (after the socket opened, as
+    the router may see it) must not stand for the upgrade's ``5``: the reply to ``5`` would reach
+    the probing socket, and engine.io closes a probing WebSocket on any packet but ``3probe``."""
+    play = _play(("send", 0.01, "2probe"), ("receive", 0.02, "3probe"), ("send", 0.06, "5"),
+                 ("receive", 0.064, '40{"sid":"abc"}'))
+    play.heard("2probe", 100.0)
+    play.heard('40{"token":"x"}', 100.01, by_order=False)  # posted over the session's poll
+    assert play.due(100.1) == ["3probe"]
+    play.heard("5", 100.5)
+    assert play.due(100.51) == ['40{"sid":"abc"}']
+
+
 # ---------------------------------------------------------------- the order of deliveries and observations
 
 def test_a_recorded_session_holds_what_its_page_posted_over_long_polling_once_the_socket_opened() -> None:

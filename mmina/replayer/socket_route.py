@@ -77,7 +77,7 @@ class SocketPlayer:
         """The page said ``data`` on another transport of the same session (a long-poll before
         its upgrade finished): the script goes on as if it had been said here."""
         self.elsewhere.append(Message(PAGE, data, time.time()))
-        self.play.heard(data, asyncio.get_running_loop().time())
+        self.play.heard(data, asyncio.get_running_loop().time(), by_order=False)
         self._wake.set()
 
     async def _run(self) -> None:

@@ -32,9 +32,12 @@ recorded delay after that cause has passed:
 A page message is matched to the recorded one it repeats **by content**, with volatile parts
 normalised (:func:`normalised`: numbers, UUIDs and long random tokens — ids, sids, counters,
 timestamps); the first recorded page message not matched yet with the same normalised content
-is taken (a heartbeat is matched among heartbeats only). A message that matches none is taken
-as the first recorded one not matched yet (in order, as before content matching), unless it is
-a heartbeat. A socket.io acknowledgement
+is taken (a heartbeat is matched among heartbeats only). A message said on the socket that
+matches none is taken as the first recorded one not matched yet (in order, as before content
+matching), unless it is a heartbeat; one the page posted over long-polling (its session's other
+transport, which carries its handshake too) is taken by content only: a socket.io connect posted
+while the WebSocket probes must not stand for the upgrade's ``5`` (the server's reply to it
+would reach the page mid-probe, and engine.io drops a probing WebSocket on any other packet). A socket.io acknowledgement
 (``43<id>``) is sent with the id the page used in the message it acknowledges.
 """
 from __future__ import annotations
@@ -199,9 +202,10 @@ class SocketPlay:
                 return before
         return None
 
-    def heard(self, data: Data, now: float) -> list[Data]:
-        """The page sent ``data`` now: match it (see the module); what to answer at once."""
-        index = self._find(data)
+    def heard(self, data: Data, now: float, by_order: bool = True) -> list[Data]:
+        """The page sent ``data`` now: match it (see the module; without ``by_order``, by content
+        only); what to answer at once."""
+        index = self._find(data, by_order)
         if index is None:
             answer = answer_in_kind(data)
             return [answer] if answer is not None else []
@@ -209,14 +213,14 @@ class SocketPlay:
         self._said[index] = data
         return []
 
-    def _find(self, data: Data) -> int | None:
+    def _find(self, data: Data, by_order: bool = True) -> int | None:
         """The recorded page message this one repeats (see the module), or None."""
         beat = heartbeat_kind(data) is not None
         pages = [i for i, m in enumerate(self.messages) if m.direction == PAGE and i not in self._matched
                  and (heartbeat_kind(m.data) is not None) == beat]
         wanted = normalised(data)
         same = next((i for i in pages if normalised(self.messages[i].data) == wanted), None)
-        if same is not None or beat:
+        if same is not None or beat or not by_order:
             return same
         return pages[0] if pages else None
 
