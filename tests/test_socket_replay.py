@@ -224,6 +224,21 @@ def test_an_observation_waits_for_what_the_recording_received_before_it_and_for_
     assert turns.taken == 1 and turns.delivered_at is None
 
 
+def test_after_a_delivery_the_page_gets_as_long_as_the_recording_had_before_its_observation() -> None:
+    """Not a fixed time after the last delivery: a page that never shows the recorded state is
+    observed when the recording's was, shifted by how late the delivery came (its own timers,
+    such as a toast's close, would otherwise run past what the recording saw)."""
+    for delivered_at, observed_by in ((0.95, 1.0 + MARGIN_S), (1.3, 1.3 + 0.05 + MARGIN_S)):
+        clock = _Clock()
+        paced = _pace(clock)
+        paced.turns.expect("push", 0, due=delivered_at, recorded=START.timestamp() + 0.95)  # 0.05 s before observation 0
+        clock.events.append((delivered_at, lambda at=delivered_at: paced.turns.delivered("push", at)))
+        clock.now = 0.9
+        paced.before_observe(_Page(clock, ready_at=99.0), 0)
+        assert paced.turns.recorded_gap is not None and abs(paced.turns.recorded_gap - 0.05) < 1e-6
+        assert abs(clock.now - observed_by) < 0.11 and clock.now < delivered_at + RENDER_S
+
+
 def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None:
     clock = _Clock()
     rows = [{"started_at": START + timedelta(seconds=1), "acted_at": START + timedelta(seconds=3), "url": "",

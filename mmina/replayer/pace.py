@@ -27,8 +27,10 @@ observation that were tenths of a second apart in the recording in their order (
 machine shifts one a little). The recorded timestamps say which came first, so the replay
 keeps it explicitly (``mmina.replayer.turns``): before an observation, the pacer waits for every
 delivery the recording's page received before that observation read the page (a socket's message, a
-held response, a stream's chunk) and then, up to ``RENDER_S`` after the last of them, for the
-page to show the recorded state; deliveries the recording received after it read the page are held by
+held response, a stream's chunk) and then for the page to show the recorded state, after the last
+of them at most as long as the recording's page had between the two plus ``MARGIN_S`` (a delivery
+on time adds nothing to the observation's moment; waiting longer lets the page's own timers run
+past what the recording saw: a toast's close); deliveries the recording received after it read the page are held by
 the router until the replay's observation is taken (``after_observe``).
 
 **Frozen animations.** A recording whose agent thought longer than the freeze delay had its
@@ -71,7 +73,8 @@ slower to serve a page's scripts than the live site was, on a loaded machine).""
 POLL_S = 0.1
 """How often a page not yet in its recorded state is read again."""
 RENDER_S = 1.0
-"""After the last delivery an observation waited for, how long the page may take to show it."""
+"""After the last delivery an observation waited for, how long the page may take to show it when
+the recording's time between the two is unknown (else: that time plus ``MARGIN_S``)."""
 DELIVERY_POLL_S = 0.01
 """How often an observation waiting for a delivery due now looks again."""
 
@@ -211,7 +214,8 @@ class PacedSteps:
         until = self._start + step.observed + MARGIN_S
         delivered = self._deliveries(step_index, until + LOADING_MAX_S)
         if delivered is not None:
-            until = max(until, delivered + RENDER_S)
+            gap = self.turns.recorded_gap
+            until = max(until, delivered + (RENDER_S if gap is None else max(0.0, gap) + MARGIN_S))
         while not self._shows(page, step):
             now = self._clock()
             if now >= until + LOADING_MAX_S or (now >= until and not page.loading):

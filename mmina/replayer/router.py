@@ -38,7 +38,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
 
@@ -249,7 +249,7 @@ class ArchiveRouter:
             await asyncio.sleep(due - loop.time())
             return None
         name, slot = ("fetch", next(self._names)), self.turns.slot(reply.arrived_at)
-        self.turns.expect(name, slot, due)
+        self.turns.expect(name, slot, due, reply.arrived_at)
         try:
             await asyncio.sleep(due - loop.time())
             await self.turns.turn(slot)
@@ -265,9 +265,10 @@ class ArchiveRouter:
         stream = reply.headers.get(STREAM_HEADER)
         if stream is not None:
             offsets = [float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")]
-            chunks = [Expected(self.turns.slot(reply.arrived_at + offset), now + offset) for offset in offsets]
+            chunks = [Expected(self.turns.slot(reply.arrived_at + offset), now + offset, reply.arrived_at + offset)
+                      for offset in offsets]
             self._streams[stream] = chunks
-            self.turns.expect(("stream", stream), chunks[0].slot, chunks[0].due)  # before: never a moment with neither
+            self.turns.expect(("stream", stream), *astuple(chunks[0]))  # before: never a moment with neither
         self.turns.delivered(name, now)
 
     async def _chunk(self, _source: object, stream: str, index: int) -> None:

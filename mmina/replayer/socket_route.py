@@ -39,6 +39,8 @@ class SocketPlayer:
     opened_at: datetime
     turns: Turns | None = None
     log: list[dict[str, Any]] = field(default_factory=list)
+    recorded_opened: float | None = None
+    """When the recorded socket opened (wall-clock seconds; None: unknown), to time its messages."""
     elsewhere: list[Message] = field(default_factory=list)
     """Page messages of the session said on another transport (long-polling), for the comparison."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -56,7 +58,8 @@ class SocketPlayer:
         said = parse_messages(exchange.body, 0.0)
         messages = session_script(said, polled or [], opened_s) if exchange.started_ms else parse_messages(exchange.body)
         slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
-        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns)
+        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns,
+                     recorded_opened=opened_s if exchange.started_ms else None)
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
         if turns is not None:
@@ -108,7 +111,7 @@ class SocketPlayer:
     def _expect(self, due: float | None) -> None:
         """Tell the observations when the next recorded server message is due (its cause heard or not)."""
         if self.turns is not None and due is not None:
-            self.turns.expect(self.key, self.play.next_slot(), due)
+            self.turns.expect(self.key, self.play.next_slot(), due, self._recorded(self.play.next_at()))
 
     def _send(self, messages: list[Data], recorded: bool = True) -> None:
         """Send ``messages`` (``recorded``: the script's, whose delivery the observations wait for;
@@ -122,8 +125,12 @@ class SocketPlayer:
             self._logged(SERVER, data)
         if messages and recorded and self.turns is not None:
             due = self.play.next_time()
-            upcoming = Expected(self.play.next_slot(), due) if due is not None else None
-            self.turns.delivered(self.key, asyncio.get_running_loop().time(), upcoming)
+            upcoming = Expected(self.play.next_slot(), due, self._recorded(self.play.next_at())) if due is not None else None
+            self.turns.delivered(self.key, asyncio.get_running_loop().time(), upcoming, self._recorded(self.play.sent_at))
+
+    def _recorded(self, at: float | None) -> float | None:
+        """A script time as when the recording had it (wall-clock seconds; None: unknown)."""
+        return None if at is None or self.recorded_opened is None else self.recorded_opened + at
 
     def _logged(self, direction: str, data: Data) -> None:
         binary = isinstance(data, bytes)

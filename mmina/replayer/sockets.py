@@ -184,6 +184,8 @@ class SocketPlay:
     _said: dict[int, Data] = field(default_factory=dict)
     """Recorded page message index → what the page said instead (for ack ids)."""
     _next_server: int = 0
+    sent_at: float | None = None
+    """The recorded time (as ``messages`` are timed) of the last server message sent."""
 
     def __post_init__(self) -> None:
         self._causes = [self._cause(i) for i in range(len(self.messages))]
@@ -230,12 +232,18 @@ class SocketPlay:
         sent: list[Data] = []
         while (at := self._time_of_next()) is not None and at <= now and self.slots[self._next_server] <= taken:
             sent.append(self._with_ack_id(self._next_server))
+            self.sent_at = self.messages[self._next_server].at
             self._next_server = self._following_server(self._next_server + 1)
         return sent
 
     def next_time(self) -> float | None:
         """When the next server message falls due (None: none is left)."""
         return self._time_of_next()
+
+    def next_at(self) -> float | None:
+        """The recorded time (as ``messages`` are timed) of the next server message (None: none is left)."""
+        index = self._following_server(self._next_server)
+        return self.messages[index].at if index < len(self.messages) else None
 
     def next_slot(self) -> int:
         """The slot of the next server message (that of the last message when none is left)."""

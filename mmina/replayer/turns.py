@@ -42,10 +42,12 @@ TURN_MAX_S = 60.0
 
 @dataclass(frozen=True)
 class Expected:
-    """A delivery on its way: its slot, and when (``time.monotonic()``) it is due."""
+    """A delivery on its way: its slot, when (``time.monotonic()``) it is due, and when the
+    recording received it (wall-clock seconds, if known)."""
 
     slot: int
     due: float
+    recorded: float | None = None
 
 
 class Turns:
@@ -60,6 +62,8 @@ class Turns:
         self._expected: dict[Hashable, Expected] = {}
         self.delivered_at: float | None = None
         """When the last delivery since the last observation reached the page (``time.monotonic()``)."""
+        self.recorded_gap: float | None = None
+        """How long the recording's page had between that delivery and the next observation (None: unknown)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: set[asyncio.Event] = set()
         self._listeners: list[Callable[[], None]] = []
@@ -95,18 +99,23 @@ class Turns:
         self._loop = asyncio.get_running_loop()
         self._listeners.append(listener)
 
-    def expect(self, key: Hashable, slot: int, due: float) -> None:
-        """A delivery (``key``: its source) is on its way, due at ``due``; replaces the source's last."""
+    def expect(self, key: Hashable, slot: int, due: float, recorded: float | None = None) -> None:
+        """A delivery (``key``: its source) is on its way, due at ``due`` (received by the recording
+        at ``recorded``); replaces the source's last."""
         with self._lock:
-            self._expected[key] = Expected(slot, due)
+            self._expected[key] = Expected(slot, due, recorded)
 
-    def delivered(self, key: Hashable, now: float, more: Expected | None = None) -> None:
-        """``key``'s delivery reached the page at ``now``; ``more``: its source's next one, if any."""
+    def delivered(self, key: Hashable, now: float, more: Expected | None = None, recorded: float | None = None) -> None:
+        """``key``'s delivery reached the page at ``now``; ``more``: its source's next one, if any;
+        ``recorded``: when the recording received it (default: as expected)."""
         with self._lock:
-            self._expected.pop(key, None)
+            expected = self._expected.pop(key, None)
             if more is not None:
                 self._expected[key] = more
+            recorded = recorded if recorded is not None else expected.recorded if expected else None
             self.delivered_at = now
+            self.recorded_gap = (self._observed[self.taken] - recorded
+                                 if recorded is not None and self.taken < len(self._observed) else None)
 
     def dropped(self, key: Hashable) -> None:
         """``key`` will deliver nothing more (its socket closed, its stream was cancelled)."""
@@ -127,7 +136,7 @@ class Turns:
         """The replay took observation ``index``: deliveries of the next slot may go."""
         with self._lock:
             self.taken = max(self.taken, index + 1)
-            self.delivered_at = None
+            self.delivered_at = self.recorded_gap = None
         if self._loop is not None and not self._loop.is_closed():
             try:
                 self._loop.call_soon_threadsafe(self._wake)
