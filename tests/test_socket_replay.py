@@ -124,6 +124,13 @@ def test_sockets_are_compared_message_by_message() -> None:
     ended = [Message("send", "q 1", 5.0), Message("receive", "a", 5.1)]  # the replay ended before "b"
     assert compare_sockets("ws://x/", said_before(recorded, 0.25), said_before(ended, 5.2)).faithful
     assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
+    upgraded = [Message("send", "5", 0.05), Message("send", '42["e",1]', 0.06), Message("receive", "a", 0.2)]
+    polled_first = [Message("send", '42["e",2]', 0.04), Message("send", "5", 0.05), Message("receive", "a", 0.2)]
+    assert compare_sockets("ws://x/", upgraded, polled_first).faithful  # the page's messages by content
+    assert compare_sockets("ws://x/", upgraded, polled_first[1:]).first_difference == \
+           'page → server message 2: recorded `42["e",0]`, not said in the replay'
+    assert compare_sockets("ws://x/", upgraded[1:], polled_first).first_difference == \
+           "page → server: replayed `5` (message 2), not said when recorded"
     acked = [*recorded, Message("send", "ack b", 0.31)]  # said during the last tree read: it changed nothing seen
     assert compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(acked, 0.35)).faithful
 
@@ -167,15 +174,15 @@ def test_a_page_message_posted_over_long_polling_is_matched_by_content_only() ->
 
 # ---------------------------------------------------------------- the order of deliveries and observations
 
-def test_a_recorded_session_holds_what_its_page_posted_over_long_polling_once_the_socket_opened() -> None:
+def test_a_recorded_session_holds_what_its_page_posted_over_long_polling() -> None:
     polling = "http://h/socket.io/?EIO=4&transport=polling&sid=abc"
     exchanges = [Exchange(0, "POST", polling, 200, request_body=b'42["before"]', started_ms=OPENED_MS - 500),
                  Exchange(1, "GET", polling.replace("polling", "websocket").replace("http", "ws"), 101, body=_body(("receive", 1.0, '42["tick"]')),
                           started_ms=OPENED_MS),
                  Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500)]
     [compared] = ArchiveRouter(Archive(exchanges), datetime.now(timezone.utc)).socket_fidelity()
-    assert (compared.recorded, compared.replayed) == (2, 0)  # the click and the tick; the pong is a heartbeat
-    assert compared.first_difference == 'page → server message 1: recorded `42["click"]`, replayed nothing'
+    assert (compared.recorded, compared.replayed) == (3, 0)  # before and after the upgrade; the pong is a heartbeat
+    assert compared.first_difference == 'page → server message 1: recorded `42["before"]`, not said in the replay'
 
 
 def test_a_delivery_has_the_slot_of_the_observations_recorded_before_it() -> None:

@@ -23,7 +23,9 @@ can be judged again later, or a live re-run compared with its recording the same
   recorded body is missing, one served a body that redaction changed (the page got other bytes
   than when recorded), or one the router failed to answer, is counted as a defect too.
 * A replay's **sockets** are compared message by message with their recordings
-  (:func:`compare_sockets`): each direction in order, volatile parts normalised
+  (:func:`compare_sockets`): the server's messages in order, the page's by content (as the
+  script matches them; around an engine.io upgrade the order of what went over polling and over
+  the socket follows the page's timing), volatile parts normalised
   (:func:`mmina.replayer.sockets.normalised`), heartbeats left out (pings and pongs keep the
   transport's own clock, so how many there are and where they fall among the page's messages
   follows how long the replay took, and no page shows them); a recorded socket the replay never
@@ -142,17 +144,35 @@ def compare_sockets(url: str, recorded: Sequence[Message], replayed: Sequence[Me
     """``recorded`` and ``replayed`` (one socket's messages) compared direction by direction,
     heartbeats left out (see the module)."""
     recorded, replayed = _said(recorded), _said(replayed)
-    equal, first = 0, ""
-    for direction, name in ((PAGE, "page → server"), (SERVER, "server → page")):
-        old = [normalised(m.data) for m in recorded if m.direction == direction]
-        new = [normalised(m.data) for m in replayed if m.direction == direction]
-        same = [a == b for a, b in zip(old, new)]
-        equal += sum(same)
-        if not first and (False in same or len(old) != len(new)):
-            index = same.index(False) if False in same else min(len(old), len(new))
-            first = (f"{name} message {index + 1}: recorded {_message(old, index)}, "
-                     f"replayed {_message(new, index)}")
-    return SocketFidelity(url, len(recorded), len(replayed), equal, first)
+    old = [normalised(m.data) for m in recorded if m.direction == SERVER]
+    new = [normalised(m.data) for m in replayed if m.direction == SERVER]
+    page_equal, first = _by_content([normalised(m.data) for m in recorded if m.direction == PAGE],
+                                    [normalised(m.data) for m in replayed if m.direction == PAGE])
+    same = [a == b for a, b in zip(old, new)]
+    if not first and (False in same or len(old) != len(new)):
+        index = same.index(False) if False in same else min(len(old), len(new))
+        first = f"server → page message {index + 1}: recorded {_message(old, index)}, replayed {_message(new, index)}"
+    return SocketFidelity(url, len(recorded), len(replayed), page_equal + sum(same), first)
+
+
+def _by_content(old: Sequence[str | bytes], new: Sequence[str | bytes]) -> tuple[int, str]:
+    """Page messages said on both sides (by content, as the script matches them: which transport
+    and so which order a page used around its upgrade follows its own timing), and the first
+    one said on one side only."""
+    left = Counter(new)
+    missing = []
+    for index, message in enumerate(old):
+        if left[message] > 0:
+            left[message] -= 1
+        else:
+            missing.append(index)
+    if missing:
+        return len(old) - len(missing), f"page → server message {missing[0] + 1}: recorded {_message(old, missing[0])}, " \
+                                        "not said in the replay"
+    extra = next((i for i, m in enumerate(new) if left[m] > 0), None)
+    if extra is not None:
+        return len(old), f"page → server: replayed {_message(new, extra)} (message {extra + 1}), not said when recorded"
+    return len(old), ""
 
 
 def _said(messages: Sequence[Message]) -> list[Message]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import astuple, dataclass, field, replace
 from datetime import datetime, timezone
@@ -149,6 +150,8 @@ class ArchiveRouter:
         self._streams: dict[str, list[Expected]] = {}
         """A paced replay's streams: each chunk's slot and when it is due."""
         self._names = itertools.count(1)
+        self._posted: dict[str, list[Message]] = {}
+        """What the page posted over engine.io long-polling, by session (``sid``), for the comparison."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -182,22 +185,31 @@ class ArchiveRouter:
         ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}
         return tuple(compare_sockets(e.url, said_before(self._session(e), recorded_until),
-                                     said_before(played[e.order].said(), replayed_until) if e.order in played else [])
+                                     said_before(self._replayed_session(played[e.order]), replayed_until)
+                                     if e.order in played else [])
                      for e in self.archive.exchanges if e.url.startswith(SOCKET_SCHEMES))
 
     def _session(self, socket: Exchange) -> list[Message]:
-        """A recorded socket's session: its messages and the page's long-polled ones meanwhile
-        (wall-clock seconds), as :meth:`SocketPlayer.said` has the replay's."""
-        return sorted([*parse_messages(socket.body, 0.0), *self._polled(socket)], key=lambda m: m.at)
+        """A recorded socket's session: its messages and what the page posted over long-polling
+        in the same session, before its upgrade or after (wall-clock seconds): which transport
+        carried a page message follows when the page upgraded, which a replay need not repeat."""
+        return sorted([*parse_messages(socket.body, 0.0), *self._polled(socket, since_open=False)], key=lambda m: m.at)
 
-    def _polled(self, socket: Exchange) -> list[Message]:
+    def _replayed_session(self, player: SocketPlayer) -> list[Message]:
+        """A replayed socket's session, as :meth:`_session` has the recording's."""
+        sid = parse_qs(urlsplit(player.socket.url).query).get("sid", [""])[0]
+        return sorted([*player.said(), *self._posted.get(sid, [])], key=lambda m: m.at)
+
+    def _polled(self, socket: Exchange, since_open: bool = True) -> list[Message]:
         """What the recorded page posted over engine.io long-polling in ``socket``'s session
-        (the same ``sid``) once the socket was open, each packet timed in wall-clock seconds."""
+        (the same ``sid``; with ``since_open``, once the socket was open), each packet timed in
+        wall-clock seconds."""
         sid = _polling_sid(socket.url.replace("transport=websocket", "transport=polling"))
         if sid is None or socket.started_ms is None:
             return []
+        opened = socket.started_ms if since_open else 0.0
         return [Message(PAGE, packet, e.started_ms / 1e3) for e in self.archive.exchanges
-                if e.method == "POST" and e.request_body and e.started_ms and e.started_ms >= socket.started_ms
+                if e.method == "POST" and e.request_body and e.started_ms and e.started_ms >= opened
                 and _polling_sid(e.url) == sid
                 for packet in e.request_body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)]
 
@@ -292,9 +304,11 @@ class ArchiveRouter:
         sid = _polling_sid(request.url) if body else None
         if body is None or sid is None:
             return
+        packets = body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)
+        self._posted.setdefault(sid, []).extend(Message(PAGE, packet, time.time()) for packet in packets)
         for player in self.sockets:
             if parse_qs(urlsplit(player.socket.url).query).get("sid") == [sid]:
-                for packet in body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR):
+                for packet in packets:
                     player.heard_elsewhere(packet)
 
     async def _reply(self, request: Request) -> Reply:

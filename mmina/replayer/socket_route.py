@@ -41,8 +41,6 @@ class SocketPlayer:
     log: list[dict[str, Any]] = field(default_factory=list)
     recorded_opened: float | None = None
     """When the recorded socket opened (wall-clock seconds; None: unknown), to time its messages."""
-    elsewhere: list[Message] = field(default_factory=list)
-    """Page messages of the session said on another transport (long-polling), for the comparison."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _stopped: bool = False
     _task: asyncio.Task[None] | None = None
@@ -79,7 +77,6 @@ class SocketPlayer:
     def heard_elsewhere(self, data: Data) -> None:
         """The page said ``data`` on another transport of the same session (a long-poll before
         its upgrade finished): the script goes on as if it had been said here."""
-        self.elsewhere.append(Message(PAGE, data, time.time()))
         self.play.heard(data, asyncio.get_running_loop().time(), by_order=False)
         self._wake.set()
 
@@ -142,9 +139,8 @@ class SocketPlayer:
         return "".join(json.dumps(message) + "\n" for message in self.log)
 
     def said(self) -> list[Message]:
-        """What was said in the socket's session (on it, and by the page over long-polling
-        meanwhile), each message timed in wall-clock seconds."""
-        return sorted([*parse_messages(self.body().encode(), 0.0), *self.elsewhere], key=lambda m: m.at)
+        """What was said on the socket, each message timed in wall-clock seconds."""
+        return parse_messages(self.body().encode(), 0.0)
 
     def har_entry(self) -> dict[str, Any]:
         """The socket as Playwright's HAR would have it: its URL, a 101, and the messages of both
