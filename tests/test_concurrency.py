@@ -107,7 +107,8 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     return store, record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS))
 
 
-@pytest.mark.parametrize("workers, concurrency", [(1, 4), (2, 2)])
+# (2, 2) has two episodes in flight in each worker's Chromium too: (1, 4) only with MMINA_HEAVY=1
+@pytest.mark.parametrize("workers, concurrency", [pytest.param(1, 4, marks=pytest.mark.heavy), (2, 2)])
 def test_results_do_not_depend_on_how_many_episodes_run_at_once(serial: tuple[Path, RunSummary], workers: int,
                                                                  concurrency: int) -> None:
     store, first = serial
