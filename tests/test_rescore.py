@@ -62,12 +62,12 @@ def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = root / "store"
     browser = BrowserConfig(screenshots=False)  # no evaluator reads them; each test copies the store
     for run_id in BUILTIN_RUNS:
-        record_run(Store.open(store, create=True), RecordConfig(task_ids=BUILTIN_TASKS, agent=AGENTS[run_id], run_id=run_id,
-                                                                browser=browser))
+        record_run(Store.open(store, create=True), RecordConfig(task_ids=BUILTIN_TASKS, agent=AGENTS[run_id],
+                                                                run_id=run_id, browser=browser))
     suite = _judged_suite(root)
     record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="judged", browser=browser))
-    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent=AGENTS["wrong"], run_id="judged-wrong",
-                                                            browser=browser))
+    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent=AGENTS["wrong"],
+                                                            run_id="judged-wrong", browser=browser))
     return store
 
 

@@ -331,7 +331,7 @@ print("READY", flush=True)
 while not os.path.exists({go!r}):
     time.sleep(0.005)
 created = begin(store, "shared-run")
-for i in range(8):
+for i in range({episodes}):
     write_episode(store, "shared-run", f"w{k}-ep{{i}}", [b"common asset" * 500, b"page %d" % i * 300, b"own {k} %d" % i],
                   n_steps=3, n_requests=1)
 print(created, flush=True)
@@ -339,8 +339,8 @@ print(created, flush=True)
 
 
 def test_writers_in_several_processes_share_one_prefix(url: str, tmp_path) -> None:
-    go, workers = tmp_path / "go", 3
-    procs = [spawn(WRITER.format(url=url, go=str(go), k=k)) for k in range(workers)]
+    go, workers, episodes = tmp_path / "go", sized(2, 3), sized(4, 8)
+    procs = [spawn(WRITER.format(url=url, go=str(go), k=k, episodes=episodes)) for k in range(workers)]
     for proc in procs:
         wait_for_line(proc, "READY")
     go.touch()
@@ -350,9 +350,9 @@ def test_writers_in_several_processes_share_one_prefix(url: str, tmp_path) -> No
 
     store = Store.open(url)
     assert len(store.files("runs")) == len(store.files("tasks")) == 1
-    assert sql(store, "select count(*), count(distinct episode_id) from episodes") == [(8 * workers,) * 2]
-    assert sql(store, "select count(*) from steps") == [(24 * workers,)]
-    assert sql(store, "select count(distinct sha256) from blobs") == [(1 + 8 + 8 * workers,)]
+    assert sql(store, "select count(*), count(distinct episode_id) from episodes") == [(episodes * workers,) * 2]
+    assert sql(store, "select count(*) from steps") == [(3 * episodes * workers,)]
+    assert sql(store, "select count(distinct sha256) from blobs") == [(1 + episodes + episodes * workers,)]
     assert verify_store(store).ok
     digests = store.read("steps", columns=["episode_id", "screenshot"]).to_pylist()
     for episode_id, packs in sql(store, "select episode_id, blob_packs from episodes"):

@@ -153,7 +153,7 @@ def test_oracle_steps_have_target_boxes_and_no_model_input(recorded: tuple[Path,
 def test_report_works_right_after_record(tmp_path: Path) -> None:
     store = tmp_path / "store"
     runner = CliRunner()
-    recorded = runner.invoke(cli, ["record", "--store", str(store), "--limit", "3"])
+    recorded = runner.invoke(cli, ["record", "--store", str(store), "--limit", "3", "--no-screenshots"])
     assert recorded.exit_code == 0, recorded.output
     assert "Task SR and hop SR by hop count" in recorded.output and "mmina report --run" in recorded.output
     report = runner.invoke(cli, ["report", "--store", str(store), "--format", "json", "--table", "sr_by_bucket"])

@@ -219,7 +219,8 @@ def test_a_read_only_store_reads_and_refuses_writes_in_one_line(recorded: tuple[
     for path in [root, *root.rglob("*")]:
         path.chmod(path.stat().st_mode & 0o555)
     before = files_of(root)
-    reads = [["sql", "select count(*) from steps"], ["store", "info"], ["store", "verify"], ["report", "--format", "json"]]
+    reads = [["sql", "select count(*) from steps"], ["store", "info"], ["store", "verify"],
+             ["report", "--format", "json"]]
     writes = [["rescore", "--evaluator", "hops"], ["store", "compact"], ["store", "verify", "--repair"],
               ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
               ["record", "--task", "normal/1", "--run-id", "more"]]
