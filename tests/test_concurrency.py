@@ -181,8 +181,11 @@ def test_ctrl_c_lets_the_episodes_in_flight_finish_and_resume_records_the_rest(t
         [len(VISITORS)]
 
 
+# Ray actors replaying only with MMINA_HEAVY=1: by default, Ray actors record (above) and replays
+# are shipped to worker processes
 @pytest.mark.parametrize("layout", [Layout(concurrency=len(TASKS)), Layout(workers=2, concurrency=2),
-                                    Layout(workers=2, concurrency=2, executor="ray")],
+                                    pytest.param(Layout(workers=2, concurrency=2, executor="ray"),
+                                                 marks=pytest.mark.heavy)],
                          ids=["threads", "processes", "ray"])
 def test_replay_spread_out_is_as_faithful(serial: tuple[Path, RunSummary], layout: Layout) -> None:
     store, first = serial
