@@ -4,13 +4,14 @@ Timings are not asserted (machines are noisy); what must hold whatever the machi
 capture-off run repeats the recorded actions, the replay reproduces the recording without
 touching the live web, and the synthetic store has the size asked for.
 
-The default run tries a sample of the bench's parts (the model-input evidence, the synthetic
-store with its rescoring and queries, the server and the HTML report, on 300 episodes); the
-whole ``--quick`` bench runs with MMINA_HEAVY=1. What the other parts measure is each checked,
-on a smaller scale, by a default test of its own: recording and capture (test_record.py,
-test_shots.py), replay at drift 3 (test_replay.py), workers and episodes in flight
-(test_concurrency.py), the hard web (test_hard_web.py), the real applications
-(test_realweb_apps.py), stores on S3 (test_s3_store.py).
+The default run tries a sample of the bench's parts (the model-input evidence, and the synthetic
+store of 100 episodes with its rescoring and queries); the whole ``--quick`` bench runs with
+MMINA_HEAVY=1. What the other parts measure is each checked, on a smaller scale, by a default
+test of its own: recording and capture (test_record.py, test_shots.py), replay at drift 3
+(test_replay.py), workers and episodes in flight (test_concurrency.py), the hard web
+(test_hard_web.py), the real applications (test_realweb_apps.py), stores on S3
+(test_s3_store.py), the server and its live updates (test_serve.py, test_serve_http.py), the
+HTML report (test_view_html.py).
 """
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ WAIT_S = 1800
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
             "rescore", "store", "epoch", "objectstore", "serve", "report-html"}
-SAMPLE_PARTS = ("evidence", "scale", "serve")
+SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
-SAMPLE_SECTIONS = {"model input", "rescore", "store", "serve", "report-html"}
-SAMPLE_EPISODES = 300
+SAMPLE_SECTIONS = {"model input", "rescore", "store"}
+SAMPLE_EPISODES = 100
 VALUES: dict[tuple[str, str], float] = {
     ("replay", "steps with URL and tree reproduced"): 1.0,
     ("replay", "requests reaching the live drift-3 web"): 0,
