@@ -260,15 +260,21 @@ def test_an_abandoned_multipart_upload_is_aborted(s3: S3Server, url: str, monkey
 # -- the SQL sandbox on an object store ------------------------------------------------------
 
 
+GUARDED = "mmina-guarded"
+"""The sandbox's bucket: moto lists a whole bucket for any prefix, and the other tests' objects
+would slow each of the many queries here."""
+
+
 @pytest.fixture(scope="module")
 def guarded(s3: S3Server) -> str:
     """A store of three episodes, with a canary object beside its prefix."""
-    location = f"s3://{BUCKET}/guarded"
+    s3.make_bucket(GUARDED)
+    location = f"s3://{GUARDED}/guarded"
     store = Store.open(location, create=True)
     begin(store, "r1")
     for index in range(3):
         write_episode(store, "r1", f"ep{index}", [b"shot %d" % index], n_steps=2, n_requests=1)
-    s3.client().pipe(f"{BUCKET}/guarded-outside/canary.csv", f"secret\n{CANARY}\n".encode())
+    s3.client().pipe(f"{GUARDED}/guarded-outside/canary.csv", f"secret\n{CANARY}\n".encode())
     return location
 
 
@@ -277,22 +283,22 @@ def s3_attacks(location: str) -> list[str]:
     marker, a new object in a table, elsewhere in the bucket; reads beside the prefix."""
     targets = [f"{location}/episodes/run_id=r1/ep0{V}", f"{location}/mmina-store.json",
                f"{location}/episodes/run_id=r1/extra{V}", f"mmina://episodes/run_id=r1/ep0{V}",
-               f"mmina://steps/run_id=r1/extra{V}", f"s3://{BUCKET}/elsewhere.csv", "mmina://../guarded-outside/x.csv"]
+               f"mmina://steps/run_id=r1/extra{V}", f"s3://{GUARDED}/elsewhere.csv", "mmina://../guarded-outside/x.csv"]
     writes_ = [wrapped(f"copy (select * from episodes) to '{target}' (format parquet)")[index]
                for target in targets for index in sized((2,), (2, 7))]  # test_sql_sandbox tries seven wrappers
-    reads = [f"s3://{BUCKET}/guarded-outside/canary.csv", "mmina://../guarded-outside/canary.csv"]
+    reads = [f"s3://{GUARDED}/guarded-outside/canary.csv", "mmina://../guarded-outside/canary.csv"]
     return [*writes_, f"export database '{location}/x'", f"attach '{location}/x.db'", *outside_reads(reads),
-            f"select * from glob('s3://{BUCKET}/**')", "select * from glob('mmina://../**')"]
+            f"select * from glob('s3://{GUARDED}/**')", "select * from glob('mmina://../**')"]
 
 
 def etags(s3: S3Server) -> dict[str, tuple[int, str]]:
     """Every object of the bucket with its size and ETag (a rewrite changes the ETag): one listing."""
-    return {key: (info["size"], info["ETag"]) for key, info in s3.client().find(BUCKET, detail=True).items()}
+    return {key: (info["size"], info["ETag"]) for key, info in s3.client().find(GUARDED, detail=True).items()}
 
 
 @pytest.mark.timeout(1800)  # some forty queries, each listing and opening the store over HTTP
 def test_sql_on_s3_writes_nothing_and_reads_nothing_outside(s3: S3Server, guarded: str) -> None:
-    before, contents = etags(s3), s3.objects(BUCKET)
+    before, contents = etags(s3), s3.objects(GUARDED)
     for query in s3_attacks(guarded):
         result = invoke("sql", query, "--store", guarded)
         assert CANARY not in result.output, (query, result.output)  # a read may find nothing, or fail
@@ -300,15 +306,15 @@ def test_sql_on_s3_writes_nothing_and_reads_nothing_outside(s3: S3Server, guarde
         if result.exit_code:
             assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, (query, result.output)
         assert etags(s3) == before, query
-    assert s3.objects(BUCKET) == contents
+    assert s3.objects(GUARDED) == contents
     assert sql(Store.open(guarded), "select count(*) from episodes") == [(3,)]
 
 
 @pytest.mark.timeout(1800)
 @settings(max_examples=sized(6, 25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=statements([f"copy (select 1) to 's3://{BUCKET}/guarded/episodes/run_id=r1/ep0{V}'",
+@given(query=statements([f"copy (select 1) to 's3://{GUARDED}/guarded/episodes/run_id=r1/ep0{V}'",
                          "copy (select 1) to 'mmina://episodes/run_id=r1/ep9.v4.parquet'",
-                         f"select * from read_csv('s3://{BUCKET}/guarded-outside/canary.csv')",
+                         f"select * from read_csv('s3://{GUARDED}/guarded-outside/canary.csv')",
                          "select * from read_csv('mmina://../guarded-outside/canary.csv')", *OTHER]))
 def test_generated_statements_on_s3(s3: S3Server, guarded: str, query: str) -> None:
     before = etags(s3)
