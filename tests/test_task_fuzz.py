@@ -28,8 +28,9 @@ from mmina.store.layout import check_id
 from mmina.store.schema import TASKS
 from mmina.taskcheck import MAX_DEPTH, check_suite, load_suite
 from mmina.tasks import MAX_HOPS, builtin_suite_path, id_slug, task_row
+from tests.heavy import sized
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=sized(50, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NORMAL_1 = json.loads((builtin_suite_path() / "normal" / "1.json").read_text())
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**40, max_value=10**40),
