@@ -29,6 +29,8 @@ tasks visit all thirteen between them), every suite folder, 1, 2, 5 and 10 hops 
 kiwix-serve's viewer: test_kiwix.py). With MMINA_HEAVY=1, every task of the suite."""
 DRIFT_SAMPLE = ("compare/1", "multi567/1", "normal/1", "shopping/6", "wikipedia/1")
 """At drift 3 the default run re-records the short tasks of the sample (every folder but multipro)."""
+WAIT_S = 1800
+"""The first test to use a recording waits for it: the whole suite takes minutes (more on a busy machine)."""
 
 
 def selected(tasks: tuple[str, ...]) -> tuple[str, ...]:
@@ -98,6 +100,7 @@ def test_keywords_only_match_their_own_site() -> None:
                 assert fragment.flight.lower() in fragment.reference_url.lower(), fragment
 
 
+@pytest.mark.timeout(WAIT_S)
 def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) -> None:
     store, summary = drift0
     tasks = {t.task_id: t for t in load_suite(None, list(selected(SAMPLE)) or None).tasks}
@@ -123,6 +126,7 @@ def test_text_answers_are_on_the_pages_the_oracle_saw(drift0: tuple[Path, RunSum
                 assert hop["answer"].lower() in seen, (task_id, hop["answer"])
 
 
+@pytest.mark.timeout(WAIT_S)
 def test_drift_3_changes_the_pages_of_most_tasks(drift0: tuple[Path, RunSummary],
                                                  drift3: tuple[Path, RunSummary]) -> None:
     def pages(store: Path) -> dict[str, list[str]]:
