@@ -24,7 +24,7 @@ from tests.heavy import sized
 
 
 SAMPLE = ("multipro/5", "multipro/6", "compare/1", "multi567/1", "normal/1", "shopping/6", "wikipedia/1")
-"""What the default run records (79 of the suite's ~900 oracle steps): every site (the two 10-hop
+"""What the default run records (79 of the suite's 762 oracle steps): every site (the two 10-hop
 tasks visit all thirteen between them), every suite folder, 1, 2, 5 and 10 hops (the tasks in
 kiwix-serve's viewer: test_kiwix.py). With MMINA_HEAVY=1, every task of the suite."""
 DRIFT_SAMPLE = ("compare/1", "multi567/1", "normal/1", "shopping/6", "wikipedia/1")
