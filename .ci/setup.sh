@@ -46,6 +46,11 @@ if ! command -v npm >/dev/null 2>&1; then
   # npm brings the JavaScript libraries of the real-web clock test (RxJS, lodash; tests/realweb/installs.py)
   apt_install npm || echo "Warning: could not install npm: tests/test_realweb_clock.py will fail" >&2
 fi
+if [ ! -x /usr/lib/chromium/chromium-headless-shell ] && ! command -v chromium-headless-shell >/dev/null 2>&1; then
+  # Chromium's headless shell: what mmina runs when it is there (a step costs less CPU than with
+  # the full browser; docs/performance.md). The full browser below stays the fallback.
+  apt_install chromium-headless-shell || echo "Warning: could not install chromium-headless-shell: mmina runs the full Chromium (slower)" >&2
+fi
 if ! have_chromium; then
   # Elsewhere than Debian/Ubuntu: Playwright's own build.
   apt_install chromium || true

@@ -2,10 +2,15 @@
 
 The fixture tasks (short ones, not the kiwix viewer's) are cloned to 256 episodes and recorded
 by the ``openai`` agent against the tests' local OpenAI-compatible server, which answers each
-step with the oracle's action after a fixed delay. Each configuration is one run: episodes per
-minute, the ratio to the ideal (every model call waited for once per ``concurrency``:
-``steps × delay / concurrency``), the peak memory of mmina and its browsers per episode in flight
-beyond the first, and the CPU it used (both cores of this machine = 100%).
+step with the oracle's action after a fixed delay. The model server and the fixture web run in
+processes of their own (``bench/apart.py``), counted apart. Each configuration is one run:
+episodes per minute, the ratio to the ideal (every model call waited for once per
+``concurrency``: ``steps × delay / concurrency``), the core-seconds per step of mmina's side by
+process kind (``bench/cputree.py``), and the peak memory of mmina and its browsers per episode
+in flight beyond the first. Then what an episode costs while it waits on its model
+(``bench/waiting.py``), the projected time of a 1,050-task × 10-step epoch with a 5 s model on
+this machine, and the ratio to the previous release's core-seconds per step
+(``docs/performance.md``).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,23 +29,32 @@ from mmina.pool import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import AgentSettings
 from mmina.observation import Observation, elements_from_tree
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks import Task
 from mmina.taskcheck import load_suite
 
-from bench.results import AT_LEAST, Section, Target, ratio
+from bench.apart import in_own_process, serve_fixture_web, serve_model
+from bench.cputree import KINDS, CpuSplit, CpuTree
+from bench.results import AT_LEAST, Section, Target, previous_release, ratio
+from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.agents_for_tests import descendants  # noqa: E402
-from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server
 
 DELAY_S = 2.0
 EPISODES = 256
 MAX_SCRIPT = 6
 FIXTURE_TASKS = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 SAMPLE_S = 3.0
+MODEL, WEB = "model server", "web"
+"""The kinds counted apart: a real epoch runs its model elsewhere and its sites are on the web."""
+PER_STEP_TARGET = 0.23
+WAIT_TARGET = 0.02
+EPOCH_STEPS = 1_050 * 10
+EPOCH_MODEL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Settin
         Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
 QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8), Setting("2 workers × 4, local", 8, 4, 2),
          Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
+WAITING = (32, 20.0)
+QUICK_WAITING = (4, 3.0)
+"""Episodes waiting at once, and for how long (seconds) their CPU is sampled."""
 
 
 def short_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
@@ -111,16 +128,18 @@ def _between(text: str, start: str, end: str) -> str:
 
 
 class Sampler:
-    """Peak proportional memory (PSS) of this process and all its descendants, and the
-    machine's CPU use, while a block runs."""
+    """Peak proportional memory (PSS) of this process and all its descendants but the ``apart``
+    ones (the model server, the web), while a block runs; ``own_s``: the CPU the sampling took
+    (reading ``smaps_rollup`` walks page tables), which is the bench's, not the run's."""
 
-    def __init__(self) -> None:
+    def __init__(self, apart: set[int]) -> None:
         self.peak_mb = 0.0
+        self.own_s = 0.0
+        self.apart = apart
         self._stop = threading.Event()
 
     @contextmanager
     def sampling(self) -> Iterator["Sampler"]:
-        busy, total = _cpu_jiffies()
         thread = threading.Thread(target=self._run, daemon=True)
         thread.start()
         try:
@@ -128,18 +147,23 @@ class Sampler:
         finally:
             self._stop.set()
             thread.join()
-            busy_after, total_after = _cpu_jiffies()
-            self.cpu = (busy_after - busy) / max(1, total_after - total)
 
     def _run(self) -> None:
+        started = time.thread_time()
         while not self._stop.wait(SAMPLE_S):
-            self.peak_mb = max(self.peak_mb, tree_pss_mb(os.getpid()))
+            self.peak_mb = max(self.peak_mb, tree_pss_mb(os.getpid(), self.apart))
+        self.own_s = time.thread_time() - started
 
 
-def tree_pss_mb(root: int) -> float:
-    """Proportional memory of ``root`` and its descendants, in MB."""
+def tree_pss_mb(root: int, apart: Collection[int] = ()) -> float:
+    """Proportional memory of ``root`` and its descendants (those under ``apart`` left out), in MB."""
+    excluded = set(apart)
+    for pid in apart:
+        excluded.update(descendants(pid))
     total = 0
     for pid in [root, *descendants(root)]:
+        if pid in excluded:
+            continue
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
@@ -147,13 +171,6 @@ def tree_pss_mb(root: int) -> float:
         found = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
         total += int(found.group(1)) if found else 0
     return total / 1024
-
-
-def _cpu_jiffies() -> tuple[int, int]:
-    """Busy and total CPU time of the machine so far (``/proc/stat``, every core)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
 
 
 @dataclass(frozen=True)
@@ -164,18 +181,47 @@ class Measured:
     steps: int
     errors: int
     peak_mb: float
-    cpu: float
+    cpu: CpuSplit
+    delay_s: float
+
+    @property
+    def per_step(self) -> float:
+        """Core-seconds of mmina's side per step."""
+        return self.cpu.side() / max(1, self.steps)
 
 
-def measure(store: Store, suite: Path, setting: Setting, settings: AgentSettings) -> Measured:
-    sampler = Sampler()
-    with sampler.sampling():
+@dataclass(frozen=True)
+class World:
+    """What the run talks to, in processes of their own: the web's browser arguments, the
+    model's URL and the pids whose CPU is counted apart."""
+
+    web_args: tuple[str, ...]
+    model_url: str
+    apart: dict[int, str]
+
+
+def measure(store: Store, suite: Path, setting: Setting, world: World, delay: float) -> Measured:
+    sampler, tree = Sampler(set(world.apart)), CpuTree(world.apart)
+    settings = AgentSettings(model="bench-model", base_url=world.model_url)
+    browser = BrowserConfig(extra_args=world.web_args)
+    config = RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes, layout=setting.layout,
+                          agent_settings=settings, browser=browser, serve_fixture_web=False)
+    with tree.sampling(), sampler.sampling():
         started = time.perf_counter()
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes,
-                                                 layout=setting.layout, agent_settings=settings))
+        summary = record_run(store, config)
         wall = time.perf_counter() - started
+    split = tree.split
+    split.seconds["mmina"] -= sampler.own_s
     [[steps]] = run_query(store, f"select count(*) from steps where run_id = '{summary.run_id}'").rows
-    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, sampler.cpu)
+    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, split, delay)
+
+
+@contextmanager
+def world(tasks: list[Task], delay: float) -> Iterator[World]:
+    """The fixture web and the model (answering after ``delay``), each in a process of its own."""
+    with in_own_process(serve_fixture_web) as web, \
+            in_own_process(serve_model, delay, [t.task_id for t in tasks]) as model:
+        yield World(tuple(web.value), model.value, {model.pid: MODEL, web.pid: WEB})
 
 
 def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Section:
@@ -186,15 +232,32 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     store = Store.open(root / "store", create=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     results: list[Measured] = []
-    with FakeOpenAI(delay_s=delay, policy=oracle_policy(tasks)) as server:
-        settings = AgentSettings(model="bench-model", base_url=server.url)
+    with world(tasks, delay) as here:
         for setting in settings_list:
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
-            results.append(measure(store, suite, setting, settings))
-    return _section(results, delay)
+            results.append(measure(store, suite, setting, here, delay))
+        waiting = _waiting(here, [u for t in tasks for u in t.start_urls], QUICK_WAITING if quick else WAITING, log)
+    return _section(results, delay, waiting)
 
 
-def _section(results: list[Measured], delay: float) -> Section:
+Waiting = dict[str, dict[str, float]]
+"""Cores per waiting episode by kind (and ``total``), for each kind of page waited on."""
+
+
+def _waiting(here: World, urls: list[str], setting: tuple[int, float], log: Callable[[str], None]) -> Waiting:
+    """Episodes waiting on the fixture web's pages, and on an animated page frozen and running."""
+    in_flight, wait_s = setting
+    config = BrowserConfig(extra_args=here.web_args)
+    found: Waiting = {}
+    for name, pages, freeze in (("fixture pages", urls, True), ("an animated page, frozen", [ANIMATED], True),
+                                ("an animated page, running", [ANIMATED], False)):
+        log(f"epoch: {in_flight} episodes waiting {wait_s:g} s on {name}")
+        split = waiting_split(config, pages, in_flight, wait_s, here.apart, freeze)
+        found[name] = per_episode_second(split, in_flight, wait_s, KINDS)
+    return found
+
+
+def _section(results: list[Measured], delay: float, waiting: Waiting) -> Section:
     section = Section("epoch")
     base = results[0]
     for result in results:
@@ -208,15 +271,63 @@ def _section(results: list[Measured], delay: float) -> Section:
                     note=f"ideal {ideal:.0f} s = steps × {delay:g} s / {setting.in_flight} in flight")
         if setting.in_flight > base.setting.in_flight:
             _speedup(section, result, base)
-        ceiling = result.steps / result.wall_s / max(result.cpu, 1e-3)
-        section.add(f"{label}: CPU", round(result.cpu * 100), "%",
-                    note=f"all cores = 100%; CPU-bound ceiling ≈ {ceiling:.1f} steps/s")
+        _cpu_figures(section, result)
         if setting.in_flight > base.setting.in_flight:
             extra = (result.peak_mb - base.peak_mb) / (setting.in_flight - base.setting.in_flight)
+            target = Target(70) if setting.in_flight == 32 else None
             section.add(f"{label}: memory per episode in flight beyond the first", round(extra, 1), "MB",
-                        Target(80), note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
+                        target, note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
+    per_wait = _waiting_figures(section, waiting)
+    _projection(section, results, per_wait)
     _ray_vs_local(section, results)
     return section
+
+
+def _cpu_figures(section: Section, result: Measured) -> None:
+    """Core-seconds per step of mmina's side, in all and by process kind; the model server's and
+    the web's apart (a real epoch has neither on its machine)."""
+    label, steps, split = result.setting.label, max(1, result.steps), result.cpu
+    target = Target(PER_STEP_TARGET) if result.setting.in_flight == 32 and result.delay_s == DELAY_S else None
+    kinds = ", ".join(f"{k} {split.seconds.get(k, 0.0) / steps:.3f}" for k in KINDS
+                      if split.seconds.get(k, 0.0) > 0.0005 * steps)
+    section.add(f"{label}: core-seconds per step (mmina's side)", round(result.per_step, 3), "core-s", target,
+                note=f"{kinds}; apart: model server {split.seconds.get(MODEL, 0.0) / steps:.3f}, "
+                     f"web {split.seconds.get(WEB, 0.0) / steps:.3f}; mmina's side used "
+                     f"{split.side() / split.wall_s * 100 / (os.cpu_count() or 1):.0f}% of the machine's cores")
+
+
+def _waiting_figures(section: Section, waiting: Waiting) -> float:
+    """Cores per episode waiting on its model (core-seconds per second of waiting), by kind."""
+    for name, shares in waiting.items():
+        target = Target(WAIT_TARGET) if name == "fixture pages" else None
+        kinds = ", ".join(f"{k} {shares[k]:.4f}" for k in KINDS if shares[k] >= 0.00005)
+        section.add(f"an episode waiting on its model, {name}", round(shares["total"], 4), "cores", target,
+                    note=f"core-seconds per second of waiting: {kinds or 'none'}")
+    return max(0.0, waiting["fixture pages"]["total"])
+
+
+def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
+    """A 1,050-task × 10-step epoch with a 5 s model on this machine's cores, with enough episodes
+    in flight to keep them busy: each step costs what it cost at 32 in flight (the most in flight
+    measured, in one worker) less its own waiting, plus 5 s of waiting."""
+    local = [r for r in results if r.setting.workers == 1]
+    result = next((r for r in local if r.setting.in_flight == 32), max(local, key=lambda r: r.setting.in_flight))
+    active = result.per_step - per_wait * result.delay_s
+    per_step = active + per_wait * EPOCH_MODEL_S
+    cores = os.cpu_count() or 1
+    seconds = EPOCH_STEPS * per_step / cores
+    in_flight = EPOCH_STEPS / seconds * (EPOCH_MODEL_S + result.wall_s * result.setting.in_flight / result.steps
+                                         - result.delay_s)
+    section.add("projected epoch: 1,050 tasks × 10 steps, 5 s model", round(seconds / 60, 1), "min", Target(20),
+                note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
+                     f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
+                     f"{in_flight:.0f} episodes in flight")
+    previous = previous_release()
+    everything = result.cpu.side() + result.cpu.seconds.get(MODEL, 0.0) + result.cpu.seconds.get(WEB, 0.0)
+    section.add("core-seconds per step, everything, / previous release", round(ratio(
+        everything / max(1, result.steps), previous["per_step"]), 2), "×",
+        note=f"{everything / max(1, result.steps):.3f} now (model server and web included, as the previous "
+             f"release's whole-machine figure) vs {previous['per_step']} at {previous['version']}")
 
 
 def _speedup(section: Section, result: Measured, base: Measured) -> None:

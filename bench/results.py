@@ -1,6 +1,7 @@
 """What every benchmark returns: named figures, each with its unit and, when there is one, its target."""
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,15 @@ class Section:
 
 def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else float("nan")
+
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+
+def previous_release() -> dict[str, Any]:
+    """The figures of the previous release kept in ``bench/results.json`` (its
+    ``previous_release`` block, carried over by every write), for side-by-side ratios."""
+    return dict(json.loads(RESULTS.read_text()).get("previous_release", {}))
 
 
 def peak_rss_mb() -> float:

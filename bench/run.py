@@ -25,14 +25,17 @@ from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
+from bench.interchange import interchange_section
 from bench.realweb import realweb_section
+from bench.redaction import redaction_section
 from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
 from bench.serve import serve_section
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "scale", "epoch", "objectstore", "serve")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "objectstore",
+            "serve", "interchange")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -91,12 +94,18 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "realweb" in parts:
             log("real applications from PyPI recorded, restarted with new state, replayed (fidelity)")
             sections.append(realweb_section(work / "realweb", quick=args.quick))
+        if "redaction" in parts:
+            log("the npm corpus through the redactor (files changed, throughput)")
+            sections.append(redaction_section(quick=args.quick))
         if "scale" in parts:
             sections += run_scale(work / "scale", synthetic_episodes(args), log)
         if "epoch" in parts:
             sections.append(epoch_section(work / "epoch", args.quick, log))
         if "serve" in parts:
             sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
+        if "interchange" in parts:
+            tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
+            sections.append(interchange_section(work / "interchange", tasks, args.quick, log))
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))
@@ -127,8 +136,11 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpus": os.cpu_count()},
             "quick": args.quick, "seconds": round(seconds, 1), "figures": figures}
-    if args.only and args.out.exists():
-        data = merged(json.loads(args.out.read_text()), data, args.only)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.only and old:
+        data = merged(old, data, args.only)
+    if "previous_release" in old:
+        data["previous_release"] = old["previous_release"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     console.print(f"figures written to {args.out}")

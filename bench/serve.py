@@ -194,7 +194,7 @@ def _write_episode(store: Store, number: int) -> None:
     shot = writer.put_blob(b"\xff\xd8\xff\xe0" + str(number).encode() * 1000, "image/jpeg")
     for index in range(STEPS):
         writer.add_step({"step_index": index, "started_at": now, "url": f"http://wiki.mmina.test/{index}",
-                         "screenshot": shot, "action": "click [1]", "action_kind": "click", "hop_index": 0})
+                         "screenshot": shot, "action": "click [1]", "action_kind": "click", "live_hops": 0})
     task = store.read("tasks", run_id="live", columns=["task_id"]).column("task_id")[number].as_py()
     writer.commit({"task_id": task, "attempt": 1, "status": "completed", "stop_reason": "stop", "final_answer": "x",
                    "n_steps": STEPS, "n_hops": 1, "live_hops": 0, "hop_steps": [], "started_at": now,

@@ -34,19 +34,21 @@ def synthetic_tasks(count: int = TASKS_PER_RUN) -> list[Task]:
     return [replace(base[i % len(base)], task_id=f"synthetic/{i + 1}", suite="synthetic") for i in range(count)]
 
 
-def build(root: Path, episodes: int, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Write ``episodes`` episodes (``STEPS`` steps each) into a new store at ``root``."""
+def build(root: Path, episodes: int, log: Callable[[str], None] = print, one_run: str | None = None) -> dict[str, Any]:
+    """Write ``episodes`` episodes (``STEPS`` steps each) into a new store at ``root``: runs of
+    the 1,050 tasks, or with ``one_run`` all of them in that run (a task's later episodes are
+    its further attempts)."""
     store = Store.open(root, create=True)
     tasks = synthetic_tasks(min(TASKS_PER_RUN, episodes))
     rows = [task_row(t) for t in tasks]
     pool = _screenshots(random.Random(7))
     started, written, run = time.perf_counter(), 0, 0
     while written < episodes:
-        run_id = f"synthetic-{run:04d}"
+        run_id = one_run or f"synthetic-{run:04d}"
         store.begin_run(run_id, run_row(len(tasks)), rows)
         batch = store.batch_writer(run_id)
         for index in range(min(len(tasks), episodes - written)):
-            _add_episode(batch, tasks[index], written + index, pool)
+            _add_episode(batch, tasks[index], written + index, pool, run + 1 if one_run else 1)
         batch.commit()
         written, run = written + len(batch), run + 1
         log(f"synthetic store: {written}/{episodes} episodes")
@@ -57,7 +59,7 @@ def _screenshots(rng: random.Random) -> list[bytes]:
     return [b"\xff\xd8\xff\xe0" + rng.randbytes(SCREENSHOT_BYTES) for _ in range(SCREENSHOT_POOL)]
 
 
-def _add_episode(batch, task: Task, number: int, pool: list[bytes]) -> None:
+def _add_episode(batch, task: Task, number: int, pool: list[bytes], attempt: int = 1) -> None:
     rng = random.Random(number)
     hops = task.original["mmina_hops"]
     solved = rng.random() < 0.6
@@ -66,7 +68,7 @@ def _add_episode(batch, task: Task, number: int, pool: list[bytes]) -> None:
     shots = [batch.put_blob(pool[rng.randrange(len(pool))], "image/jpeg") for _ in range(STEPS)]
     steps = [_step(k, hops, completed, shots[k], answer, number) for k in range(STEPS)]
     batch.add_episode({
-        "episode_id": f"syn-{number:07d}", "task_id": task.task_id, "attempt": 1, "status": "completed",
+        "episode_id": f"syn-{number:07d}", "task_id": task.task_id, "attempt": attempt, "status": "completed",
         "stop_reason": "stop", "final_answer": answer, "n_steps": STEPS, "n_hops": len(hops),
         "live_hops": completed, "hop_steps": list(range(completed)), "started_at": T0 + timedelta(seconds=number),
         "ended_at": T0 + timedelta(seconds=number + STEPS), "duration_ms": 1000.0 * STEPS,
@@ -89,7 +91,7 @@ def _step(k: int, hops: list[dict[str, Any]], completed: int, shot: str, answer:
         "tree_text": _tree(number, k), "screenshot": shot, "screenshot_som": None, "screenshot_width": 1280,
         "screenshot_height": 2048, "images": [], "model_output": f"In summary, the next action I will perform is ```{action}```",
         "action": action, "action_kind": "stop" if last else "click", "action_error": None,
-        "hop_index": min(k, completed), "hop_completed": k < completed, "prompt_tokens": 1200,
+        "live_hops": min(k, completed), "live_hop_completed": k < completed, "prompt_tokens": 1200,
         "completion_tokens": 30, "cost_usd": 0.01, "observe_ms": 60.0, "tree_ms": 12.0, "screenshot_ms": 40.0,
         "som_ms": 25.0, "images_ms": 3.0, "agent_ms": 900.0, "action_ms": 150.0,
     }

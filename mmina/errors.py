@@ -20,6 +20,11 @@ class StoreNotFoundError(StoreError):
     """The store directory does not exist."""
 
 
+class UnknownRunError(StoreError):
+    """A run reference (an id, an unambiguous prefix of one, or ``latest``) that names no run,
+    or more than one."""
+
+
 class NotAStoreError(StoreError):
     """A directory exists but is not an mmina store."""
 

@@ -18,18 +18,19 @@ seconds that commands without a model should not pay.
 """
 from __future__ import annotations
 
-import asyncio
 import codecs
 import concurrent.futures
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmina.errors import MminaError, first_line
 from mmina.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
-from mmina.redact import Redactor, configured_secrets
+
+if TYPE_CHECKING:
+    import asyncio
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -84,19 +85,20 @@ def openai_module() -> Any:
     return openai
 
 
-def require_api_key(purpose: str, error: type[MminaError]) -> None:
-    """Refuse early, as ``error``, when no key is set (``purpose``: what needs the model)."""
-    if not os.environ.get(API_KEY_ENV):
-        raise error(f"{purpose} needs an API key: set {API_KEY_ENV} "
+def require_api_key(purpose: str, error: type[MminaError], env: str = API_KEY_ENV) -> None:
+    """Refuse early, as ``error``, when no key is set in ``env`` (``purpose``: what needs the model)."""
+    if not os.environ.get(env):
+        raise error(f"{purpose} needs an API key: set {env} "
                     "(a local endpoint that ignores keys accepts any non-empty value)")
 
 
 class ModelClient:
     """Chat completions from one endpoint, each call within its deadline (safe from many threads)."""
 
-    def __init__(self, base_url: str | None, deadlines: Deadlines = Deadlines(), what: str = "model endpoint") -> None:
+    def __init__(self, base_url: str | None, deadlines: Deadlines = Deadlines(), what: str = "model endpoint",
+                 api_key_env: str = API_KEY_ENV) -> None:
         self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
-        self.deadlines, self.what = deadlines, what
+        self.deadlines, self.what, self.api_key_env = deadlines, what, api_key_env
         if self.base_url is not None and not is_web_url(self.base_url):
             raise ModelError(f"the {what}'s base URL must be an http(s) URL (--base-url or {BASE_URL_ENV})")
         self._client: Any = None
@@ -104,6 +106,8 @@ class ModelClient:
     def complete(self, **request: Any) -> ModelReply:
         """One ``chat.completions.create`` call (text no UTF-8 can hold sent escaped, see
         ``mmina.unicode``); :class:`ModelError` when it fails or runs out of time."""
+        import asyncio  # here, not at the top: commands that call no model do not pay for it
+
         future = asyncio.run_coroutine_threadsafe(self._complete(mapped_text(request)), _loop())
         try:
             return future.result(timeout=self.deadlines.call_s + LOOP_GRACE_S)
@@ -112,6 +116,8 @@ class ModelClient:
             raise ModelError(self._late()) from None
 
     async def _complete(self, request: dict[str, Any]) -> ModelReply:
+        import asyncio
+
         openai = openai_module()
         try:
             response = await asyncio.wait_for(self._async_client().chat.completions.create(**request),
@@ -130,7 +136,7 @@ class ModelClient:
         if self._client is None:
             openai = openai_module()
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=os.environ.get(API_KEY_ENV, ""), max_retries=self.deadlines.max_retries,
+                base_url=self.base_url, api_key=os.environ.get(self.api_key_env, ""), max_retries=self.deadlines.max_retries,
                 timeout=min(ATTEMPT_S, self.deadlines.call_s),
                 http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_escape_undecodable]}))
         return self._client
@@ -145,6 +151,8 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     status = getattr(exc, "status_code", None)
     retried = status is None or status in RETRIED_STATUSES or status >= 500
+    from mmina.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
+
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
     return f"{what} failed{f' after {retries} retries' if retried else ''}: {message}"
 
@@ -160,6 +168,8 @@ def reply_of(response: Any) -> ModelReply:
     prompt, prompt_note = token_count(getattr(usage, "prompt_tokens", None), "prompt_tokens")
     completion, completion_note = token_count(getattr(usage, "completion_tokens", None), "completion_tokens")
     notes = [n for n in (prompt_note, completion_note) if n]
+    from mmina.redact import Redactor, configured_secrets
+
     text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
     return ModelReply(text, prompt, completion, "; ".join(notes) or None)
 
@@ -174,9 +184,11 @@ def token_count(value: Any, name: str) -> tuple[int, str | None]:
     return value, None
 
 
-def _escape_byte(error: UnicodeDecodeError) -> tuple[str, int]:
+def _escape_byte(error: UnicodeError) -> tuple[str, int]:
     """A codec error handler: an undecodable byte becomes the JSON text ``\\\\xff`` (so a JSON
-    string still parses, and shows the byte escaped)."""
+    string still parses, and shows the byte escaped). It is registered for decoding only."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
     bad = error.object[error.start:error.end]
     return "".join(f"\\\\x{b:02x}" for b in bad), error.end
 
@@ -200,6 +212,8 @@ _LOOP_LOCK = threading.Lock()
 
 def _loop() -> asyncio.AbstractEventLoop:
     """The process's model-call event loop, on a daemon thread started on first use."""
+    import asyncio
+
     global _LOOP
     with _LOOP_LOCK:
         if _LOOP is None:

@@ -67,7 +67,9 @@ def _stored_part(part: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor)
     if part.get("type") == "text":
         return {**part, "text": redactor.text(str(part.get("text", "")))}
     image = part.get("image_url")
-    found = _DATA_URL.match(image.get("url", "")) if isinstance(image, Mapping) else None
+    if not isinstance(image, Mapping):
+        return part
+    found = _DATA_URL.match(image.get("url", ""))
     if found is None:
         return part
     digest = put_blob(base64.b64decode(found["data"]), found["media"])

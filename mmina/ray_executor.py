@@ -28,7 +28,7 @@ try:
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 except ImportError:  # pragma: no cover - depends on the installation
-    ray = None
+    ray = None  # type: ignore[assignment]  # the extra is optional: checked where Ray is asked for
 
 T = TypeVar("T")
 _END: Any = object()

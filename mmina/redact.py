@@ -1,11 +1,20 @@
 """Secret redaction: what never reaches the store, or the terminal, in clear.
 
 A :class:`Redactor` applies the structural rules of ``secret_rules.py`` (where a value is) and
-scrubs every known secret value (what a value is): each value those rules found anywhere in an
-episode (a token in one URL is scrubbed from every body, tree and message), the text typed into
-a secret field or a field that failed, and the values of secret-named environment variables
-(``OPENAI_API_KEY``...), so an endpoint that echoes its key in an error cannot put it in the
-store or on the terminal. docs/redaction.md lists the rules for users.
+scrubs every known secret value (what a value is). It knows two kinds:
+
+* **credentials** (``secret_shapes.credential_shaped``: random-looking tokens, keys of a known
+  format) found in a secret place anywhere in the episode (a token in one URL, a cookie, a JSON
+  ``access_token``), typed, or configured: scrubbed from every row *and* every body;
+* **other secrets by place** — a password typed into a password field, the value of a
+  secret-named environment variable, a ``Basic`` password — that are words or short strings
+  (``admin``, ``hunter2``): scrubbed from mmina's own rows (actions, model input and output,
+  trees, answers, errors, the ``tasks`` row) and request bodies, never from response bodies,
+  where the same word is code or text a page needs (a body keeps them only where the rules of
+  ``secret_rules.py`` take them by place: a form's ``password=`` field, a JSON ``"password"``).
+
+Identifiers, words and short strings found in secret places are never learned. docs/redaction.md
+lists the rules for users.
 
 Redaction is deterministic (one marker, no hashes: equal inputs give equal outputs, which the
 replayer's matcher relies on: a recorded ``[REDACTED]`` matches any value) and idempotent
@@ -15,56 +24,71 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote_plus
 
-from mmina.secret_rules import (BODY, MARKERS, REDACTED, SCHEME, STRICT, collecting, is_secret_name, is_text_type,
-                                variants, worth_scrubbing)
+from mmina.secret_names import is_secret_name
+from mmina.secret_patterns import SCHEME
+from mmina.secret_rules import BODY, MARKERS, REDACTED, STRICT, collecting, is_text_type
+from mmina.secret_shapes import credential_shaped, variants
 
 MIN_TYPED = 4
-"""Typed secrets at least this long are scrubbed everywhere; any length in its ``[text]`` form."""
+"""Secrets by place (typed, configured) at least this long are scrubbed from rows; shorter ones
+only in their ``[text]`` form (how an action shows what was typed)."""
 
 
 class Redactor:
-    """The structural rules plus every known secret value, scrubbed wherever it appears.
+    """The structural rules plus every known secret value, scrubbed wherever it may appear.
 
     One per episode: it learns from the whole episode first (steps, traffic, typed text,
     the environment), then redacts every row and blob, so a token seen in one place is gone
-    from all of them. With no values it is the structural rules alone.
+    from all of them. ``secrets`` are secrets by place (see :meth:`learn_secret`), e.g. the
+    environment's keys. With none it is the structural rules alone.
     """
 
-    def __init__(self, values: Iterable[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.values: set[str] = set()
+        """Credentials: scrubbed from rows and every body."""
+        self.row_values: set[str] = set()
+        """Secrets that are words or short strings: scrubbed from rows and request bodies only."""
         self._bracketed: set[str] = set()
-        self._text_pattern: re.Pattern[str] | None = None
-        self._bytes_pattern: re.Pattern[bytes] | None = None
-        self.learn(values)
+        self._patterns: dict[tuple[bool, bool], re.Pattern[Any]] = {}
+        self._clean: set[tuple[bytes, str]] = set()
+        """Response bodies the rules found no secret in (by digest and type): redacting one
+        skips the rules (the recorder reads every body twice, to learn, then to redact)."""
+        for secret in secrets:
+            self.learn_secret(secret)
 
     # learning
 
     def learn(self, values: Iterable[str]) -> None:
-        """Values found in secret places; those worth it (:func:`worth_scrubbing`) are scrubbed."""
-        self._add(v for value in values for v in variants(value) if worth_scrubbing(value))
+        """Values found in secret places: the credential-shaped ones are scrubbed everywhere
+        (an identifier or a word in a secret place is not learned)."""
+        self._add(self.values, (v for value in values if credential_shaped(value) for v in variants(value)))
 
-    def learn_typed(self, text: str) -> None:
-        """Text typed into a secret field: scrubbed anywhere once at least :data:`MIN_TYPED`
-        characters long; shorter, only as ``[text]`` (how an action shows it)."""
+    def learn_secret(self, text: str) -> None:
+        """A secret by place whatever its shape (typed into a secret field, an environment key):
+        a credential everywhere; otherwise in rows once at least :data:`MIN_TYPED` characters
+        long, shorter only as ``[text]`` (how an action shows it)."""
         if not text or "REDACTED" in text:
             return
-        if len(text) >= MIN_TYPED:
-            self._add(variants(text))
+        if credential_shaped(text):
+            self.learn([text])
+        elif len(text) >= MIN_TYPED:
+            self._add(self.row_values, variants(text))
         else:
             self._bracketed.add(f"[{text}]")
-            self._add({f"[{text}]"})
+            self._add(self.row_values, {f"[{text}]"})
 
-    def _add(self, values: Iterable[str]) -> None:
-        new = {v for v in values if v and v not in MARKERS} - self.values
+    def _add(self, known: set[str], values: Iterable[str]) -> None:
+        new = {v for v in values if v and v not in MARKERS} - known
         if new:
-            self.values |= new
-            self._text_pattern = self._bytes_pattern = None
+            known |= new
+            self._patterns.clear()
 
     def learn_text(self, text: str | None) -> None:
         """Secrets the structural rules find in a text (URLs, pairs, credentials)."""
@@ -79,11 +103,14 @@ class Redactor:
             self.learn_text(text)
 
     def learn_headers(self, headers: Iterable[tuple[str, str]]) -> None:
-        """Credential values of headers: whole, the part after the scheme, Basic's password, cookie values."""
+        """Credential values of headers: whole, the part after the scheme, cookie values; a
+        ``Basic`` credential's password is a secret by place whatever its shape."""
         rules, found = collecting()
         for name, value in headers:
             rules.header(name, value)
-        self.learn(found + [p for v in found for p in _basic_parts(v)])
+        self.learn(found)
+        for part in (p for value in found for p in _basic_parts(value)):
+            self.learn_secret(part)
 
     def learn_body(self, data: bytes, mime: str, response: bool) -> None:
         """Secrets a text body holds by its structure (a JSON ``access_token``, a form password)."""
@@ -91,15 +118,22 @@ class Redactor:
             rules, found = collecting(strict=not response)
             rules.body(data.decode("utf-8", "surrogateescape"), mime)
             self.learn(found)
+            if response and not found:
+                self._clean.add(_digest(data, mime))
 
     # redacting
 
     def text(self, text: str | None, prose: bool = True) -> str | None:
-        """The structural rules (see :meth:`Rules.text`), then every known value scrubbed (last:
-        a structural rule leaves the marker URLs use, and a re-written JSON may unescape a value)."""
+        """A row's text: the structural rules (see :meth:`Rules.text`), then every known secret
+        scrubbed (last: a structural rule leaves the marker URLs use)."""
         if not text:
             return text
         return self.scrub(STRICT.text(text, prose))
+
+    def traffic_text(self, text: str) -> str:
+        """A URL of the traffic (a request's, a redirect's), which a replay matches: the
+        structural rules and the credentials (a typed word stays: ``/admin/`` is a path)."""
+        return self.scrub(STRICT.text(text, prose=False), everywhere=True) if text else text
 
     def json_text(self, text: str) -> str:
         return self.scrub(STRICT.json_text(text))
@@ -109,17 +143,19 @@ class Redactor:
         return self._scrub_strings(STRICT.json_value(value))
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
-        """Header pairs as the store keeps them (``{"name", "value"}``), redacted."""
-        return [{"name": n, "value": self.scrub(STRICT.header(n, v))} for n, v in headers]
+        """Header pairs as the store keeps them (``{"name", "value"}``), redacted; a replay
+        serves them, so of the known values only the credentials are scrubbed."""
+        return [{"name": n, "value": self.scrub(STRICT.header(n, v), everywhere=True)} for n, v in headers]
 
     def body(self, data: bytes, mime: str, response: bool = True) -> bytes:
-        """A body blob: the structural rules on text bodies (a response body keeps labels, see
-        :class:`Rules`), then known values scrubbed from any body; bytes that are not UTF-8 survive."""
-        if data and is_text_type(mime):
+        """A body blob: the structural rules on text bodies (a response body's take only
+        credential-shaped values, see :class:`Rules`), then the known credentials scrubbed from
+        any body (and, from a request body, every known secret); bytes that are not UTF-8 survive."""
+        if data and is_text_type(mime) and not (response and _digest(data, mime) in self._clean):
             text = data.decode("utf-8", "surrogateescape")
             redacted = (BODY if response else STRICT).body(text, mime)
             data = data if redacted == text else redacted.encode("utf-8", "surrogateescape")
-        return self.scrub_bytes(data)
+        return self.scrub_bytes(data, everywhere=response)
 
     def row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """A store row: every text redacted (``*_json`` columns as JSON, ``*_headers`` as
@@ -137,28 +173,35 @@ class Redactor:
             return self.row(value)
         return value
 
-    def scrub(self, text: str) -> str:
-        """Every known value (longest first) replaced by :data:`REDACTED`."""
-        if not self.values or not text:
-            return text
-        if self._text_pattern is None:
-            self._text_pattern = re.compile(literal_pattern(self.values))
-        return self._text_pattern.sub(self._replacement, text)
+    def scrub(self, text: str, everywhere: bool = False) -> str:
+        """Every known secret (longest first) replaced by :data:`REDACTED`; with ``everywhere``
+        only the credentials (what may be scrubbed from what a replay serves)."""
+        pattern = self._pattern(everywhere, False) if text else None
+        return pattern.sub(self._replacement, text) if pattern else text
 
     def _replacement(self, match: re.Match[str]) -> str:
         """A short typed secret keeps its brackets (``type [7] [[REDACTED]]`` stays an action)."""
         return f"[{REDACTED}]" if match.group(0) in self._bracketed else REDACTED
 
-    def scrub_bytes(self, data: bytes) -> bytes:
-        if not self.values or not data:
-            return data
-        if self._bytes_pattern is None:
-            self._bytes_pattern = re.compile(literal_pattern(self.values).encode("utf-8", "surrogatepass"))
-        return self._bytes_pattern.sub(lambda m: self._replacement_bytes(m.group(0)), data)
+    def scrub_bytes(self, data: bytes, everywhere: bool = True) -> bytes:
+        """:meth:`scrub` for a body's bytes (by default the credentials only: a response body)."""
+        pattern = self._pattern(everywhere, True) if data else None
+        return pattern.sub(self._replacement_bytes, data) if pattern else data
 
-    def _replacement_bytes(self, found: bytes) -> bytes:
-        return f"[{REDACTED}]".encode() if found.decode("utf-8", "surrogateescape") in self._bracketed \
+    def _replacement_bytes(self, match: re.Match[bytes]) -> bytes:
+        return f"[{REDACTED}]".encode() if match.group(0).decode("utf-8", "surrogateescape") in self._bracketed \
             else REDACTED.encode()
+
+    def _pattern(self, everywhere: bool, as_bytes: bool) -> re.Pattern[Any] | None:
+        """The compiled trie of the known values of one tier (built once per set of values)."""
+        values = self.values if everywhere else self.values | self.row_values
+        if not values:
+            return None
+        key = (everywhere, as_bytes)
+        if key not in self._patterns:
+            pattern = literal_pattern(values)
+            self._patterns[key] = re.compile(pattern.encode("utf-8", "surrogatepass") if as_bytes else pattern)
+        return self._patterns[key]
 
     def _scrub_strings(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -202,6 +245,10 @@ REFERENCES = frozenset({"episode_id", "run_id", "task_id", "task_sha256", "task_
                         "blob_packs", "worker", "prompt_sha256", "batch_id", "prefix_run", "prefix_episode"})
 """Columns that are ids and content hashes, not text: never rewritten (a scrubbed hash would
 point nowhere)."""
+
+
+def _digest(data: bytes, mime: str) -> tuple[bytes, str]:
+    return hashlib.blake2b(data, digest_size=16).digest(), mime
 
 
 def _texts(value: Any) -> Iterable[str]:
@@ -277,13 +324,14 @@ def redact_message(text: str) -> str:
 
 # -- typed text -------------------------------------------------------------------------------
 
-def typed_text_is_secret(failed: bool, target_name: str | None) -> bool:
-    """Whether the text of a ``type`` action is a secret: when the action failed (its target
-    was missing or not a field: mmina cannot tell where the text was headed), or when the
-    target as observed is named like a secret field (``Password``, ``API key``, ``PIN``).
+def typed_text_is_secret(text: str, failed: bool, target_name: str | None) -> bool:
+    """Whether the text of a ``type`` action is a secret: when the target as observed is named
+    like a secret field (``Password``, ``API key``, ``PIN``), or when the action failed (its
+    target was missing or not a field: mmina cannot tell where the text was headed) and the text
+    looks like a credential — the ``5``, ``KYO`` or ``fahrenheit`` of a failed replay are not.
     Text typed into an ``<input type=password>`` is a secret too (``recorder/acting.py``
     reports it as it types)."""
-    return failed or is_secret_name(target_name or "")
+    return is_secret_name(target_name or "") or failed and credential_shaped(text)
 
 
 def is_secret_input(input_type: str, *names: str) -> bool:

@@ -11,10 +11,23 @@ import socket
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from mmina import __version__
 from mmina.redact import redact_configured
+
+
+VERDICTS_KEY = "verdicts_with_episodes"
+"""The key of a run's configuration that lists the evaluators whose verdicts are stored with
+each of its episodes (the recorder's, ``mmina.recorder.verdicts``): ``store verify`` reports a
+committed episode without them and ``record --resume`` adds them (a crash between an
+episode's commit and its verdicts)."""
+
+
+def verdicts_expected(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The evaluators a run's configuration says every committed episode has verdicts of."""
+    value = config.get(VERDICTS_KEY)
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 class SuiteRef(NamedTuple):
@@ -25,7 +38,20 @@ class SuiteRef(NamedTuple):
     sha256: str
 
 
-def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: SuiteRef, task_count: int,
+class NamedSuite(Protocol):
+    """Anything that says which tasks a run ran (a :class:`SuiteRef`, a loaded ``TaskSuite``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+
+def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: NamedSuite, task_count: int,
             browser_version: str | None = None,
             viewport: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
     """The ``runs`` row of a run starting now on this machine; ``browser_version`` is None for

@@ -1,16 +1,19 @@
-"""What is a secret, by rule: secret names, values worth scrubbing, and the structural rules.
+"""Where secrets are: the structural rules that find (or replace) secret values by location.
 
-A value is a secret because of where it is (:class:`Rules`): the value of a secret-named
-query or fragment parameter, form or multipart field, JSON key, quoted ``"key": "value"``
-pair, HTML ``<input>``/``<meta>`` attribute or header (:func:`is_secret_name`: token, secret,
-password, session, auth, key, cookie, csrf...), URL userinfo, the credential after
-``Bearer``/``Basic``, and values shaped like well-known keys (JWTs, ``sk-...``, ``AKIA...``).
+A value is a secret because of where it is — the value of a secret-named query or fragment
+parameter, form or multipart field, JSON key, quoted ``"key": "value"`` pair, HTML
+``<input>``/``<meta>`` attribute or header (``secret_names.py``), URL userinfo, a cookie, the
+credential after ``Bearer``/``Basic`` — and, in a response body (code and data a page runs on),
+because it also looks like a credential (``secret_shapes.py``): ``x?"authorization_code":
+"authorizationCode"`` in a bundle is an expression, ``"access_token": "Zq81fKx02LmA9w"`` in a JSONP
+reply is a token. Keys of a well-known format (JWTs, ``sk-...``, ``AKIA...``) are secrets anywhere.
 
 The same walkers find and replace: :class:`Rules` built with a replacing callback redact
 (:data:`STRICT`, :data:`BODY`), built by :func:`collecting` they list what they find, which
 ``redact.py`` then scrubs wherever else it appears. Values are replaced, keys and structure
 kept: a URL stays a URL (``%5BREDACTED%5D``, i.e. :data:`REDACTED` percent-encoded), JSON stays
-JSON, a header keeps its name (``Bearer [REDACTED]``, ``sid=[REDACTED]; Path=/``).
+the same JSON but for the secret's literal, a header keeps its name (``Bearer [REDACTED]``,
+``sid=[REDACTED]; Path=/``).
 """
 from __future__ import annotations
 
@@ -18,135 +21,33 @@ import html
 import json
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote_plus
+from urllib.parse import quote, unquote_plus
+
+from mmina.secret_json import splice
+from mmina.secret_names import is_secret_name
+from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
+                                   MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
+                                   attribute_value, identifier_before, replace_group, scheme_start, token_like)
+from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key
 
 REDACTED = "[REDACTED]"
 URL_REDACTED = quote(REDACTED, safe="")
 """The marker inside URLs and form bodies: ``%5BREDACTED%5D``, which decodes to :data:`REDACTED`."""
 MARKERS = frozenset({REDACTED, URL_REDACTED})
 
-# -- which names are secret -----------------------------------------------------------------
-
-_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-SECRET_WORDS = frozenset({
-    "pass", "passwd", "password", "passwords", "passphrase", "passcode", "pwd", "pin", "otp", "cvv", "cvc",
-    "secret", "secrets", "token", "auth", "authorization", "authentication", "credential", "credentials", "cred",
-    "creds", "session", "sess", "sessid", "sessionid", "sid", "cookie", "cookies", "csrf", "xsrf", "apikey", "key",
-    "sig", "signature", "jwt", "bearer", "saml"})
-SECRET_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "sessid", "sessionid", "cookie", "csrf", "xsrf")
-"""A run-together word ending so is secret too: ``accesstoken``, ``PHPSESSID``, ``clientsecret``."""
-SECRET_COMPOUNDS = frozenset({"authkey", "secretkey", "accesskey", "privatekey", "sessionkey", "clientkey", "appkey"})
-QUALIFIERS = frozenset({
-    "count", "counts", "type", "types", "length", "len", "limit", "max", "min", "size", "url", "uri", "urls",
-    "endpoint", "env", "name", "names", "field", "fields", "header", "headers", "param", "params", "policy",
-    "format", "kind", "version", "hint", "label", "placeholder", "timeout", "ttl", "expires", "expiry",
-    "expiration", "required", "enabled", "disabled", "mode", "method", "path", "file", "dir", "prefix", "suffix",
-    "strength", "reset", "valid", "usage"})
-"""A name ending in one of these describes a secret without holding it: ``token_type``, ``api_key_env``."""
-PUBLIC_KEYS = frozenset({"public", "sort", "primary", "foreign", "cache", "partition", "row", "object",
-                         "idempotency", "lookup", "map", "dict", "hash", "group", "shortcut", "hot"})
-"""``key`` after one of these is not a credential (``public_key``, ``sort_key``)."""
-
-
-@lru_cache(maxsize=8192)
-def is_secret_name(name: str) -> bool:
-    """Whether a parameter, field, header or variable of this name holds a secret.
-
-    The name is split into words (``X-CSRFToken`` → x, csrf, token; ``apiKey`` → api, key); it
-    is secret when a word is a secret word or ends like one (``accesstoken``), unless its last
-    word only qualifies it (``token_type``, ``max_tokens`` has no secret word at all) or it is
-    a CORS policy (``Access-Control-Allow-Credentials``).
-    """
-    words = [w.lower() for w in _WORD.findall(name)]
-    if not words or words[-1] in QUALIFIERS or words[:2] == ["access", "control"]:
-        return False
-    return any(_secret_word(word, words[i - 1] if i else "") for i, word in enumerate(words))
-
-
-def _secret_word(word: str, before: str) -> bool:
-    if word == "key":
-        return before not in PUBLIC_KEYS
-    return word in SECRET_WORDS or word in SECRET_COMPOUNDS or word.endswith(SECRET_ENDINGS)
-
-
-# -- which values are worth scrubbing wherever they appear ------------------------------------
-
-MIN_LEARNED = 8
-"""Shorter values found in the traffic (``lang=en``, ``sid=1``) are too common to scrub everywhere."""
-_WORDLIKE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-
-
-def worth_scrubbing(value: str) -> bool:
-    """A value found in a secret place that is safe to replace everywhere: long, one token
-    (no spaces), and not a word (``Password`` as a label must stay in every page)."""
-    if len(value) < MIN_LEARNED or any(c.isspace() for c in value) or "REDACTED" in value:
-        return False
-    classes = (any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value),
-               any(not c.isalnum() for c in value))
-    return sum(classes) >= 2 and not _WORDLIKE.fullmatch(value)
-
-
-_LABEL = re.compile(r"[A-Z]?[a-z]+(?:[ ,'-]+[A-Za-z][a-z]*)*[.:!?…]?")
-
-
-def looks_like_text(value: str) -> bool:
-    """Words a page shows (``Password``, ``Session expired, log in again.``) rather than a
-    credential (which has digits, symbols or capitals inside): in a response body a label under
-    a secret-named key stays, or a replayed page would read differently from the recorded one."""
-    return bool(_LABEL.fullmatch(value))
-
-
-def variants(value: str) -> set[str]:
-    """How a value appears in the texts we store: as is, percent-encoded, JSON- and HTML-escaped."""
-    return {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value, safe="/:@"),
-            json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value)}
-
-
-# -- the structural rules -------------------------------------------------------------------------
-
 Found = Callable[[str, bool], str]
 """Called with each secret value a rule finds (and whether it sits in a URL or form, i.e. is
 percent-encoded); returns what to put in its place."""
 
-SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-_URL = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'"<>\[\]()`\\{}|^]+""")
-_MARKER = r"\[REDACTED\]|%5BREDACTED%5D|"
-_TEXT_PARAM = re.compile(
-    rf"(?:(?<=[?#])|(?<=(?<!&)&)|(?<=&amp;))(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?!=)"
-    rf"(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
-"""``?token=...`` or ``&token=...`` outside a whole URL; not ``&&keyCode==k`` (a script's comparison)."""
-_ASSIGNMENT = re.compile(
-    rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
-"""``password=hunter2`` in prose, ``;jsessionid=...`` in a URL (not a ``/key=x/`` path segment)."""
-_KEY = r"(?P<key>[A-Za-z0-9_.\-\[\] ]{1,64})"
-_QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Python reprs), "key": 12
-    rf"""(?P<q>["']){_KEY}(?P=q)\s*:\s*(?:(?P<vq>["'])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""
-    r"""|(?P<number>-?\d[\d.]*))""")
-_ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
-    rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
-_LABELLED = re.compile(r'"(?P<key>[^"\n]{1,64})": (?P<value>[^\n"]+)$', re.M)
-"""An accessibility-tree field and its value (``- textbox "API key": sk-...``): prose only."""
-_AUTH_SCHEME = re.compile(r"\b(?P<scheme>[Bb]earer|Basic|BASIC|BEARER)\s+(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
-_SHAPES = re.compile(
-    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # a JWT
-    r"|\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...)
-    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_\-]{35}"  # AWS access key ids, Google API keys
-    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")
-_TAG = re.compile(r"<(?:input|meta)\b[^>]*>", re.I)
-_ATTRIBUTE = re.compile(r"""(?P<name>[\w:-]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'=<>`]+))""")
-_MULTIPART_FIELD = re.compile(
-    r"""(?P<head>Content-Disposition:[^\r\n]*?\bname="(?P<name>[^"]*)"(?![^\r\n]*filename=)[^\r\n]*\r?\n"""
-    r"""(?:[^\r\n]+\r?\n)*\r?\n)(?P<value>.*?)(?=\r?\n--)""", re.I | re.S)
+MIN_SAID = 6
+"""A token after a secret word in prose is at least this long (``PIN 42`` is not read as one)."""
 MAX_NESTING = 4
 """How deep a URL inside a parameter inside a URL... is followed (``redirect_url=`` chains)."""
 TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
               "graphql", "event-stream", "x-ndjson")
-
-
 CODE_TYPES = ("javascript", "ecmascript", "text/css")
-"""Bodies that are code a page runs: only the rules of :meth:`Rules.code` apply to them."""
+"""Bodies that are code: never read as one JSON document, whatever their first character."""
 
 
 def is_text_type(mime: str) -> bool:
@@ -157,22 +58,26 @@ def is_text_type(mime: str) -> bool:
 class Rules:
     """The structural rules, driven by one ``found`` callback: to redact or to learn.
 
-    ``strict`` (the default) replaces every value in a secret place; a response body is read
-    with ``strict=False``, which keeps words a page shows under secret-named keys
-    (:func:`looks_like_text`), so a replayed page reads as the recorded one did.
+    ``strict`` (the default: what a page or the agent sent, and mmina's own rows) takes every
+    value in a secret place; a response body is read with ``strict=False``: there a value in a
+    secret place is a secret only when it is credential-shaped, so code and data that are not
+    secrets keep every byte (a replay serves them, and the page must still run).
     """
 
     def __init__(self, found: Found, strict: bool = True) -> None:
         self._found, self.strict = found, strict
 
     def found(self, value: str, in_url: bool) -> str:
+        """A secret whatever its shape (a key of a known format, a cookie, a header)."""
         if not value or value in MARKERS:
             return value
         return self._found(value, in_url)
 
-    def _loose(self, value: str, in_url: bool) -> str:
-        """``found`` for places where a label may stand: code and response bodies."""
-        return value if not self.strict and looks_like_text(value) else self.found(value, in_url)
+    def secret(self, value: str, in_url: bool) -> str:
+        """A value in a secret place: replaced when strict, else when it looks like a credential."""
+        if self.strict or credential_shaped(unquote_plus(value) if in_url else value):
+            return self.found(value, in_url)
+        return value
 
     # URLs and forms
 
@@ -196,7 +101,7 @@ class Rules:
             return base
         userinfo, _, host = authority.rpartition("@")
         user, colon, password = userinfo.partition(":")
-        userinfo = f"{user}:{self.found(password, True)}" if colon else self.found(user, True)
+        userinfo = f"{user}:{self.secret(password, True)}" if colon else self.secret(user, True)
         return f"{base[:scheme.end()]}{userinfo}@{host}{slash}{path}"
 
     def params(self, part: str, depth: int = 0) -> str:
@@ -208,7 +113,7 @@ class Rules:
         if not equals or not value:
             return piece
         if is_secret_name(unquote_plus(key)):
-            return f"{key}={self.found(value, True)}"
+            return f"{key}={self.secret(value, True)}"
         return f"{key}={self._nested(value, depth + 1)}" if depth < MAX_NESTING else piece
 
     def _nested(self, value: str, depth: int) -> str:
@@ -224,41 +129,48 @@ class Rules:
     def multipart(self, body: str) -> str:
         """``multipart/form-data`` fields with secret names (file parts are left alone)."""
         def field(m: re.Match[str]) -> str:
-            value = self.found(m["value"], False) if is_secret_name(m["name"]) else m["value"]
+            value = self.secret(m["value"], False) if is_secret_name(m["name"]) else m["value"]
             return m["head"] + value
-        return _MULTIPART_FIELD.sub(field, body)
+        return MULTIPART_FIELD.sub(field, body)
 
     # JSON
 
     def json_value(self, value: Any) -> Any:
-        """Parsed JSON: values under secret-named keys replaced (bools and nulls kept, containers
+        """Parsed JSON: the values under secret-named keys replaced (:meth:`json_leaf`; containers
         keep their shape), every other string read as text."""
-        if isinstance(value, dict):
-            return {k: self._secret_leaves(v) if is_secret_name(str(k)) else self.json_value(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.json_value(v) for v in value]
-        return self.text(value, prose=False) if isinstance(value, str) else value
+        return self._json(value, False)
 
-    def _secret_leaves(self, value: Any) -> Any:
+    def _json(self, value: Any, secret: bool) -> Any:
         if isinstance(value, dict):
-            return {k: self._secret_leaves(v) for k, v in value.items()}
+            return {k: self._json(v, secret or is_secret_name(str(k))) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._secret_leaves(v) for v in value]
+            return [self._json(v, secret) for v in value]
+        return self.json_leaf(value, secret)
+
+    def json_leaf(self, value: Any, secret: bool) -> Any:
+        """One value of a JSON document: under a secret-named key a string or number is a secret
+        (a number becomes the quoted marker, still valid JSON); bools and nulls say nothing. Any
+        other string is text: prose when strict (a task's intent inside its original JSON)."""
         if isinstance(value, bool) or value is None:
             return value
-        if isinstance(value, str):
-            return self._loose(value, False)
-        return self.found(json.dumps(value), False)
+        if secret:
+            text = value if isinstance(value, str) else json.dumps(value)
+            redacted = self.secret(text, False)
+            return value if redacted == text else redacted
+        return self.text(value, prose=self.strict) if isinstance(value, str) else value
 
     def json_text(self, text: str) -> str:
-        """JSON text redacted as JSON (re-written only when something changed, so a clean
-        document keeps its bytes); text that is not JSON is read as text."""
+        """JSON text redacted as JSON, in place (``secret_json.py``): a document without a secret
+        keeps its bytes, one with a secret changes only there. Text that is not JSON is read as text."""
         try:
             parsed = json.loads(text)
-            redacted = self.json_value(parsed)
-            return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
         except (ValueError, RecursionError):
             return self.free_text(text, prose=False)
+        try:
+            unchanged = self.json_value(parsed) == parsed
+        except RecursionError:
+            return self.free_text(text, prose=False)
+        return text if unchanged else splice(text, self.json_leaf, is_secret_name)
 
     # free text
 
@@ -274,83 +186,114 @@ class Rules:
     def free_text(self, text: str, prose: bool = True) -> str:
         """:meth:`text` for what is not one JSON document."""
         if "://" in text:
-            text = _URL.sub(lambda m: self.url(m.group(0)), text)
+            text = self._urls(text)
         if "=" in text:
-            text = _TEXT_PARAM.sub(self._text_param, text)
+            text = TEXT_PARAM.sub(self._text_param, text)
         if ":" in text:
-            text = _QUOTED_PAIR.sub(self._quoted_pair, text)
-            text = _ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False, loose=True), text)
-        text = _AUTH_SCHEME.sub(self._credential, text)
-        text = _SHAPES.sub(lambda m: self.found(m.group(0), False), text)
+            text = QUOTED_PAIR.sub(self._quoted_pair, text)
+            text = ESCAPED_PAIR.sub(lambda m: self._secret_group(m, "value", False), text)
+        if not self.strict and (":" in text or "=" in text):
+            text = self._code_pairs(text)
+        if any(word in text for word in AUTH_WORDS):
+            text = AUTH_SCHEME.sub(self._credential, text)
+        if might_hold_known_key(text):
+            text = KNOWN_KEYS.sub(lambda m: self.found(m.group(0), False), text)
         if "<" in text:
-            text = _TAG.sub(self._tag, text)
+            text = TAG.sub(self._tag, text)
         if prose:
-            text = _ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
-            text = _LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            text = ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
+            text = LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            text = SAID.sub(self._said, text)
         return text
 
-    def code(self, text: str) -> str:
-        """A script or style sheet: whole URLs (``...?apikey=...`` in a string), credentials after
-        an auth scheme, keys of a known shape, and a quoted secret-named pair's string shaped like a
-        credential (JSONP, an inline configuration: ``{"access_token": "9f2a…"}``).
-        Not ``name=value``, nor a pair's number or word: in code those are expressions
-        (``a&&keyCode==k``, ``{"accent-token":1}``, ``c?"metaKey":"ctrlKey"``), and rewriting
-        them breaks the page a replay serves (and teaches the redactor code to scrub
-        everywhere). Values learned elsewhere are still scrubbed from code by the redactor."""
-        if "://" in text:
-            text = _URL.sub(lambda m: self.url(m.group(0)), text)
-        if ":" in text:
-            text = _QUOTED_PAIR.sub(self._quoted_string, text)
-        text = _AUTH_SCHEME.sub(self._credential, text)
-        return _SHAPES.sub(lambda m: self.found(m.group(0), False), text)
+    def _said(self, m: re.Match[str]) -> str:
+        """A value after a secret word in a sentence, when it is a token rather than a word."""
+        value = m["value"]
+        if value in MARKERS or not (credential_shaped(value) or token_like(value) and len(value) >= MIN_SAID):
+            return m.group(0)
+        return replace_group(m, "value", self.found(value, False))
 
-    def _secret_group(self, m: re.Match[str], group: str, in_url: bool, loose: bool = False) -> str:
+    def _urls(self, text: str) -> str:
+        """Every whole URL (``scheme://...``) in a text through :meth:`url`, found from its
+        ``://`` (a regex scanning a 10 MB bundle for schemes costs ~20x more)."""
+        parts: list[str] = []
+        done = floor = 0
+        at = text.find("://")
+        while at != -1:
+            start, rest = scheme_start(text, at, floor), URL_REST.match(text, at + 3)
+            if start is None or rest is None:
+                at = text.find("://", at + 3)
+                continue
+            url, floor = text[start:rest.end()], rest.end()
+            redacted = self.url(url) if any(c in url for c in "?#@") else url
+            if redacted != url:
+                parts += [text[done:start], redacted]
+                done = floor
+            at = text.find("://", floor)
+        return "".join(parts) + text[done:] if parts else text
+
+    def _code_pairs(self, text: str) -> str:
+        """Each string after ``identifier:`` or ``identifier=`` whose identifier is secret-named,
+        through :meth:`secret` (see :data:`CODE_VALUE`)."""
+        parts: list[str] = []
+        done = 0
+        for m in CODE_VALUE.finditer(text):
+            if m.start() < done or not is_secret_name(identifier_before(text, m.start())):
+                continue
+            value = m["value"]
+            redacted = self.secret(value, False)
+            if redacted != value:
+                start = m.start("value")
+                parts += [text[done:start], redacted]
+                done = m.end("value")
+        return "".join(parts) + text[done:] if parts else text
+
+    def _secret_group(self, m: re.Match[str], group: str, in_url: bool) -> str:
         """The match with ``group`` replaced when the match's ``key`` is a secret name."""
         key = unquote_plus(m["key"]) if in_url else m["key"]
         if not is_secret_name(key):
             return m.group(0)
-        value = m[group]
-        return _replace_group(m, group, self._loose(value, in_url) if loose else self.found(value, in_url))
+        return replace_group(m, group, self.secret(m[group], in_url))
 
     def _text_param(self, m: re.Match[str]) -> str:
         """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL."""
+        if m["lead"] == "&" and m.string[m.start() - 1:m.start()] == "&":
+            return m.group(0)  # a && b=c: an expression
         if is_secret_name(unquote_plus(m["key"])):
             return self._secret_group(m, "value", True)
-        return _replace_group(m, "value", self._nested(m["value"], 1))
+        return replace_group(m, "value", self._nested(m["value"], 1))
 
     def _quoted_pair(self, m: re.Match[str]) -> str:
         """A quoted value keeps its quotes; a number becomes the quoted marker (still valid JSON)."""
         if m["vq"] is not None:
-            return self._secret_group(m, "value", False, loose=True)
+            return self._secret_group(m, "value", False)
         if not is_secret_name(m["key"]):
             return m.group(0)
-        redacted = self.found(m["number"], False)
-        return _replace_group(m, "number", redacted if redacted == m["number"] else json.dumps(redacted))
-
-    def _quoted_string(self, m: re.Match[str]) -> str:
-        """A quoted pair in code: its string when secret-named and shaped like a credential
-        (:func:`worth_scrubbing`: ``"PWD":"/"`` is a path); never a number."""
-        if m["vq"] is None or not is_secret_name(m["key"]) or not worth_scrubbing(m["value"]):
-            return m.group(0)
-        return _replace_group(m, "value", self.found(m["value"], False))
+        redacted = self.secret(m["number"], False)
+        return replace_group(m, "number", redacted if redacted == m["number"] else json.dumps(redacted))
 
     def _credential(self, m: re.Match[str]) -> str:
         """``Bearer <token>`` in text; ``Basic understanding`` is prose, not a credential."""
-        return _replace_group(m, "value", self.found(m["value"], False)) if worth_scrubbing(m["value"]) else m.group(0)
+        value = m["value"]
+        if credential_shaped(value) or self.strict and token_like(value):
+            return replace_group(m, "value", self.found(value, False))
+        return m.group(0)
 
     def _tag(self, m: re.Match[str]) -> str:
         """``<input name="csrf" value="...">``, ``<input type="password" value="...">`` and
         ``<meta name="csrf-token" content="...">``."""
         tag = m.group(0)
-        attributes = {a["name"].lower(): a for a in _ATTRIBUTE.finditer(tag)}
-        names = [_attribute_value(attributes[k]) for k in ("name", "id", "autocomplete", "property") if k in attributes]
-        secret = any(is_secret_name(n) for n in names) or _attribute_value(attributes.get("type")) == "password"
+        attributes = {a["name"].lower(): a for a in ATTRIBUTE.finditer(tag)}
+        names = [attribute_value(attributes[k]) for k in ("name", "id", "autocomplete", "property") if k in attributes]
+        password = attribute_value(attributes.get("type")).lower() == "password"
         target = attributes.get("value") or attributes.get("content")
-        if not secret or target is None:
+        if not (password or any(is_secret_name(n) for n in names)) or target is None:
             return tag
         group = next(g for g in ("dq", "sq", "bare") if target[g] is not None)
         start, end = target.span(group)
-        return tag[:start] + self._loose(target[group], False) + tag[end:]
+        value = html.unescape(target[group])
+        redacted = self.found(value, False) if password else self.secret(value, False)
+        return tag if redacted == value else tag[:start] + redacted + tag[end:]
 
     # headers and bodies
 
@@ -391,14 +334,14 @@ class Rules:
 
     def body(self, text: str, mime: str) -> str:
         """A request or response body by its type: JSON (also line by line), form,
-        multipart, or text (HTML, scripts, plain)."""
+        multipart, or text (HTML, scripts, style sheets, plain)."""
         kind = mime.lower()
         if "x-www-form-urlencoded" in kind:
             return self.params(text)
         if "multipart/form-data" in kind:
             return self.multipart(text)
         if any(code in kind for code in CODE_TYPES):
-            return self.code(text)
+            return self.free_text(text, prose=False)
         stripped = text.lstrip()
         if "json" in kind or stripped[:1] in ("{", "["):
             redacted = self.json_text(text)
@@ -408,19 +351,6 @@ class Rules:
     def _json_lines(self, text: str) -> str:
         """NDJSON and recorded WebSocket messages: one document per line."""
         return "\n".join(self.json_text(line) if line.strip() else line for line in text.split("\n"))
-
-
-def _replace_group(m: re.Match[str], group: str, replacement: str) -> str:
-    """The whole match with one group's text replaced."""
-    start, end = m.span(group)
-    whole = m.group(0)
-    return whole[:start - m.start()] + replacement + whole[end - m.start():]
-
-
-def _attribute_value(match: re.Match[str] | None) -> str:
-    if match is None:
-        return ""
-    return next((match[g] for g in ("dq", "sq", "bare") if match[g] is not None), "")
 
 
 def collecting(strict: bool = True) -> tuple[Rules, list[str]]:

@@ -9,7 +9,8 @@ no evaluator knows, a malformed ``reference_script``.
 
 *Warnings* are odd but runnable, as the official release is: it writes codes in lower case,
 leaves fields empty or ``null``, adds fields the runner ignores (``require_login``,
-``storage_state``, ``intent_template_id``, ...), gives numbers as strings, and its ``cnt_hop``
+``intent_template_id``, ...), names a ``storage_state`` file nobody else has (the episode runs
+logged out; see ``mmina.harness_context``), gives numbers as strings, and its ``cnt_hop``
 (which the official runner never reads) may disagree with ``procedure``. Text with a lone
 surrogate is run with U+FFFD in its place; a FIFO or folder named ``*.json`` is skipped.
 
@@ -24,12 +25,13 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mmina.actions import ActionKind
 from mmina.errors import TaskError, first_line
+from mmina.harness_context import context_findings
 from mmina.navigation import is_web_url
 from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, Task, TaskSuite,
                          count_value, id_base, resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
@@ -165,11 +167,13 @@ def check_file(path: Path, base: Path) -> tuple[Task | None, list[TaskProblem]]:
         return None, [TaskProblem(_shown(path), "-", str(exc))]
     task_id = task_id_of(path, base)
     findings = check_task(raw, task_id.split("/")[0] if "/" in task_id else "")
+    findings += context_findings(raw, str(path.parent))
     problems = [TaskProblem(_shown(path), field, message, severity) for severity, field, message in findings]
     if errors(problems):
         return None, problems
     try:
-        return task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest()), problems
+        task = task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest())
+        return replace(task, folder=str(path.parent)), problems
     except Exception as exc:  # noqa: BLE001 - a task the checks missed is refused, never a traceback
         return None, [*problems, TaskProblem(_shown(path), "-", f"cannot be loaded: {type(exc).__name__}: "
                                                                  f"{first_line(exc)}")]
@@ -264,18 +268,19 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     evaluation = raw.get("eval")
     if not isinstance(evaluation, dict):
         return [_warning("eval", "missing or not an object: the task's own verdict (evaluator task) will be "
-                                 "unclear; hops are still judged")]
+                                 "n/a (nothing to judge); hops are still judged")]
     findings = _eval_types(evaluation.get("eval_types"))
     answers = evaluation.get("reference_answers")
     if isinstance(answers, dict):
         findings += _answers(answers)
     elif answers not in (None, [], ""):
         findings.append(_warning("eval.reference_answers", "not an object: ignored"))
-    types = evaluation.get("eval_types") if isinstance(evaluation.get("eval_types"), list) else []
+    listed = evaluation.get("eval_types")
+    types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
-        findings.append(_warning("eval.reference_answers", "string_match without reference answers: unclear"))
+        findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
     if "url_match" in types and not evaluation.get("reference_url"):
-        findings.append(_warning("eval.reference_url", "url_match without a reference URL: unclear"))
+        findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
     if evaluation.get("reference_url") is not None and not isinstance(evaluation["reference_url"], str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
     return findings
@@ -283,7 +288,7 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
 
 def _eval_types(types: Any) -> list[Finding]:
     if types is None or types == []:
-        return [_warning("eval.eval_types", "missing or empty: the task's own verdict will be unclear")]
+        return [_warning("eval.eval_types", "missing or empty: the task's own verdict will be n/a (nothing to judge)")]
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
         return [_error("eval.eval_types", "must be a list of evaluation types")]
     known = ", ".join(sorted(EVAL_TYPES))

@@ -76,6 +76,9 @@ class Task:
     shop: str
     original: dict[str, Any] = field(repr=False)
     sha256: str = ""
+    folder: str = field(default="", compare=False, repr=False)
+    """The task file's folder (empty for a task read from a store): where a relative
+    ``storage_state`` path is looked for (``mmina.harness_context``)."""
 
     @cached_property
     def hops(self) -> tuple[Hop, ...]:
@@ -187,7 +190,8 @@ def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
     wrong type become text, lone surrogates U+FFFD, and ``cnt_hop`` at most ``MAX_HOPS + 1``.
     """
     raw, task_id = mapped_text(raw, valid_text), valid_text(task_id)
-    evaluation = raw.get("eval") if isinstance(raw.get("eval"), dict) else {}
+    given = raw.get("eval")
+    evaluation: dict[str, Any] = given if isinstance(given, dict) else {}
     procedure = tuple(p.strip().lower() for p in _list(raw.get("procedure")) if isinstance(p, str))
     counted = count_value(raw.get("cnt_hop", raw.get("hop_cnt")))
     answers = evaluation.get("reference_answers")
@@ -303,6 +307,12 @@ def first_agent_step(prefix_steps: int, given: Sequence[int]) -> int:
 def task_from_row(row: dict[str, Any]) -> Task:
     """A task as stored in the ``tasks`` table (its original JSON, parsed again)."""
     return task_from_dict(json.loads(row["original_json"]), row["task_id"], row.get("task_sha256") or "")
+
+
+def task_folder(suite_path: str | None, task_id: str) -> str:
+    """The folder a stored task's file was read from, given its run's suite path (``runs.
+    task_suite_path``): where its relative ``storage_state`` is looked for again on replay."""
+    return str((id_base(Path(suite_path)) / task_id).parent) if suite_path else ""
 
 
 def task_row(task: Task) -> dict[str, Any]:

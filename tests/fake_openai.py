@@ -8,7 +8,8 @@ answers "Yes." when the reference is contained in the statement (case-insensitiv
 requests, an error for every request (which may echo the key it was given), text without an
 action, a reply that never comes (``hang``) or comes one byte every ``drip_s`` seconds, absurd
 ``usage`` numbers, and ``raw_content`` bytes put into the JSON as they are (a lone surrogate
-escape, bytes that are no UTF-8).
+escape, bytes that are no UTF-8). A ``script`` answers the requests it recognizes (a judge's
+scripted verdicts, a refusal with null content).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from mmina.actions import SUMMARY_MARKER
 PROMPT_TOKENS = 1200
 COMPLETION_TOKENS = 30
 CAPTION = "a small square picture"
+NULL_CONTENT = "\x00null"
 ANY_VELL = 'Vell[^"]*'
 JUDGE_QUESTION = re.compile(r'^Given the statement "(?P<pred>.*)", would it be correct to infer "(?P<ref>.*)"\? Yes or No$',
                             re.DOTALL)
@@ -94,11 +96,19 @@ class FakeOpenAI:
     fail_first: int = 0
     fail_status: int = 429
     always_fail: bool = False
+    fail_after: int | None = None
+    """Answer the first ``fail_after`` requests, then fail every one (a key revoked, a quota spent mid-run)."""
+    models: tuple[str, ...] | None = None
+    """The models it runs: a request for another gets 404 ``model_not_found``, as OpenAI answers (None: any)."""
     reply: str | None = None
     judge_reply: str | None = None
     delay_s: float = 0.0
     policy: Callable[[str], str] | None = None
     """The action (grammar text) for a step's user message, replacing the built-in policy."""
+    script: Callable[[dict[str, Any]], str | None] | None = None
+    """Replies to requests it recognizes (the request body in, the reply's text out; None: the
+    usual answer), e.g. a judge's scripted verdicts. A reply of ``NULL_CONTENT`` is sent as a
+    null ``content`` with a ``refusal`` (what OpenAI's models send when they refuse)."""
     hang: bool = False
     drip_s: float = 0.0
     usage: dict[str, Any] | None = None
@@ -108,8 +118,11 @@ class FakeOpenAI:
     echo_key: bool = False
     """An injected error says which key it refused, whole, as a careless endpoint would (``Incorrect API key
     provided: <the credential of the Authorization header>``)."""
+    keep_requests: bool = True
+    """False keeps no request body (a benchmark's thousands of prompts), only the counts."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    received: int = 0
     answered: int = 0
 
     def __enter__(self) -> "FakeOpenAI":
@@ -133,7 +146,12 @@ class FakeOpenAI:
 
     def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Status and JSON for one request, in arrival order."""
-        if self.always_fail or len(self.requests) <= self.fail_first:
+        if self.models is not None and body.get("model") not in self.models:
+            body["_failed"] = True
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do not have "
+                                              "access to it.", "type": "invalid_request_error", "code": "model_not_found"}}
+        late = self.fail_after is not None and self.received > self.fail_after
+        if self.always_fail or late or self.received <= self.fail_first:
             body["_failed"] = True
             message = f"injected HTTP {self.fail_status}"
             if self.echo_key:
@@ -146,6 +164,9 @@ class FakeOpenAI:
     def _text(self, body: dict[str, Any]) -> str:
         if self.reply is not None:
             return self.reply
+        scripted = self.script(body) if self.script else None
+        if scripted is not None:
+            return scripted
         observation = last_user_text(body)
         judged = judge_answer(observation)
         if judged is not None:
@@ -159,9 +180,10 @@ class FakeOpenAI:
         usage = self.usage if self.usage is not None else {
             "prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
             "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
+        message = {"role": "assistant", "content": text} if text != NULL_CONTENT else \
+            {"role": "assistant", "content": None, "refusal": "I can't help with that."}
         return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": usage}
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
 
     def encode(self, answer: dict[str, Any]) -> bytes:
         """The answer's bytes; with ``raw_content``, those bytes stand for the reply's text."""
@@ -184,8 +206,10 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             body["_authorization"] = self.headers.get("Authorization")
             time.sleep(server.delay_s)
             with lock:
-                server.requests.append(body)
-                server.paths.append(self.path)
+                server.received += 1
+                if server.keep_requests:
+                    server.requests.append(body)
+                    server.paths.append(self.path)
                 status, answer = server.respond(body)
             if server.hang:
                 server.stopped.wait()

@@ -5,6 +5,7 @@ the repository root on ``sys.path`` (see ``REPO_ROOT``).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -34,6 +35,17 @@ def task_row(task_id: str = "normal/1", n_hops: int = 2, **overrides: Any) -> di
     return {**row, **overrides}
 
 
+def judged_task_row(task_id: str = "normal/1", answers: dict[str, Any] | None = None, reference_url: str = "",
+                    n_hops: int = 2) -> dict[str, Any]:
+    """A task row whose original JSON (what evaluators read) carries these references."""
+    original = {"intent": f"do {task_id}", "start_url": "http://wiki.mmina.test/",
+                "procedure": [f"site{i}" for i in range(n_hops)] + ["end"],
+                "eval": {"eval_types": ["string_match"], "reference_answers": answers or {},
+                         "reference_url": reference_url}}
+    return task_row(task_id, n_hops, original_json=json.dumps(original),
+                    reference_answers_json=json.dumps(answers or {}), reference_url=reference_url)
+
+
 def begin(store: Store, run_id: str, sha: str = SUITE_SHA, tasks: Sequence[str] = ("normal/1",)) -> bool:
     return store.begin_run(run_id, run_row(task_suite_sha256=sha, task_count=len(tasks)),
                            [task_row(t) for t in tasks])
@@ -44,8 +56,8 @@ def step_row(index: int, screenshot: str | None = None, **overrides: Any) -> dic
            "title": f"Page {index}", "tabs": [{"url": f"http://wiki.mmina.test/p{index}", "title": f"Page {index}"}],
            "active_tab": 0, "tree_text": f"[{index}] link 'next'", "screenshot": screenshot, "screenshot_som": None,
            "screenshot_width": 1, "screenshot_height": 1, "images": [], "model_output": f"click [{index}]",
-           "action": f"click [{index}]", "action_kind": "click", "action_error": None, "hop_index": 0,
-           "hop_completed": False, "prompt_tokens": 10, "completion_tokens": 2, "cost_usd": 0.0, "observe_ms": 1.5,
+           "action": f"click [{index}]", "action_kind": "click", "action_error": None, "live_hops": 0,
+           "live_hop_completed": False, "prompt_tokens": 10, "completion_tokens": 2, "cost_usd": 0.0, "observe_ms": 1.5,
            "tree_ms": 0.5, "screenshot_ms": 0.5, "agent_ms": 0.25, "action_ms": 2.0}
     return {**row, **overrides}
 

@@ -190,7 +190,8 @@ def test_cli_options_reach_the_request_and_multimodal_attaches_the_screenshot(tm
             "--input-mode", "multimodal", "--temperature", "0.5", "--task", "normal/1", "--max-steps", "1",
             "--store", str(tmp_path / "store")])
     assert result.exit_code == 0, result.output
-    body = server.requests[0]
+    probe, body = server.requests[:2]  # the endpoint check before the run, then the first step
+    assert (probe["model"], probe["max_tokens"], len(probe["messages"])) == ("vision-model", 1, 1)
     assert body["model"] == "vision-model" and body["temperature"] == 0.5
     urls = image_urls(body)
     assert len(urls) == 1 and urls[0].startswith("data:image/jpeg;base64,")

@@ -30,7 +30,7 @@ WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
-            "rescore", "store", "epoch", "objectstore", "serve", "report-html"}
+            "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange"}
 SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
 SAMPLE_SECTIONS = {"model input", "rescore", "store"}
@@ -40,6 +40,7 @@ VALUES: dict[tuple[str, str], float] = {
     ("replay", "requests reaching the live drift-3 web"): 0,
     ("replay", "requests unmatched by the archive"): 0,
     ("hardweb", "requests reaching the live site during replays"): 0,
+    ("redaction", "npm corpus: files changed or learned from"): 0,
 }
 NOTES = {
     ("capture A/B", "side by side, p50"): "4 observations",
@@ -77,7 +78,12 @@ def check_figures(figures: dict[tuple[str, str], dict[str, Any]], episodes: int)
             figures["model input", "store bytes per step, with model input"]["value"]
     assert all(f["value"] == 0 for (section, name), f in figures.items()
                if section == "realweb" and "connections reaching the live app" in name)
+    assert all(f["value"] == 0 for (section, name), f in figures.items() if "body redaction changed" in name)
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
+    if "interchange" in sections:
+        few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"]
+                      for n in ("10 tasks of the run", "the whole run"))
+        assert whole < 1.5 * few, "the WARC export's memory grows with the run"
     for section, name in figures:
         value = figures[section, name]["value"]
         assert value is not None and value == value, f"{section}/{name} has no value"  # NaN != NaN

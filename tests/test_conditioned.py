@@ -77,20 +77,20 @@ def test_hops_writes_rows_only_for_the_agents_hops() -> None:
     hops = [(r.hop_index, r.verdict, r.detail["completed_step"]) for r in rows if r.level == "hop"]
     assert hops == [(1, "pass", 2), (2, "pass", 3)]
     task = rows[-1]
-    assert (task.verdict, task.value, task.detail["start_hop"], task.detail["given_hop_steps"]) == ("pass", 1.0, 1, [1])
+    assert (task.verdict, task.value, task.detail["hops_given"], task.detail["given_hop_steps"]) == ("pass", 1.0, 1, [1])
 
 
 def test_a_conditioned_episode_fails_from_where_the_agent_failed() -> None:
     rows = Hops().rows(_trace(["w", "kiwix", "nowhere"], given=(1,), prefix=1))
     task = rows[-1]
-    assert (task.verdict, task.value, task.detail["first_failed_hop"]) == ("fail", 0.0, 1)
+    assert (task.verdict, task.value, task.detail["first_failed_hop"]) == ("fail", 0.0, 2)  # hop 2, 1-based
     assert [(r.hop_index, r.verdict) for r in rows[:-1]] == [(1, "fail"), (2, "fail")]
 
 
 def test_a_free_running_episode_is_scored_as_before() -> None:
     rows = Hops().rows(_trace(["kiwix", "shop", "x", "flight"]))
     assert [r.hop_index for r in rows[:-1]] == [0, 1, 2] and rows[-1].value == 1.0
-    assert "start_hop" not in rows[-1].detail
+    assert "hops_given" not in rows[-1].detail
 
 
 @settings(max_examples=sized(100, 300), deadline=None)
@@ -147,7 +147,7 @@ def _episode(task: str, n_hops: int, passed: list[bool], start: int | None = Non
     first = start or 0
     hops = tuple(HopVerdict(first + i, ok, None) for i, ok in enumerate(passed))
     return Episode("run", f"{task}-{start}", task, n_hops, "2-4", "fail", all(passed), sum(passed), len(passed),
-                   None, "completed", "stop", None, 5, 0, 0, 0.0, hops=hops, start_hop=start,
+                   None, "completed", "stop", None, 5, 0, 0, 0.0, hops=hops, hops_given=start,
                    prefix_faithful=faithful, agent=agent)
 
 
@@ -228,7 +228,7 @@ def test_at_hop_reads_hops_from_1_or_all_and_refuses_the_rest(text: str) -> None
     (["--prefix-run", "r"], "needs where to hand over"),
     (["--prefix-run", "r", "--at-hop", "1", "--at-step", "2"], "needs where to hand over"),
     (["--prefix-run", "r", "--at-hop", "0"], "hops are counted from 1"),
-    (["--prefix-run", "nope", "--at-hop", "all"], "no run nope"),
+    (["--prefix-run", "nope", "--at-hop", "all"], "no run 'nope'"),
 ])
 def test_bad_command_lines_are_one_line_and_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["record", "--store", str(tmp_path / "s"), *args])
@@ -272,7 +272,7 @@ def test_the_openai_agent_takes_over_with_the_prefix_in_its_prompt_and_its_memor
 # -- results do not depend on how many episodes are in flight ---------------------------------
 
 def _outcomes(store: Store, run_id: str) -> dict[int, tuple]:
-    rows = run_query(store, f"""select e.start_hop, e.prefix_steps, e.prefix_faithful, s.verdict, s.hops_passed,
+    rows = run_query(store, f"""select e.hops_given, e.prefix_steps, e.prefix_faithful, s.verdict, s.hops_passed,
                                        e.n_steps, e.final_answer,
                                        (select list(action order by step_index) from steps t
                                         where t.episode_id = e.episode_id) as actions
@@ -302,13 +302,13 @@ def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded
     assert first.exit_code == 0, first.output
     data = json.loads(first.output[first.output.index("{"):])
     (episode,) = data["episodes"]
-    assert (episode["start_hop"], episode["prefix"]["faithful"], data["prefix_fidelity"]) == (1, True, 1.0)
+    assert (episode["hops_given"], episode["prefix"]["faithful"], data["prefix_fidelity"]) == (1, True, 1.0)
     assert [(r["hop"], r["episodes"]) for r in data["conditioned_hops"]] == [(2, 1)]
     again = CliRunner().invoke(cli, [*base, "--at-hop", "all", "--resume"])
     assert again.exit_code == 0, again.output
     data = json.loads(again.output[again.output.index("{"):])
-    assert [e["start_hop"] for e in data["episodes"]] == [0] and data["skipped"] == ["normal/1@2"]
-    rows = run_query(store, "select start_hop from episodes where run_id = 'cli' order by start_hop").rows
+    assert [e["hops_given"] for e in data["episodes"]] == [0] and data["skipped"] == ["normal/1@2"]
+    rows = run_query(store, "select hops_given from episodes where run_id = 'cli' order by hops_given").rows
     assert rows == [(0,), (1,)]
     table = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", "cli", "--table",
                                      "conditioned_hops", "--format", "json"])

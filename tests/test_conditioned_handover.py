@@ -30,7 +30,7 @@ from mmina.store.sql import run_query
 from tests.agents_for_tests import StateProbe
 from tests.serve_helpers import served_read_only
 from tests.state_site import URL, StateSite, write_task
-from tests.test_report import assert_matches_sql, readme_sql
+from tests.test_report import assert_matches_sql, documented_sql
 
 AGENT = "tests.agents_for_tests:StateProbe"
 
@@ -72,7 +72,7 @@ def test_the_prefix_replays_from_the_archive_and_is_stored_with_the_episode(cond
     store, _reference, summary, hits = conditioned
     (episode,) = summary.episodes
     row = _episode(store, "probe")
-    assert (row["prefix_run"], row["prefix_steps"], row["start_hop"], row["prefix_hop_steps"]) == \
+    assert (row["prefix_run"], row["prefix_steps"], row["hops_given"], row["prefix_hop_steps"]) == \
         ("reference", 3, 1, [3])
     assert row["prefix_episode"] == episode.prefix.source.episode_id
     assert (row["prefix_faithful"], row["prefix_mismatch"]) == (True, None), row["prefix_mismatch"]
@@ -133,15 +133,15 @@ def test_the_hop_queue_starts_at_hop_2_with_hop_1_given(conditioned) -> None:
     assert (episode.result.start_hop, episode.result.hops_passed, episode.result.verdict) == (1, 1, "pass")
     row = _episode(store, "probe")
     assert (row["live_hops"], row["hop_steps"]) == (2, [3, 4])
-    hops = run_query(store, "select hop_index, verdict, detail_json from scores where run_id = 'probe' "
+    hops = run_query(store, "select hop, verdict, detail_json from scores where run_id = 'probe' "
                             "and evaluator = 'hops' and level = 'hop'").rows
-    assert [(h[0], h[1], json.loads(h[2])["completed_step"]) for h in hops] == [(1, "pass", 4)]
+    assert [(h[0], h[1], json.loads(h[2])["completed_step"]) for h in hops] == [(2, "pass", 4)]
     (task,) = run_query(store, "select detail_json from scores where run_id = 'probe' and evaluator = 'hops' "
                                "and level = 'task'").rows
-    assert json.loads(task[0])["start_hop"] == 1 and json.loads(task[0])["given_hop_steps"] == [3]
-    given = run_query(store, "select hop_index, completed, completed_step, given from episode_hops "
-                             "where run_id = 'probe' order by hop_index").rows
-    assert given == [(0, True, 3, True), (1, True, 4, False)]
+    assert json.loads(task[0])["hops_given"] == 1 and json.loads(task[0])["given_hop_steps"] == [3]
+    given = run_query(store, "select hop, live_reached, live_reached_step, given from episode_hops "
+                             "where run_id = 'probe' order by hop").rows
+    assert given == [(1, True, 3, True), (2, True, 4, False)]
     scored = run_query(store, "select hops_passed, hops_total, passed from episode_scores where run_id = 'probe' "
                               "and evaluator = 'hops'").rows
     assert scored == [(1, 1, True)]
@@ -152,7 +152,7 @@ def test_a_summary_says_it_in_json(conditioned) -> None:
     data = summary.as_json()
     assert isinstance(summary, ConditionedSummary) and data["prefix_fidelity"] == 1.0
     (episode,) = data["episodes"]
-    assert (episode["start_hop"], episode["prefix_steps"], episode["prefix"]["faithful"]) == (1, 3, True)
+    assert (episode["hops_given"], episode["prefix_steps"], episode["prefix"]["faithful"]) == (1, 3, True)
     assert data["skipped_prefixes"] == []
 
 
@@ -184,10 +184,10 @@ def test_the_served_analysis_and_the_html_report_show_the_conditioned_table(cond
     assert 'id="conditioned-hops"' in out.read_text() and 'data-table="conditioned_hops"' in out.read_text()
 
 
-def test_the_readme_sql_gives_the_conditioned_table(conditioned) -> None:
+def test_the_documented_sql_gives_the_conditioned_table(conditioned) -> None:
     store, _reference, _summary, _hits = conditioned
     report = build_report(store).table("conditioned_hops").records()
-    result = run_query(store, readme_sql()["conditioned_hops"])
+    result = run_query(store, documented_sql()["conditioned_hops"])
     sql = [dict(zip(result.columns, row)) for row in result.rows]
     assert {r["agent"] for r in report} >= {AGENT}
     assert_matches_sql(report, sql)
@@ -196,18 +196,18 @@ def test_the_readme_sql_gives_the_conditioned_table(conditioned) -> None:
 def test_rescoring_gives_the_live_verdicts_and_the_official_rules_see_the_whole_trajectory(conditioned,
                                                                                              tmp_path: Path) -> None:
     store = Store.open(shutil.copytree(conditioned[0].root, tmp_path / "store"))
-    live = run_query(store, "select level, hop_index, verdict, detail_json from scores where run_id = 'probe' "
-                            "and evaluator = 'hops' order by level, hop_index").rows
+    live = run_query(store, "select level, hop, verdict, detail_json from scores where run_id = 'probe' "
+                            "and evaluator = 'hops' order by level, hop").rows
     rescore(store, RescoreConfig(evaluator="hops", runs=("probe",)))
-    again = run_query(store, "select level, hop_index, verdict, detail_json from latest_scores "
-                             "where run_id = 'probe' and evaluator = 'hops' order by level, hop_index").rows
+    again = run_query(store, "select level, hop, verdict, detail_json from latest_scores "
+                             "where run_id = 'probe' and evaluator = 'hops' order by level, hop").rows
     assert again == live
     rescore(store, RescoreConfig(evaluator="mmina_official", args={"domain": "multi567"}, runs=("probe",)))
-    hops = run_query(store, "select hop_index, verdict from latest_scores where run_id = 'probe' and "
-                            "evaluator = 'mmina_official' and level = 'hop' order by hop_index").rows
-    assert [h[0] for h in hops][:1] == [0]  # the runner credits the prefix's hops: it cannot tell them apart
+    hops = run_query(store, "select hop, verdict from latest_scores where run_id = 'probe' and "
+                            "evaluator = 'mmina_official' and level = 'hop' order by hop").rows
+    assert [h[0] for h in hops][:1] == [1]  # the runner credits the prefix's hops: it cannot tell them apart
     scored = run_query(store, "select hops_total from episode_scores where run_id = 'probe' "
                               "and evaluator = 'mmina_official'").rows
-    assert scored == [(sum(h[0] >= 1 for h in hops),)]  # analysis leaves the given hop's rows out
+    assert scored == [(sum(h[0] >= 2 for h in hops),)]  # analysis leaves the given hop's rows out
     log = build_report(store, ["probe"], "mmina_official").table("runner_log").records()
     assert log[-1]["tasks"] == 0  # the runner's log has no place for a conditioned episode

@@ -129,8 +129,10 @@ def test_redaction() -> None:
     assert STRICT.url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
     assert redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False) == \
         b"user=a&password=%5BREDACTED%5D"
-    assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json")
-    redactor.learn_typed("hunter2")
+    assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json", response=False)
+    assert redactor.body(b'{"auth": {"token": "Zq81fKx02LmA9w"}, "q": 1}', "application/json") == \
+        b'{"auth": {"token": "[REDACTED]"}, "q": 1}', "a response's credential, in place"
+    redactor.learn_secret("hunter2")
     assert redactor.text("typed hunter2 at http://x/?token=abc") == f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
 
 

@@ -122,7 +122,8 @@ def test_the_oracles_own_actions_score_100_percent(store: Path) -> None:
     steps = recorded_steps(store)
     with ScriptedOpenAI(answers=oracle_answers(steps)) as server:
         out = eval_json(store, "--run", "oracle", server=server)
-    assert len(server.chat_requests) == len(steps) == out["overall"]["steps"] == 10
+    probe, *asked = server.chat_requests  # the endpoint check before the first step, then one per step
+    assert probe["max_tokens"] == 1 and len(asked) == len(steps) == out["overall"]["steps"] == 10
     assert out["overall"]["accuracy"] == 1.0 and out["overall"]["op_accuracy"] == 1.0
     assert out["overall"]["target_accuracy"] == 1.0 and out["overall"]["value_accuracy"] == 1.0
     assert {g["key"] for g in out["groups"]["operation"]} == {"click", "type", "select", "navigation", "stop"}
@@ -187,12 +188,13 @@ def test_sample_seed_and_history_are_what_the_agent_gets(store: Path) -> None:
     with ScriptedOpenAI() as server:
         first = eval_json(store, "--run", "oracle", "--sample", "4", "--seed", "7", "--history", "0", server=server)
         second = eval_json(store, "--run", "oracle", "--sample", "4", "--seed", "7", "--history", "0", server=server)
+        too_long = invoke(store, "--run", "oracle", "--history", "6", server=server)
     keys = [sorted(step_rows(store, out["batch_id"])) for out in (first, second)]
     assert keys[0] == keys[1] and len(keys[0]) == 4
-    assert all(last_user_text(r).endswith("PREVIOUS ACTIONS:\nNone") for r in server.chat_requests)
+    asked = [r for r in server.chat_requests if r["max_tokens"] > 1]  # not the endpoint checks
+    assert len(asked) == 8 and all(last_user_text(r).endswith("PREVIOUS ACTIONS:\nNone") for r in asked)
     assert [g["key"] for g in first["groups"]["history"]] == ["0"]
-    too_long = invoke(store, "--run", "oracle", "--history", "6", server=server)
-    assert too_long.exit_code == 1 and too_long.output.startswith("Error: the openai agent shows at most 5")
+    assert too_long.exit_code == 1 and "Error: the openai agent shows at most 5" in too_long.output
 
 
 def test_a_user_agent_gets_the_recorded_history_and_the_rebuilt_tree(store: Path) -> None:
@@ -225,8 +227,8 @@ def test_the_value_judge_accepts_a_paraphrased_answer_and_is_cached(store: Path)
     answers[expected_key(stop["intent"], stop["url"], stop["previous"])] = f"stop [So: {stop['action'][6:-1]}!]"
     with ScriptedOpenAI(answers=answers) as server:
         exact = eval_json(store, "--run", "oracle", server=server)
-        judged = eval_json(store, "--run", "oracle", "--value-judge", "judge", server=server)
-        judged_again = eval_json(store, "--run", "oracle", "--value-judge", "judge", server=server)
+        judged = eval_json(store, "--run", "oracle", "--judge-model", "judge", server=server)
+        judged_again = eval_json(store, "--run", "oracle", "--judge-model", "judge", server=server)
     judge_requests = [r for r in server.chat_requests if r["model"] == "judge"]
     assert exact["overall"]["correct"] == len(steps) - 1
     assert judged["overall"]["correct"] == judged_again["overall"]["correct"] == len(steps)
@@ -236,7 +238,7 @@ def test_the_value_judge_accepts_a_paraphrased_answer_and_is_cached(store: Path)
 
 
 def test_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
-    with FakeOpenAI(always_fail=True, fail_status=500) as server:
+    with FakeOpenAI(fail_after=1, fail_status=500) as server:  # the endpoint check passes, then it breaks
         result = invoke(store, "--run", "oracle", "--sample", "1", server=server)
     assert result.exit_code == 1 and "failed" in result.output and "model endpoint failed" in result.output
     assert run_query(Store.open(store), "select count(*) from scores where evaluator = 'step_action'").rows[0][0] == 0

@@ -9,7 +9,6 @@ left unmatched, and no step ran past its deadline.
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -17,7 +16,7 @@ from mmina.fixtures.hardweb import BEHAVIOURS, OTHER_HOST
 from mmina.fixtures.hardweb.check import Outcome, check
 from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S
 from mmina.recorder.streams import event_text
-from mmina.replayer.archive import SocketScript, same_page
+from mmina.replayer.archive import same_page
 
 
 @pytest.fixture(scope="module")
@@ -82,19 +81,6 @@ def test_each_behaviour_records_then_replays_exactly_after_the_site_restarted(ou
 
 def test_every_behaviour_has_its_mark_checked() -> None:
     assert set(MARKS) == {b.name for b in BEHAVIOURS if not b.back_forward_cache}
-
-
-def test_a_socket_script_answers_each_message_with_what_followed_it() -> None:
-    body = "\n".join(json.dumps(m) for m in [
-        {"type": "receive", "opcode": 1, "data": "hello"},
-        {"type": "send", "opcode": 1, "data": "q1"},
-        {"type": "receive", "opcode": 1, "data": "a1"}, {"type": "receive", "opcode": 2, "data": "AAE="},
-        {"type": "send", "opcode": 1, "data": "q2"},
-    ]).encode() + b"\nnot json\n"
-    script = SocketScript.parse(body)
-    assert script.opening() == ["hello"]
-    assert script.answer() == ["a1", b"\x00\x01"]
-    assert script.answer() == [] and script.answer() == []  # past the recording: silence
 
 
 def test_a_replayed_url_is_the_same_page_up_to_clock_and_random_values_only() -> None:

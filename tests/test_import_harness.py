@@ -61,7 +61,7 @@ def episode_of(store: Path, task_id: str) -> str:
 
 def test_steps_keep_url_observation_prediction_and_the_action_in_the_grammar(store: Path) -> None:
     rows = sql(store, "select e.task_id, s.step_index, s.url, s.action, s.action_kind, s.action_error, "
-                      "s.model_output, s.tree_text, s.hop_index, s.hop_completed from steps s "
+                      "s.model_output, s.tree_text, s.live_hops, s.live_hop_completed from steps s "
                       "join episodes e using (episode_id) order by e.task_id, s.step_index")
     assert [(r["task_id"], r["action"]) for r in rows] == [
         ("normal/1", "type [12] [Glasgow] [press_enter_after=1]"),
@@ -76,7 +76,7 @@ def test_steps_keep_url_observation_prediction_and_the_action_in_the_grammar(sto
     assert unparsed["model_output"] == "I am not sure what to do next." and unparsed["action_kind"] is None
     assert unparsed["action_error"] == "the harness parsed no action from the model output (none)"
     assert forced["model_output"] == "stop [Early stop: Reach max steps 3]"  # no raw output: the harness's action
-    assert [(r["hop_index"], r["hop_completed"]) for r in rows[:3]] == [(1, True), (1, False), (2, True)]
+    assert [(r["live_hops"], r["live_hop_completed"]) for r in rows[:3]] == [(1, True), (1, False), (2, True)]
 
 
 def test_episodes_tasks_and_run_come_from_render_log_and_configs(store: Path) -> None:
@@ -109,12 +109,12 @@ def test_screenshots_are_the_decoded_images(store: Path) -> None:
 
 
 def test_the_harness_verdicts_are_scores_the_report_reads(store: Path) -> None:
-    scores = sql(store, "select e.task_id, s.level, s.hop_index, s.verdict, s.evaluator_version from scores s "
+    scores = sql(store, "select e.task_id, s.level, s.hop, s.verdict, s.evaluator_version from scores s "
                         "join episodes e using (episode_id) where s.evaluator = 'harness' "
-                        "order by e.task_id, s.level desc, s.hop_index")
-    assert [(r["task_id"], r["level"], r["hop_index"], r["verdict"]) for r in scores] == [
-        ("normal/1", "task", None, "pass"), ("normal/1", "hop", 0, "pass"), ("normal/1", "hop", 1, "pass"),
-        ("normal/2", "task", None, "fail"), ("normal/2", "hop", 0, "pass"), ("normal/2", "hop", 1, "fail")]
+                        "order by e.task_id, s.level desc, s.hop")
+    assert [(r["task_id"], r["level"], r["hop"], r["verdict"]) for r in scores] == [
+        ("normal/1", "task", None, "pass"), ("normal/1", "hop", 1, "pass"), ("normal/1", "hop", 2, "pass"),
+        ("normal/2", "task", None, "fail"), ("normal/2", "hop", 1, "pass"), ("normal/2", "hop", 2, "fail")]
     result = invoke("report", "--store", str(store), "--evaluator", "harness", "--run", RUN, "--format", "json")
     assert result.exit_code == 0, result.output
     overall = json.loads(result.stdout)["tables"]["sr_by_bucket"][-1]
@@ -123,7 +123,7 @@ def test_the_harness_verdicts_are_scores_the_report_reads(store: Path) -> None:
 
 def test_view_writes_the_episode_viewer(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "episode.html"
-    result = invoke("view", episode_of(store, "normal/1"), "--store", str(store), "--out", str(out))
+    result = invoke("view", "--episode", episode_of(store, "normal/1"), "--store", str(store), "--out", str(out))
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "Celtic Connections" in page and "data:image/jpeg;base64," in page and "harness" in page

@@ -16,9 +16,11 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
-        "mmina.element_ids", "mmina.errors", "mmina.stats", "mmina.model_client", "mmina.model_input",
+        "mmina.element_ids", "mmina.errors", "mmina.harness_context", "mmina.lazy", "mmina.stats", "mmina.model_client",
+        "mmina.model_input",
         "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
-        "mmina.secret_rules", "mmina.taskcheck", "mmina.tasks"}
+        "mmina.secret_json", "mmina.secret_names", "mmina.secret_patterns", "mmina.secret_rules",
+        "mmina.secret_shapes", "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)
@@ -34,6 +36,7 @@ RULES: dict[str, tuple[set[str], tuple[str, ...]]] = {
     "stepeval": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "importers": ({"store", "agents", "evaluators"}, ("playwright", "click", "rich")),
     "serve": ({"store", "analysis", "evaluators"}, ("playwright", "click", "rich")),
+    "interchange": ({"store", "recorder"}, ("playwright", "duckdb", "click", "rich")),
 }
 
 

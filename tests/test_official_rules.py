@@ -284,10 +284,10 @@ def test_report_prints_the_runners_log_beside_hops(scored_store: Path) -> None:
     assert "official runner's log" in table.output and "all_pass/all_all" in table.output
 
 
-def test_readme_sql_gives_the_runner_log(scored_store: Path) -> None:
+def test_documented_sql_gives_the_runner_log(scored_store: Path) -> None:
     from mmina.store.sql import run_query
-    from tests.test_report import assert_matches_sql, readme_sql
-    query = run_query(Store.open(scored_store), readme_sql()["runner_log"])
+    from tests.test_report import assert_matches_sql, documented_sql
+    query = run_query(Store.open(scored_store), documented_sql()["runner_log"])
     assert_matches_sql(runner_log(scored_store), [dict(zip(query.columns, row)) for row in query.rows])
 
 

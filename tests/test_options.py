@@ -32,7 +32,8 @@ REFUSED = [
     ("replay", "--min-fidelity", "nan"),
     ("replay", "--max-steps", "0"),
     ("replay", "--concurrency", "1000000"),
-    ("rescore", "--concurrency", "100000"),
+    ("rescore", "--judge-concurrency", "100000"),
+    ("rescore", "--concurrency", "100000"),  # its old name
     ("eval-steps", "--history", "100000000"),
     ("fixtures", "serve", "--drift", "999999999999"),
 ]

@@ -2,12 +2,16 @@
 a virtualenv of its own, started on a free port with new random state, its scripted episode
 recorded, the application restarted with new random state, and the episode replayed.
 
-For each: the recording went through without an action error, and the replay has every step
-with URL and tree equal, no connection reaching the restarted application, no request left
-unmatched, no matched request with a missing body, and no step past its deadline.
+For each: the recording (by an agent that thinks before each action) went through without an
+action error, and the replay has every step with URL and tree equal, no connection reaching
+the restarted application, no request left unmatched, no matched request with a missing body,
+every recorded socket message repeated in order (and the replay's own socket rows stored), and
+no step past its deadline.
 
-By default the light applications run (``SAMPLE``); ``MMINA_REALWEB=all`` runs every one (as
-``python -m bench --only realweb`` does), ``MMINA_REALWEB=gradio,trac`` the ones named.
+By default one application runs (``SAMPLE``: Shiny, whose outputs are pushed over a plain
+WebSocket by a server timer and 1 s after a click — the recorded pace and the socket clock both
+at work); the others are ``heavy`` (``MMINA_HEAVY=1``), and ``MMINA_REALWEB=all`` runs every one (as ``python -m
+bench --only realweb`` does, five times each), ``MMINA_REALWEB=gradio,trac`` the ones named.
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ from tests.realweb.check import check
 from tests.realweb.installs import INSTALL_TIMEOUT_S
 
 CHOSEN = os.environ.get("MMINA_REALWEB", "")
-NAMES = [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else list(SAMPLE))
+NAMES = [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else [a.name for a in APPS])
+CASES = [name if CHOSEN or name in SAMPLE else pytest.param(name, marks=pytest.mark.heavy) for name in NAMES]
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT_S + 900)  # a first run installs the application (cached after)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CASES)
 def test_each_application_replays_exactly_after_a_restart_with_new_state(tmp_path: Path, name: str) -> None:
     outcome = check(tmp_path, tuple(a for a in APPS if a.name == name))[0]
     steps = len(outcome.app.script) + 1
@@ -37,10 +42,14 @@ def test_each_application_replays_exactly_after_a_restart_with_new_state(tmp_pat
     assert outcome.live_connections == 0, "a replay must not reach the live application"
     assert replay.requests.unmatched == 0 and replay.unmatched_urls == ()
     assert replay.requests.missing_body == 0 and replay.requests.failed == 0
+    assert all(s.faithful for s in replay.sockets), [s.first_difference for s in replay.sockets]
+    assert len(outcome.replayed_sockets) == len(replay.sockets)  # the replay stores its own socket rows
+    assert all(row["response_body"] for row in outcome.replayed_sockets)
     assert outcome.slowest_share < 1.0
 
 
 def test_the_applications_are_of_different_kinds() -> None:
-    assert len(APPS) >= 5 and len({a.kind for a in APPS}) == len(APPS)
+    assert len(APPS) >= 9 and len({a.kind for a in APPS}) == len(APPS)
     assert all(6 <= len(a.script) + 1 <= 10 for a in APPS)
+    assert all(0 < step["think"] for a in APPS for step in a.task(1)["reference_script"])
     assert all("id" not in step.get("target", {}) for a in APPS for step in a.script)  # found by role and name

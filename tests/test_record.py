@@ -87,9 +87,9 @@ def test_network_trace_with_bodies(recorded: tuple[Path, RunSummary]) -> None:
 
 def test_hop_tracking_is_stored_per_step(recorded: tuple[Path, RunSummary]) -> None:
     store, _ = recorded
-    hops = _one(store, "select hop_index, completed, completed_step from episode_hops order by hop_index")
-    assert [h[:2] for h in hops] == [(0, True), (1, True)]
-    steps = dict(_one(store, "select step_index, hop_index from steps"))
+    hops = _one(store, "select hop, live_reached, live_reached_step from episode_hops order by hop")
+    assert [h[:2] for h in hops] == [(1, True), (2, True)]
+    steps = dict(_one(store, "select step_index, live_hops from steps"))
     assert steps[hops[1][2]] == 2 and steps[max(steps)] == 2
 
 
@@ -259,7 +259,7 @@ def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, R
                                 and marks is not null
                                 and images is not null and tree_ms > 0 and screenshot_ms > 0 and som_ms is null
                                 and images_ms >= 0 and observe_ms >= greatest(tree_ms, screenshot_ms, images_ms)
-                                and agent_ms >= 0 and action_ms >= 0 and hop_index is not null),
+                                and agent_ms >= 0 and action_ms >= 0 and live_hops is not null),
                count(*) filter (where len(images) > 0 and images[1].blob is not null),
                count(*) filter (where len(marks) > 0 and marks[1].id is not null and marks[1].width > 0)
         from steps""")

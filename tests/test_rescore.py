@@ -115,10 +115,10 @@ def test_must_include_and_exact_match(store: Path) -> None:
     report = rescore_json(store, "--evaluator", "must_include")
     assert verdicts(report) == expect({
         "oracle": dict.fromkeys(ALL, "pass"), "wrong": dict.fromkeys(ALL, "fail"), "cheat": dict.fromkeys(ALL, "pass"),
-        "judged": {"judged/1": "unclear", "judged/2": "pass"}, "judged-wrong": {"judged/1": "unclear", "judged/2": "fail"}})
+        "judged": {"judged/1": "n/a", "judged/2": "pass"}, "judged-wrong": {"judged/1": "n/a", "judged/2": "fail"}})
     exact = rescore_json(store, "--evaluator", "exact_match")
     assert verdicts(exact) == expect({
-        **{run: dict.fromkeys(ALL, "unclear") for run in BUILTIN_RUNS},  # the built-in tasks have no exact_match
+        **{run: dict.fromkeys(ALL, "n/a") for run in BUILTIN_RUNS},  # the built-in tasks have no exact_match
         "judged": {"judged/1": "pass", "judged/2": "pass"}, "judged-wrong": {"judged/1": "fail", "judged/2": "fail"}})
     row = stored_rows(store, exact["batch_id"])[0]
     assert (row["evaluator"], row["evaluator_version"], row["args_json"], row["level"]) == ("exact_match", "1", "{}", "task")
@@ -147,7 +147,7 @@ def test_hops_clean_queue(store: Path) -> None:
     assert by_episode[("wrong", "multi567/1")]["hops_passed"] == 5 == by_episode[("wrong", "multi567/1")]["hops_total"]
     assert by_episode[("cheat", "compare/5")]["hops_passed"] == 0
     rows = stored_rows(store, report["batch_id"])
-    hop_rows = sorted((r["hop_index"], json.loads(r["detail_json"])) for r in rows
+    hop_rows = sorted((r["hop"], json.loads(r["detail_json"])) for r in rows
                       if r["run_id"] == "oracle" and r["task_id"] == "multi567/1" and r["level"] == "hop")
     assert [d["completed_step"] for _, d in hop_rows] == [2, 5, 8, 12, 15]
     assert all(d["rule"] == "reference_url" and d["by"] == "url" for _, d in hop_rows)
@@ -187,7 +187,7 @@ def test_task_evaluator_follows_each_tasks_eval(store: Path) -> None:
     assert set(verdicts(report).values()) == {"pass"}  # the built-in tasks ask for must_include only
     with FakeOpenAI() as server:
         judged = rescore_json(store, "--evaluator", "task", "--run", "judged", "--run", "judged-wrong",
-                              "--judge-model", "fake-judge", "--base-url", server.url, env=KEY)
+                              "--judge-model", "fake-judge", "--judge-base-url", server.url, env=KEY)
     assert verdicts(judged) == expect({"judged": {"judged/1": "pass", "judged/2": "pass"},
                                        "judged-wrong": {"judged/1": "fail", "judged/2": "fail"}})
     row = next(r for r in stored_rows(store, judged["batch_id"]) if r["run_id"] == "judged" and r["task_id"] == "judged/1")
@@ -221,8 +221,8 @@ def test_task_evaluator_needs_a_judge_only_for_fuzzy_references(store: Path) -> 
 
 @pytest.mark.parametrize("args, message", [
     (["--evaluator", "nosuch"], "unknown evaluator 'nosuch'; known evaluators: exact_match, fuzzy, hops, "
-                                "mmina_official, must_include, task, url_match"),
-    (["--evaluator", "hops", "--run", "nosuch"], "unknown run nosuch in"),
+                                "keypoints, mmina_official, must_include, task, url_match"),
+    (["--evaluator", "hops", "--run", "nosuch"], "no run 'nosuch' in"),
     (["--evaluator", "hops", "--episode", "nosuch"], "unknown episode nosuch in"),
     (["--evaluator", "hops", "--arg", "x=1"], "evaluator hops has no argument x"),
     (["--evaluator", "url_match", "--arg", "where=middle"], "where must be one of final, any"),
@@ -257,12 +257,12 @@ def test_episode_selection(store: Path) -> None:
 def test_flips_against_the_previous_scoring_and_overwrite(store: Path) -> None:
     with FakeOpenAI(judge_reply="Yes") as lenient:
         first = rescore_json(store, "--evaluator", "fuzzy", "--arg", "reference=must_include", "--judge-model", "lenient",
-                             "--base-url", lenient.url, "--run", "oracle", "--run", "wrong", env=KEY)
+                             "--judge-base-url", lenient.url, "--run", "oracle", "--run", "wrong", env=KEY)
     assert set(verdicts(first).values()) == {"pass"} and first["flips"] == []
     files_before = files_of(store)
     with FakeOpenAI() as strict:
         second = rescore_json(store, "--evaluator", "fuzzy", "--arg", "reference=must_include", "--judge-model", "strict",
-                              "--base-url", strict.url, "--run", "oracle", "--run", "wrong", "--action", "overwrite",
+                              "--judge-base-url", strict.url, "--run", "oracle", "--run", "wrong", "--action", "overwrite",
                               env=KEY)
     flips = {(f["run_id"], f["task_id"], f["before"], f["after"], f["previous_batch"]) for f in second["flips"]}
     assert flips == {("wrong", t, "pass", "fail", first["batch_id"]) for t in BUILTIN_TASKS}
@@ -289,7 +289,7 @@ def test_flips_in_the_table_output(store: Path) -> None:
 def _fuzzy(store: Path, server: FakeOpenAI, *extra: str, exit_code: int = 0,
            env: dict[str, str | None] | None = None) -> dict[str, Any]:
     return rescore_json(store, "--evaluator", "fuzzy", "--run", "judged", "--run", "judged-wrong", "--judge-model",
-                        "fake-judge", "--base-url", server.url, "--concurrency", "3", *extra, env=env or KEY,
+                        "fake-judge", "--judge-base-url", server.url, "--judge-concurrency", "3", *extra, env=env or KEY,
                         exit_code=exit_code)
 
 
@@ -345,7 +345,7 @@ def test_judge_down_leaves_episodes_unscored_and_writes_no_scores(store: Path) -
     before = files_of(store)
     with FakeOpenAI(always_fail=True, fail_status=500) as down:
         result = invoke("--store", str(store), "--evaluator", "fuzzy", "--run", "judged", "--judge-model", "m",
-                        "--base-url", down.url, env=KEY)
+                        "--judge-base-url", down.url, env=KEY)
     assert result.exit_code == 1
     assert "Error: 2 episode(s) could not be scored; nothing written for run(s) judged" in result.output
     assert result.output.count("unscored judged-") == 2 and "judge endpoint failed after 5 retries" in result.output
@@ -356,7 +356,7 @@ def test_only_the_run_with_an_unscored_episode_goes_unwritten(store: Path) -> No
     """The right answers' judgments are cached; the endpoint then fails for the wrong ones."""
     with FakeOpenAI() as server:
         rescore_json(store, "--evaluator", "fuzzy", "--run", "judged", "--judge-model", "fake-judge",
-                     "--base-url", server.url, env=KEY)
+                     "--judge-base-url", server.url, env=KEY)
     with FakeOpenAI(always_fail=True) as down:
         report = _fuzzy(store, down, exit_code=1)
     assert {u["run_id"] for u in report["unscored"]} == {"judged-wrong"}

@@ -41,13 +41,16 @@ JUDGED_RUNS = ("alpha", "beta", "gamma")
 # one task parser): a string ``procedure`` is no list of keywords (it was read as its characters,
 # which shifted every later random draw of the case store), and references that are not text are
 # compared as text, so the broken run's episodes are scored instead of left unscored; pinned
-# again on merging that with mmina_official version 2 (issue 24).
+# again on merging that with mmina_official version 2 (issue 24). Pinned again for issue 31 (store
+# schema 7): a task without the evaluator's reference is n/a, no longer unclear, and hops version 4
+# numbers hops from 1 in its detail; with those two changes undone, every row was checked to be
+# the one pinned before.
 BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
-    "exact_match": ({"task fail": 87, "task pass": 29, "task unclear": 1192}, "0b84311350b1806d", 0),
-    "must_include": ({"task fail": 827, "task pass": 333, "task unclear": 148}, "97c0b7cd8fde5968", 0),
-    "url_match": ({"task fail": 470, "task pass": 52, "task unclear": 786}, "c64370ca7eb438d0", 0),
-    "url_match where=any": ({"task fail": 363, "task pass": 159, "task unclear": 786}, "7a997315568c7f3f", 0),
-    "hops": ({"hop fail": 3064, "hop pass": 552, "task fail": 1128, "task pass": 180}, "997dff298b93522b", 0),
+    "exact_match": ({"task fail": 87, "task n/a": 1192, "task pass": 29}, "936a7a5d9a3217e9", 0),
+    "must_include": ({"task fail": 827, "task n/a": 148, "task pass": 333}, "f28635baed2345b6", 0),
+    "url_match": ({"task fail": 470, "task n/a": 786, "task pass": 52}, "69827546e236e7e1", 0),
+    "url_match where=any": ({"task fail": 363, "task n/a": 786, "task pass": 159}, "2ec49515d4e9ca18", 0),
+    "hops": ({"hop fail": 3064, "hop pass": 552, "task fail": 1128, "task pass": 180}, "5ed86517849954d8", 0),
     # mmina_official version 2 (the official runner's rules transplanted, issue 24): pinned when it was written;
     # no episode is unscored — whatever the runner raises is a no_result outcome
     "mmina_official domain=normal": ({"hop fail": 1630, "hop pass": 196, "task fail": 1231, "task pass": 77},
@@ -56,9 +59,9 @@ BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
                                        "0457ba9daff2c0a4", 0),
     "mmina_official domain=shopping": ({"hop fail": 995, "task fail": 1264, "task pass": 2, "task unclear": 42},
                                        "fb2c54e75d28d500", 0),
-    "fuzzy": ({"task fail": 70, "task pass": 2, "task unclear": 1188}, "c2e55c15b1924b43", 0),
-    "fuzzy reference=must_include": ({"task fail": 800, "task pass": 316, "task unclear": 144}, "5fca39e74137c315", 0),
-    "task": ({"task fail": 892, "task pass": 306, "task unclear": 62}, "96e0a34280f85d43", 0),
+    "fuzzy": ({"task fail": 70, "task n/a": 1188, "task pass": 2}, "3333c351a92f8a8a", 0),
+    "fuzzy reference=must_include": ({"task fail": 800, "task n/a": 144, "task pass": 316}, "d55ed2437ed9d93c", 0),
+    "task": ({"task fail": 892, "task n/a": 18, "task pass": 306, "task unclear": 44}, "4611e0afb104dc62", 0),
 }
 
 
@@ -91,7 +94,7 @@ def _label(name: str, args: dict[str, Any]) -> str:
 
 def _pinned(store: Path, result: RescoreResult) -> tuple[dict[str, int], str, int]:
     rows = [r for r in Store.open(store).read("scores").to_pylist() if r["batch_id"] == result.batch_id]
-    keys = sorted((r["episode_id"], r["level"], -1 if r["hop_index"] is None else r["hop_index"], r["verdict"],
+    keys = sorted((r["episode_id"], r["level"], -1 if r["hop"] is None else r["hop"] - 1, r["verdict"],
                    r["value"], r["detail_json"]) for r in rows)
     counts = Counter(f"{r['level']} {r['verdict']}" for r in rows)
     return dict(sorted(counts.items())), hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16], len(result.unscored)

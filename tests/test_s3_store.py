@@ -102,6 +102,71 @@ def test_sql_report_rescore_info_verify_on_a_recorded_s3_store(recorded: str) ->
     assert verify.returncode == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), verify.stdout
 
 
+# -- nothing left running at exit (issue 35, item 1) ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sixty(s3: S3Server) -> str:
+    """A finished store of 66 objects: 16 episodes of steps, requests, a pack and a commit."""
+    location = f"s3://{BUCKET}/sixty"
+    store = Store.open(location, create=True)
+    begin(store, "r1")
+    for index in range(16):
+        write_episode(store, "r1", f"ep{index}", [os.urandom(50_000)], n_steps=3, n_requests=2)
+    assert len([key for key in s3.objects(BUCKET) if key.startswith(f"{BUCKET}/sixty/")]) >= 60
+    return location
+
+
+@pytest.mark.timeout(1800)  # twenty commands on a loaded machine
+@pytest.mark.parametrize("times", [1, pytest.param(20, marks=pytest.mark.heavy)])
+def test_verify_on_s3_exits_0_every_time(sixty: str, times: int) -> None:
+    """It aborted after its report in 4 runs of 8 ("terminate called without an active
+    exception", exit 134): Arrow's threads called into Python (files read through fsspec) as
+    the interpreter finalized. One run by default, twenty with MMINA_HEAVY=1."""
+    for _ in range(times):
+        verify = mmina("store", "verify", "--store", sixty)
+        assert (verify.returncode, verify.stderr) == (0, ""), verify.stderr
+        assert verify.stdout.strip() == f"66 files checked in {sixty}: OK"
+
+
+LIVING_AT_EXIT = """
+import atexit, sys, threading
+atexit.register(lambda: print("alive:", ",".join(sorted(t.name for t in threading.enumerate())), flush=True))
+sys.argv = ["mmina", *sys.argv[1:]]
+from mmina.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("command", [("store", "verify"),
+                                     pytest.param(("sql", "select count(*) from steps"), marks=pytest.mark.heavy)])
+def test_no_thread_of_the_object_store_outlives_a_command(sixty: str, command: tuple[str, ...]) -> None:
+    """The clients' connections and fsspec's event loop are ended before the interpreter's
+    teardown, which would stop them mid-way (``mmina.store.objects.close_filesystems``)."""
+    done = subprocess.run([sys.executable, "-c", LIVING_AT_EXIT, *command, "--store", sixty], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("alive: MainThread"), (done.stdout, done.stderr)
+
+
+def test_verify_reads_each_file_once_and_arrow_never_calls_into_python(sixty: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file is fetched whole and decoded from memory Arrow owns: no fsspec file is opened
+    for Arrow (whose threads would read it through Python), and no file twice."""
+    import fsspec.spec
+
+    opened: list[str] = []
+    fetched: list[str] = []
+    real_open, real_read = fsspec.spec.AbstractFileSystem.open, objects.ObjectBackend.read_bytes
+    monkeypatch.setattr(fsspec.spec.AbstractFileSystem, "open", lambda self, path, *a, **k: (
+        opened.append(path), real_open(self, path, *a, **k))[1])
+    monkeypatch.setattr(objects.ObjectBackend, "read_bytes", lambda self, path: (
+        fetched.append(str(path)), real_read(self, path))[1])
+    report = verify_store(Store.open(sixty))
+    assert report.ok and report.files_checked == 66
+    files = [path for path in fetched if path.endswith(".parquet")]
+    assert opened == [] and len(files) == len(set(files)) == 66
+
+
 def test_replay_reads_its_archive_from_s3_and_writes_its_run_there(recorded: str) -> None:
     proc = mmina("replay", "--run", "r1", "--store", recorded, "--format", "json", "--run-id", "replayed")
     assert proc.returncode == 0, proc.stderr

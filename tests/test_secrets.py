@@ -38,17 +38,21 @@ from hypothesis import strategies as st
 from mmina.model_input import load_request
 from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
 from mmina.replayer.fidelity import tree_change
-from mmina.secret_rules import STRICT, URL_REDACTED, is_secret_name, worth_scrubbing
+from mmina.secret_names import is_secret_name
+from mmina.secret_rules import STRICT, URL_REDACTED
+from mmina.secret_shapes import credential_shaped
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.store_helpers import REPO_ROOT
 
-P = {name: f"{name.lower().replace('_', '-')}-planted-{uuid.uuid4().hex[:10]}" for name in (
+P = {name: f"{name.lower().replace('_', '-')}-planted-{uuid.uuid4().hex}" for name in (
     "START_KEY", "REF_TOKEN", "PASSWORD", "MISSING_PASSWORD", "API_TYPED", "CSRF", "META_TOKEN", "SESSION_COOKIE",
     "LOCATION_TOKEN", "ORDERS_KEY", "BEARER", "X_ACCESS", "X_SESSION", "JS_COOKIE", "JSON_TOKEN", "BODY_SECRET",
     "FORM_TOKEN", "IMG_TOKEN", "KEY_PARAM", "FRAGMENT", "REDIRECT_TOKEN", "HTML_TOKEN", "ENV_KEY", "BASE_PASS")}
-"""Every planted value, distinct per test session; finding one anywhere is a leak."""
+"""Every planted value, distinct per test session; finding one anywhere is a leak. Each ends in
+32 random hex digits: shaped like the credentials machines make, as a real secret is (a word
+typed into a password field is scrubbed from mmina's rows only: see test_redaction_corpus.py)."""
 BASIC = base64.b64encode(f"user:{P['BASE_PASS']}".encode()).decode()
 """What the client sends for a base URL with ``user:PASS@`` (and an endpoint may echo)."""
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
@@ -152,10 +156,11 @@ class SecretTyper:
 
 
 def _task(folder: Path, site: str) -> Path:
-    """A task whose start URL and reference URL carry tokens."""
+    """A task whose start URL and reference URL carry tokens, and whose intent gives the password
+    (the ``tasks`` row is written before the episode types it: the episode scrubs it there)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "1.json").write_text(json.dumps({
-        "intent": "Sign in with the key and password you were given and count the orders.",
+        "intent": f"Sign in with the key you were given and the password {P['PASSWORD']}, and count the orders.",
         "start_url": f"{site}/?api_key={P['START_KEY']}",
         "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]},
                  "reference_url": f"{site}/landing?token={P['REF_TOKEN']}"},
@@ -186,7 +191,8 @@ def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str]
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["episodes"][0]["status"] == "completed", proc.stdout
     for run_id, userinfo in (("echo", ""), ("echo-basic", f"user:{P['BASE_PASS']}@")):
-        with FakeOpenAI(always_fail=True, fail_status=401, echo_key=True) as model:
+        # the endpoint check before the run passes; then every request fails, quoting the key
+        with FakeOpenAI(fail_after=1, fail_status=401, echo_key=True) as model:
             proc = mmina("record", "--tasks", str(tasks), "--agent", "openai", "--model", "fake", "--run-id", run_id,
                          "--store", store, env={**base, "OPENAI_BASE_URL": model.url.replace("://", f"://{userinfo}")})
             outputs.append(proc.stdout + proc.stderr)
@@ -357,6 +363,28 @@ def test_a_redacted_recording_replays_faithfully(local_store: tuple[Path, list[s
     assert "3 orders" in replayed[4]["tree_text"], "the redacted JSON answered the page's fetch"
 
 
+def test_bodies_redaction_changed_are_named_by_the_replay_and_by_store_verify(
+        local_store: tuple[Path, list[str]]) -> None:
+    """A changed body is a fidelity defect: the replay report counts the requests served one, in
+    its summary and on each step (the sign-in page's hidden CSRF field, the account page's
+    script with its bearer token); a page with no secret (``/report``) is not named.
+    ``store verify --redacted`` lists the same bodies, with the size the browser received."""
+    report = json.loads(local_store[1][-1][:local_store[1][-1].rindex("}") + 1])
+    assert report["summary"]["requests"]["redacted_body"] >= 3
+    steps = report["episodes"][0]["steps"]
+    assert steps[0]["requests"]["redacted_body"] == 1, "the sign-in page, loaded first"
+    flagged = {urlsplit(s["recorded_url"]).path for s in steps if s["requests"]["redacted_body"]}
+    assert {"/", "/account", "/landing"} <= flagged and "/report" not in flagged, steps
+    listed = mmina("store", "verify", "--redacted", "--store", str(local_store[0]), "--format", "json",
+                   env=dict(os.environ))
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    bodies = [b for b in json.loads(listed.stdout)["redacted_bodies"] if b["run_id"] == "typer"]
+    paths = {urlsplit(b["url"]).path for b in bodies}
+    assert {"/", "/account", "/api/orders", "/landing"} <= paths and not paths & {"/report", "/doc", "/pixel.png"}
+    login = next(b for b in bodies if urlsplit(b["url"]).path == "/")
+    assert login["received_size"] == len(LOGIN.encode()) != login["stored_size"]
+
+
 def test_no_planted_secret_is_anywhere_in_an_s3_store(site: str, tmp_path: Path) -> None:
     with S3Server() as s3:
         s3.make_bucket("secrets")
@@ -396,13 +424,16 @@ def test_secret_names(name: str, secret: bool) -> None:
 
 
 def test_typed_text_rule_and_labels_in_response_bodies() -> None:
-    assert typed_text_is_secret(True, None) and typed_text_is_secret(False, "Password")
-    assert typed_text_is_secret(False, "API key") and not typed_text_is_secret(False, "Search")
+    assert typed_text_is_secret("hunter2", False, "Password") and typed_text_is_secret("x", False, "API key")
+    assert typed_text_is_secret("Zq81fKx02LmA9w", True, None), "a failed type of a credential"
+    assert not any(typed_text_is_secret(text, True, None) for text in ("5", "KYO", "fahrenheit", "New York")), \
+        "a failed type of a word is not a secret"
+    assert not typed_text_is_secret("Zq81fKx02LmA9w", False, "Search")
     short = Redactor()
-    short.learn_typed("42")
+    short.learn_secret("42")
     assert short.text("type [7] [42] [press_enter_after=0]") == f"type [7] [{REDACTED}] [press_enter_after=0]"
     assert short.text("page 42 of 420") == "page 42 of 420", "a short secret only in its bracketed form"
-    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2a"}'
+    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2aXk3Lq8Zr7"}'
     kept = json.loads(Redactor().body(body, "application/json"))
     assert kept == {"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": REDACTED}
     assert json.loads(Redactor().body(body, "application/json", response=False))["labels"]["password"] == REDACTED
@@ -600,10 +631,10 @@ def planted_in(value: Any) -> list[str]:
 @settings(max_examples=300, deadline=None)
 def test_redacted_json_stays_json_with_its_keys_and_no_secret(document: Any) -> None:
     body = json.dumps(document).encode()
-    redacted = Redactor().body(body, "application/json")
+    redacted = Redactor().body(body, "application/json", response=False)
     assert not leaks(planted_in(document), redacted.decode())
     _same_shape(document, json.loads(redacted))
-    assert Redactor().body(redacted, "application/json") == redacted, "idempotent"
+    assert Redactor().body(redacted, "application/json", response=False) == redacted, "idempotent"
     as_text = STRICT.text(json.dumps(document, indent=1))
     assert not leaks(planted_in(document), as_text)
     _same_shape(document, json.loads(as_text))
@@ -622,7 +653,7 @@ def test_redacted_form_bodies_keep_their_fields_and_no_secret(pairs: list[tuple[
     assert Redactor().body(redacted, "application/x-www-form-urlencoded", response=False) == redacted
 
 
-@given(TOKEN.filter(worth_scrubbing), PLAIN, PLAIN)
+@given(TOKEN.filter(credential_shaped), PLAIN, PLAIN)
 @settings(max_examples=200, deadline=None)
 def test_a_known_value_is_scrubbed_in_every_form(secret: str, before: str, after: str) -> None:
     redactor = Redactor()
@@ -639,7 +670,7 @@ def test_any_text_is_redacted_without_error_and_idempotently(text: str, known: l
     redactor = Redactor()
     redactor.learn(known)
     for value in known:
-        redactor.learn_typed(value)
+        redactor.learn_secret(value)
     once = redactor.text(text)
     assert redactor.text(once) == once
 

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from mmina.analysis.display import display
 from mmina.analysis.report import build_report
-from mmina.analysis.tables import TABLE_NAMES
+from mmina.analysis.names import TABLE_NAMES
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.serve_helpers import Served, served_read_only
@@ -188,7 +188,7 @@ def test_unknown_episode_and_bad_parameters_are_clear_messages(app: Served, page
     open_view(page, app, "#/episodes?run=seeded&colour=red")
     assert message(page).startswith("unknown parameter colour (this endpoint takes run, evaluator, bucket")
     open_view(page, app, "#/analysis?run=no-such-run")
-    assert "unknown run no-such-run" in message(page)
+    assert "no run 'no-such-run'" in message(page)
     open_view(page, app, "#/compare?a=seeded&b=seeded&ea=hops&eb=hops")
     assert "two different sides" in message(page)
 

@@ -56,7 +56,7 @@ def test_every_error_is_one_line_of_json(app: Served) -> None:
         "/api/episodes?limit=1&limit=2": (400, "parameter limit is given 2 times"),
         "/api/episodes/nope": (404, "unknown episode nope"),
         "/api/episodes/nope/steps/0/image": (404, "unknown episode nope"),
-        "/api/analysis?run=nope": (400, "unknown run nope"),
+        "/api/analysis?run=nope": (400, "no run 'nope'"),
         "/api/compare?a=seeded": (400, "parameter b is required"),
         "/blobs/xyz": (400, "'xyz' is not a blob hash"),
         "/blobs/" + "0" * 64: (404, "no blob " + "0" * 64),

@@ -57,7 +57,7 @@ def test_store_request_round_trips_shares_blobs_and_cleans_text() -> None:
         system, {"role": "user", "content": [{"type": "text", "text": "typed hunter2 here"},
                                              {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{image}"}}]}]}
     redactor = Redactor()
-    redactor.learn_typed("hunter2")
+    redactor.learn_secret("hunter2")
     first = store_request(request, put, redactor)
     second = store_request({**request, "messages": [system, {"role": "user", "content": "next step"}]}, put)
     document = json.loads(blobs[first][0])
@@ -227,7 +227,7 @@ def test_viewer_shows_each_steps_model_input_once(openai_store: tuple[Store, lis
     store, _ = openai_store
     episode = rows(store, "select episode_id from episodes")[0][0]
     out = tmp_path / "episode.html"
-    result = CliRunner().invoke(cli, ["view", episode, "--store", str(store.root), "--out", str(out)])
+    result = CliRunner().invoke(cli, ["view", "--episode", episode, "--store", str(store.root), "--out", str(out)])
     assert result.exit_code == 0, result.output
     seen: list[str] = []
 

@@ -85,6 +85,23 @@ def test_an_unreadable_file_is_skipped_with_a_warning(root: Path, table: str, da
     assert [(p.kind, p.path) for p in problems if p.kind == "corrupt"] == [("corrupt", str(path))]
 
 
+@pytest.mark.parametrize("damaged", ["episodes", "steps", "requests", "blobs"])
+def test_each_view_alone_skips_an_unreadable_file_of_any_table(root: Path, damaged: str) -> None:
+    """A query on one view (a view may read another: ``steps`` keeps the committed episodes')
+    skips the unreadable file with the warning, whichever table it is in (issue 35, item 3)."""
+    path = file_of(root, damaged, "ep3")
+    path.write_bytes(DAMAGE["truncated"](path.read_bytes()))
+    lost = {"episodes": ("episodes", "steps", "requests"), "steps": ("steps",), "requests": ("requests",),
+            "blobs": ("blobs",)}[damaged]
+    per_episode = {"episodes": 1, "steps": 3, "requests": 2, "blobs": 1}
+    for view, rows in per_episode.items():
+        result = invoke("sql", f"select count(*) as n from {view}", "--store", str(root), "--format", "json")
+        assert result.exit_code == 0, (view, result.output)
+        assert json.loads(result.stdout) == [{"n": rows * (6 if view in lost else 7)}], view
+        if view in lost:
+            assert result.stderr.startswith(f"Warning: skipped {path}: "), (view, result.stderr)
+
+
 def test_an_unreadable_pack_leaves_the_other_blobs_readable(root: Path) -> None:
     store = Store.open(root)
     digests = store.read("steps", columns=["screenshot"])["screenshot"].to_pylist()
@@ -127,6 +144,19 @@ def test_rescore_and_resume_read_past_a_replaced_episodes_file(recorded_copy: Pa
     assert resume.returncode == 0 and "Traceback" not in resume.stderr, resume.stderr
     assert [e["status"] for e in json.loads(resume.stdout)["episodes"]] == ["completed"]  # recorded again
     assert resume.stderr.startswith(f"Warning: skipped {episodes}")
+
+
+def test_resuming_a_run_whose_runs_file_is_damaged_names_the_file_and_the_way_out(root: Path) -> None:
+    """Not "being created by another process" (issue 35, item 4): the file, why, and what to do."""
+    [runs] = list(root.glob("runs/run_id=r1/*.parquet"))
+    runs.write_bytes(DAMAGE["truncated"](runs.read_bytes()))
+    named = invoke("record", "--task", "normal/1", "--run-id", "r1", "--resume", "--store", str(root))
+    assert named.exit_code == 1 and "Traceback" not in named.output
+    assert f"Error: run r1 cannot be reopened: its runs file {runs} cannot be read (" in named.output, named.output
+    assert "another process" not in named.output and "--run-id" in named.output and "store verify" in named.output
+    latest = invoke("record", "--task", "normal/1", "--resume", "--store", str(root))
+    assert latest.exit_code == 1 and f"nothing to resume: the runs file {runs} cannot be read (" in latest.output
+    assert len(list(root.glob("episodes/run_id=*/*.parquet"))) == 7  # nothing written
 
 
 def test_a_duplicated_episodes_file_is_counted_once_and_reported(root: Path) -> None:

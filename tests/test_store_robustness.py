@@ -243,16 +243,20 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
         **dict.fromkeys(("final_url", "final_title", "final_tabs", "final_tree_text", "final_screenshot",
                          "final_observed_at")), **dict.fromkeys(PREFIX_COLUMNS)}
     # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too;
-    # version 6 added the prefix of hop-conditioned episodes (NULL: the episode started from the start page)
-    assert sql(store, "select live_hops, final_url, final_tabs, start_hop, prefix_hop_steps from episodes") == [
+    # version 6 added the prefix of hop-conditioned episodes (NULL: the episode started from the start page);
+    # version 7 renamed start_hop hops_given, steps.hop_index live_hops and scores.hop_index hop (1-based)
+    assert sql(store, "select live_hops, final_url, final_tabs, hops_given, prefix_hop_steps from episodes") == [
         (2, None, None, None, None)]
     steps = store.read("steps").sort_by("step_index").to_pylist()
-    assert [(s["url"], s["action"], s["hop_index"], s["screenshot"], s["started_at"]) for s in steps] == [
+    assert [(s["url"], s["action"], s["live_hops"], s["screenshot"], s["started_at"]) for s in steps] == [
         ("http://wiki.mmina.test/kiwix", "click [1]", 1, JPEG, t.replace(second=6)),
         ("http://wiki.mmina.test/event", "stop [Paris]", 2, JPEG, t.replace(second=7))]
     # columns added after version 1 read as NULL, in Arrow and in SQL
-    assert all(s["som_ms"] is None and s["images_ms"] is None and s["marks"] is None for s in steps)
-    assert sql(store, "select count(*), count(som_ms), count(images_ms), count(marks) from steps") == [(2, 0, 0, 0)]
+    # (version 7's steps.acted_at too: a replay of such a store keeps no recorded pace)
+    assert all(s["som_ms"] is None and s["images_ms"] is None and s["marks"] is None and s["acted_at"] is None
+               for s in steps)
+    assert sql(store, "select count(*), count(som_ms), count(images_ms), count(marks), count(acted_at) from steps") \
+        == [(2, 0, 0, 0, 0)]
     assert steps[0]["images"][0] == {"blob": JPEG, "src": "http://wiki.mmina.test/a.jpg", "alt": "red", "x": 1.0,
                                      "y": 2.0, "width": 1.0, "height": 1.0, "caption": "a red pixel"}
     (task,) = store.read("tasks").to_pylist()
@@ -271,8 +275,10 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
     assert sql(store, "select model, response, epoch_us(created_at) from judge_cache") == [
         ("judge-1", "Yes", us(t.replace(minute=31)))]
     assert sql(store, "select media_type, size from blobs order by size") == [("text/html", 41), ("image/jpeg", 634)]
-    assert sql(store, "select hop_index, keyword, completed, completed_step from episode_hops order by 1") == [
-        (0, "kiwix", True, 0), (1, "event", True, 1)]
+    assert sql(store, "select hop, keyword, live_reached, live_reached_step from episode_hops order by 1") == [
+        (1, "kiwix", True, 0), (2, "event", True, 1)]
+    assert sql(store, "select live_hops, live_hop_completed from steps order by step_index") == [(1, True), (2, True)]
+    assert sql(store, "select level, hop from scores") == [("task", None)]
     info = store_info(store)
     assert (info.schema_version, info.runs, info.episodes, info.steps) == (1, 1, 1, 2)
     assert {t.name: (t.files, t.rows) for t in info.tables} == {

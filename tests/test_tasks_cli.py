@@ -71,7 +71,7 @@ def test_list_one_file_and_the_suite(tmp_path: Path) -> None:
     (tmp_path / "7.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
     listed = json.loads(invoke("tasks", "list", str(tmp_path / "7.json"), "--format", "json").output)
     assert listed == [{**listed[0], "id": "7", "n_hops": 2,
-                       "hops": [{"index": 0, "keyword": "kiwix"}, {"index": 1, "keyword": "event"}]}]
+                       "hops": [{"hop": 1, "keyword": "kiwix"}, {"hop": 2, "keyword": "event"}]}]  # hops from 1
     everything = json.loads(invoke("tasks", "list", "--format", "json").output)
     assert [t["id"] for t in everything] == [t.task_id for t in load_suite().tasks]
     table = invoke("tasks", "list")

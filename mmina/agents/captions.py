@@ -12,12 +12,10 @@ from typing import Any, Protocol
 
 from PIL import Image
 
-from mmina.agents.settings import AgentSettings
+from mmina.agents.settings import CAPTIONERS, AgentSettings
 from mmina.errors import AgentError
 from mmina.model_client import ModelClient, ModelError, require_api_key
 from mmina.observation import PageImage
-
-CAPTIONERS = ("none", "alt", "openai")
 
 
 class Captioner(Protocol):

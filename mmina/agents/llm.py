@@ -14,7 +14,7 @@ from mmina.agents import prompts
 from mmina.agents.captions import AltTextCaptioner, Captioner, image_part
 from mmina.agents.memory import RANKINGS, TrajectoryMemory
 from mmina.agents.protocol import AgentReply, Handover
-from mmina.agents.settings import AgentSettings
+from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.errors import AgentError, MminaError
 from mmina.model_client import ModelClient, ModelError, ModelReply, require_api_key
 from mmina.observation import Observation
@@ -22,7 +22,6 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 MAX_OBSERVATION_CHARS = 16_000
-HISTORY_ACTIONS = 5
 
 
 class OpenAIAgent:

@@ -43,11 +43,14 @@ class AgentReply:
 
 @runtime_checkable
 class Agent(Protocol):
+    """What the recorder drives: ``act`` may answer plain action text (a user's own agent
+    often does) or an :class:`AgentReply` (text, tokens, cost, the model request)."""
+
     name: str
 
     def reset(self, task: Task) -> None: ...
 
-    def act(self, observation: Observation) -> AgentReply: ...
+    def act(self, observation: Observation) -> AgentReply | str: ...
 
 
 @dataclass(frozen=True)

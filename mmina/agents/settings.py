@@ -5,6 +5,11 @@ from dataclasses import dataclass
 
 from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, Deadlines
 
+CAPTIONERS = ("none", "alt", "openai")
+"""How in-view images are captioned (``--captioner``): not, by their alt text, or by a vision model."""
+HISTORY_ACTIONS = 5
+"""The most earlier actions the ``openai`` agent shows in a prompt."""
+
 
 @dataclass(frozen=True)
 class AgentSettings:

@@ -71,12 +71,13 @@ class ReplayAgent:
             raise AgentError("the replay agent needs --from-episode ID or --from-run RUN")
         if store is None:
             raise AgentError("the replay agent reads its actions from a store, and there is none")
-        steps = store.read("steps", run_id=settings.from_run,
+        from_run = store.resolve_run(settings.from_run) if settings.from_run else None
+        steps = store.read("steps", run_id=from_run,
                            columns=["episode_id", "step_index", "action", "model_output", "tree_text"])
         if settings.from_episode:
             steps = steps.filter(pc.equal(steps.column("episode_id"), settings.from_episode))
         if not steps.num_rows:
-            source = f"episode {settings.from_episode}" if settings.from_episode else f"run {settings.from_run}"
+            source = f"episode {settings.from_episode}" if settings.from_episode else f"run {from_run}"
             raise AgentError(f"{source} has no stored steps in {store.root}")
         rows: dict[str, list[dict[str, Any]]] = {}
         for row in steps.sort_by([("episode_id", "ascending"), ("step_index", "ascending")]).to_pylist():
@@ -84,7 +85,7 @@ class ReplayAgent:
         actions = {episode: stored_steps(episode_rows) for episode, episode_rows in rows.items()}
         if settings.from_episode:
             return cls({}, actions[settings.from_episode])
-        return cls({task: actions[episode] for task, episode in _latest_episodes(store, settings.from_run).items()
+        return cls({task: actions[episode] for task, episode in _latest_episodes(store, from_run).items()
                     if episode in actions})
 
     def reset(self, task: Task) -> None:

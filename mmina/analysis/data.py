@@ -13,11 +13,10 @@ from typing import Any
 
 import duckdb
 
+from mmina.analysis.names import DEFAULT_EVALUATOR
 from mmina.errors import MminaError
 from mmina.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
-
-DEFAULT_EVALUATOR = "hops"
 
 
 class AnalysisError(MminaError):
@@ -27,6 +26,7 @@ class AnalysisError(MminaError):
 @dataclass(frozen=True)
 class HopVerdict:
     hop_index: int
+    """The hop as an index into the task's procedure (0-based); tables show ``hop_index + 1``."""
     passed: bool
     completed_step: int | None
 
@@ -53,6 +53,7 @@ class Episode:
     hops_passed: int
     hops_total: int
     first_failed_hop: int | None
+    """The first hop whose verdict failed, 1-based as in every table (None: no hop failed)."""
     status: str
     stop_reason: str
     final_answer: str | None
@@ -64,9 +65,9 @@ class Episode:
     live_hop_steps: tuple[int, ...] = ()
     hops: tuple[HopVerdict, ...] = ()
     steps: tuple[StepRow, ...] = field(default=(), repr=False)
-    start_hop: int | None = None
-    """The hop a hop-conditioned episode started at (0-based; its hops before it were given and
-    are not among ``hops``); None for an episode that started from its task's start page."""
+    hops_given: int | None = None
+    """The hops a hop-conditioned episode's prefix gave (``episodes.hops_given``; they are not
+    among ``hops``); None for an episode that started from its task's start page."""
     prefix_faithful: bool | None = None
     """Whether the conditioned episode's prefix replayed faithfully (None: not conditioned)."""
     agent: str = ""
@@ -78,19 +79,19 @@ class Episode:
 
     @property
     def conditioned(self) -> bool:
-        return self.start_hop is not None
+        return self.hops_given is not None
 
     @property
     def first_hop(self) -> int:
-        """The first hop the agent had to do itself (0, or a conditioned episode's start hop)."""
-        return self.start_hop or 0
+        """The index (0-based) of the first hop the agent had to do itself: after those given."""
+        return self.hops_given or 0
 
     @property
     def first_failure(self) -> str:
         """``passed``, the 1-based position of the first failed hop, or ``answer`` (no hop failed)."""
         if self.passed:
             return "passed"
-        return "answer" if self.first_failed_hop is None else str(self.first_failed_hop + 1)
+        return "answer" if self.first_failed_hop is None else str(self.first_failed_hop)
 
 
 def agent_label(agent: str, model: str | None) -> str:
@@ -103,6 +104,8 @@ class Scored:
     runs: tuple[str, ...]
     evaluator: str
     episodes: tuple[Episode, ...]
+    not_applicable: int = 0
+    """Episodes whose verdict is n/a (the evaluator had nothing to judge): in no rate, not in ``episodes``."""
 
 
 EPISODES_SQL = """
@@ -110,8 +113,13 @@ SELECT s.*, t.procedure, e.hop_steps AS live_hop_steps
 FROM episode_scores s
 JOIN tasks t ON t.run_id = s.run_id AND t.task_id = s.task_id
 JOIN episodes e ON e.episode_id = s.episode_id
-WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id)
-ORDER BY s.run_id, s.n_hops, s.task_id, s.start_hop NULLS FIRST
+WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id) AND s.passed IS NOT NULL
+ORDER BY s.run_id, s.n_hops, s.task_id, s.hops_given NULLS FIRST
+"""
+
+NOT_APPLICABLE_SQL = """
+SELECT count(*) AS n FROM episode_scores
+WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NULL
 """
 
 AGENTS_SQL = """
@@ -126,11 +134,11 @@ GROUP BY e.run_id ORDER BY e.run_id
 """
 
 HOPS_SQL = """
-SELECT h.episode_id, h.hop_index, h.verdict = 'pass' AS passed, h.detail_json
+SELECT h.episode_id, h.hop - 1 AS hop_index, h.verdict = 'pass' AS passed, h.detail_json
 FROM latest_scores h JOIN episode_scores s ON s.episode_id = h.episode_id AND s.evaluator = h.evaluator
 WHERE h.evaluator = $evaluator AND h.level = 'hop' AND list_contains($runs, s.run_id)
-      AND h.hop_index >= coalesce(s.start_hop, 0)
-ORDER BY h.episode_id, h.hop_index
+      AND h.hop > coalesce(s.hops_given, 0)
+ORDER BY h.episode_id, h.hop
 """
 
 STEPS_SQL = """
@@ -186,10 +194,11 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
         episodes = scored_episodes(db, chosen, evaluator)
         agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
+        (absent,) = query(db, NOT_APPLICABLE_SQL, {"evaluator": evaluator, "runs": list(chosen)})
     finally:
         db.close()
     return Scored(chosen, evaluator, tuple(replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1])
-                                           if e.run_id in agents else e for e in episodes))
+                                           if e.run_id in agents else e for e in episodes), absent["n"])
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:

@@ -4,6 +4,7 @@ The terminal and HTML renderings use this; JSON and CSV keep the raw columns.
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from mmina.analysis.tables import Table
@@ -26,6 +27,8 @@ def cell(value: Any) -> str:
         return "yes" if value else ""
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, datetime):
+        return f"{value.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
     return str(value)
 
 
@@ -43,7 +46,8 @@ def display(table: Table) -> tuple[list[str], list[list[str]]]:
     """Column names and text cells; ``x, x_lo, x_hi`` become one ``x [95% CI]`` column and
     boolean columns one ``modes`` column."""
     table = fold_flags(table)
-    columns, picks = [], []
+    columns: list[str] = []
+    picks: list[tuple[int, ...]] = []
     names = list(table.columns)
     for i, name in enumerate(names):
         if name.endswith(("_lo", "_hi")) and name[:-3] in names:

@@ -25,7 +25,8 @@ def host(url: str) -> str:
 
 def anchor_step(episode: Episode) -> int | None:
     """Step at which the last hop before the first failure completed; None when no hop did."""
-    last = (episode.hops_total if episode.first_failed_hop is None else episode.first_failed_hop) - 1
+    failed = episode.first_failed_hop  # 1-based: the hops before it, 1 .. failed - 1, passed
+    last = (episode.hops_total if failed is None else failed - 1) - 1  # the last passed one's index
     if last < 0:
         return None
     verdict = next((h for h in episode.hops if h.hop_index == last), None)
@@ -40,8 +41,10 @@ def _step_host(steps: tuple[StepRow, ...], index: int) -> str | None:
 
 def wandered(episode: Episode, anchor: int | None) -> bool:
     """After the anchor, a page on a third site: neither the anchor's nor the failed hop's."""
-    failed = episode.first_failed_hop
-    if failed is None or failed >= len(episode.procedure) or episode.procedure[failed] == "end":
+    if episode.first_failed_hop is None:
+        return False
+    failed = episode.first_failed_hop - 1  # its index in the procedure
+    if failed >= len(episode.procedure) or episode.procedure[failed] == "end":
         return False
     keyword, start = episode.procedure[failed], anchor or 0
     home = _step_host(episode.steps, start)

@@ -91,8 +91,8 @@ VIEWER_JS = """
     (e.procedure || []).filter(k => k !== 'end').forEach((keyword, i) => {
       const span = document.createElement('span');
       span.textContent = (i + 1) + '. ' + keyword;
-      if (s.hop_index != null && i < s.hop_index) span.className = 'done';
-      if (i === s.hop_index) span.className = 'head';
+      if (s.live_hops != null && i < s.live_hops) span.className = 'done';
+      if (i === s.live_hops) span.className = 'head';
       box.appendChild(span);
     });
   }
@@ -103,7 +103,7 @@ VIEWER_JS = """
     e.verdicts.forEach(v => { (byEvaluator[v.evaluator] = byEvaluator[v.evaluator] || []).push(v); });
     Object.entries(byEvaluator).forEach(([name, rows]) => {
       const line = document.createElement('div');
-      line.textContent = name + ': ' + rows.map(v => (v.level === 'hop' ? 'hop ' + (v.hop_index + 1) : v.level)
+      line.textContent = name + ': ' + rows.map(v => (v.level === 'hop' ? 'hop ' + v.hop : v.level)
         + ' ' + v.verdict).join(', ');
       box.appendChild(line);
     });

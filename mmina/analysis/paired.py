@@ -6,10 +6,10 @@ two sides' success rates differ beyond chance, using only the discordant pairs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from mmina.analysis.data import AnalysisError, check_scored, query, select_runs
+from mmina.analysis.data import AnalysisError, check_scored, query
 from mmina.stats import mcnemar_exact, rate, wilson
 from mmina.analysis.tables import Table
 from mmina.store import Store
@@ -17,7 +17,7 @@ from mmina.store.views import connect
 
 SIDE_SQL = """
 SELECT task_id, episode_id, passed, hops_passed, hops_total FROM episode_scores
-WHERE evaluator = $evaluator AND list_contains($runs, run_id)
+WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NOT NULL
 ORDER BY task_id
 """
 
@@ -61,14 +61,14 @@ class Comparison:
                 self._side_row("b", self.b, [y for _, y in self.pairs])]
         return Table("comparison", f"Paired by task: {n} task(s) scored on both sides",
                      ("side", "run_id", "evaluator", "tasks", "passed", "task_sr", "task_sr_lo", "task_sr_hi",
-                      "hops", "hops_passed", "hop_sr"), tuple(rows))
+                      "hops", "hops_passed", "hop_sr", "hop_sr_lo", "hop_sr_hi"), tuple(rows))
 
     @staticmethod
     def _side_row(name: str, side: Side, rows: list[dict[str, Any]]) -> tuple[Any, ...]:
         passed, hops, hops_passed = sum(r["passed"] for r in rows), sum(r["hops_total"] for r in rows), \
             sum(r["hops_passed"] for r in rows)
         return (name, side.run_id, side.evaluator, len(rows), passed, rate(passed, len(rows)),
-                *wilson(passed, len(rows)), hops, hops_passed, rate(hops_passed, hops))
+                *wilson(passed, len(rows)), hops, hops_passed, rate(hops_passed, hops), *wilson(hops_passed, hops))
 
     def as_json(self) -> dict[str, Any]:
         return {"a": vars(self.a), "b": vars(self.b), "paired_tasks": len(self.pairs),
@@ -89,10 +89,11 @@ def _side_rows(store: Store, side: Side) -> dict[str, dict[str, Any]]:
 
 
 def compare(store: Store, a: Side, b: Side) -> Comparison:
-    """Pair the two sides' latest verdicts by task id."""
+    """Pair the two sides' latest verdicts by task id (run references resolved first, see
+    :meth:`Store.resolve_run`)."""
+    a, b = (replace(side, run_id=store.resolve_run(side.run_id)) for side in (a, b))
     if a == b:
         raise AnalysisError("compare needs two different sides: two runs, or two --evaluator values")
-    select_runs(store, [a.run_id, b.run_id])
     rows_a, rows_b = _side_rows(store, a), _side_rows(store, b)
     pairs = tuple((rows_a[t], rows_b[t]) for t in sorted(rows_a) if t in rows_b)
     if not pairs:

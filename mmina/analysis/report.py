@@ -5,7 +5,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.data import DEFAULT_EVALUATOR, AnalysisError, Episode, Scored, agent_label, load, query
+from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.analysis.data import AnalysisError, Episode, Scored, agent_label, load, query
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops
 from mmina.store import Store
@@ -57,7 +58,7 @@ def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAUL
 FREE_RUNS_SQL = """
 SELECT r.run_id, r.agent, r.model FROM runs r
 WHERE NOT list_contains($runs, r.run_id)
-  AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.run_id = r.run_id AND e.start_hop IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.run_id = r.run_id AND e.hops_given IS NOT NULL)
 ORDER BY r.created_at
 """
 

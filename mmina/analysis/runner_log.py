@@ -31,7 +31,7 @@ SELECT s.run_id, s.episode_id, l.detail_json, h.passed AS clean_passed, h.hops_p
 FROM episode_scores s
 JOIN latest_scores l ON l.episode_id = s.episode_id AND l.evaluator = s.evaluator AND l.level = 'task'
 LEFT JOIN episode_scores h ON h.episode_id = s.episode_id AND h.evaluator = $clean
-WHERE s.evaluator = $official AND list_contains($runs, s.run_id) AND s.start_hop IS NULL
+WHERE s.evaluator = $official AND list_contains($runs, s.run_id) AND s.hops_given IS NULL
 ORDER BY s.run_id, s.task_id
 """
 """Hop-conditioned episodes are left out: the official runner always starts at the start page,

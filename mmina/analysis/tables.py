@@ -5,8 +5,6 @@ Hop positions are 1-based (the paper's "hop 1"); ``hop_index`` in the store is 0
 """
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,14 +25,6 @@ class Table:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
-
-    def csv(self) -> str:
-        """The table as CSV: a header line, then one line per row (None as an empty cell)."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows(["" if v is None else v for v in row] for row in self.rows)
-        return out.getvalue()
 
 
 def rate_columns(name: str) -> tuple[str, str, str]:
@@ -187,13 +177,6 @@ def cost(episodes: Sequence[Episode]) -> Table:
                   sum(e.cost_usd for e in group)) for bucket, group in _with_overall(episodes))
     columns = ("bucket", "tasks", "mean_prompt_tokens", "mean_completion_tokens", "mean_cost_usd", "total_cost_usd")
     return Table("cost", "Tokens and cost per task", columns, rows)
-
-
-TABLE_NAMES = ("runner_log", "sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures",
-               "per_site", "actions_by_hops", "cost", "conditioned_hops")
-"""The report's tables, in report order: ``runner_log`` (``mmina.analysis.runner_log``) only for
-``mmina_official``, then the ones :func:`all_tables` returns, then ``conditioned_hops`` when the
-runs hold hop-conditioned episodes."""
 
 
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:

@@ -40,14 +40,14 @@ FROM episodes e LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_
 WHERE list_contains($episodes, e.episode_id)
 """
 STEPS_SQL = """
-SELECT episode_id, step_index, url, action, action_kind, action_error, model_output, hop_index, hop_completed,
+SELECT episode_id, step_index, url, action, action_kind, action_error, model_output, live_hops, live_hop_completed,
        tree_text, screenshot_som, screenshot, marks, screenshot_width, screenshot_height, target_box,
        model_input
 FROM steps WHERE list_contains($episodes, episode_id) ORDER BY episode_id, step_index
 """
 VERDICTS_SQL = """
-SELECT episode_id, evaluator, level, hop_index, verdict FROM latest_scores
-WHERE list_contains($episodes, episode_id) ORDER BY episode_id, evaluator, level DESC, hop_index
+SELECT episode_id, evaluator, level, hop, verdict FROM latest_scores
+WHERE list_contains($episodes, episode_id) ORDER BY episode_id, evaluator, level DESC, hop
 """
 
 
@@ -64,10 +64,10 @@ def target_line(tree_text: str | None, action: str | None, kind: str | None) -> 
 
 def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = 70) -> bytes:
     """A screenshot as a smaller JPEG (JPEG decoding at a reduced scale where it can: quick)."""
-    with Image.open(io.BytesIO(image)) as picture:
-        if picture.width > width:
-            picture.draft("RGB", (width, round(picture.height * width / picture.width)))
-        picture = picture.convert("RGB")
+    with Image.open(io.BytesIO(image)) as opened:
+        if opened.width > width:
+            opened.draft("RGB", (width, round(opened.height * width / opened.width)))
+        picture = opened.convert("RGB")
         if picture.width > width:
             picture = picture.resize((width, round(picture.height * width / picture.width)))
         out = io.BytesIO()
@@ -95,7 +95,8 @@ def message_text(message: dict[str, Any]) -> str:
 
 def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[str | None]:
     """Each step's model input as text, the messages equal to the step before's left out."""
-    shown, previous = [], []
+    shown: list[str | None] = []
+    previous: list[str] = []
     for row in steps:
         document = json.loads(blobs[row["model_input"]]) if row["model_input"] in blobs else None
         if document is None:
@@ -115,8 +116,8 @@ def step_data(row: dict[str, Any], model_input: str | None, shot: str | None) ->
     """One step as the viewer shows it; ``shot`` is where its image is (a data URI, a file, a URL)."""
     tree = row["tree_text"] or ""
     return {"index": row["step_index"], "url": row["url"] or "", "action": row["action"],
-            "error": row["action_error"], "output": row["model_output"] or "", "hop_index": row["hop_index"],
-            "hop_completed": bool(row["hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
+            "error": row["action_error"], "output": row["model_output"] or "", "live_hops": row["live_hops"],
+            "live_hop_completed": bool(row["live_hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
             "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
             "input": model_input, "tree": tree[:TREE_CHARS], "shot": shot}
 
@@ -138,7 +139,7 @@ def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: st
     if episode["final_url"] is None:
         return None
     return {"index": (last["index"] + 1) if last else 0, "url": episode["final_url"], "action": TERMINAL,
-            "error": None, "output": "", "hop_index": last["hop_index"] if last else 0, "hop_completed": False,
+            "error": None, "output": "", "live_hops": last["live_hops"] if last else 0, "live_hop_completed": False,
             "target": None, "box": None, "input": None, "tree": (episode["final_tree_text"] or "")[:TREE_CHARS],
             "shot": shot}
 

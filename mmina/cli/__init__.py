@@ -12,28 +12,40 @@ from mmina.cli.common import MminaGroup
 from mmina.errors import first_line
 
 
-@click.group(cls=MminaGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+COMMANDS = {
+    "record": "mmina.cli.record:record",
+    "replay": "mmina.cli.replay:replay",
+    "rescore": "mmina.cli.rescore:rescore",
+    "eval-steps": "mmina.cli.eval_steps:eval_steps",
+    "runs": "mmina.cli.runs:runs",
+    "report": "mmina.cli.report:report",
+    "compare": "mmina.cli.report:compare",
+    "view": "mmina.cli.report:view",
+    "sql": "mmina.cli.sql:sql",
+    "store": "mmina.cli.store:store",
+    "tasks": "mmina.cli.tasks:tasks",
+    "fixtures": "mmina.cli.fixtures:fixtures",
+    "import": "mmina.cli.imports:imports",
+    "serve": "mmina.cli.serve:serve",
+    "export": "mmina.cli.export:export",
+    "agreement": "mmina.cli.agreement:agreement",
+}
+"""Every command: its name and where it is (``module:attribute``), imported only when it is
+used, so ``mmina --help`` starts fast. A new command is one line here."""
+
+
+@click.group(cls=MminaGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="mmina")
 def cli() -> None:
     """Record, replay, re-score and analyse web agents on multihop, multimodal (MMInA) tasks.
 
     \b
-    Example (record the built-in suite with the oracle agent, then query it):
+    Example (record the built-in suite with the oracle agent, then look at it):
       mmina record
-      mmina sql "select task_id, live_hops, n_hops from episodes"
+      mmina runs
+      mmina report --run latest
     """
-
-
-def _register() -> None:
-    from mmina.cli import eval_steps, fixtures, imports, record, replay, report, rescore, serve, sql, store, tasks
-
-    for command in (record.record, sql.sql, store.store, tasks.tasks, fixtures.fixtures, rescore.rescore,
-                    replay.replay, imports.imports, report.report, report.compare, report.view,
-                    eval_steps.eval_steps, serve.serve):
-        cli.add_command(command)
-
-
-_register()
 
 
 TRACEBACK_ENV = "MMINA_TRACEBACK"
@@ -56,5 +68,10 @@ def main() -> None:
         # Arrow objects (files read through fsspec, e.g. from s3://) freed while Arrow is still
         # whole: freed in the interpreter's final teardown instead, their threads can abort the
         # process after the command succeeded ("terminate called without an active exception",
-        # apache/arrow#34314, #39162; seen once in `mmina store verify` on S3).
+        # apache/arrow#34314, #39162); then the object stores' connections and fsspec's event
+        # loop are ended here, not by the teardown (mmina.store.objects.close_filesystems).
         gc.collect()
+        if "mmina.store.objects" in sys.modules:  # an object store may have been used (--help never loads it)
+            from mmina.store.objects import close_filesystems
+
+            close_filesystems()

@@ -1,34 +1,34 @@
-"""What every command shares: the store option, output formats, rendering, errors."""
+"""What every command shares: the command registry's group, options, the store, errors."""
 from __future__ import annotations
 
-import base64
-import csv
-import json
+import importlib
 import math
 import sys
 import warnings
-from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
-from typing import Any
+from dataclasses import asdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table as RichTable
 
 from mmina.agents.settings import AgentSettings
-from mmina.analysis.display import display
-from mmina.analysis.tables import Table
+from mmina.cli.render import echo
 from mmina.errors import MminaError, MminaWarning
-from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
+from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
+                                               DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
+from mmina.model_client import API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
 from mmina.pool import EXECUTORS, Layout
-from mmina.redact import redact_message
-from mmina.store import STORE_ENV, Store, resolve_store_path
+from mmina.store.defaults import STORE_ENV
+
+if TYPE_CHECKING:
+    from mmina.store import Store
 
 FORMATS = ("table", "csv", "json")
 MAX_WORKERS = 256
 MAX_CONCURRENCY = 256
 """Episodes in flight per worker (each a browser context of about 70 MB)."""
+MAX_JUDGE_CONCURRENCY = 64
+"""Judge requests in flight at once."""
 MAX_STEPS = 1000
 MAX_MEMORY = 50
 """Earlier trajectories put into one prompt."""
@@ -39,11 +39,36 @@ MAX_DRIFT = 100
 MAX_HISTORY = 100
 """Earlier actions shown in one prompt."""
 
-stdout = Console(soft_wrap=False)
-stderr = Console(stderr=True)
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when one is asked for: ``lazy`` maps each
+    name to ``"module:attribute"`` (click's LazyGroup pattern), so ``mmina --help`` and a
+    command's ``--help`` load no library but the one they need. Commands added with
+    ``add_command`` work as usual."""
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            self.add_command(load_command(self.lazy[cmd_name]), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
-class MminaGroup(click.Group):
+def load_command(target: str) -> click.Command:
+    """The command at ``"module:attribute"`` (an entry of a lazy group's table)."""
+    module, _, attribute = target.partition(":")
+    command = getattr(importlib.import_module(module), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
+
+
+class MminaGroup(LazyGroup):
     """Turns library errors into one line on stderr and a non-zero exit, never a traceback,
     and mmina's warnings into one ``Warning:`` line each."""
 
@@ -53,7 +78,9 @@ class MminaGroup(click.Group):
                 warnings.showwarning = _show_warning
                 return super().invoke(ctx)
         except MminaError as exc:
-            click.echo(f"Error: {redact_message(str(exc))}", err=True)
+            from mmina.redact import redact_message  # compiles its rules: only when there is a message
+
+            echo(f"Error: {redact_message(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -63,7 +90,9 @@ class MminaGroup(click.Group):
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     if issubclass(category, MminaWarning):
-        click.echo(f"Warning: {redact_message(str(message))}", err=True)
+        from mmina.redact import redact_message
+
+        echo(f"Warning: {redact_message(str(message))}", err=True)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -132,11 +161,102 @@ def layout(options: dict[str, Any], concurrency: int | None = None) -> Layout:
 
 
 def format_option(*choices: str):
+    """``--format``: a table for people first, then what scripts read (``table|csv|json`` unless
+    ``choices`` says otherwise)."""
+    offered = choices or FORMATS
+    scripts = " and ".join(f for f in offered if f != "table")
+
     def decorator(func):
-        return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default=(choices or FORMATS)[0],
-                            show_default=True, help="Output format; json and csv are meant for scripts.")(func)
+        return click.option("--format", "fmt", type=click.Choice(offered), default=offered[0], show_default=True,
+                            help=f"Output format; {scripts} {'are' if ' and ' in scripts else 'is'} for "
+                                 "scripts (the values as stored).")(func)
 
     return decorator
+
+
+RUN_REF = "a run id, an unambiguous prefix of one, or latest"
+"""What a ``--run`` option accepts (see :meth:`mmina.store.Store.resolve_run`)."""
+
+
+def run_option(what: str, multiple: bool = False, required: bool = False):
+    """``--run RUN``: a run of the store, by id, unambiguous prefix or ``latest`` (``what``:
+    the help text before that; ``multiple``: repeatable)."""
+    return click.option("--run", "runs" if multiple else "run_id", multiple=multiple, required=required,
+                        metavar="RUN", help=f"{what} ({RUN_REF}{'; repeatable' if multiple else ''}).")
+
+
+_RENAMED = "mmina.renamed"
+"""``ctx.meta`` key: the values given under an option's old name, by the new option's parameter."""
+
+
+def renamed_option(name: str, dest: str, old: str, **kwargs: Any):
+    """``click.option(name, dest, **kwargs)`` that still takes its old name ``old``: hidden from
+    help, it works as before with a warning on stderr (giving both names is an error)."""
+    def keep_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is not None and value != ():
+            echo(f"Warning: {old} is an old name; use {name} (the old one will go in a later version)", err=True)
+            ctx.meta.setdefault(_RENAMED, {})[dest] = value
+        return value
+
+    def take_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        given = ctx.meta.get(_RENAMED, {})
+        if dest not in given:
+            return value
+        if ctx.get_parameter_source(dest) == click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(f"give {name} or its old name {old}, not both")
+        return given[dest]
+
+    def decorator(func: Any) -> Any:
+        func = click.option(name, dest, callback=take_old, **kwargs)(func)
+        return click.option(old, hidden=True, is_eager=True, expose_value=False, callback=keep_old,
+                            type=kwargs.get("type"), metavar=kwargs.get("metavar"))(func)
+
+    return decorator
+
+
+def judge_options(scope: str, base_url_default: str = "$OPENAI_BASE_URL, else OpenAI's",
+                  renamed: Mapping[str, str] | None = None):
+    """The LLM judge's options, each help text starting with ``scope``: --judge-model,
+    --judge-base-url, --judge-api-key-env, --judge-concurrency, --judge-deadline and
+    --judge-retries. ``renamed`` maps an option's new name to the old name this command knew
+    it by (still accepted, with a warning)."""
+    old = dict(renamed or {})
+
+    def option(name: str, dest: str, **kwargs: Any) -> Any:
+        if name in old:
+            return renamed_option(name, dest, old[name], **kwargs)
+        return click.option(name, dest, **kwargs)
+
+    options = [
+        option("--judge-model", "judge_model", metavar="MODEL", help=f"{scope}: the judge's model."),
+        option("--judge-base-url", "judge_base_url", metavar="URL",
+               help=f"{scope}: the judge's OpenAI-compatible endpoint (default: {base_url_default})."),
+        option("--judge-api-key-env", "judge_api_key_env", metavar="VAR", default=API_KEY_ENV, show_default=True,
+               help=f"{scope}: the environment variable that holds the judge's key."),
+        option("--judge-concurrency", "judge_concurrency", type=click.IntRange(1, MAX_JUDGE_CONCURRENCY),
+               default=JUDGE_CONCURRENCY, show_default=True, help=f"{scope}: judge requests in flight at once."),
+        option("--judge-deadline", "judge_deadline", type=Bounded(1, MAX_CALL_S), default=DEFAULT_CALL_S,
+               show_default=True, metavar="SECONDS",
+               help=f"{scope}: the most one judge call may take, retries included."),
+        option("--judge-retries", "judge_retries", type=click.IntRange(0, MAX_RETRIES), default=JUDGE_RETRIES,
+               show_default=True, metavar="N",
+               help=f"{scope}: retries of a judge call on 429, 5xx, timeouts and lost connections, with backoff."),
+    ]
+
+    def decorator(func: Any) -> Any:
+        return _apply(options, func)
+
+    return decorator
+
+
+def judge_settings(options: dict[str, Any], base_url: str | None = None,
+                   prices: tuple[float | None, float | None] = (None, None)) -> JudgeSettings:
+    """The judge's settings from :func:`judge_options` (``base_url``: the endpoint when
+    ``--judge-base-url`` is not given; ``prices``: USD per million prompt and completion tokens)."""
+    return JudgeSettings(model=options["judge_model"], base_url=options["judge_base_url"] or base_url,
+                         concurrency=options["judge_concurrency"], max_retries=options["judge_retries"],
+                         deadline_s=options["judge_deadline"], api_key_env=options["judge_api_key_env"],
+                         price_in=prices[0], price_out=prices[1])
 
 
 def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):
@@ -192,6 +312,8 @@ def openai_agent_options(scope: str, prices: bool = True):
 def open_store(store_path: str | None, create: bool = False) -> Store:
     """The store of ``--store`` (else ``$MMINA_STORE``, else ./mmina-store), opened once at the
     edge; with ``create``, one that the command's first write creates."""
+    from mmina.store import Store, resolve_store_path
+
     return Store.open(resolve_store_path(store_path), create=create)
 
 
@@ -207,62 +329,16 @@ def agent_settings(options: dict[str, Any]) -> AgentSettings:
     return AgentSettings(**{field: options[name] for name, field in AGENT_OPTIONS.items() if name in options})
 
 
-def jsonable(value: Any) -> Any:
-    """Values DuckDB and Arrow return, as JSON: timestamps in ISO 8601, bytes in base64."""
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
+def check_model_endpoint(agent: str, settings: AgentSettings) -> dict[str, Any] | None:
+    """For an agent behind a model endpoint, one cheap request before anything starts
+    (:mod:`mmina.agents.endpoint`), and its line on stderr; None for other agents."""
+    if agent != "openai":
+        return None
+    from mmina.agents.endpoint import check_endpoint
 
-
-def print_json(data: Any) -> None:
-    click.echo(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
-
-
-def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, title: str | None = None) -> None:
-    """Print rows as a terminal table, CSV, or a JSON list of objects."""
-    if fmt == "json":
-        print_json([dict(zip(columns, row)) for row in rows])
-    elif fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([_cell(v) for v in row] for row in rows)
-    else:
-        table = RichTable(title=title)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(_cell(v) for v in row))
-        stdout.print(table)
-
-
-def print_tables(tables: Sequence[Table]) -> None:
-    """Report tables on the terminal, rates with their 95% intervals folded into one cell."""
-    for table in tables:
-        columns, rows = display(table)
-        rich = RichTable(title=table.title, title_justify="left")
-        for column in columns:
-            rich.add_column(column, overflow="fold")
-        for row in rows:
-            rich.add_row(*row)
-        stdout.print(rich)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(jsonable(value), ensure_ascii=False)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"<{len(bytes(value))} bytes>"
-    return str(jsonable(value))
+    found = check_endpoint(settings)
+    echo(found.line(), err=True)
+    return asdict(found)
 
 
 def human_bytes(size: int) -> str:

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.agents.llm import HISTORY_ACTIONS
-from mmina.cli.common import (MAX_HISTORY, agent_settings, format_option, open_store, openai_agent_options,
-                              print_json, render_rows, stderr, store_option)
-from mmina.evaluators.judge import JudgeSettings
-from mmina.stepeval import EvalConfig, EvalResult, StepReport, eval_steps as run_eval_steps, stored_report
-from mmina.stepeval.action_match import OPS, UNPARSABLE
+from mmina.agents.settings import HISTORY_ACTIONS
+from mmina.cli.common import (MAX_HISTORY, agent_settings, check_model_endpoint, format_option, judge_options,
+                              judge_settings, open_store, openai_agent_options, run_option, store_option)
+from mmina.cli.render import echo, print_json, progress_bar, render_rows
+
+if TYPE_CHECKING:
+    from mmina.stepeval import EvalResult, StepReport
 
 
 @click.command(name="eval-steps")
-@click.option("--run", "run_id", required=True, metavar="ID", help="The run whose stored steps are the references.")
+@run_option("The run whose stored steps are the references", required=True)
 @click.option("--agent", default="openai", show_default=True,
               help="openai (a model behind an OpenAI-compatible endpoint) or module:Class for your own agent.")
 @openai_agent_options("openai agent")
@@ -27,19 +27,19 @@ from mmina.stepeval.action_match import OPS, UNPARSABLE
               help="Show the agent the K previous recorded actions.")
 @click.option("--all-steps", is_flag=True, help="Use the steps of every episode, not only of those that succeeded.")
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="Only steps of this episode (repeatable).")
-@click.option("--value-judge", metavar="MODEL", help="Ask this LLM judge whether typed/selected values and answers "
-                                                      "that differ from the recorded ones still mean the same.")
+@judge_options("value judge (typed values and answers that differ from the recorded ones: do they mean the same?)",
+               base_url_default="--base-url", renamed={"--judge-model": "--value-judge"})
 @click.option("--report-only", is_flag=True, help="Ask nothing: report a stored batch (--batch, default the latest).")
 @click.option("--batch", "batch_id", metavar="ID", help="--report-only: the batch to report.")
 @store_option
-@format_option("table", "json")
+@format_option()
 def eval_steps(fmt: str, **options: Any) -> None:
     """Ask an agent for the next action of stored steps and score it against the recorded one.
 
     Each sampled step's observation is rebuilt as recorded (tree, screenshots, images, tabs,
     the task and the K previous recorded actions). The prediction is scored on its operation
     (click / type / select / scroll / navigation / stop), target element, value (exact, or
-    the --value-judge) and as a whole; rows go to the scores table (evaluator step_action,
+    the --judge-model's judgement) and as a whole; rows go to the scores table (evaluator step_action,
     level step). Prints accuracy with 95% Wilson intervals per operation, website, history
     length, hop and position, a confusion table of operations, the commonest wrong targets
     and the cost. Exits 1 when a step could not be asked (its row is not written).
@@ -49,34 +49,43 @@ def eval_steps(fmt: str, **options: Any) -> None:
       mmina eval-steps --run RUN --agent openai --model gpt-4o --sample 200 --seed 1
       mmina eval-steps --run RUN --agent openai --model gpt-4o --input-mode multimodal --history 2
       mmina eval-steps --run mind2web --agent mypkg.agents:MyAgent --all-steps --format json
-      mmina eval-steps --run RUN --report-only
+      mmina eval-steps --run RUN --agent openai --model gpt-4o --judge-model gpt-4o-mini
+      mmina eval-steps --run latest --report-only
     """
+    from mmina.stepeval import EvalConfig, eval_steps as run_eval_steps
+
     if options["report_only"]:
         _report_only(fmt, options)
         return
+    settings = agent_settings(options)
     config = EvalConfig(
-        run_id=options["run_id"], agent=options["agent"], settings=agent_settings(options),
+        run_id=options["run_id"], agent=options["agent"], settings=settings,
         sample=options["sample"], seed=options["seed"], history=options["history"], all_steps=options["all_steps"],
-        episodes=tuple(options["episodes"]),
-        judge=JudgeSettings(model=options["value_judge"], base_url=options["base_url"],
-                            max_retries=options["model_retries"], deadline_s=options["model_deadline"]))
+        episodes=tuple(options["episodes"]), judge=judge_settings(options, base_url=options["base_url"]))
+    endpoint = check_model_endpoint(options["agent"], settings)
     with _progress() as progress:
         result = run_eval_steps(open_store(options["store_path"]), config, progress)
     if fmt == "json":
-        print_json(result.as_json())
+        print_json({**result.as_json(), "endpoint": endpoint})
+    elif fmt == "csv":
+        _write_step_csv(result.report())
     else:
         print_step_report(result.report(), f"eval-steps batch {result.batch_id} on run {result.run_id}")
-        click.echo(f"{len(result.details)} of {result.references} reference step(s) scored, "
-                   f"{len(result.files)} file(s) written")
+        echo(f"{len(result.details)} of {result.references} reference step(s) scored, "
+             f"{len(result.files)} file(s) written")
     _print_problems(result)
     if not result.ok:
         raise click.exceptions.Exit(1)
 
 
 def _report_only(fmt: str, options: dict[str, Any]) -> None:
+    from mmina.stepeval import stored_report
+
     stored = stored_report(open_store(options["store_path"]), options["run_id"], options["batch_id"])
     if fmt == "json":
         print_json(stored.as_json())
+    elif fmt == "csv":
+        _write_step_csv(stored.report)
     else:
         print_step_report(stored.report, f"eval-steps batch {stored.batch_id} on run {stored.run_id}")
 
@@ -84,29 +93,40 @@ def _report_only(fmt: str, options: dict[str, Any]) -> None:
 @contextmanager
 def _progress() -> Iterator[Callable[[int, int], None] | None]:
     """A transient bar while the agent is asked (on a terminal only)."""
-    if not stderr.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("asking the agent"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True) as bar:
-        task = bar.add_task("steps", total=None)
+    with progress_bar() as bar:
+        if bar is None:
+            yield None
+            return
+        task = bar.add_task("asking the agent", total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+ACCURACY_KEYS = ("steps", "correct", "accuracy", "ci_low", "ci_high", "op_accuracy", "target_accuracy",
+                 "value_accuracy")
 
 
 def _accuracy_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return [(r["key"], r["steps"], r["correct"], _percent(r["accuracy"]),
-             "-" if r["ci_low"] is None else f"{r['ci_low']:.1%}–{r['ci_high']:.1%}", _percent(r["op_accuracy"]), _percent(r["target_accuracy"]),
-             _percent(r["value_accuracy"])) for r in rows]
+    """Accuracy rows as cells: the action accuracy with its 95% interval in one cell."""
+    from mmina.analysis.display import percent, rate_cell
+
+    return [(r["key"], r["steps"], r["correct"], rate_cell(r["accuracy"], r["ci_low"], r["ci_high"]),
+             percent(r["op_accuracy"]), percent(r["target_accuracy"]), percent(r["value_accuracy"])) for r in rows]
 
 
-ACCURACY_COLUMNS = ["", "steps", "right", "action acc", "95% CI", "op acc", "target acc", "value acc"]
+ACCURACY_COLUMNS = ["", "steps", "right", "action acc [95% CI]", "op acc", "target acc", "value acc"]
+
+
+def _write_step_csv(report: StepReport) -> None:
+    """Every accuracy row (overall, then by group) as one CSV, values as computed."""
+    data = report.as_dict()
+    groups = [("overall", [data["overall"]]), *data["groups"].items()]
+    render_rows(["group", "key", *ACCURACY_KEYS], [(group, r["key"], *(r[k] for k in ACCURACY_KEYS))
+                                                   for group, rows in groups for r in rows], "csv")
 
 
 def print_step_report(report: StepReport, title: str) -> None:
+    from mmina.stepeval.action_match import OPS, UNPARSABLE
+
     data = report.as_dict()
     render_rows(ACCURACY_COLUMNS, _accuracy_rows([data["overall"]]), "table", title=title)
     for group, rows in data["groups"].items():
@@ -119,14 +139,14 @@ def print_step_report(report: StepReport, title: str) -> None:
                     [(w["reference_target"], w["predicted_target"], w["steps"]) for w in data["wrong_targets"]],
                     "table", title="most common wrong targets")
     cost = data["cost"]
-    click.echo(f"cost: {cost['prompt_tokens']} prompt + {cost['completion_tokens']} completion tokens, "
-               f"${cost['cost_usd']:.4f} (${(cost['cost_usd_per_step'] or 0):.5f} per step)")
+    echo(f"cost: {cost['prompt_tokens']} prompt + {cost['completion_tokens']} completion tokens, "
+         f"${cost['cost_usd']:.4f} (${(cost['cost_usd_per_step'] or 0):.5f} per step)")
 
 
 def _print_problems(result: EvalResult) -> None:
     for item in result.skipped:
-        click.echo(f"skipped {item.episode_id} step {item.step_index}: {item.reason}", err=True)
+        echo(f"skipped {item.episode_id} step {item.step_index}: {item.reason}", err=True)
     if result.failed:
-        click.echo(f"Error: {len(result.failed)} step(s) could not be scored (no row written for them)", err=True)
+        echo(f"Error: {len(result.failed)} step(s) could not be scored (no row written for them)", err=True)
     for item in result.failed:
-        click.echo(f"  failed {item.episode_id} step {item.step_index}: {item.reason}", err=True)
+        echo(f"  failed {item.episode_id} step {item.step_index}: {item.reason}", err=True)

@@ -9,6 +9,7 @@ import click
 
 from mmina.cli.common import MAX_DRIFT
 
+
 @click.group()
 def fixtures() -> None:
     """The local fixture web that stands in for MMInA's websites.

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
-from mmina.importers.harness import ImportResult, import_harness
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, progress_bar
+
+if TYPE_CHECKING:
+    from mmina.importers.harness import ImportResult
 
 
 @click.command(name="harness")
@@ -39,6 +41,8 @@ def harness(path: str, logs: tuple[str, ...], fmt: str, **options: Any) -> None:
       mmina report --run gpt4v-normal --evaluator harness
       mmina rescore --run gpt4v-normal --evaluator hops
     """
+    from mmina.importers.harness import import_harness
+
     with _progress() as progress:
         result = import_harness(open_store(options["store_path"], create=True), path, options["run_id"], logs, progress)
     if fmt == "json":
@@ -50,23 +54,22 @@ def harness(path: str, logs: tuple[str, ...], fmt: str, **options: Any) -> None:
 def _print_summary(result: ImportResult) -> None:
     verdicts = result.passed + result.failed
     sr = f"{result.task_sr:.1%} ({result.passed}/{verdicts})" if result.task_sr is not None else "-"
-    click.echo(f"run {result.run_id}: {result.imported} episode(s) imported from {result.files} render file(s) "
-               f"({result.already} already there, {len(result.skipped)} skipped); task SR by the harness log {sr}, "
-               f"{len(result.without_result)} without a [Result] line; stored in {result.store}")
+    echo(f"run {result.run_id}: {result.imported} episode(s) imported from {result.files} render file(s) "
+         f"({result.already} already there, {len(result.skipped)} skipped); task SR by the harness log {sr}, "
+         f"{len(result.without_result)} without a [Result] line; stored in {result.store}")
     for task_id in result.without_result:
-        click.echo(f"  no verdict in the logs: {task_id} (scored unclear)")
+        echo(f"  no verdict in the logs: {task_id} (scored unclear)")
     for file, reason in result.skipped:
-        click.echo(f"  skipped {file}: {reason}")
+        echo(f"  skipped {file}: {reason}")
 
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str, int, int], None] | None]:
     """A transient bar over the files, checked then imported (on a terminal only)."""
-    if not stderr.is_terminal:
-        yield None
-        return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=stderr,
-                  transient=True) as bar:
+    with progress_bar() as bar:
+        if bar is None:
+            yield None
+            return
         files = bar.add_task("checking", total=None)
 
         def update(phase: str, done: int, total: int) -> None:

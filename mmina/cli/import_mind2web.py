@@ -5,8 +5,8 @@ from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, print_json, stderr, store_option
-from mmina.importers.mind2web import import_mind2web
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, stderr_is_terminal
 
 
 @click.command(name="mind2web")
@@ -33,14 +33,17 @@ def mind2web(path: str, fmt: str, **options: Any) -> None:
       mmina import mind2web m2w/data --limit 200 --run-id m2w-sample
       mmina eval-steps --run m2w-sample --agent openai --model gpt-4o --input-mode multimodal
     """
-    progress = (lambda done, total: stderr.print(f"imported {done}/{total}", end="\r")) if stderr.is_terminal else None
+    from mmina.importers.mind2web import import_mind2web
+
+    progress = (lambda done, total: echo(f"imported {done}/{total}\r", err=True, nl=False)) if stderr_is_terminal() \
+        else None
     result = import_mind2web(open_store(options["store_path"], create=True), path, options["run_id"], options["limit"],
                              progress)
     if fmt == "json":
         print_json(result.as_json())
         return
-    click.echo(f"run {result.run_id}: {result.imported} sample(s) imported as single-step episodes of "
-               f"{result.tasks} task(s) ({result.already} already there, {result.without_screenshot} without "
-               f"screenshot, {len(result.skipped)} skipped); stored in {result.store}")
+    echo(f"run {result.run_id}: {result.imported} sample(s) imported as single-step episodes of "
+         f"{result.tasks} task(s) ({result.already} already there, {result.without_screenshot} without "
+         f"screenshot, {len(result.skipped)} skipped); stored in {result.store}")
     for uid, reason in result.skipped:
-        click.echo(f"  skipped {uid}: {reason}")
+        echo(f"  skipped {uid}: {reason}")

@@ -3,25 +3,25 @@ from __future__ import annotations
 
 import click
 
+from mmina.cli.common import LazyGroup
 
-@click.group(name="import")
+IMPORTERS = {
+    "harness": "mmina.cli.import_harness:harness",
+    "mind2web": "mmina.cli.import_mind2web:mind2web",
+    "warc": "mmina.cli.import_warc:warc",
+    "labels": "mmina.cli.import_labels:labels",
+}
+"""Each source format: its subcommand and where it is (imported only when it is used)."""
+
+
+@click.group(name="import", cls=LazyGroup, lazy=IMPORTERS)
 def imports() -> None:
-    """Import results recorded by other tools into a store, so the same analyses run over them.
+    """Import results recorded by other tools, or labels made elsewhere, into a store.
 
     \b
     Examples:
       mmina import harness path/to/official/results --store ./mmina-store
       mmina import mind2web path/to/multimodal-mind2web/test_task --store ./mmina-store
+      mmina import warc capture.warc.gz --tasks my-tasks/ --run-id captured
+      mmina import labels labels.csv --labeller alice
     """
-
-
-def _register() -> None:
-    """Each source format is one module with one subcommand."""
-    from mmina.cli.import_harness import harness
-    from mmina.cli.import_mind2web import mind2web
-
-    for command in (harness, mind2web):
-        imports.add_command(command)
-
-
-_register()

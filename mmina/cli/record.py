@@ -3,29 +3,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
 
-from mmina.agents.captions import CAPTIONERS
-from mmina.analysis.report import build_report
-from mmina.analysis.tables import Table
-from mmina.agents.registry import INTERACTIVE_AGENTS
-from mmina.budget import Limits
-from mmina.cli.common import (MAX_DRIFT, MAX_MEMORY, MAX_STEPS, agent_settings, browser_options, format_option, open_store, openai_agent_options,
-                              layout, print_json, print_tables, render_rows, scale_options, stderr,
-                              store_option)
+from mmina.agents.settings import CAPTIONERS
+from mmina.cli.common import (MAX_DRIFT, MAX_MEMORY, MAX_STEPS, RUN_REF, agent_settings, browser_options,
+                              check_model_endpoint, format_option, layout, open_store, openai_agent_options,
+                              scale_options, store_option)
+from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import MminaError
 from mmina.navigation import check_schemes
-from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.episode import EpisodeResult
-from mmina.recorder.recording import RecordConfig, RunSummary, record_run
-from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary, record_conditioned
-from mmina.replayer.prefixes import PrefixSpec
-from mmina.store import Store
-from mmina.tasks import Task
+
+if TYPE_CHECKING:
+    from mmina.analysis.tables import Table
+    from mmina.recorder.episode import EpisodeResult
+    from mmina.recorder.recording import RecordConfig, RunSummary
+    from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary
+    from mmina.replayer.prefixes import PrefixSpec
+    from mmina.store import Store
+    from mmina.tasks import Task
 
 
 VIEWPORT_WIDTHS = (200, 4096)
@@ -88,7 +85,7 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
                    "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
-@click.option("--from-run", metavar="RUN", help="replay agent: replay this run's episode of each task.")
+@click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @openai_agent_options("openai agent")
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
@@ -101,7 +98,7 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--prefix-run", metavar="RUN",
               help="Hop-conditioned: start each task of this reference run where its episode reached --at-hop "
                    "(or --at-step), replaying its steps from the archive, then hand over to --agent on the live "
-                   "web. The tasks are the reference run's (select with --task/--task-ids/--limit).")
+                   f"web. The tasks are the reference run's (select with --task/--task-ids/--limit). RUN: {RUN_REF}.")
 @click.option("--at-hop", "at_hop", metavar="K|all", callback=_at_hop,
               help="--prefix-run: the hop the agent starts at (1 = the first; K,K for several; all: one episode "
                    "per hop of each task). The reference's hops verdicts say where each hop started.")
@@ -124,7 +121,7 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
               help=f"Drift level of the fixture web (0..{MAX_DRIFT}).")
 @scale_options("recorded")
-@format_option("table", "json")
+@format_option()
 def record(fmt: str, **options: Any) -> None:
     """Record an agent on tasks in Chromium: every step's observation, action and network trace.
 
@@ -156,24 +153,30 @@ def record(fmt: str, **options: Any) -> None:
     success given a correct prefix beside the free-running Table 3.
     """
     spec = _prefix_spec(options)
+    config = _config(options)
+    endpoint = check_model_endpoint(config.agent, config.agent_settings)
     store = open_store(options["store_path"], create=True)
     if spec is not None:
-        _record_conditioned(store, _config(options), spec, fmt)
+        _record_conditioned(store, config, spec, fmt)
         return
-    summary = _record_with_progress(store, _config(options))
+    summary = _record_with_progress(store, config)
     table = _sr_by_bucket(store, summary.run_id)
     if fmt == "json":
-        print_json({**summary.as_json(), "sr_by_bucket": table.records() if table else None})
-        return
-    _print_summary(summary)
-    if table is not None:
-        print_tables([table])
-        click.echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
-                   f"--store {summary.store}")
+        print_json({**summary.as_json(), "endpoint": endpoint, "sr_by_bucket": table.records() if table else None})
+    elif fmt == "csv":
+        render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "csv")
+    else:
+        _print_summary(summary)
+        if table is not None:
+            print_tables([table])
+            echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
+                 f"--store {summary.store}")
 
 
 def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
     """Where a hop-conditioned run hands over (None: a run from the start pages)."""
+    from mmina.replayer.prefixes import PrefixSpec
+
     at_hop, at_step = options["at_hop"], options["at_step"]
     if not options["prefix_run"]:
         if at_hop is not None or at_step is not None or options["hide_prefix"]:
@@ -186,14 +189,18 @@ def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
 
 def _record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec, fmt: str) -> None:
     """A hop-conditioned run, its episodes and skipped prefixes, then its conditioned_hops table."""
+    from mmina.replayer.conditioned import record_conditioned
+
     summary = record_conditioned(store, config, spec, on_start=_log_start, on_episode=_log_conditioned())
     table = _run_table(store, summary.run.run_id, "conditioned_hops")
     if fmt == "json":
         print_json({**summary.as_json(), "conditioned_hops": table.records() if table else None})
-        return
-    _print_conditioned(summary)
-    if table is not None:
-        print_tables([table])
+    elif fmt == "csv":
+        render_rows(CONDITIONED_COLUMNS, _conditioned_rows(summary), "csv")
+    else:
+        _print_conditioned(summary)
+        if table is not None:
+            print_tables([table])
 
 
 def _sr_by_bucket(store: Store, run_id: str) -> Table | None:
@@ -204,16 +211,22 @@ def _sr_by_bucket(store: Store, run_id: str) -> Table | None:
 def _run_table(store: Store, run_id: str, name: str) -> Table | None:
     """One report table of the run from the verdicts the recorder stored (None, with a note, if
     it cannot be made)."""
+    from mmina.analysis.report import build_report
+
     try:
         (table,) = build_report(store, [run_id]).chosen([name])
         return table
     except MminaError as exc:
-        stderr.print(f"no {name} table for run {run_id}: {exc}")
+        echo(f"no {name} table for run {run_id}: {exc}", err=True)
         return None
 
 
 def _config(options: dict[str, Any]) -> RecordConfig:
     """The run configuration from the command-line options."""
+    from mmina.budget import Limits
+    from mmina.recorder.browser import BrowserConfig
+    from mmina.recorder.recording import RecordConfig
+
     width, height = options["viewport"]
     task_ids = (*options["task_ids"], *options["task_ids_csv"])
     return RecordConfig(
@@ -231,11 +244,13 @@ def _config(options: dict[str, Any]) -> RecordConfig:
 def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
     """A live progress bar (ETA, running SR) on a terminal; one line per episode in logs
     and for agents that talk to the terminal themselves (a bar would redraw over them)."""
-    if not stderr.is_terminal or config.agent in INTERACTIVE_AGENTS:
+    from mmina.agents.registry import INTERACTIVE_AGENTS
+    from mmina.recorder.recording import record_run
+
+    if not stderr_is_terminal() or config.agent in INTERACTIVE_AGENTS:
         return record_run(store, config, on_start=_log_start, on_episode=_log_episode())
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sr]}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=stderr, transient=True) as progress:
+    with progress_bar("sr", eta=True) as progress:
+        assert progress is not None  # stderr is a terminal
         bar = progress.add_task("recording", total=None, sr="")
         results: list[EpisodeResult] = []
 
@@ -257,7 +272,7 @@ def _running_sr(results: list[EpisodeResult]) -> str:
 
 
 def _log_start(run_id: str, total: int) -> None:
-    stderr.print(f"recording run {run_id}: {total} task(s)")
+    echo(f"recording run {run_id}: {total} task(s)", err=True)
 
 
 def _log_episode() -> Callable[[Task, EpisodeResult], None]:
@@ -265,8 +280,8 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
 
     def log(task: Task, result: EpisodeResult) -> None:
         results.append(result)
-        stderr.print(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
-                     f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})")
+        echo(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
+             f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})", err=True)
 
     return log
 
@@ -277,43 +292,64 @@ def _log_conditioned() -> Callable[[ConditionedEpisode], None]:
     def log(episode: ConditionedEpisode) -> None:
         count[0] += 1
         result, prefix = episode.result, episode.prefix
-        stderr.print(f"[{count[0]}] {result.task_id} from hop {prefix.start_hop + 1} ({prefix.steps} prefix step(s), "
-                     f"{'faithful' if episode.check.faithful else 'NOT faithful'}): {result.status}, "
-                     f"{result.stop_reason}, {result.hops_credited}/{result.hops_to_do} hops")
+        echo(f"[{count[0]}] {result.task_id} from hop {prefix.start_hop + 1} ({prefix.steps} prefix step(s), "
+             f"{'faithful' if episode.check.faithful else 'NOT faithful'}): {result.status}, "
+             f"{result.stop_reason}, {result.hops_credited}/{result.hops_to_do} hops", err=True)
 
     return log
 
 
-def _print_conditioned(summary: ConditionedSummary) -> None:
-    rows = [(e.result.task_id, e.prefix.start_hop + 1, e.prefix.steps, "yes" if e.check.faithful else
+CONDITIONED_COLUMNS = ["task", "from hop", "prefix steps", "prefix faithful", "status", "stop", "hops", "steps",
+                       "answer", "error"]
+
+
+def _conditioned_rows(summary: ConditionedSummary) -> list[tuple[Any, ...]]:
+    return [(e.result.task_id, e.prefix.start_hop + 1, e.prefix.steps, "yes" if e.check.faithful else
              f"no: {e.check.mismatch}", e.result.status, e.result.stop_reason,
              f"{e.result.hops_credited}/{e.result.hops_to_do}", e.result.n_steps, e.result.final_answer or "",
              e.result.error or "") for e in summary.episodes]
-    render_rows(["task", "from hop", "prefix steps", "prefix faithful", "status", "stop", "hops", "steps", "answer",
-                 "error"], rows, "table", title=f"run {summary.run.run_id} (prefixes of run {summary.prefix_run})")
+
+
+def _print_conditioned(summary: ConditionedSummary) -> None:
+    render_rows(CONDITIONED_COLUMNS, _conditioned_rows(summary), "table",
+                title=f"run {summary.run.run_id} (prefixes of run {summary.prefix_run})")
     for skipped in summary.skipped:
         hop = f" hop {skipped.hop}" if skipped.hop is not None else ""
-        click.echo(f"skipped {skipped.task_id}{hop}: {skipped.reason}")
+        echo(f"skipped {skipped.task_id}{hop}: {skipped.reason}")
     if summary.run.skipped:
-        click.echo(f"skipped {len(summary.run.skipped)} episode(s) already recorded in this run")
+        echo(f"skipped {len(summary.run.skipped)} episode(s) already recorded in this run")
     run = summary.run
-    click.echo(f"{len(summary.episodes)} episode(s) in {run.duration_s:.1f} s: prefix fidelity "
-               f"{summary.prefix_fidelity:.1%} ({summary.faithful_episodes} of {len(summary.episodes)} prefixes "
-               f"faithful); from the start hop: task SR {run.task_sr:.1%}, hop SR {run.hop_sr:.1%} (hops verdicts), "
-               f"{run.errors} error(s), {run.tokens} tokens, ${run.cost_usd:.4f}; stored in {run.store}")
+    echo(f"{len(summary.episodes)} episode(s) in {run.duration_s:.1f} s: prefix fidelity "
+         f"{summary.prefix_fidelity:.1%} ({summary.faithful_episodes} of {len(summary.episodes)} prefixes "
+         f"faithful); from the start hop: task SR {run.task_sr:.1%}, hop SR {run.hop_sr:.1%} (hops verdicts), "
+         f"{run.errors} error(s), {run.tokens} tokens, {_cost(run.cost_usd, run.steps)}; stored in {run.store}")
+
+
+SUMMARY_COLUMNS = ["task", "status", "stop", "hops", "steps", "answer", "error"]
+
+
+def _summary_rows(summary: RunSummary) -> list[tuple[Any, ...]]:
+    return [(e.task_id, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
+             e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
 
 
 def _print_summary(summary: RunSummary) -> None:
-    rows = [(e.task_id, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
-             e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
-    render_rows(["task", "status", "stop", "hops", "steps", "answer", "error"], rows, "table",
-                title=f"run {summary.run_id}")
+    render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "table", title=f"run {summary.run_id}")
     if summary.skipped:
-        click.echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+        echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    if summary.verdicts_added:
+        echo(f"scored {len(summary.verdicts_added)} episode(s) committed without their verdicts "
+             "(an earlier recording was cut short between an episode and its verdicts)")
     if summary.task_warnings:
-        click.echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
-                   "`mmina tasks validate PATH` lists them")
-    click.echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
-               f"hop SR {summary.hop_sr:.1%} (hops verdicts; live tracking reached {summary.live_hop_sr:.1%}), "
-               f"{summary.errors} error(s), {summary.tokens} tokens, "
-               f"${summary.cost_usd:.4f}; stored in {summary.store}")
+        echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
+             "`mmina tasks validate PATH` lists them")
+    echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
+         f"hop SR {summary.hop_sr:.1%} (hops verdicts; live tracking reached {summary.live_hop_sr:.1%}), "
+         f"{summary.errors} error(s), {summary.tokens} tokens, {_cost(summary.cost_usd, summary.steps)}; "
+         f"stored in {summary.store}")
+
+
+def _cost(cost_usd: float, steps: int) -> str:
+    """The run's cost, and per step when it cost anything."""
+    per_step = f" (${cost_usd / steps:.5f} per step)" if cost_usd and steps else ""
+    return f"${cost_usd:.4f}{per_step}"

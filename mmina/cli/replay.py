@@ -3,20 +3,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mmina.budget import Limits
-from mmina.agents.captions import CAPTIONERS
-from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, format_option, layout,
-                              open_store, openai_agent_options, print_json, render_rows, scale_options, stderr,
+from mmina.agents.settings import CAPTIONERS
+from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, check_model_endpoint,
+                              format_option, layout, open_store, openai_agent_options, run_option, scale_options,
                               store_option)
+from mmina.cli.render import echo, print_json, progress_bar, render_rows
 from mmina.errors import MminaError
-from mmina.recorder.browser import BrowserConfig
-from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
-from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport, replay_agent, replay_run
+
+if TYPE_CHECKING:
+    from mmina.recorder.browser import BrowserConfig
+    from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
+    from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport
 
 MAX_DIFFS_SHOWN = 5
 
@@ -27,7 +28,7 @@ class BelowMinimumFidelity(MminaError):
 
 @click.command()
 @store_option
-@click.option("--run", "run_id", metavar="ID", help="Replay every episode of this run.")
+@run_option("Replay every episode of this run")
 @click.option("--episode", "episode_id", metavar="ID", help="Replay this one episode.")
 @click.option("--min-fidelity", type=Bounded(0, 1), metavar="X",
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
@@ -45,10 +46,11 @@ class BelowMinimumFidelity(MminaError):
               help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
               help="--agent: caption in-view images (their alt text, or a vision model's words).")
-@click.option("--from-run", metavar="RUN", help="--agent replay: replay this run's episode of each task.")
+@click.option("--from-run", metavar="RUN", help="--agent replay: replay this run's episode of each task (an id, a "
+                                                "prefix or latest).")
 @click.option("--from-episode", metavar="ID", help="--agent replay: replay this one episode.")
 @scale_options("replayed")
-@format_option("table", "json")
+@format_option()
 def replay(fmt: str, **options: Any) -> None:
     """Replay stored episodes with every request answered from the archive, and report fidelity.
 
@@ -64,6 +66,7 @@ def replay(fmt: str, **options: Any) -> None:
     \b
     Examples:
       mmina replay --run 20261122-120439-oracle-fd2d80
+      mmina replay --run latest
       mmina replay --episode normal-1-3f2a9c0d1e2b4a5c --format json
       mmina replay --run nightly --min-fidelity 0.99
       mmina replay --run nightly --agent openai --model gpt-4o
@@ -82,6 +85,8 @@ def replay(fmt: str, **options: Any) -> None:
 
 
 def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
+    from mmina.replayer.replays import replay_run
+
     store = open_store(options["store_path"])
     with _progress("replaying") as (on_start, advance):
         report = replay_run(store, options["run_id"], options["episode_id"],
@@ -92,6 +97,8 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
     if fmt == "json":
         print_json({**report.as_json(), "min_fidelity": minimum,
                     "passed": minimum is None or report.fidelity >= minimum})
+    elif fmt == "csv":
+        render_rows(REPLAY_COLUMNS, _replay_rows(report), "csv")
     else:
         _print_replay(report)
     if minimum is not None and report.fidelity < minimum:
@@ -99,8 +106,12 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
 
 
 def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
-    store = open_store(options["store_path"])
+    from mmina.budget import Limits
+    from mmina.replayer.replays import replay_agent
+
     settings = agent_settings(options)
+    endpoint = check_model_endpoint(options["agent"], settings)
+    store = open_store(options["store_path"])
     with _progress("agent on the archive") as (on_start, advance):
         report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
                               limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
@@ -108,13 +119,17 @@ def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
                               layout=layout(options), on_start=on_start,
                               on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
-        print_json(report.as_json())
+        print_json({**report.as_json(), "endpoint": endpoint})
+    elif fmt == "csv":
+        render_rows(AGENT_COLUMNS, _agent_rows(report), "csv")
     else:
         _print_agent(report)
 
 
 def _browser(options: dict[str, Any]) -> BrowserConfig:
     """The executable and extra flags given; viewport and capture come from the source run."""
+    from mmina.recorder.browser import BrowserConfig
+
     return BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]))
 
 
@@ -123,14 +138,13 @@ def _browser(options: dict[str, Any]) -> BrowserConfig:
 @contextmanager
 def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[[str], None]]]:
     """A progress bar on a terminal, one stderr line per episode otherwise."""
-    if not stderr.is_terminal:
-        def log_start(run_id: str, total: int) -> None:
-            stderr.print(f"{what}: {total} episode(s) into run {run_id}")
+    with progress_bar() as progress:
+        if progress is None:
+            def log_start(run_id: str, total: int) -> None:
+                echo(f"{what}: {total} episode(s) into run {run_id}", err=True)
 
-        yield log_start, lambda line: stderr.print(line)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True) as progress:
+            yield log_start, lambda line: echo(line, err=True)
+            return
         bar = progress.add_task(what, total=None)
 
         def on_start(run_id: str, total: int) -> None:
@@ -142,7 +156,8 @@ def _progress(what: str) -> Iterator[tuple[Callable[[str, int], None], Callable[
 def _episode_line(episode: EpisodeFidelity) -> str:
     return (f"{episode.task_id}: fidelity {episode.fidelity:.0%}, "
             f"{episode.screenshots_identical}/{episode.screenshots_compared} screenshots identical, "
-            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body")
+            f"{episode.requests.unmatched} unmatched request(s), {episode.requests.missing_body} with a missing body, "
+            f"{episode.requests.redacted_body} with a body redaction changed")
 
 
 def _agent_line(episode: AgentEpisode) -> str:
@@ -157,21 +172,38 @@ def _counts(counts: RequestCounts) -> str:
     return f"{counts.exact}/{counts.fuzzy}/{counts.nearest}/{counts.unmatched}"
 
 
-def _print_replay(report: ReplayReport) -> None:
-    rows = [(e.task_id, e.source_episode, f"{e.recorded_steps}→{e.replayed_steps}",
+REPLAY_COLUMNS = ["task", "source episode", "steps", "URL", "tree", "screenshots", "requests e/f/n/u", "fidelity"]
+
+
+def _replay_rows(report: ReplayReport) -> list[tuple[Any, ...]]:
+    return [(e.task_id, e.source_episode, f"{e.recorded_steps}→{e.replayed_steps}",
              f"{e.url_equal}/{len(e.steps)}", f"{e.tree_equal}/{len(e.steps)}",
              f"{e.screenshots_identical}/{e.screenshots_compared}", _counts(e.requests), f"{e.fidelity:.1%}")
             for e in report.episodes]
-    render_rows(["task", "source episode", "steps", "URL", "tree", "screenshots", "requests e/f/n/u", "fidelity"],
-                rows, "table", title=f"replay {report.replay_run} of run {report.source_run}")
+
+
+def _print_replay(report: ReplayReport) -> None:
+    render_rows(REPLAY_COLUMNS, _replay_rows(report), "table",
+                title=f"replay {report.replay_run} of run {report.source_run}")
     _print_differences(report)
     summary = report.summary()
     shots = summary["screenshots_identical"]
-    click.echo(f"fidelity {summary['fidelity']:.1%} over {summary['steps']} step(s) "
-               f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
-               f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
-               f"(exact/fuzzy/nearest/unmatched), {summary['requests'].missing_body} matched with a missing "
-               f"body, {summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
+    echo(f"fidelity {summary['fidelity']:.1%} over {summary['steps']} step(s) "
+         f"(URL {summary['url_equal']}, tree {summary['tree_equal']}); screenshots identical "
+         f"{'n/a' if shots is None else f'{shots:.1%}'}; requests: {_counts(summary['requests'])} "
+         f"(exact/fuzzy/nearest/unmatched), {summary['requests'].missing_body} matched with a missing "
+         f"body, {summary['requests'].redacted_body} served a body redaction changed, "
+         f"{summary['requests'].failed} the router failed to answer; stored as run {report.replay_run}")
+    _print_redacted_steps(report)
+
+
+def _print_redacted_steps(report: ReplayReport) -> None:
+    """Every step served a body that redaction changed: the page did not get the bytes it got
+    when recorded (``mmina store verify --redacted`` lists the bodies)."""
+    steps = [f"{e.task_id} step {s.step_index} ({s.requests.redacted_body})"
+             for e in report.episodes for s in e.steps if s.requests.redacted_body]
+    if steps:
+        echo(f"served a body redaction changed: {', '.join(steps)}")
 
 
 def _print_differences(report: ReplayReport) -> None:
@@ -182,22 +214,32 @@ def _print_differences(report: ReplayReport) -> None:
             if step.faithful or shown >= MAX_DIFFS_SHOWN:
                 continue
             shown += 1
-            click.echo(f"\n{episode.task_id} step {step.step_index}: URL {step.recorded_url} → {step.replayed_url}")
+            echo(f"\n{episode.task_id} step {step.step_index}: URL {step.recorded_url} → {step.replayed_url}")
             if step.tree_change:
-                click.echo(f"tree: {step.tree_change}")
+                echo(f"tree: {step.tree_change}")
             if step.tree_diff and step.tree_diff != step.tree_change:
-                click.echo(step.tree_diff)
+                echo(step.tree_diff)
         for url in episode.unmatched_urls:
-            click.echo(f"{episode.task_id}: not in the archive: {url}")
+            echo(f"{episode.task_id}: not in the archive: {url}")
+        for socket in episode.sockets:
+            if not socket.faithful:
+                echo(f"{episode.task_id}: socket {socket.url}: {socket.equal} of {socket.recorded} recorded "
+                     f"message(s) repeated ({socket.replayed} in the replay); {socket.first_difference}")
+
+
+AGENT_COLUMNS = ["task", "status", "stop", "hops", "steps", "answer", "requests e/f/n/u", "gaps"]
+
+
+def _agent_rows(report: AgentReplayReport) -> list[tuple[Any, ...]]:
+    return [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_credited}/{e.result.n_hops}",
+             e.result.n_steps, e.result.final_answer or "", _counts(e.requests), len(e.coverage_gaps))
+            for e in report.episodes]
 
 
 def _print_agent(report: AgentReplayReport) -> None:
-    rows = [(e.result.task_id, e.result.status, e.result.stop_reason, f"{e.result.hops_credited}/{e.result.n_hops}",
-             e.result.n_steps, e.result.final_answer or "", _counts(e.requests), len(e.coverage_gaps))
-            for e in report.episodes]
-    render_rows(["task", "status", "stop", "hops", "steps", "answer", "requests e/f/n/u", "gaps"], rows, "table",
+    render_rows(AGENT_COLUMNS, _agent_rows(report), "table",
                 title=f"{report.agent} on the archive of run {report.source_run} → run {report.replay_run}")
     gaps = report.coverage_gaps
-    click.echo(f"{len(gaps)} coverage gap(s): request(s) outside the archive, answered with an error")
+    echo(f"{len(gaps)} coverage gap(s): request(s) outside the archive, answered with an error")
     for gap in gaps:
-        click.echo(f"  {gap}")
+        echo(f"  {gap}")

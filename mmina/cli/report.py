@@ -2,54 +2,47 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.analysis.html import episode_html, write_report
-from mmina.analysis.paired import Comparison, Side, compare as run_compare
-from mmina.analysis.report import Report, build_report
-from mmina.analysis.tables import TABLE_NAMES, Table
-from mmina.analysis.viewer import trajectories
-from mmina.cli.common import jsonable, open_store, print_json, print_tables, stderr, stdout, store_option
-from mmina.cli.eval_steps import print_step_report
-from mmina.stepeval import EVALUATOR as STEP_EVALUATOR, stored_report
-from mmina.store import Store
+from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
+from mmina.cli.common import open_store, run_option, store_option
+from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
 
-
-@contextmanager
-def _status(message: str) -> Iterator[None]:
-    """A spinner on a terminal for work that can take a while; nothing in logs."""
-    if stderr.is_terminal:
-        with stderr.status(message):
-            yield
-    else:
-        yield
+if TYPE_CHECKING:
+    from mmina.analysis.paired import Comparison, Side
+    from mmina.analysis.report import Report
+    from mmina.analysis.tables import Table
+    from mmina.store import Store
 
 
 def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
+    texts = {t.name: csv_text(t.columns, t.rows) for t in tables}
     if out is None:
-        click.echo("\n".join((f"# {t.name}\n" if len(tables) > 1 else "") + t.csv() for t in tables), nl=False)
+        click.echo("\n".join((f"# {name}\n" if len(texts) > 1 else "") + text for name, text in texts.items()),
+                   nl=False, color=True)
     elif len(tables) == 1:
-        out.write_text(tables[0].csv())
+        out.write_text(*texts.values())
     else:
         out.mkdir(parents=True, exist_ok=True)
-        for table in tables:
-            (out / f"{table.name}.csv").write_text(table.csv())
+        for name, text in texts.items():
+            (out / f"{name}.csv").write_text(text)
 
 
 def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
-    with _status("rendering the HTML report"):
+    from mmina.analysis.html import write_report
+
+    with status("rendering the HTML report"):
         written = write_report(store, report, out, limit)
-    click.echo(f"wrote {written.page} ({written.page_bytes / 1e6:.1f} MB) and its files in {written.folder} "
-               f"(plotly.js and {written.images} screenshot(s), {written.folder_bytes / 1e6:.1f} MB)", err=True)
+    echo(f"wrote {written.page} ({written.page_bytes / 1e6:.1f} MB) and its files in {written.folder} "
+         f"(plotly.js and {written.images} screenshot(s), {written.folder_bytes / 1e6:.1f} MB)", err=True)
 
 
 @click.command()
-@click.option("--run", "runs", multiple=True, metavar="ID", help="Run to analyse (repeatable; default: every run).")
+@run_option("Run to analyse (default: every run)", multiple=True)
 @click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
               help="Whose verdicts to analyse (the latest batch of `mmina rescore --evaluator NAME`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv", "html")), default="table",
@@ -78,16 +71,19 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     \b
     Examples:
       mmina rescore --evaluator hops && mmina report
-      mmina report --run nightly --format html --out report.html
+      mmina report --run latest --format html --out report.html
       mmina report --evaluator mmina_official --table runner_log
       mmina report --format csv --out tables/
       mmina report --evaluator step_action --run nightly   # eval-steps figures
     """
+    from mmina.analysis.report import build_report
+    from mmina.stepeval import EVALUATOR as STEP_EVALUATOR
+
     store = open_store(store_path)
     if evaluator == STEP_EVALUATOR:
         _step_report(store, runs, fmt)
         return
-    with _status("computing the report"):
+    with status("computing the report"):
         result = build_report(store, runs, evaluator)
     if fmt == "html":
         _write_html(store, result, out or Path("mmina-report.html"), viewer_episodes)
@@ -98,13 +94,21 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     elif fmt == "json":
         _emit_json(result.as_json(table_names), out)
     else:
-        stdout.print(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — "
-                     f"{len(result.scored.episodes)} task(s); rates with 95% Wilson intervals")
+        echo(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
+             f"{_not_applicable(result.scored.not_applicable)}; rates with 95% Wilson intervals")
         print_tables(tables)
+
+
+def _not_applicable(count: int) -> str:
+    """How many episodes had nothing to judge (they are in no rate)."""
+    return f" (and {count} with nothing to judge, n/a: in no rate)" if count else ""
 
 
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
     """The step-level figures of ``mmina eval-steps`` (its latest batch on the run)."""
+    from mmina.cli.eval_steps import print_step_report
+    from mmina.stepeval import EVALUATOR as STEP_EVALUATOR, stored_report
+
     if len(runs) != 1 or fmt not in ("table", "json"):
         raise click.UsageError(f"--evaluator {STEP_EVALUATOR} reports one run's eval-steps figures: "
                                "pass one --run and --format table or json")
@@ -123,6 +127,10 @@ def _emit_json(data: object, out: Path | None) -> None:
 
 
 def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Side]:
+    from mmina.analysis.paired import Side
+
+    if not runs:
+        raise click.UsageError("name the run(s) to compare: --run A --run B, or one --run with two --evaluator")
     if len(runs) > 2 or len(evaluators) > 2:
         raise click.UsageError("give at most two runs and at most two --evaluator values")
     names = evaluators or (DEFAULT_EVALUATOR,)
@@ -133,61 +141,84 @@ def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Si
 def _print_comparison(result: Comparison) -> None:
     print_tables([result.summary()])
     data = result.as_json()
-    stdout.print(f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
-                 f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
-                 f"McNemar exact p = {data['mcnemar_p']:.4g}")
+    echo(f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
+         f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
+         f"McNemar exact p = {data['mcnemar_p']:.4g}")
     for side, tasks in (("a", result.only_a), ("b", result.only_b)):
         if tasks:
-            stdout.print(f"only in {side}: {', '.join(tasks)}")
+            echo(f"only in {side}: {', '.join(tasks)}")
     if result.flips().rows:
         print_tables([result.flips()])
 
 
 @click.command()
-@click.argument("runs", nargs=-1, required=True, metavar="RUN_A [RUN_B]")
+@click.argument("old_runs", nargs=-1, metavar="")
+@run_option("Run of a side: give --run twice (A, then B), or once with two --evaluator", multiple=True)
 @click.option("--evaluator", "evaluators", multiple=True, metavar="NAME",
               help=f"Evaluator (default {DEFAULT_EVALUATOR}); give it twice to compare two evaluators (on one run).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table", show_default=True,
               help="csv prints the flips.")
 @store_option
-def compare(runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str, store_path: str | None) -> None:
+def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
+            store_path: str | None) -> None:
     """Paired per-task comparison of two runs, or of two evaluators on one run: success of
     each side, the tasks that flipped either way, and McNemar's exact test.
 
     \b
     Examples:
-      mmina compare memory-k0 memory-k2
-      mmina compare nightly --evaluator hops --evaluator mmina_official
-      mmina compare run-a run-b --format json
+      mmina compare --run memory-k0 --run memory-k2
+      mmina compare --run nightly --evaluator hops --evaluator mmina_official
+      mmina compare --run run-a --run latest --format json
     """
-    a, b = _sides(runs, evaluators)
+    from mmina.analysis.paired import compare as run_compare
+
+    a, b = _sides(runs + _positional(old_runs, "RUN_A [RUN_B]", "--run A --run B"), evaluators)
     result = run_compare(open_store(store_path), a, b)
     if fmt == "json":
         print_json(result.as_json())
     elif fmt == "csv":
-        click.echo(result.flips().csv(), nl=False)
+        flips = result.flips()
+        write_csv(flips.columns, flips.rows)
     else:
         _print_comparison(result)
 
 
+def _positional(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
+    """Ids given as positional arguments, as this command took them before it took options
+    like every other command (still accepted, with a warning)."""
+    if values:
+        echo(f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
+             err=True)
+    return values
+
+
 @click.command()
-@click.argument("episode")
+@click.argument("old_episode", required=False, metavar="")
+@click.option("--episode", metavar="ID", help="The episode to show.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output file (default: episode-<EPISODE>.html).")
 @store_option
-def view(episode: str, out: Path | None, store_path: str | None) -> None:
+def view(old_episode: str | None, episode: str | None, out: Path | None, store_path: str | None) -> None:
     """Write one episode's trajectory viewer as a self-contained HTML file: per step the
     screenshot, the action and its target element, the raw model output, the hop progress
     and the verdicts (previous/next buttons or the arrow keys move between steps).
 
     \b
     Example:
-      mmina view normal-1-3f2a9c0d1e2b4a5c --out episode.html
+      mmina view --episode normal-1-3f2a9c0d1e2b4a5c --out episode.html
     """
+    from mmina.analysis.html import episode_html
+    from mmina.analysis.viewer import trajectories
+
+    given = (episode,) if episode else ()
+    episodes = given + _positional((old_episode,) if old_episode else (), "EPISODE", "--episode ID")
+    if len(episodes) != 1:
+        raise click.UsageError("name one episode: --episode ID")
+    episode = episodes[0]
     store = open_store(store_path)
-    with _status("rendering the episode"):
+    with status("rendering the episode"):
         found = trajectories(store, [episode])
     target = out or Path(f"episode-{episode}.html")
     target.write_text(episode_html(found[0]), encoding="utf-8")
-    click.echo(f"wrote {target}", err=True)
+    echo(f"wrote {target}", err=True)
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import click
 
-from mmina.analysis.data import DEFAULT_EVALUATOR
-from mmina.cli.common import open_store, stderr, store_option
+from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.cli.common import open_store, store_option
+from mmina.cli.render import echo
 
 
 @click.command()
@@ -18,27 +19,34 @@ from mmina.cli.common import open_store, stderr, store_option
               help="Token every request must carry (default with --expose: a random one, printed in the address).")
 @click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
               help="Whose verdicts the runs page and the episodes table show first (each page can switch).")
+@click.option("--labeller", metavar="NAME", help="The name labels saved from the pages carry (default: the "
+                                                 "operating-system user; the Label page can set another).")
+@click.option("--read-only", is_flag=True, help="Save no labels: the store is only read.")
 @store_option
-def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str, store_path: str | None) -> None:
+def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str, labeller: str | None,
+          read_only: bool, store_path: str | None) -> None:
     """Browse a store in a web browser: runs (live while they are recorded), the report's
     analysis of any run and evaluator, every episode in a filtered table, the trajectory
-    viewer with each step's network requests, two runs side by side, and read-only SQL.
-    Nothing is ever written to the store; Ctrl-C stops the server.
+    viewer with each step's network requests, two runs side by side, read-only SQL, and
+    labelling: a person marks each hop and the task pass / fail / unsure with the keyboard,
+    saved as verdicts of the human evaluator (the only thing the server ever writes; not at
+    all with --read-only). Ctrl-C stops the server.
 
     \b
     Examples:
       mmina serve                                   # http://127.0.0.1:8787/
-      mmina serve --store s3://my-bucket/mmina --port 9000
+      mmina serve --labeller alice                  # then the Label page: p / f / u, Enter for the next
+      mmina serve --store s3://my-bucket/mmina --port 9000 --read-only
       mmina serve --host 0.0.0.0 --expose --token "$(openssl rand -hex 16)"
     """
-    from mmina.serve.launch import Binding, is_loopback, serve as run_server  # uvicorn only for this command
+    from mmina.serve.launch import Binding, Labelling, is_loopback, serve as run_server  # uvicorn only here
 
     store = open_store(store_path)
 
     def ready(binding: Binding) -> None:
-        click.echo(f"mmina serve: {binding.url}  (store {store.location}; Ctrl-C stops)")
+        echo(f"mmina serve: {binding.url}  (store {store.location}; Ctrl-C stops)")
         if binding.token and not is_loopback(binding.host):
-            stderr.print("every request needs the token: open the address above once, or send "
-                         "'Authorization: Bearer <token>'", highlight=False)
+            echo("every request needs the token: open the address above once, or send "
+                 "'Authorization: Bearer <token>'", err=True)
 
-    run_server(store, host, port, token, expose, evaluator, ready)
+    run_server(store, host, port, token, expose, evaluator, ready, Labelling(labeller, not read_only))

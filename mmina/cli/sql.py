@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import click
 
-from mmina.cli.common import format_option, open_store, render_rows, store_option
-from mmina.store.schema import TABLES
-from mmina.store.sql import DEFAULT_TIMEOUT_S, run_query
-from mmina.store.docs import column_rows
-from mmina.store.views import CONVENIENCE_VIEWS
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import render_rows
+from mmina.store.defaults import DEFAULT_TIMEOUT_S
 
 
 @click.command()
@@ -36,6 +34,8 @@ def sql(query: str | None, schema: bool, timeout_s: float, store_path: str | Non
       mmina sql "select count(*) from episodes" --store s3://my-bucket/mmina
       mmina sql "explain analyze select count(*) from steps" --timeout 30
     """
+    from mmina.store.sql import run_query
+
     if schema:
         _print_schema(fmt)
         return
@@ -46,6 +46,10 @@ def sql(query: str | None, schema: bool, timeout_s: float, store_path: str | Non
 
 
 def _print_schema(fmt: str) -> None:
+    from mmina.store.docs import column_rows
+    from mmina.store.schema import TABLES
+    from mmina.store.views import CONVENIENCE_VIEWS
+
     rows = [(t.name, *column) for t in TABLES.values() for column in column_rows(t)]
     rows += [(name, "", "view", doc) for name, (doc, _) in CONVENIENCE_VIEWS.items()]
     render_rows(["table", "column", "type", "meaning"], rows, fmt)

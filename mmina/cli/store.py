@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
-from mmina.cli.common import (format_option, human_bytes, open_store, print_json, render_rows, stderr, stdout,
-                              store_option)
-from mmina.store.compact import compact_store
-from mmina.store.inspect import VerifyReport, store_info, verify_store
+from mmina.cli.common import format_option, human_bytes, open_store, run_option, store_option
+from mmina.cli.render import echo, print_json, render_rows, status
+
+if TYPE_CHECKING:
+    from mmina.store.inspect import VerifyReport
 
 
 @click.group()
@@ -26,21 +28,26 @@ def store() -> None:
 
 @store.command()
 @store_option
-@format_option("table", "json")
+@format_option()
 def info(store_path: str | None, fmt: str) -> None:
-    """Show runs, episodes, steps and bytes by table.
+    """Show runs, episodes, steps and bytes by table (`mmina runs` lists the runs themselves).
 
     \b
     Example:
       mmina store info --store ./mmina-store
     """
+    from mmina.store.inspect import store_info
+
     result = store_info(open_store(store_path))
     if fmt == "json":
         print_json({**asdict(result), "total_bytes": result.total_bytes})
         return
-    stdout.print(f"store {result.root} (schema version {result.schema_version}): "
-                 f"{result.runs} runs, {result.episodes} episodes, {result.steps} steps, "
-                 f"{human_bytes(result.total_bytes)}")
+    if fmt == "csv":
+        render_rows(["table", "files", "rows", "bytes", "unreadable"],
+                    [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables], "csv")
+        return
+    echo(f"store {result.root} (schema version {result.schema_version}): {result.runs} runs, {result.episodes} "
+         f"episodes, {result.steps} steps, {human_bytes(result.total_bytes)}; `mmina runs` lists the runs")
     render_rows(["table", "files", "rows", "bytes", "unreadable"],
                 [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
 
@@ -50,8 +57,11 @@ def info(store_path: str | None, fmt: str) -> None:
 @click.option("--repair", is_flag=True,
               help="First remove what writers that are gone left behind: unfinished temporary files, files of "
                    "episodes never committed, abandoned uploads. Damaged or missing data is reported, never touched.")
-@format_option("table", "json")
-def verify(store_path: str | None, repair: bool, fmt: str) -> None:
+@click.option("--redacted", is_flag=True,
+              help="Also list the response bodies redaction changed (stored other than the browser received them: "
+                   "a replay serves other bytes there). Listed, not counted as problems.")
+@format_option()
+def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> None:
     """Read every file; report what is damaged, missing, duplicated or left over. Exit 1 if any.
 
     Reports, with their paths: unfinished files of writers that are gone (partial, upload),
@@ -59,15 +69,22 @@ def verify(store_path: str | None, repair: bool, fmt: str) -> None:
     mmina (newer_version), files a commit listed that are gone or differ (missing, changed),
     copies (unlisted, duplicate), blobs stored nowhere (missing_blob). Readers skip damaged
     files with a warning; --repair removes the leftovers (never committed data).
+    --redacted also lists each response body redaction changed (the browser received other
+    bytes than the store holds, so a replay serves those): run, episode, step, URL, sizes.
 
     \b
     Examples:
       mmina store verify --store ./mmina-store
       mmina store verify --repair
+      mmina store verify --redacted --format json
     """
-    report = verify_store(open_store(store_path), repair=repair)
+    from mmina.store.inspect import verify_store
+
+    report = verify_store(open_store(store_path), repair=repair, redacted=redacted)
     if fmt == "json":
         print_json({**asdict(report), "ok": report.ok})
+    elif fmt == "csv":
+        render_rows(["kind", "path", "message"], [(p.kind, p.path, p.message) for p in report.problems], "csv")
     else:
         _print_report(report)
     if not report.ok:
@@ -77,22 +94,27 @@ def verify(store_path: str | None, repair: bool, fmt: str) -> None:
 def _print_report(report: VerifyReport) -> None:
     """One line per problem, the path whole so it can be copied or grepped."""
     for item in report.repaired:
-        click.echo(f"removed {item.kind}: {item.path}: {item.message}")
+        echo(f"removed {item.kind}: {item.path}: {item.message}")
     for problem in report.problems:
-        click.echo(f"{problem.kind}: {problem.path}: {problem.message}")
+        echo(f"{problem.kind}: {problem.path}: {problem.message}")
     for path in report.in_progress:
-        click.echo(f"in progress (a writer may be at work): {path}")
+        echo(f"in progress (a writer may be at work): {path}")
     for note in report.unchecked:
-        click.echo(f"not checked: {note}")
+        echo(f"not checked: {note}")
+    for body in report.redacted_bodies or ():
+        echo(f"redacted body: run {body.run_id} episode {body.episode_id} step {body.step_index}: {body.url} "
+             f"({body.mime_type or 'no type'}, {body.received_size} bytes received, {body.stored_size} stored)")
+    if report.redacted_bodies is not None:
+        echo(f"{len(report.redacted_bodies)} response bodies changed by redaction")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
-    click.echo(f"{report.files_checked} files checked in {report.root}: {verdict}")
+    echo(f"{report.files_checked} files checked in {report.root}: {verdict}")
 
 
 @store.command()
 @store_option
-@click.option("--run", "run_ids", metavar="ID", multiple=True, help="Compact only this run; repeatable (default: all).")
-@format_option("table", "json")
-def compact(store_path: str | None, run_ids: tuple[str, ...], fmt: str) -> None:
+@run_option("Compact only this run (default: all)", multiple=True)
+@format_option()
+def compact(store_path: str | None, runs: tuple[str, ...], fmt: str) -> None:
     """Merge each run's per-episode files into one file per table, so queries stay fast.
 
     Recording writes a few small files per episode; compaction rewrites the episodes, steps
@@ -106,15 +128,19 @@ def compact(store_path: str | None, run_ids: tuple[str, ...], fmt: str) -> None:
       mmina store compact
       mmina store compact --run 20261122-120439-oracle-fd2d80 --format json
     """
+    from mmina.store.compact import compact_store
+
     opened = open_store(store_path)
-    with stderr.status("compacting") as status:
-        results = compact_store(opened, list(run_ids) or None, lambda run: status.update(f"compacting run {run}"))
+    with status("compacting") as update:
+        results = compact_store(opened, list(runs) or None, lambda run: update(f"compacting run {run}"))
+    columns = ["run", "episodes", "files before", "files after", "bytes before", "bytes after"]
     if fmt == "json":
         print_json([asdict(r) for r in results])
-        return
-    if not results:
-        click.echo("nothing to compact: every run is already one file per table")
-        return
-    render_rows(["run", "episodes", "files before", "files after", "bytes before", "bytes after"],
-                [(r.run_id, r.episodes, r.files_before, r.files_after, human_bytes(r.bytes_before),
-                  human_bytes(r.bytes_after)) for r in results], "table")
+    elif fmt == "csv":
+        render_rows(columns, [(r.run_id, r.episodes, r.files_before, r.files_after, r.bytes_before, r.bytes_after)
+                              for r in results], "csv")
+    elif not results:
+        echo("nothing to compact: every run is already one file per table")
+    else:
+        render_rows(columns, [(r.run_id, r.episodes, r.files_before, r.files_after, human_bytes(r.bytes_before),
+                               human_bytes(r.bytes_after)) for r in results], "table")

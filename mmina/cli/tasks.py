@@ -1,12 +1,16 @@
 """``mmina tasks validate`` and ``mmina tasks list``: task files in the MMInA format."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 import click
 
-from mmina.cli.common import format_option, print_json, render_rows
-from mmina.taskcheck import check_suite, load_suite
-from mmina.tasks import Task
+from mmina.cli.common import format_option
+from mmina.cli.render import echo, print_json, render_rows
+
+if TYPE_CHECKING:
+    from mmina.tasks import Task
+
 
 @click.group()
 def tasks() -> None:
@@ -21,7 +25,7 @@ def tasks() -> None:
 
 @tasks.command()
 @click.argument("path", required=False)
-@format_option("table", "json")
+@format_option()
 def validate(path: str | None, fmt: str) -> None:
     """Check every task file under PATH; print each finding as `file: field: what is wrong`.
 
@@ -34,27 +38,33 @@ def validate(path: str | None, fmt: str) -> None:
 
     \b
     Examples:
-      mmina tasks validate fixtures/tasks
+      mmina tasks validate
+      mmina tasks validate multi567
       mmina tasks validate path/to/mmina --format json
     """
+    from mmina.taskcheck import check_suite
+
     checked = check_suite(path)
     root, problems, bad = checked.root, checked.problems, checked.errors
     if fmt == "json":
         print_json({"path": str(root), "ok": not bad, "errors": len(bad), "warnings": len(problems) - len(bad),
                     "problems": [{"file": p.file, "field": p.field, "message": p.message, "severity": p.severity}
                                  for p in problems]})
+    elif fmt == "csv":
+        render_rows(["file", "field", "severity", "message"], [(p.file, p.field, p.severity, p.message)
+                                                               for p in problems], "csv")
     else:
         for problem in problems:
-            click.echo(str(problem))
+            echo(str(problem))
         counts = f"{len(bad)} error(s), {len(problems) - len(bad)} warning(s)" if problems else "OK"
-        click.echo(f"{root}: {counts}", err=bool(bad))
+        echo(f"{root}: {counts}", err=bool(bad))
     if bad:
         raise click.exceptions.Exit(1)
 
 
 @tasks.command(name="list")
 @click.argument("path", required=False)
-@format_option("table", "json", "csv")
+@format_option()
 def list_tasks(path: str | None, fmt: str) -> None:
     """List the tasks under PATH: id, hops, sites and evaluation.
 
@@ -64,8 +74,11 @@ def list_tasks(path: str | None, fmt: str) -> None:
     \b
     Examples:
       mmina tasks list
-      mmina tasks list fixtures/tasks/multi567 --format json
+      mmina tasks list multi567 --format json
+      mmina tasks list path/to/mmina/normal --format csv
     """
+    from mmina.taskcheck import load_suite
+
     suite = load_suite(path)
     if fmt == "json":
         print_json([_task_json(t) for t in suite.tasks])
@@ -81,7 +94,7 @@ def _task_json(task: Task) -> dict[str, object]:
         "suite": task.suite,
         "intent": task.intent,
         "n_hops": task.n_hops,
-        "hops": [{"index": h.index, "keyword": h.keyword} for h in task.hops],
+        "hops": [{"hop": h.index + 1, "keyword": h.keyword} for h in task.hops],
         "sites": sorted({h.keyword for h in task.hops if h.keyword}),
         "eval_types": list(task.eval_types),
         "reference_answers": task.reference_answers,

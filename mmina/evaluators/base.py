@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from mmina.evaluators.batch import ScoreColumns
     from mmina.evaluators.loading import EpisodeBatch
 
-VERDICTS = ("pass", "fail", "unclear")
+NOT_APPLICABLE = "n/a"
+"""The verdict of an evaluator with nothing to judge in an episode (its task has no reference
+of the kind it reads): counted neither as passed nor as failed, and left out of every rate."""
+VERDICTS = ("pass", "fail", "unclear", NOT_APPLICABLE)
 LEVELS = ("task", "hop", "step")
 
 
@@ -32,7 +35,10 @@ class EvaluatorError(MminaError):
 
 
 class StepView(NamedTuple):
-    """The stored facts of one step that evaluators may use (no screenshots, no tree).
+    """The stored facts of one step that evaluators may use. The page's title, its screenshot
+    (a blob hash) and its accessibility tree are read only for an evaluator that lists them in
+    ``step_fields`` (a judge that looks at the page); the others are read unless it says
+    otherwise (see :func:`step_fields`).
 
     A named tuple: rescoring with an evaluator that takes views builds a million of them
     from column arrays.
@@ -44,7 +50,15 @@ class StepView(NamedTuple):
     action_kind: str | None = None
     model_output: str | None = None
     action_error: str | None = None
-    hop_index: int | None = None
+    live_hops: int | None = None
+    """Live URL tracking's hops reached by this step (``steps.live_hops``): a gauge, not a verdict."""
+    title: str | None = None
+    screenshot: str | None = None
+    tree_text: str | None = None
+
+
+DEFAULT_STEP_FIELDS = StepView._fields[:7]
+"""What an evaluator that does not say (``step_fields``) is given of each step: not the page itself."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,8 @@ class EpisodeView:
     episode: Mapping[str, Any]
     steps: tuple[StepView, ...]
     judgments: Mapping[str, str] = field(default_factory=dict)
+    judge_usage: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """The tokens (prompt, completion) each judge reply cost when it was asked (cached or not)."""
 
     @property
     def final_answer(self) -> str | None:
@@ -83,6 +99,8 @@ class Score:
     value: float
     level: str = "task"
     hop_index: int | None = None
+    """Hop-level rows: the hop as an index into ``task.hops`` (0-based, as Python counts); the
+    store and every table number it from 1 (``scores.hop`` = ``hop_index + 1``)."""
     step_index: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -149,12 +167,19 @@ def verdict_of(passed: bool | None) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """All must pass: any fail fails, else any unclear (or nothing to check) is unclear."""
-    if "fail" in verdicts:
+    """All must pass: any fail fails, else any unclear is unclear; checks with nothing to judge
+    (n/a) do not count, and when no check had anything to judge the result is n/a."""
+    judged = [v for v in verdicts if v != NOT_APPLICABLE]
+    if "fail" in judged:
         return "fail"
-    if not verdicts or "unclear" in verdicts:
-        return "unclear"
-    return "pass"
+    if not judged:
+        return NOT_APPLICABLE
+    return "unclear" if "unclear" in judged else "pass"
+
+
+def not_applicable(reason: str) -> ScoreRow:
+    """The task-level row of an episode with nothing to judge (``reason`` says what is missing)."""
+    return task_result(NOT_APPLICABLE, {"reason": reason})
 
 
 def task_result(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> ScoreRow:
@@ -174,7 +199,11 @@ class Evaluator(Protocol):
     ``args`` must be JSON-serializable: it is stored (as sorted JSON) with every row, so a
     rescoring can rebuild the evaluator. An evaluator that needs an LLM judge also defines
     ``judge_prompts(episode) -> list[str]``; the runner fetches those replies (from the
-    cache or the endpoint) into ``episode.judgments`` before calling ``score``. One that
+    cache or the endpoint) into ``episode.judgments`` before calling ``score``. A judge that
+    asks in stages (a question that depends on an earlier reply) defines
+    ``judge_requests(episode) -> list[JudgeRequest]`` instead: the requests it still needs given
+    the replies so far in ``episode.judgments`` (keyed by ``JudgeRequest.prompt``); the runner
+    asks again after each round of replies until it needs none. One that
     never reads ``episode.steps`` may say ``needs_steps = False``: rescoring then skips
     reading the steps table (see :func:`needs_steps`); one that reads only some step fields
     may list them in ``step_fields`` (see :func:`step_fields`), and only some columns of the
@@ -187,11 +216,24 @@ class Evaluator(Protocol):
     — the same verdicts ``score`` gives, without a view or a ``Score`` per episode.
     """
 
-    name: str
-    version: str
-    args: dict[str, Any]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def args(self) -> dict[str, Any]: ...
 
     def score(self, episode: EpisodeView) -> list[Score]: ...
+
+
+def missing_reference(evaluator: object, task: Task) -> str | None:
+    """What ``task`` lacks for ``evaluator`` to judge it (e.g. "the task has no fuzzy_match
+    reference"), None when it has something to judge. An evaluator says so with a
+    ``missing_reference(task)`` method; one without is taken to judge every task."""
+    probe = getattr(evaluator, "missing_reference", None)
+    return probe(task) if callable(probe) else None
 
 
 class BuiltinEvaluator:
@@ -251,9 +293,10 @@ def needs_steps(evaluator: object) -> bool:
 
 
 def step_fields(evaluator: object) -> tuple[str, ...]:
-    """The :class:`StepView` fields ``evaluator`` reads (``step_fields``; default all); the
-    others are None in the views it gets, and their columns are not read."""
-    fields = tuple(getattr(evaluator, "step_fields", StepView._fields))
+    """The :class:`StepView` fields ``evaluator`` reads (``step_fields``; default
+    :data:`DEFAULT_STEP_FIELDS`); the others are None in the views it gets, and their columns
+    are not read."""
+    fields = tuple(getattr(evaluator, "step_fields", DEFAULT_STEP_FIELDS))
     return fields if {"step_index", "url"} <= set(fields) else tuple(dict.fromkeys(("step_index", "url", *fields)))
 
 

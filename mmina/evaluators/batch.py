@@ -62,23 +62,39 @@ class ScoreBatch:
         return {"supersedes": sorted(set(self.supersedes.get(episode_id, ())))} if self.supersedes is not None else {}
 
 
+def stored_hop(hop_index: int | None) -> int | None:
+    """An evaluator's hop (``Score.hop_index``, 0-based: an index into ``task.hops``) as the store
+    and every table number hops: 1-based (``scores.hop``)."""
+    return None if hop_index is None else hop_index + 1
+
+
 def score_rows(view: EpisodeView, scores: Sequence[Score], batch: ScoreBatch) -> list[dict[str, Any]]:
     """The ``scores`` rows of one episode's verdicts in ``batch``."""
-    extra = batch.extra(view.episode_id)
-    return [{"episode_id": view.episode_id, "task_id": view.task.task_id, "evaluator": batch.evaluator,
+    return episode_score_rows(view.episode_id, view.task.task_id, scores, batch)
+
+
+def episode_score_rows(episode_id: str, task_id: str, scores: Sequence[Score], batch: ScoreBatch
+                       ) -> list[dict[str, Any]]:
+    """:func:`score_rows` by the episode's and task's ids (for verdicts given without a view,
+    such as a person's labels)."""
+    extra = batch.extra(episode_id)
+    return [{"episode_id": episode_id, "task_id": task_id, "evaluator": batch.evaluator,
              "evaluator_version": batch.version, "args_json": batch.args_json, "level": s.level,
-             "hop_index": s.hop_index, "step_index": s.step_index, "verdict": s.verdict, "value": float(s.value),
+             "hop": stored_hop(s.hop_index), "step_index": s.step_index, "verdict": s.verdict, "value": float(s.value),
              "detail_json": stored_detail(s.detail, extra), "batch_id": batch.batch_id, "scored_at": batch.scored_at}
             for s in scores]
 
 
 class Outcome(NamedTuple):
-    """One scored episode in short: its task-level verdict and value, hop rows passed and in all."""
+    """One scored episode in short: its task-level verdict and value, hop rows passed and in
+    all, and what its verdicts cost (the task row's ``detail.cost_usd``, for an evaluator that
+    pays a judge; None otherwise)."""
 
     verdict: str
     value: float
     hops_passed: int
     hops_total: int
+    cost_usd: float | None = None
 
 
 class ScoreColumns:
@@ -107,7 +123,9 @@ class ScoreColumns:
             self.fail(position, "the evaluator returned no task-level score")
             return
         self._next(position)
-        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops)
+        cost = task.detail.get("cost_usd") if isinstance(task.detail, Mapping) else None
+        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops,
+                                          float(cost) if isinstance(cost, (int, float)) else None)
         self.rows[position] = (len(self.scores), len(self.scores) + len(rows))
         self.scores += rows
         self.position += [position] * len(rows)
@@ -130,7 +148,8 @@ def score_table(columns: ScoreColumns, episode_ids: Sequence[str], task_ids: Seq
     verdict, value, level, hop_index, step_index, detail = zip(*columns.scores) if columns.scores else [()] * 6
     values: dict[str, Any] = {
         "episode_id": pa.array(episode_ids, pa.string()).take(positions),
-        "task_id": pa.array(task_ids, pa.string()).take(positions), "level": level, "hop_index": hop_index,
+        "task_id": pa.array(task_ids, pa.string()).take(positions), "level": level,
+        "hop": [stored_hop(h) for h in hop_index],
         "step_index": step_index, "verdict": verdict, "value": list(map(float, value)),
         "detail_json": _details(detail, [episode_ids[p] for p in columns.position] if batch.supersedes is not None else (),
                                 batch)}

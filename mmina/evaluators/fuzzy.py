@@ -2,7 +2,8 @@
 
 ``fuzzy`` asks, for every reference, the paper's question with the final answer as the
 statement; the episode passes iff the judge says yes for every reference, fails if it says
-no for any, and is unclear otherwise. References are ``eval.reference_answers.fuzzy_match``
+no for any, and is unclear otherwise; a task without references of the kind asked is n/a
+(nothing to judge: no request, and no part in any rate). References are ``eval.reference_answers.fuzzy_match``
 (``reference=fuzzy_match``, default) or the ``must_include`` keywords
 (``reference=must_include``). An episode without a final answer fails without a call. A
 ``fuzzy_match`` of ``"N/A"`` is WebArena's marker of an unachievable task: as there, the answer
@@ -14,10 +15,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from mmina.answers import exact_match
-from mmina.evaluators.base import (BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine, task_score,
-                                   verdict_of)
+from mmina.evaluators.base import (NOT_APPLICABLE, BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine,
+                                   task_score, verdict_of)
 from mmina.evaluators.judge import judge_prompt, parse_verdict
-from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch, references
+from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch, lacks, references
+from mmina.tasks import Task
 
 STRING_KEYS = ("exact_match", "must_include", "fuzzy_match")
 UNACHIEVABLE = "N/A"
@@ -29,10 +31,10 @@ def fuzzy_prompts(episode: EpisodeView, refs: list[str]) -> list[str]:
     return [judge_prompt(episode.final_answer, r) for r in refs]
 
 
-def fuzzy_verdict(episode: EpisodeView, refs: list[str]) -> tuple[str, dict[str, Any]]:
-    """The judged verdict over all references (see the module docstring)."""
+def fuzzy_verdict(episode: EpisodeView, refs: list[str], key: str = "fuzzy_match") -> tuple[str, dict[str, Any]]:
+    """The judged verdict over all references (see the module docstring); n/a without any."""
     if not refs:
-        return "unclear", {"reason": "the task has no references for the judge"}
+        return NOT_APPLICABLE, {"reason": f"the task has no {key} reference for the judge"}
     answer = episode.final_answer
     if answer is None:
         return "fail", {"reason": "the agent gave no final answer", "references": refs}
@@ -60,11 +62,15 @@ class Fuzzy(BuiltinEvaluator):
     uses_judge: ClassVar[bool] = True
     requires_judge: ClassVar[bool] = True
 
+    def missing_reference(self, task: Task) -> str | None:
+        return lacks(task, self.args["reference"])
+
     def judge_prompts(self, episode: EpisodeView) -> list[str]:
         return fuzzy_prompts(episode, references(episode.task, self.args["reference"]))
 
     def score(self, episode: EpisodeView) -> list[Score]:
-        verdict, detail = fuzzy_verdict(episode, references(episode.task, self.args["reference"]))
+        key = self.args["reference"]
+        verdict, detail = fuzzy_verdict(episode, references(episode.task, key), key)
         return [task_score(verdict, {**detail, "reference": self.args["reference"]})]
 
 
@@ -72,29 +78,39 @@ class TaskEval(BuiltinEvaluator):
     """Each task's own ``eval``: for ``string_match``, every reference kind present
     (``exact_match``, ``must_include``, ``fuzzy_match`` — the last through the judge); for
     ``url_match``, ``url_match`` on the final URL; kinds that need the live page
-    (``program_html``) or are unknown are unclear. All must pass (any fail fails)."""
+    (``program_html``) or are unknown are unclear; a check without its reference is n/a. All
+    must pass (any fail fails); a task whose checks all lack their references is n/a."""
 
     name = "task"
     step_fields = ("step_index", "url")  # url_match's
     ARGS = {"judge_model": None}
     uses_judge: ClassVar[bool] = True
 
+    def missing_reference(self, task: Task) -> str | None:
+        """A task whose every check is a reference kind it lacks has nothing to judge."""
+        kinds = checks_of(task)
+        if any(kind not in ("string_match", "url_match") for kind in kinds):
+            return None
+        if "url_match" in kinds and not UrlMatch().missing_reference(task):
+            return None
+        return "the task's eval names no reference (no reference answer, no reference_url)"
+
     def judge_prompts(self, episode: EpisodeView) -> list[str]:
-        if "fuzzy_match" not in checks_of(episode):
+        if "fuzzy_match" not in checks_of(episode.task):
             return []
         return fuzzy_prompts(episode, references(episode.task, "fuzzy_match"))
 
     def score(self, episode: EpisodeView) -> list[Score]:
-        results = {kind: _check(kind, episode) for kind in checks_of(episode)}
+        results = {kind: _check(kind, episode) for kind in checks_of(episode.task)}
         verdict = combine([v for v, _ in results.values()])
         detail = {"eval_types": list(episode.task.eval_types),
                   "checks": {kind: {"verdict": v, **d} for kind, (v, d) in results.items()}}
         return [task_score(verdict, detail)]
 
 
-def checks_of(episode: EpisodeView) -> list[str]:
+def checks_of(task: Task) -> list[str]:
     """The checks a task's ``eval_types`` ask for, in order, without repeats."""
-    task, kinds = episode.task, []
+    kinds: list[str] = []
     for eval_type in task.eval_types:
         if eval_type == "string_match":
             kinds += [k for k in STRING_KEYS if references(task, k)] or ["string_match"]
@@ -112,6 +128,6 @@ def _check(kind: str, episode: EpisodeView) -> tuple[str, dict[str, Any]]:
         return row.verdict, dict(row.detail)
     if kind == "fuzzy_match":
         return fuzzy_verdict(episode, references(episode.task, "fuzzy_match"))
-    reason = ("string_match without any reference answer" if kind == "string_match"
-              else f"{kind} is not supported by rescoring (it needs the live page)")
-    return verdict_of(None), {"reason": reason}
+    if kind == "string_match":
+        return NOT_APPLICABLE, {"reason": "string_match without any reference answer"}
+    return verdict_of(None), {"reason": f"{kind} is not supported by rescoring (it needs the live page)"}

@@ -142,11 +142,13 @@ class Hops(TraceEvaluator):
     URL is its reference URL (or has its procedure keyword); the last hop also by the answer.
 
     The exact rule is in the module docstring. Version 2 also walks the terminal page; version 3
-    starts a hop-conditioned episode's queue at its start hop.
+    starts a hop-conditioned episode's queue at its start hop; version 4 numbers hops from 1 in
+    its detail (``first_failed_hop``) and says ``hops_given`` (was ``start_hop``), as every table
+    does since store schema 7. Its verdicts are version 3's.
     """
 
     name = "hops"
-    version = "3"
+    version = "4"
     step_fields = ("step_index", "url")
     episode_fields = ("final_answer", "final_url", "prefix_steps", "prefix_hop_steps")
 
@@ -164,9 +166,9 @@ class Hops(TraceEvaluator):
         value = len(completed) / to_do if to_do else float(answer_ok is not False)
         detail = {"hops_completed": len(completed), "n_hops": len(conditions),
                   "hop_steps": [completed[i][0] for i in sorted(completed)], "answer": trace.final_answer,
-                  "answer_ok": answer_ok, "first_failed_hop": None if all_hops else start + len(completed)}
+                  "answer_ok": answer_ok, "first_failed_hop": None if all_hops else start + len(completed) + 1}
         if trace.given:
-            detail |= {"start_hop": start, "given_hop_steps": list(trace.given)}
+            detail |= {"hops_given": start, "given_hop_steps": list(trace.given)}
         passed = all_hops and answer_ok is not False
         return [*hop_rows(conditions, completed, start), task_result(verdict_of(passed), detail, value)]
 

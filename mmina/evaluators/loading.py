@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.evaluators.base import (EpisodeView, Evaluator, EvaluatorError, StepView, Trace, episode_fields,
-                                   needs_steps, step_fields)
+from mmina.evaluators.base import (DEFAULT_STEP_FIELDS, EpisodeView, Evaluator, EvaluatorError, StepView, Trace,
+                                   episode_fields, needs_steps, step_fields)
 from mmina.store import Store
 from mmina.tasks import Task, task_from_row
 
@@ -172,7 +172,7 @@ def _run_spans(run_ids: list[str]) -> list[tuple[str, int, int]]:
 
 
 def _wanted_steps(evaluator: Evaluator | None) -> tuple[str, ...]:
-    return step_fields(evaluator) if evaluator is not None else StepView._fields
+    return step_fields(evaluator) if evaluator is not None else DEFAULT_STEP_FIELDS
 
 
 def _episodes_in_order(episodes: pa.Table, runs: list[str], only: set[str] | None) -> pa.Table:

@@ -41,9 +41,9 @@ figures leave conditioned episodes out (``mmina.analysis.runner_log``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from mmina.evaluators.base import (BuiltinEvaluator, EpisodeView, EvaluatorError, Score, ScoreRow, failure,
                                    task_result)
@@ -93,7 +93,7 @@ def parse_official(text: str | None) -> OfficialAction:
         if len(_PARSED) >= PARSED_KEPT:
             _PARSED.clear()
             _PARSED[None] = OfficialAction(NONE)
-        found = _PARSED[text] = _parse(text)  # type: ignore[arg-type] - None is always kept
+        found = _PARSED[text] = _parse(text) if text is not None else _PARSED[None]
     return found
 
 
@@ -310,7 +310,17 @@ class SingleHop:
         return score == 1
 
 
-RULES = {"2hop": TwoHop, "multihop": MultiHop, "singlehop": SingleHop}
+class RuleSet(Protocol):
+    """What the three rule sets have in common (the runner's per-domain branches)."""
+
+    cnt_cl: int
+
+    def check(self, state: Counter, current_url: str, step: int) -> None: ...
+
+    def passed(self, state: Counter, score: float | None) -> bool: ...
+
+
+RULES: dict[str, Callable[[Any], RuleSet]] = {"2hop": TwoHop, "multihop": MultiHop, "singlehop": SingleHop}
 
 
 class Pending(Exception):

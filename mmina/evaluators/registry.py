@@ -16,6 +16,8 @@ from typing import Any
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score
 from mmina.evaluators.fuzzy import Fuzzy, TaskEval
 from mmina.evaluators.hops import Hops
+from mmina.evaluators.keypoints import KeyPoints
+from mmina.evaluators.labelling import HUMAN
 from mmina.evaluators.official import MminaOfficial
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch
 
@@ -24,7 +26,7 @@ ENTRY_POINT_GROUP = "mmina.evaluators"
 EvaluatorFactory = Callable[..., Evaluator]
 
 BUILTINS: dict[str, EvaluatorFactory] = {
-    cls.name: cls for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval)}
+    cls.name: cls for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval, KeyPoints)}
 _registered: dict[str, EvaluatorFactory] = {}
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "EpisodeView", "Evaluator", "EvaluatorError", "Score", "factory", "get",
@@ -54,6 +56,9 @@ def factory(name: str) -> EvaluatorFactory:
     if name in _registered:
         return _registered[name]
     found = [ep for ep in _entry_points() if ep.name == name]
+    if not found and name == HUMAN:
+        raise EvaluatorError("human verdicts are people's labels, not computed: label episodes in `mmina serve` or "
+                             "with `mmina import labels FILE`, and compare a judge with them in `mmina agreement`")
     if not found:
         raise EvaluatorError(f"unknown evaluator {name!r}; known evaluators: {', '.join(names())}")
     try:

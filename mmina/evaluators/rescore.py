@@ -23,28 +23,21 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any
 
-from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure, needs_steps
+from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
+                                   missing_reference, needs_steps)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
-from mmina.evaluators.judge import JudgeOutcome, JudgeSettings, resolve
+from mmina.evaluators.judge import JudgeOutcome, JudgeRequest, resolve
+from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
 from mmina.pool import Layout, spread
 from mmina.store import Store
-from mmina.tasks import BUCKETS, hop_bucket
+from mmina.evaluators.strings import gold_urls, references
+from mmina.tasks import BUCKETS, Task, hop_bucket, task_from_row
 
-ACTIONS = ("append", "overwrite")
+REFERENCE_KEYS = ("exact_match", "must_include", "fuzzy_match")
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class RescoreConfig:
-    evaluator: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    runs: tuple[str, ...] = ()
-    episodes: tuple[str, ...] = ()
-    judge: JudgeSettings = field(default_factory=JudgeSettings)
-    action: str = "append"
 
 
 @dataclass(frozen=True)
@@ -58,6 +51,7 @@ class ScoredEpisode:
     hops_passed: int
     hops_total: int
     written: bool
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,15 +82,53 @@ class Bucket:
     tasks_unclear: int
     hops_passed: int
     hops_total: int
+    tasks_na: int = 0
+    """Episodes with nothing to judge (verdict n/a): in no rate."""
+
+    @property
+    def judged(self) -> int:
+        """Episodes with a verdict that counts: all but the n/a ones."""
+        return self.episodes - self.tasks_na
 
     @property
     def task_sr(self) -> float | None:
-        return self.tasks_passed / self.episodes if self.episodes else None
+        """None when no episode had anything to judge."""
+        return self.tasks_passed / self.judged if self.judged else None
 
     @property
     def hop_sr(self) -> float | None:
         """None when the evaluator gives no hop-level rows."""
         return self.hops_passed / self.hops_total if self.hops_total else None
+
+
+@dataclass
+class JudgeSpend:
+    """Tokens of the judge replies a rescoring's verdicts rest on (each distinct request once),
+    and of those it sent for now (the rest came from the cache), priced at the evaluator's
+    ``price_in`` / ``price_out`` (USD per million tokens; 0 when it has none)."""
+
+    prices: tuple[float, float] = (0.0, 0.0)
+    tokens: list[int] = field(default_factory=lambda: [0, 0])
+    new_tokens: list[int] = field(default_factory=lambda: [0, 0])
+
+    def add(self, outcome: JudgeOutcome) -> None:
+        asked = {row["prompt"] for row in outcome.new_rows}
+        for prompt, (given, taken) in outcome.usage.items():
+            self.tokens[0], self.tokens[1] = self.tokens[0] + given, self.tokens[1] + taken
+            if prompt in asked:
+                self.new_tokens[0], self.new_tokens[1] = self.new_tokens[0] + given, self.new_tokens[1] + taken
+
+    def merge(self, other: "JudgeSpend") -> None:
+        self.tokens = [a + b for a, b in zip(self.tokens, other.tokens)]
+        self.new_tokens = [a + b for a, b in zip(self.new_tokens, other.new_tokens)]
+
+    def cost(self, tokens: Sequence[int]) -> float:
+        return round((tokens[0] * self.prices[0] + tokens[1] * self.prices[1]) / 1e6, 8)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.tokens[0], "completion_tokens": self.tokens[1], "cost_usd": self.cost(self.tokens),
+                "new_prompt_tokens": self.new_tokens[0], "new_completion_tokens": self.new_tokens[1],
+                "spent_usd": self.cost(self.new_tokens)}
 
 
 @dataclass
@@ -113,6 +145,7 @@ class RescoreResult:
     judge_cached: int = 0
     judge_requested: int = 0
     judge_failed: int = 0
+    judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
 
     @property
     def ok(self) -> bool:
@@ -125,7 +158,8 @@ class RescoreResult:
                 "action": self.action, "ok": self.ok, "buckets": buckets, "flips": [asdict(f) for f in self.flips],
                 "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
                 "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
-                                                "failed": self.judge_failed}}
+                                                "failed": self.judge_failed},
+                "judge_usage": self.judge_spend.as_json()}
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -134,19 +168,33 @@ class RescoreResult:
         groups["overall"] = written
         return [Bucket(name, len(group), sum(s.verdict == "pass" for s in group),
                        sum(s.verdict == "unclear" for s in group), sum(s.hops_passed for s in group),
-                       sum(s.hops_total for s in group)) for name, group in groups.items()]
+                       sum(s.hops_total for s in group), sum(s.verdict == NOT_APPLICABLE for s in group))
+                for name, group in groups.items()]
 
 
 def build_evaluator(config: RescoreConfig) -> Evaluator:
     """The evaluator with its arguments; a judge model given on the command line is
-    recorded in the arguments of evaluators that use a judge."""
+    recorded in the arguments of evaluators that use a judge, and the judge's prices in those
+    of evaluators that record what their verdicts cost (``price_in`` / ``price_out``)."""
     make = factory(config.evaluator)
     args = dict(config.args)
     if getattr(make, "uses_judge", False) and config.judge.model and "judge_model" not in args:
         args["judge_model"] = config.judge.model
+    for name, price in (("price_in", config.judge.price_in), ("price_out", config.judge.price_out)):
+        if price is not None and name not in args:
+            if name not in getattr(make, "ARGS", {}):
+                raise EvaluatorError(f"evaluator {config.evaluator} records no cost: --judge-price-in and "
+                                     "--judge-price-out are for evaluators that do (keypoints)")
+            args[name] = price
     if getattr(make, "requires_judge", False) and not args.get("judge_model"):
         raise EvaluatorError(f"evaluator {config.evaluator} asks an LLM judge: pass --judge-model NAME")
     return get(config.evaluator, **args)
+
+
+def prices_of(scorer: Evaluator | ScoreBatch) -> tuple[float, float]:
+    """The judge's prices in the evaluator's (or batch's) arguments, USD per million tokens."""
+    args = scorer.args
+    return float(args.get("price_in") or 0.0), float(args.get("price_out") or 0.0)
 
 
 def rescore(store: Store, config: RescoreConfig, progress: Progress | None = None,
@@ -157,6 +205,7 @@ def rescore(store: Store, config: RescoreConfig, progress: Progress | None = Non
         raise EvaluatorError(f"--action must be one of {', '.join(ACTIONS)}, not {config.action!r}")
     evaluator = build_evaluator(config)
     runs = select_runs(store, config.runs, config.episodes)
+    check_applicable(store, evaluator, runs)
     every = (not config.runs and not config.episodes) or set(runs) == set(store.run_ids())
     batch = ScoreBatch.new(config.evaluator, evaluator.version, evaluator.args)
     if layout.in_this_process(len(runs)):
@@ -201,7 +250,8 @@ def score_runs(store: Store, config: RescoreConfig, evaluator: Evaluator, share:
     previous = previous_batches(store, share.runs, config.evaluator, share.every)
     batch = share.batch if config.action != "overwrite" else \
         replace(share.batch, supersedes={e: [b for b, _ in earlier] for e, earlier in previous.items()})
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
+    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
+                           judge_spend=JudgeSpend(prices_of(evaluator)))
     with ThreadPoolExecutor(1) as writer:  # a file is compressed and flushed while the next run is scored
         saved: list[Future[PurePath]] = []
         for part, columns in _scored(store, evaluator, episodes, config.judge, share, result, progress):
@@ -244,11 +294,13 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
                     whole.batch, i) for i in range(count)]
     done: dict[int, RescoreResult] = {}
     for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout):
+        assert share.part is not None  # every share of a spread rescoring has its number
         done[share.part] = part
         if progress:
             progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))
     batch = whole.batch
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action)
+    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
+                           judge_spend=JudgeSpend(prices_of(batch)))
     for index in sorted(done):
         _merge(result, done[index])
     return result
@@ -262,6 +314,36 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_cached += part.judge_cached
     result.judge_requested += part.judge_requested
     result.judge_failed += part.judge_failed
+    result.judge_spend.merge(part.judge_spend)
+
+
+def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) -> None:
+    """Refuse, before anything is written, an evaluator that has nothing to judge in any task of
+    the runs (e.g. ``fuzzy`` on tasks without ``fuzzy_match`` references): a batch of n/a
+    verdicts would only look like a result. The error says which references the tasks have."""
+    if not runs or getattr(evaluator, "missing_reference", None) is None:
+        return
+    chosen = set(runs)
+    rows = [r for r in store.read("tasks").to_pylist() if r["run_id"] in chosen]
+    tasks = [task_from_row(r) for r in rows]
+    reasons = [missing_reference(evaluator, t) for t in tasks]
+    if tasks and all(reasons):
+        raise EvaluatorError(f"evaluator {evaluator.name} has nothing to judge in {len(tasks)} task(s): "
+                             f"{reasons[0]}{'' if len(set(reasons)) == 1 else ' (or the like)'}; "
+                             f"{reference_hint(evaluator, tasks)}")
+
+
+def reference_hint(evaluator: Evaluator, tasks: Sequence[Task]) -> str:
+    """Which references the tasks do have, and how to judge against them."""
+    counts = {key: sum(bool(references(t, key)) for t in tasks) for key in REFERENCE_KEYS}
+    counts["url_match"] = sum(bool(gold_urls(t)) for t in tasks)
+    present = {key: n for key, n in counts.items() if n}
+    if not present:
+        return "the tasks have no reference answer nor reference_url"
+    have = ", ".join(f"{key} in {n}" for key, n in present.items())
+    choices = [c for c in getattr(evaluator, "CHOICES", {}).get("reference", ()) if c in present]
+    how = f"--arg reference={choices[0]}" if choices else " or ".join(f"--evaluator {key}" for key in present)
+    return f"the tasks have {have}: try {how}"
 
 
 def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> list[str]:
@@ -284,7 +366,7 @@ def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings
     """The episodes with their rows (or the reasons they cannot be scored): run by run
     through the evaluator's ``score_batch`` when it has one and asks no judge, else all at
     once, view by view (the judge is asked for every episode's prompts together)."""
-    batched = None if hasattr(evaluator, "judge_prompts") else getattr(evaluator, "score_batch", None)
+    batched = None if judge_asker(evaluator) is not None else getattr(evaluator, "score_batch", None)
     if batched is None:
         episodes = with_steps(store, episodes, evaluator, share.every) if needs_steps(evaluator) else episodes
         columns = ScoreColumns()
@@ -315,33 +397,77 @@ def _score_views(evaluator: Evaluator, judged: list[tuple[EpisodeView, str | Non
             progress("score", done, len(judged))
 
 
+MAX_ROUNDS = 8
+"""Rounds of judge requests an evaluator may ask in stages (each round's requests depend on
+the replies before): more means it keeps asking, and its episodes go unscored."""
+
+Asker = Callable[[EpisodeView], list[JudgeRequest]]
+
+
+def judge_asker(evaluator: object) -> Asker | None:
+    """What the evaluator asks the judge of an episode (given the replies so far), or None
+    when it asks nothing: its ``judge_requests``, or its ``judge_prompts`` as plain questions."""
+    requests = getattr(evaluator, "judge_requests", None)
+    if requests is not None:
+        return requests
+    prompts = getattr(evaluator, "judge_prompts", None)
+    return None if prompts is None else (lambda view: [JudgeRequest.plain(p) for p in prompts(view)])
+
+
 def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView], settings: JudgeSettings,
                     stem: str, result: RescoreResult, progress: Progress | None
                     ) -> list[tuple[EpisodeView, str | None]]:
-    """Each episode with its judge replies, or with the reason it cannot be scored (new
-    replies are cached in a ``judge_cache`` file named ``stem``)."""
-    asks = getattr(evaluator, "judge_prompts", None)
-    if asks is None:
-        return [(v, None) for v in views]
-    prompts = {v.episode_id: list(asks(v)) for v in views}
-    wanted = [p for ps in prompts.values() for p in ps]
-    if not wanted:
-        return [(v, None) for v in views]
+    """Each episode with its judge replies, or with the reason it cannot be scored. Requests
+    are asked in rounds, all episodes' at once, until no episode needs another (new replies
+    are cached in a ``judge_cache`` file per round, the first named ``stem``)."""
+    asker = judge_asker(evaluator)
+    judged = {v.episode_id: v for v in views}
+    problems: dict[str, str] = {}
     model = getattr(evaluator, "args", {}).get("judge_model") or settings.model
-    outcome = resolve(store, wanted, replace(settings, model=model),
-                      (lambda done, total: progress("judge", done, total)) if progress else None)
-    if outcome.new_rows:
-        store.append("judge_cache", outcome.new_rows, stem=stem)
-    result.judge_cached, result.judge_requested, result.judge_failed = \
-        outcome.cached, outcome.requested, len(outcome.failures)
-    return [_judged(v, prompts[v.episode_id], outcome) for v in views]
+    for round_number in range(MAX_ROUNDS + 1):
+        wanted = _still_wanted(asker, judged, problems)
+        if not wanted:
+            break
+        if round_number == MAX_ROUNDS:
+            problems |= {e: f"the evaluator still asked the judge after {MAX_ROUNDS} rounds" for e in wanted}
+            break
+        outcome = resolve(store, [r for rs in wanted.values() for r in rs], replace(settings, model=model),
+                          (lambda done, total: progress("judge", done, total)) if progress else None)
+        if outcome.new_rows:
+            store.append("judge_cache", outcome.new_rows, stem=stem if round_number == 0 else f"{stem}-{round_number + 1}")
+        result.judge_cached += outcome.cached
+        result.judge_requested += outcome.requested
+        result.judge_failed += len(outcome.failures)
+        result.judge_spend.add(outcome)
+        for episode_id, requests in wanted.items():
+            judged[episode_id], problem = _judged(judged[episode_id], requests, outcome)
+            if problem:
+                problems[episode_id] = problem
+    return [(judged[v.episode_id], problems.get(v.episode_id)) for v in views]
 
 
-def _judged(view: EpisodeView, prompts: list[str], outcome: JudgeOutcome) -> tuple[EpisodeView, str | None]:
-    failed = [outcome.failures[p] for p in prompts if p in outcome.failures]
+def _still_wanted(asker: Asker | None, judged: Mapping[str, EpisodeView], problems: Mapping[str, str]
+                  ) -> dict[str, list[JudgeRequest]]:
+    """The requests each episode (not given up on) needs that it has no reply to yet."""
+    if asker is None:
+        return {}
+    wanted = {}
+    for episode_id, view in judged.items():
+        if episode_id not in problems:
+            new = [r for r in asker(view) if r.prompt not in view.judgments]
+            if new:
+                wanted[episode_id] = new
+    return wanted
+
+
+def _judged(view: EpisodeView, requests: list[JudgeRequest], outcome: JudgeOutcome
+            ) -> tuple[EpisodeView, str | None]:
+    failed = [outcome.failures[r.prompt] for r in requests if r.prompt in outcome.failures]
     if failed:
         return view, failed[0]
-    return replace(view, judgments={p: outcome.replies[p] for p in prompts}), None
+    prompts = [r.prompt for r in requests]
+    return replace(view, judgments={**view.judgments, **{p: outcome.replies[p] for p in prompts}},
+                   judge_usage={**view.judge_usage, **{p: outcome.usage[p] for p in prompts}}), None
 
 
 def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | None, str | None]:
@@ -390,6 +516,6 @@ def _record(result: RescoreResult, episodes: EpisodeBatch, position: int, outcom
             previous: list[Earlier], written: bool) -> None:
     run_id, episode_id, task = episodes.run_ids[position], episodes.episode_ids[position], episodes.tasks[position]
     result.scored.append(ScoredEpisode(run_id, episode_id, task.task_id, task.n_hops, outcome.verdict, outcome.value,
-                                       outcome.hops_passed, outcome.hops_total, written))
+                                       outcome.hops_passed, outcome.hops_total, written, outcome.cost_usd))
     if written and previous and previous[-1][1] != outcome.verdict:
         result.flips.append(Flip(run_id, episode_id, task.task_id, previous[-1][1], outcome.verdict, previous[-1][0]))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmina.answers import exact_match, missing_keywords, normalize
-from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, task_result, verdict_of
+from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, not_applicable, task_result, verdict_of
 from mmina.tasks import Task
 
 URL_ALTERNATIVES = " |OR| "
@@ -22,9 +22,9 @@ def references(task: Task, key: str) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def no_reference(key: str) -> list[ScoreRow]:
-    """Without a reference nothing can be decided: unclear, never a guessed fail."""
-    return [task_result("unclear", {"reason": f"the task has no {key} reference"})]
+def lacks(task: Task, key: str) -> str | None:
+    """Why ``task`` gives nothing to judge against ``key`` references (None: it has some)."""
+    return None if references(task, key) else f"the task has no {key} reference"
 
 
 class ExactMatch(TraceEvaluator):
@@ -34,10 +34,14 @@ class ExactMatch(TraceEvaluator):
     name = "exact_match"
     needs_steps = False
 
+    def missing_reference(self, task: Task) -> str | None:
+        return lacks(task, "exact_match")
+
     def rows(self, trace: Trace) -> list[ScoreRow]:
+        missing = self.missing_reference(trace.task)
+        if missing:
+            return [not_applicable(missing)]
         refs = references(trace.task, "exact_match")
-        if not refs:
-            return no_reference("exact_match")
         answer = trace.final_answer
         passed = answer is not None and any(exact_match(answer, r) for r in refs)
         return [task_result(verdict_of(passed), {"answer": answer, "normalized": normalize(answer or ""),
@@ -51,10 +55,14 @@ class MustInclude(TraceEvaluator):
     name = "must_include"
     needs_steps = False
 
+    def missing_reference(self, task: Task) -> str | None:
+        return lacks(task, "must_include")
+
     def rows(self, trace: Trace) -> list[ScoreRow]:
+        lacking = self.missing_reference(trace.task)
+        if lacking:
+            return [not_applicable(lacking)]
         keywords = references(trace.task, "must_include")
-        if not keywords:
-            return no_reference("must_include")
         missing = missing_keywords(trace.final_answer or "", keywords)
         passed = trace.final_answer is not None and not missing
         return [task_result(verdict_of(passed), {"answer": trace.final_answer, "keywords": keywords,
@@ -86,13 +94,17 @@ class UrlMatch(TraceEvaluator):
     ARGS = {"where": "final"}
     CHOICES = {"where": ("final", "any")}
 
+    def missing_reference(self, task: Task) -> str | None:
+        return None if gold_urls(task) else "the task has no reference_url"
+
     def rows(self, trace: Trace) -> list[ScoreRow]:
+        missing = self.missing_reference(trace.task)
+        if missing:
+            return [not_applicable(missing)]
         golds = gold_urls(trace.task)
-        if not golds:
-            return [task_result("unclear", {"reason": "the task has no reference_url"})]
         steps = list(zip(*trace.pages()))
         checked = [(steps[-1][0], trace.final_url)] if self.args["where"] == "final" and steps else steps
-        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url)), None)
+        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url or "")), None)
         detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": trace.final_url,
                                   "matched_step": match[0] if match else None}
         return [task_result(verdict_of(match is not None), detail)]

@@ -468,7 +468,7 @@ def step_rows(item: Planned, digests: Sequence[str | None]) -> list[dict[str, An
                      "screenshot_width": shot.width if shot else None, "screenshot_height": shot.height if shot else None,
                      "images": [], "model_output": step.raw_prediction or step.parsed_action or "",
                      "action": action.render() if action else None, "action_kind": action.kind.value if action else None,
-                     "action_error": error, "hop_index": tracker.current, "hop_completed": completed,
+                     "action_error": error, "live_hops": tracker.current, "live_hop_completed": completed,
                      "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0})
     return rows
 
@@ -477,7 +477,7 @@ def episode_row(item: Planned, steps: Sequence[dict[str, Any]], modified: dateti
     outcome = item.outcome or Outcome("", "")
     started, ended = outcome.started or modified, outcome.ended or outcome.started or modified
     last, _ = step_action(item.steps[-1])
-    completed = [s["step_index"] for s in steps if s["hop_completed"]]
+    completed = [s["step_index"] for s in steps if s["live_hop_completed"]]
     return {"episode_id": item.episode_id, "task_id": item.task.task_id, "attempt": 1, "n_steps": len(steps),
             **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "live_hops": len(completed),
             "hop_steps": completed, "started_at": started, "ended_at": max(started, ended),

@@ -315,7 +315,9 @@ def image_info(data: bytes) -> tuple[str, int | None, int | None]:
 
 def load_samples(files: Sequence[Path], limit: int | None) -> tuple[list[Sample], list[tuple[str, str]]]:
     """Every sample of the files (validated), and the rows skipped for want of a target."""
-    samples, skipped, seen = [], [], set()
+    samples: list[Sample] = []
+    skipped: list[tuple[str, str]] = []
+    seen: set[Any] = set()
     for path in files:
         for number, raw in enumerate(rows(path, [*REQUIRED, *OPTIONAL]), start=1):
             if limit is not None and len(samples) >= limit:
@@ -432,5 +434,5 @@ def _step_row(sample: Sample, screenshot: str | None, width: int | None, height:
             "tabs": [{"url": "", "title": sample.website}], "active_tab": 0, "tree_text": sample.tree_text,
             "screenshot": screenshot, "screenshot_som": None, "screenshot_width": width, "screenshot_height": height,
             "images": [], "model_output": sample.repr or action.render(), "action": action.render(),
-            "action_kind": action.kind.value, "action_error": None, "hop_index": 0, "hop_completed": False,
+            "action_kind": action.kind.value, "action_error": None, "live_hops": 0, "live_hop_completed": False,
             "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}

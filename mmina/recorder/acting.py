@@ -44,10 +44,32 @@ async def locate(tabs: Tabs, element: str | None) -> Locator:
     if element is None:
         raise ActionFailed("the action names no element")
     ref = tabs.ids.ref_for(element)
-    locator = tabs.page.locator(f"aria-ref={ref}") if ref else None
+    locator = await _ref_locator(tabs, ref) if ref else None
     if locator is None or await locator.count() == 0:
         raise ActionFailed(f"element [{element}] is not on the current page")
     return locator
+
+
+async def _ref_locator(tabs: Tabs, ref: str) -> Locator:
+    """The element a snapshot's ref names, also on a page restored from the back-forward cache.
+
+    Playwright numbers a main frame anew at each navigation and prefixes the refs of a
+    document's snapshots with the number its frame had when the document loaded (``f1e7``);
+    it finds a prefixed ref's frame by that number. A restored document still prefixes with
+    its old number, which no frame has any more ("Invalid frame in aria-ref selector"); its
+    refs are the main frame's, looked up there (after a first part that is not ``aria-ref``,
+    Playwright does not jump frames)."""
+    locator = tabs.page.locator(f"aria-ref={ref}")
+    try:
+        await locator.count()
+    except PlaywrightError as exc:
+        if STALE_FRAME not in str(exc):
+            raise
+        return tabs.page.locator(f"html >> aria-ref={ref}")
+    return locator
+
+
+STALE_FRAME = "Invalid frame in aria-ref selector"
 
 
 async def _click(tabs: Tabs, action: Action) -> None:

@@ -1,78 +1,54 @@
-"""The browser: finding Chromium, one Chromium per session, one context per episode.
+"""The browser: one Chromium per session, one context per episode.
 
-Playwright runs on its async API in an event loop on a thread of its own (:class:`_Loop`),
-shared by every episode of the session: each episode's own thread calls the synchronous
-methods of :class:`EpisodeBrowser`, which run on that loop (``mmina.recorder.tabs`` and the
+Playwright runs on its async API in an event loop on a thread of its own
+(``mmina.recorder.browser_loop``), shared by every episode of the session: each episode's own
+thread calls the synchronous methods of its :class:`EpisodeBrowser`
+(``mmina.recorder.episode_browser``), which run on that loop (``mmina.recorder.tabs`` and the
 modules beside it hold what they do). So many episodes, each in its own context, share one
 Chromium and one Playwright driver, and a model call or a slow page of one never blocks the
-others.
+others. Which Chromium, and with which arguments, is ``mmina.recorder.chromium``'s.
 
-This module, ``tabs.py``, ``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``,
-``streams.py`` and ``har.py`` are the only recorder modules that touch Playwright.
+This module, ``browser_loop.py``, ``chromium.py``, ``episode_browser.py``, ``tabs.py``,
+``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``, ``freezing.py``, ``streams.py``
+and ``har.py`` are the only recorder modules that touch Playwright.
 """
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from playwright.async_api import Browser, BrowserContext, Error as PlaywrightError, Playwright, async_playwright
 
-from mmina.actions import Action
-from mmina.errors import BrowserNotFoundError, MminaError
-from mmina.observation import Element, ElementIds, Observation
-from mmina.recorder.streams import EventStreams
+from mmina.errors import BrowserNotFoundError
 from mmina.recorder.acting import ActionFailed
+from mmina.recorder.browser_loop import BrowserLoop
+from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, MMINA_DISABLED_FEATURES,
+                                     PLAYWRIGHT_DISABLED_FEATURES, QUIET_ARGS, UNSHOWN_UI_FEATURES, find_chromium,
+                                     is_headless_shell, launch_args, launch_chromium, shut_down)
+from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
+from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.observing import Capture
 from mmina.recorder.seeding import seed_random
-from mmina.recorder.settling import (ACTION_DEADLINE_S, CALL_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S,
-                                     LAUNCH_DEADLINE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S, SETTLE_MAX_S, PROBE_DEADLINE_S, REDIRECT_MARK,
-                                     DeadlinePassed)
+from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
+                                     OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
 from mmina.recorder.tabs import BrowserGone, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
-__all__ = ["ACTION_DEADLINE_S", "OBSERVE_DEADLINE_S", "REDIRECT_MARK", "ActionFailed", "BrowserConfig",
-           "BrowserGone", "BrowserSession", "ContextAbandoned", "ContextHook", "DeadlinePassed", "EpisodeBrowser",
-           "RestartingSession", "find_chromium"]
+__all__ = ["ACTION_DEADLINE_S", "DISABLE_FEATURES", "LOCAL_NETWORK_FEATURES", "MMINA_DISABLED_FEATURES",
+           "OBSERVE_DEADLINE_S", "PLAYWRIGHT_DISABLED_FEATURES", "QUIET_ARGS", "REDIRECT_MARK", "UNSHOWN_UI_FEATURES",
+           "ActionFailed", "BrowserConfig", "BrowserGone", "BrowserSession", "ContextAbandoned", "ContextHook",
+           "DeadlinePassed", "EpisodeBrowser", "RestartingSession", "find_chromium", "launch_args"]
 
 T = TypeVar("T")
 ContextHook = Callable[[BrowserContext], Awaitable[None]]
 """Run on a new context before its first page opens (on the browser's event loop)."""
-BROWSER_ENV = "MMINA_CHROMIUM"
-SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
-SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
-QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
-DISABLE_FEATURES = "--disable-features="
-PLAYWRIGHT_DISABLED_FEATURES = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
-    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
-    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
-)
-"""The features Playwright's own ``--disable-features`` switch turns off (Playwright 1.65;
-``tests/test_browser_args.py`` compares it with the installed Playwright's). Chromium keeps only
-the last ``--disable-features`` on its command line, so every further feature must go into one
-switch with these, never beside them."""
-UNSHOWN_UI_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
-"""Browser UI a headless window never shows, which Chromium loads for every context's window all
-the same: the address bar's two popups are web pages of their own, two renderer processes per
-context (measured: ~40 MB and ~0.5 s of CPU for every episode, more than its page costs)."""
-LOCAL_NETWORK_FEATURES = ("LocalNetworkAccessChecks",)
-"""Chromium's Local Network Access checks, off: a page a replay served (from the archive, so
-from no address, which Chromium counts as public) that goes on live after a hand-over (``record
---prefix-run``) must reach the sites it came from, which here are local (the fixture web, an
-application on 127.0.0.1): with the checks on, Chromium blocks them ("The connection is blocked
-because it was initiated by a public page to connect to devices or servers on your local
-network"; the kiwix viewer's search frame after a hand-over)."""
-MMINA_DISABLED_FEATURES = (*UNSHOWN_UI_FEATURES, *LOCAL_NETWORK_FEATURES)
-"""The features mmina turns off besides Playwright's."""
+
 PAINTERS = 2
 """Threads painting set-of-marks images, shared by the session's episodes. Long-lived on
 purpose: a painting thread per episode made a worker's memory grow episode after episode
@@ -99,138 +75,14 @@ class BrowserConfig:
     (history navigations then restore pages without loading them)."""
     allowed_schemes: tuple[str, ...] = ()
     """URL schemes beyond http, https and about:blank that tabs may go to (``mmina.navigation``)."""
+    freeze_after_s: float | None = FREEZE_AFTER_S
+    """Freeze an episode's tabs once its agent has thought this long, until it acts (None: never;
+    see ``mmina.recorder.freezing``)."""
 
     @property
     def capture(self) -> Capture:
         return Capture(self.viewport_width, self.viewport_height, self.screenshots, self.set_of_marks,
                        self.jpeg_quality)
-
-
-def find_chromium(explicit: str | None, playwright: Any) -> str:
-    """An explicit setting, else Playwright's own browser, else the system's Chromium
-    (``playwright``: Playwright's sync or async entry object)."""
-    explicit = explicit or os.environ.get(BROWSER_ENV)
-    if explicit:
-        if not Path(explicit).is_file():
-            raise BrowserNotFoundError(f"browser executable {explicit} does not exist")
-        return explicit
-    candidates = [playwright.chromium.executable_path, *SYSTEM_CHROMIUMS]
-    candidates += [shutil.which(c) or "" for c in SYSTEM_COMMANDS]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return candidate
-    raise BrowserNotFoundError(
-        "no Chromium found: install it (apt-get install -y chromium, or playwright install chromium) "
-        f"or point {BROWSER_ENV} / --browser at the executable"
-    )
-
-
-class _OwnSessionLoop(asyncio.SelectorEventLoop):
-    """An event loop whose subprocesses (Playwright's driver, which starts Chromium) run in a
-    session of their own: Ctrl-C at a terminal signals the whole foreground process group, and
-    a driver that died of it would fail every episode in flight, which ``--resume`` then skips.
-    mmina handles Ctrl-C itself (the episodes in flight finish, or are left uncommitted)."""
-
-    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        kwargs.setdefault("start_new_session", True)
-        return await super().subprocess_exec(*args, **kwargs)
-
-
-class _Loop:
-    """An asyncio event loop on a daemon thread; :meth:`run` waits for a coroutine run there,
-    never past its deadline."""
-
-    def __init__(self) -> None:
-        self.loop = _OwnSessionLoop()
-        self.loop.set_exception_handler(_report_unless_driver_gone)
-        self.wedged = False
-        """True once the loop itself stopped answering (a blocking call on its thread)."""
-        self._thread = threading.Thread(target=self.loop.run_forever, name="mmina-browser", daemon=True)
-        self._thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call") -> T:
-        """The coroutine's result, waited for until ``deadline`` (``time.monotonic()``; default
-        ``CALL_DEADLINE_S`` from now). Past it the coroutine is cancelled and
-        :class:`DeadlinePassed` says what was ``doing`` and where it waited."""
-        if threading.current_thread() is self._thread:
-            coroutine.close()
-            raise RuntimeError("the browser's loop cannot wait for itself")
-        started = time.monotonic()
-        deadline = deadline if deadline is not None else started + CALL_DEADLINE_S
-        task_box: list[asyncio.Task[Any]] = []
-        future = asyncio.run_coroutine_threadsafe(_tracked(coroutine, task_box), self.loop)
-        try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            pass
-        where = self._where(task_box)
-        if not future.cancel() and not future.cancelled():
-            return future.result()  # it finished just now, after all
-        raise DeadlinePassed(f"{doing} passed its deadline ({time.monotonic() - started:.0f} s) {where}")
-
-    def _where(self, task_box: list[asyncio.Task[Any]]) -> str:
-        """Where the stuck coroutine waits, read on the loop's thread (if the loop answers)."""
-        if not task_box:
-            self.wedged = True
-            return "before it started: the browser's event loop does not answer"
-        try:
-            return asyncio.run_coroutine_threadsafe(_describe(task_box[0]), self.loop).result(timeout=PROBE_DEADLINE_S)
-        except FutureTimeout:
-            self.wedged = True
-            return "and the browser's event loop does not answer"
-
-    def stop(self) -> None:
-        """Cancel what still runs on the loop (e.g. route handlers of a dead driver), then stop it."""
-        try:
-            asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop).result(timeout=10)
-        except Exception:  # noqa: BLE001 - stopping goes on whatever the tasks did
-            pass
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self.loop.close()
-
-
-async def _tracked(coroutine: Coroutine[Any, Any, T], task_box: list[asyncio.Task[Any]]) -> T:
-    """Run ``coroutine``, leaving its task where the caller can ask where it waits."""
-    task = asyncio.current_task()
-    if task is not None:
-        task_box.append(task)
-    return await coroutine
-
-
-async def _describe(task: asyncio.Task[Any]) -> str:
-    """Where a task waits: the innermost Playwright call and the innermost mmina function of its
-    chain of awaits (``Task.get_stack`` shows only the outermost frame of a suspended task)."""
-    playwright_call = mmina_function = ""
-    awaited: Any = task.get_coro()
-    while awaited is not None and hasattr(awaited, "cr_code"):
-        module = (awaited.cr_frame.f_globals.get("__name__", "") if awaited.cr_frame else "")
-        name = f"{module}.{awaited.cr_code.co_qualname}"
-        if module.startswith("playwright.async_api"):
-            playwright_call = awaited.cr_code.co_qualname
-        elif module.startswith("mmina."):
-            mmina_function = name
-        awaited = awaited.cr_await
-    if not (playwright_call or mmina_function):
-        return "(it had finished or not started)"
-    parts = [f"waiting for {playwright_call}" if playwright_call else "waiting",
-             f"in {mmina_function}" if mmina_function else ""]
-    return " ".join(p for p in parts if p)
-
-
-async def _cancel_the_rest() -> None:
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _report_unless_driver_gone(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """asyncio's report of an error nobody awaited, except the driver's connection closing
-    (every episode in flight already ends with that error)."""
-    if "connection closed" not in str(context.get("exception", "")).lower():
-        loop.default_exception_handler(context)
 
 
 class BrowserSession:
@@ -242,9 +94,9 @@ class BrowserSession:
         self._closed = False
         self._unresponsive = False
         self._painter = ThreadPoolExecutor(max_workers=PAINTERS, thread_name_prefix="marks")
-        self._loop = _Loop()
+        self._loop = BrowserLoop()
         try:
-            self._playwright, self.browser, self._driver = self._loop.run(
+            self._playwright, self.browser, self._driver, self.executable = self._loop.run(
                 _launch(config), time.monotonic() + LAUNCH_DEADLINE_S, "starting the browser")
         except BaseException:
             self._loop.stop()
@@ -253,7 +105,9 @@ class BrowserSession:
 
     @property
     def version(self) -> str:
-        return f"chromium {self.browser.version}"
+        """What ``runs.browser_version`` says: Chromium's version, and whether it is the headless shell."""
+        shell = " (headless shell)" if is_headless_shell(self.executable) else ""
+        return f"chromium {self.browser.version}{shell}"
 
     @property
     def connected(self) -> bool:
@@ -265,7 +119,7 @@ class BrowserSession:
     def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None,
             doing: str = "a browser call") -> T:
         """Run a coroutine on the session's event loop (where its Playwright objects live), never
-        past ``deadline`` (see :meth:`_Loop.run`)."""
+        past ``deadline`` (see :meth:`BrowserLoop.run`)."""
         return self._loop.run(coroutine, deadline, doing)
 
     def answers(self) -> bool:
@@ -282,25 +136,28 @@ class BrowserSession:
             return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False, paint_marks: bool = True, seed: int | None = None) -> "EpisodeBrowser":
+                offline: bool = False, paint_marks: bool = True, seed: int | None = None,
+                options: Mapping[str, Any] | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
         set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
-        seeds ``Math.random`` in every document (``seeding.py``)."""
+        seeds ``Math.random`` in every document (``seeding.py``). ``options`` are further
+        arguments of Playwright's ``new_context`` (a task's storage state and position)."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed),
+        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}),
                         time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
         return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
-                        capture: Capture, seed: int | None) -> Tabs:
-        har = {"record_har_path": str(har_path), "record_har_content": "attach"} if har_path else {}
+                        capture: Capture, seed: int | None, options: Mapping[str, Any]) -> Tabs:
         context = await self.browser.new_context(
             proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale="en-US", timezone_id="UTC", service_workers="block", **har)
+            locale="en-US", timezone_id="UTC", service_workers="block",
+            record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None,
+            **options)
         try:
             if seed is not None:
                 await seed_random(context, seed)
@@ -321,7 +178,7 @@ class BrowserSession:
             if self._unresponsive or self._loop.wedged:
                 self._kill_driver()  # known not to answer: asking it to stop would wait in vain
             else:
-                self._loop.run(_shut_down(self._playwright, self.browser), time.monotonic() + CLOSE_DEADLINE_S,
+                self._loop.run(shut_down(self._playwright, self.browser), time.monotonic() + CLOSE_DEADLINE_S,
                                "stopping the browser")
         except DeadlinePassed:
             self._kill_driver()
@@ -382,149 +239,19 @@ class RestartingSession:
         self.session.close()
 
 
-async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None]:
-    """Playwright's driver and Chromium, and the driver's process (to kill it if it stops
-    answering: Playwright keeps it in a private attribute, read with care)."""
+async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None, str]:
+    """Playwright's driver and Chromium, the driver's process (to kill it if it stops
+    answering: Playwright keeps it in a private attribute, read with care) and the executable."""
     manager = async_playwright()
     playwright = await manager.start()
     process = getattr(getattr(getattr(manager, "_client", None), "_transport", None), "_proc", None)
     try:
         executable = find_chromium(config.executable, playwright)
-        ignored = [DISABLE_FEATURES + ",".join(PLAYWRIGHT_DISABLED_FEATURES)]
-        browser = await playwright.chromium.launch(
-            executable_path=executable, args=launch_args(config.extra_args),
-            ignore_default_args=[*ignored, "--disable-back-forward-cache"] if config.back_forward_cache else ignored,
-        )
+        browser = await launch_chromium(playwright, executable, config.extra_args, config.back_forward_cache)
     except PlaywrightError as exc:
         await playwright.stop()
         raise BrowserNotFoundError(f"cannot start Chromium: {str(exc).splitlines()[0]}") from None
     except BaseException:
         await playwright.stop()
         raise
-    return playwright, browser, process if isinstance(process, asyncio.subprocess.Process) else None
-
-
-def launch_args(extra_args: tuple[str, ...]) -> list[str]:
-    """Chromium's arguments beyond Playwright's: quiet ones, the user's, and one
-    ``--disable-features`` switch that takes Playwright's features, ``MMINA_DISABLED_FEATURES``
-    and the user's own ``--disable-features`` together (in place of Playwright's, see ``_launch``)."""
-    features = [*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES]
-    others = []
-    for arg in extra_args:
-        if arg.startswith(DISABLE_FEATURES):
-            features += [f for f in arg[len(DISABLE_FEATURES):].split(",") if f]
-        else:
-            others.append(arg)
-    return [*QUIET_ARGS, *others, DISABLE_FEATURES + ",".join(dict.fromkeys(features))]
-
-
-async def _shut_down(playwright: Playwright, browser: Browser) -> None:
-    try:
-        if browser.is_connected():
-            await browser.close()
-    except PlaywrightError:
-        pass  # the browser or Playwright's driver died: nothing left to close
-    finally:
-        try:
-            await playwright.stop()
-        except PlaywrightError:
-            pass
-
-
-class ContextAbandoned(MminaError):
-    """An episode's context could not be closed by its deadline and was left behind: its HAR
-    (written when a context closes) is lost, and with it the episode's network trace."""
-
-
-class EpisodeBrowser:
-    """The tabs of one episode, for the episode's own thread (see the module).
-
-    Every method bounds its call into the browser on the caller's side with the deadline of
-    its part of a step (``settling.py``) plus ``GRACE_S``: a stuck driver, route handler or
-    page costs that call :class:`DeadlinePassed`, never the thread. After a call passed its
-    deadline, the next one first checks that the browser still answers at all
-    (:meth:`BrowserSession.answers`; if not, :class:`BrowserGone` ends the episode) and that
-    the page does (if not, the call fails at once instead of waiting for its deadline again)."""
-
-    def __init__(self, session: BrowserSession, tabs: Tabs) -> None:
-        self.session, self.tabs = session, tabs
-        self.stuck: str | None = None
-        """Why the last call that passed its deadline did (None once the browser answered again)."""
-
-    @property
-    def context(self) -> BrowserContext:
-        return self.tabs.context
-
-    @property
-    def streams(self) -> EventStreams:
-        return self.tabs.streams
-
-    @property
-    def secrets(self) -> list[str]:
-        return self.tabs.secrets
-
-    @property
-    def ids(self) -> ElementIds:
-        return self.tabs.ids
-
-    @property
-    def observe_error(self) -> str | None:
-        return self.tabs.observe_error
-
-    @property
-    def url(self) -> str:
-        return self.tabs.page.url
-
-    def _call(self, coroutine: Coroutine[Any, Any, T], seconds: float, doing: str) -> T:
-        """Run one call within ``seconds`` plus ``GRACE_S`` (see the class)."""
-        if self.stuck is not None:
-            if not self.session.answers():
-                coroutine.close()
-                raise BrowserGone(f"the browser stopped answering: {self.stuck}")
-            if not self._page_answers():
-                coroutine.close()
-                raise DeadlinePassed(f"the page stopped answering: {self.stuck}")
-            self.stuck = None
-        try:
-            return self.session.run(coroutine, time.monotonic() + seconds + GRACE_S, doing)
-        except DeadlinePassed as exc:
-            self.stuck = str(exc)
-            raise
-
-    def _page_answers(self) -> bool:
-        """Whether the active page runs a trivial script within ``PROBE_DEADLINE_S`` (a renderer
-        stuck in a script loop does not; a page navigating or gone is left to the call)."""
-        try:
-            self.session.run(self.tabs.page.evaluate("1"), time.monotonic() + PROBE_DEADLINE_S, "asking the page")
-        except DeadlinePassed:
-            return False
-        except PlaywrightError:
-            pass
-        return True
-
-    def open(self, urls: tuple[str, ...]) -> None:
-        self._call(self.tabs.open(urls), ACTION_DEADLINE_S, "opening the start page")
-
-    def settle(self, deadline: float | None = None) -> None:
-        seconds = (deadline - time.monotonic()) if deadline is not None else LOAD_MAX_S + SETTLE_MAX_S
-        self._call(self.tabs.settle(deadline), max(0.0, seconds), "waiting for the page to settle")
-
-    def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-        return self._call(self.tabs.observe(step_index, intent), OBSERVE_DEADLINE_S, "observing the page")
-
-    def tree(self) -> tuple[str, list[Element]]:
-        return self._call(self.tabs.tree(), OBSERVE_DEADLINE_S, "reading the accessibility tree")
-
-    def execute(self, action: Action) -> None:
-        self._call(self.tabs.execute(action), ACTION_DEADLINE_S, f"the action {action.render()}")
-
-    def close(self) -> None:
-        """Close the context (this also writes the HAR file); one that cannot be closed by
-        ``CLOSE_DEADLINE_S`` is abandoned (:class:`ContextAbandoned`)."""
-        if self.stuck is not None and not self.session.answers():
-            raise ContextAbandoned(f"the browser stopped answering ({self.stuck}); the context was abandoned "
-                                   "and its network trace (HAR) is lost")
-        try:
-            self.session.run(self.tabs.close(), time.monotonic() + CLOSE_DEADLINE_S, "closing the context")
-        except DeadlinePassed as exc:
-            raise ContextAbandoned(f"{exc}; the context was abandoned and its network trace (HAR) is lost") from None
+    return playwright, browser, process if isinstance(process, asyncio.subprocess.Process) else None, executable

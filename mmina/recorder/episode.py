@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -16,7 +16,8 @@ from mmina.agents.captions import Captioner
 from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
-from mmina.errors import AgentError, MminaError, first_line
+from mmina.errors import AgentError, MminaError, TaskError, first_line
+from mmina.harness_context import harness_context
 from mmina.model_input import store_request
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
@@ -26,7 +27,7 @@ from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdict
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
-from mmina.tasks import HopTracker, Task, id_slug
+from mmina.tasks import HopTracker, Task, id_slug, task_row
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,24 @@ class EpisodeResult:
         return self.status == "completed" and self.live_hops == self.n_hops and self.answer_ok is not False
 
 
+def _context_options(task: Task) -> tuple[dict[str, Any], TaskError | None]:
+    """Playwright's ``new_context`` arguments for the task's storage state and position, as
+    the official harness passes them (``mmina.harness_context``; the permission to read the
+    position granted besides), and the error that ends the episode when they cannot be read
+    (the file changed since the suite was checked)."""
+    try:
+        context = harness_context(task.original, task.folder)
+    except TaskError as exc:
+        return {}, exc
+    options: dict[str, Any] = {}
+    if context.storage_state is not None:
+        options["storage_state"] = context.storage_state
+    if context.geolocation is not None:
+        options["geolocation"] = asdict(context.geolocation)
+        options["permissions"] = ["geolocation"]
+    return options, None
+
+
 def new_episode_id(task: Task) -> str:
     return f"{id_slug(task.task_id)}-{uuid.uuid4().hex[:16]}"
 
@@ -85,6 +104,20 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Pacer(Protocol):
+    """Holds an episode to a pace of its own (a replay keeps its recording's:
+    ``mmina.replayer.pace``); called from the episode's thread."""
+
+    def begin(self) -> None: ...
+
+    def before_observe(self, page: EpisodeBrowser, step_index: int) -> None: ...
+
+    def before_action(self, step_index: int, action: Action) -> None: ...
+
+
+MoreTraffic = Callable[[], list[dict[str, Any]]]
+"""HAR entries of traffic the context's HAR misses (a replay's sockets, which its router played),
+asked for once the context has closed."""
 ExtraColumns = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Further ``episodes`` columns worked out from the episode's step rows just before it is
 committed (a hop-conditioned episode's prefix columns)."""
@@ -94,14 +127,18 @@ class EpisodeRecorder:
     """Records one attempt at one task into an :class:`EpisodeWriter`.
 
     ``tracker`` replaces the live hop queue (one that starts at a later hop, for an episode
-    handed a prefix) and ``columns`` adds columns to the episode's row (see :data:`ExtraColumns`).
+    handed a prefix) and ``columns`` adds columns to the episode's row (see :data:`ExtraColumns`);
+    a ``pacer`` decides when each observation and action happens (see :class:`Pacer`), and
+    ``more_traffic`` gives the traffic the browser's HAR cannot have (see :data:`MoreTraffic`).
     """
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
                  prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None,
-                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None) -> None:
+                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
+                 pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
+        self.pacer, self.more_traffic = pacer, more_traffic
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
         self.seed = seed_for(writer.episode_id) if seed is None else seed
         """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's, so pages draw alike)."""
@@ -116,11 +153,16 @@ class EpisodeRecorder:
 
     def record(self, attempt: int) -> EpisodeResult:
         started, clock = _now(), time.perf_counter()
+        options, refused = _context_options(self.task)
+        if self.pacer is not None:
+            self.pacer.begin()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent), seed=self.seed)
+                                       paint_marks=uses_marks(self.agent), seed=self.seed, options=options)
         status, error, stop_reason, answer, final = "completed", None, "error", None, None
         try:
             try:
+                if refused is not None:
+                    raise refused
                 browser.open(self.task.start_urls)
                 self.agent.reset(self.task)
                 stop_reason, answer = self._loop(browser)
@@ -133,9 +175,11 @@ class EpisodeRecorder:
             status, error = "error", closed
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
-        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams)
+        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams,
+                           self.more_traffic() if self.more_traffic else ())
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
+        self._redact_task(redactor)
         for step in self.writer.steps:
             step.update(redactor.row(step))
         self.writer.add_requests(requests)
@@ -183,11 +227,18 @@ class EpisodeRecorder:
         error show in secret places (``capture`` adds the traffic's)."""
         redactor = Redactor(configured_secrets())
         for text in [*typed, *self._typed_secrets]:
-            redactor.learn_typed(text)
+            redactor.learn_secret(text)
         for row in (*self.writer.steps, terminal):
             redactor.learn_row(row)
         redactor.learn_text(error)
         return redactor
+
+    def _redact_task(self, redactor: Redactor) -> None:
+        """Scrub what the episode learned from the run's ``tasks`` rows, written before it ran
+        (an intent may give the password the agent typed)."""
+        stored = task_row(self.task)
+        if redactor.row(stored) != stored:
+            self.writer.store.redact_tasks(self.writer.run_id, redactor.row)
 
     def _store_model_inputs(self, redactor: Redactor) -> None:
         """The requests the agent sent, as blobs, once every secret of the episode is known."""
@@ -196,6 +247,8 @@ class EpisodeRecorder:
 
     def _loop(self, browser: EpisodeBrowser) -> tuple[str, str | None]:
         while True:
+            if self.pacer is not None:
+                self.pacer.before_observe(browser, self.budget.steps)
             self.step_starts.append(_now())
             observation, timings = browser.observe(self.budget.steps, self.task.intent)
             if uses_marks(self.agent):
@@ -204,7 +257,9 @@ class EpisodeRecorder:
             completed = self.tracker.observe(observation.url, observation.step_index)
             agent_start = time.perf_counter()
             try:
-                reply = checked_reply(self.agent.act(observation))
+                with browser.thinking(self.session.config.freeze_after_s) as frozen:
+                    reply = checked_reply(self.agent.act(observation))
+                    timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3  # the thaw is not the agent's
             except ScriptEnd:
                 self.step_starts.pop()
                 return "script_end", None
@@ -212,13 +267,13 @@ class EpisodeRecorder:
                 raise
             except Exception as exc:  # a user's agent failing ends its episode, not the run
                 raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
-            timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3
-            action, error = self._run_action(browser, reply, timings)
+            timings.update(frozen)
+            action, error, acted_at = self._run_action(browser, reply, timings)
             self._typed_secrets += typed_secret(observation, action, error)
             error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's
             if browser.observe_error:  # the step is kept, with why its observation is empty
                 error = f"{browser.observe_error}; {error}" if error else browser.observe_error
-            self._store_step(observation, reply, action, error, completed, timings)
+            self._store_step(observation, reply, action, error, completed, timings, acted_at)
             self.budget.record(action.render() if action else None)
             if action is not None and action.kind is ActionKind.STOP:
                 return "stop", action.answer
@@ -237,20 +292,25 @@ class EpisodeRecorder:
         timings["observe_ms"] = timings.get("observe_ms", 0.0) + elapsed
 
     def _run_action(self, browser: EpisodeBrowser, reply: AgentReply,
-                    timings: dict[str, float]) -> tuple[Action | None, str | None]:
-        """Parse and execute; both failures are data on the step, not episode errors."""
-        started, action = time.perf_counter(), None
+                    timings: dict[str, float]) -> tuple[Action | None, str | None, datetime | None]:
+        """Parse and execute; both failures are data on the step, not episode errors. Also when
+        the action was sent to the page (after the pacer's wait; None when it did not parse)."""
+        started, action, acted_at = time.perf_counter(), None, None
         try:
             action = parse_agent_output(reply.output)
+            if self.pacer is not None:
+                self.pacer.before_action(self.budget.steps, action)
+                started = time.perf_counter()
+            acted_at = _now()
             browser.execute(action)
-            return action, None
+            return action, None, acted_at
         except MminaError as exc:
-            return action, str(exc)
+            return action, str(exc), acted_at
         finally:
             timings["action_ms"] = (time.perf_counter() - started) * 1e3
 
     def _store_step(self, observation: Observation, reply: AgentReply, action: Action | None, error: str | None,
-                    completed: bool, timings: dict[str, float]) -> None:
+                    completed: bool, timings: dict[str, float], acted_at: datetime | None) -> None:
         """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
@@ -280,11 +340,12 @@ class EpisodeRecorder:
             "action_kind": action.kind.value if action else None,
             "action_error": error,
             "target_box": target_box(observation, action),
-            "hop_index": self.tracker.current,
-            "hop_completed": completed,
+            "live_hops": self.tracker.current,
+            "live_hop_completed": completed,
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "cost_usd": reply.cost_usd,
+            "acted_at": acted_at,
             **timings,
         })
         if reply.request is not None:
@@ -313,11 +374,11 @@ class EpisodeRecorder:
 
 def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:
     """The text of a ``type`` action when it is a secret by :func:`mmina.redact.typed_text_is_secret`
-    (it failed, or its target as observed is named like a password field)."""
+    (its target as observed is named like a password field, or it failed and looks like a credential)."""
     if action is None or action.kind is not ActionKind.TYPE or not action.text:
         return []
     target = next((e for e in observation.elements if e.id == action.element_id), None)
-    return [action.text] if typed_text_is_secret(error is not None, target.name if target else None) else []
+    return [action.text] if typed_text_is_secret(action.text, error is not None, target.name if target else None) else []
 
 
 def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:

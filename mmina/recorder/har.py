@@ -16,12 +16,13 @@ import base64
 import bisect
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmina.redact import Redactor
+from mmina.store.blobs import sha256
 from mmina.secret_rules import is_text_type
 
 MMINA_HEADERS = "x-mmina-"
@@ -56,17 +57,18 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
 
 
 def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: EventStreams | None = None) -> list[dict[str, Any]]:
+            streams: EventStreams | None = None, more: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
 
-    ``streams`` gives the bodies the HAR lacks (see the module). ``redactor`` first learns every
+    ``streams`` gives the bodies the HAR lacks (see the module); ``more`` are entries in the HAR's
+    format that the browser's HAR cannot have (the sockets a replay's router played itself). ``redactor`` first learns every
     secret of the traffic (credentials in headers, secret query values, tokens in JSON and form
     bodies), then redacts every row and body with all of them, so a token a page echoes
     elsewhere is gone there too; the caller redacts the episode's other rows with the same
     redactor afterwards."""
     entries, archive = read_har(path)
     try:
-        entries = sorted(entries, key=lambda e: e["startedDateTime"])
+        entries = sorted([*entries, *more], key=lambda e: e["startedDateTime"])
         if streams is not None:
             fill_streams(entries, streams.bodies())
             fill_tapped(entries, streams.taps.bodies(), archive)
@@ -152,8 +154,8 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
     content = response.get("content") or {}
     mime = content.get("mimeType") or ""
-    body = _response_body(content, archive)
-    body = redactor.body(body, mime) if body else None
+    received = _response_body(content, archive)
+    body = redactor.body(received, mime) if received else None
     request_body, request_size = _request_body(request, put_blob, redactor, archive)
     response_headers = _pairs(response)
     if body_missing(entry, body):
@@ -163,7 +165,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "step_index": bisect.bisect_right(step_starts, started) - 1,
         "started_at": started,
         "method": request.get("method", "GET"),
-        "url": redactor.text(request.get("url", "")) or "",
+        "url": redactor.traffic_text(request.get("url", "")),
         "status": max(0, int(response.get("status") or 0)),  # the HAR says -1 for no response
         "request_headers": redactor.headers(_pairs(request)),
         "response_headers": redactor.headers(response_headers),
@@ -171,8 +173,10 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
         "request_body_size": request_size,
         "response_body": put_blob(body, mime or "application/octet-stream") if body else None,
         "response_body_size": len(body) if body else max(int(content.get("size") or 0), 0),
+        "received_body_sha256": sha256(received) if received else None,
+        "received_body_size": len(received) if received else None,
         "mime_type": mime,
-        "redirect_url": redactor.text(response.get("redirectURL") or "") or "",
+        "redirect_url": redactor.traffic_text(response.get("redirectURL") or ""),
         "time_ms": float(entry.get("time") or 0.0),
     }
 

@@ -112,8 +112,10 @@ async def images_in_view(tabs: Tabs) -> list[PageImage]:
     found: list[PageImage] = []
     for frame in tabs.page.frames:
         offset = await _frame_offset(tabs.page, frame)
+        if offset is None:
+            continue
         try:
-            images = await frame.evaluate(IMAGES_IN_VIEW) if offset is not None else []
+            images = await frame.evaluate(IMAGES_IN_VIEW)
         except PlaywrightError:  # the frame went away while we looked
             continue
         found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]

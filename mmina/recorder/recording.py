@@ -18,12 +18,13 @@ from mmina.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
+from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Worker, WorkerSetup
 from mmina.pool import Layout, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.store.store import utcnow
+from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
 from mmina.taskcheck import load_suite
 from mmina.tasks import Task, TaskSuite, task_row
 
@@ -44,6 +45,9 @@ class RecordConfig:
     layout: Layout = field(default_factory=Layout)
     """Workers, episodes in flight per worker, and where workers run (see ``mmina.pool``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
+    serve_fixture_web: bool = True
+    """False when the fixture web is served elsewhere already (its ``--host-resolver-rules`` in
+    ``browser.extra_args``): a benchmark runs it in a process of its own to count its CPU apart."""
 
 
 @dataclass
@@ -54,6 +58,8 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     task_warnings: list[str] = field(default_factory=list)
+    verdicts_added: list[str] = field(default_factory=list)
+    """Episodes ``--resume`` found committed without their verdicts (a crash), and scored."""
     """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
 
     @property
@@ -86,6 +92,10 @@ class RunSummary:
     def cost_usd(self) -> float:
         return sum(e.cost_usd for e in self.episodes)
 
+    @property
+    def steps(self) -> int:
+        return sum(e.n_steps for e in self.episodes)
+
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
@@ -114,7 +124,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
     """
     plan = _plan(store, config)
     started = time.perf_counter()
-    with fixture_web(plan.suite.tasks, config.drift) as extra_args:
+    with fixture_web(plan.suite.tasks if config.serve_fixture_web else (), config.drift) as extra_args:
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         session = BrowserSession(browser)
         try:
@@ -176,7 +186,8 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     done = _finished_tasks(store, plan.run_id)
     summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in plan.suite.tasks if t.task_id in done],
-                         task_warnings=list(plan.suite.warnings))
+                         task_warnings=list(plan.suite.warnings),
+                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id))
     return summary, [t for t in plan.suite.tasks if t.task_id not in done]
 
 
@@ -187,6 +198,11 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     if config.resume:
         runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
         if not runs.num_rows:
+            unreadable = store.unreadable("runs")
+            if unreadable:
+                path, reason = unreadable[0]
+                raise StoreError(f"nothing to resume: the runs file {path} cannot be read ({reason}); "
+                                 f"{UNREADABLE_RUN_HINT}")
             raise StoreError(f"nothing to resume: {store.root} has no runs")
         return runs.column("run_id")[0].as_py()
     return new_run_id(config.agent)
@@ -199,8 +215,7 @@ def _finished_tasks(store: Store, run_id: str) -> set[str]:
 @contextmanager
 def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
     """Start the local fixture web when a task starts on it; yields the browser arguments."""
-    if not any(urlsplit(u).hostname and urlsplit(u).hostname.endswith(FIXTURE_SUFFIX)
-               for t in tasks for u in t.start_urls):
+    if not any((urlsplit(u).hostname or "").endswith(FIXTURE_SUFFIX) for t in tasks for u in t.start_urls):
         yield []
         return
     from mmina.fixtures.web import FixtureWeb
@@ -213,5 +228,5 @@ def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> di
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
                 **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
-    return run_row(config.agent, config.agent_settings.model, settings, suite, len(suite.tasks), browser_version,
-                   (config.browser.viewport_width, config.browser.viewport_height))
+    return run_row(config.agent, config.agent_settings.model, with_verdicts_due(settings), suite, len(suite.tasks),
+                   browser_version, (config.browser.viewport_width, config.browser.viewport_height))

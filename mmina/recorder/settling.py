@@ -121,8 +121,9 @@ class Settling:
         self._last_activity = time.monotonic()
         self._asked_at: float | None = None
         """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
-        for event, delta in (("request", 1), ("requestfinished", -1), ("requestfailed", -1)):
-            context.on(event, lambda _r, d=delta: self._count(d))
+        context.on("request", lambda _request: self._count(1))
+        context.on("requestfinished", lambda _request: self._count(-1))
+        context.on("requestfailed", lambda _request: self._count(-1))
         context.on("page", lambda new: new.on("websocket", self._socket))
 
     def _socket(self, socket: WebSocket) -> None:
@@ -138,6 +139,11 @@ class Settling:
     def _answered(self) -> None:
         self._asked_at = None
         self._last_activity = time.monotonic()
+
+    @property
+    def loading(self) -> bool:
+        """Requests of the context are in flight now (read from any thread)."""
+        return self._in_flight > 0
 
     def _quiet(self) -> bool:
         """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
@@ -166,7 +172,7 @@ class Settling:
         now = time.monotonic()
         deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
         ready = self._last_activity if await self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None
-        await self._idle_work(SETTLE_QUIET_S)  # let events of requests just started arrive first
+        await self._idle_work(SETTLE_QUIET_S, deadline)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
         while time.monotonic() < quiet_until:
             if self._quiet():
@@ -200,12 +206,15 @@ class Settling:
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._quiet() and self._last_activity == activity
 
-    async def _idle_work(self, seconds: float) -> None:
+    async def _idle_work(self, seconds: float, deadline: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document
-        (~25 ms after each navigation) so the accessibility tree is then read at once."""
+        (~25 ms after each navigation) so the accessibility tree is then read at once; never
+        past ``deadline`` (a page whose navigation is still waiting for its document has no
+        script context to load into: the call would wait for one)."""
         started = time.monotonic()
         try:
-            await asyncio.wait_for(self._page().locator("body").count(), LOAD_MAX_S)
+            await asyncio.wait_for(self._page().locator("body").count(),
+                                   max(0.0, min(LOAD_MAX_S, deadline - started)))
         except (PlaywrightError, asyncio.TimeoutError):
             pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))

@@ -38,7 +38,7 @@ class Screenshots:
 
     async def take(self, page: Page) -> bytes:
         """The viewport of ``page`` as JPEG."""
-        session = await self._session(page)
+        session = await self.session(page)
         if session is not None and not await _caret_may_show(session):
             try:
                 shot = await _send(session, "Page.captureScreenshot", {"format": "jpeg", "quality": self.quality})
@@ -47,8 +47,9 @@ class Screenshots:
                 pass  # e.g. the page navigated away under the capture: Playwright's path tries again
         return await page.screenshot(type="jpeg", quality=self.quality)
 
-    async def _session(self, page: Page) -> CDPSession | None:
-        """The page's DevTools session (None if one cannot be opened: Playwright's path then)."""
+    async def session(self, page: Page) -> CDPSession | None:
+        """The page's DevTools session (None if one cannot be opened: Playwright's path then;
+        ``freezing.py`` freezes the page over the same session)."""
         for gone in [p for p in self._sessions if p.is_closed()]:
             del self._sessions[gone]
         if page not in self._sessions:

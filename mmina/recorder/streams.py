@@ -138,6 +138,7 @@ class BodyTaps:
             session.on("Network.requestWillBeSent", self._request)
             session.on("Network.responseReceived", lambda event: self._response(session, event))
             session.on("Network.dataReceived", self._data)
+            session.on("Network.loadingFinished", lambda event: self._finished(session, event))
             await session.send("Network.enable")
         except PlaywrightError:
             pass  # the page closed first: nothing of it to tap
@@ -163,6 +164,26 @@ class BodyTaps:
         buffered = base64.b64decode(result.get("bufferedData") or "")
         tapped = self._tapped[request_id]
         tapped.chunks.insert(0, (0.0, buffered))
+
+    def _finished(self, session: CDPSession, event: dict[str, Any]) -> None:
+        tapped = self._tapped.get(event["requestId"])
+        if tapped is not None and not tapped.body:
+            asyncio.ensure_future(self._read(session, event["requestId"], tapped))
+
+    async def _read(self, session: CDPSession, request_id: str, tapped: Tapped) -> None:
+        """A body that finished before it could be streamed, read whole from our session.
+
+        The HAR keeps none for the requests of a page restored from the back-forward cache
+        (measured with Playwright 1.65: size -1), nor did streaming start in time for a short
+        one; ``Network.getResponseBody`` on this session still has it."""
+        try:
+            result = await session.send("Network.getResponseBody", {"requestId": request_id})
+        except PlaywrightError:
+            return
+        body = result.get("body") or ""
+        data = base64.b64decode(body) if result.get("base64Encoded") else body.encode()
+        if data and not tapped.body:
+            tapped.chunks.append((0.0, data))
 
     def _data(self, event: dict[str, Any]) -> None:
         tapped = self._tapped.get(event["requestId"])

@@ -20,6 +20,7 @@ from mmina.errors import MminaError, StartPageError
 from mmina.navigation import BLANK, PAGE_SCHEMES, refusal
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder import acting, observing
+from mmina.recorder.freezing import Freezing
 from mmina.recorder.observing import Capture, title_of
 from mmina.recorder.settling import ACTION_DEADLINE_S, ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, Settling
 from mmina.recorder.shots import Screenshots
@@ -57,6 +58,8 @@ class Tabs:
         self.ids = ElementIds()
         self.observe_error: str | None = None
         self.shots = Screenshots(context, capture.jpeg_quality)
+        self.freezing = Freezing(self.shots.session)
+        """Freezes the tabs while the agent thinks (see ``freezing.py``)."""
 
     @classmethod
     async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
@@ -109,6 +112,11 @@ class Tabs:
         task = asyncio.get_running_loop().create_task(_to_blank(page))
         self._blanking.add(task)
         task.add_done_callback(self._blanking.discard)
+
+    @property
+    def loading(self) -> bool:
+        """Requests of the episode's context are in flight (see ``Settling.loading``)."""
+        return self._settling.loading
 
     async def settle(self, deadline: float | None = None) -> None:
         """Wait for the active page to settle (see :class:`Settling`), after any tab sent off the

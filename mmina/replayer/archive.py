@@ -40,11 +40,13 @@ ends without serving that last response early).
 Repeated requests are answered first in, first out, as in mitmproxy's server replay: each
 rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
 been served, the last one is served again (a page may ask more often than it did when
-recorded, e.g. because routing turns off the HTTP cache).
+recorded, e.g. because routing turns off the HTTP cache). A candidate whose body the recording
+could not keep is passed over while the rule has candidates with theirs (a poll of a page that
+went into the back-forward cache while its answer came: the page that reads the next poll
+should get a body), and served only when none of them has one.
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections import Counter
@@ -91,6 +93,12 @@ class Exchange:
     redirect_url: str = ""
     mime_type: str = ""
     episode_id: str = ""
+    redacted_body: bool = False
+    """Redaction changed the body: the browser received another one (a fidelity defect)."""
+    started_ms: float | None = None
+    """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
+    time_ms: float = 0.0
+    """How long the exchange took when recorded (a long-poll: how long the server held it)."""
 
     @property
     def chunks(self) -> str:
@@ -116,6 +124,8 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
+    recorded_s: float = 0.0
+    """How long the recorded exchange took (a paced replay answers a fetch/XHR no sooner)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,8 @@ class Archive:
             self.failures.setdefault((failed.method.upper(), shape(failed.method, failed.url, None).endpoint),
                                      []).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
+        self.bodiless = frozenset(i for i, e in enumerate(self.exchanges) if e.body_missing)
+        """Exchanges whose body the recording could not keep (see :meth:`Matcher._first_unserved`)."""
         self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
         self.by_endpoint: dict[tuple[str, str], list[int]] = {}
         for index, (exchange, form) in enumerate(zip(self.exchanges, self.shapes)):
@@ -310,7 +322,10 @@ class Matcher:
         return self.archive.exchanges[self._first_unserved(candidates)]
 
     def _first_unserved(self, candidates: Sequence[int]) -> int:
-        return next((i for i in candidates if i not in self.served), candidates[-1])
+        """The earliest candidate not served yet, else the last one; those with a body first
+        (see the module)."""
+        usable = [i for i in candidates if i not in self.archive.bodiless] or candidates
+        return next((i for i in usable if i not in self.served), usable[-1])
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -335,17 +350,37 @@ def redirected_method(status: int, method: str) -> str:
 
 
 def reply_for(exchange: Exchange) -> Reply:
-    """The recorded response: status, headers (minus framing and redacted values), body."""
+    """The recorded response: status, headers (minus framing and redacted values, each one
+    deliverable: see :func:`header_parts`), body."""
     headers: dict[str, str] = {}
     for name, value in exchange.headers:
         lowered = name.lower()
-        if lowered in DROPPED_HEADERS or value == REDACTED or lowered.startswith(MMINA_HEADERS):
+        if lowered in DROPPED_HEADERS or lowered.startswith(MMINA_HEADERS) or not HEADER_NAME.match(name):
             continue
         joiner = "\n" if lowered == "set-cookie" else ", "
-        headers[lowered] = f"{headers[lowered]}{joiner}{value}" if lowered in headers else value
+        for part in header_parts(value):
+            headers[lowered] = f"{headers[lowered]}{joiner}{part}" if lowered in headers else part
     if exchange.mime_type and "content-type" not in headers:
         headers["content-type"] = exchange.mime_type
     return Reply(exchange.status, headers, exchange.body)
+
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""A header name as HTTP defines it (a token): a recorded name that is not one is not served."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def header_parts(value: str) -> list[str]:
+    """The values one recorded header stands for, each one a browser accepts.
+
+    Chromium hands over a response it served from its cache (a history navigation's document,
+    typically) with a repeated header's values joined by a newline (``Link: <a>\\n<b>``), and
+    refuses to be answered with a value that holds a line break or a NUL: Playwright's
+    ``route.fulfill`` then fails without a word and the request stays pending for good (its
+    page never loads). So the value is split at line breaks, NULs dropped, and redacted parts
+    (and the empty ones a split leaves) left out."""
+    parts = [part.replace("\0", "") for part in _LINE_BREAK.split(value)]
+    return [part for part in parts if part != REDACTED and (part or len(parts) == 1)]
 
 
 NOT_ARCHIVED_STATUS = 404
@@ -372,56 +407,18 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         redirect_url=row.get("redirect_url") or "",
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
+        redacted_body=body_redacted(row),
+        started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
+        time_ms=float(row.get("time_ms") or 0.0),
     ) for offset, row in enumerate(rows)]
+
+
+def body_redacted(row: dict) -> bool:
+    """Whether a ``requests`` row's stored body differs from the one the browser received
+    (known from schema version 7 on: ``received_body_sha256``)."""
+    received = row.get("received_body_sha256")
+    return received is not None and received != row.get("response_body")
 
 
 def header_value(headers: Iterable[dict], name: str) -> str:
     return next((h["value"] for h in headers if h["name"].lower() == name), "")
-
-
-@dataclass
-class SocketScript:
-    """A recorded WebSocket conversation, played back to the page that opens the socket again.
-
-    Playwright's HAR keeps a socket's messages as JSON lines (``{"type": "send"|"receive",
-    "opcode": 1|2, "data": ...}``, binary data in base64). The server's greeting (what it sent
-    before the page's first message) is sent on open; then each message of the page is answered
-    with what the server sent after the corresponding recorded message, up to the next one.
-    """
-
-    messages: list[tuple[str, str | bytes]]
-    position: int = 0
-
-    @classmethod
-    def parse(cls, body: bytes) -> SocketScript:
-        messages: list[tuple[str, str | bytes]] = []
-        for line in body.decode("utf-8", "replace").splitlines():
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict) or message.get("type") not in ("send", "receive"):
-                continue
-            data = str(message.get("data", ""))
-            messages.append((message["type"], base64.b64decode(data) if message.get("opcode") == 2 else data))
-        return cls(messages)
-
-    def opening(self) -> list[str | bytes]:
-        """What the server sent before the page said anything."""
-        return self._received_until_send()
-
-    def answer(self) -> list[str | bytes]:
-        """What the server sent after the page's next recorded message (none past the recording)."""
-        while self.position < len(self.messages) and self.messages[self.position][0] != "send":
-            self.position += 1
-        if self.position == len(self.messages):
-            return []
-        self.position += 1
-        return self._received_until_send()
-
-    def _received_until_send(self) -> list[str | bytes]:
-        received: list[str | bytes] = []
-        while self.position < len(self.messages) and self.messages[self.position][0] == "receive":
-            received.append(self.messages[self.position][1])
-            self.position += 1
-        return received

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mmina.budget import Limits
 from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
@@ -35,9 +36,10 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
 from mmina.recorder.seeding import seed_for
+from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
-from mmina.replayer.jobs import AgentJob, ReplaySetup, counts
+from mmina.replayer.jobs import AgentJobBase, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
 from mmina.replayer.source import SourceRun
 from mmina.runs import SuiteRef, run_config, run_row
@@ -59,7 +61,7 @@ class ConditionedEpisode:
     handed: dict[str, Any] | None
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self.result), "success": self.result.success, "start_hop": self.prefix.start_hop,
+        return {**asdict(self.result), "success": self.result.success, "hops_given": self.prefix.start_hop,
                 "prefix_episode": self.prefix.source.episode_id, "prefix_steps": self.prefix.steps,
                 "prefix": self.check.as_json(), "prefix_requests": asdict(self.requests), "handover": self.handed}
 
@@ -91,7 +93,7 @@ class ConditionedSummary:
                 "prefix_fidelity": self.prefix_fidelity, "faithful_prefixes": self.faithful_episodes}
 
 
-class ConditionedJob(AgentJob):
+class ConditionedJob(AgentJobBase):
     """Records :class:`Prefix` items: the reference's prefix from its archive, then the agent live."""
 
     def thread_captioner(self) -> Captioner | None:
@@ -120,7 +122,7 @@ class ConditionedJob(AgentJob):
         offline: the agent goes on on the live web); a failure leaves nothing of it in the store."""
         writer = self.thread_store().episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
-            recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits, Path(workdir),
+            recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits or Limits(), Path(workdir),
                                        self.thread_captioner(), prepare=router.prepare,
                                        seed=seed_for(prefix.source.episode_id),
                                        tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)
@@ -133,9 +135,10 @@ class ConditionedJob(AgentJob):
 
 def prefix_columns(prefix_run: str, prefix: Prefix, check: PrefixCheck, handed: dict[str, Any] | None
                    ) -> dict[str, Any]:
-    """The ``episodes.prefix_*`` columns of a conditioned episode (store schema 6)."""
+    """The ``episodes.prefix_*`` columns of a conditioned episode (store schema 6; ``hops_given``
+    since 7)."""
     return {"prefix_run": prefix_run, "prefix_episode": prefix.source.episode_id, "prefix_steps": prefix.steps,
-            "start_hop": prefix.start_hop, "prefix_hop_steps": list(prefix.given), "prefix_faithful": check.faithful,
+            "hops_given": prefix.start_hop, "prefix_hop_steps": list(prefix.given), "prefix_faithful": check.faithful,
             "prefix_mismatch": check.mismatch,
             "handover_json": json.dumps(handed, sort_keys=True) if handed is not None else None}
 
@@ -158,6 +161,7 @@ def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
     """Record one hop-conditioned episode per selected task of ``spec.run_id`` and hop asked
     (see the module); everything that can fail on user input is checked before the first write."""
     started = time.perf_counter()
+    spec = replace(spec, run_id=store.resolve_run(spec.run_id))
     plan = _plan(store, config, spec)
     with fixture_web(plan.tasks, config.drift) as extra_args:
         setup = ReplaySetup(store.location, plan.run_id, spec.run_id,
@@ -195,9 +199,9 @@ def _plan(store: Store, config: RecordConfig, spec: PrefixSpec) -> _Plan:
                          "--task-ids or --limit, not --tasks")
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
-    rows = store.read("tasks", run_id=spec.run_id).to_pylist() if spec.run_id in store.run_ids() else []
+    rows = store.read("tasks", run_id=spec.run_id).to_pylist()
     if not rows:
-        raise StoreError(f"no run {spec.run_id} with tasks in {store.root} (--prefix-run names the reference run)")
+        raise StoreError(f"run {spec.run_id} has no tasks in {store.root} (--prefix-run names the reference run)")
     tasks = _selected([task_from_row(r) for r in rows], config.task_ids, config.limit)
     prefixes, skipped = plan_prefixes(store, spec, {t.task_id: t for t in tasks}, config.limits.max_steps)
     source = SourceRun.load(store, spec.run_id, {p.source.episode_id for p in prefixes})
@@ -245,13 +249,14 @@ def _begin(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, 
                 "reference_episodes": sorted(setup.episodes), "task_ids": [t.task_id for t in plan.tasks],
                 "limits": asdict(config.limits), "drift": config.drift, "browser": asdict(setup.browser),
                 **config.layout.describe(), "agent_settings": asdict(replace(setup.settings, run_id=None))}
-    row = run_row(config.agent, setup.settings.model, settings, suite, len(plan.tasks), browser_version,
-                  (recorded["viewport_width"], recorded["viewport_height"]))
+    row = run_row(config.agent, setup.settings.model, with_verdicts_due(settings), suite, len(plan.tasks),
+                  browser_version, (recorded["viewport_width"], recorded["viewport_height"]))
     tasks = [{k: v for k, v in plan.source.tasks[t.task_id].items() if k != "run_id"} for t in plan.tasks]
     if not store.begin_run(plan.run_id, row, tasks):
         _check_resumable(store, plan.run_id, spec, config.resume)
-    episodes = store.read("episodes", run_id=plan.run_id, columns=["task_id", "start_hop", "prefix_steps"])
-    return {(r["task_id"], r["start_hop"] or 0, r["prefix_steps"] or 0) for r in episodes.to_pylist()}
+        add_missing_verdicts(store, plan.run_id)
+    episodes = store.read("episodes", run_id=plan.run_id, columns=["task_id", "hops_given", "prefix_steps"])
+    return {(r["task_id"], r["hops_given"] or 0, r["prefix_steps"] or 0) for r in episodes.to_pylist()}
 
 
 def _check_resumable(store: Store, run_id: str, spec: PrefixSpec, resume: bool) -> None:

@@ -20,7 +20,12 @@ can be judged again later, or a live re-run compared with its recording the same
 * A step's **requests** are the ones that loaded what it observed: for step k, those issued by
   the action of step k-1 (for step 0, the initial page load), served exactly / fuzzily / by
   nearest match / not at all (see :mod:`mmina.replayer.archive`); a matched request whose
-  recorded body is missing, or one the router failed to answer, is counted as a defect too.
+  recorded body is missing, one served a body that redaction changed (the page got other bytes
+  than when recorded), or one the router failed to answer, is counted as a defect too.
+* A replay's **sockets** are compared message by message with their recordings
+  (:func:`compare_sockets`): each direction in order, volatile parts normalised
+  (:func:`mmina.replayer.sockets.normalised`); a recorded socket the replay never opened counts
+  every recorded message as missing.
 * **Episode fidelity** = steps with both URL and tree equal / max(recorded steps, replayed
   steps): a replay that ends early or runs longer loses fidelity for every missing step.
   The screenshot-identical fraction is reported next to it (over steps with screenshots on
@@ -40,6 +45,7 @@ from PIL import Image, ImageChops
 from mmina.aria_snapshot import AriaLine
 from mmina.observation import render_line, tree_lines
 from mmina.replayer.archive import MatchKind, same_page
+from mmina.replayer.sockets import PAGE, SERVER, Message, normalised
 
 PIXEL_TOLERANCE = 8
 MAX_DIFF_LINES = 60
@@ -66,7 +72,8 @@ class StepView:
 @dataclass(frozen=True)
 class RequestCounts:
     """Requests by how the archive matched them, and the defects among them: matched requests
-    whose recorded body is missing (served empty), and requests the router failed to answer."""
+    whose recorded body is missing (served empty), requests the router failed to answer, and
+    matched requests served a body that redaction changed (not the bytes the page received)."""
 
     exact: int = 0
     fuzzy: int = 0
@@ -74,6 +81,7 @@ class RequestCounts:
     unmatched: int = 0
     missing_body: int = 0
     failed: int = 0
+    redacted_body: int = 0
 
     @property
     def total(self) -> int:
@@ -83,9 +91,11 @@ class RequestCounts:
         return RequestCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @classmethod
-    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0) -> RequestCounts:
-        kinds = list(kinds)
-        return cls(*(sum(k is kind for k in kinds) for kind in MatchKind), missing_body, failed)
+    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0,
+           redacted_body: int = 0) -> RequestCounts:
+        found = Counter(kinds)
+        return cls(found[MatchKind.EXACT], found[MatchKind.FUZZY], found[MatchKind.NEAREST], found[MatchKind.UNMATCHED],
+                   missing_body, failed, redacted_body)
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,44 @@ class StepFidelity:
 
 
 @dataclass(frozen=True)
+class SocketFidelity:
+    """One socket of the recording compared with the replay's, message by message."""
+
+    url: str
+    recorded: int
+    replayed: int
+    equal: int
+    """Messages equal at the same place of their direction (page → server, server → page)."""
+    first_difference: str = ""
+
+    @property
+    def faithful(self) -> bool:
+        return self.recorded == self.replayed == self.equal
+
+
+def compare_sockets(url: str, recorded: Sequence[Message], replayed: Sequence[Message]) -> SocketFidelity:
+    """``recorded`` and ``replayed`` (one socket's messages) compared direction by direction."""
+    equal, first = 0, ""
+    for direction, name in ((PAGE, "page → server"), (SERVER, "server → page")):
+        old = [normalised(m.data) for m in recorded if m.direction == direction]
+        new = [normalised(m.data) for m in replayed if m.direction == direction]
+        same = [a == b for a, b in zip(old, new)]
+        equal += sum(same)
+        if not first and (False in same or len(old) != len(new)):
+            index = same.index(False) if False in same else min(len(old), len(new))
+            first = (f"{name} message {index + 1}: recorded {_message(old, index)}, "
+                     f"replayed {_message(new, index)}")
+    return SocketFidelity(url, len(recorded), len(replayed), equal, first)
+
+
+def _message(messages: Sequence[str | bytes], index: int) -> str:
+    if index >= len(messages):
+        return "nothing"
+    text = messages[index] if isinstance(messages[index], str) else repr(messages[index])
+    return f"`{_cut(str(text), 2 * MAX_TEXT)}`"
+
+
+@dataclass(frozen=True)
 class EpisodeFidelity:
     task_id: str
     source_episode: str
@@ -122,6 +170,7 @@ class EpisodeFidelity:
     unmatched_urls: tuple[str, ...] = ()
     status: str = "completed"
     error: str | None = None
+    sockets: tuple[SocketFidelity, ...] = ()
 
     @property
     def fidelity(self) -> float:
@@ -150,6 +199,7 @@ class EpisodeFidelity:
         data = asdict(self)
         data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
                          for s in self.steps]
+        data["sockets"] = [{**asdict(s), "faithful": s.faithful} for s in self.sockets]
         return {**data, "fidelity": self.fidelity, "url_equal": self.url_equal, "tree_equal": self.tree_equal,
                 "screenshots_compared": self.screenshots_compared, "screenshots_identical": self.screenshots_identical}
 
@@ -282,6 +332,6 @@ def _compare(old: StepView | None, new: StepView | None, index: int, screenshots
         return StepFidelity(index, old.url if old else None, new.url if new else None, False, False, None,
                             requests or RequestCounts(), note, note)
     change = tree_change(old.tree_text, new.tree_text)
-    return StepFidelity(index, old.url, new.url, same_page(old.url, new.url), not change,
+    return StepFidelity(index, old.url, new.url, same_page(old.url or "", new.url or ""), not change,
                         screenshots(old.screenshot, new.screenshot), requests or RequestCounts(),
                         tree_diff(old.tree_text, new.tree_text) if change else "", change)

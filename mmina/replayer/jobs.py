@@ -25,15 +25,17 @@ from mmina.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, StepView, compare_steps,
-                                     screenshot_differ)
+from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, SocketFidelity, StepView,
+                                     compare_steps, screenshot_differ)
 from mmina.recorder.seeding import seed_for
+from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
 from mmina.store import Store
 from mmina.tasks import Task
 
-STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output"]
+STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output", "started_at",
+                "acted_at"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class _Outcome:
     steps: list[dict[str, Any]]
     step_starts: list[datetime]
     served: list[Served]
+    sockets: tuple[SocketFidelity, ...] = ()
 
 
 class _ArchiveJob:
@@ -89,21 +92,23 @@ class _ArchiveJob:
         return self._local.store
 
     def replay(self, task: Task, agent: Agent, limits: Limits, sources: Sequence[Source], seed_name: str,
-               attempt: int) -> _Outcome:
-        """One episode in a context routed to these sources' archive; a failure leaves nothing of
-        it in the store."""
-        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at)
+               attempt: int, pacer: PacedSteps | None = None) -> _Outcome:
+        """One episode in a context routed to these sources' archive, at the ``pacer``'s pace;
+        a failure leaves nothing of it in the store."""
+        router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
+                               on_socket=pacer.socket_opened if pacer else None)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=True, seed=seed_for(seed_name))
+                                       prepare=router.prepare, offline=True, seed=seed_for(seed_name), pacer=pacer,
+                                       more_traffic=router.socket_entries)
             try:
                 result = recorder.record(attempt)
             except BaseException:
                 writer.abort()
                 raise
-        return _Outcome(result, writer.steps, recorder.step_starts, router.served)
+        return _Outcome(result, writer.steps, recorder.step_starts, router.served, router.socket_fidelity())
 
     def close(self) -> None:
         self.browsers.close()
@@ -120,14 +125,15 @@ class StoredActionsJob(_ArchiveJob):
 
     def work(self, item: tuple[int, Source]) -> EpisodeFidelity:
         attempt, source = item
+        recorded = self.steps.get(source.episode_id, [])
+        pace = RecordedPace.of(source.started_at, recorded, self.source.requests.get(source.episode_id, []))
         outcome = self.replay(self.source.task(source.task_id), _replayer(self.steps, source), self.source.limits,
-                              [source], source.episode_id, attempt)
-        return _fidelity(self.thread_store(), source, self.steps.get(source.episode_id, []), outcome,
-                         self.setup.tolerance)
+                              [source], source.episode_id, attempt, PacedSteps(pace) if pace else None)
+        return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)
 
 
-class AgentJob(_ArchiveJob):
-    """Runs the setup's agent on ``(task_id, sources)`` items, each task on its pooled archive."""
+class AgentJobBase(_ArchiveJob):
+    """A job that runs the setup's agent (one per thread) on archived webs."""
 
     def __init__(self, setup: ReplaySetup, session: BrowserSession | None = None, store: Store | None = None,
                  source: SourceRun | None = None, agent: Agent | None = None) -> None:
@@ -142,6 +148,10 @@ class AgentJob(_ArchiveJob):
                 given, self._first_agent = self._first_agent, None
             self._local.agent = given or make_agent(self.setup.agent, self.setup.settings, self.thread_store())
         return self._local.agent
+
+
+class AgentJob(AgentJobBase):
+    """Runs the setup's agent on ``(task_id, sources)`` items, each task on its pooled archive."""
 
     def work(self, item: tuple[str, tuple[Source, ...]]) -> AgentEpisode:
         task_id, sources = item
@@ -167,7 +177,7 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
                            len(outcome.steps), steps, counts(outcome.served),
-                           _gaps(outcome.served), outcome.result.status, outcome.result.error)
+                           _gaps(outcome.served), outcome.result.status, outcome.result.error, outcome.sockets)
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:
@@ -179,9 +189,11 @@ def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime])
 
 
 def counts(served: Sequence[Served]) -> RequestCounts:
-    """How the router answered: by match kind, plus the defects (missing bodies, failures)."""
+    """How the router answered: by match kind, plus the defects (missing bodies, failures,
+    bodies changed by redaction)."""
     answered = [s.kind for s in served if not s.failed]
-    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served))
+    return RequestCounts.of(answered, sum(s.missing_body for s in served), sum(s.failed for s in served),
+                            sum(s.redacted_body for s in served))
 
 
 def _gaps(served: Iterable[Served]) -> tuple[str, ...]:

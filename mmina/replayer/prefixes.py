@@ -36,7 +36,7 @@ PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "action", "action_kind", "model_output"]
 EPISODE_COLUMNS = ["episode_id", "task_id", "started_at", "ended_at", "blob_packs", "n_steps", "final_url",
-                   "final_tree_text", "start_hop"]
+                   "final_tree_text", "hops_given"]
 
 
 @dataclass(frozen=True)
@@ -114,14 +114,17 @@ def plan_prefixes(store: Store, spec: PrefixSpec, tasks: Mapping[str, Task],
                   max_steps: int) -> tuple[list[Prefix], list[Skipped]]:
     """One prefix per selected task and hop (or step), and the ones that cannot be given."""
     references = read_references(store, spec.run_id, set(tasks))
-    prefixes, skipped = [], []
+    prefixes: list[Prefix] = []
+    skipped: list[Skipped] = []
     for task_id, task in tasks.items():
         for hop in _hops_asked(spec, task):
             reference = references.get(task_id)
             found = _prefix(task, reference, spec, hop, max_steps) if reference else \
                 f"run {spec.run_id} has no finished episode of it"
-            (prefixes if isinstance(found, Prefix) else skipped).append(
-                found if isinstance(found, Prefix) else Skipped(task_id, hop, found))
+            if isinstance(found, Prefix):
+                prefixes.append(found)
+            else:
+                skipped.append(Skipped(task_id, hop, found))
     return prefixes, skipped
 
 
@@ -134,7 +137,7 @@ def _hops_asked(spec: PrefixSpec, task: Task) -> Iterable[int | None]:
 
 def _prefix(task: Task, reference: Reference, spec: PrefixSpec, hop: int | None, max_steps: int) -> Prefix | str:
     """The prefix of ``reference`` that hands over at ``hop`` (or ``spec.step``), or why there is none."""
-    if reference.row.get("start_hop") is not None:
+    if reference.row.get("hops_given") is not None:
         return "its reference episode is itself hop-conditioned"
     if reference.completed is None:
         return f"its reference episode has no {PREFIX_EVALUATOR} verdicts (run `mmina rescore --evaluator " \
@@ -158,7 +161,7 @@ def _given(task: Task, completed: dict[int, int], hop: int | None, step: int | N
             return f"its reference episode did not pass hop {missing[0]} (by its {PREFIX_EVALUATOR} verdicts), " \
                    f"so it cannot give a correct prefix up to hop {hop}"
         return tuple(completed[i] for i in range(hop - 1))
-    given = []
+    given: list[int] = []
     while len(given) in completed and completed[len(given)] <= (step or 0):
         given.append(completed[len(given)])
     if len(given) >= task.n_hops:
@@ -177,7 +180,7 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
     if stop is not None:
         return f"its reference episode stopped at step {stop}, inside the prefix"
     row = reference.row
-    expected = [StepView.from_row(r) for r in recorded[:steps + 1]]
+    expected: list[StepView | None] = [StepView.from_row(r) for r in recorded[:steps + 1]]
     if steps == len(recorded):  # handed over on the terminal page (the last action reached the hop)
         expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
                         if row.get("final_url") is not None else None)
@@ -188,9 +191,8 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
 
 
 def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, Reference]:
-    """Each task's latest finished episode in ``run_id``, with its steps and ``hops`` verdicts."""
-    if run_id not in store.run_ids():
-        raise StoreError(f"no run {run_id} in {store.root} (--prefix-run names the reference run)")
+    """Each task's latest finished episode in ``run_id`` (an existing run's id), with its steps
+    and ``hops`` verdicts."""
     episodes = store.read("episodes", run_id=run_id, columns=EPISODE_COLUMNS)
     latest = {row["task_id"]: row for row in episodes.sort_by("ended_at").to_pylist() if row["task_id"] in task_ids}
     chosen = {row["episode_id"] for row in latest.values()}
@@ -201,9 +203,9 @@ def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, 
 
 
 def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, dict[int, int]]:
-    """Episode -> {hop index: completing step} of the passed hops in its latest ``hops`` batch
-    (an episode with no such batch is absent)."""
-    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level", "hop_index", "verdict",
+    """Episode -> {hop index (0-based): completing step} of the passed hops in its latest ``hops``
+    batch (an episode with no such batch is absent)."""
+    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level", "hop", "verdict",
                                                           "detail_json", "batch_id", "scored_at"])
     scores = scores.filter(pc.equal(scores.column("evaluator"), PREFIX_EVALUATOR))
     latest: dict[str, tuple[Any, str]] = {}
@@ -217,7 +219,7 @@ def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, d
                 and row["verdict"] == "pass":
             step = _completed_step(row["detail_json"])
             if step is not None:
-                found[row["episode_id"]][row["hop_index"]] = step
+                found[row["episode_id"]][row["hop"] - 1] = step
     return found
 
 

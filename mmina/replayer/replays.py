@@ -25,6 +25,7 @@ from mmina.errors import AgentError, StoreError
 from mmina.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import new_run_id
+from mmina.recorder.verdicts import with_verdicts_due
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, StepView, compare_steps, screenshot_differ,
                                      summarize)
 from mmina.replayer.jobs import STEP_COLUMNS, AgentEpisode, AgentJob, ReplaySetup, StoredActionsJob
@@ -195,7 +196,7 @@ def _new_run(store: Store, setup: ReplaySetup, source: SourceRun, task_ids: list
     session = BrowserSession(setup.browser)
     try:
         _begin(store, setup.replay_id, source, task_ids, setup.agent, model,
-               {**config, "browser": asdict(setup.browser)}, session.version)
+               with_verdicts_due({**config, "browser": asdict(setup.browser)}), session.version)
         if not layout.in_this_process(items):
             session.close()
         yield session if layout.in_this_process(items) else None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +15,7 @@ from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.archive import Archive, exchanges_from_rows
 from mmina.runs import run_config
 from mmina.store import Store
-from mmina.tasks import Task, task_from_row
+from mmina.tasks import Task, task_folder, task_from_row
 
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -66,7 +66,9 @@ class SourceRun:
                              back_forward_cache=override.back_forward_cache)
 
     def task(self, task_id: str) -> Task:
-        return task_from_row(self.tasks[task_id])
+        """A recorded task, with the folder its file was read from (a relative ``storage_state``
+        is found there again)."""
+        return replace(task_from_row(self.tasks[task_id]), folder=task_folder(self.row.get("task_suite_path"), task_id))
 
     def archive(self, store: Store, sources: Sequence[Source]) -> Archive:
         """The recorded requests of ``sources`` (pooled, in the sources' order) with their bodies."""
@@ -87,8 +89,7 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
         if not episodes.num_rows:
             raise StoreError(f"no episode {episode_id} in {store.root}")
     else:
-        if run_id not in store.run_ids():
-            raise StoreError(f"no run {run_id} in {store.root}")
+        run_id = store.resolve_run(str(run_id))  # named: exactly one of the two is
         episodes = store.read("episodes", run_id=run_id, columns=columns)
         if not episodes.num_rows:
             raise StoreError(f"run {run_id} has no finished episodes to replay")

@@ -1,6 +1,8 @@
 """The ASGI application of ``mmina serve`` (Starlette): pages, JSON endpoints, images.
 
-Every endpoint only reads. Whatever a request carries, the answer is a page or JSON:
+Every endpoint but one only reads: ``POST /api/labels`` stores a person's labels (see
+``labels.py``, which also guards it against cross-site requests). Whatever a request
+carries, the answer is a page or JSON:
 a bad parameter is a 400 and an unknown episode a 404, each as ``{"error": "one line"}``
 that the page shows; an unexpected failure is a 500 with a one-line message (the server's
 log keeps the details), never a stack trace in the browser.
@@ -32,11 +34,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mmina import __version__
-from mmina.analysis.data import DEFAULT_EVALUATOR
+from mmina.analysis.names import DEFAULT_EVALUATOR
 from mmina.analysis.paired import Side
 from mmina.errors import MminaError, first_line
+from mmina.evaluators.labelling import default_labeller
 from mmina.serve import params, payloads
 from mmina.serve.catalog import Catalog, StoredEpisode
+from mmina.serve.labels import LabelEndpoints, Refused
 from mmina.serve.params import BadRequest, NotFound
 from mmina.serve.watcher import StoreWatcher
 from mmina.store import Store
@@ -80,7 +84,8 @@ def error(status: int, message: str) -> Json:
 
 
 async def mmina_error(request: Request, exc: Exception) -> Response:
-    return error(404 if isinstance(exc, NotFound) else 400, str(exc))
+    status = exc.status if isinstance(exc, Refused) else 404 if isinstance(exc, NotFound) else 400
+    return error(status, str(exc))
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -153,10 +158,11 @@ def image_response(data: bytes, etag: str, request: Request, download: bool = Fa
 class Endpoints:
     """The request handlers, over one store's catalog and watcher."""
 
-    def __init__(self, store: Store, evaluator: str) -> None:
+    def __init__(self, store: Store, evaluator: str, labeller: str, writable: bool) -> None:
         self.catalog = Catalog(store)
         self.watcher = StoreWatcher(store, self.catalog, evaluator)
         self.analyses = payloads.Analyses(self.catalog, self.watcher)
+        self.labelling = LabelEndpoints(self.catalog, labeller, writable)
         self._plotly: bytes | None = None
 
     async def changes(self, request: Request) -> Response:
@@ -254,6 +260,18 @@ class Endpoints:
         return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": 'attachment; filename="mmina-query.csv"'})
 
+    def label_config(self, request: Request) -> Response:
+        return Json(self.labelling.config(request))
+
+    def labels(self, request: Request) -> Response:
+        return Json(self.labelling.labels(request))
+
+    def label_queue(self, request: Request) -> Response:
+        return Json(self.labelling.queue(request))
+
+    async def save_labels(self, request: Request) -> Response:
+        return Json(await self.labelling.save(request))
+
     def plotly(self, request: Request) -> Response:
         if self._plotly is None:
             self._plotly = get_plotlyjs().encode()
@@ -263,10 +281,7 @@ class Endpoints:
 
 def _multi(request: Request) -> dict[str, list[str]]:
     """The query string as lists of values (names may repeat: ``run=a&run=b``)."""
-    found: dict[str, list[str]] = {}
-    for name, value in request.query_params.multi_items():
-        found.setdefault(name, []).append(value)
-    return found
+    return params.grouped(request.query_params.multi_items())
 
 
 def _required(given: params.Params, name: str) -> str:
@@ -297,10 +312,12 @@ def _csv_cell(value: Any) -> Any:
 
 
 def create_app(store: Store, token: str | None = None, hosts: Sequence[str] | None = LOOPBACK_HOSTS,
-               evaluator: str = DEFAULT_EVALUATOR) -> Starlette:
+               evaluator: str = DEFAULT_EVALUATOR, labeller: str | None = None, writable: bool = True) -> Starlette:
     """The application over ``store``: ``token`` (if any) is asked of every request, and
-    ``hosts`` (if any) are the only Host names answered."""
-    handlers = Endpoints(store, evaluator)
+    ``hosts`` (if any) are the only Host names answered; labels are saved under ``labeller``
+    (default: the operating-system user) unless the page names another, and not at all
+    unless ``writable``."""
+    handlers = Endpoints(store, evaluator, labeller or default_labeller(), writable)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -332,6 +349,10 @@ def _routes(handlers: Endpoints) -> list[Route | Mount]:
         Route("/api/facets", handlers.facets),
         Route("/api/episodes/{episode_id}", handlers.episode),
         Route("/api/episodes/{episode_id}/steps/{step:int}/image", handlers.step_image),
+        Route("/api/episodes/{episode_id}/labels", handlers.labels),
+        Route("/api/labels", handlers.save_labels, methods=["POST"]),
+        Route("/api/labels/config", handlers.label_config),
+        Route("/api/labels/queue", handlers.label_queue),
         Route("/api/compare", handlers.compare),
         Route("/api/compare/steps", handlers.compare_steps),
         Route("/api/sql", handlers.sql, methods=["POST"]),

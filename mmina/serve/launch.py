@@ -1,9 +1,9 @@
 """Starting the server: where it may listen, with which token, on uvicorn.
 
 Bound to a loopback address (the default, 127.0.0.1) it answers this machine only. Any
-other address makes the store readable by whoever reaches the machine, so it needs an
-explicit ``expose`` and a token (one is made up when none is given); every request must then
-carry it. The port is taken before uvicorn starts, so a port in use is one clear error.
+other address makes the store readable (and labels writable) by whoever reaches the machine,
+so it needs an explicit ``expose`` and a token (one is made up when none is given); every
+request must then carry it. The port is taken before uvicorn starts, so a port in use is one clear error.
 """
 from __future__ import annotations
 
@@ -72,15 +72,23 @@ def open_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+@dataclass(frozen=True)
+class Labelling:
+    """Whose labels the pages save by default, and whether they may save any."""
+
+    labeller: str | None = None
+    writable: bool = True
+
+
 def serve(store: Store, host: str, port: int, token: str | None, expose: bool, evaluator: str,
-          ready: Callable[[Binding], None]) -> None:
+          ready: Callable[[Binding], None], labelling: Labelling = Labelling()) -> None:
     """Serve ``store`` until interrupted; ``ready`` is told the address once it is listening."""
     import uvicorn  # here: uvicorn's package brings click, which only the command line may load
 
     token = check_access(host, expose, token)
     sock = open_socket(host, port)
     hosts = LOOPBACK_HOSTS if is_loopback(host) else None
-    app = create_app(store, token, hosts, evaluator)
+    app = create_app(store, token, hosts, evaluator, labelling.labeller, labelling.writable)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_S, access_log=False)
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     ready(Binding(host, sock.getsockname()[1], token))

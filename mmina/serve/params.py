@@ -6,7 +6,7 @@ The server answers :class:`BadRequest` with 400 and :class:`NotFound` with 404, 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mmina.analysis.failures import MODES
@@ -16,7 +16,7 @@ from mmina.tasks import BUCKETS
 MAX_TEXT = 500
 """Longest text a filter accepts (a URL of that length is still well under any limit)."""
 MAX_PAGE = 500
-VERDICTS = ("pass", "fail", "unclear", "unscored")
+VERDICTS = ("pass", "fail", "unclear", "n/a", "unscored")
 SORTABLE = ("run_id", "task_id", "episode_id", "attempt", "status", "stop_reason", "n_steps", "n_hops", "bucket",
             "verdict", "hops_passed", "first_failure", "started_at", "duration_ms", "cost_usd", "tokens")
 FILTERS = ("bucket", "n_hops", "first_failure", "mode", "site", "verdict", "status", "error", "answer", "task")
@@ -35,6 +35,14 @@ class NotFound(MminaError):
 
 Params = Mapping[str, Sequence[str]]
 """Query parameters as lists of values (each name may repeat)."""
+
+
+def grouped(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """A query string's (name, value) pairs as lists of values by name (``run=a&run=b``)."""
+    found: dict[str, list[str]] = {}
+    for name, value in pairs:
+        found.setdefault(name, []).append(value)
+    return found
 
 
 def one(params: Params, name: str, default: str | None = None) -> str | None:

@@ -12,7 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mmina.agents.llm import HISTORY_ACTIONS, OpenAIAgent
+from mmina.agents.llm import OpenAIAgent
+from mmina.agents.settings import HISTORY_ACTIONS
 from mmina.agents.protocol import Agent, AgentReply
 from mmina.agents.registry import BUILTIN_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
@@ -64,8 +65,9 @@ def predict(agent: Agent, task: Task, history: list[str], observation: Observati
     started = time.perf_counter()
     try:
         agent.reset(task)
-        if callable(getattr(agent, "set_history", None)):
-            agent.set_history(history)
+        set_history = getattr(agent, "set_history", None)
+        if callable(set_history):
+            set_history(history)
         reply = agent.act(observation)
     except MminaError:
         raise

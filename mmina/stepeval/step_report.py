@@ -25,11 +25,19 @@ def position_bucket(step_index: int) -> str:
     return str(step_index) if step_index < 5 else "5-9" if step_index < 10 else "10+"
 
 
+def _hop(record: Record) -> str:
+    """The hop (1-based) the step was on; batches written before store schema 7 kept the
+    0-based ``hop_index``."""
+    if record.get("hop") is not None:
+        return str(record["hop"])
+    return "" if record.get("hop_index") is None else str(record["hop_index"] + 1)
+
+
 _KEYS: dict[str, Callable[[Record], str]] = {
     "operation": lambda r: r["reference_op"],
     "website": lambda r: r.get("website") or "",
     "history": lambda r: str(r.get("history_shown", 0)),
-    "hop": lambda r: "" if r.get("hop_index") is None else str(r["hop_index"]),
+    "hop": lambda r: _hop(r),
     "position": lambda r: position_bucket(int(r.get("position", 0))),
 }
 

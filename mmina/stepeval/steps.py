@@ -24,7 +24,7 @@ from mmina.store.marks import marked_screenshot
 from mmina.tasks import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
-                "screenshot_som", "marks", "images", "action", "model_output", "hop_index"]
+                "screenshot_som", "marks", "images", "action", "model_output", "live_hops"]
 RECORDED_ACTIONS = "recorded_actions"
 """Task JSON key (an mmina extension): the demonstration's actions as text, by position, for
 positions the episode does not store (imported single-step episodes)."""
@@ -79,8 +79,7 @@ def episode_succeeded(row: dict[str, Any], task: Task) -> bool:
 def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
                          episodes: Sequence[str] = ()) -> list[ReferenceStep]:
     """Every reference step of the run, in (episode start, step) order."""
-    if run_id not in store.run_ids():
-        raise StepEvalError(f"no run {run_id} in {store.root}")
+    run_id = store.resolve_run(run_id)
     tasks = _tasks(store, run_id)
     rows = store.read("episodes", run_id=run_id).sort_by([("started_at", "ascending"), ("episode_id", "ascending")])
     chosen = [e for e in rows.to_pylist() if not episodes or e["episode_id"] in episodes]

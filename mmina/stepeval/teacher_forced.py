@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mmina.actions import parse_action, parse_agent_output
@@ -20,8 +20,7 @@ from mmina.errors import AgentError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
 from mmina.evaluators.judge import JudgeSettings, judge_prompt, parse_verdict, resolve
 from mmina.evaluators.batch import ScoreBatch, score_rows
-from mmina.agents.llm import HISTORY_ACTIONS
-from mmina.agents.settings import AgentSettings
+from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.stepeval import action_match as compare
 from mmina.stepeval.predictor import Prediction, make_step_agent, needs_screenshot, predict
 from mmina.stepeval.action_match import ActionFacts, StepScore
@@ -38,7 +37,7 @@ DETAIL_KEYS = (
     "predicted_action", "predicted_op", "predicted_target", "predicted_target_label", "predicted_value",
     "raw_output", "parse_error", "op_ok", "target_ok", "value_ok", "value_method", "action_ok",
     "prompt_tokens", "completion_tokens", "cost_usd", "agent_ms", "history", "history_shown",
-    "previous_actions", "website", "hop_index", "position", "n_steps",
+    "previous_actions", "website", "hop", "position", "n_steps",
 )
 Progress = Callable[[int, int], None]
 
@@ -111,6 +110,7 @@ def eval_steps(store: Store, config: EvalConfig, progress: Progress | None = Non
     """Sample the run's reference steps, ask the agent, score, append one batch of step rows."""
     if config.history < 0:
         raise StepEvalError("--history must be 0 or more")
+    config = replace(config, run_id=store.resolve_run(config.run_id))
     references = load_reference_steps(store, config.run_id, config.all_steps, config.episodes)
     if not references:
         raise StepEvalError(f"run {config.run_id} has no reference steps: no episode succeeded "
@@ -214,9 +214,16 @@ def detail(item: _Asked, verdict: StepScore, k: int) -> dict[str, Any]:
         "value_method": verdict.value_method, "action_ok": verdict.action_ok,
         "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
         "agent_ms": item.prediction.agent_ms, "history": k, "history_shown": len(item.history),
-        "previous_actions": item.history, "website": step.website, "hop_index": step.row["hop_index"],
+        "previous_actions": item.history, "website": step.website, "hop": _hop(step),
         "position": step.step_index, "n_steps": step.n_steps,
     }
+
+
+def _hop(step: ReferenceStep) -> int | None:
+    """The hop (1-based) live tracking had the step on: the one after those it had seen reached,
+    the last once all were."""
+    live = step.row["live_hops"]
+    return None if live is None else min(live + 1, max(step.task.n_hops, 1))
 
 
 def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[tuple[_Asked, StepScore]],
@@ -251,14 +258,13 @@ class StoredBatch:
 
 def stored_report(store: Store, run_id: str, batch_id: str | None = None) -> StoredBatch:
     """The report of one ``step_action`` batch of the run (the latest when not named)."""
+    run_id = store.resolve_run(run_id)
     chosen, details = stored_details(store, run_id, batch_id)
     return StoredBatch(run_id, chosen, build_report(details))
 
 
 def stored_details(store: Store, run_id: str, batch_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The step details of one ``step_action`` batch of the run (the latest when not named)."""
-    if run_id not in store.run_ids():
-        raise StepEvalError(f"no run {run_id} in {store.root}")
     rows = [r for r in store.read("scores", run_id=run_id, columns=["evaluator", "level", "batch_id", "scored_at",
                                                                       "episode_id", "step_index", "detail_json"]
                                   ).to_pylist() if r["evaluator"] == EVALUATOR and r["level"] == "step"]

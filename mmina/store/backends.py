@@ -169,6 +169,7 @@ class LocalBackend(Backend):
     """A folder on a local disk: write to a hidden name, fsync, rename; ``flock`` for locks."""
 
     local = True
+    root: Path
 
     def __init__(self, root: Path) -> None:
         self.root = root

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from mmina.store.schema import BLOBS
 from mmina.store.backends import Backend, NewFile
 from mmina.errors import CorruptFileError
-from mmina.store.files import Written, read_failure, read_file, with_metadata
+from mmina.store.files import Written, decode_threads, read_failure, read_file, with_metadata
 from mmina.store.layout import data_files, file_stem
 
 ROW_GROUP_BYTES = 1 << 20
@@ -143,7 +143,8 @@ def pack_directory(backend: Backend, pack: str) -> dict[str, int]:
     file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
     found: dict[str, int] = {}
     for group in range(file.num_row_groups):
-        for digest in file.read_row_group(group, columns=["sha256"]).column("sha256").to_pylist():
+        hashes = file.read_row_group(group, columns=["sha256"], use_threads=decode_threads(backend.arrow))
+        for digest in hashes.column("sha256").to_pylist():
             found.setdefault(digest, group)
     return found
 
@@ -152,5 +153,38 @@ def read_row_group(backend: Backend, pack: str, group: int) -> dict[str, bytes]:
     """Every blob of one row group of a pack (what one flush of its writer put there: often
     one step's images, so the next steps' are in hand too)."""
     file = pq.ParquetFile(str(backend.root / pack), filesystem=backend.arrow)
-    table = file.read_row_group(group, columns=["sha256", "data"])
+    table = file.read_row_group(group, columns=["sha256", "data"], use_threads=decode_threads(backend.arrow))
     return dict(zip(table.column("sha256").to_pylist(), table.column("data").to_pylist()))
+
+
+class PackReader:
+    """Blobs by hash out of known packs, one row group at a time: each pack's directory (which
+    row group holds which blob, :func:`pack_directory`) is read once and kept for the last
+    ``keep`` packs, so reading an episode's blobs costs their row groups, never a scan of the
+    whole pack (a filter on random hashes reads every row group). For readers that go through
+    many episodes (exports); a pack that cannot be read is left to :func:`read_blobs`."""
+
+    def __init__(self, backend: Backend, skip: Skip, keep: int = 8) -> None:
+        self.backend, self.skip, self.keep = backend, skip, keep
+        self._directories: dict[str, dict[str, int]] = {}
+
+    def read(self, digests: Iterable[str], packs: Iterable[str]) -> dict[str, bytes]:
+        wanted, found = set(digests), dict[str, bytes]()
+        for pack in packs:
+            missing = wanted - found.keys()
+            if not missing:
+                break
+            try:
+                directory = self._directory(pack)
+                for group in sorted({directory[d] for d in missing if d in directory}):
+                    found.update((d, b) for d, b in read_row_group(self.backend, pack, group).items() if d in wanted)
+            except (OSError, pa.ArrowException):
+                found.update(read_blobs(self.backend, missing, [pack], self.skip))
+        return found
+
+    def _directory(self, pack: str) -> dict[str, int]:
+        if pack not in self._directories:
+            if len(self._directories) >= self.keep:
+                self._directories.pop(next(iter(self._directories)))
+            self._directories[pack] = pack_directory(self.backend, pack)
+        return self._directories[pack]

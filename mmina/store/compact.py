@@ -76,7 +76,7 @@ def compact_store(store: Store, run_ids: list[str] | None = None,
 
 
 def _compact_run(store: Store, run_id: str) -> Compacted | None:
-    live = {table: data_files(store.backend, table, run_id) for table in COMPACTED}
+    live = {table: _local_files(store, table, run_id) for table in COMPACTED}
     committed = store.committed_stems()
     merge = {table: [p for p in files if table in STANDALONE or file_stem(p) in committed]
              for table, files in live.items()}
@@ -93,8 +93,8 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
         children = {table: w for table, w in built.items() if table in (STEPS, REQUESTS)}
         _build(store, EPISODES, run_id, stem, merge[EPISODES], live[EPISODES], _manifest(store, run_id, merge, children))
     for table in tables:
-        _exchange(_work_dir(store, table, run_id), table_dir(store.root, table, run_id))
-    after = {table: data_files(store.backend, table, run_id) for table in COMPACTED}
+        _exchange(_work_dir(store, table, run_id), Path(table_dir(store.root, table, run_id)))
+    after = {table: _local_files(store, table, run_id) for table in COMPACTED}
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).num_rows
     return Compacted(run_id, episodes, before[0], _count(after), before[1], _size(after))
 
@@ -127,7 +127,7 @@ def _manifest(store: Store, run_id: str, merge: dict[Table, list[Path]],
         listed = read_manifest(pq.read_schema(path).metadata)
         if listed is None:
             return None
-        kept += [entry for entry in listed if entry.path not in merged and (store.root / entry.path).exists()]
+        kept += [entry for entry in listed if entry.path not in merged and Path(store.root, entry.path).exists()]
     final = [Listed((table_dir(store.root, table, run_id) / w.path.name).relative_to(store.root).as_posix(), w.rows,
                     w.bytes) for table, w in children.items()]
     return manifest_metadata(store.root, [*final, *kept])
@@ -141,7 +141,12 @@ def _merged(store: Store, table: Table, paths: list[Path]) -> pa.Table:
 
 
 def _work_dir(store: Store, table: Table, run_id: str) -> Path:
-    return store.root / WORK_DIR / table_dir(store.root, table, run_id).relative_to(store.root)
+    return Path(store.root, WORK_DIR, table_dir(store.root, table, run_id).relative_to(store.root))
+
+
+def _local_files(store: Store, table: Table, run_id: str) -> list[Path]:
+    """A run's files of ``table`` on the local disk (compaction swaps local folders only)."""
+    return [Path(p) for p in data_files(store.backend, table, run_id)]
 
 
 def _exchange(new: Path, live: Path) -> None:

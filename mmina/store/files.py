@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow.fs import PyFileSystem
 
 from mmina.errors import CorruptFileError, StoreError, first_line
 from mmina.unicode import mapped_text
@@ -66,22 +67,43 @@ def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
     return Written(path, data.num_rows, size)
 
 
+def replace_file(backend: Backend, path: PurePath, table: Table, data: pa.Table) -> None:
+    """Write ``data`` over an existing file, whole and at once (a rename on disk, one PUT on an
+    object store). Only a run's ``tasks`` file is ever rewritten (see ``Store.redact_tasks``)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), sink, compression="zstd")
+    try:
+        backend.replace(path, sink.getvalue().to_pybytes())
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {type(exc).__name__}: {first_line(exc)}") from None
+
+
 def read_version(path: PurePath, filesystem: Any = None, table: Table | None = None) -> int:
     """The schema version recorded in a file's Parquet metadata (checked to belong to ``table``)."""
     try:
         metadata = pq.read_schema(str(path), filesystem=filesystem).metadata
     except (OSError, pa.ArrowException) as exc:
         raise read_failure(path, exc) from None
-    return _version(metadata, path, table)
+    return version_in(metadata, path, table)
 
 
-def _version(metadata: Mapping[bytes, bytes] | None, path: PurePath, table: Table | None) -> int:
+def version_in(metadata: Mapping[bytes, bytes] | None, path: PurePath, table: Table | None) -> int:
+    """The schema version a file's Parquet metadata records (checked to belong to ``table``)."""
     if not metadata or META_VERSION not in metadata or not metadata[META_VERSION].isdigit():
         raise _corrupt(path, "it is not an mmina store file (no schema version in its metadata)")
     owner = metadata.get(META_TABLE, b"").decode(errors="replace")
     if table is not None and owner and owner != table.name:
         raise _corrupt(path, f"it holds {owner} rows, not {table.name} rows")
     return int(metadata[META_VERSION])
+
+
+def arrow_buffer(data: bytes) -> pa.Buffer:
+    """``data`` copied into memory Arrow owns. A buffer over the Python ``bytes`` (what
+    ``pa.BufferReader(data)`` makes) holds a Python reference, which Arrow's decoding threads
+    release with the GIL, the interpreter's finalization included; Arrow-owned memory has none."""
+    sink = pa.BufferOutputStream()
+    sink.write(data)
+    return sink.getvalue()
 
 
 def _corrupt(path: PurePath, reason: str) -> CorruptFileError:
@@ -118,10 +140,12 @@ def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None
     where = where or {}
     try:
         with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
-            version = _version(parquet.schema_arrow.metadata, path, table)
+            version = version_in(parquet.schema_arrow.metadata, path, table)
             check_readable(version, str(path))
             current = version == SCHEMA_VERSION
-            data = _read_current(parquet, columns, where) if current else parquet.read().replace_schema_metadata(None)
+            threads = decode_threads(filesystem)
+            data = _read_current(parquet, columns, where, threads) if current \
+                else parquet.read(use_threads=threads).replace_schema_metadata(None)
     except (OSError, pa.ArrowException) as exc:
         raise read_failure(path, exc) from None
     if not current:
@@ -129,18 +153,28 @@ def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None
     return data.select(list(columns)) if columns else data
 
 
-def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where: Mapping[str, Any]) -> pa.Table:
+def decode_threads(filesystem: Any) -> bool:
+    """Whether Arrow may decode a file of ``filesystem`` on its own threads: not when the
+    filesystem is Python's (fsspec, for object stores), whose reads those threads would make
+    through Python; at the interpreter's exit such a thread aborts the process ("terminate
+    called without an active exception"). Such a file is decoded on the calling thread."""
+    return not isinstance(filesystem, PyFileSystem)
+
+
+def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where: Mapping[str, Any],
+                  threads: bool) -> pa.Table:
     """The columns asked for (and those ``where`` tests), from the row groups that may match."""
     wanted = None if columns is None else list(dict.fromkeys([*columns, *where]))
     if wanted == []:  # only the row count (a table without columns loses it when its metadata is replaced)
         return pa.table({"rows": pa.nulls(parquet.metadata.num_rows)}).drop_columns(["rows"])
     if not where:
-        return parquet.read(columns=wanted).replace_schema_metadata(None)
+        return parquet.read(columns=wanted, use_threads=threads).replace_schema_metadata(None)
     metadata = parquet.metadata
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     tested = {leaves[name]: value for name, value in where.items() if name in leaves}
     groups = [g for g in range(metadata.num_row_groups) if _may_match(metadata.row_group(g), tested)]
-    return _matching(parquet.read_row_groups(groups, columns=wanted).replace_schema_metadata(None), where)
+    return _matching(parquet.read_row_groups(groups, columns=wanted, use_threads=threads).replace_schema_metadata(None),
+                     where)
 
 
 def _may_match(group: pq.RowGroupMetaData, tested: Mapping[int, Any]) -> bool:

@@ -6,14 +6,18 @@ committed (``orphan``), unreadable files (``corrupt``: truncated, random bytes, 
 a file holding another table's rows), files of a newer mmina (``newer_version``), files a
 commit's manifest lists that are gone or differ (``missing``, ``changed``), files of a
 committed stem its manifest does not list (``unlisted``), an episode committed in two files
-(``duplicate``), blobs referred to but stored nowhere (``missing_blob``) and a file where
-a folder belongs (``not_a_folder``). Episodes committed before manifests cannot be checked
+(``duplicate``), blobs referred to but stored nowhere (``missing_blob``), a file where a folder
+belongs (``not_a_folder``) and committed episodes without a verdict their run stores with each
+episode (``unscored``: a crash between the commit and the verdicts; ``record --resume`` adds it). Episodes committed before manifests cannot be checked
 for missing files; the report says how many (``unchecked``). With ``repair``, leftovers of
 writers that are gone are removed first (``leftovers.py``); damaged data is never touched.
+With ``redacted``, it also lists the response bodies redaction changed (:func:`redacted_bodies`):
+not damage, but what a replay serves differs there from what the browser received.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -23,14 +27,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
-from mmina.store.files import read_failure, read_version
+from mmina.store.files import arrow_buffer, read_failure, version_in
 from mmina.store.compact import WORK_DIR
 from mmina.store.layout import file_stem, file_version, is_batch, run_of
 from mmina.store.leftovers import Leftover, orphans, remove_leftovers
 from mmina.store.manifest import Listed, read_manifest
 from mmina.store.migrations import check_readable
-from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, TABLES, Table
-from mmina.store.store import Store
+from mmina.runs import run_config, verdicts_expected
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, SCORES, STEPS, TABLES, Table
+from mmina.store.store import READERS, Store
 from mmina.store.writers import ORPHAN_GRACE_S
 
 
@@ -91,6 +96,20 @@ class Problem:
     message: str
 
 
+@dataclass(frozen=True)
+class RedactedBody:
+    """A response body stored other than received: redaction changed it (schema version 7 on)."""
+
+    run_id: str
+    episode_id: str
+    step_index: int
+    seq: int
+    url: str
+    mime_type: str
+    received_size: int
+    stored_size: int
+
+
 @dataclass
 class VerifyReport:
     root: str
@@ -100,6 +119,8 @@ class VerifyReport:
     unchecked: list[str] = field(default_factory=list)
     """What could not be checked, and why (e.g. episodes committed before manifests)."""
     repaired: list[Leftover] = field(default_factory=list)
+    redacted_bodies: list[RedactedBody] | None = None
+    """With ``redacted``: the bodies redaction changed (a fidelity defect, not a problem of the store)."""
 
     @property
     def ok(self) -> bool:
@@ -111,19 +132,30 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class FileFacts:
-    """What verify learnt from reading one file whole."""
+    """What verify learnt from reading one file whole (the later checks read nothing again)."""
 
     rows: int
+    size: int
     metadata: dict[bytes, bytes]
     episode_ids: list[str]
+    blobs: frozenset[str] = frozenset()
+    """Blob hashes: those a pack stores, or those a steps or requests file refers to."""
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    """The columns of :data:`KEPT_COLUMNS` (a run's configuration, the verdicts' keys)."""
+
+
+BLOB_COLUMNS = {BLOBS.name: ("sha256",), STEPS.name: ("screenshot", "screenshot_som"),
+                REQUESTS.name: ("request_body", "response_body")}
+KEPT_COLUMNS = {RUNS.name: ("config_json",), SCORES.name: ("episode_id", "evaluator", "level")}
 
 
 Readable = dict[str, dict[PurePath, FileFacts]]
 """Per table, the files that read whole, with their facts."""
 
 
-def verify_store(store: Store, repair: bool = False) -> VerifyReport:
-    """Read every file completely; report what is damaged, missing, duplicated or left over.
+def verify_store(store: Store, repair: bool = False, redacted: bool = False) -> VerifyReport:
+    """Read every file completely; report what is damaged, missing, duplicated or left over
+    (and with ``redacted``, the bodies redaction changed).
 
     Never raises for a bad file: every failure becomes a :class:`Problem` with its path.
     """
@@ -135,8 +167,27 @@ def verify_store(store: Store, repair: bool = False) -> VerifyReport:
     _check_episodes(readable, report)
     _check_orphans(store, report)
     _check_manifests(store, readable, report)
-    _check_blob_refs(store, readable, report)
+    _check_blob_refs(readable, report)
+    _check_verdicts(store, readable, report)
+    if redacted:
+        report.redacted_bodies = redacted_bodies(store)
     return report
+
+
+REDACTED_COLUMNS = ["run_id", "episode_id", "step_index", "seq", "url", "mime_type", "response_body",
+                    "response_body_size", "received_body_sha256", "received_body_size"]
+
+
+def redacted_bodies(store: Store) -> list[RedactedBody]:
+    """Every committed response body whose stored bytes differ from those the browser received
+    (``received_body_sha256`` is not the stored blob's hash), in run, episode and request order."""
+    data = store.read("requests", columns=REDACTED_COLUMNS)
+    received = data.column("received_body_sha256")
+    changed = pc.and_(pc.is_valid(received), pc.not_equal(received, pc.fill_null(data.column("response_body"), "")))
+    rows = data.filter(pc.fill_null(changed, False)).to_pylist()
+    return sorted((RedactedBody(r["run_id"], r["episode_id"], r["step_index"], r["seq"], r["url"], r["mime_type"] or "",
+                                r["received_body_size"] or 0, r["response_body_size"] or 0) for r in rows),
+                  key=lambda b: (b.run_id, b.episode_id, b.seq))
 
 
 def _check_unfinished(store: Store, report: VerifyReport) -> None:
@@ -150,45 +201,70 @@ def _check_unfinished(store: Store, report: VerifyReport) -> None:
 
 
 def _read_table(store: Store, table: Table, report: VerifyReport) -> dict[PurePath, FileFacts]:
+    """Every file of the table read whole, ``READERS`` at a time (on an object store each is
+    one request, mostly waiting), its problem reported in the files' order."""
     try:
         paths = store.files(table.name)
     except StoreError as exc:
         report.add(store.root / table.name, "not_a_folder", str(exc))
         return {}
+    with ThreadPoolExecutor(max(1, min(READERS, len(paths)))) as pool:
+        outcomes = list(pool.map(lambda path: _check_file(store, path, table), paths))
     readable = {}
-    for path in paths:
-        facts = _check_file(store, path, table, report)
-        if facts is not None:
-            readable[path] = facts
+    for path, outcome in zip(paths, outcomes):
+        report.files_checked += 1
+        if isinstance(outcome, Problem):
+            report.problems.append(outcome)
+        else:
+            readable[path] = outcome
     return readable
 
 
-def _check_file(store: Store, path: PurePath, table: Table, report: VerifyReport) -> FileFacts | None:
-    report.files_checked += 1
+def _check_file(store: Store, path: PurePath, table: Table) -> FileFacts | Problem:
     try:
-        return _read_fully(path, table, store.backend.arrow)
+        return _read_fully(path, table, store.backend.read_bytes(path))
     except SchemaVersionError as exc:
-        report.add(path, "newer_version", str(exc))
+        return Problem(str(path), "newer_version", str(exc))
     except Exception as exc:  # noqa: BLE001 - verify must report every failure, never crash
         message = str(exc) if isinstance(exc, MminaError) else f"{type(exc).__name__}: {exc}"
-        report.add(path, "corrupt", message)
-    return None
+        return Problem(str(path), "corrupt", message)
 
 
-def _read_fully(path: PurePath, table: Table, filesystem: Any) -> FileFacts:
-    """Decode every page of the file and check its declared table, version and columns."""
-    version = read_version(path, filesystem, table)
-    check_readable(version, str(path))
-    if version != file_version(path):
-        raise MminaError(f"file name says version {file_version(path)} but its metadata says {version}")
-    with pq.ParquetFile(str(path), filesystem=filesystem) as parquet:
-        metadata = dict(parquet.schema_arrow.metadata or {})
-        data = parquet.read()
+def _read_fully(path: PurePath, table: Table, content: bytes) -> FileFacts:
+    """Decode every page of the file and check its declared table, version and columns.
+
+    The file was fetched whole (one request on an object store, where a file opened through
+    fsspec costs a request for each range Arrow reads) and is decoded from memory Arrow owns:
+    Arrow's threads then never call into Python, which at the interpreter's exit aborted the
+    process after the report was printed ("terminate called without an active exception":
+    a thread taking the GIL during finalization is ended mid-way through Arrow's code)."""
+    try:
+        with pq.ParquetFile(pa.BufferReader(arrow_buffer(content))) as parquet:
+            metadata = dict(parquet.schema_arrow.metadata or {})
+            version = version_in(metadata, path, table)
+            check_readable(version, str(path))
+            if version != file_version(path):
+                raise MminaError(f"file name says version {file_version(path)} but its metadata says {version}")
+            data = parquet.read()
+    except (OSError, pa.ArrowException) as exc:
+        raise read_failure(path, exc) from None
     missing = set(table.column_names) - set(data.column_names)
     if version == SCHEMA_VERSION and missing:
         raise MminaError(f"missing column(s) {', '.join(sorted(missing))}")
     ids = data.column("episode_id").to_pylist() if table is EPISODES else []
-    return FileFacts(data.num_rows, metadata, ids)
+    kept = {c: data.column(c).to_pylist() for c in KEPT_COLUMNS.get(table.name, ()) if c in data.column_names}
+    return FileFacts(data.num_rows, len(content), metadata, ids, _blob_hashes(table, data), kept)
+
+
+def _blob_hashes(table: Table, data: pa.Table) -> frozenset[str]:
+    """The blobs a pack stores, or a steps or requests file refers to (older files may lack
+    some of the reference columns)."""
+    present = [c for c in BLOB_COLUMNS.get(table.name, ()) if c in data.column_names]
+    found = {v for c in present for v in pc.drop_null(data.column(c)).to_pylist() if v}
+    if table is STEPS and "images" in data.column_names:
+        flat = pc.list_flatten(data.column("images"))
+        found |= {v for v in pc.struct_field(flat, "blob").to_pylist() if v} if len(flat) else set()
+    return frozenset(found)
 
 
 def _check_episodes(readable: Readable, report: VerifyReport) -> None:
@@ -252,15 +328,13 @@ def _check_manifests(store: Store, readable: Readable, report: VerifyReport) -> 
 
 def _check_listed(store: Store, readable: Readable, owner: PurePath, entry: Listed, report: VerifyReport) -> None:
     path = store.root / entry.path
-    table = entry.path.split("/", 1)[0]
-    if not store.backend.exists(path):
+    facts = readable.get(entry.path.split("/", 1)[0], {}).get(path)  # read whole: its size is known
+    if facts is None and not store.backend.exists(path):
         report.add(path, "missing", f"listed by {owner} ({entry.rows} rows) but gone: that commit is incomplete")
         return
-    facts = readable.get(table, {}).get(path)
-    size = store.backend.size(path)
-    if facts is not None and (facts.rows, size) != (entry.rows, entry.bytes):
-        report.add(path, "changed", f"{facts.rows} rows and {size} bytes, but {owner} committed {entry.rows} rows "
-                                    f"and {entry.bytes} bytes")
+    if facts is not None and (facts.rows, facts.size) != (entry.rows, entry.bytes):
+        report.add(path, "changed", f"{facts.rows} rows and {facts.size} bytes, but {owner} committed {entry.rows} "
+                                    f"rows and {entry.bytes} bytes")
 
 
 def _compacting(store: Store, report: VerifyReport) -> set[str | None]:
@@ -283,28 +357,46 @@ def _check_unlisted(store: Store, readable: Readable, listed: dict[str, Any], re
                 report.add(path, "unlisted", f"a {table.name} file of {file_stem(path)} that its commit did not write")
 
 
-def _check_blob_refs(store: Store, readable: Readable, report: VerifyReport) -> None:
+def _check_verdicts(store: Store, readable: Readable, report: VerifyReport) -> None:
+    """Committed episodes without a verdict their run stores with every episode (see
+    :data:`mmina.runs.VERDICTS_KEY`): one problem per run, naming the command that adds them."""
+    episodes: dict[str | None, list[str]] = {}
+    for path, facts in sorted(readable[EPISODES.name].items()):
+        episodes.setdefault(run_of(path), []).extend(facts.episode_ids)
+    scores: dict[str | None, list[tuple[Any, ...]]] = {}
+    for path, facts in readable[SCORES.name].items():
+        keys = zip(*(facts.values.get(c, []) for c in KEPT_COLUMNS[SCORES.name]))
+        scores.setdefault(run_of(path), []).extend(keys)
+    for path, facts in sorted(readable[RUNS.name].items()):
+        run_id = run_of(path)
+        expected = verdicts_expected(run_config((facts.values.get("config_json") or [None])[0]))
+        missing = unscored(episodes.get(run_id, []), scores.get(run_id, []), expected)
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            report.add(store.root / SCORES.name / f"run_id={run_id}", "unscored",
+                       f"episode {missing[0]}{more} committed without a {'/'.join(expected)} verdict (a crash between "
+                       f"the commit and its verdicts): `mmina record --resume --run-id {run_id}` adds them")
+
+
+def unscored(episode_ids: Sequence[str], scores: Iterable[tuple[Any, ...]], evaluators: Sequence[str]) -> list[str]:
+    """The episodes (once each, in order) lacking a task verdict of any of ``evaluators``;
+    ``scores`` are (episode id, evaluator, level) of the scores rows."""
+    scored = {(episode, evaluator) for episode, evaluator, level in scores if level == "task"}
+    return [e for e in dict.fromkeys(episode_ids) if any((e, ev) not in scored for ev in evaluators)]
+
+
+def unscored_episodes(store: Store, run_id: str, evaluators: Sequence[str]) -> list[str]:
+    """:func:`unscored` for one run of the store, read through its readers."""
+    scores = store.read("scores", run_id=run_id, columns=list(KEPT_COLUMNS[SCORES.name]))
+    episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
+    return unscored(episodes, zip(*(scores.column(c).to_pylist() for c in KEPT_COLUMNS[SCORES.name])), evaluators)
+
+
+def _check_blob_refs(readable: Readable, report: VerifyReport) -> None:
     """Every blob a step or request refers to must be in some pack."""
-    filesystem = store.backend.arrow
-    stored: set[str] = set()
-    for path in readable[BLOBS.name]:
-        stored.update(pq.read_table(str(path), columns=["sha256"], filesystem=filesystem).column("sha256").to_pylist())
-    for table, columns in ((STEPS, ("screenshot", "screenshot_som")), (REQUESTS, ("request_body", "response_body"))):
-        for path in readable[table.name]:
-            missing = set(_refs(path, columns, filesystem)) - stored
+    stored = frozenset().union(*(facts.blobs for facts in readable[BLOBS.name].values()))
+    for table in (STEPS, REQUESTS):
+        for path, facts in readable[table.name].items():
+            missing = facts.blobs - stored
             if missing:
                 report.add(path, "missing_blob", f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}")
-
-
-def _refs(path: PurePath, columns: tuple[str, ...], filesystem: Any) -> Iterator[str]:
-    """Blob hashes a file refers to; older files may lack some reference columns."""
-    present = pq.read_schema(str(path), filesystem=filesystem).names
-    columns = tuple(c for c in columns if c in present)
-    data = pq.read_table(str(path), columns=list(columns), filesystem=filesystem)
-    for name in columns:
-        yield from (v for v in pc.drop_null(data.column(name)).to_pylist() if v)
-    if "images" in present:
-        images = pq.read_table(str(path), columns=["images"], filesystem=filesystem).column("images")
-        flat = pc.list_flatten(images)
-        if len(flat):
-            yield from (v for v in pc.struct_field(flat, "blob").to_pylist() if v)

@@ -8,13 +8,17 @@ a view over only older files would not know the column at all.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mmina.errors import SchemaVersionError
-from mmina.store.schema import EPISODES, PREFIX_COLUMNS, SCHEMA_VERSION, STEPS, Table
+from mmina.store.schema import EPISODES, PREFIX_COLUMNS, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
+
+V6_PREFIX_COLUMNS = tuple("start_hop" if name == "hops_given" else name for name in PREFIX_COLUMNS)
+"""The hop-conditioned columns as schema version 6 named them."""
 from mmina.store.sqltypes import duckdb_type
 
 
@@ -27,27 +31,39 @@ class Migration:
     view_sql: str = "SELECT * FROM ({inner})"
 
 
-def added_columns(table: Table, from_version: int, *names: str) -> Migration:
-    """The migration of a purely additive change: the new columns read as typed NULLs."""
+def added_columns(table: Table, from_version: int, *names: str, renamed_since: Mapping[str, str] | None = None
+                  ) -> Migration:
+    """The migration of a purely additive change: the new columns read as typed NULLs
+    (``renamed_since``: the names a later version gave some of them, where their type is found)."""
+    later = renamed_since or {}
     types = {c.name: c.type for c in table.columns}
-    nulls = ", ".join(f'NULL::{duckdb_type(types[n])} AS "{n}"' for n in names)
+    nulls = ", ".join(f'NULL::{duckdb_type(types[later.get(n, n)])} AS "{n}"' for n in names)
     return Migration(table.name, from_version, f"{table.name}: added {', '.join(names)}",
                      upgrade=lambda data: data, view_sql=f"SELECT *, {nulls} FROM ({{inner}})")
 
 
-def renamed_and_added(table: Table, from_version: int, renamed: dict[str, str], *added: str) -> Migration:
-    """Columns renamed (``old -> new``) and columns added (typed NULLs: unknown) in one version."""
+def renamed_and_added(table: Table, from_version: int, renamed: dict[str, str], *added: str,
+                      shifted: Mapping[str, int] | None = None) -> Migration:
+    """Columns renamed (``old -> new``) and columns added (typed NULLs: unknown) in one version;
+    ``shifted`` adds a number to a renamed integer column (``{"hop": 1}``: 0-based became 1-based)."""
     types = {c.name: c.type for c in table.columns}
-    moved = ", ".join(f'"{old}" AS "{new}"' for old, new in renamed.items())
-    nulls = ", ".join(f'NULL::{duckdb_type(types[n])} AS "{n}"' for n in added)
+    shift = dict(shifted or {})
+    moved = ", ".join(f'"{old}"{f" + {shift[new]}" if new in shift else ""} AS "{new}"' for old, new in renamed.items())
+    nulls = "".join(f', NULL::{duckdb_type(types[n])} AS "{n}"' for n in added)
     kept = ", ".join(f'"{old}"' for old in renamed)
 
     def upgrade(data: pa.Table) -> pa.Table:
-        return data.rename_columns([renamed.get(name, name) for name in data.column_names])
+        data = data.rename_columns([renamed.get(name, name) for name in data.column_names])
+        for name, offset in shift.items():
+            if name in data.column_names:
+                column = pc.add(data.column(name), pa.scalar(offset, data.column(name).type))
+                data = data.set_column(data.column_names.index(name), name, column)
+        return data
 
-    changes = [f"{old} renamed {new}" for old, new in renamed.items()] + [f"added {', '.join(added)}"]
+    changes = [f"{old} renamed {new}{f' (+{shift[new]})' if new in shift else ''}" for old, new in renamed.items()]
+    changes += [f"added {', '.join(added)}"] if added else []
     return Migration(table.name, from_version, f"{table.name}: {'; '.join(changes)}", upgrade=upgrade,
-                     view_sql=f"SELECT * EXCLUDE ({kept}), {moved}, {nulls} FROM ({{inner}})")
+                     view_sql=f"SELECT * EXCLUDE ({kept}), {moved}{nulls} FROM ({{inner}})")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -56,7 +72,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     added_columns(STEPS, 3, "marks"),
     renamed_and_added(EPISODES, 4, {"hops_completed": "live_hops"}, "final_url", "final_title", "final_tabs",
                       "final_tree_text", "final_screenshot", "final_observed_at"),
-    added_columns(EPISODES, 5, *PREFIX_COLUMNS),
+    added_columns(EPISODES, 5, *V6_PREFIX_COLUMNS, renamed_since={"start_hop": "hops_given"}),
+    renamed_and_added(EPISODES, 6, {"start_hop": "hops_given"}),
+    renamed_and_added(STEPS, 6, {"hop_index": "live_hops", "hop_completed": "live_hop_completed"}, "acted_at",
+                      "frozen_ms"),
+    added_columns(REQUESTS, 6, "received_body_sha256", "received_body_size"),
+    renamed_and_added(SCORES, 6, {"hop_index": "hop"}, shifted={"hop": 1}),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

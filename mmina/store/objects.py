@@ -17,10 +17,13 @@ URL: a URL carrying credentials is refused, so none can reach a message, a log o
 """
 from __future__ import annotations
 
+import asyncio
 import functools
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import PurePath, PurePosixPath
 from typing import Any, TypeVar
@@ -73,6 +76,7 @@ class ObjectBackend(Backend):
     """A prefix of an object store, read and written through an fsspec filesystem."""
 
     local = False
+    root: ObjectPath
 
     def __init__(self, fs: Any, root: ObjectPath) -> None:
         self.fs, self.root = fs, root
@@ -229,4 +233,42 @@ def _filesystem(scheme: str, **options: Any) -> Any:
     except ImportError as exc:
         hint = EXTRA.get(scheme, "install its fsspec implementation")
         raise StoreError(f"{scheme}:// stores need an extra package ({hint}): {first_line(exc)}") from None
-    return filesystem(**{"skip_instance_cache": True, "use_listings_cache": False, **options})
+    made = filesystem(**{"skip_instance_cache": True, "use_listings_cache": False, **options})
+    _MADE.add(made)
+    return made
+
+
+_MADE: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The filesystems this process made (see :func:`close_filesystems`)."""
+CLOSE_S = 5.0
+"""How long closing a filesystem's connections, or fsspec's event loop, may take at exit."""
+
+
+def close_filesystems() -> None:
+    """End what object-store access leaves running, before the interpreter exits: each
+    filesystem's client (its connections, on fsspec's event loop), then that loop and its
+    thread (``fsspecIO``) and the loop's executor thread. Left to the interpreter's teardown,
+    they are stopped mid-way (daemon threads); nothing else of this process may use them after
+    (the ``mmina`` command calls this as it ends). Never waits more than ``CLOSE_S`` on each."""
+    asyn = sys.modules.get("fsspec.asyn")
+    if asyn is None:
+        return  # no object store was used
+    loop, thread = asyn.loop[0], asyn.iothread[0]
+    if loop is None or not loop.is_running():
+        return
+    for filesystem in list(_MADE):
+        client = getattr(filesystem, "_s3", None)  # s3fs's aiobotocore client, once it connected
+        if client is not None:
+            _on_loop(loop, client.__aexit__(None, None, None))
+    _on_loop(loop, loop.shutdown_default_executor())
+    loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(CLOSE_S)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
+    """Run ``work`` on the loop, waiting at most ``CLOSE_S``; its failure is no reason not to go on."""
+    try:
+        asyncio.run_coroutine_threadsafe(work, loop).result(CLOSE_S)
+    except Exception:  # noqa: BLE001 - closing at exit: a connection that fails to close is closed anyway
+        pass

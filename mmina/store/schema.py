@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -23,7 +23,15 @@ shown the image; 5 — the episode's terminal observation (``episodes.final_url`
 renamed ``live_hops`` (it is live URL tracking, not a verdict); 6 — hop-conditioned episodes
 (``episodes.prefix_run``, ``prefix_episode``, ``prefix_steps``, ``start_hop``,
 ``prefix_hop_steps``, ``prefix_faithful``, ``prefix_mismatch``, ``handover_json``; NULL in
-older files and in every episode that started from its task's start page).
+older files and in every episode that started from its task's start page); 7 — one hop
+numbering (hop 1 is a task's first hop, as in the MMInA paper; docs/concepts.md): ``scores.hop_index``
+(0-based) became ``scores.hop`` (1-based, older files read with 1 added), live tracking is named as
+such (``steps.hop_index`` → ``steps.live_hops``, ``steps.hop_completed`` → ``steps.live_hop_completed``),
+and ``episodes.start_hop`` (0-based) became ``episodes.hops_given`` (the same number, read as a count);
+what the browser received (``requests.received_body_sha256``, ``received_body_size``: a body
+redaction changed is a fidelity defect), the recorded pace (``steps.acted_at``; replays of older
+files keep no pace) and how long a waiting episode's tabs were frozen (``steps.frozen_ms``); NULL
+in older files.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -174,12 +182,12 @@ EPISODES = Table(
         ("prefix_steps", I32, "Steps replayed from the reference before the hand-over: steps 0 .. prefix_steps - 1 "
                               "are the reference's actions (stored like any step), the agent's first step is "
                               "`prefix_steps`; null when not conditioned."),
-        ("start_hop", I32, "The hop the agent started at (0-based, as `scores.hop_index`; `--at-hop K` stores K - 1): "
-                           "hops before it were given by the prefix and are not credited to the agent (the `hops` "
-                           "evaluator writes no row for them, and analysis leaves out any evaluator's rows for them); "
-                           "null when not conditioned."),
+        ("hops_given", I32, "Hops the replayed prefix gave the agent (`--at-hop K` gives K - 1: the agent starts on "
+                            "hop K): hops 1 .. hops_given are not credited to the agent (the `hops` evaluator writes "
+                            "no row for them, and analysis leaves out any evaluator's rows for them); null when not "
+                            "conditioned. Named `start_hop` before schema version 7."),
         ("prefix_hop_steps", INTS, "Step at which the reference's `hops` verdicts completed each given hop (one per "
-                                   "hop before `start_hop`); live tracking and `hops` count them as completed there; "
+                                   "hop given, see `hops_given`); live tracking and `hops` count them as completed there; "
                                    "null when not conditioned."),
         ("prefix_faithful", B, "Whether every prefix step, and the observation handed over, replayed faithfully "
                                "(URL and accessibility tree equal to the reference's, as `mmina replay` judges "
@@ -228,8 +236,11 @@ STEPS = Table(
         ("target_box", BOX, "Box of the element the action targeted (click, hover, type), in CSS pixels of this step's "
                             "viewport as the observation saw it (the screenshot's coordinates); null for actions "
                             "without a target or a target the page did not show (since schema version 3)."),
-        ("hop_index", I32, "Hop at the head of the queue after this observation was checked (n_hops = all done)."),
-        ("hop_completed", B, "True when this observation completed a hop."),
+        ("live_hops", I32, "Live URL tracking (a progress gauge, never a verdict): hops it had seen reached when this "
+                           "observation was checked, 0..n_hops (the agent is then on hop live_hops + 1). Named "
+                           "`hop_index` before schema version 7."),
+        ("live_hop_completed", B, "Live URL tracking: true when this observation reached a hop. Named `hop_completed` "
+                                  "before schema version 7."),
         ("prompt_tokens", I64, "Model input tokens for this step."),
         ("completion_tokens", I64, "Model output tokens for this step."),
         ("cost_usd", F64, "Model cost of this step in US dollars."),
@@ -240,6 +251,14 @@ STEPS = Table(
         ("images_ms", F64, "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2)."),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),
+        ("acted_at", TIMESTAMP, "When the action was sent to the page (UTC), after the agent chose it: with "
+                                "`started_at` and the episode's `started_at` it is the page's timeline, which a "
+                                "replay keeps (see docs/replay.md); null for a step whose action did not parse, "
+                                "and in stores before schema version 7."),
+        ("frozen_ms", F64, "How long the episode's tabs were frozen while the agent chose this action, in "
+                           "milliseconds: 0 when the agent answered before the freeze (see `mmina.recorder.freezing`), "
+                           "null when freezing was off or the step came from a store older than version 7 (since "
+                           "schema version 7)."),
     ),
 )
 
@@ -267,6 +286,12 @@ REQUESTS = Table(
         ("request_body_size", I64, "Request body size in bytes."),
         ("response_body", S, "SHA-256 of the response body blob; null when none was captured."),
         ("response_body_size", I64, "Response body size in bytes (decoded)."),
+        ("received_body_sha256", S, "SHA-256 of the response body as the browser received it, before redaction: equal "
+                                    "to `response_body` unless redaction changed the body (a fidelity defect: the "
+                                    "replay serves the stored one; `mmina store verify --redacted` lists them); null "
+                                    "when no body was captured, or recorded before schema version 7."),
+        ("received_body_size", I64, "Size in bytes of the response body as the browser received it (see "
+                                    "`received_body_sha256`); null when unknown."),
         ("mime_type", S, "Response content type."),
         ("redirect_url", S, "Location of a redirect response; empty otherwise."),
         ("time_ms", F64, "Total request time in milliseconds."),
@@ -283,9 +308,11 @@ SCORES = Table(
         ("evaluator_version", S, "Evaluator version, so a changed evaluator never mixes with an old one."),
         ("args_json", S, "Evaluator arguments as JSON, enough to rebuild the score."),
         ("level", S, "`task`, `hop` or `step`."),
-        ("hop_index", I32, "Hop index for hop-level rows; null otherwise."),
+        ("hop", I32, "Hop-level rows: the hop, 1-based (hop 1 is the task's first hop, as in the MMInA paper's "
+                     "Table 3); null otherwise. `hop_index` (0-based) before schema version 7."),
         ("step_index", I32, "Step index for step-level rows; null otherwise."),
-        ("verdict", S, "`pass`, `fail` or `unclear`."),
+        ("verdict", S, "`pass`, `fail`, `unclear` (cannot be decided), or `n/a` (nothing to judge: the task has no "
+                        "reference of the kind the evaluator reads; in no rate)."),
         ("value", F64, "Numeric score in [0, 1] (1 = pass)."),
         ("detail_json", S, "Evaluator-specific detail as JSON."),
         ("batch_id", S, "Id of the scoring invocation that wrote the row."),
@@ -321,6 +348,6 @@ BLOBS = Table(
 )
 
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, TASKS, EPISODES, STEPS, REQUESTS, SCORES, JUDGE_CACHE, BLOBS)}
-PREFIX_COLUMNS = ("prefix_run", "prefix_episode", "prefix_steps", "start_hop", "prefix_hop_steps", "prefix_faithful",
+PREFIX_COLUMNS = ("prefix_run", "prefix_episode", "prefix_steps", "hops_given", "prefix_hop_steps", "prefix_faithful",
                   "prefix_mismatch", "handover_json")
 """The ``episodes`` columns of a hop-conditioned episode (schema version 6); null in any other."""

@@ -18,12 +18,11 @@ from typing import Any
 import duckdb
 
 from mmina.errors import MminaError, QueryError
+from mmina.store.defaults import DEFAULT_TIMEOUT_S
 from mmina.store.sqlcheck import check_text, read_statements
 from mmina.store.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
 
-DEFAULT_TIMEOUT_S = 300.0
-"""How long a query may run unless told otherwise (``mmina sql --timeout``; 0 or None: no limit)."""
 STOP_GRACE_S = 30.0
 """How long an interrupted query is given to stop before the caller stops waiting for it."""
 

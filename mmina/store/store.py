@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
@@ -27,25 +27,21 @@ from mmina.errors import (AlreadyExistsError, CorruptFileError, NotAStoreError, 
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.backends import Backend, open_backend
 from mmina.store.blobs import BlobIndex, read_blobs
-from mmina.store.files import read_file, to_arrow, write_new
+from mmina.store.files import read_file, replace_file, to_arrow, write_new
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
                                 is_batch, run_of, table_dir)
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
+from mmina.store.run_refs import resolve_run_ref
 from mmina.store.leftovers import remove_leftovers
 from mmina.store.writers import BatchWriter, EpisodeWriter
 
-DEFAULT_STORE = "mmina-store"
-STORE_ENV = "MMINA_STORE"
 EPISODE_CHILDREN = (STEPS, REQUESTS)
 READERS = min(8, os.cpu_count() or 1)
+UNREADABLE_RUN_HINT = ("restore that file from a backup, or record into a new run (another --run-id); "
+                       "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers "
+                       "that are gone, never damaged data)")
+"""What to do about a run whose ``runs`` file cannot be read (its configuration is lost)."""
 """Files read at once by :meth:`Store.read`."""
-
-
-def resolve_store_path(option: str | os.PathLike[str] | None) -> str | Path:
-    """``--store``, else ``$MMINA_STORE``, else ``./mmina-store``: a folder, or an object-store
-    URL (``s3://bucket/prefix``) kept as text so that its ``//`` survives."""
-    location = option or os.environ.get(STORE_ENV) or DEFAULT_STORE
-    return location if "://" in str(location) else Path(location)
 
 
 def utcnow() -> datetime:
@@ -178,9 +174,15 @@ class Store:
         return True
 
     def _run_exists(self, run_id: str, run_row: dict[str, Any]) -> bool:
-        """True when the run exists with the same task suite; an error when with another."""
+        """True when the run exists with the same task suite; an error when with another, or
+        when its ``runs`` file is there but cannot be read (it is not a new run either)."""
         existing = self.read("runs", run_id=run_id)
         if not existing.num_rows:
+            unreadable = self.unreadable("runs", run_id)
+            if unreadable:
+                path, reason = unreadable[0]
+                raise StoreError(f"run {run_id} cannot be reopened: its runs file {path} cannot be read ({reason}); "
+                                 f"{UNREADABLE_RUN_HINT}")
             return False
         if existing.column("task_suite_sha256")[0].as_py() != run_row.get("task_suite_sha256"):
             raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
@@ -198,6 +200,24 @@ class Store:
                     sorted((row["task_id"], row["task_sha256"]) for row in task_rows):
                 raise StoreError(f"run {run_id} is being created by another process with other tasks; "
                                  f"use a new run id") from None
+
+    def redact_tasks(self, run_id: str, redact: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+        """Apply ``redact`` to every row of the run's ``tasks`` and rewrite the files it changed;
+        the number of rows changed. An episode calls it when it learned a secret its task's text
+        holds (the password an intent gives): the tasks were written before any episode ran.
+        The one rewrite in an append-only store: whole files, replaced at once, under the store's
+        lock (object stores have none; two episodes of one run finishing together there may
+        each rewrite from the same old file, see docs/redaction.md)."""
+        changed = 0
+        with self.lock():
+            for path in self.files(TASKS.name, run_id):
+                rows = read_file(path, TASKS, None, self.migrations, self.backend.arrow).to_pylist()
+                redacted = [redact(row) for row in rows]
+                differ = sum(new != old for new, old in zip(redacted, rows))
+                if differ:
+                    replace_file(self.backend, path, TASKS, to_arrow(TASKS, redacted))
+                    changed += differ
+        return changed
 
     def episode_writer(self, run_id: str, episode_id: str) -> EpisodeWriter:
         self.ensure_writable()
@@ -282,6 +302,10 @@ class Store:
             warnings.warn(StoreWarning(f"skipped {path}: {reason}; the rest is read (see `mmina store verify`)"),
                           stacklevel=2)
 
+    def unreadable(self, table_name: str, run_id: str | None = None) -> list[tuple[PurePath, str]]:
+        """The table's files (of ``run_id``) that reading skipped so far, with why."""
+        return [(path, self.skipped[str(path)]) for path in self.files(table_name, run_id) if str(path) in self.skipped]
+
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)
 
@@ -289,14 +313,25 @@ class Store:
         return sorted(self.read("runs", columns=["run_id"]).column("run_id").to_pylist())
 
     def select_runs(self, runs: Sequence[str] = ()) -> list[str]:
-        """The named runs in the order given (repeats dropped), each checked to exist; every
-        run of the store when none are named."""
-        known = self.run_ids()
-        unknown = [r for r in runs if r not in known]
-        if unknown:
-            listing = ", ".join(known[:10]) + (f", ... ({len(known)} in all)" if len(known) > 10 else "") or "none"
-            raise StoreError(f"unknown run {unknown[0]} in {self.root} (runs: {listing})")
-        return list(dict.fromkeys(runs)) or known
+        """The runs named by ``runs`` (references, see :meth:`resolve_run`) in the order given,
+        repeats dropped; every run of the store when none are named."""
+        if not runs:
+            return self.run_ids()
+        created = self._runs_by_creation()
+        return list(dict.fromkeys(resolve_run_ref(ref, created, self.root) for ref in runs))
+
+    def resolve_run(self, ref: str) -> str:
+        """The id of the run ``ref`` names: a run id, an unambiguous prefix of one, or
+        ``latest`` (the run created last). The one place a run reference is read, so that every
+        command accepts the same references and words a bad one the same way
+        (:class:`UnknownRunError`)."""
+        return resolve_run_ref(ref, self._runs_by_creation(), self.root)
+
+    def _runs_by_creation(self) -> list[str]:
+        """Run ids, the earliest created first (ties by id)."""
+        rows = self.read("runs", columns=["run_id", "created_at"]).to_pylist()
+        return [r["run_id"] for r in sorted(rows, key=lambda r: (r["created_at"] is not None, r["created_at"] or 0,
+                                                                 r["run_id"]))]
 
     def read(self, table_name: str, run_id: str | None = None, columns: Sequence[str] | None = None,
              where: Mapping[str, Any] | None = None) -> pa.Table:
@@ -376,5 +411,8 @@ def _first_of_each(data: pa.Table, key: str) -> pa.Table:
     """The first row of each ``key`` (files are read in a stable order): an episode whose
     row was copied into a second file is counted once."""
     seen: set[Any] = set()
-    keep = [not (value in seen or seen.add(value)) for value in data.column(key).to_pylist()]
+    keep = []
+    for value in data.column(key).to_pylist():
+        keep.append(value not in seen)
+        seen.add(value)
     return data if all(keep) else data.filter(pa.array(keep))

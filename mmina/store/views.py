@@ -32,18 +32,20 @@ def bucket_sql(column: str) -> str:
 
 CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
     "episode_hops": (
-        "One row per episode per hop: the hop's keyword, whether live tracking completed it, and at which step; "
-        "`given` marks the hops a replayed prefix gave a hop-conditioned episode (before `episodes.start_hop`: "
-        "completed at the reference's step, not credited to the agent).",
+        "One row per episode per hop (`hop` 1-based, as every table numbers hops): the hop's keyword, whether the "
+        "recorder's live URL tracking saw it reached (`live_reached`) and at which step (`live_reached_step`): a "
+        "progress gauge, not a verdict (verdicts: `scores` rows of level `hop`); `given` marks the hops a replayed "
+        "prefix gave a hop-conditioned episode (hops 1 .. `episodes.hops_given`: reached at the reference's step, "
+        "not credited to the agent).",
         """
-        SELECT e.run_id, e.episode_id, e.task_id, h.hop_index, t.n_hops,
-               t.procedure[h.hop_index + 1] AS keyword,
-               h.hop_index < e.live_hops AS completed,
-               CASE WHEN h.hop_index < e.live_hops THEN e.hop_steps[h.hop_index + 1] END AS completed_step,
-               h.hop_index < coalesce(e.start_hop, 0) AS given
+        SELECT e.run_id, e.episode_id, e.task_id, h.hop, t.n_hops,
+               t.procedure[h.hop] AS keyword,
+               h.hop <= e.live_hops AS live_reached,
+               CASE WHEN h.hop <= e.live_hops THEN e.hop_steps[h.hop] END AS live_reached_step,
+               h.hop <= coalesce(e.hops_given, 0) AS given
         FROM episodes e
         JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
-        CROSS JOIN LATERAL (SELECT unnest(range(e.n_hops)) AS hop_index) h
+        CROSS JOIN LATERAL (SELECT unnest(range(1, e.n_hops + 1)) AS hop) h
         """,
     ),
     "hop_buckets": (
@@ -88,27 +90,28 @@ CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
     ),
     "episode_scores": (
         "One row per scored task per run and evaluator (the latest attempt; a hop-conditioned run: per task and "
-        "start hop): the current task verdict (`passed`), hops passed of `hops_total` hop verdicts, the first "
-        "failed hop (0-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
-        "`mmina report` is computed from. Hops a prefix gave (before `start_hop`) are left out of the hop "
+        "hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
+        "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
+        "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
+        "`mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
         "counts, whichever evaluator wrote rows for them.",
         f"""
         SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
                {bucket_sql("e.n_hops")} AS bucket,
-               s.verdict, s.verdict = 'pass' AS passed,
+               s.verdict, CASE WHEN s.verdict <> 'n/a' THEN s.verdict = 'pass' END AS passed,
                coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
                h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,
-               e.prompt_tokens, e.completion_tokens, e.cost_usd, e.start_hop, e.prefix_faithful
+               e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful
         FROM episodes e
         JOIN latest_scores s ON s.episode_id = e.episode_id AND s.level = 'task'
         LEFT JOIN (SELECT l.episode_id, l.evaluator, count(*) FILTER (WHERE l.verdict = 'pass') AS hops_passed,
                           count(*) AS hops_total,
-                          min(l.hop_index) FILTER (WHERE l.verdict <> 'pass') AS first_failed_hop
+                          min(l.hop) FILTER (WHERE l.verdict <> 'pass') AS first_failed_hop
                    FROM latest_scores l JOIN episodes g ON g.episode_id = l.episode_id
-                   WHERE l.level = 'hop' AND l.hop_index >= coalesce(g.start_hop, 0)
+                   WHERE l.level = 'hop' AND l.hop > coalesce(g.hops_given, 0)
                    GROUP BY l.episode_id, l.evaluator) h
                ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
-        QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.start_hop, e.prefix_steps, s.evaluator
+        QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.hops_given, e.prefix_steps, s.evaluator
                                    ORDER BY e.attempt DESC, e.started_at DESC) = 1
         """,
     ),
@@ -184,9 +187,11 @@ class StoreConnection:
 
 
 def used_tables(sql: str) -> list[Table]:
-    """The tables ``sql`` may read, directly or through the convenience views: every name of
-    a view among its tokens (identifiers, keywords, strings: ``query_table('steps')``), so
-    a name too many at worst; all tables when it does not tokenize."""
+    """The tables ``sql`` may read, directly or through the views: every name of a view among
+    its tokens (identifiers, keywords, strings: ``query_table('steps')``), so a name too many
+    at worst, with the tables those views read (the convenience views' tables; ``episodes``
+    for ``steps`` and ``requests``, whose views keep committed episodes only: left unchecked,
+    an unreadable ``episodes`` file broke them); all tables when it does not tokenize."""
     try:
         tokens = {text.strip().strip("'\"").lower() for text in _token_texts(sql)}
     except (duckdb.Error, TypeError):  # not SQL, or not UTF-8: refused later, whatever it reads
@@ -194,6 +199,8 @@ def used_tables(sql: str) -> list[Table]:
     names = {name for name in [*TABLES, *CONVENIENCE_VIEWS] if name in tokens}
     for name in [n for n in CONVENIENCE_VIEWS if n in names]:
         names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name][1])}
+    if any(t.name in names for t in EPISODE_CHILDREN):  # their views keep the committed episodes' rows
+        names.add(EPISODES.name)
     return [table for table in TABLES.values() if table.name in names]
 
 
@@ -233,7 +240,7 @@ def connect(store: Store, runs: Collection[str] | None = None, only: Collection[
     return db
 
 
-def read_error(exc: duckdb.Error) -> Exception:
+def read_error(exc: duckdb.Error) -> MminaError:
     """A DuckDB error as one line: unreadable store files point to ``store verify``."""
     message = one_line(exc)
     lowered = message.lower()

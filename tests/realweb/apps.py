@@ -18,6 +18,7 @@ import secrets
 import socket
 import sqlite3
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -29,11 +30,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.realweb.installs import app_venv
+from tests.realweb.installs import app_venv, npm_packages
 
 DOMAIN = "realweb.test"
 START_TIMEOUT_S = 180.0
 """Until an application answers its first request (Gradio and Streamlit import a lot)."""
+THINK_S = (0.8, 2.0)
+"""The scripted agent thinks this long before each action (``agents.ThinkingOracle``)."""
 WORDS = ("harbour", "kittiwake", "lantern", "mooring", "tide", "gull", "anchor", "ferry", "pier", "beacon",
          "buoy", "quay", "saltmarsh", "trawler", "skiff", "dune", "estuary", "jetty")
 
@@ -51,6 +54,7 @@ def stop(answer: str) -> dict[str, Any]:
 
 
 BACK = {"action": "go_back"}
+FORWARD = {"action": "go_forward"}
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,18 @@ class App:
     script: tuple[dict[str, Any], ...]
     path: str = "/"
     ready_path: str = "/"
+    venv: str = ""
+    """The virtualenv it runs in (default: its name; two apps of one framework share one)."""
 
     @property
     def host(self) -> str:
         return f"{self.name}.{DOMAIN}"
+
+    def thinking(self) -> tuple[dict[str, Any], ...]:
+        """The script with the agent's thinking before each step (``think`` seconds, drawn
+        per application between ``THINK_S``): the held-out runs' agent took seconds per step."""
+        draw = random.Random(self.name)
+        return tuple({**step, "think": round(draw.uniform(*THINK_S), 2)} for step in [*self.script, stop("done")])
 
     def task(self, task_id: int) -> dict[str, Any]:
         return {
@@ -81,8 +93,23 @@ class App:
                      "reference_url": "", "program_html": [], "string_note": "",
                      "reference_answer_raw_annotation": "done"},
             "procedure": ["realweb", "end"],
-            "reference_script": [*self.script, stop("done")],
+            "reference_script": list(self.thinking()),
         }
+
+
+def app_file(source: str) -> Callable[[Path, random.Random], None]:
+    """The state of an application that is one small file: the file, and a new random salt that
+    it reads (``HARBOUR_SALT``) to draw its content."""
+    def prepare(folder: Path, draw: random.Random) -> None:
+        (folder / "app.py").write_text(source)
+        (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+
+    return prepare
+
+
+def run_app_file(bin_: Path, state: Path, port: int) -> list[str]:
+    """The command that serves an application file which starts its own server (on ``PORT``)."""
+    return [str(bin_ / "python"), str(state / "app.py")]
 
 
 # ---------------------------------------------------------------- Datasette: a data browser
@@ -184,7 +211,7 @@ def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
 MKDOCS = App(
     "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
     ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
-    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, {"action": "go_forward"}),
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD),
 )
 
 
@@ -217,15 +244,10 @@ demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"])
 """
 
 
-def _gradio_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(GRADIO_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 GRADIO = App(
     "gradio", "SPA (Svelte) whose queue streams server-sent events over fetch", ("gradio==6.31.0",),
-    _gradio_state,
-    lambda bin_, state, port: [str(bin_ / "python"), str(state / "app.py")],
+    app_file(GRADIO_APP),
+    run_app_file,
     (type_into("Your name", "Mira"), click("Greet", role="button"), click("Read tides", role="button"),
      type_into("Your name", "Ola"), click("Greet", role="button")),
 )
@@ -247,13 +269,8 @@ st.write(f"Boats in harbour: {random.Random(SALT).randint(10, 60)}")
 """
 
 
-def _streamlit_state(folder: Path, draw: random.Random) -> None:
-    (folder / "app.py").write_text(STREAMLIT_APP)
-    (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
-
-
 STREAMLIT = App(
-    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), _streamlit_state,
+    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), app_file(STREAMLIT_APP),
     lambda bin_, state, port: [str(bin_ / "streamlit"), "run", str(state / "app.py"), "--server.port", str(port),
                                "--server.address", "127.0.0.1", "--server.headless", "true",
                                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -263,9 +280,211 @@ STREAMLIT = App(
 )
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT)
-SAMPLE = ("datasette", "trac")
-"""What the test suite runs by default (the light ones); ``python -m bench --only realweb`` runs all."""
+# ---------------------------------------------------------------- NiceGUI: Vue/Quasar over socket.io
+
+NICEGUI_APP = """
+import asyncio, os, random
+from nicegui import app, ui
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+app.config.socket_io_js_transports = ["polling", "websocket"]  # socket.io's default: long-polling, then the upgrade
+
+
+@ui.page("/")
+def harbour():
+    ui.label("Harbour control").classes("text-h5")
+    gauge = ui.label("Tide gauge: connecting")
+    ui.timer(1.0, lambda: gauge.set_text(f"Tide gauge online ({SALT})"), once=True)
+    readings = {"count": 0}
+    line = ui.label("Reading 0")
+
+    def tick():
+        readings["count"] += 1
+        line.set_text(f"Reading {readings['count']}: {draw.randint(100, 999)} cm")
+
+    ui.timer(3.0, tick, immediate=False)
+    vessel = ui.input("Vessel")
+    answer = ui.label("No berth booked")
+
+    async def book():
+        answer.set_text("Checking the berths ...")
+        await asyncio.sleep(1.0)
+        answer.set_text(f"Berth {draw.choice('ABCD')}{draw.randint(1, 60)} for {vessel.value}")
+
+    ui.button("Book berth", on_click=book)
+    table = ui.table(columns=[{"name": "boat", "label": "Boat", "field": "boat"},
+                              {"name": "berth", "label": "Berth", "field": "berth"}], rows=[], row_key="boat")
+    ui.button("Add arrival", on_click=lambda: table.add_row({"boat": f"{vessel.value} {draw.randint(1, 99)}",
+                                                            "berth": draw.randint(1, 60)}))
+
+
+ui.run(host="127.0.0.1", port=int(os.environ["PORT"]), reload=False, show=False, title="Harbour control")
+"""
+
+
+NICEGUI = App(
+    "nicegui", "Vue/Quasar app over socket.io (long-polling, then the WebSocket upgrade): server pushes, a one-shot and a "
+    "repeating timer, results 1 s later",
+    ("nicegui==3.18.0",), app_file(NICEGUI_APP),
+    run_app_file,
+    (type_into("Vessel", "Kittiwake"), click("Book berth", role="button"), click("Add arrival", role="button"),
+     type_into("Vessel", "Morning Star"), click("Book berth", role="button"), click("Add arrival", role="button")),
+)
+
+
+# ---------------------------------------------------------------- Shiny: a dashboard over a plain WebSocket
+
+SHINY_APP = """
+import asyncio, os, random
+from shiny import App, reactive, render, ui
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+
+app_ui = ui.page_fluid(
+    ui.h2("Harbour dashboard"),
+    ui.output_text("gauge"),
+    ui.input_text("skipper", "Skipper"),
+    ui.input_action_button("book", "Book mooring"),
+    ui.output_text("booking"),
+)
+
+
+def server(input, output, session):
+    count = reactive.value(0)
+
+    @reactive.effect
+    def _tick():
+        reactive.invalidate_later(3)
+        with reactive.isolate():
+            count.set(count.get() + 1)
+
+    @render.text
+    def gauge():
+        return f"Gauge reading {count()}: {draw.randint(100, 999)} cm ({SALT})"
+
+    @render.text
+    @reactive.event(input.book)
+    async def booking():
+        await asyncio.sleep(1.0)
+        return f"Mooring {draw.randint(1, 60)} for {input.skipper()}"
+
+
+app = App(app_ui, server)
+"""
+
+
+SHINY = App(
+    "shiny", "dashboard framework over a plain WebSocket: a server timer every 3 s, a result 1 s after a click",
+    ("shiny==1.8.0",), app_file(SHINY_APP),
+    lambda bin_, state, port: [str(bin_ / "shiny"), "run", str(state / "app.py"), "--host", "127.0.0.1",
+                               "--port", str(port)],
+    (type_into("Skipper", "Mira"), click("Book mooring", role="button"), type_into("Skipper", "Ola"),
+     click("Book mooring", role="button"), type_into("Skipper", "Ines"), click("Book mooring", role="button")),
+)
+
+
+# ---------------------------------------------------------------- Gradio: loading status and toasts
+
+GRADIO_STATUS_APP = """
+import os, random, time
+import gradio as gr
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+
+def forecast(port):
+    time.sleep(1.2)
+    gr.Info(f"Forecast ready for {port}")
+    return f"{port}: wind {draw.randint(2, 30)} knots, swell {draw.randint(1, 9)} ft ({SALT})"
+
+with gr.Blocks(title="Harbour forecast", analytics_enabled=False) as demo:
+    port = gr.Textbox(label="Port")
+    result = gr.Textbox(label="Forecast")
+    gr.Button("Get forecast").click(forecast, port, result)
+
+demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"]))
+"""
+
+
+GRADIO_STATUS = App(
+    "gradiostatus", "Gradio Blocks app with a loading status region and toasts (aria-live)", GRADIO.requirements,
+    app_file(GRADIO_STATUS_APP), run_app_file,
+    (type_into("Port", "Whitby"), click("Get forecast", role="button"), type_into("Port", "Oban"),
+     click("Get forecast", role="button"), type_into("Port", "Cobh"), click("Get forecast", role="button")),
+    venv="gradio",
+)
+
+
+# ---------------------------------------------------------------- Swagger UI: an SPA from a 1.5 MB bundle
+
+SWAGGER_APP = """
+import os, random
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+app = FastAPI(title=f"Harbour API {SALT}", docs_url=None, redoc_url=None)
+app.mount("/static", StaticFiles(directory=os.environ["SWAGGER_DIST"]), name="static")
+
+
+@app.get("/", include_in_schema=False)
+def docs():
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="Harbour API",
+                               swagger_js_url="/static/swagger-ui-bundle.js",
+                               swagger_css_url="/static/swagger-ui.css",
+                               swagger_favicon_url="/static/favicon-32x32.png")
+
+
+@app.get("/berths", tags=["berths"], summary="List the free berths")
+def berths(limit: int = 3):
+    return [{"berth": f"{draw.choice('ABCD')}{draw.randint(1, 60)}", "length_m": draw.randint(6, 40)}
+            for _ in range(limit)]
+
+
+@app.get("/tides", tags=["tides"], summary="Read the tide table")
+def tides():
+    return {"high": f"{draw.randint(0, 23):02d}:{draw.randint(0, 59):02d}", "salt": SALT}
+"""
+SWAGGER_UI = ("swagger-ui-dist@5.35.0",)
+
+
+def _swagger_state(folder: Path, draw: random.Random) -> None:
+    app_file(SWAGGER_APP)(folder, draw)
+    (folder / "dist").symlink_to(npm_packages(SWAGGER_UI, "npm-swagger") / "swagger-ui-dist")
+
+
+SWAGGER = App(
+    "swagger", "API explorer SPA (Swagger UI's 1.5 MB minified bundle) over a FastAPI server",
+    ("fastapi==0.163.2", "uvicorn==0.54.0"), _swagger_state,
+    lambda bin_, state, port: [str(bin_ / "uvicorn"), "app:app", "--host", "127.0.0.1", "--port", str(port)],
+    (click("GET /berths List the free berths", role="button"), click("Try it out", role="button"),
+     click("Execute", role="button"), click("GET /tides Read the tide table", role="button"),
+     click("Try it out", role="button"), click("Execute", role="button")),
+)
+
+
+# ---------------------------------------------------------------- a hand-written shop: history navigation
+
+SHOP = App(
+    "shop", "hand-written server-rendered shop over HTTP/1.0 without cache headers (history navigation, beacons)",
+    (), lambda _folder, _draw: None,
+    lambda _bin, _state, port: [sys.executable, str(Path(__file__).with_name("shop_site.py")), str(port)],
+    (click("Kittiwake lamp"), BACK, FORWARD, click("Add to cart"), click("Your cart"), type_into("Name", "Mira"),
+     click("Place order", role="button"), BACK, BACK),
+)
+"""Not from a registry: written to reproduce a held-out shop whose history navigation hung a
+replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by the server itself."""
+
+
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP)
+SAMPLE = ("shiny",)
+"""What the test suite runs by default (one application where pace and socket replay both matter: a
+plain WebSocket, a server timer, a result pushed 1 s after a click); ``python -m bench --only
+realweb`` runs all."""
 
 
 # ---------------------------------------------------------------- running one
@@ -335,7 +554,7 @@ class RunningApp:
 
     def __init__(self, app: App, folder: Path) -> None:
         self.app, self.folder = app, folder
-        self.bin = app_venv(app.name, app.requirements)
+        self.bin = app_venv(app.venv or app.name, app.requirements)
         self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._relay: Relay | None = None
@@ -365,7 +584,8 @@ class RunningApp:
         port = free_port()
         environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(state), "PORT": str(port),
                        "HARBOUR_SALT": (state / "salt").read_text() if (state / "salt").exists() else "",
-                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                       "SWAGGER_DIST": str(state / "dist")}
         command = self.app.command(self.bin, state, port)
         log = (state / "server.log").open("wb")
         self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)

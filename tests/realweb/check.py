@@ -2,8 +2,9 @@
 
 ``check(folder, apps)`` is what ``tests/test_realweb_apps.py`` asserts on and what ``python -m
 bench --only realweb`` prints: per application, the recorded and replayed steps, the replay's
-fidelity report, and the connections that reached the restarted application during the
-replay (there must be none).
+fidelity report, the connections that reached the restarted application during the replay
+(there must be none), and how long the recording and the replay took. The agent is the oracle
+with a model's pace (``agents.ThinkingOracle``): it thinks before each action.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.realweb.apps import App, RunningApp, write_suite
 
+AGENT = "tests.realweb.agents:ThinkingOracle"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -30,6 +33,16 @@ class Outcome:
     replayed: list[dict[str, Any]]
     live_connections: int
     """Connections that reached the restarted application during the replay."""
+    recorded_s: float
+    replayed_s: float
+    """How long the recorded and the replayed episode took (``episodes.duration_ms``)."""
+    replayed_sockets: list[dict[str, Any]]
+    """The replay run's own socket rows (``requests``), which it stores as a recording does."""
+
+    @property
+    def pace_ratio(self) -> float:
+        """The replay's time over the recording's (a replay keeps the recorded pace, no slower)."""
+        return self.replayed_s / self.recorded_s if self.recorded_s else 0.0
 
     @property
     def slowest_share(self) -> float:
@@ -46,15 +59,18 @@ def _check_one(folder: Path, app: App) -> Outcome:
     suite = write_suite(folder / "tasks", (app,))
     store = Store.open(folder / "store", create=True)
     with RunningApp(app, folder) as running:
-        recorded = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=_browser(running)))
+        recorded = record_run(store, RecordConfig(tasks=str(suite), agent=AGENT, browser=_browser(running)))
         running.restart()
         report = replay_run(store, recorded.run_id, browser=_browser(running))
         live = running.connections
     steps = rows_by_episode(store.read("steps", run_id=recorded.run_id).to_pylist(), "step_index")
     replayed = rows_by_episode(store.read("steps", run_id=report.replay_run).to_pylist(), "step_index")
     fidelity = report.episodes[0]
+    took = {r["episode_id"]: r["duration_ms"] / 1e3 for run in (recorded.run_id, report.replay_run)
+            for r in store.read("episodes", run_id=run, columns=["episode_id", "duration_ms"]).to_pylist()}
+    sockets = [r for r in store.read("requests", run_id=report.replay_run).to_pylist() if r["status"] == 101]
     return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
-                   live)
+                   live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets)
 
 
 def _browser(running: RunningApp) -> BrowserConfig:

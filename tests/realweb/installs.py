@@ -28,7 +28,10 @@ def cache_root() -> Path:
 
 
 def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
-    """The virtualenv ``name`` with ``requirements`` installed (created once); its ``bin`` folder."""
+    """The virtualenv ``name`` with ``requirements`` installed (created once); its ``bin`` folder.
+    An application that needs nothing installed (a hand-written one) runs on this interpreter."""
+    if not requirements:
+        return Path(sys.executable).parent
     folder = cache_root() / "venvs" / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(requirements)
@@ -42,9 +45,10 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
     return folder / "bin"
 
 
-def npm_packages(specs: tuple[str, ...]) -> Path:
-    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once)."""
-    folder = cache_root() / "npm"
+def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
+    """A ``node_modules`` folder with ``specs`` (``rxjs@7`` ...) installed from npm (once), in the
+    cache's folder ``name`` (one per set of specs: two sets sharing a folder would reinstall in turn)."""
+    folder = cache_root() / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(specs)
     if marker.exists() and marker.read_text() == wanted:

@@ -300,13 +300,15 @@ function cellOf(row, key) {
 // ---- one episode ----------------------------------------------------------------------------
 
 function episodePage(id, params) {
-  const root = h('div', {});
+  const root = h('div', {className: params.has('queue') ? 'blind' : ''});   // labelling: verdicts hidden (v shows them)
   let episode = null;
+  let panel = null;
   let step = Math.max(0, Number(params.get('step') || 0) || 0);
   let marks = true;
 
   function onKey(event) {
     if (event.target.closest('input, textarea, select')) return;
+    if (panel && panel.key(event)) return;
     if (event.key === 'ArrowRight' || event.key === 'j') move(1);
     if (event.key === 'ArrowLeft' || event.key === 'k') move(-1);
   }
@@ -318,12 +320,13 @@ function episodePage(id, params) {
   async function render() {
     episode = await api('/api/episodes/' + encodeURIComponent(id));
     step = Math.min(step, Math.max(0, episode.steps.length - 1));
+    panel = await labelPanel(episode, params, root);
     document.addEventListener('keydown', onKey);
     show();
   }
   function show() {
-    setHash('/episode/' + encodeURIComponent(id), {step: step || null}, true);
-    root.replaceChildren(episodeHeader(episode), stepper(episode, step, move),
+    setHash('/episode/' + encodeURIComponent(id), {step: step || null, queue: params.get('queue')}, true);
+    root.replaceChildren(episodeHeader(episode), panel ? panel.node : '', stepper(episode, step, move),
       stepView(episode, episode.steps[step], marks, () => { marks = !marks; show(); }));
     const next = episode.steps[step + 1];
     if (next && next.shot) new Image().src = next.shot;   // the next step shows at once
@@ -340,10 +343,11 @@ function episodeHeader(e) {
       h('b', {}, 'episode'), h('span', {}, e.episode_id),
       h('b', {}, 'status'), h('span', {}, `${e.status}, stop: ${e.stop_reason}` + (e.error ? `, error: ${e.error}` : '')),
       h('b', {}, 'answer'), h('span', {}, e.final_answer ?? '(none)'),
-      h('b', {}, 'verdict'), h('span', {}, verdictSpan(summary.verdict),
+      h('b', {className: 'verdict-info'}, 'verdict'), h('span', {className: 'verdict-info'}, verdictSpan(summary.verdict),
         summary.hops_total != null ? ` — hops ${summary.hops_passed}/${summary.hops_total}, first failure: ${summary.first_failure}` : '',
         (summary.modes || []).length ? `, failure modes: ${summary.modes.join(', ')}` : ''),
-      h('b', {}, 'verdicts'), h('span', {id: 'episode-verdicts'}, verdictLines(e.verdicts))));
+      h('b', {className: 'verdict-info'}, 'verdicts'), h('span', {id: 'episode-verdicts', className: 'verdict-info'}, verdictLines(e.verdicts)),
+      h('b', {className: 'blind-note'}, 'verdicts'), h('span', {className: 'blind-note muted'}, 'hidden while labelling (v shows them)')));
 }
 
 function verdictLines(verdicts) {
@@ -351,7 +355,7 @@ function verdictLines(verdicts) {
   const byEvaluator = {};
   verdicts.forEach(v => { (byEvaluator[v.evaluator] = byEvaluator[v.evaluator] || []).push(v); });
   return Object.entries(byEvaluator).map(([name, rows]) => h('div', {}, name + ': ' + rows.map(v =>
-    (v.level === 'hop' ? 'hop ' + (v.hop_index + 1) : v.level) + ' ' + v.verdict).join(', ')));
+    (v.level === 'hop' ? 'hop ' + v.hop : v.level) + ' ' + v.verdict).join(', ')));
 }
 
 function stepper(e, step, move) {
@@ -388,7 +392,7 @@ function stepView(e, s, marks, toggle) {
 
 function hopProgress(e, s) {
   return h('div', {className: 'hops', id: 'step-hops'}, (e.procedure || []).filter(k => k !== 'end').map((keyword, i) =>
-    h('span', {className: s.hop_index != null && i < s.hop_index ? 'done' : i === s.hop_index ? 'head' : ''}, `${i + 1}. ${keyword}`)));
+    h('span', {className: s.live_hops != null && i < s.live_hops ? 'done' : i === s.live_hops ? 'head' : ''}, `${i + 1}. ${keyword}`)));
 }
 
 function requestTable(requests) {
@@ -496,7 +500,8 @@ function sqlPage(params) {
 
 // ---- routing --------------------------------------------------------------------------------
 
-const PAGES = {'': runsPage, analysis: analysisPage, episodes: episodesPage, compare: comparePage, sql: sqlPage};
+const PAGES = {'': runsPage, analysis: analysisPage, episodes: episodesPage, compare: comparePage, sql: sqlPage,
+  label: labelPage};
 
 async function route() {
   if (current && current.leave) current.leave();

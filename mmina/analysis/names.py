@@ -1,0 +1,13 @@
+"""What a user picks from in the analysis: the report's tables and whose verdicts it reads by
+default. Kept apart from the tables' code so the command line can show the choices without
+loading DuckDB."""
+from __future__ import annotations
+
+DEFAULT_EVALUATOR = "hops"
+"""Whose verdicts a report reads unless told: the clean hop queue."""
+
+TABLE_NAMES = ("runner_log", "sr_by_bucket", "hop_positions", "first_failures", "failure_modes", "episode_failures",
+               "per_site", "actions_by_hops", "cost", "conditioned_hops")
+"""The report's tables, in report order: ``runner_log`` (``mmina.analysis.runner_log``) only for
+``mmina_official``, then the ones :func:`mmina.analysis.tables.all_tables` returns, then
+``conditioned_hops`` when the runs hold hop-conditioned episodes."""

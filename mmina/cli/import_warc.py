@@ -1,0 +1,47 @@
+"""``mmina import warc``: a WARC made by any tool as a run an agent can be replayed against (thin:
+the work is ``mmina.interchange.warc_import``, imported when the command runs)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.render import echo, print_json, stderr_is_terminal
+
+
+@click.command(name="warc")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tasks", "tasks_path", required=True, metavar="PATH",
+              help="The tasks to run on the archive: an MMInA task file or folder (their start URLs must be in it).")
+@click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task of --tasks (repeatable).")
+@click.option("--run-id", metavar="NAME", help="Run to create (default: time and 'warc').")
+@store_option
+@format_option("table", "json")
+def warc(paths: tuple[Path, ...], tasks_path: str, task_ids: tuple[str, ...], fmt: str, **options: Any) -> None:
+    """Import WARC files (pywb, Browsertrix, wget --warc-file, mmina export warc...) as a replayable run.
+
+    Every response and revisit record becomes an archived exchange (bodies decoded:
+    chunked transfer and gzip/deflate/br undone; secrets redacted as the recorder does),
+    and every task of --tasks an episode over that archive, so `mmina replay --agent`
+    runs an agent on them offline: exact, fuzzy and nearest matching, and the requests
+    the archive lacks reported as coverage gaps. Nothing is written unless every file reads.
+
+    \b
+    Example:
+      mmina import warc capture.warc.gz --tasks my-tasks/ --run-id captured
+      mmina replay --agent openai --model gpt-4o --run captured
+    """
+    from mmina.interchange.warc_import import import_warc
+
+    progress = (lambda done: click.echo(f"\rread {done} record(s)", err=True, nl=False)) if stderr_is_terminal() else None
+    result = import_warc(open_store(options["store_path"], create=True), list(paths), tasks_path, options["run_id"],
+                         task_ids, progress)
+    if fmt == "json":
+        print_json(result.as_json())
+        return
+    skipped = ", ".join(f"{count} {why}" for why, count in sorted(result.skipped.items())) or "none"
+    echo(f"run {result.run_id}: {result.exchanges} exchange(s) from {result.records} record(s) of "
+               f"{result.files} file(s) ({result.revisits} revisit(s), {result.undecodable} undecodable body(ies); "
+               f"skipped: {skipped}) for {result.tasks} task(s); stored in {result.store}")

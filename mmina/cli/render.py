@@ -1,0 +1,227 @@
+"""What the commands print: tables and lines that show the stored text as it is.
+
+Three rules, for every command. A cell is literal text: nothing in it is read as Rich markup
+(``[active]``, ``[/x]``, ``goto [http://...]``) or as an emoji code (``:smile:``). Control
+characters (an ANSI escape in a page title, a carriage return in a model's reply) are shown as
+escapes such as ``\\x1b``, never sent raw to the terminal, where they would recolour it, move the
+cursor or hide text; newlines stay line breaks. And when stdout is not a terminal nothing is
+wrapped: lines stay whole and a table is as wide as its widest row (scripts that read the
+output should still ask for ``--format csv`` or ``json``, which keep the raw values).
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date, datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # Rich is imported when something is printed, not for --help
+    from rich.console import Console, JustifyMethod
+    from rich.progress import Progress
+    from rich.table import Table as RichTable
+
+    from mmina.analysis.tables import Table
+
+UNWRAPPED_WIDTH = 1_000_000
+"""The console width when stdout is not a terminal: wider than any table, so none is folded."""
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Every C0 control but the newline and the tab, DEL, the C1 controls, and the bidirectional
+controls (which reorder what a terminal shows: "Trojan source")."""
+
+_NAMED = {"\r": "\\r"}
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character written as an escape (``\\x1b``, ``\\r``, ``\\u202e``);
+    newlines and tabs stay (a tree's indentation, a diff)."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group()) or _escape(m.group()), text)
+
+
+def visible_cell(text: str) -> str:
+    """:func:`visible` for a table cell, tabs escaped too: a table would turn them into spaces."""
+    return visible(text).replace("\t", "\\t")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that never interprets text (markup, emoji codes, highlighting) and never wraps
+    a printed line; off a terminal, a table gets all the width it needs. (No ``file``: Rich then
+    writes to whatever ``sys.stdout``/``sys.stderr`` is when it prints.)"""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stderr or stream.isatty() else UNWRAPPED_WIDTH
+    return Console(stderr=stderr, width=width, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+@lru_cache(maxsize=1)
+def err_console() -> Console:
+    """The console of progress bars and spinners on stderr."""
+    return _console(stderr=True)
+
+
+def stderr_is_terminal() -> bool:
+    """Whether people watch stderr (a bar or a spinner), or it goes to a log (plain lines)."""
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def progress_bar(*fields: str, eta: bool = False) -> Iterator[Progress | None]:
+    """A transient progress bar on stderr when it is a terminal (None in logs): description,
+    bar, done of total, then each task field named in ``fields``, the time so far and, with
+    ``eta``, the time left."""
+    if not stderr_is_terminal():
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               *(TextColumn(f"{{task.fields[{name}]}}") for name in fields), TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns, console=err_console(), transient=True) as bar:
+        yield bar
+
+
+@contextmanager
+def status(message: str) -> Iterator[Callable[[str], None]]:
+    """A spinner with ``message`` on stderr while work that can take a while runs (nothing in
+    logs); yields a function that changes the message."""
+    if not stderr_is_terminal():
+        yield lambda _message: None
+        return
+    with err_console().status(message) as spinner:
+        yield lambda text: spinner.update(text)
+
+
+def echo(line: str = "", err: bool = False, nl: bool = True) -> None:
+    """One line (or several) of text for people, control characters made visible, never wrapped."""
+    click.echo(visible(line), err=err, nl=nl)
+
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`|\*\*([^*]+)\*\*")
+
+
+def plain_text(doc: str) -> str:
+    """reStructuredText or Markdown markup in help text (a docstring) as plain words:
+    ``` ``exact_match`` ```, `` `x` ``, ``:class:`Name` `` and ``**bold**`` lose their marks."""
+    text = _ROLE.sub(lambda m: m.group(1).rpartition(".")[2], doc)
+    return _LITERAL.sub(lambda m: next(g for g in m.groups() if g is not None), text)
+
+
+def jsonable(value: Any) -> Any:
+    """Values DuckDB and Arrow return, as JSON: timestamps in ISO 8601, bytes in base64."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def print_json(data: Any) -> None:
+    """JSON for scripts: every value as stored (control characters are JSON escapes)."""
+    click.echo(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
+
+
+def cell_text(value: Any) -> str:
+    """A value as the text of a cell (None empty, lists and dicts as JSON, bytes by their size)."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(jsonable(value), ensure_ascii=False)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(bytes(value))} bytes>"
+    return str(jsonable(value))
+
+
+def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """CSV for scripts: a header line, then the values as stored (None empty). A row with a
+    carriage return has every field quoted: a lone CR is a line end to CSV readers."""
+    out = io.StringIO()
+    plain = csv.writer(out, lineterminator="\n")
+    quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    plain.writerow(columns)
+    for row in rows:
+        text = [cell_text(v) for v in row]
+        (quoted if any("\r" in t for t in text) else plain).writerow(text)
+    return out.getvalue()
+
+
+def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """:func:`csv_text` on stdout, byte for byte (``color=True``: click would strip what looks
+    like an ANSI escape from a stored value)."""
+    click.echo(csv_text(columns, rows), nl=False, color=True)
+
+
+def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
+                title: str | None = None) -> None:
+    """Rows as a table for people, CSV, or a JSON list of objects."""
+    if fmt == "json":
+        print_json([dict(zip(columns, row)) for row in rows])
+    elif fmt == "csv":
+        write_csv(columns, rows)
+    else:
+        print_table(columns, [[cell_text(v) for v in row] for row in rows], title)
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None,
+                title_justify: JustifyMethod = "center") -> None:
+    """Text cells as a terminal table; an empty one is one line saying so."""
+    if not rows:
+        echo(f"{title}: no rows" if title else f"no rows (columns: {', '.join(columns)})")
+        return
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    table = RichTable(title=Text(visible_cell(title)) if title else None, title_justify=title_justify)
+    for column in columns:
+        table.add_column(Text(visible_cell(column)), overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(visible_cell(value)) for value in row))
+    _print_renderable(table)
+
+
+def print_tables(tables: Sequence[Table]) -> None:
+    """Report tables for people: rates with their 95% intervals in one cell (``x [lo–hi]``),
+    the title on the left."""
+    from mmina.analysis.display import display
+
+    for table in tables:
+        columns, rows = display(table)
+        print_table(columns, rows, table.title, title_justify="left")
+
+
+def _print_renderable(table: RichTable) -> None:
+    """On a terminal, with its styles at the terminal's width; elsewhere as plain lines without
+    trailing blanks, as wide as the table needs."""
+    console = _console()
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+

@@ -1,0 +1,60 @@
+"""JSON redacted in place: each changed value's literal is replaced where it stands, and every
+other byte of the document — spacing, key order, escapes, number formats — is kept.
+
+Re-serialising a whole document for one secret would change every byte around it (a source map,
+an OpenAPI description, a translation file served to a page would no longer be what the browser
+received). The caller decides per value (:data:`Leaf`); this module only finds the literals.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+Leaf = Callable[[Any, bool], Any]
+"""(a decoded string, number, bool or null; whether it sits under a secret-named key) → its new value."""
+SecretKey = Callable[[str], bool]
+
+_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|-?(?:\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null|[{}\[\]:,]')
+
+
+def splice(text: str, leaf: Leaf, secret_key: SecretKey) -> str:
+    """``text`` (valid JSON) with every value ``leaf`` changes replaced by the new value's literal."""
+    parts: list[str] = []
+    done = 0
+    stack: list[tuple[bool, bool]] = []  # per open container: (is an object, is under a secret key)
+    key, expecting_key = "", False
+    for match in _TOKEN.finditer(text):
+        token = match.group(0)
+        if token in "{[":
+            stack.append((token == "{", _secret_here(stack, key, secret_key)))
+            expecting_key = token == "{"
+        elif token in "}]":
+            stack.pop()
+        elif token == ",":
+            expecting_key = bool(stack) and stack[-1][0]
+        elif token != ":":
+            if expecting_key:
+                key, expecting_key = json.loads(token), False
+                continue
+            value = json.loads(token)
+            new = leaf(value, _secret_here(stack, key, secret_key))
+            if new != value or type(new) is not type(value):
+                parts += [text[done:match.start()], _literal(new, token)]
+                done = match.end()
+    return "".join(parts) + text[done:] if parts else text
+
+
+def _secret_here(stack: list[tuple[bool, bool]], key: str, secret_key: SecretKey) -> bool:
+    """Whether a value at this point sits under a secret-named key (its own or an enclosing one)."""
+    if not stack:
+        return False
+    is_object, secret = stack[-1]
+    return secret or (is_object and secret_key(key))
+
+
+def _literal(value: Any, old: str) -> str:
+    """The JSON literal of ``value``, ASCII-escaped when the literal it replaces was ASCII."""
+    text = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value) if old.isascii() and not text.isascii() else text

@@ -1,0 +1,104 @@
+"""The other side's software for the interchange tests, installed on demand into the shared cache.
+
+pywb and inspect-ai each get a virtualenv of their own (``installs.app_venv``): pywb brings
+``brotlipy``, whose ``brotli`` module would replace the one the hard web needs, and gevent;
+inspect-ai pins ``fsspec<=2026.6``, older than the store's. warcio is light and in the test
+extra; har-validator (the HAR 1.2 JSON schemas) comes from npm and runs under node.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.realweb.apps import free_port
+from tests.realweb.installs import app_venv, npm_packages
+
+PYWB = ("pywb==2.10.0",)
+INSPECT = ("inspect-ai==0.3.285",)
+HAR_VALIDATOR = ("har-validator@5.1.5",)
+START_TIMEOUT_S = 60.0
+"""Until a started server answers (inspect view imports a lot)."""
+
+
+def pywb_bin() -> Path:
+    return app_venv("interchange-pywb", PYWB)
+
+
+def inspect_bin() -> Path:
+    return app_venv("interchange-inspect", INSPECT)
+
+
+def inspect_python(code: str, *args: str) -> str:
+    """Runs ``code`` in inspect-ai's own interpreter; its standard output."""
+    done = subprocess.run([str(inspect_bin() / "python"), "-c", code, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def validate_har(path: Path) -> list[str]:
+    """har-validator's errors for the file (empty when it is valid HAR 1.2)."""
+    modules = npm_packages(HAR_VALIDATOR, name="npm-har-validator")
+    script = ("const v=require(process.argv[1]);const fs=require('fs');"
+              "v.har(JSON.parse(fs.readFileSync(process.argv[2],'utf8')))"
+              ".then(()=>console.log('[]'),e=>console.log(JSON.stringify((e.errors||[e]).map(x=>x.message+' '+(x.dataPath||x.instancePath||'')))))")
+    done = subprocess.run(["node", "-e", script, str(modules / "har-validator"), str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@contextmanager
+def server(command: list[str], cwd: Path, port: int, path: str = "/") -> Iterator[str]:
+    """A server started in ``cwd`` and stopped again; yields its base URL once it answers."""
+    log = (cwd / f"server-{port}.log").open("wb")
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait(f"http://127.0.0.1:{port}{path}", process, cwd / f"server-{port}.log")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+        log.close()
+
+
+def _wait(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"the server did not answer within {START_TIMEOUT_S:.0f} s: {log.read_text()[-2000:]}")
+
+
+@contextmanager
+def pywb(folder: Path, collection: str, warcs: list[Path], *extra: str) -> Iterator[str]:
+    """pywb's ``wayback`` over a new collection holding ``warcs`` (``extra``: e.g. ``--record``)."""
+    bin_ = pywb_bin()
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(bin_ / "wb-manager"), "init", collection], cwd=folder, check=True, capture_output=True)
+    for warc in warcs:
+        subprocess.run([str(bin_ / "wb-manager"), "add", collection, str(warc)], cwd=folder, check=True,
+                       capture_output=True)
+    port = free_port()
+    with server([str(bin_ / "wayback"), "-p", str(port), "-b", "127.0.0.1", *extra], folder, port) as url:
+        yield url
+
+
+__all__ = ["free_port", "inspect_python", "pywb", "server", "validate_har"]

@@ -1,0 +1,168 @@
+"""Animations frozen while the agent thinks: a busy page's animation stands still and runs again
+at the thaw, its script runs all along, the browser spends under half the CPU on it meanwhile;
+a quick agent never freezes a page."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from mmina.agents.settings import AgentSettings
+from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
+from mmina.recorder.recording import RecordConfig, record_run
+from mmina.store import Store
+from mmina.store.sql import run_query
+from tests.agents_for_tests import descendants
+from tests.fake_openai import FakeOpenAI
+
+BUSY = """<!doctype html><html><body>
+<p id=ticks>0</p><div id=spin style="width:300px;height:300px;background:linear-gradient(red,blue);
+animation: spin 0.5s linear infinite"></div>
+<style>@keyframes spin { from { transform: rotate(0deg) } to { transform: rotate(360deg) } }</style>
+<script>
+let ticks = 0;
+setInterval(() => { document.getElementById('ticks').textContent = ++ticks; }, 50);
+setInterval(() => fetch('/poll?t=' + Date.now()), 100);
+</script></body></html>"""
+"""A page that never rests: a CSS animation, a counter every 50 ms and a poll every 100 ms."""
+ANIMATED = BUSY.split("<script>")[0] + "</body></html>"
+"""The same page's animation alone (a spinner)."""
+
+
+class _Busy(BaseHTTPRequestHandler):
+    polls: list[float] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        body = {"/": BUSY, "/animated": ANIMATED}.get(self.path, "ok").encode()
+        if self.path.startswith("/poll"):
+            _Busy.polls.append(time.monotonic())
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain" if self.path.startswith("/poll") else "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="module")
+def busy_site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[BrowserSession]:
+    session = BrowserSession(BrowserConfig(viewport_width=640, viewport_height=480))
+    yield session
+    session.close()
+
+
+def _ticks(browser: EpisodeBrowser) -> int:
+    return int(browser.session.run(browser.tabs.page.inner_text("#ticks")))
+
+
+def _animation_ms(browser: EpisodeBrowser) -> float:
+    return float(browser.session.run(browser.tabs.page.evaluate("document.getAnimations()[0].currentTime")))
+
+
+def _polls_between(start: float, end: float) -> int:
+    return sum(start <= at <= end for at in _Busy.polls)
+
+
+def _compositing_ticks() -> int:
+    """CPU ticks of this process's Chromium GPU processes so far (Linux): where an animation's
+    frames are composited, and what the freeze stops (the renderer still ticks the paused timeline)."""
+    total = 0
+    for pid in descendants(os.getpid()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"chrom" in command and b"--type=gpu-process" in command:
+            total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSession, busy_site: str) -> None:
+    """Frozen after 0.3 s of thinking: the CSS animation's clock stops, the counter (every 50 ms)
+    and the poll (every 100 ms) go on; at the thaw the animation runs again."""
+    browser = session.episode(None)
+    try:
+        browser.open((busy_site,))
+        with browser.thinking(0.3) as frozen:
+            time.sleep(0.6)
+            animation, ticks, frozen_from = _animation_ms(browser), _ticks(browser), time.monotonic()
+            time.sleep(1.0)
+            assert _animation_ms(browser) == animation, "the animation ran while it was frozen"
+            assert _ticks(browser) >= ticks + 10, "the page's script stopped while its animations were frozen"
+            assert _polls_between(frozen_from, time.monotonic()) >= 5
+        assert 1300 <= frozen["frozen_ms"] <= 5000
+        time.sleep(0.3)
+        assert _animation_ms(browser) > animation + 100, "the animation did not run again after the thaw"
+    finally:
+        browser.close()
+
+
+def test_an_agent_quicker_than_the_delay_never_freezes_the_page(session: BrowserSession, busy_site: str) -> None:
+    browser = session.episode(None)
+    try:
+        browser.open((busy_site,))
+        with browser.thinking(5.0) as frozen:
+            before = _animation_ms(browser)
+            time.sleep(0.5)
+            assert _animation_ms(browser) > before
+        assert frozen["frozen_ms"] == 0.0
+    finally:
+        browser.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU counters from /proc (Linux)")
+def test_a_frozen_animation_costs_the_compositor_a_fraction(session: BrowserSession, busy_site: str) -> None:
+    """The GPU process's CPU over the same wait on the same animated page, running and frozen:
+    frozen it must cost under a third (the bench measured a sixth: 0.043 → 0.007 cores)."""
+    browser = session.episode(None)
+    try:
+        browser.open((busy_site + "animated",))
+        costs = []
+        for freeze_after in (None, 0.0):
+            with browser.thinking(freeze_after):
+                time.sleep(0.2)
+                start = _compositing_ticks()
+                time.sleep(3.0)
+                costs.append(_compositing_ticks() - start)
+        running, frozen = costs
+        assert running >= 6, f"the animated page cost only {running} ticks: nothing to compare"
+        assert frozen * 3 < running, f"frozen {frozen} ticks vs running {running}"
+    finally:
+        browser.close()
+
+
+def test_a_recording_stores_how_long_each_step_was_frozen(tmp_path: Path) -> None:
+    """A model answering after 0.6 s with the freeze after 0.1 s: every step of the (completed)
+    episode was frozen for part of the agent's time (about 0.5 s on an idle machine), and
+    ``agent_ms`` is the model's time; with the freeze off, ``frozen_ms`` is null."""
+    os.environ.setdefault("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI(delay_s=0.6) as server:
+        for name, freeze_after in (("on", 0.1), ("off", None)):
+            config = RecordConfig(agent="openai", task_ids=("normal/1",), run_id=f"freeze-{name}",
+                                  agent_settings=AgentSettings(model="fake-model", base_url=server.url),
+                                  browser=BrowserConfig(freeze_after_s=freeze_after))
+            summary = record_run(Store.open(tmp_path / "store", create=True), config)
+            assert summary.episodes[0].status == "completed"
+    rows = run_query(Store.open(tmp_path / "store"),
+                     "select run_id, frozen_ms, agent_ms from steps order by run_id, step_index").rows
+    frozen = [(f, a) for run, f, a in rows if run == "freeze-on"]
+    # frozen from the freeze to the wake, which comes just after the agent's answer
+    assert frozen and all(0 < f < a + 2000 and a >= 600 for f, a in frozen), frozen
+    assert max(f for f, _a in frozen) >= 300, frozen
+    assert all(f is None for run, f, _a in rows if run == "freeze-off")
