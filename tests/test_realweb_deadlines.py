@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,7 @@ from mmina.agents.protocol import AgentReply
 from mmina.observation import Observation
 from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
                                     DeadlinePassed)
+from mmina.recorder import settling
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.recorder.settling import GRACE_S, PROBE_DEADLINE_S
 from mmina.replayer.replays import replay_run
@@ -85,12 +87,14 @@ BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 def shortened(monkeypatch: pytest.MonkeyPatch, **short: float) -> dict[str, float]:
     """The browser's deadlines named, set to ``short`` for the test (with MMINA_HEAVY=1 left as
     they are): what a stuck case waits out, on the caller's side as ever, passed sooner. The
-    test site's pages are tiny: a step that does not get stuck takes a fraction of them."""
-    from mmina.recorder import browser
-
+    test site's pages are tiny: a step that does not get stuck takes a fraction of them. Each
+    recorder module that imported a deadline by name gets the short one."""
+    modules = [module for name, module in sys.modules.items() if name.startswith("mmina.recorder.")]
     for name, value in sized(short, {}).items():
-        monkeypatch.setattr(browser, name, value)
-    return {name: getattr(browser, name) for name in short}
+        for module in modules:
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
+    return {name: getattr(settling, name) for name in short}
 
 
 def _steps(store: Store, run_id: str) -> dict[str, list[dict]]:
