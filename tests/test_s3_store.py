@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -523,9 +524,11 @@ def test_a_missing_bucket_is_named(url: str) -> None:
 
 
 def test_every_store_option_says_a_url_is_accepted() -> None:
-    def commands(group, path):
-        for name, command in group.commands.items():
-            if hasattr(command, "commands"):
+    def commands(group, path):  # every command, the lazily loaded ones too
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
                 yield from commands(command, [*path, name])
             else:
                 yield [*path, name], command
