@@ -30,8 +30,16 @@ SUITE_SHA = "5" * 64
 
 def synthetic_tasks(count: int = TASKS_PER_RUN) -> list[Task]:
     """``count`` tasks cloned round-robin from the built-in suite, ids ``synthetic/1`` ..."""
-    base = [t for t in load_suite().tasks if t.original.get("mmina_hops")]
+    base = [_with_exact_match(t) for t in load_suite().tasks if t.original.get("mmina_hops")]
     return [replace(base[i % len(base)], task_id=f"synthetic/{i + 1}", suite="synthetic") for i in range(count)]
+
+
+def _with_exact_match(task: Task) -> Task:
+    """``task`` with an ``exact_match`` reference (its right answer): the built-in tasks have
+    none, and ``exact_match`` refuses a run where no task gives it anything to judge."""
+    answers = {**task.reference_answers, "exact_match": _right_answer(task)}
+    original = {**task.original, "eval": {**task.original.get("eval", {}), "reference_answers": answers}}
+    return replace(task, reference_answers=answers, original=original)
 
 
 def build(root: Path, episodes: int, log: Callable[[str], None] = print, one_run: str | None = None) -> dict[str, Any]:
