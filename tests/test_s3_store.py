@@ -86,21 +86,23 @@ def recorded(s3: S3Server) -> str:
 
 
 def test_sql_report_rescore_info_verify_on_a_recorded_s3_store(recorded: str) -> None:
-    rows = json.loads(mmina("sql", "select task_id, n_steps, worker from episodes order by task_id", "--store",
-                            recorded, "--format", "json").stdout)
+    """The reading commands in this process (the recording was ``mmina record``'s own): each
+    opens the store from its URL as a command line does."""
+    rows = json.loads(invoke("sql", "select task_id, n_steps, worker from episodes order by task_id", "--store",
+                             recorded, "--format", "json").stdout)
     assert [r["task_id"] for r in rows] == ["normal/1", "normal/2"] and all(r["n_steps"] > 0 for r in rows)
     steps = sql(Store.open(recorded), "select count(*) from steps")[0][0]
     assert steps == sum(r["n_steps"] for r in rows)
-    report = mmina("report", "--store", recorded, "--run", "r1", "--format", "json")
-    assert report.returncode == 0, report.stderr
+    report = invoke("report", "--store", recorded, "--run", "r1", "--format", "json")
+    assert report.exit_code == 0, report.output
     assert json.loads(report.stdout)["tasks"] == 2
-    rescore = mmina("rescore", "--store", recorded, "--evaluator", "hops", "--format", "json")
-    assert rescore.returncode == 0, rescore.stderr
+    rescore = invoke("rescore", "--store", recorded, "--evaluator", "hops", "--format", "json")
+    assert rescore.exit_code == 0, rescore.output
     assert len(json.loads(rescore.stdout)["episodes"]) == 2
-    info = json.loads(mmina("store", "info", "--store", recorded, "--format", "json").stdout)
+    info = json.loads(invoke("store", "info", "--store", recorded, "--format", "json").stdout)
     assert info["root"] == recorded and info["episodes"] == 2 and info["steps"] == steps
-    verify = mmina("store", "verify", "--store", recorded)
-    assert verify.returncode == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), verify.stdout
+    verify = invoke("store", "verify", "--store", recorded)
+    assert verify.exit_code == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), verify.output
 
 
 # -- nothing left running at exit (issue 35, item 1) ------------------------------------------
