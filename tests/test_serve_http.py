@@ -245,8 +245,11 @@ def test_help_has_an_example_and_the_docs_document_it() -> None:
     assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_ctrl_c_stops_the_server_promptly_even_with_pages_waiting(store: Path) -> None:
-    with Served(store) as app:
+@pytest.mark.parametrize("background_job", [False, True], ids=["foreground", "background-job"])
+def test_ctrl_c_stops_the_server_promptly_even_with_pages_waiting(store: Path, background_job: bool) -> None:
+    """Also when started where SIGINT is ignored (a shell's background job, some CI runners):
+    `kill -INT` still stops it with 130."""
+    with Served(store, background_job=background_job) as app:
         waiting = threading.Thread(target=lambda: app.get("/api/changes?since=0", timeout=60), daemon=True)
         waiting.start()
         time.sleep(1)
