@@ -8,16 +8,16 @@ and per-step timings. Deterministic for a given size.
 """
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, task_row
+from mmina.tasks import Task, task_from_dict, task_row
 from mmina.taskcheck import load_suite
 
 TASKS_PER_RUN = 1050
@@ -31,7 +31,17 @@ SUITE_SHA = "5" * 64
 def synthetic_tasks(count: int = TASKS_PER_RUN) -> list[Task]:
     """``count`` tasks cloned round-robin from the built-in suite, ids ``synthetic/1`` ..."""
     base = [t for t in load_suite().tasks if t.original.get("mmina_hops")]
-    return [replace(base[i % len(base)], task_id=f"synthetic/{i + 1}", suite="synthetic") for i in range(count)]
+    return [_synthetic(base[i % len(base)], i + 1) for i in range(count)]
+
+
+def _synthetic(task: Task, number: int) -> Task:
+    """A clone of ``task`` that also has an ``exact_match`` reference (the answer its solved
+    episodes give), so that every string evaluator has something to judge: the fixture tasks
+    have ``must_include`` ones only."""
+    original = copy.deepcopy(task.original)
+    evaluation = original.setdefault("eval", {})
+    evaluation["reference_answers"] = {**evaluation.get("reference_answers", {}), "exact_match": _right_answer(task)}
+    return task_from_dict(original, f"synthetic/{number}", task.sha256)
 
 
 def build(root: Path, episodes: int, log: Callable[[str], None] = print, one_run: str | None = None) -> dict[str, Any]:

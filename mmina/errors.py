@@ -50,6 +50,10 @@ class QueryError(MminaError):
     """A SQL query failed or is not allowed (``mmina sql`` is read-only)."""
 
 
+class OutputError(MminaError):
+    """A file or folder a command was asked to write (``--out``) cannot be written there."""
+
+
 class TaskError(MminaError):
     """A task file is missing or not in the MMInA format."""
 

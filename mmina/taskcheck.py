@@ -33,8 +33,9 @@ from mmina.actions import ActionKind
 from mmina.errors import TaskError, first_line
 from mmina.harness_context import context_findings
 from mmina.navigation import is_web_url
-from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, SINGLE_HOP_SUITES, START_URL_SEPARATOR, Task, TaskSuite,
-                         count_value, id_base, resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
+from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
+                         SUITE_FOLDERS, Task, TaskSuite, count_value, id_base, resolve_suite_path, suite_sha256,
+                         task_from_dict, task_id_of)
 from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
@@ -85,7 +86,8 @@ class SuiteCheck:
 
 def check_suite(path: str | Path | None) -> SuiteCheck:
     """Read and check every task file under ``path`` (see :func:`mmina.tasks.resolve_suite_path`);
-    never raises for bad content, never blocks on a file that is not a regular one."""
+    never raises for bad content (only :class:`SuitePathError` for a path with no task file), never
+    blocks on a file that is not a regular one."""
     root = resolve_suite_path(path)
     files, problems = suite_files(root)
     tasks = []
@@ -120,21 +122,40 @@ def errors(problems: list[TaskProblem]) -> list[TaskProblem]:
     return [p for p in problems if p.is_error]
 
 
+class SuitePathError(TaskError):
+    """A task path that is no task file or folder, or a folder without task files: one line
+    naming the path (and, when its last part names a built-in suite, how to get that one)."""
+
+
 def suite_files(root: Path) -> tuple[list[Path], list[TaskProblem]]:
     """The task files of a suite folder (recursively, in natural order), or the one file given;
-    what is named ``*.json`` but is no regular file (a FIFO, a folder) is skipped with a warning."""
-    shown = _shown(root)
+    what is named ``*.json`` but is no regular file (a FIFO, a folder) is skipped with a warning.
+    Raises :class:`SuitePathError` when ``root`` itself holds no task file: a run or a listing
+    of nothing is a mistake in the path, not a suite with findings."""
     if not root.exists():
-        return [], [TaskProblem(shown, "-", "does not exist")]
+        raise _path_error(root, "does not exist")
     if not root.is_dir():
-        return ([root], []) if root.is_file() else ([], [TaskProblem(shown, "-", "not a regular file")])
+        if not root.is_file():
+            raise _path_error(root, "is not a task file or folder (a FIFO, a device...)")
+        return [root], []
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise _path_error(root, "cannot be read (permission denied)")
     found = sorted(_named_json(root), key=_natural_key(root))
     problems = [TaskProblem(_shown(p), "-", "not a regular file (a FIFO, a folder...): skipped", WARNING)
                 for p in found if not p.is_file()]
     files = [p for p in found if p.is_file()]
     if not files:
-        problems.append(TaskProblem(shown, "-", "no task files (*.json)"))
+        raise _path_error(root, "holds no task files (*.json)")
     return files, problems
+
+
+def _path_error(root: Path, what: str) -> SuitePathError:
+    """``PATH what``, with the folder a relative path was looked for in, and the built-in suite
+    of that name when there is one (``fixtures/tasks/multi567`` given outside the repository)."""
+    place = "" if root.is_absolute() else f" (relative to {_shown(Path.cwd())})"
+    builtin = root.name in (*SUITE_FOLDERS, OFFICIAL_SHAPED) and str(root) != root.name
+    hint = f"; for the built-in suite of that name, give just {root.name}" if builtin else ""
+    return SuitePathError(f"{_shown(root)} {what}{place}{hint}")
 
 
 def _named_json(root: Path) -> list[Path]:

@@ -1,7 +1,6 @@
 """Shared test fixtures: a real fixture web, a real Chromium, and one really recorded store."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from mmina.fixtures.web import FixtureWeb
 from mmina.store import Store
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from tests.heavy import HEAVY, HEAVY_ENV
 
 
 @pytest.fixture(scope="session")
@@ -34,18 +34,13 @@ def recorded_copy(recorded: tuple[Path, RunSummary], tmp_path: Path) -> Path:
     return target
 
 
-HEAVY_ENV = "MMINA_HEAVY"
-"""``MMINA_HEAVY=1`` runs the tests marked ``heavy`` (every real application, long fuzzing, the full
-benchmark sections); the default test command runs a small sample of each instead."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"heavy: slow and heavy cases, run only with {HEAVY_ENV}=1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leaves the ``heavy`` tests out of the default run (deselected, not skipped: they are an opt-in)."""
-    if os.environ.get(HEAVY_ENV) == "1":
+    if HEAVY:
         return
     heavy = [item for item in items if item.get_closest_marker("heavy")]
     if heavy:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -26,13 +27,20 @@ START_S = 120.0
 """Bound on the server's start (imports on a busy machine take seconds)."""
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class Served:
     """``with Served(store) as app:`` the real command line serving ``store`` on a free port;
     ``app.url`` is the address it printed."""
 
-    def __init__(self, store: str | Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, store: str | Path, *args: str, env: dict[str, str] | None = None,
+                 background_job: bool = False) -> None:
         self.command = [sys.executable, "-m", "mmina", "serve", "--store", str(store), "--port", "0", *args]
         self.env = {**os.environ, **(env or {})}
+        self.background_job = background_job
+        """Started as a shell starts a background job: with SIGINT ignored."""
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.started = 0.0
@@ -40,7 +48,7 @@ class Served:
     def __enter__(self) -> Served:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=REPO_ROOT, env=self.env)
+                                     cwd=REPO_ROOT, env=self.env, preexec_fn=_ignore_sigint if self.background_job else None)
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], START_S)[0]:
             self.__exit__(None, None, None)

@@ -215,7 +215,7 @@ def test_the_table_and_csv(store: Path) -> None:
     (["--evaluator", "fuzzy", "--reference", "fuzzy"], "both fuzzy: compare two different ones"),
     (["--evaluator", "hops"], "no hops verdicts in run(s) r1: run `mmina rescore --evaluator hops --run r1` first"),
     (["--evaluator", "fuzzy", "--reference", "human:carol"], "no labels by carol in run(s) r1 (labellers there: alice, bob)"),
-    (["--evaluator", "fuzzy", "--run", "nope"], "unknown run nope"),
+    (["--evaluator", "fuzzy", "--run", "nope"], "no run 'nope' in"),
 ])
 def test_clear_errors(store: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["agreement", "--store", str(store), "--run", "r1", *args])

@@ -15,6 +15,7 @@ from mmina.observation import elements_from_tree, flatten_snapshot, parse_tree_l
 from mmina.recorder.browser import find_chromium
 from mmina.unicode import has_surrogate
 from tests.aria_render import AWKWARD, TEXT, nodes, render
+from tests.heavy import sized
 
 
 # ---------------------------------------------------------------- generated trees, Playwright's writer ported
@@ -43,13 +44,13 @@ def expected_lines(node: dict[str, Any], depth: int = 0) -> Iterator[AriaLine]:
             yield from expected_lines(child, depth + 1)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=sized(100, 400), deadline=None)
 @given(st.lists(nodes(), min_size=1, max_size=4))
 def test_snapshots_written_as_playwright_writes_them_read_back(tree: list[dict[str, Any]]) -> None:
     assert parse_snapshot(render(tree)) == [line for node in tree for line in expected_lines(node)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(st.lists(nodes(), min_size=1, max_size=4))
 def test_the_agent_text_reads_back_line_by_line(tree: list[dict[str, Any]]) -> None:
     """What is stored as ``tree_text`` gives back every line (without refs and boxes) and id."""
@@ -92,7 +93,7 @@ def test_trees_stored_before_this_format_still_read() -> None:
         [("25", "link", "Edinburgh", 0), ("26", "textbox", 'it\'s "here"', 1)]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=sized(100, 500), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(AWKWARD + ["[1] ", "- ", "  - ", "'", '"', "\\x", "\\u12", "\t", "text: ",
                                                    "link ", ' "a"', " [ref=e1]", " [box=1,2,3,4]", ": "]),
                           st.characters()), max_size=40).map("".join))
@@ -145,7 +146,7 @@ def _subtree(lines: list[AriaLine], role: str, name: str) -> list[AriaLine]:
     return lines[start + 1:end]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(TEXT, min_size=1, max_size=6))
 def test_names_and_texts_chromium_computed_read_back_exactly(page: Page, names: list[str]) -> None:
     normalized = page.evaluate(BUILD, names)

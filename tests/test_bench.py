@@ -1,8 +1,17 @@
-"""A smoke run of bench/ with tiny sizes: every benchmark runs end to end and reports its figures.
+"""Smoke runs of bench/ with tiny sizes: the benchmarks run end to end and report their figures.
 
 Timings are not asserted (machines are noisy); what must hold whatever the machine is: the
 capture-off run repeats the recorded actions, the replay reproduces the recording without
 touching the live web, and the synthetic store has the size asked for.
+
+The default run tries a sample of the bench's parts (the model-input evidence, and the synthetic
+store of 100 episodes with its rescoring and queries); the whole ``--quick`` bench runs with
+MMINA_HEAVY=1. What the other parts measure is each checked, on a smaller scale, by a default
+test of its own: recording and capture (test_record.py, test_shots.py), replay at drift 3
+(test_replay.py), workers and episodes in flight (test_concurrency.py), the hard web
+(test_hard_web.py), the real applications (test_realweb_apps.py), stores on S3
+(test_s3_store.py), the server and its live updates (test_serve.py, test_serve_http.py), the
+HTML report (test_view_html.py).
 """
 from __future__ import annotations
 
@@ -10,9 +19,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench.synthetic import STEPS
 from tests.store_helpers import REPO_ROOT
 
 WAIT_S = 1800
@@ -20,38 +31,76 @@ WAIT_S = 1800
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
             "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange"}
+SAMPLE_PARTS = ("evidence", "scale")
+"""The bench's parts (``--only``) the default run tries, and the sections they report."""
+SAMPLE_SECTIONS = {"model input", "rescore", "store"}
+SAMPLE_EPISODES = 100
+VALUES: dict[tuple[str, str], float] = {
+    ("replay", "steps with URL and tree reproduced"): 1.0,
+    ("replay", "requests reaching the live drift-3 web"): 0,
+    ("replay", "requests unmatched by the archive"): 0,
+    ("hardweb", "requests reaching the live site during replays"): 0,
+    ("redaction", "npm corpus: files changed or learned from"): 0,
+}
+NOTES = {
+    ("capture A/B", "side by side, p50"): "4 observations",
+    ("serve", "a newly committed episode shown"): "slowest of 5 commits",
+    ("report-html", "HTML report page"): "4 episodes",
+    ("rescore", "fuzzy, warm judge cache"): "0 requests sent",
+}
 
 
-@pytest.mark.timeout(WAIT_S + 60)
-def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
+def run_bench(tmp_path: Path, *args: str) -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
+    """``python -m bench --quick`` with ``args``: its figures by (section, name), and its output."""
     out = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out)], cwd=REPO_ROOT,
+    run = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out), *args], cwd=REPO_ROOT,
                          capture_output=True, text=True, timeout=WAIT_S)
     assert run.returncode == 0, run.stderr[-2000:]
-    figures = {(f["section"], f["name"]): f for f in json.loads(out.read_text())["figures"]}
-    assert {section for section, _ in figures} == SECTIONS
-    assert "same actions: True" in figures["capture", "same actions, capture off"]["note"]
-    assert figures["capture A/B", "side by side, p50"]["note"].startswith("4 observations")
-    assert figures["replay", "steps with URL and tree reproduced"]["value"] == 1.0
-    assert figures["replay", "requests reaching the live drift-3 web"]["value"] == 0
-    assert figures["replay", "requests unmatched by the archive"]["value"] == 0
-    assert figures["store", "synthetic store"]["value"] == 20_000
-    assert figures["objectstore", "synthetic store written to s3://"]["value"] == 20_000
-    assert figures["hardweb", "requests reaching the live site during replays"]["value"] == 0
+    assert "mmina benchmarks" in run.stdout
+    return {(f["section"], f["name"]): f for f in json.loads(out.read_text())["figures"]}, run.stdout
+
+
+def check_figures(figures: dict[tuple[str, str], dict[str, Any]], episodes: int) -> None:
+    """What must hold of every section present, whatever the machine."""
+    sections = {section for section, _ in figures}
+    for key, value in VALUES.items():
+        assert key[0] not in sections or figures[key]["value"] == value, (key, figures[key])
+    for key, note in NOTES.items():
+        assert key[0] not in sections or figures[key]["note"].startswith(note), (key, figures[key])
+    if "capture" in sections:
+        assert "same actions: True" in figures["capture", "same actions, capture off"]["note"]
+    if "store" in sections:
+        assert figures["store", "synthetic store"]["value"] == STEPS * episodes
+    if "objectstore" in sections:
+        assert figures["objectstore", "synthetic store written to s3://"]["value"] == STEPS * episodes
+    if "model input" in sections:
+        assert 0 < figures["model input", "model input bytes per step (stored by content)"]["value"] < \
+            figures["model input", "store bytes per step, with model input"]["value"]
     assert all(f["value"] == 0 for (section, name), f in figures.items()
                if section == "realweb" and "connections reaching the live app" in name)
-    assert figures["serve", "a newly committed episode shown"]["note"].startswith("slowest of 5 commits")
-    assert figures["report-html", "HTML report page"]["note"].startswith("4 episodes")
-    assert figures["redaction", "npm corpus: files changed or learned from"]["value"] == 0
     assert all(f["value"] == 0 for (section, name), f in figures.items() if "body redaction changed" in name)
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
-    assert figures["rescore", "fuzzy, warm judge cache"]["note"].startswith("0 requests sent")
-    few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"] for n in ("10 tasks of the run",
-                                                                                          "the whole run"))
-    assert whole < 1.5 * few, "the WARC export's memory grows with the run"
-    assert 0 < figures["model input", "model input bytes per step (stored by content)"]["value"] < \
-        figures["model input", "store bytes per step, with model input"]["value"]
+    if "interchange" in sections:
+        few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"]
+                      for n in ("10 tasks of the run", "the whole run"))
+        assert whole < 1.5 * few, "the WARC export's memory grows with the run"
     for section, name in figures:
         value = figures[section, name]["value"]
         assert value is not None and value == value, f"{section}/{name} has no value"  # NaN != NaN
-    assert "mmina benchmarks" in run.stdout and "capture per step" in run.stdout
+
+
+@pytest.mark.timeout(WAIT_S + 60)
+def test_a_sample_of_the_bench_reports_its_figures(tmp_path: Path) -> None:
+    only = [arg for part in SAMPLE_PARTS for arg in ("--only", part)]
+    figures, _ = run_bench(tmp_path, *only, "--episodes", str(SAMPLE_EPISODES))
+    assert {section for section, _ in figures} == SAMPLE_SECTIONS
+    check_figures(figures, SAMPLE_EPISODES)
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(WAIT_S + 60)
+def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
+    figures, stdout = run_bench(tmp_path)
+    assert {section for section, _ in figures} == SECTIONS
+    check_figures(figures, 2_000)
+    assert "capture per step" in stdout

@@ -107,7 +107,8 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
     return store, record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS))
 
 
-@pytest.mark.parametrize("workers, concurrency", [(1, 4), (2, 2)])
+# (2, 2) has two episodes in flight in each worker's Chromium too: (1, 4) only with MMINA_HEAVY=1
+@pytest.mark.parametrize("workers, concurrency", [pytest.param(1, 4, marks=pytest.mark.heavy), (2, 2)])
 def test_results_do_not_depend_on_how_many_episodes_run_at_once(serial: tuple[Path, RunSummary], workers: int,
                                                                  concurrency: int) -> None:
     store, first = serial
@@ -180,8 +181,11 @@ def test_ctrl_c_lets_the_episodes_in_flight_finish_and_resume_records_the_rest(t
         [len(VISITORS)]
 
 
+# Ray actors replaying only with MMINA_HEAVY=1: by default, Ray actors record (above) and replays
+# are shipped to worker processes
 @pytest.mark.parametrize("layout", [Layout(concurrency=len(TASKS)), Layout(workers=2, concurrency=2),
-                                    Layout(workers=2, concurrency=2, executor="ray")],
+                                    pytest.param(Layout(workers=2, concurrency=2, executor="ray"),
+                                                 marks=pytest.mark.heavy)],
                          ids=["threads", "processes", "ray"])
 def test_replay_spread_out_is_as_faithful(serial: tuple[Path, RunSummary], layout: Layout) -> None:
     store, first = serial

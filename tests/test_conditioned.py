@@ -42,6 +42,7 @@ from mmina.store.sql import run_query
 from mmina.taskcheck import load_suite
 from mmina.tasks import HopTracker, first_agent_step, task_from_dict
 from tests.fake_openai import FakeOpenAI, last_user_text
+from tests.heavy import sized
 
 THREE = task_from_dict({"intent": "x", "procedure": ["kiwix", "shop", "flight", "end"]}, "t/3")
 SUITE = load_suite()
@@ -92,7 +93,7 @@ def test_a_free_running_episode_is_scored_as_before() -> None:
     assert "hops_given" not in rows[-1].detail
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(urls=st.lists(st.sampled_from(["kiwix", "shop", "flight", "other"]), min_size=1, max_size=12),
        start=st.integers(0, 2), data=st.data())
 def test_no_hop_is_credited_before_the_agent_could_act(urls: list[str], start: int, data: st.DataObject) -> None:
@@ -210,7 +211,7 @@ def test_bad_specs_are_refused() -> None:
 
 # -- the command line ---------------------------------------------------------------------------
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(st.text(max_size=20))
 def test_at_hop_reads_hops_from_1_or_all_and_refuses_the_rest(text: str) -> None:
     import click

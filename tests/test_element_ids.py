@@ -23,11 +23,12 @@ from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
 from tests.aria_render import nodes, render
 from tests.harbour_site import HarbourSite
+from tests.heavy import sized
 
 
 # ---------------------------------------------------------------- pure
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(st.lists(nodes(), min_size=1, max_size=5), st.integers(0, 10_000))
 def test_ids_are_unique_numbers_that_only_the_page_decides(tree: list[dict[str, Any]], shift: int) -> None:
     text, elements = flatten_snapshot(render(tree))

@@ -50,8 +50,12 @@ def _within_deadlines(steps: list[dict]) -> None:
         assert step["observe_ms"] < OBSERVE_DEADLINE_S * 1e3, step["step_index"]
 
 
-@pytest.mark.parametrize("back_forward_cache", [False, True], ids=["bfcache-off", "bfcache-on"])
-@pytest.mark.parametrize("no_store", [False, True], ids=["plain-headers", "no-store"])
+@pytest.mark.parametrize(("no_store", "back_forward_cache"), [
+    pytest.param(False, True, id="plain-headers-bfcache-on"),  # going back restores the page from the cache
+    pytest.param(True, False, id="no-store-bfcache-off"),  # going back fetches the page again
+    pytest.param(False, False, id="plain-headers-bfcache-off", marks=pytest.mark.heavy),
+    pytest.param(True, True, id="no-store-bfcache-on", marks=pytest.mark.heavy),
+])
 def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path: Path, no_store: bool,
                                                                        back_forward_cache: bool) -> None:
     suite = write_task(tmp_path / "tasks")

@@ -25,6 +25,7 @@ from mmina.evaluators.official import (GO_BACK, GO_FORWARD, NEW_TAB, NONE, PAGE_
 from mmina.evaluators import EpisodeView
 from mmina.store import Store
 from mmina.tasks import task_from_dict, task_row
+from tests.heavy import sized
 
 DIFFERENTIAL = Path(__file__).parent / "data" / "official" / "differential"
 COMPARED = ("outcome", "error", "cnt_ans", "numerator", "denominator")
@@ -184,7 +185,7 @@ def literal_early_stop(actions: list[OfficialAction], limits: Thresholds) -> str
     return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(st.lists(ACTIONS, max_size=12), st.integers(0, 6), st.integers(0, 4), st.integers(0, 4))
 def test_incremental_early_stop_is_the_runners(texts: list[str | None], steps: int, parse: int, repeat: int) -> None:
     limits = Thresholds(steps, parse, repeat)
@@ -204,7 +205,7 @@ URLS = st.one_of(st.sampled_from(["http://kiwix.test/viewer#w/A/Tokyo", "https:/
                  st.text(max_size=20))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)
 @given(st.dictionaries(st.sampled_from(["task_id", "intent", "procedure", "city", "flight", "shop", "eval"]), JSONISH),
        st.sampled_from(sorted(RULE_SETS)), st.lists(st.tuples(URLS, ACTIONS), max_size=8), st.one_of(st.none(), URLS))
 def test_any_task_and_trajectory_gives_an_outcome(config: dict[str, Any], domain: str,

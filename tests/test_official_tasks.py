@@ -15,6 +15,7 @@ from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.taskcheck import check_path, errors, load_suite
 from mmina.tasks import HopTracker, SUITE_HOPS, task_from_dict
+from tests.heavy import sized
 
 CORPUS = Path(__file__).parent / "data" / "official"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())["files"]
@@ -24,15 +25,26 @@ OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost"
 """Every name but localhost unresolvable, as on a machine without the live web."""
 
 
-@pytest.fixture(scope="module")
-def runnable_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The corpus without its broken files, laid out as the official release is (mmina/<suite>/N.json)."""
-    root = tmp_path_factory.mktemp("official") / "mmina"
-    for relative in RUNNABLE:
-        target = root.parent / relative
+RECORD_SAMPLE = ("mmina/compare/5.json", "mmina/multi567/6.json", "mmina/multipro/3.json", "mmina/normal/17.json",
+                 "mmina/shopping/7.json", "mmina/wikipedia/1.json")
+"""What the default run records (every runnable file with MMINA_HEAVY=1): one task of each folder,
+among them the published example and files that validate with warnings."""
+
+
+def laid_out(folder: Path, files: list[str] | tuple[str, ...]) -> Path:
+    """``files`` of the corpus laid out as the official release is (mmina/<suite>/N.json)."""
+    root = folder / "mmina"
+    for relative in files:
+        target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(CORPUS / relative, target)
     return root
+
+
+@pytest.fixture(scope="module")
+def runnable_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus without its broken files."""
+    return laid_out(tmp_path_factory.mktemp("official"), RUNNABLE)
 
 
 def test_only_the_broken_files_have_errors() -> None:
@@ -91,14 +103,16 @@ def test_validate_exits_1_on_the_broken_files() -> None:
     assert "'trip_match' cannot be evaluated" in result.output
 
 
-def test_the_official_suite_records_up_to_the_network(runnable_suite: Path, tmp_path: Path) -> None:
+def test_the_official_suite_records_up_to_the_network(tmp_path: Path) -> None:
     """Every task starts (ids as the official folders give them); an unreachable site is that episode's error."""
+    files = sized(RECORD_SAMPLE, RUNNABLE)
+    runnable_suite = laid_out(tmp_path / "suite", files)
     suite = load_suite(runnable_suite)
-    assert len(suite.tasks) == len(RUNNABLE) and "normal/17" in {t.task_id for t in suite.tasks}
+    assert len(suite.tasks) == len(files) and "normal/17" in {t.task_id for t in suite.tasks}
     store = Store.open(tmp_path / "store", create=True)
     summary = record_run(store, RecordConfig(tasks=str(runnable_suite), agent="heuristic",
                                              browser=BrowserConfig(extra_args=(OFFLINE,))))
-    assert len(summary.episodes) == len(RUNNABLE) and summary.task_warnings
+    assert len(summary.episodes) == len(files) and summary.task_warnings
     for episode in summary.episodes:
         assert episode.status == "error" and episode.error.startswith("cannot open the start page http"), episode
         assert "net::ERR_" in episode.error

@@ -8,10 +8,11 @@ the restarted application, no request left unmatched, no matched request with a 
 every recorded socket message repeated in order (and the replay's own socket rows stored), and
 no step past its deadline.
 
-By default one application runs (``SAMPLE``: Shiny, whose outputs are pushed over a plain
-WebSocket by a server timer and 1 s after a click — the recorded pace and the socket clock both
-at work); the others are ``heavy`` (``MMINA_HEAVY=1``), and ``MMINA_REALWEB=all`` runs every one (as ``python -m
-bench --only realweb`` does, five times each), ``MMINA_REALWEB=gradio,trac`` the ones named.
+By default one application runs (``SAMPLE``: Datasette, server-rendered pages and history
+navigation, which replays the same way on a busy machine; the socket applications, whose pushes a
+loaded machine can shift, are in the full set); the others are ``heavy`` (``MMINA_HEAVY=1``), and
+``MMINA_REALWEB=all`` runs every one (as ``python -m bench --only realweb`` does, five times each),
+``MMINA_REALWEB=gradio,trac`` the ones named.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,10 +25,12 @@ from mmina.agents.protocol import AgentReply
 from mmina.observation import Observation
 from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
                                     DeadlinePassed, RestartingSession)
+from mmina.recorder import settling
 from mmina.recorder.recording import RecordConfig, record_run
-from mmina.recorder.settling import CLOSE_DEADLINE_S, GRACE_S, LIVENESS_S, PROBE_DEADLINE_S
+from mmina.recorder.settling import GRACE_S, LIVENESS_S, PROBE_DEADLINE_S
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
+from tests.heavy import sized
 from tests.test_independent_site import _driver_pids
 
 PAGES = {
@@ -81,6 +84,19 @@ NEXT_AND_STOP = [_click("Next page"), {"action": "stop", "answer": "x"}]
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 
 
+def shortened(monkeypatch: pytest.MonkeyPatch, **short: float) -> dict[str, float]:
+    """The browser's deadlines named, set to ``short`` for the test (with MMINA_HEAVY=1 left as
+    they are): what a stuck case waits out, on the caller's side as ever, passed sooner. The
+    test site's pages are tiny: a step that does not get stuck takes a fraction of them. Each
+    recorder module that imported a deadline by name gets the short one."""
+    modules = [module for name, module in sys.modules.items() if name.startswith("mmina.recorder.")]
+    for name, value in sized(short, {}).items():
+        for module in modules:
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
+    return {name: getattr(settling, name) for name in short}
+
+
 def _steps(store: Store, run_id: str) -> dict[str, list[dict]]:
     grouped: dict[str, list[dict]] = {}
     for row in sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"]):
@@ -89,7 +105,10 @@ def _steps(store: Store, run_id: str) -> dict[str, list[dict]]:
 
 
 def test_a_page_stuck_in_a_script_loop_ends_its_episode_with_the_cause_and_the_run_goes_on(
-        tmp_path: Path, site: str) -> None:
+        tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the click's own waits for the stuck page to load and settle end first (sooner by default,
+    # the test's pages being tiny): its deadline stays
+    deadlines = shortened(monkeypatch, OBSERVE_DEADLINE_S=10.0, CLOSE_DEADLINE_S=10.0, LOAD_MAX_S=3.0)
     suite = _suite(tmp_path / "tasks", site, [[_click("Spin forever", "button"), *NEXT_AND_STOP], NEXT_AND_STOP])
     store = Store.open(tmp_path / "store", create=True)
     started = time.monotonic()
@@ -100,7 +119,7 @@ def test_a_page_stuck_in_a_script_loop_ends_its_episode_with_the_cause_and_the_r
     assert "waiting" in stuck.error  # where it waited is named
     assert stuck.n_steps == 1  # the click on the spinning button was stored before the episode ended
     assert (fine.status, fine.stop_reason, fine.n_steps) == ("completed", "stop", 2)
-    bound = ACTION_DEADLINE_S + OBSERVE_DEADLINE_S + 4 * GRACE_S + CLOSE_DEADLINE_S + 120
+    bound = ACTION_DEADLINE_S + deadlines["OBSERVE_DEADLINE_S"] + deadlines["CLOSE_DEADLINE_S"] + 4 * GRACE_S + 120
     assert elapsed < bound
 
 
@@ -127,7 +146,9 @@ class StopsTheDriver:
         return AgentReply(f"click [{element.id if element else 'missing'}]")
 
 
-def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(tmp_path: Path, site: str) -> None:
+def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(tmp_path: Path, site: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    deadlines = shortened(monkeypatch, ACTION_DEADLINE_S=15.0, CLOSE_DEADLINE_S=10.0)
     suite = _suite(tmp_path / "tasks", site, [NEXT_AND_STOP, NEXT_AND_STOP])
     store = Store.open(tmp_path / "store", create=True)
     StopsTheDriver.stopped.clear()
@@ -148,7 +169,7 @@ def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(tmp_path:
     steps = store.read("steps", run_id=summary.run_id).to_pylist()
     first = [s for s in steps if s["episode_id"] == stuck.episode_id]
     assert len(first) == 1 and "passed its deadline" in first[0]["action_error"]
-    assert first[0]["action_ms"] < (ACTION_DEADLINE_S + GRACE_S + PROBE_DEADLINE_S + 5) * 1e3
+    assert first[0]["action_ms"] < (deadlines["ACTION_DEADLINE_S"] + GRACE_S + PROBE_DEADLINE_S + 5) * 1e3
     assert not any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in StopsTheDriver.stopped)
 
 

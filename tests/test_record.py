@@ -168,18 +168,16 @@ def test_ctrl_c_leaves_no_partial_episode(tmp_path: Path) -> None:
     assert report.ok and not report.in_progress, report.problems
 
 
-def test_two_workers_give_the_same_results_as_one(tmp_path: Path) -> None:
+def test_two_workers_give_the_same_results_as_one(recorded: tuple[Path, RunSummary], tmp_path: Path) -> None:
+    """Four copies of normal/1 on two workers end as normal/1 did on one (the session's recording)."""
     suite = _suite_of_copies(tmp_path / "suite", 4)
-
-    def per_task(workers: int) -> list[tuple]:
-        summary = record_run(Store.open(tmp_path / f"store{workers}", create=True), RecordConfig(tasks=str(suite),
-                                          layout=Layout(workers=workers)))
-        return [(e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer)
-                for e in summary.episodes]
-
-    serial, parallel = per_task(1), per_task(2)
-    assert serial == parallel and len(serial) == 4
-    workers = _one(tmp_path / "store2", "select count(distinct worker) from episodes")[0][0]
+    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(suite),
+                                                                                   layout=Layout(workers=2)))
+    parallel = [(e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer) for e in summary.episodes]
+    one = recorded[1].episodes[0]
+    assert parallel == [(f"normal/{n}", one.status, one.stop_reason, one.n_steps, one.live_hops, one.final_answer)
+                        for n in range(1, 5)]
+    workers = _one(tmp_path / "store", "select count(distinct worker) from episodes")[0][0]
     assert workers == 2
 
 

@@ -18,6 +18,7 @@ from mmina.evaluators.hops import Hops
 from mmina.evaluators.judge import PROMPT, JudgeSettings, judge_prompt, parse_verdict, prompt_key
 from mmina.evaluators.registry import parse_args
 from mmina.evaluators.rescore import RescoreConfig, rescore
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
@@ -59,11 +60,14 @@ def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     page, one that answers right without visiting anything, and the judged suite twice."""
     root = tmp_path_factory.mktemp("rescore")
     store = root / "store"
+    browser = BrowserConfig(screenshots=False)  # no evaluator reads them; each test copies the store
     for run_id in BUILTIN_RUNS:
-        record_run(Store.open(store, create=True), RecordConfig(task_ids=BUILTIN_TASKS, agent=AGENTS[run_id], run_id=run_id))
+        record_run(Store.open(store, create=True), RecordConfig(task_ids=BUILTIN_TASKS, agent=AGENTS[run_id],
+                                                                run_id=run_id, browser=browser))
     suite = _judged_suite(root)
-    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="judged"))
-    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent=AGENTS["wrong"], run_id="judged-wrong"))
+    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="judged", browser=browser))
+    record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent=AGENTS["wrong"],
+                                                            run_id="judged-wrong", browser=browser))
     return store
 
 

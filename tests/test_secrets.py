@@ -43,6 +43,7 @@ from mmina.secret_rules import STRICT, URL_REDACTED
 from mmina.secret_shapes import credential_shaped
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
+from tests.heavy import sized
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.store_helpers import REPO_ROOT
 
@@ -174,12 +175,18 @@ def mmina(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.C
                           cwd=REPO_ROOT, env=env)
 
 
-def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str]) -> list[str]:
+ECHOES = ("echo", "echo-basic")
+"""The runs whose endpoint quotes the key it got back in its 401."""
+
+
+def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str],
+                   echoes: tuple[str, ...] = ECHOES) -> list[str]:
     """Record the planted task three ways into ``store``; returns every command's terminal output.
 
     ``typer``: the model types the secrets, its base URL carries ``user:PASS@``; ``echo``: an
     endpoint answers 401 quoting the key it got; ``echo-basic``: the same behind ``user:PASS@``
     (the client then sends the password as a Basic credential, which the endpoint quotes).
+    ``echoes`` says which of the last two are recorded.
     """
     outputs = []
     base = {**os.environ, **extra_env, "OPENAI_API_KEY": P["ENV_KEY"]}
@@ -190,7 +197,8 @@ def record_planted(store: str, site: str, tasks: Path, extra_env: dict[str, str]
         outputs.append(proc.stdout + proc.stderr)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["episodes"][0]["status"] == "completed", proc.stdout
-    for run_id, userinfo in (("echo", ""), ("echo-basic", f"user:{P['BASE_PASS']}@")):
+    userinfos = {"echo": "", "echo-basic": f"user:{P['BASE_PASS']}@"}
+    for run_id, userinfo in ((run_id, userinfos[run_id]) for run_id in echoes):
         # the endpoint check before the run passes; then every request fails, quoting the key
         with FakeOpenAI(fail_after=1, fail_status=401, echo_key=True) as model:
             proc = mmina("record", "--tasks", str(tasks), "--agent", "openai", "--model", "fake", "--run-id", run_id,
@@ -259,8 +267,9 @@ def header(row: dict[str, Any], which: str, name: str) -> str:
     return next(h["value"] for h in row[which] if h["name"].lower() == name.lower())
 
 
-def check_redacted_in_place(store: Store) -> None:
-    """Redaction replaced values and kept keys and structure, everywhere the secrets were."""
+def check_redacted_in_place(store: Store, echoes: tuple[str, ...] = ECHOES) -> None:
+    """Redaction replaced values and kept keys and structure, everywhere the secrets were
+    (``echoes``: the echoing runs recorded into ``store``)."""
     requests = store.read("requests", run_id="typer").to_pylist()
     blobs = store.read_blobs([r[k] for r in requests for k in ("request_body", "response_body") if r[k]])
     orders = by_path(requests, "/api/orders")
@@ -294,7 +303,7 @@ def check_redacted_in_place(store: Store) -> None:
     assert json.loads(task["original_json"])["eval"]["reference_url"].endswith(f"/landing?token={URL_REDACTED}")
     final_url = store.read("episodes", run_id="typer").to_pylist()[0]["final_url"]
     assert final_url.endswith(f"/landing?token={URL_REDACTED}"), "the terminal observation is redacted too"
-    for run_id in ("echo", "echo-basic"):
+    for run_id in echoes:
         error = store.read("episodes", run_id=run_id).to_pylist()[0]["error"]
         assert f"Incorrect API key provided: {REDACTED}" in error, error
     cached = store.read("judge_cache").to_pylist()
@@ -385,11 +394,16 @@ def test_bodies_redaction_changed_are_named_by_the_replay_and_by_store_verify(
     assert login["received_size"] == len(LOGIN.encode()) != login["stored_size"]
 
 
+S3_ECHOES = sized((), ECHOES)
+"""The S3 store gets the typing run by default: the echoing runs' errors reach an S3 store by the
+same writes as the typing run's rows, and the local store checks them every time."""
+
+
 def test_no_planted_secret_is_anywhere_in_an_s3_store(site: str, tmp_path: Path) -> None:
     with S3Server() as s3:
         s3.make_bucket("secrets")
         prefix = f"secrets/{uuid.uuid4().hex[:8]}"
-        outputs = record_planted(f"s3://{prefix}", site, _task(tmp_path / "tasks", site), s3.env)
+        outputs = record_planted(f"s3://{prefix}", site, _task(tmp_path / "tasks", site), s3.env, S3_ECHOES)
         objects = s3.objects("secrets")
         assert any("/blobs/" in key for key in objects) and any("/requests/" in key for key in objects)
         assert leaked(objects, outputs, {"S3_ACCESS_KEY": ACCESS_KEY, "S3_SECRET_KEY": SECRET_KEY}) == []
@@ -397,7 +411,7 @@ def test_no_planted_secret_is_anywhere_in_an_s3_store(site: str, tmp_path: Path)
         with pytest.MonkeyPatch.context() as patch:
             for name, value in env.items():
                 patch.setenv(name, value)
-            check_redacted_in_place(Store.open(f"s3://{prefix}"))
+            check_redacted_in_place(Store.open(f"s3://{prefix}"), S3_ECHOES)
 
 
 def test_configured_secrets_come_from_the_environment() -> None:

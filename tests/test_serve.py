@@ -206,8 +206,8 @@ def test_a_run_being_recorded_updates_the_runs_page_without_a_reload(live_store:
         expect(page.locator("#runs tbody tr")).to_have_count(1)
         page.evaluate("window.stillTheSamePage = true")
         recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task-ids", ",".join(tasks), "--run-id",
-                                     "live", "--store", str(live_store)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+                                     "live", "--no-screenshots", "--store", str(live_store)], cwd=REPO_ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         row = page.locator('#runs tr[data-run="live"]')
         try:
             expect(row.locator(".progress-cell")).to_contain_text("1 / 3")

@@ -26,6 +26,7 @@ from tests.serve_helpers import Served, served_read_only
 from tests.store_helpers import REPO_ROOT, begin, write_episode
 from tests.docs_pages import page
 from tests.test_report import recorded_store
+from tests.heavy import sized
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 NAMES = st.sampled_from([*QUERY_PARAMS, "colour", "", "token"])
@@ -137,7 +138,7 @@ def test_episodes_are_paged_and_sorted_over_the_index(app: Served) -> None:
     assert {r["task_id"] for r in failed["rows"]} == {"normal/2", "normal/24", "multi567/1", "multi567/4"}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(NAMES, TEXT), max_size=6))
 def test_any_query_string_gets_rows_or_a_clear_error(app: Served, pairs: list[tuple[str, str]]) -> None:
     for path in ("/api/episodes", "/api/facets", "/api/analysis", "/api/compare"):
@@ -147,7 +148,7 @@ def test_any_query_string_gets_rows_or_a_clear_error(app: Served, pairs: list[tu
         assert ("error" in data) == (code != 200) and "Traceback" not in body.decode()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=sized(15, 40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(TEXT)
 def test_any_episode_id_or_hash_gets_an_answer(app: Served, text: str) -> None:
     for path in (f"/api/episodes/{quote(text, safe='')}", f"/blobs/{quote(text, safe='')}"):
@@ -244,8 +245,11 @@ def test_help_has_an_example_and_the_docs_document_it() -> None:
     assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_ctrl_c_stops_the_server_promptly_even_with_pages_waiting(store: Path) -> None:
-    with Served(store) as app:
+@pytest.mark.parametrize("background_job", [False, True], ids=["foreground", "background-job"])
+def test_ctrl_c_stops_the_server_promptly_even_with_pages_waiting(store: Path, background_job: bool) -> None:
+    """Also when started where SIGINT is ignored (a shell's background job, some CI runners):
+    `kill -INT` still stops it with 130."""
+    with Served(store, background_job=background_job) as app:
         waiting = threading.Thread(target=lambda: app.get("/api/changes?since=0", timeout=60), daemon=True)
         waiting.start()
         time.sleep(1)

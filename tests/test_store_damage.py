@@ -249,20 +249,30 @@ def test_a_read_only_store_reads_and_refuses_writes_in_one_line(recorded: tuple[
     for path in [root, *root.rglob("*")]:
         path.chmod(path.stat().st_mode & 0o555)
     before = files_of(root)
-
-    def mmina(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mmina", *args, "--store", str(root)], capture_output=True,
-                              text=True, cwd=REPO_ROOT, timeout=300, preexec_fn=without_file_rights)
-
-    for args in (["sql", "select count(*) from steps"], ["store", "info"], ["store", "verify"], ["report", "--format",
-                                                                                                "json"]):
-        proc = mmina(*args)
-        assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr)
-    for args in (["rescore", "--evaluator", "hops"], ["store", "compact"], ["store", "verify", "--repair"],
-                 ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
-                 ["record", "--task", "normal/1", "--run-id", "more"]):
-        proc = mmina(*args)
-        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, (args, proc.stderr)
-        assert proc.stderr.startswith(f"Error: cannot write to the store {root}: Permission denied") and \
-            proc.stderr.endswith(": the store can be read but not written\n"), (args, proc.stderr)
+    reads = [["sql", "select count(*) from steps"], ["store", "info"], ["store", "verify"],
+             ["report", "--format", "json"]]
+    writes = [["rescore", "--evaluator", "hops"], ["store", "compact"], ["store", "verify", "--repair"],
+              ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
+              ["record", "--task", "normal/1", "--run-id", "more"]]
+    proc = subprocess.run([sys.executable, "-c", COMMANDS_IN_ONE_PROCESS, str(root), json.dumps(reads + writes)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600, preexec_fn=without_file_rights)
+    assert proc.returncode == 0, proc.stderr
+    results = dict(zip(map(tuple, reads + writes), json.loads(proc.stdout)))
+    for args in reads:
+        assert results[tuple(args)] == [0, ""], args
+    for args in writes:
+        code, stderr = results[tuple(args)]
+        assert code == 1 and stderr.count("\n") == 1, (args, stderr)
+        assert stderr.startswith(f"Error: cannot write to the store {root}: Permission denied") and \
+            stderr.endswith(": the store can be read but not written\n"), (args, stderr)
     assert files_of(root) == before
+
+
+COMMANDS_IN_ONE_PROCESS = """
+import json, sys
+from click.testing import CliRunner
+from mmina.cli import cli
+store, commands = sys.argv[1], json.loads(sys.argv[2])
+print(json.dumps([[r.exit_code, r.stderr] for r in (CliRunner().invoke(cli, [*c, "--store", store]) for c in commands)]))
+"""
+"""The commands one after another in one process (the process lacks the rights; one start-up, not nine)."""

@@ -24,7 +24,8 @@ from urllib.parse import quote
 from mmina.analysis.data import AnalysisError, query, rescore_hint, select_runs
 from mmina.stats import Confusion, kappa_interval
 from mmina.store import Store
-from mmina.store.views import StoreConnection, bucket_sql, connect
+from mmina.store.convenience import bucket_sql
+from mmina.store.views import StoreConnection, connect
 from mmina.tasks import BUCKETS
 
 HUMAN = "human"

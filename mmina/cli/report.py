@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import open_store, run_option, store_option
+from mmina.cli.common import open_store, output_path, run_option, store_option
 from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
 
 if TYPE_CHECKING:
@@ -25,9 +25,9 @@ def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
         click.echo("\n".join((f"# {name}\n" if len(texts) > 1 else "") + text for name, text in texts.items()),
                    nl=False, color=True)
     elif len(tables) == 1:
-        out.write_text(*texts.values())
+        output_path(out).write_text(*texts.values())
     else:
-        out.mkdir(parents=True, exist_ok=True)
+        output_path(out, folder=True).mkdir(parents=True, exist_ok=True)
         for name, text in texts.items():
             (out / f"{name}.csv").write_text(text)
 
@@ -83,10 +83,11 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     if evaluator == STEP_EVALUATOR:
         _step_report(store, runs, fmt)
         return
+    page = output_path(out or Path("mmina-report.html")) if fmt == "html" else None
     with status("computing the report"):
         result = build_report(store, runs, evaluator)
-    if fmt == "html":
-        _write_html(store, result, out or Path("mmina-report.html"), viewer_episodes)
+    if page is not None:
+        _write_html(store, result, page, viewer_episodes)
         return
     tables = result.chosen(table_names)
     if fmt == "csv":
@@ -123,7 +124,7 @@ def _emit_json(data: object, out: Path | None) -> None:
     if out is None:
         print_json(data)
     else:
-        out.write_text(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
+        output_path(out).write_text(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
 
 
 def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Side]:
@@ -215,10 +216,10 @@ def view(old_episode: str | None, episode: str | None, out: Path | None, store_p
     if len(episodes) != 1:
         raise click.UsageError("name one episode: --episode ID")
     episode = episodes[0]
+    target = output_path(out or Path(f"episode-{episode}.html"))
     store = open_store(store_path)
     with status("rendering the episode"):
         found = trajectories(store, [episode])
-    target = out or Path(f"episode-{episode}.html")
     target.write_text(episode_html(found[0]), encoding="utf-8")
     echo(f"wrote {target}", err=True)
 

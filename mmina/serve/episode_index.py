@@ -22,8 +22,9 @@ from mmina.analysis.failures import modes
 from mmina.serve.params import EpisodeQuery
 from mmina.stats import rate, wilson
 from mmina.store import Store
+from mmina.store.convenience import bucket_sql
 from mmina.store.sqltypes import duckdb_type
-from mmina.store.views import bucket_sql, connect
+from mmina.store.views import connect
 
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("run_id", pa.string()), ("episode_id", pa.string()), ("task_id", pa.string()), ("attempt", pa.int32()),

@@ -27,7 +27,7 @@ from mmina.evaluators.labelling import (MAX_NOTE, EpisodeRef, Label, LabelError,
 from mmina.serve import params
 from mmina.serve.catalog import Catalog
 from mmina.serve.params import BadRequest, NotFound
-from mmina.store.views import bucket_sql
+from mmina.store.convenience import bucket_sql
 from mmina.tasks import BUCKETS
 
 MAX_BODY = 64 << 10

@@ -54,6 +54,9 @@ IMAGE = pa.struct(
 )
 
 
+RUN_ID_DOC = "Run id, from the `run_id=...` folder (not stored in the file)."
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -78,6 +81,13 @@ class Table:
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def column_docs(self) -> dict[str, str]:
+        """The meaning of each column the table's view shows (its files' columns, and ``run_id`` when
+        partitioned: the view takes it from the folder name)."""
+        run_id = {"run_id": RUN_ID_DOC} if self.partitioned_by_run else {}
+        return run_id | {c.name: c.doc for c in self.columns}
 
 
 def _cols(*specs: tuple[str, pa.DataType, str]) -> tuple[Column, ...]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -22,6 +23,7 @@ from mmina.store.defaults import DEFAULT_TIMEOUT_S
 from mmina.store.sqlcheck import check_text, read_statements
 from mmina.store.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
+from mmina.unicode import valid_text
 
 STOP_GRACE_S = 30.0
 """How long an interrupted query is given to stop before the caller stops waiting for it."""
@@ -54,6 +56,24 @@ def run_query(store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOU
     finally:
         if job is None or not job.running:
             db.close()  # a query that would not stop still uses it: the process' end frees it
+
+
+def query_text(data: bytes) -> str:
+    """The text of a query read as bytes (a file, standard input), a UTF-8 byte order mark
+    dropped; a byte that is not UTF-8 is kept as a surrogate, so :func:`run_query` refuses it
+    in one line naming the byte, as it does for a query given on the command line."""
+    return data.decode("utf-8-sig", "surrogateescape")
+
+
+def read_query_file(path: str | Path) -> str:
+    """The query kept in the file ``path`` (a pipe such as ``<(...)`` too); a path that cannot
+    be read is one line of :class:`QueryError` saying why."""
+    try:
+        with open(path, "rb") as file:
+            return query_text(file.read())
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise QueryError(f"cannot read the query file {valid_text(str(path))}: {reason}") from None
 
 
 def _execute(db: StoreConnection, statements: list[duckdb.Statement], max_rows: int | None) -> QueryResult:

@@ -15,6 +15,7 @@ from pathlib import PurePath
 import duckdb
 
 from mmina.errors import CorruptFileError, MminaError, QueryError
+from mmina.store.convenience import CONVENIENCE_VIEWS
 from mmina.store.footers import candidates, table_files
 from mmina.store.migrations import chain
 from mmina.store.sandbox import Sandbox, open_sandbox
@@ -22,100 +23,6 @@ from mmina.store.schema import EPISODES, TABLES, Table
 from mmina.store.sqlcheck import one_line
 from mmina.store.sqltypes import duckdb_type
 from mmina.store.store import EPISODE_CHILDREN, Store
-from mmina.tasks import HOP_BUCKETS
-
-
-def bucket_sql(column: str) -> str:
-    """SQL giving the hop-count bucket of ``column`` (the same rule as :func:`mmina.tasks.hop_bucket`)."""
-    bounded = " ".join(f"WHEN {column} <= {most} THEN '{name}'" for name, most in HOP_BUCKETS if most is not None)
-    return f"CASE {bounded} ELSE '{HOP_BUCKETS[-1][0]}' END"
-
-CONVENIENCE_VIEWS: dict[str, tuple[str, str]] = {
-    "episode_hops": (
-        "One row per episode per hop (`hop` 1-based, as every table numbers hops): the hop's keyword, whether the "
-        "recorder's live URL tracking saw it reached (`live_reached`) and at which step (`live_reached_step`): a "
-        "progress gauge, not a verdict (verdicts: `scores` rows of level `hop`); `given` marks the hops a replayed "
-        "prefix gave a hop-conditioned episode (hops 1 .. `episodes.hops_given`: reached at the reference's step, "
-        "not credited to the agent).",
-        """
-        SELECT e.run_id, e.episode_id, e.task_id, h.hop, t.n_hops,
-               t.procedure[h.hop] AS keyword,
-               h.hop <= e.live_hops AS live_reached,
-               CASE WHEN h.hop <= e.live_hops THEN e.hop_steps[h.hop] END AS live_reached_step,
-               h.hop <= coalesce(e.hops_given, 0) AS given
-        FROM episodes e
-        JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id
-        CROSS JOIN LATERAL (SELECT unnest(range(1, e.n_hops + 1)) AS hop) h
-        """,
-    ),
-    "hop_buckets": (
-        "One row per episode with its hop-count bucket (`1`, `2-4`, `5+`) as the MMInA paper groups tasks.",
-        f"""
-        SELECT e.*, {bucket_sql("e.n_hops")} AS bucket
-        FROM episodes e
-        """,
-    ),
-    "step_messages": (
-        "One row per message of each step's model input (`steps.model_input`): its position, the model, the "
-        "role, the text (text parts joined by newlines) and the hashes of its images (blobs); steps of agents "
-        "that call no model have none. Reads the blob packs, so filter by episode.",
-        """
-        WITH inputs AS (
-            SELECT s.run_id, s.episode_id, s.step_index, json(decode(b.data)) AS doc
-            FROM steps s JOIN blobs b ON b.sha256 = s.model_input
-        ), listed AS (
-            SELECT run_id, episode_id, step_index, json_extract_string(doc, '$.model') AS model,
-                   unnest(json_extract_string(doc, '$.messages[*]')) AS message,
-                   generate_subscripts(json_extract_string(doc, '$.messages[*]'), 1) - 1 AS position
-            FROM inputs
-        ), decoded AS (
-            SELECT l.*, json(decode(m.data)) AS msg FROM listed l JOIN blobs m ON m.sha256 = l.message
-        )
-        SELECT run_id, episode_id, step_index, position, model, json_extract_string(msg, '$.role') AS role,
-               CASE WHEN json_type(msg, '$.content') = 'VARCHAR' THEN json_extract_string(msg, '$.content')
-                    ELSE array_to_string(json_extract_string(msg, '$.content[*].text'), chr(10)) END AS text,
-               list_filter(json_extract_string(msg, '$.content[*].image_url.blob'), lambda x: x IS NOT NULL)
-                   AS images
-        FROM decoded
-        """,
-    ),
-    "latest_scores": (
-        "The current verdicts: the rows of the latest `scores` batch per (episode, evaluator); "
-        "earlier batches stay in `scores`.",
-        """
-        SELECT * FROM scores
-        QUALIFY batch_id = first_value(batch_id) OVER (PARTITION BY episode_id, evaluator
-                                                       ORDER BY scored_at DESC, batch_id DESC)
-        """,
-    ),
-    "episode_scores": (
-        "One row per scored task per run and evaluator (the latest attempt; a hop-conditioned run: per task and "
-        "hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
-        "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
-        "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
-        "`mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
-        "counts, whichever evaluator wrote rows for them.",
-        f"""
-        SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
-               {bucket_sql("e.n_hops")} AS bucket,
-               s.verdict, CASE WHEN s.verdict <> 'n/a' THEN s.verdict = 'pass' END AS passed,
-               coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
-               h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,
-               e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful
-        FROM episodes e
-        JOIN latest_scores s ON s.episode_id = e.episode_id AND s.level = 'task'
-        LEFT JOIN (SELECT l.episode_id, l.evaluator, count(*) FILTER (WHERE l.verdict = 'pass') AS hops_passed,
-                          count(*) AS hops_total,
-                          min(l.hop) FILTER (WHERE l.verdict <> 'pass') AS first_failed_hop
-                   FROM latest_scores l JOIN episodes g ON g.episode_id = l.episode_id
-                   WHERE l.level = 'hop' AND l.hop > coalesce(g.hops_given, 0)
-                   GROUP BY l.episode_id, l.evaluator) h
-               ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
-        QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.hops_given, e.prefix_steps, s.evaluator
-                                   ORDER BY e.attempt DESC, e.started_at DESC) = 1
-        """,
-    ),
-}
 
 
 def _quote(text: str) -> str:
@@ -128,7 +35,8 @@ def _read_parquet(table: Table, uris: list[str]) -> str:
     return f"SELECT * FROM read_parquet([{', '.join(map(_quote, uris))}]{hive}{filename})"
 
 
-def _empty(table: Table) -> str:
+def empty_table_sql(table: Table) -> str:
+    """A SELECT of no rows with the columns and types of ``table``'s view."""
     columns = [f"NULL::{duckdb_type(c.type)} AS \"{c.name}\"" for c in table.columns]
     if table.partitioned_by_run:
         columns.append('NULL::VARCHAR AS "run_id"')
@@ -138,7 +46,7 @@ def _empty(table: Table) -> str:
 def table_sql(table: Table, files: dict[int, list[str]], store: Store) -> str:
     """The SELECT behind one table's view over ``files`` (``mmina://`` names by schema version)."""
     if not files:
-        return _empty(table)
+        return empty_table_sql(table)
     parts = []
     for version, uris in sorted(files.items()):
         sql = _read_parquet(table, uris)
@@ -165,7 +73,8 @@ def views_sql(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]
     files = table_files(store, sandbox, listed, checked)
     statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
                   for t in TABLES.values()}
-    statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {sql.strip()}" for name, (_, sql) in CONVENIENCE_VIEWS.items()}
+    statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {view.sql.strip()}"
+                   for name, view in CONVENIENCE_VIEWS.items()}
     return statements
 
 
@@ -198,7 +107,7 @@ def used_tables(sql: str) -> list[Table]:
         return list(TABLES.values())
     names = {name for name in [*TABLES, *CONVENIENCE_VIEWS] if name in tokens}
     for name in [n for n in CONVENIENCE_VIEWS if n in names]:
-        names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name][1])}
+        names |= {t.name for t in used_tables(CONVENIENCE_VIEWS[name].sql)}
     if any(t.name in names for t in EPISODE_CHILDREN):  # their views keep the committed episodes' rows
         names.add(EPISODES.name)
     return [table for table in TABLES.values() if table.name in names]

@@ -481,10 +481,12 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP)
-SAMPLE = ("shiny",)
-"""What the test suite runs by default (one application where pace and socket replay both matter: a
-plain WebSocket, a server timer, a result pushed 1 s after a click); ``python -m bench --only
-realweb`` runs all."""
+SAMPLE = ("datasette",)
+"""What the test suite runs by default: one application that replays the same way on a busy machine
+(server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
+A WebSocket is recorded and replayed by default in the hard web (test_hard_web.py), the socket
+clock and the recorded pace in test_socket_replay.py; ``python -m bench --only realweb`` runs every
+application."""
 
 
 # ---------------------------------------------------------------- running one
