@@ -5,8 +5,9 @@ recorded, the application restarted with new random state, and the episode repla
 For each: the recording (by an agent that thinks before each action) went through without an
 action error, and the replay has every step with URL and tree equal, no connection reaching
 the restarted application, no request left unmatched, no matched request with a missing body,
-every recorded socket message repeated in order (and the replay's own socket rows stored), and
-no step past its deadline.
+every socket message said before the last observation repeated (the server's in order, the
+page's by content; heartbeats and acks apart) and the replay's own socket rows stored, and no
+step past its deadline.
 
 By default one application runs (``SAMPLE``: Datasette, server-rendered pages and history
 navigation, which replays the same way on a busy machine; the socket applications, whose pushes a
