@@ -30,6 +30,7 @@ from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORD
                                    MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
                                    attribute_value, identifier_before, replace_group, scheme_start, token_like)
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key
+from mmina.secret_transport import ENGINE_IO_URL, TRANSPORT_ID, in_engine_io_query, opens_transport
 
 REDACTED = "[REDACTED]"
 URL_REDACTED = quote(REDACTED, safe="")
@@ -42,36 +43,12 @@ percent-encoded); returns what to put in its place."""
 
 MIN_SAID = 6
 """A token after a secret word in prose is at least this long (``PIN 42`` is not read as one)."""
-TRANSPORT_ID = "sid"
-"""The name of engine.io's transport session id, which is not a secret where engine.io puts it:
-in a URL beside its ``EIO=`` protocol parameter and in its open packet (``0{"sid":...}``; socket.io's
-``40{"sid":...}``). It names one connection, which ends with the episode: it opens nothing
-afterwards, and the page echoes it in every poll's URL (redacted, the replay would serve the
-page other bytes than it received). A page's own credentials (cookies, socket.io's ``auth``
-payload, tokens) stay secrets."""
-ENGINE_IO_URL = re.compile(r"(?:^|&)EIO=\d")
-ENGINE_IO_OPEN = re.compile(r"""(?:^|\x1e|\\u001e|["'])(?:\d+:)?4?0(?:/[^,{"']*,)?\{\\?$""")
-"""The start of an engine.io open packet or socket.io connect packet, up to its ``{``."""
 MAX_NESTING = 4
 """How deep a URL inside a parameter inside a URL... is followed (``redirect_url=`` chains)."""
 TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
               "graphql", "event-stream", "x-ndjson")
 CODE_TYPES = ("javascript", "ecmascript", "text/css")
 """Bodies that are code: never read as one JSON document, whatever their first character."""
-
-
-def _opens_transport(text: str, at: int) -> bool:
-    """Whether the pair at ``at`` is the first of an engine.io open or socket.io connect packet."""
-    return ENGINE_IO_OPEN.search(text, max(0, at - 24), at) is not None
-
-
-def _engine_io_query(text: str, at: int) -> bool:
-    """Whether the parameter at ``at`` belongs to a query with engine.io's ``EIO=`` in it."""
-    start = text.rfind("?", max(0, at - 2048), at + 1)
-    if start < 0:
-        return False
-    query = URL_REST.match(text, start + 1)
-    return query is not None and query.end() >= at and ENGINE_IO_URL.search(query.group(0)) is not None
 
 
 def is_text_type(mime: str) -> bool:
@@ -278,7 +255,7 @@ class Rules:
         """The match with ``group`` replaced when the match's ``key`` is a secret name (not
         engine.io's ``sid`` in its open packet: :data:`TRANSPORT_ID`)."""
         key = unquote_plus(m["key"]) if in_url else m["key"]
-        if not is_secret_name(key) or key == TRANSPORT_ID and _opens_transport(m.string, m.start()):
+        if not is_secret_name(key) or key == TRANSPORT_ID and opens_transport(m.string, m.start()):
             return m.group(0)
         return replace_group(m, group, self.secret(m[group], in_url))
 
@@ -286,7 +263,7 @@ class Rules:
         """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL."""
         if m["lead"] == "&" and m.string[m.start() - 1:m.start()] == "&":
             return m.group(0)  # a && b=c: an expression
-        if m["key"] == TRANSPORT_ID and _engine_io_query(m.string, m.start()):
+        if m["key"] == TRANSPORT_ID and in_engine_io_query(m.string, m.start()):
             return m.group(0)
         if is_secret_name(unquote_plus(m["key"])):
             return self._secret_group(m, "value", True)

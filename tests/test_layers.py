@@ -22,7 +22,7 @@ CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria
         "mmina.model_input",
         "mmina.navigation", "mmina.observation", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.secret_json", "mmina.secret_names", "mmina.secret_patterns", "mmina.secret_rules",
-        "mmina.secret_shapes", "mmina.taskcheck", "mmina.tasks"}
+        "mmina.secret_shapes", "mmina.secret_transport", "mmina.taskcheck", "mmina.tasks"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)
