@@ -3,19 +3,18 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
+import signal
 import sys
 import warnings
 from dataclasses import asdict
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from mmina.agents.settings import AgentSettings
 from mmina.cli.render import echo
-from mmina.errors import MminaError, MminaWarning, OutputError
+from mmina.errors import MminaError, MminaWarning
 from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
                                                DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
 from mmina.model_client import API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
@@ -311,21 +310,12 @@ def openai_agent_options(scope: str, prices: bool = True):
     return decorator
 
 
-def output_path(path: Path, folder: bool = False) -> Path:
-    """``path`` when a command can write its output there (a file, or with ``folder`` a folder
-    it makes, parents and all); else one line saying why, before any work is done or lost."""
-    if folder:
-        if path.exists() and not path.is_dir():
-            raise OutputError(f"cannot write into {path}: it is a file, not a folder")
-        return path
-    parent = path.parent
-    if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a folder (name a file in it)")
-    if not parent.is_dir():
-        raise OutputError(f"cannot write {path}: no folder {parent}")
-    if not os.access(parent, os.W_OK):
-        raise OutputError(f"cannot write {path}: the folder {parent} is not writable")
-    return path
+def ctrl_c_interrupts() -> None:
+    """Ctrl-C (SIGINT) interrupts a long-running command even when it was started where SIGINT
+    is ignored (a shell's background job, some CI runners): Python then installs no
+    KeyboardInterrupt handler, and uvicorn, which stops on SIGINT and raises it again under the
+    handler it found, would end ``serve`` with 0 instead of 130."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def open_store(store_path: str | None, create: bool = False) -> Store:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import shlex
-import signal
 import threading
 
 import click
 
-from mmina.cli.common import MAX_DRIFT
+from mmina.cli.common import MAX_DRIFT, ctrl_c_interrupts
 
 
 @click.group()
@@ -39,9 +38,7 @@ def serve(port: int, drift: int) -> None:
     from mmina.fixtures.web import FixtureWeb
     from mmina.fixtures.web.kiwix import viewer_url
 
-    # Ctrl-C (SIGINT) stops the server even when it was started as a background job, whose
-    # shell set SIGINT to "ignore" (Python then installs no KeyboardInterrupt handler).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctrl_c_interrupts()
     try:
         web = FixtureWeb(drift=drift, port=port).start()
     except OSError as exc:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import open_store, output_path, run_option, store_option
+from mmina.cli.common import open_store, run_option, store_option
 from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
+from mmina.outputs import output_path
 
 if TYPE_CHECKING:
     from mmina.analysis.paired import Comparison, Side

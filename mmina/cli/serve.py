@@ -1,12 +1,10 @@
 """``mmina serve``: the local web application over a store."""
 from __future__ import annotations
 
-import signal
-
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR
-from mmina.cli.common import open_store, store_option
+from mmina.cli.common import ctrl_c_interrupts, open_store, store_option
 from mmina.cli.render import echo
 
 
@@ -51,7 +49,5 @@ def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str,
             echo("every request needs the token: open the address above once, or send "
                  "'Authorization: Bearer <token>'", err=True)
 
-    # uvicorn stops on SIGINT and raises it again under the handler it found: in a background
-    # job (SIGINT ignored) Ctrl-C or `kill -INT` would end the command with 0, not 130.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctrl_c_interrupts()
     run_server(store, host, port, token, expose, evaluator, ready, Labelling(labeller, not read_only))

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from mmina import __version__
 from mmina.errors import CorruptFileError, MminaError
+from mmina.outputs import output_path
 from mmina.recorder.har import BODY_HEADER, MISSING
 from mmina.secret_rules import MARKERS
 from mmina.store import Store
@@ -182,11 +183,10 @@ def _marked_bytes(data: bytes | None) -> bool:
 
 @contextmanager
 def written_whole(output: Path) -> Iterator[Path]:
-    """A temporary path beside ``output`` to write to, renamed to ``output`` when the block
-    ends well and removed when it fails: an export appears whole or not at all."""
-    if not output.parent.is_dir() or output.is_dir():
-        raise InterchangeError(f"cannot write {output}: " + ("it is a folder" if output.is_dir()
-                                                             else f"no folder {output.parent}"))
+    """A temporary path beside ``output`` (checked first: :func:`mmina.outputs.output_path`) to
+    write to, renamed to ``output`` when the block ends well and removed when it fails: an
+    export appears whole or not at all."""
+    output_path(output)
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     try:
         yield partial
