@@ -78,3 +78,7 @@ class KeypointJudge:
     def images(self, kind: str = "verdict") -> list[list[str]]:
         """The image URLs of each question of that kind, in the order asked."""
         return [image_urls(body) for asked, _, body in self.asked if asked == kind]
+
+    def verdict_images(self) -> dict[int | None, list[str]]:
+        """The image URLs of each hop's verdict question (asked together: in any order)."""
+        return {hop: image_urls(body) for asked, hop, body in self.asked if asked == "verdict"}
