@@ -143,10 +143,10 @@ def test_an_aborted_fetch_stream_keeps_its_body_and_chunks_and_replays_as_a_stre
 
 def test_a_stream_recorded_without_its_body_is_a_defect_in_the_replay(tmp_path: Path, site: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    async def no_tap(self: BodyTaps, context: Any, page: Any) -> None:
+    async def no_tap(self: BodyTaps, session: Any) -> None:
         return None
 
-    monkeypatch.setattr(BodyTaps, "tap", no_tap)
+    monkeypatch.setattr(BodyTaps, "listen", no_tap)
     store, run_id = _record(tmp_path, site)
     row = _stream_row(store, run_id)
     assert row["response_body"] is None and _headers(row)[BODY_HEADER] == "missing"

@@ -10,6 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
+from mmina.recorder.devtools import PageSessions
 from mmina.recorder.shots import Screenshots
 
 PAGES = {
@@ -54,8 +55,7 @@ def _opened(session: BrowserSession, url: str) -> EpisodeBrowser:
 def test_a_devtools_screenshot_has_the_bytes_of_playwrights(session: BrowserSession, site: str) -> None:
     browser = _opened(session, f"{site}/plain.html")
     try:
-        shots = Screenshots(browser.context, 80)
-        ours = session.run(shots.take(browser.tabs.page))
+        ours = session.run(browser.tabs.shots.take(browser.tabs.page))
         theirs = session.run(browser.tabs.page.screenshot(type="jpeg", quality=80))
     finally:
         browser.close()
@@ -68,10 +68,9 @@ def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSess
     browser = _opened(session, f"{site}/{page}")
     try:
         session.run(browser.tabs.page.locator(CLICKED[page]).click())
-        shots = Screenshots(browser.context, 80)
         seen = set()
         for _ in range(12):
-            seen.add(session.run(shots.take(browser.tabs.page)))
+            seen.add(session.run(browser.tabs.shots.take(browser.tabs.page)))
             time.sleep(0.13)
     finally:
         browser.close()
@@ -79,17 +78,19 @@ def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSess
 
 
 def test_screenshots_follow_the_pages_of_the_context(session: BrowserSession, site: str) -> None:
-    """A closed tab's DevTools session is let go; a new tab gets its own."""
+    """A closed tab's DevTools session is let go; a new tab gets its own, also one made
+    outside the episode's knowledge (a Screenshots of its own over the context's pages)."""
     browser = _opened(session, f"{site}/plain.html")
     try:
-        shots, first_page = Screenshots(browser.context, 80), browser.tabs.page
+        shots, first_page = Screenshots(PageSessions(browser.context), 80), browser.tabs.page
         first = session.run(shots.take(first_page))
         second_page = session.run(browser.context.new_page())
         session.run(second_page.goto(f"{site}/input.html"))
         other = session.run(shots.take(second_page))
+        assert shots.sessions.held == 2
         session.run(second_page.close())
         again = session.run(shots.take(first_page))
-        assert len(shots._sessions) == 1  # noqa: SLF001 - what the screenshots hold on to
+        assert shots.sessions.held == 1
     finally:
         browser.close()
     assert first == again != other

@@ -45,13 +45,14 @@ async def locate(tabs: Tabs, element: str | None) -> Locator:
         raise ActionFailed("the action names no element")
     ref = tabs.ids.ref_for(element)
     locator = await _ref_locator(tabs, ref) if ref else None
-    if locator is None or await locator.count() == 0:
+    if locator is None:
         raise ActionFailed(f"element [{element}] is not on the current page")
     return locator
 
 
-async def _ref_locator(tabs: Tabs, ref: str) -> Locator:
-    """The element a snapshot's ref names, also on a page restored from the back-forward cache.
+async def _ref_locator(tabs: Tabs, ref: str) -> Locator | None:
+    """The element a snapshot's ref names, also on a page restored from the back-forward cache
+    (None when the page has no such element).
 
     Playwright numbers a main frame anew at each navigation and prefixes the refs of a
     document's snapshots with the number its frame had when the document loaded (``f1e7``);
@@ -61,12 +62,13 @@ async def _ref_locator(tabs: Tabs, ref: str) -> Locator:
     Playwright does not jump frames)."""
     locator = tabs.page.locator(f"aria-ref={ref}")
     try:
-        await locator.count()
+        found = await locator.count()
     except PlaywrightError as exc:
         if STALE_FRAME not in str(exc):
             raise
-        return tabs.page.locator(f"html >> aria-ref={ref}")
-    return locator
+        locator = tabs.page.locator(f"html >> aria-ref={ref}")
+        found = await locator.count()
+    return locator if found else None
 
 
 STALE_FRAME = "Invalid frame in aria-ref selector"

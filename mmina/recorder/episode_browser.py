@@ -18,7 +18,7 @@ from mmina.errors import MminaError
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S,
                                      PROBE_DEADLINE_S, SETTLE_MAX_S, DeadlinePassed)
-from mmina.recorder.freezing import SEND_TIMEOUT_S as FREEZE_CALL_S
+from mmina.recorder.devtools import SEND_TIMEOUT_S as FREEZE_CALL_S
 from mmina.recorder.streams import EventStreams
 from mmina.recorder.tabs import BrowserGone, Tabs
 

@@ -40,11 +40,11 @@ from typing import Any
 
 from playwright.async_api import CDPSession, Error as PlaywrightError, Page
 
+from mmina.recorder.devtools import SEND_TIMEOUT_S
+
 FREEZE_AFTER_S = 0.5
 """How long an agent thinks before its pages are frozen: short follow-up work a page set itself
 after settling (a debounce, a fade) gets this long; agents quicker than it never freeze."""
-SEND_TIMEOUT_S = 5.0
-"""A DevTools call not answered within this is given up (a page left as it was)."""
 
 Sessions = Callable[[Page], Awaitable[CDPSession | None]]
 
@@ -89,7 +89,7 @@ WAKE: Calls = (("Animation.setPlaybackRate", {"playbackRate": 1}), ("Animation.d
 
 async def _send_all(session: CDPSession, calls: Calls) -> None:
     """The calls in order, each within ``SEND_TIMEOUT_S``; one that fails (the page closed or
-    navigated away) is passed over: the page is left as it is."""
+    navigated away) or is not answered in time is passed over: the page is left as it is."""
     for method, params in calls:
         try:
             await asyncio.wait_for(session.send(method, params), SEND_TIMEOUT_S)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from playwright.async_api import Error as PlaywrightError, Frame, Page
 
 from mmina.observation import Element, Observation, PageImage, Tab, flatten_snapshot
+from mmina.recorder.devtools import call, evaluate
 from mmina.store.marks import paint
 
 if TYPE_CHECKING:
@@ -115,12 +116,22 @@ async def images_in_view(tabs: Tabs) -> list[PageImage]:
         if offset is None:
             continue
         try:
-            images = await frame.evaluate(IMAGES_IN_VIEW)
-        except PlaywrightError:  # the frame went away while we looked
+            images = await _images_of(tabs, frame)
+        except (PlaywrightError, asyncio.TimeoutError):  # the frame went away while we looked
             continue
         found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]
     width, height = tabs.capture.viewport_width, tabs.capture.viewport_height
     return [i for i in found if i.x < width and i.y < height and i.x + i.width > 0 and i.y + i.height > 0]
+
+
+async def _images_of(tabs: Tabs, frame: Frame) -> list[dict[str, Any]]:
+    """One frame's images in view: the main frame's over the page's DevTools session (no
+    Playwright script installed into the page for it, ``devtools.py``), another frame's through
+    Playwright (which finds its document, in this process or another)."""
+    session = await tabs.sessions.get(tabs.page) if frame is tabs.page.main_frame else None
+    if session is None:
+        return await frame.evaluate(IMAGES_IN_VIEW)
+    return await evaluate(session, call(IMAGES_IN_VIEW))
 
 
 async def _screenshot(tabs: Tabs) -> bytes | None:

@@ -16,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Page, WebSocket
+
+from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
 
 from mmina.errors import MminaError
 
@@ -94,7 +97,7 @@ same way), the work a page is about to see done: timers due soon (an interval on
 first fires), and its ``fetch`` and XHR requests until they are answered — seen from the page,
 so a request whose browser event reaches mmina late (a loaded machine, a routed request) still
 holds settling."""
-PAGE_TURN = """([soonLimit, streamLimit]) => new Promise(done => {
+PAGE_TURN = """(soonLimit, streamLimit) => new Promise(done => {
   const started = performance.now();
   const busy = () => ((window.__mminaSoon || new Set()).size > 0 && performance.now() - started < soonLimit)
     || ((window.__mminaStreams || new Set()).size > 0 && performance.now() - started < streamLimit);
@@ -106,8 +109,13 @@ PAGE_TURN = """([soonLimit, streamLimit]) => new Promise(done => {
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
 (for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers) and no
 replayed stream still flowing (at most ``streamLimit`` ms; see ``mmina.replayer.router``)."""
-READY = ("() => document.readyState === 'complete' && !document.querySelector('meta[name=\"%s\"]')"
-         % REDIRECT_MARK)
+READY = """(limit) => new Promise(done => {
+  const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
+  const started = performance.now();
+  const check = () => ready() ? done(true) : performance.now() - started > limit ? done(false) : setTimeout(check, 20);
+  check();
+})""" % REDIRECT_MARK
+"""Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""
 
 
 class DeadlinePassed(MminaError):
@@ -120,8 +128,8 @@ class DeadlinePassed(MminaError):
 class Settling:
     """Counts a context's requests in flight and waits for its active page to settle."""
 
-    def __init__(self, context: BrowserContext, page: Callable[[], Page]) -> None:
-        self._page = page
+    def __init__(self, context: BrowserContext, page: Callable[[], Page], sessions: PageSessions) -> None:
+        self._page, self._sessions = page, sessions
         self._in_flight = 0
         self._last_activity = time.monotonic()
         self._asked_at: float | None = None
@@ -192,13 +200,18 @@ class Settling:
             await asyncio.sleep(SETTLE_POLL_S)
 
     async def _wait_ready(self, until: float) -> bool:
-        """Wait until the document is ready (see :meth:`settle`) or ``until``; whether it is."""
-        remaining_ms = (until - time.monotonic()) * 1e3
-        try:
-            await self._page().wait_for_function(READY, timeout=max(1.0, remaining_ms), polling=20)
-            return True
-        except PlaywrightError:
-            return False
+        """Wait until the document is ready (see :meth:`settle`) or ``until``; whether it is. A
+        document replaced meanwhile (a navigation committing) is asked again."""
+        while (left := until - time.monotonic()) > 0:
+            try:
+                return bool(await self._run(call(READY, left * 1e3), left + 1.0))
+            except PlaywrightError as exc:
+                if not between_documents(exc):
+                    return False  # the page closed or crashed
+                await asyncio.sleep(SETTLE_POLL_S * 2)
+            except asyncio.TimeoutError:
+                return False
+        return False
 
     async def _page_turned(self, activity: float, deadline: float) -> bool:
         """Let the page run its work due soon and its replayed streams flow (``PAGE_TURN``)
@@ -206,10 +219,17 @@ class Settling:
         left = max(0.0, deadline - time.monotonic())
         limits = [min(SOON_MAX_S, left) * 1e3, min(SETTLE_MAX_S, left) * 1e3]
         try:
-            await asyncio.wait_for(self._page().evaluate(PAGE_TURN, limits), max(limits) / 1e3 + 1.0)
+            await self._run(call(PAGE_TURN, *limits), max(limits) / 1e3 + 1.0)
         except (PlaywrightError, asyncio.TimeoutError):
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._quiet() and self._last_activity == activity
+
+    async def _run(self, expression: str, seconds: float) -> Any:
+        """A script's value in the active page, over its DevTools session (``devtools.py``)."""
+        session = await self._sessions.get(self._page())
+        if session is None:
+            raise PlaywrightError("the page has no DevTools session")
+        return await evaluate(session, expression, seconds)
 
     async def _idle_work(self, seconds: float, deadline: float) -> None:
         """Wait ``seconds``, using the time to load Playwright's script into a new document

@@ -19,7 +19,7 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError
 
 from mmina.recorder.seeding import DOCUMENT_ID
 
@@ -61,7 +61,7 @@ class EventStreams:
         self._urls: dict[str, str] = {}
         self._messages: dict[str, list[bytes]] = {}
         self.taps = BodyTaps()
-        """The fetch/XHR bodies of the same context (its pages are tapped by ``Tabs``)."""
+        """The fetch/XHR bodies of the same context (each page's session listens as it opens: ``Tabs``)."""
 
     @classmethod
     async def attach(cls, context: BrowserContext) -> "EventStreams":
@@ -121,7 +121,7 @@ class Tapped:
 
 class BodyTaps:
     """The bodies of every page's fetch/XHR responses, byte for byte as they arrive, through
-    the DevTools Network domain on a session of our own beside Playwright's:
+    the DevTools Network domain on the page's session of mmina's own beside Playwright's:
     ``Network.streamResourceContent`` gives what arrived before it was asked (its
     ``bufferedData``), and every later ``Network.dataReceived`` then carries its bytes. A
     stream the page aborts keeps what it had received."""
@@ -131,17 +131,14 @@ class BodyTaps:
         self._tapped: dict[str, Tapped] = {}
         self._order: list[str] = []
 
-    async def tap(self, context: BrowserContext, page: Page) -> None:
-        """Listen to ``page``'s network (before it loads anything, where the caller can)."""
-        try:
-            session = await context.new_cdp_session(page)
-            session.on("Network.requestWillBeSent", self._request)
-            session.on("Network.responseReceived", lambda event: self._response(session, event))
-            session.on("Network.dataReceived", self._data)
-            session.on("Network.loadingFinished", lambda event: self._finished(session, event))
-            await session.send("Network.enable")
-        except PlaywrightError:
-            pass  # the page closed first: nothing of it to tap
+    async def listen(self, session: CDPSession) -> None:
+        """Listen to the network of the page behind ``session`` (its DevTools session,
+        ``devtools.py``: opened before the page loads anything, where the caller can)."""
+        session.on("Network.requestWillBeSent", self._request)
+        session.on("Network.responseReceived", lambda event: self._response(session, event))
+        session.on("Network.dataReceived", self._data)
+        session.on("Network.loadingFinished", lambda event: self._finished(session, event))
+        await session.send("Network.enable")
 
     def _request(self, event: dict[str, Any]) -> None:
         request = event.get("request") or {}

@@ -20,6 +20,7 @@ from mmina.errors import MminaError, StartPageError
 from mmina.navigation import BLANK, PAGE_SCHEMES, refusal
 from mmina.observation import Element, ElementIds, Observation
 from mmina.recorder import acting, observing
+from mmina.recorder.devtools import PageSessions
 from mmina.recorder.freezing import Freezing
 from mmina.recorder.observing import Capture, title_of
 from mmina.recorder.settling import ACTION_DEADLINE_S, ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, Settling
@@ -49,16 +50,17 @@ class Tabs:
         self._blanking: set[asyncio.Task[None]] = set()
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-        self._settling = Settling(context, lambda: self.page)
+        self.sessions = PageSessions(context, streams.taps.listen)
+        """Each page's DevTools session of mmina's own, tapping its network as it opens (``devtools.py``)."""
+        self._settling = Settling(context, lambda: self.page, self.sessions)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
-        self._tapping: dict[Page, asyncio.Future[None]] = {}
         self.active = 0
         self.secrets: list[str] = []
         self.ids = ElementIds()
         self.observe_error: str | None = None
-        self.shots = Screenshots(context, capture.jpeg_quality)
-        self.freezing = Freezing(self.shots.session)
+        self.shots = Screenshots(self.sessions, capture.jpeg_quality)
+        self.freezing = Freezing(self.sessions.get)
         """Freezes the tabs while the agent thinks (see ``freezing.py``)."""
 
     @classmethod
@@ -69,12 +71,13 @@ class Tabs:
         return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes)
 
     def _on_page(self, page: Page) -> None:
-        """New tabs (``new_tab`` or a link opening one) become the active tab; their network is
-        tapped for the bodies the HAR would lose (see ``streams.BodyTaps``)."""
+        """New tabs (``new_tab`` or a link opening one) become the active tab; their DevTools
+        session opens at once, tapping their network for the bodies the HAR would lose (see
+        ``streams.BodyTaps``)."""
         page.on("framenavigated", lambda frame: self._check_landing(page, frame))
         self.pages.append(page)
         self.active = len(self.pages) - 1
-        self._tapping[page] = asyncio.ensure_future(self.streams.taps.tap(self.context, page))
+        self.sessions.open(page)
 
     @property
     def page(self) -> Page:
@@ -90,8 +93,7 @@ class Tabs:
             if refused:
                 raise StartPageError(f"cannot open the start page: {refused}")
             page = await self.context.new_page()
-            if page in self._tapping:
-                await self._tapping[page]  # the tap listens before the page loads anything
+            await self.sessions.get(page)  # the tap listens before the page loads anything
             try:
                 response = await page.goto(url, wait_until="commit")
             except PlaywrightError as exc:

@@ -1,0 +1,98 @@
+"""One DevTools session per page, opened as the page appears, for what mmina asks Chromium itself.
+
+Every page of an episode gets one session of mmina's own beside Playwright's, opened when the
+page appears (before it loads anything, where the caller can wait for it): it taps the page's
+network (``streams.BodyTaps``), takes its screenshots (``shots.py``), freezes its animations
+while the agent thinks (``freezing.py``) and runs the few scripts mmina asks a page for
+(:func:`evaluate`: is the document ready, let the page turn, which images are in view).
+
+Why not Playwright's ``page.evaluate`` and ``wait_for_function`` for those scripts: each new
+document first gets Playwright's own scripts installed into its main world (its utility script
+for arguments and results, and for ``wait_for_function`` its ~300 KB injected script), measured
+at ~25 core-milliseconds per navigation of a small page, most of it in the renderer — a sixth of
+a navigation's cost. mmina's scripts take JSON and give JSON, which ``Runtime.evaluate`` does
+without any of that. (Playwright's injected script in its isolated world stays: the
+accessibility tree and the actions' locators need it.)
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
+
+SEND_TIMEOUT_S = 5.0
+"""A DevTools call of mmina's not answered within this is given up (the caller decides what then)."""
+
+Listener = Callable[[CDPSession], Awaitable[None]]
+"""Run on each page's session as it opens, before the page loads anything (e.g. enable a domain)."""
+
+
+class PageSessions:
+    """The DevTools sessions of one context's pages (on the browser's event loop)."""
+
+    def __init__(self, context: BrowserContext, listener: Listener | None = None) -> None:
+        self.context, self.listener = context, listener
+        self._opening: dict[Page, asyncio.Future[CDPSession | None]] = {}
+
+    def open(self, page: Page) -> None:
+        """Start opening ``page``'s session (from the context's ``page`` event)."""
+        if page not in self._opening:
+            self._opening[page] = asyncio.ensure_future(self._open(page))
+
+    async def _open(self, page: Page) -> CDPSession | None:
+        try:
+            session = await self.context.new_cdp_session(page)
+            if self.listener is not None:
+                await self.listener(session)
+            return session
+        except PlaywrightError:
+            return None  # the page closed first: nothing of it to ask
+
+    async def get(self, page: Page) -> CDPSession | None:
+        """``page``'s session once it is open (None if it could not be: the page closed, or
+        the browser did not let it open); a page the event has not announced yet is opened now."""
+        for gone in [p for p in self._opening if p.is_closed() and p is not page]:
+            del self._opening[gone]
+        self.open(page)
+        return await self._opening[page]
+
+    @property
+    def held(self) -> int:
+        """How many pages' sessions are held (those of closed pages are let go)."""
+        return len(self._opening)
+
+
+class PageScriptError(PlaywrightError):
+    """A script mmina ran in a page threw, or its value could not be returned."""
+
+
+async def evaluate(session: CDPSession, expression: str, seconds: float = SEND_TIMEOUT_S) -> Any:
+    """The JSON value of ``expression`` in the page's main world (a promise is awaited), within
+    ``seconds``. A page that navigates away meanwhile, or a session gone, raises Playwright's
+    ``Error``, as the script throwing does (:class:`PageScriptError`); past ``seconds``,
+    ``asyncio.TimeoutError``."""
+    reply = await asyncio.wait_for(session.send("Runtime.evaluate", {
+        "expression": expression, "awaitPromise": True, "returnByValue": True}), seconds)
+    if "exceptionDetails" in reply:
+        details = reply["exceptionDetails"]
+        raise PageScriptError((details.get("exception") or {}).get("description") or details.get("text", "script failed"))
+    return (reply.get("result") or {}).get("value")
+
+
+BETWEEN_DOCUMENTS = ("Inspected target navigated", "Execution context was destroyed",
+                     "Cannot find default execution context")
+"""How Chromium answers a script asked of a page whose document is being replaced."""
+
+
+def between_documents(exc: PlaywrightError) -> bool:
+    """Whether a script failed because its document went away under it (a navigation
+    committing): the next document can be asked the same."""
+    return any(text in str(exc) for text in BETWEEN_DOCUMENTS)
+
+
+def call(function: str, *args: Any) -> str:
+    """An expression calling the script ``function`` (``(a, b) => ...``) with JSON arguments."""
+    return f"({function})({', '.join(json.dumps(a) for a in args)})"
