@@ -1,6 +1,8 @@
 """Shared test fixtures: a real fixture web, a real Chromium, and one really recorded store."""
 from __future__ import annotations
 
+import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from mmina.fixtures.web import FixtureWeb
 from mmina.store import Store
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from tests.built_once import built_once, run_folder
 from tests.heavy import HEAVY, HEAVY_ENV
 
 
@@ -19,11 +22,16 @@ def fixture_web():
 
 
 @pytest.fixture(scope="session")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
-    """The built-in task normal/1 (wiki, then shop) recorded once with the oracle (read-only for tests)."""
-    store = tmp_path_factory.mktemp("recorded") / "store"
-    summary = record_run(Store.open(store, create=True), RecordConfig(task_ids=("normal/1",)))
-    return store, summary
+def recorded() -> tuple[Path, RunSummary]:
+    """The built-in task normal/1 (wiki, then shop) recorded once per test run with the oracle
+    (read-only for tests)."""
+    folder = built_once("recorded-normal-1", _record_normal_1)
+    return folder / "store", pickle.loads((folder / "summary.pickle").read_bytes())
+
+
+def _record_normal_1(folder: Path) -> None:
+    summary = record_run(Store.open(folder / "store", create=True), RecordConfig(task_ids=("normal/1",)))
+    (folder / "summary.pickle").write_bytes(pickle.dumps(summary))
 
 
 @pytest.fixture
@@ -36,6 +44,19 @@ def recorded_copy(recorded: tuple[Path, RunSummary], tmp_path: Path) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"heavy: slow and heavy cases, run only with {HEAVY_ENV}=1")
+    if not hasattr(config, "workerinput"):  # the run's main process, before any worker starts
+        run_folder()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        shutil.rmtree(run_folder(), ignore_errors=True)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default, pyproject.toml): one worker more than the cores, at least three —
+    most tests wait on browsers and servers (docs/development.md)."""
+    return max(3, (os.cpu_count() or 1) + 1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

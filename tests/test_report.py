@@ -2,12 +2,9 @@
 construction (tests.agents_for_tests.SeededMistakes), and the documented SQL for every table (docs/analysis.md)."""
 from __future__ import annotations
 
-import atexit
 import json
 import re
 import shutil
-import tempfile
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from mmina.store.sql import run_query
 from mmina.taskcheck import load_suite
 from tests import rescore_reference
 from tests.agents_for_tests import SeededMistakes
+from tests.built_once import built_once
 from tests.docs_pages import page
 
 TASKS = ("wikipedia/1", "normal/2", "normal/3", "normal/24", "compare/5", "normal/32", "normal/38", "multi567/1",
@@ -44,18 +42,19 @@ EXPECTED: dict[str, tuple[int, bool, str, set[str]]] = {
 SUITE = {t.task_id: t for t in load_suite().tasks}
 
 
-@cache
 def recorded_store() -> Path:
-    """Record once per test session: run ``seeded`` (9 tasks), run ``seeded-b`` (4), scored by ``hops``."""
-    root = Path(tempfile.mkdtemp(prefix="mmina-report-"))
-    atexit.register(shutil.rmtree, root, True)
-    store = root / "store"
+    """Recorded once per test run (``tests/built_once.py``): run ``seeded`` (9 tasks), run
+    ``seeded-b`` (4), scored by ``hops``. Read only: a test that writes copies it."""
+    return built_once("report-seeded", _record_seeded) / "store"
+
+
+def _record_seeded(folder: Path) -> None:
+    store = folder / "store"
     record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS, agent="tests.agents_for_tests:SeededMistakes",
                             run_id="seeded"))
     record_run(Store.open(store, create=True), RecordConfig(task_ids=B_TASKS, agent="tests.agents_for_tests:SeededMistakesB",
                             run_id="seeded-b"))
     assert rescore(Store.open(store), RescoreConfig(evaluator="hops")).ok
-    return store
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ Each application goes into a virtualenv of its own (they pin conflicting version
 them belongs in mmina's ``.venv``); JavaScript libraries come from npm. Everything lands under
 one gitignored folder (``.realweb/`` at the repository's top, or ``$MMINA_REALWEB_CACHE``) and is
 installed once: a second call finds it ready (a marker file is written last, so an install cut
-short is done again). Only the package registries are needed, through pip and npm.
+short is done again), by one process at a time (the test run's workers may ask together). Only
+the package registries are needed, through pip and npm.
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
+
+from tests.built_once import locked
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 1_200
@@ -35,13 +39,14 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
     folder = cache_root() / "venvs" / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(requirements)
-    if marker.exists() and marker.read_text() == wanted:
-        return folder / "bin"
-    shutil.rmtree(folder, ignore_errors=True)
-    _run([sys.executable, "-m", "venv", str(folder)], name)
-    _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-          *requirements], name)
-    marker.write_text(wanted)
+    with _installing(folder):
+        if marker.exists() and marker.read_text() == wanted:
+            return folder / "bin"
+        shutil.rmtree(folder, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(folder)], name)
+        _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              *requirements], name)
+        marker.write_text(wanted)
     return folder / "bin"
 
 
@@ -51,14 +56,21 @@ def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
     folder = cache_root() / name
     marker = folder / ".mmina-ready"
     wanted = "\n".join(specs)
-    if marker.exists() and marker.read_text() == wanted:
-        return folder / "node_modules"
-    if shutil.which("npm") is None:
-        raise InstallFailed("npm is not installed (apt-get install -y npm)")
-    folder.mkdir(parents=True, exist_ok=True)
-    _run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm")
-    marker.write_text(wanted)
+    with _installing(folder):
+        if marker.exists() and marker.read_text() == wanted:
+            return folder / "node_modules"
+        if shutil.which("npm") is None:
+            raise InstallFailed("npm is not installed (apt-get install -y npm)")
+        folder.mkdir(parents=True, exist_ok=True)
+        _run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm")
+        marker.write_text(wanted)
     return folder / "node_modules"
+
+
+def _installing(folder: Path) -> AbstractContextManager[None]:
+    """One process at a time installs into ``folder`` (the test run's workers may ask together)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return locked(folder.parent / f"{folder.name}.lock")
 
 
 def _run(command: list[str], what: str) -> None:
