@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ from mmina.store import Store
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from tests.built_once import built_once, run_folder
 from tests.heavy import HEAVY, HEAVY_ENV
+
+PREWARM = pytest.StashKey[threading.Thread]()
+"""The thread installing the default run's third-party software from its start (``tests/prewarm.py``)."""
 
 
 @pytest.fixture(scope="session")
@@ -46,10 +50,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"heavy: slow and heavy cases, run only with {HEAVY_ENV}=1")
     if not hasattr(config, "workerinput"):  # the run's main process, before any worker starts
         run_folder()
+        if config.args_source is pytest.Config.ArgsSource.TESTPATHS:  # the whole default suite
+            from tests import prewarm
+
+            config.stash[PREWARM] = prewarm.start()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
+        if PREWARM in config.stash:
+            config.stash[PREWARM].join()
         shutil.rmtree(run_folder(), ignore_errors=True)
 
 
