@@ -8,8 +8,9 @@ episodes per minute, the ratio to the ideal (every model call waited for once pe
 ``concurrency``: ``steps × delay / concurrency``), the core-seconds per step of mmina's side by
 process kind (``bench/cputree.py``), and the peak memory of mmina and its browsers per episode
 in flight beyond the first. Then what an episode costs while it waits on its model
-(``bench/waiting.py``), the projected time of a 1,050-task × 10-step epoch with a 5 s model on
-this machine, and the ratio to the previous release's core-seconds per step
+(``bench/waiting.py``), the floors under a step (one episode's work done by Chromium alone, by
+Playwright and by mmina, ``bench/floors.py``), the projected time of a 1,050-task × 10-step epoch
+with a 5 s model on this machine, and the ratio to the previous release's core-seconds per step
 (``docs/performance.md``).
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ from mmina.taskcheck import load_suite
 
 from bench.apart import in_own_process, serve_fixture_web, serve_model
 from bench.cputree import KINDS, CpuSplit, CpuTree
+from bench.floors import Floor, floors
 from bench.results import AT_LEAST, Section, Target, previous_release, ratio
 from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
@@ -81,6 +83,9 @@ FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Settin
         Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
 QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8), Setting("2 workers × 4, local", 8, 4, 2),
          Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
+FLOORS = (6, 3)
+QUICK_FLOORS = (1, 1)
+"""Episodes per measurement and rounds of the floors (``bench/floors.py``)."""
 WAITING = (32, 20.0)
 QUICK_WAITING = (4, 3.0)
 """Episodes waiting at once, and for how long (seconds) their CPU is sampled."""
@@ -237,7 +242,11 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
             results.append(measure(store, suite, setting, here, delay))
         waiting = _waiting(here, [u for t in tasks for u in t.start_urls], QUICK_WAITING if quick else WAITING, log)
-    return _section(results, delay, waiting)
+        log("epoch: one episode's work by Chromium alone, by Playwright, by mmina (floors)")
+        under = floors(here.web_args, *(QUICK_FLOORS if quick else FLOORS))
+    section = _section(results, delay, waiting)
+    _floor_figures(section, under)
+    return section
 
 
 Waiting = dict[str, dict[str, float]]
@@ -304,6 +313,18 @@ def _waiting_figures(section: Section, waiting: Waiting) -> float:
         section.add(f"an episode waiting on its model, {name}", round(shares["total"], 4), "cores", target,
                     note=f"core-seconds per second of waiting: {kinds or 'none'}")
     return max(0.0, waiting["fixture pages"]["total"])
+
+
+def _floor_figures(section: Section, under: dict[str, Floor]) -> None:
+    """Core-seconds per step of one episode's work done one episode at a time, layer by layer
+    (``bench/floors.py``): what the pages cost, with screenshots, through Playwright, through mmina."""
+    for name, floor in under.items():
+        kinds = ", ".join(f"{k} {floor[k]:.3f}" for k in KINDS if floor[k] >= 0.0005)
+        section.add(f"floor, one episode at a time: {name}", round(floor["total"], 3), "core-s per step", note=kinds)
+    ratios = [("mmina", "Playwright"), ("Playwright", "Chromium"), ("Chromium", "Chromium, no screenshots")]
+    for upper, lower in ratios:
+        section.add(f"floor: {upper} / {lower}", round(ratio(under[upper]["total"], under[lower]["total"]), 2), "×",
+                    note=f"{under[upper]['total'] - under[lower]['total']:.3f} core-s per step added by {upper}")
 
 
 def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
