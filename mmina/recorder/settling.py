@@ -20,9 +20,8 @@ from typing import Any
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Page, WebSocket
 
-from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
-
 from mmina.errors import MminaError
+from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
 
 ACTION_TIMEOUT_MS = 5_000
 NAVIGATION_TIMEOUT_MS = 20_000

@@ -1,0 +1,87 @@
+"""mmina's own DevTools session per page (``mmina.recorder.devtools``): scripts' values over it,
+their failures told apart, and a page's session found however the page appeared."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+from playwright.async_api import Error as PlaywrightError
+
+from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
+from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate
+from tests.local_site import LocalSite
+
+PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
+         "/popup": "<title>popup</title><p>a tab of its own"}
+
+
+class _Pages(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        body = PAGES.get(self.path, "<title>none</title>").encode()
+        self.send_response(200 if self.path in PAGES else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[BrowserSession]:
+    session = BrowserSession(BrowserConfig(viewport_width=640, viewport_height=480))
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    with LocalSite(_Pages) as pages:
+        yield pages.url
+
+
+@pytest.fixture
+def browser(session: BrowserSession, site: str) -> Iterator[EpisodeBrowser]:
+    browser = session.episode(None)
+    browser.open((site,))
+    yield browser
+    browser.close()
+
+
+def _evaluate(session: BrowserSession, browser: EpisodeBrowser, expression: str, seconds: float = 5.0) -> object:
+    async def run() -> object:
+        devtools = await browser.tabs.sessions.get(browser.tabs.page)
+        assert devtools is not None
+        return await evaluate(devtools, expression, seconds)
+    return session.run(run())
+
+
+def test_a_script_gives_its_json_value_and_a_promise_is_awaited(session: BrowserSession,
+                                                                browser: EpisodeBrowser) -> None:
+    assert _evaluate(session, browser, call("(a, b) => ({sum: a + b, title: document.title})", 2, 3)) == \
+        {"sum": 5, "title": "one"}
+    assert _evaluate(session, browser, "new Promise(done => setTimeout(() => done([1, 'x']), 50))") == [1, "x"]
+    assert _evaluate(session, browser, "undefined") is None
+
+
+def test_a_throwing_script_and_a_slow_one_fail_apart_from_a_page_that_moved_on(session: BrowserSession,
+                                                                               browser: EpisodeBrowser) -> None:
+    with pytest.raises(PageScriptError, match="boom") as thrown:
+        _evaluate(session, browser, "(() => { throw new Error('boom') })()")
+    assert not between_documents(thrown.value)
+    with pytest.raises(TimeoutError):
+        _evaluate(session, browser, "new Promise(() => {})", seconds=0.3)
+    with pytest.raises(PlaywrightError) as moved:
+        _evaluate(session, browser, "new Promise(done => { document.getElementById('away').click(); })")
+    assert between_documents(moved.value)
+    assert _evaluate(session, browser, "document.title") == "two"  # the next document answers
+
+
+def test_a_tab_the_page_opened_has_a_session_of_its_own(session: BrowserSession, browser: EpisodeBrowser) -> None:
+    session.run(browser.tabs.page.evaluate("window.open('/popup')"))
+    browser.settle()
+    assert len(browser.tabs.pages) == 2 and browser.tabs.page is browser.tabs.pages[1]
+    assert _evaluate(session, browser, "document.title") == "popup"
+    assert browser.tabs.sessions.held == 2
