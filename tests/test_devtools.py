@@ -76,6 +76,7 @@ def test_a_throwing_script_and_a_slow_one_fail_apart_from_a_page_that_moved_on(s
     with pytest.raises(PlaywrightError) as moved:
         _evaluate(session, browser, "new Promise(done => { document.getElementById('away').click(); })")
     assert between_documents(moved.value)
+    browser.settle()
     assert _evaluate(session, browser, "document.title") == "two"  # the next document answers
 
 

@@ -44,12 +44,15 @@ class PageSessions:
 
     async def _open(self, page: Page) -> CDPSession | None:
         try:
-            session = await self.context.new_cdp_session(page)
-            if self.listener is not None:
-                await self.listener(session)
-            return session
-        except PlaywrightError:
-            return None  # the page closed first: nothing of it to ask
+            session = await asyncio.wait_for(self.context.new_cdp_session(page), SEND_TIMEOUT_S)
+        except (PlaywrightError, asyncio.TimeoutError):
+            return None  # the page closed first, or the browser does not answer: nothing of it to ask
+        if self.listener is not None:
+            try:
+                await asyncio.wait_for(self.listener(session), SEND_TIMEOUT_S)
+            except (PlaywrightError, asyncio.TimeoutError):
+                pass  # the page closed meanwhile; a session that still answers stays of use
+        return session
 
     async def get(self, page: Page) -> CDPSession | None:
         """``page``'s session once it is open (None if it could not be: the page closed, or
