@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import TypeVar
+
+HTML = "text/html; charset=utf-8"
 
 Site = TypeVar("Site", bound="LocalSite")
 
@@ -28,3 +31,25 @@ class LocalSite:
                  trace: TracebackType | None) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def pages_handler(pages: Mapping[str, str], kind: Callable[[str], str] = lambda path: HTML) -> type[BaseHTTPRequestHandler]:
+    """A handler serving ``pages`` (path, without its query, to body) with their length over
+    HTTP/1.1, as ``kind(path)``; another path is a 404."""
+
+    class Pages(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            path = self.path.split("?")[0]
+            body = pages.get(path, "no such page").encode()
+            self.send_response(200 if path in pages else 404)
+            self.send_header("Content-Type", kind(path))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    return Pages

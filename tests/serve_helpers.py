@@ -27,7 +27,8 @@ START_S = 120.0
 """Bound on the server's start (imports on a busy machine take seconds)."""
 
 
-def _ignore_sigint() -> None:
+def ignore_sigint() -> None:
+    """In a child before it runs its program: SIGINT ignored, as a shell starts a background job."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -48,7 +49,7 @@ class Served:
     def __enter__(self) -> Served:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=REPO_ROOT, env=self.env, preexec_fn=_ignore_sigint if self.background_job else None)
+                                     cwd=REPO_ROOT, env=self.env, preexec_fn=ignore_sigint if self.background_job else None)
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], START_S)[0]:
             self.__exit__(None, None, None)

@@ -3,30 +3,16 @@ their failures told apart, and a page's session found however the page appeared.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate
-from tests.local_site import LocalSite
+from tests.local_site import LocalSite, pages_handler
 
 PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
          "/popup": "<title>popup</title><p>a tab of its own"}
-
-
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        body = PAGES.get(self.path, "<title>none</title>").encode()
-        self.send_response(200 if self.path in PAGES else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +24,7 @@ def session() -> Iterator[BrowserSession]:
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    with LocalSite(_Pages) as pages:
+    with LocalSite(pages_handler(PAGES)) as pages:
         yield pages.url
 
 

@@ -3,7 +3,9 @@ Chromium, kiwix-serve. The episodes in flight must then finish or be left for ``
 never be committed as failures of the agent; the resumed run records every task exactly once.
 
 A real ``mmina record --concurrency 4`` in a session of its own, signalled with ``os.killpg``
-as a terminal would."""
+as a terminal would. It is started with SIGINT ignored, as a script starts a background job
+(and as some CI runners start everything): Python then installs no handler of its own, and
+``mmina`` must install it itself or run to the end through a Ctrl-C."""
 from __future__ import annotations
 
 import os
@@ -16,6 +18,7 @@ from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
 from mmina.taskcheck import load_suite
+from tests.serve_helpers import ignore_sigint
 
 TASKS = 12
 WAIT_S = 600
@@ -42,7 +45,7 @@ def _episodes(store: Path) -> list[tuple[str, str, str | None]]:
 def test_ctrl_c_at_a_terminal_leaves_a_run_that_resumes_with_every_task_once(tmp_path: Path) -> None:
     suite, store = _suite(tmp_path / "suite"), tmp_path / "store"
     proc = subprocess.Popen(_record(suite, store), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=ignore_sigint)
     lines = []
     try:
         for line in proc.stderr:

@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from mmina.recorder.settling import GRACE_S, LIVENESS_S, PROBE_DEADLINE_S
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.heavy import sized
+from tests.local_site import HTML, LocalSite, pages_handler
 from tests.test_independent_site import _driver_pids
 
 PAGES = {
@@ -41,28 +41,14 @@ PAGES = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        body = PAGES.get(self.path.split("?")[0], "no such page").encode()
-        self.send_response(200 if self.path.split("?")[0] in PAGES else 404)
-        kind = "text/plain" if self.path.startswith("/api/") else "text/html; charset=utf-8"
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
+def _kind(path: str) -> str:
+    return "text/plain" if path.startswith("/api/") else HTML
 
 
 @pytest.fixture(scope="module")
 def site() -> Any:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with LocalSite(pages_handler(PAGES, _kind)) as pages:
+        yield pages.url.rstrip("/")
 
 
 def _suite(folder: Path, site: str, scripts: list[list[dict]]) -> Path:

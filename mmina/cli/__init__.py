@@ -8,7 +8,7 @@ import sys
 import click
 
 from mmina import __version__
-from mmina.cli.common import MminaGroup
+from mmina.cli.common import MminaGroup, ctrl_c_interrupts
 from mmina.errors import first_line
 
 
@@ -52,9 +52,11 @@ TRACEBACK_ENV = "MMINA_TRACEBACK"
 
 
 def main() -> None:
-    """The ``mmina`` script. Library errors are one line already (``MminaGroup``); anything
-    else is a bug in mmina, and still one line with its type (``MMINA_TRACEBACK=1`` re-raises
-    it, traceback and all, for a bug report)."""
+    """The ``mmina`` script. Ctrl-C interrupts it however it was started (``ctrl_c_interrupts``).
+    Library errors are one line already (``MminaGroup``); anything else is a bug in mmina, and
+    still one line with its type (``MMINA_TRACEBACK=1`` re-raises it, traceback and all, for a
+    bug report)."""
+    ctrl_c_interrupts()
     try:
         cli(prog_name="mmina")
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback

@@ -311,10 +311,11 @@ def openai_agent_options(scope: str, prices: bool = True):
 
 
 def ctrl_c_interrupts() -> None:
-    """Ctrl-C (SIGINT) interrupts a long-running command even when it was started where SIGINT
-    is ignored (a shell's background job, some CI runners): Python then installs no
-    KeyboardInterrupt handler, and uvicorn, which stops on SIGINT and raises it again under the
-    handler it found, would end ``serve`` with 0 instead of 130."""
+    """Ctrl-C (SIGINT) interrupts every command even when it was started where SIGINT is
+    ignored (a script's background job, some CI runners): Python then installs no
+    KeyboardInterrupt handler, so ``record`` would ignore a Ctrl-C sent to its process group and
+    run to the end, and uvicorn, which stops on SIGINT and raises it again under the handler it
+    found, would end ``serve`` with 0 instead of 130."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 

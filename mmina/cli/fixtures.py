@@ -6,7 +6,7 @@ import threading
 
 import click
 
-from mmina.cli.common import MAX_DRIFT, ctrl_c_interrupts
+from mmina.cli.common import MAX_DRIFT
 
 
 @click.group()
@@ -38,7 +38,6 @@ def serve(port: int, drift: int) -> None:
     from mmina.fixtures.web import FixtureWeb
     from mmina.fixtures.web.kiwix import viewer_url
 
-    ctrl_c_interrupts()
     try:
         web = FixtureWeb(drift=drift, port=port).start()
     except OSError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR
-from mmina.cli.common import ctrl_c_interrupts, open_store, store_option
+from mmina.cli.common import open_store, store_option
 from mmina.cli.render import echo
 
 
@@ -49,5 +49,4 @@ def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str,
             echo("every request needs the token: open the address above once, or send "
                  "'Authorization: Bearer <token>'", err=True)
 
-    ctrl_c_interrupts()
     run_server(store, host, port, token, expose, evaluator, ready, Labelling(labeller, not read_only))
