@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from mmina.cli import cli
 from mmina.fixtures.web import FixtureWeb
 from mmina.taskcheck import load_suite
+from tests.serve_helpers import ignore_sigint
 
 OFFICIAL_EXAMPLE = {
     "intent": "Find the event ...", "start_url": "http://wiki.mmina.test/kiwix/",
@@ -80,8 +81,9 @@ def test_list_one_file_and_the_suite(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", [["mmina", "fixtures", "serve"], ["mmina.fixtures.web"]])
 def test_fixtures_serve_starts_and_stops(command: list[str]) -> None:
+    """Started with SIGINT ignored, as a script's background job is: it stops on it all the same."""
     proc = subprocess.Popen([sys.executable, "-m", *command, "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_sigint)
     try:
         first = proc.stdout.readline()
         port = int(first.split("127.0.0.1:")[1].split(" ")[0])

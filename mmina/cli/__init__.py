@@ -51,14 +51,14 @@ def cli() -> None:
 TRACEBACK_ENV = "MMINA_TRACEBACK"
 
 
-def main() -> None:
-    """The ``mmina`` script. Ctrl-C interrupts it however it was started (``ctrl_c_interrupts``).
+def main(args: list[str] | None = None, prog_name: str = "mmina") -> None:
+    """The ``mmina`` script (``args``: the command line's, by default). Ctrl-C interrupts it however it was started (``ctrl_c_interrupts``).
     Library errors are one line already (``MminaGroup``); anything else is a bug in mmina, and
     still one line with its type (``MMINA_TRACEBACK=1`` re-raises it, traceback and all, for a
     bug report)."""
     ctrl_c_interrupts()
     try:
-        cli(prog_name="mmina")
+        cli(args, prog_name=prog_name)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
         if os.environ.get(TRACEBACK_ENV):
             raise
