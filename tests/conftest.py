@@ -17,6 +17,8 @@ from tests.heavy import HEAVY, HEAVY_ENV
 
 PREWARM = pytest.StashKey[threading.Thread]()
 """The thread installing the default run's third-party software from its start (``tests/prewarm.py``)."""
+PREWARM_JOIN_S = 900.0
+"""How long a run that ends early waits for those installs (on a fresh machine: a few minutes)."""
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         if PREWARM in config.stash:
-            config.stash[PREWARM].join()
+            config.stash[PREWARM].join(PREWARM_JOIN_S)
         shutil.rmtree(run_folder(), ignore_errors=True)
 
 
