@@ -72,13 +72,19 @@ class PageScriptError(PlaywrightError):
     """A script mmina ran in a page threw, or its value could not be returned."""
 
 
+async def send(session: CDPSession, method: str, params: dict[str, Any] | None = None,
+               seconds: float = SEND_TIMEOUT_S) -> dict[str, Any]:
+    """The answer to one DevTools call of mmina's, within ``seconds`` (else ``asyncio.TimeoutError``)."""
+    return await asyncio.wait_for(session.send(method, params), seconds)
+
+
 async def evaluate(session: CDPSession, expression: str, seconds: float = SEND_TIMEOUT_S) -> Any:
     """The JSON value of ``expression`` in the page's main world (a promise is awaited), within
     ``seconds``. A page that navigates away meanwhile, or a session gone, raises Playwright's
     ``Error``, as the script throwing does (:class:`PageScriptError`); past ``seconds``,
     ``asyncio.TimeoutError``."""
-    reply = await asyncio.wait_for(session.send("Runtime.evaluate", {
-        "expression": expression, "awaitPromise": True, "returnByValue": True}), seconds)
+    reply = await send(session, "Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                     "returnByValue": True}, seconds)
     if "exceptionDetails" in reply:
         details = reply["exceptionDetails"]
         raise PageScriptError((details.get("exception") or {}).get("description") or details.get("text", "script failed"))

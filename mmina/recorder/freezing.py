@@ -40,7 +40,7 @@ from typing import Any
 
 from playwright.async_api import CDPSession, Error as PlaywrightError, Page
 
-from mmina.recorder.devtools import SEND_TIMEOUT_S
+from mmina.recorder.devtools import send
 
 FREEZE_AFTER_S = 0.5
 """How long an agent thinks before its pages are frozen: short follow-up work a page set itself
@@ -88,10 +88,10 @@ WAKE: Calls = (("Animation.setPlaybackRate", {"playbackRate": 1}), ("Animation.d
 
 
 async def _send_all(session: CDPSession, calls: Calls) -> None:
-    """The calls in order, each within ``SEND_TIMEOUT_S``; one that fails (the page closed or
+    """The calls in order, each within ``devtools.SEND_TIMEOUT_S``; one that fails (the page closed or
     navigated away) or is not answered in time is passed over: the page is left as it is."""
     for method, params in calls:
         try:
-            await asyncio.wait_for(session.send(method, params), SEND_TIMEOUT_S)
+            await send(session, method, params)
         except (PlaywrightError, asyncio.TimeoutError):
             continue

@@ -12,13 +12,11 @@ which hides it, so a screenshot never depends on the moment it was taken.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
-from typing import Any
 
 from playwright.async_api import CDPSession, Error as PlaywrightError, Page
 
-from mmina.recorder.devtools import SEND_TIMEOUT_S, PageSessions, evaluate
+from mmina.recorder.devtools import PageSessions, evaluate, send
 
 CARET_MAY_SHOW = """(async () => {
   try { await document.fonts.ready; } catch (e) {}
@@ -40,7 +38,7 @@ class Screenshots:
         session = await self.sessions.get(page)
         if session is not None and not await _caret_may_show(session):
             try:
-                shot = await _send(session, "Page.captureScreenshot", {"format": "jpeg", "quality": self.quality})
+                shot = await send(session, "Page.captureScreenshot", {"format": "jpeg", "quality": self.quality})
                 return base64.b64decode(shot["data"])
             except (PlaywrightError, TimeoutError):
                 pass  # e.g. the page navigated away under the capture: Playwright's path tries again
@@ -50,10 +48,7 @@ class Screenshots:
 async def _caret_may_show(session: CDPSession) -> bool:
     """Whether a caret may be visible (or the check itself failed: then assume it may)."""
     try:
-        return await evaluate(session, CARET_MAY_SHOW, SEND_TIMEOUT_S) is not False
+        return await evaluate(session, CARET_MAY_SHOW) is not False
     except (PlaywrightError, TimeoutError):
         return True
 
-
-async def _send(session: CDPSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return await asyncio.wait_for(session.send(method, params), SEND_TIMEOUT_S)
