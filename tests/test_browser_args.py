@@ -4,6 +4,7 @@ own; and what that saves: one renderer process per context (its page's), not thr
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,19 @@ def command_line(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
+MARK = f"--mmina-test-launch={uuid.uuid4().hex}"
+"""A switch Chromium ignores, given to the browsers these tests launch: another browser started
+meanwhile by this test process (a thread an earlier test file left running) is not theirs."""
+
+
 def new_browser_processes(launch: Callable[[], Any]) -> tuple[Any, list[list[str]]]:
-    """What ``launch`` returns, and the command lines of the browser processes it started (not
-    their helpers: those carry ``--type=``)."""
+    """What ``launch`` returns, and the command lines of the browser processes it started with
+    ``MARK`` (not their helpers: those carry ``--type=``)."""
     before = set(descendants(os.getpid()))
     launched = launch()
-    started = [command_line(p) for p in set(descendants(os.getpid())) - before]
-    browsers = [c for c in started if "--remote-debugging-pipe" in c and not any(a.startswith("--type=") for a in c)]
+    started = [c for c in map(_command_line_if_alive, set(descendants(os.getpid())) - before) if c]
+    browsers = [c for c in started if "--remote-debugging-pipe" in c and MARK in c
+                and not any(a.startswith("--type=") for a in c)]
     return launched, browsers
 
 
@@ -41,14 +48,14 @@ def test_playwright_defaults_are_the_ones_mmina_keeps() -> None:
     """If Playwright changes its list, mmina's copy (and the default it replaces) must follow."""
     with sync_playwright() as playwright:
         browser, [args] = new_browser_processes(
-            lambda: playwright.chromium.launch(executable_path=find_chromium(None, playwright)))
+            lambda: playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=[MARK]))
         browser.close()
     assert disabled_features(args) == [list(PLAYWRIGHT_DISABLED_FEATURES)]
 
 
 def test_one_switch_keeps_playwrights_features_mmina_s_and_the_users() -> None:
     session, [args] = new_browser_processes(lambda: BrowserSession(BrowserConfig(
-        extra_args=("--disable-features=Translate,MediaRouter", "--lang=de"))))
+        extra_args=("--disable-features=Translate,MediaRouter", "--lang=de", MARK))))
     session.close()
     [features] = disabled_features(args)
     assert set(features) == {*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES, "Translate"}
@@ -79,10 +86,15 @@ def renderers() -> set[int]:
 
 
 def _is_renderer(pid: int) -> bool:
+    return "--type=renderer" in _command_line_if_alive(pid)
+
+
+def _command_line_if_alive(pid: int) -> list[str]:
+    """``pid``'s command line, or nothing if it ended meanwhile."""
     try:
-        return "--type=renderer" in command_line(pid)
+        return command_line(pid)
     except OSError:
-        return False
+        return []
 
 
 async def _open_contexts(session: BrowserSession, count: int) -> None:
