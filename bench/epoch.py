@@ -1,8 +1,12 @@
 """An epoch at scale: many episodes in flight against a model that takes 2 s per step.
 
-The fixture tasks (short ones, not the kiwix viewer's) are cloned to 256 episodes and recorded
-by the ``openai`` agent against the tests' local OpenAI-compatible server, which answers each
-step with the oracle's action after a fixed delay. The model server and the fixture web run in
+The fixture tasks (not the kiwix viewer's) are cloned to 256 episodes and recorded by the
+``openai`` agent against the tests' local OpenAI-compatible server, which answers each step with
+the oracle's action after a fixed delay. Two kinds of task: the short ones (2–6 steps), for every
+number in flight, and at 32 in flight the MMInA-length ones as well (8–12 steps across sites:
+typing, filtering, paging, going to another site), since an MMInA task has about ten steps and
+what an episode costs once (its context, its first page, its last observation) is spread over
+its steps; the projected epoch is taken from those. The model server and the fixture web run in
 processes of their own (``bench/apart.py``), counted apart. Each configuration is one run:
 episodes per minute, the ratio to the ideal (every model call waited for once per
 ``concurrency``: ``steps × delay / concurrency``), the core-seconds per step of mmina's side by
@@ -49,6 +53,9 @@ from tests.agents_for_tests import descendants  # noqa: E402
 DELAY_S = 2.0
 EPISODES = 256
 MAX_SCRIPT = 6
+LONG_SCRIPT = (8, 12)
+"""The reference-script lengths of the MMInA-length tasks (``long_tasks``)."""
+LONG_EPISODES = 128
 FIXTURE_TASKS = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 SAMPLE_S = 3.0
 MODEL, WEB = "model server", "web"
@@ -61,13 +68,15 @@ EPOCH_MODEL_S = 5.0
 
 @dataclass(frozen=True)
 class Setting:
-    """One configuration: ``workers`` × ``concurrency`` in flight, on ``executor``, over ``episodes``."""
+    """One configuration: ``workers`` × ``concurrency`` in flight, on ``executor``, over ``episodes``
+    of the ``tasks`` kind (``SHORT`` or ``LONG``)."""
 
     label: str
     episodes: int
     concurrency: int
     workers: int = 1
     executor: str = "local"
+    tasks: str = "short"
 
     @property
     def in_flight(self) -> int:
@@ -78,10 +87,13 @@ class Setting:
         return Layout(self.workers, self.concurrency, self.executor)
 
 
+SHORT, LONG = "short", "long"
 FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Setting("concurrency 32", EPISODES, 32),
+        Setting("concurrency 32, MMInA-length tasks", LONG_EPISODES, 32, tasks=LONG),
         Setting("concurrency 64", EPISODES, 64), Setting("2 workers × 16, local", EPISODES, 16, 2),
         Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
-QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8), Setting("2 workers × 4, local", 8, 4, 2),
+QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8),
+         Setting("concurrency 8, MMInA-length tasks", 8, 8, tasks=LONG), Setting("2 workers × 4, local", 8, 4, 2),
          Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
 FLOORS = (6, 3)
 QUICK_FLOORS = (1, 1)
@@ -97,9 +109,16 @@ def short_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
             and not any("kiwix." in u for u in t.start_urls)]
 
 
-def write_clones(folder: Path, tasks: list[Task], count: int) -> Path:
-    """``count`` task files cycling through ``tasks`` (task ids 1..count), as one suite folder."""
-    suite = folder / "epoch"
+def long_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
+    """Tasks of MMInA's length (``LONG_SCRIPT`` steps, several sites), on the Python fixture web."""
+    low, high = LONG_SCRIPT
+    return [t for t in suite_tasks if t.reference_script and low <= len(t.reference_script) <= high
+            and not any("kiwix." in u for u in t.start_urls)]
+
+
+def write_clones(folder: Path, tasks: list[Task], count: int, name: str) -> Path:
+    """``count`` task files cycling through ``tasks`` (task ids 1..count), as the suite folder ``name``."""
+    suite = folder / name
     suite.mkdir(parents=True, exist_ok=True)
     for number in range(1, count + 1):
         task = tasks[(number - 1) % len(tasks)]
@@ -230,22 +249,26 @@ def world(tasks: list[Task], delay: float) -> Iterator[World]:
 
 
 def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Section:
-    tasks = short_tasks(load_suite().tasks)
+    suite_tasks = load_suite().tasks
+    kinds = {SHORT: short_tasks(suite_tasks), LONG: long_tasks(suite_tasks)}
     settings_list = QUICK if quick else FULL
     delay = DELAY_S / 10 if quick else DELAY_S
-    suite = write_clones(root / "tasks", tasks, max(s.episodes for s in settings_list))
+    suites = {kind: write_clones(root / "tasks", tasks, max(s.episodes for s in settings_list if s.tasks == kind), kind)
+              for kind, tasks in kinds.items()}
     store = Store.open(root / "store", create=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     results: list[Measured] = []
-    with world(tasks, delay) as here:
+    with world([*kinds[SHORT], *kinds[LONG]], delay) as here:
         for setting in settings_list:
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
-            results.append(measure(store, suite, setting, here, delay))
-        waiting = _waiting(here, [u for t in tasks for u in t.start_urls], QUICK_WAITING if quick else WAITING, log)
+            results.append(measure(store, suites[setting.tasks], setting, here, delay))
+        urls = [u for t in kinds[SHORT] for u in t.start_urls]
+        waiting = _waiting(here, urls, QUICK_WAITING if quick else WAITING, log)
         log("epoch: one episode's work by Chromium alone, by Playwright, by mmina (floors)")
         under = floors(here.web_args, *(QUICK_FLOORS if quick else FLOORS))
     section = _section(results, delay, waiting)
     _floor_figures(section, under)
+    _against_floor(section, results, under["Chromium"]["total"])
     return section
 
 
@@ -327,12 +350,25 @@ def _floor_figures(section: Section, under: dict[str, Floor]) -> None:
                     note=f"{under[upper]['total'] - under[lower]['total']:.3f} core-s per step added by {upper}")
 
 
+def _against_floor(section: Section, results: list[Measured], chromium: float) -> None:
+    """A step at 32 in flight as a multiple of the same run's Chromium-alone floor: how many bare
+    Chromium steps (page and screenshot, no harness) one of mmina's costs, a figure that a busier
+    or slower machine, which inflates both, moves less than the core-seconds themselves."""
+    for tasks in (SHORT, LONG):
+        result = projected_from(results, tasks)
+        if result.setting.tasks == tasks:
+            times = round(ratio(result.per_step, chromium), 2)
+            section.add(f"{result.setting.label}: a step / the Chromium floor", times, "×",
+                        note=f"{result.per_step:.3f} core-s at {result.setting.in_flight} in flight over "
+                             f"{chromium:.3f} for Chromium alone, one episode at a time, in the same run")
+
+
 def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
     """A 1,050-task × 10-step epoch with a 5 s model on this machine's cores, with enough episodes
-    in flight to keep them busy: each step costs what it cost at 32 in flight (the most in flight
-    measured, in one worker) less its own waiting, plus 5 s of waiting."""
-    local = [r for r in results if r.setting.workers == 1]
-    result = next((r for r in local if r.setting.in_flight == 32), max(local, key=lambda r: r.setting.in_flight))
+    in flight to keep them busy: each step costs what it cost at 32 in flight in one worker (on
+    the MMInA-length tasks where they ran, whose steps are as many as an MMInA task's; else the
+    most in flight measured) less its own waiting, plus 5 s of waiting."""
+    result = projected_from(results)
     active = result.per_step - per_wait * result.delay_s
     per_step = active + per_wait * EPOCH_MODEL_S
     cores = os.cpu_count() or 1
@@ -343,12 +379,26 @@ def _projection(section: Section, results: list[Measured], per_wait: float) -> N
                 note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
                      f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
                      f"{in_flight:.0f} episodes in flight")
+    _previous_release(section, projected_from(results, SHORT))
+
+
+def _previous_release(section: Section, result: Measured) -> None:
+    """The core-seconds per step against the previous release's, on the tasks it was measured on
+    (the short ones at 32 in flight)."""
     previous = previous_release()
     everything = result.cpu.side() + result.cpu.seconds.get(MODEL, 0.0) + result.cpu.seconds.get(WEB, 0.0)
     section.add("core-seconds per step, everything, / previous release", round(ratio(
         everything / max(1, result.steps), previous["per_step"]), 2), "×",
         note=f"{everything / max(1, result.steps):.3f} now (model server and web included, as the previous "
              f"release's whole-machine figure) vs {previous['per_step']} at {previous['version']}")
+
+
+def projected_from(results: list[Measured], tasks: str = LONG) -> Measured:
+    """The run at 32 in flight in one worker on ``tasks`` (else on the other kind, else the most
+    in flight measured): where the projection takes its cost per step from (see :func:`_projection`)."""
+    local = [r for r in results if r.setting.workers == 1]
+    at_32 = sorted((r for r in local if r.setting.in_flight == 32), key=lambda r: r.setting.tasks != tasks)
+    return at_32[0] if at_32 else max(local, key=lambda r: (r.setting.in_flight, r.setting.tasks == tasks))
 
 
 def _speedup(section: Section, result: Measured, base: Measured) -> None:
