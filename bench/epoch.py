@@ -352,8 +352,8 @@ def _floor_figures(section: Section, under: dict[str, Floor]) -> None:
 
 def _against_floor(section: Section, results: list[Measured], chromium: float) -> None:
     """A step at 32 in flight as a multiple of the same run's Chromium-alone floor: how many bare
-    Chromium steps (page and screenshot, no harness) one of mmina's costs, a figure that a busier
-    or slower machine, which inflates both, moves less than the core-seconds themselves."""
+    Chromium steps (page and screenshot, no harness, one at a time) one of mmina's costs, both
+    measured on the machine as it was during the run."""
     for tasks in (SHORT, LONG):
         result = projected_from(results, tasks)
         if result.setting.tasks == tasks:
