@@ -65,6 +65,9 @@ WAIT_TARGET = 0.02
 EPOCH_STEPS = 1_050 * 10
 EPOCH_MODEL_S = 5.0
 
+SHORT, LONG = "short", "long"
+"""The kinds of task a setting runs (``short_tasks``, ``long_tasks``)."""
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -76,7 +79,7 @@ class Setting:
     concurrency: int
     workers: int = 1
     executor: str = "local"
-    tasks: str = "short"
+    tasks: str = SHORT
 
     @property
     def in_flight(self) -> int:
@@ -87,7 +90,6 @@ class Setting:
         return Layout(self.workers, self.concurrency, self.executor)
 
 
-SHORT, LONG = "short", "long"
 FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Setting("concurrency 32", EPISODES, 32),
         Setting("concurrency 32, MMInA-length tasks", LONG_EPISODES, 32, tasks=LONG),
         Setting("concurrency 64", EPISODES, 64), Setting("2 workers × 16, local", EPISODES, 16, 2),
@@ -105,13 +107,16 @@ QUICK_WAITING = (4, 3.0)
 
 def short_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
     """Tasks the oracle finishes in a few steps, on the Python fixture web (no kiwix-serve)."""
-    return [t for t in suite_tasks if t.reference_script and len(t.reference_script) <= MAX_SCRIPT
-            and not any("kiwix." in u for u in t.start_urls)]
+    return scripted_tasks(suite_tasks, 1, MAX_SCRIPT)
 
 
 def long_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
     """Tasks of MMInA's length (``LONG_SCRIPT`` steps, several sites), on the Python fixture web."""
-    low, high = LONG_SCRIPT
+    return scripted_tasks(suite_tasks, *LONG_SCRIPT)
+
+
+def scripted_tasks(suite_tasks: tuple[Task, ...], low: int, high: int) -> list[Task]:
+    """Tasks whose reference script has ``low``..``high`` steps, none of them on kiwix-serve."""
     return [t for t in suite_tasks if t.reference_script and low <= len(t.reference_script) <= high
             and not any("kiwix." in u for u in t.start_urls)]
 
@@ -311,6 +316,7 @@ def _section(results: list[Measured], delay: float, waiting: Waiting) -> Section
                         target, note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
     per_wait = _waiting_figures(section, waiting)
     _projection(section, results, per_wait)
+    _previous_release(section, projected_from(results, SHORT))
     _ray_vs_local(section, results)
     return section
 
@@ -379,7 +385,6 @@ def _projection(section: Section, results: list[Measured], per_wait: float) -> N
                 note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
                      f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
                      f"{in_flight:.0f} episodes in flight")
-    _previous_release(section, projected_from(results, SHORT))
 
 
 def _previous_release(section: Section, result: Measured) -> None:

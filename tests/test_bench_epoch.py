@@ -15,7 +15,8 @@ from mmina.taskcheck import load_suite
 
 
 def test_long_tasks_are_of_mminas_length_and_cross_sites() -> None:
-    tasks = long_tasks(load_suite().tasks)
+    suite_tasks = load_suite().tasks
+    tasks = long_tasks(suite_tasks)
     assert len(tasks) >= 8
     for task in tasks:
         script = task.reference_script or []
@@ -23,7 +24,7 @@ def test_long_tasks_are_of_mminas_length_and_cross_sites() -> None:
         hosts = {urlsplit(u).hostname for u in task.start_urls} | {
             urlsplit(s["url"]).hostname for s in script if isinstance(s, dict) and s.get("action") == "goto"}
         assert len(hosts) >= 2, task.task_id
-    assert not {t.task_id for t in tasks} & {t.task_id for t in short_tasks(load_suite().tasks)}
+    assert not {t.task_id for t in tasks} & {t.task_id for t in short_tasks(suite_tasks)}
 
 
 def measured(setting: Setting, steps: int) -> Measured:
