@@ -10,18 +10,30 @@ left unmatched, and no step ran past its deadline.
 from __future__ import annotations
 
 
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 
 from mmina.fixtures.hardweb import BEHAVIOURS, OTHER_HOST
 from mmina.fixtures.hardweb.check import Outcome, check
-from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S
+from mmina.fixtures.hardweb.server import HardWeb
+from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig
+from mmina.recorder.har import BODY_HEADER, MISSING
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
 from mmina.recorder.streams import event_text
 from mmina.replayer.archive import same_page
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    return {o.behaviour.name: o for o in check(tmp_path_factory.mktemp("hardweb"))}
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hardweb")
+
+
+@pytest.fixture(scope="module")
+def outcomes(folder: Path) -> dict[str, Outcome]:
+    return {o.behaviour.name: o for o in check(folder)}
 
 
 def _header(request: dict, name: str) -> str:
@@ -93,3 +105,39 @@ def test_a_replayed_url_is_the_same_page_up_to_clock_and_random_values_only() ->
 def test_an_event_stream_message_is_written_back_in_the_stream_format() -> None:
     assert event_text("message", "one\ntwo", "") == b"data: one\ndata: two\n\n"
     assert event_text("arrival", "{}", "7") == b"id: 7\nevent: arrival\ndata: {}\n\n"
+
+
+def _lose_body(store: Store, request: dict) -> None:
+    """Leave the recorded ``request`` as the recorder leaves a response whose body it could not
+    keep (no body, ``x-mmina-body: missing``), in the store file that holds it."""
+    for path in store.files("requests", run_id=request["run_id"]):
+        table = pq.read_table(store.root / path)
+        rows = table.to_pylist()
+        hit = [r for r in rows if (r["episode_id"], r["seq"]) == (request["episode_id"], request["seq"])]
+        if hit:
+            hit[0].update(response_body=None, response_headers=[*hit[0]["response_headers"],
+                                                                {"name": BODY_HEADER, "value": MISSING}])
+            pq.write_table(table.from_pylist(rows, schema=table.schema), store.root / path)
+            return
+    raise AssertionError(f"no stored request {request['seq']} of {request['episode_id']}")
+
+
+def test_a_fetch_whose_body_the_recording_lost_is_answered_for_the_observation_that_showed_it(
+        folder: Path, outcomes: dict[str, Outcome]) -> None:
+    """A recorder under load sometimes keeps no body for a fetch (its page navigated away before
+    the body was read). The replay once passed that exchange over and answered its request with
+    the next repeat's, recorded an observation later: held for that observation, the forward
+    page was observed still "Loading news" (fidelity 0.8, seen in CI). Answered in its own turn
+    with the next kept body, the page shows what the recording showed."""
+    outcome = outcomes["back-forward with beacons and polling"]
+    news = [r for r in outcome.requests if "/api/news" in r["url"]]
+    forward = next(r for r in news if r["step_index"] == 2)  # asked by the forward navigation
+    store = Store.open(folder / "bfcache-off" / "store")
+    _lose_body(store, forward)
+    with HardWeb() as web:
+        report = replay_run(store, episode_id=outcome.replay.source_episode,
+                            browser=BrowserConfig(extra_args=tuple(web.chromium_args())))
+    [replay] = report.episodes
+    assert (replay.status, replay.error) == ("completed", None)
+    assert replay.fidelity == 1.0, [(s.step_index, s.tree_diff) for s in replay.steps if not s.faithful]
+    assert replay.requests.unmatched == 0

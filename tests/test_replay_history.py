@@ -44,16 +44,29 @@ def test_a_repeated_header_joined_by_a_newline_is_served_as_one_list() -> None:
     assert all("\r" not in v and "\0" not in v for v in headers.values())
 
 
-def test_a_repeated_request_is_answered_with_a_body_before_one_the_recording_lost() -> None:
+def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_gets_the_next_body() -> None:
     """With the back-forward cache on, a poll of the page left behind may be answered while the
-    page is frozen: the recording keeps no body for it. The next page's poll gets a body."""
+    page is frozen, and a fetch whose page navigated away at once may end before the recorder
+    read it: the recording keeps no body for it. Its request still takes its place first in,
+    first out, with its own timing (a paced replay holds it for its own observation, not the next
+    one's), and is answered with the next kept body; the requests after it get their own."""
     lost = (("x-mmina-body", "missing"),)
-    archive = Archive([Exchange(0, "GET", "http://shop.test/api/stock?since=1", 200, body=b'{"stock": 5}'),
-                       Exchange(1, "GET", "http://shop.test/api/stock?since=2", 200, headers=lost),
-                       Exchange(2, "GET", "http://shop.test/api/stock?since=3", 200, body=b'{"stock": 4}')])
+    archive = Archive([Exchange(0, "GET", "http://shop.test/api/stock?since=1", 200, body=b'{"stock": 5}',
+                                started_ms=1_000.0, time_ms=5.0),
+                       Exchange(1, "GET", "http://shop.test/api/stock?since=2", 200, headers=lost,
+                                started_ms=2_000.0, time_ms=7.0),
+                       Exchange(2, "GET", "http://shop.test/api/stock?since=3", 200, body=b'{"stock": 4}',
+                                headers=(("Content-Type", "application/json"),), started_ms=3_000.0, time_ms=9.0),
+                       Exchange(3, "GET", "http://shop.test/api/stock?since=4", 200, headers=lost,
+                                started_ms=4_000.0, time_ms=11.0)])
     matcher = Matcher(archive)
-    served = [matcher.match("GET", f"http://shop.test/api/stock?since={n}").exchange for n in (7, 8, 9)]
-    assert [e.body for e in served] == [b'{"stock": 5}', b'{"stock": 4}', b'{"stock": 4}']
+    assert matcher.peek("GET", "http://shop.test/api/stock?since=8").exchange.body == b'{"stock": 5}'
+    served = [matcher.match("GET", f"http://shop.test/api/stock?since={n}").exchange for n in (7, 8, 9, 10, 11)]
+    assert [(e.order, e.started_ms, e.time_ms) for e in served] == [
+        (0, 1_000.0, 5.0), (1, 2_000.0, 7.0), (2, 3_000.0, 9.0), (3, 4_000.0, 11.0), (3, 4_000.0, 11.0)]
+    assert [e.body for e in served] == [b'{"stock": 5}', b'{"stock": 4}', b'{"stock": 4}', b'{"stock": 4}',
+                                        b'{"stock": 4}']  # the last lost one: the previous kept body
+    assert not any(e.body_missing for e in served) and served[1].headers == archive.exchanges[2].headers
     only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
     assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 

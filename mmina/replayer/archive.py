@@ -41,9 +41,13 @@ Repeated requests are answered first in, first out, as in mitmproxy's server rep
 rule takes the earliest recorded candidate not served yet; when all of a rule's candidates have
 been served, the last one is served again (a page may ask more often than it did when
 recorded, e.g. because routing turns off the HTTP cache). A candidate whose body the recording
-could not keep is passed over while the rule has candidates with theirs (a poll of a page that
-went into the back-forward cache while its answer came: the page that reads the next poll
-should get a body), and served only when none of them has one.
+could not keep (a poll of a page that went into the back-forward cache while its answer came, a
+fetch whose page navigated away before the recorder read the body) still takes its own place in
+that order, with its own timing, but is answered with the body of the nearest candidate that kept
+one (the next, else the previous): the page that reads it gets a body, and the exchanges after it
+keep theirs. Passing it over instead would hand its turn's request the *next* recorded answer, whose
+moment is an observation later: a paced replay then holds it for that observation
+(``mmina.replayer.turns``), and the page is observed still waiting for it.
 """
 from __future__ import annotations
 
@@ -247,7 +251,7 @@ class Archive:
                                      []).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
         self.bodiless = frozenset(i for i, e in enumerate(self.exchanges) if e.body_missing)
-        """Exchanges whose body the recording could not keep (see :meth:`Matcher._first_unserved`)."""
+        """Exchanges whose body the recording could not keep (see :meth:`Matcher._with_body`)."""
         self.exact: dict[tuple[str, str, bytes | None], list[int]] = {}
         self.by_endpoint: dict[tuple[str, str], list[int]] = {}
         for index, (exchange, form) in enumerate(zip(self.exchanges, self.shapes)):
@@ -319,16 +323,26 @@ class Matcher:
         """The earliest candidate not served yet, else the last one again."""
         index = self._first_unserved(candidates)
         self.served.add(index)
-        return self.archive.exchanges[index]
+        return self._with_body(index, candidates)
 
     def _next(self, candidates: Sequence[int]) -> Exchange:
-        return self.archive.exchanges[self._first_unserved(candidates)]
+        return self._with_body(self._first_unserved(candidates), candidates)
 
     def _first_unserved(self, candidates: Sequence[int]) -> int:
-        """The earliest candidate not served yet, else the last one; those with a body first
-        (see the module)."""
-        usable = [i for i in candidates if i not in self.archive.bodiless] or candidates
-        return next((i for i in usable if i not in self.served), usable[-1])
+        """The earliest candidate not served yet, else the last one."""
+        return next((i for i in candidates if i not in self.served), candidates[-1])
+
+    def _with_body(self, index: int, candidates: Sequence[int]) -> Exchange:
+        """The exchange at ``index``; if the recording lost its body, with the response of the
+        nearest candidate that kept one (the next, else the previous) and its own request and
+        timing (see the module). Without such a candidate, the exchange as it is."""
+        exchange = self.archive.exchanges[index]
+        kept = [i for i in candidates if i not in self.archive.bodiless]
+        if index not in self.archive.bodiless or not kept:
+            return exchange
+        donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
+        return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
+                       mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body)
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
