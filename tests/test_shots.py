@@ -62,6 +62,29 @@ def test_a_devtools_screenshot_has_the_bytes_of_playwrights(session: BrowserSess
     assert ours[:2] == b"\xff\xd8" and ours == theirs
 
 
+@pytest.mark.parametrize("width,height", [(1280, 2048), (390, 844)])
+def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(site: str, width: int,
+                                                                              height: int) -> None:
+    """mmina captures the page's view (``fromSurface`` false, which leaves no frame buffers
+    behind in the GPU process), Playwright its compositor surface: the same bytes, for a tall
+    and a narrow viewport, a scrolled page with a frame in it."""
+    session = BrowserSession(BrowserConfig(viewport_width=width, viewport_height=height))
+    try:
+        browser = _opened(session, f"{site}/frame.html")
+        try:
+            session.run(browser.tabs.page.evaluate(
+                "document.body.insertAdjacentHTML('beforeend', '<p>' + 'Line of text. '.repeat(6000) + '</p>')"))
+            session.run(browser.tabs.page.mouse.wheel(0, 600))
+            session.run(browser.tabs.page.wait_for_function("window.scrollY > 0"))
+            ours = session.run(browser.tabs.shots.take(browser.tabs.page))
+            theirs = session.run(browser.tabs.page.screenshot(type="jpeg", quality=80))
+        finally:
+            browser.close()
+    finally:
+        session.close()
+    assert ours == theirs
+
+
 @pytest.mark.parametrize("page", ["input.html", "editable.html", "frame.html"])
 def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSession, site: str, page: str) -> None:
     """The caret blinks about twice a second: shots over 1.5 s would catch both of its states."""

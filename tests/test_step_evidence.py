@@ -14,7 +14,7 @@ from mmina.agents.heuristic import best_line, query, questions, words
 from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
 from mmina.model_client import Deadlines, ModelClient
-from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request
+from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request, with_image_blobs
 from mmina.redact import Redactor
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
@@ -70,6 +70,11 @@ def test_store_request_round_trips_shares_blobs_and_cleans_text() -> None:
     assert restored["messages"][1]["content"][1] == request["messages"][1]["content"][1]
     assert restored["messages"][1]["content"][0]["text"] == "typed [REDACTED] here"
     assert {k: v for k, v in restored.items() if k != "messages"} == {"model": "m", "temperature": 0.0, "max_tokens": 9}
+
+    held = with_image_blobs(request, put)  # what the recorder holds until the episode ends
+    assert "base64" not in json.dumps(held) and held["messages"][0] == system
+    assert store_request(held, put, redactor) == first, "stored as the request itself would be, to the byte"
+    assert with_image_blobs({"model": "m"}, put) == {"model": "m"}
 
 
 @pytest.fixture(scope="module")

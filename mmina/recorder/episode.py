@@ -18,7 +18,7 @@ from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.errors import AgentError, MminaError, TaskError, first_line
 from mmina.harness_context import harness_context
-from mmina.model_input import store_request
+from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
 from mmina.recorder.har import capture
@@ -355,7 +355,7 @@ class EpisodeRecorder:
             **timings,
         })
         if reply.request is not None:
-            self._requests.append((self.writer.steps[-1], reply.request))
+            self._requests.append((self.writer.steps[-1], with_image_blobs(reply.request, self.writer.put_blob)))
 
     def _episode_row(self, result: EpisodeResult, attempt: int, started: datetime) -> dict[str, Any]:
         return {

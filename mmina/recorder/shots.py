@@ -9,6 +9,14 @@ something that shows a caret?) and one ``Page.captureScreenshot`` on the page's 
 session (``devtools.py``). When focus is in a text field, an editable element or a frame (whose inside this
 check cannot see), the caret could show, and it blinks: the capture is left to Playwright,
 which hides it, so a screenshot never depends on the moment it was taken.
+
+The capture is taken from the page's view, not its compositor surface (``fromSurface: false``):
+the same bytes (measured with the headless shell and the full Chromium, viewports from 390×844
+at device scale 3 to 1920×1080 and 1280×2048, scrolled pages, cross-origin frames, video), but
+a capture from the surface leaves two viewport-sized buffers behind in Chromium's GPU process
+until the page next paints — ~20 MB for a 1280×2048 page, held all the time its agent thinks,
+so ~20 MB more per episode in flight. From the view it costs ~6 core-ms more per capture
+(``docs/performance.md``, "Memory per episode").
 """
 from __future__ import annotations
 
@@ -27,6 +35,10 @@ CARET_MAY_SHOW = """(async () => {
 """True when Playwright should take the screenshot: the caret may be showing."""
 
 
+CAPTURE = {"format": "jpeg", "fromSurface": False}
+"""``Page.captureScreenshot``'s parameters besides the quality (see the module)."""
+
+
 class Screenshots:
     """JPEG screenshots of one context's pages, over each page's DevTools session (``devtools.py``)."""
 
@@ -38,7 +50,7 @@ class Screenshots:
         session = await self.sessions.get(page)
         if session is not None and not await _caret_may_show(session):
             try:
-                shot = await send(session, "Page.captureScreenshot", {"format": "jpeg", "quality": self.quality})
+                shot = await send(session, "Page.captureScreenshot", {**CAPTURE, "quality": self.quality})
                 return base64.b64decode(shot["data"])
             except (PlaywrightError, TimeoutError):
                 pass  # e.g. the page navigated away under the capture: Playwright's path tries again
