@@ -22,6 +22,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.archive import REDACTED, Archive, Exchange, Matcher, reply_for
 from mmina.replayer.replays import ReplayReport, replay_run
 from mmina.replayer.router import ArchiveRouter
+from mmina.replayer.turns import Turns
 from mmina.store import Store
 from tests.realweb.apps import SHOP
 from tests.realweb.shop_site import ShopSite
@@ -67,6 +68,7 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
     assert [e.body for e in served] == [b'{"stock": 5}', b'{"stock": 4}', b'{"stock": 4}', b'{"stock": 4}',
                                         b'{"stock": 4}']  # the last lost one: the previous kept body
     assert not any(e.body_missing for e in served) and served[1].headers == archive.exchanges[2].headers
+    assert [e.body_of for e in served] == [None, 2, None, 2, 2]  # the stand-ins, for the replay report
     only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
     assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 
@@ -93,6 +95,41 @@ def test_a_document_recorded_with_a_joined_header_is_answered_at_once() -> None:
     finally:
         session.close()
     assert [(s.url, s.status) for s in router.served] == [(url, 200)]
+
+
+def test_a_repeat_asked_a_turn_earlier_than_recorded_is_answered_without_waiting_for_an_observation() -> None:
+    """The page asks for its stock twice before its first observation; the recording asked the
+    second time only after that observation (a page the back-forward cache restored when recorded
+    asks less often). First in, first out, the second ask gets the later answer: held for the
+    observation it was recorded after, it would leave the page waiting for the observation that
+    waits for it. It spanned no observation when recorded, so it is answered at once."""
+    now = time.time() * 1e3
+    page_html = (b"<title>stock</title><p id=s>?</p><script>const ask = () => fetch('/api/stock?since=' + "
+                 b"Date.now()).then(r => r.json()); ask().then(() => ask()).then(d => "
+                 b"{ document.getElementById('s').textContent = 'Stock ' + d.stock; });</script>")
+    json_type = (("Content-Type", "application/json"),)
+    archive = Archive([
+        Exchange(0, "GET", "http://turns.history.test/", 200, (("Content-Type", "text/html"),), page_html),
+        Exchange(1, "GET", "http://turns.history.test/api/stock?since=1", 200, json_type, b'{"stock": 7}',
+                 request_type="fetch", started_ms=now + 100, time_ms=10),
+        Exchange(2, "GET", "http://turns.history.test/api/stock?since=2", 200, json_type, b'{"stock": 7}',
+                 request_type="fetch", started_ms=now + 2_100, time_ms=10)])
+    turns = Turns([now / 1e3 + 1.0, now / 1e3 + 3.0])  # observation 0 between the two recorded asks
+    router = ArchiveRouter(archive, datetime.now(timezone.utc), paced=True, turns=turns)
+    session = BrowserSession(FAST)
+    try:
+        async def visit(context: BrowserContext) -> str:
+            page = await context.new_page()
+            await page.goto("http://turns.history.test/", timeout=5_000)
+            await page.wait_for_function("document.getElementById('s').textContent !== '?'", timeout=5_000)
+            return await page.inner_text("#s")
+
+        context = session.run(_context(session, router))
+        assert session.run(visit(context), time.monotonic() + 15) == "Stock 7"
+        session.run(context.close())
+    finally:
+        session.close()
+    assert turns.taken == 0 and len([s for s in router.served if "/api/stock" in s.url]) == 2
 
 
 async def _context(session: BrowserSession, router: ArchiveRouter) -> BrowserContext:

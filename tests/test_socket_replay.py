@@ -190,6 +190,17 @@ def test_a_delivery_has_the_slot_of_the_observations_recorded_before_it() -> Non
     assert [turns.slot(t) for t in (9.0, 10.5, 11.99, 12.01, 20.0)] == [0, 1, 1, 2, 3]
 
 
+def test_an_answer_asked_earlier_than_recorded_spans_no_more_observations_than_it_did() -> None:
+    turns = Turns([10.0, 12.0, 14.0])
+    assert turns.answer_slot(None, 12.5) == 2  # no recorded start: its recorded slot
+    assert turns.answer_slot(12.4, 12.5) == 0  # asked and answered in turn 2, asked now in turn 0: at once
+    assert turns.answer_slot(11.0, 12.5) == 1  # it spanned one observation: one after now
+    turns.observed(0)
+    assert turns.answer_slot(11.0, 12.5) == 2  # asked in its recorded turn: its recorded slot
+    turns.observed(2)
+    assert turns.answer_slot(11.0, 12.5) == 2  # asked late: never later than recorded
+
+
 def test_a_delivery_is_held_until_the_replay_took_the_observations_recorded_before_it() -> None:
     turns = Turns([10.0, 12.0])
     released: list[float] = []

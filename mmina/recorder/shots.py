@@ -16,7 +16,7 @@ at device scale 3 to 1920×1080 and 1280×2048, scrolled pages, cross-origin fra
 a capture from the surface leaves two viewport-sized buffers behind in Chromium's GPU process
 until the page next paints — ~20 MB for a 1280×2048 page, held all the time its agent thinks,
 so ~20 MB more per episode in flight. From the view it costs ~6 core-ms more per capture
-(``docs/performance.md``, "Memory per episode").
+(``docs/performance.md``, "The screenshot").
 """
 from __future__ import annotations
 

@@ -103,6 +103,9 @@ class Exchange:
     """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
     time_ms: float = 0.0
     """How long the exchange took when recorded (a long-poll: how long the server held it)."""
+    body_of: int | None = None
+    """The recording lost this exchange's body: the order of the repeat whose response answers it
+    (see :meth:`Matcher._with_body`)."""
 
     @property
     def chunks(self) -> str:
@@ -133,6 +136,9 @@ class Reply:
     arrived_at: float | None = None
     """When the recorded response arrived (wall-clock seconds; its headers, for a body that came
     in chunks): a paced replay keeps its order with the observations (``mmina.replayer.turns``)."""
+    asked_at: float | None = None
+    """When the recorded request was sent (wall-clock seconds): with ``arrived_at``, how many
+    observations the recorded exchange spanned (``Turns.answer_slot``)."""
 
 
 @dataclass(frozen=True)
@@ -342,7 +348,8 @@ class Matcher:
             return exchange
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
         return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
-                       mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body)
+                       mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body,
+                       body_of=donor.order)
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

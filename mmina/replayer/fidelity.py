@@ -76,8 +76,9 @@ class StepView:
 @dataclass(frozen=True)
 class RequestCounts:
     """Requests by how the archive matched them, and the defects among them: matched requests
-    whose recorded body is missing (served empty), requests the router failed to answer, and
-    matched requests served a body that redaction changed (not the bytes the page received)."""
+    whose recorded body is missing (served empty, or with a repeat's body), requests the router
+    failed to answer, and matched requests served a body that redaction changed (not the bytes
+    the page received)."""
 
     exact: int = 0
     fuzzy: int = 0

@@ -121,11 +121,21 @@ class Served:
     kind: MatchKind
     status: int
     missing_body: bool = False
-    """Matched, but the recording could not keep the response's body (a fidelity defect)."""
+    """Matched, but the recording could not keep the response's body (a fidelity defect): served
+    empty, or with a repeat's body."""
     failed: bool = False
     """The router could not answer in time (or failed) and answered with an error instead."""
     redacted_body: bool = False
     """Matched, but redaction changed the recorded body: the page got other bytes than it did (a defect)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A paced answer held for its turn: its name among the deliveries, and how many slots
+    earlier than recorded it may go (0, or less: ``Turns.answer_slot``)."""
+
+    name: Hashable
+    shift: int
 
 
 @dataclass
@@ -251,7 +261,7 @@ class ArchiveRouter:
         if turn is not None:
             self._answered(turn, reply)
 
-    async def _hold(self, reply: Reply, asked: float) -> Hashable | None:
+    async def _hold(self, reply: Reply, asked: float) -> Held | None:
         """Hold a paced answer as long as its recorded exchange took and, when the replay keeps
         the order with the observations, until its turn; its name among the deliveries an
         observation waits for (None: the order is not kept)."""
@@ -260,28 +270,30 @@ class ArchiveRouter:
         if self.turns is None or reply.arrived_at is None:
             await asyncio.sleep(due - loop.time())
             return None
-        name, slot = ("fetch", next(self._names)), self.turns.slot(reply.arrived_at)
-        self.turns.expect(name, slot, due, reply.arrived_at)
+        slot = self.turns.answer_slot(reply.asked_at, reply.arrived_at)
+        held = Held(("fetch", next(self._names)), slot - self.turns.slot(reply.arrived_at))
+        self.turns.expect(held.name, slot, due, reply.arrived_at)
         try:
             await asyncio.sleep(due - loop.time())
             await self.turns.turn(slot)
         except asyncio.CancelledError:
-            self.turns.dropped(name)
+            self.turns.dropped(held.name)
             raise
-        return name
+        return held
 
-    def _answered(self, name: Hashable, reply: Reply) -> None:
-        """A held answer reached the page; its body's chunks, if it has some, are on their way."""
+    def _answered(self, held: Held, reply: Reply) -> None:
+        """A held answer reached the page; its body's chunks, if it has some, are on their way
+        (each in its recorded slot, moved as the answer's was: ``Turns.answer_slot``)."""
         assert self.turns is not None and reply.arrived_at is not None
         now = asyncio.get_running_loop().time()
         stream = reply.headers.get(STREAM_HEADER)
         if stream is not None:
             offsets = [float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")]
-            chunks = [Expected(self.turns.slot(reply.arrived_at + offset), now + offset, reply.arrived_at + offset)
-                      for offset in offsets]
+            chunks = [Expected(self.turns.slot(reply.arrived_at + offset) + held.shift, now + offset,
+                               reply.arrived_at + offset) for offset in offsets]
             self._streams[stream] = chunks
             self.turns.expect(("stream", stream), *astuple(chunks[0]))  # before: never a moment with neither
-        self.turns.delivered(name, now)
+        self.turns.delivered(held.name, now)
 
     async def _chunk(self, _source: object, stream: str, index: int) -> None:
         """A page's stream asks to hand over its chunk ``index`` (-1: the page cancelled it):
@@ -322,8 +334,9 @@ class ArchiveRouter:
             stream = {STREAM_HEADER: str(next(self._names))} if self.turns is not None else {}
             reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body)
         until_headers = _until_headers(exchange) / 1e3
-        arrived = exchange.started_ms / 1e3 + until_headers if exchange.started_ms else None
-        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived)
+        asked = exchange.started_ms / 1e3 if exchange.started_ms else None
+        arrived = asked + until_headers if asked is not None else None
+        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived, asked_at=asked)
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
@@ -393,7 +406,7 @@ class ArchiveRouter:
         match = self.matcher.match(method, url, body, content_type)
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
-        missing = exchange is not None and exchange.body_missing
+        missing = exchange is not None and (exchange.body_missing or exchange.body_of is not None)
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
                                   redacted_body=exchange is not None and exchange.redacted_body))
         self._last_match = exchange

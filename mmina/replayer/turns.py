@@ -22,6 +22,16 @@ message, a response it holds, a stream's next chunk) with the moment it expects 
 overdue by more than ``OVERDUE_S`` is not waited for (a stream the page abandoned), and
 nothing is waited for past the observation's own bound (the pacer's).
 
+**A request asked earlier than recorded.** A fetch's or XHR's answer has the slot it arrived in
+when recorded, but is never held for more observations after the moment the replay's page asks
+than the recorded exchange spanned (asked and answered before the same observation: none). A
+replay's page may ask in an earlier turn than the recording's did: the archive answers repeats
+first in, first out, so a page that asks more often than recorded — one the back-forward cache
+restored when recorded and that the replay loads again — is handed the answers of later turns. Held for those turns, the page
+would be observed still waiting for them (a shop's stock line "?" for the rest of the episode);
+answered as promptly as recorded, it shows what the recording showed. An answer is never moved
+later than its recorded slot, so a replay that asks late keeps the recorded order.
+
 The two sides run on different threads: deliveries on the browser's event loop, observations
 on the episode's thread. Waits are bounded on both sides (``TURN_MAX_S``), so a replay that
 stops observing (an error) never holds the page's traffic for long.
@@ -71,6 +81,15 @@ class Turns:
     def slot(self, recorded_at: float) -> int:
         """The slot of a delivery recorded at ``recorded_at`` (wall-clock seconds)."""
         return bisect.bisect_right(self._observed, recorded_at)
+
+    def answer_slot(self, asked_at: float | None, arrived_at: float) -> int:
+        """The slot of a response the replay's page asks for now, recorded as asked at ``asked_at``
+        and received at ``arrived_at`` (wall-clock seconds): its recorded slot, but never more
+        observations after the replay's present than it spanned when recorded (see the module)."""
+        recorded = self.slot(arrived_at)
+        if asked_at is None:
+            return recorded
+        return min(recorded, self.taken + recorded - self.slot(asked_at))
 
     # ------------------------------------------------------------ the browser's loop
 
