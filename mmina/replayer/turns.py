@@ -27,10 +27,11 @@ when recorded, but is never held for more observations after the moment the repl
 than the recorded exchange spanned (asked and answered before the same observation: none). A
 replay's page may ask in an earlier turn than the recording's did: the archive answers repeats
 first in, first out, so a page that asks more often than recorded — one the back-forward cache
-restored when recorded and that the replay loads again — is handed the answers of later turns. Held for those turns, the page
-would be observed still waiting for them (a shop's stock line "?" for the rest of the episode);
-answered as promptly as recorded, it shows what the recording showed. An answer is never moved
-later than its recorded slot, so a replay that asks late keeps the recorded order.
+restored when recorded and that the replay loads again — is handed the answers of later turns.
+Held for those turns, the page would be observed still waiting for them (a shop's stock line "?"
+for the rest of the episode); answered as promptly as recorded, it shows what the recording
+showed. An answer is never moved later than its recorded slot, so a replay that asks late keeps
+the recorded order.
 
 The two sides run on different threads: deliveries on the browser's event loop, observations
 on the episode's thread. Waits are bounded on both sides (``TURN_MAX_S``), so a replay that
