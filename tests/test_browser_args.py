@@ -30,13 +30,21 @@ meanwhile by this test process (a thread an earlier test file left running) is n
 
 def new_browser_processes(launch: Callable[[], Any]) -> tuple[Any, list[list[str]]]:
     """What ``launch`` returns, and the command lines of the browser processes it started with
-    ``MARK`` (not their helpers: those carry ``--type=``)."""
+    ``MARK`` (not their helpers: those carry ``--type=``, and a helper caught between Chromium's
+    ``fork`` and its ``exec`` still shows the browser's command line: it is the browser's child)."""
     before = set(descendants(os.getpid()))
     launched = launch()
-    started = [c for c in map(_command_line_if_alive, set(descendants(os.getpid())) - before) if c]
-    browsers = [c for c in started if "--remote-debugging-pipe" in c and MARK in c
-                and not any(a.startswith("--type=") for a in c)]
-    return launched, browsers
+    started = {pid: _command_line_if_alive(pid) for pid in set(descendants(os.getpid())) - before}
+    marked = {pid: c for pid, c in started.items() if "--remote-debugging-pipe" in c and MARK in c
+              and not any(a.startswith("--type=") for a in c)}
+    return launched, [c for pid, c in marked.items() if _parent(pid) not in marked]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def disabled_features(args: list[str]) -> list[list[str]]:
