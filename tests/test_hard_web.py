@@ -9,7 +9,6 @@ left unmatched, and no step ran past its deadline.
 """
 from __future__ import annotations
 
-
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,10 +19,10 @@ from mmina.fixtures.hardweb.check import Outcome, check
 from mmina.fixtures.hardweb.server import HardWeb
 from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig
 from mmina.recorder.har import BODY_HEADER, MISSING
-from mmina.replayer.replays import replay_run
-from mmina.store import Store
 from mmina.recorder.streams import event_text
 from mmina.replayer.archive import same_page
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
 
 
 @pytest.fixture(scope="module")
