@@ -36,13 +36,16 @@ from playwright.sync_api import sync_playwright
 from mmina.actions import parse_agent_output
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.chromium import find_chromium, launch_args, launch_chromium
+from mmina.recorder.shots import CAPTURE
 
 from bench.cputree import KINDS, CpuTree
 
 START = "http://shop.mmina.test/"
 NAVIGATIONS = ("http://shop.mmina.test/search?q=tea", START, "http://shop.mmina.test/search?q=lamp", START)
 VIEWPORT = {"width": 1280, "height": 2048}
-JPEG = {"format": "jpeg", "quality": 80}
+JPEG = {**CAPTURE, "quality": 80}
+"""The recorder's own capture (``mmina.recorder.shots``: from the view), so the floors differ from
+mmina by what it adds, not by how it captures."""
 LOAD_TIMEOUT_S = 30.0
 
 Episode = Callable[[], None]

@@ -48,28 +48,36 @@ def store_request(request: Mapping[str, Any], put_blob: PutBlob, redactor: Redac
     every secret of the episode); images are stored as they were sent.
     """
     redactor = redactor or Redactor()
-    messages = [put_blob(canonical(_stored_message(m, put_blob, redactor)), MESSAGE_TYPE) for m in request["messages"]]
+    messages = [put_blob(canonical(_redacted_message(m, redactor)), MESSAGE_TYPE)
+                for m in with_image_blobs(request, put_blob)["messages"]]
     parameters = redactor.value({k: v for k, v in request.items() if k not in ("model", "messages")})
     return put_blob(canonical({"model": request.get("model"), "parameters": parameters, "messages": messages}),
                     INPUT_TYPE)
 
 
-def _stored_message(message: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor) -> dict[str, Any]:
+def _redacted_message(message: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, str):
         content = redactor.text(content)
     elif isinstance(content, list):
-        content = [_stored_part(part, put_blob, redactor) for part in content]
+        content = [_redacted_part(part, redactor) for part in content]
     return {**message, "content": content}
 
 
+def _redacted_part(part: Mapping[str, Any], redactor: Redactor) -> Any:
+    if part.get("type") == "text":
+        return {**part, "text": redactor.text(str(part.get("text", "")))}
+    return part
+
+
 def with_image_blobs(request: Mapping[str, Any], put_blob: PutBlob) -> dict[str, Any]:
-    """``request`` with every image sent as a data URL stored as a blob and named by its hash, as
-    :func:`store_request` names it (and then leaves it). A recorder holds an episode's requests
-    until the episode ends, to redact them with every secret it learned: so it holds their text,
-    not each step's screenshot again as base64 (~0.5 MB a step at 1280×2048)."""
+    """``request`` with every image sent as a data URL stored as a blob and named by its hash (the
+    first half of :func:`store_request`; an image already named so stays as it is). A recorder
+    holds an episode's requests until the episode ends, to redact them with every secret it
+    learned: so it holds their text, not each step's screenshot again as base64 (~0.5 MB a step
+    at 1280×2048)."""
     messages = request.get("messages")
-    if not isinstance(messages, list):
+    if not isinstance(messages, (list, tuple)):
         return dict(request)
     return {**request, "messages": [_message_images(m, put_blob) for m in messages]}
 
@@ -79,12 +87,6 @@ def _message_images(message: Mapping[str, Any], put_blob: PutBlob) -> Mapping[st
     if not isinstance(content, list):
         return message
     return {**message, "content": [_image_blob(part, put_blob) for part in content]}
-
-
-def _stored_part(part: Mapping[str, Any], put_blob: PutBlob, redactor: Redactor) -> Any:
-    if part.get("type") == "text":
-        return {**part, "text": redactor.text(str(part.get("text", "")))}
-    return _image_blob(part, put_blob)
 
 
 def _image_blob(part: Any, put_blob: PutBlob) -> Any:

@@ -343,8 +343,10 @@ class Matcher:
         nearest candidate that kept one (the next, else the previous) and its own request and
         timing (see the module). Without such a candidate, the exchange as it is."""
         exchange = self.archive.exchanges[index]
+        if index not in self.archive.bodiless:
+            return exchange
         kept = [i for i in candidates if i not in self.archive.bodiless]
-        if index not in self.archive.bodiless or not kept:
+        if not kept:
             return exchange
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
         return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
