@@ -8,11 +8,12 @@ import pytest
 from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
-from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate
+from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate, send
 from tests.local_site import LocalSite, pages_handler
 
 PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
-         "/popup": "<title>popup</title><p>a tab of its own"}
+         "/popup": "<title>popup</title><p>a tab of its own",
+         "/bounce": "<title>bounce</title><script>location.replace('/two')</script>"}
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +73,24 @@ def test_a_tab_the_page_opened_has_a_session_of_its_own(session: BrowserSession,
     assert len(browser.tabs.pages) == 2 and browser.tabs.page is browser.tabs.pages[1]
     assert _evaluate(session, browser, "document.title") == "popup"
     assert browser.tabs.sessions.held == 2
+
+
+def test_a_body_stays_readable_after_its_page_redirected_itself_away(session: BrowserSession,
+                                                                       browser: EpisodeBrowser, site: str) -> None:
+    """A page that replaces itself by script as it loads: without the bodies Chromium keeps
+    outside the renderer (``devtools.PageSessions``), its own body is gone once the next document
+    commits, for mmina's session and for any other (Playwright's HAR reads on its own; measured:
+    the HAR lost this body in 8 of 8 recordings before, kept it in 16 of 20 after)."""
+    async def run() -> tuple[str, str]:
+        ours = await browser.tabs.sessions.get(browser.tabs.page)
+        assert ours is not None
+        sent: dict[str, str] = {}
+        ours.on("Network.requestWillBeSent", lambda e: sent.setdefault(e["request"]["url"], e["requestId"]))
+        await browser.tabs.page.goto(site + "bounce")
+        await browser.tabs.page.wait_for_url("**/two")
+        await browser.tabs.page.wait_for_load_state()
+        other = await browser.tabs.context.new_cdp_session(browser.tabs.page)
+        await send(other, "Network.enable")
+        bodies = [await send(s, "Network.getResponseBody", {"requestId": sent[site + "bounce"]}) for s in (ours, other)]
+        return bodies[0]["body"], bodies[1]["body"]
+    assert session.run(run()) == (PAGES["/bounce"], PAGES["/bounce"])

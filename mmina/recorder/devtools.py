@@ -4,7 +4,9 @@ Every page of an episode gets one session of mmina's own beside Playwright's, op
 page appears (before it loads anything, where the caller can wait for it): it taps the page's
 network (``streams.BodyTaps``), takes its screenshots (``shots.py``), freezes its animations
 while the agent thinks (``freezing.py``) and runs the few scripts mmina asks a page for
-(:func:`evaluate`: is the document ready, let the page turn, which images are in view).
+(:func:`evaluate`: is the document ready, let the page turn, which images are in view). A second
+session, silent, has Chromium keep the page's latest response bodies after it navigates away
+(:func:`_body_keeper`).
 
 Why not Playwright's ``page.evaluate`` and ``wait_for_function`` for those scripts: each new
 document first gets Playwright's own scripts installed into its main world (its utility script
@@ -26,6 +28,10 @@ from playwright.async_api import BrowserContext, CDPSession, Error as Playwright
 SEND_TIMEOUT_S = 5.0
 """A DevTools call of mmina's not answered within this is given up (the caller decides what then)."""
 
+DURABLE_BYTES = 8 * 1024 * 1024
+"""How many bytes of a page's latest response bodies Chromium keeps in the browser process for
+reading after the document that loaded them is gone (``Network.configureDurableMessages``)."""
+
 Listener = Callable[[CDPSession], Awaitable[None]]
 """Run on each page's session as it opens, before the page loads anything (e.g. enable a domain)."""
 
@@ -36,6 +42,7 @@ class PageSessions:
     def __init__(self, context: BrowserContext, listener: Listener | None = None) -> None:
         self.context, self.listener = context, listener
         self._opening: dict[Page, asyncio.Future[CDPSession | None]] = {}
+        self._keepers: dict[Page, CDPSession | None] = {}
 
     def open(self, page: Page) -> None:
         """Start opening ``page``'s session (from the context's ``page`` event)."""
@@ -47,6 +54,7 @@ class PageSessions:
             session = await asyncio.wait_for(self.context.new_cdp_session(page), SEND_TIMEOUT_S)
         except (PlaywrightError, asyncio.TimeoutError):
             return None  # the page closed first, or the browser does not answer: nothing of it to ask
+        self._keepers[page] = await _body_keeper(self.context, page)
         if self.listener is not None:
             try:
                 await asyncio.wait_for(self.listener(session), SEND_TIMEOUT_S)
@@ -59,6 +67,7 @@ class PageSessions:
         the browser did not let it open); a page the event has not announced yet is opened now."""
         for gone in [p for p in self._opening if p.is_closed() and p is not page]:
             del self._opening[gone]
+            self._keepers.pop(gone, None)
         self.open(page)
         return await self._opening[page]
 
@@ -66,6 +75,28 @@ class PageSessions:
     def held(self) -> int:
         """How many pages' sessions are held (those of closed pages are let go)."""
         return len(self._opening)
+
+
+async def _body_keeper(context: BrowserContext, page: Page) -> CDPSession | None:
+    """A session of the page that only has Chromium keep its latest response bodies
+    (``DURABLE_BYTES``, the oldest let go first) outside the renderer, so a body can still be read
+    after the page navigated away; None where it could not (a Chromium older than 2025 records as before).
+
+    Without it a body is kept only by the document that loaded it: a page that navigates as its
+    load finishes (one that redirects itself by script, a link clicked while a poll answers)
+    drops the bodies not yet read when the next document commits, and ``Network.getResponseBody``
+    then finds no such resource, for the network tap and for Playwright's HAR alike (which reads
+    each body on its own session as its load finishes; on a loaded machine, after the commit).
+    The kept bodies serve every session of the page. It is a session of its own, with no domain
+    enabled: configured on the tap's session, Chromium's ``Network.streamResourceContent`` there
+    no longer hands over what a stream had received before it was asked."""
+    try:
+        keeper = await asyncio.wait_for(context.new_cdp_session(page), SEND_TIMEOUT_S)
+        await send(keeper, "Network.configureDurableMessages",
+                   {"maxTotalBufferSize": DURABLE_BYTES, "maxResourceBufferSize": DURABLE_BYTES})
+    except (PlaywrightError, asyncio.TimeoutError):
+        return None
+    return keeper
 
 
 class PageScriptError(PlaywrightError):

@@ -21,6 +21,7 @@ from typing import Any
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError
 
+from mmina.recorder.devtools import send
 from mmina.recorder.seeding import DOCUMENT_ID
 
 NO_RECONNECT = b"retry: 86400000\n\n"
@@ -119,6 +120,23 @@ class Tapped:
         return [(len(chunk), round(at, 1)) for at, chunk in self.chunks if chunk]
 
 
+REREAD_S = 0.5
+"""A body not found at once is asked for again after this (see :func:`_response_body`)."""
+
+
+async def _response_body(session: CDPSession, request_id: str) -> dict[str, Any] | None:
+    """``Network.getResponseBody``'s answer, asked again once after ``REREAD_S`` (a body whose
+    document was just replaced reaches the bodies Chromium keeps a moment later); None when
+    neither answered."""
+    for attempt in range(2):
+        try:
+            return await send(session, "Network.getResponseBody", {"requestId": request_id})
+        except (PlaywrightError, asyncio.TimeoutError):
+            if attempt == 0:
+                await asyncio.sleep(REREAD_S)
+    return None
+
+
 class BodyTaps:
     """The bodies of every page's fetch/XHR responses, byte for byte as they arrive, through
     the DevTools Network domain on the page's session of mmina's own beside Playwright's:
@@ -172,10 +190,10 @@ class BodyTaps:
 
         The HAR keeps none for the requests of a page restored from the back-forward cache
         (measured with Playwright 1.65: size -1), nor did streaming start in time for a short
-        one; ``Network.getResponseBody`` on this session still has it."""
-        try:
-            result = await session.send("Network.getResponseBody", {"requestId": request_id})
-        except PlaywrightError:
+        one; ``Network.getResponseBody`` on this session still has it (from the bodies Chromium
+        keeps, ``devtools.PageSessions``, when the page has navigated away meanwhile)."""
+        result = await _response_body(session, request_id)
+        if result is None:
             return
         body = result.get("body") or ""
         data = base64.b64decode(body) if result.get("base64Encoded") else body.encode()
