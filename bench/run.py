@@ -6,9 +6,7 @@ than absolute times. ``--quick`` runs a few tasks and a small synthetic store (a
 from __future__ import annotations
 
 import argparse
-import os
 import json
-import platform
 import shutil
 import tempfile
 import time
@@ -26,6 +24,7 @@ from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
 from bench.interchange import interchange_section
+from bench.machine import described, machine
 from bench.realweb import realweb_section
 from bench.redaction import redaction_section
 from bench.objectstore import objectstore_section
@@ -118,7 +117,7 @@ def synthetic_episodes(args: argparse.Namespace) -> int:
 
 
 def print_table(sections: list[Section]) -> None:
-    table = Table(title="mmina benchmarks")
+    table = Table(title="mmina benchmarks", caption=described(machine()))
     for column in ("section", "figure", "value", "target", "met", "note"):
         table.add_column(column, overflow="fold")
     for figure in (f for s in sections for f in s.figures):
@@ -133,8 +132,7 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     file and the others are kept (``updated`` says which parts were measured again, and when)."""
     figures = [f.as_json() for s in sections for f in s.figures]
     data = {"mmina_version": __version__, "measured_at": datetime.now(timezone.utc).isoformat(),
-            "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                        "cpus": os.cpu_count()},
+            "machine": machine(),
             "quick": args.quick, "seconds": round(seconds, 1), "figures": figures}
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.only and old:
@@ -150,5 +148,6 @@ def merged(old: dict, new: dict, parts: list[str]) -> dict:
     """``old`` with the figures of the sections in ``new`` replaced by ``new``'s."""
     fresh = {f["section"] for f in new["figures"]}
     kept = [f for f in old.get("figures", []) if f["section"] not in fresh]
-    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "seconds": new["seconds"]}
+    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "seconds": new["seconds"],
+               "machine": new["machine"]}
     return {**old, "figures": kept + new["figures"], "updated": updated}

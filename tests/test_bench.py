@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from bench.machine import HUGE_PAGES, described, huge_pages, machine
 from bench.synthetic import STEPS
 from tests.store_helpers import REPO_ROOT
 
@@ -104,3 +105,25 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     assert {section for section, _ in figures} == SECTIONS
     check_figures(figures, 2_000)
     assert "capture per step" in stdout
+
+
+def test_the_bench_records_the_machines_huge_pages(tmp_path: Path) -> None:
+    """The figures move with the kernel's huge pages (bench/machine.py): results.json says which."""
+    root = tmp_path / "transparent_hugepage"
+    choices = {"enabled": "always [madvise] never", "shmem_enabled": "always within_size advise [never] deny force",
+               "hugepages-64kB/enabled": "[always] inherit madvise never",
+               "hugepages-16kB/enabled": "always [inherit] madvise never",
+               "hugepages-2048kB/enabled": "always inherit madvise [never]"}
+    for name, text in choices.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    assert huge_pages(root) == {"anon": "madvise", "shmem": "never", "sizes always (kB)": [64]}
+    (root / "enabled").write_text("[always] madvise never\n")
+    assert huge_pages(root)["sizes always (kB)"] == [16, 64]  # 16 kB inherits "always"
+    assert huge_pages(tmp_path / "absent") == {}
+    here = machine()
+    assert described(here).startswith(f"{here['cpus']} cores")
+    pages = {"anon": "always", "shmem": "never", "sizes always (kB)": [64]}
+    line = described({**here, "transparent huge pages": pages})
+    assert line.endswith("anonymous always, shared never, sizes always 64 kB")
+    assert not HUGE_PAGES.exists() or here["transparent huge pages"]["anon"] in {"always", "madvise", "never"}
