@@ -2,6 +2,7 @@
 their failures told apart, and a page's session found however the page appeared."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +10,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate, send
+from mmina.recorder.left_behind import LATE_S
 from tests.local_site import LocalSite, pages_handler
 
 PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
@@ -94,3 +96,25 @@ def test_a_body_stays_readable_after_its_page_redirected_itself_away(session: Br
         bodies = [await send(s, "Network.getResponseBody", {"requestId": sent[site + "bounce"]}) for s in (ours, other)]
         return bodies[0]["body"], bodies[1]["body"]
     assert session.run(run()) == (PAGES["/bounce"], PAGES["/bounce"])
+
+
+def test_a_document_left_as_it_loaded_is_read_and_one_left_later_is_not(session: BrowserSession,
+                                                                          browser: EpisodeBrowser, site: str) -> None:
+    """mmina's session reads the body of a document its page leaves as it loads, there and then
+    (``left_behind.py``), and nothing of a page left after its agent thought: a step costs no more."""
+    left = browser.tabs.streams.left
+
+    async def run() -> tuple[dict, dict]:
+        await browser.tabs.page.goto(site + "bounce")
+        await browser.tabs.page.wait_for_url("**/two")
+        await browser.tabs.page.wait_for_load_state()
+        await asyncio.sleep(0.3)  # the reads asked for as the page moved on
+        bounced = left.bodies()
+        await asyncio.sleep(LATE_S + 0.5)
+        await browser.tabs.page.goto(site)
+        await asyncio.sleep(0.3)
+        return bounced, left.bodies()
+
+    bounced, later = session.run(run())
+    assert [b.body for b in bounced[("GET", site + "bounce")]] == [PAGES["/bounce"].encode()]
+    assert later.keys() == bounced.keys() and ("GET", site + "two") not in later

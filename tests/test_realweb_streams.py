@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER
+from mmina.recorder import har
+from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, read_har
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.recorder.streams import BodyTaps
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
+from tests.local_site import LocalSite, pages_handler
 
 EVENTS = ["loading 1 of 3", "loading 2 of 3", "loading 3 of 3"]
 PAGE = """<!doctype html><title>Queue</title><h1>Queue</h1><button id=go>Run job</button><p id=out>Idle</p>
@@ -97,15 +99,16 @@ def site() -> Any:
     server.shutdown()
 
 
-def _record(folder: Path, url: str) -> tuple[Store, str]:
+RUN_JOB = [{"action": "click", "target": {"role": "button", "name": "Run job"}}, {"action": "stop", "answer": "Done"}]
+
+
+def _record(folder: Path, url: str, script: list[dict[str, Any]] = RUN_JOB) -> tuple[Store, str]:
     suite = folder / "tasks" / "queue"
     suite.mkdir(parents=True)
     (suite / "1.json").write_text(json.dumps({
         "task_id": 1, "intent": "Run the job.", "start_url": url,
         "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Done"]}},
-        "procedure": ["queue", "end"],
-        "reference_script": [{"action": "click", "target": {"role": "button", "name": "Run job"}},
-                             {"action": "stop", "answer": "Done"}]}))
+        "procedure": ["queue", "end"][-len(script):], "reference_script": script}))
     store = Store.open(folder / "store", create=True)
     summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle",
                                              browser=BrowserConfig(screenshots=False, set_of_marks=False)))
@@ -155,3 +158,37 @@ def test_a_stream_recorded_without_its_body_is_a_defect_in_the_replay(tmp_path: 
     episode = report.episodes[0]
     assert episode.requests.missing_body == 1
     assert not episode.steps[1].tree_equal  # served empty, the page never saw the events
+
+
+BOUNCE = {"/bounce": "<title>bounce</title><script>location.replace('/arrived')</script>",
+          "/arrived": "<title>arrived</title><p>Done"}
+
+
+def test_a_page_that_moved_on_as_it_loaded_keeps_its_body_where_the_har_lost_it(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page that replaces itself by script as it loads: Playwright's HAR lost its body in 4 of
+    20 recordings (a race no test can call up), so here the HAR loses it every time. mmina's
+    session read it as the page asked for its next document (``streams.BodyTaps.kept``): the row
+    has its body and the replay serves it, so the replayed page moves on as the recorded one did."""
+    losing = []
+
+    def read_losing(path: Path) -> tuple[list[dict[str, Any]], Any]:
+        entries, archive = read_har(path)
+        for entry in (e for e in entries if e["request"]["url"].endswith("/bounce")):
+            content = entry["response"]["content"]
+            content.pop("_file", None), content.pop("text", None)
+            losing.append(content.get("size"))
+        return entries, archive
+
+    monkeypatch.setattr(har, "read_har", read_losing)
+    with LocalSite(pages_handler(BOUNCE)) as site:
+        store, run_id = _record(tmp_path, site.url + "bounce", [{"action": "stop", "answer": "Done"}])
+    assert losing and all(size and size > 0 for size in losing)  # the HAR's entry had a body, and lost it
+    [row] = [r for r in store.read("requests", run_id=run_id).to_pylist() if r["url"].endswith("/bounce")]
+    assert BODY_HEADER not in _headers(row)
+    assert store.read_blobs([row["response_body"]])[row["response_body"]] == BOUNCE["/bounce"].encode()
+
+    report = replay_run(store, run_id, browser=BrowserConfig(screenshots=False, set_of_marks=False))
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]
+    assert episode.requests.missing_body == 0 and episode.requests.unmatched == 0

@@ -19,6 +19,7 @@ accessibility tree and the actions' locators need it.)
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +28,9 @@ from playwright.async_api import BrowserContext, CDPSession, Error as Playwright
 
 SEND_TIMEOUT_S = 5.0
 """A DevTools call of mmina's not answered within this is given up (the caller decides what then)."""
+
+REREAD_S = 0.5
+"""A body not found at once is asked for again after this (see :func:`response_body`)."""
 
 DURABLE_BYTES = 8 * 1024 * 1024
 """How many bytes of a page's latest response bodies Chromium keeps in the browser process for
@@ -120,6 +124,22 @@ async def evaluate(session: CDPSession, expression: str, seconds: float = SEND_T
         details = reply["exceptionDetails"]
         raise PageScriptError((details.get("exception") or {}).get("description") or details.get("text", "script failed"))
     return (reply.get("result") or {}).get("value")
+
+
+async def response_body(session: CDPSession, request_id: str) -> bytes | None:
+    """A response's body by ``Network.getResponseBody``, asked again once after ``REREAD_S`` (a
+    body whose document was just replaced reaches the bodies Chromium keeps a moment later);
+    None when neither answered."""
+    for attempt in range(2):
+        try:
+            result = await send(session, "Network.getResponseBody", {"requestId": request_id})
+        except (PlaywrightError, asyncio.TimeoutError):
+            if attempt == 0:
+                await asyncio.sleep(REREAD_S)
+            continue
+        body = result.get("body") or ""
+        return base64.b64decode(body) if result.get("base64Encoded") else body.encode()
+    return None
 
 
 BETWEEN_DOCUMENTS = ("Inspected target navigated", "Execution context was destroyed",

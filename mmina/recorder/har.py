@@ -1,7 +1,8 @@
 """From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted.
 
-Bodies the HAR lacks come from ``streams.py``: EventSource messages, and fetch/XHR bodies
-tapped as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body).
+Bodies the HAR lacks come from ``streams.py``: EventSource messages, fetch/XHR bodies tapped
+as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body), and the
+bodies of a page that moved on right after loading them, read by mmina's session as it did.
 Two headers of mmina's own go into a row's ``response_headers`` (no store column needed):
 
 * ``x-mmina-chunks``: how the body arrived, ``size@ms`` per chunk (milliseconds after the
@@ -33,6 +34,7 @@ MISSING = "missing"
 NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
 
 if TYPE_CHECKING:  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
+    from mmina.recorder.left_behind import LeftBody
     from mmina.recorder.streams import EventStreams, Tapped
 
 PutBlob = Callable[[bytes, str], str]
@@ -72,6 +74,7 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
         if streams is not None:
             fill_streams(entries, streams.bodies())
             fill_tapped(entries, streams.taps.bodies(), archive)
+            fill_left(entries, streams.left.bodies(), archive)
         for entry in entries:
             learn_entry(redactor, entry, archive)
         return [_row(seq, e, step_starts, put_blob, archive, redactor) for seq, e in enumerate(entries)]
@@ -108,9 +111,7 @@ def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]])
         bodies = pending.get(entry["request"].get("url", ""))
         if entry.get("_resourceType") != "eventsource" or content.get("_file") or content.get("text") or not bodies:
             continue
-        body = bodies.pop(0)
-        entry.setdefault("response", {})["content"] = {**content, "size": len(body), "encoding": "base64",
-                                                        "text": base64.b64encode(body).decode()}
+        _give_body(entry.setdefault("response", {}), bodies.pop(0))
         entry["response"]["status"] = entry["response"].get("status") or 200
 
 
@@ -129,11 +130,42 @@ def fill_tapped(entries: list[dict[str, Any]], tapped: dict[tuple[str, str], lis
         response = entry.setdefault("response", {})
         content = response.get("content") or {}
         if _response_body(content, archive) is None and tap.body:
-            response["content"] = {**content, "size": len(tap.body), "encoding": "base64",
-                                   "text": base64.b64encode(tap.body).decode()}
+            _give_body(response, tap.body)
         if len(tap.timing()) > 1:
             timing = ",".join(f"{size}@{at:g}" for size, at in tap.timing())
             response["headers"] = [*response.get("headers", []), {"name": CHUNKS_HEADER, "value": timing}]
+
+
+LEFT_MATCH_S = 1.0
+"""A body read as its page moved on goes to the entry of its method and URL sent nearest it, at
+most this far apart."""
+
+
+def fill_left(entries: list[dict[str, Any]], left: dict[tuple[str, str], list[LeftBody]],
+              archive: zipfile.ZipFile | None) -> None:
+    """Give each entry whose body the HAR lost the body mmina's session read as its page moved
+    on (``left_behind.py``): of those for its method and URL, the one sent nearest it."""
+    pending = {key: list(bodies) for key, bodies in left.items()}
+    for entry in entries:
+        response = entry.get("response") or {}
+        candidates = pending.get((entry["request"].get("method", "GET"), entry["request"].get("url", "")))
+        if not candidates or _response_body(response.get("content") or {}, archive) is not None \
+                or not body_missing(entry, None):
+            continue
+        sent = _started(entry).timestamp()
+        nearest = min(candidates, key=lambda k: abs(k.sent - sent))
+        if abs(nearest.sent - sent) <= LEFT_MATCH_S:
+            candidates.remove(nearest)
+            _give_body(response, nearest.body)
+
+
+def _give_body(response: dict[str, Any], body: bytes) -> None:
+    response["content"] = {**(response.get("content") or {}), "size": len(body), "encoding": "base64",
+                           "text": base64.b64encode(body).decode()}
+
+
+def _started(entry: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
 
 
 def body_missing(entry: dict[str, Any], body: bytes | None) -> bool:
@@ -151,7 +183,7 @@ def body_missing(entry: dict[str, Any], body: bytes | None) -> bool:
 def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
          archive: zipfile.ZipFile | None, redactor: Redactor) -> dict[str, Any]:
     request, response = entry["request"], entry.get("response") or {}
-    started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
+    started = _started(entry)
     content = response.get("content") or {}
     mime = content.get("mimeType") or ""
     received = _response_body(content, archive)

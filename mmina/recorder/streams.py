@@ -1,5 +1,6 @@
-"""Response bodies the HAR does not keep: EventSource messages, and fetch/XHR bodies tapped as
-they arrive (:class:`BodyTaps`, below).
+"""Response bodies the HAR does not keep: EventSource messages, fetch/XHR bodies tapped as they
+arrive (:class:`BodyTaps`, below), and the bodies of a document its page left as it loaded
+(``left_behind.py``).
 
 Playwright's HAR keeps no body for a ``text/event-stream`` response (the stream is still open,
 or was aborted, when the page moves on), so without help a replay would serve the stream empty.
@@ -21,7 +22,8 @@ from typing import Any
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError
 
-from mmina.recorder.devtools import send
+from mmina.recorder.devtools import response_body
+from mmina.recorder.left_behind import LeftBehind
 from mmina.recorder.seeding import DOCUMENT_ID
 
 NO_RECONNECT = b"retry: 86400000\n\n"
@@ -62,7 +64,9 @@ class EventStreams:
         self._urls: dict[str, str] = {}
         self._messages: dict[str, list[bytes]] = {}
         self.taps = BodyTaps()
-        """The fetch/XHR bodies of the same context (each page's session listens as it opens: ``Tabs``)."""
+        """The fetch/XHR bodies of the same context."""
+        self.left = LeftBehind()
+        """The bodies of documents the context's pages left as they loaded (``left_behind.py``)."""
 
     @classmethod
     async def attach(cls, context: BrowserContext) -> "EventStreams":
@@ -71,6 +75,11 @@ class EventStreams:
         await context.expose_binding(BINDING, streams._heard)
         await context.add_init_script(WRAPPER)
         return streams
+
+    async def listen(self, session: CDPSession) -> None:
+        """Tap the network of the page behind ``session`` as it opens (``Tabs``, ``devtools.py``)."""
+        self.left.listen(session)
+        await self.taps.listen(session)
 
     def _heard(self, _source: Any, stream: str, url: str, kind: str, data: str, event_id: str) -> None:
         if kind == "open":
@@ -118,23 +127,6 @@ class Tapped:
     def timing(self) -> list[tuple[int, float]]:
         """(size, milliseconds after the headers) of each non-empty chunk."""
         return [(len(chunk), round(at, 1)) for at, chunk in self.chunks if chunk]
-
-
-REREAD_S = 0.5
-"""A body not found at once is asked for again after this (see :func:`_response_body`)."""
-
-
-async def _response_body(session: CDPSession, request_id: str) -> dict[str, Any] | None:
-    """``Network.getResponseBody``'s answer, asked again once after ``REREAD_S`` (a body whose
-    document was just replaced reaches the bodies Chromium keeps a moment later); None when
-    neither answered."""
-    for attempt in range(2):
-        try:
-            return await send(session, "Network.getResponseBody", {"requestId": request_id})
-        except (PlaywrightError, asyncio.TimeoutError):
-            if attempt == 0:
-                await asyncio.sleep(REREAD_S)
-    return None
 
 
 class BodyTaps:
@@ -192,11 +184,7 @@ class BodyTaps:
         (measured with Playwright 1.65: size -1), nor did streaming start in time for a short
         one; ``Network.getResponseBody`` on this session still has it (from the bodies Chromium
         keeps, ``devtools.PageSessions``, when the page has navigated away meanwhile)."""
-        result = await _response_body(session, request_id)
-        if result is None:
-            return
-        body = result.get("body") or ""
-        data = base64.b64decode(body) if result.get("base64Encoded") else body.encode()
+        data = await response_body(session, request_id)
         if data and not tapped.body:
             tapped.chunks.append((0.0, data))
 

@@ -50,7 +50,7 @@ class Tabs:
         self._blanking: set[asyncio.Task[None]] = set()
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-        self.sessions = PageSessions(context, streams.taps.listen)
+        self.sessions = PageSessions(context, streams.listen)
         """Each page's DevTools session of mmina's own, tapping its network as it opens (``devtools.py``)."""
         self._settling = Settling(context, lambda: self.page, self.sessions)
         context.on("page", self._on_page)

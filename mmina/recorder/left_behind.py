@@ -1,0 +1,112 @@
+"""The bodies of a document its page leaves as soon as it has loaded, read as the page leaves.
+
+A page that replaces itself as it loads (a script's ``location.replace``, a login page sending
+the browser on, a link clicked while the page's last script arrives) drops the bodies of its
+document when the next one commits. Playwright's HAR reads each body on its own session as its
+load finishes, and lost such a page's own body in 4 of 20 recordings even with the bodies
+Chromium keeps outside the renderer (``devtools._body_keeper``; 8 of 8 before it); a replay then
+serves that page empty, and it never moves on.
+
+So mmina's session of the page watches for a frame asking for its next document and reads there
+and then the bodies of that frame's document that finished just before (``LATE_S``), and those
+of a document already left that finish afterwards. Only what makes a page work is read
+(``LEFT_TYPES``), and only in that moment: a page whose agent thought before acting finished its
+loads long before, so a step costs nothing more. ``har.fill_left`` gives each HAR entry without
+its body the one read for it.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.async_api import CDPSession
+
+from mmina.recorder.devtools import response_body
+
+LEFT_TYPES = frozenset({"Document", "Script", "Stylesheet"})
+"""The resource types read (images and fonts are left out: nobody saw a page replaced so soon)."""
+LATE_S = 0.5
+"""A body that finished at most this long before its frame asked for its next document is read."""
+
+
+@dataclass(frozen=True)
+class LeftBody:
+    """A body read as its page moved on: its request's method, URL, when it was sent (seconds
+    since the epoch, as the HAR's ``startedDateTime``) and the body."""
+
+    method: str
+    url: str
+    sent: float
+    body: bytes
+
+
+@dataclass(frozen=True)
+class _Sent:
+    method: str
+    url: str
+    wall: float
+    kind: str
+    frame: str
+    loader: str
+
+
+class LeftBehind:
+    """The bodies a context's pages left behind as they moved on (on the browser's event loop)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, _Sent] = {}
+        self._documents: dict[tuple[CDPSession, str], str] = {}
+        """Each frame's latest document (its loader), by page session and frame."""
+        self._finished: dict[tuple[CDPSession, str], dict[str, float]] = {}
+        """Each frame's ``LEFT_TYPES`` responses of its latest document, finished when (DevTools seconds)."""
+        self._read: list[asyncio.Future[LeftBody | None]] = []
+
+    def listen(self, session: CDPSession) -> None:
+        """Watch the page behind ``session`` (whose Network domain its caller enables)."""
+        session.on("Network.requestWillBeSent", lambda event: self._request(session, event))
+        session.on("Network.loadingFinished", lambda event: self._loaded(session, event))
+
+    def _request(self, session: CDPSession, event: dict[str, Any]) -> None:
+        request = event.get("request") or {}
+        sent = _Sent(request.get("method", "GET"), request.get("url", ""), float(event.get("wallTime") or 0.0),
+                     event.get("type") or "", event.get("frameId") or "", event.get("loaderId") or "")
+        if sent.kind not in LEFT_TYPES or not sent.frame or not sent.loader:
+            return  # a worker's script has no frame: it is not left with a page
+        self._sent[event["requestId"]] = sent
+        if sent.kind == "Document" and self._documents.get((session, sent.frame)) != sent.loader:
+            self._leaving(session, sent.frame, float(event.get("timestamp") or 0.0))
+            self._documents[session, sent.frame] = sent.loader
+
+    def _leaving(self, session: CDPSession, frame: str, at: float) -> None:
+        """``frame`` asks for its next document at ``at``: read what its document finished just before."""
+        for request_id, finished in self._finished.pop((session, frame), {}).items():
+            if at - finished <= LATE_S:
+                self._read_now(session, request_id)
+
+    def _loaded(self, session: CDPSession, event: dict[str, Any]) -> None:
+        request_id = event["requestId"]
+        sent = self._sent.get(request_id)
+        if sent is None:
+            return
+        if self._documents.get((session, sent.frame)) != sent.loader:
+            self._read_now(session, request_id)  # its document was left before it finished
+        else:
+            self._finished.setdefault((session, sent.frame), {})[request_id] = float(event.get("timestamp") or 0.0)
+
+    def _read_now(self, session: CDPSession, request_id: str) -> None:
+        self._read.append(asyncio.ensure_future(self._body(session, request_id)))
+
+    async def _body(self, session: CDPSession, request_id: str) -> LeftBody | None:
+        sent = self._sent[request_id]
+        body = await response_body(session, request_id)
+        return LeftBody(sent.method, sent.url, sent.wall, body) if body else None
+
+    def bodies(self) -> dict[tuple[str, str], list[LeftBody]]:
+        """The bodies read so far, by (method, URL), in the order they were asked for."""
+        found: dict[tuple[str, str], list[LeftBody]] = {}
+        for read in self._read:
+            left = read.result() if read.done() and not read.cancelled() and read.exception() is None else None
+            if left is not None:
+                found.setdefault((left.method, left.url), []).append(left)
+        return found
