@@ -28,6 +28,9 @@ LEFT_TYPES = frozenset({"Document", "Script", "Stylesheet"})
 """The resource types read (images and fonts are left out: nobody saw a page replaced so soon)."""
 LATE_S = 0.5
 """A body that finished at most this long before its frame asked for its next document is read."""
+MAX_BYTES = 64 * 1024 * 1024
+"""At most this many bytes are held per context (a page that bounces between two large documents
+for the whole episode is read until then)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class LeftBehind:
         self._finished: dict[tuple[CDPSession, str], dict[str, float]] = {}
         """Each frame's ``LEFT_TYPES`` responses of its latest document, finished when (DevTools seconds)."""
         self._read: list[asyncio.Future[LeftBody | None]] = []
+        self._bytes = 0
 
     def listen(self, session: CDPSession) -> None:
         """Watch the page behind ``session`` (whose Network domain its caller enables)."""
@@ -98,9 +102,19 @@ class LeftBehind:
         self._read.append(asyncio.ensure_future(self._body(session, request_id)))
 
     async def _body(self, session: CDPSession, request_id: str) -> LeftBody | None:
+        if self._bytes >= MAX_BYTES:
+            return None
         sent = self._sent[request_id]
         body = await response_body(session, request_id)
-        return LeftBody(sent.method, sent.url, sent.wall, body) if body else None
+        if not body or self._bytes + len(body) > MAX_BYTES:
+            return None
+        self._bytes += len(body)
+        return LeftBody(sent.method, sent.url, sent.wall, body)
+
+    @property
+    def asked(self) -> int:
+        """How many bodies were asked for (read or not)."""
+        return len(self._read)
 
     def bodies(self) -> dict[tuple[str, str], list[LeftBody]]:
         """The bodies read so far, by (method, URL), in the order they were asked for."""
