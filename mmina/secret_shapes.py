@@ -48,6 +48,9 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _BASE64 = re.compile(r"[A-Za-z0-9+/_\-]+={0,2}")
 _RUN = re.compile(r"[A-Za-z0-9_\-+/]+")
 """A token's runs: letters and digits, with the ``-_+/`` of base64 inside (see :func:`_parts`)."""
+_NUMBER_LITERAL = re.compile(r"0[xX][0-9a-fA-F]{1,16}n?|0[bB][01]+n?|0[oO][0-7]+n?")
+"""A script's number literal of 64 bits at most (``0x6a09e667f3bcc908``, ``0b0111n``): a
+hex token beginning ``0b`` (1 in 256 of them) is not one, a 0x-prefixed key of 32 bytes neither."""
 _SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _HEX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{16,}|(?=[0-9A-F]*[0-9])(?=[0-9A-F]*[A-F])[0-9A-F]{16,}")
 MIN_RANDOM_RUN = 8
@@ -103,8 +106,8 @@ def _parts(run: str) -> list[str]:
 def _random_run(run: str) -> bool:
     """A run of letters and digits drawn at random: hex of 16+ with both, or short segments
     (frequent changes of case and digit) and varied characters."""
-    if len(run) < MIN_RANDOM_RUN or run.startswith(("0x", "0b")):
-        return False  # a script's number literals
+    if len(run) < MIN_RANDOM_RUN or _NUMBER_LITERAL.fullmatch(run):
+        return False
     if _HEX.fullmatch(run):
         return True
     if run.isdigit() or run.isalpha() and (run.islower() or run.isupper()):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import string
 from pathlib import Path
@@ -31,6 +32,7 @@ from mmina.secret_rules import URL_REDACTED
 from mmina.secret_shapes import credential_shaped
 from mmina.store import Store
 from mmina.tasks import task_from_dict, task_row
+from tests.heavy import sized
 from tests.realweb.npm_corpus import corpus_files, sample_files
 from tests.realweb.redaction_check import TYPED, check_corpus, episode_redactor
 
@@ -237,3 +239,26 @@ def test_random_tokens_are_credentials_and_identifiers_are_not() -> None:
     assert [i for i in identifiers if credential_shaped(i)] == []
     assert all(credential_shaped(t) for t in ("Zq81fKx02LmA9w", "68b25f31", "550e8400-e29b-41d4-a716-446655440000",
                                                AWS_SECRET, "AKIAQ3EGRZ7TLM4XKP2B", string.hexdigits[:16] + "9a"))
+
+
+HEX_TOKEN = st.text(alphabet="0123456789abcdef", min_size=16, max_size=64).filter(
+    lambda t: any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not re.fullmatch("0b[01]+", t))
+"""Hex as machines make keys (``secrets.token_hex``, ``uuid4().hex``): both digits and letters."""
+
+
+@given(HEX_TOKEN, st.sampled_from(("", "0b", "json-token-planted-", "sess_")))
+@settings(max_examples=sized(300, 5000), deadline=None)
+def test_every_hex_token_is_a_credential_whatever_it_begins_with(token: str, prefix: str) -> None:
+    """A uuid4().hex beginning ``0b`` (1 in 256) was taken for a binary literal and kept, JSON
+    ``access_token`` and all; a number literal is one only when it is one (``0b0110``,
+    ``0x6a09e667f3bcc908``)."""
+    assert credential_shaped(prefix + token)
+    redactor = Redactor()
+    body = json.dumps({"access_token": prefix + token, "token_type": "bearer"}).encode()
+    redactor.learn_body(body, "application/json", response=True)
+    assert json.loads(redactor.body(body, "application/json")) == {"access_token": REDACTED, "token_type": "bearer"}
+
+
+def test_number_literals_are_not_credentials() -> None:
+    assert not any(map(credential_shaped, ("0b00000000000000000000011111000000", "0x6a09e667f3bcc908",
+                                           "0xffffffffffffffffn", "0o7777777777")))

@@ -9,10 +9,12 @@ serves that page empty, and it never moves on.
 
 So mmina's session of the page watches for a frame asking for its next document and reads there
 and then the bodies of that frame's document that finished just before (``LATE_S``), and those
-of a document already left that finish afterwards. Only what makes a page work is read
-(``LEFT_TYPES``), and only in that moment: a page whose agent thought before acting finished its
-loads long before, so a step costs nothing more. ``har.fill_left`` gives each HAR entry without
-its body the one read for it.
+of a document already left that finish afterwards. A document its own script replaces while it
+is parsed never finishes loading (Chromium sends no event for it: 5 of 30 times on this machine,
+and then the HAR has no body for it at all), so an answer counts from its headers on. Only what
+makes a page work is read (``LEFT_TYPES``), and only in that moment: a page whose agent thought
+before acting finished its loads long before, so a step costs nothing more. ``har.fill_left``
+gives each HAR entry without its body the one read for it.
 """
 from __future__ import annotations
 
@@ -64,11 +66,13 @@ class LeftBehind:
         self._finished: dict[tuple[CDPSession, str], dict[str, float]] = {}
         """Each frame's ``LEFT_TYPES`` responses of its latest document, finished when (DevTools seconds)."""
         self._read: list[asyncio.Future[LeftBody | None]] = []
+        self._asked: set[str] = set()
         self._bytes = 0
 
     def listen(self, session: CDPSession) -> None:
         """Watch the page behind ``session`` (whose Network domain its caller enables)."""
         session.on("Network.requestWillBeSent", lambda event: self._request(session, event))
+        session.on("Network.responseReceived", lambda event: self._answered(session, event))
         session.on("Network.loadingFinished", lambda event: self._loaded(session, event))
 
     def _request(self, session: CDPSession, event: dict[str, Any]) -> None:
@@ -88,18 +92,29 @@ class LeftBehind:
             if at - finished <= LATE_S:
                 self._read_now(session, request_id)
 
+    def _answered(self, session: CDPSession, event: dict[str, Any]) -> None:
+        """A response of the frame's latest document counts from its headers on: a document
+        replaced by its own script as it is parsed never finishes loading (no event says so)."""
+        request_id = event["requestId"]
+        sent = self._sent.get(request_id)
+        if sent is not None and self._documents.get((session, sent.frame)) in (None, sent.loader):
+            self._finished.setdefault((session, sent.frame), {})[request_id] = float(event.get("timestamp") or 0.0)
+
     def _loaded(self, session: CDPSession, event: dict[str, Any]) -> None:
         request_id = event["requestId"]
         sent = self._sent.get(request_id)
         if sent is None:
             return
-        if self._documents.get((session, sent.frame)) != sent.loader:
+        latest = self._documents.get((session, sent.frame))
+        if latest is not None and latest != sent.loader:
             self._read_now(session, request_id)  # its document was left before it finished
-        else:
+        else:  # of the frame's latest document (or of one loading before the session opened)
             self._finished.setdefault((session, sent.frame), {})[request_id] = float(event.get("timestamp") or 0.0)
 
     def _read_now(self, session: CDPSession, request_id: str) -> None:
-        self._read.append(asyncio.ensure_future(self._body(session, request_id)))
+        if request_id not in self._asked:  # read as its frame left, then its load finished
+            self._asked.add(request_id)
+            self._read.append(asyncio.ensure_future(self._body(session, request_id)))
 
     async def _body(self, session: CDPSession, request_id: str) -> LeftBody | None:
         if self._bytes >= MAX_BYTES:
