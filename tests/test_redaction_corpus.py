@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import string
@@ -32,11 +31,10 @@ from mmina.secret_rules import URL_REDACTED
 from mmina.secret_shapes import credential_shaped
 from mmina.store import Store
 from mmina.tasks import task_from_dict, task_row
-from tests.heavy import sized
+from tests.heavy import HEAVY, sized
 from tests.realweb.npm_corpus import corpus_files, sample_files
 from tests.realweb.redaction_check import TYPED, check_corpus, episode_redactor
 
-HEAVY = os.environ.get("MMINA_HEAVY") == "1"
 RESPONSE_TYPES = ("application/javascript", "text/javascript; charset=utf-8", "text/css", "application/json",
                   "text/html; charset=utf-8", "text/plain", "application/x-ndjson", "image/svg+xml")
 

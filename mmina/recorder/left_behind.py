@@ -95,21 +95,26 @@ class LeftBehind:
     def _answered(self, session: CDPSession, event: dict[str, Any]) -> None:
         """A response of the frame's latest document counts from its headers on: a document
         replaced by its own script as it is parsed never finishes loading (no event says so)."""
-        request_id = event["requestId"]
-        sent = self._sent.get(request_id)
-        if sent is not None and self._documents.get((session, sent.frame)) in (None, sent.loader):
-            self._finished.setdefault((session, sent.frame), {})[request_id] = float(event.get("timestamp") or 0.0)
+        sent = self._sent.get(event["requestId"])
+        if sent is not None and self._of_latest(session, sent):
+            self._finish(session, sent, event)
 
     def _loaded(self, session: CDPSession, event: dict[str, Any]) -> None:
-        request_id = event["requestId"]
-        sent = self._sent.get(request_id)
+        sent = self._sent.get(event["requestId"])
         if sent is None:
             return
-        latest = self._documents.get((session, sent.frame))
-        if latest is not None and latest != sent.loader:
-            self._read_now(session, request_id)  # its document was left before it finished
-        else:  # of the frame's latest document (or of one loading before the session opened)
-            self._finished.setdefault((session, sent.frame), {})[request_id] = float(event.get("timestamp") or 0.0)
+        if self._of_latest(session, sent):
+            self._finish(session, sent, event)
+        else:
+            self._read_now(session, event["requestId"])  # its document was left before it finished
+
+    def _of_latest(self, session: CDPSession, sent: _Sent) -> bool:
+        """Of its frame's latest document (or of one loading before the session opened)."""
+        return self._documents.get((session, sent.frame)) in (None, sent.loader)
+
+    def _finish(self, session: CDPSession, sent: _Sent, event: dict[str, Any]) -> None:
+        """The response of ``event`` is done as far as its frame leaving goes (DevTools seconds)."""
+        self._finished.setdefault((session, sent.frame), {})[event["requestId"]] = float(event.get("timestamp") or 0.0)
 
     def _read_now(self, session: CDPSession, request_id: str) -> None:
         if request_id not in self._asked:  # read as its frame left, then its load finished
