@@ -13,7 +13,7 @@ import asyncio
 import time
 from concurrent.futures import Executor
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page
+from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Frame, Page
 
 from mmina.actions import Action
 from mmina.errors import MminaError, StartPageError
@@ -26,6 +26,7 @@ from mmina.recorder.observing import Capture, title_of
 from mmina.recorder.settling import ACTION_DEADLINE_S, ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, Settling
 from mmina.recorder.shots import Screenshots
 from mmina.recorder.streams import EventStreams
+from mmina.recorder.window import keep_window_small
 
 
 class BrowserGone(MminaError):
@@ -50,8 +51,9 @@ class Tabs:
         self._blanking: set[asyncio.Task[None]] = set()
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
-        self.sessions = PageSessions(context, streams.listen)
-        """Each page's DevTools session of mmina's own, tapping its network as it opens (``devtools.py``)."""
+        self.sessions = PageSessions(context, self._listen)
+        """Each page's DevTools session of mmina's own, tapping its network and shrinking its
+        window as it opens (``devtools.py``, ``window.py``)."""
         self._settling = Settling(context, lambda: self.page, self.sessions)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
@@ -69,6 +71,10 @@ class Tabs:
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
         await Settling.prepare(context)
         return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes)
+
+    async def _listen(self, session: CDPSession) -> None:
+        await self.streams.listen(session)
+        await keep_window_small(session, self.capture.viewport_width, self.capture.viewport_height)
 
     def _on_page(self, page: Page) -> None:
         """New tabs (``new_tab`` or a link opening one) become the active tab; their DevTools

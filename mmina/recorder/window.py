@@ -1,0 +1,45 @@
+"""The window around a page, which a headless browser never shows, kept small.
+
+Playwright sizes each page's window to its viewport (``Browser.setWindowBounds``, 1280×2048 by
+default) beside emulating the viewport (``Emulation.setDeviceMetricsOverride``). Headless
+Chromium composites that window in software every time the page submits a frame, at the
+window's size, although nothing ever shows it: at 1280×2048 a fifth of the GPU process's CPU in
+a step (measured in ``docs/performance.md``: 0.055 → 0.040 core-seconds a step one episode at a
+time, the same 1280×2048 screenshots byte for byte). So each page's window is made
+``WINDOW_HEIGHT`` pixels high (the viewport's width) as the page appears, and its viewport
+emulated again, as Playwright emulates it, on mmina's own DevTools session: the page keeps its
+viewport (``innerWidth``, ``innerHeight``, media queries, ``screen``) and its screenshots; only
+``outerHeight`` — the height of a window nobody sees — reads ``WINDOW_HEIGHT``, as with
+Puppeteer, whose headless window stays at Chromium's 800×600 whatever the viewport.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from playwright.async_api import CDPSession, Error as PlaywrightError
+
+from mmina.recorder.devtools import send
+
+WINDOW_HEIGHT = 128
+"""The window's height in pixels: the composited area is the window's, so a low window costs
+little (128 and 1 cost the same within the noise; 800×600 a tenth more)."""
+
+
+async def keep_window_small(session: CDPSession, width: int, height: int) -> None:
+    """Make the window of the page behind ``session`` ``width`` × ``WINDOW_HEIGHT`` and emulate
+    its ``width`` × ``height`` viewport again (a window made smaller takes the viewport down with
+    it). A page that closed meanwhile, or a browser without windows, is left as it is."""
+    try:
+        window = await send(session, "Browser.getWindowForTarget")
+        await send(session, "Browser.setWindowBounds",
+                   {"windowId": window["windowId"], "bounds": {"width": width, "height": WINDOW_HEIGHT}})
+        await send(session, "Emulation.setDeviceMetricsOverride", viewport_metrics(width, height))
+    except (PlaywrightError, asyncio.TimeoutError, KeyError):
+        return
+
+
+def viewport_metrics(width: int, height: int) -> dict[str, object]:
+    """``Emulation.setDeviceMetricsOverride``'s parameters as Playwright sends them for a desktop
+    context with this viewport (the screen as large as the viewport)."""
+    return {"mobile": False, "width": width, "height": height, "screenWidth": width, "screenHeight": height,
+            "deviceScaleFactor": 1, "screenOrientation": {"angle": 0, "type": "landscapePrimary"}}
