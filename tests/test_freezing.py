@@ -17,7 +17,7 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from tests.agents_for_tests import descendants
+from tests.agents_for_tests import chromium_ticks
 from tests.fake_openai import FakeOpenAI
 
 BUSY = """<!doctype html><html><body>
@@ -80,21 +80,6 @@ def _animation_ms(browser: EpisodeBrowser) -> float:
 
 def _polls_between(start: float, end: float) -> int:
     return sum(start <= at <= end for at in _Busy.polls)
-
-
-def _compositing_ticks() -> int:
-    """CPU ticks of this process's Chromium GPU and renderer processes so far (Linux): where an
-    animation's frames are made and composited, and what the freeze stops."""
-    total = 0
-    for pid in descendants(os.getpid()):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"chrom" in command and (b"--type=gpu-process" in command or b"--type=renderer" in command):
-            total += int(fields[11]) + int(fields[12])
-    return total
 
 
 def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSession, busy_site: str) -> None:
@@ -221,9 +206,9 @@ def test_a_frozen_animation_costs_the_compositor_a_fraction(session: BrowserSess
         for freeze_after in (None, 0.0):
             with browser.thinking(freeze_after):
                 time.sleep(0.2)
-                start = _compositing_ticks()
+                start = chromium_ticks(b"gpu-process", b"renderer")
                 time.sleep(3.0)
-                costs.append(_compositing_ticks() - start)
+                costs.append(chromium_ticks(b"gpu-process", b"renderer") - start)
         running, frozen = costs
         assert running >= 6, f"the animated page cost only {running} ticks: nothing to compare"
         assert frozen * 5 < running, f"frozen {frozen} ticks vs running {running}"

@@ -3,7 +3,6 @@ the page keeps its viewport and its screenshots byte for byte, a tab the page op
 small window too, and Chromium's GPU process composites far less while a page animates."""
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.devtools import send
 from mmina.recorder.window import WINDOW_HEIGHT, viewport_metrics
-from tests.agents_for_tests import descendants
+from tests.agents_for_tests import chromium_ticks
 from tests.local_site import LocalSite, pages_handler
 
 WIDTH, HEIGHT = 1280, 2048
@@ -98,20 +97,6 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
     assert observation.title == "Next"
 
 
-def _gpu_ticks() -> int:
-    """CPU ticks of this process's Chromium GPU processes so far (Linux), where windows are composited."""
-    total = 0
-    for pid in descendants(os.getpid()):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"chrom" in command and b"--type=gpu-process" in command:
-            total += int(fields[11]) + int(fields[12])
-    return total
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU counters from /proc (Linux)")
 def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(session: BrowserSession, site: str) -> None:
     """A page repainting its whole viewport every frame, 3 s in its small window, then 3 s in a
@@ -127,9 +112,9 @@ def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(ses
             if grow:
                 _window_as_playwright_left_it(browser)
             time.sleep(0.3)
-            ticks, frames = _gpu_ticks(), _frames(browser)
+            ticks, frames = chromium_ticks(b"gpu-process"), _frames(browser)
             time.sleep(3.0)
-            ticks, frames = _gpu_ticks() - ticks, _frames(browser) - frames
+            ticks, frames = chromium_ticks(b"gpu-process") - ticks, _frames(browser) - frames
             assert frames >= 30, f"only {frames} frames in 3 s: nothing to compare"
             costs.append(ticks / frames)
     finally:
