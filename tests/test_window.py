@@ -99,11 +99,11 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU counters from /proc (Linux)")
 def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(session: BrowserSession, site: str) -> None:
-    """A page repainting its whole viewport every frame, 3 s in its small window, then 3 s in a
+    """A page repainting its whole viewport every frame, 4 s in its small window, then 4 s in a
     window of its viewport's size (as Playwright leaves it): the GPU process, compositing the
-    window every frame, must spend under half as much a frame on the small one (measured: 9 ticks
-    of 10 ms against 27–28 for the same frames on an idle machine). A frame, not a second: a loaded
-    machine draws fewer frames."""
+    window every frame, must spend a third less a frame on the small one at least (measured: a half
+    to a third as much on an idle machine, a quarter beside three busy processes; as much in a
+    window of either size). A frame, not a second: a loaded machine draws fewer frames."""
     browser = session.episode(None, paint_marks=False)
     try:
         browser.open((site + "animated",))
@@ -113,14 +113,14 @@ def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(ses
                 _window_as_playwright_left_it(browser)
             time.sleep(0.3)
             ticks, frames = chromium_ticks(b"gpu-process"), _frames(browser)
-            time.sleep(3.0)
+            time.sleep(4.0)
             ticks, frames = chromium_ticks(b"gpu-process") - ticks, _frames(browser) - frames
-            assert frames >= 30, f"only {frames} frames in 3 s: nothing to compare"
+            assert frames >= 40, f"only {frames} frames in 4 s: nothing to compare"
             costs.append(ticks / frames)
     finally:
         browser.close()
     small, large = costs
-    assert small * 2 < large, f"{small:.3f} ticks a frame in the small window, {large:.3f} in the large"
+    assert small * 1.5 < large, f"{small:.3f} ticks a frame in the small window, {large:.3f} in the large"
 
 
 def _frames(browser: EpisodeBrowser) -> int:

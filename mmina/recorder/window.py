@@ -3,9 +3,9 @@
 Playwright sizes each page's window to its viewport (``Browser.setWindowBounds``, 1280×2048 by
 default) beside emulating the viewport (``Emulation.setDeviceMetricsOverride``). Headless
 Chromium composites that window in software every time the page submits a frame, at the
-window's size, although nothing ever shows it: at 1280×2048 a fifth of the GPU process's CPU in
-a step (measured in ``docs/performance.md``: 0.055 → 0.040 core-seconds a step one episode at a
-time, the same 1280×2048 screenshots byte for byte). So each page's window is made
+window's size, although nothing ever shows it: at 1280×2048 over a quarter of the GPU process's
+CPU in a step (measured in ``docs/performance.md``: 0.055 → 0.040 core-seconds a step one
+episode at a time, the same 1280×2048 screenshots byte for byte). So each page's window is made
 ``WINDOW_HEIGHT`` pixels high (the viewport's width) as the page appears, and its viewport
 emulated again, as Playwright emulates it, on mmina's own DevTools session: the page keeps its
 viewport (``innerWidth``, ``innerHeight``, media queries, ``screen``) and its screenshots; only
@@ -27,15 +27,27 @@ little (128 and 1 cost the same within the noise; 800×600 a tenth more)."""
 
 async def keep_window_small(session: CDPSession, width: int, height: int) -> None:
     """Make the window of the page behind ``session`` ``width`` × ``WINDOW_HEIGHT`` and emulate
-    its ``width`` × ``height`` viewport again (a window made smaller takes the viewport down with
-    it). A page that closed meanwhile, or a browser without windows, is left as it is."""
+    its ``width`` × ``height`` viewport again: a window made smaller takes the page's view down
+    with it (the page still reads its viewport, but a screenshot would be the window's size), and
+    emulating the viewport sizes the view again. If that fails, the window gets its full size
+    back, so a screenshot is never cut to the window. A page that closed meanwhile, or a browser
+    without windows, is left as it is."""
     try:
-        window = await send(session, "Browser.getWindowForTarget")
-        await send(session, "Browser.setWindowBounds",
-                   {"windowId": window["windowId"], "bounds": {"width": width, "height": WINDOW_HEIGHT}})
-        await send(session, "Emulation.setDeviceMetricsOverride", viewport_metrics(width, height))
+        window = (await send(session, "Browser.getWindowForTarget"))["windowId"]
+        await _bounds(session, window, width, WINDOW_HEIGHT)
     except (PlaywrightError, asyncio.TimeoutError, KeyError):
         return
+    try:
+        await send(session, "Emulation.setDeviceMetricsOverride", viewport_metrics(width, height))
+    except (PlaywrightError, asyncio.TimeoutError):
+        try:
+            await _bounds(session, window, width, height)
+        except (PlaywrightError, asyncio.TimeoutError):
+            return  # the page is gone, or the browser stopped answering: nothing left to size
+
+
+async def _bounds(session: CDPSession, window: int, width: int, height: int) -> None:
+    await send(session, "Browser.setWindowBounds", {"windowId": window, "bounds": {"width": width, "height": height}})
 
 
 def viewport_metrics(width: int, height: int) -> dict[str, object]:
