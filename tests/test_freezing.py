@@ -198,7 +198,7 @@ def test_an_agent_quicker_than_the_delay_never_freezes_the_page(session: Browser
 def test_a_frozen_animation_costs_the_compositor_a_fraction(session: BrowserSession, busy_site: str) -> None:
     """The GPU and renderer processes' CPU over the same wait on the same animated page, running
     and frozen: frozen it must cost under a fifth (measured here: 0–1 ticks of 10 ms against 22–27
-    in 3 s; with the timeline stopped but no style sheet, 10 of 26–27)."""
+    in 3 s; with the timeline alone at rate 0, 10 of 26–27)."""
     browser = session.episode(None)
     try:
         browser.open((busy_site + "animated",))

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
-from mmina.recorder.devtools import send
-from mmina.recorder.window import WINDOW_HEIGHT, viewport_metrics
+from mmina.recorder.window import WINDOW_HEIGHT, size_window
 from tests.agents_for_tests import chromium_ticks
 from tests.local_site import LocalSite, pages_handler
 
@@ -52,10 +51,7 @@ def _window_as_playwright_left_it(browser: EpisodeBrowser) -> None:
     async def grow() -> None:
         devtools = await browser.tabs.sessions.get(browser.tabs.page)
         assert devtools is not None
-        window = await send(devtools, "Browser.getWindowForTarget")
-        await send(devtools, "Browser.setWindowBounds", {"windowId": window["windowId"],
-                                                         "bounds": {"width": WIDTH, "height": HEIGHT}})
-        await send(devtools, "Emulation.setDeviceMetricsOverride", viewport_metrics(WIDTH, HEIGHT))
+        await size_window(devtools, WIDTH, HEIGHT, HEIGHT)
     browser.session.run(grow())
 
 

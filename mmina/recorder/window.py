@@ -26,15 +26,21 @@ little (128 and 1 cost the same within the noise; 800×600 a tenth more)."""
 
 
 async def keep_window_small(session: CDPSession, width: int, height: int) -> None:
-    """Make the window of the page behind ``session`` ``width`` × ``WINDOW_HEIGHT`` and emulate
+    """Make the window of the page behind ``session`` ``width`` × ``WINDOW_HEIGHT``, its
+    ``width`` × ``height`` viewport kept (:func:`size_window`)."""
+    await size_window(session, width, height, WINDOW_HEIGHT)
+
+
+async def size_window(session: CDPSession, width: int, height: int, window_height: int) -> None:
+    """Make the window of the page behind ``session`` ``width`` × ``window_height`` and emulate
     its ``width`` × ``height`` viewport again: a window made smaller takes the page's view down
     with it (the page still reads its viewport, but a screenshot would be the window's size), and
-    emulating the viewport sizes the view again. If that fails, the window gets its full size
-    back, so a screenshot is never cut to the window. A page that closed meanwhile, or a browser
+    emulating the viewport sizes the view again. If that fails, the window gets the viewport's
+    size, so a screenshot is never cut to the window. A page that closed meanwhile, or a browser
     without windows, is left as it is."""
     try:
         window = (await send(session, "Browser.getWindowForTarget"))["windowId"]
-        await _bounds(session, window, width, WINDOW_HEIGHT)
+        await _bounds(session, window, width, window_height)
     except (PlaywrightError, asyncio.TimeoutError, KeyError):
         return
     try:
