@@ -11,15 +11,22 @@ import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.devtools import PageSessions
-from mmina.recorder.shots import Screenshots
+from mmina.recorder.shots import Screenshots, _caret_may_show
 
 PAGES = {
     "plain.html": "<h1>Plain</h1><p>Some text and a <a href='#'>link</a>.</p>",
     "input.html": "<p>Search</p><input id=q value='hello'>",
     "editable.html": "<div id=q contenteditable>edit me</div>",
     "frame.html": "<p>Outer</p><iframe src='input.html' width=400 height=100></iframe>",
+    "shadow.html": "<x-field></x-field><script>customElements.define('x-field', class extends HTMLElement {"
+                   " constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<input id=q>'; } })"
+                   "</script>",
+    "controls.html": "<select id=select><option>one</option><option>two</option></select>"
+                     "<input id=box type=checkbox><input id=day type=date><button id=button>Go</button>"
+                     "<input id=odd type=no-such-type><input id=search type=search>",
 }
-CLICKED = {"input.html": "#q", "editable.html": "#q", "frame.html": "iframe >> internal:control=enter-frame >> #q"}
+CLICKED = {"input.html": "#q", "editable.html": "#q", "frame.html": "iframe >> internal:control=enter-frame >> #q",
+           "shadow.html": "#q"}
 """What a user clicks on each page (the caret then shows in it, blinking)."""
 
 
@@ -85,12 +92,34 @@ def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(s
     assert ours == theirs
 
 
-@pytest.mark.parametrize("page", ["input.html", "editable.html", "frame.html"])
+@pytest.mark.parametrize("page", ["input.html", "editable.html", "frame.html", "shadow.html"])
 def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSession, site: str, page: str) -> None:
     """The caret blinks about twice a second: shots over 1.5 s would catch both of its states."""
     browser = _opened(session, f"{site}/{page}")
     try:
         session.run(browser.tabs.page.locator(CLICKED[page]).click())
+        seen = set()
+        for _ in range(12):
+            seen.add(session.run(browser.tabs.shots.take(browser.tabs.page)))
+            time.sleep(0.13)
+    finally:
+        browser.close()
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("focused,caret", [("#select", False), ("#box", False), ("#day", False), ("#button", False),
+                                           ("#odd", True), ("#search", True)])
+def test_only_a_focused_element_that_takes_text_sends_the_screenshot_to_playwright(
+        session: BrowserSession, site: str, focused: str, caret: bool) -> None:
+    """A select, a checkbox, a date's fields and a button show no caret (their screenshots are
+    taken over DevTools, and do not blink: see the test above); any text field does, one of a
+    type Chromium does not know included."""
+    browser = _opened(session, f"{site}/controls.html")
+    try:
+        session.run(browser.tabs.page.focus(focused))
+        devtools = session.run(browser.tabs.shots.sessions.get(browser.tabs.page))
+        assert devtools is not None
+        assert session.run(_caret_may_show(devtools)) is caret
         seen = set()
         for _ in range(12):
             seen.add(session.run(browser.tabs.shots.take(browser.tabs.page)))
