@@ -100,7 +100,7 @@ QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8),
 FLOORS = (6, 3)
 QUICK_FLOORS = (1, 1)
 """Episodes per measurement and rounds of the floors (``bench/floors.py``)."""
-WAITING = (32, 20.0)
+WAITING = (32, EPOCH_MODEL_S)
 QUICK_WAITING = (4, 3.0)
 """Episodes waiting at once, and for how long (seconds) their CPU is sampled."""
 

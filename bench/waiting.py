@@ -1,10 +1,12 @@
 """What an episode costs while it waits on its model, by process kind.
 
 ``in_flight`` episodes' contexts are opened on pages and observed as a step observes them;
-then every episode "thinks" (:meth:`EpisodeBrowser.thinking`, as the recorder wraps the
-agent's call, so animations freeze after ``FREEZE_AFTER_S`` as they do when recording) while
-the CPU of the run's processes is sampled for ``wait_s`` seconds. The result is core-seconds
-per second of waiting per episode: on the fixture web's pages (which do not animate), and on
+then every episode "thinks" for ``wait_s`` seconds (:meth:`EpisodeBrowser.thinking`, as the
+recorder wraps the agent's call, so animations freeze after ``FREEZE_AFTER_S`` as they do when
+recording), and the CPU of the run's processes is sampled from the moment the thinking starts
+until every page has been thawed: the page's own work in the first moments, before the freeze,
+and the freeze and thaw themselves count. The result is core-seconds per second of waiting per
+episode: on the fixture web's pages (which do not animate), and on
 an animated page with its animations frozen and left running (what the freeze saves where
 pages animate, as much of the real web does).
 """
@@ -37,12 +39,10 @@ def waiting_split(config: BrowserConfig, urls: list[str], in_flight: int, wait_s
     try:
         browsers = [_observed(session, folder / f"{i}.har.zip", urls[i % len(urls)]) for i in range(in_flight)]
         tree = CpuTree(apart)
-        with ExitStack() as thinking:
+        with tree.sampling(), ExitStack() as thinking:
             for browser in browsers:
                 thinking.enter_context(browser.thinking(FREEZE_AFTER_S if freeze else None))
-            time.sleep(FREEZE_AFTER_S + 0.5)
-            with tree.sampling():
-                time.sleep(wait_s)
+            time.sleep(wait_s)
         for browser in browsers:
             browser.close()
     finally:

@@ -9,10 +9,12 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mmina.agents.settings import AgentSettings
+from mmina.recorder import freezing
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
@@ -36,13 +38,20 @@ setInterval(() => fetch('/poll?t=' + Date.now()), 100);
 every 50 ms and a poll every 100 ms; and a CSS animation the page's own rule holds paused."""
 ANIMATED = BUSY.split("<script>")[0] + "</body></html>"
 """The same page's animation alone (a spinner)."""
+SHADOW = """<!doctype html><html><body><x-spinner></x-spinner><script>
+customElements.define('x-spinner', class extends HTMLElement { constructor() { super();
+  this.attachShadow({mode: 'open'}).innerHTML = '<style>@keyframes spin { to { transform: rotate(360deg) } }</style>'
+    + '<div style="width:50px;height:50px;background:red;animation: spin 0.5s linear infinite"></div>'; } });
+</script></body></html>"""
+"""A spinner in a shadow root, which ``document.getAnimations`` leaves out: the timeline holds it."""
+STILL = "<!doctype html><html><body><h1>Nothing moves here</h1></body></html>"
 
 
 class _Busy(BaseHTTPRequestHandler):
     polls: list[float] = []
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        body = {"/": BUSY, "/animated": ANIMATED}.get(self.path, "ok").encode()
+        body = {"/": BUSY, "/animated": ANIMATED, "/shadow": SHADOW, "/still": STILL}.get(self.path, "ok").encode()
         if self.path.startswith("/poll"):
             _Busy.polls.append(time.monotonic())
         self.send_response(200)
@@ -100,6 +109,47 @@ def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSessi
         assert _animation_ms(browser) > animation + 100, "the animation did not run again after the thaw"
     finally:
         browser.close()
+
+
+def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(session: BrowserSession, busy_site: str) -> None:
+    """The document timeline at rate 0 holds what the hold script cannot see, without the
+    Animation domain turned on."""
+    browser = session.episode(None)
+    spinner = "document.querySelector('x-spinner').shadowRoot.querySelector('div').getAnimations()[0].currentTime"
+    try:
+        browser.open((busy_site + "shadow",))
+        with browser.thinking(0.0):
+            time.sleep(0.3)
+            held = browser.session.run(browser.tabs.page.evaluate(spinner))
+            time.sleep(0.5)
+            assert browser.session.run(browser.tabs.page.evaluate(spinner)) == held
+        time.sleep(0.3)
+        assert browser.session.run(browser.tabs.page.evaluate(spinner)) > held + 100
+    finally:
+        browser.close()
+
+
+def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
+        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline's rate each way and the hold script (which holds nothing, so nothing is
+    given back or let go); the Animation domain stays off."""
+    calls: list[str] = []
+    original = freezing.send
+
+    async def counted(devtools_session: Any, method: str, params: dict[str, Any] | None = None) -> Any:
+        calls.append(method)
+        return await original(devtools_session, method, params)
+
+    monkeypatch.setattr(freezing, "send", counted)
+    browser = session.episode(None)
+    try:
+        browser.open((busy_site + "still",))
+        with browser.thinking(0.0) as frozen:
+            time.sleep(0.3)
+    finally:
+        browser.close()
+    assert frozen["frozen_ms"] > 0
+    assert calls == ["Animation.setPlaybackRate", "Runtime.evaluate", "Animation.setPlaybackRate"]
 
 
 RATES = """() => ({page: document.getAnimations().map(a => `${a.playState} ${a.playbackRate}`).join(', '),

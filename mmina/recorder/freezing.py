@@ -19,7 +19,11 @@ chosen, before the action:
 Measured on the bench's animated page (a sliding banner and a pulsing line, CSS only; 8 pages,
 cores per waiting page): 0.049 running, 0.019 with the timeline alone at rate 0 (its running
 animations are still serviced every frame: the renderer's 0.015 goes on), 0.0000 with each
-animation's own rate 0 (nothing is due: no frame is asked for).
+animation's own rate 0 (nothing is due: no frame is asked for). A freeze and thaw of a page
+where nothing animates is three DevTools calls (the timeline's rate each way, the hold script,
+which then holds nothing), ~7 core-ms of mmina, Playwright's driver, the browser and the
+renderer; it was seven (~11 core-ms) while the Animation domain was turned on and off around it
+and an empty hold was given back and let go.
 
 Why these (measured, ``docs/performance.md``):
 
@@ -119,7 +123,7 @@ class Freezing:
 def _each_running_animation(which: str, change: str) -> str:
     """A script that does ``change`` to each running ``animation`` for which ``which`` holds, in
     the main frame's document and its same-origin frames' documents; its value: those animations,
-    each with its rate before."""
+    each with its rate before (null when there were none: nothing to hold on to)."""
     return """(() => {
   const changed = [];
   const visit = frame => {
@@ -132,7 +136,7 @@ def _each_running_animation(which: str, change: str) -> str:
     for (let i = 0; i < frame.frames.length; i++) try { visit(frame.frames[i]); } catch (e) {}  // cross-origin
   };
   visit(window);
-  return changed;
+  return changed.length ? changed : null;
 })()""" % (which, change)
 
 
@@ -146,9 +150,11 @@ but whose answer was lost (a renderer that did not answer within ``devtools.SEND
 HELD = "mmina-frozen"
 """The DevTools object group the held animations are kept in while frozen (nothing of the page's)."""
 
-Calls = tuple[tuple[str, dict[str, Any]], ...]
-FREEZE: Calls = (("Animation.enable", {}), ("Animation.setPlaybackRate", {"playbackRate": 0}))
-WAKE: Calls = (("Animation.setPlaybackRate", {"playbackRate": 1}), ("Animation.disable", {}))
+FREEZE = ("Animation.setPlaybackRate", {"playbackRate": 0})
+WAKE = ("Animation.setPlaybackRate", {"playbackRate": 1})
+"""The document timeline's rate: Chromium sets it without the Animation domain enabled (whose
+events would then flow for every animation), and a document that replaces the frozen one starts
+at rate 1."""
 
 
 class _Frozen:
@@ -164,7 +170,7 @@ class _Frozen:
         """False once a call was not answered in time: the tab is asked nothing more until the wake."""
 
     async def freeze(self) -> None:
-        await self._send_all(FREEZE)
+        await self._send(*FREEZE)
         answered = self.answers
         reply = await self._send("Runtime.evaluate", {"expression": HOLD, "objectGroup": HELD})
         self.held_unknown = answered and not self.answers
@@ -173,19 +179,15 @@ class _Frozen:
 
     async def wake(self) -> None:
         """Give the held animations their rates back (their document may be gone: passed over),
-        then undo :data:`FREEZE` (asked again even if the freeze was not answered: the renderer
-        may have come back)."""
+        then undo :data:`FREEZE` (asked even if the freeze was not answered: the renderer may
+        have come back)."""
         self.answers = True
         if self.held is not None:
             await self._send("Runtime.callFunctionOn", {"objectId": self.held, "functionDeclaration": RELEASE})
             await self._send("Runtime.releaseObjectGroup", {"objectGroup": HELD})
         elif self.held_unknown:
             await self._send("Runtime.evaluate", {"expression": RELEASE_UNKNOWN, "returnByValue": True})
-        await self._send_all(WAKE)
-
-    async def _send_all(self, calls: Calls) -> None:
-        for method, params in calls:
-            await self._send(method, params)
+        await self._send(*WAKE)
 
     async def _send(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """The answer within ``devtools.SEND_TIMEOUT_S``; None when the call fails (the page closed
