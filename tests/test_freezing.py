@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,22 @@ def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSessi
         browser.close()
 
 
+def _once(found: Callable[[], Any], within_s: float = 5.0) -> Any:
+    """``found()`` once it is truthy (a loaded machine may take a while to send a freeze), or as
+    it is after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while not (value := found()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
+def _still(browser: EpisodeBrowser, clock: str) -> float | None:
+    """The page's ``clock`` if it did not move over 0.1 s, else None."""
+    before = browser.session.run(browser.tabs.page.evaluate(clock))
+    time.sleep(0.1)
+    return before if browser.session.run(browser.tabs.page.evaluate(clock)) == before else None
+
+
 def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(session: BrowserSession, busy_site: str) -> None:
     """The document timeline at rate 0 holds what the hold script cannot see, without the
     Animation domain turned on."""
@@ -119,8 +135,7 @@ def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(session: Bro
     try:
         browser.open((busy_site + "shadow",))
         with browser.thinking(0.0):
-            time.sleep(0.3)
-            held = browser.session.run(browser.tabs.page.evaluate(spinner))
+            held = _once(lambda: _still(browser, spinner))
             time.sleep(0.5)
             assert browser.session.run(browser.tabs.page.evaluate(spinner)) == held
         time.sleep(0.3)
@@ -145,7 +160,7 @@ def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
     try:
         browser.open((busy_site + "still",))
         with browser.thinking(0.0) as frozen:
-            time.sleep(0.3)
+            _once(lambda: calls[1:2])
     finally:
         browser.close()
     assert frozen["frozen_ms"] > 0
@@ -166,15 +181,14 @@ def _rates(browser: EpisodeBrowser) -> dict[str, object]:
     return dict(browser.session.run(browser.tabs.page.evaluate(RATES)))
 
 
-def _once_frozen(browser: EpisodeBrowser, running: dict[str, object], within_s: float = 5.0) -> dict[str, object]:
-    """What the page reads once the freeze has reached it (a loaded machine may take a while to
-    send it), or after ``within_s`` as it is then."""
-    deadline = time.monotonic() + within_s
-    rates = _rates(browser)
-    while rates == running and time.monotonic() < deadline:
-        time.sleep(0.05)
+def _rates_once_frozen(browser: EpisodeBrowser, running: dict[str, object]) -> dict[str, object]:
+    """The page's rates once the freeze has reached it (they differ from ``running``), or as
+    they are after :func:`_once`'s wait."""
+    def changed() -> dict[str, object] | None:
         rates = _rates(browser)
-    return rates
+        return rates if rates != running else None
+
+    return _once(changed) or _rates(browser)
 
 
 def test_a_frozen_pages_animations_are_held_at_rate_zero_and_its_own_rules_decide_after(
@@ -190,7 +204,7 @@ def test_a_frozen_pages_animations_are_held_at_rate_zero_and_its_own_rules_decid
         browser.session.run(page.evaluate(COUNT_MUTATIONS))
         running = _rates(browser)
         with browser.thinking(0.1):
-            frozen = _once_frozen(browser, running)
+            frozen = _rates_once_frozen(browser, running)
             browser.session.run(page.evaluate("window.pulse.playbackRate = 2"))
         thawed = _rates(browser)
         browser.session.run(page.evaluate("document.getElementById('spin').style.animationPlayState = 'paused'"))

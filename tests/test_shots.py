@@ -10,8 +10,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
-from mmina.recorder.devtools import PageSessions
-from mmina.recorder.shots import Screenshots, _caret_may_show
+from mmina.recorder.devtools import PageSessions, evaluate
+from mmina.recorder.shots import CARET_MAY_SHOW, Screenshots
 
 PAGES = {
     "plain.html": "<h1>Plain</h1><p>Some text and a <a href='#'>link</a>.</p>",
@@ -119,7 +119,7 @@ def test_only_a_focused_element_that_takes_text_sends_the_screenshot_to_playwrig
         session.run(browser.tabs.page.focus(focused))
         devtools = session.run(browser.tabs.shots.sessions.get(browser.tabs.page))
         assert devtools is not None
-        assert session.run(_caret_may_show(devtools)) is caret
+        assert session.run(evaluate(devtools, CARET_MAY_SHOW)) is caret
         seen = set()
         for _ in range(12):
             seen.add(session.run(browser.tabs.shots.take(browser.tabs.page)))
