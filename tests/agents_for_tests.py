@@ -5,6 +5,7 @@ import os
 import signal
 from pathlib import Path
 
+from bench.cputree import command_line, kind_of, read_stat
 from mmina.agents import AgentReply, OracleAgent
 from mmina.observation import Observation
 from mmina.tasks import Task
@@ -92,18 +93,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def chromium_ticks(*kinds: bytes) -> int:
-    """CPU ticks (of 10 ms) so far of this process's Chromium processes of these ``--type=``
-    kinds (``b"gpu-process"``, ``b"renderer"``), Linux only."""
+def chromium_ticks(*kinds: str) -> int:
+    """CPU ticks (of 10 ms) so far of this process's Chromium processes of these kinds (as the
+    bench names them, ``bench.cputree.kind_of``: ``"gpu"``, ``"renderer"``), Linux only."""
     total = 0
     for pid in descendants(os.getpid()):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"chrom" in command and any(b"--type=" + kind in command for kind in kinds):
-            total += int(fields[11]) + int(fields[12])
+        stat = read_stat(pid)
+        if stat is not None and kind_of(command_line(pid)) in kinds:
+            total += stat.ticks
     return total
 
 
