@@ -144,10 +144,8 @@ def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(session: Bro
         browser.close()
 
 
-def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
-        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The timeline's rate each way and the hold script (which holds nothing, so nothing is
-    given back or let go); the Animation domain stays off."""
+def _freeze_calls(session: BrowserSession, url: str, monkeypatch: pytest.MonkeyPatch, observed: bool) -> list[str]:
+    """The DevTools calls of one freeze and thaw of ``url`` (observed first as a step does, or not)."""
     calls: list[str] = []
     original = freezing.send
 
@@ -158,13 +156,53 @@ def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
     monkeypatch.setattr(freezing, "send", counted)
     browser = session.episode(None)
     try:
-        browser.open((busy_site + "still",))
+        browser.open((url,))
+        if observed:
+            browser.observe(0, "look")
         with browser.thinking(0.0) as frozen:
-            _once(lambda: calls[1:2])
+            _once(lambda: calls[1:2] if not observed or "animated" in url else calls[:1])
+            time.sleep(0.1)  # a hold that was (wrongly) coming would be sent by now
     finally:
         browser.close()
     assert frozen["frozen_ms"] > 0
-    assert calls == ["Animation.setPlaybackRate", "Runtime.evaluate", "Animation.setPlaybackRate"]
+    return calls
+
+
+def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
+        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline's rate each way and the hold script (which holds nothing, so nothing is
+    given back or let go); the Animation domain stays off."""
+    assert _freeze_calls(session, busy_site + "still", monkeypatch, observed=False) == [
+        "Animation.setPlaybackRate", "Runtime.evaluate", "Animation.setPlaybackRate"]
+
+
+def test_a_page_its_observation_saw_still_is_frozen_by_the_timeline_alone(
+        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The observation asked the page whether anything animates: nothing did, so no hold script
+    (the timeline still stands still for what starts meanwhile); a page seen animating is held."""
+    assert _freeze_calls(session, busy_site + "still", monkeypatch, observed=True) == [
+        "Animation.setPlaybackRate", "Animation.setPlaybackRate"]
+    assert _freeze_calls(session, busy_site + "animated", monkeypatch, observed=True) == [
+        "Animation.setPlaybackRate", "Runtime.evaluate", "Runtime.callFunctionOn", "Runtime.releaseObjectGroup",
+        "Animation.setPlaybackRate"]
+
+
+def test_a_page_that_sets_a_global_length_is_observed_and_held(session: BrowserSession, busy_site: str) -> None:
+    """``window.length`` (the number of frames) is the page's to replace: a global ``length`` of
+    a billion neither hangs the observation nor keeps the freeze from holding the animation."""
+    browser = session.episode(None)
+    try:
+        browser.open((busy_site + "animated",))
+        browser.session.run(browser.tabs.page.evaluate("window.length = 1e9"))
+        started = time.monotonic()
+        observation, _ = browser.observe(0, "look")
+        assert time.monotonic() - started < 5 and observation.screenshot is not None
+        with browser.thinking(0.0):
+            held = "(r => r.length > 0 && r.every(a => a.playbackRate === 0))" \
+                   "(document.getAnimations().filter(a => a.playState === 'running'))"
+            assert _once(lambda: browser.session.run(browser.tabs.page.evaluate(held))) is True
+    finally:
+        browser.close()
 
 
 RATES = """() => ({page: document.getAnimations().map(a => `${a.playState} ${a.playbackRate}`).join(', '),

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from playwright.async_api import Error as PlaywrightError, Locator
 
@@ -39,18 +40,29 @@ async def execute(tabs: Tabs, action: Action) -> None:
     await tabs.settle(deadline)
 
 
-async def locate(tabs: Tabs, element: str | None) -> Locator:
-    """The element an action names, on the active tab."""
+@dataclass(frozen=True)
+class Target:
+    """The element an action names: its locator, the selector behind it, and what a script
+    asked of it while finding it (None when none was asked)."""
+
+    locator: Locator
+    selector: str
+    answer: Any = None
+
+
+async def locate(tabs: Tabs, element: str | None, script: str | None = None) -> Target:
+    """The element an action names, on the active tab, and the value of ``script`` (a function
+    of the element, run in the page) on it: finding it and asking it are one call."""
     if element is None:
         raise ActionFailed("the action names no element")
     ref = tabs.ids.ref_for(element)
-    locator = await _ref_locator(tabs, ref) if ref else None
-    if locator is None:
+    target = await _ref_target(tabs, ref, script) if ref else None
+    if target is None:
         raise ActionFailed(f"element [{element}] is not on the current page")
-    return locator
+    return target
 
 
-async def _ref_locator(tabs: Tabs, ref: str) -> Locator | None:
+async def _ref_target(tabs: Tabs, ref: str, script: str | None) -> Target | None:
     """The element a snapshot's ref names, also on a page restored from the back-forward cache
     (None when the page has no such element).
 
@@ -60,26 +72,38 @@ async def _ref_locator(tabs: Tabs, ref: str) -> Locator | None:
     its old number, which no frame has any more ("Invalid frame in aria-ref selector"); its
     refs are the main frame's, looked up there (after a first part that is not ``aria-ref``,
     Playwright does not jump frames)."""
-    locator = tabs.page.locator(f"aria-ref={ref}")
     try:
-        found = await locator.count()
+        return await _target(tabs, f"aria-ref={ref}", script)
     except PlaywrightError as exc:
         if STALE_FRAME not in str(exc):
             raise
-        locator = tabs.page.locator(f"html >> aria-ref={ref}")
-        found = await locator.count()
-    return locator if found else None
+    return await _target(tabs, f"html >> aria-ref={ref}", script)
+
+
+async def _target(tabs: Tabs, selector: str, script: str | None) -> Target | None:
+    """Counting the matches is asked in Playwright's isolated world; a script, in the page's own
+    (where the element's properties are what the page sees), finds its element by itself."""
+    locator = tabs.page.locator(selector)
+    if script is None:
+        return Target(locator, selector) if await locator.count() else None
+    try:
+        return Target(locator, selector, await tabs.page.eval_on_selector(selector, script, strict=True))
+    except PlaywrightError as exc:
+        if NOT_FOUND not in str(exc):
+            raise
+        return None
 
 
 STALE_FRAME = "Invalid frame in aria-ref selector"
+NOT_FOUND = "Failed to find element matching selector"
 
 
 async def _click(tabs: Tabs, action: Action) -> None:
-    await (await locate(tabs, action.element_id)).click()
+    await (await locate(tabs, action.element_id)).locator.click()
 
 
 async def _hover(tabs: Tabs, action: Action) -> None:
-    await (await locate(tabs, action.element_id)).hover()
+    await (await locate(tabs, action.element_id)).locator.hover()
 
 
 # What the target is, read in one call: a <select>, what says whether it takes a secret (see
@@ -108,9 +132,8 @@ async def _type(tabs: Tabs, action: Action) -> None:
     A ``<select>`` gets the option with this label (the grammar's way to pick one), and a
     password typed is kept as a secret so it never reaches the store.
     """
-    locator = await locate(tabs, action.element_id)
-    text = action.text or ""
-    field = await locator.evaluate(_FIELD)
+    target = await locate(tabs, action.element_id, _FIELD)
+    locator, field, text = target.locator, target.answer, action.text or ""
     if field["select"]:
         await locator.select_option(label=text)
         return
@@ -122,18 +145,29 @@ async def _type(tabs: Tabs, action: Action) -> None:
         await tabs.page.keyboard.press("Backspace")
     await tabs.page.keyboard.type(text)
     if action.press_enter:
-        await _press_enter(tabs, locator)
+        await _press_enter(tabs, target)
 
 
-async def _press_enter(tabs: Tabs, locator: Locator) -> None:
+async def _press_enter(tabs: Tabs, target: Target) -> None:
     """Enter, pressed where the focus is, as the harness does. While the focus is still in the
     field typed into (as it is unless the page moved it), ``locator.press`` sends the page the
     same key events and also waits for the navigation it starts (a form submitted), which
     ``keyboard.press`` does not: without it the next observation could race the submission."""
-    if await locator.evaluate("e => e.getRootNode().activeElement === e"):
-        await locator.press("Enter")
+    if await _focused(tabs, target.selector):
+        await target.locator.press("Enter")
     else:
         await tabs.page.keyboard.press("Enter")
+
+
+async def _focused(tabs: Tabs, selector: str) -> bool:
+    """Whether the focus is in the element (False once typing took it off the page, or its
+    document away: a submission as the text went in)."""
+    try:
+        return bool(await tabs.page.eval_on_selector(selector, "e => e.getRootNode().activeElement === e", strict=True))
+    except PlaywrightError as exc:
+        if NOT_FOUND not in str(exc) and STALE_FRAME not in str(exc):
+            raise
+        return False
 
 
 async def _press(tabs: Tabs, action: Action) -> None:

@@ -20,10 +20,14 @@ Measured on the bench's animated page (a sliding banner and a pulsing line, CSS 
 cores per waiting page): 0.049 running, 0.019 with the timeline alone at rate 0 (its running
 animations are still serviced every frame: the renderer's 0.015 goes on), 0.0000 with each
 animation's own rate 0 (nothing is due: no frame is asked for). A freeze and thaw of a page
-where nothing animates is three DevTools calls (the timeline's rate each way, the hold script,
-which then holds nothing), ~7 core-ms of mmina, Playwright's driver, the browser and the
-renderer; it was seven (~11 core-ms) while the Animation domain was turned on and off around it
-and an empty hold was given back and let go.
+where nothing animates is two DevTools calls, the timeline's rate each way (~2 core-ms each of
+mmina, Playwright's driver, the browser and the renderer): the step's observation asked the page
+whether anything animates (:data:`ANIMATING`, with its other questions, in one call), and a page
+seen still gets no hold script. It was three calls (~7 core-ms) with the hold script holding
+nothing, and seven (~11 core-ms) while the Animation domain was turned on and off around it and
+an empty hold was given back and let go. An animation that starts between the observation and
+the freeze (0.5 s) on a page seen still is held by the timeline alone, as one that starts while
+frozen is.
 
 Why these (measured, ``docs/performance.md``):
 
@@ -90,6 +94,16 @@ class Freezing:
         held the page's animations and whose answer was lost would leave them held for good)."""
         self._frozen: list[_Frozen] = []
         self._frozen_at: float | None = None
+        self._still: set[Page] = set()
+        """Pages whose latest observation saw no animation running (:meth:`saw`)."""
+
+    def saw(self, page: Page, animating: bool) -> None:
+        """What an observation of ``page`` saw (``ANIMATING``): a page seen still is frozen by
+        its timeline alone, without the hold script, until the next thaw."""
+        if animating:
+            self._still.discard(page)
+        else:
+            self._still.add(page)
 
     async def after(self, pages: list[Page], delay: float) -> None:
         """Freeze ``pages`` ``delay`` seconds from now, unless :meth:`thaw` comes first."""
@@ -98,8 +112,8 @@ class Freezing:
     async def _freeze_after(self, pages: list[Page], delay: float) -> None:
         await asyncio.sleep(delay)
         self._frozen_at = time.monotonic()
-        sessions = [s for s in await asyncio.gather(*(self._sessions(p) for p in pages)) if s is not None]
-        tabs = [_Frozen(s) for s in sessions]
+        sessions = await asyncio.gather(*(self._sessions(p) for p in pages))
+        tabs = [_Frozen(s, hold=p not in self._still) for p, s in zip(pages, sessions) if s is not None]
         self._frozen += tabs
         self._freezing = asyncio.gather(*(tab.freeze() for tab in tabs))
         await asyncio.shield(self._freezing)
@@ -116,8 +130,20 @@ class Freezing:
             await asyncio.gather(freezing, return_exceptions=True)
         frozen, self._frozen = self._frozen, []
         frozen_at, self._frozen_at = self._frozen_at, None
+        self._still.clear()  # the action may start animations: the next observation tells
         await asyncio.gather(*(tab.wake() for tab in frozen))
         return time.monotonic() - frozen_at if frozen_at is not None and frozen else 0.0
+
+
+FRAMES = """function* documents(frame) {
+    yield frame.document;
+    const count = Math.min(Number(frame.frames.length) || 0, 1000);  // a page may set a global 'length'
+    for (let i = 0; i < count; i++) {
+      try { frame.frames[i].document.nodeType; } catch (e) { continue; }  // cross-origin, or no such frame
+      yield* documents(frame.frames[i]);
+    }
+  }"""
+"""A generator of the documents of a window and its same-origin frames, at any depth."""
 
 
 def _each_running_animation(which: str, change: str) -> str:
@@ -125,21 +151,28 @@ def _each_running_animation(which: str, change: str) -> str:
     the main frame's document and its same-origin frames' documents; its value: those animations,
     each with its rate before (null when there were none: nothing to hold on to)."""
     return """(() => {
+  %s
   const changed = [];
-  const visit = frame => {
-    for (const animation of frame.document.getAnimations()) {
+  for (const document of documents(window)) {
+    for (const animation of document.getAnimations()) {
       if (animation.playState === 'running' && %s) {
         changed.push([animation, animation.playbackRate]);
         %s;
       }
     }
-    for (let i = 0; i < frame.frames.length; i++) try { visit(frame.frames[i]); } catch (e) {}  // cross-origin
-  };
-  visit(window);
+  }
   return changed.length ? changed : null;
-})()""" % (which, change)
+})()""" % (FRAMES, which, change)
 
 
+ANIMATING = """() => {
+  %s
+  for (const document of documents(window))
+    if (document.getAnimations().some(a => a.playState === 'running' && a.playbackRate !== 0)) return true;
+  return false;
+}""" % FRAMES
+"""A script: whether an animation runs (at a rate other than 0) where :data:`HOLD` would hold
+it. An observation asks it (``observing.PAGE_FACTS``), so a page seen still gets no hold."""
 HOLD = _each_running_animation("animation.playbackRate !== 0", "animation.playbackRate = 0")
 """Sets every running animation's playback rate to 0; the held animations with their own rates."""
 RELEASE = """function () { for (const [animation, rate] of this) if (animation.playbackRate === 0) animation.playbackRate = rate; }"""
@@ -160,8 +193,9 @@ at rate 1."""
 class _Frozen:
     """One tab held still: its DevTools session and its held animations."""
 
-    def __init__(self, session: CDPSession) -> None:
-        self.session = session
+    def __init__(self, session: CDPSession, hold: bool = True) -> None:
+        self.session, self.hold = session, hold
+        """``hold``: run :data:`HOLD` too (not for a page its observation saw still)."""
         self.held: str | None = None
         """The DevTools object id of the held animations (None: none were, or the script failed)."""
         self.held_unknown = False
@@ -171,6 +205,8 @@ class _Frozen:
 
     async def freeze(self) -> None:
         await self._send(*FREEZE)
+        if not self.hold:
+            return
         answered = self.answers
         reply = await self._send("Runtime.evaluate", {"expression": HOLD, "objectGroup": HELD})
         self.held_unknown = answered and not self.answers

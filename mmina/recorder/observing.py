@@ -1,18 +1,26 @@
 """Observing the active tab: its accessibility tree, the images in view, the screenshot and
 the tabs' titles, read side by side, with the set-of-marks image painted on another thread.
+
+What mmina asks of the active page's document itself — its images in view, its title, whether
+a caret may show (which decides how the screenshot is taken, ``shots.py``) and whether anything
+animates (which decides what a freeze does, ``freezing.py``) — is one script over the page's
+DevTools session (:data:`PAGE_FACTS`): each call into the browser costs ~2 core-milliseconds
+whatever it asks (mmina's Python, Playwright's driver, the browser), and these were three.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import Error as PlaywrightError, Frame, Page
 
 from mmina.observation import Element, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.devtools import call, evaluate
+from mmina.recorder.freezing import ANIMATING
+from mmina.recorder.shots import CARET_CHECK
 from mmina.store.marks import paint
 
 if TYPE_CHECKING:
@@ -24,6 +32,30 @@ IMAGES_IN_VIEW = """() => Array.from(document.images)
   .map(i => { const r = i.getBoundingClientRect();
               return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, width: r.width, height: r.height}; })
   .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && b.x + b.width > 0 && b.y + b.height > 0)"""
+PAGE_FACTS = f"""(async () => ({{caret: await ({CARET_CHECK})(), images: ({IMAGES_IN_VIEW})(),
+  title: String(document.title), animating: ({ANIMATING})()}}))()"""
+"""The active page's main document, asked in one call: whether a caret may show (once its fonts
+are ready), its images in view, its title and whether an animation runs in it."""
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """What :data:`PAGE_FACTS` found; where it could not be asked, what is safe to assume (a
+    caret may show, animations may run, no images, the title asked of Playwright)."""
+
+    caret: bool = True
+    images: list[dict[str, Any]] = field(default_factory=list)
+    title: str | None = None
+    animating: bool = True
+
+    @classmethod
+    def read(cls, value: Any) -> PageFacts:
+        """The facts from the script's value (nothing known from a value of another shape: a
+        page whose own script changed what the builtins return)."""
+        if not isinstance(value, dict) or not isinstance(value.get("images"), list):
+            return cls()
+        return cls(value.get("caret") is not False, value["images"], str(value.get("title") or ""),
+                   value.get("animating") is not False)
 
 
 @dataclass(frozen=True)
@@ -92,12 +124,19 @@ async def read_tree(tabs: Tabs) -> tuple[str, list[Element]]:
 
 
 async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-    """The parts are read side by side: the tree and images are script in the renderer, the
-    screenshot mostly raster and encoding elsewhere, so the critical path is about the slowest."""
+    """The parts are read side by side: the tree and the page's facts are script in the
+    renderer, the screenshot (once the facts say how to take it) mostly raster and encoding
+    elsewhere, so the critical path is about the slowest."""
     timer = _Timer()
-    (tree_text, elements), images, screenshot, titles = await _side_by_side(
-        timer.time("tree_ms", read_tree(tabs)), timer.time("images_ms", images_in_view(tabs)),
-        timer.time("screenshot_ms", _screenshot(tabs)), asyncio.gather(*(title_of(p) for p in tabs.pages)))
+    facts = asyncio.ensure_future(page_facts(tabs))
+    try:
+        (tree_text, elements), images, screenshot, titles = await _side_by_side(
+            timer.time("tree_ms", read_tree(tabs)), timer.time("images_ms", _images(tabs, facts)),
+            timer.time("screenshot_ms", _screenshot(tabs, facts)), _titles(tabs, facts))
+    finally:
+        facts.cancel()  # when the caller's deadline cancelled the parts before it ended
+    if (known := facts.result()) is not None:
+        tabs.freezing.saw(tabs.page, known.animating)
     tab_list = [Tab(p.url, title) for p, title in zip(tabs.pages, titles)]
     observation = Observation(step_index, tabs.page.url, tab_list[tabs.active].title, tab_list, tabs.active,
                               tree_text, elements, screenshot, intent, images=images)
@@ -108,15 +147,46 @@ async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observatio
     return observation, timings
 
 
-async def images_in_view(tabs: Tabs) -> list[PageImage]:
-    """The images in view in the page and in every frame of it, boxes in the page's viewport."""
+async def page_facts(tabs: Tabs) -> PageFacts | None:
+    """The active page's :data:`PAGE_FACTS` over its DevTools session; None when it has none
+    (each part is then asked of Playwright), nothing known when the script failed (a document
+    being replaced, a renderer that does not answer: it is not asked again)."""
+    session = await tabs.sessions.get(tabs.page)
+    if session is None:
+        return None
+    try:
+        return PageFacts.read(await evaluate(session, PAGE_FACTS))
+    except (PlaywrightError, asyncio.TimeoutError):
+        return PageFacts()
+
+
+async def _images(tabs: Tabs, facts: Awaitable[PageFacts | None]) -> list[PageImage]:
+    known = await facts
+    return await images_in_view(tabs, known.images if known is not None else None)
+
+
+async def _titles(tabs: Tabs, facts: Awaitable[PageFacts | None]) -> list[str]:
+    """Every tab's title: the active one's from its facts, when they were read."""
+    known, active = await facts, tabs.page
+    title = known.title if known is not None else None
+    return await asyncio.gather(*(_known(title) if title is not None and page is active else title_of(page)
+                                  for page in tabs.pages))
+
+
+async def _known(value: T) -> T:
+    return value
+
+
+async def images_in_view(tabs: Tabs, main: list[dict[str, Any]] | None = None) -> list[PageImage]:
+    """The images in view in the page and in every frame of it, boxes in the page's viewport;
+    ``main``: the main frame's, when already read (:data:`PAGE_FACTS`)."""
     found: list[PageImage] = []
     for frame in tabs.page.frames:
         offset = await _frame_offset(tabs.page, frame)
         if offset is None:
             continue
         try:
-            images = await _images_of(tabs, frame)
+            images = main if main is not None and frame is tabs.page.main_frame else await _images_of(tabs, frame)
         except (PlaywrightError, asyncio.TimeoutError):  # the frame went away while we looked
             continue
         found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]
@@ -134,11 +204,12 @@ async def _images_of(tabs: Tabs, frame: Frame) -> list[dict[str, Any]]:
     return await evaluate(session, call(IMAGES_IN_VIEW))
 
 
-async def _screenshot(tabs: Tabs) -> bytes | None:
-    """The viewport as JPEG (see ``mmina.recorder.shots``)."""
+async def _screenshot(tabs: Tabs, facts: Awaitable[PageFacts | None]) -> bytes | None:
+    """The viewport as JPEG (see ``mmina.recorder.shots``), taken as the facts say."""
+    known = await facts
     if not tabs.capture.screenshots:
         return None
-    return await tabs.shots.take(tabs.page)
+    return await tabs.shots.take(tabs.page, known.caret if known is not None else None)
 
 
 def _marks(capture: Capture, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Page, WebSocket
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page, WebSocket
 
 from mmina.errors import MminaError
 from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
@@ -136,7 +136,18 @@ class Settling:
         context.on("request", lambda _request: self._count(1))
         context.on("requestfinished", lambda _request: self._count(-1))
         context.on("requestfailed", lambda _request: self._count(-1))
-        context.on("page", lambda new: new.on("websocket", self._socket))
+        context.on("page", self._watch)
+        self._new_documents: set[Page] = set()
+        """Pages whose main frame navigated since their last settling (see :meth:`_idle_work`)."""
+
+    def _watch(self, page: Page) -> None:
+        page.on("websocket", self._socket)
+        page.on("framenavigated", lambda frame: self._navigated(page, frame))
+        self._new_documents.add(page)
+
+    def _navigated(self, page: Page, frame: Frame) -> None:
+        if frame.parent_frame is None:
+            self._new_documents.add(page)
 
     def _socket(self, socket: WebSocket) -> None:
         """A message the page sends over a WebSocket is work under way until a message comes
@@ -234,11 +245,14 @@ class Settling:
         """Wait ``seconds``, using the time to load Playwright's script into a new document
         (~25 ms after each navigation) so the accessibility tree is then read at once; never
         past ``deadline`` (a page whose navigation is still waiting for its document has no
-        script context to load into: the call would wait for one)."""
-        started = time.monotonic()
-        try:
-            await asyncio.wait_for(self._page().locator("body").count(),
-                                   max(0.0, min(LOAD_MAX_S, deadline - started)))
-        except (PlaywrightError, asyncio.TimeoutError):
-            pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
+        script context to load into: the call would wait for one). Only after the page's main
+        frame navigated: an older document has the script already, and the call costs ~2
+        core-ms for nothing."""
+        started, page = time.monotonic(), self._page()
+        if page in self._new_documents:
+            self._new_documents.discard(page)
+            try:
+                await asyncio.wait_for(page.locator("body").count(), max(0.0, min(LOAD_MAX_S, deadline - started)))
+            except (PlaywrightError, asyncio.TimeoutError):
+                pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
