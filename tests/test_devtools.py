@@ -7,11 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.devtools import PageScriptError, between_documents, call, evaluate, send
 from mmina.recorder.left_behind import LATE_S
+from mmina.recorder.observing import PageFacts, page_image
 from tests.local_site import LocalSite, pages_handler
 
 PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
@@ -120,3 +122,54 @@ def test_a_document_left_as_it_loaded_is_read_and_one_left_later_is_not(session:
     bodies, asked_later = session.run(run())
     assert bodies == [PAGES["/bounce"].encode()]
     assert asked_later == 0  # /two was left a second after it loaded
+
+
+IMAGE = "data:image/svg+xml," + "%3Csvg xmlns='http://www.w3.org/2000/svg' width='40' height='30'/%3E"
+TAMPERED = {
+    "arrays": "Array.from = () => [1, 'x', null, {src: 5}]",
+    "map": "Array.prototype.map = function () { return [{src: 'a', alt: 'b', x: 'no', y: 0, width: 1, height: 1}]; }",
+    "title": "Object.defineProperty(document, 'title', {get() { throw new Error('no title'); }})",
+    "odd title": "Object.defineProperty(document, 'title', {get() { return {not: 'a string'}; }})",
+}
+"""A page's own script replacing what mmina's page scripts use (its builtins are the page's)."""
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERED))
+def test_a_page_that_replaced_the_builtins_is_still_observed(session: BrowserSession, browser: EpisodeBrowser,
+                                                             tamper: str) -> None:
+    """The observation's one script over the page's session (images, title, animations)
+    gives values of another shape, or throws: the step still gets its tree, its screenshot, its
+    title (asked of Playwright, whose scripts run apart from the page's) and only well-formed
+    images."""
+    page = browser.tabs.page
+    session.run(page.evaluate(f"document.body.insertAdjacentHTML('beforeend', `<img src=\"{IMAGE}\" alt=cat>`)"))
+    session.run(page.wait_for_function("document.images[0].complete"))
+    session.run(page.evaluate(TAMPERED[tamper]))
+    observation, _ = browser.observe(0, "look")
+    assert observation.screenshot is not None and "one" in observation.tree_text
+    assert observation.title == "one" and observation.tabs[0].title == "one"
+    assert all(isinstance(i.src, str) and isinstance(i.x, (int, float)) for i in observation.images)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+                    max_leaves=20)
+"""Any value a page script can give back over DevTools (JSON)."""
+FACT_KEYS = st.fixed_dictionaries({}, optional={"images": JSON | st.lists(
+    st.fixed_dictionaries({}, optional={k: JSON for k in ("src", "alt", "x", "y", "width", "height")}), max_size=4),
+    "title": JSON, "animating": JSON})
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON | FACT_KEYS, offset=st.tuples(st.floats(-1e4, 1e4), st.floats(-1e4, 1e4)))
+def test_whatever_the_page_script_gives_back_is_read_or_left_alone(value: object,
+                                                                   offset: tuple[float, float]) -> None:
+    """What the observation's script returned is read into facts of the right types, and each
+    listed image into a ``PageImage`` or nothing; no value raises."""
+    facts = PageFacts.read(value)
+    assert isinstance(facts.animating, bool)
+    assert facts.title is None or isinstance(facts.title, str)
+    for listed in facts.images:
+        image = page_image(listed, offset)
+        assert image is None or (isinstance(image.src, str) and isinstance(image.alt, str)
+                                 and all(isinstance(n, (int, float)) for n in (image.x, image.y, image.width, image.height)))

@@ -1,11 +1,13 @@
 """Observing the active tab: its accessibility tree, the images in view, the screenshot and
 the tabs' titles, read side by side, with the set-of-marks image painted on another thread.
 
-What mmina asks of the active page's document itself — its images in view, its title, whether
-a caret may show (which decides how the screenshot is taken, ``shots.py``) and whether anything
-animates (which decides what a freeze does, ``freezing.py``) — is one script over the page's
-DevTools session (:data:`PAGE_FACTS`): each call into the browser costs ~2 core-milliseconds
-whatever it asks (mmina's Python, Playwright's driver, the browser), and these were three.
+What mmina asks of the active page's document itself — its images in view, its title and
+whether anything animates (which decides what a freeze does, ``freezing.py``) — is one script
+over the page's DevTools session (:data:`PAGE_FACTS`): each call into the browser costs ~2
+core-milliseconds one episode at a time whatever it asks (mmina's Python, Playwright's driver,
+the browser). The screenshot's own question (may a caret show? ``shots.py``) stays a call of its
+own, side by side with it: asked together, the capture waited for the images' layout (~5 ms
+more on its critical path).
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from playwright.async_api import Error as PlaywrightError, Frame, Page
 from mmina.observation import Element, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.devtools import call, evaluate
 from mmina.recorder.freezing import ANIMATING
-from mmina.recorder.shots import CARET_CHECK
 from mmina.store.marks import paint
 
 if TYPE_CHECKING:
@@ -32,18 +33,16 @@ IMAGES_IN_VIEW = """() => Array.from(document.images)
   .map(i => { const r = i.getBoundingClientRect();
               return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, width: r.width, height: r.height}; })
   .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && b.x + b.width > 0 && b.y + b.height > 0)"""
-PAGE_FACTS = f"""(async () => ({{caret: await ({CARET_CHECK})(), images: ({IMAGES_IN_VIEW})(),
-  title: String(document.title), animating: ({ANIMATING})()}}))()"""
-"""The active page's main document, asked in one call: whether a caret may show (once its fonts
-are ready), its images in view, its title and whether an animation runs in it."""
+PAGE_FACTS = f"""({{images: ({IMAGES_IN_VIEW})(), title: document.title, animating: ({ANIMATING})()}})"""
+"""The active page's main document, asked in one call: its images in view, its title and
+whether an animation runs in it."""
 
 
 @dataclass(frozen=True)
 class PageFacts:
-    """What :data:`PAGE_FACTS` found; where it could not be asked, what is safe to assume (a
-    caret may show, animations may run, no images, the title asked of Playwright)."""
+    """What :data:`PAGE_FACTS` found; where it could not be asked, what is safe to assume
+    (animations may run, no images, the title asked of Playwright)."""
 
-    caret: bool = True
     images: list[dict[str, Any]] = field(default_factory=list)
     title: str | None = None
     animating: bool = True
@@ -54,8 +53,8 @@ class PageFacts:
         page whose own script changed what the builtins return)."""
         if not isinstance(value, dict) or not isinstance(value.get("images"), list):
             return cls()
-        return cls(value.get("caret") is not False, value["images"], str(value.get("title") or ""),
-                   value.get("animating") is not False)
+        title = value.get("title")
+        return cls(value["images"], title if isinstance(title, str) else None, value.get("animating") is not False)
 
 
 @dataclass(frozen=True)
@@ -125,14 +124,14 @@ async def read_tree(tabs: Tabs) -> tuple[str, list[Element]]:
 
 async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
     """The parts are read side by side: the tree and the page's facts are script in the
-    renderer, the screenshot (once the facts say how to take it) mostly raster and encoding
-    elsewhere, so the critical path is about the slowest."""
+    renderer, the screenshot mostly raster and encoding elsewhere, so the critical path is about
+    the slowest."""
     timer = _Timer()
     facts = asyncio.ensure_future(page_facts(tabs))
     try:
         (tree_text, elements), images, screenshot, titles = await _side_by_side(
             timer.time("tree_ms", read_tree(tabs)), timer.time("images_ms", _images(tabs, facts)),
-            timer.time("screenshot_ms", _screenshot(tabs, facts)), _titles(tabs, facts))
+            timer.time("screenshot_ms", _screenshot(tabs)), _titles(tabs, facts))
     finally:
         facts.cancel()  # when the caller's deadline cancelled the parts before it ended
     if (known := facts.result()) is not None:
@@ -189,9 +188,23 @@ async def images_in_view(tabs: Tabs, main: list[dict[str, Any]] | None = None) -
             images = main if main is not None and frame is tabs.page.main_frame else await _images_of(tabs, frame)
         except (PlaywrightError, asyncio.TimeoutError):  # the frame went away while we looked
             continue
-        found += [PageImage(**{**i, "x": i["x"] + offset[0], "y": i["y"] + offset[1]}) for i in images]
+        found += [image for i in images if (image := page_image(i, offset)) is not None]
     width, height = tabs.capture.viewport_width, tabs.capture.viewport_height
     return [i for i in found if i.x < width and i.y < height and i.x + i.width > 0 and i.y + i.height > 0]
+
+
+def page_image(value: Any, offset: tuple[float, float]) -> PageImage | None:
+    """An image the script listed, its box moved by the frame's ``offset``; None for a value of
+    another shape (a page whose own script replaced the builtins the listing uses)."""
+    try:
+        src, alt, x, y, width, height = (value[k] for k in ("src", "alt", "x", "y", "width", "height"))
+    except (TypeError, KeyError):
+        return None
+    numbers = (x, y, width, height)
+    if not isinstance(src, str) or not isinstance(alt, str) \
+            or not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
+        return None
+    return PageImage(src, alt, x + offset[0], y + offset[1], width, height)
 
 
 async def _images_of(tabs: Tabs, frame: Frame) -> list[dict[str, Any]]:
@@ -204,12 +217,11 @@ async def _images_of(tabs: Tabs, frame: Frame) -> list[dict[str, Any]]:
     return await evaluate(session, call(IMAGES_IN_VIEW))
 
 
-async def _screenshot(tabs: Tabs, facts: Awaitable[PageFacts | None]) -> bytes | None:
-    """The viewport as JPEG (see ``mmina.recorder.shots``), taken as the facts say."""
-    known = await facts
+async def _screenshot(tabs: Tabs) -> bytes | None:
+    """The viewport as JPEG (see ``mmina.recorder.shots``)."""
     if not tabs.capture.screenshots:
         return None
-    return await tabs.shots.take(tabs.page, known.caret if known is not None else None)
+    return await tabs.shots.take(tabs.page)
 
 
 def _marks(capture: Capture, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:

@@ -5,9 +5,8 @@ text caret, in an isolated world it may have to create and fill on a fresh page)
 web fonts, reads the layout, captures, then runs script in every frame again to clean up:
 measured here, 14–40 ms more than DevTools' ``Page.captureScreenshot`` alone, for the same
 bytes. So a screenshot here is one ``Runtime.evaluate`` (wait for the fonts; is focus in
-something that shows a caret? — asked with the observation's other questions of the page, in
-the same call) and one ``Page.captureScreenshot`` on the page's own DevTools session
-(``devtools.py``). When focus is in a text field, an editable element or a frame (whose
+something that shows a caret?) and one ``Page.captureScreenshot`` on the page's own DevTools
+session (``devtools.py``). When focus is in a text field, an editable element or a frame (whose
 inside this check cannot see), the caret could show, and it blinks: the capture is left to Playwright,
 which hides it, so a screenshot never depends on the moment it was taken.
 
@@ -32,21 +31,18 @@ NO_CARET_INPUTS = ("checkbox", "radio", "range", "color", "file", "submit", "but
 """The input types Chromium draws no caret in (measured: screenshots of each focused for 1.5 s).
 Any other input, one of a type Chromium does not know included, is a text field with a caret."""
 
-CARET_CHECK = """async () => {
+CARET_MAY_SHOW = """(async () => {
   try { await document.fonts.ready; } catch (e) {}
   let active = document.activeElement;
   while (active && active.shadowRoot && active.shadowRoot.activeElement) active = active.shadowRoot.activeElement;
   if (!active) return false;
   if (active.tagName === "INPUT") return !/^(NO_CARET)$/.test(active.type);
   return active.isContentEditable || /^(TEXTAREA|IFRAME|FRAME|OBJECT|EMBED)$/.test(active.tagName);
-}""".replace("NO_CARET", "|".join(NO_CARET_INPUTS))
-"""A script resolving true when Playwright should take the screenshot: the caret may be
-showing (once the page's fonts are ready). Focus inside an open shadow root is followed to its
-element; a select, a button, a link and the inputs of ``NO_CARET_INPUTS`` show none. (A text
-field inside a closed shadow root is out of reach of this check and of Playwright's hiding
-alike: its caret may show in a screenshot.) An observation asks it together with the page's
-other facts, in one call (``observing.PAGE_FACTS``)."""
-CARET_MAY_SHOW = f"({CARET_CHECK})()"
+})()""".replace("NO_CARET", "|".join(NO_CARET_INPUTS))
+"""True when Playwright should take the screenshot: the caret may be showing. Focus inside an
+open shadow root is followed to its element; a select, a button, a link and the inputs of
+``NO_CARET_INPUTS`` show none. (A text field inside a closed shadow root is out of reach of
+this check and of Playwright's hiding alike: its caret may show in a screenshot.)"""
 
 
 CAPTURE = {"format": "jpeg", "fromSurface": False}
@@ -59,13 +55,10 @@ class Screenshots:
     def __init__(self, sessions: PageSessions, quality: int) -> None:
         self.sessions, self.quality = sessions, quality
 
-    async def take(self, page: Page, caret: bool | None = None) -> bytes:
-        """The viewport of ``page`` as JPEG; ``caret``: whether a caret may show, when the
-        caller has already asked the page (:data:`CARET_CHECK`)."""
+    async def take(self, page: Page) -> bytes:
+        """The viewport of ``page`` as JPEG."""
         session = await self.sessions.get(page)
-        if caret is None and session is not None:
-            caret = await _caret_may_show(session)
-        if session is not None and caret is False:
+        if session is not None and not await _caret_may_show(session):
             try:
                 shot = await send(session, "Page.captureScreenshot", {**CAPTURE, "quality": self.quality})
                 return base64.b64decode(shot["data"])
