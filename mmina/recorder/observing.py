@@ -6,8 +6,7 @@ whether anything animates (which decides what a freeze does, ``freezing.py``) â€
 over the page's DevTools session (:data:`PAGE_FACTS`): each call into the browser costs ~2
 core-milliseconds one episode at a time whatever it asks (mmina's Python, Playwright's driver,
 the browser). The screenshot's own question (may a caret show? ``shots.py``) stays a call of its
-own, side by side with it: asked together, the capture waited for the images' layout (~5 ms
-more on its critical path).
+own, side by side with it, so the capture never waits for the images' layout.
 """
 from __future__ import annotations
 
