@@ -12,7 +12,7 @@ import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.window import WINDOW_HEIGHT, size_window
-from tests.agents_for_tests import chromium_ticks
+from tests.agents_for_tests import chromium_ticks, once
 from tests.local_site import LocalSite, pages_handler
 
 WIDTH, HEIGHT = 1280, 2048
@@ -79,9 +79,7 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
     try:
         browser.open((site,))
         browser.session.run(browser.tabs.page.evaluate("window.open('/next')"))
-        deadline = time.monotonic() + 10
-        while len(browser.tabs.pages) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        once(lambda: len(browser.tabs.pages) >= 2, within_s=10)
         opened = browser.tabs.pages[-1]
         browser.session.run(browser.tabs.sessions.get(opened))
         browser.settle()
