@@ -13,7 +13,9 @@ episodes per minute, the ratio to the ideal (every model call waited for once pe
 process kind (``bench/cputree.py``), and the peak memory of mmina and its browsers per episode
 in flight beyond the first. Then what an episode costs while it waits on its model
 (``bench/waiting.py``), the floors under a step (one episode's work done by Chromium alone, by
-Playwright and by mmina, ``bench/floors.py``), the projected time of a 1,050-task × 10-step epoch
+Playwright and by mmina, ``bench/floors.py``), the episodes of the run the epoch is projected
+from done again at the same number in flight by a bare Playwright harness and by the recorder
+alone, with gotos and with the episodes' actions (``bench/layers.py``), the projected time of a 1,050-task × 10-step epoch
 with a 5 s model on this machine, and the ratio to the previous release's core-seconds per step
 (``docs/performance.md``).
 """
@@ -44,6 +46,7 @@ from mmina.taskcheck import load_suite
 from bench.apart import in_own_process, serve_fixture_web, serve_model
 from bench.cputree import KINDS, CpuSplit, CpuTree
 from bench.floors import Floor, floors
+from bench.layers import ACTIONS, BARE, GOTOS, layers, recorded
 from bench.results import AT_LEAST, Section, Target, previous_release, ratio
 from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
@@ -64,6 +67,9 @@ PER_STEP_TARGET = 0.23
 WAIT_TARGET = 0.02
 EPOCH_STEPS = 1_050 * 10
 EPOCH_MODEL_S = 5.0
+
+WHOLE = "the whole recording"
+"""The run itself, as a layer over the recorder alone (``bench/layers.py``)."""
 
 SHORT, LONG = "short", "long"
 """The kinds of task a setting runs (``short_tasks``, ``long_tasks``)."""
@@ -212,6 +218,7 @@ class Measured:
     peak_mb: float
     cpu: CpuSplit
     delay_s: float
+    run_id: str = ""
 
     @property
     def per_step(self) -> float:
@@ -242,7 +249,8 @@ def measure(store: Store, suite: Path, setting: Setting, world: World, delay: fl
     split = tree.split
     split.seconds["mmina"] -= sampler.own_s
     [[steps]] = run_query(store, f"select count(*) from steps where run_id = '{summary.run_id}'").rows
-    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, split, delay)
+    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, split, delay,
+                    summary.run_id)
 
 
 @contextmanager
@@ -267,6 +275,7 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
         for setting in settings_list:
             log(f"epoch: {setting.episodes} episodes, {setting.label} (model answers after {delay:g} s)")
             results.append(measure(store, suites[setting.tasks], setting, here, delay))
+        split_up = _layers(store, results, here, delay, root, log)
         urls = [u for t in kinds[SHORT] for u in t.start_urls]
         waiting = _waiting(here, urls, QUICK_WAITING if quick else WAITING, log)
         log("epoch: one episode's work by Chromium alone, by Playwright, by mmina (floors)")
@@ -274,7 +283,35 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     section = _section(results, delay, waiting)
     _floor_figures(section, under)
     _against_floor(section, results, under["Chromium"]["total"])
+    _layer_figures(section, *split_up)
     return section
+
+
+def _layers(store: Store, results: list[Measured], here: World, delay: float, root: Path,
+            log: Callable[[str], None]) -> tuple[Measured, dict[str, CpuSplit]]:
+    """The episodes of the run the epoch is projected from, done again with less of mmina
+    (``bench/layers.py``)."""
+    result = projected_from(results)
+    log(f"epoch: the episodes of {result.setting.label} again, by a bare Playwright harness and by the "
+        "recorder alone (layers)")
+    episodes = recorded(store, result.run_id)
+    folder = root / "layers"
+    folder.mkdir(exist_ok=True)
+    return result, layers(episodes, here.web_args, here.apart, result.setting.in_flight, delay, folder)
+
+
+def _layer_figures(section: Section, result: Measured, split_up: dict[str, CpuSplit]) -> None:
+    """Core-seconds per step of the run's episodes done by less of mmina, and what each layer adds."""
+    steps = max(1, result.steps)
+    totals = {**{name: split.side() / steps for name, split in split_up.items()}, WHOLE: result.per_step}
+    for name, split in split_up.items():
+        kinds = ", ".join(f"{k} {split.seconds.get(k, 0.0) / steps:.3f}" for k in KINDS
+                          if split.seconds.get(k, 0.0) > 0.0005 * steps)
+        section.add(f"{result.setting.label}, the same episodes: {name}", round(totals[name], 3), "core-s per step",
+                    note=f"{kinds}; {split.wall_s:.0f} s")
+    for upper, lower in ((WHOLE, ACTIONS), (ACTIONS, GOTOS), (GOTOS, BARE)):
+        section.add(f"layers: {upper} / {lower}", round(ratio(totals[upper], totals[lower]), 2), "×",
+                    note=f"{totals[upper] - totals[lower]:.3f} core-s per step added")
 
 
 Waiting = dict[str, dict[str, float]]

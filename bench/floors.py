@@ -68,7 +68,8 @@ class DevToolsPipe:
             preexec_fn=lambda: (os.dup2(to_browser, 3), os.dup2(from_browser, 4)))
         os.close(to_browser)
         os.close(from_browser)
-        self._buffer, self._next, self._events = b"", 0, []
+        self._buffer, self._next = b"", 0
+        self._events: list[dict[str, Any]] = []
         self.send("Browser.getVersion")
 
     def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
@@ -170,30 +171,35 @@ def measured(episode: Episode, episodes: int) -> Floor:
 def ways(web_args: tuple[str, ...]) -> Iterator[dict[str, Episode]]:
     """The four ways of doing the episode, each on a browser of its own (started once)."""
     config = BrowserConfig(extra_args=web_args)
-    with sync_playwright() as playwright:
-        executable = find_chromium(None, playwright)
+    executable = find_executable()
     pipe = DevToolsPipe(executable, launch_args(web_args))
     session = BrowserSession(config)
     folder = Path(tempfile.mkdtemp(prefix="mmina-floor-har-"))
     try:
-        bare = session.run(_bare_browser(executable, web_args))
+        bare = session.run(bare_browser(executable, web_args))
         yield {"Chromium, no screenshots": lambda: chromium_episode(pipe, False),
                "Chromium": lambda: chromium_episode(pipe, True),
                "Playwright": lambda: session.run(playwright_episode(bare[1])),
                "mmina": lambda: mmina_episode(session, folder)}
-        session.run(_stop(*bare))
+        session.run(stop_browser(*bare))
     finally:
         session.close()
         pipe.close()
 
 
-async def _bare_browser(executable: str, web_args: tuple[str, ...]) -> tuple[Any, Any]:
+def find_executable() -> str:
+    """The Chromium mmina would run (``find_chromium``: the headless shell where installed)."""
+    with sync_playwright() as playwright:
+        return find_chromium(None, playwright)
+
+
+async def bare_browser(executable: str, web_args: tuple[str, ...]) -> tuple[Any, Any]:
     """Playwright's driver and a Chromium of its own with mmina's arguments, on the session's loop."""
     playwright = await async_playwright().start()
     return playwright, await launch_chromium(playwright, executable, web_args, back_forward_cache=False)
 
 
-async def _stop(playwright: Any, browser: Any) -> None:
+async def stop_browser(playwright: Any, browser: Any) -> None:
     await browser.close()
     await playwright.stop()
 
