@@ -138,11 +138,17 @@ async def playwright_episode(browser: Any) -> None:
     devtools = await context.new_cdp_session(page)
     await page.goto(START)
     for url in (*NAVIGATIONS, None):
-        await page.aria_snapshot(mode="ai", boxes=True)
-        await devtools.send("Page.captureScreenshot", JPEG)
+        await playwright_observation(page, devtools)
         if url:
             await page.goto(url)
     await context.close()
+
+
+async def playwright_observation(page: Any, devtools: Any) -> None:
+    """What a bare Playwright harness observes: the accessibility tree the agent reads and the
+    JPEG screenshot (over the page's DevTools session, as the recorder captures it)."""
+    await page.aria_snapshot(mode="ai", boxes=True)
+    await devtools.send("Page.captureScreenshot", JPEG)
 
 
 def mmina_episode(session: BrowserSession, folder: Path) -> None:

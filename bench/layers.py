@@ -22,22 +22,21 @@ steps), so the four compare: the distance between two is what the upper one adds
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from mmina.actions import parse_agent_output
 from mmina.errors import MminaError
+from mmina.pool import in_flight as in_flight_on_threads
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.store import Store
 from mmina.store.sql import run_query
 
 from bench.cputree import CpuSplit, CpuTree
-from bench.floors import JPEG, VIEWPORT, bare_browser, find_executable, stop_browser
+from bench.floors import VIEWPORT, bare_browser, find_executable, playwright_observation, stop_browser
 
 Step = tuple[str, str]
 """A step as recorded: the URL its page was observed at, and its action (as rendered)."""
@@ -100,38 +99,28 @@ async def _bare_episode(browser: Any, steps: Episode, think_s: float) -> None:
     devtools = await context.new_cdp_session(page)
     await page.goto(steps[0][0])
     for index, (url, _) in enumerate(steps):
-        await _bare_observation(page, devtools)
+        await playwright_observation(page, devtools)
         await asyncio.sleep(think_s)
         if index + 1 < len(steps) and steps[index + 1][0] != url:
             await page.goto(steps[index + 1][0])
-    await _bare_observation(page, devtools)  # the terminal observation
+    await playwright_observation(page, devtools)  # the terminal observation
     await context.close()
-
-
-async def _bare_observation(page: Any, devtools: Any) -> None:
-    await page.aria_snapshot(mode="ai", boxes=True)
-    await devtools.send("Page.captureScreenshot", JPEG)
 
 
 def _through_recorder(session: BrowserSession, episodes: list[Episode], in_flight: int, think_s: float,
                       folder: Path, acting: bool) -> None:
-    todo, lock = list(episodes), threading.Lock()
+    way = "actions" if acting else "gotos"
 
-    def worker(number: int) -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                steps, left = todo.pop(), len(todo)
-            har = folder / f"{'actions' if acting else 'gotos'}-{number}-{left}.har.zip"
-            browser = session.episode(har, paint_marks=False, seed=0)
-            try:
-                _recorder_episode(browser, steps, think_s, session.config.freeze_after_s, acting)
-            finally:
-                browser.close()
+    def one(numbered: tuple[int, Episode]) -> None:
+        number, steps = numbered
+        browser = session.episode(folder / f"{way}-{number}.har.zip", paint_marks=False, seed=0)
+        try:
+            _recorder_episode(browser, steps, think_s, session.config.freeze_after_s, acting)
+        finally:
+            browser.close()
 
-    with ThreadPoolExecutor(in_flight) as pool:
-        list(pool.map(worker, range(in_flight)))
+    for _ in in_flight_on_threads(one, enumerate(episodes), in_flight):
+        pass
 
 
 def _recorder_episode(browser: EpisodeBrowser, steps: Episode, think_s: float, freeze_after: float | None,
