@@ -28,13 +28,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
+from typing import Any
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mmina.actions import Action, parse_action
+from mmina.errors import MminaError
 from mmina.pool import Layout
 from mmina.agents.oracle import script_action
-from mmina.agents.settings import AgentSettings
+from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.observation import Observation, elements_from_tree
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
@@ -140,14 +143,13 @@ def write_clones(folder: Path, tasks: list[Task], count: int, name: str) -> Path
 
 def oracle_policy(tasks: list[Task]) -> Callable[[str], str]:
     """The fake model's answer: the oracle's next action, found from the prompt alone (the task
-    by its objective, the step by the number of previous actions, elements from the tree)."""
+    by its objective, the step by the previous actions shown, elements from the tree)."""
     scripts = {t.intent: t.reference_script or [] for t in tasks}
 
     def act(prompt: str) -> str:
         intent = _between(prompt, "OBJECTIVE: ", "\n")
-        previous = _between(prompt, "PREVIOUS ACTIONS:\n", "\0")
-        step = 0 if previous.strip() == "None" else len(previous.strip().splitlines())
         script = scripts.get(intent, [])
+        step = script_step(script, _between(prompt, "PREVIOUS ACTIONS:\n", "\0"))
         if step >= len(script):
             return "stop [N/A]"
         observation = Observation(step, _between(prompt, "URL: ", "\n"), "", [], 0, "", elements_from_tree(prompt),
@@ -155,6 +157,29 @@ def oracle_policy(tasks: list[Task]) -> Callable[[str], str]:
         return script_action(script[step], observation).render()
 
     return act
+
+
+def script_step(script: list[dict[str, Any]], previous: str) -> int:
+    """How many of the script's steps were taken, from the prompt's previous actions. The prompt
+    shows only the last ``HISTORY_ACTIONS`` of them, numbered from 1, so past that many the step
+    is the first place where the script's actions before it are the ones shown (element ids
+    aside: those of earlier pages are not in the prompt); the script's end when none is."""
+    lines = [] if previous.strip() == "None" else previous.strip().splitlines()
+    if len(lines) < HISTORY_ACTIONS:
+        return len(lines)
+    try:
+        shown = [_shape(parse_action(line.partition(". ")[2])) for line in lines]
+    except MminaError:  # a reply without a valid action: the script is lost, stop
+        return len(script)
+    blank = Observation(0, "", "", [], 0, "", [])
+    planned = [_shape(script_action(step, blank)) for step in script]
+    return next((end for end in range(len(shown), len(script) + 1) if planned[end - len(shown):end] == shown),
+                len(script))
+
+
+def _shape(action: Action) -> Action:
+    """An action without its element id."""
+    return replace(action, element_id=None)
 
 
 def _between(text: str, start: str, end: str) -> str:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from bench.cputree import CpuSplit
-from bench.epoch import DELAY_S, LONG, LONG_SCRIPT, SHORT, Measured, Setting, long_tasks, projected_from, short_tasks
+from bench.epoch import (DELAY_S, LONG, LONG_SCRIPT, SHORT, Measured, Setting, long_tasks, oracle_policy,
+                         projected_from, short_tasks)
+from mmina.actions import parse_action
+from mmina.agents.oracle import script_action
+from mmina.agents.prompts import user_text
+from mmina.agents.settings import HISTORY_ACTIONS
+from mmina.observation import Observation
 from mmina.taskcheck import load_suite
 
 
@@ -25,6 +31,24 @@ def test_long_tasks_are_of_mminas_length_and_cross_sites() -> None:
             urlsplit(s["url"]).hostname for s in script if isinstance(s, dict) and s.get("action") == "goto"}
         assert len(hosts) >= 2, task.task_id
     assert not {t.task_id for t in tasks} & {t.task_id for t in short_tasks(suite_tasks)}
+
+
+def test_the_bench_model_follows_the_whole_script_though_the_prompt_shows_only_the_last_actions() -> None:
+    """The agent's prompt shows the last ``HISTORY_ACTIONS`` actions, numbered from 1: the
+    bench's model must still answer each step of an MMInA-length script in turn, and stop after
+    the last (it once repeated the sixth action until the repeat limit ended the episode)."""
+    tasks = long_tasks(load_suite().tasks)
+    policy = oracle_policy(tasks)
+    for task in tasks:
+        page = Observation(0, task.start_urls[0], "", [], 0, "", [], intent=task.intent)
+        script = [script_action(step, page) for step in task.reference_script or []]
+        assert len(script) > HISTORY_ACTIONS
+        taken: list[str] = []
+        for step in script:
+            answer = parse_action(policy(user_text(page, taken[-HISTORY_ACTIONS:], 10_000, [])))
+            assert answer == step, (task.task_id, len(taken))
+            taken.append(answer.render())
+        assert policy(user_text(page, taken[-HISTORY_ACTIONS:], 10_000, [])).startswith("stop"), task.task_id
 
 
 def measured(setting: Setting, steps: int) -> Measured:

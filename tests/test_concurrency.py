@@ -118,6 +118,19 @@ def test_results_do_not_depend_on_how_many_episodes_run_at_once(serial: tuple[Pa
     assert _steps(store, again.run_id) == _steps(store, first.run_id)
 
 
+def test_with_episodes_in_flight_the_tasks_of_most_hops_start_first(serial: tuple[Path, RunSummary]) -> None:
+    """Longest-first: the two 2-hop tasks take the two places in flight before either 1-hop task
+    starts, and the summary still lists the suite's order."""
+    store, _ = serial
+    again = record_run(Store.open(store), RecordConfig(task_ids=TASKS, layout=Layout(1, 2)))
+    assert [e.task_id for e in again.episodes] == list(TASKS)
+    started = dict(run_query(Store.open(store), "select task_id, started_at from episodes "
+                                                f"where run_id = '{again.run_id}'").rows)
+    hops = {e.task_id: e.n_hops for e in again.episodes}
+    assert sorted(hops.values()) == [1, 1, 2, 2]
+    assert max(started[t] for t in hops if hops[t] == 2) < min(started[t] for t in hops if hops[t] == 1)
+
+
 def test_ray_on_a_local_cluster_records_the_same_steps(serial: tuple[Path, RunSummary]) -> None:
     store, first = serial
     result = CliRunner().invoke(cli, ["record", "--store", str(store), "--executor", "ray", "--workers", "2",

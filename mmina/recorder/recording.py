@@ -132,7 +132,8 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             if on_start:
                 on_start(summary.run_id, len(todo))
             setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
-            for task, result in _episodes(setup, session, store, plan, todo, config.layout):
+            for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
+                                          config.layout):
                 summary.episodes.append(result)
                 if on_episode:
                     on_episode(task, result)
@@ -142,6 +143,17 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
     summary.episodes.sort(key=lambda e: order[e.task_id])
     summary.duration_s = time.perf_counter() - started
     return summary
+
+
+def longest_first(tasks: list[Task], layout: Layout) -> list[Task]:
+    """The order episodes start in: with more than one in flight, the tasks with the most hops
+    first (otherwise in the suite's order). A task of more hops takes more steps, so a run's
+    end is then short episodes finishing side by side, not one long episode alone on an idle
+    machine (longest-first scheduling: the run ends sooner, its results are the same and are
+    reported in the suite's order)."""
+    if layout.workers * layout.concurrency <= 1:
+        return tasks
+    return sorted(tasks, key=lambda task: -task.n_hops)
 
 
 @dataclass(frozen=True)
