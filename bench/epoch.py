@@ -28,10 +28,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mmina.actions import Action, parse_action
 from mmina.errors import MminaError
