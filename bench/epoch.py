@@ -15,9 +15,10 @@ in flight beyond the first. Then what an episode costs while it waits on its mod
 (``bench/waiting.py``), the floors under a step (one episode's work done by Chromium alone, by
 Playwright and by mmina, ``bench/floors.py``), the episodes of the run the epoch is projected
 from done again at the same number in flight by a bare Playwright harness and by the recorder
-alone, with gotos and with the episodes' actions (``bench/layers.py``), the projected time of a 1,050-task × 10-step epoch
-with a 5 s model on this machine, and the ratio to the previous release's core-seconds per step
-(``docs/performance.md``).
+alone, each with gotos and with the episodes' actions (``bench/layers.py``), against the
+core-seconds a step that 0.7 of the ideal would allow, the projected time of a 1,050-task ×
+10-step epoch with a 5 s model on this machine, and the ratio to the previous release's
+core-seconds per step (``docs/performance.md``).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ from mmina.taskcheck import load_suite
 from bench.apart import in_own_process, serve_fixture_web, serve_model
 from bench.cputree import KINDS, CpuSplit, CpuTree
 from bench.floors import Floor, floors
-from bench.layers import ACTIONS, BARE, GOTOS, layers, recorded
+from bench.layers import ACTIONS, BARE, BARE_ACTIONS, GOTOS, layers, recorded
 from bench.results import AT_LEAST, Section, Target, previous_release, ratio
 from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
@@ -68,6 +69,8 @@ MODEL, WEB = "model server", "web"
 """The kinds counted apart: a real epoch runs its model elsewhere and its sites are on the web."""
 PER_STEP_TARGET = 0.23
 WAIT_TARGET = 0.02
+IDEAL_SHARE = 0.7
+"""The share of the ideal (every model call waited for once, nothing else) 32 in flight is held to."""
 EPOCH_STEPS = 1_050 * 10
 EPOCH_MODEL_S = 5.0
 
@@ -309,6 +312,7 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     _floor_figures(section, under)
     _against_floor(section, results, under["Chromium"]["total"])
     _layer_figures(section, *split_up)
+    _ideal_budgets(section, split_up[0], results[0])
     return section
 
 
@@ -317,8 +321,8 @@ def _layers(store: Store, results: list[Measured], here: World, delay: float, ro
     """The episodes of the run the epoch is projected from, done again with less of mmina
     (``bench/layers.py``)."""
     result = projected_from(results)
-    log(f"epoch: the episodes of {result.setting.label} again, by a bare Playwright harness and by the "
-        "recorder alone (layers)")
+    log(f"epoch: the episodes of {result.setting.label} again, by a bare Playwright harness (gotos, then "
+        "actions) and by the recorder alone (layers)")
     episodes = recorded(store, result.run_id)
     folder = root / "layers"
     folder.mkdir(exist_ok=True)
@@ -334,9 +338,25 @@ def _layer_figures(section: Section, result: Measured, split_up: dict[str, CpuSp
                           if split.seconds.get(k, 0.0) > 0.0005 * steps)
         section.add(f"{result.setting.label}, the same episodes: {name}", round(totals[name], 3), "core-s per step",
                     note=f"{kinds}; {split.wall_s:.0f} s")
-    for upper, lower in ((WHOLE, ACTIONS), (ACTIONS, GOTOS), (GOTOS, BARE)):
+    for upper, lower in ((WHOLE, ACTIONS), (ACTIONS, GOTOS), (GOTOS, BARE), (BARE_ACTIONS, BARE),
+                         (ACTIONS, BARE_ACTIONS)):
         section.add(f"layers: {upper} / {lower}", round(ratio(totals[upper], totals[lower]), 2), "×",
                     note=f"{totals[upper] - totals[lower]:.3f} core-s per step added")
+
+
+def _ideal_budgets(section: Section, result: Measured, base: Measured) -> None:
+    """The core-seconds a step may cost for ``result``'s run to reach ``IDEAL_SHARE`` of its ideal,
+    with the machine's cores as busy with the run's work as they were: by the speedup over
+    ``base`` (1 in flight; the target above) and by the ideal of ``in flight / model delay``
+    steps a second. What the layers compare with."""
+    cores = os.cpu_count() or 1
+    busy = result.cpu.side() / (result.wall_s * cores)
+    needed = {"speedup over 1 in flight": IDEAL_SHARE * result.setting.in_flight * base.steps / base.wall_s,
+              "ideal / measured time": IDEAL_SHARE * result.setting.in_flight / result.delay_s}
+    for name, steps_per_s in needed.items():
+        section.add(f"{result.setting.label}: core-s per step that {IDEAL_SHARE:g} of ideal allows ({name})",
+                    round(cores * busy / steps_per_s, 3), "core-s per step",
+                    note=f"{steps_per_s:.1f} steps/s on {cores} cores {busy:.0%} busy with the run's work")
 
 
 Waiting = dict[str, dict[str, float]]
@@ -473,7 +493,7 @@ def _speedup(section: Section, result: Measured, base: Measured) -> None:
     (the number in flight): 1.0 when nothing but the model's waiting limits it."""
     speedup = ratio(result.steps / result.wall_s, base.steps / base.wall_s)
     share = speedup * base.setting.in_flight / result.setting.in_flight
-    target = Target(0.7, AT_LEAST) if result.setting.in_flight == 32 else None
+    target = Target(IDEAL_SHARE, AT_LEAST) if result.setting.in_flight == 32 else None
     section.add(f"{result.setting.label}: speedup over 1 in flight / ideal", round(share, 2), "×", target,
                 note=f"{speedup:.1f}× the steps/s of 1 in flight, ideal {result.setting.in_flight}×")
 

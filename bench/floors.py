@@ -144,11 +144,13 @@ async def playwright_episode(browser: Any) -> None:
     await context.close()
 
 
-async def playwright_observation(page: Any, devtools: Any) -> None:
-    """What a bare Playwright harness observes: the accessibility tree the agent reads and the
-    JPEG screenshot (over the page's DevTools session, as the recorder captures it)."""
-    await page.aria_snapshot(mode="ai", boxes=True)
+async def playwright_observation(page: Any, devtools: Any) -> str:
+    """What a bare Playwright harness observes: the accessibility tree the agent reads (returned:
+    each element with its ``[ref=…]`` and ``[box=x,y,width,height]``) and the JPEG screenshot
+    (over the page's DevTools session, as the recorder captures it)."""
+    tree: str = await page.aria_snapshot(mode="ai", boxes=True)
     await devtools.send("Page.captureScreenshot", JPEG)
+    return tree
 
 
 def mmina_episode(session: BrowserSession, folder: Path) -> None:
