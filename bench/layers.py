@@ -66,7 +66,7 @@ page's images are slow to load with 32 in flight)."""
 
 
 def recorded(store: Store, run_id: str) -> list[Episode]:
-    """The run's episodes as their steps' URLs and actions, in order."""
+    """The run's episodes as their steps' URLs, actions and targets' boxes, in order."""
     rows = run_query(store, f"select episode_id, url, coalesce(action, ''), target_box from steps "
                             f"where run_id = '{run_id}' order by episode_id, step_index").rows
     found: dict[str, Episode] = {}
@@ -129,6 +129,8 @@ async def _bare_run(browser: Any, episodes: list[Episode], in_flight: int, think
 
 
 async def _bare_episode(browser: Any, steps: Episode, think_s: float, acting: bool) -> list[str]:
+    """One episode by the bare harness (its actions, or gotos to its pages); the URL of each
+    page it observed, the terminal one last."""
     context = await browser.new_context(viewport=VIEWPORT)
     try:
         page = await context.new_page()
