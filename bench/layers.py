@@ -11,8 +11,9 @@ waiting as long as the model did, in four ways, with the CPU of every process co
 * **a bare Playwright harness, the episodes' actions**: the same harness acting as a Playwright
   agent harness does (the target found in the observed tree by the recorded target's box and
   acted on by its ``aria-ref`` locator, typed with ``keyboard.type`` and Enter as ``"\\n"`` as
-  MMInA's harness types, ``scrollBy`` a viewport, the history), each observation after the
-  page's ``load`` — the floor of any Playwright harness that acts, recording nothing;
+  MMInA's harness types, ``scrollBy`` a viewport, the history), each observation once the page
+  the recording observed next has loaded — the floor of any Playwright harness that acts,
+  recording nothing;
 * **mmina's recorder, gotos**: the same through the recorder's browser (``EpisodeBrowser``:
   settling, the page's facts, element ids, the network tap, the HAR, seeding, freezing while
   the agent thinks) — what the recorder adds to a bare harness;
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import operator
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -61,8 +64,9 @@ BARE_CALL_S = 15.0
 """The bound on one call of the bare harness (an action, an observation): a page that never
 answers costs an episode this long, not the run."""
 LOAD_S = 10.0
-"""How long the bare harness waits for a page's ``load`` before observing it as it is (a
-page's images are slow to load with 32 in flight)."""
+"""How long the bare harness waits, after an action, for the page the recording observed next
+(its URL, loaded) before observing the page as it is: an observation taken at once could read
+the page a submission is leaving (a harness that acts must wait for what its action started)."""
 
 
 def recorded(store: Store, run_id: str) -> list[Episode]:
@@ -138,26 +142,24 @@ async def _bare_episode(browser: Any, steps: Episode, think_s: float, acting: bo
         await page.goto(steps[0][0])
         observed = []
         for index, (url, action, box) in enumerate(steps):
-            tree = await _bare_observation(page, devtools, acting)
+            tree = await _bare_observation(page, devtools)
             observed.append(page.url)
             await asyncio.sleep(think_s)
             following = steps[index + 1][0] if index + 1 < len(steps) else url
             if acting:
                 await _bounded(_bare_action(page, tree, action, box))
+                reached = functools.partial(operator.eq, following)
+                await _bounded(page.wait_for_url(reached, wait_until="load"), LOAD_S)
             elif following != url:
                 await page.goto(following)
-        await _bare_observation(page, devtools, acting)  # the terminal observation
+        await _bare_observation(page, devtools)  # the terminal observation
         return [*observed, page.url]
     finally:
         await context.close()
 
 
-async def _bare_observation(page: Any, devtools: Any, acting: bool) -> str:
-    """The page's tree, observed: after an action, once loaded (or after ``LOAD_S``), read again
-    once if it navigated while read; after a ``goto``, at once (the ``goto`` waited for the load)."""
-    if not acting:
-        return await playwright_observation(page, devtools)
-    await _bounded(page.wait_for_load_state("load"), LOAD_S)
+async def _bare_observation(page: Any, devtools: Any) -> str:
+    """The page's tree, observed (read again once if the page navigated while it was read)."""
     for _ in range(2):
         with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
             return await asyncio.wait_for(playwright_observation(page, devtools), BARE_CALL_S)
