@@ -128,6 +128,10 @@ class CpuSplit:
         """mmina's side: every kind but the apart ones."""
         return sum(self.seconds.get(k, 0.0) for k in KINDS)
 
+    def busy(self) -> float:
+        """The share of the machine's cores mmina's side kept busy over the wall time."""
+        return self.side() / (self.wall_s * (os.cpu_count() or 1)) if self.wall_s > 0 else 0.0
+
     def minus(self, other: "CpuSplit") -> "CpuSplit":
         names = set(self.seconds) | set(other.seconds)
         return CpuSplit({n: self.seconds.get(n, 0.0) - other.seconds.get(n, 0.0) for n in names},

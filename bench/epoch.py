@@ -349,8 +349,7 @@ def _ideal_budgets(section: Section, result: Measured, base: Measured) -> None:
     with the machine's cores as busy with the run's work as they were: by the speedup over
     ``base`` (1 in flight; the target above) and by the ideal of ``in flight / model delay``
     steps a second. What the layers compare with."""
-    cores = os.cpu_count() or 1
-    busy = result.cpu.side() / (result.wall_s * cores)
+    cores, busy = os.cpu_count() or 1, result.cpu.busy()
     needed = {"speedup over 1 in flight": IDEAL_SHARE * result.setting.in_flight * base.steps / base.wall_s,
               "ideal / measured time": IDEAL_SHARE * result.setting.in_flight / result.delay_s}
     for name, steps_per_s in needed.items():
@@ -413,7 +412,7 @@ def _cpu_figures(section: Section, result: Measured) -> None:
     section.add(f"{label}: core-seconds per step (mmina's side)", round(result.per_step, 3), "core-s", target,
                 note=f"{kinds}; apart: model server {split.seconds.get(MODEL, 0.0) / steps:.3f}, "
                      f"web {split.seconds.get(WEB, 0.0) / steps:.3f}; mmina's side used "
-                     f"{split.side() / split.wall_s * 100 / (os.cpu_count() or 1):.0f}% of the machine's cores")
+                     f"{split.busy():.0%} of the machine's cores")
 
 
 def _waiting_figures(section: Section, waiting: Waiting) -> float:
