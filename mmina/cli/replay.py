@@ -55,8 +55,9 @@ def replay(fmt: str, **options: Any) -> None:
     """Replay stored episodes with every request answered from the archive, and report fidelity.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
-    all served from the recorded traffic (never the live network), with the page clock started
-    at the recorded start and Math.random and crypto seeded. The replay is stored as a new run (agent
+    all served from the recorded traffic (never the live network), in the recording's time (the
+    page clock follows the recorded timeline: where the replay is slower, the page's time waits)
+    and with Math.random and crypto seeded. The replay is stored as a new run (agent
     `replay`); the report compares every step's URL, accessibility tree and screenshot with
     the recording and counts requests served exactly, fuzzily, by nearest match, or not at all.
 

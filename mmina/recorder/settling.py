@@ -14,11 +14,12 @@ plus ``GRACE_S``, and past it the call is cancelled and :class:`DeadlinePassed` 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page, WebSocket
+from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page, Request, WebSocket
 
 from mmina.errors import MminaError
 from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
@@ -73,10 +74,12 @@ PENDING_TIMERS = """(() => {
     };
     window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
   }
+  const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;
+  const since = () => ({at: real.performance.now()});
   const nativeFetch = window.fetch;
   if (nativeFetch) {
     window.fetch = function fetch(...args) {
-      const token = {}, done = () => soon.delete(token);
+      const token = since(), done = () => soon.delete(token);
       soon.add(token);
       const answer = nativeFetch.apply(this, args);
       answer.then(done, done);
@@ -85,7 +88,7 @@ PENDING_TIMERS = """(() => {
   }
   const send = XMLHttpRequest.prototype.send;
   XMLHttpRequest.prototype.send = function (...args) {
-    const token = {};
+    const token = since();
     soon.add(token);
     this.addEventListener('loadend', () => soon.delete(token));
     return send.apply(this, args);
@@ -96,24 +99,33 @@ same way), the work a page is about to see done: timers due soon (an interval on
 first fires), and its ``fetch`` and XHR requests until they are answered — seen from the page,
 so a request whose browser event reaches mmina late (a loaded machine, a routed request) still
 holds settling."""
+REAL_TIMERS = "const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;"
+"""The browser's own timers and ``performance``, not the replay clock's (which may stand still:
+``mmina.replayer.page_clock``): mmina's waits in a page count real time."""
 PAGE_TURN = """(soonLimit, streamLimit) => new Promise(done => {
-  const started = performance.now();
-  const busy = () => ((window.__mminaSoon || new Set()).size > 0 && performance.now() - started < soonLimit)
-    || ((window.__mminaStreams || new Set()).size > 0 && performance.now() - started < streamLimit);
-  const turn = () => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(check, 0)));
+  %s
+  const started = real.performance.now(), timeline = window.__mminaTimeline;
+  const stopped = () => !!(timeline && timeline.capped());
+  const waiting = () => [...(window.__mminaSoon || [])].some(token => !(token.at < started - soonLimit));
+  const busy = () => (waiting() && !stopped() && real.performance.now() - started < soonLimit)
+    || ((window.__mminaStreams || new Set()).size > 0 && real.performance.now() - started < streamLimit);
+  const turn = () => real.requestAnimationFrame(() => real.requestAnimationFrame(() => real.setTimeout(check, 0)));
   const check = () => busy() ? turn() : done();
-  setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
+  real.setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
   turn();
-})"""
+})""" % REAL_TIMERS
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
-(for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers) and no
-replayed stream still flowing (at most ``streamLimit`` ms; see ``mmina.replayer.router``)."""
+(for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers; none while
+the replay clock stands still, when no page timer can fire) and no replayed stream still flowing
+(at most ``streamLimit`` ms; see ``mmina.replayer.router``). A fetch or XHR unanswered for longer
+than ``soonLimit`` already (a long-poll, a stream) is *standing*: it holds no later settling."""
 READY = """(limit) => new Promise(done => {
+  %s
   const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
-  const started = performance.now();
-  const check = () => ready() ? done(true) : performance.now() - started > limit ? done(false) : setTimeout(check, 20);
+  const started = real.performance.now();
+  const check = () => ready() ? done(true) : real.performance.now() - started > limit ? done(false) : real.setTimeout(check, 20);
   check();
-})""" % REDIRECT_MARK
+})""" % (REAL_TIMERS, REDIRECT_MARK)
 """Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""
 
 
@@ -129,13 +141,18 @@ class Settling:
 
     def __init__(self, context: BrowserContext, page: Callable[[], Page], sessions: PageSessions) -> None:
         self._page, self._sessions = page, sessions
-        self._in_flight = 0
+        self._lock = threading.Lock()
+        """``loading`` is read from the episode's thread while the loop's events change the sets."""
+        self._in_flight: set[Request] = set()
+        self._standing: set[Request] = set()
+        """Requests already in flight when the last settling ended: a long-poll, a worker's script
+        that never gets a response event, a beacon — none of them holds a later settling."""
         self._last_activity = time.monotonic()
         self._asked_at: float | None = None
         """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
-        context.on("request", lambda _request: self._count(1))
-        context.on("requestfinished", lambda _request: self._count(-1))
-        context.on("requestfailed", lambda _request: self._count(-1))
+        context.on("request", self._started)
+        context.on("requestfinished", self._ended)
+        context.on("requestfailed", self._ended)
         context.on("page", self._watch)
         self._new_documents: set[Page] = set()
         """Pages whose main frame navigated since their last settling (see :meth:`_idle_work`)."""
@@ -165,23 +182,34 @@ class Settling:
 
     @property
     def loading(self) -> bool:
-        """Requests of the context are in flight now (read from any thread)."""
-        return self._in_flight > 0
+        """Requests of the context are in flight now, standing ones aside (read from any thread)."""
+        return bool(self._waited())
+
+    def _waited(self) -> set[Request]:
+        with self._lock:
+            return self._in_flight - self._standing
 
     def _quiet(self) -> bool:
         """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
         heartbeat gets no answer), and nothing for ``SETTLE_QUIET_S``."""
         now = time.monotonic()
         waiting = self._asked_at is not None and now - self._asked_at < SOON_MAX_S
-        return self._in_flight == 0 and not waiting and now - self._last_activity >= SETTLE_QUIET_S
+        return not self._waited() and not waiting and now - self._last_activity >= SETTLE_QUIET_S
 
     @staticmethod
     async def prepare(context: BrowserContext) -> None:
         """Count every document's timers due soon (before any page opens)."""
         await context.add_init_script(PENDING_TIMERS)
 
-    def _count(self, delta: int) -> None:
-        self._in_flight = max(0, self._in_flight + delta)
+    def _started(self, request: Request) -> None:
+        with self._lock:
+            self._in_flight.add(request)
+        self._last_activity = time.monotonic()
+
+    def _ended(self, request: Request) -> None:
+        with self._lock:
+            self._in_flight.discard(request)
+            self._standing.discard(request)
         self._last_activity = time.monotonic()
 
     async def settle(self, deadline: float | None = None) -> None:
@@ -190,8 +218,18 @@ class Settling:
 
         "Loaded" is read from the document (``readyState`` complete, and not a replayed redirect
         that is about to replace itself), not from Playwright's load event: a page restored from
-        the back-forward cache is complete without firing load again.
+        the back-forward cache is complete without firing load again. What is still in flight
+        when it ends is *standing* (a long-poll, a worker's script that never gets a response
+        event): it holds no later settling, so a step on such a page costs no more than on one
+        without (only the settling of the load that started it waits for it, as for any request).
         """
+        try:
+            await self._settle(deadline)
+        finally:
+            with self._lock:
+                self._standing = set(self._in_flight)
+
+    async def _settle(self, deadline: float | None) -> None:
         now = time.monotonic()
         deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
         ready = self._last_activity if await self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None

@@ -51,6 +51,7 @@ moment is an observation later: a paced replay then holds it for that observatio
 """
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import Counter
@@ -236,6 +237,11 @@ def bodies_match(recorded: Shape, live: Shape) -> bool:
     return recorded.body == live.body
 
 
+def _shared(left: Sequence[str], right: Sequence[str]) -> int:
+    """How many leading items two sequences have in common."""
+    return next((i for i, (a, b) in enumerate(zip(left, right)) if a != b), min(len(left), len(right)))
+
+
 def common_pairs(recorded: Shape, live: Shape) -> tuple[int, int]:
     """(pairs in common, pairs that differ) over query and body fields: the nearest-match score."""
     left = Counter(recorded.query) + Counter(recorded.fields or ())
@@ -267,6 +273,25 @@ class Archive:
 
     def __len__(self) -> int:
         return len(self.exchanges)
+
+    def kin(self, method: str, url: str) -> Exchange | None:
+        """The recorded exchange nearest to a request the archive cannot answer: the same scheme
+        and host, the most leading path segments in common (at least one), then the same method,
+        then as many segments (``/api/sessions/{id}``), the earliest recorded of equals; None
+        when there is none."""
+        live = urlsplit(url)
+        wanted = [part for part in live.path.split("/") if part]
+        best: tuple[int, bool, bool] = (0, False, False)
+        found: Exchange | None = None
+        for exchange in self.exchanges:
+            parts = urlsplit(exchange.url)
+            if (parts.scheme, parts.netloc) != (live.scheme, live.netloc):
+                continue
+            segments = [part for part in parts.path.split("/") if part]
+            score = (_shared(wanted, segments), exchange.method.upper() == method.upper(), len(segments) == len(wanted))
+            if score[0] and score > best:
+                best, found = score, exchange
+        return found
 
     def revalidated(self, exchange: Exchange) -> Exchange:
         """For a recorded ``304 Not Modified``, the full response it confirmed: the latest
@@ -412,11 +437,31 @@ def header_parts(value: str) -> list[str]:
 NOT_ARCHIVED_STATUS = 404
 
 
-def unmatched_reply(method: str, url: str) -> Reply:
-    """The error a request outside the archive gets (never the live network)."""
-    body = f"mmina replay: {method} {url} is not in the archive\n".encode()
-    return Reply(NOT_ARCHIVED_STATUS, {"content-type": "text/plain; charset=utf-8",
-                                       "x-mmina-replay": "not-archived"}, body)
+def unmatched_reply(method: str, url: str, kin: Exchange | None = None) -> Reply:
+    """The answer a request outside the archive gets (never the live network): a 404 saying so,
+    or — when the recording has a request of the same site and path (``Archive.kin``) — the
+    status and content type that one was answered with, and a body in that format that its
+    client can read (a JSON error object for a JSON API: a page that parses the answer must not
+    turn mmina's own words into its error dialog)."""
+    why = f"mmina replay: {method} {url} is not in the archive"
+    kind = (reply_for(kin).headers.get("content-type", "") if kin else "") or "text/plain; charset=utf-8"
+    status = kin.status if kin and (200 <= kin.status < 300 or 400 <= kin.status < 500) else NOT_ARCHIVED_STATUS
+    headers = {"content-type": kind, "x-mmina-replay": "not-archived"}
+    return Reply(status, headers, b"" if status in (204, 205, 304) else _readable(why, kind))
+
+
+def _readable(why: str, kind: str) -> bytes:
+    """``why`` in the format ``kind`` names (nothing, for one no text fits in: an image, a font)."""
+    lowered = kind.lower()
+    if "json" in lowered:
+        return json.dumps({"error": "not in the archive", "message": why}).encode()
+    if "html" in lowered or "xml" in lowered:
+        return f"<!doctype html><title>Not in the archive</title><p>{html.escape(why)}</p>\n".encode()
+    if "javascript" in lowered or "ecmascript" in lowered or "css" in lowered:
+        return f"/* {why.replace('*/', '* /')} */\n".encode()
+    if lowered.startswith("text/"):
+        return f"{why}\n".encode()
+    return b""
 
 
 def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: int = 0) -> list[Exchange]:

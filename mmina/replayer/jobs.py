@@ -31,6 +31,7 @@ from mmina.recorder.seeding import seed_for
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
+from mmina.replayer.timeline import Timeline
 from mmina.store import Store
 from mmina.tasks import Task
 
@@ -99,7 +100,8 @@ class _ArchiveJob:
         received after it read the page was held until then) and ``recorded_until``, when the
         recording's last read the page (``ArchiveRouter.socket_fidelity``)."""
         router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
-                               on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None)
+                               on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None,
+                               timeline=pacer.timeline if pacer else None)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
@@ -134,7 +136,8 @@ class StoredActionsJob(_ArchiveJob):
         pace = RecordedPace.of(source.started_at, recorded, self.source.requests.get(source.episode_id, []))
         last = pace.observed_at[-1] if pace else None
         outcome = self.replay(self.source.task(source.task_id), _replayer(self.steps, source), self.source.limits,
-                              [source], source.episode_id, attempt, PacedSteps(pace) if pace else None, last)
+                              [source], source.episode_id, attempt,
+                              PacedSteps(pace, timeline=Timeline()) if pace else None, last)
         return _fidelity(self.thread_store(), source, recorded, outcome, self.setup.tolerance)
 
 

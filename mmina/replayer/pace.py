@@ -63,6 +63,7 @@ from mmina.errors import MminaError
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import same_page
 from mmina.replayer.fidelity import tree_change
+from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import Turns
 
 MARGIN_S = 0.5
@@ -75,6 +76,9 @@ POLL_S = 0.1
 RENDER_S = 1.0
 """After the last delivery an observation waited for, how long the page may take to show it when
 the recording's time between the two is unknown (else: that time plus ``MARGIN_S``)."""
+FROZEN_RENDER_S = 0.3
+"""On the timeline, how long a page whose time stands still at an observation's moment may take
+to render what reached it (after the moment, or the last delivery it waited for)."""
 DELIVERY_POLL_S = 0.01
 """How often an observation waiting for a delivery due now looks again."""
 
@@ -162,11 +166,13 @@ def _quiet(started: Sequence[datetime], since: datetime, until: datetime | None)
 
 
 class PacedSteps:
-    """Holds a replayed episode to its recording's pace (the ``pacer`` of ``EpisodeRecorder``)."""
+    """Holds a replayed episode to its recording's pace (the ``pacer`` of ``EpisodeRecorder``);
+    with a ``timeline``, in the recording's time (see the module)."""
 
     def __init__(self, recorded: RecordedPace, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, timeline: Timeline | None = None) -> None:
         self.recorded, self._clock, self._sleep = recorded, clock, sleep
+        self.timeline = timeline
         self._start = clock()
         self._anchored = False
         self.turns = Turns(recorded.observed_at)
@@ -176,40 +182,55 @@ class PacedSteps:
         what reached the page before it is what the observations could show."""
 
     def begin(self) -> None:
-        """The episode starts now (called before its context opens, as ``episodes.started_at`` is taken)."""
+        """The episode starts now (called before its context opens, as ``episodes.started_at`` is
+        taken); on the timeline, τ cannot pass the first observation's moment before it is taken."""
         self._start = self._clock()
+        if self.timeline is not None:
+            self.timeline.begin()
+            self._hold_observation(0)
 
     def socket_opened(self) -> None:
         """The page opened its first WebSocket now (any thread): from now on the recorded timeline
         is kept from that moment, as the server's timers count from it (a page that loaded slower
-        or faster than recorded would otherwise see a timer's push a step early or late)."""
-        if self.recorded.socket_opened is not None and not self._anchored:
-            self._anchored = True
+        or faster than recorded would otherwise see a timer's push a step early or late). On the
+        timeline, τ jumps to the recorded opening if it is behind it (a page that loaded faster)."""
+        if self.recorded.socket_opened is None or self._anchored:
+            return
+        self._anchored = True
+        if self.timeline is not None:
+            self.timeline.advance_to(self.recorded.socket_opened)
+        else:
             self._start = self._clock() - self.recorded.socket_opened
 
     def before_action(self, page: Page, step_index: int, action: Action) -> dict[str, float]:
         """Wait until the recorded action's moment (none for steps past the recording, nor for
         ``stop``, which does nothing to the page: the answer is given at once), the page's
         animations frozen for the end of it as long as the recording froze them; the step's
-        timings to add (``frozen_ms``)."""
+        timings to add (``frozen_ms``). Without a timeline, a thinking time in which the recorded
+        page was idle is not waited for either."""
         step = self._step(step_index)
-        if step is None or step.acted is None or action.kind is ActionKind.STOP or step.idle:
+        if step is None or step.acted is None or action.kind is ActionKind.STOP:
             return {}
-        acted = self._start + step.acted
-        if step.frozen <= 0 or acted <= self._clock():
-            self._wait(acted - self._clock())
+        if self.timeline is None and step.idle:
             return {}
-        with page.thinking(max(0.0, acted - step.frozen - self._clock())) as timing:
-            self._wait(acted - self._clock())
+        acted = step.acted
+        if step.frozen <= 0 or acted <= self._moment():
+            self._until(acted)
+            return {}
+        with page.thinking(max(0.0, acted - step.frozen - self._moment())) as timing:
+            self._until(acted)
         return timing
 
     def before_observe(self, page: Page, step_index: int) -> None:
         """Wait for the deliveries the recording's page had before this observation, then until
         the page shows the recorded observation, or its moment plus ``MARGIN_S`` (or ``RENDER_S``
         after the last delivery, if later; plus up to ``LOADING_MAX_S`` while the page is still
-        loading something)."""
+        loading something). On the timeline, see :meth:`_observe_on_timeline`."""
         step = self._step(step_index)
         if step is None:
+            return
+        if self.timeline is not None:
+            self._observe_on_timeline(page, step_index, step)
             return
         until = self._start + step.observed + MARGIN_S
         delivered = self._deliveries(step_index, until + LOADING_MAX_S)
@@ -222,10 +243,56 @@ class PacedSteps:
                 return
             self._wait(POLL_S if now >= until else min(POLL_S, until - now))
 
+    def _observe_on_timeline(self, page: Page, step_index: int, step: RecordedStep) -> None:
+        """Reach the observation's recorded moment (where τ is held), then, the page's time
+        standing still, wait for the deliveries the recording's page had before it and for the
+        page to show the recorded state while something is still loading (a replay may serve
+        slower than the live site did: waiting costs no page time), and only then, if the page
+        still does not show it, let the page's own work due then run: τ goes on, up to
+        ``MARGIN_S`` past the moment (a replay's action takes longer than the recording's did,
+        and a debounced save fires that much later)."""
+        assert self.timeline is not None
+        moment = step.observed + step.read
+        self._until(moment)
+        reached = self._clock()
+        delivered = self._deliveries(step_index, reached + LOADING_MAX_S)
+        rendered = max(reached, delivered or reached) + FROZEN_RENDER_S
+        while not self._shows(page, step):
+            now = self._clock()
+            if now >= reached + LOADING_MAX_S or (now >= rendered and not page.loading):
+                break
+            self._wait(POLL_S)
+        else:
+            return
+        self.timeline.hold(("observe", step_index), moment + MARGIN_S)
+        while not self._shows(page, step) and self.timeline.now() < moment + MARGIN_S:
+            self._wait(POLL_S)
+
     def after_observe(self, step_index: int) -> None:
-        """The observation was taken: deliveries the recording received after it read the page may go."""
+        """The observation was taken: deliveries the recording received after it read the page may
+        go, and τ may go on to the next observation's moment."""
         self.observed_until = time.time()  # before they go: none of them counts as observed
         self.turns.observed(step_index)
+        if self.timeline is not None:
+            self.timeline.lift(("observe", step_index))
+            self._hold_observation(step_index + 1)
+
+    def _hold_observation(self, step_index: int) -> None:
+        assert self.timeline is not None
+        step = self._step(step_index)
+        if step is not None:
+            self.timeline.hold(("observe", step_index), step.observed + step.read)
+
+    def _moment(self) -> float:
+        """Where the replay is on the recorded timeline (seconds since the episode's start)."""
+        return self.timeline.now() if self.timeline is not None else self._clock() - self._start
+
+    def _until(self, moment: float) -> None:
+        """Wait until the replay reaches ``moment`` of the recorded timeline (see :meth:`_moment`)."""
+        if self.timeline is not None:
+            self.timeline.wait_until(moment, self._sleep)
+        else:
+            self._wait(self._start + moment - self._clock())
 
     def _deliveries(self, step_index: int, bound: float) -> float | None:
         """Wait (until ``bound`` at most) for every delivery on its way that the recording's page

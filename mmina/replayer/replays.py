@@ -6,8 +6,9 @@ is ``replay`` (or the new agent's name in ``--agent`` mode) and ``config_json`` 
 ``{"mode": "replay" | "agent", "source_run": ..., "source_episodes": [...], ...}``.
 
 Every request of a replay context is answered by :class:`ArchiveRouter`; nothing reaches the
-network, and no fixture web is started. The page clock starts at the source episode's
-start (and runs; see ``router.py``) and ``Math.random`` and ``crypto`` are seeded from the source episode id. Episodes run in one browser,
+network, and no fixture web is started. The page clock follows the source episode's recorded
+timeline (``timeline.py``; a new agent's replay: it starts at the recorded start and runs) and
+``Math.random`` and ``crypto`` are seeded from the source episode id. Episodes run in one browser,
 a fresh context each, one after another or ``concurrency`` at once.
 """
 from __future__ import annotations
@@ -105,7 +106,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     source = SourceRun.load(store, source_run, set(episodes))
     replay_id = _check_new_run(new_run) or new_run_id("replay")
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
-                "clock": "starts at each source episode's start, runs in real time", "limits": asdict(source.limits),
+                "clock": "each source episode's recorded timeline (mmina.replayer.timeline)", "limits": asdict(source.limits),
                 "archive": "per episode", **layout.describe()}
     setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser), tolerance)
     report = ReplayReport(source_run, replay_id, str(store.root))

@@ -48,10 +48,12 @@ from playwright.async_api import BrowserContext, Error as PlaywrightError, Reque
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, redirect_target, redirected_method, reply_for, unmatched_reply)
+                                    Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
+from mmina.replayer.page_clock import PageClock
 from mmina.replayer.socket_route import SocketPlayer
 from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_messages
+from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import Expected, Turns
 
 STREAM_HEADER = "x-mmina-stream"
@@ -134,8 +136,10 @@ class Held:
     """A paced answer held for its turn: its name among the deliveries, and how many slots
     earlier than recorded it may go (0, or less: ``Turns.answer_slot``)."""
 
-    name: Hashable
-    shift: int
+    name: Hashable | None
+    shift: int = 0
+    cap: Hashable | None = None
+    """Its cap on the timeline, lifted once the page has it (None: no timeline)."""
 
 
 @dataclass
@@ -151,8 +155,16 @@ class ArchiveRouter:
     """Told when the page opens a socket (the pace keeps its timeline from the first one)."""
     turns: Turns | None = None
     """Keeps what reaches the page in its recorded order with the observations (paced replays)."""
+    timeline: Timeline | None = None
+    """The recorded timeline the page's clock follows (paced replays; ``mmina.replayer.timeline``):
+    every response is then held until τ reaches its recorded arrival, documents and scripts included."""
 
     def __post_init__(self) -> None:
+        self.clock = PageClock(self.timeline, self.starts_at) if self.timeline is not None else None
+        if self.timeline is not None:
+            start_ms = self.starts_at.timestamp() * 1e3
+            self.timeline.expect((("request", e.order), (e.started_ms - start_ms) / 1e3, shape(e.method, e.url, None).endpoint)
+                                 for e in self.archive.exchanges if e.started_ms is not None)
         self.matcher = Matcher(self.archive)
         self._last_match: Exchange | None = None
         self.sockets: list[SocketPlayer] = []
@@ -167,6 +179,8 @@ class ArchiveRouter:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
         see the module). ``Math.random`` is seeded as in the recording (``recorder/seeding.py``)."""
         await context.clock.install(time=self.starts_at)
+        if self.clock is not None:
+            await self.clock.prepare(context)
         await context.add_init_script(STREAMED_FETCH)
         if self.turns is not None:
             await context.expose_binding("__mminaChunk", self._chunk)
@@ -240,6 +254,7 @@ class ArchiveRouter:
         """
         request = route.request
         asked = asyncio.get_running_loop().time()
+        asked_at = self.timeline.now() if self.timeline is not None else 0.0
         self._feed_sockets(request)
         try:
             reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
@@ -250,36 +265,64 @@ class ArchiveRouter:
             raise
         except Exception as exc:  # noqa: BLE001 - see above: an unanswered request hangs its page
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
-        turn = await self._hold(reply, asked) if self.paced else None  # cancelled: the context closed
+        held = await self._hold(reply, asked, asked_at, request.resource_type) if self.paced else None
         try:
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
             else:
-                await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
+                headers = reply.headers
+                if self.clock is not None and request.resource_type == "document":
+                    headers = self.clock.document_headers(headers)
+                await route.fulfill(status=reply.status, headers=headers, body=reply.body)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
-        if turn is not None:
-            self._answered(turn, reply)
+        finally:
+            if held is not None and held.cap is not None and self.timeline is not None:
+                self.timeline.lift(held.cap)
+        if held is not None and held.name is not None:
+            self._answered(held, reply)
 
-    async def _hold(self, reply: Reply, asked: float) -> Held | None:
-        """Hold a paced answer as long as its recorded exchange took and, when the replay keeps
-        the order with the observations, until its turn; its name among the deliveries an
-        observation waits for (None: the order is not kept)."""
+    async def _hold(self, reply: Reply, asked: float, asked_at: float, kind: str) -> Held | None:
+        """Hold a paced answer as long as its recorded exchange took — on the timeline, any answer,
+        the page's time held at its recorded arrival until the page has it; else a fetch/XHR, in
+        real time — and, when the replay keeps the order with the observations, until its turn.
+        What to do once the page has it (None: nothing)."""
+        cap = await self._on_timeline(reply, asked_at) if self.timeline is not None else None
+        if kind not in HELD_TYPES:
+            return Held(None, cap=cap) if cap is not None else None
         loop = asyncio.get_running_loop()
-        due = asked + reply.recorded_s
+        due = asked + reply.recorded_s if cap is None else loop.time()
         if self.turns is None or reply.arrived_at is None:
             await asyncio.sleep(due - loop.time())
-            return None
+            return Held(None, cap=cap) if cap is not None else None
         slot = self.turns.answer_slot(reply.asked_at, reply.arrived_at)
-        held = Held(("fetch", next(self._names)), slot - self.turns.slot(reply.arrived_at))
+        held = Held(("fetch", next(self._names)), slot - self.turns.slot(reply.arrived_at), cap)
         self.turns.expect(held.name, slot, due, reply.arrived_at)
         try:
             await asyncio.sleep(due - loop.time())
+            if cap is not None and self.timeline is not None and not self.turns.may_deliver(slot):
+                self.timeline.lift(cap)  # its turn comes after an observation: the page's time goes on to it
             await self.turns.turn(slot)
         except asyncio.CancelledError:
             self.turns.dropped(held.name)
+            if cap is not None and self.timeline is not None:
+                self.timeline.lift(cap)
             raise
         return held
+
+    async def _on_timeline(self, reply: Reply, asked_at: float) -> Hashable:
+        """Hold ``reply`` until τ reaches its recorded arrival after the page asked at ``asked_at``
+        (τ), the page's time held there meanwhile: its cap, to lift once the page has it."""
+        assert self.timeline is not None
+        cap = ("answer", next(self._names))
+        due = asked_at + reply.recorded_s
+        self.timeline.hold(cap, due)
+        try:
+            await self.timeline.reach(due)
+        except asyncio.CancelledError:
+            self.timeline.lift(cap)
+            raise
+        return cap
 
     def _answered(self, held: Held, reply: Reply) -> None:
         """A held answer reached the page; its body's chunks, if it has some, are on their way
@@ -328,8 +371,10 @@ class ArchiveRouter:
         for the page's ``fetch`` (see :data:`STREAMED_FETCH`)."""
         reply = self._answer(request)
         exchange = self._last_match  # the chain's final exchange (matched last, no await between)
-        if exchange is None or request.resource_type not in HELD_TYPES:
+        if exchange is None:
             return reply
+        if request.resource_type not in HELD_TYPES:
+            return replace(reply, recorded_s=min(max(0.0, exchange.time_ms) / 1e3, MAX_HOLD_S))
         if exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
             stream = {STREAM_HEADER: str(next(self._names))} if self.turns is not None else {}
             reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body)
@@ -394,7 +439,7 @@ class ArchiveRouter:
         for _hop in range(MAX_REDIRECTS + 1):
             target = redirect_target(exchange, url) if exchange else None
             if exchange is None or target is None:
-                return reply_for(exchange) if exchange else unmatched_reply(method, url)
+                return reply_for(exchange) if exchange else unmatched_reply(method, url, self.archive.kin(method, url))
             next_method = redirected_method(exchange.status, method)
             body = body if next_method == method else None
             method, url = next_method, target
@@ -404,6 +449,8 @@ class ArchiveRouter:
     def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Exchange | None:
         """Ask the archive and log the answer (one log entry per request or followed redirect)."""
         match = self.matcher.match(method, url, body, content_type)
+        if match.exchange is not None and self.timeline is not None:
+            self.timeline.arrived(("request", match.exchange.order))
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
         missing = exchange is not None and (exchange.body_missing or exchange.body_of is not None)

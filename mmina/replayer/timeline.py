@@ -1,0 +1,234 @@
+"""The recording's time in a replay: one position on the recorded timeline, shared by the page
+clock, the router and the pacer.
+
+A replay that is slower than its recording somewhere (a large script served late on a loaded
+machine, a page that parses it slower) must not show the page a later time than the recording's
+page saw: a dashboard stamps "Last updated 12:04:31" when its data arrives, a table prints
+"5 seconds ago" when it renders. So a paced replay keeps a position τ on the recorded timeline
+(seconds since the recorded episode's start) that runs at the speed of real time **up to a
+cap**: the earliest recorded moment the replay has not reached yet —
+
+* the recorded arrival of a response the page is waiting for (:meth:`Timeline.hold`, lifted once
+  the page has it),
+* the moment of the next recorded observation (held until it is taken),
+* the moment the recording's page asked for the next request the replay's page has not asked
+  for yet (:meth:`Timeline.expect`, :meth:`Timeline.arrived`): a page slower to parse a script
+  than the recording's asks later, and its time waits for it.
+
+Where the replay is late, τ stands at the cap (the page's clock stands still, timers included)
+until the replay catches up; then τ goes on from there. τ never goes backwards, and never passes
+a moment the replay has not reached, so at every delivery and observation the page reads the
+time the recording's page read then (to the milliseconds the browser takes to hand it over).
+
+The page's clock follows τ (``mmina.replayer.page_clock``); the router holds each response until
+τ reaches its recorded arrival (``ArchiveRouter``); the pacer sends each action when τ reaches its
+recorded moment and takes each observation at its recorded moment (``mmina.replayer.pace``).
+
+A cap holds τ for a bounded time of real time once τ reached it: ``CAP_MAX_S`` for a response or
+an observation (a caller that failed before lifting it must not freeze the page for good), and
+``EXPECTED_MAX_S`` for a request the page has not asked for (one the replay's page never makes
+must not hold the replay long). τ then goes on from the cap (no jump).
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+
+CAP_MAX_S = 30.0
+"""A response's or an observation's cap holds τ for at most this long in real time."""
+EXPECTED_MAX_S = 2.0
+"""A request the page has not asked for holds τ at its recorded moment for at most this long."""
+POLL_S = 0.02
+"""How often a wait whose target lies past a cap held by someone else looks again."""
+
+
+@dataclass
+class _Cap:
+    at: float
+    """The recorded moment τ may not pass (seconds since the recorded start)."""
+    limit: float
+    """How long (real seconds) it holds τ once τ reached it."""
+    reached: float | None = None
+    """When (real time) τ reached it."""
+
+
+class Timeline:
+    """The position on one recorded episode's timeline (see the module); safe from any thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._at = 0.0
+        """τ at the anchor."""
+        self._anchor = clock()
+        """The real time of the anchor."""
+        self._caps: dict[Hashable, _Cap] = {}
+        self._expected: list[tuple[float, Hashable, Hashable]] = []
+        """Recorded requests the page has not asked for yet: (recorded moment, key, group), by moment."""
+        self._expecting: _Cap | None = None
+        self._astray = False
+        """A request the page was expected to ask for reached its limit unasked: the page left the
+        recorded path, and nothing holds τ until it asks for a recorded request again."""
+        self.version = 0
+        """Counts the changes of the caps and jumps, so a page can tell newer news from older."""
+        self._lowered: list[Callable[[], None]] = []
+        self.stalled_s = 0.0
+        """Real seconds τ stood still at a cap (how much slower than the recording the replay was)."""
+
+    def begin(self) -> None:
+        """τ is 0 now (the replayed episode starts, as the recorded one's start was taken)."""
+        with self._lock:
+            self._at, self._anchor = 0.0, self._clock()
+
+    def now(self) -> float:
+        """τ at this moment."""
+        with self._lock:
+            return self._advance(self._clock())
+
+    def cap(self) -> float:
+        """The moment τ may not pass now (``math.inf``: none)."""
+        with self._lock:
+            self._advance(self._clock())
+            return self._binding()[0]
+
+    def state(self) -> tuple[float, float, int]:
+        """(τ, cap, version) read together, for a page's clock."""
+        with self._lock:
+            at = self._advance(self._clock())
+            return at, self._binding()[0], self.version
+
+    def on_lowered(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from whichever thread lowered it) when the cap comes down: a page
+        whose clock runs up to the cap it knows must hear of a lower one at once."""
+        self._lowered.append(listener)
+
+    def hold(self, key: Hashable, at: float, limit: float = CAP_MAX_S) -> None:
+        """τ may not pass ``at`` until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it
+        reached it); replaces ``key``'s cap."""
+        with self._lock:
+            before = self._binding()[0]
+            self._advance(self._clock())
+            self._caps[key] = _Cap(at, limit)
+            self.version += 1
+            lowered = self._binding()[0] < before
+        if lowered:
+            for listener in self._lowered:
+                listener()
+
+    def lift(self, key: Hashable) -> None:
+        """``key``'s cap no longer holds (its response reached the page, its observation was taken)."""
+        with self._lock:
+            self._advance(self._clock())
+            if self._caps.pop(key, None) is not None:
+                self.version += 1
+
+    def expect(self, requests: Iterable[tuple[Hashable, float, Hashable]]) -> None:
+        """The recorded requests ``(key, moment asked, group)`` the page is expected to ask for
+        (see the module). One that reaches its limit unasked takes its group with it (the page
+        does not ask for that endpoint as the recording's did: its later repeats hold nothing),
+        and until the page asks for a recorded request again, no other holds τ (a page that left
+        the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make)."""
+        with self._lock:
+            self._expected = sorted(((at, key, group) for key, at, group in requests), key=lambda item: item[0])
+            self._expecting = None
+            self.version += 1
+
+    def arrived(self, key: Hashable) -> None:
+        """The page asked for the recorded request ``key``: it holds τ no longer."""
+        with self._lock:
+            self._advance(self._clock())
+            index = next((i for i, (_at, k, _group) in enumerate(self._expected) if k == key), None)
+            if index is None:
+                return
+            if self._astray:  # back on the recorded path: what it skipped meanwhile holds nothing
+                del self._expected[:index]
+                index, self._astray = 0, False
+            del self._expected[index]
+            if index == 0:
+                self._expecting = None
+            self.version += 1
+
+    def advance_to(self, at: float) -> None:
+        """τ jumps to ``at`` if it is behind (never backwards)."""
+        with self._lock:
+            self._advance(self._clock())
+            if at > self._at:
+                self._at = at
+                self.version += 1
+
+    def wait_until(self, at: float, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Block until τ reaches ``at`` (every cap ends: this ends)."""
+        while (left := self._left(at)) > 0:
+            sleep(left)
+
+    async def reach(self, at: float) -> None:
+        """Wait on the running event loop until τ reaches ``at``."""
+        while (left := self._left(at)) > 0:
+            await asyncio.sleep(left)
+
+    def _left(self, at: float) -> float:
+        """How long to sleep before looking again whether τ reached ``at`` (0: it did)."""
+        with self._lock:
+            position = self._advance(self._clock())
+            cap = self._binding()[0]
+        if position >= at:
+            return 0.0
+        return at - position if cap >= at else POLL_S
+
+    # ------------------------------------------------------------ under the lock
+
+    def _binding(self) -> tuple[float, _Cap | None]:
+        """The lowest cap ahead of τ (``math.inf``, None: none) and what it is: a moment τ has
+        passed already (a response asked for late, an observation whose page needed time past
+        the one before) holds nothing."""
+        expecting = None if self._astray else self._first_expected()
+        caps = [c for c in (*self._caps.values(), *([expecting] if expecting else [])) if c.at >= self._at]
+        lowest = min(caps, key=lambda c: c.at, default=None)
+        return (lowest.at, lowest) if lowest is not None else (math.inf, None)
+
+    def _first_expected(self) -> _Cap | None:
+        """The cap of the first recorded request not asked for yet, if it lies ahead of τ (one
+        behind it, passed while τ jumped or waited elsewhere, holds nothing)."""
+        if self._expecting is None:
+            index = bisect.bisect_left([item[0] for item in self._expected], self._at)
+            del self._expected[:index]
+            if self._expected:
+                self._expecting = _Cap(self._expected[0][0], EXPECTED_MAX_S)
+        return self._expecting
+
+    def _advance(self, real: float) -> float:
+        """Bring the anchor to ``real``: τ ran from it, stood at each cap it reached until the cap
+        ended (a lift, or its limit), and went on from there; τ now."""
+        while True:
+            cap, holding = self._binding()
+            ran = self._at + max(0.0, real - self._anchor)
+            if ran < cap or holding is None:
+                self._at, self._anchor = ran, real
+                return ran
+            if holding.reached is None:
+                holding.reached = self._anchor + max(0.0, cap - self._at)
+            ends = holding.reached + holding.limit
+            stood_from = max(self._anchor, holding.reached)
+            self._at = max(self._at, cap)
+            if ends > real:
+                self.stalled_s += max(0.0, real - stood_from)
+                self._anchor = real
+                return self._at
+            self.stalled_s += max(0.0, ends - stood_from)
+            self._anchor = ends
+            self._drop(holding)
+
+    def _drop(self, cap: _Cap) -> None:
+        """``cap`` reached its limit: it holds no longer."""
+        if cap is self._expecting:
+            group = self._expected[0][2]
+            self._expected = [item for item in self._expected if item[2] != group]
+            self._expecting, self._astray = None, True
+        else:
+            self._caps = {k: c for k, c in self._caps.items() if c is not cap}
+        self.version += 1

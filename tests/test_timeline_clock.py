@@ -1,0 +1,148 @@
+"""Replay in the recording's time (issue 56, items 1 and 4): the page's clock follows the recorded
+timeline, so a replay slower than its recording shows the same clock text.
+
+The dashboard (``tests/realweb/timeline_page.py``) stamps "Last updated" when its data arrives,
+after a 6 MB bundle, and renders relative times on arrival and every second. Its episode is
+recorded from the live page, then replayed with the bundle reaching the page 2.5 s late (a
+loaded machine served a 6 MB body 0.8–2.8 s late in the issue's runs), once in the recording's
+time and once, as a control, with the page clock on the wall clock (replay before issue 56).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Route
+
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.replayer import jobs
+from mmina.replayer.replays import replay_run
+from mmina.replayer.timeline import EXPECTED_MAX_S, Timeline
+from mmina.store import Store
+from tests.realweb.timeline_page import TimelineSite
+
+BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
+SCRIPT = [
+    {"action": "click", "target": {"role": "button", "name": "Refresh"}, "think": 1.3},
+    {"action": "click", "target": {"role": "button", "name": "Refresh"}, "think": 0.7},
+    {"action": "stop", "answer": "done", "think": 1.1},
+]
+LATE_S = 2.5
+
+
+def _suite(folder: Path, url: str) -> Path:
+    path = folder / "board" / "1.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "task_id": 1, "intent": "Refresh the harbour board twice.", "start_url": url,
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
+        "procedure": ["board", "end"], "reference_script": SCRIPT}))
+    return path.parent
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
+    folder = tmp_path_factory.mktemp("timeline")
+    store = Store.open(folder / "store", create=True)
+    with TimelineSite() as site:
+        summary = record_run(store, RecordConfig(tasks=str(_suite(folder, site.url)),
+                                                 agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER))
+    return store, summary
+
+
+@pytest.fixture
+def late_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay hands the 6 MB bundle to the page ``LATE_S`` later than it would."""
+    fulfill = Route.fulfill
+
+    async def late(self: Route, *args: object, **kwargs: object) -> None:
+        if self.request.url.endswith("/bundle.js"):
+            await asyncio.sleep(LATE_S)
+        await fulfill(self, *args, **kwargs)
+
+    monkeypatch.setattr(Route, "fulfill", late)
+
+
+def _lines(store: Store, run_id: str) -> list[list[str]]:
+    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
+    return [[line.strip() for line in r["tree_text"].splitlines() if "updated" in line or "ago" in line]
+            for r in rows]
+
+
+def test_recording_shows_when_the_data_arrived(recorded) -> None:
+    store, summary = recorded
+    assert summary.episodes[0].status == "completed"
+    lines = _lines(store, summary.run_id)
+    assert len(lines) == 3 and all(any("Last updated" in line for line in step) for step in lines)
+    assert all(sum("seconds ago" in line for line in step) == 4 for step in lines)
+
+
+def test_replay_slower_than_the_recording_shows_the_recorded_clock_text(recorded, late_bundle) -> None:
+    store, summary = recorded
+    report = replay_run(store, summary.run_id, browser=BROWSER)
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]
+    assert _lines(store, report.replay_run) == _lines(store, summary.run_id)
+    assert episode.requests.unmatched == 0
+
+
+def test_control_a_wall_clock_replay_shows_other_clock_text(recorded, late_bundle, monkeypatch) -> None:
+    store, summary = recorded
+    monkeypatch.setattr(jobs, "Timeline", lambda: None)
+    report = replay_run(store, summary.run_id, browser=BROWSER)
+    assert _lines(store, report.replay_run)[0] != _lines(store, summary.run_id)[0]
+
+
+def test_the_timeline_holds_at_its_cap_and_never_goes_back() -> None:
+    now = [100.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.begin()
+    now[0] += 1.0
+    assert timeline.now() == 1.0
+    timeline.hold("bundle", 1.5)
+    now[0] += 3.0
+    assert timeline.now() == 1.5 and timeline.cap() == 1.5  # late: the page's time stands at the arrival
+    timeline.lift("bundle")
+    now[0] += 0.5
+    assert timeline.now() == 2.0  # and goes on from there
+    timeline.hold("earlier", 1.0)  # a moment τ has passed holds nothing
+    now[0] += 1.0
+    assert timeline.now() == 3.0
+    timeline.lift("earlier")
+    timeline.advance_to(1.0)
+    assert timeline.now() == 3.0  # never backwards
+    timeline.advance_to(5.0)
+    assert timeline.now() == 5.0 and math.isinf(timeline.cap())
+    assert timeline.stalled_s == pytest.approx(2.5)
+
+
+def test_a_cap_never_lifted_stops_holding_and_time_goes_on_from_it() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.hold("forgotten", 2.0, limit=5.0)
+    now[0] = 6.0
+    assert timeline.now() == 2.0
+    now[0] = 8.0  # reached at 2 s, held 5 s: from 7 s it runs again, from the cap (no jump)
+    assert timeline.now() == 3.0 and math.isinf(timeline.cap())
+
+
+def test_a_request_the_page_has_not_asked_for_holds_time_at_its_recorded_moment() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.expect([("data", 0.2, "/data"), ("never", 0.5, "/poll"), ("again", 1.0, "/poll"), ("later", 4.0, "/x")])
+    now[0] = 1.0
+    assert timeline.now() == 0.2  # the page is slower to ask than the recording's was
+    timeline.arrived("data")
+    now[0] = 1.2
+    assert timeline.now() == pytest.approx(0.4)
+    now[0] = 1.3 + EXPECTED_MAX_S  # asked for never: it holds for EXPECTED_MAX_S at most
+    assert timeline.now() == pytest.approx(0.5)
+    now[0] += 1.0  # the page left the recorded path: nothing it does not ask for holds time any more
+    assert timeline.now() == pytest.approx(1.5) and math.isinf(timeline.cap())
+    timeline.arrived("later")  # until it asks for a recorded request again
+    now[0] += 1.0
+    assert timeline.now() == pytest.approx(2.5)
