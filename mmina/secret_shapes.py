@@ -26,7 +26,8 @@ from urllib.parse import quote, quote_plus
 
 KNOWN_KEYS = re.compile(
     r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"  # a JWT
-    r"|\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...)
+    r"|\bsk-(?:[A-Za-z0-9]+-)*(?=[A-Za-z]*[0-9])[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...): drawn
+    # at random, with digits (a CSS animation named ``sk-circleBounceDelay`` in Dash's bundle is not one)
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_\-]{35}"  # AWS access key ids, Google API keys
     r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")
 """Keys of a well-known format, secrets wherever they are (a page's code included)."""

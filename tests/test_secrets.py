@@ -456,10 +456,12 @@ def test_typed_text_rule_and_labels_in_response_bodies() -> None:
 def test_scripts_and_style_sheets_keep_their_code() -> None:
     """Code served to a page is rewritten only where a secret sits in a URL, after an auth scheme
     or in a key's shape: its expressions stay (a replay serves it, and the page must still run).
-    Each line is from a real library (CodeMirror 5, KaTeX, Gradio's ffmpeg, pydeck)."""
+    Each line is from a real library (CodeMirror 5, KaTeX, Gradio's ffmpeg, pydeck, Dash's core
+    components: a CSS animation named like an ``sk-`` key, but words, without a digit)."""
     code = ('if(presto&&keyCode==lastStoppedKey){lastStoppedKey=null}\n'
             'Qe={"accent-token":1,mathord:1};var env={"USER":"web_user","PWD":"/"};\n'
-            'k=navigator.userAgent.indexOf("Mac")!==-1?"metaKey":"ctrlKey";\n')
+            'k=navigator.userAgent.indexOf("Mac")!==-1?"metaKey":"ctrlKey";\n'
+            's="-webkit-animation: dash-sk-circleBounceDelay 1.2s infinite ease-in-out both;";\n')
     secrets = ('u="https://api.example/parts?apikey=68b25f31&q=1";h="Bearer 9f2aXk3Lq8Zr7";s="sk-abcdefghijklmnop1234";\n'
                'cb({"access_token": "Zq81fKx02LmA9w"});\n')
     redactor = Redactor()

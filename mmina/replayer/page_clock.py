@@ -96,6 +96,8 @@ class PageClock:
         self._start_ms = starts_at.timestamp() * 1e3
         self._context: BrowserContext | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._telling: set[asyncio.Task[None]] = set()
+        """The pushes under way (held here: a task nobody holds may be collected)."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """After ``context.clock.install``: every document's clock follows the timeline."""
@@ -136,14 +138,19 @@ class PageClock:
             return
         try:
             if asyncio.get_running_loop() is loop:
-                loop.create_task(self._tell())
+                self._start_telling()
                 return
         except RuntimeError:
             pass  # another thread
         try:
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._tell()) and None)
+            loop.call_soon_threadsafe(self._start_telling)
         except RuntimeError:
             pass  # the loop closed meanwhile: no page is left to tell
+
+    def _start_telling(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._tell())
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
 
     async def _tell(self) -> None:
         if self._context is None:

@@ -467,6 +467,64 @@ SWAGGER = App(
 )
 
 
+# ---------------------------------------------------------------- Dash: a dashboard that prints time
+
+DASH_APP = """
+import os, random, time
+from dash import Dash, Input, Output, clientside_callback, dcc, html
+
+SALT = os.environ["HARBOUR_SALT"]
+draw = random.Random(SALT)
+BOATS = ("Kittiwake", "Morning Star", "Sea Holly")
+app = Dash(__name__, title="Harbour dashboard")
+app.layout = html.Div([
+    html.H1("Harbour dashboard"),
+    html.Button("Refresh", id="refresh"),
+    html.Button("Reload tides", id="reload"),
+    html.P("Loading", id="updated"),
+    *[html.P("", id=f"age-{number}") for number in range(len(BOATS))],
+    dcc.Graph(id="tides"),
+    dcc.Store(id="data"),
+    dcc.Interval(id="tick", interval=1000),
+])
+
+
+@app.callback(Output("data", "data"), Input("refresh", "n_clicks"), Input("reload", "n_clicks"))
+def load(_refreshed, _reloaded):
+    now = time.time() * 1000
+    return {"salt": SALT, "levels": [draw.randint(1, 9) for _ in range(12)],
+            "berthed": [now - draw.uniform(3e3, 50e3) for _ in BOATS]}
+
+
+@app.callback(Output("tides", "figure"), Input("data", "data"))
+def tides(data):
+    return {"data": [{"y": (data or {}).get("levels", []), "type": "bar", "name": "tide"}],
+            "layout": {"title": {"text": "Tide levels"}}}
+
+
+clientside_callback(
+    "function (data) { return data ? 'Last updated ' + new Date().toISOString().slice(11, 19) + ' (' + data.salt + ')'"
+    " : window.dash_clientside.no_update; }",
+    Output("updated", "children"), Input("data", "data"))
+clientside_callback(
+    "function (_tick, data) { const boats = %s; if (!data) return boats.map(() => ''); return boats.map((b, i) =>"
+    " b + ' berthed ' + Math.floor((Date.now() - data.berthed[i]) / 1000) + ' seconds ago'); }" % (list(BOATS),),
+    [Output(f"age-{number}", "children") for number in range(len(BOATS))],
+    Input("tick", "n_intervals"), Input("data", "data"))
+
+app.run(host="127.0.0.1", port=int(os.environ["PORT"]), debug=False)
+"""
+
+
+DASH = App(
+    "dash", "Plotly Dash dashboard: a multi-MB plotly.js bundle, then data it stamps when it arrived "
+    "(\"Last updated 12:04:31\") and relative times rendered every second (\"12 seconds ago\")",
+    ("dash==4.4.1",), app_file(DASH_APP), run_app_file,
+    (click("Refresh", role="button"), click("Reload tides", role="button"), click("Refresh", role="button"),
+     click("Reload tides", role="button"), click("Refresh", role="button")),
+)
+
+
 # ---------------------------------------------------------------- a hand-written shop: history navigation
 
 SHOP = App(
@@ -480,7 +538,8 @@ SHOP = App(
 replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by the server itself."""
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP)
+APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
+                         DASH)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
