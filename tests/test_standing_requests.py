@@ -21,6 +21,6 @@ def test_a_step_on_a_page_with_requests_that_never_end_is_not_held(tmp_path: Pat
     assert summary.episodes[0].status == "completed"
     steps = sorted(store.read("steps", run_id=summary.run_id).to_pylist(), key=lambda r: r["step_index"])
     assert "High at noon" in steps[2]["tree_text"]
-    # a click on the page where the poll and the worker stand (no navigation): held before for the
-    # whole network-quiet deadline (3 s); the navigations start new ones, which their own load waits for
-    assert steps[1]["action_ms"] < 1_500, [s["action_ms"] for s in steps]
+    # every step after the first load: held before for the whole network-quiet deadline (3 s) by
+    # the poll and the worker; the next page's poll goes to the endpoint seen standing: held by nothing
+    assert all(s["action_ms"] < 1_500 for s in steps[:3]), [s["action_ms"] for s in steps]

@@ -2,7 +2,7 @@
 timeline, so a replay slower than its recording shows the same clock text.
 
 The dashboard (``tests/realweb/timeline_page.py``) stamps "Last updated" when its data arrives,
-after a 6 MB bundle, and renders relative times on arrival and every second. Its episode is
+after a 6 MB bundle, and computes relative times as it renders them. Its episode is
 recorded from the live page, then replayed with the bundle reaching the page 2.5 s late (a
 loaded machine served a 6 MB body 0.8–2.8 s late in the issue's runs), once in the recording's
 time and once, as a control, with the page clock on the wall clock (replay before issue 56).

@@ -75,20 +75,23 @@ PENDING_TIMERS = """(() => {
     window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
   }
   const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;
-  const since = () => ({at: real.performance.now()});
+  const endpoint = url => { try { return new URL(url, location.href).href.split(/[?#]/)[0]; } catch (e) { return ''; } };
+  const since = url => ({at: real.performance.now(), url: endpoint(url)});
   const nativeFetch = window.fetch;
   if (nativeFetch) {
     window.fetch = function fetch(...args) {
-      const token = since(), done = () => soon.delete(token);
+      const asked = args[0] && typeof args[0] === 'object' && 'url' in args[0] ? args[0].url : String(args[0]);
+      const token = since(asked), done = () => soon.delete(token);
       soon.add(token);
       const answer = nativeFetch.apply(this, args);
       answer.then(done, done);
       return answer;
     };
   }
-  const send = XMLHttpRequest.prototype.send;
+  const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (...args) { this.__mminaUrl = String(args[1]); return open.apply(this, args); };
   XMLHttpRequest.prototype.send = function (...args) {
-    const token = since();
+    const token = since(this.__mminaUrl);
     soon.add(token);
     this.addEventListener('loadend', () => soon.delete(token));
     return send.apply(this, args);
@@ -102,11 +105,12 @@ holds settling."""
 REAL_TIMERS = "const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;"
 """The browser's own timers and ``performance``, not the replay clock's (which may stand still:
 ``mmina.replayer.page_clock``): mmina's waits in a page count real time."""
-PAGE_TURN = """(soonLimit, streamLimit) => new Promise(done => {
+PAGE_TURN = """(soonLimit, streamLimit, longLived) => new Promise(done => {
   %s
   const started = real.performance.now(), timeline = window.__mminaTimeline;
   const stopped = () => !!(timeline && timeline.capped());
-  const waiting = () => [...(window.__mminaSoon || [])].some(token => !(token.at < started - soonLimit));
+  const standing = token => token.at < started - soonLimit || longLived.includes(token.url);
+  const waiting = () => [...(window.__mminaSoon || [])].some(token => !standing(token));
   const busy = () => (waiting() && !stopped() && real.performance.now() - started < soonLimit)
     || ((window.__mminaStreams || new Set()).size > 0 && real.performance.now() - started < streamLimit);
   const turn = () => real.requestAnimationFrame(() => real.requestAnimationFrame(() => real.setTimeout(check, 0)));
@@ -118,7 +122,8 @@ PAGE_TURN = """(soonLimit, streamLimit) => new Promise(done => {
 (for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers; none while
 the replay clock stands still, when no page timer can fire) and no replayed stream still flowing
 (at most ``streamLimit`` ms; see ``mmina.replayer.router``). A fetch or XHR unanswered for longer
-than ``soonLimit`` already (a long-poll, a stream) is *standing*: it holds no later settling."""
+than ``soonLimit`` already (a long-poll, a stream), or to one of the ``longLived`` endpoints (URLs
+without their query), is *standing*: it holds no later settling."""
 READY = """(limit) => new Promise(done => {
   %s
   const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
@@ -127,6 +132,18 @@ READY = """(limit) => new Promise(done => {
   check();
 })""" % (REAL_TIMERS, REDIRECT_MARK)
 """Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""
+
+
+LONG_LIVED_S = SETTLE_MAX_S - 0.5
+"""A request still in flight this long when a settling ended outlived its network-quiet deadline:
+its endpoint is a long-lived one (see ``Settling._long_lived``)."""
+NEVER_AWAITED_TYPES = frozenset({"eventsource", "websocket", "ping", "manifest"})
+"""Requests a page never waits on to show itself: event streams and sockets (open for good),
+beacons (``sendBeacon``), the web app manifest."""
+
+
+def _endpoint(request: Request) -> tuple[str, str]:
+    return request.method, request.url.partition("?")[0].partition("#")[0]
 
 
 class DeadlinePassed(MminaError):
@@ -143,10 +160,16 @@ class Settling:
         self._page, self._sessions = page, sessions
         self._lock = threading.Lock()
         """``loading`` is read from the episode's thread while the loop's events change the sets."""
-        self._in_flight: set[Request] = set()
+        self._in_flight: dict[Request, float] = {}
+        """Requests in flight, with when they started."""
         self._standing: set[Request] = set()
-        """Requests already in flight when the last settling ended: a long-poll, a worker's script
-        that never gets a response event, a beacon — none of them holds a later settling."""
+        """Requests already in flight when the last settling ended: a long-poll, a stream, a
+        beacon — none of them holds a later settling."""
+        self._long_lived: set[tuple[str, str]] = set()
+        """Endpoints (method, URL without its query) of requests that stood ``LONG_LIVED_S`` or more
+        when a settling ended (a long-poll's, a shared worker's script, whose response Chromium
+        reports to the worker only): a later request to one holds no settling either (the next
+        page polls again)."""
         self._last_activity = time.monotonic()
         self._asked_at: float | None = None
         """When a page sent a WebSocket message still without an answer (see ``_quiet``)."""
@@ -187,7 +210,7 @@ class Settling:
 
     def _waited(self) -> set[Request]:
         with self._lock:
-            return self._in_flight - self._standing
+            return set(self._in_flight) - self._standing
 
     def _quiet(self) -> bool:
         """No request in flight, no socket message unanswered (for at most ``SOON_MAX_S``: a
@@ -202,13 +225,17 @@ class Settling:
         await context.add_init_script(PENDING_TIMERS)
 
     def _started(self, request: Request) -> None:
+        if request.resource_type in NEVER_AWAITED_TYPES:
+            return
         with self._lock:
-            self._in_flight.add(request)
+            self._in_flight[request] = time.monotonic()
+            if _endpoint(request) in self._long_lived:
+                self._standing.add(request)
         self._last_activity = time.monotonic()
 
     def _ended(self, request: Request) -> None:
         with self._lock:
-            self._in_flight.discard(request)
+            self._in_flight.pop(request, None)
             self._standing.discard(request)
         self._last_activity = time.monotonic()
 
@@ -219,15 +246,19 @@ class Settling:
         "Loaded" is read from the document (``readyState`` complete, and not a replayed redirect
         that is about to replace itself), not from Playwright's load event: a page restored from
         the back-forward cache is complete without firing load again. What is still in flight
-        when it ends is *standing* (a long-poll, a worker's script that never gets a response
-        event): it holds no later settling, so a step on such a page costs no more than on one
-        without (only the settling of the load that started it waits for it, as for any request).
+        when it ends is *standing* (a long-poll): it holds no later settling, nor does a later
+        request to the same endpoint (the poll of the next page), so a step on such a page costs
+        no more than on one without (only the first load that started one waits for it, as for
+        any request). Event streams, sockets and beacons hold none at all.
         """
         try:
             await self._settle(deadline)
         finally:
+            now = time.monotonic()
             with self._lock:
                 self._standing = set(self._in_flight)
+                self._long_lived |= {_endpoint(r) for r, started in self._in_flight.items()
+                                     if r.resource_type != "document" and now - started >= LONG_LIVED_S}
 
     async def _settle(self, deadline: float | None) -> None:
         now = time.monotonic()
@@ -267,7 +298,8 @@ class Settling:
         left = max(0.0, deadline - time.monotonic())
         limits = [min(SOON_MAX_S, left) * 1e3, min(SETTLE_MAX_S, left) * 1e3]
         try:
-            await self._run(call(PAGE_TURN, *limits), max(limits) / 1e3 + 1.0)
+            long_lived = sorted({url for _method, url in self._long_lived})
+            await self._run(call(PAGE_TURN, *limits, long_lived), max(limits) / 1e3 + 1.0)
         except (PlaywrightError, asyncio.TimeoutError):
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._quiet() and self._last_activity == activity

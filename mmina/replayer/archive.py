@@ -140,6 +140,10 @@ class Reply:
     asked_at: float | None = None
     """When the recorded request was sent (wall-clock seconds): with ``arrived_at``, how many
     observations the recorded exchange spanned (``Turns.answer_slot``)."""
+    landed_at: float | None = None
+    """When the recorded response reached the page (wall-clock seconds; its headers, for a body
+    that came in chunks), whatever its kind: a replay on the timeline answers no later than this
+    where the page asked late (``ArchiveRouter._on_timeline``)."""
 
 
 @dataclass(frozen=True)

@@ -312,10 +312,15 @@ class ArchiveRouter:
 
     async def _on_timeline(self, reply: Reply, asked_at: float) -> Hashable:
         """Hold ``reply`` until τ reaches its recorded arrival after the page asked at ``asked_at``
-        (τ), the page's time held there meanwhile: its cap, to lift once the page has it."""
+        (τ) — or its recorded arrival on the timeline, if that is earlier (a page that asked later
+        than the recording's did gets it no later than the recording's got it, or at once: held
+        longer, it would miss the observation that showed it) — the page's time held there
+        meanwhile: its cap, to lift once the page has it."""
         assert self.timeline is not None
         cap = ("answer", next(self._names))
         due = asked_at + reply.recorded_s
+        if reply.landed_at is not None:
+            due = min(due, max(asked_at, reply.landed_at - self.starts_at.timestamp()))
         self.timeline.hold(cap, due)
         try:
             await self.timeline.reach(due)
@@ -374,14 +379,17 @@ class ArchiveRouter:
         if exchange is None:
             return reply
         if request.resource_type not in HELD_TYPES:
-            return replace(reply, recorded_s=min(max(0.0, exchange.time_ms) / 1e3, MAX_HOLD_S))
+            took = min(max(0.0, exchange.time_ms) / 1e3, MAX_HOLD_S)
+            asked = exchange.started_ms / 1e3 if exchange.started_ms else None
+            return replace(reply, recorded_s=took, landed_at=asked + took if asked is not None else None)
         if exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
             stream = {STREAM_HEADER: str(next(self._names))} if self.turns is not None else {}
             reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body)
         until_headers = _until_headers(exchange) / 1e3
         asked = exchange.started_ms / 1e3 if exchange.started_ms else None
         arrived = asked + until_headers if asked is not None else None
-        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived, asked_at=asked)
+        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived, asked_at=asked,
+                       landed_at=arrived)
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""

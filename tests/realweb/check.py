@@ -21,6 +21,22 @@ from mmina.store import Store
 from tests.realweb.apps import App, RunningApp, write_suite
 
 AGENT = "tests.realweb.agents:ThinkingOracle"
+LARGE_BODY = 256 * 1024
+"""A body this large is one whose serving time a replay may stretch (a multi-MB bundle)."""
+
+
+@dataclass(frozen=True)
+class BodyTime:
+    """One large response: its URL and size, and how long its exchange took recorded and replayed (ms)."""
+
+    url: str
+    size: int
+    recorded_ms: float
+    replayed_ms: float
+
+    @property
+    def ratio(self) -> float:
+        return self.replayed_ms / self.recorded_ms if self.recorded_ms > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,8 @@ class Outcome:
     """How long the recorded and the replayed episode took (``episodes.duration_ms``)."""
     replayed_sockets: list[dict[str, Any]]
     """The replay run's own socket rows (``requests``), which it stores as a recording does."""
+    bodies: tuple[BodyTime, ...] = ()
+    """The largest response bodies (``LARGE_BODY`` bytes or more): how long each took, recorded and replayed."""
 
     @property
     def pace_ratio(self) -> float:
@@ -68,9 +86,19 @@ def _check_one(folder: Path, app: App) -> Outcome:
     fidelity = report.episodes[0]
     took = {r["episode_id"]: r["duration_ms"] / 1e3 for run in (recorded.run_id, report.replay_run)
             for r in store.read("episodes", run_id=run, columns=["episode_id", "duration_ms"]).to_pylist()}
-    sockets = [r for r in store.read("requests", run_id=report.replay_run).to_pylist() if r["status"] == 101]
+    requests = {run: store.read("requests", run_id=run).to_pylist() for run in (recorded.run_id, report.replay_run)}
+    sockets = [r for r in requests[report.replay_run] if r["status"] == 101]
     return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
-                   live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets)
+                   live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets,
+                   _large_bodies(requests[recorded.run_id], requests[report.replay_run]))
+
+
+def _large_bodies(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> tuple[BodyTime, ...]:
+    """The large bodies of the recording (each URL's first), with the replay's time for the same URL."""
+    served = {r["url"]: r["time_ms"] for r in reversed(replayed)}
+    large = {r["url"]: r for r in reversed(recorded) if (r["response_body_size"] or 0) >= LARGE_BODY}
+    return tuple(BodyTime(url, r["response_body_size"], r["time_ms"], served[url])
+                 for url, r in sorted(large.items(), key=lambda item: -item[1]["response_body_size"]) if url in served)
 
 
 def _browser(running: RunningApp) -> BrowserConfig:
