@@ -12,9 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-Leaf = Callable[[Any, bool], Any]
-"""(a decoded string, number, bool or null; whether it sits under a secret-named key) → its new value."""
-SecretKey = Callable[[str], bool]
+from mmina.secret_names import stronger
+
+Leaf = Callable[[Any, "str | None"], Any]
+"""(a decoded string, number, bool or null; the kind of secret name it sits under, None: none) → its new value."""
+SecretKey = Callable[[str], "str | None"]
+"""A key → the kind of secret name it is (``secret_names.name_kind``)."""
 
 _TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|-?(?:\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null|[{}\[\]:,]')
 
@@ -23,7 +26,7 @@ def splice(text: str, leaf: Leaf, secret_key: SecretKey) -> str:
     """``text`` (valid JSON) with every value ``leaf`` changes replaced by the new value's literal."""
     parts: list[str] = []
     done = 0
-    stack: list[tuple[bool, bool]] = []  # per open container: (is an object, is under a secret key)
+    stack: list[tuple[bool, str | None]] = []  # per open container: (is an object, the secret name it is under)
     key, expecting_key = "", False
     for match in _TOKEN.finditer(text):
         token = match.group(0)
@@ -46,12 +49,13 @@ def splice(text: str, leaf: Leaf, secret_key: SecretKey) -> str:
     return "".join(parts) + text[done:] if parts else text
 
 
-def _secret_here(stack: list[tuple[bool, bool]], key: str, secret_key: SecretKey) -> bool:
-    """Whether a value at this point sits under a secret-named key (its own or an enclosing one)."""
+def _secret_here(stack: list[tuple[bool, str | None]], key: str, secret_key: SecretKey) -> str | None:
+    """The kind of secret-named key a value at this point sits under (its own or an enclosing
+    one, the stronger of the two), None: none."""
     if not stack:
-        return False
+        return None
     is_object, secret = stack[-1]
-    return secret or (is_object and secret_key(key))
+    return stronger(secret, secret_key(key) if is_object else None)
 
 
 def _literal(value: Any, old: str) -> str:

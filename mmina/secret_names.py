@@ -4,8 +4,14 @@
 A name is split into words (``X-CSRFToken`` → x, csrf, token; ``apiKey`` → api, key) and is
 secret when a word is a secret word or ends like one (``accesstoken``), unless its last word
 only qualifies it (``token_type``, ``api_key_env``) or it is a CORS policy
-(``Access-Control-Allow-Credentials``). A name alone never makes a value a secret in a response
-body (code and data a page runs on): there the value's shape must agree (``secret_shapes.py``).
+(``Access-Control-Allow-Credentials``).
+
+Of secret names, :func:`name_kind` tells two kinds apart. A *credential* name can only mean one
+(access, refresh and id tokens, client secrets, passwords, API and private keys, auth and session
+tokens, CSRF tokens: ``access_token``, ``password``, ``api_key``, ``X-CSRFToken``). An *ambiguous*
+word means one only sometimes — ``key``, ``session``, ``sid``, ``sig``, ``pin``, ``auth``, also
+inside a longer name (``orderByKey``, ``session_id``) — so a value under it is a secret only when
+it is credential-shaped (``secret_shapes.py``), wherever it is.
 """
 from __future__ import annotations
 
@@ -33,16 +39,40 @@ PUBLIC_KEYS = frozenset({"public", "sort", "primary", "foreign", "cache", "parti
 """``key`` after one of these is not a credential (``public_key``, ``sort_key``)."""
 
 
+CREDENTIAL = "credential"
+AMBIGUOUS = "ambiguous"
+AMBIGUOUS_WORDS = frozenset({"key", "session", "sess", "sid", "sig", "signature", "pin", "auth"})
+"""Words that name a secret only sometimes (``orderByKey``, ``session_id``, ``sig`` of a share link)."""
+KEY_OWNERS = frozenset({"api", "private", "secret", "access", "client", "auth", "session", "app", "signing",
+                        "master", "encryption", "license", "subscription"})
+"""``key`` after one of these is a credential's (``api_key``, ``private_key``); after another word, ambiguous."""
+_RANK = {None: 0, AMBIGUOUS: 1, CREDENTIAL: 2}
+
+
 @lru_cache(maxsize=8192)
-def is_secret_name(name: str) -> bool:
-    """Whether a parameter, field, header or variable of this name holds a secret (see the module)."""
+def name_kind(name: str) -> str | None:
+    """``CREDENTIAL``, ``AMBIGUOUS`` or None: what a value under this name is (see the module)."""
     words = [w.lower() for w in _WORD.findall(name)]
     if not words or words[-1] in QUALIFIERS or words[:2] == ["access", "control"]:
-        return False
-    return any(_secret_word(word, words[i - 1] if i else "") for i, word in enumerate(words))
+        return None
+    return stronger(*(_word_kind(word, words[i - 1] if i else "") for i, word in enumerate(words)))
 
 
-def _secret_word(word: str, before: str) -> bool:
+def stronger(*kinds: str | None) -> str | None:
+    """The strongest of name kinds (a credential's over an ambiguous one's over none)."""
+    return max(kinds, key=_RANK.__getitem__, default=None)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a parameter, field, header or variable of this name holds a secret (see the module)."""
+    return name_kind(name) is not None
+
+
+def _word_kind(word: str, before: str) -> str | None:
     if word == "key":
-        return before not in PUBLIC_KEYS
-    return word in SECRET_WORDS or word in SECRET_COMPOUNDS or word.endswith(SECRET_ENDINGS)
+        return None if before in PUBLIC_KEYS else CREDENTIAL if before in KEY_OWNERS else AMBIGUOUS
+    if word in AMBIGUOUS_WORDS:
+        return AMBIGUOUS
+    if word in SECRET_WORDS or word in SECRET_COMPOUNDS or word.endswith(SECRET_ENDINGS):
+        return CREDENTIAL
+    return None

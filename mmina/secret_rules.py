@@ -25,11 +25,11 @@ from typing import Any
 from urllib.parse import quote, unquote_plus
 
 from mmina.secret_json import splice
-from mmina.secret_names import is_secret_name
+from mmina.secret_names import AMBIGUOUS, CREDENTIAL, is_secret_name, name_kind, stronger
 from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
                                    MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
                                    attribute_value, identifier_before, replace_group, scheme_start, token_like)
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key
+from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key, token_like
 from mmina.secret_transport import ENGINE_IO_URL, TRANSPORT_ID, in_engine_io_query, opens_transport
 
 REDACTED = "[REDACTED]"
@@ -80,6 +80,16 @@ class Rules:
             return self.found(value, in_url)
         return value
 
+    def named(self, value: str, in_url: bool, kind: str | None) -> str:
+        """A value under a name of ``kind`` (``secret_names.name_kind``), in a structured place (a
+        URL or form parameter, a JSON key): under a credential's name a secret by place alone — in
+        a response too, unless it is no token at all (a word of letters: a form's label); under an
+        ambiguous one only when credential-shaped, everywhere."""
+        plain = unquote_plus(value) if in_url else value
+        if kind == CREDENTIAL and (self.strict or token_like(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
+            return self.found(value, in_url)
+        return value
+
     # URLs and forms
 
     def url(self, url: str, depth: int = 0) -> str:
@@ -115,8 +125,9 @@ class Rules:
         key, equals, value = piece.partition("=")
         if not equals or not value:
             return piece
-        if is_secret_name(unquote_plus(key)) and not (transport and key == TRANSPORT_ID):
-            return f"{key}={self.secret(value, True)}"
+        kind = name_kind(unquote_plus(key))
+        if kind and not (transport and key == TRANSPORT_ID):
+            return f"{key}={self.named(value, True, kind)}"
         return f"{key}={self._nested(value, depth + 1)}" if depth < MAX_NESTING else piece
 
     def _nested(self, value: str, depth: int) -> str:
@@ -132,7 +143,7 @@ class Rules:
     def multipart(self, body: str) -> str:
         """``multipart/form-data`` fields with secret names (file parts are left alone)."""
         def field(m: re.Match[str]) -> str:
-            value = self.secret(m["value"], False) if is_secret_name(m["name"]) else m["value"]
+            value = self.named(m["value"], False, name_kind(m["name"]))
             return m["head"] + value
         return MULTIPART_FIELD.sub(field, body)
 
@@ -141,24 +152,25 @@ class Rules:
     def json_value(self, value: Any) -> Any:
         """Parsed JSON: the values under secret-named keys replaced (:meth:`json_leaf`; containers
         keep their shape), every other string read as text."""
-        return self._json(value, False)
+        return self._json(value, None)
 
-    def _json(self, value: Any, secret: bool) -> Any:
+    def _json(self, value: Any, kind: str | None) -> Any:
         if isinstance(value, dict):
-            return {k: self._json(v, secret or is_secret_name(str(k))) for k, v in value.items()}
+            return {k: self._json(v, stronger(kind, name_kind(str(k)))) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._json(v, secret) for v in value]
-        return self.json_leaf(value, secret)
+            return [self._json(v, kind) for v in value]
+        return self.json_leaf(value, kind)
 
-    def json_leaf(self, value: Any, secret: bool) -> Any:
-        """One value of a JSON document: under a secret-named key a string or number is a secret
-        (a number becomes the quoted marker, still valid JSON); bools and nulls say nothing. Any
-        other string is text: prose when strict (a task's intent inside its original JSON)."""
-        if isinstance(value, bool) or value is None:
-            return value
-        if secret:
+    def json_leaf(self, value: Any, kind: str | None) -> Any:
+        """One value of a JSON document: under a secret-named key (of ``kind``) a string — or, in
+        what a page or agent sent, a number — is a secret as :meth:`named` says (a number becomes
+        the quoted marker, still valid JSON); bools and nulls say nothing. Any other string is
+        text: prose when strict (a task's intent inside its original JSON)."""
+        if isinstance(value, bool) or value is None or not (self.strict or isinstance(value, str)):
+            return value  # bools and nulls say nothing; a response's number is data (a count, an id)
+        if kind:
             text = value if isinstance(value, str) else json.dumps(value)
-            redacted = self.secret(text, False)
+            redacted = self.named(text, False, kind)
             return value if redacted == text else redacted
         return self.text(value, prose=self.strict) if isinstance(value, str) else value
 
@@ -173,7 +185,7 @@ class Rules:
             unchanged = self.json_value(parsed) == parsed
         except RecursionError:
             return self.free_text(text, prose=False)
-        return text if unchanged else splice(text, self.json_leaf, is_secret_name)
+        return text if unchanged else splice(text, self.json_leaf, name_kind)
 
     # free text
 
@@ -348,11 +360,23 @@ class Rules:
             return self.multipart(text)
         if any(code in kind for code in CODE_TYPES):
             return self.free_text(text, prose=False)
+        if "event-stream" in kind:
+            return self._event_stream(text)
         stripped = text.lstrip()
         if "json" in kind or stripped[:1] in ("{", "["):
             redacted = self.json_text(text)
             return self._json_lines(text) if redacted == text and "\n" in stripped else redacted
         return self.text(text, prose=False)
+
+    def _event_stream(self, text: str) -> str:
+        """Server-sent events: each ``data:`` line's payload as JSON (or text), the rest as it is."""
+        def line(piece: str) -> str:
+            field, colon, payload = piece.partition(":")
+            if field != "data" or not colon:
+                return piece
+            stripped = payload.lstrip(" ")
+            return f"data:{payload[:len(payload) - len(stripped)]}{self.json_text(stripped)}"
+        return "\n".join(line(piece) for piece in text.split("\n"))
 
     def _json_lines(self, text: str) -> str:
         """NDJSON and recorded WebSocket messages: one document per line."""

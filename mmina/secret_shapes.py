@@ -70,6 +70,20 @@ MIN_ENTROPY = 3.0
 """Bits per character of a random-looking run of 12 or more (one of 8 has at most 3)."""
 
 
+MIN_TOKEN = 6
+"""Shorter values under a credential's name in a response are no token (``"pin": "1"``, a flag)."""
+
+
+def token_like(value: str) -> bool:
+    """Whether a value under a credential's name in a response could be the credential: one token
+    of ``MIN_TOKEN`` characters or more with a digit in it (every drawn one of that length has
+    one), or credential-shaped — not a word or an identifier (``"password": "Password"``, a form's
+    label in a page's strings; ``authorizationCode``, ``csrf_token``) (``secret_rules.Rules.named``)."""
+    if len(value) < MIN_TOKEN or any(c.isspace() for c in value) or "REDACTED" in value:
+        return False
+    return any(c.isdigit() for c in value) or credential_shaped(value)
+
+
 @lru_cache(maxsize=16384)
 def credential_shaped(value: str) -> bool:
     """Whether ``value`` looks like a credential (see the module): one token of

@@ -519,11 +519,16 @@ def test_free_text_rules() -> None:
 
 # ---------------------------------------------------------------- the rules, property-tested
 
-SECRET_NAMES = ("token", "access_token", "api_key", "apiKey", "X-Api-Key", "password", "passwd", "client_secret",
-                "session", "sessionid", "PHPSESSID", "csrf", "_csrf", "XSRF-TOKEN", "auth", "X-Auth-Token",
-                "X-Access-Token", "X-Session", "refresh_token", "key", "sig", "Signature", "credentials", "jwt", "pin",
-                "sid", "connect.sid", "private_key", "secret", "user[password]", "oauth_token", "id_token",
-                "authenticity_token", "csrfmiddlewaretoken", "X-CSRFToken", "AWS_SECRET_ACCESS_KEY", "sessionToken")
+CREDENTIAL_NAMES = ("token", "access_token", "api_key", "apiKey", "X-Api-Key", "password", "passwd", "client_secret",
+                    "sessionid", "PHPSESSID", "csrf", "_csrf", "XSRF-TOKEN", "X-Auth-Token", "X-Access-Token",
+                    "refresh_token", "credentials", "jwt", "private_key", "secret", "user[password]", "oauth_token",
+                    "id_token", "authenticity_token", "csrfmiddlewaretoken", "X-CSRFToken", "AWS_SECRET_ACCESS_KEY",
+                    "sessionToken")
+"""Names that can only hold a credential: a value under one is a secret by place alone (issue 56, item 9)."""
+AMBIGUOUS_NAMES = ("session", "auth", "X-Session", "key", "sig", "Signature", "pin", "sid", "connect.sid", "session_id",
+                   "orderByKey")
+"""Names whose word holds a credential only sometimes: a value under one is a secret when credential-shaped."""
+SECRET_NAMES = CREDENTIAL_NAMES + AMBIGUOUS_NAMES
 PLAIN_NAMES = ("q", "page", "lang", "sort", "id", "ref", "utm_source", "next_page", "category", "max_tokens",
                "token_type", "author", "keyword", "public_key", "passenger", "monkey", "authuser", "api_key_env",
                "session_timeout", "Access-Control-Allow-Credentials")
@@ -535,6 +540,12 @@ SECRET = st.builds(lambda tail: "ZQX" + tail, st.text(alphabet=string.ascii_lett
 TOKEN = st.builds(lambda tail: "ZQX" + tail, st.text(alphabet=string.ascii_letters + string.digits + "-._", min_size=5,
                                                      max_size=24))
 """A secret that fits in a cookie or after ``Bearer``."""
+SHAPED = st.builds(lambda tail: "ZQX" + tail, st.text(alphabet=string.ascii_letters + string.digits, min_size=17,
+                                                      max_size=30)).filter(credential_shaped)
+"""A planted secret that looks like one (drawn letters and digits): what an ambiguous name must hold to be one."""
+NAMED_SECRET = st.one_of(st.tuples(st.sampled_from(CREDENTIAL_NAMES), SECRET),
+                         st.tuples(st.sampled_from(AMBIGUOUS_NAMES), SHAPED))
+"""A planted secret under a name that makes it one."""
 
 
 def leaks(secrets: list[str], text: str) -> list[str]:
@@ -545,8 +556,7 @@ def leaks(secrets: list[str], text: str) -> list[str]:
 @st.composite
 def params(draw: st.DrawFn) -> list[tuple[str, str]]:
     """Query or form parameters, some secret-named with a planted value."""
-    pairs = draw(st.lists(st.one_of(st.tuples(st.sampled_from(PLAIN_NAMES), PLAIN),
-                                    st.tuples(st.sampled_from(SECRET_NAMES), SECRET)), max_size=6))
+    pairs = draw(st.lists(st.one_of(st.tuples(st.sampled_from(PLAIN_NAMES), PLAIN), NAMED_SECRET), max_size=6))
     return pairs
 
 
@@ -627,15 +637,17 @@ def test_redacted_headers_keep_their_names_and_no_secret(planted: tuple[list[tup
 
 def json_documents() -> st.SearchStrategy[Any]:
     """JSON with secret-named keys at any depth, holding strings, numbers or whole subtrees."""
-    secret_tree = st.recursive(st.one_of(SECRET, st.integers(10**7, 10**9), st.booleans(), st.none()),
-                               lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(PLAIN_NAMES),
-                                                                                           inner, max_size=3),
-                               max_leaves=6)
+    def tree(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.recursive(st.one_of(leaves, st.booleans(), st.none()),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(PLAIN_NAMES),
+                                                                                        inner, max_size=3),
+                            max_leaves=6)
     plain = st.one_of(PLAIN, st.integers(-1000, 1000), st.booleans(), st.none())
     return st.recursive(plain, lambda inner: st.lists(inner, max_size=3) | st.builds(
-        lambda a, b: {**a, **b},
+        lambda a, b, c: {**a, **b, **c},
         st.dictionaries(st.sampled_from(PLAIN_NAMES), inner, max_size=3),
-        st.dictionaries(st.sampled_from(SECRET_NAMES), secret_tree, max_size=2)), max_leaves=20)
+        st.dictionaries(st.sampled_from(CREDENTIAL_NAMES), tree(st.one_of(SECRET, st.integers(10**7, 10**9))), max_size=2),
+        st.dictionaries(st.sampled_from(AMBIGUOUS_NAMES), tree(SHAPED), max_size=1)), max_leaves=20)
 
 
 def _same_shape(before: Any, after: Any, secret: bool = False) -> None:
@@ -686,6 +698,24 @@ def test_redacted_form_bodies_keep_their_fields_and_no_secret(pairs: list[tuple[
     assert [k for k, _ in kept] == [k for k, _ in pairs]
     assert [v for _, v in kept] == [REDACTED if k in SECRET_NAMES and v else v for k, v in pairs]
     assert Redactor().body(redacted, "application/x-www-form-urlencoded", response=False) == redacted
+
+
+def test_one_rule_for_names_credentials_by_place_and_ambiguous_words_by_shape() -> None:
+    """Issue 56, item 9: a credential's name makes its value a secret by place alone, in a request
+    and in a response (JSON, NDJSON, event-stream data); an ambiguous word (``key``, ``session``,
+    ``sid``, ``sig``, ``pin``, ``auth``, inside a longer name too) only with a credential-shaped value."""
+    url = "http://mlflow.test/ajax-api/2.0/mlflow/runs/search?orderByKey=attributes.start_time&key=abc&pin=1234"
+    assert STRICT.url(url) == url
+    shaped = "Zq81fKx02LmA9wRt5Yp3"
+    assert STRICT.url(f"http://x.test/?key={shaped}&password=hunter") == f"http://x.test/?key={URL_REDACTED}&password={URL_REDACTED}"
+    body = (b'{"access_token": "abc123def456ghi789", "token_type": "bearer", "session_id": "kernel-1",'
+            b' "labels": {"password": "Password"}}')
+    assert json.loads(Redactor().body(body, "application/json")) == {
+        "access_token": REDACTED, "token_type": "bearer", "session_id": "kernel-1", "labels": {"password": "Password"}}
+    lines = b'{"id": 1}\n{"refresh_token": "rt5551234abcd"}\n'
+    assert Redactor().body(lines, "application/x-ndjson") == b'{"id": 1}\n{"refresh_token": "[REDACTED]"}\n'
+    stream = b'event: auth\ndata: {"id_token": "x9Qm2Lp7Rt4Kd", "step": 2}\n\n'
+    assert Redactor().body(stream, "text/event-stream") == b'event: auth\ndata: {"id_token": "[REDACTED]", "step": 2}\n\n'
 
 
 @given(TOKEN.filter(credential_shaped), PLAIN, PLAIN)
