@@ -59,3 +59,23 @@ def test_any_unmatched_request_gets_a_well_formed_answer(method: str, path: list
     if "json" in reply.headers["content-type"]:
         assert json.loads(reply.body)["message"].startswith("mmina replay:")
     assert 200 <= reply.status < 500
+
+
+def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them() -> None:
+    """Issue 56, item 6: a wrong "nearest" is found in the report, not by diffing tables."""
+    from datetime import datetime, timedelta, timezone
+
+    from mmina.replayer.archive import MatchKind
+    from mmina.replayer.jobs import _traced_by_step
+    from mmina.replayer.router import Served
+
+    start = datetime(2026, 12, 6, tzinfo=timezone.utc)
+    served = [Served(start + timedelta(seconds=0.5), "GET", f"{API}?page=2", MatchKind.NEAREST, 200,
+                     recorded_url=f"{API}?page=1", recorded_order=4),
+              Served(start + timedelta(seconds=0.6), "GET", f"{API}/a1", MatchKind.EXACT, 200,
+                     recorded_url=f"{API}/a1", recorded_order=5),
+              Served(start + timedelta(seconds=2.5), "DELETE", f"{API}/b2", MatchKind.UNMATCHED, 200)]
+    traced = _traced_by_step(served, [start + timedelta(seconds=1), start + timedelta(seconds=2)])
+    assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == \
+        [("nearest", f"{API}?page=2", f"{API}?page=1", 4)]  # the initial load's; the exact one is not listed
+    assert [(m.kind, m.method, m.recorded_url) for m in traced[1]] == [("unmatched", "DELETE", None)]

@@ -220,6 +220,9 @@ def _print_differences(report: ReplayReport) -> None:
                 echo(f"tree: {step.tree_change}")
             if step.tree_diff and step.tree_diff != step.tree_change:
                 echo(step.tree_diff)
+            for match in step.matches:
+                served = f"served by recorded {match.recorded_url}" if match.recorded_url else "a synthetic answer"
+                echo(f"{match.kind}: {match.method} {match.url} — {served}")
         for url in episode.unmatched_urls:
             echo(f"{episode.task_id}: not in the archive: {url}")
         for socket in episode.sockets:

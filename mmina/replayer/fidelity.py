@@ -104,6 +104,18 @@ class RequestCounts:
 
 
 @dataclass(frozen=True)
+class RequestMatch:
+    """How one replayed request was answered: ``kind`` (``nearest``, ``unmatched``...) and the
+    recorded request that served it (its URL and place in the archive; None: a synthetic answer)."""
+
+    method: str
+    url: str
+    kind: str
+    recorded_url: str | None = None
+    recorded_order: int | None = None
+
+
+@dataclass(frozen=True)
 class StepFidelity:
     step_index: int
     recorded_url: str | None
@@ -115,6 +127,9 @@ class StepFidelity:
     tree_diff: str = ""
     tree_change: str = ""
     """Which part of the tree differed, in one line ("" when the trees are equal)."""
+    matches: tuple[RequestMatch, ...] = ()
+    """The step's requests the archive answered by nearest match or not at all (a synthetic
+    answer), each with the recorded request that served it: where a wrong "nearest" is found."""
 
     @property
     def faithful(self) -> bool:

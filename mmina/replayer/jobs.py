@@ -12,7 +12,7 @@ import bisect
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from mmina.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, SocketFidelity, StepView,
-                                     compare_steps, screenshot_differ)
+from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, RequestMatch, SocketFidelity,
+                                     StepView, compare_steps, screenshot_differ)
 from mmina.recorder.seeding import seed_for
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
@@ -184,6 +184,8 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
     differ = screenshot_differ(store.read_blobs(sorted(digests), sorted(packs)), tolerance)
     steps = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in outcome.steps],
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
+    matches = _traced_by_step(outcome.served, outcome.step_starts)
+    steps = tuple(replace(s, matches=matches.get(s.step_index - 1, ())) for s in steps)
     return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
                            len(outcome.steps), steps, counts(outcome.served),
                            _gaps(outcome.served), outcome.result.status, outcome.result.error, outcome.sockets)
@@ -191,10 +193,22 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:
     """Served requests grouped by the step whose action issued them (-1: the initial load)."""
+    return {step: counts(requests) for step, requests in _by_step(served, step_starts).items()}
+
+
+def _traced_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, tuple[RequestMatch, ...]]:
+    """Each step's requests answered by nearest match or synthetically, with what served them."""
+    traced = {MatchKind.NEAREST, MatchKind.UNMATCHED}
+    return {step: tuple(RequestMatch(r.method, r.url, r.kind.value, r.recorded_url, r.recorded_order)
+                        for r in requests if r.kind in traced and not r.failed)
+            for step, requests in _by_step(served, step_starts).items()}
+
+
+def _by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, list[Served]]:
     groups: dict[int, list[Served]] = {}
     for request in served:
         groups.setdefault(bisect.bisect_right(step_starts, request.at) - 1, []).append(request)
-    return {step: counts(requests) for step, requests in groups.items()}
+    return groups
 
 
 def counts(served: Sequence[Served]) -> RequestCounts:

@@ -129,6 +129,10 @@ class Served:
     """The router could not answer in time (or failed) and answered with an error instead."""
     redacted_body: bool = False
     """Matched, but redaction changed the recorded body: the page got other bytes than it did (a defect)."""
+    recorded_url: str | None = None
+    """The recorded request that served it (None: unmatched, a synthetic answer)."""
+    recorded_order: int | None = None
+    """That request's place in the episode's archive (``requests.seq`` order)."""
 
 
 @dataclass(frozen=True)
@@ -462,8 +466,11 @@ class ArchiveRouter:
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
         missing = exchange is not None and (exchange.body_missing or exchange.body_of is not None)
+        source = match.exchange
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
-                                  redacted_body=exchange is not None and exchange.redacted_body))
+                                  redacted_body=exchange is not None and exchange.redacted_body,
+                                  recorded_url=source.url if source else None,
+                                  recorded_order=source.order if source else None))
         self._last_match = exchange
         return exchange
 
