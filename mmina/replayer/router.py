@@ -47,8 +47,10 @@ from playwright.async_api import BrowserContext, Error as PlaywrightError, Reque
 
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER
+from mmina.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
+from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.page_clock import PageClock
 from mmina.replayer.socket_route import SocketPlayer
@@ -176,6 +178,8 @@ class ArchiveRouter:
         self._streams: dict[str, list[Expected]] = {}
         """A paced replay's streams: each chunk's slot and when it is due."""
         self._names = itertools.count(1)
+        self.echoes = Echoes()
+        """The ids the page sent in place of the recorded ones, for the replies that echo them."""
         self._posted: dict[str, list[Message]] = {}
         """What the page posted over engine.io long-polling, by session (``sid``), for the comparison."""
 
@@ -198,7 +202,7 @@ class ArchiveRouter:
         if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
-        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange)))
+        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange), self.echoes))
         if self.on_socket is not None:
             self.on_socket()
 
@@ -407,7 +411,19 @@ class ArchiveRouter:
         exchange = self._match(method, url, body, request.headers.get("content-type", ""))
         if exchange is not None and redirect_target(exchange, url) and request.is_navigation_request():
             return self._redirect_page(method, url, body, exchange)
-        return self._follow(method, url, body, exchange)
+        reply = self._follow(method, url, body, exchange)
+        return self._echoed(reply, exchange, url, body)
+
+    def _echoed(self, reply: Reply, exchange: Exchange | None, url: str, body: bytes | None) -> Reply:
+        """``reply`` with the ids the page sent in place of the recorded ones it echoes
+        (``mmina.replayer.echoes``): learned from this request and the episode's before it."""
+        if not is_text_type(reply.headers.get("content-type", "")):
+            return reply
+        text = reply.body.decode("utf-8", "replace")
+        if exchange is not None:
+            self.echoes.learn(places(exchange.url, exchange.request_body), places(url, body), text)
+        rewritten = self.echoes.rewrite(text)
+        return reply if rewritten == text else replace(reply, body=rewritten.encode())
 
     def _redirect_page(self, method: str, url: str, body: bytes | None, exchange: Exchange) -> Reply:
         """A navigation the recording redirected: follow the recorded chain inside the archive

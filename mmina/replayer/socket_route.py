@@ -15,12 +15,14 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any
 
 from playwright.async_api import Error as PlaywrightError, WebSocketRoute
 
 from mmina.replayer.archive import Exchange
+from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.sockets import PAGE, SERVER, Data, Message, SocketPlay, parse_messages, session_script
 from mmina.replayer.turns import Expected, Turns
 
@@ -41,13 +43,15 @@ class SocketPlayer:
     log: list[dict[str, Any]] = field(default_factory=list)
     recorded_opened: float | None = None
     """When the recorded socket opened (wall-clock seconds; None: unknown), to time its messages."""
+    echoes: Echoes = field(default_factory=Echoes)
+    """The ids the page sent in place of the recorded ones (shared with the episode's router)."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _stopped: bool = False
     _task: asyncio.Task[None] | None = None
 
     @classmethod
     def start(cls, socket: WebSocketRoute, exchange: Exchange, turns: Turns | None = None,
-              polled: list[Message] | None = None) -> SocketPlayer:
+              polled: list[Message] | None = None, echoes: Echoes | None = None) -> SocketPlayer:
         """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), with
         the page messages its session ``polled`` meanwhile (``sockets.session_script``), in the
         recorded order with the observations when ``turns`` keeps it."""
@@ -57,7 +61,7 @@ class SocketPlayer:
         messages = session_script(said, polled or [], opened_s) if exchange.started_ms else parse_messages(exchange.body)
         slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
         player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns,
-                     recorded_opened=opened_s if exchange.started_ms else None)
+                     recorded_opened=opened_s if exchange.started_ms else None, echoes=echoes or Echoes())
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
         if turns is not None:
@@ -71,8 +75,23 @@ class SocketPlayer:
 
     def _heard(self, data: Data) -> None:
         self._logged(PAGE, data)
-        self._send(self.play.heard(data, asyncio.get_running_loop().time()), recorded=False)
+        answers = self.play.heard(data, asyncio.get_running_loop().time())
+        self._learn(data)
+        self._send(answers, recorded=False)
         self._wake.set()
+
+    def _learn(self, data: Data) -> None:
+        """The ids the page's message holds in place of the recorded one's it was matched to, which
+        the recorded server's messages echo (``mmina.replayer.echoes``)."""
+        index = self.play.last_heard
+        recorded = self.play.messages[index].data if index is not None else None
+        if isinstance(data, str) and isinstance(recorded, str) and recorded != data:
+            self.echoes.learn(places(None, recorded), places(None, data), self._server_text)
+
+    @cached_property
+    def _server_text(self) -> str:
+        """What the recorded server said on the socket, as one text (where an echo is looked for)."""
+        return "\n".join(m.data for m in self.play.messages if m.direction == SERVER and isinstance(m.data, str))
 
     def heard_elsewhere(self, data: Data) -> None:
         """The page said ``data`` on another transport of the same session (a long-poll before
@@ -114,6 +133,7 @@ class SocketPlayer:
         """Send ``messages`` (``recorded``: the script's, whose delivery the observations wait for;
         else answers in kind)."""
         for data in messages:
+            data = self.echoes.rewrite(data) if isinstance(data, str) else data
             try:
                 self.socket.send(data)
             except PlaywrightError:

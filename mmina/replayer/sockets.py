@@ -186,6 +186,8 @@ class SocketPlay:
     _next_server: int = 0
     sent_at: float | None = None
     """The recorded time (as ``messages`` are timed) of the last server message sent."""
+    last_heard: int | None = None
+    """The recorded page message the page's last one was matched to (None: none)."""
 
     def __post_init__(self) -> None:
         self._causes = [self._cause(i) for i in range(len(self.messages))]
@@ -208,6 +210,7 @@ class SocketPlay:
         """The page sent ``data`` now: match it (see the module; without ``by_order``, by content
         only); what to answer at once."""
         index = self._find(data, by_order)
+        self.last_heard = index
         if index is None:
             answer = answer_in_kind(data)
             return [answer] if answer is not None else []

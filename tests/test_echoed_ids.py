@@ -1,0 +1,117 @@
+"""Echoed ids (issue 56, items 5 and 7): an id the replayed page draws differently from the
+recording's, which the recorded reply echoes, reaches the page as the page's own.
+
+The page draws a call id from its clock's finest reading (as a page whose number of random draws
+before a call depends on timing does), sends it with its request, and accepts the reply only if
+it echoes that id; otherwise it concludes that its call was replaced. Recorded live, replayed
+from the archive, with the replay's echo rewriting and, as a control, without.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.replayer.echoes import Echoes, places
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
+
+BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
+PAGE = """<!doctype html><title>Tide desk</title><h1>Tide desk</h1><button id="call">Ask the tide</button>
+<p id="answer">No call yet</p><script>
+document.getElementById('call').addEventListener('click', () => {
+  const id = 'call-' + Math.floor(performance.now() * 1000).toString(36) + '-' + Date.now().toString(36);
+  fetch('/api/tide?call=' + id).then(r => r.json()).then(reply => {
+    document.getElementById('answer').textContent = reply.call === id
+      ? 'Call answered: high water at ' + reply.high : 'Call replaced by another session';
+  });
+});
+</script>"""
+SCRIPT = [{"action": "click", "target": {"role": "button", "name": "Ask the tide"}},
+          {"action": "stop", "answer": "done"}]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        parts = urlsplit(self.path)
+        if parts.path == "/api/tide":
+            body, kind = json.dumps({"call": parse_qs(parts.query)["call"][0], "high": "14:05"}).encode(), \
+                "application/json"
+        else:
+            body, kind = PAGE.encode(), "text/html; charset=utf-8"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
+    folder = tmp_path_factory.mktemp("echo")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    suite = folder / "tasks" / "tide"
+    suite.mkdir(parents=True)
+    (suite / "1.json").write_text(json.dumps({
+        "task_id": 1, "intent": "Ask the tide desk.", "start_url": f"http://127.0.0.1:{server.server_address[1]}/",
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
+        "procedure": ["tide", "end"], "reference_script": SCRIPT}))
+    store = Store.open(folder / "store", create=True)
+    try:
+        summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
+    finally:
+        server.shutdown()
+    return store, summary
+
+
+def _answers(store: Store, run_id: str) -> list[str]:
+    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
+    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if "Call" in line or "call yet" in line]
+
+
+def test_the_reply_echoes_the_id_the_replayed_page_drew(recorded) -> None:
+    store, summary = recorded
+    assert any("Call answered: high water at 14:05" in line for line in _answers(store, summary.run_id))
+    report = replay_run(store, summary.run_id, browser=BROWSER)
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]
+    assert _answers(store, report.replay_run) == _answers(store, summary.run_id)
+
+
+def test_control_without_the_rewrite_the_page_sees_a_stranger_s_reply(recorded, monkeypatch) -> None:
+    store, summary = recorded
+    monkeypatch.setattr(Echoes, "rewrite", lambda self, reply: reply)
+    report = replay_run(store, summary.run_id, browser=BROWSER)
+    assert any("Call replaced by another session" in line for line in _answers(store, report.replay_run))
+
+
+def test_ids_are_followed_by_place_and_words_never() -> None:
+    echoes = Echoes()
+    recorded = '{"header": {"msg_id": "a1b2c3d4-0001", "session": "s_84a1c2"}, "content": {"code": "1+1"}}'
+    replayed = '{"header": {"msg_id": "ffee9900-0007", "session": "s_99z9z9"}, "content": {"code": "1+1"}}'
+    reply = '{"parent_header": {"msg_id": "a1b2c3d4-0001", "session": "s_84a1c2"}, "content": {"status": "ok"}}'
+    echoes.learn(places(None, recorded), places(None, replayed), reply)
+    assert echoes.rewrite(reply) == reply.replace("a1b2c3d4-0001", "ffee9900-0007").replace("s_84a1c2", "s_99z9z9")
+    assert echoes.rewrite(reply) == echoes.rewrite(reply), "what was learned holds for later replies"
+    calls = Echoes()  # JSON-RPC over a socket: a number under the same key, in the next reply only
+    calls.learn(places(None, '42["call",{"id":7,"m":"x"}]'), places(None, '42["call",{"id":9,"m":"x"}]'),
+                '43["reply",{"id":7}]')
+    assert calls.rewrite('43["reply",{"id":7,"ok":true}]') == '43["reply",{"id":9,"ok":true}]'
+    assert calls.rewrite('{"id": 7}') == '{"id": 7}'
+    words = Echoes()  # a nearest match's other search term is never written into its reply
+    words.learn(places("http://x.test/search?q=harbour&page=2", None), places("http://x.test/search?q=tide&page=3", None),
+                '{"q": "harbour", "page": 2}')
+    assert not words and words.rewrite('{"q": "harbour"}') == '{"q": "harbour"}'
