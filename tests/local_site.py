@@ -53,3 +53,31 @@ def pages_handler(pages: Mapping[str, str], kind: Callable[[str], str] = lambda 
             pass
 
     return Pages
+
+
+Answer = Callable[[str], "tuple[int, str, bytes] | None"]
+"""A request's path (query included) → (status, content type, body); None: no answer at all (the
+request is left to hang, as a long-poll nobody answers)."""
+
+
+def answering_handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
+    """A handler answering every GET with ``answer(path)``, with its length over HTTP/1.1."""
+
+    class Answering(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            answered = answer(self.path)
+            if answered is None:
+                return
+            status, kind, body = answered
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    return Answering

@@ -9,9 +9,6 @@ from the archive, with the replay's echo rewriting and, as a control, without.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -21,6 +18,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
+from tests.local_site import LocalSite, answering_handler
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = """<!doctype html><title>Tide desk</title><h1>Tide desk</h1><button id="call">Ask the tide</button>
@@ -37,43 +35,25 @@ SCRIPT = [{"action": "click", "target": {"role": "button", "name": "Ask the tide
           {"action": "stop", "answer": "done"}]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        parts = urlsplit(self.path)
-        if parts.path == "/api/tide":
-            body, kind = json.dumps({"call": parse_qs(parts.query)["call"][0], "high": "14:05"}).encode(), \
-                "application/json"
-        else:
-            body, kind = PAGE.encode(), "text/html; charset=utf-8"
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
+def _answer(path: str) -> tuple[int, str, bytes]:
+    parts = urlsplit(path)
+    if parts.path == "/api/tide":
+        return 200, "application/json", json.dumps({"call": parse_qs(parts.query)["call"][0], "high": "14:05"}).encode()
+    return 200, "text/html; charset=utf-8", PAGE.encode()
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
     folder = tmp_path_factory.mktemp("echo")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     suite = folder / "tasks" / "tide"
     suite.mkdir(parents=True)
-    (suite / "1.json").write_text(json.dumps({
-        "task_id": 1, "intent": "Ask the tide desk.", "start_url": f"http://127.0.0.1:{server.server_address[1]}/",
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
-        "procedure": ["tide", "end"], "reference_script": SCRIPT}))
     store = Store.open(folder / "store", create=True)
-    try:
+    with LocalSite(answering_handler(_answer)) as site:
+        (suite / "1.json").write_text(json.dumps({
+            "task_id": 1, "intent": "Ask the tide desk.", "start_url": site.url,
+            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
+            "procedure": ["tide", "end"], "reference_script": SCRIPT}))
         summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
-    finally:
-        server.shutdown()
     return store, summary
 
 

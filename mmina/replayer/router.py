@@ -108,6 +108,9 @@ ENGINE_IO_SEPARATOR = "\x1e"
 HELD_TYPES = frozenset({"fetch", "xhr"})
 """What a paced replay answers in its recorded time: a page's own requests, whose latency it shows
 (a loading bar, a status region, a long-poll held by its server until something happened)."""
+ALIGN_MAX_S = 1.0
+"""On the timeline, how much longer than its exchange took a response may be held to reach the
+page at its recorded moment, when the page asked for it early (``due_on_timeline``)."""
 MAX_HOLD_S = 60.0
 """No answer is held longer than this, whatever the recording says."""
 ROUTE_DEADLINE_S = 10.0
@@ -319,16 +322,12 @@ class ArchiveRouter:
         return held
 
     async def _on_timeline(self, reply: Reply, asked_at: float) -> Hashable:
-        """Hold ``reply`` until τ reaches its recorded arrival after the page asked at ``asked_at``
-        (τ) — or its recorded arrival on the timeline, if that is earlier (a page that asked later
-        than the recording's did gets it no later than the recording's got it, or at once: held
-        longer, it would miss the observation that showed it) — the page's time held there
-        meanwhile: its cap, to lift once the page has it."""
+        """Hold ``reply`` until τ reaches the moment it reached the recording's page, the page's
+        time held there meanwhile: its cap, to lift once the page has it (see :func:`due_on_timeline`)."""
         assert self.timeline is not None
         cap = ("answer", next(self._names))
-        due = asked_at + reply.recorded_s
-        if reply.landed_at is not None:
-            due = min(due, max(asked_at, reply.landed_at - self.starts_at.timestamp()))
+        landed = reply.landed_at - self.starts_at.timestamp() if reply.landed_at is not None else None
+        due = due_on_timeline(asked_at, reply.recorded_s, landed)
         self.timeline.hold(cap, due)
         try:
             await self.timeline.reach(due)
@@ -489,6 +488,22 @@ class ArchiveRouter:
                                   recorded_order=source.order if source else None))
         self._last_match = exchange
         return exchange
+
+
+def due_on_timeline(asked: float, took: float, landed: float | None) -> float:
+    """When (τ) a response the page asked for at ``asked`` reaches it: at its recorded arrival
+    (``landed``, τ) — a page that asked later than the recording's gets it no later, at once if
+    need be (held longer, it would miss the observation that showed it), and one that asked
+    earlier waits for it, up to ``ALIGN_MAX_S`` more than its exchange took (a replay's click
+    sends its request sooner than a live page did, and what the page computes on arrival, "5
+    seconds ago", must read the recorded moment); without a recorded arrival, as long after the
+    asking as the exchange took."""
+    natural = asked + took
+    if landed is None:
+        return natural
+    if natural > landed:
+        return max(asked, landed)
+    return min(landed, natural + ALIGN_MAX_S)
 
 
 def _polling_sid(url: str) -> str | None:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
 
+from tests.local_site import LocalSite, answering_handler
 from tests.realweb.installs import npm_packages
 
 LIBRARIES = ("rxjs@7.8.2", "lodash@4.17.21")
@@ -59,7 +57,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Harbour search
 BOATS = ("Morning Star", "Kittiwake", "Harbour Light", "Sea Holly", "Harbour Master")
 
 
-class ClockSite:
+class ClockSite(LocalSite):
     """The page on a free local port: ``with ClockSite() as site: site.url``; ``hits`` counts
     the requests it answered."""
 
@@ -67,25 +65,11 @@ class ClockSite:
         self.modules = npm_packages(LIBRARIES)
         self.token = secrets.token_hex(4)
         self.hits: list[str] = []
-        self._server: ThreadingHTTPServer | None = None
+        super().__init__(answering_handler(self._hit))
 
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> "ClockSite":
-        handler = type("Handler", (_Handler,), {"site": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+    def _hit(self, path: str) -> tuple[int, str, bytes]:
+        self.hits.append(path)
+        return self.answer(path)
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         parts = urlsplit(path)
@@ -100,20 +84,3 @@ class ClockSite:
         if parts.path in files:
             return 200, "text/javascript", Path(files[parts.path]).read_bytes()
         return 404, "text/plain", b"not found"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    site: ClockSite
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        self.site.hits.append(self.path)
-        status, kind, body = self.site.answer(self.path)
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
+
+from tests.local_site import LocalSite, answering_handler
 
 PAGES = {
     "/": "<h1>Harbour</h1><a href='/two'>Tides</a>",
@@ -28,19 +29,14 @@ SCRIPT = [
 ]
 
 
-class StandingSite:
+class StandingSite(LocalSite):
     """``with StandingSite(never_ending=True) as site: site.suite(folder)``."""
 
     def __init__(self, never_ending: bool = True) -> None:
         self.never_ending = never_ending
         self.release = threading.Event()
-        """Set at the end: the long-polls the server held return."""
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        """Set at the end: the long-polls the server held return (unanswered)."""
+        super().__init__(answering_handler(self.answer))
 
     def suite(self, folder: Path, repeats: int = 1) -> Path:
         """The episode as ``repeats`` tasks of an MMInA-format suite in ``folder``; the suite's folder."""
@@ -53,42 +49,19 @@ class StandingSite:
                 "procedure": ["standing", "end"], "reference_script": SCRIPT}))
         return suite
 
-    def __enter__(self) -> "StandingSite":
-        handler = type("Handler", (_Handler,), {"site": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        super().__exit__(kind, error, trace)
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    site: StandingSite
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        path = self.path.split("?")[0]
+    def answer(self, path: str) -> tuple[int, str, bytes] | None:
+        path = path.split("?")[0]
         if path == "/poll":
-            self.site.release.wait(120)  # a long-poll nobody answers during the episode
-            return
+            self.release.wait(120)  # a long-poll nobody answers during the episode
+            return None
         if path == "/worker.js":
-            status, body, kind = 200, b"onconnect = e => e.ports[0].postMessage('ready');", "text/javascript"
-        elif path in PAGES:
-            extra = NEVER_ENDING if self.site.never_ending else ""
-            status, body, kind = 200, f"<!doctype html><title>{path}</title>{PAGES[path]}{extra}".encode(), "text/html"
-        else:
-            status, body, kind = 404, b"", "text/plain"
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
+            return 200, "text/javascript", b"onconnect = e => e.ports[0].postMessage('ready');"
+        if path in PAGES:
+            extra = NEVER_ENDING if self.never_ending else ""
+            return 200, "text/html", f"<!doctype html><title>{path}</title>{PAGES[path]}{extra}".encode()
+        return 404, "text/plain", b""
