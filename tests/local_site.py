@@ -1,11 +1,13 @@
 """A hand-written test site on a local port: a threaded ``http.server`` serving while in ``with``."""
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 HTML = "text/html; charset=utf-8"
 
@@ -31,28 +33,6 @@ class LocalSite:
                  trace: TracebackType | None) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def pages_handler(pages: Mapping[str, str], kind: Callable[[str], str] = lambda path: HTML) -> type[BaseHTTPRequestHandler]:
-    """A handler serving ``pages`` (path, without its query, to body) with their length over
-    HTTP/1.1, as ``kind(path)``; another path is a 404."""
-
-    class Pages(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:  # noqa: N802 - the base class's name
-            path = self.path.split("?")[0]
-            body = pages.get(path, "no such page").encode()
-            self.send_response(200 if path in pages else 404)
-            self.send_header("Content-Type", kind(path))
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    return Pages
 
 
 Answer = Callable[[str], "tuple[int, str, bytes] | None"]
@@ -81,3 +61,26 @@ def answering_handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Answering
+
+
+def pages_handler(pages: Mapping[str, str], kind: Callable[[str], str] = lambda path: HTML) -> type[BaseHTTPRequestHandler]:
+    """A handler serving ``pages`` (path, without its query, to body) with their length over
+    HTTP/1.1, as ``kind(path)``; another path is a 404."""
+    def answer(path: str) -> tuple[int, str, bytes]:
+        route = path.split("?")[0]
+        return (200 if route in pages else 404), kind(route), pages.get(route, "no such page").encode()
+    return answering_handler(answer)
+
+
+def scripted_suite(folder: Path, name: str, url: str, intent: str, script: Sequence[Mapping[str, Any]],
+                   answer: str = "done", repeats: int = 1) -> Path:
+    """A suite of ``repeats`` one-hop tasks (``name/1.json`` ...) starting at ``url``, each played by
+    the oracle from ``script``, judged by ``answer``; returns the suite's folder."""
+    suite = folder / name
+    suite.mkdir(parents=True, exist_ok=True)
+    for number in range(1, repeats + 1):
+        (suite / f"{number}.json").write_text(json.dumps({
+            "task_id": number, "intent": intent, "start_url": url,
+            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": [answer]}},
+            "procedure": [name, "end"], "reference_script": list(script)}))
+    return suite

@@ -18,7 +18,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler
+from tests.local_site import LocalSite, answering_handler, scripted_suite
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = """<!doctype html><title>Tide desk</title><h1>Tide desk</h1><button id="call">Ask the tide</button>
@@ -45,14 +45,9 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
     folder = tmp_path_factory.mktemp("echo")
-    suite = folder / "tasks" / "tide"
-    suite.mkdir(parents=True)
     store = Store.open(folder / "store", create=True)
     with LocalSite(answering_handler(_answer)) as site:
-        (suite / "1.json").write_text(json.dumps({
-            "task_id": 1, "intent": "Ask the tide desk.", "start_url": site.url,
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
-            "procedure": ["tide", "end"], "reference_script": SCRIPT}))
+        suite = scripted_suite(folder / "tasks", "tide", site.url, "Ask the tide desk.", SCRIPT)
         summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
     return store, summary
 

@@ -10,10 +10,8 @@ time and once, as a control, with the page clock on the wall clock (replay befor
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 from playwright.async_api import Route
@@ -24,6 +22,7 @@ from mmina.replayer import jobs
 from mmina.replayer.replays import replay_run
 from mmina.replayer.timeline import EXPECTED_MAX_S, Timeline
 from mmina.store import Store
+from tests.local_site import scripted_suite
 from tests.realweb.timeline_page import TimelineSite
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -35,23 +34,14 @@ SCRIPT = [
 LATE_S = 2.5
 
 
-def _suite(folder: Path, url: str) -> Path:
-    path = folder / "board" / "1.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "task_id": 1, "intent": "Refresh the harbour board twice.", "start_url": url,
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
-        "procedure": ["board", "end"], "reference_script": SCRIPT}))
-    return path.parent
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
     folder = tmp_path_factory.mktemp("timeline")
     store = Store.open(folder / "store", create=True)
     with TimelineSite() as site:
-        summary = record_run(store, RecordConfig(tasks=str(_suite(folder, site.url)),
-                                                 agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER))
+        suite = scripted_suite(folder, "board", site.url, "Refresh the harbour board twice.", SCRIPT)
+        summary = record_run(store, RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle",
+                                                 browser=BROWSER))
     return store, summary
 
 

@@ -7,12 +7,11 @@ them. Served by a plain ``http.server`` on a free port.
 """
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from types import TracebackType
 
-from tests.local_site import LocalSite, answering_handler
+from tests.local_site import LocalSite, answering_handler, scripted_suite
 
 PAGES = {
     "/": "<h1>Harbour</h1><a href='/two'>Tides</a>",
@@ -40,14 +39,7 @@ class StandingSite(LocalSite):
 
     def suite(self, folder: Path, repeats: int = 1) -> Path:
         """The episode as ``repeats`` tasks of an MMInA-format suite in ``folder``; the suite's folder."""
-        suite = folder / "standing"
-        suite.mkdir(parents=True, exist_ok=True)
-        for number in range(1, repeats + 1):
-            (suite / f"{number}.json").write_text(json.dumps({
-                "task_id": number, "intent": "Read the tides.", "start_url": self.url,
-                "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]}},
-                "procedure": ["standing", "end"], "reference_script": SCRIPT}))
-        return suite
+        return scripted_suite(folder, "standing", self.url, "Read the tides.", SCRIPT, repeats=repeats)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
