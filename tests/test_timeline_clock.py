@@ -163,3 +163,5 @@ def test_a_response_reaches_the_page_at_its_recorded_moment() -> None:
     assert due_on_timeline(0.9, 0.2, 1.2) == 1.2  # asked early (a faster click): waits for it
     assert due_on_timeline(0.0, 0.2, 5.0) == 0.2 + ALIGN_MAX_S  # but not for long
     assert due_on_timeline(3.0, 0.2, None) == 3.2  # no recorded moment: as long as it took
+    assert due_on_timeline(0.9, 0.2, 1.2, observed=1.15) == pytest.approx(1.1)  # not past the observation it preceded
+    assert due_on_timeline(0.9, 0.2, 1.2, observed=1.5) == 1.2

@@ -327,7 +327,7 @@ class ArchiveRouter:
         assert self.timeline is not None
         cap = ("answer", next(self._names))
         landed = reply.landed_at - self.starts_at.timestamp() if reply.landed_at is not None else None
-        due = due_on_timeline(asked_at, reply.recorded_s, landed)
+        due = due_on_timeline(asked_at, reply.recorded_s, landed, self.timeline.held_at("observe"))
         self.timeline.hold(cap, due)
         try:
             await self.timeline.reach(due)
@@ -490,20 +490,23 @@ class ArchiveRouter:
         return exchange
 
 
-def due_on_timeline(asked: float, took: float, landed: float | None) -> float:
+def due_on_timeline(asked: float, took: float, landed: float | None, observed: float | None = None) -> float:
     """When (τ) a response the page asked for at ``asked`` reaches it: at its recorded arrival
     (``landed``, τ) — a page that asked later than the recording's gets it no later, at once if
     need be (held longer, it would miss the observation that showed it), and one that asked
     earlier waits for it, up to ``ALIGN_MAX_S`` more than its exchange took (a replay's click
     sends its request sooner than a live page did, and what the page computes on arrival, "5
-    seconds ago", must read the recorded moment); without a recorded arrival, as long after the
-    asking as the exchange took."""
+    seconds ago", must read the recorded moment) — but never past the next observation
+    (``observed``) that it would have preceded: a page that asks more often than recorded is
+    handed a later turn's answer (first in, first out), whose recorded arrival says nothing of
+    this one. Without a recorded arrival, as long after the asking as the exchange took."""
     natural = asked + took
     if landed is None:
         return natural
     if natural > landed:
         return max(asked, landed)
-    return min(landed, natural + ALIGN_MAX_S)
+    aligned = min(landed, natural + ALIGN_MAX_S)
+    return natural if observed is not None and natural <= observed < aligned else aligned
 
 
 def _polling_sid(url: str) -> str | None:

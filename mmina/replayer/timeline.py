@@ -102,6 +102,12 @@ class Timeline:
             at = self._advance(self._clock())
             return at, self._binding()[0], self.version
 
+    def held_at(self, kind: str) -> float | None:
+        """The earliest moment a cap of ``kind`` (its key's first item: ``observe``) holds τ at, if any."""
+        with self._lock:
+            return min((c.at for key, c in self._caps.items() if isinstance(key, tuple) and key[:1] == (kind,)),
+                       default=None)
+
     def on_lowered(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (from whichever thread lowered it) when the cap comes down: a page
         whose clock runs up to the cap it knows must hear of a lower one at once."""
