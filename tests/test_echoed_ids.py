@@ -12,6 +12,7 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -90,3 +91,15 @@ def test_ids_are_followed_by_place_and_words_never() -> None:
     words.learn(places("http://x.test/search?q=harbour&page=2", None), places("http://x.test/search?q=tide&page=3", None),
                 '{"q": "harbour", "page": 2}')
     assert not words and words.rewrite('{"q": "harbour"}') == '{"q": "harbour"}'
+
+
+@given(st.text(max_size=200), st.text(max_size=200), st.text(max_size=400))
+@settings(max_examples=200, deadline=None)
+def test_any_message_is_learned_from_and_rewritten_without_error(recorded: str, replayed: str, reply: str) -> None:
+    echoes = Echoes()
+    echoes.learn(places(None, recorded), places(None, replayed), reply)
+    echoes.learn(places("http://" + recorded, replayed), places("http://x.test/" + replayed, recorded), reply)
+    rewritten = echoes.rewrite(reply)
+    assert isinstance(rewritten, str)
+    if not echoes:
+        assert rewritten == reply  # nothing learned: every byte stays

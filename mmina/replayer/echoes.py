@@ -45,7 +45,10 @@ def places(url: str | None, body: bytes | str | None) -> dict[str, Any]:
     """The values a request or message carries, by place: ``path/2``, ``query/id``, ``json/header.msg_id``."""
     found: dict[str, Any] = {}
     if url:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # a malformed authority ("http://[x/"): nothing to follow in it
+            parts = urlsplit("")
         found.update((f"path/{i}", segment) for i, segment in enumerate(parts.path.split("/")) if segment)
         found.update((f"query/{name}", value) for name, value in reversed(parse_qsl(parts.query)))
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
