@@ -22,6 +22,15 @@ the recording and the replay alike):
   many scripts slower than a live server on a loaded machine, so it waits for them, up to
   ``LOADING_MAX_S`` more. A page that is not there yet is read again every ``POLL_S``.
 
+**In the recording's time.** Every replay of stored actions keeps a ``Timeline``
+(``mmina.replayer.timeline``): its moments are then positions τ on the recorded timeline, not
+real seconds since the start. An action is sent when τ reaches its recorded moment — also after
+an idle page, whose clock shows it; an observation is taken with τ standing at its recorded
+moment (each observation holds τ until it is taken), so waiting there for late deliveries costs
+the page no time; only a page that still does not show the recorded state then gets up to
+``MARGIN_S`` of its own work (see :meth:`PacedSteps._observe_on_timeline`). The rules below
+without a timeline are what a replay did before.
+
 **The order of deliveries and observations.** Equal delays do not keep a push and an
 observation that were tenths of a second apart in the recording in their order (a loaded
 machine shifts one a little). The recorded timestamps say which came first, so the replay
