@@ -94,6 +94,13 @@ def _key(place: str) -> str:
     return re.split(r"[.\[]", name)[-1].rstrip("]")
 
 
+def differing(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The places where the replayed request holds another id-like value than the recorded one:
+    (recorded, replayed) by place (none, for a request matched exactly)."""
+    return {place: (old, replayed[place]) for place, old in recorded.items()
+            if place in replayed and replayed[place] != old and type(replayed[place]) is type(old) and id_like(old)}
+
+
 class Echoes:
     """What one episode's replay learned: recorded value → the replayed page's, and rewriting (see the module)."""
 
@@ -107,10 +114,7 @@ class Echoes:
     def learn(self, recorded: dict[str, Any], replayed: dict[str, Any], reply: str) -> None:
         """The places where the replayed request holds another value than the recorded one, whose
         recorded value the recorded ``reply`` echoes."""
-        for place, old in recorded.items():
-            new = replayed.get(place)
-            if new is None or new == old or type(new) is not type(old) or not id_like(old):
-                continue
+        for place, (old, new) in differing(recorded, replayed).items():
             if isinstance(old, str) and old in reply:
                 self.strings[old] = str(new)
             elif isinstance(old, (int, float)) and re.search(rf'"{re.escape(_key(place))}"\s*:\s*{re.escape(json.dumps(old))}', reply):

@@ -50,7 +50,7 @@ from mmina.recorder.har import CHUNKS_HEADER
 from mmina.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
-from mmina.replayer.echoes import Echoes, places
+from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.page_clock import PageClock
 from mmina.replayer.socket_route import SocketPlayer
@@ -299,13 +299,14 @@ class ArchiveRouter:
         real time — and, when the replay keeps the order with the observations, until its turn.
         What to do once the page has it (None: nothing)."""
         cap = await self._on_timeline(reply, asked_at) if self.timeline is not None else None
+        capped = Held(None, cap=cap) if cap is not None else None
         if kind not in HELD_TYPES:
-            return Held(None, cap=cap) if cap is not None else None
+            return capped
         loop = asyncio.get_running_loop()
         due = asked + reply.recorded_s if cap is None else loop.time()
         if self.turns is None or reply.arrived_at is None:
             await asyncio.sleep(due - loop.time())
-            return Held(None, cap=cap) if cap is not None else None
+            return capped
         slot = self.turns.answer_slot(reply.asked_at, reply.arrived_at)
         held = Held(("fetch", next(self._names)), slot - self.turns.slot(reply.arrived_at), cap)
         self.turns.expect(held.name, slot, due, reply.arrived_at)
@@ -416,11 +417,13 @@ class ArchiveRouter:
     def _echoed(self, reply: Reply, exchange: Exchange | None, url: str, body: bytes | None) -> Reply:
         """``reply`` with the ids the page sent in place of the recorded ones it echoes
         (``mmina.replayer.echoes``): learned from this request and the episode's before it."""
-        if not is_text_type(reply.headers.get("content-type", "")):
-            return reply
+        recorded, replayed = (places(exchange.url, exchange.request_body), places(url, body)) if exchange else ({}, {})
+        learning = bool(differing(recorded, replayed))
+        if not (learning or self.echoes) or not is_text_type(reply.headers.get("content-type", "")):
+            return reply  # nothing to learn or rewrite: a body (a multi-MB bundle) is not read at all
         text = reply.body.decode("utf-8", "replace")
-        if exchange is not None:
-            self.echoes.learn(places(exchange.url, exchange.request_body), places(url, body), text)
+        if learning:
+            self.echoes.learn(recorded, replayed, text)
         rewritten = self.echoes.rewrite(text)
         return reply if rewritten == text else replace(reply, body=rewritten.encode())
 
