@@ -12,8 +12,10 @@ the archive could not match (target 0), the matched requests whose recorded body
 (target 0), the matched requests served a body that redaction changed
 (target 0), the socket messages the replay repeated, the replay's wall time over the
 recording's (the recording's time is kept: 1 plus where it stood still, target ≤ 1.5), the
-slowest step against its deadline (target ≤ 1), and the largest body's time served against its
-recorded time (target ≤ 1.2: as fast as the live server sent it, a small margin).
+slowest step against its deadline (target ≤ 1), and the largest body's exchange time replayed
+against recorded (no target: it includes the wait for the body's recorded arrival on the timeline).
+Then ``bench.delivery``: a 6 MB script delivered by a replay against the live server that sent
+it (target ≤ 1.2).
 
 Beside them, ``standing``: a step on a page whose long-poll and SharedWorker never end, against a
 step on the same pages without them (the oracle, ``STANDING_EPISODES`` episodes each; target: within 10%).
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import statistics
 
+from bench.delivery import add_delivery
 from bench.results import AT_LEAST, Section, Target
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
@@ -46,6 +49,7 @@ def realweb_section(root: Path, quick: bool = False) -> Section:
     for app in apps:
         _add(section, [_run(root / f"run-{number}", app) for number in range(1 if quick else RUNS)])
     _add_standing(section, root / "standing", 1 if quick else STANDING_EPISODES)
+    add_delivery(section)
     return section
 
 
@@ -87,9 +91,11 @@ def _add_bodies(section: Section, name: str, runs: list[Outcome]) -> None:
     if not largest:
         return
     worst = max(largest, key=lambda b: b.ratio)
-    section.add(f"{name}: largest body served / recorded time", round(worst.ratio, 2), "", Target(1.2),
-                f"{worst.size / 1e6:.1f} MB {worst.url.rsplit('/', 1)[-1][:40]}: {worst.replayed_ms:.0f} ms served, "
-                f"{worst.recorded_ms:.0f} ms recorded; each run: " + ", ".join(f"{b.ratio:.2f}" for b in largest))
+    section.add(f"{name}: largest body's exchange, replayed / recorded time", round(worst.ratio, 2), "", None,
+                f"{worst.size / 1e6:.1f} MB {worst.url.rsplit('/', 1)[-1][:40]}: {worst.replayed_ms:.0f} ms replayed, "
+                f"{worst.recorded_ms:.0f} ms recorded; each run: " + ", ".join(f"{b.ratio:.2f}" for b in largest) +
+                " (no target: a body is held until τ reaches its recorded arrival, so a page that asked earlier "
+                "than recorded waits by design; the delivery itself is 'large body: replay / live server')")
 
 
 def _add_standing(section: Section, folder: Path, episodes: int) -> None:

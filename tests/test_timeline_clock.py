@@ -19,7 +19,9 @@ from playwright.async_api import Route
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer import jobs
+from mmina.replayer.archive import Reply
 from mmina.replayer.replays import replay_run
+from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.timeline import EXPECTED_MAX_S, Timeline
 from mmina.store import Store
 from tests.local_site import scripted_suite
@@ -48,14 +50,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
 @pytest.fixture
 def late_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
     """The replay hands the 6 MB bundle to the page ``LATE_S`` later than it would."""
-    fulfill = Route.fulfill
+    deliver = ArchiveRouter._deliver
 
-    async def late(self: Route, *args: object, **kwargs: object) -> None:
-        if self.request.url.endswith("/bundle.js"):
+    async def late(self: ArchiveRouter, route: Route, reply: Reply) -> None:
+        if route.request.url.endswith("/bundle.js"):
             await asyncio.sleep(LATE_S)
-        await fulfill(self, *args, **kwargs)
+        await deliver(self, route, reply)
 
-    monkeypatch.setattr(Route, "fulfill", late)
+    monkeypatch.setattr(ArchiveRouter, "_deliver", late)
 
 
 def _readings(store: Store, run_id: str) -> list[list[float]]:

@@ -54,11 +54,23 @@ PAINTERS = 2
 purpose: a painting thread per episode made a worker's memory grow episode after episode
 (each new thread's large image buffers landed in fresh malloc arenas; measured by
 ``python -m bench --only memory``)."""
-OFFLINE_PROXY = {"server": "http://127.0.0.1:9", "bypass": "<-loopback>"}
-"""A replay's context sends what its routes do not answer to a proxy nobody listens on (the
-discard port), loopback addresses included (``<-loopback>`` removes Chromium's implicit
-bypass). Routes answer every request a page makes, but a ``keepalive`` request (a beacon sent
-as its page unloads) outlives the page and its routes and would otherwise reach the live site."""
+DISCARD_PROXY = "http://127.0.0.1:9"
+
+
+@dataclass(frozen=True)
+class Offline:
+    """A context that cannot reach the network: what its routes do not answer goes to a proxy
+    nobody listens on (the discard port), loopback addresses included (``<-loopback>`` removes
+    Chromium's implicit bypass), except the ``reachable`` ones (``host:port``), where its router
+    sends requests itself (a replay's body server, ``mmina.replayer.body_server``). Routes answer
+    every request a page makes, but a ``keepalive`` request (a beacon sent as its page unloads)
+    outlives the page and its routes and would otherwise reach the live site."""
+
+    reachable: tuple[str, ...] = ()
+
+    def proxy(self) -> dict[str, str]:
+        """Playwright's ``proxy`` setting for such a context."""
+        return {"server": DISCARD_PROXY, "bypass": ",".join(["<-loopback>", *self.reachable])}
 
 
 @dataclass(frozen=True)
@@ -136,12 +148,12 @@ class BrowserSession:
             return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: bool = False, paint_marks: bool = True, seed: int | None = None,
+                offline: Offline | None = None, paint_marks: bool = True, seed: int | None = None,
                 options: Mapping[str, Any] | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
-        network at all (see ``OFFLINE_PROXY``). Without ``paint_marks`` (an agent not shown the
+        network at all (see :class:`Offline`). Without ``paint_marks`` (an agent not shown the
         set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
         seeds ``Math.random`` in every document (``seeding.py``). ``options`` are further
         arguments of Playwright's ``new_context`` (a task's storage state and position)."""
@@ -150,10 +162,10 @@ class BrowserSession:
                         time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
         return EpisodeBrowser(self, tabs)
 
-    async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: bool,
+    async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: Offline | None,
                         capture: Capture, seed: int | None, options: Mapping[str, Any]) -> Tabs:
         context = await self.browser.new_context(
-            proxy=OFFLINE_PROXY if offline else None,  # type: ignore[arg-type]
+            proxy=offline.proxy() if offline else None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US", timezone_id="UTC", service_workers="block",
             record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None,

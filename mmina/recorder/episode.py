@@ -20,8 +20,8 @@ from mmina.errors import AgentError, MminaError, TaskError, first_line
 from mmina.harness_context import harness_context
 from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
-from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser
-from mmina.recorder.har import capture
+from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser, Offline
+from mmina.recorder.har import RoutedTraffic, capture
 from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
@@ -119,9 +119,9 @@ class Pacer(Protocol):
         ...
 
 
-MoreTraffic = Callable[[], list[dict[str, Any]]]
-"""HAR entries of traffic the context's HAR misses (a replay's sockets, which its router played),
-asked for once the context has closed."""
+MoreTraffic = Callable[[], RoutedTraffic]
+"""What the context's router did that its HAR misses (a replay's sockets, which its router
+played, and the addresses it continued requests to), asked for once the context has closed."""
 ExtraColumns = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Further ``episodes`` columns worked out from the episode's step rows just before it is
 committed (a hop-conditioned episode's prefix columns)."""
@@ -138,7 +138,7 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: bool = False, seed: int | None = None,
+                 prepare: ContextHook | None = None, offline: Offline | None = None, seed: int | None = None,
                  tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
                  pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
@@ -180,7 +180,7 @@ class EpisodeRecorder:
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
         requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams,
-                           self.more_traffic() if self.more_traffic else ())
+                           self.more_traffic() if self.more_traffic else RoutedTraffic())
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
         self._redact_task(redactor)

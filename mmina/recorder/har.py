@@ -17,7 +17,8 @@ import base64
 import bisect
 import json
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,17 @@ if TYPE_CHECKING:  # the recorder's browser modules; this one stays free of Play
 PutBlob = Callable[[bytes, str], str]
 
 
+@dataclass(frozen=True)
+class RoutedTraffic:
+    """What a context's router did that its HAR cannot show: ``entries`` in the HAR's format for
+    traffic the browser never saw on the network (a replay's sockets, which its router played),
+    and ``aliases``, the addresses the router continued requests to, each with the URL the page
+    asked for (the HAR names the former: a replay's large bodies, ``mmina.replayer.body_server``)."""
+
+    entries: Sequence[dict[str, Any]] = ()
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+
 def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
     """The HAR entries and, for a ``.zip`` archive, the zip holding attached bodies; none when
     the browser wrote no (or no whole) archive, e.g. when it died before closing the context."""
@@ -59,18 +71,18 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
 
 
 def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: EventStreams | None = None, more: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+            streams: EventStreams | None = None, routed: RoutedTraffic = RoutedTraffic()) -> list[dict[str, Any]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
 
-    ``streams`` gives the bodies the HAR lacks (see the module); ``more`` are entries in the HAR's
-    format that the browser's HAR cannot have (the sockets a replay's router played itself). ``redactor`` first learns every
+    ``streams`` gives the bodies the HAR lacks (see the module); ``routed`` what the context's
+    router did that the browser's HAR cannot show (see :class:`RoutedTraffic`). ``redactor`` first learns every
     secret of the traffic (credentials in headers, secret query values, tokens in JSON and form
     bodies), then redacts every row and body with all of them, so a token a page echoes
     elsewhere is gone there too; the caller redacts the episode's other rows with the same
     redactor afterwards."""
     entries, archive = read_har(path)
     try:
-        entries = sorted([*entries, *more], key=lambda e: e["startedDateTime"])
+        entries = sorted([*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"])
         if streams is not None:
             fill_streams(entries, streams.bodies())
             fill_tapped(entries, streams.taps.bodies(), archive)
@@ -81,6 +93,15 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
     finally:
         if archive is not None:
             archive.close()
+
+
+def unaliased(entries: list[dict[str, Any]], aliases: Mapping[str, str]) -> list[dict[str, Any]]:
+    """``entries`` with each request to an alias named by the URL the page asked for."""
+    for entry in entries:
+        request = entry.get("request") or {}
+        if request.get("url") in aliases:
+            request["url"] = aliases[request["url"]]
+    return entries
 
 
 def learn_entry(redactor: Redactor, entry: dict[str, Any], archive: zipfile.ZipFile | None) -> None:

@@ -22,7 +22,7 @@ from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent, stored_steps
 from mmina.budget import Limits
-from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
+from mmina.recorder.browser import BrowserConfig, BrowserSession, Offline, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, RequestMatch, SocketFidelity,
@@ -106,8 +106,8 @@ class _ArchiveJob:
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=True, seed=seed_for(seed_name), pacer=pacer,
-                                       more_traffic=router.socket_entries)
+                                       prepare=router.prepare, offline=Offline((router.bodies.address,)), seed=seed_for(seed_name), pacer=pacer,
+                                       more_traffic=router.traffic)
             try:
                 result = recorder.record(attempt)
             except BaseException:

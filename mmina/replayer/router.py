@@ -46,10 +46,12 @@ from urllib.parse import parse_qs, urlsplit
 from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
 
 from mmina.recorder.browser import REDIRECT_MARK
+from mmina.recorder.har import RoutedTraffic
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
+from mmina.replayer.body_server import LARGE_BODY, BodyServer
 from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.page_clock import PageClock
@@ -167,6 +169,8 @@ class ArchiveRouter:
     timeline: Timeline | None = None
     """The recorded timeline the page's clock follows (paced replays; ``mmina.replayer.timeline``):
     every response is then held until τ reaches its recorded arrival, documents and scripts included."""
+    large_body: int = LARGE_BODY
+    """Bodies this large or larger reach the page through the body server (``mmina.replayer.body_server``)."""
 
     def __post_init__(self) -> None:
         self.clock = PageClock(self.timeline, self.starts_at) if self.timeline is not None else None
@@ -177,7 +181,7 @@ class ArchiveRouter:
         self.matcher = Matcher(self.archive)
         self._last_match: Exchange | None = None
         self.sockets: list[SocketPlayer] = []
-        """The sockets played to the page, with what was said on them (``socket_entries``)."""
+        """The sockets played to the page, with what was said on them (``traffic``)."""
         self._streams: dict[str, list[Expected]] = {}
         """A paced replay's streams: each chunk's slot and when it is due."""
         self._names = itertools.count(1)
@@ -185,6 +189,10 @@ class ArchiveRouter:
         """The ids the page sent in place of the recorded ones, for the replies that echo them."""
         self._posted: dict[str, list[Message]] = {}
         """What the page posted over engine.io long-polling, by session (``sid``), for the comparison."""
+        self.bodies = BodyServer()
+        """Serves the large bodies (``mmina.replayer.body_server``)."""
+        self.aliases: dict[str, str] = {}
+        """The body server's addresses, each with the URL it answered for (the context's HAR has the former)."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -197,6 +205,7 @@ class ArchiveRouter:
             await context.expose_binding("__mminaChunk", self._chunk)
         await context.route("**/*", self._handle)
         await context.route_web_socket("**/*", self._socket)
+        context.on("close", lambda _context: self.bodies.close())
 
     async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, played in time
@@ -248,12 +257,13 @@ class ArchiveRouter:
                 and _polling_sid(e.url) == sid
                 for packet in e.request_body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)]
 
-    def socket_entries(self) -> list[dict[str, object]]:
+    def traffic(self) -> RoutedTraffic:
         """The sockets played, as HAR entries (a routed socket has none in the context's HAR),
-        so the replay run's ``requests`` keep what was said on them; their players stop."""
+        so the replay run's ``requests`` keep what was said on them (their players stop), and
+        the body server's addresses with the URLs they answered for."""
         for player in self.sockets:
             player.stop()
-        return [player.har_entry() for player in self.sockets]
+        return RoutedTraffic([player.har_entry() for player in self.sockets], dict(self.aliases))
 
     async def _handle(self, route: Route) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
@@ -281,10 +291,9 @@ class ArchiveRouter:
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
             else:
-                headers = reply.headers
                 if self.clock is not None and request.resource_type == "document":
-                    headers = self.clock.document_headers(headers)
-                await route.fulfill(status=reply.status, headers=headers, body=reply.body)
+                    reply = replace(reply, headers=self.clock.document_headers(reply.headers))
+                await self._deliver(route, reply)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
         finally:
@@ -292,6 +301,21 @@ class ArchiveRouter:
                 self.timeline.lift(held.cap)
         if held is not None and held.name is not None:
             self._answered(held, reply)
+
+    async def _deliver(self, route: Route, reply: Reply) -> None:
+        """Hand ``reply`` to the browser: a large body through the loopback body server (once the
+        browser has it all: ``mmina.replayer.body_server``), any other by fulfilling the route."""
+        if not BodyServer.takes(route.request.url, reply, self.large_body):
+            await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
+            return
+        url, key = await self.bodies.offer(reply)
+        self.aliases[url] = route.request.url
+        try:
+            await route.continue_(url=url)
+        except PlaywrightError:
+            self.bodies.withdraw(key)
+            raise
+        await self.bodies.sent(key, ROUTE_DEADLINE_S)
 
     async def _hold(self, reply: Reply, asked: float, asked_at: float, kind: str) -> Held | None:
         """Hold a paced answer as long as its recorded exchange took — on the timeline, any answer,

@@ -1,0 +1,135 @@
+"""Large archived bodies reach the page over a loopback socket, not through Playwright's protocol.
+
+``route.fulfill`` hands a body to Chromium base64-encoded inside a JSON message, twice (from
+Python to Playwright's driver, from the driver to the browser): a 6 MB script bundle cost
+0.4-0.9 s on a quiet machine and 0.8-2.8 s at load 4-7, against the 0.2 s its live server took
+(issue 56). So a body of :data:`LARGE_BODY` bytes or more is offered here instead, once, under an
+unguessable path, and the request is *continued* to that address (``route.continue_(url=...)``:
+Chromium fetches it from this server, and the change of URL is not observable by the page: it
+sees the original URL, origin and headers, CORS included). The same 6 MB then took 0.12-0.25 s.
+
+The server speaks just enough HTTP/1.1 for that one exchange: it reads the request's head (and
+discards a body), writes the recorded status, the recorded headers (framing ones replaced by a
+``content-length`` of its own) and the body, and closes. :meth:`BodyServer.sent` tells when the
+last byte is written, which is when the page's clock may move on (``ArchiveRouter._handle``).
+
+Only ``http:`` requests take this path: Playwright refuses a new URL of another scheme, and an
+``https:`` one would need a certificate the browser trusts. Chromium's Local Network Access
+checks, which would block a public page's request to a loopback address, are off in every
+browser mmina launches (``mmina.recorder.chromium.LOCAL_NETWORK_FEATURES``).
+"""
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from mmina.replayer.archive import Reply
+
+LARGE_BODY = 256 * 1024
+"""Bodies of this many bytes or more are served here (below it, fulfilling costs a few ms)."""
+HEAD_LIMIT = 64 * 1024
+"""The most a request's head may take; a larger one is not a browser's and is dropped."""
+READ_DEADLINE_S = 10.0
+"""How long the server waits for a connected client's request head."""
+PATH_PREFIX = "/mmina-body/"
+
+
+@dataclass
+class _Offer:
+    reply: Reply
+    sent: asyncio.Future[None]
+
+
+class BodyServer:
+    """One loopback HTTP server for one replay context's large bodies. Its socket is bound at
+    once, so its :attr:`address` is known before the context exists (an offline context's proxy
+    lets it through: ``mmina.recorder.browser.Offline``); it serves from the first offer on."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self._socket.getsockname()[1]
+        self._server: asyncio.AbstractServer | None = None
+        self._offers: dict[str, _Offer] = {}
+
+    @staticmethod
+    def takes(url: str, reply: Reply, large: int = LARGE_BODY) -> bool:
+        """Whether ``reply`` to a request for ``url`` goes through this server (a body of ``large`` bytes or more)."""
+        return len(reply.body) >= large and url.startswith("http:") and reply.status >= 200
+
+    async def offer(self, reply: Reply) -> tuple[str, str]:
+        """The address that serves ``reply`` once, and its key for :meth:`sent` and :meth:`withdraw`."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._serve, sock=self._socket, limit=HEAD_LIMIT)
+        key = secrets.token_urlsafe(16)
+        self._offers[key] = _Offer(reply, asyncio.get_running_loop().create_future())
+        return f"http://{self.address}{PATH_PREFIX}{key}", key
+
+    async def sent(self, key: str, deadline_s: float) -> bool:
+        """Wait until the body offered under ``key`` is written (at most ``deadline_s``; False:
+        the browser never fetched it whole, e.g. its page went away); the offer is then gone."""
+        offer = self._offers.get(key)
+        if offer is None:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(offer.sent), deadline_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.withdraw(key)
+
+    def withdraw(self, key: str) -> None:
+        offer = self._offers.pop(key, None)
+        if offer is not None and not offer.sent.done():
+            offer.sent.cancel()
+
+    async def close(self) -> None:
+        for key in list(self._offers):
+            self.withdraw(key)
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        self._socket.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_DEADLINE_S)
+            offer = self._offers.get(_key(head))
+            if offer is None or offer.sent.done():
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            else:
+                writer.write(response_head(offer.reply))
+                writer.write(offer.reply.body)
+            await writer.drain()
+            if offer is not None and not offer.sent.done():
+                offer.sent.set_result(None)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass  # not a browser's request, or the browser hung up: nothing was delivered
+        finally:
+            writer.close()
+
+
+def _key(head: bytes) -> str:
+    """The offer's key in a request head's target (``GET /mmina-body/<key> HTTP/1.1``), or ""."""
+    parts = head.split(b"\r\n", 1)[0].split(b" ")
+    target = parts[1].decode("latin-1") if len(parts) == 3 else ""
+    return target[len(PATH_PREFIX):] if target.startswith(PATH_PREFIX) else ""
+
+
+def response_head(reply: Reply) -> bytes:
+    """The status line and headers of ``reply`` as HTTP/1.1 bytes: its recorded headers (already
+    without framing ones, ``archive.reply_for``; a value joined by newlines is one line each),
+    then its own ``content-length`` and ``connection: close``."""
+    try:
+        reason = HTTPStatus(reply.status).phrase
+    except ValueError:
+        reason = "Status"
+    lines = [f"HTTP/1.1 {reply.status} {reason}"]
+    for name, value in reply.headers.items():
+        if name.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+            lines += [f"{name}: {part}" for part in value.split("\n")]
+    lines += [f"content-length: {len(reply.body)}", "connection: close", "", ""]
+    return "\r\n".join(lines).encode("utf-8", "replace")

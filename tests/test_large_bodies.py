@@ -1,0 +1,146 @@
+"""Large archived bodies reach the page through the loopback body server (issue 56, item 2):
+a multi-MB script and a large cross-origin JSON reply, recorded live from a real server,
+replayed to 100 % with each body served once by ``mmina.replayer.body_server`` (not through
+Playwright's protocol), and the replay's ``requests`` naming the URLs the page asked for.
+``python -m bench --only realweb`` compares served with recorded time for the largest bodies."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.replayer import body_server
+from mmina.replayer.archive import Reply
+from mmina.replayer.body_server import LARGE_BODY, BodyServer, response_head
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
+from tests.local_site import LocalSite, answering_handler, scripted_suite
+
+BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
+WORDS = " ".join(f"tide{n % 977}" for n in range(400_000))
+BUNDLE = f"window.WORDS = {json.dumps(WORDS)};".encode()
+ROWS = json.dumps([{"station": f"S{n:05d}", "high": f"{n % 24:02d}:{n % 60:02d}"} for n in range(30_000)]).encode()
+PAGE = """<!doctype html><title>Tide atlas</title><h1>Tide atlas</h1><script src="/bundle.js"></script>
+<p id="bundle">Bundle missing</p><button id="load">Load stations</button><p id="rows">No stations</p><script>
+document.getElementById('bundle').textContent = 'Bundle of ' + window.WORDS.length + ' characters, ending ' + window.WORDS.slice(-8);
+document.getElementById('load').addEventListener('click', () => {
+  fetch(API + '/stations').then(r => r.json().then(rows => [r.headers.get('x-tide'), rows])).then(([tide, rows]) => {
+    document.getElementById('rows').textContent = rows.length + ' stations (' + tide + '), last ' + rows[rows.length - 1].station;
+  });
+});
+</script>"""
+SCRIPT = [{"action": "click", "target": {"role": "button", "name": "Load stations"}},
+          {"action": "stop", "answer": "done"}]
+
+
+def _api(path: str) -> tuple[int, str, bytes] | None:
+    return (200, "application/json", ROWS) if urlsplit(path).path == "/stations" else None
+
+
+def _site(api_url: str):
+    def answer(path: str) -> tuple[int, str, bytes]:
+        if urlsplit(path).path == "/bundle.js":
+            return 200, "application/javascript", BUNDLE
+        return 200, "text/html; charset=utf-8", PAGE.replace("API + '", f"'{api_url}").encode()
+    return answer
+
+
+def _cors(handler: type) -> type:
+    class Cors(handler):  # type: ignore[misc, valid-type]
+        def end_headers(self) -> None:
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Access-Control-Expose-Headers", "x-tide")
+            self.send_header("x-tide", "spring")
+            super().end_headers()
+    return Cors
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, RunSummary]]:
+    folder = tmp_path_factory.mktemp("large")
+    store = Store.open(folder / "store", create=True)
+    with LocalSite(_cors(answering_handler(_api))) as api, LocalSite(answering_handler(_site(api.url.rstrip("/")))) as site:
+        suite = scripted_suite(folder / "tasks", "atlas", site.url, "Load the stations.", SCRIPT)
+        summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
+    yield store, summary
+
+
+def _lines(store: Store, run_id: str) -> list[str]:
+    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
+    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if "Bundle" in line or "stations" in line]
+
+
+def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, monkeypatch) -> None:
+    store, summary = recorded
+    assert any("Bundle of" in line and "tide" in line for line in _lines(store, summary.run_id))
+    assert any("30000 stations (spring), last S29999" in line for line in _lines(store, summary.run_id))
+    offered: list[int] = []
+    offer = BodyServer.offer
+
+    async def counted(self: BodyServer, reply: Reply) -> tuple[str, str]:
+        offered.append(len(reply.body))
+        return await offer(self, reply)
+
+    monkeypatch.setattr(BodyServer, "offer", counted)
+    report = replay_run(store, summary.run_id, browser=BROWSER)
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]
+    assert _lines(store, report.replay_run) == _lines(store, summary.run_id)
+    assert sorted(offered) == sorted([len(ROWS), len(BUNDLE)])
+    urls = [r["url"] for r in store.read("requests", run_id=report.replay_run).to_pylist()]
+    assert any(u.endswith("/bundle.js") for u in urls) and any(u.endswith("/stations") for u in urls)
+    assert not [u for u in urls if body_server.PATH_PREFIX in u]
+    replayed = {r["url"].rsplit("/", 1)[1]: r["response_body_size"]
+                for r in store.read("requests", run_id=report.replay_run).to_pylist()}
+    assert replayed["bundle.js"] == len(BUNDLE) and replayed["stations"] == len(ROWS)
+
+
+def test_small_bodies_and_other_schemes_are_fulfilled() -> None:
+    big = Reply(200, {}, b"x" * LARGE_BODY)
+    assert BodyServer.takes("http://a.test/app.js", big)
+    assert not BodyServer.takes("https://a.test/app.js", big)  # Playwright keeps a continued request's scheme
+    assert not BodyServer.takes("http://a.test/app.js", Reply(200, {}, b"x" * (LARGE_BODY - 1)))
+
+
+def test_the_head_keeps_recorded_headers_and_frames_the_body_itself() -> None:
+    reply = Reply(201, {"content-type": "text/csv", "set-cookie": "a=1\nb=2", "content-length": "9",
+                        "x-trace": "tide"}, b"a,b\n1,2\n")
+    head = response_head(reply).decode()
+    assert head.startswith("HTTP/1.1 201 Created\r\n") and head.endswith("\r\n\r\n")
+    lines = head.split("\r\n")
+    assert {"content-type: text/csv", "set-cookie: a=1", "set-cookie: b=2", "x-trace: tide",
+            "content-length: 8", "connection: close"} <= set(lines)
+    assert "content-length: 9" not in lines
+
+
+def test_an_offer_is_served_once_and_a_stranger_gets_nothing() -> None:
+    async def scenario() -> tuple[bytes, bytes, bytes, bool]:
+        server = BodyServer()
+        body = hashlib.sha256(b"tide").hexdigest().encode() * 20_000
+        url, key = await server.offer(Reply(200, {"content-type": "text/plain"}, body))
+        port = int(urlsplit(url).port or 0)
+
+        async def get(path: str) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"GET {path} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+            await writer.drain()
+            answer = await reader.read()
+            writer.close()
+            return answer
+
+        first = await get(urlsplit(url).path)
+        sent = await server.sent(key, 5.0)
+        again, stranger = await get(urlsplit(url).path), await get("/mmina-body/guess")
+        await server.close()
+        return first, again, stranger, sent
+
+    first, again, stranger, sent = asyncio.run(scenario())
+    assert sent and first.startswith(b"HTTP/1.1 200 OK") and first.endswith(hashlib.sha256(b"tide").hexdigest().encode())
+    assert first.split(b"\r\n\r\n", 1)[1] == hashlib.sha256(b"tide").hexdigest().encode() * 20_000
+    assert again.startswith(b"HTTP/1.1 404") and stranger.startswith(b"HTTP/1.1 404")
