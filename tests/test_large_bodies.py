@@ -21,6 +21,7 @@ from mmina.replayer.body_server import LARGE_BODY, BodyServer, response_head
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, scripted_suite
+from tests.serve_helpers import Served
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 WORDS = " ".join(f"tide{n % 977}" for n in range(400_000))
@@ -96,9 +97,20 @@ def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, 
     urls = [r["url"] for r in store.read("requests", run_id=report.replay_run).to_pylist()]
     assert any(u.endswith("/bundle.js") for u in urls) and any(u.endswith("/stations") for u in urls)
     assert not [u for u in urls if body_server.PATH_PREFIX in u]
-    replayed = {r["url"].rsplit("/", 1)[1]: r["response_body_size"]
-                for r in store.read("requests", run_id=report.replay_run).to_pylist()}
-    assert replayed["bundle.js"] == len(BUNDLE) and replayed["stations"] == len(ROWS)
+    replayed = {r["url"].rsplit("/", 1)[1]: r for r in store.read("requests", run_id=report.replay_run).to_pylist()}
+    assert replayed["bundle.js"]["response_body_size"] == len(BUNDLE)
+    assert replayed["stations"]["response_body_size"] == len(ROWS)
+    # item 6: every replayed request says how it was matched and by which recorded request
+    source = {r["url"].rsplit("/", 1)[1]: r for r in store.read("requests", run_id=summary.run_id).to_pylist()}
+    for name in ("bundle.js", "stations", ""):
+        assert replayed[name]["replay_match"] == "exact"
+        assert (replayed[name]["replay_source_episode"], replayed[name]["replay_source_seq"]) == \
+            (source[name]["episode_id"], source[name]["seq"])
+    assert all(r["replay_match"] is None for r in source.values())  # a recording answered nothing from an archive
+    with Served(store.root) as app:
+        shown = app.json(f"/api/episodes/{episode.replay_episode}")
+    answered = {r["url"].rsplit("/", 1)[1]: r for step in shown["steps"] for r in step["requests"]}
+    assert answered["stations"]["replay_match"] == "exact" and answered["stations"]["replay_source_seq"] == source["stations"]["seq"]
 
 
 def test_small_bodies_and_other_schemes_are_fulfilled() -> None:

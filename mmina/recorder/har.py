@@ -50,6 +50,9 @@ class RoutedTraffic:
 
     entries: Sequence[dict[str, Any]] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
+    columns: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    """Further ``requests`` columns by method and URL, in the order the page asked (a replay's
+    ``replay_match`` and its source): the n-th request for a method and URL gets the n-th."""
 
 
 def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
@@ -89,10 +92,19 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
             fill_left(entries, streams.left.bodies(), archive)
         for entry in entries:
             learn_entry(redactor, entry, archive)
-        return [_row(seq, e, step_starts, put_blob, archive, redactor) for seq, e in enumerate(entries)]
+        extra = {key: list(columns) for key, columns in routed.columns.items()}
+        return [{**_row(seq, e, step_starts, put_blob, archive, redactor), **_next_columns(extra, e)}
+                for seq, e in enumerate(entries)]
     finally:
         if archive is not None:
             archive.close()
+
+
+def _next_columns(extra: dict[tuple[str, str], list[Mapping[str, Any]]], entry: dict[str, Any]) -> Mapping[str, Any]:
+    """The next further columns given for this entry's method and URL (none left: none)."""
+    request = entry.get("request") or {}
+    waiting = extra.get((request.get("method", "GET"), request.get("url", "")))
+    return waiting.pop(0) if waiting else {}
 
 
 def unaliased(entries: list[dict[str, Any]], aliases: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -104,6 +104,8 @@ class Exchange:
     """When the request started (wall-clock milliseconds): a socket's messages are timed from it."""
     time_ms: float = 0.0
     """How long the exchange took when recorded (a long-poll: how long the server held it)."""
+    seq: int | None = None
+    """The recorded request's ``requests.seq`` in its episode (``episode_id``)."""
     body_of: int | None = None
     """The recording lost this exchange's body: the order of the repeat whose response answers it
     (see :meth:`Matcher._with_body`)."""
@@ -482,6 +484,7 @@ def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: in
         redirect_url=row.get("redirect_url") or "",
         mime_type=row.get("mime_type") or "",
         episode_id=row.get("episode_id") or "",
+        seq=row.get("seq"),
         redacted_body=body_redacted(row),
         started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
         time_ms=float(row.get("time_ms") or 0.0),

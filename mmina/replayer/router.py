@@ -140,6 +140,14 @@ class Served:
     """The recorded request that served it (None: unmatched, a synthetic answer)."""
     recorded_order: int | None = None
     """That request's place in the episode's archive (``requests.seq`` order)."""
+    recorded_episode: str | None = None
+    recorded_seq: int | None = None
+    """That request's episode and ``requests.seq`` (the replay's ``requests.replay_source_*``)."""
+
+    def columns(self) -> dict[str, object]:
+        """The replay's ``requests`` columns saying how this request was answered."""
+        return {"replay_match": "failed" if self.failed else self.kind.value,
+                "replay_source_episode": self.recorded_episode, "replay_source_seq": self.recorded_seq}
 
 
 @dataclass(frozen=True)
@@ -259,11 +267,15 @@ class ArchiveRouter:
 
     def traffic(self) -> RoutedTraffic:
         """The sockets played, as HAR entries (a routed socket has none in the context's HAR),
-        so the replay run's ``requests`` keep what was said on them (their players stop), and
-        the body server's addresses with the URLs they answered for."""
+        so the replay run's ``requests`` keep what was said on them (their players stop), the
+        body server's addresses with the URLs they answered for, and how each request was
+        answered (``requests.replay_match`` and its source), by method and URL in the order asked."""
         for player in self.sockets:
             player.stop()
-        return RoutedTraffic([player.har_entry() for player in self.sockets], dict(self.aliases))
+        columns: dict[tuple[str, str], list[dict[str, object]]] = {}
+        for served in self.served:
+            columns.setdefault((served.method, served.url), []).append(served.columns())
+        return RoutedTraffic([player.har_entry() for player in self.sockets], dict(self.aliases), columns)
 
     async def _handle(self, route: Route) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
@@ -512,7 +524,9 @@ class ArchiveRouter:
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
                                   redacted_body=exchange is not None and exchange.redacted_body,
                                   recorded_url=source.url if source else None,
-                                  recorded_order=source.order if source else None))
+                                  recorded_order=source.order if source else None,
+                                  recorded_episode=source.episode_id or None if source else None,
+                                  recorded_seq=source.seq if source else None))
         self._last_match = exchange
         return exchange
 

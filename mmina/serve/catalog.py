@@ -40,7 +40,8 @@ DIRECTORY_BYTES_KEPT = 64 << 20
 """Pack directories kept, at about 150 bytes a blob (a hash, its row group, the dict's share)."""
 REQUESTS_SQL = """
 SELECT seq, step_index, method, url, status, mime_type, time_ms, request_headers, response_headers, request_body,
-       request_body_size, response_body, response_body_size, redirect_url
+       request_body_size, response_body, response_body_size, redirect_url, replay_match, replay_source_episode,
+       replay_source_seq
 FROM requests WHERE episode_id = $episode ORDER BY seq
 """
 RUN_OF_SQL = "SELECT run_id FROM episodes WHERE episode_id = $episode"

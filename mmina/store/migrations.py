@@ -78,6 +78,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                       "frozen_ms"),
     added_columns(REQUESTS, 6, "received_body_sha256", "received_body_size"),
     renamed_and_added(SCORES, 6, {"hop_index": "hop"}, shifted={"hop": 1}),
+    added_columns(REQUESTS, 7, "replay_match", "replay_source_episode", "replay_source_seq"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -31,7 +31,8 @@ and ``episodes.start_hop`` (0-based) became ``episodes.hops_given`` (the same nu
 what the browser received (``requests.received_body_sha256``, ``received_body_size``: a body
 redaction changed is a fidelity defect), the recorded pace (``steps.acted_at``; replays of older
 files keep no pace) and how long a waiting episode's tabs were frozen (``steps.frozen_ms``); NULL
-in older files.
+in older files; 8 — how a replay answered each request (``requests.replay_match``,
+``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -305,6 +306,13 @@ REQUESTS = Table(
         ("mime_type", S, "Response content type."),
         ("redirect_url", S, "Location of a redirect response; empty otherwise."),
         ("time_ms", F64, "Total request time in milliseconds."),
+        ("replay_match", S, "How a replay answered the request from its archive: `exact`, `fuzzy` or `nearest` (a "
+                            "recorded request served it), `unmatched` (the archive has none: a synthetic answer, a "
+                            "coverage gap) or `failed` (the replay could not answer in time and answered with an "
+                            "error); null in a recording and in files before schema version 8."),
+        ("replay_source_episode", S, "The recorded episode whose request answered it (see `replay_match`); null when "
+                                     "none did."),
+        ("replay_source_seq", I32, "That recorded request's `seq` in its episode; null when none answered it."),
     ),
 )
 

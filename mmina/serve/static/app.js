@@ -397,13 +397,23 @@ function hopProgress(e, s) {
 
 function requestTable(requests) {
   if (!requests.length) return h('p', {className: 'muted'}, 'none');
+  const replayed = requests.some(r => r.replay_match);
+  const columns = ['method', 'status', 'URL', 'type', 'size', 'ms', 'body', ...(replayed ? ['answered by'] : [])];
   return h('div', {className: 'scroll'}, h('table', {className: 'requests', id: 'step-requests'},
-    h('thead', {}, h('tr', {}, ['method', 'status', 'URL', 'type', 'size', 'ms', 'body'].map(c => h('th', {}, c)))),
+    h('thead', {}, h('tr', {}, columns.map(c => h('th', {}, c)))),
     h('tbody', {}, requests.map(r => h('tr', {},
       h('td', {}, r.method), h('td', {className: r.status >= 400 || r.status === 0 ? 'error' : ''}, r.status),
       h('td', {className: 'url'}, r.url), h('td', {}, r.mime_type || ''), h('td', {className: 'num'}, r.response_body_size ?? ''),
       h('td', {className: 'num'}, r.time_ms != null ? Math.round(r.time_ms) : ''),
-      h('td', {}, r.response_body ? h('a', {href: r.response_body + '&view=text', target: '_blank', rel: 'noopener'}, 'view') : ''))))));
+      h('td', {}, r.response_body ? h('a', {href: r.response_body + '&view=text', target: '_blank', rel: 'noopener'}, 'view') : ''),
+      ...(replayed ? [replayMatch(r)] : []))))));
+}
+
+function replayMatch(r) {
+  // how a replay answered the request: the match kind, and the recorded request that served it
+  const gap = r.replay_match === 'unmatched' || r.replay_match === 'failed' || r.replay_match === 'nearest';
+  const source = r.replay_source_episode == null ? '' : ' ← ' + r.replay_source_episode + ' #' + r.replay_source_seq;
+  return h('td', {className: gap ? 'error match' : 'match'}, r.replay_match ? r.replay_match + source : '');
 }
 
 // ---- side by side ---------------------------------------------------------------------------
