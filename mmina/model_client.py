@@ -12,6 +12,11 @@ What comes back is checked before anyone stores it: text with lone surrogates or
 are not UTF-8 is kept, escaped (``\\ud83d``, ``\\xff``); token counts that are not counts
 (negative, fractional, absurd such as 10**30) become 0 with a note saying why.
 
+With an *endpoint patience* (``Deadlines.patience_s``; the agent's ``--endpoint-patience``) a
+call that failed for the endpoint's sake (no connection, 5xx, 429 once its retries are spent)
+is held until the endpoint answers again, for that long at most, and as many calls are in
+flight as the endpoint takes (``mmina.endpoint_gate``); the deadline then bounds each attempt.
+
 Calls run as coroutines on one event loop thread shared by the process (so cancelling a call
 at its deadline really stops its socket). ``openai`` is imported on first use: the import takes
 seconds that commands without a model should not pay.
@@ -20,11 +25,13 @@ from __future__ import annotations
 
 import codecs
 import concurrent.futures
+import contextvars
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from mmina.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
 from mmina.errors import MminaError, first_line
 from mmina.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
@@ -43,6 +50,9 @@ ATTEMPT_S = 60.0
 """The longest one attempt may wait for a connection or between two bytes (the client's timeout)."""
 MAX_CALL_S = 3600.0
 MAX_RETRIES = 20
+MAX_PATIENCE_S = 7 * 24 * 3600.0
+DEFAULT_PATIENCE_S = 900.0
+"""How long an agent's calls wait for an endpoint that is down for everyone (``--endpoint-patience``)."""
 MAX_TOKENS = 10_000_000
 """More tokens than any model takes or gives in one call: a usage count above it is not believed."""
 LOOP_GRACE_S = 5.0
@@ -54,17 +64,30 @@ class ModelError(MminaError):
     passed, or its reply could not be read."""
 
 
+class ModelUnavailable(ModelError, EndpointUnavailable):
+    """The endpoint gave no answer for the whole patience: the endpoint's failure, not the agent's."""
+
+
 @dataclass(frozen=True)
 class Deadlines:
     """How long one model call may take on the caller's side, and how often it is retried."""
 
     call_s: float = DEFAULT_CALL_S
     max_retries: int = DEFAULT_MAX_RETRIES
+    patience_s: float = 0.0
+    """How long calls wait for an endpoint that is down or refusing everyone (0: they fail)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.call_s <= MAX_CALL_S or not 0 <= self.max_retries <= MAX_RETRIES:
             raise ModelError(f"a model call's deadline is 0..{MAX_CALL_S:g} s and its retries 0..{MAX_RETRIES}, "
                              f"not {self.call_s:g} s and {self.max_retries}")
+        if not 0 <= self.patience_s <= MAX_PATIENCE_S:
+            raise ModelError(f"the endpoint patience is 0..{MAX_PATIENCE_S:g} s, not {self.patience_s:g} s")
+
+    @property
+    def longest_s(self) -> float:
+        """The most one call may take: its patience, then one more attempt within the deadline."""
+        return self.call_s + (self.patience_s + MAX_BACKOFF_S if self.patience_s else 0.0)
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,10 @@ class ModelReply:
     completion_tokens: int = 0
     note: str | None = None
     """Why the endpoint's usage was not taken as given (None when it was)."""
+    retries: int = 0
+    """Attempts of this call that failed for the endpoint's sake (a 429, a 5xx, no answer)."""
+    waited_s: float = 0.0
+    """Seconds this call waited for the endpoint to come back (not the model's thinking)."""
 
 
 def openai_module() -> Any:
@@ -110,26 +137,49 @@ class ModelClient:
 
         future = asyncio.run_coroutine_threadsafe(self._complete(mapped_text(request)), _loop())
         try:
-            return future.result(timeout=self.deadlines.call_s + LOOP_GRACE_S)
+            return future.result(timeout=self.deadlines.longest_s + LOOP_GRACE_S)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ModelError(self._late()) from None
 
     async def _complete(self, request: dict[str, Any]) -> ModelReply:
+        """Attempts until one answers, the endpoint's faults held at its gate (see the module)."""
+        gate, tally = gate_for(self.base_url or "", self.deadlines.patience_s), Tally()
+        _CALL.set((gate, tally))
+        while True:
+            try:
+                await gate.ready(tally, self.what)
+            except EndpointUnavailable as exc:
+                raise ModelUnavailable(str(exc)) from None
+            response = await self._attempt(request, gate, tally)
+            if response is not None:
+                return replace(reply_of(response), retries=tally.retries, waited_s=round(tally.waited_s, 3))
+
+    async def _attempt(self, request: dict[str, Any], gate: EndpointGate, tally: Tally) -> Any:
+        """One call through the client (its own retries included): the response, or None when it
+        failed for the endpoint's sake and the gate says to wait and try again."""
         import asyncio
 
         openai = openai_module()
         try:
-            response = await asyncio.wait_for(self._async_client().chat.completions.create(**request),
-                                              self.deadlines.call_s)
+            async with gate.slot():
+                response = await asyncio.wait_for(self._async_client().chat.completions.create(**request),
+                                                  self.deadlines.call_s)
         except asyncio.TimeoutError:
             raise ModelError(self._late()) from None
         except openai.APIError as exc:
+            if is_endpoint_fault(exc) and gate.failed(tally, getattr(exc, "status_code", None) == 429):
+                return None
             raise ModelError(failure_line(self.what, exc, self.deadlines.max_retries)) from None
         except Exception as exc:  # noqa: BLE001 - whatever the endpoint sent, the caller gets one line
             raise ModelError(f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: "
                              f"{first_line(exc)}") from None
-        return reply_of(response)
+        if not isinstance(getattr(response, "choices", None), list):  # e.g. a proxy's HTML page, read as text
+            from mmina.redact import Redactor, configured_secrets
+
+            shown = Redactor(configured_secrets()).scrub(" ".join(str(response).split())[:80])
+            raise ModelError(f"{self.what} sent something that is not a chat completion: {shown!r}")
+        return response
 
     def _async_client(self) -> Any:
         """The ``openai.AsyncOpenAI`` client, made on the loop that runs its calls."""
@@ -138,7 +188,7 @@ class ModelClient:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, api_key=os.environ.get(self.api_key_env, ""), max_retries=self.deadlines.max_retries,
                 timeout=min(ATTEMPT_S, self.deadlines.call_s),
-                http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_escape_undecodable]}))
+                http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_seen, _escape_undecodable]}))
         return self._client
 
     def _late(self) -> str:
@@ -146,11 +196,17 @@ class ModelClient:
                 f"(the deadline of a model call, retries included)")
 
 
+def is_endpoint_fault(exc: Exception) -> bool:
+    """Whether a failed call (after the client's retries) was the endpoint's doing: no connection
+    or no answer in time, 5xx, 429 (what the client retries), not a request it refused."""
+    status = getattr(exc, "status_code", None)
+    return status is None or status in RETRIED_STATUSES or status >= 500
+
+
 def failure_line(what: str, exc: Exception, retries: int) -> str:
     """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts,
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
-    status = getattr(exc, "status_code", None)
-    retried = status is None or status in RETRIED_STATUSES or status >= 500
+    retried = is_endpoint_fault(exc)
     from mmina.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
 
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
@@ -194,6 +250,18 @@ def _escape_byte(error: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error(_ESCAPE_ERRORS, _escape_byte)
+
+
+_CALL: contextvars.ContextVar[tuple[EndpointGate, Tally]] = contextvars.ContextVar("mmina_model_call")
+"""The gate and tally of the call an HTTP response belongs to (the client's hooks run in its task)."""
+
+
+async def _seen(response: Any) -> None:
+    """A response hook: every attempt's status reaches the call's gate (429s adapt how many calls
+    are in flight; see ``mmina.endpoint_gate``)."""
+    call = _CALL.get(None)
+    if call is not None:
+        call[0].attempted(call[1], response.status_code)
 
 
 async def _escape_undecodable(response: Any) -> None:

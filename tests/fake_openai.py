@@ -120,6 +120,13 @@ class FakeOpenAI:
     provided: <the credential of the Authorization header>``)."""
     keep_requests: bool = True
     """False keeps no request body (a benchmark's thousands of prompts), only the counts."""
+    serves_at_once: int | None = None
+    """The most requests it works on at once: one more is refused with 429 and ``Retry-After: 1``
+    (a shared server's rate limit; None: no limit)."""
+    unavailable: bool = False
+    """Answer every request with 503 (an overloaded or restarting server) while set."""
+    html: bool = False
+    """Answer every request with an HTML page and 200 (a proxy's or a portal's page at the wrong URL)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     received: int = 0
@@ -127,17 +134,33 @@ class FakeOpenAI:
 
     def __enter__(self) -> "FakeOpenAI":
         self.stopped = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.working = 0
+        self.limited = 0
+        self._start(0)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.stopped.set()
+    def _start(self, port: int) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def go_down(self) -> None:
+        """Stop listening: every connection is refused until :meth:`come_back` (a server down)."""
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+        self.down = True
+
+    def come_back(self) -> None:
+        """Listen again on the same port."""
+        self._start(self._server.server_address[1])
+        self.down = False
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
+        if not getattr(self, "down", False):
+            self.go_down()
 
     @property
     def chat_requests(self) -> list[dict[str, Any]]:
@@ -204,6 +227,31 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             body["_authorization"] = self.headers.get("Authorization")
+            if server.html:
+                page = b"<!doctype html><title>Sign in</title><p>Please sign in to the network."
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
+            if server.unavailable:
+                self._send(503, {"error": {"message": "injected: the server is unavailable", "type": "injected"}})
+                return
+            with lock:
+                refused = server.serves_at_once is not None and server.working >= server.serves_at_once
+                server.limited += refused
+                server.working += not refused
+            if refused:
+                self._send(429, {"error": {"message": "injected: rate limited", "type": "injected"}}, retry_after="1")
+                return
+            try:
+                self._answer(body)
+            finally:
+                with lock:
+                    server.working -= 1
+
+        def _answer(self, body: dict[str, Any]) -> None:
             time.sleep(server.delay_s)
             with lock:
                 server.received += 1
@@ -233,12 +281,15 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up and closed the connection
                 return
 
-        def _send(self, status: int, data: bytes | dict[str, Any]) -> None:
+        def _send(self, status: int, data: bytes | dict[str, Any], retry_after: str | None = None) -> None:
             data = data if isinstance(data, bytes) else json.dumps(data).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("retry-after-ms", "10")
+            if retry_after is not None:
+                self.send_header("retry-after", retry_after)
+            else:
+                self.send_header("retry-after-ms", "10")
             self.end_headers()
             self.wfile.write(data)
 

@@ -91,3 +91,16 @@ def test_replay_and_eval_steps_with_a_model_agent_check_it_too(server: FakeOpenA
         result = CliRunner().invoke(cli, [*command, "--model", "no-such-model", "--base-url", server.url,
                                           "--store", str(store.root)], env=KEY)
         assert result.exit_code == 1 and "Error: model no-such-model at " in result.output, (command, result.output)
+
+
+def test_a_burst_of_429s_at_the_start_is_retried_as_a_call_is() -> None:
+    with FakeOpenAI(fail_first=3, fail_status=429) as server:
+        check = check_endpoint(AgentSettings(model="m", base_url=server.url, max_retries=4))
+    assert check.model == "m" and len(server.requests) == 4
+
+
+def test_an_html_page_is_not_an_answer() -> None:
+    with FakeOpenAI(html=True) as server:
+        with pytest.raises(AgentError) as error:
+            check_endpoint(AgentSettings(model="m", base_url=server.url))
+    assert "is not a chat completion" in str(error.value) and "Please sign in" in str(error.value)

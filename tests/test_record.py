@@ -111,6 +111,18 @@ def test_resume_skips_finished_tasks(recorded_copy: Path) -> None:
         record_run(Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, task_ids=("normal/1",)))
 
 
+def test_resume_records_only_the_run_s_own_tasks(recorded_copy: Path) -> None:
+    store = Store.open(recorded_copy, create=True)
+    run_id = store.run_ids()[0]
+    summary = record_run(store, RecordConfig(run_id=run_id, resume=True))  # the whole suite named: only normal/1 is the run's
+    assert summary.episodes == [] and summary.skipped == ["normal/1"]
+    with pytest.raises(StoreError, match=f"run {run_id} has no task shopping/1 .*only its own tasks"):
+        record_run(store, RecordConfig(run_id=run_id, resume=True, task_ids=("normal/1", "shopping/1")))
+    with pytest.raises(StoreError, match="nothing to resume: .* has no run never-was .leave out --resume"):
+        record_run(store, RecordConfig(run_id="never-was", resume=True))
+    assert store.run_ids() == [run_id]
+
+
 def _record(tmp_path: Path, agent: str, **limits: int) -> RunSummary:
     return record_run(Store.open(tmp_path / "store", create=True), RecordConfig(agent=agent, task_ids=("normal/1",),
                                    limits=Limits(**limits)))

@@ -2,7 +2,9 @@
 and does it run the model?
 
 A wrong ``--base-url`` or model name otherwise fails every episode of a run, one after another,
-each after its retries. The check is a chat completion of one token (``max_tokens=1``), sent the
+each after its retries. The check is retried as a run's calls are (``--model-retries``, a 429's
+``Retry-After`` honoured), so a burst of 429s or 503s at the start does not end a run; only an
+answer that is a chat completion passes (an HTML page from a proxy does not). The check is a chat completion of one token (``max_tokens=1``), sent the
 way the agent's own calls are: the same route (``/chat/completions``), key and model name. It is
 not ``models.list``: OpenAI-compatible servers list models differently from how they accept them
 (llama.cpp lists the file it loaded and answers to any name; Ollama answers ``llama3`` for
@@ -27,8 +29,8 @@ from mmina.errors import AgentError
 from mmina.model_client import Deadlines, ModelClient, ModelError
 
 OPENAI_URL = "https://api.openai.com/v1"
-CHECK_S = 30.0
-"""The most the check may take, its one retry included (a run's own calls keep their deadline)."""
+CHECK_S = 60.0
+"""The most the check may take, its retries included (a run's own calls keep their deadline)."""
 CHARS_PER_TOKEN = 4
 PROBE = [{"role": "user", "content": "Reply with the word OK."}]
 
@@ -58,7 +60,7 @@ def check_endpoint(settings: AgentSettings) -> EndpointCheck:
     """Send the one-token request; :class:`AgentError` naming the URL and model when it fails."""
     check_settings(settings)
     model = settings.model or ""
-    deadlines = Deadlines(min(CHECK_S, settings.model_deadline_s), min(1, settings.max_retries))
+    deadlines = Deadlines(min(CHECK_S, settings.model_deadline_s), settings.max_retries)  # retried as a call is
     client = ModelClient(settings.base_url, deadlines)
     where = without_userinfo(client.base_url or OPENAI_URL)
     started = time.perf_counter()

@@ -39,6 +39,10 @@ class AgentReply:
     note: str | None = field(default=None, compare=False)
     """What the recorder should know about the reply (usage that was not believed, for one):
     stored with the step's ``action_error``."""
+    endpoint_retries: int = field(default=0, compare=False)
+    """Attempts of its model calls that failed for the endpoint's sake (429, 5xx, no answer)."""
+    endpoint_wait_s: float = field(default=0.0, compare=False)
+    """Seconds its model calls waited for the endpoint to come back: not thinking time."""
 
 
 @runtime_checkable

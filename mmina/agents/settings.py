@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, Deadlines
+from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, Deadlines
 
 CAPTIONERS = ("none", "alt", "openai")
 """How in-view images are captioned (``--captioner``): not, by their alt text, or by a vision model."""
@@ -34,6 +34,8 @@ class AgentSettings:
     max_retries: int = DEFAULT_MAX_RETRIES
     model_deadline_s: float = DEFAULT_CALL_S
     """The deadline of one model call, retries included (``mmina.model_client``)."""
+    endpoint_patience_s: float = DEFAULT_PATIENCE_S
+    """How long calls wait for an endpoint that is down for everyone (``mmina.endpoint_gate``)."""
     captioner: str = "none"
     caption_model: str | None = None
     show_prefix: bool = True
@@ -43,4 +45,4 @@ class AgentSettings:
     @property
     def deadlines(self) -> Deadlines:
         """The deadline and retries of each model call the agent (or its captioner) makes."""
-        return Deadlines(self.model_deadline_s, self.max_retries)
+        return Deadlines(self.model_deadline_s, self.max_retries, self.endpoint_patience_s)

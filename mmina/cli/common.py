@@ -17,7 +17,8 @@ from mmina.cli.render import echo
 from mmina.errors import MminaError, MminaWarning
 from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
                                                DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
-from mmina.model_client import API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, MAX_CALL_S, MAX_RETRIES
+from mmina.model_client import (API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, MAX_CALL_S,
+                                 MAX_PATIENCE_S, MAX_RETRIES)
 from mmina.pool import EXECUTORS, Layout
 from mmina.store.defaults import STORE_ENV
 
@@ -271,6 +272,11 @@ def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):
         click.option("--model-retries", type=click.IntRange(0, MAX_RETRIES), default=retries,
                      show_default=True, metavar="N",
                      help=f"{scope}: retries of a model call on 429, 5xx, timeouts and lost connections, with backoff."),
+        click.option("--endpoint-patience", type=Bounded(0, MAX_PATIENCE_S), default=DEFAULT_PATIENCE_S,
+                     show_default=True, metavar="SECONDS",
+                     help=f"{scope}: how long calls wait for an endpoint that is down or refuses everyone (no "
+                          "connection, 5xx, 429) before the run stops, resumable; its episodes are not failed "
+                          "for it. 0: such a call fails its episode."),
     ]
 
     def decorator(func):
@@ -330,7 +336,8 @@ def open_store(store_path: str | None, create: bool = False) -> Store:
 AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
                  "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
                  "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
-                 "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries"}
+                 "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries",
+                 "endpoint_patience": "endpoint_patience_s"}
 """Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
 
 

@@ -343,6 +343,10 @@ def _print_summary(summary: RunSummary) -> None:
     if summary.task_warnings:
         echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
              "`mmina tasks validate PATH` lists them")
+    faults = summary.endpoint
+    if faults["retries"]:
+        echo(f"the model endpoint failed {faults['retries']} attempt(s), retried; {faults['episodes_held']} "
+             f"episode(s) waited {faults['waited_s']:.0f} s in all for it to answer again (none failed for it)")
     echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
          f"hop SR {summary.hop_sr:.1%} (hops verdicts; live tracking reached {summary.live_hop_sr:.1%}), "
          f"{summary.errors} error(s), {summary.tokens} tokens, {_cost(summary.cost_usd, summary.steps)}; "

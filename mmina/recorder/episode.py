@@ -16,6 +16,7 @@ from mmina.agents.captions import Captioner
 from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
+from mmina.endpoint_gate import EndpointUnavailable
 from mmina.errors import AgentError, MminaError, TaskError, first_line
 from mmina.harness_context import harness_context
 from mmina.model_input import store_request, with_image_blobs
@@ -52,6 +53,10 @@ class EpisodeResult:
     """Hops the ``hops`` evaluator passed (None when it did not score the episode)."""
     start_hop: int = 0
     """The hop the agent started at: hops before it were given by a prefix (``record --prefix-run``)."""
+    endpoint_retries: int = 0
+    """Model call attempts that failed for the endpoint's sake (``episodes.endpoint_retries``)."""
+    endpoint_wait_s: float = 0.0
+    """Seconds the agent's calls waited for the endpoint to come back (``episodes.endpoint_wait_s``)."""
 
     @property
     def hops_to_do(self) -> int:
@@ -151,6 +156,8 @@ class EpisodeRecorder:
         self.har = workdir / f"{writer.episode_id}.har.zip"
         self.step_starts: list[datetime] = []
         self.tokens = [0, 0]
+        self.endpoint = [0, 0.0]
+        """Retries and seconds waited at the model endpoint (see ``AgentReply``)."""
         self.cost = 0.0
         self._requests: list[tuple[dict[str, Any], Any]] = []
         self._typed_secrets: list[str] = []
@@ -170,6 +177,8 @@ class EpisodeRecorder:
                 browser.open(self.task.start_urls)
                 self.agent.reset(self.task)
                 stop_reason, answer = self._loop(browser)
+            except EndpointUnavailable:
+                raise  # not the agent's failure: the episode is not stored, the run stops (resumable)
             except (MminaError, PlaywrightError) as exc:
                 status, error = "error", first_line(exc)
             final = self._terminal(browser)
@@ -193,7 +202,8 @@ class EpisodeRecorder:
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
-                               start_hop=len(self.tracker.given))
+                               start_hop=len(self.tracker.given), endpoint_retries=int(self.endpoint[0]),
+                               endpoint_wait_s=round(self.endpoint[1], 3))
         extra = self.columns(self.writer.steps) if self.columns else {}
         row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
         self.writer.commit(row)
@@ -265,7 +275,8 @@ class EpisodeRecorder:
             try:
                 with browser.thinking(self.session.config.freeze_after_s) as frozen:
                     reply = checked_reply(self.agent.act(observation))
-                    timings["agent_ms"] = (time.perf_counter() - agent_start) * 1e3  # the thaw is not the agent's
+                    thought = time.perf_counter() - agent_start - reply.endpoint_wait_s  # a wait for the endpoint neither
+                    timings["agent_ms"] = max(thought, 0.0) * 1e3  # the thaw is not the agent's
             except ScriptEnd:
                 self.step_starts.pop()
                 return "script_end", None
@@ -320,6 +331,8 @@ class EpisodeRecorder:
         """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
+        self.endpoint[0] += reply.endpoint_retries
+        self.endpoint[1] += reply.endpoint_wait_s
         self.cost += reply.cost_usd
         screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
         painted = observation.resolve_marks()
@@ -375,6 +388,8 @@ class EpisodeRecorder:
             "completion_tokens": result.completion_tokens,
             "cost_usd": result.cost_usd,
             "error": result.error,
+            "endpoint_retries": result.endpoint_retries,
+            "endpoint_wait_s": result.endpoint_wait_s,
         }
 
 

@@ -15,6 +15,7 @@ from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.budget import Limits
+from mmina.endpoint_gate import EndpointUnavailable
 from mmina.errors import AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
@@ -26,7 +27,7 @@ from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
 from mmina.taskcheck import load_suite
-from mmina.tasks import Task, TaskSuite, task_row
+from mmina.tasks import Task, TaskSuite, task_folder, task_from_row, task_row
 
 FIXTURE_SUFFIX = ".mmina.test"
 
@@ -96,6 +97,14 @@ class RunSummary:
     def steps(self) -> int:
         return sum(e.n_steps for e in self.episodes)
 
+    @property
+    def endpoint(self) -> dict[str, float | int]:
+        """What the model endpoint's faults cost this session: retried attempts, seconds waited
+        for it to come back, and the episodes that waited (none of them failed for it)."""
+        return {"retries": sum(e.endpoint_retries for e in self.episodes),
+                "waited_s": round(sum(e.endpoint_wait_s for e in self.episodes), 3),
+                "episodes_held": sum(e.endpoint_wait_s > 0 for e in self.episodes)}
+
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
                 "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
@@ -104,7 +113,8 @@ class RunSummary:
     def as_json(self) -> dict[str, Any]:
         """The summary for scripts (``--format json``): the run, each episode and the totals."""
         episodes = [{**asdict(e), "success": e.success} for e in self.episodes]
-        return {**asdict(self), "episodes": episodes, "finished": len(self.episodes), **self.totals()}
+        return {**asdict(self), "episodes": episodes, "finished": len(self.episodes), **self.totals(),
+                "endpoint_faults": self.endpoint}
 
 
 OnEpisode = Callable[[Task, EpisodeResult], None]
@@ -132,11 +142,17 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             if on_start:
                 on_start(summary.run_id, len(todo))
             setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
-            for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                          config.layout):
-                summary.episodes.append(result)
-                if on_episode:
-                    on_episode(task, result)
+            try:
+                for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
+                                              config.layout):
+                    summary.episodes.append(result)
+                    if on_episode:
+                        on_episode(task, result)
+            except EndpointUnavailable as exc:
+                raise EndpointUnavailable(
+                    f"{exc}: the run stopped, {len(summary.episodes)} episode(s) of this session stored and "
+                    f"{len(todo) - len(summary.episodes)} task(s) left; once the endpoint answers again: "
+                    f"mmina record --resume --run-id {summary.run_id}") from None
         finally:
             session.close()
     order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
@@ -196,17 +212,38 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
     created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
+    tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
     done = _finished_tasks(store, plan.run_id)
-    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in plan.suite.tasks if t.task_id in done],
+    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in tasks if t.task_id in done],
                          task_warnings=list(plan.suite.warnings),
                          verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id))
-    return summary, [t for t in plan.suite.tasks if t.task_id not in done]
+    return summary, [t for t in tasks if t.task_id not in done]
+
+
+def own_tasks(store: Store, run_id: str, loaded: Sequence[Task], asked: Sequence[str]) -> list[Task]:
+    """A resumed run's own tasks, as its ``tasks`` table lists them, in their order (each as the
+    suite now has it when the same, else as stored): never a task the run did not have. Asking
+    by ``--task-ids`` for one it does not have is an error."""
+    rows = {r["task_id"]: r for r in store.read("tasks", run_id=run_id).to_pylist()}
+    stranger = [task_id for task_id in asked if task_id not in rows]
+    if stranger:
+        raise StoreError(f"run {run_id} has no task {stranger[0]} (it has {len(rows)}): a resumed run records "
+                         "only its own tasks; start a new run for others")
+    suite_path = store.read("runs", run_id=run_id, columns=["task_suite_path"]).column(0)[0].as_py()
+    by_id = {t.task_id: t for t in loaded}
+    return [by_id[task_id] if task_id in by_id and by_id[task_id].sha256 == row["task_sha256"]
+            else replace(task_from_row(row), folder=task_folder(suite_path, task_id))
+            for task_id, row in rows.items()]
 
 
 def choose_run_id(store: Store, config: RecordConfig) -> str:
     """``--run-id``, else (with ``--resume``) the store's latest run, else a new id."""
     if config.run_id:
-        return check_id("run id", config.run_id)
+        run_id = check_id("run id", config.run_id)
+        if config.resume and not store.read("runs", run_id=run_id, columns=["run_id"]).num_rows \
+                and not store.unreadable("runs", run_id):
+            raise StoreError(f"nothing to resume: {store.root} has no run {run_id} (leave out --resume to start it)")
+        return run_id
     if config.resume:
         runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
         if not runs.num_rows:

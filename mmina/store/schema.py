@@ -32,7 +32,9 @@ what the browser received (``requests.received_body_sha256``, ``received_body_si
 redaction changed is a fidelity defect), the recorded pace (``steps.acted_at``; replays of older
 files keep no pace) and how long a waiting episode's tabs were frozen (``steps.frozen_ms``); NULL
 in older files; 8 — how a replay answered each request (``requests.replay_match``,
-``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings).
+``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings) and
+what the model endpoint cost an episode (``episodes.endpoint_retries``, ``endpoint_wait_s``;
+NULL in older files).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -171,6 +173,11 @@ EPISODES = Table(
         ("completion_tokens", I64, "Model output tokens over all steps."),
         ("cost_usd", F64, "Model cost over all steps in US dollars (0 when unknown or free)."),
         ("error", S, "Error message when `status` is `error`; null otherwise."),
+        ("endpoint_retries", I32, "Attempts of the agent's model calls that failed for the endpoint's sake (a 429, "
+                                  "a 5xx, no connection) and were tried again; null before schema version 8."),
+        ("endpoint_wait_s", F64, "Seconds the agent's model calls waited for an endpoint that was down or refusing "
+                                 "everyone (`--endpoint-patience`): not counted in the steps' `agent_ms`; null "
+                                 "before schema version 8."),
         ("n_requests", I32, "Number of network requests recorded for the episode."),
         ("blob_packs", STRINGS, "Blob pack files holding this episode's blobs (paths relative to the store)."),
         ("worker", S, "`host:pid` of the process that recorded the episode."),
