@@ -12,15 +12,17 @@ On an error or Ctrl-C in the consumer no new item starts and the items in flight
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue
 import signal
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from mmina.errors import MminaError
+from mmina.errors import MminaError, MminaWarning
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,9 +58,11 @@ class Layout:
 
 
 def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout,
-           here: Job | None = None) -> Iterator[tuple[T, Any]]:
+           here: Job | None = None, settled: Callable[[T], bool] | None = None) -> Iterator[tuple[T, Any]]:
     """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
-    already built in this process, is used when the work stays in this process)."""
+    already built in this process, is used when the work stays in this process); with
+    ``settled`` (whether an item's work is kept already), the items a lost worker had in flight
+    are worked on again by another (``mmina.ray_executor``, :func:`in_processes`)."""
     if layout.in_this_process(len(items)):
         job = here or make()
         try:
@@ -68,10 +72,10 @@ def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout,
     elif layout.executor == "ray":
         from mmina import ray_executor
 
-        yield from ray_executor.spread(make, items, layout)
+        yield from ray_executor.spread(make, items, layout, settled)
     else:
         yield from in_processes(make, items, min(layout.workers, -(-len(items) // layout.concurrency)),
-                                layout.concurrency)
+                                layout.concurrency, settled)
 
 
 def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
@@ -103,46 +107,103 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
             wait(pending)  # the items in flight finish before anything else happens
 
 
-def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int,
-                 concurrency: int) -> Iterator[tuple[T, Any]]:
+def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,
+                 settled: Callable[[T], bool] | None = None) -> Iterator[tuple[T, Any]]:
     """``workers`` processes (spawned), each building one job and taking items from one queue.
 
-    A process that dies (killed) costs its items in flight: the run then ends with an error
-    naming how many did not finish.
+    A process that dies (killed: by the OOM killer, by hand) costs its items in flight: with
+    ``settled``, those not settled go to a new process of their own (the others' queue keeps its
+    order and end marks); without, the run ends with an error naming how many did not finish.
     """
     context = multiprocessing.get_context("spawn")
-    todo: Any = context.Queue()
-    results: Any = context.Queue()
-    stop = context.Event()
+    crew = _Processes(context, make, concurrency)
     for index, item in enumerate(items):
-        todo.put((index, item))
+        crew.todo.put((index, item))
     for _ in range(workers):
-        todo.put(None)  # one end mark per process: each stops at the first it sees
-    processes = [context.Process(target=_serve, args=(make, concurrency, todo, results, stop), daemon=True)
-                 for _ in range(workers)]
-    for process in processes:
-        process.start()
+        crew.start(crew.todo)
     try:
-        yield from _collect(results, processes, items)
+        yield from _collect(crew, items, settled)
     finally:
-        stop.set()
-        _join(processes, results)
+        crew.stop.set()
+        _join(crew.processes, crew.results)
 
 
-def _collect(results: Any, processes: list[Any], items: Sequence[T]) -> Iterator[tuple[T, Any]]:
+class _Processes:
+    """The worker processes, their queues, and which process works on which item."""
+
+    def __init__(self, context: Any, make: Callable[[], Job], concurrency: int) -> None:
+        self.context, self.make, self.concurrency = context, make, concurrency
+        self.todo: Any = context.Queue()
+        self.results: Any = context.Queue()
+        self.stop = context.Event()
+        self.processes: list[Any] = []
+        self.queues: list[Any] = []
+        self.working: dict[int, int] = {}
+        """Item index -> the pid of the process working on it."""
+        self.lost = 0
+
+    def start(self, todo: Any, items: Sequence[tuple[int, Any]] = ()) -> None:
+        """One more process taking from ``todo`` (with ``items`` put first: a replacement's own queue,
+        kept here: a queue the parent drops is unlinked before the child opens it)."""
+        self.queues.append(todo)
+        for entry in items:
+            todo.put(entry)
+        todo.put(None)  # its end mark: each process stops at the first it sees
+        process = self.context.Process(target=_serve, args=(self.make, self.concurrency, todo, self.results,
+                                                            self.stop), daemon=True)
+        process.start()
+        self.processes.append(process)
+
+    def dead_with_work(self) -> list[Any]:
+        """The processes that died with items in flight (each reported once)."""
+        pids = set(self.working.values())
+        dead = [p for p in self.processes if not p.is_alive() and p.pid in pids]
+        self.processes = [p for p in self.processes if p not in dead]
+        return dead
+
+
+def _collect(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None) -> Iterator[tuple[T, Any]]:
     waiting = set(range(len(items)))
     while waiting:
         try:
-            kind, index, payload = results.get(timeout=POLL_S)
+            kind, index, payload = crew.results.get(timeout=POLL_S)
         except queue.Empty:
-            if not any(p.is_alive() for p in processes):
-                raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
-                                 f"finished: {AGAIN}") from None
+            _mend(crew, items, settled, waiting)
             continue
         if kind == "error":
             raise payload
+        if kind == "started":
+            crew.working[index] = payload
+            continue
+        crew.working.pop(index, None)
         waiting.discard(index)
         yield items[index], payload
+
+
+def _mend(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None, waiting: set[int]) -> None:
+    """Queue again what dead processes had in flight, each dead one replaced (see :func:`in_processes`)."""
+    if settled is not None:
+        for process in crew.dead_with_work():
+            _replace(crew, process, items, settled, waiting)
+    if not any(p.is_alive() for p in crew.processes):
+        raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
+                         f"finished: {AGAIN}") from None
+
+
+def _replace(crew: _Processes, process: Any, items: Sequence[T], settled: Callable[[T], bool],
+             waiting: set[int]) -> None:
+    """A new process for the items a dead one had in flight, those not settled first."""
+    crew.lost += 1
+    again = []
+    for index in [i for i, pid in crew.working.items() if pid == process.pid]:
+        del crew.working[index]
+        if settled(items[index]):
+            waiting.discard(index)
+        else:
+            again.append((index, items[index]))
+    crew.start(crew.context.Queue(), again)
+    warnings.warn(MminaWarning(f"a worker process was lost (exit code {process.exitcode}); what it had in flight is "
+                               f"worked on again by a new one ({crew.lost} lost so far)"), stacklevel=1)
 
 
 def _join(processes: list[Any], results: Any) -> None:
@@ -165,9 +226,12 @@ def _serve(make: Callable[[], Job], concurrency: int, todo: Any, results: Any, s
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         results.put(("error", -1, sendable(exc)))
         return
+    def work(pair: tuple[int, Any]) -> Any:
+        results.put(("started", pair[0], os.getpid()))
+        return job.work(pair[1])
+
     try:
-        for (index, _item), result in in_flight(lambda pair: job.work(pair[1]), _queued(todo, stop), concurrency,
-                                                stop.is_set):
+        for (index, _item), result in in_flight(work, _queued(todo, stop), concurrency, stop.is_set):
             results.put(("done", index, result))
     except BaseException as exc:  # noqa: BLE001 - as above
         results.put(("error", -1, sendable(exc)))

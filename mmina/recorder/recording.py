@@ -197,13 +197,15 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
               layout: Layout) -> Iterator[tuple[Task, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
-    processes and Ray actors start their own."""
+    processes and Ray actors start their own. A worker lost with episodes in flight (a process
+    killed, a Ray node gone) has them recorded again by another, unless they were committed."""
     if layout.in_this_process(len(tasks)):
         here = Worker(setup, session, store, plan.agent, plan.captioner)
         yield from spread(partial(Worker, setup), tasks, layout, here)
         return
     session.close()
-    yield from spread(partial(Worker, setup), tasks, layout)
+    yield from spread(partial(Worker, setup), tasks, layout,
+                      settled=lambda task: task.task_id in _finished_tasks(store, plan.run_id))
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:

@@ -1,0 +1,147 @@
+"""A lost worker costs only its episodes in flight (issue 53, item 3): a worker process killed
+mid-run, and a real two-node Ray cluster on this machine (``ray start`` of a head and a second
+node, token auth as Ray 2.60 has it) whose second node's raylet is killed mid-run. Each run
+finishes with every task recorded exactly once and no error stored."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mmina.store import Store
+from tests.store_helpers import REPO_ROOT
+
+TASKS = [f"normal/{n}" for n in range(1, 9)]
+RAY = Path(sys.executable).parent / "ray"
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (read from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    for victim in [pid, *_children(pid)]:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _record(store: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mmina", "record", "--store", str(store), "--no-screenshots",
+                             "--max-steps", "6", "--run-id", "lost", "--format", "json",
+                             *[f"--task={t}" for t in TASKS], *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def _after_first_episode(proc: subprocess.Popen[str]) -> list[str]:
+    """Read the run's progress until its first episode is reported; the lines read."""
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("[1] "):
+            break
+    return lines
+
+
+def _exactly_once(store: Path) -> None:
+    rows = Store.open(store).read("episodes").to_pylist()
+    assert sorted(r["task_id"] for r in rows) == sorted(TASKS)
+    assert [r["error"] for r in rows if r["status"] == "error"] == []
+
+
+def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Path) -> None:
+    proc = _record(tmp_path / "store", "--workers", "2", "--concurrency", "2")
+    try:
+        seen = _after_first_episode(proc)
+        workers = [pid for pid in _children(proc.pid)
+                   if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
+        assert workers, seen
+        _kill_tree(workers[0])
+        out, err = proc.communicate(timeout=600)
+    finally:
+        _kill_tree(proc.pid)
+    assert proc.returncode == 0, "".join(seen) + err[-3000:]
+    assert "a worker process was lost" in err and "Traceback" not in err
+    _exactly_once(tmp_path / "store")
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[tuple[str, int, dict[str, str]]]:
+    """A head and a second node on this machine, one CPU each: the address, the second node's
+    raylet pid and the environment that reaches the cluster."""
+    folder = Path(tempfile.mkdtemp(prefix="mmray-", dir="/tmp"))  # Ray's socket paths must stay short
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus", "1", "--disable-usage-stats"]
+    try:
+        subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--temp-dir", str(folder),
+                        "--include-dashboard", "false", *common], env=env, check=True, capture_output=True, timeout=180)
+        before = set(_raylets())
+        subprocess.run([str(RAY), "start", "--address", f"127.0.0.1:{port}", *common], env=env, check=True,
+                       capture_output=True, timeout=180)
+        [second] = set(_raylets()) - before
+        yield f"127.0.0.1:{port}", second, env
+    finally:  # this cluster's processes only (``ray stop`` would end every test's Ray on the machine)
+        for pid in [int(p.name) for p in Path("/proc").iterdir()
+                    if p.name.isdigit() and str(folder).encode() in _read(p / "cmdline")]:
+            _kill_tree(pid)
+
+
+def _raylets() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and _read(p / "cmdline").split(b"\0")[0].endswith(b"/raylet")]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_ray_node_lost_mid_run_costs_only_its_episodes_in_flight(tmp_path: Path, two_nodes) -> None:
+    address, second, env = two_nodes
+    proc = _record(tmp_path / "store", "--executor", "ray", "--ray-address", address, "--workers", "2",
+                   "--concurrency", "2", env=env)
+    try:
+        seen = _after_first_episode(proc)
+        os.kill(second, signal.SIGKILL)
+        out, err = proc.communicate(timeout=900)
+    finally:
+        _kill_tree(proc.pid)
+    assert proc.returncode == 0, "".join(seen) + err[-3000:]
+    assert "a Ray worker was lost" in err and "Traceback" not in err
+    assert "raylet" not in err.lower()  # Ray's own state dumps stay in its logs
+    _exactly_once(tmp_path / "store")
