@@ -57,29 +57,34 @@ class Layout:
         return {"workers": self.workers, "concurrency": self.concurrency, "executor": self.executor}
 
 
-def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout,
-           here: Job | None = None, settled: Callable[[T], bool] | None = None) -> Iterator[tuple[T, Any]]:
+def never() -> bool:
+    return False
+
+
+def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Job | None = None,
+           settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never) -> Iterator[tuple[T, Any]]:
     """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
     already built in this process, is used when the work stays in this process); with
     ``settled`` (whether an item's work is kept already), the items a lost worker had in flight
-    are worked on again by another (``mmina.ray_executor``, :func:`in_processes`)."""
+    are worked on again by another (``mmina.ray_executor``, :func:`in_processes`). Once
+    ``stop()`` (asked as results come) no item starts; those in flight finish and are yielded."""
     if layout.in_this_process(len(items)):
         job = here or make()
         try:
-            yield from in_flight(job.work, items, layout.concurrency)
+            yield from in_flight(job.work, items, layout.concurrency, stop)
         finally:
             job.close()
     elif layout.executor == "ray":
         from mmina import ray_executor
 
-        yield from ray_executor.spread(make, items, layout, settled)
+        yield from ray_executor.spread(make, items, layout, settled, stop)
     else:
         yield from in_processes(make, items, min(layout.workers, -(-len(items) // layout.concurrency)),
-                                layout.concurrency, settled)
+                                layout.concurrency, settled, stop)
 
 
 def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
-              stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[T, R]]:
+              stop: Callable[[], bool] = never) -> Iterator[tuple[T, R]]:
     """``work`` on each item, ``concurrency`` at a time on a pool of threads (on the calling
     thread when 1), yielding ``(item, result)`` as they come; none is taken once ``stop()``."""
     if concurrency == 1:
@@ -108,7 +113,8 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
 
 
 def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,
-                 settled: Callable[[T], bool] | None = None) -> Iterator[tuple[T, Any]]:
+                 settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never
+                 ) -> Iterator[tuple[T, Any]]:
     """``workers`` processes (spawned), each building one job and taking items from one queue.
 
     A process that dies (killed: by the OOM killer, by hand) costs its items in flight: with
@@ -122,7 +128,7 @@ def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, conc
     for _ in range(workers):
         crew.start(crew.todo)
     try:
-        yield from _collect(crew, items, settled)
+        yield from _collect(crew, items, settled, stop)
     finally:
         crew.stop.set()
         _join(crew.processes, crew.results)
@@ -162,12 +168,17 @@ class _Processes:
         return dead
 
 
-def _collect(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None) -> Iterator[tuple[T, Any]]:
+def _collect(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None,
+             stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
     waiting = set(range(len(items)))
     while waiting:
+        if stop():
+            crew.stop.set()  # the processes take no more; what they work on finishes
         try:
             kind, index, payload = crew.results.get(timeout=POLL_S)
         except queue.Empty:
+            if crew.stop.is_set() and not crew.working:
+                return
             _mend(crew, items, settled, waiting)
             continue
         if kind == "error":

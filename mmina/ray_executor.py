@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
-from mmina.pool import AGAIN, Layout
+from mmina.pool import AGAIN, Layout, never
 
 try:
     import ray
@@ -82,7 +82,7 @@ def connect(address: str | None, workers: int) -> None:
 
 
 def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout,
-           settled: Settled | None = None) -> Iterator[tuple[T, Any]]:
+           settled: Settled | None = None, stop: Callable[[], bool] = never) -> Iterator[tuple[T, Any]]:
     """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
     ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.pool``); with
     ``settled``, a lost actor's items are worked on again elsewhere (see the module)."""
@@ -92,7 +92,7 @@ def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout,
     crew = _Crew(lambda: actor_class.options(**options).remote(make), layout.concurrency)
     crew.hire(max(1, min(layout.workers, len(items))))
     try:
-        yield from _dispatch(crew, items, settled)
+        yield from _dispatch(crew, items, settled, stop)
     finally:
         _stop(crew)
 
@@ -148,7 +148,8 @@ class _Crew:
         return True
 
 
-def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None) -> Iterator[tuple[T, Any]]:
+def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None,
+              stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
     """Each item to an actor with room, results as they finish; a lost actor's items go to the
     others (see the module). On an error or when the consumer stops, nothing new starts and
     what runs finishes."""
@@ -156,8 +157,9 @@ def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None) -> Itera
     todo: deque[T] = deque(items)
     try:
         while True:
-            _fill(crew, todo, running)
-            if not running and not todo:
+            if not stop():
+                _fill(crew, todo, running)
+            if not running and (not todo or stop()):
                 return
             if not running and not crew.hiring:
                 raise WorkerLost(f"every Ray worker was lost with {len(todo)} item(s) left: {AGAIN}")

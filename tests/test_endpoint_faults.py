@@ -189,3 +189,21 @@ def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once
     rows = Store.open(tmp_path / "store").read("episodes").to_pylist()
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS.split(","))
     assert all(r["status"] != "error" for r in rows)
+
+
+def test_a_budget_stops_new_episodes_and_resume_continues(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with FakeOpenAI() as server:  # 1,200 prompt tokens a call at $1,000 per million: $1.20 a call
+        costly = _record(store, server.url, "--task-ids", TASKS, "--max-steps", "2", "--price-in", "1000",
+                         "--max-cost", "5", "--run-id", "budget")
+        assert costly.returncode == 0, costly.stderr[-2000:]
+        summary = json.loads(costly.stdout)
+        assert summary["stopped"] == "max_cost" and summary["finished"] == 3 and summary["left"] == 3
+        assert summary["cost_usd"] >= 5
+        timed = _record(tmp_path / "other", server.url, "--task-ids", TASKS, "--max-hours", "0.0001")
+        timed_out = json.loads(timed.stdout)  # 0.36 s: spent before the browser is up, or after its first episode
+        assert timed_out["stopped"] == "max_hours" and timed_out["finished"] <= 1 and timed_out["left"] >= 5
+        resumed = _record(store, server.url, "--max-steps", "2", "--resume", "--run-id", "budget")
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["stopped"] is None
+    rows = Store.open(store).read("episodes").to_pylist()
+    assert sorted(r["task_id"] for r in rows) == sorted(TASKS.split(","))

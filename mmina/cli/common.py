@@ -37,6 +37,9 @@ MAX_MEMORY = 50
 MAX_PRICE_USD = 10_000.0
 """Per million tokens."""
 MAX_DRIFT = 100
+MAX_BUDGET_USD = 1e9
+MAX_BUDGET_HOURS = 24 * 366.0
+"""A session's budgets (``record --max-cost``, ``--max-hours``)."""
 """Drift levels of the fixture web (prices move by up to 5 % a level; level 3 already moves URLs)."""
 MAX_HISTORY = 100
 """Earlier actions shown in one prompt."""

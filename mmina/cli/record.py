@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mmina.agents.settings import CAPTIONERS
-from mmina.cli.common import (MAX_DRIFT, MAX_MEMORY, MAX_STEPS, RUN_REF, agent_settings, browser_options,
+from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_STEPS, RUN_REF, Bounded,
+                              agent_settings, browser_options,
                               check_model_endpoint, format_option, layout, open_store, openai_agent_options,
                               scale_options, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
@@ -109,6 +110,12 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
+@click.option("--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
+              help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); "
+                   "those in flight finish, and --resume continues the run.")
+@click.option("--max-hours", type=Bounded(0, MAX_BUDGET_HOURS), metavar="HOURS",
+              help="Start no episode once this session has run this long; those in flight finish, and --resume "
+                   "continues the run.")
 @click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help=f"Viewport WIDTHxHEIGHT (width {VIEWPORT_WIDTHS[0]}..{VIEWPORT_WIDTHS[1]}, height "
                    f"{VIEWPORT_HEIGHTS[0]}..{VIEWPORT_HEIGHTS[1]}).")
 @browser_options
@@ -238,6 +245,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
                               allowed_schemes=options["allowed_schemes"]),
         agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
+        max_cost_usd=options["max_cost"], max_hours=options["max_hours"],
     )
 
 
@@ -343,6 +351,10 @@ def _print_summary(summary: RunSummary) -> None:
     if summary.task_warnings:
         echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
              "`mmina tasks validate PATH` lists them")
+    if summary.stopped is not None:
+        spent = "--max-cost" if summary.stopped == "max_cost" else "--max-hours"
+        echo(f"stopped on budget ({spent}): {summary.left} task(s) not started; mmina record --resume --run-id "
+             f"{summary.run_id} continues the run")
     faults = summary.endpoint
     if faults["retries"]:
         echo(f"the model endpoint failed {faults['retries']} attempt(s), retried; {faults['episodes_held']} "

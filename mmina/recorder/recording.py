@@ -49,6 +49,18 @@ class RecordConfig:
     serve_fixture_web: bool = True
     """False when the fixture web is served elsewhere already (its ``--host-resolver-rules`` in
     ``browser.extra_args``): a benchmark runs it in a process of its own to count its CPU apart."""
+    max_cost_usd: float | None = None
+    """No episode starts once this session's episodes cost this much (``--max-cost``; None: no limit)."""
+    max_hours: float | None = None
+    """No episode starts once this session has run this long (``--max-hours``; None: no limit)."""
+
+    def spent(self, cost_usd: float, elapsed_s: float) -> str | None:
+        """Which budget this session has used up ("max_cost", "max_hours"), or None."""
+        if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
+            return "max_cost"
+        if self.max_hours is not None and elapsed_s >= self.max_hours * 3600:
+            return "max_hours"
+        return None
 
 
 @dataclass
@@ -61,7 +73,10 @@ class RunSummary:
     task_warnings: list[str] = field(default_factory=list)
     verdicts_added: list[str] = field(default_factory=list)
     """Episodes ``--resume`` found committed without their verdicts (a crash), and scored."""
-    """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
+    stopped: str | None = None
+    """The budget that stopped the session with tasks left ("max_cost", "max_hours"), or None."""
+    left: int = 0
+    """Tasks of the run this session did not start (a budget stopped it): ``--resume`` records them."""
 
     @property
     def hop_sr(self) -> float:
@@ -142,12 +157,18 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             if on_start:
                 on_start(summary.run_id, len(todo))
             setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
+            def spent() -> bool:
+                summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
+                return summary.stopped is not None
+
             try:
                 for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout):
+                                              config.layout, spent):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(task, result)
+                summary.left = len(todo) - len(summary.episodes)
+                summary.stopped = summary.stopped if summary.left else None
             except EndpointUnavailable as exc:
                 raise EndpointUnavailable(
                     f"{exc}: the run stopped, {len(summary.episodes)} episode(s) of this session stored and "
@@ -195,17 +216,17 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              layout: Layout) -> Iterator[tuple[Task, EpisodeResult]]:
+              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Task, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
     if layout.in_this_process(len(tasks)):
         here = Worker(setup, session, store, plan.agent, plan.captioner)
-        yield from spread(partial(Worker, setup), tasks, layout, here)
+        yield from spread(partial(Worker, setup), tasks, layout, here, stop=stop)
         return
     session.close()
     yield from spread(partial(Worker, setup), tasks, layout,
-                      settled=lambda task: task.task_id in _finished_tasks(store, plan.run_id))
+                      settled=lambda task: task.task_id in _finished_tasks(store, plan.run_id), stop=stop)
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
