@@ -22,6 +22,7 @@ from mmina.taskcheck import load_suite
 from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
+from bench.campaign import campaign_section
 from bench.hardweb import hardweb_section
 from bench.interchange import interchange_section
 from bench.machine import described, machine
@@ -33,8 +34,8 @@ from bench.results import Section
 from bench.scale import run_scale
 from bench.serve import serve_section
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "objectstore",
-            "serve", "interchange")
+SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
+            "objectstore", "serve", "interchange")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -100,6 +101,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections += run_scale(work / "scale", synthetic_episodes(args), log)
         if "epoch" in parts:
             sections.append(epoch_section(work / "epoch", args.quick, log))
+        if "campaign" in parts:
+            log("a campaign of short tasks without faults, then through 429s, an outage and a killed worker")
+            sections.append(campaign_section(args.quick))
         if "serve" in parts:
             sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
         if "interchange" in parts:

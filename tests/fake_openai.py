@@ -141,7 +141,7 @@ class FakeOpenAI:
         return self
 
     def _start(self, port: int) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self._server = _QuietServer(("127.0.0.1", port), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -215,6 +215,16 @@ class FakeOpenAI:
             return data
         marker = json.dumps(answer["choices"][0]["message"]["content"]).encode()
         return data.replace(marker, b'"' + self.raw_content + b'"', 1)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hung up (a killed worker, a call past its deadline) is no error of the server's."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
