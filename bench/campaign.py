@@ -21,6 +21,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 from bench.results import AT_LEAST, Section, Target
 from mmina.model_client import Deadlines, ModelClient
 from mmina.pool import Layout, spread
+from tests.agents_for_tests import descendants
 from tests.fake_openai import FakeOpenAI
 
 TASKS, QUICK_TASKS = 1_000, 200
@@ -85,7 +87,8 @@ def _campaign(tasks: int, faults: bool, outage_s: float) -> Outcome:
     return Outcome(seconds, len(list(folder.iterdir())), twice, retries, waited)
 
 
-def _at(condition, then) -> None:  # type: ignore[no-untyped-def]
+def _at(condition: Callable[[], bool], then: Callable[[], None]) -> None:
+    """``then()`` on a thread once ``condition()`` holds."""
     def run() -> None:
         while not condition():
             time.sleep(0.05)
@@ -101,16 +104,14 @@ def _outage(server: FakeOpenAI, seconds: float) -> None:
 
 def _kill_a_worker() -> None:
     """SIGKILL one of this process's worker processes (``multiprocessing`` spawned)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(stat[1]) == os.getpid() and b"spawn_main" in cmdline:
-                os.kill(int(entry.name), signal.SIGKILL)
-                return
+    for pid in descendants(os.getpid()):
+        try:
+            spawned = b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if spawned:
+            os.kill(pid, signal.SIGKILL)
+            return
 
 
 def campaign_section(quick: bool = False) -> Section:

@@ -210,14 +210,14 @@ def test_rate_limits_are_retried_and_caption_mode_lists_images(tmp_path: Path) -
     assert "IMAGES:\nimage [Flag of Solaria] at (" in article
 
 
-def test_endpoint_failure_errors_the_episode_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_without_patience_an_endpoint_failure_errors_the_episode_and_the_run_goes_on(tmp_path: Path) -> None:
     suite = tmp_path / "suite" / "normal"
     suite.mkdir(parents=True)
     for number in (1, 2):
         shutil.copy(Path(load_suite().path) / "normal" / "1.json", suite / f"{number}.json")
-    with FakeOpenAI(fail_first=2, fail_status=500) as server:
-        summary = _record(tmp_path / "store", _settings(server), max_steps=1, tasks=str(tmp_path / "suite"),
-                          task_ids=())
+    with FakeOpenAI(fail_first=2, fail_status=500) as server:  # (with patience, tests/test_endpoint_faults.py)
+        summary = _record(tmp_path / "store", replace(_settings(server), endpoint_patience_s=0), max_steps=1,
+                          tasks=str(tmp_path / "suite"), task_ids=())
     failed, next_one = summary.episodes
     assert (failed.task_id, failed.status, failed.n_steps) == ("normal/1", "error", 0)
     assert failed.error.startswith("model endpoint failed after 1 retries: ") and "500" in failed.error

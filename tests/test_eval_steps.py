@@ -237,9 +237,9 @@ def test_the_value_judge_accepts_a_paraphrased_answer_and_is_cached(store: Path)
     assert (detail["value_ok"], detail["value_method"]) == (True, "fuzzy")
 
 
-def test_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
+def test_without_patience_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:
     with FakeOpenAI(fail_after=1, fail_status=500) as server:  # the endpoint check passes, then it breaks
-        result = invoke(store, "--run", "oracle", "--sample", "1", server=server)
+        result = invoke(store, "--run", "oracle", "--sample", "1", "--endpoint-patience", "0", server=server)
     assert result.exit_code == 1 and "failed" in result.output and "model endpoint failed" in result.output
     assert run_query(Store.open(store), "select count(*) from scores where evaluator = 'step_action'").rows[0][0] == 0
 

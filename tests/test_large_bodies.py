@@ -156,3 +156,22 @@ def test_an_offer_is_served_once_and_a_stranger_gets_nothing() -> None:
     assert sent and first.startswith(b"HTTP/1.1 200 OK") and first.endswith(hashlib.sha256(b"tide").hexdigest().encode())
     assert first.split(b"\r\n\r\n", 1)[1] == hashlib.sha256(b"tide").hexdigest().encode() * 20_000
     assert again.startswith(b"HTTP/1.1 404") and stranger.startswith(b"HTTP/1.1 404")
+
+
+def test_a_request_body_is_read_before_the_answer() -> None:
+    async def scenario() -> bytes:
+        server = BodyServer()
+        url, key = await server.offer(Reply(200, {"content-type": "text/plain"}, b"r" * LARGE_BODY))
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(urlsplit(url).port or 0))
+        upload = b"u" * 3_000_000
+        writer.write(f"POST {urlsplit(url).path} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(upload)}\r\n\r\n".encode())
+        writer.write(upload)
+        await writer.drain()
+        answer = await reader.read()
+        writer.close()
+        assert await server.sent(key, 5.0)
+        await server.close()
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"r" * 100)

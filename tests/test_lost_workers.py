@@ -16,32 +16,15 @@ from pathlib import Path
 import pytest
 
 from mmina.store import Store
+from tests.agents_for_tests import descendants
 from tests.store_helpers import REPO_ROOT
 
 TASKS = [f"normal/{n}" for n in range(1, 9)]
 RAY = Path(sys.executable).parent / "ray"
 
 
-def _children(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (read from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _kill_tree(pid: int) -> None:
-    for victim in [pid, *_children(pid)]:
+    for victim in [pid, *descendants(pid)]:
         try:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
@@ -77,7 +60,7 @@ def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Pat
     proc = _record(tmp_path / "store", "--workers", "2", "--concurrency", "2")
     try:
         seen = _after_first_episode(proc)
-        workers = [pid for pid in _children(proc.pid)
+        workers = [pid for pid in descendants(proc.pid)
                    if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
         assert workers, seen
         _kill_tree(workers[0])

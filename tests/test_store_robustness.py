@@ -241,7 +241,8 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
         "completion_tokens": 21, "cost_usd": 0.5, "error": None, "n_requests": 3,
         "blob_packs": ["blobs/golden-ep.v1.parquet"], "worker": "golden-host:1", "run_id": "golden-run",
         **dict.fromkeys(("final_url", "final_title", "final_tabs", "final_tree_text", "final_screenshot",
-                         "final_observed_at")), **dict.fromkeys(PREFIX_COLUMNS)}
+                         "final_observed_at")), **dict.fromkeys(PREFIX_COLUMNS),
+        **dict.fromkeys(("endpoint_retries", "endpoint_wait_s"))}
     # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too;
     # version 6 added the prefix of hop-conditioned episodes (NULL: the episode started from the start page);
     # version 7 renamed start_hop hops_given, steps.hop_index live_hops and scores.hop_index hop (1-based)
@@ -270,6 +271,9 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
 
     assert sql(store, "select seq, method, status, response_body, redirect_url from requests order by seq") == [
         (0, "GET", 200, HTML, ""), (1, "POST", 302, None, "http://wiki.mmina.test/event"), (2, "GET", 200, HTML, "")]
+    assert sql(store, "select count(*) from requests where replay_match is null and replay_source_episode is null "
+                      "and replay_source_seq is null") == [(3,)]  # schema 8's columns: unknown in version-1 files
+    assert sql(store, "select endpoint_retries, endpoint_wait_s from episodes") == [(None, None)]
     assert sql(store, "select evaluator, verdict, value, epoch_us(scored_at), run_id from scores") == [
         ("must_include", "pass", 1.0, us(t.replace(minute=30)), "golden-run")]
     assert sql(store, "select model, response, epoch_us(created_at) from judge_cache") == [

@@ -97,6 +97,7 @@ class BodyServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_DEADLINE_S)
+            await asyncio.wait_for(_discard(reader, _request_body_size(head)), READ_DEADLINE_S)
             offer = self._offers.get(_key(head))
             if offer is None or offer.sent.done():
                 writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
@@ -117,6 +118,25 @@ def _key(head: bytes) -> str:
     parts = head.split(b"\r\n", 1)[0].split(b" ")
     target = parts[1].decode("latin-1") if len(parts) == 3 else ""
     return target[len(PATH_PREFIX):] if target.startswith(PATH_PREFIX) else ""
+
+
+async def _discard(reader: asyncio.StreamReader, size: int) -> None:
+    """Read a request's body and drop it (the answer is the recorded one; a body left unread
+    could make the browser see the connection reset before it read the answer)."""
+    while size > 0:
+        chunk = await reader.read(min(size, 1 << 16))
+        if not chunk:
+            return
+        size -= len(chunk)
+
+
+def _request_body_size(head: bytes) -> int:
+    """The ``content-length`` of a request head (0 when none, or not a number)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip()) if value.strip().isdigit() else 0
+    return 0
 
 
 def response_head(reply: Reply) -> bytes:
