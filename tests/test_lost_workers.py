@@ -39,13 +39,13 @@ def _record(store: Path, *extra: str, env: dict[str, str] | None = None) -> subp
                             env={**os.environ, **(env or {})}, start_new_session=True)
 
 
-def _after_first_episode(proc: subprocess.Popen[str]) -> list[str]:
-    """Read the run's progress until its first episode is reported; the lines read."""
+def _after_first_episode(proc: subprocess.Popen[str], reported: str = "[1] ") -> list[str]:
+    """Read the run's progress until its first episode is reported (a line holding ``reported``); the lines read."""
     assert proc.stderr is not None
     lines = []
     for line in proc.stderr:
         lines.append(line)
-        if line.startswith("[1] "):
+        if reported in line:
             break
     return lines
 
@@ -128,3 +128,26 @@ def test_a_ray_node_lost_mid_run_costs_only_its_episodes_in_flight(tmp_path: Pat
     assert "a Ray worker was lost" in err and "Traceback" not in err
     assert "raylet" not in err.lower()  # Ray's own state dumps stay in its logs
     _exactly_once(tmp_path / "store")
+
+
+def test_a_replay_whose_worker_process_is_killed_replays_each_episode_once(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    recorded = _record(store)
+    recorded.communicate(timeout=600)
+    assert recorded.returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "mmina", "replay", "--store", str(store), "--run", "lost",
+                             "--workers", "2", "--concurrency", "2", "--format", "json", "--run-id", "again"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            start_new_session=True)
+    try:
+        seen = _after_first_episode(proc, ": fidelity ")
+        workers = [pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
+        assert workers, seen
+        _kill_tree(workers[0])
+        out, err = proc.communicate(timeout=600)
+    finally:
+        _kill_tree(proc.pid)
+    assert proc.returncode == 0, "".join(seen) + err[-3000:]
+    assert "a worker process was lost" in err
+    rows = Store.open(store).read("episodes", run_id="again").to_pylist()
+    assert sorted(r["task_id"] for r in rows) == sorted(TASKS)

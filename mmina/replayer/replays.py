@@ -115,13 +115,29 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
         if on_start:
             on_start(replay_id, len(sources))
         here = StoredActionsJob(setup, session, store, source) if session else None
-        for _item, fidelity in spread(partial(StoredActionsJob, setup), items, layout, here):
+        settled = partial(_replayed_source, store, replay_id)
+        for _item, fidelity in spread(partial(StoredActionsJob, setup), items, layout, here, settled):
             report.episodes.append(fidelity)
             if on_episode:
                 on_episode(fidelity)
     order = {s.episode_id: i for i, s in enumerate(sources)}
     report.episodes.sort(key=lambda e: order[e.source_episode])
     return report
+
+
+def _replayed(store: Store, replay_id: str) -> set[tuple[str, int]]:
+    """The tasks and attempts the replay run has committed (a lost worker's items that are
+    there are not replayed again: ``mmina.pool.spread``'s ``settled``)."""
+    rows = store.read("episodes", run_id=replay_id, columns=["task_id", "attempt"])
+    return set(zip(rows.column("task_id").to_pylist(), rows.column("attempt").to_pylist()))
+
+
+def _replayed_source(store: Store, replay_id: str, item: tuple[int, Source]) -> bool:
+    return (item[1].task_id, item[0]) in _replayed(store, replay_id)
+
+
+def _replayed_task(store: Store, replay_id: str, item: tuple[str, tuple[Source, ...]]) -> bool:
+    return (item[0], 1) in _replayed(store, replay_id)
 
 
 def _numbered(sources: Sequence[Source]) -> Iterator[tuple[int, Source]]:
@@ -168,7 +184,8 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
         if on_start:
             on_start(replay_id, len(by_task))
         here = AgentJob(setup, session, store, source, the_agent) if session else None
-        for _item, episode in spread(partial(AgentJob, setup), items, layout, here):
+        settled = partial(_replayed_task, store, replay_id)
+        for _item, episode in spread(partial(AgentJob, setup), items, layout, here, settled):
             report.episodes.append(episode)
             if on_episode:
                 on_episode(episode)
