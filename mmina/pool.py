@@ -27,6 +27,8 @@ from mmina.errors import MminaError, MminaWarning
 T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.5
+MAX_LOST = 16
+"""Worker processes a spread replaces at most (one that dies on every item must end the run)."""
 EXECUTORS = ("local", "ray")
 AGAIN = "run the command again (mmina record: with --resume, which skips the finished tasks)"
 """What to do when a worker died: what finished is committed, the rest is not."""
@@ -143,6 +145,8 @@ class _Processes:
         self.results: Any = context.Queue()
         self.stop = context.Event()
         self.processes: list[Any] = []
+        self.everyone: list[Any] = []
+        """Every process started that has not been seen to end by a signal or an error."""
         self.queues: list[Any] = []
         self.working: dict[int, int] = {}
         """Item index -> the pid of the process working on it."""
@@ -159,6 +163,13 @@ class _Processes:
                                                             self.stop), daemon=True)
         process.start()
         self.processes.append(process)
+        self.everyone.append(process)
+
+    def killed(self) -> bool:
+        """Whether a process ended by a signal or an error since the last look (each counted once)."""
+        ended = [p for p in self.everyone if p.exitcode not in (None, 0)]
+        self.everyone = [p for p in self.everyone if p not in ended]
+        return bool(ended)
 
     def dead_with_work(self) -> list[Any]:
         """The processes that died with items in flight (each reported once)."""
@@ -193,10 +204,12 @@ def _collect(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] 
 
 def _mend(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None, waiting: set[int]) -> None:
     """Queue again what dead processes had in flight, each dead one replaced (see :func:`in_processes`)."""
-    if settled is not None:
+    if settled is not None and crew.lost <= MAX_LOST:
         for process in crew.dead_with_work():
             _replace(crew, process, items, settled, waiting)
-    if not any(p.is_alive() for p in crew.processes):
+        if not any(p.is_alive() for p in crew.processes) and crew.killed():
+            _rescue(crew, items, settled, waiting)
+    if waiting and not any(p.is_alive() for p in crew.processes):
         raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
                          f"finished: {AGAIN}") from None
 
@@ -215,6 +228,20 @@ def _replace(crew: _Processes, process: Any, items: Sequence[T], settled: Callab
     crew.start(crew.context.Queue(), again)
     warnings.warn(MminaWarning(f"a worker process was lost (exit code {process.exitcode}); what it had in flight is "
                                f"worked on again by a new one ({crew.lost} lost so far)"), stacklevel=1)
+
+
+def _rescue(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool], waiting: set[int]) -> None:
+    """Every process gone, items never reported done: a killed process took them from the queue
+    before it could say so. Those not settled go to a new process."""
+    crew.lost += 1
+    again = []
+    for index in sorted(waiting):
+        if settled(items[index]):
+            waiting.discard(index)
+        else:
+            again.append((index, items[index]))
+    if again:
+        crew.start(crew.context.Queue(), again)
 
 
 def _join(processes: list[Any], results: Any) -> None:

@@ -218,12 +218,13 @@ class FakeOpenAI:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """A client that hung up (a killed worker, a call past its deadline) is no error of the server's."""
+    """A client that hung up (a killed worker, a call past its deadline) is no error of the
+    server's, nor is the half of a request body it sent."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
 
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, json.JSONDecodeError)):
             super().handle_error(request, client_address)
 
 
