@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -175,3 +176,17 @@ def test_a_request_body_is_read_before_the_answer() -> None:
 
     answer = asyncio.run(scenario())
     assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"r" * 100)
+
+
+@given(head=st.binary(max_size=300),
+       headers=st.dictionaries(st.text(min_size=1, max_size=20), st.text(max_size=40), max_size=6),
+       status=st.integers(100, 999))
+@settings(max_examples=300, deadline=None)
+def test_any_request_head_and_any_recorded_headers_are_handled(head: bytes, headers: dict[str, str], status: int) -> None:
+    assert isinstance(body_server._key(head), str) and body_server._request_body_size(head) >= 0
+    written = response_head(Reply(status, headers, b"body")).decode()
+    lines = written.split("\r\n")
+    assert lines[0].startswith(f"HTTP/1.1 {status} ") and written.endswith("\r\n\r\n")
+    assert "content-length: 4" in lines and "connection: close" in lines
+    assert not any("\r" in line or "\n" in line for line in lines)  # no value can add a header line of its own
+    assert [line for line in lines[1:-2] if line.lower().startswith("content-length")] == ["content-length: 4"]

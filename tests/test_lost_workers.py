@@ -50,6 +50,20 @@ def _after_first_episode(proc: subprocess.Popen[str], reported: str = "[1] ") ->
     return lines
 
 
+def _lose_a_worker(proc: subprocess.Popen[str], reported: str) -> tuple[list[str], str]:
+    """Once the first episode is reported, SIGKILL one worker process (with its browser); the
+    progress read before, and the rest of stderr once the command ended."""
+    try:
+        seen = _after_first_episode(proc, reported)
+        workers = [pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
+        assert workers, seen
+        _kill_tree(workers[0])
+        _out, err = proc.communicate(timeout=600)
+    finally:
+        _kill_tree(proc.pid)
+    return seen, err
+
+
 def _exactly_once(store: Path) -> None:
     rows = Store.open(store).read("episodes").to_pylist()
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS)
@@ -58,15 +72,7 @@ def _exactly_once(store: Path) -> None:
 
 def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Path) -> None:
     proc = _record(tmp_path / "store", "--workers", "2", "--concurrency", "2")
-    try:
-        seen = _after_first_episode(proc)
-        workers = [pid for pid in descendants(proc.pid)
-                   if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
-        assert workers, seen
-        _kill_tree(workers[0])
-        out, err = proc.communicate(timeout=600)
-    finally:
-        _kill_tree(proc.pid)
+    seen, err = _lose_a_worker(proc, "[1] ")
     assert proc.returncode == 0, "".join(seen) + err[-3000:]
     assert "a worker process was lost" in err and "Traceback" not in err
     _exactly_once(tmp_path / "store")
@@ -139,14 +145,7 @@ def test_a_replay_whose_worker_process_is_killed_replays_each_episode_once(tmp_p
                              "--workers", "2", "--concurrency", "2", "--format", "json", "--run-id", "again"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             start_new_session=True)
-    try:
-        seen = _after_first_episode(proc, ": fidelity ")
-        workers = [pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
-        assert workers, seen
-        _kill_tree(workers[0])
-        out, err = proc.communicate(timeout=600)
-    finally:
-        _kill_tree(proc.pid)
+    seen, err = _lose_a_worker(proc, ": fidelity ")
     assert proc.returncode == 0, "".join(seen) + err[-3000:]
     assert "a worker process was lost" in err
     rows = Store.open(store).read("episodes", run_id="again").to_pylist()

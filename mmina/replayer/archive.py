@@ -424,7 +424,7 @@ def reply_for(exchange: Exchange) -> Reply:
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """A header name as HTTP defines it (a token): a recorded name that is not one is not served."""
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def header_parts(value: str) -> list[str]:
@@ -436,7 +436,7 @@ def header_parts(value: str) -> list[str]:
     ``route.fulfill`` then fails without a word and the request stays pending for good (its
     page never loads). So the value is split at line breaks, NULs dropped, and redacted parts
     (and the empty ones a split leaves) left out."""
-    parts = [part.replace("\0", "") for part in _LINE_BREAK.split(value)]
+    parts = [part.replace("\0", "") for part in LINE_BREAK.split(value)]
     return [part for part in parts if part != REDACTED and (part or len(parts) == 1)]
 
 

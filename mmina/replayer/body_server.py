@@ -26,7 +26,7 @@ import socket
 from dataclasses import dataclass
 from http import HTTPStatus
 
-from mmina.replayer.archive import Reply
+from mmina.replayer.archive import HEADER_NAME, LINE_BREAK, Reply
 
 LARGE_BODY = 256 * 1024
 """Bodies of this many bytes or more are served here (below it, fulfilling costs a few ms)."""
@@ -35,6 +35,8 @@ HEAD_LIMIT = 64 * 1024
 READ_DEADLINE_S = 10.0
 """How long the server waits for a connected client's request head."""
 PATH_PREFIX = "/mmina-body/"
+FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding"})
+"""Headers the server writes itself (or not at all): the body is sent whole and decoded."""
 
 
 @dataclass
@@ -149,7 +151,7 @@ def response_head(reply: Reply) -> bytes:
         reason = "Status"
     lines = [f"HTTP/1.1 {reply.status} {reason}"]
     for name, value in reply.headers.items():
-        if name.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
-            lines += [f"{name}: {part}" for part in value.split("\n")]
+        if HEADER_NAME.match(name) and name.lower() not in FRAMING:
+            lines += [f"{name}: {part}" for part in LINE_BREAK.split(value)]
     lines += [f"content-length: {len(reply.body)}", "connection: close", "", ""]
     return "\r\n".join(lines).encode("utf-8", "replace")
