@@ -156,8 +156,8 @@ class EpisodeRecorder:
         self.har = workdir / f"{writer.episode_id}.har.zip"
         self.step_starts: list[datetime] = []
         self.tokens = [0, 0]
-        self.endpoint = [0, 0.0]
-        """Retries and seconds waited at the model endpoint (see ``AgentReply``)."""
+        self.endpoint_retries, self.endpoint_wait_s = 0, 0.0
+        """What the model endpoint's faults cost the episode (see ``AgentReply``)."""
         self.cost = 0.0
         self._requests: list[tuple[dict[str, Any], Any]] = []
         self._typed_secrets: list[str] = []
@@ -202,8 +202,8 @@ class EpisodeRecorder:
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
-                               start_hop=len(self.tracker.given), endpoint_retries=int(self.endpoint[0]),
-                               endpoint_wait_s=round(self.endpoint[1], 3))
+                               start_hop=len(self.tracker.given), endpoint_retries=self.endpoint_retries,
+                               endpoint_wait_s=round(self.endpoint_wait_s, 3))
         extra = self.columns(self.writer.steps) if self.columns else {}
         row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
         self.writer.commit(row)
@@ -331,8 +331,8 @@ class EpisodeRecorder:
         """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
-        self.endpoint[0] += reply.endpoint_retries
-        self.endpoint[1] += reply.endpoint_wait_s
+        self.endpoint_retries += reply.endpoint_retries
+        self.endpoint_wait_s += reply.endpoint_wait_s
         self.cost += reply.cost_usd
         screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
         painted = observation.resolve_marks()

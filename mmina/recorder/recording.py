@@ -71,6 +71,7 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     task_warnings: list[str] = field(default_factory=list)
+    """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
     verdicts_added: list[str] = field(default_factory=list)
     """Episodes ``--resume`` found committed without their verdicts (a crash), and scored."""
     stopped: str | None = None
@@ -157,6 +158,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             if on_start:
                 on_start(summary.run_id, len(todo))
             setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
+
             def spent() -> bool:
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
                 return summary.stopped is not None
@@ -177,7 +179,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
         finally:
             session.close()
     order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
-    summary.episodes.sort(key=lambda e: order[e.task_id])
+    summary.episodes.sort(key=lambda e: order.get(e.task_id, len(order)))  # a resumed run's task the suite lost: last
     summary.duration_s = time.perf_counter() - started
     return summary
 
