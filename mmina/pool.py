@@ -12,14 +12,15 @@ On an error or Ctrl-C in the consumer no new item starts and the items in flight
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
-import queue
 import signal
+import threading
 import warnings
+from collections import deque
+from multiprocessing import connection
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
@@ -117,172 +118,186 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
 def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,
                  settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never
                  ) -> Iterator[tuple[T, Any]]:
-    """``workers`` processes (spawned), each building one job and taking items from one queue.
+    """``workers`` processes (spawned), each building one job and working on the items this
+    process hands it over a pipe of its own, at most ``concurrency`` at a time.
 
-    A process that dies (killed: by the OOM killer, by hand) costs its items in flight: with
-    ``settled``, those not settled go to a new process of their own (the others' queue keeps its
-    order and end marks); without, the run ends with an error naming how many did not finish.
+    Each process has its own pipe, so one that dies (killed: by the OOM killer, by hand) cannot
+    leave a shared queue's lock held, and which items it had is known here: with ``settled``,
+    those not settled are handed to the others or a new process; without, the run ends with an
+    error naming how many did not finish.
     """
-    context = multiprocessing.get_context("spawn")
-    crew = _Processes(context, make, concurrency)
-    for index, item in enumerate(items):
-        crew.todo.put((index, item))
+    crew = _Processes(multiprocessing.get_context("spawn"), make, concurrency)
+    todo: deque[tuple[int, T]] = deque(enumerate(items))
     for _ in range(workers):
-        crew.start(crew.todo)
+        crew.start()
     try:
-        yield from _collect(crew, items, settled, stop)
+        yield from _collect(crew, items, todo, settled, stop)
     finally:
-        crew.stop.set()
-        _join(crew.processes, crew.results)
+        crew.close()
+
+
+@dataclass
+class _Hand:
+    """One worker process, its end of the pipe, and the items it holds (index -> item)."""
+
+    process: Any
+    conn: Any
+    holds: dict[int, Any] = field(default_factory=dict)
+    ended: bool = False
+    """Told that no more items come (it finishes what it holds, then exits)."""
 
 
 class _Processes:
-    """The worker processes, their queues, and which process works on which item."""
+    """The worker processes and what each holds."""
 
     def __init__(self, context: Any, make: Callable[[], Job], concurrency: int) -> None:
         self.context, self.make, self.concurrency = context, make, concurrency
-        self.todo: Any = context.Queue()
-        self.results: Any = context.Queue()
-        self.stop = context.Event()
-        self.processes: list[Any] = []
-        self.everyone: list[Any] = []
-        """Every process started that has not been seen to end by a signal or an error."""
-        self.queues: list[Any] = []
-        self.working: dict[int, int] = {}
-        """Item index -> the pid of the process working on it."""
+        self.hands: list[_Hand] = []
         self.lost = 0
 
-    def start(self, todo: Any, items: Sequence[tuple[int, Any]] = ()) -> None:
-        """One more process taking from ``todo`` (with ``items`` put first: a replacement's own queue,
-        kept here: a queue the parent drops is unlinked before the child opens it)."""
-        self.queues.append(todo)
-        for entry in items:
-            todo.put(entry)
-        todo.put(None)  # its end mark: each process stops at the first it sees
-        process = self.context.Process(target=_serve, args=(self.make, self.concurrency, todo, self.results,
-                                                            self.stop), daemon=True)
+    def start(self) -> None:
+        mine, theirs = self.context.Pipe()
+        process = self.context.Process(target=_serve, args=(self.make, self.concurrency, theirs), daemon=True)
         process.start()
-        self.processes.append(process)
-        self.everyone.append(process)
+        theirs.close()
+        self.hands.append(_Hand(process, mine))
 
-    def killed(self) -> bool:
-        """Whether a process ended by a signal or an error since the last look (each counted once)."""
-        ended = [p for p in self.everyone if p.exitcode not in (None, 0)]
-        self.everyone = [p for p in self.everyone if p not in ended]
-        return bool(ended)
+    def feed(self, todo: deque[tuple[int, Any]], stopping: bool) -> None:
+        """Each process as many items as it has room for; an end mark when none are left."""
+        for hand in self.hands:
+            while not hand.ended and not stopping and todo and len(hand.holds) < self.concurrency:
+                index, item = todo.popleft()
+                hand.holds[index] = item
+                _send(hand, (index, item))
+            if not hand.ended and (stopping or not todo):
+                hand.ended = True
+                _send(hand, None)
 
-    def dead_with_work(self) -> list[Any]:
-        """The processes that died with items in flight (each reported once)."""
-        pids = set(self.working.values())
-        dead = [p for p in self.processes if not p.is_alive() and p.pid in pids]
-        self.processes = [p for p in self.processes if p not in dead]
-        return dead
+    def close(self) -> None:
+        """End every process, reading what they still send (a full pipe would keep one from exiting)."""
+        for hand in self.hands:
+            if not hand.ended:
+                hand.ended = True
+                _send(hand, None)
+        while any(h.process.is_alive() for h in self.hands):
+            for conn in connection.wait([h.conn for h in self.hands if h.process.is_alive()], POLL_S):
+                _receive(conn)
+        for hand in self.hands:
+            hand.process.join()
+            hand.conn.close()
 
 
-def _collect(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None,
-             stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
+def _send(hand: _Hand, message: Any) -> None:
+    try:
+        hand.conn.send(message)
+    except (BrokenPipeError, ConnectionResetError, OSError):
+        pass  # it died: its items are handed out again when its end is seen
+
+
+def _receive(conn: Any) -> Any:
+    """The next message on ``conn``; None when its process is gone."""
+    try:
+        return conn.recv()
+    except (EOFError, ConnectionResetError, OSError):
+        return None
+
+
+def _collect(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]],
+             settled: Callable[[T], bool] | None, stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
     waiting = set(range(len(items)))
     while waiting:
-        if stop():
-            crew.stop.set()  # the processes take no more; what they work on finishes
-        try:
-            kind, index, payload = crew.results.get(timeout=POLL_S)
-        except queue.Empty:
-            if crew.stop.is_set() and not crew.working:
-                return
-            _mend(crew, items, settled, waiting)
+        stopping = stop()
+        crew.feed(todo, stopping)
+        if stopping and not any(h.holds for h in crew.hands):
+            return
+        hands = {h.conn: h for h in crew.hands}
+        ready = connection.wait([*hands, *(h.process.sentinel for h in crew.hands)], POLL_S)
+        for hand in [h for h in crew.hands if h.conn in ready or not h.process.is_alive()]:
+            for index, payload in _results(hand):  # an ended process's last results too
+                waiting.discard(index)
+                yield items[index], payload
+        _mend(crew, items, todo, settled, waiting)
+
+
+def _mend(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]], settled: Callable[[T], bool] | None,
+          waiting: set[int]) -> None:
+    """The processes that ended: what they held goes to the others or to a new process, those
+    settled meanwhile aside (see :func:`in_processes`)."""
+    for hand in [h for h in crew.hands if not h.process.is_alive()]:
+        crew.hands.remove(hand)
+        if not hand.holds:
             continue
+        if settled is None or crew.lost >= MAX_LOST:
+            raise MminaError(f"a worker process exited before {len(waiting)} of {len(items)} item(s) finished: "
+                             f"{AGAIN}")
+        crew.lost += 1
+        for index, item in hand.holds.items():
+            if settled(item):
+                waiting.discard(index)
+            else:
+                todo.appendleft((index, item))
+        if not any(not h.ended for h in crew.hands):
+            crew.start()
+        warnings.warn(MminaWarning(f"a worker process was lost (exit code {hand.process.exitcode}); what it had in "
+                                   f"flight is worked on again ({crew.lost} lost so far)"), stacklevel=1)
+    if waiting and not crew.hands:
+        raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
+                         f"finished: {AGAIN}")
+
+
+def _results(hand: _Hand) -> list[tuple[int, Any]]:
+    """The results waiting on a process's pipe (its error raised), each item no longer held."""
+    found = []
+    while _readable(hand.conn):
+        message = _receive(hand.conn)
+        if message is None:
+            break
+        kind, index, payload = message
         if kind == "error":
             raise payload
-        if kind == "started":
-            crew.working[index] = payload
-            continue
-        crew.working.pop(index, None)
-        waiting.discard(index)
-        yield items[index], payload
+        hand.holds.pop(index, None)
+        found.append((index, payload))
+    return found
 
 
-def _mend(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool] | None, waiting: set[int]) -> None:
-    """Queue again what dead processes had in flight, each dead one replaced (see :func:`in_processes`)."""
-    if settled is not None and crew.lost <= MAX_LOST:
-        for process in crew.dead_with_work():
-            _replace(crew, process, items, settled, waiting)
-        if not any(p.is_alive() for p in crew.processes) and crew.killed():
-            _rescue(crew, items, settled, waiting)
-    if waiting and not any(p.is_alive() for p in crew.processes):
-        raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
-                         f"finished: {AGAIN}") from None
+def _readable(conn: Any) -> bool:
+    try:
+        return bool(conn.poll())
+    except (EOFError, OSError):
+        return False
 
 
-def _replace(crew: _Processes, process: Any, items: Sequence[T], settled: Callable[[T], bool],
-             waiting: set[int]) -> None:
-    """A new process for the items a dead one had in flight, those not settled first."""
-    crew.lost += 1
-    again = []
-    for index in [i for i, pid in crew.working.items() if pid == process.pid]:
-        del crew.working[index]
-        if settled(items[index]):
-            waiting.discard(index)
-        else:
-            again.append((index, items[index]))
-    crew.start(crew.context.Queue(), again)
-    warnings.warn(MminaWarning(f"a worker process was lost (exit code {process.exitcode}); what it had in flight is "
-                               f"worked on again by a new one ({crew.lost} lost so far)"), stacklevel=1)
-
-
-def _rescue(crew: _Processes, items: Sequence[T], settled: Callable[[T], bool], waiting: set[int]) -> None:
-    """Every process gone, items never reported done: a killed process took them from the queue
-    before it could say so. Those not settled go to a new process."""
-    crew.lost += 1
-    again = []
-    for index in sorted(waiting):
-        if settled(items[index]):
-            waiting.discard(index)
-        else:
-            again.append((index, items[index]))
-    if again:
-        crew.start(crew.context.Queue(), again)
-
-
-def _join(processes: list[Any], results: Any) -> None:
-    """Wait for the processes to end, reading what they still send (a process cannot exit
-    while its queue holds data nobody read)."""
-    while any(p.is_alive() for p in processes):
-        try:
-            results.get(timeout=POLL_S)
-        except queue.Empty:
-            pass
-    for process in processes:
-        process.join()
-
-
-def _serve(make: Callable[[], Job], concurrency: int, todo: Any, results: Any, stop: Any) -> None:
-    """A worker process. Ctrl-C is the parent's to handle (it tells us to stop)."""
+def _serve(make: Callable[[], Job], concurrency: int, conn: Any) -> None:
+    """A worker process: the items the parent hands it, ``concurrency`` at a time, each result
+    sent back as it finishes. Ctrl-C is the parent's to handle (it tells us to stop)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sending = threading.Lock()
+
+    def send(message: Any) -> None:
+        with sending:
+            conn.send(message)
+
     try:
         job = make()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put(("error", -1, sendable(exc)))
+        send(("error", -1, sendable(exc)))
         return
-    def work(pair: tuple[int, Any]) -> Any:
-        results.put(("started", pair[0], os.getpid()))
-        return job.work(pair[1])
-
     try:
-        for (index, _item), result in in_flight(work, _queued(todo, stop), concurrency, stop.is_set):
-            results.put(("done", index, result))
+        for (index, _item), result in in_flight(lambda pair: job.work(pair[1]), _handed(conn), concurrency):
+            send(("done", index, result))
     except BaseException as exc:  # noqa: BLE001 - as above
-        results.put(("error", -1, sendable(exc)))
+        send(("error", -1, sendable(exc)))
     finally:
         job.close()
 
 
-def _queued(todo: Any, stop: Any) -> Iterator[tuple[int, Any]]:
-    while not stop.is_set():
-        entry = todo.get()
-        if entry is None:
+def _handed(conn: Any) -> Iterator[tuple[int, Any]]:
+    """The items the parent hands over, until its end mark (or its end)."""
+    while True:
+        message = _receive(conn)
+        if message is None:
             return
-        yield entry
+        yield message
 
 
 def sendable(exc: BaseException) -> BaseException:

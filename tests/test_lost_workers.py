@@ -126,7 +126,7 @@ def test_a_ray_node_lost_mid_run_costs_only_its_episodes_in_flight(tmp_path: Pat
                    "--concurrency", "2", env=env)
     try:
         seen = _after_first_episode(proc)
-        os.kill(second, signal.SIGKILL)
+        _kill_tree(second)  # the node: its raylet and every process under it (its actor among them)
         out, err = proc.communicate(timeout=900)
     finally:
         _kill_tree(proc.pid)
