@@ -17,8 +17,8 @@ by every call to that endpoint (``mmina.model_client``). It does two things:
   increase, multiplicative decrease, as TCP does), until the limit is lifted altogether. So a
   run at ``--concurrency 64`` against a server that serves 8 settles near 8 instead of failing.
 
-The gate keeps counts for the run's summary: retries (attempts that got a retryable status or
-no answer), 429s, outages, and the seconds calls spent waiting.
+Each call keeps a :class:`Tally` (retries, 429s, seconds waited) that goes with its reply to its
+step and the run's summary; the gate keeps the same counts for the endpoint, and its outages.
 """
 from __future__ import annotations
 
@@ -164,9 +164,3 @@ def gate_for(endpoint: str, patience_s: float) -> EndpointGate:
     same endpoint may have different ones). Called on the model client's event loop only."""
     return _GATES.setdefault((endpoint, patience_s), EndpointGate(patience_s))
 
-
-def totals() -> dict[str, float]:
-    """The counts of every gate in this process (for the run's summary)."""
-    gates = list(_GATES.values())
-    return {"retries": sum(g.totals.retries for g in gates), "rate_limited": sum(g.totals.limited for g in gates),
-            "outages": sum(g.outages for g in gates), "waited_s": round(sum(g.totals.waited_s for g in gates), 3)}

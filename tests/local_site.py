@@ -84,3 +84,22 @@ def scripted_suite(folder: Path, name: str, url: str, intent: str, script: Seque
             "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": [answer]}},
             "procedure": [name, "end"], "reference_script": list(script)}))
     return suite
+
+
+def record_scripted(folder: Path, url: str, name: str, intent: str, script: Sequence[Mapping[str, Any]],
+                    browser: Any) -> tuple[Any, Any]:
+    """A store in ``folder`` with one run: the oracle playing ``script`` on a one-hop task at
+    ``url`` (see :func:`scripted_suite`) with ``browser`` (a ``BrowserConfig``); the store and
+    the run's summary."""
+    from mmina.recorder.recording import RecordConfig, record_run
+    from mmina.store import Store
+
+    store = Store.open(folder / "store", create=True)
+    suite = scripted_suite(folder / "tasks", name, url, intent, script)
+    return store, record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=browser))
+
+
+def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:
+    """The lines of a run's accessibility trees, step by step, that hold any of ``words``."""
+    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
+    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if any(w in line for w in words)]

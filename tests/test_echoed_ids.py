@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RunSummary
 from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, scripted_suite
+from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = """<!doctype html><title>Tide desk</title><h1>Tide desk</h1><button id="call">Ask the tide</button>
@@ -45,17 +45,12 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummary]:
-    folder = tmp_path_factory.mktemp("echo")
-    store = Store.open(folder / "store", create=True)
     with LocalSite(answering_handler(_answer)) as site:
-        suite = scripted_suite(folder / "tasks", "tide", site.url, "Ask the tide desk.", SCRIPT)
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
-    return store, summary
+        return record_scripted(tmp_path_factory.mktemp("echo"), site.url, "tide", "Ask the tide desk.", SCRIPT, BROWSER)
 
 
 def _answers(store: Store, run_id: str) -> list[str]:
-    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
-    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if "Call" in line or "call yet" in line]
+    return tree_lines(store, run_id, "Call", "call yet")
 
 
 def test_the_reply_echoes_the_id_the_replayed_page_drew(recorded) -> None:

@@ -114,10 +114,7 @@ def test_a_rate_limited_endpoint_gets_fewer_calls_at_once_and_all_answer() -> No
 
 
 def test_a_request_the_server_fails_while_it_answers_others_is_not_held() -> None:
-    def script(body: dict) -> str | None:
-        return None
-
-    with FakeOpenAI(delay_s=0.1, script=script) as server:
+    with FakeOpenAI(delay_s=0.1) as server:
         original = server.respond
 
         def respond(body: dict) -> tuple[int, dict]:

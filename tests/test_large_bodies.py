@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.recorder.recording import RunSummary
 from mmina.replayer import body_server
 from mmina.replayer.archive import Reply
 from mmina.replayer.body_server import LARGE_BODY, BodyServer, response_head
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, scripted_suite
+from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
 from tests.serve_helpers import Served
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -65,17 +65,12 @@ def _cors(handler: type) -> type:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, RunSummary]]:
-    folder = tmp_path_factory.mktemp("large")
-    store = Store.open(folder / "store", create=True)
     with LocalSite(_cors(answering_handler(_api))) as api, LocalSite(answering_handler(_site(api.url.rstrip("/")))) as site:
-        suite = scripted_suite(folder / "tasks", "atlas", site.url, "Load the stations.", SCRIPT)
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
-    yield store, summary
+        yield record_scripted(tmp_path_factory.mktemp("large"), site.url, "atlas", "Load the stations.", SCRIPT, BROWSER)
 
 
 def _lines(store: Store, run_id: str) -> list[str]:
-    rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
-    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if "Bundle" in line or "stations" in line]
+    return tree_lines(store, run_id, "Bundle", "stations")
 
 
 def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, monkeypatch) -> None:
