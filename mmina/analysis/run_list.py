@@ -22,9 +22,12 @@ SELECT r.run_id, r.created_at AS started, r.agent, r.model, r.task_count,
        coalesce(s.judged, 0) AS judged, coalesce(s.passed, 0) AS passed,
        coalesce(s.hops_passed, 0) AS hops_passed, coalesce(s.hops_total, 0) AS hops_total, s.scored IS NOT NULL AS scored
 FROM runs r
-LEFT JOIN (SELECT run_id, count(*) AS episodes, count(DISTINCT task_id) AS tasks_done,
-                  count(*) FILTER (WHERE status = 'error') AS errors
-           FROM episodes GROUP BY run_id) e ON e.run_id = r.run_id
+LEFT JOIN (SELECT run_id, count(*) AS episodes,
+                  count(DISTINCT task_id) FILTER (WHERE current AND error_kind IS DISTINCT FROM 'infrastructure')
+                      AS tasks_done,
+                  count(*) FILTER (WHERE current AND status = 'error') AS errors
+           FROM (SELECT *, episode_id NOT IN (SELECT supersedes FROM episodes WHERE supersedes IS NOT NULL) AS current
+                 FROM episodes) GROUP BY run_id) e ON e.run_id = r.run_id
 LEFT JOIN (SELECT run_id, count(*) AS scored, count(passed) AS judged, count(*) FILTER (WHERE passed) AS passed,
                   sum(hops_passed) AS hops_passed, sum(hops_total) AS hops_total
            FROM episode_scores WHERE evaluator = $evaluator GROUP BY run_id) s ON s.run_id = r.run_id
