@@ -263,9 +263,9 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
 
     if not stderr_is_terminal() or config.agent in INTERACTIVE_AGENTS:
         return record_run(store, config, on_start=_log_start, on_episode=_log_episode())
-    with progress_bar("sr", eta=True) as progress:
+    with progress_bar("sr", "workers", eta=True) as progress:
         assert progress is not None  # stderr is a terminal
-        bar = progress.add_task("recording", total=None, sr="")
+        bar = progress.add_task("recording", total=None, sr="", workers="")
         results: list[EpisodeResult] = []
 
         def on_start(run_id: str, total: int) -> None:
@@ -275,7 +275,15 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
             results.append(result)
             progress.update(bar, advance=1, sr=_running_sr(results))
 
-        return record_run(store, config, on_start=on_start, on_episode=on_episode)
+        def on_workers(alive: int, lost: int) -> None:
+            progress.update(bar, workers=workers_line(alive, lost))
+
+        return record_run(store, config, on_start=on_start, on_episode=on_episode, on_workers=on_workers)
+
+
+def workers_line(alive: int, lost: int) -> str:
+    """The workers at work, and those lost so far (a progress bar's field)."""
+    return f"{alive} worker{'s' if alive != 1 else ''}" + (f" ({lost} lost)" if lost else "")
 
 
 def _running_sr(results: list[EpisodeResult]) -> str:

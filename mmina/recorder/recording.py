@@ -21,7 +21,7 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Rerun, Worker, WorkerSetup
-from mmina.pool import Layout, spread
+from mmina.pool import Layout, OnWorkers, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -160,8 +160,10 @@ def new_run_id(agent: str) -> str:
 
 
 def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
-               on_episode: OnEpisode | None = None) -> RunSummary:
-    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already done.
+               on_episode: OnEpisode | None = None, on_workers: OnWorkers | None = None) -> RunSummary:
+    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already
+    done (see :func:`reruns_due`). ``on_workers`` is told how many worker processes or Ray actors
+    are at work and lost, as that changes.
 
     Everything that can fail on user input (tasks, agent, run id, browser) is checked before
     the first byte is written, so a mistake leaves the store as it was.
@@ -184,7 +186,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
 
             try:
                 for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent):
+                                              config.layout, spent, on_workers):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(task, result)
@@ -237,7 +239,8 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Task, EpisodeResult]]:
+              layout: Layout, stop: Callable[[], bool],
+              on_workers: OnWorkers | None = None) -> Iterator[tuple[Task, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
@@ -246,7 +249,8 @@ def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _
         yield from spread(partial(Worker, setup), tasks, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), tasks, layout, settled=partial(_committed, store, setup), stop=stop)
+    yield from spread(partial(Worker, setup), tasks, layout, settled=partial(_committed, store, setup), stop=stop,
+                      on_workers=on_workers)
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan,
