@@ -24,8 +24,6 @@ trajectory file). What maps to what (docs/interchange.md says what is lost):
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -36,9 +34,8 @@ from mmina.actions import Action, ActionKind, parse_action
 from mmina.errors import ActionParseError
 from mmina.interchange.inspect_export import episode_verdict, read_verdicts
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
-                                      provenance, selected_runs, stream_episodes)
+                                      folder_bytes, provenance, selected_runs, stream_episodes, written_folder)
 from mmina.model_input import load_request
-from mmina.outputs import output_path
 from mmina.store import Store
 
 ATIF_VERSION = "ATIF-v1.7"
@@ -277,21 +274,10 @@ def export_atif(store: Store, selection: Selection, output: Path, images: bool =
     """Write the selected episodes as ATIF trajectories into the folder ``output`` (new or
     empty), one file per episode and each screenshot once; the folder appears whole or not at all."""
     selected_runs(store, selection)
-    output_path(output, folder=True)
-    if output.exists() and any(output.iterdir()):
-        raise InterchangeError(f"{output} is not empty: name a new folder for the trajectories")
     report = AtifExport(str(output))
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
+    with written_folder(output) as partial:
         _write(store, selection, partial, images, report, on_episode)
-        if output.exists():
-            output.rmdir()
-        os.replace(partial, output)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    report.bytes = sum(p.stat().st_size for p in output.rglob("*") if p.is_file())
+    report.bytes = folder_bytes(output)
     return report
 
 

@@ -17,9 +17,9 @@ import pyarrow as pa
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 """How an ``Image`` feature is stored in Parquet."""
-MMINA_CITATION = {"title": "MMInA: Benchmarking Multihop Multimodal Internet Agents",
-                  "authors": ["Ziniu Zhang", "Shulin Tian", "Liangyu Chen", "Ziwei Liu"], "year": 2024,
-                  "arxiv": "2404.09992"}
+MMINA_TITLE = "MMInA: Benchmarking Multihop Multimodal Internet Agents"
+MMINA_AUTHORS = ("Ziniu Zhang", "Shulin Tian", "Liangyu Chen", "Ziwei Liu")
+MMINA_YEAR, MMINA_ARXIV = 2024, "2404.09992"
 """The benchmark the recorded tasks come from (cited by every exported card)."""
 SPDX = {"cc-by-4.0": "CC-BY-4.0", "cc-by-sa-4.0": "CC-BY-SA-4.0", "cc-by-nc-4.0": "CC-BY-NC-4.0", "cc0-1.0": "CC0-1.0",
         "mit": "MIT", "apache-2.0": "Apache-2.0", "odc-by": "ODC-By-1.0", "odbl": "ODbL-1.0"}
@@ -208,17 +208,17 @@ Rows (and blobs) that carry a redaction marker:
 
 ## Citation
 
-See `CITATION.cff`. The tasks are MMInA's: {MMINA_CITATION['title']}
-({', '.join(MMINA_CITATION['authors'])}, {MMINA_CITATION['year']}, arXiv:{MMINA_CITATION['arxiv']}).
+See `CITATION.cff`. The tasks are MMInA's: {MMINA_TITLE}
+({', '.join(MMINA_AUTHORS)}, {MMINA_YEAR}, arXiv:{MMINA_ARXIV}).
 """
 
 
 def citation_cff(text: CardText, version: str, released: str) -> str:
     """``CITATION.cff`` (Citation File Format 1.2.0) for the dataset, citing MMInA's paper."""
     authors = [{"name": name} for name in text.authors] or [{"name": "mmina users"}]
-    paper = {"type": "article", "title": MMINA_CITATION["title"], "year": MMINA_CITATION["year"],
-             "authors": [{"name": name} for name in MMINA_CITATION["authors"]],
-             "identifiers": [{"type": "other", "value": f"arXiv:{MMINA_CITATION['arxiv']}"}]}
+    paper = {"type": "article", "title": MMINA_TITLE, "year": MMINA_YEAR,
+             "authors": [{"name": name} for name in MMINA_AUTHORS],
+             "identifiers": [{"type": "other", "value": f"arXiv:{MMINA_ARXIV}"}]}
     document = {"cff-version": "1.2.0", "message": "If you use this dataset, please cite it as below.",
                 "type": "dataset", "title": text.title, "authors": authors,
                 **({"license": SPDX[text.license]} if text.license in SPDX else {}), "version": version, "date-released": released, "references": [paper]}

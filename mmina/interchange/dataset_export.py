@@ -19,8 +19,6 @@ temporary name and renamed when complete: it appears whole or not at all.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -32,9 +30,8 @@ import pyarrow.parquet as pq
 
 from mmina.interchange.dataset_card import IMAGE_TYPE, CardConfig, CardText, card_text, citation_cff, hf_metadata
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
-                                      provenance, stream_episodes)
+                                      folder_bytes, provenance, stream_episodes, written_folder)
 from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE
-from mmina.outputs import output_path
 from mmina.secret_rules import MARKERS
 from mmina.store import Store
 from mmina.store.schema import BLOBS, TABLES
@@ -314,12 +311,8 @@ def export_dataset(store: Store, runs: Sequence[str], output: Path, options: Dat
     run_ids = list(dict.fromkeys(store.resolve_run(run) for run in runs))
     if not run_ids:
         raise InterchangeError("name the runs to export")
-    _check_output(output)
     report = DatasetExport(str(output), run_ids)
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
+    with written_folder(output) as partial:
         writer = _Writer(partial, options)
         about = _About()
         for run_id in run_ids:
@@ -328,21 +321,8 @@ def export_dataset(store: Store, runs: Sequence[str], output: Path, options: Dat
             raise InterchangeError("the selection holds no finished episode")
         report.configs = {name: tally for name, tally in writer.close().items() if tally.rows}
         _write_card(store, partial, report, options, about)
-        if output.exists():
-            output.rmdir()
-        os.replace(partial, output)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    report.bytes = sum(p.stat().st_size for p in output.rglob("*") if p.is_file())
+    report.bytes = folder_bytes(output)
     return report
-
-
-def _check_output(output: Path) -> None:
-    output_path(output, folder=True)
-    if output.exists() and any(output.iterdir()):
-        raise InterchangeError(f"{output} is not empty: name a new folder for the dataset")
-    if not output.parent.is_dir():
-        raise InterchangeError(f"cannot write {output}: no folder {output.parent}")
 
 
 @dataclass
