@@ -43,17 +43,21 @@ def inspect_bin() -> Path:
 
 def inspect_python(code: str, *args: str) -> str:
     """Runs ``code`` in inspect-ai's own interpreter; its standard output."""
-    done = subprocess.run([str(inspect_bin() / "python"), "-c", code, *args], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return _venv_python(inspect_bin(), code, *args)
 
 
-def _venv_python(venv: str, requirements: tuple[str, ...], code: str, *args: str,
-                 env: dict[str, str] | None = None) -> str:
-    """Runs ``code`` in the interpreter of venv ``venv``; its standard output."""
-    done = subprocess.run([str(app_venv(venv, requirements) / "python"), "-c", code, *args], capture_output=True,
-                          text=True, timeout=300, env=env)
+def datasets_bin() -> Path:
+    return app_venv("interchange-datasets", DATASETS)
+
+
+def harbor_bin() -> Path:
+    return app_venv("interchange-harbor", HARBOR)
+
+
+def _venv_python(bin_: Path, code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Runs ``code`` in the interpreter of the venv whose ``bin`` folder is ``bin_``; its standard output."""
+    done = subprocess.run([str(bin_ / "python"), "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -77,7 +81,7 @@ def load_with_datasets(folder: Path, configs: list[str]) -> dict[str, dict]:
     cache = folder.parent / f".hf-cache-{folder.name}"
     env = {**os.environ, "HF_HOME": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     try:
-        return json.loads(_venv_python("interchange-datasets", DATASETS, LOAD_DATASET, str(folder), *configs, env=env))
+        return json.loads(_venv_python(datasets_bin(), LOAD_DATASET, str(folder), *configs, env=env))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -94,7 +98,7 @@ print(json.dumps(validator.get_errors()))
 def atif_errors(path: Path) -> list[str]:
     """Harbor's ATIF validator's errors for the trajectory file (its pydantic models, and the
     images it names existing beside it); empty when it is valid."""
-    return json.loads(_venv_python("interchange-harbor", HARBOR, VALIDATE_ATIF, str(path)))
+    return json.loads(_venv_python(harbor_bin(), VALIDATE_ATIF, str(path)))
 
 
 def validate_har(path: Path) -> list[str]:
