@@ -168,7 +168,7 @@ def card_text(configs: Sequence[CardConfig], text: CardText, about: Mapping[str,
 # {text.title}
 
 Web-agent episodes on multihop, multimodal tasks of the MMInA benchmark, recorded by
-[mmina](https://pypi.org/project/mmina/) {about['mmina_version']}: what the agent saw at every step
+mmina {about['mmina_version']}: what the agent saw at every step
 (URL, accessibility tree with element ids, screenshot), what it answered and did, and the
 evaluators' verdicts. Runs: {', '.join(f'`{r}`' for r in about['runs'])}; {about['episodes']:,} episode(s),
 {about['steps']:,} step(s).
