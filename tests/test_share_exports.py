@@ -21,7 +21,7 @@ from mmina.store.schema import SCHEMA_VERSION
 from tests.built_once import built_once
 from tests.fake_openai import FakeOpenAI
 from tests.interchange_tools import atif_errors, load_with_datasets
-from tests.store_helpers import begin, episode_row, request_row, step_row
+from tests.store_helpers import begin, episode_row, request_row, step_row, write_episode
 
 SHARD_MB = 0.25
 COMPARED = {"runs": (), "tasks": (), "episodes": ("blob_packs",), "steps": (), "scores": (), "requests": ()}
@@ -151,6 +151,38 @@ def test_redactions_are_counted_and_bad_exports_get_one_line(tmp_path: Path) -> 
         code, output = _cli("export", "dataset", *args, "--store", str(store.root))
         assert code == 1 and output.startswith("Error: ") and message in output, output
     assert not (tmp_path / "e").exists()
+
+
+def _jpeg(shade: int) -> bytes:
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("RGB", (8, 8), (shade, shade, shade)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def test_several_runs_round_trip_and_a_task_filter_narrows_them(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "store", create=True)
+    shots = [_jpeg(10), _jpeg(200)]
+    for run_id in ("a", "b"):
+        begin(store, run_id, tasks=("normal/1", "normal/2"))
+        write_episode(store, run_id, f"{run_id}-1", blobs=shots, n_steps=3)
+    code, output = _cli("export", "dataset", "a", "b", "--store", str(store.root), "-o", str(tmp_path / "d"),
+                        "--format", "json")
+    assert code == 0, output
+    assert "blobs" not in json.loads(output)["configs"]  # both screenshots are in the image columns: no blob left
+    code, output = _cli("import", "dataset", str(tmp_path / "d"), "--store", str(tmp_path / "s"))
+    assert code == 0, output
+    restored = Store.open(tmp_path / "s")
+    assert sorted(restored.run_ids()) == ["a", "b"]
+    for run_id in ("a", "b"):
+        [step] = [s for s in restored.read("steps", run_id=run_id).to_pylist() if s["step_index"] == 2]
+        assert restored.read_blobs([step["screenshot"]])[step["screenshot"]] == shots[0]
+    code, output = _cli("export", "dataset", "a", "--task", "normal/2", "--store", str(store.root),
+                        "-o", str(tmp_path / "e"))
+    assert code == 1 and "no finished episode" in output and not (tmp_path / "e").exists()
 
 
 # ---------------------------------------------------------------- ATIF
