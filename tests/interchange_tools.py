@@ -4,8 +4,9 @@ pywb and inspect-ai each get a virtualenv of their own (``installs.app_venv``): 
 ``brotlipy``, whose ``brotli`` module would replace the one the hard web needs, and gevent;
 inspect-ai pins ``fsspec<=2026.6``, older than the store's; ``datasets`` pins an older fsspec
 too; Harbor (its ATIF models and validator) asks for Python 3.12 and a cloud of services, so
-only its package and pydantic go into its venv (the models and validator need nothing else). warcio is light and in the test
-extra; har-validator (the HAR 1.2 JSON schemas) comes from npm and runs under node.
+only its package and pydantic go into its venv (the models and validator need nothing else).
+warcio is light and in the test extra; har-validator (the HAR 1.2 JSON schemas) comes from npm
+and runs under node.
 """
 from __future__ import annotations
 
@@ -160,4 +161,5 @@ def pywb(folder: Path, collection: str, warcs: list[Path], *extra: str) -> Itera
         yield url
 
 
-__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "server", "validate_har"]
+__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "server",
+           "validate_har"]
