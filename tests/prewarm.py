@@ -3,9 +3,10 @@
 The real-web and interchange tests install what they test against (Datasette, pywb, inspect-ai,
 ``datasets``, Harbor, npm packages) into the real-web cache the first time
 (``tests/realweb/installs.py``), which on a fresh checkout is a minute or more of a worker's time
-spent waiting on pip and npm in the middle of the run. When the whole default suite runs, the run's main process starts those installs on a
-thread as it begins (``tests/conftest.py``); a test that needs one before it is done waits for
-it on the install's lock, and everything else goes on meanwhile. Installs run one at a time, the
+spent waiting on pip and npm in the middle of the run. When the whole default suite runs, the
+run's main process starts those installs on a thread as it begins (``tests/conftest.py``); a test
+that needs one before it is done waits for it on the install's lock, and everything else goes on
+meanwhile. Installs run one at a time, the
 order being the order tests are likely to need them.
 """
 from __future__ import annotations
