@@ -6,8 +6,7 @@ The real-web and interchange tests install what they test against (Datasette, py
 spent waiting on pip and npm in the middle of the run. When the whole default suite runs, the
 run's main process starts those installs on a thread as it begins (``tests/conftest.py``); a test
 that needs one before it is done waits for it on the install's lock, and everything else goes on
-meanwhile. Installs run one at a time, the
-order being the order tests are likely to need them.
+meanwhile. Installs run one at a time, the order being the order tests are likely to need them.
 """
 from __future__ import annotations
 
