@@ -56,5 +56,6 @@ def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], request
         result = export_dataset(store, runs, output, settings, advance)
     configs = ", ".join(f"{name} {tally.rows}" for name, tally in result.configs.items())
     shards = sum(len(tally.files) for tally in result.configs.values())
+    missing = f"; {result.missing_blobs} blob(s) missing from the store" if result.missing_blobs else ""
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.steps} step(s) in "
-                                   f"{shards} shard(s), {result.bytes / 1e6:.1f} MB (rows: {configs})")
+                                   f"{shards} shard(s), {result.bytes / 1e6:.1f} MB (rows: {configs}){missing}")

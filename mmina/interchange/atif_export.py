@@ -151,11 +151,17 @@ class _Trajectory:
         return [{"type": "text", "text": text},
                 {"type": "image", "source": {"media_type": "image/jpeg", "path": path}}]
 
+    def blob(self, digest: str) -> bytes:
+        found = self.reader.read(self.episode, [digest])
+        if digest not in found:
+            raise InterchangeError(f"episode {self.episode.episode_id}: blob {digest[:12]} is missing from the store")
+        return found[digest]
+
     def system_prompt(self) -> str | None:
         first = next((s.get("model_input") for s in self.episode.steps if s.get("model_input")), None)
         if first is None:
             return None
-        request = load_request(first, lambda d: self.reader.read(self.episode, [d])[d])
+        request = load_request(first, self.blob)
         system = next((m for m in request["messages"] if m.get("role") == "system"), None)
         return _text(system.get("content")) if system else None
 
