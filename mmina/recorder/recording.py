@@ -81,6 +81,8 @@ class RunSummary:
     """The budget that stopped the session with tasks left ("max_cost", "max_hours"), or None."""
     left: int = 0
     """Tasks of the run this session did not start (a budget stopped it): ``--resume`` records them."""
+    workers_lost: int = 0
+    """Worker processes or Ray actors lost during the session (what they had in flight was recorded again)."""
     rerun: list[str] = field(default_factory=list)
     """Tasks ``--resume`` recorded again: their episode had ended in an infrastructure error
     (any error with ``rerun_errors``); the new episode supersedes the old one."""
@@ -184,9 +186,14 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
                 return summary.stopped is not None
 
+            def workers(alive: int, lost: int) -> None:
+                summary.workers_lost = lost
+                if on_workers is not None:
+                    on_workers(alive, lost)
+
             try:
                 for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent, on_workers):
+                                              config.layout, spent, workers):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(task, result)
