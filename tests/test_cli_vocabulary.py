@@ -126,7 +126,7 @@ def test_an_episode_with_nothing_to_judge_is_na_and_in_no_rate(store: Path, tmp_
     overall = data["buckets"][-1]
     assert (overall["episodes"], overall["tasks_na"], overall["tasks_passed"], overall["task_sr"]) == (2, 1, 1, 1.0)
     report = invoke(store, "report", "--run", "run-a", "--evaluator", "url_match")
-    assert "1 task(s) (and 1 with nothing to judge, n/a: in no rate)" in report.stdout
+    assert "1 task(s) (and 1 with nothing to judge (n/a): in no rate)" in report.stdout
     table = json.loads(invoke(store, "report", "--run", "run-a", "--evaluator", "url_match", "--format",
                               "json").stdout)["tables"]["sr_by_bucket"]
     assert (table[-1]["tasks"], table[-1]["task_sr"]) == (1, 1.0)

@@ -18,7 +18,7 @@ import pytest
 import mmina
 
 CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
-        "mmina.element_ids", "mmina.endpoint_gate", "mmina.errors", "mmina.harness_context", "mmina.lazy", "mmina.stats", "mmina.model_client",
+        "mmina.blocking", "mmina.element_ids", "mmina.endpoint_gate", "mmina.errors", "mmina.harness_context", "mmina.lazy", "mmina.stats", "mmina.model_client",
         "mmina.model_input",
         "mmina.navigation", "mmina.observation", "mmina.outputs", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
         "mmina.secret_json", "mmina.secret_names", "mmina.secret_patterns", "mmina.secret_rules",

@@ -131,7 +131,7 @@ def test_relabelling_shows_the_labels_and_replaces_them(app: Served, page: Page,
 def test_a_link_of_mmina_agreement_opens_the_episode(app: Served, page: Page) -> None:
     page.goto(app.url.split("?")[0].rstrip("/") + "/#/episode/g2")
     expect(page.locator("#episode-title")).to_have_text("t2 (r2)")
-    expect(page.locator('#label-panel [data-item="hop-3"]')).to_have_text("hop 3 (site2)passfailunsure")
+    expect(page.locator('#label-panel [data-item="hop-3"]')).to_have_text("hop 3 (site2)passfailunsureblocked")
 
 
 # -- the queue --------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_writes_need_json_from_this_servers_own_pages(app: Served, store: Path) 
     ({"episode_id": "nope", "labels": [{"hop": None, "label": "pass"}]}, 404, "unknown episode nope"),
     ({"episode_id": "e2", "labels": [{"hop": 4, "label": "pass"}]}, 400, "episode e2 (t2) has hops 1 to 3, not hop 4"),
     ({"episode_id": "e2", "labels": [{"hop": "1", "label": "pass"}]}, 400, 'each label is {"hop": null or a hop'),
-    ({"episode_id": "e2", "labels": [{"hop": 1, "label": "maybe"}]}, 400, "a label is pass, fail or unsure"),
+    ({"episode_id": "e2", "labels": [{"hop": 1, "label": "maybe"}]}, 400, "a label is pass, fail, unsure or blocked"),
     ({"episode_id": "e2", "labels": []}, 400, "label the task or a hop first"),
     ({"episode_id": "e2", "labeller": "x" * 81, "labels": [{"hop": 1, "label": "pass"}]}, 400, "a labeller's name"),
     ({"episode_id": "e2", "note": "n" * 2001, "labels": [{"hop": 1, "label": "pass"}]}, 400, "a note is at most 2000"),

@@ -109,6 +109,8 @@ class Scored:
     infrastructure: int = 0
     """Episodes an infrastructure error ended (``episodes.error_kind``; not superseded by a re-run):
     not the agent's failure, so in no rate and not in ``episodes``."""
+    blocked: int = 0
+    """Episodes the environment blocked (verdict ``blocked``, ``mmina.blocking``): in no rate, not in ``episodes``."""
 
 
 EPISODES_SQL = """
@@ -121,8 +123,9 @@ ORDER BY s.run_id, s.n_hops, s.task_id, s.hops_given NULLS FIRST
 """
 
 LEFT_OUT_SQL = """
-SELECT count(*) FILTER (WHERE error_kind IS DISTINCT FROM 'infrastructure') AS not_applicable,
-       count(*) FILTER (WHERE error_kind = 'infrastructure') AS infrastructure
+SELECT count(*) FILTER (WHERE error_kind IS DISTINCT FROM 'infrastructure' AND verdict <> 'blocked') AS not_applicable,
+       count(*) FILTER (WHERE error_kind = 'infrastructure') AS infrastructure,
+       count(*) FILTER (WHERE error_kind IS DISTINCT FROM 'infrastructure' AND verdict = 'blocked') AS blocked
 FROM episode_scores WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NULL
 """
 

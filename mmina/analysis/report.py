@@ -36,7 +36,7 @@ class Report:
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
                 "tasks": len(self.scored.episodes), "not_applicable": self.scored.not_applicable,
-                "infrastructure_errors": self.scored.infrastructure, "tables": {t.name: t.records() for t in self.chosen(names)}}
+                "infrastructure_errors": self.scored.infrastructure, "blocked": self.scored.blocked, "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:

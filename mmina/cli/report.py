@@ -103,8 +103,11 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
 
 
 def _left_out(scored: Scored) -> str:
-    """The episodes in no rate: those with nothing to judge, and those an infrastructure error ended."""
+    """The episodes in no rate: those with nothing to judge, those the environment blocked, and
+    those an infrastructure error ended."""
     parts = [f"{scored.not_applicable} with nothing to judge (n/a)"] if scored.not_applicable else []
+    if scored.blocked:
+        parts.append(f"{scored.blocked} blocked by the environment (a site down, a bot check, a login wall)")
     if scored.infrastructure:
         parts.append(f"{scored.infrastructure} ended by an infrastructure error (`mmina record --resume` records "
                      "them again)")

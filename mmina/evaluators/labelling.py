@@ -22,15 +22,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.evaluators.base import EvaluatorError, Score
+from mmina.evaluators.base import BLOCKED, EvaluatorError, Score
 from mmina.evaluators.batch import ScoreBatch, episode_score_rows
 from mmina.store import Store
 
 HUMAN = "human"
 VERSION = "1"
-LABELS = ("pass", "fail", "unsure")
-VERDICTS = {"pass": "pass", "fail": "fail", "unsure": "unclear"}
-"""A label as a stored verdict (``scores.verdict`` says ``unclear`` for every evaluator)."""
+LABELS = ("pass", "fail", "unsure", "blocked")
+VERDICTS = {"pass": "pass", "fail": "fail", "unsure": "unclear", "blocked": BLOCKED}
+"""A label as a stored verdict (``scores.verdict`` says ``unclear`` for every evaluator; ``blocked``:
+the environment kept the agent from the task, Online-Mind2Web's "not executable", in no rate)."""
 MAX_NAME = 80
 MAX_NOTE = 2000
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]+$")
@@ -93,11 +94,11 @@ def checked_labeller(name: str) -> str:
 
 
 def checked_label(label: str) -> str:
-    """``pass``, ``fail`` or ``unsure`` (``unclear``, the stored word, is taken for ``unsure``)."""
+    """``pass``, ``fail``, ``unsure`` or ``blocked`` (``unclear``, the stored word, is taken for ``unsure``)."""
     value = str(label).strip().lower()
     value = "unsure" if value == "unclear" else value
     if value not in LABELS:
-        raise LabelError(f"a label is pass, fail or unsure, not {str(label)[:40]!r}")
+        raise LabelError(f"a label is pass, fail, unsure or blocked, not {str(label)[:40]!r}")
     return value
 
 
@@ -157,7 +158,7 @@ def _by_episode(labels: Sequence[Label]) -> dict[str, list[Label]]:
 
 
 def _score(label: Label, source: str) -> Score:
-    """A label as a verdict row: pass 1, fail and unsure 0; the label, note and source in the detail."""
+    """A label as a verdict row: pass 1, fail, unsure and blocked 0; the label, note and source in the detail."""
     value = checked_label(label.label)
     detail = {"label": value, "source": source, **({"note": label.note} if label.note else {})}
     return Score(VERDICTS[value], float(value == "pass"), "task" if label.hop is None else "hop",

@@ -5,7 +5,7 @@ with a ``labels`` list):
 
 * ``episode_id`` — the episode labelled (required);
 * ``hop`` — the hop position, 1-based; empty, ``task`` or null for the task itself;
-* ``label`` — ``pass``, ``fail`` or ``unsure``;
+* ``label`` — ``pass``, ``fail``, ``unsure`` or ``blocked`` (the environment kept the agent from it);
 * ``labeller`` — who labelled (optional: ``--labeller``, else the operating-system user);
 * ``note`` — optional.
 

@@ -231,7 +231,7 @@ class _Trajectory:
         episode_keys = ("episode_id", "task_id", "attempt", "status", "stop_reason", "final_answer", "n_steps",
                         "n_hops", "live_hops", "hop_steps", "error", "error_kind", "supersedes", "hops_given",
                         "prefix_episode")
-        verdicts = {name: episode_verdict(by_episode.get(row["episode_id"]), row.get("hops_given"))
+        verdicts = {name: episode_verdict(by_episode.get(row["episode_id"]), row)
                     for name, by_episode in self.run.verdicts.items()}
         return {"task": {"task_id": task.get("task_id"), "intent": task.get("intent"),
                          "start_urls": task.get("start_urls"), "n_hops": task.get("n_hops"),

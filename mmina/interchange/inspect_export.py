@@ -39,6 +39,8 @@ from typing import Any
 
 from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance,
                                       stream_episodes, written_whole)
+from mmina.blocking import BLOCKED
+from mmina.errors import INFRASTRUCTURE
 from mmina.model_input import load_request
 from mmina.store import Store
 
@@ -82,8 +84,9 @@ class _Latest:
     hop-conditioned run counts each start hop of a task, as ``episode_scores`` does."""
 
     def add(self, episode: Row, verdict: dict[str, Any] | None) -> None:
-        if verdict is None or verdict["verdict"] == "n/a":
-            return  # nothing to judge: in no rate, as the report leaves it out
+        if verdict is None or verdict["verdict"] in ("n/a", BLOCKED) or \
+                episode.get("error_kind") == INFRASTRUCTURE:
+            return  # nothing to judge, the environment's or the infrastructure's failure: in no rate, as in the report
         key = (episode["attempt"], str(episode["started_at"]))
         task = (episode["task_id"], episode.get("hops_given"), episode.get("prefix_steps"))
         current = self.by_task.get(task)
@@ -121,17 +124,22 @@ def read_verdicts(store: Store, run_id: str, evaluator: str) -> dict[str, dict[s
     return {episode: part for episode, part in verdicts.items() if part["task"] is not None}
 
 
-def episode_verdict(scored: dict[str, Any] | None, hops_given: int | None) -> dict[str, Any] | None:
+def episode_verdict(scored: dict[str, Any] | None, episode: Row) -> dict[str, Any] | None:
     """One episode's verdict as the exports state it: the task row's, and its hop rows after the
-    hops a prefix gave (``hops_given``)."""
+    hops a prefix gave (``hops_given``); ``blocked`` (with ``not_executable``, Online-Mind2Web's
+    word, and the evidence) when the environment kept the agent from the task and it did not
+    pass, as ``episode_scores`` says (``mmina.blocking``)."""
     if scored is None:
         return None
-    hops = sorted((h for h in scored["hops"] if h["hop"] > (hops_given or 0)), key=lambda h: h["hop"])
+    hops = sorted((h for h in scored["hops"] if h["hop"] > (episode.get("hops_given") or 0)), key=lambda h: h["hop"])
     task = scored["task"]
-    return {"passed": task["verdict"] == "pass", "verdict": task["verdict"], "value": task["value"],
+    blocked = episode.get("blocked") if task["verdict"] != "pass" else None
+    verdict = BLOCKED if blocked else task["verdict"]
+    return {"passed": verdict == "pass", "verdict": verdict, "value": task["value"],
             "detail": _json(task["detail_json"]), "hops_passed": sum(h["verdict"] == "pass" for h in hops),
             "hops_total": len(hops),
-            "hops": [{"hop": h["hop"], "verdict": h["verdict"], "value": h["value"]} for h in hops]}
+            "hops": [{"hop": h["hop"], "verdict": h["verdict"], "value": h["value"]} for h in hops],
+            **({"not_executable": True, "blocked": _json(blocked)} if blocked else {})}
 
 
 def _json(text: str | None) -> Any:
@@ -322,7 +330,7 @@ def _write_log(store: Store, archive: zipfile.ZipFile, run_row: Row, tasks: dict
     latest, summaries, chunk, reader = _Latest(), [], 0, BlobReader(store)
     started, completed = None, None
     for episode in stream_episodes(store, Selection(run=report.run_id)):
-        verdict = episode_verdict(verdicts.get(episode.episode_id), episode.row.get("hops_given"))
+        verdict = episode_verdict(verdicts.get(episode.episode_id), episode.row)
         sample = _Sample(reader, episode, tasks.get(episode.row["task_id"], {}), model, verdict, report.evaluator).build()
         archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
         summaries.append(_summary(sample))

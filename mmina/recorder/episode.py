@@ -1,6 +1,7 @@
 """One episode: open the task, loop observe → act → execute under budgets, store it all."""
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,8 @@ from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, u
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.endpoint_gate import EndpointUnavailable
-from mmina.errors import AGENT, INFRASTRUCTURE, AgentError, MminaError, TaskError, first_line
+from mmina.blocking import Blocked, FinalPage, blocked_at_end, start_page_blocked
+from mmina.errors import AGENT, INFRASTRUCTURE, AgentError, MminaError, StartPageError, TaskError, first_line
 from mmina.harness_context import harness_context
 from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
@@ -177,6 +179,7 @@ class EpisodeRecorder:
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
                                        paint_marks=uses_marks(self.agent), seed=self.seed, options=options)
         status, error, kind, stop_reason, answer, final = "completed", None, None, "error", None, None
+        blocked: Blocked | None = None
         try:
             try:
                 if refused is not None:
@@ -186,6 +189,9 @@ class EpisodeRecorder:
                 stop_reason, answer = self._loop(browser)
             except EndpointUnavailable:
                 raise  # not the agent's failure: the episode is not stored, the run stops (resumable)
+            except StartPageError as exc:
+                status, error, kind = "error", first_line(exc), error_kind(exc, self.session.connected)
+                blocked = start_page_blocked(exc.url or "", exc.status, exc.error) if exc.url else None
             except (MminaError, PlaywrightError) as exc:
                 status, error, kind = "error", first_line(exc), error_kind(exc, self.session.connected)
             final = self._terminal(browser)
@@ -204,6 +210,7 @@ class EpisodeRecorder:
             step.update(redactor.row(step))
         self.writer.add_requests(requests)
         link_images(self.writer.steps, requests)
+        blocked = blocked or self._blocked_at_end(final, requests)
         duration = (time.perf_counter() - clock) * 1e3
         answer, error = redactor.text(answer), redactor.text(error)
         result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
@@ -213,12 +220,27 @@ class EpisodeRecorder:
                                endpoint_wait_s=round(self.endpoint_wait_s, 3), error_kind=kind,
                                attempt=attempt, supersedes=supersedes)
         extra = self.columns(self.writer.steps) if self.columns else {}
-        row = redactor.row({**self._episode_row(result, started), **terminal, **extra})
+        row = redactor.row({**self._episode_row(result, started), **terminal, **extra,
+                            "blocked": json.dumps(blocked.as_json()) if blocked else None})
         self.writer.commit(row)
         rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
                                                               self.writer.steps))
         verdict, passed = verdict_summary(rows)
         return replace(result, verdict=verdict, hops_passed=passed)
+
+    def _blocked_at_end(self, final: tuple[Observation, datetime] | None,
+                        requests: list[dict[str, Any]]) -> Blocked | None:
+        """Whether the environment was in the agent's way where the episode ended (``mmina.blocking``)."""
+        if final is None:
+            return None
+        observation = final[0]
+        answered = [r for r in requests if r["url"] == observation.url]
+        redirect = next((r["url"] for r in reversed(requests) if r.get("redirect_url") == observation.url), None)
+        last_error = next((e for e in (step.get("action_error") for step in reversed(self.writer.steps[-2:])) if e),
+                          None)  # the agent's last action, or the one before a stop
+        page = FinalPage(observation.url, observation.title or "", observation.tree_text or "",
+                         answered[-1]["status"] if answered else None, last_error, redirect)
+        return blocked_at_end(page, self.task.intent, self.task.start_urls, [h.keyword for h in self.task.hops])
 
     def _terminal(self, browser: EpisodeBrowser) -> tuple[Observation, datetime] | None:
         """The terminal observation: the page after the episode's last action (a stop's page, the

@@ -105,10 +105,12 @@ class Tabs:
             try:
                 response = await page.goto(url, wait_until="commit")
             except PlaywrightError as exc:
-                raise StartPageError(f"cannot open the start page {url}: {_reason(exc)}") from None
+                raise StartPageError(f"cannot open the start page {url}: {_reason(exc)}", url,
+                                     error=_reason(exc)) from None
             if response is not None and response.status >= 500:
                 await _wait_for_dom(page)
-                raise StartPageError(f"cannot open the start page {url}: HTTP {response.status} ({await title_of(page)})")
+                raise StartPageError(f"cannot open the start page {url}: HTTP {response.status} ({await title_of(page)})",
+                                     url, response.status)
         self.active = 0
         await self.page.bring_to_front()
         await self.settle(deadline)

@@ -208,6 +208,7 @@ def _labels(body: dict[str, Any], episode_id: str) -> list[Label]:
     for item in items:
         hop = item.get("hop") if isinstance(item, dict) else "?"
         if not isinstance(item, dict) or not (hop is None or (isinstance(hop, int) and not isinstance(hop, bool))):
-            raise BadRequest('each label is {"hop": null or a hop position, "label": "pass" | "fail" | "unsure"}')
+            raise BadRequest('each label is {"hop": null or a hop position, "label": "pass" | "fail" | "unsure" | '
+                             '"blocked"}')
         found.append(Label(episode_id, _text(item, "label"), hop, note))
     return found

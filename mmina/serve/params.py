@@ -16,7 +16,7 @@ from mmina.tasks import BUCKETS
 MAX_TEXT = 500
 """Longest text a filter accepts (a URL of that length is still well under any limit)."""
 MAX_PAGE = 500
-VERDICTS = ("pass", "fail", "unclear", "n/a", "unscored")
+VERDICTS = ("pass", "fail", "unclear", "n/a", "blocked", "unscored")
 SORTABLE = ("run_id", "task_id", "episode_id", "attempt", "status", "stop_reason", "n_steps", "n_hops", "bucket",
             "verdict", "hops_passed", "first_failure", "started_at", "duration_ms", "cost_usd", "tokens")
 FILTERS = ("bucket", "n_hops", "first_failure", "mode", "site", "verdict", "status", "error", "answer", "task")

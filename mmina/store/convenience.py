@@ -139,11 +139,13 @@ EPISODE_SCORES = View(
     f"""
     SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
            {bucket_sql("e.n_hops")} AS bucket,
-           s.verdict, CASE WHEN s.verdict <> 'n/a' AND e.error_kind IS DISTINCT FROM 'infrastructure'
-                           THEN s.verdict = 'pass' END AS passed,
+           CASE WHEN e.blocked IS NOT NULL AND s.verdict <> 'pass' THEN 'blocked' ELSE s.verdict END AS verdict,
+           CASE WHEN s.verdict NOT IN ('n/a', 'blocked') AND e.error_kind IS DISTINCT FROM 'infrastructure'
+                     AND (e.blocked IS NULL OR s.verdict = 'pass') THEN s.verdict = 'pass' END AS passed,
            coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
            h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,
-           e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful, e.error_kind
+           e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful, e.error_kind,
+           e.blocked
     FROM episodes e
     JOIN latest_scores s ON s.episode_id = e.episode_id AND s.level = 'task'
     LEFT JOIN (SELECT l.episode_id, l.evaluator, count(*) FILTER (WHERE l.verdict = 'pass') AS hops_passed,
@@ -160,9 +162,12 @@ EPISODE_SCORES = View(
     {
         "attempt": "The attempt scored: the task's latest in the run.",
         "bucket": BUCKET_DOC,
-        "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`.",
-        "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge) or the episode ended in an "
-                  "infrastructure error (`error_kind`): the task is then in no rate.",
+        "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`; `blocked` "
+                   "when the environment was in the agent's way where the episode ended (`episodes.blocked`) and "
+                   "it did not pass, or a person labelled it so.",
+        "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge) or `blocked` (the "
+                  "environment's failure), or the episode ended in an infrastructure error (`error_kind`): the task "
+                  "is then in no rate.",
         "hops_passed": "Hop verdicts `pass` of `evaluator` (hops a prefix gave left out).",
         "hops_total": "Hop verdicts of `evaluator` (0 when it judges no hops; hops a prefix gave left out).",
         "first_failed_hop": "The first hop (1-based) whose verdict is not `pass`; null when none failed.",

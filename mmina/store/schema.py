@@ -34,8 +34,8 @@ files keep no pace) and how long a waiting episode's tabs were frozen (``steps.f
 in older files; 8 — how a replay answered each request (``requests.replay_match``,
 ``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings) and
 what the model endpoint cost an episode (``episodes.endpoint_retries``, ``endpoint_wait_s``;
-NULL in older files); 9 — whose failure an error was and the re-run that replaced it
-(``episodes.error_kind``, ``supersedes``; NULL in older files).
+NULL in older files); 9 — whose failure an error was, the re-run that replaced it and the
+environment in the agent's way (``episodes.error_kind``, ``supersedes``, ``blocked``; NULL in older files).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -178,6 +178,11 @@ EPISODES = Table(
                           "crashed, the store, the model endpoint failing for everyone) or `agent` (the agent or its "
                           "output, or the task's site); null without an error and before schema version 9. An "
                           "infrastructure error is counted in no rate, and `record --resume` records its task again."),
+        ("blocked", S, "The environment in the agent's way where the episode ended (`mmina.blocking`), as JSON: "
+                       "`rule` (`start_page`, `site_down`, `bot_wall`, `login_wall`), `url` and the evidence (an "
+                       "HTTP `status`, Chromium's `error`, the page's `title`, the text `matched`, the address "
+                       "`asked_for`); null when nothing was, and before schema version 9. An episode that did not pass "
+                       "is then `blocked` in `episode_scores`, in no rate."),
         ("supersedes", S, "The episode of the same task and run that this one recorded again (`record --resume` after "
                           "an infrastructure error, or `--rerun-errors`): that one is kept but counted in no table; "
                           "null otherwise and before schema version 9."),

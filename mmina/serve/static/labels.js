@@ -1,9 +1,9 @@
-// mmina serve: labelling — a person marks each hop and the task pass / fail / unsure, with the keyboard.
+// mmina serve: labelling — a person marks each hop and the task pass / fail / unsure / blocked, with the keyboard.
 // Loaded before app.js (whose page table names labelPage); uses its helpers (h, api, query, setHash, ...) when called.
 'use strict';
 
-const LABELS = ['pass', 'fail', 'unsure'];
-const LABEL_KEYS = {p: 'pass', f: 'fail', u: 'unsure'};
+const LABELS = ['pass', 'fail', 'unsure', 'blocked'];
+const LABEL_KEYS = {p: 'pass', f: 'fail', u: 'unsure', b: 'blocked'};
 const LABELLER_KEY = 'mmina-labeller';
 let labelConfig = null;
 
@@ -67,7 +67,7 @@ function labelPage(params) {
 }
 
 function labelHelp() {
-  return h('p', {className: 'keys'}, ...[['p f u', 'pass, fail, unsure (selected item, then the next)'], ['P F U', 'every item'],
+  return h('p', {className: 'keys'}, ...[['p f u b', 'pass, fail, unsure, blocked by the environment (selected item, then the next)'], ['P F U B', 'every item'],
     ['↑ ↓ 1–9 t', 'select'], ['n', 'note'], ['Enter', 'save, next unlabelled episode'], ['s', 'skip'], ['v', 'verdicts'],
     ['← →', 'steps']].map(([keys, what]) => h('span', {}, h('kbd', {}, keys), ` ${what}  `)));
 }
