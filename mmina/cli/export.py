@@ -65,6 +65,7 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
         result = export_warc(store, selection, target, advance)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
                                    f"exchange(s), {result.records} record(s) ({result.revisits} revisit(s), "
+                                   f"{result.sockets} socket(s) with {result.socket_frames} frame(s), "
                                    f"{result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
 
 

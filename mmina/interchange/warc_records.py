@@ -191,8 +191,14 @@ class WarcRecord:
     def get(self, name: str) -> str:
         return self.headers.get(name.lower(), "")
 
+    def concurrent(self) -> list[str]:
+        """Every ``WARC-Concurrent-To`` record id (the field may repeat)."""
+        return self.get("warc-concurrent-to").split()
+
 
 MAX_HEADER_LINES = 1000
+REPEATABLE = frozenset({"warc-concurrent-to"})
+"""Fields a record may repeat: their values are kept, space-separated (record ids hold no space)."""
 
 
 def read_records(path: Path) -> Iterator[WarcRecord]:
@@ -229,8 +235,11 @@ def _warc_headers(stream: BinaryIO, path: Path, number: int) -> dict[str, str]:
         if line in (b"\r\n", b"\n", b""):
             return headers
         name, colon, value = line.decode("utf-8", "replace").partition(":")
-        if colon:
-            headers[name.strip().lower()] = value.strip()
+        key = name.strip().lower()
+        if colon and key in REPEATABLE and key in headers:
+            headers[key] = f"{headers[key]} {value.strip()}"
+        elif colon:
+            headers[key] = value.strip()
     raise InterchangeError(f"{path}: record {number} has more than {MAX_HEADER_LINES} header lines")
 
 
