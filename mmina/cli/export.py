@@ -1,4 +1,4 @@
-"""``mmina export warc|har|inspect``: stored episodes in the neighbours' formats (thin: the work is
+"""``mmina export warc|wacz|har|inspect``: stored episodes in the neighbours' formats (thin: the work is
 ``mmina.interchange``, imported when a command runs)."""
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from mmina.cli.render import echo, print_json, progress_bar
 
 @click.group(name="export")
 def export() -> None:
-    """Write stored episodes as WARC, HAR or an Inspect log, for the tools that read those.
+    """Write stored episodes as WARC, WACZ, HAR or an Inspect log, for the tools that read those.
 
     \b
     Examples:
       mmina export warc --run latest -o run.warc.gz
+      mmina export wacz --run latest -o run.wacz
       mmina export har --episode normal-1-5927965e1abf4459 -o episode.har
       mmina export inspect --run latest -o run.eval && inspect view --log-dir .
     """
@@ -67,6 +68,43 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
                                    f"exchange(s), {result.records} record(s) ({result.revisits} revisit(s), "
                                    f"{result.sockets} socket(s) with {result.socket_frames} frame(s), "
                                    f"{result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
+
+
+@export.command(name="wacz")
+@click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
+@click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
+@click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
+@click.option("--title", metavar="TEXT", help="The package's title (default: the run's id).")
+@_output(".wacz")
+@store_option
+@format_option("table", "json")
+def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
+         fmt: str, **options: Any) -> None:
+    """Export episodes as a WACZ 1.1.1 package that ReplayWeb.page opens: one page per step.
+
+    The package holds the WARC of `export warc` (every body in full), its CDXJ index,
+    pages/pages.jsonl (each step's URL, time, title and text) and datapackage.json with
+    every file's sha256. Open it at https://replayweb.page, or serve it beside
+    ReplayWeb.page's ui.js and sw.js (`<replay-web-page source=run.wacz url=...>`).
+
+    \b
+    Examples:
+      mmina export wacz --run latest -o run.wacz
+      mmina export wacz --run nightly --task normal/1 --title "normal/1, nightly" -o normal-1.wacz
+      wacz validate -f run.wacz
+    """
+    from mmina.interchange.stored import Selection, count_episodes, selected_runs
+    from mmina.interchange.wacz_export import export_wacz
+
+    store = open_store(options["store_path"])
+    selection = Selection(run, episodes, tasks)
+    total = count_episodes(store, selection)
+    target = output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}.wacz")
+    with _progress(total) as advance:
+        result = export_wacz(store, selection, target, advance, title)
+    _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
+                                   f"{result.indexed} indexed response(s), {result.records} WARC record(s) "
+                                   f"({result.sockets} socket(s)), {result.bytes} bytes")
 
 
 @export.command(name="har")

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlsplit
 
 from mmina.interchange.row_json import row_to_json
@@ -86,8 +86,8 @@ class _Written:
 class _Exporter:
     """Writes episodes to one WARC, remembering recent bodies and screenshots for revisits."""
 
-    def __init__(self, store: Store, writer: WarcWriter, report: WarcExport) -> None:
-        self.store, self.writer, self.report = store, writer, report
+    def __init__(self, store: Store, writer: WarcWriter, report: WarcExport, revisits: bool = True) -> None:
+        self.store, self.writer, self.report, self.revisits = store, writer, report, revisits
         self.blobs = BlobReader(store)
         self.info_id = record_id("warcinfo", report.path)
         self.seen: OrderedDict[str, _Written] = OrderedDict()
@@ -161,7 +161,7 @@ class _Exporter:
         if body_missing(request):
             extra.append(("WARC-Truncated", "unspecified"))
             self.report.missing_bodies += 1
-        earlier = self.seen.get(payload) if body else None
+        earlier = self.seen.get(payload) if body and self.revisits else None
         if earlier is not None:
             self.seen.move_to_end(payload)
             self.writer.write("revisit", rid, date, [*extra, ("WARC-Profile", REVISIT_PROFILE),
@@ -241,15 +241,16 @@ def export_warc(store: Store, selection: Selection, output: Path, on_episode: On
     runs = selected_runs(store, selection)
     report = WarcExport(str(output))
     with written_whole(output) as partial, partial.open("wb") as sink:
-        _write_all(store, selection, sink, report, runs, on_episode)
+        write_warc(store, selection, WarcWriter(sink), report, runs, on_episode)
     report.bytes = output.stat().st_size
     return report
 
 
-def _write_all(store: Store, selection: Selection, sink: BinaryIO, report: WarcExport, runs: list[str],
-               on_episode: OnEpisode | None) -> None:
-    writer = WarcWriter(sink)
-    exporter = _Exporter(store, writer, report)
+def write_warc(store: Store, selection: Selection, writer: WarcWriter, report: WarcExport, runs: list[str],
+               on_episode: OnEpisode | None, revisits: bool = True) -> None:
+    """The records of the export (see the module) through ``writer``; ``revisits`` False writes
+    every body in full (for a package whose player looks each record up alone)."""
+    exporter = _Exporter(store, writer, report, revisits)
     exporter.warcinfo(runs)
     for run_id in runs:
         exporter.run(run_id)
@@ -269,7 +270,7 @@ def _exchange_headers(episode: StoredEpisode, request: Row, redacted: list[str])
     if body_missing(request):
         headers.append(("WARC-Mmina-Body", "missing"))
     headers.append(("WARC-Mmina-Time-Ms", repr(float(request.get("time_ms") or 0.0))))
-    if request.get("received_body_sha256"):
+    if request.get("received_body_sha256") not in (None, request.get("response_body")):  # redacted: what came
         headers.append(("WARC-Mmina-Received", f"{request['received_body_sha256']} {request.get('received_body_size') or 0}"))
     if redacted:
         headers.append(("WARC-Mmina-Redacted", ", ".join(redacted)))

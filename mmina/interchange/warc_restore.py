@@ -118,7 +118,9 @@ class Restore:
         requests: dict[str, list[Row]] = {}
         for row in rows:
             episode, seq, step = row.pop(ORIGIN, (None, 0, -1))
-            requests.setdefault(str(episode), []).append({**row, "seq": seq, "step_index": step})
+            received = {"received_body_sha256": row["response_body"],  # no WARC-Mmina-Received: not redacted
+                        "received_body_size": row["response_body_size"] if row["response_body"] else None}
+            requests.setdefault(str(episode), []).append({**received, **row, "seq": seq, "step_index": step})
         for content in self.episodes:
             self._episode(writer, content, requests)
         packs = sorted({p for e in writer.episodes for p in e["blob_packs"] or ()})
