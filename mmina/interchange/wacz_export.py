@@ -6,7 +6,8 @@ The package is a ZIP holding:
 * ``archive/data.warc.gz``: the WARC of ``mmina export warc`` (sockets as IIPC #115 proposes,
   steps and screenshots as metadata and resource records) with every body written in full,
   no revisit records: a player fetches one record by its index entry and has the body;
-* ``indexes/index.cdxj``: one CDXJ line per ``response`` record (pywb's form: SURT key,
+* ``indexes/index.cdxj``: one CDXJ line per ``response`` record of an http(s) URL but a
+  socket's handshake (pywb's form: SURT key,
   14-digit timestamp, JSON with ``url``, ``mime``, ``status``, ``digest``, ``offset``,
   ``length``, ``filename``; ``method`` and ``requestBody`` for a request other than GET),
   sorted;
@@ -84,7 +85,7 @@ class CdxjIndex:
             return
         if record.kind == "request":
             self._request(record)
-        elif record.kind in INDEXED:
+        elif record.kind in INDEXED and not _upgrade(record):
             self.lines.append(self._line(record, uri))
 
     def _request(self, record: Written) -> None:
@@ -108,6 +109,11 @@ class CdxjIndex:
 
     def text(self) -> bytes:
         return "".join(line + "\n" for line in sorted(self.lines)).encode()
+
+
+def _upgrade(record: Written) -> bool:
+    """A socket's handshake (its frames are at the ``ws(s)`` URL, which a player does not fetch)."""
+    return record.kind == "response" and record.block.startswith(b"HTTP/1.1 101 ")
 
 
 def surt(url: str) -> str:
@@ -139,12 +145,12 @@ def page_lines(episode: StoredEpisode) -> Iterator[dict[str, Any]]:
         url = step.get("url") or ""
         if url.lower().startswith(("http://", "https://")):
             yield {"id": f"{episode.episode_id}/{step['step_index']}", "url": url, "ts": _rfc3339(step["started_at"]),
-                   "title": step.get("title") or url, "text": tree_text(step.get("tree_text") or ""),
+                   "title": step.get("title") or url, "text": page_text(step.get("tree_text") or ""),
                    "mmina_episode": episode.episode_id, "mmina_task": episode.row["task_id"],
                    "mmina_step": step["step_index"]}
 
 
-def tree_text(tree: str) -> str:
+def page_text(tree: str) -> str:
     """The words a tree shows (names and texts, in order), for a page's full-text search."""
     words = []
     for _id, line in tree_lines(tree):
