@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mmina.cli.common import format_option, open_store, store_option
 from mmina.cli.render import echo, print_json, progress_bar
+
+if TYPE_CHECKING:  # imported when a command runs
+    from mmina.interchange.stored import Selection
+    from mmina.store import Store
 
 
 @click.group(name="export")
@@ -55,13 +59,9 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
       mmina export warc --run nightly --task normal/1 -o normal-1.warc.gz
       wb-manager init mine && wb-manager add mine run.warc.gz && wayback
     """
-    from mmina.interchange.stored import Selection, count_episodes, selected_runs
     from mmina.interchange.warc_export import export_warc
 
-    store = open_store(options["store_path"])
-    selection = Selection(run, episodes, tasks)
-    total = count_episodes(store, selection)
-    target = output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}.warc.gz")
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", options["store_path"])
     with _progress(total) as advance:
         result = export_warc(store, selection, target, advance)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
@@ -93,13 +93,9 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
       mmina export wacz --run nightly --task normal/1 --title "normal/1, nightly" -o normal-1.wacz
       wacz validate -f run.wacz
     """
-    from mmina.interchange.stored import Selection, count_episodes, selected_runs
     from mmina.interchange.wacz_export import export_wacz
 
-    store = open_store(options["store_path"])
-    selection = Selection(run, episodes, tasks)
-    total = count_episodes(store, selection)
-    target = output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}.wacz")
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", options["store_path"])
     with _progress(total) as advance:
         result = export_wacz(store, selection, target, advance, title)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
@@ -161,6 +157,18 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: 
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.samples} sample(s), {result.scored} scored by "
                                    f"{result.evaluator} ({rates}), {result.input_tokens + result.output_tokens} "
                                    f"token(s)")
+
+
+def _selected(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, suffix: str,
+              store_path: Any) -> tuple[Store, Selection, int, Path]:
+    """The store, the selection (checked: it holds episodes), how many, and the file to write
+    (by default the run's or the first episode's id with ``suffix``, here)."""
+    from mmina.interchange.stored import Selection, count_episodes, selected_runs
+
+    store = open_store(store_path)
+    selection = Selection(run, episodes, tasks)
+    total = count_episodes(store, selection)
+    return store, selection, total, output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}{suffix}")
 
 
 def _render(data: dict[str, Any], fmt: str, line: str) -> None:
