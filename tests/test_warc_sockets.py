@@ -145,8 +145,9 @@ def test_a_socket_archived_the_browsertrix_way_becomes_a_socket_row(tmp_path: Pa
 
 def test_bad_warc_imports_get_one_line_and_write_nothing(socket_web, tmp_path: Path) -> None:
     _browsertrix_warc(tmp_path / "b.warc.gz")
-    code, output = _cli("import", "warc", str(tmp_path / "b.warc.gz"), "--store", str(tmp_path / "store"))
-    assert code == 1 and "not written by mmina export warc" in output and len(output.splitlines()) == 1, output
+    for extra, says in (([], "not written by mmina export warc"), (["--task", "normal/1"], "give --tasks too")):
+        code, output = _cli("import", "warc", str(tmp_path / "b.warc.gz"), *extra, "--store", str(tmp_path / "store"))
+        assert code == 1 and says in output and len(output.splitlines()) == 1, output
     assert not (tmp_path / "store").exists()
     _web, folder, run_id = socket_web
     warc = tmp_path / "run.warc.gz"

@@ -301,14 +301,12 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
     for path in paths:
         if not path.is_file():
             raise InterchangeError(f"no WARC file {path}")
+    if task_ids and not tasks_path:
+        raise InterchangeError("--task picks tasks of --tasks: give --tasks too")
     suite = load_suite(tasks_path, list(task_ids) or None) if tasks_path else None
     run_id = check_id("run id", run_id) if run_id else None
     report = WarcImport(run_id or "", store.location, files=len(paths), tasks=len(suite.tasks) if suite else 0)
-    reader = _Reader(report)
-    for path in paths:
-        for record in read_records(path):
-            reader.learn(record)
-    reader.link_sockets()
+    reader = _learnt(_Reader(report), paths)
     if suite is None and not reader.restore.found:
         raise InterchangeError(f"{', '.join(str(p) for p in paths)}: not written by mmina export warc (no "
                                "urn:mmina:run record), so there is no run to restore: give --tasks")
@@ -319,7 +317,7 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
     try:
         rows = _read(reader, paths, report, progress)
         if suite is None:
-            report.restored_episodes = reader.restore.commit(store, writer, rows)
+            report.restored_episodes = reader.restore.commit(store, writer, rows, reader.redactor.row)
             report.tasks = len(reader.restore.tasks())
         else:
             _commit(store, writer, suite, [_without_origin(r) for r in rows], paths, report)
@@ -327,6 +325,15 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
         writer.abort()
         raise
     return report
+
+
+def _learnt(reader: _Reader, paths: Sequence[Path]) -> _Reader:
+    """Pass 1 over every file: requests kept, secrets learnt, sockets tied to their handshakes."""
+    for path in paths:
+        for record in read_records(path):
+            reader.learn(record)
+    reader.link_sockets()
+    return reader
 
 
 def _read(reader: _Reader, paths: Sequence[Path], report: WarcImport, progress: Progress | None) -> list[Row]:

@@ -32,6 +32,7 @@ SCREENSHOT = "urn:mmina:screenshot:"
 ORIGIN = "_origin"
 """A row's key for where an mmina export put it: (episode, seq, step); removed before writing."""
 PutBlob = Callable[[bytes, str], str]
+Redact = Callable[[Row], Row]
 
 
 def mmina_headers(record: WarcRecord) -> Headers:
@@ -108,8 +109,9 @@ class Restore:
             self.steps.setdefault(str(content.get("episode_id")), []).append(content)
         return True
 
-    def commit(self, store: Store, writer: BatchWriter, rows: list[Row]) -> int:
-        """Write the restored run (``writer``'s) and its episodes; how many episodes."""
+    def commit(self, store: Store, writer: BatchWriter, rows: list[Row], redact: Redact) -> int:
+        """Write the restored run (``writer``'s) and its episodes, their rows redacted by
+        ``redact`` as a recording's are (the traffic's secrets, learnt by the import); how many."""
         if not self.episodes:
             raise InterchangeError("the mmina export holds no episode to restore")
         run_id = writer.run_id
@@ -122,7 +124,7 @@ class Restore:
                         "received_body_size": row["response_body_size"] if row["response_body"] else None}
             requests.setdefault(str(episode), []).append({**received, **row, "seq": seq, "step_index": step})
         for content in self.episodes:
-            self._episode(writer, content, requests)
+            self._episode(writer, content, requests, redact)
         packs = sorted({p for e in writer.episodes for p in e["blob_packs"] or ()})
         for episode in writer.episodes:
             episode["blob_packs"] = packs  # one batch, one pack: every episode's blobs are in it
@@ -133,11 +135,11 @@ class Restore:
         tasks = {t["task_id"]: row_from_json(TASKS, t) for run in self.runs for t in run.get("tasks") or ()}
         return list(tasks.values())
 
-    def _episode(self, writer: BatchWriter, content: Row, requests: dict[str, list[Row]]) -> None:
-        row = row_from_json(EPISODES, content.get("row") or {})
+    def _episode(self, writer: BatchWriter, content: Row, requests: dict[str, list[Row]], redact: Redact) -> None:
+        row = redact(row_from_json(EPISODES, content.get("row") or {}))
         episode_id = row["episode_id"] = row["episode_id"] or content.get("episode_id")
         row["final_screenshot"] = self._known(row.get("final_screenshot"))
-        steps = [self._step(s) for s in sorted(self.steps.get(str(episode_id), []), key=lambda s: s["step_index"])]
+        steps = [redact(self._step(s)) for s in sorted(self.steps.get(str(episode_id), []), key=lambda s: s["step_index"])]
         mine = sorted(requests.get(str(episode_id), []), key=lambda r: r["seq"])
         writer.add_episode({k: v for k, v in row.items() if k != "blob_packs"}, steps, mine)
 
