@@ -50,8 +50,10 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     Every archived exchange becomes request and response records (bodies as the browser
     received them, decoded; secrets as the store keeps them, redacted, and each record says
     which of its parts a redaction touched); each step a metadata record (index, action,
-    URL, tree, the records it issued) and its screenshot a resource record. Streams: a run
-    of any size is read and written one episode at a time.
+    URL, tree, the records it issued) and its screenshot a resource record. A WebSocket is
+    written as IIPC warc-specifications #115 proposes: its handshake, and a resource record at
+    its ws(s):// URL holding its frames as JSON lines. `mmina import warc FILE` restores the
+    run. Streams: a run of any size is read and written one episode at a time.
 
     \b
     Examples:
