@@ -109,10 +109,20 @@ def test_replaywebpage_shows_the_recorded_pages_of_the_wacz(recorded, wacz_file:
         browser.close()
 
 
+def _validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(wacz_bin() / "wacz"), "validate", "-f", str(path)], capture_output=True, text=True,
+                          timeout=300)
+
+
 def test_the_wacz_is_valid_and_its_index_points_at_its_records(recorded, wacz_file: Path, tmp_path: Path) -> None:
-    done = subprocess.run([str(wacz_bin() / "wacz"), "validate", "-f", str(wacz_file)], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    done = _validate(wacz_file)
+    assert done.returncode == 0 and "is valid" in done.stdout, (done.stdout + done.stderr)[-2000:]
+    with zipfile.ZipFile(wacz_file) as package, zipfile.ZipFile(tmp_path / "tampered.wacz", "w") as tampered:
+        for info in package.infolist():  # one page more than datapackage.json says: the validator must notice
+            extra = b'{"url": "http://elsewhere.test/", "ts": "2026-01-01T00:00:00Z"}\n' if info.filename.startswith(
+                "pages/") else b""
+            tampered.writestr(info, package.read(info) + extra)
+    assert _validate(tmp_path / "tampered.wacz").returncode != 0
     with zipfile.ZipFile(wacz_file) as package:
         infos = {i.filename: i for i in package.infolist()}
         assert set(infos) == {"archive/data.warc.gz", "indexes/index.cdxj", "pages/pages.jsonl", "datapackage.json",
