@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.realweb.apps import free_port
 from tests.realweb.installs import app_venv, npm_pack, npm_packages
@@ -53,7 +54,11 @@ def replaywebpage() -> Path:
 class _RangeHandler(SimpleHTTPRequestHandler):
     """Static files with byte ranges (a WACZ is read by range) and no log on stderr."""
 
-    def send_head(self):  # type: ignore[no-untyped-def]
+    _left: int | None = None
+    """Bytes of a range still to send (None: the whole file, as the base class sends it)."""
+
+    def send_head(self) -> Any:
+        self._left = None
         found = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         path = Path(self.translate_path(self.path))
         if not found or not path.is_file():
@@ -71,8 +76,8 @@ class _RangeHandler(SimpleHTTPRequestHandler):
         self._left = end - start + 1
         return source
 
-    def copyfile(self, source, outputfile):  # type: ignore[no-untyped-def]
-        left = getattr(self, "_left", None)
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        left = self._left
         if left is None:
             return super().copyfile(source, outputfile)
         while left > 0:
