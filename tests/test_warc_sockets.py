@@ -99,14 +99,16 @@ def test_a_socket_episode_exported_and_restored_replays_by_the_clock_at_100_perc
 def _browsertrix_warc(path: Path) -> None:
     """A socket as Browsertrix's ws-support branch archives it: the frames' resource record
     first, then the handshake's 101 response naming it, then the request; frames as CDP gives
-    them (``recv``, seconds since the handshake, binary in base64) and a close frame."""
+    them (``recv``, seconds since the handshake, binary in base64), a ping and a close frame."""
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
     frames = [{"ts": 0.05, "type": "recv", "opcode": 1, "mask": False, "payloadData": "hello"},
               {"ts": 1.5, "type": "send", "opcode": 1, "mask": True, "payloadData": '{"ask":"tide"}'},
               {"ts": 1.75, "type": "recv", "opcode": 2, "mask": False, "payloadData": "AAEC"},
-              {"ts": 2.0, "type": "recv", "opcode": 8, "mask": False, "payloadData": "A+g="}]
+              {"ts": 1.9, "type": "recv", "opcode": 9, "mask": False, "payloadData": ""},
+              {"ts": 2.0, "type": "recv", "opcode": 8, "mask": False, "payloadData": "A+g=", "closeCode": 1000,
+               "closeReason": "bye"}]
     with path.open("wb") as sink:
         writer = WARCWriter(sink, gzip=True)
         page = writer.create_warc_record("http://site.test/", "response", payload=io.BytesIO(b"<p>tide</p>"),
@@ -127,13 +129,13 @@ def _browsertrix_warc(path: Path) -> None:
         writer.write_record(upgrade)
 
 
-def test_a_socket_archived_the_browsertrix_way_becomes_a_socket_row(tmp_path: Path) -> None:
+def test_a_socket_archived_the_browsertrix_way_becomes_a_socket_row_and_keeps_its_close(tmp_path: Path) -> None:
     _browsertrix_warc(tmp_path / "b.warc.gz")
     code, output = _cli("import", "warc", str(tmp_path / "b.warc.gz"), "--tasks", str(builtin_suite_path()),
                         "--task", "normal/1", "--run-id", "b", "--store", str(tmp_path / "store"), "--format", "json")
     assert code == 0, output
     result = json.loads(output)
-    assert (result["exchanges"], result["sockets"], result["socket_frames"], result["control_frames"]) == (2, 1, 3, 1)
+    assert (result["exchanges"], result["sockets"], result["socket_frames"], result["control_frames"]) == (2, 1, 3, 2)
     store = Store.open(tmp_path / "store")
     [row] = [r for r in store.read("requests", run_id="b").to_pylist() if r["status"] == 101]
     assert row["url"] == "ws://site.test/feed" and {"name": "Upgrade", "value": "websocket"} in row["response_headers"]
@@ -141,6 +143,11 @@ def test_a_socket_archived_the_browsertrix_way_becomes_a_socket_row(tmp_path: Pa
     said = parse_messages(store.read_blobs([row["response_body"]])[row["response_body"]], opened)
     assert said == [Message("receive", "hello", 0.05), Message("send", '{"ask":"tide"}', 1.5),
                     Message("receive", b"\x00\x01\x02", 1.75)]
+    code, output = _cli("export", "warc", "--run", "b", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "o.gz"))
+    assert code == 0, output
+    [frames] = [r for r in read_records(tmp_path / "o.gz") if r.get("warc-target-uri") == "ws://site.test/feed"]
+    assert json.loads(frames.block.splitlines()[-1]) == {"ts": 2.0, "type": "recv", "opcode": 8, "mask": False,
+                                                         "payloadData": "", "closeCode": 1000, "closeReason": "bye"}
 
 
 def test_bad_warc_imports_get_one_line_and_write_nothing(socket_web, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ only, target URI the ``http(s)://`` form) and a ``resource`` record whose ``WARC
 is the ``ws(s)://`` URL, ``WARC-Date`` when the socket opened, and whose block holds one JSON
 line per frame in the Chrome DevTools protocol's ``WebSocketFrame`` shape with its time and
 direction: ``{"ts": seconds after the socket opened, "type": "send" | "recv", "opcode": 1 |
-2 | 8..., "mask": bool, "payloadData": text, or base64 for a binary frame}``. A close frame
-(opcode 8) also says ``closeCode`` and ``closeReason``.
+2 | 8, "mask": bool, "payloadData": text, or base64 for a binary frame}``. A close frame
+(opcode 8) also says ``closeCode`` and ``closeReason``; the store keeps one as a ``close`` line.
 
 mmina stores a socket as a ``requests`` row whose body is the conversation in Playwright's
 HAR form (``{"type": "send" | "receive", "time": wall-clock ms, "opcode", "data"}``, see
@@ -30,6 +30,9 @@ DIRECTIONS = {"send": "send", "receive": "recv"}
 STORED_DIRECTIONS = {v: k for k, v in DIRECTIONS.items()}
 SOCKET_MIME = "x-unknown"
 """The ``mime_type`` of a socket's row, as Playwright's HAR gives it."""
+CLOSE, CLOSE_OPCODE = "close", 8
+"""A close frame: kept in the stored log as a line of type ``close`` (``direction``, ``code``,
+``reason``), which replay does not play (it plays ``send`` and ``receive`` lines only)."""
 DATA_OPCODES = (1, 2)
 """Text and binary frames: what a page's ``WebSocket`` hands its page (control frames it does not)."""
 
@@ -58,15 +61,16 @@ def frames_block(stored: bytes, opened: datetime) -> tuple[bytes, int]:
 
 
 def _frame(message: dict[str, Any], start_ms: float) -> dict[str, Any] | None:
-    direction = DIRECTIONS.get(message.get("type", ""))
+    closed = message.get("type") == CLOSE
+    direction = DIRECTIONS.get(message.get("direction" if closed else "type", ""))
     time = message.get("time")
     if direction is None or not isinstance(time, (int, float)):
         return None
-    opcode = int(message.get("opcode") or 1)
-    frame = {"ts": round(max(0.0, time - start_ms) / 1e3, 6), "type": direction, "opcode": opcode,
-             "mask": direction == "send", "payloadData": str(message.get("data", ""))}
-    if opcode == 8:
-        frame.update(closeCode=message.get("code"), closeReason=message.get("reason", ""))
+    frame = {"ts": round(max(0.0, time - start_ms) / 1e3, 6), "type": direction,
+             "opcode": CLOSE_OPCODE if closed else int(message.get("opcode") or 1), "mask": direction == "send",
+             "payloadData": "" if closed else str(message.get("data", ""))}
+    if closed:
+        frame.update(closeCode=message.get("code"), closeReason=message.get("reason") or "")
     return frame
 
 
@@ -77,7 +81,8 @@ class StoredLog:
     body: bytes
     frames: int
     control: int
-    """Control frames (close, ping, pong): the browser answers them, the page never sees them."""
+    """Control frames (close, ping, pong): the browser answers them, the page sees none but the
+    close (its code and reason, kept as a ``close`` line); ping and pong are left out."""
     unreadable: int
 
 
@@ -86,7 +91,7 @@ def stored_log(block: bytes, opened: datetime) -> StoredLog:
     mmina stores a socket; CDP's ``recv`` and mmina's ``receive`` are both read."""
     start_ms = opened.timestamp() * 1e3
     out: list[str] = []
-    control = unreadable = 0
+    frames = control = unreadable = 0
     for frame in _json_lines(block):
         direction = STORED_DIRECTIONS.get(frame.get("type", ""), frame.get("type"))
         ts, opcode = frame.get("ts"), frame.get("opcode", 1)
@@ -94,11 +99,19 @@ def stored_log(block: bytes, opened: datetime) -> StoredLog:
             unreadable += 1
         elif opcode not in DATA_OPCODES:
             control += 1
+            if opcode == CLOSE_OPCODE:
+                out.append(_line({"type": CLOSE, "direction": direction, "time": round(start_ms + ts * 1e3, 4),
+                                  "code": frame.get("closeCode"), "reason": frame.get("closeReason") or ""}))
         else:
             data = frame.get("payloadData", frame.get("data", ""))
-            out.append(json.dumps({"type": direction, "time": round(start_ms + ts * 1e3, 4), "opcode": opcode,
-                                   "data": str(data)}, ensure_ascii=False, separators=(",", ":")) + "\n")
-    return StoredLog("".join(out).encode(), len(out), control, unreadable)
+            out.append(_line({"type": direction, "time": round(start_ms + ts * 1e3, 4), "opcode": opcode,
+                              "data": str(data)}))
+            frames += 1
+    return StoredLog("".join(out).encode(), frames, control, unreadable)
+
+
+def _line(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def _json_lines(block: bytes) -> list[dict[str, Any]]:
