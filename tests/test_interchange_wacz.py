@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from playwright.sync_api import Frame, Page, TimeoutError as PlaywrightTimeout, sync_playwright
 
 from mmina.cli import cli
+from mmina.interchange.wacz_index import decode_uri, post_query, surt
 from mmina.interchange.warc_records import parse_http
 from mmina.observation import flatten_snapshot
 from mmina.replayer.fidelity import tree_change
@@ -173,3 +174,19 @@ def test_bad_wacz_exports_get_one_line_and_write_nothing(recorded, tmp_path: Pat
     code, output = _cli("export", "wacz", "--run", "latest", "--store", store, "-o", str(target))
     assert code == 1 and output == f"Error: cannot write {target}: no folder {target.parent}\n", output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_request_bodies_and_urls_are_keyed_as_warcio_js_keys_them() -> None:
+    """The expected strings are what warcio.js's ``postToGetUrl`` (JSON flattened through
+    ``URLSearchParams``), ``decodeURI`` and ``getSurt`` give for the same input (run under node,
+    2026-12-06): ReplayWeb.page computes these for the page's request and looks them up."""
+    document = b'{"a": 1, "b": [true, "x y"], "c": {"a": null}, "d": "", "e": 2.0, "f": "~*!"}'
+    assert post_query(document, "application/json; charset=utf-8") == "a=1&b=true&b.2_=x+y&a.2_=null&e=2&f=%7E*%21"
+    assert post_query(b"a=x%20y&b=2", "application/x-www-form-urlencoded") == "a=x%20y&b=2"
+    assert post_query(b'{"q": "tea"}', "text/plain") == "q=tea"
+    assert post_query(b"hello", "text/plain") == "__wb_post_data=aGVsbG8="
+    assert post_query(b"\x00\x01", "application/octet-stream") == "__wb_post_data=AAE="
+    assert post_query(b'--XX\r\nContent-Disposition: form-data; name="q"\r\n\r\ntea\r\n--XX--',
+                      "multipart/form-data; boundary=XX") == "q=tea"
+    assert decode_uri("a=x%20y%26z%E2%82%AC") == "a=x y%26z\u20ac" and decode_uri("%E2%82") == ""
+    assert surt("https://www2.Example.com:8443/A/b?z=1&a=2") == "com,example:8443)/a/b?a=2&z=1"

@@ -6,11 +6,8 @@ The package is a ZIP holding:
 * ``archive/data.warc.gz``: the WARC of ``mmina export warc`` (sockets as IIPC #115 proposes,
   steps and screenshots as metadata and resource records) with every body written in full,
   no revisit records: a player fetches one record by its index entry and has the body;
-* ``indexes/index.cdxj``: one CDXJ line per ``response`` record of an http(s) URL but a
-  socket's handshake (pywb's form: SURT key,
-  14-digit timestamp, JSON with ``url``, ``mime``, ``status``, ``digest``, ``offset``,
-  ``length``, ``filename``; ``method`` and ``requestBody`` for a request other than GET),
-  sorted;
+* ``indexes/index.cdxj``: one CDXJ line per response, keyed as the players look it up
+  (``wacz_index``), sorted;
 * ``pages/pages.jsonl``: the ``json-pages-1.0`` header, then one page per step (its URL,
   time, title, the text of its accessibility tree, and the episode, task and step it is);
 * ``datapackage.json``: ``profile: data-package``, ``wacz_version: 1.1.1``, every file with
@@ -24,7 +21,6 @@ listing it); the output appears whole or not at all.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -35,21 +31,18 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import parse_qsl, urlsplit
 
 from mmina import __version__
 from mmina.interchange.stored import Row, Selection, StoredEpisode, selected_runs, written_whole
 from mmina.interchange.warc_export import OnEpisode, WarcExport, write_warc
-from mmina.interchange.warc_records import WarcWriter, Written, parse_http
+from mmina.interchange.wacz_index import CdxjIndex
+from mmina.interchange.warc_records import WarcWriter
 from mmina.observation import tree_lines
 from mmina.store import Store
 from mmina.store.store import utcnow
 
 WACZ_VERSION = "1.1.1"
 WARC_NAME = "data.warc.gz"
-INDEXED = ("response", "resource")
-"""Record types a page's resources are looked up among (revisits are not written)."""
-FORM = "application/x-www-form-urlencoded"
 CHUNK = 1 << 20
 
 
@@ -68,75 +61,6 @@ class WaczExport:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class CdxjIndex:
-    """CDXJ lines for the records a WARC writer writes (``WarcWriter.on_record``)."""
-
-    def __init__(self, filename: str) -> None:
-        self.filename = filename
-        self.lines: list[str] = []
-        self.requests: dict[str, tuple[str, bytes, str]] = {}
-        """A request record's id → its method, body and body type (kept for non-GET requests only)."""
-
-    def __call__(self, record: Written) -> None:
-        uri = record.headers.get("warc-target-uri", "")
-        if not uri.lower().startswith(("http://", "https://")):
-            return
-        if record.kind == "request":
-            self._request(record)
-        elif record.kind in INDEXED and not _upgrade(record):
-            self.lines.append(self._line(record, uri))
-
-    def _request(self, record: Written) -> None:
-        message = parse_http(record.block)
-        method = message.start.split(" ", 1)[0].upper()
-        if method != "GET":
-            self.requests[record.headers["warc-record-id"]] = (method, message.body, message.header("content-type"))
-
-    def _line(self, record: Written, uri: str) -> str:
-        message = parse_http(record.block) if record.kind == "response" else None
-        entry: dict[str, Any] = {"url": uri, "mime": (message.header("content-type") if message
-                                                        else record.headers.get("content-type", "")).split(";")[0],
-                                 "status": str(message.status if message else 200),
-                                 "digest": record.headers.get("warc-payload-digest") or record.headers.get(
-                                     "warc-block-digest", ""),
-                                 "length": str(record.length), "offset": str(record.offset), "filename": self.filename}
-        request = self.requests.pop(record.headers.get("warc-concurrent-to", ""), None)
-        if request is not None:
-            entry.update(method=request[0], requestBody=request_query(request[1], request[2]))
-        return f"{surt(uri)} {_timestamp(record.headers['warc-date'])} {json.dumps(entry, ensure_ascii=False)}"
-
-    def text(self) -> bytes:
-        return "".join(line + "\n" for line in sorted(self.lines)).encode()
-
-
-def _upgrade(record: Written) -> bool:
-    """A socket's handshake (its frames are at the ``ws(s)`` URL, which a player does not fetch)."""
-    return record.kind == "response" and record.block.startswith(b"HTTP/1.1 101 ")
-
-
-def surt(url: str) -> str:
-    """The Sort-friendly URI Reordering Transform pywb keys its index by: host reversed (no
-    ``www.``), lower case, ``)`` then path and the query's parameters sorted."""
-    parts = urlsplit(url.lower())
-    host = (parts.hostname or "").removeprefix("www.")
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    port = f":{parts.port}" if parts.port and parts.port != default else ""
-    query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
-    return ",".join(reversed(host.split("."))) + port + ")" + (parts.path or "/") + (f"?{query}" if query else "")
-
-
-def request_query(body: bytes, kind: str) -> str:
-    """A request body as the query pywb and wabac.js append to its URL to look it up: a form's
-    own fields, anything else as ``__wb_post_data`` in base64."""
-    if FORM in kind.lower():
-        return "&".join(f"{k}={v}" for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-    return "__wb_post_data=" + base64.b64encode(body).decode()
-
-
-def _timestamp(warc_date: str) -> str:
-    return "".join(c for c in warc_date if c.isdigit())[:14]
 
 
 def page_lines(episode: StoredEpisode) -> Iterator[dict[str, Any]]:
