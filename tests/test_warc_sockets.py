@@ -86,6 +86,8 @@ def test_a_socket_episode_exported_and_restored_replays_by_the_clock_at_100_perc
     steps = [sorted(s.read("steps", run_id=run_id).to_pylist(), key=lambda r: (r["episode_id"], r["step_index"]))
              for s in (original, copy)]
     assert steps[0] == steps[1]
+    config = json.loads(copy.read("runs", run_id=run_id).to_pylist()[0]["config_json"])
+    assert config["restored_from"] == {"files": [str(warc)], "run_id": run_id} and "limits" in config
     [recorded_socket], [restored_socket] = _sockets(original, run_id), _sockets(copy, run_id)
     assert len(recorded_socket) >= 4 and _same_conversation(recorded_socket, restored_socket)
 

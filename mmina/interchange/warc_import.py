@@ -317,7 +317,8 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
     try:
         rows = _read(reader, paths, report, progress)
         if suite is None:
-            report.restored_episodes = reader.restore.commit(store, writer, rows, reader.redactor.row)
+            report.restored_episodes = reader.restore.commit(store, writer, rows, reader.redactor.row,
+                                                             [os.path.abspath(p) for p in paths])
             report.tasks = len(reader.restore.tasks())
         else:
             _commit(store, writer, suite, [_without_origin(r) for r in rows], paths, report)

@@ -23,6 +23,7 @@ from mmina.interchange.row_json import row_from_json
 from mmina.interchange.stored import InterchangeError, Row
 from mmina.interchange.warc_records import Headers, WarcRecord
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER
+from mmina.runs import run_config
 from mmina.store import Store
 from mmina.store.schema import EPISODES, RUNS, STEPS, TASKS
 from mmina.store.writers import BatchWriter
@@ -109,13 +110,17 @@ class Restore:
             self.steps.setdefault(str(content.get("episode_id")), []).append(content)
         return True
 
-    def commit(self, store: Store, writer: BatchWriter, rows: list[Row], redact: Redact) -> int:
+    def commit(self, store: Store, writer: BatchWriter, rows: list[Row], redact: Redact, files: list[str]) -> int:
         """Write the restored run (``writer``'s) and its episodes, their rows redacted by
-        ``redact`` as a recording's are (the traffic's secrets, learnt by the import); how many."""
+        ``redact`` as a recording's are (the traffic's secrets, learnt by the import); how many.
+        The run's settings say where it came from (``restored_from``: the files, the run id)."""
         if not self.episodes:
             raise InterchangeError("the mmina export holds no episode to restore")
         run_id = writer.run_id
-        if not store.begin_run(run_id, row_from_json(RUNS, self.runs[0]["run"]), self.tasks()):
+        run = row_from_json(RUNS, self.runs[0]["run"])
+        run["config_json"] = json.dumps({**run_config(run.get("config_json")), "restored_from": {
+            "files": files, "run_id": self.run_id()}}, sort_keys=True)
+        if not store.begin_run(run_id, run, self.tasks()):
             raise InterchangeError(f"run {run_id} already exists in {store.root}; choose another --run-id")
         requests: dict[str, list[Row]] = {}
         for row in rows:
