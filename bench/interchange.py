@@ -1,7 +1,7 @@
-"""Export throughput (episodes/s) and memory: WARC, Inspect, HAR, the Hugging Face dataset and ATIF
-on the built-in suite recorded by the oracle, then WARC and Inspect on one synthetic run of many
-episodes, each export in a process of its own whose peak resident memory is read (streaming: it
-must not grow with the run)."""
+"""Export throughput (episodes/s) and memory: WARC (and its restoring import), WACZ, Inspect, HAR, the
+Hugging Face dataset and ATIF on the built-in suite recorded by the oracle, then WARC, WACZ and Inspect
+on one synthetic run of many episodes, each export in a process of its own whose peak resident memory
+is read (streaming: it must not grow with the run)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,9 @@ from mmina.interchange.dataset_export import export_dataset
 from mmina.interchange.har_export import export_har
 from mmina.interchange.inspect_export import export_inspect
 from mmina.interchange.stored import Selection
+from mmina.interchange.wacz_export import export_wacz
 from mmina.interchange.warc_export import export_warc
+from mmina.interchange.warc_import import import_warc
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 
@@ -36,10 +38,12 @@ from mmina.store import Store
 from mmina.interchange.stored import Selection
 from mmina.interchange.inspect_export import export_inspect
 from mmina.interchange.warc_export import export_warc
+from mmina.interchange.wacz_export import export_wacz
 kind, store, run, out, tasks = sys.argv[1], Store.open(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), sys.argv[5:]
 started, cpu = time.perf_counter(), time.process_time()
-result = export_warc(store, Selection(run=run, tasks=tuple(tasks)), out) if kind == "warc" else export_inspect(store, run, out)
-episodes = result.episodes if kind == "warc" else result.samples
+exports = {"warc": export_warc, "wacz": export_wacz}
+result = exports[kind](store, Selection(run=run, tasks=tuple(tasks)), out) if kind in exports else export_inspect(store, run, out)
+episodes = result.samples if kind == "inspect" else result.episodes
 peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 print(json.dumps({"episodes": episodes, "wall": time.perf_counter() - started, "cpu": time.process_time() - cpu,
                   "peak_mb": peak, "bytes": result.bytes}))
@@ -60,6 +64,9 @@ def builtin(section: Section, work: Path, tasks: tuple[str, ...], log: Callable[
     run_id = record_run(store, RecordConfig(task_ids=tasks, run_id="oracle")).run_id
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
     exports = {"WARC": lambda: export_warc(store, Selection(run=run_id), work / "run.warc.gz"),
+               "WARC restored (import warc, no --tasks)": lambda: import_warc(
+                   Store.open(work / "restored", create=True), [work / "run.warc.gz"], None),
+               "WACZ": lambda: export_wacz(store, Selection(run=run_id), work / "run.wacz"),
                "Inspect": lambda: export_inspect(store, run_id, work / "run.eval"),
                "HAR": lambda: [export_har(store, e, work / f"{e}.har") for e in episodes],
                "dataset": lambda: export_dataset(store, [run_id], work / "dataset"),
@@ -69,7 +76,7 @@ def builtin(section: Section, work: Path, tasks: tuple[str, ...], log: Callable[
         wall, cpu = time.perf_counter(), time.process_time()
         export()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        section.add(f"{name} export, built-in suite", round(len(episodes) / wall, 1), "episodes/s",
+        section.add(f"{name}{'' if 'import' in name else ' export'}, built-in suite", round(len(episodes) / wall, 1), "episodes/s",
                     note=f"{len(episodes)} episodes in {wall:.2f} s wall, {cpu:.2f} s CPU")
 
 
@@ -80,7 +87,8 @@ def at_scale(section: Section, work: Path, episodes: int, log: Callable[[str], N
     rescore(Store.open(work / "store"), RescoreConfig(evaluator="hops"))
     few = [f"synthetic/{n}" for n in range(1, FEW_TASKS + 1)]
     for name, kind, tasks in ((f"WARC export, {FEW_TASKS} tasks of the run", "warc", few),
-                              ("WARC export, the whole run", "warc", []), ("Inspect export, the whole run", "inspect", [])):
+                              ("WARC export, the whole run", "warc", []), ("WACZ export, the whole run", "wacz", []),
+                              ("Inspect export, the whole run", "inspect", [])):
         log(f"interchange: {name}")
         figures = _child(kind, work, tasks)
         section.add(name, round(figures["episodes"] / figures["wall"], 1), "episodes/s",
@@ -90,7 +98,7 @@ def at_scale(section: Section, work: Path, episodes: int, log: Callable[[str], N
 
 
 def _child(kind: str, work: Path, tasks: list[str]) -> dict:
-    out = work / ("run.warc.gz" if kind == "warc" else "run.eval")
+    out = work / {"warc": "run.warc.gz", "wacz": "run.wacz"}.get(kind, "run.eval")
     done = subprocess.run([sys.executable, "-c", CHILD, kind, str(work / "store"), BIG_RUN, str(out), *tasks],
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])

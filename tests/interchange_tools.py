@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import threading
 import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.realweb.apps import free_port
-from tests.realweb.installs import app_venv, npm_packages
+from tests.realweb.installs import app_venv, npm_pack, npm_packages
 
 PYWB = ("pywb==2.10.0",)
 INSPECT = ("inspect-ai==0.3.285",)
@@ -30,6 +35,8 @@ HAR_VALIDATOR = ("har-validator@5.1.5",)
 DATASETS = ("datasets==5.2.0", "pillow==13.0.0")
 HARBOR = ("--no-deps", "--ignore-requires-python", "harbor==0.25.0", "pydantic==2.14.4", "pydantic-core==2.50.5",
           "annotated-types==0.8.0", "typing-extensions==4.16.0", "typing-inspection==0.4.5")
+REPLAYWEBPAGE = "replaywebpage@2.5.3"
+WACZ = ("wacz==0.6.0",)
 START_TIMEOUT_S = 60.0
 """Until a started server answers (inspect view imports a lot)."""
 
@@ -40,6 +47,70 @@ def pywb_bin() -> Path:
 
 def inspect_bin() -> Path:
     return app_venv("interchange-inspect", INSPECT)
+
+
+def wacz_bin() -> Path:
+    """py-wacz (its validator pins frictionless and more: a virtualenv of its own)."""
+    return app_venv("interchange-wacz", WACZ)
+
+
+def replaywebpage() -> Path:
+    """ReplayWeb.page's published files (``ui.js``, ``sw.js``) from npm."""
+    return npm_pack(REPLAYWEBPAGE, "npm-replaywebpage")
+
+
+class _RangeHandler(SimpleHTTPRequestHandler):
+    """Static files with byte ranges (a WACZ is read by range) and no log on stderr."""
+
+    _left: int | None = None
+    """Bytes of a range still to send (None: the whole file, as the base class sends it)."""
+
+    def send_head(self) -> Any:
+        self._left = None
+        found = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        path = Path(self.translate_path(self.path))
+        if not found or not path.is_file():
+            return super().send_head()
+        size = path.stat().st_size
+        start, end = int(found[1]), min(int(found[2] or size - 1), size - 1)
+        source = path.open("rb")
+        source.seek(start)
+        self.send_response(206)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        self._left = end - start + 1
+        return source
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        left = self._left
+        if left is None:
+            return super().copyfile(source, outputfile)
+        while left > 0:
+            chunk = source.read(min(left, 1 << 16))
+            if not chunk:
+                break
+            outputfile.write(chunk)
+            left -= len(chunk)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def static_server(folder: Path) -> Iterator[str]:
+    """``folder`` served over http://localhost (a secure context: service workers run) with
+    byte ranges; yields its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_RangeHandler, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def inspect_python(code: str, *args: str) -> str:
@@ -161,5 +232,5 @@ def pywb(folder: Path, collection: str, warcs: list[Path], *extra: str) -> Itera
         yield url
 
 
-__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "server",
-           "validate_har"]
+__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "replaywebpage", "server",
+           "static_server", "validate_har", "wacz_bin"]

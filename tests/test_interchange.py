@@ -333,7 +333,8 @@ def test_inspect_view_shows_the_exported_samples_in_chromium(recorded, tmp_path:
 
 def test_every_interchange_command_has_help_with_an_example_and_is_documented() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "interchange.md").read_text()
-    for command in (["export"], ["export", "warc"], ["export", "har"], ["export", "inspect"], ["import", "warc"]):
+    for command in (["export"], ["export", "warc"], ["export", "wacz"], ["export", "har"], ["export", "inspect"],
+                    ["import", "warc"]):
         code, output = _cli(*command, "--help")
         assert code == 0 and "Example" in output, command
         assert f"mmina {' '.join(command)}" in page, command

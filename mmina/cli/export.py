@@ -1,11 +1,11 @@
-"""``mmina export warc|har|inspect``: stored episodes in the neighbours' formats (thin: the work is
+"""``mmina export warc|wacz|har|inspect|dataset|atif``: stored episodes in the neighbours' formats (thin: the work is
 ``mmina.interchange``, imported when a command runs)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,14 +18,19 @@ EXPORTERS = {
 }
 """Exports in modules of their own (imported only when they are used)."""
 
+if TYPE_CHECKING:  # imported when a command runs
+    from mmina.interchange.stored import Selection
+    from mmina.store import Store
+
 
 @click.group(name="export", cls=LazyGroup, lazy=EXPORTERS)
 def export() -> None:
-    """Write stored episodes as WARC, HAR, an Inspect log, a Hugging Face dataset or ATIF.
+    """Write stored episodes as WARC, WACZ, HAR, an Inspect log, a Hugging Face dataset or ATIF.
 
     \b
     Examples:
       mmina export warc --run latest -o run.warc.gz
+      mmina export wacz --run latest -o run.wacz
       mmina export har --episode normal-1-5927965e1abf4459 -o episode.har
       mmina export inspect --run latest -o run.eval && inspect view --log-dir .
       mmina export dataset latest -o my-dataset/
@@ -53,8 +58,10 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     Every archived exchange becomes request and response records (bodies as the browser
     received them, decoded; secrets as the store keeps them, redacted, and each record says
     which of its parts a redaction touched); each step a metadata record (index, action,
-    URL, tree, the records it issued) and its screenshot a resource record. Streams: a run
-    of any size is read and written one episode at a time.
+    URL, tree, the records it issued) and its screenshot a resource record. A WebSocket is
+    written as IIPC warc-specifications #115 proposes: its handshake, and a resource record at
+    its ws(s):// URL holding its frames as JSON lines. `mmina import warc FILE` restores the
+    run. Streams: a run of any size is read and written one episode at a time.
 
     \b
     Examples:
@@ -62,18 +69,48 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
       mmina export warc --run nightly --task normal/1 -o normal-1.warc.gz
       wb-manager init mine && wb-manager add mine run.warc.gz && wayback
     """
-    from mmina.interchange.stored import Selection, count_episodes, selected_runs
     from mmina.interchange.warc_export import export_warc
 
-    store = open_store(options["store_path"])
-    selection = Selection(run, episodes, tasks)
-    total = count_episodes(store, selection)
-    target = output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}.warc.gz")
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", options["store_path"])
     with _progress(total) as advance:
         result = export_warc(store, selection, target, advance)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
                                    f"exchange(s), {result.records} record(s) ({result.revisits} revisit(s), "
+                                   f"{result.sockets} socket(s) with {result.socket_frames} frame(s), "
                                    f"{result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
+
+
+@export.command(name="wacz")
+@click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
+@click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
+@click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
+@click.option("--title", metavar="TEXT", help="The package's title (default: the run's id).")
+@_output(".wacz")
+@store_option
+@format_option("table", "json")
+def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
+         fmt: str, **options: Any) -> None:
+    """Export episodes as a WACZ 1.1.1 package that ReplayWeb.page opens: one page per step.
+
+    The package holds the WARC of `export warc` (every body in full), its CDXJ index,
+    pages/pages.jsonl (each step's URL, time, title and text) and datapackage.json with
+    every file's sha256. Open it at https://replayweb.page, or serve it beside
+    ReplayWeb.page's ui.js and sw.js (`<replay-web-page source=run.wacz url=...>`).
+
+    \b
+    Examples:
+      mmina export wacz --run latest -o run.wacz
+      mmina export wacz --run nightly --task normal/1 --title "normal/1, nightly" -o normal-1.wacz
+      wacz validate -f run.wacz
+    """
+    from mmina.interchange.wacz_export import export_wacz
+
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", options["store_path"])
+    with _progress(total) as advance:
+        result = export_wacz(store, selection, target, advance, title)
+    _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
+                                   f"{result.indexed} indexed response(s), {result.records} WARC record(s) "
+                                   f"({result.sockets} socket(s)), {result.bytes} bytes")
 
 
 @export.command(name="har")
@@ -130,6 +167,18 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: 
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.samples} sample(s), {result.scored} scored by "
                                    f"{result.evaluator} ({rates}), {result.input_tokens + result.output_tokens} "
                                    f"token(s)")
+
+
+def _selected(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, suffix: str,
+              store_path: Any) -> tuple[Store, Selection, int, Path]:
+    """The store, the selection (checked: it holds episodes), how many, and the file to write
+    (by default the run's or the first episode's id with ``suffix``, here)."""
+    from mmina.interchange.stored import Selection, count_episodes, selected_runs
+
+    store = open_store(store_path)
+    selection = Selection(run, episodes, tasks)
+    total = count_episodes(store, selection)
+    return store, selection, total, output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}{suffix}")
 
 
 def _render(data: dict[str, Any], fmt: str, line: str) -> None:

@@ -27,12 +27,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlsplit
 
+from mmina.interchange.row_json import row_to_json
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, Row, Selection, StoredEpisode, body_missing, provenance,
                                       redacted_parts, selected_runs, stream_episodes, written_whole)
 from mmina.interchange.warc_records import (WarcWriter, digest, http_request, http_response, record_id, warc_date)
+from mmina.interchange.warc_sockets import FRAMES_TYPE, RESOURCE_KIND, frames_block, http_form, is_socket
 from mmina.recorder.har import MMINA_HEADERS, CHUNKS_HEADER
 from mmina.store import Store
 from mmina.store.store import utcnow
@@ -47,6 +49,10 @@ STEP_FIELDS = ("step_index", "started_at", "url", "title", "action", "action_kin
 EPISODE_FIELDS = ("episode_id", "task_id", "attempt", "status", "stop_reason", "final_answer", "n_steps", "n_hops",
                   "started_at", "ended_at", "prompt_tokens", "completion_tokens", "cost_usd", "error")
 OnEpisode = Callable[[StoredEpisode], None]
+EPISODE_LEFT_OUT = ("run_id", "blob_packs")
+"""Not in an episode record's ``row``: where the store kept it (an import has its own)."""
+STEP_LEFT_OUT = ("episode_id", "run_id", "tree_text")
+"""Not in a step record's ``row``: what the record says already."""
 
 
 @dataclass
@@ -61,6 +67,9 @@ class WarcExport:
     redacted: int = 0
     """Records with a redaction marker in some part."""
     missing_bodies: int = 0
+    sockets: int = 0
+    """WebSockets written as IIPC #115 proposes (``warc_sockets``)."""
+    socket_frames: int = 0
     bytes: int = 0
 
     def as_json(self) -> dict[str, Any]:
@@ -77,8 +86,8 @@ class _Written:
 class _Exporter:
     """Writes episodes to one WARC, remembering recent bodies and screenshots for revisits."""
 
-    def __init__(self, store: Store, writer: WarcWriter, report: WarcExport) -> None:
-        self.store, self.writer, self.report = store, writer, report
+    def __init__(self, store: Store, writer: WarcWriter, report: WarcExport, revisits: bool = True) -> None:
+        self.store, self.writer, self.report, self.revisits = store, writer, report, revisits
         self.blobs = BlobReader(store)
         self.info_id = record_id("warcinfo", report.path)
         self.seen: OrderedDict[str, _Written] = OrderedDict()
@@ -92,16 +101,28 @@ class _Exporter:
                                                                         ("WARC-Filename", Path(self.report.path).name)],
                           block)
 
+    def run(self, run_id: str) -> None:
+        """The run's row and its tasks (``urn:mmina:run:<id>``), so an import restores them."""
+        row = self.store.read("runs", run_id=run_id).to_pylist()[0]
+        tasks = self.store.read("tasks", run_id=run_id).to_pylist()
+        self.json_record(record_id(run_id, "run"), f"urn:mmina:run:{run_id}", row["created_at"],
+                         {"run_id": run_id, "run": row_to_json(row, ("run_id",)), "tasks": [row_to_json(t, ("run_id",)) for t in tasks]})
+
     def episode(self, episode: StoredEpisode) -> None:
         digests = [r[c] for r in episode.requests for c in ("request_body", "response_body")]
-        blobs = self.blobs.read(episode, [*digests, *(s.get("screenshot") for s in episode.steps)])
+        shots = [*(s.get("screenshot") for s in episode.steps), episode.row.get("final_screenshot")]
+        blobs = self.blobs.read(episode, [*digests, *shots])
         ids = [self.exchange(episode, request, blobs) for request in episode.requests]
         by_step: dict[int, list[str]] = {}
         for request, rid in zip(episode.requests, ids):
             by_step.setdefault(request["step_index"], []).append(rid)
+        final = episode.row.get("final_screenshot")
+        final_shot = self.screenshot(final, blobs[final], episode.row["ended_at"]) if final in blobs else None
         self.json_record(record_id(episode.episode_id, "episode"), f"urn:mmina:episode:{episode.episode_id}",
                          episode.row["started_at"], {**{k: episode.row.get(k) for k in EPISODE_FIELDS},
-                                                     "run_id": episode.run_id, "initial_requests": by_step.get(-1, [])})
+                                                     "run_id": episode.run_id, "initial_requests": by_step.get(-1, []),
+                                                     "final_screenshot_record": final_shot,
+                                                     "row": row_to_json(episode.row, EPISODE_LEFT_OUT)})
         for step in episode.steps:
             self.step(episode, step, blobs, by_step.get(step["step_index"], []))
         self.report.episodes += 1
@@ -115,6 +136,10 @@ class _Exporter:
         date, url = warc_date(request["started_at"]), request["url"]
         common = _exchange_headers(episode, request, redacted_parts(request, request_body, response_body))
         self.report.redacted += bool(redacted_parts(request, request_body, response_body))
+        if is_socket(request):
+            self.socket(request, names, date, common, response_body)
+            self.report.exchanges += 1
+            return rid
         answered = request["status"] > 0
         concurrent = [("WARC-Concurrent-To", response_id)] if answered else []
         block = http_request(request["method"], _target(url), _request_headers(request), request_body or b"")
@@ -136,7 +161,7 @@ class _Exporter:
         if body_missing(request):
             extra.append(("WARC-Truncated", "unspecified"))
             self.report.missing_bodies += 1
-        earlier = self.seen.get(payload) if body else None
+        earlier = self.seen.get(payload) if body and self.revisits else None
         if earlier is not None:
             self.seen.move_to_end(payload)
             self.writer.write("revisit", rid, date, [*extra, ("WARC-Profile", REVISIT_PROFILE),
@@ -150,6 +175,29 @@ class _Exporter:
         if body:
             self._remember(payload, _Written(rid, url, date))
 
+    def socket(self, request: Row, names: tuple[str, str], date: str, common: list[tuple[str, str]],
+               stored: bytes) -> None:
+        """A WebSocket as IIPC #115 has it (``warc_sockets``): the handshake's request and
+        ``101`` response (headers only, at the ``http(s)`` URL) and a ``resource`` record at the
+        ``ws(s)`` URL holding the frames, each pointing at the others (``WARC-Concurrent-To``)."""
+        ids = {kind: record_id(*names, kind) for kind in ("request", "response", "frames")}
+        url, handshake = request["url"], http_form(request["url"])
+        block, frames = frames_block(stored, request["started_at"])
+        self.writer.write("request", ids["request"], date, [
+            ("WARC-Target-URI", handshake), *self._info(), ("Content-Type", "application/http;msgtype=request"),
+            *common, ("WARC-Concurrent-To", ids["response"]), ("WARC-Concurrent-To", ids["frames"])],
+            http_request("GET", _target(url), _request_headers(request), b""))
+        headers = [(n, v) for n, v in _response_headers(request, b"") if n.lower() not in ("content-length", "content-type")]
+        self.writer.write("response", ids["response"], date, [
+            ("WARC-Target-URI", handshake), *self._info(), ("Content-Type", "application/http;msgtype=response"),
+            ("WARC-Payload-Digest", digest(b"")), *common, ("WARC-Concurrent-To", ids["request"]),
+            ("WARC-Concurrent-To", ids["frames"])], http_response(101, headers, b""))
+        self.writer.write("resource", ids["frames"], date, [
+            ("WARC-Target-URI", url), *self._info(), ("Content-Type", FRAMES_TYPE), ("WARC-Resource", RESOURCE_KIND),
+            *common, ("WARC-Concurrent-To", ids["request"]), ("WARC-Concurrent-To", ids["response"])], block)
+        self.report.sockets += 1
+        self.report.socket_frames += frames
+
     def step(self, episode: StoredEpisode, step: Row, blobs: dict[str, bytes], issued: list[str]) -> None:
         shot = step.get("screenshot")
         screenshot = None
@@ -159,7 +207,7 @@ class _Exporter:
         name = f"{episode.episode_id}/{step['step_index']}"
         self.json_record(record_id(name, "step"), f"urn:mmina:step:{name}", step["started_at"],
                          {"episode_id": episode.episode_id, **{k: step.get(k) for k in STEP_FIELDS},
-                          "screenshot": screenshot, "requests": issued})
+                          "screenshot": screenshot, "requests": issued, "row": row_to_json(step, STEP_LEFT_OUT)})
 
     def screenshot(self, sha: str, data: bytes, when: Any) -> str:
         """The screenshot's resource record (written once per file while remembered); its id."""
@@ -193,16 +241,19 @@ def export_warc(store: Store, selection: Selection, output: Path, on_episode: On
     runs = selected_runs(store, selection)
     report = WarcExport(str(output))
     with written_whole(output) as partial, partial.open("wb") as sink:
-        _write_all(store, selection, sink, report, runs, on_episode)
+        write_warc(store, selection, WarcWriter(sink), report, runs, on_episode)
     report.bytes = output.stat().st_size
     return report
 
 
-def _write_all(store: Store, selection: Selection, sink: BinaryIO, report: WarcExport, runs: list[str],
-               on_episode: OnEpisode | None) -> None:
-    writer = WarcWriter(sink)
-    exporter = _Exporter(store, writer, report)
+def write_warc(store: Store, selection: Selection, writer: WarcWriter, report: WarcExport, runs: list[str],
+               on_episode: OnEpisode | None, revisits: bool = True) -> None:
+    """The records of the export (see the module) through ``writer``; ``revisits`` False writes
+    every body in full (for a package whose player looks each record up alone)."""
+    exporter = _Exporter(store, writer, report, revisits)
     exporter.warcinfo(runs)
+    for run_id in runs:
+        exporter.run(run_id)
     for episode in stream_episodes(store, selection):
         exporter.episode(episode)
         if on_episode:
@@ -218,6 +269,9 @@ def _exchange_headers(episode: StoredEpisode, request: Row, redacted: list[str])
         headers.append(("WARC-Mmina-Chunks", chunks))
     if body_missing(request):
         headers.append(("WARC-Mmina-Body", "missing"))
+    headers.append(("WARC-Mmina-Time-Ms", repr(float(request.get("time_ms") or 0.0))))
+    if request.get("received_body_sha256") not in (None, request.get("response_body")):  # redacted: what came
+        headers.append(("WARC-Mmina-Received", f"{request['received_body_sha256']} {request.get('received_body_size') or 0}"))
     if redacted:
         headers.append(("WARC-Mmina-Redacted", ", ".join(redacted)))
     return headers

@@ -11,8 +11,17 @@ second turns each ``response`` (and ``revisit``) record into a ``requests`` row 
 request, the body decoded as the browser would receive it (chunked transfer undone, gzip /
 deflate / br content coding undone), redacted as the recorder redacts. A revisit gets the body
 of the record it refers to (by ``WARC-Refers-To``, else by payload digest, else by target URI
-and date); a ``304`` revisit keeps that record's status and headers. Records of other types
-(``warcinfo``, ``metadata``, ``resource``, ``conversion``) are counted and skipped.
+and date); a ``304`` revisit keeps that record's status and headers.
+
+A WebSocket written as IIPC warc-specifications #115 proposes (``warc_sockets``: a
+``resource`` record at the ``ws(s)://`` URL holding the frames as JSON lines, tied to its
+handshake's ``101`` by ``WARC-Concurrent-To`` in either direction, as mmina and Browsertrix
+write it) becomes one socket row whose body is the conversation, which replay plays by the clock.
+
+A WARC that ``mmina export warc`` wrote restores its episodes (``warc_restore``) when no tasks
+are given: the run, its tasks, every episode with its own steps, screenshots and traffic.
+Other records (``warcinfo``, other ``metadata`` and ``resource`` records, ``conversion``)
+are counted and skipped.
 """
 from __future__ import annotations
 
@@ -24,7 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from mmina.interchange.stored import InterchangeError, Row
-from mmina.interchange.warc_records import HttpMessage, WarcRecord, dechunk, decode_content, parse_http, read_records
+from mmina.interchange.warc_records import (Headers, HttpMessage, WarcRecord, dechunk, decode_content, parse_http,
+                                            read_records)
+from mmina.interchange.warc_restore import ORIGIN, Restore, exchange_columns, mmina_headers
+from mmina.interchange.warc_sockets import SOCKET_MIME, is_socket_url, stored_log
 from mmina.recorder.har import BODY_HEADER, MISSING
 from mmina.redact import Redactor, configured_secrets
 from mmina.runs import SuiteRef, run_row
@@ -54,6 +66,13 @@ class WarcImport:
     """Records not imported, by why (their type, or an unresolved revisit)."""
     undecodable: int = 0
     tasks: int = 0
+    sockets: int = 0
+    """WebSockets read from their frames' ``resource`` records (IIPC #115)."""
+    socket_frames: int = 0
+    control_frames: int = 0
+    """Close, ping and pong frames: the browser answers them, a replay does not play them."""
+    restored_episodes: int = 0
+    """Episodes of an mmina export restored with their steps (``warc_restore``)."""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,45 +111,116 @@ class _Reader:
         self.by_digest: dict[str, _Stored] = {}
         self.by_uri: dict[tuple[str, str], _Stored] = {}
         self.rows: list[Row] = []
+        self.sockets: dict[str, WarcRecord] = {}
+        """WebSocket frame records (IIPC #115) by record id."""
+        self.upgrades: dict[str, list[str]] = {}
+        """``101`` response record id → the records it names (``WARC-Concurrent-To``)."""
+        self.socket_of: dict[str, str] = {}
+        """A ``101`` response's record id → its socket's frame record id (linked either way)."""
+        self.tied: set[str] = set()
+        """Frame records a ``101`` response is tied to (that response makes the socket's row)."""
+        self.answered: set[str] = set()
+        """Request record ids a response record answered."""
+        self.restore = Restore()
 
     # pass 1
     def learn(self, record: WarcRecord) -> None:
         """Keep a request record; learn every exchange's secrets."""
         url = _uri(record)
         self.redactor.learn_text(url)
-        if record.kind == "request":
+        self.restore.notice(record)
+        if record.kind == "resource" and is_socket_url(url):
+            self._learn_socket(record)
+        elif record.kind == "request":
             message = parse_http(record.block)
             body = message.body or None
             request = _Request(message.start.split(" ", 1)[0].upper() or "GET", tuple(message.headers), body)
             self.requests[record.get("warc-record-id")] = request
-            if record.get("warc-concurrent-to"):
-                self.request_for[record.get("warc-concurrent-to")] = record.get("warc-record-id")
+            for response_id in record.concurrent():
+                self.request_for[response_id] = record.get("warc-record-id")
             self.redactor.learn_headers(message.headers)
             if body:
                 self.redactor.learn_body(body, message.header("content-type"), response=False)
         elif record.kind in HTTP_RECORDS:
             message = parse_http(record.block)
+            self.answered.update(record.concurrent())
+            if message.status == 101:
+                self.upgrades[record.get("warc-record-id")] = record.concurrent()
             self.redactor.learn_headers(message.headers)
             body = self._decoded(message, count=False)
             if body and is_text_type(message.header("content-type")):
                 self.redactor.learn_body(body, message.header("content-type"), response=True)
 
+    def _learn_socket(self, record: WarcRecord) -> None:
+        """Keep a socket's frame record, tie it to its handshake, learn its secrets."""
+        self.sockets[record.get("warc-record-id")] = record
+        log = stored_log(record.block, _date(record.get("warc-date")))
+        if log.body:
+            self.redactor.learn_body(log.body, SOCKET_MIME, response=True)
+
+    def link_sockets(self) -> None:
+        """After pass 1: tie each ``101`` response to its socket's frames, whichever names the other."""
+        named_by = {other: rid for rid, record in self.sockets.items() for other in record.concurrent()}
+        for response, names in self.upgrades.items():
+            frames = next((n for n in names if n in self.sockets), None) or named_by.get(response)
+            if frames is not None:
+                self.socket_of[response] = frames
+                self.tied.add(frames)
+
     # pass 2
     def add(self, record: WarcRecord) -> None:
         self.report.records += 1
+        if record.kind == "request" and self.restore.active:
+            self._unanswered(record)
+        if self.restore.take(record, self._put):
+            return
+        if record.kind == "resource" and record.get("warc-record-id") in self.sockets:
+            self._lone_socket(record)
+            return
         if record.kind not in HTTP_RECORDS:
             if record.kind != "request":
-                self.report.skipped[record.kind or "untyped"] = self.report.skipped.get(record.kind or "untyped", 0) + 1
+                self._skip(record.kind or "untyped")
             return
         message = parse_http(record.block)
-        stored = self._revisited(record, message) if record.kind == "revisit" else self._response(message)
+        frames = self.sockets.get(self.socket_of.get(record.get("warc-record-id"), ""))
+        if message.status == 101 and frames is not None:
+            self._add_socket(frames, record, message.headers)
+            return
+        stored = self._revisited(record, message) if record.kind == "revisit" else self._response(message, record)
         if stored is None:
-            self.report.skipped["revisit of a record not in the file(s)"] = \
-                self.report.skipped.get("revisit of a record not in the file(s)", 0) + 1
+            self._skip("revisit of a record not in the file(s)")
             return
         self._remember(record, stored)
         self.rows.append(self._row(record, stored))
         self.report.exchanges += 1
+
+    def _skip(self, why: str) -> None:
+        self.report.skipped[why] = self.report.skipped.get(why, 0) + 1
+
+    def _lone_socket(self, frames: WarcRecord) -> None:
+        """A socket's frame record: its handshake's response makes the row, when there is one."""
+        if frames.get("warc-record-id") not in self.tied:
+            self._add_socket(frames, frames, [])
+
+    def _add_socket(self, frames: WarcRecord, handshake: WarcRecord, headers: Headers) -> None:
+        """One socket row: the ``ws(s)`` URL, the handshake's headers, the frames as its body."""
+        opened = _date(frames.get("warc-date"))
+        log = stored_log(frames.block, opened)
+        body = self._put(self.redactor.body(log.body, SOCKET_MIME), SOCKET_MIME) if log.body else None
+        stored = _Stored(101, tuple(headers), body, len(log.body), SOCKET_MIME)
+        self.rows.append({**self._row(handshake, stored), "url": self.redactor.text(_uri(frames)) or "",
+                          "started_at": opened, "method": "GET"})
+        self.report.sockets += 1
+        self.report.socket_frames += log.frames
+        self.report.control_frames += log.control
+        self.report.exchanges += 1
+
+    def _unanswered(self, record: WarcRecord) -> None:
+        """A request of an mmina export that got no response: a row of status 0, as recorded."""
+        rid = record.get("warc-record-id")
+        if rid in self.answered or not record.get("warc-mmina-episode"):
+            return
+        self.rows.append(self._row(record, _Stored(0, (), None, 0, "")))
 
     def _decoded(self, message: HttpMessage, count: bool = True) -> bytes | None:
         """The entity as the browser receives it; None when a content coding cannot be undone."""
@@ -143,10 +233,10 @@ class _Reader:
             self.report.undecodable += count
             return None
 
-    def _response(self, message: HttpMessage) -> _Stored:
+    def _response(self, message: HttpMessage, record: WarcRecord) -> _Stored:
         body = self._decoded(message)
-        headers = list(message.headers)
-        if body is None:
+        headers = [*message.headers, *mmina_headers(record)]
+        if body is None and not record.get("warc-mmina-body"):
             headers.append((BODY_HEADER, MISSING))
         mime = message.header("content-type")
         digest = self._put(self.redactor.body(body, mime), mime) if body else None
@@ -175,8 +265,9 @@ class _Reader:
         self.by_uri[(_uri(record), record.get("warc-date"))] = stored
 
     def _row(self, record: WarcRecord, stored: _Stored) -> Row:
-        request = self.requests.get(self.request_for.get(record.get("warc-record-id"), "")) \
-            or self.requests.get(record.get("warc-concurrent-to")) or _Request("GET", (), None)
+        request = self.requests.get(record.get("warc-record-id")) \
+            or self.requests.get(self.request_for.get(record.get("warc-record-id"), "")) \
+            or next((self.requests[r] for r in record.concurrent() if r in self.requests), _Request("GET", (), None))
         request_type = next((v for n, v in request.headers if n.lower() == "content-type"), "")
         request_body = self._put(self.redactor.body(request.body, request_type, response=False), request_type) \
             if request.body else None
@@ -187,7 +278,7 @@ class _Reader:
                 "response_headers": self.redactor.headers(stored.headers), "request_body": request_body,
                 "request_body_size": len(request.body or b""), "response_body": stored.body,
                 "response_body_size": stored.size, "mime_type": stored.mime,
-                "redirect_url": self.redactor.text(location) or "", "time_ms": 0.0}
+                "redirect_url": self.redactor.text(location) or "", "time_ms": 0.0, **exchange_columns(record)}
 
 
 def _uri(record: WarcRecord) -> str:
@@ -202,28 +293,48 @@ def _date(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def import_warc(store: Store, paths: Sequence[Path], tasks_path: str, run_id: str | None = None,
+def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run_id: str | None = None,
                 task_ids: Sequence[str] = (), progress: Progress | None = None) -> WarcImport:
-    """Import ``paths`` as a run over the tasks of ``tasks_path`` (see the module); the files
-    are read completely before anything is written, so a bad file writes nothing."""
+    """Import ``paths`` as a run over the tasks of ``tasks_path``, or, without tasks, restore
+    the run an mmina export holds (see the module); the files are read completely before
+    anything is written, so a bad file writes nothing."""
     for path in paths:
         if not path.is_file():
             raise InterchangeError(f"no WARC file {path}")
-    suite = load_suite(tasks_path, list(task_ids) or None)
-    run_id = check_id("run id", run_id) if run_id else f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-warc"
-    report = WarcImport(run_id, store.location, files=len(paths), tasks=len(suite.tasks))
-    reader = _Reader(report)
-    for path in paths:
-        for record in read_records(path):
-            reader.learn(record)
-    reader.writer = writer = store.batch_writer(run_id)
+    if task_ids and not tasks_path:
+        raise InterchangeError("--task picks tasks of --tasks: give --tasks too")
+    suite = load_suite(tasks_path, list(task_ids) or None) if tasks_path else None
+    run_id = check_id("run id", run_id) if run_id else None
+    report = WarcImport(run_id or "", store.location, files=len(paths), tasks=len(suite.tasks) if suite else 0)
+    reader = _learnt(_Reader(report), paths)
+    if suite is None and not reader.restore.found:
+        raise InterchangeError(f"{', '.join(str(p) for p in paths)}: not written by mmina export warc (no "
+                               "urn:mmina:run record), so there is no run to restore: give --tasks")
+    reader.restore.active = suite is None
+    report.run_id = run_id or (reader.restore.run_id() if suite is None
+                               else f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-warc")
+    reader.writer = writer = store.batch_writer(report.run_id)
     try:
         rows = _read(reader, paths, report, progress)
-        _commit(store, writer, suite, rows, paths, report)
+        if suite is None:
+            report.restored_episodes = reader.restore.commit(store, writer, rows, reader.redactor.row,
+                                                             [os.path.abspath(p) for p in paths])
+            report.tasks = len(reader.restore.tasks())
+        else:
+            _commit(store, writer, suite, [_without_origin(r) for r in rows], paths, report)
     except BaseException:
         writer.abort()
         raise
     return report
+
+
+def _learnt(reader: _Reader, paths: Sequence[Path]) -> _Reader:
+    """Pass 1 over every file: requests kept, secrets learnt, sockets tied to their handshakes."""
+    for path in paths:
+        for record in read_records(path):
+            reader.learn(record)
+    reader.link_sockets()
+    return reader
 
 
 def _read(reader: _Reader, paths: Sequence[Path], report: WarcImport, progress: Progress | None) -> list[Row]:
@@ -236,6 +347,10 @@ def _read(reader: _Reader, paths: Sequence[Path], report: WarcImport, progress: 
         raise InterchangeError(f"no response records in {', '.join(str(p) for p in paths)}: nothing to replay")
     rows = sorted(reader.rows, key=lambda r: (r["started_at"], r["seq"]))
     return [{**row, "seq": seq} for seq, row in enumerate(rows)]
+
+
+def _without_origin(row: Row) -> Row:
+    return {k: v for k, v in row.items() if k != ORIGIN}
 
 
 def _commit(store: Store, writer: BatchWriter, suite: Any, rows: list[Row], paths: Sequence[Path],

@@ -12,7 +12,7 @@ import hashlib
 import io
 import uuid
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http import HTTPStatus
@@ -44,12 +44,28 @@ def warc_date(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class WarcWriter:
-    """Writes records to a binary sink, each its own gzip member."""
+@dataclass(frozen=True)
+class Written:
+    """A record as written: what an index of the file needs (its place, its fields, its block)."""
 
-    def __init__(self, sink: BinaryIO) -> None:
+    kind: str
+    headers: dict[str, str]
+    """Its WARC fields (names lowercased; a repeated field's last value)."""
+    block: bytes
+    offset: int
+    length: int
+    """Its gzip member's place in the file."""
+
+
+class WarcWriter:
+    """Writes records to a binary sink, each its own gzip member; ``on_record`` hears of each
+    (an index being built)."""
+
+    def __init__(self, sink: BinaryIO, on_record: Callable[[Written], None] | None = None) -> None:
         self.sink = sink
         self.records = 0
+        self.offset = 0
+        self.on_record = on_record
 
     def write(self, kind: str, rid: str, date: str, headers: Headers, block: bytes) -> None:
         """One record of ``kind`` with its id, date, further headers (a ``WARC-Payload-Digest``
@@ -57,7 +73,11 @@ class WarcWriter:
         lines = [("WARC-Type", kind), ("WARC-Record-ID", rid), ("WARC-Date", date), *headers,
                  ("WARC-Block-Digest", digest(block)), ("Content-Length", str(len(block)))]
         head = VERSION + CRLF + b"".join(f"{n}: {_field(v)}".encode() + CRLF for n, v in lines) + CRLF
-        self.sink.write(gzip.compress(head + block + CRLF + CRLF, compresslevel=6, mtime=0))
+        member = gzip.compress(head + block + CRLF + CRLF, compresslevel=6, mtime=0)
+        self.sink.write(member)
+        if self.on_record is not None:
+            self.on_record(Written(kind, {n.lower(): v for n, v in lines}, block, self.offset, len(member)))
+        self.offset += len(member)
         self.records += 1
 
 
@@ -191,8 +211,14 @@ class WarcRecord:
     def get(self, name: str) -> str:
         return self.headers.get(name.lower(), "")
 
+    def concurrent(self) -> list[str]:
+        """Every ``WARC-Concurrent-To`` record id (the field may repeat)."""
+        return self.get("warc-concurrent-to").split()
+
 
 MAX_HEADER_LINES = 1000
+REPEATABLE = frozenset({"warc-concurrent-to"})
+"""Fields a record may repeat: their values are kept, space-separated (record ids hold no space)."""
 
 
 def read_records(path: Path) -> Iterator[WarcRecord]:
@@ -229,8 +255,11 @@ def _warc_headers(stream: BinaryIO, path: Path, number: int) -> dict[str, str]:
         if line in (b"\r\n", b"\n", b""):
             return headers
         name, colon, value = line.decode("utf-8", "replace").partition(":")
-        if colon:
-            headers[name.strip().lower()] = value.strip()
+        key = name.strip().lower()
+        if colon and key in REPEATABLE and key in headers:
+            headers[key] = f"{headers[key]} {value.strip()}"
+        elif colon:
+            headers[key] = value.strip()
     raise InterchangeError(f"{path}: record {number} has more than {MAX_HEADER_LINES} header lines")
 
 

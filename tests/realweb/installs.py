@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -65,6 +66,28 @@ def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
         _run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm")
         marker.write_text(wanted)
     return folder / "node_modules"
+
+
+def npm_pack(spec: str, name: str) -> Path:
+    """The files of the npm package ``spec`` (``replaywebpage@2.5.3``) as published, without its
+    dependencies (``npm pack``: a bundle that ships built files needs none), extracted once into
+    the cache's folder ``name``; returns the package's folder."""
+    folder = cache_root() / name
+    marker = folder / ".mmina-ready"
+    with _installing(folder):
+        if marker.exists() and marker.read_text() == spec:
+            return folder / "package"
+        if shutil.which("npm") is None:
+            raise InstallFailed("npm is not installed (apt-get install -y npm)")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        _run(["npm", "pack", "--silent", "--pack-destination", str(folder), spec], "npm")
+        tarball = next(folder.glob("*.tgz"))
+        with tarfile.open(tarball) as archive:
+            archive.extractall(folder, filter="data")
+        tarball.unlink()
+        marker.write_text(spec)
+    return folder / "package"
 
 
 def _installing(folder: Path) -> AbstractContextManager[None]:
