@@ -38,6 +38,10 @@ class AgentSettings:
     """How long calls wait for an endpoint that is down for everyone (``mmina.endpoint_gate``)."""
     captioner: str = "none"
     caption_model: str | None = None
+    error_rate: float = 0.0
+    """The oracle's chance of dropping a step of its script (``--error-rate``: a noisy oracle)."""
+    seed: int = 0
+    """Seeds an agent that samples, with each episode's own seed (``--seed``; ``mmina.agents.protocol``)."""
     show_prefix: bool = True
     """A hop-conditioned episode's agent is told the prefix's actions as its own earlier ones
     (False: ``--hide-prefix``; see :class:`mmina.agents.protocol.Handover`)."""

@@ -5,8 +5,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.analysis.names import DEFAULT_EVALUATOR, REPEAT_TABLES
 from mmina.analysis.data import AnalysisError, Episode, Scored, agent_label, load, query
+from mmina.analysis.hop_cost import hop_cost
+from mmina.analysis.repeats import has_repeats, repeat_tables
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops
 from mmina.store import Store
@@ -41,7 +43,13 @@ class Report:
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
     scored = load(store, runs, evaluator)
     tables = all_tables(scored.episodes)
+    tables.insert(2, hop_cost(scored.episodes))  # beside Table 3
     absent = {}
+    if has_repeats(scored.episodes):
+        tables[1:1] = repeat_tables(scored.episodes)  # beside Table 2
+    else:
+        absent |= dict.fromkeys(REPEAT_TABLES, "every task of the runs has one episode (record several with "
+                                "`mmina record --repeats K`)")
     if evaluator == OFFICIAL_EVALUATOR:  # the runner's own log figures first: what a paper table quotes
         tables.insert(0, runner_log_table(store, scored.runs))
     else:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mmina.agents.settings import CAPTIONERS
-from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_STEPS, RUN_REF, Bounded,
+from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_REPEATS, MAX_STEPS, RUN_REF,
+                              Bounded,
                               agent_settings, browser_options,
                               check_model_endpoint, format_option, layout, open_store, openai_agent_options,
                               scale_options, store_option)
@@ -86,6 +87,11 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
                    "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
+@click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
+              help="oracle agent: drop each step of its script with probability P (a noisy oracle of chosen skill; "
+                   "seeded by --seed, the task and its repeat).")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
+              help="Seeds agents that draw at random (the oracle with --error-rate), with each task and repeat.")
 @click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @openai_agent_options("openai agent")
@@ -109,6 +115,10 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), metavar="K",
+              help="Record each task K times (attempts 1..K, each seeded apart): `mmina report` then gives the "
+                   "success rate's mean with a bootstrap interval over repeats, pass@k, pass^k and the flakiest "
+                   "tasks. A resumed run keeps its own.  [default: 1]")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
               help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); "
@@ -148,6 +158,8 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --agent openai --model gpt-4o --model-deadline 60 --model-retries 2
       mmina record --tasks my-local-pages --allow-scheme file
       mmina record --run-id nightly --resume
+      mmina record --agent heuristic --limit 10 --repeats 3
+      mmina record --agent oracle --error-rate 0.1 --seed 7 --repeats 5
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
       mmina record --executor ray --workers 4 --concurrency 16 --ray-address auto
@@ -234,6 +246,8 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     from mmina.recorder.browser import BrowserConfig
     from mmina.recorder.recording import RecordConfig
 
+    if options["error_rate"] and options["agent"] != "oracle":
+        raise click.UsageError("--error-rate is the oracle agent's (a noisy oracle): use it with --agent oracle")
     width, height = options["viewport"]
     task_ids = (*options["task_ids"], *options["task_ids_csv"])
     return RecordConfig(
@@ -245,7 +259,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
                               allowed_schemes=options["allowed_schemes"]),
         agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
-        max_cost_usd=options["max_cost"], max_hours=options["max_hours"],
+        max_cost_usd=options["max_cost"], max_hours=options["max_hours"], repeats=options["repeats"],
     )
 
 
@@ -288,7 +302,8 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
 
     def log(task: Task, result: EpisodeResult) -> None:
         results.append(result)
-        echo(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
+        repeat = f" (repeat {result.attempt})" if result.attempt > 1 else ""
+        echo(f"[{len(results)}] {task.task_id}{repeat}: {result.status}, {result.stop_reason}, "
              f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})", err=True)
 
     return log
@@ -344,7 +359,8 @@ def _summary_rows(summary: RunSummary) -> list[tuple[Any, ...]]:
 def _print_summary(summary: RunSummary) -> None:
     render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "table", title=f"run {summary.run_id}")
     if summary.skipped:
-        echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+        echo(f"skipped {len(summary.skipped)} {'episode' if summary.repeats > 1 else 'task'}(s) already recorded "
+             "in this run")
     if summary.verdicts_added:
         echo(f"scored {len(summary.verdicts_added)} episode(s) committed without their verdicts "
              "(an earlier recording was cut short between an episode and its verdicts)")

@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner
-from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
+from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, agent_seed, checked_reply, seed_agent, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.endpoint_gate import EndpointUnavailable
@@ -57,6 +57,8 @@ class EpisodeResult:
     """Model call attempts that failed for the endpoint's sake (``episodes.endpoint_retries``)."""
     endpoint_wait_s: float = 0.0
     """Seconds the agent's calls waited for the endpoint to come back (``episodes.endpoint_wait_s``)."""
+    attempt: int = 1
+    """Which repeat of its task the episode is (``episodes.attempt``; ``record --repeats``)."""
 
     @property
     def hops_to_do(self) -> int:
@@ -175,6 +177,7 @@ class EpisodeRecorder:
                 if refused is not None:
                     raise refused
                 browser.open(self.task.start_urls)
+                seed_agent(self.agent, agent_seed(self.task.task_id, attempt))
                 self.agent.reset(self.task)
                 stop_reason, answer = self._loop(browser)
             except EndpointUnavailable:
@@ -203,7 +206,7 @@ class EpisodeRecorder:
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
                                start_hop=len(self.tracker.given), endpoint_retries=self.endpoint_retries,
-                               endpoint_wait_s=round(self.endpoint_wait_s, 3))
+                               endpoint_wait_s=round(self.endpoint_wait_s, 3), attempt=attempt)
         extra = self.columns(self.writer.steps) if self.columns else {}
         row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
         self.writer.commit(row)

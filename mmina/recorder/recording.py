@@ -1,4 +1,4 @@
-"""A recording run: tasks in, one committed episode per task out, resumable."""
+"""A recording run: tasks in, one committed episode per task and repeat out, resumable."""
 from __future__ import annotations
 
 import time
@@ -20,9 +20,9 @@ from mmina.errors import AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
-from mmina.recorder.workers import Worker, WorkerSetup
+from mmina.recorder.workers import Repeat, Worker, WorkerSetup
 from mmina.pool import Layout, spread
-from mmina.runs import run_row
+from mmina.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
@@ -53,6 +53,8 @@ class RecordConfig:
     """No episode starts once this session's episodes cost this much (``--max-cost``; None: no limit)."""
     max_hours: float | None = None
     """No episode starts once this session has run this long (``--max-hours``; None: no limit)."""
+    repeats: int | None = None
+    """Episodes per task (``--repeats``, attempts 1..K); None: 1 for a new run, a resumed run's own."""
 
     def spent(self, cost_usd: float, elapsed_s: float) -> str | None:
         """Which budget this session has used up ("max_cost", "max_hours"), or None."""
@@ -69,6 +71,7 @@ class RunSummary:
     store: str
     episodes: list[EpisodeResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    """The tasks (and repeats) a resumed run had committed already."""
     duration_s: float = 0.0
     task_warnings: list[str] = field(default_factory=list)
     """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
@@ -77,7 +80,10 @@ class RunSummary:
     stopped: str | None = None
     """The budget that stopped the session with tasks left ("max_cost", "max_hours"), or None."""
     left: int = 0
-    """Tasks of the run this session did not start (a budget stopped it): ``--resume`` records them."""
+    """Episodes (tasks × repeats) of the run this session did not start (a budget stopped it):
+    ``--resume`` records them."""
+    repeats: int = 1
+    """Episodes per task of the run (``--repeats``)."""
 
     @property
     def hop_sr(self) -> float:
@@ -164,11 +170,11 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                 return summary.stopped is not None
 
             try:
-                for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
+                for item, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
                                               config.layout, spent):
                     summary.episodes.append(result)
                     if on_episode:
-                        on_episode(task, result)
+                        on_episode(item.task, result)
                 summary.left = len(todo) - len(summary.episodes)
                 summary.stopped = summary.stopped if summary.left else None
             except EndpointUnavailable as exc:
@@ -179,20 +185,21 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
         finally:
             session.close()
     order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
-    summary.episodes.sort(key=lambda e: order.get(e.task_id, len(order)))  # a resumed run's task the suite lost: last
+    summary.episodes.sort(key=lambda e: (e.attempt, order.get(e.task_id, len(order))))  # a task the suite lost: last
     summary.duration_s = time.perf_counter() - started
     return summary
 
 
-def longest_first(tasks: list[Task], layout: Layout) -> list[Task]:
+def longest_first(items: list[Repeat], layout: Layout) -> list[Repeat]:
     """The order episodes start in: with more than one in flight, the tasks with the most hops
     first (otherwise in the suite's order). A task of more hops takes more steps, so a run's
     end is then short episodes finishing side by side, not one long episode alone on an idle
     machine (longest-first scheduling: the run ends sooner, its results are the same and are
-    reported in the suite's order)."""
+    reported in the suite's order). Repeats keep their order within a hop count: the first
+    repeat of every task before the second."""
     if layout.workers * layout.concurrency <= 1:
-        return tasks
-    return sorted(tasks, key=lambda task: -task.n_hops)
+        return items
+    return sorted(items, key=lambda item: -item.task.n_hops)
 
 
 @dataclass(frozen=True)
@@ -217,32 +224,45 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     return _Plan(suite, run_id, settings, agent, make_captioner(settings))
 
 
-def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Task, EpisodeResult]]:
+def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],
+              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Repeat, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
-    if layout.in_this_process(len(tasks)):
+    if layout.in_this_process(len(items)):
         here = Worker(setup, session, store, plan.agent, plan.captioner)
-        yield from spread(partial(Worker, setup), tasks, layout, here, stop=stop)
+        yield from spread(partial(Worker, setup), items, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), tasks, layout,
-                      settled=lambda task: task.task_id in _finished_tasks(store, plan.run_id), stop=stop)
+    yield from spread(partial(Worker, setup), items, layout,
+                      settled=lambda item: item.key in _finished_tasks(store, plan.run_id), stop=stop)
 
 
-def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
-    """Create the run (or reopen it with ``resume``); returns the tasks still to record."""
+def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Repeat]]:
+    """Create the run (or reopen it with ``resume``); returns the repeats of tasks still to record."""
     row = _run_row(config, plan.suite, browser_version)
     created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
+    repeats = (config.repeats or 1) if created else run_repeats(store, plan.run_id, config.repeats)
+    items = [Repeat(task, attempt) for attempt in range(1, repeats + 1) for task in tasks]
     done = _finished_tasks(store, plan.run_id)
-    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in tasks if t.task_id in done],
+    summary = RunSummary(plan.run_id, str(store.root), skipped=[i.label for i in items if i.key in done],
                          task_warnings=list(plan.suite.warnings),
-                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id))
-    return summary, [t for t in tasks if t.task_id not in done]
+                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id), repeats=repeats)
+    return summary, [i for i in items if i.key not in done]
+
+
+def run_repeats(store: Store, run_id: str, asked: int | None) -> int:
+    """A resumed run's repeats (its ``--repeats``, 1 for runs before it); asking for others is an error."""
+    config_json = store.read("runs", run_id=run_id, columns=["config_json"]).column(0)[0].as_py()
+    recorded = run_config(config_json).get("repeats")
+    repeats = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1 else 1
+    if asked is not None and asked != repeats:
+        raise StoreError(f"run {run_id} was recorded with --repeats {repeats}: a resumed run keeps its repeats "
+                         f"(leave --repeats out, or start a new run for {asked})")
+    return repeats
 
 
 def own_tasks(store: Store, run_id: str, loaded: Sequence[Task], asked: Sequence[str]) -> list[Task]:
@@ -282,8 +302,10 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     return new_run_id(config.agent)
 
 
-def _finished_tasks(store: Store, run_id: str) -> set[str]:
-    return set(store.read("episodes", run_id=run_id, columns=["task_id"]).column("task_id").to_pylist())
+def _finished_tasks(store: Store, run_id: str) -> set[tuple[str, int]]:
+    """The (task, attempt) pairs the run has committed."""
+    rows = store.read("episodes", run_id=run_id, columns=["task_id", "attempt"])
+    return set(zip(rows.column("task_id").to_pylist(), rows.column("attempt").to_pylist()))
 
 
 @contextmanager
@@ -300,6 +322,7 @@ def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
 
 def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
+                "repeats": config.repeats or 1,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
                 **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
     return run_row(config.agent, config.agent_settings.model, with_verdicts_due(settings), suite, len(suite.tasks),

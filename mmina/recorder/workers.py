@@ -24,6 +24,24 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 @dataclass(frozen=True)
+class Repeat:
+    """One episode a run records: a task and which of its repeats it is (``episodes.attempt``,
+    1..``record --repeats``); each is recorded once, and ``--resume`` skips those committed."""
+
+    task: Task
+    attempt: int = 1
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.task.task_id, self.attempt
+
+    @property
+    def label(self) -> str:
+        """The task id, with the repeat after it when it is not the first."""
+        return self.task.task_id if self.attempt == 1 else f"{self.task.task_id} (repeat {self.attempt})"
+
+
+@dataclass(frozen=True)
 class WorkerSetup:
     """What a worker needs to rebuild everything on its own (picklable); ``settings`` carry the run id."""
 
@@ -61,13 +79,13 @@ class Worker:
         self._hands: list[_Hands] = []
         self._lock = threading.Lock()
 
-    def work(self, task: Task) -> EpisodeResult:
-        """Record one task on the calling thread (many threads may call at once)."""
+    def work(self, item: Repeat) -> EpisodeResult:
+        """Record one repeat of a task on the calling thread (many threads may call at once)."""
         hands = self._thread_hands()
-        writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(task))
+        writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(item.task))
         try:
-            return EpisodeRecorder(self.browsers.alive(), hands.agent, task, writer, self.setup.limits,
-                                   Path(hands.workdir.name), hands.captioner).record(attempt=1)
+            return EpisodeRecorder(self.browsers.alive(), hands.agent, item.task, writer, self.setup.limits,
+                                   Path(hands.workdir.name), hands.captioner).record(attempt=item.attempt)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise

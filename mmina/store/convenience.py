@@ -129,8 +129,8 @@ LATEST_SCORES = View(
 )
 
 EPISODE_SCORES = View(
-    "One row per scored task per run and evaluator (the latest attempt; a hop-conditioned run: per task and "
-    "hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
+    "One row per scored task per run and evaluator, and per repeat (`attempt`, `mmina record --repeats`; a "
+    "hop-conditioned run: per task and hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
     "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
     "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
     "`mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
@@ -151,11 +151,13 @@ EPISODE_SCORES = View(
                WHERE l.level = 'hop' AND l.hop > coalesce(g.hops_given, 0)
                GROUP BY l.episode_id, l.evaluator) h
            ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
-    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.hops_given, e.prefix_steps, s.evaluator
-                               ORDER BY e.attempt DESC, e.started_at DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.attempt, e.hops_given, e.prefix_steps,
+                                            s.evaluator
+                               ORDER BY e.started_at DESC) = 1
     """,
     {
-        "attempt": "The attempt scored: the task's latest in the run.",
+        "attempt": "The repeat scored (1..K of `mmina record --repeats K`); an episode recorded again for the "
+                   "same repeat replaces the earlier one here (the latest started counts).",
         "bucket": BUCKET_DOC,
         "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`.",
         "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge: the task is in no rate).",

@@ -155,7 +155,8 @@ EPISODES = Table(
     _cols(
         ("episode_id", S, "Globally unique episode id."),
         ("task_id", S, "The task attempted (see `tasks.task_id`)."),
-        ("attempt", I32, "1 for the first attempt at this task in this run, 2 for a retry, ..."),
+        ("attempt", I32, "Which repeat of the task in this run the episode is: 1..K of `mmina record --repeats "
+                         "K` (1 without it); a replay numbers its episodes of a task as its source run did."),
         ("status", S, "`completed` (the agent or a budget ended it) or `error` (the browser, agent or endpoint failed)."),
         ("stop_reason", S, "`stop` (agent answered), `max_steps`, `repeated_action`, `unparsable_output`, `script_end`, or `error`."),
         ("final_answer", S, "The answer of the final `stop` action; null when the agent did not stop."),
