@@ -22,6 +22,11 @@ class Report:
     absent: dict[str, str] = field(default_factory=dict)
     """Tables this report has not, with why (asking for one by name is an error that says so)."""
 
+    @property
+    def repeats(self) -> int:
+        """The most repeats of a task in the report (1 without ``record --repeats``)."""
+        return max((e.attempt for e in self.scored.episodes), default=1)
+
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
@@ -37,7 +42,7 @@ class Report:
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "tables": {t.name: t.records() for t in self.chosen(names)}}
+                "tasks": len(self.scored.episodes), "repeats": self.repeats, "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:

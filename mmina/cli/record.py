@@ -180,14 +180,16 @@ def record(fmt: str, **options: Any) -> None:
         return
     summary = _record_with_progress(store, config)
     table = _sr_by_bucket(store, summary.run_id)
+    repeats = _run_table(store, summary.run_id, "repeats") if summary.repeats > 1 else None
     if fmt == "json":
-        print_json({**summary.as_json(), "endpoint": endpoint, "sr_by_bucket": table.records() if table else None})
+        print_json({**summary.as_json(), "endpoint": endpoint, "sr_by_bucket": table.records() if table else None,
+                    **({"repeats_table": repeats.records()} if repeats else {})})
     elif fmt == "csv":
         render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "csv")
     else:
         _print_summary(summary)
         if table is not None:
-            print_tables([table])
+            print_tables([t for t in (table, repeats) if t is not None])
             echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
                  f"--store {summary.store}")
 
@@ -348,11 +350,11 @@ def _print_conditioned(summary: ConditionedSummary) -> None:
          f"{run.errors} error(s), {run.tokens} tokens, {_cost(run.cost_usd, run.steps)}; stored in {run.store}")
 
 
-SUMMARY_COLUMNS = ["task", "status", "stop", "hops", "steps", "answer", "error"]
+SUMMARY_COLUMNS = ["task", "repeat", "status", "stop", "hops", "steps", "answer", "error"]
 
 
 def _summary_rows(summary: RunSummary) -> list[tuple[Any, ...]]:
-    return [(e.task_id, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
+    return [(e.task_id, e.attempt, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
              e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
 
 

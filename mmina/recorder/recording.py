@@ -211,6 +211,8 @@ class _Plan:
     settings: AgentSettings
     agent: Agent
     captioner: Captioner | None
+    repeats: int = 1
+    """Episodes per task: ``--repeats``, or the resumed run's own."""
 
 
 def _plan(store: Store, config: RecordConfig) -> _Plan:
@@ -219,9 +221,10 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = choose_run_id(store, config)
+    repeats = run_repeats(store, run_id, config.repeats) if config.resume else config.repeats or 1
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
-    return _Plan(suite, run_id, settings, agent, make_captioner(settings))
+    return _Plan(suite, run_id, settings, agent, make_captioner(settings), repeats)
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],
@@ -245,19 +248,19 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
-    repeats = (config.repeats or 1) if created else run_repeats(store, plan.run_id, config.repeats)
-    items = [Repeat(task, attempt) for attempt in range(1, repeats + 1) for task in tasks]
+    items = [Repeat(task, attempt) for attempt in range(1, plan.repeats + 1) for task in tasks]
     done = _finished_tasks(store, plan.run_id)
     summary = RunSummary(plan.run_id, str(store.root), skipped=[i.label for i in items if i.key in done],
                          task_warnings=list(plan.suite.warnings),
-                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id), repeats=repeats)
+                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
+                         repeats=plan.repeats)
     return summary, [i for i in items if i.key not in done]
 
 
 def run_repeats(store: Store, run_id: str, asked: int | None) -> int:
     """A resumed run's repeats (its ``--repeats``, 1 for runs before it); asking for others is an error."""
-    config_json = store.read("runs", run_id=run_id, columns=["config_json"]).column(0)[0].as_py()
-    recorded = run_config(config_json).get("repeats")
+    rows = store.read("runs", run_id=run_id, columns=["config_json"]).column(0).to_pylist()
+    recorded = run_config(rows[0] if rows else None).get("repeats")
     repeats = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1 else 1
     if asked is not None and asked != repeats:
         raise StoreError(f"run {run_id} was recorded with --repeats {repeats}: a resumed run keeps its repeats "
