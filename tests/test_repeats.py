@@ -142,7 +142,8 @@ def test_record_repeats_gives_every_task_k_episodes_once(recorded: tuple[Path, d
     assert summary["repeats"] == REPEATS and summary["finished"] == EPISODES and summary["errors"] == 0
     assert summary["repeats_table"][-1]["episodes"] == EPISODES
     outputs: dict[tuple[str, int], list[str]] = {}
-    for episode, task, attempt in run_query(Store.open(store), "select episode_id, task_id, attempt from episodes").rows:
+    episodes = run_query(Store.open(store), "select episode_id, task_id, attempt from episodes").rows
+    for episode, task, attempt in episodes:
         steps = run_query(Store.open(store), f"select model_output from steps where episode_id = '{episode}' "
                                              "order by step_index").rows
         outputs[(task, attempt)] = [s[0] for s in steps]

@@ -37,7 +37,7 @@ class HopSpend:
         self.passed += other.passed
         self.sums = [a + b for a, b in zip(self.sums, other.sums)]
 
-    def row(self) -> tuple[float | None, ...]:
+    def row(self) -> tuple[int | float | None, ...]:
         steps, tokens, model_ms, wall_ms, cost = self.sums
         means = [v / self.reached if self.reached else None for v in (steps, tokens, model_ms / 1e3, wall_ms / 1e3,
                                                                       cost)]
@@ -90,7 +90,8 @@ def hop_cost(episodes: Sequence[Episode]) -> Table:
     for (_, hop), spend in cells.items():
         by_hop[hop].add(spend)
         total.add(spend)
-    rows = [(n, hop, *spend.row()) for (n, hop), spend in sorted(cells.items())]
+    Row = tuple[int | float | str | None, ...]
+    rows: list[Row] = [(n, hop, *spend.row()) for (n, hop), spend in sorted(cells.items())]
     rows += [("all", hop, *spend.row()) for hop, spend in sorted(by_hop.items())]
     if cells:
         rows.append(("all", "all", *total.row()))

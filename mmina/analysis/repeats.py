@@ -79,7 +79,8 @@ def repeat_rates(episodes: Sequence[Episode]) -> Table:
         buckets: dict[str, list[list[Episode]]] = defaultdict(list)
         for group in repeats.values():
             buckets[group[0].bucket].append(group)
-        for bucket, groups in [*((b, buckets[b]) for b in BUCKETS if b in buckets), ("overall", list(repeats.values()))]:
+        overall = ("overall", list(repeats.values()))
+        for bucket, groups in [*((b, buckets[b]) for b in BUCKETS if b in buckets), overall]:
             rows.append((run_id, agent, bucket, len(groups), max(len(g) for g in groups), sum(len(g) for g in groups),
                          *_rates(groups, _task_cell), *_rates(groups, _hop_cell)))
     return Table("repeats", "Success over repeated runs (record --repeats): rates over every repeat with a "

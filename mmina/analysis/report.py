@@ -42,14 +42,15 @@ class Report:
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "repeats": self.repeats, "tables": {t.name: t.records() for t in self.chosen(names)}}
+                "tasks": len(self.scored.episodes), "repeats": self.repeats,
+                "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
     scored = load(store, runs, evaluator)
     tables = all_tables(scored.episodes)
     tables.insert(2, hop_cost(scored.episodes))  # beside Table 3
-    absent = {}
+    absent: dict[str, str] = {}
     if has_repeats(scored.episodes):
         tables[1:1] = repeat_tables(scored.episodes)  # beside Table 2
     else:

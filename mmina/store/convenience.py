@@ -130,10 +130,10 @@ LATEST_SCORES = View(
 
 EPISODE_SCORES = View(
     "One row per scored task per run and evaluator, and per repeat (`attempt`, `mmina record --repeats`; a "
-    "hop-conditioned run: per task and hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
-    "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
-    "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
-    "`mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
+    "hop-conditioned run: per task and hops given): the current task verdict (`passed`; NULL when the verdict "
+    "is `n/a`: the evaluator had nothing to judge, so the task is in no rate), hops passed of `hops_total` hop "
+    "verdicts, the first failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, "
+    "tokens and cost; what `mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
     "counts, whichever evaluator wrote rows for them.",
     f"""
     SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
