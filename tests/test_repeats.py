@@ -19,6 +19,7 @@ from mmina.agents.protocol import agent_seed
 from mmina.analysis.data import Episode, HopVerdict, StepRow
 from mmina.analysis.hop_cost import episode_spend
 from mmina.analysis.html import report_sections
+from mmina.analysis.names import REPEAT_TABLES
 from mmina.analysis.report import build_report
 from mmina.cli import cli
 from mmina.stats import nested_bootstrap, pass_at_k, pass_hat_k
@@ -26,6 +27,7 @@ from mmina.store import Store
 from mmina.store.sql import run_query
 from tests.built_once import built_once
 from tests.heavy import sized
+from tests.test_report import assert_matches_sql, documented_sql
 
 TASKS = sized(("compare/1", "normal/13", "normal/14", "normal/16", "normal/24"),
               ("compare/1", "compare/2", "compare/3", "compare/4", "normal/13", "normal/14", "normal/16", "normal/18",
@@ -140,6 +142,8 @@ def test_record_repeats_gives_every_task_k_episodes_once(recorded: tuple[Path, d
     rows = run_query(Store.open(store), "select task_id, attempt from episodes").rows
     assert sorted(rows) == sorted((task, attempt) for task in TASKS for attempt in range(1, REPEATS + 1))
     assert summary["repeats"] == REPEATS and summary["finished"] == EPISODES and summary["errors"] == 0
+    order = [(e["task_id"], e["attempt"]) for e in summary["episodes"]]  # every task's first repeat, then the second
+    assert order == [(task, attempt) for attempt in range(1, REPEATS + 1) for task in TASKS]
     assert summary["repeats_table"][-1]["episodes"] == EPISODES
     outputs: dict[tuple[str, int], list[str]] = {}
     episodes = run_query(Store.open(store), "select episode_id, task_id, attempt from episodes").rows
@@ -170,6 +174,9 @@ def test_report_gives_rates_over_repeats_consistency_and_flaky_tasks(recorded: t
     flaky = tables["flaky_tasks"]
     assert {r["task_id"] for r in flaky} == {t for t, c in counts.items() if 0 < c < 3} != set()
     assert all(r["passed"] == counts[r["task_id"]] for r in flaky)
+    for name in REPEAT_TABLES:  # docs/analysis.md's SQL gives the same rows (the report adds the intervals)
+        result = run_query(Store.open(store), documented_sql()[name])
+        assert_matches_sql(tables[name], [dict(zip(result.columns, row)) for row in result.rows])
 
 
 def test_hop_cost_accounts_for_every_step_and_passed_hop(recorded: tuple[Path, dict[str, Any]]) -> None:
@@ -187,22 +194,22 @@ def test_hop_cost_accounts_for_every_step_and_passed_hop(recorded: tuple[Path, d
     assert first["reached"] == two_hops * REPEATS and first["steps_per_pass"] >= first["mean_steps"]
 
 
-def test_resume_records_the_repeats_a_crash_lost_once_and_keeps_the_runs_repeats(tmp_path: Path) -> None:
+def test_resume_records_the_repeats_a_crash_lost_once_and_keeps_the_runs_repeats(
+        recorded: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     """An episode whose commit never happened (its ``episodes`` file missing, as after a crash)
     is recorded again by ``--resume``, with its repeat number; nothing else is."""
-    store = tmp_path / "store"
-    first = as_json(store, "record", "--task-ids", "normal/13,normal/14", "--repeats", "2", "--run-id", "cut")
-    assert [(e["task_id"], e["attempt"]) for e in first["episodes"]] == \
-        [("normal/13", 1), ("normal/14", 1), ("normal/13", 2), ("normal/14", 2)]
-    lost = next(e["episode_id"] for e in first["episodes"] if (e["task_id"], e["attempt"]) == ("normal/14", 2))
-    (path,) = (store / "episodes" / "run_id=cut").glob(f"{lost}*.parquet")
+    store = Path(shutil.copytree(recorded[0], tmp_path / "store"))
+    lost = next(e["episode_id"] for e in recorded[1]["episodes"] if (e["task_id"], e["attempt"]) == (TASKS[1], 2))
+    (path,) = (store / "episodes" / f"run_id={RUN}").glob(f"{lost}*.parquet")
     path.unlink()
-    refused = invoke(store, "record", "--resume", "--run-id", "cut", "--repeats", "3", exit_code=1)
-    assert "recorded with --repeats 2" in refused.output and "Traceback" not in refused.output
-    rest = as_json(store, "record", "--resume", "--run-id", "cut")
-    assert [(e["task_id"], e["attempt"]) for e in rest["episodes"]] == [("normal/14", 2)] and len(rest["skipped"]) == 3
+    assert "partial" in invoke(store, "runs").output
+    refused = invoke(store, "record", "--resume", "--run-id", RUN, "--repeats", "2", exit_code=1)
+    assert "recorded with --repeats 3" in refused.output and "Traceback" not in refused.output
+    rest = as_json(store, "record", "--resume", "--run-id", RUN)
+    assert [(e["task_id"], e["attempt"]) for e in rest["episodes"]] == [(TASKS[1], 2)]
+    assert len(rest["skipped"]) == EPISODES - 1 and f"{TASKS[0]} (repeat 2)" in rest["skipped"]
     rows = run_query(Store.open(store), "select task_id, attempt from episodes").rows
-    assert sorted(rows) == [("normal/13", 1), ("normal/13", 2), ("normal/14", 1), ("normal/14", 2)]
+    assert sorted(rows) == sorted((task, attempt) for task in TASKS for attempt in range(1, REPEATS + 1))
     assert "complete" in invoke(store, "runs").output
 
 
