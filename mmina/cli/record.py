@@ -203,6 +203,8 @@ def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
         if at_hop is not None or at_step is not None or options["hide_prefix"]:
             raise click.UsageError("--at-hop, --at-step and --hide-prefix go with --prefix-run RUN")
         return None
+    if options["repeats"] is not None:
+        raise click.UsageError("--repeats records runs from the start pages: it does not go with --prefix-run")
     if (at_hop is None) == (at_step is None):
         raise click.UsageError("--prefix-run needs where to hand over: --at-hop K (or all) or --at-step N")
     return PrefixSpec(options["prefix_run"], at_hop if isinstance(at_hop, tuple) else (), at_hop == "all", at_step)
