@@ -25,7 +25,9 @@ from mmina.cli import cli
 from mmina.stats import nested_bootstrap, pass_at_k, pass_hat_k
 from mmina.store import Store
 from mmina.store.sql import run_query
+from mmina.model_input import load_request
 from tests.built_once import built_once
+from tests.fake_openai import FakeOpenAI
 from tests.heavy import sized
 from tests.test_report import assert_matches_sql, documented_sql
 
@@ -229,3 +231,27 @@ def test_html_and_serve_sections_show_the_repeats_and_hop_cost(recorded: tuple[P
     report = build_report(Store.open(recorded[0]), [RUN])
     shown = {name for _, _, name in report_sections(report)}
     assert {"repeats", "consistency", "flaky_tasks", "hop_cost"} <= shown
+
+
+def test_the_openai_agent_sends_a_seed_per_repeat_and_hop_cost_counts_its_tokens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --seed, every request of an episode carries one seed of the run's seed, the task and
+    the repeat (stored with the step's model input); the hops' tokens add up to the episodes'."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test-key")
+    store = tmp_path / "store"
+    with FakeOpenAI() as server:
+        summary = as_json(store, "record", "--agent", "openai", "--model", "m", "--base-url", server.url,
+                          "--temperature", "0.7", "--task", "normal/13", "--repeats", "2", "--seed", "5")
+        sent = [r.get("seed") for r in server.chat_requests]
+    assert summary["finished"] == 2 and summary["errors"] == 0
+    expected = {attempt: (5 * 1_000_003 + agent_seed("normal/13", attempt)) & 0x7FFFFFFF for attempt in (1, 2)}
+    assert sent.count(None) == 1  # the endpoint check before the first episode
+    assert set(sent) - {None} == set(expected.values()) and len(set(expected.values())) == 2
+    stored = run_query(Store.open(store), "select e.attempt, s.model_input from steps s join episodes e "
+                                          "using (episode_id)").rows
+    blobs = Store.open(store)
+    seeds = {(attempt, load_request(digest, lambda d: blobs.read_blobs([d])[d])["seed"]) for attempt, digest in stored}
+    assert seeds == set(expected.items())
+    rows = as_json(store, "report", "--table", "hop_cost")["tables"]["hop_cost"]
+    tokens = run_query(Store.open(store), "select sum(prompt_tokens + completion_tokens) from episodes").rows[0][0]
+    assert rows[-1]["reached"] * rows[-1]["mean_tokens"] == pytest.approx(tokens) and tokens > 0

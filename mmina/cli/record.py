@@ -90,8 +90,9 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
               help="oracle agent: drop each step of its script with probability P (a noisy oracle of chosen skill; "
                    "seeded by --seed, the task and its repeat).")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
-              help="Seeds agents that draw at random (the oracle with --error-rate), with each task and repeat.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), metavar="N",
+              help="Seeds agents that draw at random, with each task and repeat: the oracle with --error-rate "
+                   "(default 0), and the openai agent's requests (the API's seed parameter, sent only when given).")
 @click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @openai_agent_options("openai agent")
