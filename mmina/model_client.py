@@ -64,6 +64,13 @@ class ModelError(MminaError):
     passed, or its reply could not be read."""
 
 
+class EndpointFailed(ModelError):
+    """The endpoint failed for everyone's sake (no connection, 5xx, 429 after the retries) and the
+    call had no patience to wait for it: the infrastructure's failure, not the agent's."""
+
+    infrastructure = True
+
+
 class ModelUnavailable(ModelError, EndpointUnavailable):
     """The endpoint gave no answer for the whole patience: the endpoint's failure, not the agent's."""
 
@@ -168,9 +175,11 @@ class ModelClient:
         except asyncio.TimeoutError:
             raise ModelError(self._late()) from None
         except openai.APIError as exc:
-            if is_endpoint_fault(exc) and gate.failed(tally, getattr(exc, "status_code", None) == 429):
+            fault = is_endpoint_fault(exc)
+            if fault and gate.failed(tally, getattr(exc, "status_code", None) == 429):
                 return None
-            raise ModelError(failure_line(self.what, exc, self.deadlines.max_retries)) from None
+            failed = EndpointFailed if fault and not tally.own else ModelError
+            raise failed(failure_line(self.what, exc, self.deadlines.max_retries)) from None
         except Exception as exc:  # noqa: BLE001 - whatever the endpoint sent, the caller gets one line
             raise ModelError(f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: "
                              f"{first_line(exc)}") from None

@@ -43,6 +43,7 @@ class Report:
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
                 "tasks": len(self.scored.episodes), "repeats": self.repeats,
+                "not_applicable": self.scored.not_applicable, "infrastructure_errors": self.scored.infrastructure,
                 "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 

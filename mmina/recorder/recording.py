@@ -16,12 +16,12 @@ from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.budget import Limits
 from mmina.endpoint_gate import EndpointUnavailable
-from mmina.errors import AgentError, StoreError
+from mmina.errors import INFRASTRUCTURE, AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Repeat, Worker, WorkerSetup
-from mmina.pool import Layout, spread
+from mmina.pool import Layout, OnWorkers, spread
 from mmina.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -40,6 +40,9 @@ class RecordConfig:
     agent: str = "oracle"
     run_id: str | None = None
     resume: bool = False
+    rerun_errors: bool = False
+    """With ``resume``, record again also the tasks whose episode an agent or task error ended
+    (an infrastructure error's always are)."""
     limits: Limits = field(default_factory=Limits)
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
@@ -84,28 +87,43 @@ class RunSummary:
     ``--resume`` records them."""
     repeats: int = 1
     """Episodes per task of the run (``--repeats``)."""
+    rerun: list[str] = field(default_factory=list)
+    """Tasks (and repeats) ``--resume`` recorded again: their episode had ended in an
+    infrastructure error (any error with ``rerun_errors``); the new episode supersedes the old one."""
+
+    @property
+    def counted(self) -> list[EpisodeResult]:
+        """This session's episodes that count in rates: all but those an infrastructure error ended."""
+        return [e for e in self.episodes if e.error_kind != INFRASTRUCTURE]
 
     @property
     def hop_sr(self) -> float:
         """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
         without verdicts counts its live-tracked hops; hops a prefix gave count in neither)."""
-        hops = sum(e.hops_to_do for e in self.episodes)
-        return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.counted)
+        return sum(e.hops_credited for e in self.counted) / hops if hops else 0.0
 
     @property
     def live_hop_sr(self) -> float:
         """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
-        hops = sum(e.hops_to_do for e in self.episodes)
-        return sum(e.agent_live_hops for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.counted)
+        return sum(e.agent_live_hops for e in self.counted) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
-        """Episodes whose ``hops`` verdict passed / episodes (see ``EpisodeResult.success``)."""
-        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+        """Episodes whose ``hops`` verdict passed / episodes that count (see ``EpisodeResult.success``)."""
+        counted = self.counted
+        return sum(e.success for e in counted) / len(counted) if counted else 0.0
 
     @property
     def errors(self) -> int:
-        return sum(e.status == "error" for e in self.episodes)
+        """Episodes an error of the agent or its task ended (they count as failures)."""
+        return sum(e.status == "error" for e in self.counted)
+
+    @property
+    def infrastructure_errors(self) -> int:
+        """Episodes the infrastructure's failure ended: in no rate, recorded again by ``--resume``."""
+        return len(self.episodes) - len(self.counted)
 
     @property
     def tokens(self) -> int:
@@ -129,7 +147,8 @@ class RunSummary:
 
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
-                "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "errors": self.errors, "infrastructure_errors": self.infrastructure_errors, "tokens": self.tokens,
+                "cost_usd": self.cost_usd,
                 "duration_s": self.duration_s}
 
     def as_json(self) -> dict[str, Any]:
@@ -148,8 +167,10 @@ def new_run_id(agent: str) -> str:
 
 
 def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
-               on_episode: OnEpisode | None = None) -> RunSummary:
-    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already done.
+               on_episode: OnEpisode | None = None, on_workers: OnWorkers | None = None) -> RunSummary:
+    """Record every selected task of the suite into ``store``, ``repeats`` times; with ``resume``,
+    skip the repeats already done (see :func:`reruns_due`). ``on_workers`` is told how many worker
+    processes or Ray actors are at work and lost, as that changes.
 
     Everything that can fail on user input (tasks, agent, run id, browser) is checked before
     the first byte is written, so a mistake leaves the store as it was.
@@ -171,7 +192,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
 
             try:
                 for item, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent):
+                                              config.layout, spent, on_workers):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(item.task, result)
@@ -228,7 +249,8 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],
-              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Repeat, EpisodeResult]]:
+              layout: Layout, stop: Callable[[], bool],
+              on_workers: OnWorkers | None = None) -> Iterator[tuple[Repeat, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
@@ -237,23 +259,27 @@ def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _
         yield from spread(partial(Worker, setup), items, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), items, layout,
-                      settled=lambda item: item.key in _finished_tasks(store, plan.run_id), stop=stop)
+    yield from spread(partial(Worker, setup), items, layout, settled=partial(_committed, store, plan.run_id),
+                      stop=stop, on_workers=on_workers)
 
 
 def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Repeat]]:
-    """Create the run (or reopen it with ``resume``); returns the repeats of tasks still to record."""
+    """Create the run (or reopen it with ``resume``); returns the repeats of tasks still to record:
+    those not committed, and those recorded again (an error ended their episode: :func:`reruns_due`)."""
     row = _run_row(config, plan.suite, browser_version)
     created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
-    items = [Repeat(task, attempt) for attempt in range(1, plan.repeats + 1) for task in tasks]
-    done = _finished_tasks(store, plan.run_id)
+    latest = latest_episodes(store, plan.run_id)
+    reruns = reruns_due(latest, config.rerun_errors)
+    items = [Repeat(task, attempt, reruns.get((task.task_id, attempt)))
+             for attempt in range(1, plan.repeats + 1) for task in tasks]
+    done = set(latest) - set(reruns)
     summary = RunSummary(plan.run_id, str(store.root), skipped=[i.label for i in items if i.key in done],
                          task_warnings=list(plan.suite.warnings),
                          verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
-                         repeats=plan.repeats)
+                         repeats=plan.repeats, rerun=[i.label for i in items if i.supersedes])
     return summary, [i for i in items if i.key not in done]
 
 
@@ -305,10 +331,29 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     return new_run_id(config.agent)
 
 
-def _finished_tasks(store: Store, run_id: str) -> set[tuple[str, int]]:
-    """The (task, attempt) pairs the run has committed."""
-    rows = store.read("episodes", run_id=run_id, columns=["task_id", "attempt"])
-    return set(zip(rows.column("task_id").to_pylist(), rows.column("attempt").to_pylist()))
+Key = tuple[str, int]
+"""A task and its repeat (``episodes.attempt``)."""
+
+
+def latest_episodes(store: Store, run_id: str) -> dict[Key, dict[str, Any]]:
+    """Each task's and repeat's latest episode in the run (its status and ``error_kind``)."""
+    rows = store.read("episodes", run_id=run_id,
+                      columns=["episode_id", "task_id", "attempt", "status", "error_kind", "started_at"]).to_pylist()
+    return {(row["task_id"], row["attempt"]): row for row in sorted(rows, key=lambda r: r["started_at"])}
+
+
+def reruns_due(latest: dict[Key, dict[str, Any]], rerun_errors: bool) -> dict[Key, str]:
+    """The repeats of tasks ``--resume`` records again, each with the episode it supersedes: those
+    whose latest episode an infrastructure error ended (with ``rerun_errors``, any error). The new
+    episode is the same repeat (the same ``attempt``); the old one stays, counted in no table."""
+    return {key: row["episode_id"] for key, row in latest.items()
+            if row["status"] == "error" and (row["error_kind"] == INFRASTRUCTURE or rerun_errors)}
+
+
+def _committed(store: Store, run_id: str, item: Repeat) -> bool:
+    """Whether this session's episode of ``item`` is in the store (a lost worker's is not redone)."""
+    row = latest_episodes(store, run_id).get(item.key)
+    return row is not None and row["episode_id"] != item.supersedes
 
 
 @contextmanager

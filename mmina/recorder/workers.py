@@ -25,11 +25,14 @@ from mmina.tasks import Task
 
 @dataclass(frozen=True)
 class Repeat:
-    """One episode a run records: a task and which of its repeats it is (``episodes.attempt``,
-    1..``record --repeats``); each is recorded once, and ``--resume`` skips those committed."""
+    """One episode a run records: a task, which of its repeats it is (``episodes.attempt``,
+    1..``record --repeats``), and the episode of that repeat it records again (an error ended
+    it: ``record --resume``), which the new one supersedes. Each is recorded once, and
+    ``--resume`` skips those committed."""
 
     task: Task
     attempt: int = 1
+    supersedes: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -85,7 +88,7 @@ class Worker:
         writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(item.task))
         try:
             return EpisodeRecorder(self.browsers.alive(), hands.agent, item.task, writer, self.setup.limits,
-                                   Path(hands.workdir.name), hands.captioner).record(attempt=item.attempt)
+                                   Path(hands.workdir.name), hands.captioner).record(item.attempt, item.supersedes)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise
