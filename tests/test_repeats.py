@@ -255,3 +255,14 @@ def test_the_openai_agent_sends_a_seed_per_repeat_and_hop_cost_counts_its_tokens
     rows = as_json(store, "report", "--table", "hop_cost")["tables"]["hop_cost"]
     tokens = run_query(Store.open(store), "select sum(prompt_tokens + completion_tokens) from episodes").rows[0][0]
     assert rows[-1]["reached"] * rows[-1]["mean_tokens"] == pytest.approx(tokens) and tokens > 0
+
+
+def test_options_that_cannot_go_together_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for args, words in ((("--prefix-run", "x", "--at-hop", "1", "--repeats", "2"), "does not go with --prefix-run"),
+                        (("--agent", "heuristic", "--error-rate", "0.2"), "--error-rate is the oracle agent's"),
+                        (("--repeats", "0",), "0 is not in the range"),
+                        (("--error-rate", "1.5",), "1.5 is not in the range")):
+        result = invoke(store, "record", *args, exit_code=2)
+        assert words in result.output and "Traceback" not in result.output, result.output
+    assert not store.exists()
