@@ -68,3 +68,19 @@ def test_ctrl_c_at_a_terminal_leaves_a_run_that_resumes_with_every_task_once(tmp
     assert sorted(task for task, _, _ in final) == sorted(f"normal/{n}" for n in range(1, TASKS + 1))
     assert all(status == "completed" for _, status, _ in final), [e for e in final if e[1] != "completed"]
     assert {p.kind for p in verify_store(Store.open(store)).problems} <= {"partial"}
+
+
+def test_a_ctrl_c_once_a_command_is_done_changes_nothing() -> None:
+    """A Ctrl-C that lands after the command's work (its output written), while the process
+    tears down — here held for 3 s by a slow exit handler — neither changes the exit code nor
+    prints a stray KeyboardInterrupt (it used to: "Exception ignored in atexit callback",
+    or the process ended by the signal)."""
+    code = ("import atexit, sys, time; atexit.register(time.sleep, 3); "  # exit handlers run last registered first
+            "atexit.register(lambda: print('exiting', file=sys.stderr, flush=True)); "
+            "from mmina.cli import main; main(['--version'])")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == "exiting\n"  # the command is done; the exit handler sleeps
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "mmina, version" in out and (proc.returncode, err) == (0, ""), (proc.returncode, err)

@@ -4,6 +4,7 @@ node, token auth as Ray 2.60 has it) whose second node's raylet is killed mid-ru
 finishes with every task recorded exactly once and no error stored."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -52,18 +53,18 @@ def _after_first_episode(proc: subprocess.Popen[str], reported: str = "[1] ") ->
     return lines
 
 
-def _lose_a_worker(proc: subprocess.Popen[str], reported: str) -> tuple[list[str], str]:
+def _lose_a_worker(proc: subprocess.Popen[str], reported: str) -> tuple[list[str], str, str]:
     """Once the first episode is reported, SIGKILL one worker process (with its browser); the
-    progress read before, and the rest of stderr once the command ended."""
+    progress read before, and stdout and the rest of stderr once the command ended."""
     try:
         seen = _after_first_episode(proc, reported)
         workers = [pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
         assert workers, seen
         _kill_tree(workers[0])
-        _out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=600)
     finally:
         _kill_tree(proc.pid)
-    return seen, err
+    return seen, out, err
 
 
 def _exactly_once(store: Path) -> None:
@@ -100,9 +101,10 @@ def test_the_pool_counts_its_workers_alive_and_lost_and_redoes_a_lost_item(tmp_p
 
 def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Path) -> None:
     proc = _record(tmp_path / "store", "--workers", "2", "--concurrency", "2")
-    seen, err = _lose_a_worker(proc, "[1] ")
+    seen, out, err = _lose_a_worker(proc, "[1] ")
     assert proc.returncode == 0, "".join(seen) + err[-3000:]
     assert "a worker process was lost" in err and "Traceback" not in err
+    assert json.loads(out)["workers_lost"] == 1
     _exactly_once(tmp_path / "store")
 
 
@@ -173,7 +175,7 @@ def test_a_replay_whose_worker_process_is_killed_replays_each_episode_once(tmp_p
                              "--workers", "2", "--concurrency", "2", "--format", "json", "--run-id", "again"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             start_new_session=True)
-    seen, err = _lose_a_worker(proc, ": fidelity ")
+    seen, _out, err = _lose_a_worker(proc, ": fidelity ")
     assert proc.returncode == 0, "".join(seen) + err[-3000:]
     assert "a worker process was lost" in err
     rows = Store.open(store).read("episodes", run_id="again").to_pylist()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 
 import click
@@ -67,6 +68,10 @@ def main(args: list[str] | None = None, prog_name: str = "mmina") -> None:
                    "to see where)", err=True)
         sys.exit(1)
     finally:
+        # The command is done: its output is written (or "Interrupted." said). A Ctrl-C from now
+        # on would only end the process by the signal during the teardown, its exit code and any
+        # output still buffered lost (a run's summary among them), with a stray KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # Arrow objects (files read through fsspec, e.g. from s3://) freed while Arrow is still
         # whole: freed in the interpreter's final teardown instead, their threads can abort the
         # process after the command succeeded ("terminate called without an active exception",

@@ -397,6 +397,9 @@ def _print_summary(summary: RunSummary) -> None:
         spent = "--max-cost" if summary.stopped == "max_cost" else "--max-hours"
         echo(f"stopped on budget ({spent}): {summary.left} task(s) not started; mmina record --resume --run-id "
              f"{summary.run_id} continues the run")
+    if summary.workers_lost:
+        echo(f"{summary.workers_lost} worker(s) lost during the run; what they had in flight was recorded again "
+             "(each task once)")
     faults = summary.endpoint
     if faults["retries"]:
         echo(f"the model endpoint failed {faults['retries']} attempt(s), retried; {faults['episodes_held']} "

@@ -87,6 +87,8 @@ class RunSummary:
     ``--resume`` records them."""
     repeats: int = 1
     """Episodes per task of the run (``--repeats``)."""
+    workers_lost: int = 0
+    """Worker processes or Ray actors lost during the session (what they had in flight was recorded again)."""
     rerun: list[str] = field(default_factory=list)
     """Tasks (and repeats) ``--resume`` recorded again: their episode had ended in an
     infrastructure error (any error with ``rerun_errors``); the new episode supersedes the old one."""
@@ -190,9 +192,14 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
                 return summary.stopped is not None
 
+            def workers(alive: int, lost: int) -> None:
+                summary.workers_lost = lost
+                if on_workers is not None:
+                    on_workers(alive, lost)
+
             try:
                 for item, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent, on_workers):
+                                              config.layout, spent, workers):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(item.task, result)
