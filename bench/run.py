@@ -28,6 +28,7 @@ from bench.interchange import interchange_section
 from bench.machine import described, machine
 from bench.realweb import realweb_section
 from bench.redaction import redaction_section
+from bench.repeats import repeats_section
 from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
@@ -35,7 +36,7 @@ from bench.scale import run_scale
 from bench.serve import serve_section
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
-            "objectstore", "serve", "interchange")
+            "objectstore", "serve", "interchange", "repeats")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -109,6 +110,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "interchange" in parts:
             tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
             sections.append(interchange_section(work / "interchange", tasks, args.quick, log))
+        if "repeats" in parts:
+            sections.append(repeats_section(work / "repeats", log))
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))

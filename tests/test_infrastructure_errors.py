@@ -47,9 +47,9 @@ def _json(*args: str) -> Any:
 
 
 def _episodes(store: Path) -> dict[str, list[dict[str, Any]]]:
-    """Each task's episodes, oldest attempt first."""
+    """Each task's episodes, oldest first."""
     found: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(Store.open(store).read("episodes").to_pylist(), key=lambda r: r["attempt"]):
+    for row in sorted(Store.open(store).read("episodes").to_pylist(), key=lambda r: (r["attempt"], r["started_at"])):
         found.setdefault(row["task_id"], []).append(row)
     return found
 
@@ -104,7 +104,7 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
         again = _episodes(store)
         old, new = again["normal/1"]
         assert (new["attempt"], new["supersedes"], new["status"], new["error_kind"]) == \
-            (2, old["episode_id"], "completed", None)
+            (1, old["episode_id"], "completed", None)  # the same repeat, again
         report = _json("report", "--store", str(store), "--run", "campaign")
         assert (report["tasks"], report["infrastructure_errors"]) == (3, 0)  # normal/1 once: its new episode
         [run] = _json("runs", "--store", str(store))
@@ -119,7 +119,7 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
         agents = _record(store, server.url, "--resume", "--rerun-errors")
     assert agents["rerun"] == ["normal/3"]
     old, new = _episodes(store)["normal/3"]
-    assert (new["attempt"], new["supersedes"], new["status"]) == (2, old["episode_id"], "completed")
+    assert (new["attempt"], new["supersedes"], new["status"]) == (1, old["episode_id"], "completed")
 
 
 def _chromium(pid: int) -> list[int]:

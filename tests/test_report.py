@@ -206,6 +206,23 @@ def test_per_site_actions_and_cost(store: Path) -> None:
     assert_matches_sql(tables["cost"], sql_rows(store, "cost"))
 
 
+def test_hop_cost_puts_every_step_on_one_hop_and_prices_a_passed_hop(store: Path) -> None:
+    """Every step (110 tokens, $0.001 each) lands on exactly one hop the episode reached; the
+    hops reached are those passed and the one after; the documented SQL gives the same cells."""
+    rows = report_json(store, "--table", "hop_cost")["tables"]["hop_cost"]
+    cells = [r for r in rows if r["n_hops"] != "all"]
+    (total,) = mmina_json_sql(store, "select sum(n_steps) as steps from episodes where run_id = 'seeded'")
+    total_steps = total["steps"]
+    reached = sum(min(hops + 1, SUITE[task].n_hops) for task, (hops, *_) in EXPECTED.items())
+    everything = rows[-1]
+    assert (everything["n_hops"], everything["hop"], everything["reached"]) == ("all", "all", reached)
+    assert everything["passed"] == sum(hops for hops, *_ in EXPECTED.values())
+    assert sum(r["reached"] * r["mean_steps"] for r in cells) == pytest.approx(total_steps)
+    assert sum(r["reached"] * r["mean_tokens"] for r in cells) == pytest.approx(110 * total_steps)
+    assert everything["cost_per_pass_usd"] == pytest.approx(0.001 * total_steps / everything["passed"])
+    assert_matches_sql(cells, sql_rows(store, "hop_cost"))
+
+
 def mmina_json_sql(store: Path, query: str) -> list[dict[str, Any]]:
     return json.loads(mmina("sql", "--store", str(store), query, "--format", "json"))
 

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from mmina.analysis.display import display
 from mmina.analysis.report import build_report
-from mmina.analysis.names import TABLE_NAMES
+from mmina.analysis.names import REPEAT_TABLES, TABLE_NAMES
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.serve_helpers import Served, served_read_only
@@ -86,7 +86,7 @@ def test_analysis_shows_every_table_and_chart_of_the_report(app: Served, page: P
     open_view(page, app, "#/analysis?run=seeded&evaluator=hops")
     page.wait_for_selector("#chart-sr-by-bucket .main-svg")
     report = build_report(Store.open(store), ["seeded"])
-    assert {t.name for t in report.tables} == set(TABLE_NAMES) - {"runner_log", "conditioned_hops"}
+    assert {t.name for t in report.tables} == set(TABLE_NAMES) - {"runner_log", "conditioned_hops", *REPEAT_TABLES}
     for name in (t.name for t in report.tables):
         columns, rows = display(report.table(name))
         table = page.locator(f'table[data-table="{name}"]')

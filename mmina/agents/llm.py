@@ -38,6 +38,7 @@ class OpenAIAgent:
                        if settings.memory else None)
         self._system = ""
         self._history: list[str] = []
+        self._seed: int | None = None
 
     @property
     def uses_marks(self) -> bool:
@@ -49,6 +50,12 @@ class OpenAIAgent:
         """Check the settings before anything starts, so a mistake costs no browser and no store."""
         check_settings(settings)
         return cls(settings, client_for(settings), store=store)
+
+    def seed_episode(self, seed: int) -> None:
+        """With ``--seed N``, each episode's requests carry a ``seed`` of N, the task and the repeat
+        (sampling then differs between repeats and repeats itself on a server that honours it)."""
+        if self.settings.seed is not None:
+            self._seed = (self.settings.seed * 1_000_003 + seed) & 0x7FFFFFFF
 
     def reset(self, task: Task) -> None:
         memory = self.memory.prompt_section(task) if self.memory else ""
@@ -69,8 +76,9 @@ class OpenAIAgent:
 
     def request(self, observation: Observation) -> dict[str, Any]:
         """The keyword arguments of this step's ``chat.completions.create`` call (stored with the step)."""
-        return {"model": self.settings.model, "messages": self.messages(observation),
-                "temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
+        request = {"model": self.settings.model, "messages": self.messages(observation),
+                   "temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
+        return request if self._seed is None else {**request, "seed": self._seed}
 
     def messages(self, observation: Observation) -> list[dict[str, Any]]:
         """System instructions, the few-shot exchanges, then this step's observation."""

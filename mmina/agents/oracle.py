@@ -1,6 +1,7 @@
 """The ``oracle`` agent: a task's reference script, played on the live observation."""
 from __future__ import annotations
 
+from random import Random
 from typing import Any
 
 from mmina.actions import Action, ActionKind
@@ -10,19 +11,34 @@ from mmina.observation import Observation
 from mmina.tasks import Task
 
 
+MISSTEP = "scroll [down]"
+"""What a noisy oracle does instead of the script's step it drops (``--error-rate``)."""
+
+
 class OracleAgent:
     """Follows a task's ``reference_script``, resolving role+name targets in the observation.
 
     It reads the same observation any agent gets, so a script that names an element not on
     the page produces an action error, exactly as a model would.
+
+    With ``error_rate`` P it is a *noisy* oracle, an agent of chosen skill: at each step, with
+    probability P, it drops the script's step and scrolls instead (the script goes on with the
+    next step, which may then miss its target). Its draws are seeded by ``seed`` and the
+    episode's seed (each repeat of a task its own, ``seed_episode``), so a run is drawn again
+    alike and repeats differ.
     """
 
     name = "oracle"
     uses_marks = False
 
-    def __init__(self) -> None:
+    def __init__(self, error_rate: float = 0.0, seed: int = 0) -> None:
         self._script: list[dict[str, Any]] = []
         self._position = 0
+        self.error_rate, self._seed = error_rate, seed
+        self._draw = Random(seed)
+
+    def seed_episode(self, seed: int) -> None:
+        self._draw = Random((self._seed << 32) + seed)
 
     def reset(self, task: Task) -> None:
         if task.reference_script is None:
@@ -39,6 +55,8 @@ class OracleAgent:
             raise ScriptEnd()
         step = self._script[self._position]
         self._position += 1
+        if self.error_rate and self._draw.random() < self.error_rate:
+            return AgentReply(MISSTEP)
         return AgentReply(script_action(step, observation).render())
 
 

@@ -9,9 +9,15 @@ An agent started in the middle of a task (``mmina record --prefix-run RUN --at-h
 reference's first steps replayed, then the agent takes over) is told what was done for it by
 an optional ``take_over(handover)`` (a :class:`Handover`), called once, after ``reset`` and
 just before its first ``act``; an agent without it simply starts acting on the page it is given.
+
+An agent that samples (draws at random) may take an optional ``seed_episode(seed)``, called
+before each ``reset`` with a seed of the task and its repeat (``mmina record --repeats K``:
+each repeat of a task gets its own, the same in every run), so repeats differ and a run can
+be drawn again alike.
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
@@ -78,6 +84,20 @@ def hand_over(agent: object, handover: Handover) -> None:
     take_over = getattr(agent, "take_over", None)
     if callable(take_over):
         take_over(handover)
+
+
+def agent_seed(task_id: str, attempt: int) -> int:
+    """The seed of one repeat of one task (31 bits): stable across runs, machines and Python
+    processes (no ``hash()``, which is salted per process)."""
+    digest = hashlib.sha256(f"{task_id}\0{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def seed_agent(agent: object, seed: int) -> None:
+    """Hand ``agent`` its episode's seed, if it samples (its optional ``seed_episode``)."""
+    seed_episode = getattr(agent, "seed_episode", None)
+    if callable(seed_episode):
+        seed_episode(seed)
 
 
 class ScriptEnd(Exception):

@@ -17,7 +17,7 @@ from mmina.store import Store
 AgentFactory = Callable[[AgentSettings, Store | None], Agent]
 
 BUILTIN_AGENTS: dict[str, AgentFactory] = {
-    "oracle": lambda settings, store: OracleAgent(),
+    "oracle": lambda settings, store: OracleAgent(settings.error_rate, settings.seed or 0),
     "heuristic": lambda settings, store: HeuristicAgent(),
     "replay": ReplayAgent.from_settings,
     "openai": OpenAIAgent.from_settings,

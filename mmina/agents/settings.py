@@ -38,6 +38,11 @@ class AgentSettings:
     """How long calls wait for an endpoint that is down for everyone (``mmina.endpoint_gate``)."""
     captioner: str = "none"
     caption_model: str | None = None
+    error_rate: float = 0.0
+    """The oracle's chance of dropping a step of its script (``--error-rate``: a noisy oracle)."""
+    seed: int | None = None
+    """Seeds an agent that samples, with each episode's own seed (``--seed``; ``mmina.agents.protocol``):
+    the noisy oracle's draws (0 when None), the ``openai`` agent's ``seed`` parameter (sent only when set)."""
     show_prefix: bool = True
     """A hop-conditioned episode's agent is told the prefix's actions as its own earlier ones
     (False: ``--hide-prefix``; see :class:`mmina.agents.protocol.Handover`)."""

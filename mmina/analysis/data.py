@@ -37,11 +37,18 @@ class StepRow:
     url: str
     action: str | None
     action_error: str | None
+    tokens: int = 0
+    """Model tokens of the step, prompt and completion."""
+    cost_usd: float = 0.0
+    agent_ms: float = 0.0
+    """The agent's time to choose the action (model time, for a model)."""
+    wall_ms: float = 0.0
+    """From this step's start to the next one's (the last step: its observation, agent and action)."""
 
 
 @dataclass(frozen=True)
 class Episode:
-    """One scored episode (the latest attempt at its task in its run)."""
+    """One scored episode (the latest recorded of its task and repeat in its run)."""
 
     run_id: str
     episode_id: str
@@ -72,6 +79,8 @@ class Episode:
     """Whether the conditioned episode's prefix replayed faithfully (None: not conditioned)."""
     agent: str = ""
     model: str | None = None
+    attempt: int = 1
+    """Which repeat of its task (``record --repeats``)."""
 
     @property
     def agent_label(self) -> str:
@@ -119,7 +128,7 @@ FROM episode_scores s
 JOIN tasks t ON t.run_id = s.run_id AND t.task_id = s.task_id
 JOIN episodes e ON e.episode_id = s.episode_id
 WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id) AND s.passed IS NOT NULL
-ORDER BY s.run_id, s.n_hops, s.task_id, s.hops_given NULLS FIRST
+ORDER BY s.run_id, s.n_hops, s.task_id, s.hops_given NULLS FIRST, s.attempt
 """
 
 LEFT_OUT_SQL = """
@@ -149,9 +158,14 @@ ORDER BY h.episode_id, h.hop
 """
 
 STEPS_SQL = """
-SELECT st.episode_id, st.step_index, coalesce(st.url, '') AS url, st.action, st.action_error
+SELECT st.episode_id, st.step_index, coalesce(st.url, '') AS url, st.action, st.action_error,
+       coalesce(st.prompt_tokens, 0) + coalesce(st.completion_tokens, 0) AS tokens,
+       coalesce(st.cost_usd, 0) AS cost_usd, coalesce(st.agent_ms, 0) AS agent_ms,
+       coalesce((epoch(lead(st.started_at) OVER w) - epoch(st.started_at)) * 1000,
+                coalesce(st.observe_ms, 0) + coalesce(st.agent_ms, 0) + coalesce(st.action_ms, 0)) AS wall_ms
 FROM steps st JOIN episode_scores s ON s.episode_id = st.episode_id AND s.evaluator = $evaluator
 WHERE list_contains($runs, s.run_id)
+WINDOW w AS (PARTITION BY st.episode_id ORDER BY st.step_index)
 ORDER BY st.episode_id, st.step_index
 """
 
@@ -209,7 +223,7 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:
-    """The scored episodes of ``runs`` under ``evaluator`` (the latest attempt per task), with
+    """The scored episodes of ``runs`` under ``evaluator`` (one per task and repeat), with
     their hop verdicts and steps, as the report reads them; episodes without a verdict are left out."""
     params = {"evaluator": evaluator, "runs": list(runs)}
     rows = query(db, EPISODES_SQL, params)

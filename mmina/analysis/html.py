@@ -193,7 +193,11 @@ def _episode_list(report: Report, shown: set[str]) -> str:
 
 SECTIONS = (
     ("sr-by-bucket", "Success by hop count", "sr_by_bucket"),
+    ("repeats", "Repeated runs", "repeats"),
+    ("consistency", "Consistency over repeats", "consistency"),
+    ("flaky-tasks", "Flaky tasks", "flaky_tasks"),
     ("hop-positions", "Hop positions", "hop_positions"),
+    ("hop-cost", "Cost per hop", "hop_cost"),
     ("first-failures", "Early failure", "first_failures"),
     ("failure-modes", "Failure modes", "failure_modes"),
     ("per-site", "Per site", "per_site"),
@@ -202,7 +206,8 @@ SECTIONS = (
     ("conditioned-hops", "Hop success given a correct prefix", "conditioned_hops"),
 )
 """The report's sections: (element id, title, table); a section whose table the report has not
-(``conditioned_hops`` without hop-conditioned episodes) is left out (:func:`report_sections`)."""
+(``conditioned_hops`` without hop-conditioned episodes, the repeats' without repeats) is left out
+(:func:`report_sections`)."""
 
 
 def report_sections(report: Report) -> list[tuple[str, str, str]]:

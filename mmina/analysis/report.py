@@ -5,8 +5,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.names import DEFAULT_EVALUATOR
+from mmina.analysis.names import DEFAULT_EVALUATOR, REPEAT_TABLES
 from mmina.analysis.data import AnalysisError, Episode, Scored, agent_label, load, query
+from mmina.analysis.hop_cost import hop_cost
+from mmina.analysis.repeats import has_repeats, repeat_tables
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops
 from mmina.store import Store
@@ -19,6 +21,11 @@ class Report:
     tables: tuple[Table, ...]
     absent: dict[str, str] = field(default_factory=dict)
     """Tables this report has not, with why (asking for one by name is an error that says so)."""
+
+    @property
+    def repeats(self) -> int:
+        """The most repeats of a task in the report (1 without ``record --repeats``)."""
+        return max((e.attempt for e in self.scored.episodes), default=1)
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
@@ -35,14 +42,21 @@ class Report:
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "not_applicable": self.scored.not_applicable,
-                "infrastructure_errors": self.scored.infrastructure, "blocked": self.scored.blocked, "tables": {t.name: t.records() for t in self.chosen(names)}}
+                "tasks": len(self.scored.episodes), "repeats": self.repeats,
+                "not_applicable": self.scored.not_applicable, "infrastructure_errors": self.scored.infrastructure,
+                "blocked": self.scored.blocked, "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
     scored = load(store, runs, evaluator)
     tables = all_tables(scored.episodes)
-    absent = {}
+    tables.insert(2, hop_cost(scored.episodes))  # beside Table 3
+    absent: dict[str, str] = {}
+    if has_repeats(scored.episodes):
+        tables[1:1] = repeat_tables(scored.episodes)  # beside Table 2
+    else:
+        absent |= dict.fromkeys(REPEAT_TABLES, "every task of the runs has one episode (record several with "
+                                "`mmina record --repeats K`)")
     if evaluator == OFFICIAL_EVALUATOR:  # the runner's own log figures first: what a paper table quotes
         tables.insert(0, runner_log_table(store, scored.runs))
     else:

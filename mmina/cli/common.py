@@ -37,6 +37,9 @@ MAX_MEMORY = 50
 MAX_PRICE_USD = 10_000.0
 """Per million tokens."""
 MAX_DRIFT = 100
+MAX_REPEATS = 100
+"""The most episodes per task ``record --repeats`` takes (pass^k and bootstrap intervals need
+only a handful; more is a typo)."""
 MAX_BUDGET_USD = 1e9
 MAX_BUDGET_HOURS = 24 * 366.0
 """A session's budgets (``record --max-cost``, ``--max-hours``)."""
@@ -340,7 +343,7 @@ AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_
                  "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
                  "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
                  "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries",
-                 "endpoint_patience": "endpoint_patience_s"}
+                 "endpoint_patience": "endpoint_patience_s", "error_rate": "error_rate", "seed": "seed"}
 """Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mmina.agents.settings import CAPTIONERS
-from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_STEPS, RUN_REF, Bounded,
+from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_REPEATS, MAX_STEPS, RUN_REF,
+                              Bounded,
                               agent_settings, browser_options,
                               check_model_endpoint, format_option, layout, open_store, openai_agent_options,
                               scale_options, store_option)
@@ -86,6 +87,12 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
                    "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
+@click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
+              help="oracle agent: drop each step of its script with probability P (a noisy oracle of chosen skill; "
+                   "seeded by --seed, the task and its repeat).")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), metavar="N",
+              help="Seeds agents that draw at random, with each task and repeat: the oracle with --error-rate "
+                   "(default 0), and the openai agent's requests (the API's seed parameter, sent only when given).")
 @click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @openai_agent_options("openai agent")
@@ -109,10 +116,15 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
 @click.option("--resume", is_flag=True,
-              help="Continue a run (--run-id, else the latest): record its tasks not yet recorded, and again those "
-                   "whose episode an infrastructure error ended (the browser, the store or the endpoint failed).")
+              help="Continue a run (--run-id, else the latest): record its tasks (and repeats) not yet recorded, and "
+                   "again those whose episode an infrastructure error ended (the browser, the store or the endpoint "
+                   "failed).")
 @click.option("--rerun-errors", is_flag=True,
               help="--resume: record again also the tasks whose episode an agent or task error ended.")
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), metavar="K",
+              help="Record each task K times (attempts 1..K, each seeded apart): `mmina report` then gives the "
+                   "success rate's mean with a bootstrap interval over repeats, pass@k, pass^k and the flakiest "
+                   "tasks. A resumed run keeps its own.  [default: 1]")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
               help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); "
@@ -153,6 +165,8 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --tasks my-local-pages --allow-scheme file
       mmina record --run-id nightly --resume
       mmina record --run-id nightly --resume --rerun-errors
+      mmina record --agent heuristic --limit 10 --repeats 3
+      mmina record --agent oracle --error-rate 0.1 --seed 7 --repeats 5
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
       mmina record --executor ray --workers 4 --concurrency 16 --ray-address auto
@@ -173,14 +187,16 @@ def record(fmt: str, **options: Any) -> None:
         return
     summary = _record_with_progress(store, config)
     table = _sr_by_bucket(store, summary.run_id)
+    repeats = _run_table(store, summary.run_id, "repeats") if summary.repeats > 1 else None
     if fmt == "json":
-        print_json({**summary.as_json(), "endpoint": endpoint, "sr_by_bucket": table.records() if table else None})
+        print_json({**summary.as_json(), "endpoint": endpoint, "sr_by_bucket": table.records() if table else None,
+                    **({"repeats_table": repeats.records()} if repeats else {})})
     elif fmt == "csv":
         render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "csv")
     else:
         _print_summary(summary)
         if table is not None:
-            print_tables([table])
+            print_tables([t for t in (table, repeats) if t is not None])
             echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
                  f"--store {summary.store}")
 
@@ -194,6 +210,8 @@ def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
         if at_hop is not None or at_step is not None or options["hide_prefix"]:
             raise click.UsageError("--at-hop, --at-step and --hide-prefix go with --prefix-run RUN")
         return None
+    if options["repeats"] is not None:
+        raise click.UsageError("--repeats records runs from the start pages: it does not go with --prefix-run")
     if (at_hop is None) == (at_step is None):
         raise click.UsageError("--prefix-run needs where to hand over: --at-hop K (or all) or --at-step N")
     return PrefixSpec(options["prefix_run"], at_hop if isinstance(at_hop, tuple) else (), at_hop == "all", at_step)
@@ -239,6 +257,8 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     from mmina.recorder.browser import BrowserConfig
     from mmina.recorder.recording import RecordConfig
 
+    if options["error_rate"] and options["agent"] != "oracle":
+        raise click.UsageError("--error-rate is the oracle agent's (a noisy oracle): use it with --agent oracle")
     width, height = options["viewport"]
     task_ids = (*options["task_ids"], *options["task_ids_csv"])
     return RecordConfig(
@@ -251,7 +271,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
                               screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
                               allowed_schemes=options["allowed_schemes"]),
         agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
-        max_cost_usd=options["max_cost"], max_hours=options["max_hours"],
+        max_cost_usd=options["max_cost"], max_hours=options["max_hours"], repeats=options["repeats"],
     )
 
 
@@ -304,7 +324,8 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
     def log(task: Task, result: EpisodeResult) -> None:
         results.append(result)
         status = f"{result.status} ({result.error_kind})" if result.error_kind else result.status
-        echo(f"[{len(results)}] {task.task_id}: {status}, {result.stop_reason}, "
+        repeat = f" (repeat {result.attempt})" if result.attempt > 1 else ""
+        echo(f"[{len(results)}] {task.task_id}{repeat}: {status}, {result.stop_reason}, "
              f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})", err=True)
 
     return log
@@ -349,21 +370,23 @@ def _print_conditioned(summary: ConditionedSummary) -> None:
          f"{run.errors} error(s), {run.tokens} tokens, {_cost(run.cost_usd, run.steps)}; stored in {run.store}")
 
 
-SUMMARY_COLUMNS = ["task", "status", "stop", "hops", "steps", "answer", "error"]
+SUMMARY_COLUMNS = ["task", "repeat", "status", "stop", "hops", "steps", "answer", "error"]
 
 
 def _summary_rows(summary: RunSummary) -> list[tuple[Any, ...]]:
-    return [(e.task_id, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
+    return [(e.task_id, e.attempt, e.status, e.stop_reason, f"{e.hops_credited}/{e.n_hops}", e.n_steps,
              e.final_answer if e.final_answer is not None else "", e.error or "") for e in summary.episodes]
 
 
 def _print_summary(summary: RunSummary) -> None:
     render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "table", title=f"run {summary.run_id}")
     if summary.skipped:
-        echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+        echo(f"skipped {len(summary.skipped)} {'episode' if summary.repeats > 1 else 'task'}(s) already recorded "
+             "in this run")
     if summary.rerun:
-        echo(f"recorded {len(summary.rerun)} task(s) again whose episode had ended in an error; the new episodes "
-             "supersede the old ones, which stay in the store but count in no table")
+        echo(f"recorded {len(summary.rerun)} {'episode' if summary.repeats > 1 else 'task'}(s) again whose episode "
+             "had ended in an error; the new episodes supersede the old ones, which stay in the store but count in "
+             "no table")
     if summary.verdicts_added:
         echo(f"scored {len(summary.verdicts_added)} episode(s) committed without their verdicts "
              "(an earlier recording was cut short between an episode and its verdicts)")

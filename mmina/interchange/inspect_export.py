@@ -11,7 +11,7 @@ the running totals in memory (and the zip's directory, a few hundred bytes an en
 What maps to what (see docs/interchange.md for what is lost):
 
 * sample ``id`` / ``epoch``: the task id (with ``@hop<K>`` for a hop-conditioned episode) and the
-  attempt; ``input``: the task's intent;
+  attempt (the repeat of ``record --repeats``: Inspect's epochs); ``input``: the task's intent;
   ``target``: the task's reference answers;
 * ``messages``: the conversation as the model saw it (the first step's input messages, then
   each later step's newest message) with the model's raw output after each step; an agent
@@ -21,7 +21,7 @@ What maps to what (see docs/interchange.md for what is lost):
   title, action, its error, the hop, and the screenshot and tree as attachments;
 * ``scores``: the chosen evaluator's current verdict (the latest batch, as ``mmina report``
   reads it) with the hop verdicts in its ``metadata``; the header's metrics are
-  ``task_success`` and ``hop_success`` over the latest attempt per task, as the report's;
+  ``task_success`` and ``hop_success`` over every task and repeat, as the report's;
 * ``model_usage`` and the header's ``stats``: tokens and cost, per sample and summed.
 """
 from __future__ import annotations
@@ -77,18 +77,20 @@ class InspectExport:
 
 @dataclass
 class _Latest:
-    """Per task, the latest attempt's verdict (what the report's rates count)."""
+    """Per task and repeat, the latest episode's verdict (what the report's rates count)."""
 
-    by_task: dict[tuple[str, int | None, int | None], tuple[int, str, bool, int, int]] = field(default_factory=dict)
-    """(task, start hop, prefix steps) → (attempt, start, passed, hops passed, hops): a
-    hop-conditioned run counts each start hop of a task, as ``episode_scores`` does."""
+    by_task: dict[tuple[str, int, int | None, int | None], tuple[int, str, bool, int, int]] = \
+        field(default_factory=dict)
+    """(task, repeat, start hop, prefix steps) → (attempt, start, passed, hops passed, hops): a
+    hop-conditioned run counts each start hop of a task, and a repeated run (``record
+    --repeats``) each repeat, as ``episode_scores`` does."""
 
     def add(self, episode: Row, verdict: dict[str, Any] | None) -> None:
         if verdict is None or verdict["verdict"] in ("n/a", BLOCKED) or \
                 episode.get("error_kind") == INFRASTRUCTURE:
             return  # nothing to judge, the environment's or the infrastructure's failure: in no rate, as in the report
         key = (episode["attempt"], str(episode["started_at"]))
-        task = (episode["task_id"], episode.get("hops_given"), episode.get("prefix_steps"))
+        task = (episode["task_id"], episode["attempt"], episode.get("hops_given"), episode.get("prefix_steps"))
         current = self.by_task.get(task)
         if current is None or key > current[:2]:
             self.by_task[task] = (*key, verdict["passed"], verdict["hops_passed"], verdict["hops_total"])

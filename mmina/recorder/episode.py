@@ -14,7 +14,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner
-from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, uses_marks
+from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, agent_seed, checked_reply, seed_agent, uses_marks
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.endpoint_gate import EndpointUnavailable
@@ -62,6 +62,7 @@ class EpisodeResult:
     error_kind: str | None = None
     """Whose failure an error was: ``infrastructure`` or ``agent`` (see :func:`error_kind`); None without one."""
     attempt: int = 1
+    """Which repeat of its task the episode is (``episodes.attempt``; ``record --repeats``)."""
     supersedes: str | None = None
     """The episode of this task this one recorded again (an infrastructure error ended it), or None."""
 
@@ -185,6 +186,7 @@ class EpisodeRecorder:
                 if refused is not None:
                     raise refused
                 browser.open(self.task.start_urls)
+                seed_agent(self.agent, agent_seed(self.task.task_id, attempt))
                 self.agent.reset(self.task)
                 stop_reason, answer = self._loop(browser)
             except EndpointUnavailable:

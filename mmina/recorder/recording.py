@@ -1,4 +1,4 @@
-"""A recording run: tasks in, one committed episode per task out, resumable."""
+"""A recording run: tasks in, one committed episode per task and repeat out, resumable."""
 from __future__ import annotations
 
 import time
@@ -20,9 +20,9 @@ from mmina.errors import INFRASTRUCTURE, AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
-from mmina.recorder.workers import Rerun, Worker, WorkerSetup
+from mmina.recorder.workers import Repeat, Worker, WorkerSetup
 from mmina.pool import Layout, OnWorkers, spread
-from mmina.runs import run_row
+from mmina.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
@@ -56,6 +56,8 @@ class RecordConfig:
     """No episode starts once this session's episodes cost this much (``--max-cost``; None: no limit)."""
     max_hours: float | None = None
     """No episode starts once this session has run this long (``--max-hours``; None: no limit)."""
+    repeats: int | None = None
+    """Episodes per task (``--repeats``, attempts 1..K); None: 1 for a new run, a resumed run's own."""
 
     def spent(self, cost_usd: float, elapsed_s: float) -> str | None:
         """Which budget this session has used up ("max_cost", "max_hours"), or None."""
@@ -72,6 +74,7 @@ class RunSummary:
     store: str
     episodes: list[EpisodeResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    """The tasks (and repeats) a resumed run had committed already."""
     duration_s: float = 0.0
     task_warnings: list[str] = field(default_factory=list)
     """What validation found odd but runnable in the task files (see ``mmina tasks validate``)."""
@@ -80,12 +83,15 @@ class RunSummary:
     stopped: str | None = None
     """The budget that stopped the session with tasks left ("max_cost", "max_hours"), or None."""
     left: int = 0
-    """Tasks of the run this session did not start (a budget stopped it): ``--resume`` records them."""
+    """Episodes (tasks × repeats) of the run this session did not start (a budget stopped it):
+    ``--resume`` records them."""
+    repeats: int = 1
+    """Episodes per task of the run (``--repeats``)."""
     workers_lost: int = 0
     """Worker processes or Ray actors lost during the session (what they had in flight was recorded again)."""
     rerun: list[str] = field(default_factory=list)
-    """Tasks ``--resume`` recorded again: their episode had ended in an infrastructure error
-    (any error with ``rerun_errors``); the new episode supersedes the old one."""
+    """Tasks (and repeats) ``--resume`` recorded again: their episode had ended in an
+    infrastructure error (any error with ``rerun_errors``); the new episode supersedes the old one."""
 
     @property
     def counted(self) -> list[EpisodeResult]:
@@ -143,7 +149,8 @@ class RunSummary:
 
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
-                "errors": self.errors, "infrastructure_errors": self.infrastructure_errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "errors": self.errors, "infrastructure_errors": self.infrastructure_errors, "tokens": self.tokens,
+                "cost_usd": self.cost_usd,
                 "duration_s": self.duration_s}
 
     def as_json(self) -> dict[str, Any]:
@@ -163,9 +170,9 @@ def new_run_id(agent: str) -> str:
 
 def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
                on_episode: OnEpisode | None = None, on_workers: OnWorkers | None = None) -> RunSummary:
-    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already
-    done (see :func:`reruns_due`). ``on_workers`` is told how many worker processes or Ray actors
-    are at work and lost, as that changes.
+    """Record every selected task of the suite into ``store``, ``repeats`` times; with ``resume``,
+    skip the repeats already done (see :func:`reruns_due`). ``on_workers`` is told how many worker
+    processes or Ray actors are at work and lost, as that changes.
 
     Everything that can fail on user input (tasks, agent, run id, browser) is checked before
     the first byte is written, so a mistake leaves the store as it was.
@@ -176,11 +183,10 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         session = BrowserSession(browser)
         try:
-            summary, todo, reruns = _open_run(store, config, plan, session.version)
+            summary, todo = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser,
-                                reruns)
+            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
 
             def spent() -> bool:
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
@@ -192,11 +198,11 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                     on_workers(alive, lost)
 
             try:
-                for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
+                for item, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
                                               config.layout, spent, workers):
                     summary.episodes.append(result)
                     if on_episode:
-                        on_episode(task, result)
+                        on_episode(item.task, result)
                 summary.left = len(todo) - len(summary.episodes)
                 summary.stopped = summary.stopped if summary.left else None
             except EndpointUnavailable as exc:
@@ -207,20 +213,21 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
         finally:
             session.close()
     order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
-    summary.episodes.sort(key=lambda e: order.get(e.task_id, len(order)))  # a resumed run's task the suite lost: last
+    summary.episodes.sort(key=lambda e: (e.attempt, order.get(e.task_id, len(order))))  # a task the suite lost: last
     summary.duration_s = time.perf_counter() - started
     return summary
 
 
-def longest_first(tasks: list[Task], layout: Layout) -> list[Task]:
+def longest_first(items: list[Repeat], layout: Layout) -> list[Repeat]:
     """The order episodes start in: with more than one in flight, the tasks with the most hops
     first (otherwise in the suite's order). A task of more hops takes more steps, so a run's
     end is then short episodes finishing side by side, not one long episode alone on an idle
     machine (longest-first scheduling: the run ends sooner, its results are the same and are
-    reported in the suite's order)."""
+    reported in the suite's order). Repeats keep their order within a hop count: the first
+    repeat of every task before the second."""
     if layout.workers * layout.concurrency <= 1:
-        return tasks
-    return sorted(tasks, key=lambda task: -task.n_hops)
+        return items
+    return sorted(items, key=lambda item: -item.task.n_hops)
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,8 @@ class _Plan:
     settings: AgentSettings
     agent: Agent
     captioner: Captioner | None
+    repeats: int = 1
+    """Episodes per task: ``--repeats``, or the resumed run's own."""
 
 
 def _plan(store: Store, config: RecordConfig) -> _Plan:
@@ -240,30 +249,30 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
         raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
     run_id = choose_run_id(store, config)
+    repeats = run_repeats(store, run_id, config.repeats) if config.resume else config.repeats or 1
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
-    return _Plan(suite, run_id, settings, agent, make_captioner(settings))
+    return _Plan(suite, run_id, settings, agent, make_captioner(settings), repeats)
 
 
-def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
+def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],
               layout: Layout, stop: Callable[[], bool],
-              on_workers: OnWorkers | None = None) -> Iterator[tuple[Task, EpisodeResult]]:
+              on_workers: OnWorkers | None = None) -> Iterator[tuple[Repeat, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
-    if layout.in_this_process(len(tasks)):
+    if layout.in_this_process(len(items)):
         here = Worker(setup, session, store, plan.agent, plan.captioner)
-        yield from spread(partial(Worker, setup), tasks, layout, here, stop=stop)
+        yield from spread(partial(Worker, setup), items, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), tasks, layout, settled=partial(_committed, store, setup), stop=stop,
-                      on_workers=on_workers)
+    yield from spread(partial(Worker, setup), items, layout, settled=partial(_committed, store, plan.run_id),
+                      stop=stop, on_workers=on_workers)
 
 
-def _open_run(store: Store, config: RecordConfig, plan: _Plan,
-              browser_version: str) -> tuple[RunSummary, list[Task], dict[str, Rerun]]:
-    """Create the run (or reopen it with ``resume``); returns the tasks still to record, and
-    which of them are recorded again (an infrastructure error ended their episode)."""
+def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Repeat]]:
+    """Create the run (or reopen it with ``resume``); returns the repeats of tasks still to record:
+    those not committed, and those recorded again (an error ended their episode: :func:`reruns_due`)."""
     row = _run_row(config, plan.suite, browser_version)
     created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
     if not created and not config.resume:
@@ -271,12 +280,25 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan,
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
     latest = latest_episodes(store, plan.run_id)
     reruns = reruns_due(latest, config.rerun_errors)
+    items = [Repeat(task, attempt, reruns.get((task.task_id, attempt)))
+             for attempt in range(1, plan.repeats + 1) for task in tasks]
     done = set(latest) - set(reruns)
-    summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in tasks if t.task_id in done],
+    summary = RunSummary(plan.run_id, str(store.root), skipped=[i.label for i in items if i.key in done],
                          task_warnings=list(plan.suite.warnings),
                          verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
-                         rerun=[t.task_id for t in tasks if t.task_id in reruns])
-    return summary, [t for t in tasks if t.task_id not in done], reruns
+                         repeats=plan.repeats, rerun=[i.label for i in items if i.supersedes])
+    return summary, [i for i in items if i.key not in done]
+
+
+def run_repeats(store: Store, run_id: str, asked: int | None) -> int:
+    """A resumed run's repeats (its ``--repeats``, 1 for runs before it); asking for others is an error."""
+    rows = store.read("runs", run_id=run_id, columns=["config_json"]).column(0).to_pylist()
+    recorded = run_config(rows[0] if rows else None).get("repeats")
+    repeats = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1 else 1
+    if asked is not None and asked != repeats:
+        raise StoreError(f"run {run_id} was recorded with --repeats {repeats}: a resumed run keeps its repeats "
+                         f"(leave --repeats out, or start a new run for {asked})")
+    return repeats
 
 
 def own_tasks(store: Store, run_id: str, loaded: Sequence[Task], asked: Sequence[str]) -> list[Task]:
@@ -316,24 +338,29 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     return new_run_id(config.agent)
 
 
-def latest_episodes(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
-    """Each task's latest episode in the run (its attempt, status and ``error_kind``)."""
+Key = tuple[str, int]
+"""A task and its repeat (``episodes.attempt``)."""
+
+
+def latest_episodes(store: Store, run_id: str) -> dict[Key, dict[str, Any]]:
+    """Each task's and repeat's latest episode in the run (its status and ``error_kind``)."""
     rows = store.read("episodes", run_id=run_id,
                       columns=["episode_id", "task_id", "attempt", "status", "error_kind", "started_at"]).to_pylist()
-    return {row["task_id"]: row for row in sorted(rows, key=lambda r: (r["attempt"], r["started_at"]))}
+    return {(row["task_id"], row["attempt"]): row for row in sorted(rows, key=lambda r: r["started_at"])}
 
 
-def reruns_due(latest: dict[str, dict[str, Any]], rerun_errors: bool) -> dict[str, Rerun]:
-    """The tasks ``--resume`` records again: those whose latest episode an infrastructure error
-    ended (with ``rerun_errors``, any error), each as the next attempt superseding that episode."""
-    return {task_id: Rerun(row["attempt"] + 1, row["episode_id"]) for task_id, row in latest.items()
+def reruns_due(latest: dict[Key, dict[str, Any]], rerun_errors: bool) -> dict[Key, str]:
+    """The repeats of tasks ``--resume`` records again, each with the episode it supersedes: those
+    whose latest episode an infrastructure error ended (with ``rerun_errors``, any error). The new
+    episode is the same repeat (the same ``attempt``); the old one stays, counted in no table."""
+    return {key: row["episode_id"] for key, row in latest.items()
             if row["status"] == "error" and (row["error_kind"] == INFRASTRUCTURE or rerun_errors)}
 
 
-def _committed(store: Store, setup: WorkerSetup, task: Task) -> bool:
-    """Whether the task's episode of this session is in the store (a lost worker's is not redone)."""
-    row = latest_episodes(store, setup.run_id).get(task.task_id)
-    return row is not None and row["attempt"] >= setup.attempt(task.task_id)
+def _committed(store: Store, run_id: str, item: Repeat) -> bool:
+    """Whether this session's episode of ``item`` is in the store (a lost worker's is not redone)."""
+    row = latest_episodes(store, run_id).get(item.key)
+    return row is not None and row["episode_id"] != item.supersedes
 
 
 @contextmanager
@@ -350,6 +377,7 @@ def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
 
 def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
     settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
+                "repeats": config.repeats or 1,
                 "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
                 **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
     return run_row(config.agent, config.agent_settings.model, with_verdicts_due(settings), suite, len(suite.tasks),

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mmina.agents.captions import Captioner, make_captioner
@@ -25,11 +24,24 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 @dataclass(frozen=True)
-class Rerun:
-    """A task recorded again: the attempt it is, and the episode (an infrastructure error ended it) it supersedes."""
+class Repeat:
+    """One episode a run records: a task, which of its repeats it is (``episodes.attempt``,
+    1..``record --repeats``), and the episode of that repeat it records again (an error ended
+    it: ``record --resume``), which the new one supersedes. Each is recorded once, and
+    ``--resume`` skips those committed."""
 
-    attempt: int
-    supersedes: str
+    task: Task
+    attempt: int = 1
+    supersedes: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.task.task_id, self.attempt
+
+    @property
+    def label(self) -> str:
+        """The task id, with the repeat after it when it is not the first."""
+        return self.task.task_id if self.attempt == 1 else f"{self.task.task_id} (repeat {self.attempt})"
 
 
 @dataclass(frozen=True)
@@ -42,12 +54,6 @@ class WorkerSetup:
     run_id: str
     limits: Limits
     browser: BrowserConfig
-    reruns: Mapping[str, Rerun] = field(default_factory=dict)
-    """The tasks recorded again (``record --resume``), by task id; the others are first attempts."""
-
-    def attempt(self, task_id: str) -> int:
-        rerun = self.reruns.get(task_id)
-        return rerun.attempt if rerun else 1
 
 
 @dataclass
@@ -76,15 +82,13 @@ class Worker:
         self._hands: list[_Hands] = []
         self._lock = threading.Lock()
 
-    def work(self, task: Task) -> EpisodeResult:
-        """Record one task on the calling thread (many threads may call at once)."""
+    def work(self, item: Repeat) -> EpisodeResult:
+        """Record one repeat of a task on the calling thread (many threads may call at once)."""
         hands = self._thread_hands()
-        writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(task))
-        rerun = self.setup.reruns.get(task.task_id)
+        writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(item.task))
         try:
-            return EpisodeRecorder(self.browsers.alive(), hands.agent, task, writer, self.setup.limits,
-                                   Path(hands.workdir.name), hands.captioner).record(
-                self.setup.attempt(task.task_id), rerun.supersedes if rerun else None)
+            return EpisodeRecorder(self.browsers.alive(), hands.agent, item.task, writer, self.setup.limits,
+                                   Path(hands.workdir.name), hands.captioner).record(item.attempt, item.supersedes)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise

@@ -2,10 +2,10 @@
 and the runs page's rates, under one evaluator.
 
 A run is indexed from the report's own reading of it (:func:`mmina.analysis.data.scored_episodes`:
-the latest attempt at each task with its hop verdicts, and its steps) and the report's
+the latest episode of each task and repeat with its hop verdicts, and its steps) and the report's
 failure modes (:func:`mmina.analysis.failures.modes`); only one row per episode is kept (no
 steps), so the index of a million steps is a few megabytes. Episodes the report does not
-count (an earlier attempt, no verdict yet) are listed too, with ``counted`` false. A run is
+count (one recorded again for the same repeat, no verdict yet) are listed too, with ``counted`` false. A run is
 indexed again whenever its files change (see ``watcher.py``); queries never wait for it.
 """
 from __future__ import annotations

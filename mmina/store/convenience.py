@@ -129,12 +129,13 @@ LATEST_SCORES = View(
 )
 
 EPISODE_SCORES = View(
-    "One row per scored task per run and evaluator (the latest attempt, never one a re-run superseded; a "
-    "hop-conditioned run: per task and "
-    "hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
-    "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
-    "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
-    "`mmina report` is computed from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
+    "One row per scored task per run and evaluator, and per repeat (`attempt`, `mmina record --repeats`; the "
+    "latest episode of each, never one a re-run superseded; a hop-conditioned run: per task and hops given): "
+    "the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had nothing to judge, "
+    "or `blocked`: the environment's failure, or when an infrastructure error ended the episode: the task is "
+    "then in no rate), hops passed of `hops_total` hop verdicts, the first failed hop (1-based), the "
+    "hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what `mmina report` is computed "
+    "from. Hops a prefix gave (1 .. `hops_given`) are left out of the hop "
     "counts, whichever evaluator wrote rows for them.",
     f"""
     SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
@@ -156,11 +157,13 @@ EPISODE_SCORES = View(
                GROUP BY l.episode_id, l.evaluator) h
            ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
     WHERE e.episode_id NOT IN (SELECT supersedes FROM episodes WHERE supersedes IS NOT NULL)
-    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.hops_given, e.prefix_steps, s.evaluator
-                               ORDER BY e.attempt DESC, e.started_at DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.attempt, e.hops_given, e.prefix_steps,
+                                            s.evaluator
+                               ORDER BY e.started_at DESC) = 1
     """,
     {
-        "attempt": "The attempt scored: the task's latest in the run.",
+        "attempt": "The repeat scored (1..K of `mmina record --repeats K`); an episode recorded again for the "
+                   "same repeat (`record --resume` after an error) supersedes the earlier one.",
         "bucket": BUCKET_DOC,
         "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`; `blocked` "
                    "when the environment was in the agent's way where the episode ended (`episodes.blocked`) and "

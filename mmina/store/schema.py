@@ -156,7 +156,8 @@ EPISODES = Table(
     _cols(
         ("episode_id", S, "Globally unique episode id."),
         ("task_id", S, "The task attempted (see `tasks.task_id`)."),
-        ("attempt", I32, "1 for the first attempt at this task in this run, 2 for a retry, ..."),
+        ("attempt", I32, "Which repeat of the task in this run the episode is: 1..K of `mmina record --repeats "
+                         "K` (1 without it); a replay numbers its episodes of a task as its source run did."),
         ("status", S, "`completed` (the agent or a budget ended it) or `error` (the browser, agent or endpoint failed)."),
         ("stop_reason", S, "`stop` (agent answered), `max_steps`, `repeated_action`, `unparsable_output`, `script_end`, or `error`."),
         ("final_answer", S, "The answer of the final `stop` action; null when the agent did not stop."),
@@ -183,8 +184,9 @@ EPISODES = Table(
                        "HTTP `status`, Chromium's `error`, the page's `title`, the text `matched`, the address "
                        "`asked_for`); null when nothing was, and before schema version 9. An episode that did not pass "
                        "is then `blocked` in `episode_scores`, in no rate."),
-        ("supersedes", S, "The episode of the same task and run that this one recorded again (`record --resume` after "
-                          "an infrastructure error, or `--rerun-errors`): that one is kept but counted in no table; "
+        ("supersedes", S, "The episode of the same task, repeat (`attempt`) and run that this one recorded again "
+                          "(`record --resume` after an infrastructure error, or `--rerun-errors`): that one is kept "
+                          "but counted in no table; "
                           "null otherwise and before schema version 9."),
         ("endpoint_retries", I32, "Attempts of the agent's model calls that failed for the endpoint's sake (a 429, "
                                   "a 5xx, no connection) and were tried again; null before schema version 8."),
