@@ -141,11 +141,9 @@ def _replayed_task(store: Store, replay_id: str, item: tuple[str, tuple[Source, 
 
 
 def _numbered(sources: Sequence[Source]) -> Iterator[tuple[int, Source]]:
-    """Each source with its attempt number within its task (1, 2, ... as in the source run)."""
-    seen: dict[str, int] = {}
+    """Each source with its attempt (its repeat, as in the source run)."""
     for source in sources:
-        seen[source.task_id] = seen.get(source.task_id, 0) + 1
-        yield seen[source.task_id], source
+        yield source.attempt, source
 
 
 # ---------------------------------------------------------------- a new agent on the archived web

@@ -28,6 +28,8 @@ class Source:
     task_id: str
     started_at: datetime
     blob_packs: tuple[str, ...]
+    attempt: int = 1
+    """The repeat it was in its run (``episodes.attempt``); its replay is the same repeat."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,11 @@ class SourceRun:
 
 
 def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> tuple[str, list[Source]]:
-    """The source run and its committed episodes in start order (or just ``episode_id``)."""
+    """The source run and its committed episodes in start order, those a re-run superseded left
+    out as every table leaves them (or just ``episode_id``)."""
     if bool(run_id) == bool(episode_id):
         raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id"]
+    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes"]
     if episode_id:
         episodes = store.read("episodes", columns=columns)
         episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))
@@ -94,8 +97,9 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
         if not episodes.num_rows:
             raise StoreError(f"run {run_id} has no finished episodes to replay")
     rows = episodes.sort_by("started_at").to_pylist()
-    return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()))
-                               for r in rows]
+    superseded = {r["supersedes"] for r in rows if r["supersedes"]}
+    return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()),
+                                      r["attempt"] or 1) for r in rows if r["episode_id"] not in superseded]
 
 
 def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],
