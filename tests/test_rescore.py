@@ -432,6 +432,9 @@ def test_a_refused_parameter_is_dropped_and_every_verdict_says_so(store: Path) -
         report = _fuzzy(store, server)
         refused = [b for b in server.requests if b.get("_failed")]
     assert report["ok"] and 1 <= len(refused) <= 3, "refused once per call in flight, then never sent again"
+    assert report["judge_changes"] == [
+        "the judge endpoint refused temperature: dropped from the calls that it refused (their verdicts say so in "
+        "judge_json.refused)", "the judge's replies say fake-judge-2026-01-01 answered, not fake-judge"]
     assert all("temperature" not in b for b in server.chat_requests) and len(server.chat_requests) == 6
     for config in _judge_rows(store, report["batch_id"]):
         assert config["refused"] == ["temperature"] and config["reply_models"] == ["fake-judge-2026-01-01"]

@@ -83,6 +83,8 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         print_json(result.as_json())
     else:
         _print_buckets(result, fmt)
+    for change in result.judge_changes:
+        echo(f"warning: {change}", err=True)
     _report_unscored(result)
     if not result.ok:
         raise click.exceptions.Exit(1)

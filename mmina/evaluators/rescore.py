@@ -146,6 +146,8 @@ class RescoreResult:
     judge_requested: int = 0
     judge_failed: int = 0
     judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
+    judge_changes: list[str] = field(default_factory=list)
+    """What the judge's provider changed or refused, in words (each verdict's ``judge_json`` has it in full)."""
 
     @property
     def ok(self) -> bool:
@@ -159,7 +161,7 @@ class RescoreResult:
                 "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
                 "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
                                                 "failed": self.judge_failed},
-                "judge_usage": self.judge_spend.as_json()}
+                "judge_usage": self.judge_spend.as_json(), "judge_changes": self.judge_changes}
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -315,6 +317,7 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_requested += part.judge_requested
     result.judge_failed += part.judge_failed
     result.judge_spend.merge(part.judge_spend)
+    result.judge_changes = list(dict.fromkeys([*result.judge_changes, *part.judge_changes]))
 
 
 def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) -> None:
@@ -426,6 +429,15 @@ class Calls:
                 self.made[episode_id][request.prompt] = outcome.calls[request.prompt]
                 self.cached[episode_id] += request.prompt in outcome.from_cache
 
+    def changes(self, config: JudgeConfig) -> list[str]:
+        """What the provider refused or answered with instead, over every call, in words."""
+        made = [c for by_prompt in self.made.values() for c in by_prompt.values()]
+        refused = sorted({p for c in made for p in c.get("refused", ())})
+        models = sorted({c["reply_model"] for c in made if c.get("reply_model") not in (None, config.model)})
+        return ([f"the judge endpoint refused {', '.join(refused)}: dropped from the calls that it refused "
+                 "(their verdicts say so in judge_json.refused)"] if refused else []) + \
+               ([f"the judge's replies say {', '.join(models)} answered, not {config.model}"] if models else [])
+
     def judge_json(self, config: JudgeConfig, episode_id: str) -> str:
         return canonical(config.summary(list(self.made[episode_id].values()), self.cached[episode_id]))
 
@@ -474,6 +486,7 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
             if problem:
                 problems[episode_id] = problem
     config = JudgeConfig.of(replace(settings, model=model), version) if asker is not None and model else None
+    result.judge_changes = calls.changes(config) if config else []
     return [Judged(judged[v.episode_id], problems.get(v.episode_id),
                    calls.judge_json(config, v.episode_id) if config else None) for v in views]
 
