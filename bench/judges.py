@@ -111,7 +111,9 @@ def _label(store_path: Path, work: Path) -> None:
 def _figures(section: Section, result: Audit) -> None:
     for b in result.baseline:
         if b.by == "all" and b.evaluator in ("fuzzy", "keypoints"):
-            section.add(f"{b.level}: human-human kappa", _round(b.human.value), note=f"{b.items} items")
+            if b.evaluator == "keypoints":  # the same for every judge; keypoints has both levels
+                section.add(f"{b.level}: human-human kappa", _round(b.human.value),
+                            note=f"{b.items} items; [{_round(b.human.lo)}, {_round(b.human.hi)}]")
             section.add(f"{b.level}: {b.evaluator}-human kappa", _round(b.judge.value),
                         note=f"difference {_round(b.difference.value)} [{_round(b.difference.lo)}, "
                              f"{_round(b.difference.hi)}]: {b.place}")

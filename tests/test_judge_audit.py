@@ -225,6 +225,8 @@ def test_the_audit_is_what_scikit_learn_and_scipy_say(audited: tuple[Path, Truth
     pairs = [(given["fuzzy"][e][2], given["alice"][e][2]) for e in episodes if len(given["fuzzy"][e]) > 2]
     assert by_position["pairs"]["fuzzy~alice"] == pytest.approx(cohen_kappa_score(*zip(*pairs)))
     assert not any(b["evaluator"] == "human" for b in result["baseline"]), "people are the yardstick, not a judge"
+    assert {b["level"] for b in result["baseline"] if b["evaluator"] == "must_include"} == {"task"}, \
+        "no hop rows: no hop groups"
     _check_rankings(result, given, run_of)
 
 

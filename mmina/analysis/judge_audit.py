@@ -5,7 +5,8 @@ Over the episodes of any set of runs and any evaluators (two or more; three or m
 protocol ClawBench asks for):
 
 * **Human baseline** — for each evaluator that is not people's labels, with two or more
-  labellers, per level (task, hop) and group (all items, hop-count bucket, hop position):
+  labellers, per level (task, hop) and group (all items, hop-count bucket, hop position) where
+  the evaluator decided any item:
   *human–human* κ (Cohen's κ of every pair of labellers over the items both decided, averaged
   over the pairs), *judge–human* κ (the judge's κ with each labeller, averaged over the
   labellers) and their *difference*, each with a percentile bootstrap interval (the items
@@ -163,13 +164,15 @@ def _judge_models(db: StoreConnection, evaluator: str) -> set[str]:
 
 def baselines(evaluator: str, items: Sequence[Item], judge: Mapping[Key, str], labels: Mapping[str, Mapping[Key, str]],
               resamples: int, seed: int) -> list[Baseline]:
-    """The judge's agreement with each labeller beside the labellers' with each other, per group."""
+    """The judge's agreement with each labeller beside the labellers' with each other, per group
+    (groups where the judge decided no item — a level it gives no verdict for — left out)."""
     names = sorted(labels)
     raters = [judge, *(labels[n] for n in names)]
     found = []
     for level, by, group, part in partitions(items):
         counts = Counter(tuple(_decided(r.get(item_key(i))) for r in raters) for i in part)
-        found.append(baseline(evaluator, names, counts, (level, by, group), resamples, seed))
+        if any(pattern[0] != "-" for pattern in counts):
+            found.append(baseline(evaluator, names, counts, (level, by, group), resamples, seed))
     return found
 
 
