@@ -109,8 +109,9 @@ def _label(store_path: Path, work: Path) -> None:
 
 
 def _figures(section: Section, result: Audit) -> None:
+    """κ and τ as measured (a figure left undefined by the data — one verdict everywhere — is left out)."""
     for b in result.baseline:
-        if b.by == "all" and b.evaluator in ("fuzzy", "keypoints"):
+        if b.by == "all" and b.evaluator in ("fuzzy", "keypoints") and None not in (b.human.value, b.judge.value):
             if b.evaluator == "keypoints":  # the same for every judge; keypoints has both levels
                 section.add(f"{b.level}: human-human kappa", _round(b.human.value),
                             note=f"{b.items} items; [{_round(b.human.lo)}, {_round(b.human.hi)}]")
@@ -118,7 +119,7 @@ def _figures(section: Section, result: Audit) -> None:
                         note=f"difference {_round(b.difference.value)} [{_round(b.difference.lo)}, "
                              f"{_round(b.difference.hi)}]: {b.place}")
     for t in result.taus:
-        if t.b == "human":
+        if t.b == "human" and t.tau.value is not None:
             section.add(f"Kendall tau, {t.a} vs human", _round(t.tau.value),
                         note=f"[{_round(t.tau.lo)}, {_round(t.tau.hi)}] over {t.runs} runs")
     section.add("self-judging warnings", sum("is also the model of ranked run" in w for w in result.warnings))
