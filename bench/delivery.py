@@ -9,8 +9,10 @@ fresh contexts of one Chromium, alternating, under whatever load the machine has
 * fulfilled: the same router with the body server off (``large_body`` above the body's size),
   the body handed over by ``route.fulfill`` (what every replay did before).
 
-Each time is from ``goto`` to the script having run (median of ``ROUNDS``). Target: the replay's
-within 1.2 of live (issue 56: "serve as fast as the original server").
+Each time is from ``goto`` to the script having run (median of ``ROUNDS``), over HTTP and over
+TLS (the live server with a certificate the contexts take; the replay's ``https:`` body served by
+the body server's TLS side). Target: the replay's within 1.2 of live (issue 56: "serve as fast as
+the original server").
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from playwright.async_api import BrowserContext, async_playwright
 from bench.results import Section, Target
 from mmina.recorder.chromium import find_chromium, launch_chromium
 from mmina.replayer.archive import Archive, Exchange
+from mmina.replayer.loopback_tls import server_context
 from mmina.replayer.router import ArchiveRouter
 from tests.local_site import LocalSite, answering_handler
 
@@ -54,10 +57,11 @@ async def _load(context: BrowserContext, url: str) -> float:
     return time.perf_counter() - started
 
 
-async def _measure(url: str) -> dict[str, float]:
+async def _measure(url: str, tls: bool) -> dict[str, float]:
     ways: dict[str, Prepare | None] = {
         "live": None,
-        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(timezone.utc)).prepare(context),
+        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(timezone.utc),
+                                                trusted_tls=tls).prepare(context),
         "fulfilled": lambda context: ArchiveRouter(_archive(url), datetime.now(timezone.utc),
                                                    large_body=len(BUNDLE) + 1).prepare(context),
     }
@@ -66,7 +70,7 @@ async def _measure(url: str) -> dict[str, float]:
         browser = await launch_chromium(playwright, find_chromium(None, playwright), (), False)
         for _ in range(ROUNDS):
             for way, prepare in ways.items():
-                context = await browser.new_context()
+                context = await browser.new_context(ignore_https_errors=tls)
                 if prepare is not None:
                     await prepare(context)
                 times[way].append(await _load(context, url))
@@ -76,11 +80,17 @@ async def _measure(url: str) -> dict[str, float]:
 
 
 def add_delivery(section: Section) -> None:
-    with LocalSite(answering_handler(_answer)) as site:
-        medians = asyncio.run(_measure(site.url))
-    note = f"{len(BUNDLE) / 1e6:.1f} MB script, median of {ROUNDS}: live {1e3 * medians['live']:.0f} ms, " \
-           f"replay {1e3 * medians['replay']:.0f} ms, fulfilled {1e3 * medians['fulfilled']:.0f} ms"
-    section.add("large body: replay / live server", round(medians["replay"] / medians["live"], 2), "", Target(1.2), note)
-    section.add("large body: fulfilled by Playwright / live server", round(medians["fulfilled"] / medians["live"], 2),
-                "", None, "what a replay took before the body server (no target: the figure it replaced)")
+    for scheme in ("http", "https"):
+        tls = server_context() if scheme == "https" else None
+        with LocalSite(answering_handler(_answer), tls=tls) as site:
+            medians = asyncio.run(_measure(site.url, tls is not None))
+        note = f"{len(BUNDLE) / 1e6:.1f} MB script over {scheme}, median of {ROUNDS}: live " \
+               f"{1e3 * medians['live']:.0f} ms, replay {1e3 * medians['replay']:.0f} ms, fulfilled " \
+               f"{1e3 * medians['fulfilled']:.0f} ms"
+        over = " over TLS" if tls else ""
+        section.add(f"large body{over}: replay / live server", round(medians["replay"] / medians["live"], 2), "",
+                    Target(1.2), note)
+        section.add(f"large body{over}: fulfilled by Playwright / live server",
+                    round(medians["fulfilled"] / medians["live"], 2), "", None,
+                    "what a replay took before the body server (no target: the figure it replaced)")
 

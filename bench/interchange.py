@@ -1,6 +1,7 @@
-"""Export throughput (episodes/s) and memory: WARC, Inspect and HAR on the built-in suite recorded
-by the oracle, then WARC and Inspect on one synthetic run of many episodes, each export in a
-process of its own whose peak resident memory is read (streaming: it must not grow with the run)."""
+"""Export throughput (episodes/s) and memory: WARC, Inspect, HAR, the Hugging Face dataset and ATIF
+on the built-in suite recorded by the oracle, then WARC and Inspect on one synthetic run of many
+episodes, each export in a process of its own whose peak resident memory is read (streaming: it
+must not grow with the run)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mmina.evaluators.rescore import RescoreConfig, rescore
+from mmina.interchange.atif_export import export_atif
+from mmina.interchange.dataset_export import export_dataset
 from mmina.interchange.har_export import export_har
 from mmina.interchange.inspect_export import export_inspect
 from mmina.interchange.stored import Selection
@@ -58,7 +61,9 @@ def builtin(section: Section, work: Path, tasks: tuple[str, ...], log: Callable[
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
     exports = {"WARC": lambda: export_warc(store, Selection(run=run_id), work / "run.warc.gz"),
                "Inspect": lambda: export_inspect(store, run_id, work / "run.eval"),
-               "HAR": lambda: [export_har(store, e, work / f"{e}.har") for e in episodes]}
+               "HAR": lambda: [export_har(store, e, work / f"{e}.har") for e in episodes],
+               "dataset": lambda: export_dataset(store, [run_id], work / "dataset"),
+               "ATIF": lambda: export_atif(store, Selection(run=run_id), work / "atif")}
     for name, export in exports.items():
         log(f"interchange: {name} export of the built-in suite")
         wall, cpu = time.perf_counter(), time.process_time()

@@ -39,6 +39,8 @@ CEILING = 256.0
 class EndpointUnavailable(MminaError):
     """The endpoint did not answer for the run's whole patience: not the agent's failure."""
 
+    infrastructure = True
+
 
 @dataclass
 class Tally:
@@ -50,6 +52,9 @@ class Tally:
     backoff_s: float = FIRST_BACKOFF_S
     answers_seen: int | None = None
     """The gate's count of answers when this call last failed (None: it has not failed)."""
+    own: bool = False
+    """Whether its last failure was the request's own: the endpoint answered other calls since it
+    failed before (see :meth:`EndpointGate.failed`)."""
 
 
 @dataclass
@@ -116,7 +121,7 @@ class EndpointGate:
         that makes the server fail), which waiting does not mend. A 429 always waits."""
         tally.retries += 1
         self.totals.retries += 1
-        own = tally.answers_seen is not None and self.answers > tally.answers_seen and not limited
+        own = tally.own = tally.answers_seen is not None and self.answers > tally.answers_seen and not limited
         tally.answers_seen = self.answers
         if self.patience_s <= 0 or own:
             return False

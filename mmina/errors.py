@@ -6,14 +6,26 @@ so a user mistake never shows a traceback.
 from __future__ import annotations
 
 
+INFRASTRUCTURE, AGENT = "infrastructure", "agent"
+"""The values of ``episodes.error_kind``: whose failure ended an episode with an error (see
+:attr:`MminaError.infrastructure`)."""
+
+
 class MminaError(Exception):
     """Base of every error meant for the user; ``str(error)`` is the one-line message."""
 
     exit_code = 1
+    infrastructure = False
+    """Whether an episode this error ends failed for the infrastructure's sake (the browser or
+    its driver, the store, the model endpoint), not the agent's or its task's: such an episode is
+    stored with ``error_kind`` ``infrastructure``, counted in no rate, and ``record --resume``
+    records its task again."""
 
 
 class StoreError(MminaError):
     """The store cannot be opened, read or written."""
+
+    infrastructure = True
 
 
 class StoreNotFoundError(StoreError):

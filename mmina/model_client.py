@@ -74,6 +74,13 @@ class ParameterRefused(ModelError):
         self.param = param
 
 
+class EndpointFailed(ModelError):
+    """The endpoint failed for everyone's sake (no connection, 5xx, 429 after the retries) and the
+    call had no patience to wait for it: the infrastructure's failure, not the agent's."""
+
+    infrastructure = True
+
+
 class ModelUnavailable(ModelError, EndpointUnavailable):
     """The endpoint gave no answer for the whole patience: the endpoint's failure, not the agent's."""
 
@@ -185,9 +192,11 @@ class ModelClient:
             refused = refused_param(exc, request)
             if refused is not None:
                 raise ParameterRefused(failure_line(self.what, exc, self.deadlines.max_retries), refused) from None
-            if is_endpoint_fault(exc) and gate.failed(tally, getattr(exc, "status_code", None) == 429):
+            fault = is_endpoint_fault(exc)
+            if fault and gate.failed(tally, getattr(exc, "status_code", None) == 429):
                 return None
-            raise ModelError(failure_line(self.what, exc, self.deadlines.max_retries)) from None
+            failed = EndpointFailed if fault and not tally.own else ModelError
+            raise failed(failure_line(self.what, exc, self.deadlines.max_retries)) from None
         except Exception as exc:  # noqa: BLE001 - whatever the endpoint sent, the caller gets one line
             raise ModelError(f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: "
                              f"{first_line(exc)}") from None

@@ -34,6 +34,8 @@ EXECUTORS = ("local", "ray")
 AGAIN = "run the command again (mmina record: with --resume, which skips the finished tasks)"
 """What to do when a worker died: what finished is committed, the rest is not."""
 _END: Any = object()
+OnWorkers = Callable[[int, int], None]
+"""Told the workers at work and those lost so far, whenever either changes (a progress display)."""
 
 
 class Job(Protocol):
@@ -65,12 +67,14 @@ def never() -> bool:
 
 
 def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Job | None = None,
-           settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never) -> Iterator[tuple[T, Any]]:
+           settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never,
+           on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
     """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
     already built in this process, is used when the work stays in this process); with
     ``settled`` (whether an item's work is kept already), the items a lost worker had in flight
     are worked on again by another (``mmina.ray_executor``, :func:`in_processes`). Once
-    ``stop()`` (asked as results come) no item starts; those in flight finish and are yielded."""
+    ``stop()`` (asked as results come) no item starts; those in flight finish and are yielded.
+    Workers in processes or Ray actors are counted to ``on_workers`` as they start and are lost."""
     if layout.in_this_process(len(items)):
         job = here or make()
         try:
@@ -80,10 +84,10 @@ def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Jo
     elif layout.executor == "ray":
         from mmina import ray_executor
 
-        yield from ray_executor.spread(make, items, layout, settled, stop)
+        yield from ray_executor.spread(make, items, layout, settled, stop, on_workers)
     else:
         yield from in_processes(make, items, min(layout.workers, -(-len(items) // layout.concurrency)),
-                                layout.concurrency, settled, stop)
+                                layout.concurrency, settled, stop, on_workers)
 
 
 def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
@@ -116,8 +120,8 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
 
 
 def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,
-                 settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never
-                 ) -> Iterator[tuple[T, Any]]:
+                 settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never,
+                 on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
     """``workers`` processes (spawned), each building one job and working on the items this
     process hands it over a pipe of its own, at most ``concurrency`` at a time.
 
@@ -126,7 +130,7 @@ def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, conc
     those not settled are handed to the others or a new process; without, the run ends with an
     error naming how many did not finish.
     """
-    crew = _Processes(multiprocessing.get_context("spawn"), make, concurrency)
+    crew = _Processes(multiprocessing.get_context("spawn"), make, concurrency, on_workers)
     todo: deque[tuple[int, T]] = deque(enumerate(items))
     for _ in range(workers):
         crew.start()
@@ -150,10 +154,16 @@ class _Hand:
 class _Processes:
     """The worker processes and what each holds."""
 
-    def __init__(self, context: Any, make: Callable[[], Job], concurrency: int) -> None:
-        self.context, self.make, self.concurrency = context, make, concurrency
+    def __init__(self, context: Any, make: Callable[[], Job], concurrency: int,
+                 on_workers: OnWorkers | None = None) -> None:
+        self.context, self.make, self.concurrency, self.on_workers = context, make, concurrency, on_workers
         self.hands: list[_Hand] = []
         self.lost = 0
+
+    def counted(self) -> None:
+        """Tell ``on_workers`` the processes alive and lost."""
+        if self.on_workers is not None:
+            self.on_workers(sum(h.process.is_alive() for h in self.hands), self.lost)
 
     def start(self) -> None:
         mine, theirs = self.context.Pipe()
@@ -161,6 +171,7 @@ class _Processes:
         process.start()
         theirs.close()
         self.hands.append(_Hand(process, mine))
+        self.counted()
 
     def feed(self, todo: deque[tuple[int, Any]], stopping: bool) -> None:
         """Each process as many items as it has room for; an end mark when none are left."""
@@ -238,6 +249,7 @@ def _mend(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]], sett
                 todo.appendleft((index, item))
         if not any(not h.ended for h in crew.hands):
             crew.start()
+        crew.counted()
         warnings.warn(MminaWarning(f"a worker process was lost (exit code {hand.process.exitcode}); what it had in "
                                    f"flight is worked on again ({crew.lost} lost so far)"), stacklevel=1)
     if waiting and not crew.hands:

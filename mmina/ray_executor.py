@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
-from mmina.pool import AGAIN, Layout, never
+from mmina.pool import AGAIN, Layout, OnWorkers, never
 
 try:
     import ray
@@ -81,15 +81,15 @@ def connect(address: str | None, workers: int) -> None:
                          f"{str(exc).splitlines()[0]}") from None
 
 
-def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout,
-           settled: Settled | None = None, stop: Callable[[], bool] = never) -> Iterator[tuple[T, Any]]:
+def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout, settled: Settled | None = None,
+           stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
     """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
     ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.pool``); with
     ``settled``, a lost actor's items are worked on again elsewhere (see the module)."""
     connect(layout.ray_address, layout.workers)
     actor_class = ray.remote(num_cpus=1)(_Actor)
     options = {"max_concurrency": layout.concurrency, "runtime_env": {"env_vars": forwarded_env()}}
-    crew = _Crew(lambda: actor_class.options(**options).remote(make), layout.concurrency)
+    crew = _Crew(lambda: actor_class.options(**options).remote(make), layout.concurrency, on_workers)
     crew.hire(max(1, min(layout.workers, len(items))))
     try:
         yield from _dispatch(crew, items, settled, stop)
@@ -108,6 +108,7 @@ class _Crew:
 
     new_actor: Callable[[], Any]
     per_actor: int
+    on_workers: OnWorkers | None = None
     live: dict[int, Any] = field(default_factory=dict)
     load: dict[int, int] = field(default_factory=dict)
     hiring: dict[Any, int] = field(default_factory=dict)
@@ -126,6 +127,12 @@ class _Crew:
                 self.live[index], self.load[index] = actor, 0
             else:
                 self.hiring[actor.ready.remote()] = index
+        self.counted()
+
+    def counted(self) -> None:
+        """Tell ``on_workers`` the actors at work and lost."""
+        if self.on_workers is not None:
+            self.on_workers(len(self.live), self.lost)
 
     def started(self, ref: Any) -> None:
         index = self.hiring.pop(ref)
@@ -134,6 +141,7 @@ class _Crew:
         except Exception:  # noqa: BLE001 - it died starting: nothing to give it
             return
         self.live[index], self.load[index] = self.everyone[index], 0
+        self.counted()
 
     def fire(self, index: int) -> bool:
         """Forget a dead actor (killed for good, should it come back); whether it was still at work."""
@@ -141,6 +149,7 @@ class _Crew:
         if actor is None:
             return False
         self.lost += 1
+        self.counted()
         try:
             ray.kill(actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone with its node

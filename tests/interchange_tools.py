@@ -2,12 +2,17 @@
 
 pywb and inspect-ai each get a virtualenv of their own (``installs.app_venv``): pywb brings
 ``brotlipy``, whose ``brotli`` module would replace the one the hard web needs, and gevent;
-inspect-ai pins ``fsspec<=2026.6``, older than the store's. warcio is light and in the test
-extra; har-validator (the HAR 1.2 JSON schemas) comes from npm and runs under node.
+inspect-ai pins ``fsspec<=2026.6``, older than the store's; ``datasets`` pins an older fsspec
+too; Harbor (its ATIF models and validator) asks for Python 3.12 and a cloud of services, so
+only its package and pydantic go into its venv (the models and validator need nothing else).
+warcio is light and in the test extra; har-validator (the HAR 1.2 JSON schemas) comes from npm
+and runs under node.
 """
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -22,6 +27,9 @@ from tests.realweb.installs import app_venv, npm_packages
 PYWB = ("pywb==2.10.0",)
 INSPECT = ("inspect-ai==0.3.285",)
 HAR_VALIDATOR = ("har-validator@5.1.5",)
+DATASETS = ("datasets==5.2.0", "pillow==13.0.0")
+HARBOR = ("--no-deps", "--ignore-requires-python", "harbor==0.25.0", "pydantic==2.14.4", "pydantic-core==2.50.5",
+          "annotated-types==0.8.0", "typing-extensions==4.16.0", "typing-inspection==0.4.5")
 START_TIMEOUT_S = 60.0
 """Until a started server answers (inspect view imports a lot)."""
 
@@ -36,10 +44,62 @@ def inspect_bin() -> Path:
 
 def inspect_python(code: str, *args: str) -> str:
     """Runs ``code`` in inspect-ai's own interpreter; its standard output."""
-    done = subprocess.run([str(inspect_bin() / "python"), "-c", code, *args], capture_output=True, text=True,
-                          timeout=120)
+    return _venv_python(inspect_bin(), code, *args)
+
+
+def datasets_bin() -> Path:
+    return app_venv("interchange-datasets", DATASETS)
+
+
+def harbor_bin() -> Path:
+    return app_venv("interchange-harbor", HARBOR)
+
+
+def _venv_python(bin_: Path, code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Runs ``code`` in the interpreter of the venv whose ``bin`` folder is ``bin_``; its standard output."""
+    done = subprocess.run([str(bin_ / "python"), "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+LOAD_DATASET = """
+import json, sys
+from datasets import load_dataset
+found = {}
+for config in sys.argv[2:]:
+    data = load_dataset(sys.argv[1], config, split="train")
+    images = {k: type(v).__name__ for k, v in data.features.items() if k.endswith("_image")}
+    first = data[0][next(iter(images))] if images else None
+    found[config] = {"rows": data.num_rows, "images": images, "first_image": list(first.size) if first else None}
+print(json.dumps(found))
+"""
+
+
+def load_with_datasets(folder: Path, configs: list[str]) -> dict[str, dict]:
+    """``datasets.load_dataset(folder, config)`` for each config (offline, in a cache of its own):
+    per config its rows, the type of its image features and the size of its first image."""
+    cache = folder.parent / f".hf-cache-{folder.name}"
+    env = {**os.environ, "HF_HOME": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    try:
+        return json.loads(_venv_python(datasets_bin(), LOAD_DATASET, str(folder), *configs, env=env))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+VALIDATE_ATIF = """
+import json, pathlib, sys
+from harbor.utils.trajectory_validator import TrajectoryValidator
+validator = TrajectoryValidator()
+validator.validate(pathlib.Path(sys.argv[1]))
+print(json.dumps(validator.get_errors()))
+"""
+
+
+def atif_errors(path: Path) -> list[str]:
+    """Harbor's ATIF validator's errors for the trajectory file (its pydantic models, and the
+    images it names existing beside it); empty when it is valid."""
+    return json.loads(_venv_python(harbor_bin(), VALIDATE_ATIF, str(path)))
 
 
 def validate_har(path: Path) -> list[str]:
@@ -101,4 +161,5 @@ def pywb(folder: Path, collection: str, warcs: list[Path], *extra: str) -> Itera
         yield url
 
 
-__all__ = ["free_port", "inspect_python", "pywb", "server", "validate_har"]
+__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "server",
+           "validate_har"]

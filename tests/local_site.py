@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,15 +16,19 @@ Site = TypeVar("Site", bound="LocalSite")
 
 
 class LocalSite:
-    """``handler`` on ``127.0.0.1:port`` (0: a free port), answering from a daemon thread."""
+    """``handler`` on ``127.0.0.1:port`` (0: a free port), answering from a daemon thread; over
+    TLS with ``tls`` (a server context: the site is then ``https:``)."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
+        self.scheme = "https" if tls else "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        return f"{self.scheme}://127.0.0.1:{self._server.server_address[1]}/"
 
     def __enter__(self: Site) -> Site:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

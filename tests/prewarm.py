@@ -1,12 +1,12 @@
 """The third-party software the default test run installs, installed from the run's start.
 
 The real-web and interchange tests install what they test against (Datasette, pywb, inspect-ai,
-npm packages) into the real-web cache the first time (``tests/realweb/installs.py``), which on a
-fresh checkout is a minute or more of a worker's time spent waiting on pip and npm in the middle
-of the run. When the whole default suite runs, the run's main process starts those installs on a
-thread as it begins (``tests/conftest.py``); a test that needs one before it is done waits for
-it on the install's lock, and everything else goes on meanwhile. Installs run one at a time, the
-order being the order tests are likely to need them.
+``datasets``, Harbor, npm packages) into the real-web cache the first time
+(``tests/realweb/installs.py``), which on a fresh checkout is a minute or more of a worker's time
+spent waiting on pip and npm in the middle of the run. When the whole default suite runs, the
+run's main process starts those installs on a thread as it begins (``tests/conftest.py``); a test
+that needs one before it is done waits for it on the install's lock, and everything else goes on
+meanwhile. Installs run one at a time, the order being the order tests are likely to need them.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.interchange_tools import HAR_VALIDATOR, inspect_bin, pywb_bin
+from tests.interchange_tools import HAR_VALIDATOR, datasets_bin, harbor_bin, inspect_bin, pywb_bin
 from tests.realweb.apps import APPS, SAMPLE
 from tests.realweb.clock_page import LIBRARIES
 from tests.realweb.installs import InstallFailed, app_venv, npm_packages
@@ -29,7 +29,7 @@ def default_run_installs() -> list[Install]:
     return [inspect_bin, pywb_bin,
             *[lambda app=app: app_venv(app.venv or app.name, app.requirements) for app in sampled],
             lambda: npm_packages(SAMPLE_PACKAGES, SAMPLE_FOLDER), lambda: npm_packages(LIBRARIES),
-            lambda: npm_packages(HAR_VALIDATOR, name="npm-har-validator")]
+            lambda: npm_packages(HAR_VALIDATOR, name="npm-har-validator"), datasets_bin, harbor_bin]
 
 
 def start() -> threading.Thread:

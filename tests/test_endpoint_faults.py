@@ -169,6 +169,10 @@ def test_a_run_through_an_outage_completes_every_episode(tmp_path: Path) -> None
     faults = summary["endpoint_faults"]
     assert faults["episodes_held"] >= 1 and faults["waited_s"] > 0 and faults["retries"] >= 1
     assert sum(r["endpoint_wait_s"] for r in rows) == pytest.approx(faults["waited_s"], abs=0.01)
+    listed = subprocess.run([sys.executable, "-m", "mmina", "runs", "--store", str(tmp_path / "store"), "--format",
+                             "json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    [run] = json.loads(listed.stdout)
+    assert run["status"] == f"complete; endpoint: {faults['retries']} retried, {faults['waited_s']:.0f} s waited"
 
 
 def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Large archived bodies reach the page through the loopback body server (issue 56, item 2):
-a multi-MB script and a large cross-origin JSON reply, recorded live from a real server,
-replayed to 100 % with each body served once by ``mmina.replayer.body_server`` (not through
-Playwright's protocol), and the replay's ``requests`` naming the URLs the page asked for.
+a multi-MB script and a large cross-origin JSON reply, recorded live from a real server (over
+HTTP, and over TLS), replayed to 100 % with each body served once by
+``mmina.replayer.body_server`` (not through Playwright's protocol; an ``https:`` body by its TLS
+side), and the replay's ``requests`` naming the URLs the page asked for.
 ``python -m bench --only realweb`` compares served with recorded time for the largest bodies."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,6 +21,7 @@ from mmina.recorder.recording import RunSummary
 from mmina.replayer import body_server
 from mmina.replayer.archive import Reply
 from mmina.replayer.body_server import LARGE_BODY, BodyServer, response_head
+from mmina.replayer.loopback_tls import server_context
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
@@ -63,10 +66,16 @@ def _cors(handler: type) -> type:
     return Cors
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, RunSummary]]:
-    with LocalSite(_cors(answering_handler(_api))) as api, LocalSite(answering_handler(_site(api.url.rstrip("/")))) as site:
-        yield record_scripted(tmp_path_factory.mktemp("large"), site.url, "atlas", "Load the stations.", SCRIPT, BROWSER)
+@pytest.fixture(scope="module", params=["http", "https"])
+def recorded(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, RunSummary]]:
+    """The atlas recorded live: over HTTP, or over TLS (the recording's browser told to take the
+    site's certificate; the replay's needs no such flag)."""
+    tls = server_context() if request.param == "https" else None
+    browser = replace(BROWSER, extra_args=("--ignore-certificate-errors",)) if tls else BROWSER
+    with LocalSite(_cors(answering_handler(_api)), tls=tls) as api, \
+            LocalSite(answering_handler(_site(api.url.rstrip("/"))), tls=tls) as site:
+        yield record_scripted(tmp_path_factory.mktemp("large"), site.url, "atlas", "Load the stations.", SCRIPT, browser)
 
 
 def _lines(store: Store, run_id: str) -> list[str]:
@@ -80,9 +89,9 @@ def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, 
     offered: list[int] = []
     offer = BodyServer.offer
 
-    async def counted(self: BodyServer, reply: Reply) -> tuple[str, str]:
+    async def counted(self: BodyServer, url: str, reply: Reply) -> tuple[str, str]:
         offered.append(len(reply.body))
-        return await offer(self, reply)
+        return await offer(self, url, reply)
 
     monkeypatch.setattr(BodyServer, "offer", counted)
     report = replay_run(store, summary.run_id, browser=BROWSER)
@@ -111,8 +120,9 @@ def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, 
 
 def test_small_bodies_and_other_schemes_are_fulfilled() -> None:
     big = Reply(200, {}, b"x" * LARGE_BODY)
-    assert BodyServer.takes("http://a.test/app.js", big)
-    assert not BodyServer.takes("https://a.test/app.js", big)  # Playwright keeps a continued request's scheme
+    assert BodyServer.takes("http://a.test/app.js", big) and BodyServer.takes("https://a.test/app.js", big)
+    assert not BodyServer.takes("https://a.test/app.js", big, tls=False)  # a context that would refuse its certificate
+    assert not BodyServer.takes("data:text/plain,x", big) and not BodyServer.takes("blob:https://a.test/1", big)
     assert not BodyServer.takes("http://a.test/app.js", Reply(200, {}, b"x" * (LARGE_BODY - 1)))
 
 
@@ -131,7 +141,7 @@ def test_an_offer_is_served_once_and_a_stranger_gets_nothing() -> None:
     async def scenario() -> tuple[bytes, bytes, bytes, bool]:
         server = BodyServer()
         body = hashlib.sha256(b"tide").hexdigest().encode() * 20_000
-        url, key = await server.offer(Reply(200, {"content-type": "text/plain"}, body))
+        url, key = await server.offer("http://a.test/tide.txt", Reply(200, {"content-type": "text/plain"}, body))
         port = int(urlsplit(url).port or 0)
 
         async def get(path: str) -> bytes:
@@ -157,7 +167,7 @@ def test_an_offer_is_served_once_and_a_stranger_gets_nothing() -> None:
 def test_a_request_body_is_read_before_the_answer() -> None:
     async def scenario() -> bytes:
         server = BodyServer()
-        url, key = await server.offer(Reply(200, {"content-type": "text/plain"}, b"r" * LARGE_BODY))
+        url, key = await server.offer("http://a.test/r.txt", Reply(200, {"content-type": "text/plain"}, b"r" * LARGE_BODY))
         reader, writer = await asyncio.open_connection("127.0.0.1", int(urlsplit(url).port or 0))
         upload = b"u" * 3_000_000
         writer.write(f"POST {urlsplit(url).path} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(upload)}\r\n\r\n".encode())

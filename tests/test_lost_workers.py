@@ -10,10 +10,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from mmina.errors import MminaWarning
+from mmina.pool import Layout, spread
 from mmina.store import Store
 from tests.agents_for_tests import descendants
 from tests.store_helpers import REPO_ROOT
@@ -67,6 +70,32 @@ def _exactly_once(store: Path) -> None:
     rows = Store.open(store).read("episodes").to_pylist()
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS)
     assert [r["error"] for r in rows if r["status"] == "error"] == []
+
+
+class _DiesOnce:
+    """A job whose process kills itself the first time it is handed item 3 (a marker file says so)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def work(self, item: int) -> int:
+        if item == 3 and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return item * 2
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_pool_counts_its_workers_alive_and_lost_and_redoes_a_lost_item(tmp_path: Path) -> None:
+    counts: list[tuple[int, int]] = []
+    with pytest.warns(MminaWarning, match="a worker process was lost"):
+        results = dict(spread(partial(_DiesOnce, str(tmp_path / "died")), list(range(8)), Layout(workers=2),
+                              settled=lambda item: False, on_workers=lambda alive, lost: counts.append((alive, lost))))
+    assert results == {n: n * 2 for n in range(8)} and (tmp_path / "died").exists()
+    assert counts[:2] == [(1, 0), (2, 0)]  # as each process starts
+    assert counts[-1][1] == 1 and (1, 1) in counts  # the lost one counted; what it held done by the other
 
 
 def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Path) -> None:

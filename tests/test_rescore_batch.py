@@ -22,10 +22,10 @@ from click.testing import CliRunner
 from mmina.cli import cli
 from mmina.evaluators import get
 from mmina.evaluators.base import EvaluatorError, ScoreRow
-from mmina.evaluators.batch import ScoreColumns
+from mmina.evaluators.batch import ScoreBatch, ScoreColumns
 from mmina.evaluators.judge import JudgeSettings
 from mmina.evaluators.loading import load_batch
-from mmina.evaluators.rescore import RescoreConfig, RescoreResult, rescore
+from mmina.evaluators.rescore import RescoreConfig, RescoreJob, RescoreResult, Share, rescore
 from mmina.pool import Layout
 from mmina.store import Store
 from tests import rescore_cases, rescore_reference
@@ -212,3 +212,18 @@ def test_rescore_cli_spreads_runs_over_worker_processes(store: Path) -> None:
     single = rescore(Store.open(store), RescoreConfig("must_include", runs=("alpha", "beta")))
     assert [(e["episode_id"], e["verdict"]) for e in result["episodes"]] == \
         [(s.episode_id, s.verdict) for s in single.scored]
+
+
+def test_a_share_scored_again_after_its_worker_was_lost_reads_back_the_runs_it_had_written(store: Path) -> None:
+    """A worker that wrote alpha's file and died: its share (alpha, beta) goes to another worker,
+    which scores beta only and reports alpha as written (no file twice; the same figures as one
+    process scoring both)."""
+    config = RescoreConfig("hops", runs=("alpha", "beta"))
+    batch = ScoreBatch.new("hops", get("hops").version, {})
+    RescoreJob(str(store), config, batch).work(Share(["alpha"], False, batch, 0))  # then the worker is lost
+    again = RescoreJob(str(store), config, batch).work(Share(["alpha", "beta"], False, batch, 0))
+    assert sorted(Path(f).parent.name for f in again.files) == ["run_id=alpha", "run_id=beta"]
+    assert len([f for f in _files_of(store, "scores") if f.name.startswith(batch.batch_id)]) == 2
+    single = rescore(Store.open(store), config)
+    assert sorted((e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in again.scored) == \
+        sorted((e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in single.scored)

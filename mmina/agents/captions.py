@@ -14,7 +14,7 @@ from PIL import Image
 
 from mmina.agents.settings import CAPTIONERS, AgentSettings
 from mmina.errors import AgentError
-from mmina.model_client import ModelClient, ModelError, ModelUnavailable, require_api_key
+from mmina.model_client import ModelClient, ModelError, require_api_key
 from mmina.observation import PageImage
 
 
@@ -56,9 +56,9 @@ class OpenAICaptioner:
         try:
             reply = self.client.complete(model=self.model, messages=[{"role": "user", "content": content}],
                                          max_tokens=self.max_tokens, temperature=0.0)
-        except ModelUnavailable:
-            raise  # the endpoint's failure, not the agent's: the run stops, resumable
         except ModelError as exc:
+            if exc.infrastructure:
+                raise  # the endpoint's failure, not the agent's (down past its patience: the run stops, resumable)
             raise AgentError(f"captioning failed: {exc}") from None
         return " ".join(reply.text.split())
 

@@ -16,7 +16,7 @@ from mmina.agents.memory import RANKINGS, TrajectoryMemory
 from mmina.agents.protocol import AgentReply, Handover
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.errors import AgentError, MminaError
-from mmina.model_client import ModelClient, ModelError, ModelReply, ModelUnavailable, require_api_key
+from mmina.model_client import ModelClient, ModelError, ModelReply, require_api_key
 from mmina.observation import Observation
 from mmina.store import Store
 from mmina.tasks import Task
@@ -95,9 +95,9 @@ class OpenAIAgent:
     def _complete(self, request: dict[str, Any]) -> ModelReply:
         try:
             return self.client.complete(**request)
-        except ModelUnavailable:
-            raise  # the endpoint's failure, not the agent's: the run stops, resumable
         except ModelError as exc:
+            if exc.infrastructure:
+                raise  # the endpoint's failure, not the agent's (down past its patience: the run stops, resumable)
             raise AgentError(str(exc)) from None
 
     def _reply(self, reply: ModelReply, request: dict[str, Any]) -> AgentReply:

@@ -106,6 +106,9 @@ class Scored:
     episodes: tuple[Episode, ...]
     not_applicable: int = 0
     """Episodes whose verdict is n/a (the evaluator had nothing to judge): in no rate, not in ``episodes``."""
+    infrastructure: int = 0
+    """Episodes an infrastructure error ended (``episodes.error_kind``; not superseded by a re-run):
+    not the agent's failure, so in no rate and not in ``episodes``."""
 
 
 EPISODES_SQL = """
@@ -117,9 +120,10 @@ WHERE s.evaluator = $evaluator AND list_contains($runs, s.run_id) AND s.passed I
 ORDER BY s.run_id, s.n_hops, s.task_id, s.hops_given NULLS FIRST
 """
 
-NOT_APPLICABLE_SQL = """
-SELECT count(*) AS n FROM episode_scores
-WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NULL
+LEFT_OUT_SQL = """
+SELECT count(*) FILTER (WHERE error_kind IS DISTINCT FROM 'infrastructure') AS not_applicable,
+       count(*) FILTER (WHERE error_kind = 'infrastructure') AS infrastructure
+FROM episode_scores WHERE evaluator = $evaluator AND list_contains($runs, run_id) AND passed IS NULL
 """
 
 AGENTS_SQL = """
@@ -194,11 +198,11 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
         episodes = scored_episodes(db, chosen, evaluator)
         agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
-        (absent,) = query(db, NOT_APPLICABLE_SQL, {"evaluator": evaluator, "runs": list(chosen)})
+        (left_out,) = query(db, LEFT_OUT_SQL, {"evaluator": evaluator, "runs": list(chosen)})
     finally:
         db.close()
     return Scored(chosen, evaluator, tuple(replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1])
-                                           if e.run_id in agents else e for e in episodes), absent["n"])
+                                           if e.run_id in agents else e for e in episodes), **left_out)
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:

@@ -35,7 +35,8 @@ class Report:
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
         return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "tables": {t.name: t.records() for t in self.chosen(names)}}
+                "tasks": len(self.scored.episodes), "not_applicable": self.scored.not_applicable,
+                "infrastructure_errors": self.scored.infrastructure, "tables": {t.name: t.records() for t in self.chosen(names)}}
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:

@@ -19,12 +19,18 @@ from mmina.store.views import connect
 RUNS_SQL = """
 SELECT r.run_id, r.created_at AS started, r.agent, r.model, r.task_count,
        coalesce(e.tasks_done, 0) AS tasks_done, coalesce(e.episodes, 0) AS episodes, coalesce(e.errors, 0) AS errors,
+       coalesce(e.endpoint_retries, 0) AS endpoint_retries, coalesce(e.endpoint_wait_s, 0) AS endpoint_wait_s,
        coalesce(s.judged, 0) AS judged, coalesce(s.passed, 0) AS passed,
        coalesce(s.hops_passed, 0) AS hops_passed, coalesce(s.hops_total, 0) AS hops_total, s.scored IS NOT NULL AS scored
 FROM runs r
-LEFT JOIN (SELECT run_id, count(*) AS episodes, count(DISTINCT task_id) AS tasks_done,
-                  count(*) FILTER (WHERE status = 'error') AS errors
-           FROM episodes GROUP BY run_id) e ON e.run_id = r.run_id
+LEFT JOIN (SELECT run_id, count(*) AS episodes,
+                  count(DISTINCT task_id) FILTER (WHERE current AND error_kind IS DISTINCT FROM 'infrastructure')
+                      AS tasks_done,
+                  count(*) FILTER (WHERE current AND status = 'error') AS errors,
+                  coalesce(sum(endpoint_retries), 0) AS endpoint_retries,
+                  coalesce(sum(endpoint_wait_s), 0) AS endpoint_wait_s
+           FROM (SELECT *, episode_id NOT IN (SELECT supersedes FROM episodes WHERE supersedes IS NOT NULL) AS current
+                 FROM episodes) GROUP BY run_id) e ON e.run_id = r.run_id
 LEFT JOIN (SELECT run_id, count(*) AS scored, count(passed) AS judged, count(*) FILTER (WHERE passed) AS passed,
                   sum(hops_passed) AS hops_passed, sum(hops_total) AS hops_total
            FROM episode_scores WHERE evaluator = $evaluator GROUP BY run_id) s ON s.run_id = r.run_id
@@ -53,7 +59,10 @@ def _row(row: dict[str, Any]) -> tuple[Any, ...]:
 def _status(row: dict[str, Any]) -> str:
     """``complete`` (every task has an episode), ``partial`` (some do: still being recorded, or
     stopped; ``mmina record --resume`` goes on), ``empty`` (none yet); ``, unscored`` when the
-    evaluator has no verdict on it."""
+    evaluator has no verdict on it; then what the model endpoint's faults cost its episodes, if
+    anything (``episodes.endpoint_retries``, ``endpoint_wait_s``)."""
     done, total = row["tasks_done"], row["task_count"]
     state = "empty" if not done else "complete" if total is None or done >= total else "partial"
-    return state if row["scored"] or not done else f"{state}, unscored"
+    state = state if row["scored"] or not done else f"{state}, unscored"
+    retries, waited = int(row["endpoint_retries"]), float(row["endpoint_wait_s"])
+    return f"{state}; endpoint: {retries} retried, {waited:.0f} s waited" if retries or waited else state

@@ -9,19 +9,27 @@ from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.common import LazyGroup, format_option, open_store, store_option
 from mmina.cli.render import echo, print_json, progress_bar
 
+EXPORTERS = {
+    "dataset": "mmina.cli.export_dataset:dataset",
+    "atif": "mmina.cli.export_atif:atif",
+}
+"""Exports in modules of their own (imported only when they are used)."""
 
-@click.group(name="export")
+
+@click.group(name="export", cls=LazyGroup, lazy=EXPORTERS)
 def export() -> None:
-    """Write stored episodes as WARC, HAR or an Inspect log, for the tools that read those.
+    """Write stored episodes as WARC, HAR, an Inspect log, a Hugging Face dataset or ATIF.
 
     \b
     Examples:
       mmina export warc --run latest -o run.warc.gz
       mmina export har --episode normal-1-5927965e1abf4459 -o episode.har
       mmina export inspect --run latest -o run.eval && inspect view --log-dir .
+      mmina export dataset latest -o my-dataset/
+      mmina export atif --run latest -o trajectories/
     """
 
 

@@ -10,6 +10,7 @@ IMPORTERS = {
     "mind2web": "mmina.cli.import_mind2web:mind2web",
     "warc": "mmina.cli.import_warc:warc",
     "labels": "mmina.cli.import_labels:labels",
+    "dataset": "mmina.cli.import_dataset:dataset",
 }
 """Each source format: its subcommand and where it is (imported only when it is used)."""
 
@@ -24,4 +25,5 @@ def imports() -> None:
       mmina import mind2web path/to/multimodal-mind2web/test_task --store ./mmina-store
       mmina import warc capture.warc.gz --tasks my-tasks/ --run-id captured
       mmina import labels labels.csv --labeller alice
+      mmina import dataset my-dataset/ --store ./mmina-store
     """

@@ -13,7 +13,7 @@ from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_M
                               check_model_endpoint, format_option, layout, open_store, openai_agent_options,
                               scale_options, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
-from mmina.errors import MminaError
+from mmina.errors import INFRASTRUCTURE, MminaError
 from mmina.navigation import check_schemes
 
 if TYPE_CHECKING:
@@ -108,7 +108,11 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @click.option("--hide-prefix", is_flag=True,
               help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
 @click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
-@click.option("--resume", is_flag=True, help="Continue a run (--run-id, else the latest), skipping finished tasks.")
+@click.option("--resume", is_flag=True,
+              help="Continue a run (--run-id, else the latest): record its tasks not yet recorded, and again those "
+                   "whose episode an infrastructure error ended (the browser, the store or the endpoint failed).")
+@click.option("--rerun-errors", is_flag=True,
+              help="--resume: record again also the tasks whose episode an agent or task error ended.")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
 @click.option("--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
               help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); "
@@ -148,6 +152,7 @@ def record(fmt: str, **options: Any) -> None:
       mmina record --agent openai --model gpt-4o --model-deadline 60 --model-retries 2
       mmina record --tasks my-local-pages --allow-scheme file
       mmina record --run-id nightly --resume
+      mmina record --run-id nightly --resume --rerun-errors
       mmina record --workers 2 --limit 20
       mmina record --agent openai --model gpt-4o --workers 2 --concurrency 32
       mmina record --executor ray --workers 4 --concurrency 16 --ray-address auto
@@ -239,6 +244,7 @@ def _config(options: dict[str, Any]) -> RecordConfig:
     return RecordConfig(
         tasks=options["tasks_path"], task_ids=task_ids,
         limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
+        rerun_errors=options["rerun_errors"],
         limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
         browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
                               viewport_width=width, viewport_height=height,
@@ -257,9 +263,9 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
 
     if not stderr_is_terminal() or config.agent in INTERACTIVE_AGENTS:
         return record_run(store, config, on_start=_log_start, on_episode=_log_episode())
-    with progress_bar("sr", eta=True) as progress:
+    with progress_bar("sr", "workers", eta=True) as progress:
         assert progress is not None  # stderr is a terminal
-        bar = progress.add_task("recording", total=None, sr="")
+        bar = progress.add_task("recording", total=None, sr="", workers="")
         results: list[EpisodeResult] = []
 
         def on_start(run_id: str, total: int) -> None:
@@ -269,14 +275,23 @@ def _record_with_progress(store: Store, config: RecordConfig) -> RunSummary:
             results.append(result)
             progress.update(bar, advance=1, sr=_running_sr(results))
 
-        return record_run(store, config, on_start=on_start, on_episode=on_episode)
+        def on_workers(alive: int, lost: int) -> None:
+            progress.update(bar, workers=workers_line(alive, lost))
+
+        return record_run(store, config, on_start=on_start, on_episode=on_episode, on_workers=on_workers)
+
+
+def workers_line(alive: int, lost: int) -> str:
+    """The workers at work, and those lost so far (a progress bar's field)."""
+    return f"{alive} worker{'s' if alive != 1 else ''}" + (f" ({lost} lost)" if lost else "")
 
 
 def _running_sr(results: list[EpisodeResult]) -> str:
-    """The verdict-based SR so far (``hops`` verdicts written with each episode)."""
-    hops = sum(r.hops_to_do for r in results) or 1
-    passed = sum(r.hops_credited for r in results)
-    return f"task SR {sum(r.success for r in results) / len(results):.0%} hop SR {passed / hops:.0%}"
+    """The verdict-based SR so far (``hops`` verdicts written with each episode; infrastructure errors left out)."""
+    counted = [r for r in results if r.error_kind != INFRASTRUCTURE]
+    hops = sum(r.hops_to_do for r in counted) or 1
+    passed = sum(r.hops_credited for r in counted)
+    return f"task SR {sum(r.success for r in counted) / (len(counted) or 1):.0%} hop SR {passed / hops:.0%}"
 
 
 def _log_start(run_id: str, total: int) -> None:
@@ -288,7 +303,8 @@ def _log_episode() -> Callable[[Task, EpisodeResult], None]:
 
     def log(task: Task, result: EpisodeResult) -> None:
         results.append(result)
-        echo(f"[{len(results)}] {task.task_id}: {result.status}, {result.stop_reason}, "
+        status = f"{result.status} ({result.error_kind})" if result.error_kind else result.status
+        echo(f"[{len(results)}] {task.task_id}: {status}, {result.stop_reason}, "
              f"{result.hops_credited}/{result.n_hops} hops, {result.n_steps} steps ({_running_sr(results)})", err=True)
 
     return log
@@ -345,6 +361,9 @@ def _print_summary(summary: RunSummary) -> None:
     render_rows(SUMMARY_COLUMNS, _summary_rows(summary), "table", title=f"run {summary.run_id}")
     if summary.skipped:
         echo(f"skipped {len(summary.skipped)} task(s) already recorded in this run")
+    if summary.rerun:
+        echo(f"recorded {len(summary.rerun)} task(s) again whose episode had ended in an error; the new episodes "
+             "supersede the old ones, which stay in the store but count in no table")
     if summary.verdicts_added:
         echo(f"scored {len(summary.verdicts_added)} episode(s) committed without their verdicts "
              "(an earlier recording was cut short between an episode and its verdicts)")
@@ -361,8 +380,17 @@ def _print_summary(summary: RunSummary) -> None:
              f"episode(s) waited {faults['waited_s']:.0f} s in all for it to answer again (none failed for it)")
     echo(f"{len(summary.episodes)} episode(s) in {summary.duration_s:.1f} s: task SR {summary.task_sr:.1%}, "
          f"hop SR {summary.hop_sr:.1%} (hops verdicts; live tracking reached {summary.live_hop_sr:.1%}), "
-         f"{summary.errors} error(s), {summary.tokens} tokens, {_cost(summary.cost_usd, summary.steps)}; "
-         f"stored in {summary.store}")
+         f"{summary.errors} error(s){_infrastructure(summary)}, {summary.tokens} tokens, "
+         f"{_cost(summary.cost_usd, summary.steps)}; stored in {summary.store}")
+    if summary.infrastructure_errors:
+        echo(f"{summary.infrastructure_errors} episode(s) ended in an infrastructure error (the browser, the store "
+             f"or the endpoint failed: not the agent's); they count in no rate, and mmina record --resume --run-id "
+             f"{summary.run_id} records them again")
+
+
+def _infrastructure(summary: RunSummary) -> str:
+    count = summary.infrastructure_errors
+    return f" and {count} infrastructure error(s), not counted" if count else ""
 
 
 def _cost(cost_usd: float, steps: int) -> str:

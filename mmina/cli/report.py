@@ -14,6 +14,7 @@ from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables,
 from mmina.outputs import output_path
 
 if TYPE_CHECKING:
+    from mmina.analysis.data import Scored
     from mmina.analysis.paired import Comparison, Side
     from mmina.analysis.report import Report
     from mmina.analysis.tables import Table
@@ -97,13 +98,17 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
         _emit_json(result.as_json(table_names), out)
     else:
         echo(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
-             f"{_not_applicable(result.scored.not_applicable)}; rates with 95% Wilson intervals")
+             f"{_left_out(result.scored)}; rates with 95% Wilson intervals")
         print_tables(tables)
 
 
-def _not_applicable(count: int) -> str:
-    """How many episodes had nothing to judge (they are in no rate)."""
-    return f" (and {count} with nothing to judge, n/a: in no rate)" if count else ""
+def _left_out(scored: Scored) -> str:
+    """The episodes in no rate: those with nothing to judge, and those an infrastructure error ended."""
+    parts = [f"{scored.not_applicable} with nothing to judge (n/a)"] if scored.not_applicable else []
+    if scored.infrastructure:
+        parts.append(f"{scored.infrastructure} ended by an infrastructure error (`mmina record --resume` records "
+                     "them again)")
+    return f" (and {' and '.join(parts)}: in no rate)" if parts else ""
 
 
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:

@@ -32,6 +32,8 @@ from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episode
 from mmina.evaluators.registry import factory, get
 from mmina.pool import Layout, spread
 from mmina.store import Store
+from mmina.store.layout import data_name, table_dir
+from mmina.store.schema import SCHEMA_VERSION, SCORES
 from mmina.evaluators.strings import gold_urls, references
 from mmina.tasks import BUCKETS, Task, hop_bucket, task_from_row
 
@@ -277,8 +279,30 @@ class RescoreJob:
                                  "and evaluators everywhere")
 
     def work(self, share: Share) -> RescoreResult:
-        with cycle_collector_paused():
-            return score_runs(self.store, self.config, self.evaluator, share, None)
+        """Score the share's runs; those written already (by a worker lost after writing them,
+        whose share this is again) are read back instead of scored twice."""
+        written = [run for run in share.runs if self.store.holds("scores", share.batch.batch_id, run)]
+        result = self.stored(written)
+        todo = [run for run in share.runs if run not in written]
+        if todo:
+            with cycle_collector_paused():
+                _merge(result, score_runs(self.store, self.config, self.evaluator, replace(share, runs=todo), None))
+        return result
+
+    def stored(self, runs: Sequence[str]) -> RescoreResult:
+        """The batch's rows of ``runs`` as written, as a result (no flips: they were counted
+        where they were scored)."""
+        batch = self.batch
+        result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), self.config.action,
+                               judge_spend=JudgeSpend(prices_of(batch)))
+        for run_id in runs:
+            n_hops = {r["task_id"]: r["n_hops"] for r in self.store.read("tasks", run_id=run_id,
+                                                                           columns=["task_id", "n_hops"]).to_pylist()}
+            rows = [r for r in self.store.read("scores", run_id=run_id).to_pylist() if r["batch_id"] == batch.batch_id]
+            result.scored += stored_episodes(run_id, rows, n_hops)
+            result.files.append(str(table_dir(self.store.root, SCORES, run_id) / data_name(batch.batch_id,
+                                                                                             SCHEMA_VERSION)))
+        return result
 
     def close(self) -> None:
         pass
@@ -295,7 +319,9 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
     shares = [Share(whole.runs[i * len(whole.runs) // count:(i + 1) * len(whole.runs) // count], False,
                     whole.batch, i) for i in range(count)]
     done: dict[int, RescoreResult] = {}
-    for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout):
+    settled = partial(_written, store, whole.batch.batch_id)  # a lost worker's share: again, unless all written
+    for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout,
+                              settled=settled):
         assert share.part is not None  # every share of a spread rescoring has its number
         done[share.part] = part
         if progress:
@@ -306,6 +332,22 @@ def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
     for index in sorted(done):
         _merge(result, done[index])
     return result
+
+
+def _written(store: Store, batch_id: str, share: Share) -> bool:
+    return all(store.holds("scores", batch_id, run) for run in share.runs)
+
+
+def stored_episodes(run_id: str, rows: Sequence[Mapping[str, Any]], n_hops: Mapping[str, int]) -> list[ScoredEpisode]:
+    """The episodes of one run's written score rows (of one batch): the task row's verdict and
+    value, and the hop rows passed of all."""
+    hops: dict[str, list[bool]] = defaultdict(list)
+    for row in rows:
+        if row["level"] == "hop":
+            hops[row["episode_id"]].append(row["verdict"] == "pass")
+    return [ScoredEpisode(run_id, r["episode_id"], r["task_id"], n_hops.get(r["task_id"], 0), r["verdict"], r["value"],
+                          sum(hops[r["episode_id"]]), len(hops[r["episode_id"]]), True)
+            for r in rows if r["level"] == "task"]
 
 
 def _merge(result: RescoreResult, part: RescoreResult) -> None:

@@ -121,7 +121,9 @@ def read_verdicts(store: Store, run_id: str, evaluator: str) -> dict[str, dict[s
     return {episode: part for episode, part in verdicts.items() if part["task"] is not None}
 
 
-def _verdict(scored: dict[str, Any] | None, hops_given: int | None) -> dict[str, Any] | None:
+def episode_verdict(scored: dict[str, Any] | None, hops_given: int | None) -> dict[str, Any] | None:
+    """One episode's verdict as the exports state it: the task row's, and its hop rows after the
+    hops a prefix gave (``hops_given``)."""
     if scored is None:
         return None
     hops = sorted((h for h in scored["hops"] if h["hop"] > (hops_given or 0)), key=lambda h: h["hop"])
@@ -320,7 +322,7 @@ def _write_log(store: Store, archive: zipfile.ZipFile, run_row: Row, tasks: dict
     latest, summaries, chunk, reader = _Latest(), [], 0, BlobReader(store)
     started, completed = None, None
     for episode in stream_episodes(store, Selection(run=report.run_id)):
-        verdict = _verdict(verdicts.get(episode.episode_id), episode.row.get("hops_given"))
+        verdict = episode_verdict(verdicts.get(episode.episode_id), episode.row.get("hops_given"))
         sample = _Sample(reader, episode, tasks.get(episode.row["task_id"], {}), model, verdict, report.evaluator).build()
         archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
         summaries.append(_summary(sample))

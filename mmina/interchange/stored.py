@@ -8,6 +8,7 @@ episodes costs the memory of one episode and the list of its file names, never i
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -193,3 +194,30 @@ def written_whole(output: Path) -> Iterator[Path]:
         os.replace(partial, output)
     finally:
         partial.unlink(missing_ok=True)
+
+
+@contextmanager
+def written_folder(output: Path) -> Iterator[Path]:
+    """A new folder beside ``output`` (which must be new or empty) to write into, renamed to
+    ``output`` when the block ends well and removed when it fails: a folder export appears
+    whole or not at all."""
+    output_path(output, folder=True)
+    if output.exists() and any(output.iterdir()):
+        raise InterchangeError(f"{output} is not empty: name a new folder to write")
+    if not output.parent.is_dir():
+        raise InterchangeError(f"cannot write {output}: no folder {output.parent}")
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    try:
+        yield partial
+        if output.exists():
+            output.rmdir()
+        os.replace(partial, output)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def folder_bytes(folder: Path) -> int:
+    """The size of every file under ``folder``."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())

@@ -64,7 +64,9 @@ class Offline:
     Chromium's implicit bypass), except the ``reachable`` ones (``host:port``), where its router
     sends requests itself (a replay's body server, ``mmina.replayer.body_server``). Routes answer
     every request a page makes, but a ``keepalive`` request (a beacon sent as its page unloads)
-    outlives the page and its routes and would otherwise reach the live site."""
+    outlives the page and its routes and would otherwise reach the live site. Such a context
+    takes any TLS certificate: the only TLS it can reach is the body server's, whose certificate
+    the replay made itself (``mmina.replayer.loopback_tls``)."""
 
     reachable: tuple[str, ...] = ()
 
@@ -165,7 +167,7 @@ class BrowserSession:
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: Offline | None,
                         capture: Capture, seed: int | None, options: Mapping[str, Any]) -> Tabs:
         context = await self.browser.new_context(
-            proxy=offline.proxy() if offline else None,  # type: ignore[arg-type]
+            proxy=offline.proxy() if offline else None, ignore_https_errors=offline is not None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US", timezone_id="UTC", service_workers="block",
             record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None,

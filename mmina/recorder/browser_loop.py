@@ -24,6 +24,8 @@ class SessionStopped(MminaError):
     """The browser session was stopped (closed, or replaced after it stopped answering) while a
     call of an episode still ran on its loop: that episode ends with this error, the run goes on."""
 
+    infrastructure = True
+
 
 class _OwnSessionLoop(asyncio.SelectorEventLoop):
     """An event loop whose subprocesses (Playwright's driver, which starts Chromium) run in a

@@ -17,7 +17,7 @@ from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, checked_reply, u
 from mmina.answers import answer_verdict
 from mmina.budget import Budget, Limits
 from mmina.endpoint_gate import EndpointUnavailable
-from mmina.errors import AgentError, MminaError, TaskError, first_line
+from mmina.errors import AGENT, INFRASTRUCTURE, AgentError, MminaError, TaskError, first_line
 from mmina.harness_context import harness_context
 from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
@@ -57,6 +57,11 @@ class EpisodeResult:
     """Model call attempts that failed for the endpoint's sake (``episodes.endpoint_retries``)."""
     endpoint_wait_s: float = 0.0
     """Seconds the agent's calls waited for the endpoint to come back (``episodes.endpoint_wait_s``)."""
+    error_kind: str | None = None
+    """Whose failure an error was: ``infrastructure`` or ``agent`` (see :func:`error_kind`); None without one."""
+    attempt: int = 1
+    supersedes: str | None = None
+    """The episode of this task this one recorded again (an infrastructure error ended it), or None."""
 
     @property
     def hops_to_do(self) -> int:
@@ -162,14 +167,16 @@ class EpisodeRecorder:
         self._requests: list[tuple[dict[str, Any], Any]] = []
         self._typed_secrets: list[str] = []
 
-    def record(self, attempt: int) -> EpisodeResult:
+    def record(self, attempt: int, supersedes: str | None = None) -> EpisodeResult:
+        """Record the episode and commit it as ``attempt``; ``supersedes`` names the episode of
+        this task it records again (one an infrastructure error ended: ``record --resume``)."""
         started, clock = _now(), time.perf_counter()
         options, refused = _context_options(self.task)
         if self.pacer is not None:
             self.pacer.begin()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
                                        paint_marks=uses_marks(self.agent), seed=self.seed, options=options)
-        status, error, stop_reason, answer, final = "completed", None, "error", None, None
+        status, error, kind, stop_reason, answer, final = "completed", None, None, "error", None, None
         try:
             try:
                 if refused is not None:
@@ -180,12 +187,12 @@ class EpisodeRecorder:
             except EndpointUnavailable:
                 raise  # not the agent's failure: the episode is not stored, the run stops (resumable)
             except (MminaError, PlaywrightError) as exc:
-                status, error = "error", first_line(exc)
+                status, error, kind = "error", first_line(exc), error_kind(exc, self.session.connected)
             final = self._terminal(browser)
         finally:
             closed = _close(browser)
         if closed is not None and status != "error":  # e.g. Playwright's driver died: the steps stay
-            status, error = "error", closed
+            status, error, kind = "error", closed, INFRASTRUCTURE
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
         requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams,
@@ -203,9 +210,10 @@ class EpisodeRecorder:
                                self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
                                answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
                                start_hop=len(self.tracker.given), endpoint_retries=self.endpoint_retries,
-                               endpoint_wait_s=round(self.endpoint_wait_s, 3))
+                               endpoint_wait_s=round(self.endpoint_wait_s, 3), error_kind=kind,
+                               attempt=attempt, supersedes=supersedes)
         extra = self.columns(self.writer.steps) if self.columns else {}
-        row = redactor.row({**self._episode_row(result, attempt, started), **terminal, **extra})
+        row = redactor.row({**self._episode_row(result, started), **terminal, **extra})
         self.writer.commit(row)
         rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
                                                               self.writer.steps))
@@ -370,10 +378,10 @@ class EpisodeRecorder:
         if reply.request is not None:
             self._requests.append((self.writer.steps[-1], with_image_blobs(reply.request, self.writer.put_blob)))
 
-    def _episode_row(self, result: EpisodeResult, attempt: int, started: datetime) -> dict[str, Any]:
+    def _episode_row(self, result: EpisodeResult, started: datetime) -> dict[str, Any]:
         return {
             "task_id": result.task_id,
-            "attempt": attempt,
+            "attempt": result.attempt,
             "status": result.status,
             "stop_reason": result.stop_reason,
             "final_answer": result.final_answer,
@@ -388,9 +396,26 @@ class EpisodeRecorder:
             "completion_tokens": result.completion_tokens,
             "cost_usd": result.cost_usd,
             "error": result.error,
+            "error_kind": result.error_kind,
+            "supersedes": result.supersedes,
             "endpoint_retries": result.endpoint_retries,
             "endpoint_wait_s": result.endpoint_wait_s,
         }
+
+
+CRASHED = ("Target crashed", "Page crashed")
+"""Playwright's words for a renderer that died under the episode (out of memory, killed)."""
+
+
+def error_kind(exc: BaseException, browser_connected: bool) -> str:
+    """``infrastructure`` when the error was the machinery's — the browser or its driver gone
+    (``browser_connected`` false once the episode failed) or a renderer crashed, the store, the
+    model endpoint failing for everyone (an :class:`MminaError` that says so) — else ``agent``:
+    the agent raised, its output, or the task's site (a start page that does not open, a page
+    whose call passed its deadline)."""
+    if getattr(exc, "infrastructure", False) or not browser_connected:
+        return INFRASTRUCTURE
+    return INFRASTRUCTURE if isinstance(exc, PlaywrightError) and any(w in str(exc) for w in CRASHED) else AGENT
 
 
 def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:

@@ -32,6 +32,8 @@ class ContextAbandoned(MminaError):
     """An episode's context could not be closed by its deadline and was left behind: its HAR
     (written when a context closes) is lost, and with it the episode's network trace."""
 
+    infrastructure = True
+
 
 class EpisodeBrowser:
     """The tabs of one episode, for the episode's own thread (see the module).

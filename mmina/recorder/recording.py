@@ -16,12 +16,12 @@ from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.budget import Limits
 from mmina.endpoint_gate import EndpointUnavailable
-from mmina.errors import AgentError, StoreError
+from mmina.errors import INFRASTRUCTURE, AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
-from mmina.recorder.workers import Worker, WorkerSetup
-from mmina.pool import Layout, spread
+from mmina.recorder.workers import Rerun, Worker, WorkerSetup
+from mmina.pool import Layout, OnWorkers, spread
 from mmina.runs import run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -40,6 +40,9 @@ class RecordConfig:
     agent: str = "oracle"
     run_id: str | None = None
     resume: bool = False
+    rerun_errors: bool = False
+    """With ``resume``, record again also the tasks whose episode an agent or task error ended
+    (an infrastructure error's always are)."""
     limits: Limits = field(default_factory=Limits)
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
@@ -78,28 +81,43 @@ class RunSummary:
     """The budget that stopped the session with tasks left ("max_cost", "max_hours"), or None."""
     left: int = 0
     """Tasks of the run this session did not start (a budget stopped it): ``--resume`` records them."""
+    rerun: list[str] = field(default_factory=list)
+    """Tasks ``--resume`` recorded again: their episode had ended in an infrastructure error
+    (any error with ``rerun_errors``); the new episode supersedes the old one."""
+
+    @property
+    def counted(self) -> list[EpisodeResult]:
+        """This session's episodes that count in rates: all but those an infrastructure error ended."""
+        return [e for e in self.episodes if e.error_kind != INFRASTRUCTURE]
 
     @property
     def hop_sr(self) -> float:
         """Hops passed by the ``hops`` verdicts / hops over this run's new episodes (an episode
         without verdicts counts its live-tracked hops; hops a prefix gave count in neither)."""
-        hops = sum(e.hops_to_do for e in self.episodes)
-        return sum(e.hops_credited for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.counted)
+        return sum(e.hops_credited for e in self.counted) / hops if hops else 0.0
 
     @property
     def live_hop_sr(self) -> float:
         """Hops reached by live URL tracking / hops: progress while recording, not a verdict."""
-        hops = sum(e.hops_to_do for e in self.episodes)
-        return sum(e.agent_live_hops for e in self.episodes) / hops if hops else 0.0
+        hops = sum(e.hops_to_do for e in self.counted)
+        return sum(e.agent_live_hops for e in self.counted) / hops if hops else 0.0
 
     @property
     def task_sr(self) -> float:
-        """Episodes whose ``hops`` verdict passed / episodes (see ``EpisodeResult.success``)."""
-        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+        """Episodes whose ``hops`` verdict passed / episodes that count (see ``EpisodeResult.success``)."""
+        counted = self.counted
+        return sum(e.success for e in counted) / len(counted) if counted else 0.0
 
     @property
     def errors(self) -> int:
-        return sum(e.status == "error" for e in self.episodes)
+        """Episodes an error of the agent or its task ended (they count as failures)."""
+        return sum(e.status == "error" for e in self.counted)
+
+    @property
+    def infrastructure_errors(self) -> int:
+        """Episodes the infrastructure's failure ended: in no rate, recorded again by ``--resume``."""
+        return len(self.episodes) - len(self.counted)
 
     @property
     def tokens(self) -> int:
@@ -123,7 +141,7 @@ class RunSummary:
 
     def totals(self) -> dict[str, float | int]:
         return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
-                "errors": self.errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "errors": self.errors, "infrastructure_errors": self.infrastructure_errors, "tokens": self.tokens, "cost_usd": self.cost_usd,
                 "duration_s": self.duration_s}
 
     def as_json(self) -> dict[str, Any]:
@@ -142,8 +160,10 @@ def new_run_id(agent: str) -> str:
 
 
 def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
-               on_episode: OnEpisode | None = None) -> RunSummary:
-    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already done.
+               on_episode: OnEpisode | None = None, on_workers: OnWorkers | None = None) -> RunSummary:
+    """Record every selected task of the suite into ``store``; with ``resume``, skip tasks already
+    done (see :func:`reruns_due`). ``on_workers`` is told how many worker processes or Ray actors
+    are at work and lost, as that changes.
 
     Everything that can fail on user input (tasks, agent, run id, browser) is checked before
     the first byte is written, so a mistake leaves the store as it was.
@@ -154,10 +174,11 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
         browser = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
         session = BrowserSession(browser)
         try:
-            summary, todo = _open_run(store, config, plan, session.version)
+            summary, todo, reruns = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
+            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser,
+                                reruns)
 
             def spent() -> bool:
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
@@ -165,7 +186,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
 
             try:
                 for task, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent):
+                                              config.layout, spent, on_workers):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(task, result)
@@ -218,7 +239,8 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, tasks: list[Task],
-              layout: Layout, stop: Callable[[], bool]) -> Iterator[tuple[Task, EpisodeResult]]:
+              layout: Layout, stop: Callable[[], bool],
+              on_workers: OnWorkers | None = None) -> Iterator[tuple[Task, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
@@ -227,22 +249,27 @@ def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _
         yield from spread(partial(Worker, setup), tasks, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), tasks, layout,
-                      settled=lambda task: task.task_id in _finished_tasks(store, plan.run_id), stop=stop)
+    yield from spread(partial(Worker, setup), tasks, layout, settled=partial(_committed, store, setup), stop=stop,
+                      on_workers=on_workers)
 
 
-def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Task]]:
-    """Create the run (or reopen it with ``resume``); returns the tasks still to record."""
+def _open_run(store: Store, config: RecordConfig, plan: _Plan,
+              browser_version: str) -> tuple[RunSummary, list[Task], dict[str, Rerun]]:
+    """Create the run (or reopen it with ``resume``); returns the tasks still to record, and
+    which of them are recorded again (an infrastructure error ended their episode)."""
     row = _run_row(config, plan.suite, browser_version)
     created = store.begin_run(plan.run_id, row, [task_row(t) for t in plan.suite.tasks])
     if not created and not config.resume:
         raise StoreError(f"run {plan.run_id} already exists in {store.root}; pass --resume to continue it")
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
-    done = _finished_tasks(store, plan.run_id)
+    latest = latest_episodes(store, plan.run_id)
+    reruns = reruns_due(latest, config.rerun_errors)
+    done = set(latest) - set(reruns)
     summary = RunSummary(plan.run_id, str(store.root), skipped=[t.task_id for t in tasks if t.task_id in done],
                          task_warnings=list(plan.suite.warnings),
-                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id))
-    return summary, [t for t in tasks if t.task_id not in done]
+                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
+                         rerun=[t.task_id for t in tasks if t.task_id in reruns])
+    return summary, [t for t in tasks if t.task_id not in done], reruns
 
 
 def own_tasks(store: Store, run_id: str, loaded: Sequence[Task], asked: Sequence[str]) -> list[Task]:
@@ -282,8 +309,24 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
     return new_run_id(config.agent)
 
 
-def _finished_tasks(store: Store, run_id: str) -> set[str]:
-    return set(store.read("episodes", run_id=run_id, columns=["task_id"]).column("task_id").to_pylist())
+def latest_episodes(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
+    """Each task's latest episode in the run (its attempt, status and ``error_kind``)."""
+    rows = store.read("episodes", run_id=run_id,
+                      columns=["episode_id", "task_id", "attempt", "status", "error_kind", "started_at"]).to_pylist()
+    return {row["task_id"]: row for row in sorted(rows, key=lambda r: (r["attempt"], r["started_at"]))}
+
+
+def reruns_due(latest: dict[str, dict[str, Any]], rerun_errors: bool) -> dict[str, Rerun]:
+    """The tasks ``--resume`` records again: those whose latest episode an infrastructure error
+    ended (with ``rerun_errors``, any error), each as the next attempt superseding that episode."""
+    return {task_id: Rerun(row["attempt"] + 1, row["episode_id"]) for task_id, row in latest.items()
+            if row["status"] == "error" and (row["error_kind"] == INFRASTRUCTURE or rerun_errors)}
+
+
+def _committed(store: Store, setup: WorkerSetup, task: Task) -> bool:
+    """Whether the task's episode of this session is in the store (a lost worker's is not redone)."""
+    row = latest_episodes(store, setup.run_id).get(task.task_id)
+    return row is not None and row["attempt"] >= setup.attempt(task.task_id)
 
 
 @contextmanager

@@ -32,6 +32,8 @@ from mmina.recorder.window import keep_window_small
 class BrowserGone(MminaError):
     """Chromium or Playwright's driver went away: nothing more can happen in this episode."""
 
+    infrastructure = True
+
 
 def connection_closed(api_object: object) -> bool:
     """Whether the connection to Playwright's driver behind a Playwright object has closed

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmina.agents.captions import Captioner, make_captioner
@@ -24,6 +25,14 @@ from mmina.store import Store
 from mmina.tasks import Task
 
 @dataclass(frozen=True)
+class Rerun:
+    """A task recorded again: the attempt it is, and the episode (an infrastructure error ended it) it supersedes."""
+
+    attempt: int
+    supersedes: str
+
+
+@dataclass(frozen=True)
 class WorkerSetup:
     """What a worker needs to rebuild everything on its own (picklable); ``settings`` carry the run id."""
 
@@ -33,6 +42,12 @@ class WorkerSetup:
     run_id: str
     limits: Limits
     browser: BrowserConfig
+    reruns: Mapping[str, Rerun] = field(default_factory=dict)
+    """The tasks recorded again (``record --resume``), by task id; the others are first attempts."""
+
+    def attempt(self, task_id: str) -> int:
+        rerun = self.reruns.get(task_id)
+        return rerun.attempt if rerun else 1
 
 
 @dataclass
@@ -65,9 +80,11 @@ class Worker:
         """Record one task on the calling thread (many threads may call at once)."""
         hands = self._thread_hands()
         writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(task))
+        rerun = self.setup.reruns.get(task.task_id)
         try:
             return EpisodeRecorder(self.browsers.alive(), hands.agent, task, writer, self.setup.limits,
-                                   Path(hands.workdir.name), hands.captioner).record(attempt=1)
+                                   Path(hands.workdir.name), hands.captioner).record(
+                self.setup.attempt(task.task_id), rerun.supersedes if rerun else None)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise

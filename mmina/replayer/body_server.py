@@ -13,20 +13,25 @@ discards a body), writes the recorded status, the recorded headers (framing ones
 ``content-length`` of its own) and the body, and closes. :meth:`BodyServer.sent` tells when the
 last byte is written, which is when the page's clock may move on (``ArchiveRouter._handle``).
 
-Only ``http:`` requests take this path: Playwright refuses a new URL of another scheme, and an
-``https:`` one would need a certificate the browser trusts. Chromium's Local Network Access
-checks, which would block a public page's request to a loopback address, are off in every
-browser mmina launches (``mmina.recorder.chromium.LOCAL_NETWORK_FEATURES``).
+Playwright keeps a continued request's scheme, so the server listens twice: plain for ``http:``
+requests, TLS for ``https:`` ones, with a certificate made for the replay
+(``mmina.replayer.loopback_tls``) that only contexts which take any certificate accept — an
+offline replay context does (``mmina.recorder.browser.Offline``: it reaches no network but this
+server); a router told otherwise (``trusted_tls`` false) fulfills ``https:`` bodies instead.
+Chromium's Local Network Access checks, which would block a public page's request to a loopback
+address, are off in every browser mmina launches (``mmina.recorder.chromium.LOCAL_NETWORK_FEATURES``).
 """
 from __future__ import annotations
 
 import asyncio
 import secrets
 import socket
+import ssl
 from dataclasses import dataclass
 from http import HTTPStatus
 
 from mmina.replayer.archive import HEADER_NAME, LINE_BREAK, Reply
+from mmina.replayer.loopback_tls import server_context
 
 LARGE_BODY = 256 * 1024
 """Bodies of this many bytes or more are served here (below it, fulfilling costs a few ms)."""
@@ -35,6 +40,7 @@ HEAD_LIMIT = 64 * 1024
 READ_DEADLINE_S = 10.0
 """How long the server waits for a connected client's request head."""
 PATH_PREFIX = "/mmina-body/"
+SCHEMES = ("http", "https")
 FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding"})
 """Headers the server writes itself (or not at all): the body is sent whole and decoded."""
 
@@ -46,28 +52,35 @@ class _Offer:
 
 
 class BodyServer:
-    """One loopback HTTP server for one replay context's large bodies. Its socket is bound at
-    once, so its :attr:`address` is known before the context exists (an offline context's proxy
-    lets it through: ``mmina.recorder.browser.Offline``); it serves from the first offer on."""
+    """One loopback HTTP(S) server for one replay context's large bodies. Its sockets are bound at
+    once, so its :attr:`addresses` are known before the context exists (an offline context's proxy
+    lets them through: ``mmina.recorder.browser.Offline``); each side serves from its first offer on."""
 
     def __init__(self) -> None:
-        self._socket = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self._socket.getsockname()[1]
-        self._server: asyncio.AbstractServer | None = None
+        self._sockets = {scheme: socket.create_server(("127.0.0.1", 0)) for scheme in SCHEMES}
+        self.addresses = {scheme: "127.0.0.1:%d" % s.getsockname()[1] for scheme, s in self._sockets.items()}
+        """``host:port`` of each side, by scheme."""
+        self._servers: dict[str, asyncio.AbstractServer] = {}
         self._offers: dict[str, _Offer] = {}
 
     @staticmethod
-    def takes(url: str, reply: Reply, large: int = LARGE_BODY) -> bool:
-        """Whether ``reply`` to a request for ``url`` goes through this server (a body of ``large`` bytes or more)."""
-        return len(reply.body) >= large and url.startswith("http:") and reply.status >= 200
+    def takes(url: str, reply: Reply, large: int = LARGE_BODY, tls: bool = True) -> bool:
+        """Whether ``reply`` to a request for ``url`` goes through this server: a body of ``large``
+        bytes or more, for an ``http:`` URL, or an ``https:`` one when ``tls`` (the context takes
+        the server's certificate)."""
+        return len(reply.body) >= large and reply.status >= 200 and _scheme(url) in (SCHEMES if tls else SCHEMES[:1])
 
-    async def offer(self, reply: Reply) -> tuple[str, str]:
-        """The address that serves ``reply`` once, and its key for :meth:`sent` and :meth:`withdraw`."""
-        if self._server is None:
-            self._server = await asyncio.start_server(self._serve, sock=self._socket, limit=HEAD_LIMIT)
+    async def offer(self, url: str, reply: Reply) -> tuple[str, str]:
+        """The address that serves ``reply`` to the request for ``url`` once (of the same scheme),
+        and its key for :meth:`sent` and :meth:`withdraw`."""
+        scheme = _scheme(url)
+        if scheme not in self._servers:
+            self._servers[scheme] = await asyncio.start_server(
+                self._serve, sock=self._sockets[scheme], limit=HEAD_LIMIT,
+                ssl=server_context() if scheme == "https" else None)
         key = secrets.token_urlsafe(16)
         self._offers[key] = _Offer(reply, asyncio.get_running_loop().create_future())
-        return f"http://{self.address}{PATH_PREFIX}{key}", key
+        return f"{scheme}://{self.addresses[scheme]}{PATH_PREFIX}{key}", key
 
     async def sent(self, key: str, deadline_s: float) -> bool:
         """Wait until the body offered under ``key`` is written (at most ``deadline_s``; False:
@@ -91,10 +104,11 @@ class BodyServer:
     async def close(self) -> None:
         for key in list(self._offers):
             self.withdraw(key)
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-        self._socket.close()
+        for server in self._servers.values():
+            server.close()
+            await server.wait_closed()
+        for bound in self._sockets.values():
+            bound.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -109,10 +123,15 @@ class BodyServer:
             await writer.drain()
             if offer is not None and not offer.sent.done():
                 offer.sent.set_result(None)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
+                ssl.SSLError):
             pass  # not a browser's request, or the browser hung up: nothing was delivered
         finally:
             writer.close()
+
+
+def _scheme(url: str) -> str:
+    return url.partition(":")[0].lower()
 
 
 def _key(head: bytes) -> str:

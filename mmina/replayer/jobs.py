@@ -101,12 +101,12 @@ class _ArchiveJob:
         recording's last read the page (``ArchiveRouter.socket_fidelity``)."""
         router = ArchiveRouter(self.source.archive(self.store, sources), sources[0].started_at, paced=pacer is not None,
                                on_socket=pacer.socket_opened if pacer else None, turns=pacer.turns if pacer else None,
-                               timeline=pacer.timeline if pacer else None)
+                               timeline=pacer.timeline if pacer else None, trusted_tls=True)
         store = self.thread_store()
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=Offline((router.bodies.address,)), seed=seed_for(seed_name), pacer=pacer,
+                                       prepare=router.prepare, offline=Offline(tuple(router.bodies.addresses.values())), seed=seed_for(seed_name), pacer=pacer,
                                        more_traffic=router.traffic)
             try:
                 result = recorder.record(attempt)

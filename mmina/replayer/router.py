@@ -179,6 +179,9 @@ class ArchiveRouter:
     every response is then held until τ reaches its recorded arrival, documents and scripts included."""
     large_body: int = LARGE_BODY
     """Bodies this large or larger reach the page through the body server (``mmina.replayer.body_server``)."""
+    trusted_tls: bool = False
+    """Whether the context takes the body server's certificate (an offline one does: ``Offline``),
+    so that large ``https:`` bodies go through it too; else they are fulfilled."""
 
     def __post_init__(self) -> None:
         self.clock = PageClock(self.timeline, self.starts_at) if self.timeline is not None else None
@@ -317,10 +320,10 @@ class ArchiveRouter:
     async def _deliver(self, route: Route, reply: Reply) -> None:
         """Hand ``reply`` to the browser: a large body through the loopback body server (once the
         browser has it all: ``mmina.replayer.body_server``), any other by fulfilling the route."""
-        if not BodyServer.takes(route.request.url, reply, self.large_body):
+        if not BodyServer.takes(route.request.url, reply, self.large_body, self.trusted_tls):
             await route.fulfill(status=reply.status, headers=reply.headers, body=reply.body)
             return
-        url, key = await self.bodies.offer(reply)
+        url, key = await self.bodies.offer(route.request.url, reply)
         self.aliases[url] = route.request.url
         try:
             await route.continue_(url=url)

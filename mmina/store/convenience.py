@@ -129,7 +129,8 @@ LATEST_SCORES = View(
 )
 
 EPISODE_SCORES = View(
-    "One row per scored task per run and evaluator (the latest attempt; a hop-conditioned run: per task and "
+    "One row per scored task per run and evaluator (the latest attempt, never one a re-run superseded; a "
+    "hop-conditioned run: per task and "
     "hops given): the current task verdict (`passed`; NULL when the verdict is `n/a`: the evaluator had "
     "nothing to judge, so the task is in no rate), hops passed of `hops_total` hop verdicts, the first "
     "failed hop (1-based), the hop-count `bucket` and the episode's stop reason, steps, tokens and cost; what "
@@ -138,10 +139,11 @@ EPISODE_SCORES = View(
     f"""
     SELECT e.run_id, e.episode_id, e.task_id, e.attempt, s.evaluator, e.n_hops,
            {bucket_sql("e.n_hops")} AS bucket,
-           s.verdict, CASE WHEN s.verdict <> 'n/a' THEN s.verdict = 'pass' END AS passed,
+           s.verdict, CASE WHEN s.verdict <> 'n/a' AND e.error_kind IS DISTINCT FROM 'infrastructure'
+                           THEN s.verdict = 'pass' END AS passed,
            coalesce(h.hops_passed, 0) AS hops_passed, coalesce(h.hops_total, 0) AS hops_total,
            h.first_failed_hop, e.status, e.stop_reason, e.final_answer, e.n_steps,
-           e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful
+           e.prompt_tokens, e.completion_tokens, e.cost_usd, e.hops_given, e.prefix_faithful, e.error_kind
     FROM episodes e
     JOIN latest_scores s ON s.episode_id = e.episode_id AND s.level = 'task'
     LEFT JOIN (SELECT l.episode_id, l.evaluator, count(*) FILTER (WHERE l.verdict = 'pass') AS hops_passed,
@@ -151,6 +153,7 @@ EPISODE_SCORES = View(
                WHERE l.level = 'hop' AND l.hop > coalesce(g.hops_given, 0)
                GROUP BY l.episode_id, l.evaluator) h
            ON h.episode_id = e.episode_id AND h.evaluator = s.evaluator
+    WHERE e.episode_id NOT IN (SELECT supersedes FROM episodes WHERE supersedes IS NOT NULL)
     QUALIFY row_number() OVER (PARTITION BY e.run_id, e.task_id, e.hops_given, e.prefix_steps, s.evaluator
                                ORDER BY e.attempt DESC, e.started_at DESC) = 1
     """,
@@ -158,7 +161,8 @@ EPISODE_SCORES = View(
         "attempt": "The attempt scored: the task's latest in the run.",
         "bucket": BUCKET_DOC,
         "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`.",
-        "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge: the task is in no rate).",
+        "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge) or the episode ended in an "
+                  "infrastructure error (`error_kind`): the task is then in no rate.",
         "hops_passed": "Hop verdicts `pass` of `evaluator` (hops a prefix gave left out).",
         "hops_total": "Hop verdicts of `evaluator` (0 when it judges no hops; hops a prefix gave left out).",
         "first_failed_hop": "The first hop (1-based) whose verdict is not `pass`; null when none failed.",

@@ -80,6 +80,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     renamed_and_added(SCORES, 6, {"hop_index": "hop"}, shifted={"hop": 1}),
     added_columns(REQUESTS, 7, "replay_match", "replay_source_episode", "replay_source_seq"),
     added_columns(EPISODES, 7, "endpoint_retries", "endpoint_wait_s"),
+    added_columns(EPISODES, 8, "error_kind", "supersedes"),
     added_columns(SCORES, 8, "judge_json"),
     added_columns(JUDGE_CACHE, 8, "judge_json"),
 )

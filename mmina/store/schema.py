@@ -34,10 +34,12 @@ files keep no pace) and how long a waiting episode's tabs were frozen (``steps.f
 in older files; 8 — how a replay answered each request (``requests.replay_match``,
 ``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings) and
 what the model endpoint cost an episode (``episodes.endpoint_retries``, ``endpoint_wait_s``;
-NULL in older files); 9 — the LLM judge's whole configuration with every verdict and cached call
-(``scores.judge_json``, ``judge_cache.judge_json``: model, endpoint host, sampling parameters as
-sent, prompt version, what the provider changed or refused; NULL in older files and for
-evaluators without a judge), and a judge cache key that covers it.
+NULL in older files); 9 — whose failure an error was and the re-run that replaced it
+(``episodes.error_kind``, ``supersedes``; NULL in older files), and the LLM judge's whole
+configuration with every verdict and cached call (``scores.judge_json``, ``judge_cache.judge_json``:
+model, endpoint host, sampling parameters as sent, prompt version, what the provider changed or
+refused; NULL in older files and for evaluators without a judge), with a judge cache key that
+covers it.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -176,6 +178,13 @@ EPISODES = Table(
         ("completion_tokens", I64, "Model output tokens over all steps."),
         ("cost_usd", F64, "Model cost over all steps in US dollars (0 when unknown or free)."),
         ("error", S, "Error message when `status` is `error`; null otherwise."),
+        ("error_kind", S, "Whose failure an error was: `infrastructure` (the browser or its driver died, a renderer "
+                          "crashed, the store, the model endpoint failing for everyone) or `agent` (the agent or its "
+                          "output, or the task's site); null without an error and before schema version 9. An "
+                          "infrastructure error is counted in no rate, and `record --resume` records its task again."),
+        ("supersedes", S, "The episode of the same task and run that this one recorded again (`record --resume` after "
+                          "an infrastructure error, or `--rerun-errors`): that one is kept but counted in no table; "
+                          "null otherwise and before schema version 9."),
         ("endpoint_retries", I32, "Attempts of the agent's model calls that failed for the endpoint's sake (a 429, "
                                   "a 5xx, no connection) and were tried again; null before schema version 8."),
         ("endpoint_wait_s", F64, "Seconds the agent's model calls waited for an endpoint that was down or refusing "

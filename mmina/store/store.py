@@ -276,6 +276,11 @@ class Store:
         """Append rows as one new file of a table (used for scores and the judge cache)."""
         return self.append_arrow(table_name, to_arrow(TABLES[table_name], rows), stem, run_id)
 
+    def holds(self, table_name: str, stem: str, run_id: str | None = None) -> bool:
+        """Whether the store has the file :meth:`append` writes for ``stem`` (and ``run_id``):
+        files appear whole or not at all, so a writer that died left none."""
+        return self.backend.exists(table_dir(self.root, TABLES[table_name], run_id) / data_name(stem, SCHEMA_VERSION))
+
     def append_arrow(self, table_name: str, data: pa.Table, stem: str, run_id: str | None = None) -> PurePath:
         """:meth:`append` for rows already in Arrow, with exactly the table's columns and types."""
         self.ensure_writable()
