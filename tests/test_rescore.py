@@ -444,6 +444,16 @@ def test_a_refused_parameter_is_dropped_and_every_verdict_says_so(store: Path) -
         assert call["sent"] == {"max_tokens": 16} and call["refused"] == ["temperature"]
 
 
+def test_a_refused_reply_budget_is_not_dropped_and_gives_no_verdict(store: Path) -> None:
+    """Only sampling parameters are dropped: a refused ``max_tokens`` (or anything else) fails the calls."""
+    before = files_of(store)
+    with FakeOpenAI(refuses=("max_tokens",)) as server:
+        report = _fuzzy(store, server, exit_code=1)
+    assert len(report["unscored"]) == 4 and all("Unsupported value: 'max_tokens'" in u["reason"]
+                                                 for u in report["unscored"])
+    assert files_of(store) == before
+
+
 def test_only_the_run_with_an_unscored_episode_goes_unwritten(store: Path) -> None:
     """The right answers' judgments are cached; the endpoint then fails for the wrong ones."""
     with FakeOpenAI() as server:
