@@ -152,12 +152,12 @@ def _write_store(path: Path) -> tuple[Truth, dict[str, str]]:
         hops = {f"t{n}": 1 + n % 3 for n in range(EPISODES_PER_RUN)}
         store.begin_run(run_id, run_row(model=MODELS[run_id], task_count=len(hops)),
                         [task_row(t, n) for t, n in hops.items()])
+        batch = store.batch_writer(run_id)  # the run's episodes in one commit
         for task_id, n_hops in hops.items():
             episode_id = f"{run_id}-{task_id}"
             run_of[episode_id] = run_id
-            writer = store.episode_writer(run_id, episode_id)
-            writer.add_step(step_row(0))
-            writer.commit(episode_row(task_id, n_hops=n_hops, hop_steps=[]))
+            batch.add_episode({**episode_row(task_id, n_hops=n_hops, hop_steps=[]), "episode_id": episode_id},
+                              [step_row(0)])
             truth = [draw.random() < skill ** (1 / n_hops) for _ in range(n_hops)]
             for rater, flip in FLIPS.items():
                 hop_verdicts = ["pass" if (draw.random() >= flip) == t else "fail" for t in truth]
@@ -165,6 +165,7 @@ def _write_store(path: Path) -> tuple[Truth, dict[str, str]]:
                 given[rater][episode_id] = (task, *hop_verdicts)
             # a string check that passes every episode that reached its last hop's page
             given["must_include"][episode_id] = ("pass" if truth[-1] or draw.random() < 0.3 else "fail",)
+        batch.commit()
     for rater in ("fuzzy", "keypoints", "must_include"):
         _write_batch(store, rater, given[rater], run_of)
     return given, run_of
