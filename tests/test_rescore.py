@@ -384,6 +384,9 @@ def test_every_judged_verdict_row_carries_the_judges_whole_configuration(store: 
         report = _fuzzy(store, server, "--judge-seed", "7", "--judge-top-p", "0.5")
         sent = [{k: b.get(k) for k in ("model", "temperature", "top_p", "seed", "max_tokens")} for b in server.requests]
         cached = _fuzzy(store, server, "--judge-seed", "7", "--judge-top-p", "0.5", env={"OPENAI_API_KEY": None})
+        shown = invoke("--store", str(store), "--evaluator", "fuzzy", "--run", "judged", "--judge-model", "fake-judge",
+                       "--judge-base-url", server.url, "--judge-seed", "7", "--judge-top-p", "0.5").output
+    assert f"judge: fake-judge at {endpoint_host(server.url)}, prompt fuzzy-1, temperature 0, top_p 0.5, seed 7" in shown
     assert sent == [{"model": "fake-judge", "temperature": 0.0, "top_p": 0.5, "seed": 7, "max_tokens": 16}] * 6
     rows = stored_rows(store, report["batch_id"])
     configs = [json.loads(r["judge_json"]) for r in rows]
@@ -395,6 +398,9 @@ def test_every_judged_verdict_row_carries_the_judges_whole_configuration(store: 
             "reply_models": ["fake-judge"], "fingerprints": ["fp_fake"]}
     assert all("sk-test-judge" not in r["judge_json"] and "/v1" not in r["judge_json"] for r in rows)
     assert cached["judge"]["requested"] == 0
+    assert cached["judge_config"] == {"model": "fake-judge", "endpoint": endpoint_host(server.url),
+                                      "prompt_version": "fuzzy-1",
+                                      "asked": {"temperature": 0.0, "top_p": 0.5, "seed": 7}}
     assert {c["cached"] == c["calls"] for c in _judge_rows(store, cached["batch_id"])} == {True}
     other = [r for r in Store.open(store).read("scores").to_pylist() if r["evaluator"] != "fuzzy"]
     assert all(r["judge_json"] is None for r in other)

@@ -150,6 +150,8 @@ class RescoreResult:
     judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
     judge_changes: list[str] = field(default_factory=list)
     """What the judge's provider changed or refused, in words (each verdict's ``judge_json`` has it in full)."""
+    judge_config: dict[str, Any] | None = None
+    """The judge asked (model, endpoint host, prompt version, sampling), for an evaluator with a judge."""
 
     @property
     def ok(self) -> bool:
@@ -163,7 +165,8 @@ class RescoreResult:
                 "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
                 "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
                                                 "failed": self.judge_failed},
-                "judge_usage": self.judge_spend.as_json(), "judge_changes": self.judge_changes}
+                "judge_usage": self.judge_spend.as_json(), "judge_changes": self.judge_changes,
+                "judge_config": self.judge_config}
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -360,6 +363,7 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_failed += part.judge_failed
     result.judge_spend.merge(part.judge_spend)
     result.judge_changes = list(dict.fromkeys([*result.judge_changes, *part.judge_changes]))
+    result.judge_config = result.judge_config or part.judge_config
 
 
 def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) -> None:
@@ -449,6 +453,10 @@ the replies before): more means it keeps asking, and its episodes go unscored.""
 Asker = Callable[[EpisodeView], list[JudgeRequest]]
 
 
+JUDGE_CONFIG_KEYS = ("model", "endpoint", "prompt_version", "asked")
+"""What a rescoring's result says of the judge it asked (its rows' ``judge_json`` say the rest)."""
+
+
 class Judged(NamedTuple):
     """An episode with its judge replies, or the reason it cannot be scored; ``judge``: the
     ``judge_json`` of its rows (None for an evaluator without a judge)."""
@@ -528,7 +536,9 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
             if problem:
                 problems[episode_id] = problem
     config = JudgeConfig.of(replace(settings, model=model), version) if asker is not None and model else None
-    result.judge_changes = calls.changes(config) if config else []
+    if config:
+        result.judge_changes = calls.changes(config)
+        result.judge_config = {k: v for k, v in config.summary([], 0).items() if k in JUDGE_CONFIG_KEYS}
     return [Judged(judged[v.episode_id], problems.get(v.episode_id),
                    calls.judge_json(config, v.episode_id) if config else None) for v in views]
 
