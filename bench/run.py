@@ -25,6 +25,7 @@ from bench.evidence import evidence_section
 from bench.campaign import campaign_section
 from bench.hardweb import hardweb_section
 from bench.interchange import interchange_section
+from bench.judges import judges_section
 from bench.machine import described, machine
 from bench.realweb import realweb_section
 from bench.redaction import redaction_section
@@ -36,7 +37,7 @@ from bench.scale import run_scale
 from bench.serve import serve_section
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
-            "objectstore", "serve", "interchange", "repeats")
+            "objectstore", "serve", "interchange", "repeats", "judges")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -115,6 +116,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "objectstore" in parts:
             tasks = OBJECTSTORE_TASKS[:3] if args.quick else OBJECTSTORE_TASKS
             sections.append(objectstore_section(work / "objectstore", tasks, synthetic_episodes(args), log))
+        if "judges" in parts:
+            log("four agents on the fixture web, five evaluators and two simulated labellers (judge audit)")
+            sections.append(judges_section(work / "judges", log, args.quick))
     return sections
 
 

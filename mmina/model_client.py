@@ -64,6 +64,16 @@ class ModelError(MminaError):
     passed, or its reply could not be read."""
 
 
+class ParameterRefused(ModelError):
+    """The endpoint refused one parameter of the request (HTTP 400 naming it, as OpenAI's
+    ``unsupported_value`` / ``unsupported_parameter`` errors do): the caller may drop it and
+    ask again, saying so."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 class EndpointFailed(ModelError):
     """The endpoint failed for everyone's sake (no connection, 5xx, 429 after the retries) and the
     call had no patience to wait for it: the infrastructure's failure, not the agent's."""
@@ -110,6 +120,10 @@ class ModelReply:
     """Attempts of this call that failed for the endpoint's sake (a 429, a 5xx, no answer)."""
     waited_s: float = 0.0
     """Seconds this call waited for the endpoint to come back (not the model's thinking)."""
+    model: str | None = None
+    """The model the reply says answered (a provider may serve a dated snapshot, or another model)."""
+    fingerprint: str | None = None
+    """The reply's ``system_fingerprint``: the provider's backend configuration, when it says."""
 
 
 def openai_module() -> Any:
@@ -175,6 +189,9 @@ class ModelClient:
         except asyncio.TimeoutError:
             raise ModelError(self._late()) from None
         except openai.APIError as exc:
+            refused = refused_param(exc, request)
+            if refused is not None:
+                raise ParameterRefused(failure_line(self.what, exc, self.deadlines.max_retries), refused) from None
             fault = is_endpoint_fault(exc)
             if fault and gate.failed(tally, getattr(exc, "status_code", None) == 429):
                 return None
@@ -212,6 +229,14 @@ def is_endpoint_fault(exc: Exception) -> bool:
     return status is None or status in RETRIED_STATUSES or status >= 500
 
 
+def refused_param(exc: Exception, request: dict[str, Any]) -> str | None:
+    """The request's parameter a 400 answer names as refused (its error's ``param``), if any."""
+    param = getattr(exc, "param", None)
+    if getattr(exc, "status_code", None) == 400 and isinstance(param, str) and param in request:
+        return param
+    return None
+
+
 def failure_line(what: str, exc: Exception, retries: int) -> str:
     """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts,
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
@@ -236,7 +261,14 @@ def reply_of(response: Any) -> ModelReply:
     from mmina.redact import Redactor, configured_secrets
 
     text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
-    return ModelReply(text, prompt, completion, "; ".join(notes) or None)
+    return ModelReply(text, prompt, completion, "; ".join(notes) or None, model=_reported(response, "model"),
+                      fingerprint=_reported(response, "system_fingerprint"))
+
+
+def _reported(response: Any, name: str) -> str | None:
+    """A short text field of the response (what the provider says of itself), escaped; None when absent."""
+    value = getattr(response, name, None)
+    return escaped(value)[:200] if isinstance(value, str) and value else None
 
 
 def token_count(value: Any, name: str) -> tuple[int, str | None]:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb, exp, lgamma, log, log1p, sqrt
 from random import Random
+from typing import TypeVar
 
 Z95 = 1.959963984540054
 
@@ -102,11 +103,7 @@ def kappa_interval(confusion: Confusion, resamples: int = 1000, seed: int = 0,
         kappa = Confusion(*multinomial(draw, n, shares)).kappa
         if kappa is not None:
             values.append(kappa)
-    if not values:
-        return None, None
-    values.sort()
-    tail = (1 - level) / 2
-    return _quantile(values, tail), _quantile(values, 1 - tail)
+    return percentile_interval(values, level)
 
 
 def multinomial(draw: Random, n: int, shares: list[float]) -> list[int]:
@@ -210,8 +207,52 @@ def nested_bootstrap(groups: Sequence[Sequence[Cell]], resamples: int = 1000, se
             denominator += sum(n * cell[1] for n, (cell, _) in zip(picks, cells))
         if denominator:
             values.append(numerator / denominator)
+    return percentile_interval(values, level)
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's τ-b of two rankings of the same items (ties adjusted, as
+    ``scipy.stats.kendalltau`` computes by default): (concordant − discordant pairs) over the
+    geometric mean of the pairs each ranking does not tie. None when either ranking ties every
+    pair (fewer than two items, or one value for all), where τ is undefined."""
+    if len(x) != len(y):
+        raise ValueError(f"two rankings of the same items: {len(x)} and {len(y)} values")
+    concordant = discordant = tied_x = tied_y = pairs = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = _sign(x[i] - x[j]), _sign(y[i] - y[j])
+            pairs += 1
+            tied_x += dx == 0
+            tied_y += dy == 0
+            concordant += dx * dy > 0
+            discordant += dx * dy < 0
+    denominator = (pairs - tied_x) * (pairs - tied_y)
+    return (concordant - discordant) / sqrt(denominator) if denominator > 0 else None
+
+
+def _sign(value: float) -> int:
+    return (value > 0) - (value < 0)
+
+
+Pattern = TypeVar("Pattern", bound=Hashable)
+
+
+def resample_counts(draw: Random, counts: Mapping[Pattern, int]) -> dict[Pattern, int]:
+    """One bootstrap resample of items given as counts of their patterns (each item's verdicts,
+    say): as many items drawn with replacement, which only matters through how many of each
+    pattern come out — one multinomial draw over the patterns."""
+    patterns = list(counts)
+    n = sum(counts.values())
+    if n == 0:
+        return {}
+    drawn = multinomial(draw, n, [counts[p] / n for p in patterns])
+    return dict(zip(patterns, drawn))
+
+
+def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float | None, float | None]:
+    """The middle ``level`` of bootstrap values (percentile interval); (None, None) without any."""
     if not values:
         return None, None
-    values.sort()
+    ordered = sorted(values)
     tail = (1 - level) / 2
-    return _quantile(values, tail), _quantile(values, 1 - tail)
+    return _quantile(ordered, tail), _quantile(ordered, 1 - tail)

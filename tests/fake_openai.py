@@ -127,6 +127,11 @@ class FakeOpenAI:
     """Answer every request with 503 (an overloaded or restarting server) while set."""
     html: bool = False
     """Answer every request with an HTML page and 200 (a proxy's or a portal's page at the wrong URL)."""
+    refuses: tuple[str, ...] = ()
+    """Parameters it refuses (HTTP 400 naming the ``param``, as OpenAI answers a model that takes only its
+    default temperature) when a request sends them."""
+    reply_model: str | None = None
+    """The model its answers report (a provider serving a dated snapshot; None: the one asked for)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     received: int = 0
@@ -173,6 +178,12 @@ class FakeOpenAI:
             body["_failed"] = True
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do not have "
                                               "access to it.", "type": "invalid_request_error", "code": "model_not_found"}}
+        refused = next((name for name in self.refuses if name in body), None)
+        if refused is not None:
+            body["_failed"] = True
+            return 400, {"error": {"message": f"Unsupported value: '{refused}' does not support {body[refused]!r} with "
+                                              "this model. Only the default value is supported.",
+                                   "type": "invalid_request_error", "param": refused, "code": "unsupported_value"}}
         late = self.fail_after is not None and self.received > self.fail_after
         if self.always_fail or late or self.received <= self.fail_first:
             body["_failed"] = True
@@ -205,7 +216,8 @@ class FakeOpenAI:
             "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
         message = {"role": "assistant", "content": text} if text != NULL_CONTENT else \
             {"role": "assistant", "content": None, "refusal": "I can't help with that."}
-        return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0, "model": body["model"],
+        return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0,
+                "model": self.reply_model or body["model"], "system_fingerprint": "fp_fake",
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
 
     def encode(self, answer: dict[str, Any]) -> bytes:

@@ -67,6 +67,10 @@ def check(store: Store, result: RescoreResult, runs: list[str] | None = None, on
             for s in result.scored] == expected_scored
     assert [s.written for s in result.scored] == [s[0] not in blocked for s in expected_scored]
     written: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    judged = hasattr(evaluator, "judge_prompts") or hasattr(evaluator, "judge_requests")
     for row in stored:
+        judge = row.pop("judge_json")
+        assert (judge is not None) == (judged and bool(evaluator.args.get("judge_model"))), \
+            "a judge's verdict rows carry its configuration, others none"
         written[row.pop("run_id")].append(row)
     assert dict(written) == {run: rows for run, rows in expected_rows.items() if run not in blocked}

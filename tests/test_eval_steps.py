@@ -233,8 +233,14 @@ def test_the_value_judge_accepts_a_paraphrased_answer_and_is_cached(store: Path)
     assert exact["overall"]["correct"] == len(steps) - 1
     assert judged["overall"]["correct"] == judged_again["overall"]["correct"] == len(steps)
     assert len(judge_requests) == 1
-    detail = json.loads(step_rows(store, judged["batch_id"])[(stop["episode_id"], stop["step_index"])]["detail_json"])
+    rows = step_rows(store, judged["batch_id"])
+    detail = json.loads(rows[(stop["episode_id"], stop["step_index"])]["detail_json"])
     assert (detail["value_ok"], detail["value_method"]) == (True, "fuzzy")
+    judge = json.loads(rows[(stop["episode_id"], stop["step_index"])]["judge_json"])
+    assert (judge["model"], judge["prompt_version"], judge["calls"], judge["asked"]["temperature"]) == \
+        ("judge", "fuzzy-1", 1, 0.0)
+    assert all(json.loads(r["judge_json"])["model"] == "judge" for r in rows.values()), "every row: the value judge's"
+    assert all(r["judge_json"] is None for r in step_rows(store, exact["batch_id"]).values()), "no judge: none"
 
 
 def test_without_patience_an_endpoint_failure_leaves_the_step_unscored(store: Path) -> None:

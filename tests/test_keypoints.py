@@ -254,3 +254,18 @@ def test_the_whole_built_in_suite(tmp_path: Path) -> None:
     print(against_hops(store, "table"))
     print(f"hop rows: {len(hop_rows)}, questions: {len(judge.asked)}, images shown: "
           f"{sum(len(u) for u in judge.images())}")
+
+
+KEYPOINT_QUESTIONS_SHA256 = {"keypoints-1": "533179c57ac9dfbdb8420dd64f283b44e592c40ea7144d540123fcee8137c75a"}
+"""The text of ``keypoint_prompts`` (its questions and the reading of the replies) each prompt version stands for."""
+
+
+def test_the_prompt_version_is_pinned_to_the_questions() -> None:
+    """A changed question or parser with the same prompt version would mix verdicts and cached
+    replies of two judges under one name: change ``PROMPT_VERSION`` with the text, and add its hash here."""
+    import hashlib
+    import inspect
+
+    text = "\n".join(line for line in inspect.getsource(ask).splitlines() if not line.startswith("PROMPT_VERSION = "))
+    assert KEYPOINT_QUESTIONS_SHA256.get(ask.PROMPT_VERSION) == hashlib.sha256(text.encode()).hexdigest(), \
+        "keypoint_prompts changed: give it a new PROMPT_VERSION and pin its text's hash in this test"

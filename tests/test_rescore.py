@@ -15,7 +15,8 @@ from mmina.cli import cli
 from mmina.evaluators import EpisodeView, Score, StepView, get, names
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.hops import Hops
-from mmina.evaluators.judge import PROMPT, JudgeSettings, judge_prompt, parse_verdict, prompt_key
+from mmina.evaluators.judge import (FUZZY_PROMPT_VERSION, PROMPT, JudgeConfig, JudgeSettings, endpoint_host,
+                                   judge_prompt, parse_verdict)
 from mmina.evaluators.registry import parse_args
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.browser import BrowserConfig
@@ -321,8 +322,13 @@ def test_judge_cache_rows(store: Path) -> None:
     prompts = {r["prompt"] for r in cache}
     assert judge_prompt("Vell tea", "tea") in prompts
     assert judge_prompt("I do not know", "23.75") in prompts
+    config = JudgeConfig("fake-judge", endpoint_host(server.url))
     for row in cache:
-        assert row["prompt_sha256"] == prompt_key("fake-judge", row["prompt"]) and row["model"] == "fake-judge"
+        assert row["prompt_sha256"] == config.key(row["prompt"], 16) and row["model"] == "fake-judge"
+        assert json.loads(row["judge_json"]) == {
+            "model": "fake-judge", "endpoint": endpoint_host(server.url), "prompt_version": "fuzzy-1",
+            "sent": {"temperature": 0.0, "max_tokens": 16}, "refused": [], "reply_model": "fake-judge",
+            "fingerprint": "fp_fake"}
         assert row["response"] in ("Yes.", "No.") and row["prompt_tokens"] > 0 and row["created_at"].tzinfo
     detail = json.loads(_answers(store, report["batch_id"])[("judged", "judged/1")][1])
     assert [(j["reference"], j["reply"], j["verdict"]) for j in detail["judgments"]] == \
@@ -352,13 +358,115 @@ def test_judge_down_leaves_episodes_unscored_and_writes_no_scores(store: Path) -
     assert files_of(store) == before
 
 
+@pytest.mark.parametrize("evaluator, extra", [("fuzzy", []), ("task", []), ("keypoints", ["--arg", "images=false"])])
+def test_a_judge_that_is_down_never_falls_back_to_another_evaluator(store: Path, evaluator: str,
+                                                                     extra: list[str]) -> None:
+    """No connection at all (the server stopped listening): no verdict, exit 1, nothing written —
+    not the string checks of ``task`` alone, nor any other evaluator's verdict in the judge's place."""
+    before = files_of(store)
+    with FakeOpenAI() as server:
+        server.go_down()
+        result = invoke("--store", str(store), "--evaluator", evaluator, "--run", "judged", "--judge-model", "m",
+                        "--judge-base-url", server.url, "--judge-retries", "1", "--format", "json", *extra, env=KEY)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["files"] == [] and len(report["unscored"]) == 2
+    assert all("judge endpoint failed" in u["reason"] for u in report["unscored"])
+    assert files_of(store) == before, "no scores, no judge cache: nothing at all was written"
+
+
+def _judge_rows(store: Path, batch_id: str) -> list[dict[str, Any]]:
+    return [json.loads(r["judge_json"]) for r in stored_rows(store, batch_id)]
+
+
+def test_every_judged_verdict_row_carries_the_judges_whole_configuration(store: Path) -> None:
+    with FakeOpenAI() as server:
+        report = _fuzzy(store, server, "--judge-seed", "7", "--judge-top-p", "0.5")
+        sent = [{k: b.get(k) for k in ("model", "temperature", "top_p", "seed", "max_tokens")} for b in server.requests]
+        cached = _fuzzy(store, server, "--judge-seed", "7", "--judge-top-p", "0.5", env={"OPENAI_API_KEY": None})
+        shown = invoke("--store", str(store), "--evaluator", "fuzzy", "--run", "judged", "--judge-model", "fake-judge",
+                       "--judge-base-url", server.url, "--judge-seed", "7", "--judge-top-p", "0.5").output
+    assert f"judge: fake-judge at {endpoint_host(server.url)}, prompt fuzzy-1, temperature 0, top_p 0.5, seed 7" in shown
+    assert sent == [{"model": "fake-judge", "temperature": 0.0, "top_p": 0.5, "seed": 7, "max_tokens": 16}] * 6
+    rows = stored_rows(store, report["batch_id"])
+    configs = [json.loads(r["judge_json"]) for r in rows]
+    assert len(configs) == 4 and {(c["calls"], c["cached"]) for c in configs} == {(1, 0), (2, 0)}
+    for config in configs:
+        assert {k: v for k, v in config.items() if k not in ("calls", "cached")} == {
+            "model": "fake-judge", "endpoint": endpoint_host(server.url), "prompt_version": FUZZY_PROMPT_VERSION,
+            "asked": {"temperature": 0.0, "top_p": 0.5, "seed": 7}, "max_tokens": [16], "refused": [],
+            "reply_models": ["fake-judge"], "fingerprints": ["fp_fake"]}
+    assert all("sk-test-judge" not in r["judge_json"] and "/v1" not in r["judge_json"] for r in rows)
+    assert cached["judge"]["requested"] == 0
+    assert cached["judge_config"] == {"model": "fake-judge", "endpoint": endpoint_host(server.url),
+                                      "prompt_version": "fuzzy-1",
+                                      "asked": {"temperature": 0.0, "top_p": 0.5, "seed": 7}}
+    assert {c["cached"] == c["calls"] for c in _judge_rows(store, cached["batch_id"])} == {True}
+    other = [r for r in Store.open(store).read("scores").to_pylist() if r["evaluator"] != "fuzzy"]
+    assert all(r["judge_json"] is None for r in other)
+
+
+def test_endpoint_host_keeps_no_credentials_nor_path() -> None:
+    assert endpoint_host("https://user:sk-secret@judge.example.com:8443/key-abc123/v1") == "judge.example.com:8443"
+    assert endpoint_host("http://[::1]:8000/v1") == "[::1]:8000"
+    assert endpoint_host("https://api.example.com/v1?key=sk-x") == "api.example.com"
+
+
+def test_a_changed_temperature_seed_endpoint_or_prompt_version_is_a_cache_miss(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI() as server, FakeOpenAI() as elsewhere:
+        def asked(*extra: str, at: FakeOpenAI = server) -> int:
+            before = len(server.requests) + len(elsewhere.requests)
+            _fuzzy(store, at, *extra)
+            return len(server.requests) + len(elsewhere.requests) - before
+
+        assert asked() == 6 and asked() == 0
+        assert asked("--judge-temperature", "0.5") == 6 and asked("--judge-temperature", "0.5") == 0
+        assert asked("--judge-seed", "3") == 6 and asked("--judge-seed", "3") == 0
+        assert asked(at=elsewhere) == 6, "another endpoint (host and port) is another judge"
+        from mmina.evaluators.fuzzy import Fuzzy
+        monkeypatch.setattr(Fuzzy, "prompt_version", "fuzzy-2")
+        assert asked() == 6 and asked() == 0
+    versions = {json.loads(r["judge_json"])["prompt_version"] for r in Store.open(store).read("judge_cache").to_pylist()}
+    assert versions == {"fuzzy-1", "fuzzy-2"}
+
+
+def test_a_refused_parameter_is_dropped_and_every_verdict_says_so(store: Path) -> None:
+    """A provider that takes only its default temperature (HTTP 400 naming it) and answers from a
+    dated snapshot: the calls go on without temperature, and each verdict and cached call says both."""
+    with FakeOpenAI(refuses=("temperature",), reply_model="fake-judge-2026-01-01") as server:
+        report = _fuzzy(store, server)
+        refused = [b for b in server.requests if b.get("_failed")]
+    assert report["ok"] and 1 <= len(refused) <= 3, "refused once per call in flight, then never sent again"
+    assert report["judge_changes"] == [
+        "the judge endpoint refused temperature: dropped from the calls that it refused (their verdicts say so in "
+        "judge_json.refused)", "the judge's replies say fake-judge-2026-01-01 answered, not fake-judge"]
+    assert all("temperature" not in b for b in server.chat_requests) and len(server.chat_requests) == 6
+    for config in _judge_rows(store, report["batch_id"]):
+        assert config["refused"] == ["temperature"] and config["reply_models"] == ["fake-judge-2026-01-01"]
+        assert config["asked"]["temperature"] == 0.0, "what was asked for is kept beside what was refused"
+    for row in Store.open(store).read("judge_cache").to_pylist():
+        call = json.loads(row["judge_json"])
+        assert call["sent"] == {"max_tokens": 16} and call["refused"] == ["temperature"]
+
+
+def test_a_refused_reply_budget_is_not_dropped_and_gives_no_verdict(store: Path) -> None:
+    """Only sampling parameters are dropped: a refused ``max_tokens`` (or anything else) fails the calls."""
+    before = files_of(store)
+    with FakeOpenAI(refuses=("max_tokens",)) as server:
+        report = _fuzzy(store, server, exit_code=1)
+    assert len(report["unscored"]) == 4 and all("Unsupported value: 'max_tokens'" in u["reason"]
+                                                 for u in report["unscored"])
+    assert files_of(store) == before
+
+
 def test_only_the_run_with_an_unscored_episode_goes_unwritten(store: Path) -> None:
     """The right answers' judgments are cached; the endpoint then fails for the wrong ones."""
     with FakeOpenAI() as server:
         rescore_json(store, "--evaluator", "fuzzy", "--run", "judged", "--judge-model", "fake-judge",
                      "--judge-base-url", server.url, env=KEY)
-    with FakeOpenAI(always_fail=True) as down:
-        report = _fuzzy(store, down, exit_code=1)
+        server.always_fail = True
+        report = _fuzzy(store, server, exit_code=1)
     assert {u["run_id"] for u in report["unscored"]} == {"judged-wrong"}
     assert [Path(f).parent.name for f in report["files"]] == ["run_id=judged"]
     assert not list((store / "scores" / "run_id=judged-wrong").glob(f"{report['batch_id']}*")), \
@@ -380,6 +488,7 @@ def test_parse_verdict_is_strict() -> None:
 
 def test_the_prompt_is_the_papers() -> None:
     assert PROMPT == 'Given the statement "{pred}", would it be correct to infer "{reference}"? Yes or No'
+    assert FUZZY_PROMPT_VERSION == "fuzzy-1", "a changed question or reading of it is a new prompt version"
     assert judge_prompt("a {b}", "c") == 'Given the statement "a {b}", would it be correct to infer "c"? Yes or No'
 
 

@@ -179,17 +179,17 @@ def agreement(store: Store, runs: Sequence[str], evaluator: str, reference: str,
     db = connect(store, chosen, only=VIEWS)
     try:
         episodes = query(db, EPISODES_SQL, {"runs": list(chosen)})
-        verdicts = [_verdicts(db, side, chosen) for side in sides]
+        verdicts = [side_verdicts(db, side, chosen) for side in sides]
     finally:
         db.close()
-    items = list(_items(episodes))
+    items = list(items_of(episodes))
     result = Agreement(sides[0], sides[1], chosen, resamples)
     result.groups = _groups(items, verdicts[0], verdicts[1], resamples, seed)
     result.disagreements = _disagreements(items, verdicts[0], verdicts[1], serve_url)
     return result
 
 
-def _verdicts(db: StoreConnection, side: Side, runs: Sequence[str]) -> dict[Key, str]:
+def side_verdicts(db: StoreConnection, side: Side, runs: Sequence[str]) -> dict[Key, str]:
     """The side's current verdict of every item it judged; none at all is an error naming the cure."""
     if side.evaluator != HUMAN:
         found = {_key(r): r["verdict"] for r in query(db, EVALUATOR_SQL, {"evaluator": side.evaluator})}
@@ -223,7 +223,7 @@ def _key(row: Mapping[str, Any]) -> Key:
     return row["episode_id"], None if row["level"] == "task" else row["hop_index"]
 
 
-def _items(episodes: Iterable[Mapping[str, Any]]) -> Iterator[Item]:
+def items_of(episodes: Iterable[Mapping[str, Any]]) -> Iterator[Item]:
     """Every episode's task, then its hops (those the agent had to do)."""
     for e in episodes:
         yield Item(e["run_id"], e["episode_id"], e["task_id"], e["bucket"], None)
@@ -231,10 +231,9 @@ def _items(episodes: Iterable[Mapping[str, Any]]) -> Iterator[Item]:
             yield Item(e["run_id"], e["episode_id"], e["task_id"], e["bucket"], hop)
 
 
-def _groups(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str], resamples: int,
-            seed: int) -> list[Group]:
-    """Statistics per level: overall, by bucket, and (hops) by position."""
-    groups = []
+def partitions(items: Sequence[Item]) -> Iterator[tuple[str, str, str, list[Item]]]:
+    """The groups figures are given for, as (level, by, group, items): per level (task, hop),
+    all items, each hop-count bucket and (hops) each hop position (1-based); empty ones left out."""
     for level in ("task", "hop"):
         chosen = [i for i in items if (i.hop is None) == (level == "task")]
         parts: list[tuple[str, str, list[Item]]] = [("all", "all", chosen)]
@@ -242,20 +241,25 @@ def _groups(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key,
         if level == "hop":
             positions = sorted({i.hop for i in chosen if i.hop is not None})
             parts += [("hop", str(p + 1), [i for i in chosen if i.hop == p]) for p in positions]
-        groups += [_group(level, by, name, part, ours, theirs, resamples, seed) for by, name, part in parts if part]
-    return groups
+        yield from ((level, by, name, part) for by, name, part in parts if part)
+
+
+def _groups(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str], resamples: int,
+            seed: int) -> list[Group]:
+    """Statistics per level: overall, by bucket, and (hops) by position."""
+    return [_group(level, by, name, part, ours, theirs, resamples, seed) for level, by, name, part in partitions(items)]
 
 
 def _group(level: str, by: str, name: str, items: Sequence[Item], ours: Mapping[Key, str],
            theirs: Mapping[Key, str], resamples: int, seed: int) -> Group:
-    counts = Counter((ours.get(_item_key(i), "missing"), theirs.get(_item_key(i), "missing")) for i in items)
+    counts = Counter((ours.get(item_key(i), "missing"), theirs.get(item_key(i), "missing")) for i in items)
     matrix = {ev: {ref: counts[(ev, ref)] for ref in VERDICTS} for ev in VERDICTS}
     group = Group(level, by, name, matrix, None, None)
     lo, hi = kappa_interval(group.confusion, resamples, seed)
     return Group(level, by, name, matrix, lo, hi)
 
 
-def _item_key(item: Item) -> Key:
+def item_key(item: Item) -> Key:
     return item.episode_id, item.hop
 
 
@@ -264,7 +268,7 @@ def _disagreements(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mappi
     """Items both sides decided differently, in run, task and hop order, with a link into ``mmina serve``."""
     found = []
     for item in items:
-        a, b = ours.get(_item_key(item)), theirs.get(_item_key(item))
+        a, b = ours.get(item_key(item)), theirs.get(item_key(item))
         if a in ("pass", "fail") and b in ("pass", "fail") and a != b:
             found.append(Disagreement(item.run_id, item.episode_id, item.task_id,
                                       None if item.hop is None else item.hop + 1, a, b,

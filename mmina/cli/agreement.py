@@ -10,6 +10,7 @@ from mmina.cli.render import echo, print_json, render_rows
 
 if TYPE_CHECKING:
     from mmina.analysis.agreement import Agreement, Group
+    from mmina.analysis.judge_audit import Audit, Estimate
 
 COLUMNS = ("level", "by", "group", "items", "pairs", "agreement", "kappa", "kappa_lo", "kappa_hi", "precision",
            "recall", "f1", "tp", "fp", "fn", "tn", "unsure_evaluator", "unsure_reference", "missing_evaluator",
@@ -20,25 +21,38 @@ SHOWN = 30
 
 @click.command()
 @click.option("--run", "runs", multiple=True, metavar="REF", help="Run to compare on (repeatable; default: every run).")
-@click.option("--evaluator", required=True, metavar="NAME",
-              help="The evaluator measured: a name (fuzzy, keypoints, hops, ...), human, or human:LABELLER.")
+@click.option("--evaluator", "evaluators", required=True, multiple=True, metavar="NAME",
+              help="The evaluator measured: a name (fuzzy, keypoints, hops, ...), human, or human:LABELLER. With "
+                   "--audit, repeat it: every evaluator to compare.")
 @click.option("--reference", default="human", show_default=True, metavar="NAME",
               help="What it is measured against (the truth for precision and recall): human (every labeller: "
                    "their verdict where they agree, unsure where they differ), human:LABELLER, or an evaluator.")
+@click.option("--audit", is_flag=True,
+              help="The judge audit: each evaluator's agreement with every labeller beside the labellers' with each "
+                   "other (is the judge as good as a second human?), the runs ranked under each evaluator with "
+                   "Kendall's tau between the rankings (does the leaderboard depend on the judge?), and a warning "
+                   "when a judge's model is also a ranked run's.")
 @click.option("--bootstrap", "resamples", type=click.IntRange(0, 100_000), default=1000, show_default=True,
-              metavar="N", help="Bootstrap resamples for the interval of Cohen's kappa (0: none).")
+              metavar="N", help="Bootstrap resamples for the 95% intervals (0: none).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (same seed, same interval).")
 @click.option("--serve-url", default="http://127.0.0.1:8787", show_default=True, metavar="URL",
               help="Where mmina serve runs, for the links to the disagreeing episodes.")
 @store_option
 @format_option("table", "json", "csv")
-def agreement(runs: tuple[str, ...], evaluator: str, reference: str, resamples: int, seed: int, serve_url: str,
-              fmt: str, store_path: str | None) -> None:
+def agreement(runs: tuple[str, ...], evaluators: tuple[str, ...], reference: str, audit: bool, resamples: int,
+              seed: int, serve_url: str, fmt: str, store_path: str | None) -> None:
     """Agreement of an evaluator with a reference, per task and per hop: observed agreement,
     Cohen's kappa with a 95% bootstrap interval, precision / recall / F1 of "pass", and the
     confusion counts, overall, by hop-count bucket (1, 2-4, 5+) and by hop position. Items
     either side called unsure, or did not judge, are counted apart and left out of the
     figures. The disagreeing episodes are listed with links into mmina serve.
+
+    With --audit and several evaluators: for each judge, human-human kappa (every pair of
+    labellers) beside judge-human kappa (the judge with each labeller) and their difference,
+    with intervals, and whether the judge lies below, within or above the human spread; the
+    runs' task SR and rank under each evaluator (over the episodes all of them judged) and
+    Kendall's tau-b between every two rankings with a 95% interval; warnings (a judge whose
+    model is a ranked run's, fewer than three evaluators, runs or two labellers).
 
     \b
     Examples:
@@ -46,10 +60,19 @@ def agreement(runs: tuple[str, ...], evaluator: str, reference: str, resamples: 
       mmina agreement --evaluator keypoints --reference human:alice --format json
       mmina agreement --evaluator human:alice --reference human:bob
       mmina agreement --run nightly --evaluator fuzzy --reference mmina_official --format csv
+      mmina agreement --audit --evaluator fuzzy --evaluator keypoints --evaluator must_include --evaluator human
     """
+    store = open_store(store_path)
+    if audit:
+        from mmina.analysis.judge_audit import audit as run_audit
+
+        _show_audit(run_audit(store, runs, evaluators, resamples, seed), fmt)
+        return
+    if len(evaluators) != 1:
+        raise click.UsageError("name one --evaluator (several are compared with --audit)")
     from mmina.analysis.agreement import agreement as measure
 
-    result = measure(open_store(store_path), runs, evaluator, reference, resamples, seed, serve_url)
+    result = measure(store, runs, evaluators[0], reference, resamples, seed, serve_url)
     if fmt == "json":
         print_json(result.as_json())
     elif fmt == "csv":
@@ -96,3 +119,43 @@ def _print_table(result: "Agreement") -> None:
                  for d in found[:SHOWN]], "table", title=f"{len(found)} disagreeing item(s)")
     if len(found) > SHOWN:
         echo(f"... and {len(found) - SHOWN} more (--format json lists all)")
+
+
+BASELINE_COLUMNS = ("evaluator", "level", "by", "group", "items", "human_kappa", "human_lo", "human_hi", "judge_kappa",
+                    "judge_lo", "judge_hi", "difference", "difference_lo", "difference_hi", "place")
+
+
+def _estimate(value: "Estimate") -> str:
+    interval = f" [{_number(value.lo, 2)}, {_number(value.hi, 2)}]" if value.lo is not None else ""
+    return f"{_number(value.value)}{interval}"
+
+
+def _flat(estimate: "Estimate") -> list[float | None]:
+    return [estimate.value, estimate.lo, estimate.hi]
+
+
+def _show_audit(result: "Audit", fmt: str) -> None:
+    """The audit as JSON, as CSV (the baseline rows), or as three tables and the warnings."""
+    if fmt == "json":
+        print_json(result.as_json())
+        return
+    if fmt == "csv":
+        render_rows(BASELINE_COLUMNS, [[b.evaluator, b.level, b.by, b.group, b.items, *_flat(b.human), *_flat(b.judge),
+                                        *_flat(b.difference), b.place] for b in result.baseline], "csv")
+        return
+    for evaluator in dict.fromkeys(b.evaluator for b in result.baseline):
+        render_rows(["level", "group", "items", "human-human kappa", f"{evaluator}-human kappa", "difference",
+                     "judge"], [[b.level, b.group if b.by == "all" else f"{b.by} {b.group}", b.items,
+                                 _estimate(b.human), _estimate(b.judge), _estimate(b.difference), b.place]
+                                for b in result.baseline if b.evaluator == evaluator], "table",
+                    title=f"Is {evaluator} as good as a second human? (labellers {', '.join(result.labellers)}; "
+                          "95% bootstrap intervals)")
+    render_rows(["run", "model", "episodes", *result.evaluators],
+                [[r.run_id, r.model or "–", r.episodes,
+                  *(f"{_number(r.rates[e])} (#{r.ranks[e]})" for e in result.evaluators)] for r in result.ranking],
+                "table", title="Task SR (rank) under each evaluator, over the episodes all of them judged")
+    render_rows(["evaluator A", "evaluator B", "runs", "Kendall tau-b [95% CI]"],
+                [[t.a, t.b, t.runs, _estimate(t.tau)] for t in result.taus], "table",
+                title="Does the leaderboard depend on the judge?")
+    for warning in result.warnings:
+        echo(f"warning: {warning}", err=True)

@@ -249,6 +249,13 @@ def judge_options(scope: str, base_url_default: str = "$OPENAI_BASE_URL, else Op
         option("--judge-retries", "judge_retries", type=click.IntRange(0, MAX_RETRIES), default=JUDGE_RETRIES,
                show_default=True, metavar="N",
                help=f"{scope}: retries of a judge call on 429, 5xx, timeouts and lost connections, with backoff."),
+        click.option("--judge-temperature", "judge_temperature", type=Bounded(0, 2), default=0.0, show_default=True,
+                     metavar="T", help=f"{scope}: the judge's sampling temperature (part of every cache key and "
+                                       "verdict; one the provider refuses is dropped, and the verdicts say so)."),
+        click.option("--judge-top-p", "judge_top_p", type=Bounded(0, 1), metavar="P",
+                     help=f"{scope}: the judge's top_p (default: not sent)."),
+        click.option("--judge-seed", "judge_seed", type=int, metavar="N",
+                     help=f"{scope}: the judge's sampling seed (default: not sent)."),
     ]
 
     def decorator(func: Any) -> Any:
@@ -264,7 +271,8 @@ def judge_settings(options: dict[str, Any], base_url: str | None = None,
     return JudgeSettings(model=options["judge_model"], base_url=options["judge_base_url"] or base_url,
                          concurrency=options["judge_concurrency"], max_retries=options["judge_retries"],
                          deadline_s=options["judge_deadline"], api_key_env=options["judge_api_key_env"],
-                         price_in=prices[0], price_out=prices[1])
+                         price_in=prices[0], price_out=prices[1], temperature=options["judge_temperature"],
+                         top_p=options["judge_top_p"], seed=options["judge_seed"])
 
 
 def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):

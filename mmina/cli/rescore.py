@@ -83,6 +83,8 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         print_json(result.as_json())
     else:
         _print_buckets(result, fmt)
+    for change in result.judge_changes:
+        echo(f"warning: {change}", err=True)
     _report_unscored(result)
     if not result.ok:
         raise click.exceptions.Exit(1)
@@ -153,6 +155,11 @@ def _print_buckets(result: RescoreResult, fmt: str) -> None:
     if result.judge_cached or result.judge_requested:
         echo(f"judge: {result.judge_cached} cached, {result.judge_requested} requested, "
              f"{result.judge_failed} failed{_spend(result)}")
+    if result.judge_config:
+        judge = result.judge_config
+        asked = ", ".join(f"{k} {v:g}" for k, v in judge["asked"].items() if v is not None)
+        echo(f"judge: {judge['model']} at {judge['endpoint']}, prompt {judge['prompt_version']}"
+             f"{f', {asked}' if asked else ''} (each verdict's judge_json has its whole configuration)")
     written = sum(s.written for s in result.scored)
     echo(f"{written} episode(s) scored, {len(result.files)} file(s) written ({result.action})")
 

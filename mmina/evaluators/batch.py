@@ -109,10 +109,13 @@ class ScoreColumns:
         self.outcomes: dict[int, Outcome] = {}
         self.rows: dict[int, tuple[int, int]] = {}
         self.failures: dict[int, str] = {}
+        self.judge: dict[int, str] = {}
+        """Each judged episode's ``judge_json`` (the judge's configuration its rows carry)."""
         self._last = -1
 
-    def add(self, position: int, rows: Sequence[ScoreRow]) -> None:
-        """The episode's rows, in order; without a task-level row it is unscored instead."""
+    def add(self, position: int, rows: Sequence[ScoreRow], judge: str | None = None) -> None:
+        """The episode's rows, in order; without a task-level row it is unscored instead.
+        ``judge``: the ``judge_json`` of its rows, for an evaluator that asked a judge."""
         task, passed, hops = None, 0, 0
         for row in rows:
             if row.level == "hop":
@@ -127,6 +130,8 @@ class ScoreColumns:
         self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops,
                                           float(cost) if isinstance(cost, (int, float)) else None)
         self.rows[position] = (len(self.scores), len(self.scores) + len(rows))
+        if judge is not None:
+            self.judge[position] = judge
         self.scores += rows
         self.position += [position] * len(rows)
 
@@ -152,7 +157,9 @@ def score_table(columns: ScoreColumns, episode_ids: Sequence[str], task_ids: Seq
         "hop": [stored_hop(h) for h in hop_index],
         "step_index": step_index, "verdict": verdict, "value": list(map(float, value)),
         "detail_json": _details(detail, [episode_ids[p] for p in columns.position] if batch.supersedes is not None else (),
-                                batch)}
+                                batch),
+        "judge_json": [columns.judge.get(p) for p in columns.position] if columns.judge else
+        pa.nulls(len(positions), pa.string())}
     constants = {"evaluator": batch.evaluator, "evaluator_version": batch.version, "args_json": batch.args_json,
                  "batch_id": batch.batch_id, "scored_at": batch.scored_at}
     arrays = [pa.array(values[f.name], f.type) if f.name in values

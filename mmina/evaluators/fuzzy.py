@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from mmina.answers import exact_match
 from mmina.evaluators.base import (NOT_APPLICABLE, BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine,
                                    task_score, verdict_of)
-from mmina.evaluators.judge import judge_prompt, parse_verdict
+from mmina.evaluators.judge import FUZZY_PROMPT_VERSION, judge_prompt, parse_verdict
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch, lacks, references
 from mmina.tasks import Task
 
@@ -61,6 +61,7 @@ class Fuzzy(BuiltinEvaluator):
     CHOICES = {"reference": ("fuzzy_match", "must_include")}
     uses_judge: ClassVar[bool] = True
     requires_judge: ClassVar[bool] = True
+    prompt_version: ClassVar[str] = FUZZY_PROMPT_VERSION
 
     def missing_reference(self, task: Task) -> str | None:
         return lacks(task, self.args["reference"])
@@ -85,6 +86,7 @@ class TaskEval(BuiltinEvaluator):
     step_fields = ("step_index", "url")  # url_match's
     ARGS = {"judge_model": None}
     uses_judge: ClassVar[bool] = True
+    prompt_version: ClassVar[str] = FUZZY_PROMPT_VERSION
 
     def missing_reference(self, task: Task) -> str | None:
         """A task whose every check is a reference kind it lacks has nothing to judge."""

@@ -25,6 +25,10 @@ from typing import Any
 
 from mmina.tasks import Task
 
+PROMPT_VERSION = "keypoints-1"
+"""The version of these questions and of the reading of their replies: a new one with any change
+to this module's questions or parsers (a test pins it to the module's text), so that no verdict
+or cached reply of one version is taken for another's."""
 SYSTEM = ("You check whether a web agent completed a multi-hop task on the web. A hop is one part of the task, done "
           "on one website, in order. You reply with JSON only, exactly in the form asked for, with no other text.")
 MAX_KEY_POINTS = 8

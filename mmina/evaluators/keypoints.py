@@ -68,6 +68,7 @@ class KeyPoints(BuiltinEvaluator):
     CHOICES = {"per_hop": tuple(range(1, 11)), "min_relevance": tuple(range(0, 6)), "images": (True, False)}
     uses_judge: ClassVar[bool] = True
     requires_judge: ClassVar[bool] = True
+    prompt_version: ClassVar[str] = ask.PROMPT_VERSION
     step_fields = ("step_index", "url", "action", "title", "screenshot", "tree_text")
     episode_fields = ("final_answer", "final_url", "final_title", "final_screenshot", "final_tree_text", "blob_packs")
 

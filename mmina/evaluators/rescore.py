@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
                                    missing_reference, needs_steps)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
-from mmina.evaluators.judge import JudgeOutcome, JudgeRequest, resolve
+from mmina.evaluators.judge import FUZZY_PROMPT_VERSION, JudgeConfig, JudgeOutcome, JudgeRequest, canonical, resolve
 from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
@@ -148,6 +148,10 @@ class RescoreResult:
     judge_requested: int = 0
     judge_failed: int = 0
     judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
+    judge_changes: list[str] = field(default_factory=list)
+    """What the judge's provider changed or refused, in words (each verdict's ``judge_json`` has it in full)."""
+    judge_config: dict[str, Any] | None = None
+    """The judge asked (model, endpoint host, prompt version, sampling), for an evaluator with a judge."""
 
     @property
     def ok(self) -> bool:
@@ -161,7 +165,8 @@ class RescoreResult:
                 "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
                 "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
                                                 "failed": self.judge_failed},
-                "judge_usage": self.judge_spend.as_json()}
+                "judge_usage": self.judge_spend.as_json(), "judge_changes": self.judge_changes,
+                "judge_config": self.judge_config}
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -357,6 +362,8 @@ def _merge(result: RescoreResult, part: RescoreResult) -> None:
     result.judge_requested += part.judge_requested
     result.judge_failed += part.judge_failed
     result.judge_spend.merge(part.judge_spend)
+    result.judge_changes = list(dict.fromkeys([*result.judge_changes, *part.judge_changes]))
+    result.judge_config = result.judge_config or part.judge_config
 
 
 def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) -> None:
@@ -426,15 +433,15 @@ def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings
             progress("score", done, len(episodes))
 
 
-def _score_views(evaluator: Evaluator, judged: list[tuple[EpisodeView, str | None]], columns: ScoreColumns,
+def _score_views(evaluator: Evaluator, judged: list[Judged], columns: ScoreColumns,
                  progress: Progress | None) -> None:
-    for done, (view, problem) in enumerate(judged, start=1):
+    for done, (view, problem, judge) in enumerate(judged, start=1):
         rows, problem = (None, problem) if problem else _score_one(evaluator, view)
         if rows is None:
             columns.fail(done - 1, problem or "unknown")
         else:
             columns.add(done - 1, [ScoreRow(s.verdict, s.value, s.level, s.hop_index, s.step_index, s.detail)
-                                   for s in rows])
+                                   for s in rows], judge)
         if progress:
             progress("score", done, len(judged))
 
@@ -444,6 +451,45 @@ MAX_ROUNDS = 8
 the replies before): more means it keeps asking, and its episodes go unscored."""
 
 Asker = Callable[[EpisodeView], list[JudgeRequest]]
+
+
+JUDGE_CONFIG_KEYS = ("model", "endpoint", "prompt_version", "asked")
+"""What a rescoring's result says of the judge it asked (its rows' ``judge_json`` say the rest)."""
+
+
+class Judged(NamedTuple):
+    """An episode with its judge replies, or the reason it cannot be scored; ``judge``: the
+    ``judge_json`` of its rows (None for an evaluator without a judge)."""
+
+    view: EpisodeView
+    problem: str | None
+    judge: str | None
+
+
+@dataclass
+class Calls:
+    """The judge calls each episode's verdicts rest on (their ``judge_json``), and how many came from the cache."""
+
+    made: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    cached: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, episode_id: str, requests: list[JudgeRequest], outcome: JudgeOutcome) -> None:
+        for request in requests:
+            if request.prompt in outcome.calls:
+                self.made[episode_id][request.prompt] = outcome.calls[request.prompt]
+                self.cached[episode_id] += request.prompt in outcome.from_cache
+
+    def changes(self, config: JudgeConfig) -> list[str]:
+        """What the provider refused or answered with instead, over every call, in words."""
+        made = [c for by_prompt in self.made.values() for c in by_prompt.values()]
+        refused = sorted({p for c in made for p in c.get("refused", ())})
+        models = sorted({c["reply_model"] for c in made if c.get("reply_model") not in (None, config.model)})
+        return ([f"the judge endpoint refused {', '.join(refused)}: dropped from the calls that it refused "
+                 "(their verdicts say so in judge_json.refused)"] if refused else []) + \
+               ([f"the judge's replies say {', '.join(models)} answered, not {config.model}"] if models else [])
+
+    def judge_json(self, config: JudgeConfig, episode_id: str) -> str:
+        return canonical(config.summary(list(self.made[episode_id].values()), self.cached[episode_id]))
 
 
 def judge_asker(evaluator: object) -> Asker | None:
@@ -457,15 +503,18 @@ def judge_asker(evaluator: object) -> Asker | None:
 
 
 def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView], settings: JudgeSettings,
-                    stem: str, result: RescoreResult, progress: Progress | None
-                    ) -> list[tuple[EpisodeView, str | None]]:
-    """Each episode with its judge replies, or with the reason it cannot be scored. Requests
-    are asked in rounds, all episodes' at once, until no episode needs another (new replies
-    are cached in a ``judge_cache`` file per round, the first named ``stem``)."""
+                    stem: str, result: RescoreResult, progress: Progress | None) -> list[Judged]:
+    """Each episode with its judge replies, or with the reason it cannot be scored, and the
+    judge's configuration its rows carry. Requests are asked in rounds, all episodes' at once,
+    until no episode needs another (new replies are cached in a ``judge_cache`` file per round,
+    the first named ``stem``). A judge that cannot answer leaves the episode unscored: no
+    other evaluator stands in for it."""
     asker = judge_asker(evaluator)
     judged = {v.episode_id: v for v in views}
     problems: dict[str, str] = {}
     model = getattr(evaluator, "args", {}).get("judge_model") or settings.model
+    version = str(getattr(evaluator, "prompt_version", FUZZY_PROMPT_VERSION))
+    calls = Calls()
     for round_number in range(MAX_ROUNDS + 1):
         wanted = _still_wanted(asker, judged, problems)
         if not wanted:
@@ -474,7 +523,7 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
             problems |= {e: f"the evaluator still asked the judge after {MAX_ROUNDS} rounds" for e in wanted}
             break
         outcome = resolve(store, [r for rs in wanted.values() for r in rs], replace(settings, model=model),
-                          (lambda done, total: progress("judge", done, total)) if progress else None)
+                          (lambda done, total: progress("judge", done, total)) if progress else None, version)
         if outcome.new_rows:
             store.append("judge_cache", outcome.new_rows, stem=stem if round_number == 0 else f"{stem}-{round_number + 1}")
         result.judge_cached += outcome.cached
@@ -483,9 +532,15 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
         result.judge_spend.add(outcome)
         for episode_id, requests in wanted.items():
             judged[episode_id], problem = _judged(judged[episode_id], requests, outcome)
+            calls.add(episode_id, requests, outcome)
             if problem:
                 problems[episode_id] = problem
-    return [(judged[v.episode_id], problems.get(v.episode_id)) for v in views]
+    config = JudgeConfig.of(replace(settings, model=model), version) if asker is not None and model else None
+    if config:
+        result.judge_changes = calls.changes(config)
+        result.judge_config = {k: v for k, v in config.summary([], 0).items() if k in JUDGE_CONFIG_KEYS}
+    return [Judged(judged[v.episode_id], problems.get(v.episode_id),
+                   calls.judge_json(config, v.episode_id) if config else None) for v in views]
 
 
 def _still_wanted(asker: Asker | None, judged: Mapping[str, EpisodeView], problems: Mapping[str, str]

@@ -18,8 +18,9 @@ DEFAULT_MAX_RETRIES = 5
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """Where and how to ask: model, endpoint and the variable holding its key, parallel
-    requests, each call's retries and deadline, and what its tokens cost."""
+    """Where and how to ask: model, endpoint and the variable holding its key, the sampling
+    parameters sent (None: not sent), parallel requests, each call's retries and deadline, and
+    what its tokens cost."""
 
     model: str | None = None
     base_url: str | None = None
@@ -30,6 +31,9 @@ class JudgeSettings:
     price_in: float | None = None
     """USD per million prompt tokens, for evaluators that record their cost (None: not given)."""
     price_out: float | None = None
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

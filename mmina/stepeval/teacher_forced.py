@@ -18,7 +18,8 @@ from typing import Any
 from mmina.actions import parse_action, parse_agent_output
 from mmina.errors import AgentError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
-from mmina.evaluators.judge import JudgeSettings, judge_prompt, parse_verdict, resolve
+from mmina.evaluators.judge import (JudgeConfig, JudgeOutcome, JudgeSettings, canonical, judge_prompt, parse_verdict,
+                                   resolve)
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.stepeval import action_match as compare
@@ -169,35 +170,46 @@ def _ask(agent: Any, step: ReferenceStep, k: int, blobs: dict[str, bytes]) -> _A
     return _Asked(step, history, prediction, reference, predicted, error, labels)
 
 
-def _score_all(store: Store, asked: list[_Asked], settings: JudgeSettings,
-               result: EvalResult) -> list[tuple[_Asked, StepScore]]:
+Scored = tuple[_Asked, StepScore, str | None]
+"""A step, its verdict, and the ``judge_json`` of its row (the value judge's configuration; None without one)."""
+
+
+def _score_all(store: Store, asked: list[_Asked], settings: JudgeSettings, result: EvalResult) -> list[Scored]:
     """Verdicts of every asked step; values that differ go to the fuzzy judge when one is set."""
-    replies, failures = _judge(store, asked, settings, result.batch_id)
+    outcome = _judge(store, asked, settings, result.batch_id)
+    replies = outcome.replies if outcome else {}
     scored = []
     for item in asked:
-        pair = (item.reference, item.predicted)
-        failure = next((failures[judge_prompt(p, r)] for p, r in compare.judge_pairs([pair])
-                        if judge_prompt(p, r) in failures), None)
+        prompts = [judge_prompt(p, r) for p, r in compare.judge_pairs([(item.reference, item.predicted)])]
+        failure = next((outcome.failures[p] for p in prompts if p in outcome.failures), None) if outcome else None
         if failure:
             result.failed.append(StepProblem(item.step.episode_id, item.step.step_index, failure))
             continue
         judge = (lambda pred, ref: {"pass": True, "fail": False}.get(parse_verdict(replies.get(judge_prompt(pred, ref)))))
-        scored.append((item, compare.score(item.reference, item.predicted, judge if settings.model else None)))
+        scored.append((item, compare.score(item.reference, item.predicted, judge if settings.model else None),
+                       _judge_json(outcome, prompts, settings)))
     return scored
 
 
-def _judge(store: Store, asked: list[_Asked], settings: JudgeSettings,
-           batch_id: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Judge replies (cached in ``judge_cache``) and failures by prompt."""
+def _judge(store: Store, asked: list[_Asked], settings: JudgeSettings, batch_id: str) -> JudgeOutcome | None:
+    """Judge replies (cached in ``judge_cache``) and failures by prompt; None without a judge."""
     if not settings.model:
-        return {}, {}
+        return None
     prompts = [judge_prompt(p, r) for p, r in compare.judge_pairs([(a.reference, a.predicted) for a in asked])]
-    if not prompts:
-        return {}, {}
     outcome = resolve(store, prompts, settings)
     if outcome.new_rows:
         store.append("judge_cache", outcome.new_rows, stem=batch_id)
-    return outcome.replies, outcome.failures
+    return outcome
+
+
+def _judge_json(outcome: JudgeOutcome | None, prompts: list[str], settings: JudgeSettings) -> str | None:
+    """The value judge's configuration and the calls this step's verdict rests on (None without a judge)."""
+    if not settings.model:
+        return None
+    config = outcome.config if outcome else JudgeConfig.of(settings)
+    calls = [outcome.calls[p] for p in prompts if p in outcome.calls] if outcome else []
+    cached = sum(p in outcome.from_cache for p in prompts) if outcome else 0
+    return canonical(config.summary(calls, cached))
 
 
 def detail(item: _Asked, verdict: StepScore, k: int) -> dict[str, Any]:
@@ -226,19 +238,18 @@ def _hop(step: ReferenceStep) -> int | None:
     return None if live is None else min(live + 1, max(step.task.n_hops, 1))
 
 
-def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[tuple[_Asked, StepScore]],
-           result: EvalResult) -> None:
+def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[Scored], result: EvalResult) -> None:
     """One ``scores`` file for the run, rows in stored step order."""
     if not scored:
         return
     rows = []
-    for item, verdict in scored:
+    for item, verdict, judge in scored:
         info = detail(item, verdict, config.history)
         result.details.append(info)
         view = EpisodeView(item.step.run_id, item.step.episode_id, item.step.task, {}, ())
         score = Score("pass" if verdict.action_ok else "fail", 1.0 if verdict.action_ok else 0.0, "step",
                       step_index=item.step.step_index, detail=info)
-        rows += score_rows(view, [score], batch)
+        rows += [{**row, "judge_json": judge} for row in score_rows(view, [score], batch)]
     result.files.append(str(store.append("scores", rows, stem=result.batch_id, run_id=config.run_id)))
 
 

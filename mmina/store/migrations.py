@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import SchemaVersionError
-from mmina.store.schema import EPISODES, PREFIX_COLUMNS, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
+from mmina.store.schema import EPISODES, JUDGE_CACHE, PREFIX_COLUMNS, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
 
 V6_PREFIX_COLUMNS = tuple("start_hop" if name == "hops_given" else name for name in PREFIX_COLUMNS)
 """The hop-conditioned columns as schema version 6 named them."""
@@ -81,6 +81,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     added_columns(REQUESTS, 7, "replay_match", "replay_source_episode", "replay_source_seq"),
     added_columns(EPISODES, 7, "endpoint_retries", "endpoint_wait_s"),
     added_columns(EPISODES, 8, "error_kind", "blocked", "supersedes"),
+    added_columns(SCORES, 8, "judge_json"),
+    added_columns(JUDGE_CACHE, 8, "judge_json"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -35,7 +35,12 @@ in older files; 8 — how a replay answered each request (``requests.replay_matc
 ``replay_source_episode``, ``replay_source_seq``; NULL in older files and in recordings) and
 what the model endpoint cost an episode (``episodes.endpoint_retries``, ``endpoint_wait_s``;
 NULL in older files); 9 — whose failure an error was, the re-run that replaced it and the
-environment in the agent's way (``episodes.error_kind``, ``supersedes``, ``blocked``; NULL in older files).
+environment in the agent's way (``episodes.error_kind``, ``supersedes``, ``blocked``; NULL in older
+files), and the LLM judge's whole
+configuration with every verdict and cached call (``scores.judge_json``, ``judge_cache.judge_json``:
+model, endpoint host, sampling parameters as sent, prompt version, what the provider changed or
+refused; NULL in older files and for evaluators without a judge), with a judge cache key that
+covers it.
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -357,6 +362,12 @@ SCORES = Table(
         ("detail_json", S, "Evaluator-specific detail as JSON."),
         ("batch_id", S, "Id of the scoring invocation that wrote the row."),
         ("scored_at", TIMESTAMP, "When the score was computed (UTC)."),
+        ("judge_json", S, "An LLM judge's verdicts (`fuzzy`, `keypoints`, `task` with fuzzy references): the judge's "
+                          "whole configuration as JSON — `model`, `endpoint` (host and port only), `prompt_version`, "
+                          "`asked` (temperature, top_p, seed as configured), `max_tokens` sent, `refused` (parameters "
+                          "the provider refused, dropped from what was sent), `reply_models` (the models its replies "
+                          "reported), `fingerprints`, `calls` and `cached` (docs/judges.md). Null for verdicts without "
+                          "a judge and before schema version 9."),
     ),
 )
 
@@ -364,13 +375,19 @@ JUDGE_CACHE = Table(
     "judge_cache",
     "Every LLM-judge call, keyed by prompt hash, so re-scoring makes no repeated request.",
     _cols(
-        ("prompt_sha256", S, "SHA-256 of the model name and prompt."),
+        ("prompt_sha256", S, "The cache key: SHA-256 of the judge's configuration (model, endpoint host, sampling "
+                             "parameters, max tokens, prompt version) and the prompt, as JSON; of the model name and "
+                             "prompt alone before schema version 9 (such rows are never hit again)."),
         ("model", S, "Judge model name."),
         ("prompt", S, "The prompt sent."),
         ("response", S, "The judge's raw reply."),
         ("prompt_tokens", I64, "Input tokens of the call."),
         ("completion_tokens", I64, "Output tokens of the call."),
         ("created_at", TIMESTAMP, "When the call was made (UTC)."),
+        ("judge_json", S, "The call as sent and answered, as JSON: `model`, `endpoint`, `prompt_version`, `sent` (the "
+                          "sampling parameters and max tokens sent), `refused` (parameters the provider refused and "
+                          "that were dropped), `reply_model` and `fingerprint` (what the reply reported). Null before "
+                          "schema version 9."),
     ),
     partitioned_by_run=False,
 )
