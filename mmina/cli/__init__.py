@@ -30,6 +30,7 @@ COMMANDS = {
     "serve": "mmina.cli.serve:serve",
     "export": "mmina.cli.export:export",
     "agreement": "mmina.cli.agreement:agreement",
+    "rankings": "mmina.cli.rankings:rankings",
 }
 """Every command: its name and where it is (``module:attribute``), imported only when it is
 used, so ``mmina --help`` starts fast. A new command is one line here."""

@@ -355,6 +355,25 @@ AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_
 """Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
 
 
+def noisy_agent_options(scope: str):
+    """``--error-rate`` and ``--seed``: a noisy oracle of chosen skill, and seeds for agents that
+    draw at random (each help text about the oracle starting with ``scope``)."""
+    options = [
+        click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
+                     help=f"{scope}: drop each step of its script with probability P (a noisy oracle of chosen "
+                          "skill; seeded by --seed, the task and its repeat)."),
+        click.option("--seed", type=click.IntRange(0, 2**31 - 1), metavar="N",
+                     help="Seeds agents that draw at random, with each task and repeat: the oracle with --error-rate "
+                          "(default 0), and the openai agent's requests (the API's seed parameter, sent only when "
+                          "given)."),
+    ]
+
+    def decorator(func: Any) -> Any:
+        return _apply(options, func)
+
+    return decorator
+
+
 def agent_settings(options: dict[str, Any]) -> AgentSettings:
     """The agent settings from whichever agent options the command has (the rest keep their defaults)."""
     return AgentSettings(**{field: options[name] for name, field in AGENT_OPTIONS.items() if name in options})

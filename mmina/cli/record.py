@@ -11,7 +11,8 @@ from mmina.agents.settings import CAPTIONERS
 from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_REPEATS, MAX_STEPS, RUN_REF,
                               Bounded,
                               agent_settings, browser_options,
-                              check_model_endpoint, format_option, layout, open_store, openai_agent_options,
+                              check_model_endpoint, format_option, layout, noisy_agent_options, open_store,
+                              openai_agent_options,
                               scale_options, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import INFRASTRUCTURE, MminaError
@@ -87,12 +88,7 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
                    "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
-@click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
-              help="oracle agent: drop each step of its script with probability P (a noisy oracle of chosen skill; "
-                   "seeded by --seed, the task and its repeat).")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), metavar="N",
-              help="Seeds agents that draw at random, with each task and repeat: the oracle with --error-rate "
-                   "(default 0), and the openai agent's requests (the API's seed parameter, sent only when given).")
+@noisy_agent_options("oracle agent")
 @click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
 @click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
 @openai_agent_options("openai agent")

@@ -9,7 +9,8 @@ import click
 
 from mmina.agents.settings import CAPTIONERS
 from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, check_model_endpoint,
-                              format_option, layout, open_store, openai_agent_options, run_option, scale_options,
+                              format_option, layout, noisy_agent_options, open_store, openai_agent_options, run_option,
+                              scale_options,
                               store_option)
 from mmina.cli.render import echo, print_json, progress_bar, render_rows
 from mmina.errors import MminaError
@@ -42,6 +43,7 @@ class BelowMinimumFidelity(MminaError):
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True,
               help="--agent: step budget per episode.")
 @openai_agent_options("--agent openai", prices=False)
+@noisy_agent_options("--agent oracle")
 @click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
               help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
 @click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
