@@ -1,19 +1,28 @@
-"""Redaction on real code nobody here wrote: the npm corpus (``tests/realweb/npm_corpus.py``)
-through the redactor in every way the recorder applies it (``tests/realweb/redaction_check.py``).
+"""Redaction on real code and real traffic nobody here wrote.
 
-Figures: the corpus (files, MB), the files redaction changed under any content type or learned a
-secret from (target 0), and the redactor's throughput: MB per CPU second of the recorder's two
-calls per body (learn, then redact) under each file's own type, in this process.
+* The npm corpus (``tests/realweb/npm_corpus.py``) through the redactor in every way the recorder
+  applies it (``tests/realweb/redaction_check.py``): the files redaction changed under any content
+  type or learned a secret from (target 0), and the redactor's throughput: MB per CPU second of
+  the recorder's two calls per body (learn, then redact) under each file's own type.
+* The real-traffic corpus (``tests/realweb/traffic_corpus.py``): the real applications' raw
+  traffic (URLs, request and response bodies, socket messages) and JSON shipped in packages,
+  as is and with credentials planted in every structured place (``tests/realweb/traffic_check.py``):
+  bytes checked, values changed that are not credentials (target 0 in the applications'
+  traffic), and planted credentials found over planted.
 """
 from __future__ import annotations
 
-from bench.results import Section, Target
+from collections import Counter
+
+from bench.results import AT_LEAST, Section, Target
 from tests.realweb.npm_corpus import PACKAGES, corpus_files, sample_files
 from tests.realweb.redaction_check import check_corpus
+from tests.realweb.traffic_check import TrafficResult, check_traffic
+from tests.realweb.traffic_corpus import SAMPLE_APPS, Item, app_items, package_items, sample_items
 
 
 def redaction_section(quick: bool = False) -> Section:
-    """The whole corpus, or with ``quick`` the test suite's default sample."""
+    """The whole corpora, or with ``quick`` the test suite's default samples."""
     section = Section("redaction")
     result = check_corpus(sample_files() if quick else corpus_files())
     section.add("npm corpus: files", result.files, "", None, f"{len(PACKAGES)} packages, pinned" if not quick
@@ -24,4 +33,35 @@ def redaction_section(quick: bool = False) -> Section:
                 "; ".join(changed[:3]))
     section.add("redactor throughput (learn + redact)", round(result.mb_per_s, 1), "MB/s",
                 None, f"{result.cpu_s:.1f} CPU s over the files' own types")
+    _traffic(section, quick)
     return section
+
+
+def _traffic(section: Section, quick: bool) -> None:
+    items = sample_items() if quick else app_items() + package_items()
+    apps = [i for i in items if ":" not in i.source]
+    documents = [i for i in items if ":" in i.source]
+    for label, part in (("applications' traffic", apps), ("package JSON", documents)):
+        result = check_traffic(part)
+        section.add(f"{label}: bytes checked", result.bytes, "B", None, _describe(part, quick))
+        changed = result.changed_non_secrets
+        names = Counter(r.name for r in changed)
+        section.add(f"{label}: changed non-secrets", len(changed), "", Target(0) if part is apps else None,
+                    ", ".join(f"{n} ×{c}" for n, c in names.most_common(6)))
+        section.add(f"{label}: credentials changed", len(result.replaced) - len(changed), "", None,
+                    ", ".join(sorted({r.name for r in result.replaced if r.credential})[:8]))
+        section.add(f"{label}: planted credentials found", result.found, "", Target(result.planted, AT_LEAST),
+                    f"of {result.planted} planted; {_around(result)}")
+
+
+def _describe(items: list[Item], quick: bool) -> str:
+    places = Counter(i.place for i in items)
+    sources = {i.source.split(":")[0] for i in items}
+    kind = f"sample ({', '.join(SAMPLE_APPS)}):" if quick and items and ":" not in items[0].source else ""
+    of = "packages" if items and ":" in items[0].source else "applications"
+    return f"{kind} {len(items)} items of {len(sources)} {of}: " + \
+        ", ".join(f"{n} {p}" for p, n in sorted(places.items()))
+
+
+def _around(result: TrafficResult) -> str:
+    return f"{len(result.changed_around)} items where something else moved"

@@ -104,4 +104,4 @@ def connection_kind(name: str) -> str | None:
     if kind != AMBIGUOUS:
         return kind
     words = [w.lower() for w in _WORD.findall(name)]
-    return None if all(w in CONNECTION_WORDS for w in words if w in AMBIGUOUS_WORDS or w == "key") else kind
+    return None if all(w in CONNECTION_WORDS for w in words if w in AMBIGUOUS_WORDS) else kind

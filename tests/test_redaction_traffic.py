@@ -21,11 +21,11 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mmina.redact import REDACTED, Redactor
-from mmina.secret_names import CREDENTIAL, name_kind
+from mmina.secret_names import AMBIGUOUS, CREDENTIAL, name_kind
 from mmina.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, token_like
 from tests.heavy import sized
@@ -41,7 +41,7 @@ def test_a_sample_of_real_traffic_changes_only_credentials_and_loses_every_plant
     spread of package documents, all of AWS's API examples among them."""
     items = sample_items()
     result = check_traffic(items)
-    assert {i.place for i in items} >= {URL, REQUEST, RESPONSE} and result.items >= 150
+    assert {i.place for i in items} >= {URL, REQUEST, RESPONSE} and result.items >= 100
     _passes(result, apps=[i for i in items if ":" not in i.source])
 
 
@@ -59,7 +59,7 @@ def test_every_applications_traffic_changes_only_credentials() -> None:
 def test_every_package_document_changes_only_credentials() -> None:
     """~780 documents (~8 MB) of ~125 packages."""
     result = check_traffic(package_items())
-    assert result.items >= 500
+    assert result.items >= 400
     _passes(result, apps=[])
 
 
@@ -157,6 +157,21 @@ def credential_names(draw: st.DrawFn) -> str:
     return style.join([*prefix, word])
 
 
+AMBIGUOUS_WORDS = ("key", "sig", "signature", "pin", "auth")
+"""Ambiguous words (a connection's ``session``/``sid`` apart: see the socket test)."""
+
+
+@st.composite
+def ambiguous_names(draw: st.DrawFn) -> str:
+    """An ambiguous word inside a longer name: ``orderByKey``, ``cache-sig``, ``auth``."""
+    words = [*draw(st.lists(WORD, max_size=2)), draw(st.sampled_from(AMBIGUOUS_WORDS))]
+    name = words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:]) if draw(st.booleans()) else "_".join(words)
+    assume(name_kind(name) == AMBIGUOUS)
+    return name
+
+
+SHAPED_TOKENS = st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=32).map(
+    lambda token: "~" + token).filter(credential_shaped)
 PLAIN_NAMES = st.text(alphabet=string.ascii_letters + string.digits + "_-.$@ ", min_size=1, max_size=24).filter(
     lambda name: name_kind(name) is None)
 SAID_WORDS = ("pass", "pin", "api", "token", "secret", "earer", "basic")
@@ -178,7 +193,8 @@ def documents(names: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def planted_documents(draw: st.DrawFn) -> tuple[Any, list[str]]:
-    """A document of non-secret names with credentials planted under credentials' names in some objects."""
+    """A document of non-secret names with, in some objects, a credential under a credential's name,
+    a credential-shaped one under an ambiguous name, or data under an ambiguous name."""
     document = draw(documents(PLAIN_NAMES))
     planted: list[str] = []
 
@@ -188,9 +204,15 @@ def planted_documents(draw: st.DrawFn) -> tuple[Any, list[str]]:
         if not isinstance(value, dict):
             return value
         value = {k: plant(v) for k, v in value.items()}
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(("none", "credential", "shaped", "unshaped")))
+        if kind == "credential":
             planted.append(draw(TOKENS))
             value = {draw(credential_names()): planted[-1], **value}
+        elif kind == "shaped":
+            planted.append(draw(SHAPED_TOKENS))
+            value = {draw(ambiguous_names()): planted[-1], **value}
+        elif kind == "unshaped":  # an ambiguous word over data: kept
+            value = {draw(ambiguous_names()): draw(TEXT.filter(lambda v: not credential_shaped(v))), **value}
         return value
     return plant({"data": document}), planted
 

@@ -23,11 +23,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sysconfig
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -79,17 +81,17 @@ class Item:
 
 def app_items(apps: Iterable[App] = APPS) -> list[Item]:
     """The traffic of each application's recorded episode (recorded once, then read from the cache)."""
-    return [item for app in apps for item in _cached(app.name, lambda app=app: _record(app))]
+    return [item for app in apps for item in _cached(app.name, partial(_record, app))]
 
 
-def _cached(name: str, build: Any) -> list[Item]:
+def _cached(name: str, build: Callable[[], list[Item]]) -> list[Item]:
     """The items cached as ``name`` (built with ``build()`` the first time, by one process at a time)."""
     folder = cache_root() / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.jsonl"
     with locked(folder / f"{name}.lock"):
         if not path.exists():
-            items: list[Item] = build()
+            items = build()
             partial = path.with_suffix(".partial")
             partial.write_text("".join(json.dumps(asdict(i)) + "\n" for i in items))
             partial.rename(path)
@@ -211,7 +213,7 @@ def _package_items(roots: Iterable[Path]) -> list[Item]:
             for path in files[::max(1, len(files) // PER_GLOB)][:PER_GLOB]:
                 chosen.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), path)
     items = []
-    for digest, path in sorted(chosen.items(), key=lambda pair: str(pair[1])):
+    for path in sorted(chosen.values(), key=str):
         text = path.read_text("utf-8", "replace")
         if _is_json(text):
             items.append(Item(_package_of(path), RESPONSE, "application/json", text))
@@ -221,7 +223,6 @@ def _package_items(roots: Iterable[Path]) -> list[Item]:
 def package_roots() -> list[Path]:
     """This interpreter's site-packages (mmina's own dependencies: botocore, moto, cfn-lint...)
     and the real-web cache's package folders that exist."""
-    import sysconfig
     roots = [Path(sysconfig.get_paths()["purelib"])]
     return roots + [cache_root() / name for name in PACKAGE_ROOTS if (cache_root() / name).exists()]
 
