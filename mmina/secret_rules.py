@@ -29,7 +29,7 @@ from mmina.secret_names import AMBIGUOUS, CREDENTIAL, connection_kind, is_secret
 from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
                                    MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
                                    attribute_value, identifier_before, replace_group, scheme_start, token_like)
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key, token_like
+from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, data_token, might_hold_known_key, token_like
 from mmina.secret_transport import ENGINE_IO_URL, TRANSPORT_ID, in_engine_io_query, opens_transport
 
 REDACTED = "[REDACTED]"
@@ -94,7 +94,7 @@ class Rules:
         a response too, unless it is no token at all (a word of letters: a form's label); under an
         ambiguous one only when credential-shaped, everywhere."""
         plain = unquote_plus(value) if in_url else value
-        if kind == CREDENTIAL and (self.strict or token_like(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
+        if kind == CREDENTIAL and (self.strict or data_token(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
             return self.found(value, in_url)
         return value
 

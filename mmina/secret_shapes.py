@@ -88,13 +88,19 @@ def token_like(value: str) -> bool:
     """Whether a value under a credential's name in a response could be the credential: one token
     of ``MIN_TOKEN`` characters or more with a digit in it (every drawn one of that length has
     one), or credential-shaped — not a word or an identifier (``"password": "Password"``, a form's
-    label in a page's strings; ``authorizationCode``, ``csrf_token``), nor a version, a date or a
-    number (``"glsl-token-string": "^1.0.1"`` in a lock file) (``secret_rules.Rules.named``)."""
+    label in a page's strings; ``authorizationCode``, ``csrf_token``) (``secret_rules.Rules.named``)."""
     if len(value) < MIN_TOKEN or any(c.isspace() for c in value) or "REDACTED" in value:
         return False
+    return any(c.isdigit() for c in value) or credential_shaped(value)
+
+
+def data_token(value: str) -> bool:
+    """:func:`token_like`, and not a version, a date or a time (``"glsl-token-string": "^1.0.1"``
+    in a lock file, ``2016-09-08T21:47:36Z``) unless credential-shaped: what a page received
+    under a credential's name (``secret_rules.Rules.named``)."""
     if _VERSION_OR_NUMBER.fullmatch(value) and not value.isdigit():
         return credential_shaped(value)
-    return any(c.isdigit() for c in value) or credential_shaped(value)
+    return token_like(value)
 
 
 @lru_cache(maxsize=16384)

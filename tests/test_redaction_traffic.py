@@ -27,11 +27,10 @@ from hypothesis import strategies as st
 from mmina.redact import REDACTED, Redactor
 from mmina.secret_names import AMBIGUOUS, CREDENTIAL, name_kind
 from mmina.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, token_like
+from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, data_token
 from tests.heavy import sized
 from tests.realweb.traffic_check import TOKEN_NAMED_DATA, check_traffic, socket_line
-from tests.realweb.traffic_corpus import PLACES, REQUEST, RESPONSE, SOCKET, URL, app_items, package_items, \
-    sample_items
+from tests.realweb.traffic_corpus import PLACES, REQUEST, RESPONSE, URL, app_items, package_items, sample_items
 
 # ---------------------------------------------------------------- the corpus
 
@@ -119,8 +118,8 @@ def test_names_the_corpus_taught(name: str, kind: str | None) -> None:
 
 def test_values_the_corpus_taught() -> None:
     """Versions, dates and file paths are data under any name; a drawn token stays a token."""
-    assert not any(token_like(v) for v in ("^4.6.6", "v1.2.30", "6.0.0-beta1", "2016-09-08T21:47:36Z", "12:30:00"))
-    assert all(token_like(v) for v in (PLAIN, "483920", "Tr0ub4dor&3", "1prtug4ry4y"))
+    assert not any(data_token(v) for v in ("^4.6.6", "v1.2.30", "6.0.0-beta1", "2016-09-08T21:47:36Z", "12:30:00"))
+    assert all(data_token(v) for v in (PLAIN, "483920", "Tr0ub4dor&3", "1prtug4ry4y"))
     assert not any(credential_shaped(v) for v in ("0763704a3becbcec20722167680ff91b/table.js",
                                                   "assets/index-4f3c2a1b9e8d7c6b.js"))
     lock = {"dependencies": {"glsl-token-string": "^1.0.1", "mock-token": "^4.6.6"},
@@ -180,7 +179,7 @@ TEXT = st.text(alphabet=string.ascii_letters + string.digits + " .,-_/#()!?'éü
     lambda text: KNOWN_KEYS.search(text) is None and not any(w in text.lower() for w in SAID_WORDS))
 """Values that hold nothing a rule reads (no ``=``, ``:``, URL, auth scheme, secret word or known key)."""
 TOKENS = st.text(alphabet=string.ascii_letters + string.digits + "-_.+/", min_size=6, max_size=40).map(
-    lambda token: "~" + token).filter(token_like)
+    lambda token: "~" + token).filter(data_token)
 """Planted credentials: each holds a ``~``, which nothing else in a drawn document does."""
 LEAVES = st.one_of(TEXT, st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
                    st.none())

@@ -7,7 +7,8 @@ The planted site (a real HTTP server) sets and echoes secrets every way the fuzz
 in plain text: custom auth headers, cookies (from the server and from JavaScript), a token in
 the start URL (so also in ``Referer``), a redirect's ``Location``, a ``redirect_url`` parameter
 holding a URL with a token, a fragment, a JSON response body, JSON and form request bodies, a
-hidden CSRF field and a ``<meta>`` token. The model (``tests/fake_openai.py``) types a password
+hidden CSRF field and a ``<meta>`` token, a WebSocket (a password sent, tokens and the socket's
+own session id received). The model (``tests/fake_openai.py``) types a password
 into a password field, into an "API key" text field and into an element that is not there; its
 base URL carries ``user:PASS@``; another endpoint echoes the key in its 401.
 """

@@ -33,7 +33,7 @@ from mmina.secret_names import connection_kind
 from mmina.secret_rules import PACKET_SEPARATOR, SOCKET_TYPE, is_packets, json_start
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped
 from tests.realweb.redaction_check import episode_redactor
-from tests.realweb.traffic_corpus import REQUEST, RESPONSE, SOCKET, URL, Item
+from tests.realweb.traffic_corpus import REQUEST, SOCKET, URL, Item
 
 MARKERS = re.compile(r"\[REDACTED\]|%5BREDACTED%5D")
 CREDENTIAL_PLANTS = ("access_token", "refresh_token", "id_token", "client_secret", "password", "api_key", "apiKey",
