@@ -29,29 +29,31 @@ from mmina.secret_names import AMBIGUOUS, CREDENTIAL, name_kind
 from mmina.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, data_token
 from tests.heavy import sized
-from tests.realweb.traffic_check import TOKEN_NAMED_DATA, check_traffic, socket_line
-from tests.realweb.traffic_corpus import PLACES, REQUEST, RESPONSE, URL, app_items, package_items, sample_items
+from tests.realweb.traffic_check import TOKEN_NAMED_DATA, TrafficResult, check_traffic, socket_line
+from tests.realweb.traffic_corpus import (API, APPLICATION, PACKAGE, PLACES, REQUEST, RESPONSE, URL, Item, api_items,
+                                         app_items, kind_of, package_items, sample_items)
 
 # ---------------------------------------------------------------- the corpus
 
 
 def test_a_sample_of_real_traffic_changes_only_credentials_and_loses_every_planted_one() -> None:
-    """The sample applications' traffic (URLs, form and JSON requests, JSON responses) and a
-    spread of package documents, all of AWS's API examples among them."""
+    """The sample applications' traffic (URLs, form and JSON requests, JSON responses), GitHub's
+    recorded API traffic, and a spread of package documents, all of AWS's API examples among them."""
     items = sample_items()
     result = check_traffic(items)
-    assert {i.place for i in items} >= {URL, REQUEST, RESPONSE} and result.items >= 100
-    _passes(result, apps=[i for i in items if ":" not in i.source])
+    assert {i.place for i in items} >= {URL, REQUEST, RESPONSE} and result.items >= 300
+    assert {kind_of(i.source) for i in items} == {APPLICATION, API, PACKAGE}
+    _passes(result, traffic=[i for i in items if kind_of(i.source) != PACKAGE])
 
 
 @pytest.mark.heavy
 def test_every_applications_traffic_changes_only_credentials() -> None:
-    """Every real application's episode: ~500 items, sockets (NiceGUI's socket.io, Shiny's JSON)
-    included, ~1,000 credentials planted."""
-    items = app_items()
+    """Every real application's episode and GitHub's recorded API traffic: ~770 items, sockets
+    (NiceGUI's socket.io, Shiny's JSON) included, ~1,150 credentials planted."""
+    items = app_items() + api_items()
     result = check_traffic(items)
-    assert {i.place for i in items} == set(PLACES) and len(result.sources) >= 9
-    _passes(result, apps=items)
+    assert {i.place for i in items} == set(PLACES) and len(result.sources) >= 30
+    _passes(result, traffic=items)
 
 
 @pytest.mark.heavy
@@ -59,15 +61,15 @@ def test_every_package_document_changes_only_credentials() -> None:
     """~780 documents (~8 MB) of ~125 packages."""
     result = check_traffic(package_items())
     assert result.items >= 400
-    _passes(result, apps=[])
+    _passes(result, traffic=[])
 
 
-def _passes(result: Any, apps: list[Any]) -> None:
+def _passes(result: TrafficResult, traffic: list[Item]) -> None:
     assert result.planted >= 100 and result.missed == [], result.missed[:5]
     assert result.found == result.planted and result.changed_around == [], result.changed_around[:5]
     changed = result.changed_non_secrets
-    sources = {i.source for i in apps}
-    assert [r for r in changed if r.source in sources] == [], "an application's non-secret was changed"
+    sources = {i.source for i in traffic}
+    assert [r for r in changed if r.source in sources] == [], "a non-secret of real traffic was changed"
     assert [r for r in changed if r.name.lower() not in TOKEN_NAMED_DATA] == [], changed[:5]
 
 # ---------------------------------------------------------------- the rules the corpus taught

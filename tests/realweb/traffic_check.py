@@ -32,7 +32,7 @@ from mmina.redact import Redactor
 from mmina.secret_names import connection_kind
 from mmina.secret_rules import PACKET_SEPARATOR, SOCKET_TYPE, is_packets, json_start
 from mmina.secret_shapes import KNOWN_KEYS, credential_shaped
-from tests.realweb.redaction_check import episode_redactor
+from tests.realweb.redaction_check import TYPED, episode_redactor
 from tests.realweb.traffic_corpus import REQUEST, SOCKET, URL, Item
 
 MARKERS = re.compile(r"\[REDACTED\]|%5BREDACTED%5D")
@@ -173,8 +173,9 @@ def replaced_values(item: Item, redacted: str) -> list[Replaced]:
 
 def judged(replaced: list[Replaced]) -> list[Replaced]:
     """One source's replaced values, each said to be a credential or not (see :class:`Replaced`);
-    a key of a well-known format (``AKIA…``) is one wherever it is."""
-    credentials = {r.value for r in replaced if r.name.lower() in CREDENTIAL_NAMES_SEEN}
+    a key of a well-known format (``AKIA…``) is one wherever it is, and so is a password the
+    episode typed (``admin``: scrubbed from what a page sent, by design)."""
+    credentials = {r.value for r in replaced if r.name.lower() in CREDENTIAL_NAMES_SEEN} | set(TYPED)
     return [replace(r, credential=r.value in credentials or KNOWN_KEYS.search(r.value) is not None) for r in replaced]
 
 

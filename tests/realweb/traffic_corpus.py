@@ -2,13 +2,15 @@
 packages — the structured places (URLs, form and JSON bodies, NDJSON, event streams, socket
 messages) where a name says whether a value is a secret.
 
-Two sources, both built here at test time and cached in the real-web cache (folder
+Three sources, all built here at test time and cached in the real-web cache (folder
 :data:`FOLDER`, gitignored), so the repository holds none of it:
 
 * **the applications' traffic**: each application of ``tests/realweb/apps.py`` is started and its
   scripted episode recorded with mmina's recorder, and the traffic is taken from the browser's
   archive *before* redaction (:func:`raw_traffic`): every request URL, request body, text
   response body and socket message, as the browser sent and received it;
+* **an API's recorded traffic**: GitHub's REST API as its client library's test fixtures
+  recorded it (:data:`API_FIXTURES`);
 * **JSON shipped in packages**: API descriptions and examples (botocore's ``examples-1.json``:
   real requests and responses of AWS APIs, credentials' names among them), JSON schemas and
   OpenAPI documents, manifests and lock files of the installed PyPI and npm packages
@@ -44,7 +46,7 @@ from mmina.secret_rules import is_text_type
 from mmina.store import Store
 from tests.built_once import locked
 from tests.realweb.apps import APPS, App, RunningApp, write_suite
-from tests.realweb.installs import cache_root
+from tests.realweb.installs import cache_root, npm_packages
 from tests.realweb.npm_corpus import FOLDER as NPM_FOLDER, SAMPLE_FOLDER
 
 FOLDER = "traffic-corpus"
@@ -75,6 +77,16 @@ class Item:
     mime: str
     """A body's content type; a socket message's direction (``send`` or ``receive``)."""
     text: str
+
+
+APPLICATION, API, PACKAGE = "applications' traffic", "recorded API traffic", "package JSON"
+
+
+def kind_of(source: str) -> str:
+    """Which of the three sources an item's source is (an application's name, ``api:…``, ``package:…``)."""
+    if ":" not in source:
+        return APPLICATION
+    return API if source.startswith(f"{API_SOURCE}:") else PACKAGE
 
 
 # ---------------------------------------------------------------- the applications' traffic
@@ -186,6 +198,44 @@ def unique(items: Iterable[Item]) -> list[Item]:
     return kept
 
 
+# ---------------------------------------------------------------- an API's recorded traffic
+
+API_FIXTURES = ("@octokit/fixtures@23.1.2",)
+"""Recorded traffic of a real API that its client library ships for its tests: GitHub's REST API
+(132 exchanges of 22 scenarios, in nock's format: URL, request body, response), pinned."""
+API_FOLDER = "npm-api-fixtures"
+API_SOURCE = "api"
+"""Sources of recorded API traffic are named ``api:<scenario>``."""
+
+
+def api_items() -> list[Item]:
+    """Each recorded exchange's URL, request body and response body (installed once from npm)."""
+    return _cached("api-fixtures", _api_items)
+
+
+def _api_items() -> list[Item]:
+    modules = npm_packages(API_FIXTURES, API_FOLDER)
+    items = []
+    for path in sorted(modules.glob("@octokit/fixtures/scenarios/*/*/raw-fixture.json")):
+        source = f"{API_SOURCE}:{path.parent.parent.name}/{path.parent.name}"
+        for exchange in json.loads(path.read_text()):
+            if isinstance(exchange, dict) and "path" in exchange:
+                items += _exchange_items(source, exchange)
+    return unique(items)
+
+
+def _exchange_items(source: str, exchange: dict[str, Any]) -> list[Item]:
+    """One recorded exchange (``scope``, ``path``, ``body``, ``response``) as items; a parsed
+    body is written as JSON again (the recording keeps no bytes)."""
+    items = [Item(source, URL, "", str(exchange.get("scope", "")).removesuffix(":443") + exchange["path"])]
+    for place, key in ((REQUEST, "body"), (RESPONSE, "response")):
+        value = exchange.get(key)
+        if value not in (None, ""):
+            text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+            items.append(Item(source, place, "application/json; charset=utf-8", text))
+    return items
+
+
 # ---------------------------------------------------------------- JSON shipped in packages
 
 PACKAGE_GLOBS = ("**/botocore/data/*/*/examples-1.json", "**/*openapi*.json", "**/*swagger*.json", "**/schemas/**/*.json",
@@ -251,4 +301,4 @@ def sample_items() -> list[Item]:
     packages = package_items()
     small = [i for i in packages if len(i.text) <= SAMPLE_MAX_BYTES]
     chosen = [i for n, i in enumerate(small) if i.source.startswith("botocore:") or n % SAMPLE_EVERY == 0]
-    return app_items([a for a in APPS if a.name in SAMPLE_APPS]) + chosen
+    return app_items([a for a in APPS if a.name in SAMPLE_APPS]) + api_items() + chosen
