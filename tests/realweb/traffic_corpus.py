@@ -93,7 +93,14 @@ def kind_of(source: str) -> str:
 
 def app_items(apps: Iterable[App] = APPS) -> list[Item]:
     """The traffic of each application's recorded episode (recorded once, then read from the cache)."""
-    return [item for app in apps for item in _cached(app.name, partial(_record, app))]
+    return [item for app in apps for item in _cached(f"{app.name}-{_version(app)}", partial(_record, app))]
+
+
+def _version(app: App) -> str:
+    """What the recording depends on (the application's packages and script): a changed one is
+    recorded again, not read from an old cache."""
+    described = json.dumps([app.requirements, app.task(1)["reference_script"], app.path], sort_keys=True)
+    return hashlib.sha256(described.encode()).hexdigest()[:12]
 
 
 def _cached(name: str, build: Callable[[], list[Item]]) -> list[Item]:
