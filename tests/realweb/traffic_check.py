@@ -48,7 +48,7 @@ session's id in a WebSocket's own URL or messages names the connection (``connec
 CONNECTION_PLANTS = tuple(name for name in AMBIGUOUS_PLANTS if connection_kind(name))
 CREDENTIAL_NAMES_SEEN = frozenset({
     "__form_token", "trac_form_token", "csrftoken", "ds_csrftoken", "_xsrf", "xsrf", "secretaccesskey",
-    "sessiontoken", "password", "newpassword", "oldpassword", "masterUserPassword", "token", "access_token",
+    "sessiontoken", "password", "newpassword", "oldpassword", "masteruserpassword", "token", "access_token",
     "authtoken", "secret", "client_secret", "refresh_token", "id_token", "apikey", "api_key", "csrf", "session_hash",
     "signature", "webidentitytoken", "samlassertion", "tokencode", "localconsolepassword", "activationkey",
     "secrettoauthenticateinitiator", "secrettoauthenticatetarget"})
