@@ -22,8 +22,10 @@ SecretKey = Callable[[str], "str | None"]
 _TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|-?(?:\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null|[{}\[\]:,]')
 
 
-def splice(text: str, leaf: Leaf, secret_key: SecretKey) -> str:
-    """``text`` (valid JSON) with every value ``leaf`` changes replaced by the new value's literal."""
+def splice(text: str, leaf: Leaf, secret_key: SecretKey, inherit: bool = True) -> str:
+    """``text`` (valid JSON) with every value ``leaf`` changes replaced by the new value's literal.
+    A value is under the secret name of its own key, of a list's key it is in, and — with
+    ``inherit`` — of any object's key it is nested in (``{"credentials": {"user": ...}}``)."""
     parts: list[str] = []
     done = 0
     stack: list[tuple[bool, str | None]] = []  # per open container: (is an object, the secret name it is under)
@@ -31,7 +33,8 @@ def splice(text: str, leaf: Leaf, secret_key: SecretKey) -> str:
     for match in _TOKEN.finditer(text):
         token = match.group(0)
         if token in "{[":
-            stack.append((token == "{", _secret_here(stack, key, secret_key)))
+            is_object = token == "{"
+            stack.append((is_object, _secret_here(stack, key, secret_key) if inherit or not is_object else None))
             expecting_key = token == "{"
         elif token in "}]":
             stack.pop()

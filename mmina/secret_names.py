@@ -32,8 +32,18 @@ QUALIFIERS = frozenset({
     "endpoint", "env", "name", "names", "field", "fields", "header", "headers", "param", "params", "policy",
     "format", "kind", "version", "hint", "label", "placeholder", "timeout", "ttl", "expires", "expiry",
     "expiration", "required", "enabled", "disabled", "mode", "method", "path", "file", "dir", "prefix", "suffix",
-    "strength", "reset", "valid", "usage"})
-"""A name ending in one of these describes a secret without holding it: ``token_type``, ``api_key_env``."""
+    "strength", "reset", "valid", "usage", "arn", "arns", "spec", "specs", "at", "date", "time", "used", "created",
+    "updated", "changed", "age"})
+"""A name ending in one of these describes a secret without holding it: ``token_type``, ``api_key_env``,
+``KmsKeyArn``, ``CustomerMasterKeySpec``, ``PasswordLastUsed``."""
+IDS = frozenset({"id", "ids"})
+"""A name ending so names the id of a key or a secret, not the secret (``KeyId``, ``SecretId``,
+``private_key_id``) — but ``session_id`` may be the session (see :data:`SESSION_WORDS`)."""
+SESSION_WORDS = frozenset({"session", "sess"})
+SEQUENCE_TOKENS = frozenset({"next", "page", "continuation", "pagination", "change", "sync", "resume", "cursor",
+                             "idempotency"})
+"""``token`` after one of these is a place in a sequence, not a credential (``NextToken``,
+``nextPageToken``, ``ChangeToken``, ``IdempotencyToken``): a replay must match it, too."""
 PUBLIC_KEYS = frozenset({"public", "sort", "primary", "foreign", "cache", "partition", "row", "object",
                          "idempotency", "lookup", "map", "dict", "hash", "group", "shortcut", "hot"})
 """``key`` after one of these is not a credential (``public_key``, ``sort_key``)."""
@@ -53,7 +63,9 @@ _RANK = {None: 0, AMBIGUOUS: 1, CREDENTIAL: 2}
 def name_kind(name: str) -> str | None:
     """``CREDENTIAL``, ``AMBIGUOUS`` or None: what a value under this name is (see the module)."""
     words = [w.lower() for w in _WORD.findall(name)]
-    if not words or words[-1] in QUALIFIERS or words[:2] == ["access", "control"]:
+    if not words or words[-1] in QUALIFIERS or words[:2] == ["access", "control"] or "::" in name:
+        return None  # a description, a CORS header, a type's name (``AWS::IAM::AccessKey``)
+    if words[-1] in IDS and len(words) > 1 and words[-2] not in SESSION_WORDS:
         return None
     return stronger(*(_word_kind(word, words[i - 1] if i else "") for i, word in enumerate(words)))
 
@@ -73,6 +85,23 @@ def _word_kind(word: str, before: str) -> str | None:
         return None if before in PUBLIC_KEYS else CREDENTIAL if before in KEY_OWNERS else AMBIGUOUS
     if word in AMBIGUOUS_WORDS:
         return AMBIGUOUS
+    if word == "token" and before in SEQUENCE_TOKENS:
+        return None
     if word in SECRET_WORDS or word in SECRET_COMPOUNDS or word.endswith(SECRET_ENDINGS):
         return CREDENTIAL
     return None
+
+
+CONNECTION_WORDS = frozenset({"session", "sess", "sid"})
+
+
+def connection_kind(name: str) -> str | None:
+    """:func:`name_kind` in a WebSocket's own URL and messages, where a session's id (a name whose
+    only secret words are ``session``, ``sess`` or ``sid``: ``session_id``, ``sessionId``) names
+    the connection itself, which ends with the episode and opens nothing after it: not a secret
+    (engine.io's ``sid``, Jupyter's ``?session_id=``, Shiny's ``sessionId``)."""
+    kind = name_kind(name)
+    if kind != AMBIGUOUS:
+        return kind
+    words = [w.lower() for w in _WORD.findall(name)]
+    return None if all(w in CONNECTION_WORDS for w in words if w in AMBIGUOUS_WORDS) else kind

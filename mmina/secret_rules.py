@@ -25,11 +25,11 @@ from typing import Any
 from urllib.parse import quote, unquote_plus
 
 from mmina.secret_json import splice
-from mmina.secret_names import AMBIGUOUS, CREDENTIAL, is_secret_name, name_kind, stronger
+from mmina.secret_names import AMBIGUOUS, CREDENTIAL, connection_kind, is_secret_name, name_kind, stronger
 from mmina.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
                                    MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
                                    attribute_value, identifier_before, replace_group, scheme_start, token_like)
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, might_hold_known_key, token_like
+from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, data_token, might_hold_known_key, token_like
 from mmina.secret_transport import ENGINE_IO_URL, TRANSPORT_ID, in_engine_io_query, opens_transport
 
 REDACTED = "[REDACTED]"
@@ -45,8 +45,11 @@ MIN_SAID = 6
 """A token after a secret word in prose is at least this long (``PIN 42`` is not read as one)."""
 MAX_NESTING = 4
 """How deep a URL inside a parameter inside a URL... is followed (``redirect_url=`` chains)."""
+SOCKET_TYPE = "x-mmina/socket-messages"
+"""How the recorder names a WebSocket's recorded messages to the redactor (the browser's archive
+says ``x-unknown``): JSON lines ``{"type": "send"|"receive", "opcode": 1|2, "data": ...}``."""
 TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
-              "graphql", "event-stream", "x-ndjson")
+              "graphql", "event-stream", "x-ndjson", SOCKET_TYPE)
 CODE_TYPES = ("javascript", "ecmascript", "text/css")
 """Bodies that are code: never read as one JSON document, whatever their first character."""
 
@@ -63,10 +66,15 @@ class Rules:
     value in a secret place; a response body is read with ``strict=False``: there a value in a
     secret place is a secret only when it is credential-shaped, so code and data that are not
     secrets keep every byte (a replay serves them, and the page must still run).
+
+    ``connection`` rules read a WebSocket's (or engine.io's) own URL and messages, where a
+    session's id names the connection (``secret_names.connection_kind``).
     """
 
-    def __init__(self, found: Found, strict: bool = True) -> None:
-        self._found, self.strict = found, strict
+    def __init__(self, found: Found, strict: bool = True, connection: bool = False) -> None:
+        self._found, self.strict, self.connection = found, strict, connection
+        self.kind = connection_kind if connection else name_kind
+        """What a value under a name is (``secret_names.name_kind``)."""
 
     def found(self, value: str, in_url: bool) -> str:
         """A secret whatever its shape (a key of a known format, a cookie, a header)."""
@@ -86,7 +94,7 @@ class Rules:
         a response too, unless it is no token at all (a word of letters: a form's label); under an
         ambiguous one only when credential-shaped, everywhere."""
         plain = unquote_plus(value) if in_url else value
-        if kind == CREDENTIAL and (self.strict or token_like(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
+        if kind == CREDENTIAL and (self.strict or data_token(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
             return self.found(value, in_url)
         return value
 
@@ -95,6 +103,8 @@ class Rules:
     def url(self, url: str, depth: int = 0) -> str:
         """Userinfo, and secret-named parameters of the query and of the fragment
         (``#access_token=``, ``#/route?token=``); a parameter holding a URL is followed."""
+        if not self.connection and url[:6].lower().startswith(("ws://", "wss://")):
+            return self._as(self.strict, connection=True).url(url, depth)
         head, hash_sign, fragment = url.partition("#")
         base, question, query = head.partition("?")
         base = self.userinfo(base)
@@ -117,16 +127,17 @@ class Rules:
 
     def params(self, part: str, depth: int = 0) -> str:
         """``a=1&token=x`` with secret-named values replaced; everything else byte for byte
-        (engine.io's ``sid`` included: see :data:`TRANSPORT_ID`)."""
-        transport = "EIO=" in part and ENGINE_IO_URL.search(part) is not None
-        return "&".join(self._param(piece, depth, transport) for piece in part.split("&"))
+        (engine.io's ``sid`` included: an engine.io query is a connection's, see :data:`TRANSPORT_ID`)."""
+        if not self.connection and "EIO=" in part and ENGINE_IO_URL.search(part) is not None:
+            return self._as(self.strict, connection=True).params(part, depth)
+        return "&".join(self._param(piece, depth) for piece in part.split("&"))
 
-    def _param(self, piece: str, depth: int, transport: bool = False) -> str:
+    def _param(self, piece: str, depth: int) -> str:
         key, equals, value = piece.partition("=")
         if not equals or not value:
             return piece
-        kind = name_kind(unquote_plus(key))
-        if kind and not (transport and key == TRANSPORT_ID):
+        kind = self.kind(unquote_plus(key))
+        if kind:
             return f"{key}={self.named(value, True, kind)}"
         return f"{key}={self._nested(value, depth + 1)}" if depth < MAX_NESTING else piece
 
@@ -143,7 +154,7 @@ class Rules:
     def multipart(self, body: str) -> str:
         """``multipart/form-data`` fields with secret names (file parts are left alone)."""
         def field(m: re.Match[str]) -> str:
-            value = self.named(m["value"], False, name_kind(m["name"]))
+            value = self.named(m["value"], False, self.kind(m["name"]))
             return m["head"] + value
         return MULTIPART_FIELD.sub(field, body)
 
@@ -151,12 +162,17 @@ class Rules:
 
     def json_value(self, value: Any) -> Any:
         """Parsed JSON: the values under secret-named keys replaced (:meth:`json_leaf`; containers
-        keep their shape), every other string read as text."""
+        keep their shape), every other string read as text. When strict, a secret name holding an
+        object makes everything in it a secret (``{"credentials": {"user": ..., "pass": ...}}``);
+        in what a page received only a value's own key counts, and a list's (``"tokens": [...]``):
+        a JSON schema's ``"Password": {"pattern": "^[a-zA-Z0-9]+$"}`` and a lock file's
+        ``"node_modules/glsl-token-string": {"integrity": ...}`` are data."""
         return self._json(value, None)
 
     def _json(self, value: Any, kind: str | None) -> Any:
-        if isinstance(value, dict):
-            return {k: self._json(v, stronger(kind, name_kind(str(k)))) for k, v in value.items()}
+        if isinstance(value, dict):  # what a page received inherits no name through an object (see json_value)
+            inherited = kind if self.strict else None
+            return {k: self._json(v, stronger(inherited, self.kind(str(k)))) for k, v in value.items()}
         if isinstance(value, list):
             return [self._json(v, kind) for v in value]
         return self.json_leaf(value, kind)
@@ -174,18 +190,19 @@ class Rules:
             return value if redacted == text else redacted
         return self.text(value, prose=self.strict) if isinstance(value, str) else value
 
-    def json_text(self, text: str) -> str:
+    def json_text(self, text: str, otherwise: Callable[[str], str] | None = None) -> str:
         """JSON text redacted as JSON, in place (``secret_json.py``): a document without a secret
-        keeps its bytes, one with a secret changes only there. Text that is not JSON is read as text."""
+        keeps its bytes, one with a secret changes only there. Text that is not JSON is read as
+        text, or by ``otherwise``."""
         try:
             parsed = json.loads(text)
         except (ValueError, RecursionError):
-            return self.free_text(text, prose=False)
+            return otherwise(text) if otherwise else self.free_text(text, prose=False)
         try:
             unchanged = self.json_value(parsed) == parsed
         except RecursionError:
             return self.free_text(text, prose=False)
-        return text if unchanged else splice(text, self.json_leaf, name_kind)
+        return text if unchanged else splice(text, self.json_leaf, self.kind, inherit=self.strict)
 
     # free text
 
@@ -362,10 +379,13 @@ class Rules:
             return self.free_text(text, prose=False)
         if "event-stream" in kind:
             return self._event_stream(text)
+        if kind == SOCKET_TYPE:
+            return self._socket_lines(text)
+        if is_packets(text):
+            return PACKET_SEPARATOR.join(self._as(self.strict, True).message(p) for p in text.split(PACKET_SEPARATOR))
         stripped = text.lstrip()
         if "json" in kind or stripped[:1] in ("{", "["):
-            redacted = self.json_text(text)
-            return self._json_lines(text) if redacted == text and "\n" in stripped else redacted
+            return self.json_text(text, otherwise=self._json_lines)  # one document, or NDJSON
         return self.text(text, prose=False)
 
     def _event_stream(self, text: str) -> str:
@@ -378,9 +398,74 @@ class Rules:
             return f"data:{payload[:len(payload) - len(stripped)]}{self.json_text(stripped)}"
         return "\n".join(line(piece) for piece in text.split("\n"))
 
+    def _socket_lines(self, text: str) -> str:
+        """A recorded socket: each text message read as one (:meth:`message`), what the page sent
+        by the rules of what a page sends (strict), what it received by those of a response;
+        binary messages and every other byte of a line kept."""
+        def line(piece: str) -> str:
+            try:
+                record = json.loads(piece)
+            except ValueError:
+                return piece
+            if not isinstance(record, dict) or record.get("opcode") != 1 or not isinstance(record.get("data"), str):
+                return piece
+            rules = self._as(strict=record.get("type") == "send", connection=True)
+            return splice(piece, lambda value, _kind: rules.message(value) if isinstance(value, str) else value,
+                          lambda key: None)
+        return "\n".join(line(piece) if piece.strip() else piece for piece in text.split("\n"))
+
+    def _as(self, strict: bool, connection: bool = False) -> Rules:
+        """These rules, strict or not, of a connection or not."""
+        same = strict == self.strict and connection == self.connection
+        return self if same else Rules(self._found, strict, connection)
+
+    def message(self, data: str) -> str:
+        """One socket message: the JSON it ends with (after a protocol's prefix: socket.io's
+        ``42``, a namespace, engine.io's open packet ``0``) as JSON, by the rules of a
+        connection (its session's id is kept: :data:`TRANSPORT_ID`); any other message as text."""
+        start = json_start(data)
+        if start is None:
+            return self.free_text(data, prose=False)
+        return data[:start] + self._as(self.strict, connection=True).json_text(data[start:])
+
     def _json_lines(self, text: str) -> str:
         """NDJSON and recorded WebSocket messages: one document per line."""
         return "\n".join(self.json_text(line) if line.strip() else line for line in text.split("\n"))
+
+
+JSON_PREFIX = 64
+"""A socket message's JSON starts within this many characters (after a protocol's prefix)."""
+
+
+def json_start(text: str) -> int | None:
+    """Where a JSON object or array that runs to the end of ``text`` starts (0 for a JSON
+    document, 2 for socket.io's ``42[...]``); None: there is none."""
+    decoder = json.JSONDecoder()
+    at = next((i for i, c in enumerate(text[:JSON_PREFIX]) if c in "{["), -1)
+    while 0 <= at < JSON_PREFIX:
+        try:
+            _value, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            end = -1
+        if end > 0 and not text[end:].strip():
+            return at
+        at = next((i for i in range(at + 1, min(len(text), JSON_PREFIX)) if text[i] in "{["), -1)
+    return None
+
+
+PACKET_SEPARATOR = "\x1e"
+_PACKET = re.compile(r"\d[\w/,]{0,40}?[\[{]")
+
+
+def is_packets(text: str) -> bool:
+    """Whether a body is socket messages sent over HTTP (engine.io's long polling: packets such
+    as ``0{"sid":...}``, ``42["event",{...}]``, separated by ``\\x1e``): each packet a protocol's
+    digits, then JSON, or a bare packet type (``2``, ``6``)."""
+    if not text[:1].isdigit():
+        return False
+    packets = text.split(PACKET_SEPARATOR)
+    return any(_PACKET.match(p) for p in packets) and all(
+        p.isdigit() or _PACKET.match(p) and json_start(p) is not None for p in packets)
 
 
 def collecting(strict: bool = True) -> tuple[Rules, list[str]]:

@@ -52,6 +52,10 @@ _RUN = re.compile(r"[A-Za-z0-9_\-+/]+")
 _NUMBER_LITERAL = re.compile(r"0[xX][0-9a-fA-F]{1,16}n?|0[bB][01]+n?|0[oO][0-7]+n?")
 """A script's number literal of 64 bits at most (``0x6a09e667f3bcc908``, ``0b0111n``): a
 hex token beginning ``0b`` (1 in 256 of them) is not one, a 0x-prefixed key of 32 bytes neither."""
+_FILE = re.compile(r"[\w.\-/]*[\w\-]\.(?:[mc]?js|css|map|json|html?|png|jpe?g|gif|svg|webp|ico|woff2?|ttf|otf|wasm"
+                   r"|txt|xml|ya?ml|py|ts|tsx|vue|md|pdf|zip|gz|csv|parquet)")
+"""A file's name or path (``0763704a3becbcec20722167680ff91b/table.js``, ``index-4f3c2a1b9e8d.js``): a
+content-hashed asset is named by a random-looking hash, but a credential has no file extension."""
 _SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _HEX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{16,}|(?=[0-9A-F]*[0-9])(?=[0-9A-F]*[A-F])[0-9A-F]{16,}")
 MIN_RANDOM_RUN = 8
@@ -74,6 +78,12 @@ MIN_TOKEN = 6
 """Shorter values under a credential's name in a response are no token (``"pin": "1"``, a flag)."""
 
 
+_VERSION_OR_NUMBER = re.compile(r"[~^<>=vV]*\d[\d.:/\-]*(?:[-+.][0-9A-Za-z.\-]*)?|[\d.:/\-+ ]+"
+                                r"|\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?")
+"""A version (``^4.6.6``, ``v1.2.30``, ``6.0.0-beta1``), a date, a time (``2016-09-08T21:47:36Z``),
+an address: data."""
+
+
 def token_like(value: str) -> bool:
     """Whether a value under a credential's name in a response could be the credential: one token
     of ``MIN_TOKEN`` characters or more with a digit in it (every drawn one of that length has
@@ -82,6 +92,15 @@ def token_like(value: str) -> bool:
     if len(value) < MIN_TOKEN or any(c.isspace() for c in value) or "REDACTED" in value:
         return False
     return any(c.isdigit() for c in value) or credential_shaped(value)
+
+
+def data_token(value: str) -> bool:
+    """:func:`token_like`, and not a version, a date or a time (``"glsl-token-string": "^1.0.1"``
+    in a lock file, ``2016-09-08T21:47:36Z``) unless credential-shaped: what a page received
+    under a credential's name (``secret_rules.Rules.named``)."""
+    if _VERSION_OR_NUMBER.fullmatch(value) and not value.isdigit():
+        return credential_shaped(value)
+    return token_like(value)
 
 
 @lru_cache(maxsize=16384)
@@ -93,7 +112,7 @@ def credential_shaped(value: str) -> bool:
         return False
     if KNOWN_KEYS.search(value) or _UUID.search(value):
         return True
-    if _encoded_text(value):
+    if _encoded_text(value) or _FILE.fullmatch(value):
         return False
     return any(_random_run(part) for run in _RUN.findall(value) for part in _parts(run))
 

@@ -43,6 +43,7 @@ VALUES: dict[tuple[str, str], float] = {
     ("replay", "requests unmatched by the archive"): 0,
     ("hardweb", "requests reaching the live site during replays"): 0,
     ("redaction", "npm corpus: files changed or learned from"): 0,
+    ("redaction", "applications' traffic: changed non-secrets"): 0,
 }
 NOTES = {
     ("capture A/B", "side by side, p50"): "4 observations",
@@ -81,6 +82,8 @@ def check_figures(figures: dict[tuple[str, str], dict[str, Any]], episodes: int)
     assert all(f["value"] == 0 for (section, name), f in figures.items()
                if section == "realweb" and "connections reaching the live app" in name)
     assert all(f["value"] == 0 for (section, name), f in figures.items() if "body redaction changed" in name)
+    assert all(f["value"] == int(f["note"].split()[1]) for (section, name), f in figures.items()
+               if section == "redaction" and name.endswith("planted credentials found"))
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     if "interchange" in sections:
         few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"]

@@ -7,7 +7,8 @@ The planted site (a real HTTP server) sets and echoes secrets every way the fuzz
 in plain text: custom auth headers, cookies (from the server and from JavaScript), a token in
 the start URL (so also in ``Referer``), a redirect's ``Location``, a ``redirect_url`` parameter
 holding a URL with a token, a fragment, a JSON response body, JSON and form request bodies, a
-hidden CSRF field and a ``<meta>`` token. The model (``tests/fake_openai.py``) types a password
+hidden CSRF field and a ``<meta>`` token, a WebSocket (a password sent, tokens and the socket's
+own session id received). The model (``tests/fake_openai.py``) types a password
 into a password field, into an "API key" text field and into an element that is not there; its
 base URL carries ``user:PASS@``; another endpoint echoes the key in its 401.
 """
@@ -18,6 +19,7 @@ import html
 import http.server
 import json
 import os
+import random
 import re
 import string
 import subprocess
@@ -35,6 +37,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mmina.fixtures.hardweb.server import websocket_accept, websocket_receive, websocket_send
 from mmina.model_input import load_request
 from mmina.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
 from mmina.replayer.fidelity import tree_change
@@ -50,10 +53,17 @@ from tests.store_helpers import REPO_ROOT
 P = {name: f"{name.lower().replace('_', '-')}-planted-{uuid.uuid4().hex}" for name in (
     "START_KEY", "REF_TOKEN", "PASSWORD", "MISSING_PASSWORD", "API_TYPED", "CSRF", "META_TOKEN", "SESSION_COOKIE",
     "LOCATION_TOKEN", "ORDERS_KEY", "BEARER", "X_ACCESS", "X_SESSION", "JS_COOKIE", "JSON_TOKEN", "BODY_SECRET",
-    "FORM_TOKEN", "IMG_TOKEN", "KEY_PARAM", "FRAGMENT", "REDIRECT_TOKEN", "HTML_TOKEN", "ENV_KEY", "BASE_PASS")}
+    "FORM_TOKEN", "IMG_TOKEN", "KEY_PARAM", "FRAGMENT", "REDIRECT_TOKEN", "HTML_TOKEN", "ENV_KEY", "BASE_PASS",
+    "WS_SENT", "WS_TOKEN")}
 """Every planted value, distinct per test session; finding one anywhere is a leak. Each ends in
 32 random hex digits: shaped like the credentials machines make, as a real secret is (a word
 typed into a password field is scrubbed from mmina's rows only: see test_redaction_corpus.py)."""
+WS_PLAIN = "".join(random.sample(string.ascii_lowercase, 16) + random.choices(string.digits, k=2))
+"""A refresh token a socket message carries that does not look like a credential (18 lower-case
+letters and digits): its name alone makes it one."""
+SOCKET_SESSION = str(uuid.uuid4())
+"""The socket's own session id, in its messages: it names the connection, which ends with the
+episode, and is kept (docs/redaction.md)."""
 BASIC = base64.b64encode(f"user:{P['BASE_PASS']}".encode()).decode()
 """What the client sends for a base URL with ``user:PASS@`` (and an endpoint may echo)."""
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
@@ -77,7 +87,10 @@ fetch('/api/profile', {{method: 'POST', headers: {{'Content-Type': 'application/
   body: JSON.stringify({{client_secret: '{P['BODY_SECRET']}', q: 1}})}});
 fetch('/api/form', {{method: 'POST', headers: {{'Content-Type': 'application/x-www-form-urlencoded'}},
   body: 'user=ada&refresh_token={P['FORM_TOKEN']}'}});
-</script></main></body></html>"""
+const socket = new WebSocket('ws://' + location.host + '/ws');
+socket.onopen = () => socket.send(JSON.stringify({{type: 'hello', password: '{P['WS_SENT']}'}}));
+socket.onmessage = event => {{ document.getElementById('socket').textContent = 'socket ' + JSON.parse(event.data).type; }};
+</script><p id="socket">socket closed</p></main></body></html>"""
 LANDING = f"""<!doctype html><html><head><title>Landing</title></head><body><main><h1>Welcome back</h1>
 <p>Your token is {P['REDIRECT_TOKEN']}</p><a href="/doc?auth_token={P['HTML_TOKEN']}">Docs</a></main></body></html>"""
 
@@ -102,7 +115,9 @@ class _PlantedSite(http.server.BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         pages = {"/account": ACCOUNT, "/landing": LANDING, "/report": "<title>Report</title><h1>Report</h1>",
                  "/doc": "<title>Docs</title><h1>Docs</h1>", "/": LOGIN}
-        if path == "/api/orders":
+        if path == "/ws":
+            self._socket()
+        elif path == "/api/orders":
             self._send(200, json.dumps({"orders": 3, "access_token": P["JSON_TOKEN"], "token_type": "bearer"}),
                        "application/json")
         elif path == "/pixel.png":
@@ -111,6 +126,15 @@ class _PlantedSite(http.server.BaseHTTPRequestHandler):
             self._send(302, b"", headers=(("Location", parse_qs(query)["redirect_url"][0]),))
         else:
             self._send(200 if path in pages else 404, pages.get(path, "not found"))
+
+    def _socket(self) -> None:
+        """A WebSocket that answers the page's hello with tokens and its own session id."""
+        self.protocol_version = "HTTP/1.1"
+        websocket_accept(self)
+        while websocket_receive(self.rfile) is not None:
+            websocket_send(self.wfile, json.dumps({"type": "welcome", "access_token": P["WS_TOKEN"],
+                                                   "refresh_token": WS_PLAIN, "session_id": SOCKET_SESSION}))
+        self.close_connection = True
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -245,7 +269,7 @@ def forms(value: str) -> list[bytes]:
 
 def leaked(files: dict[str, bytes], outputs: list[str], extra: dict[str, str] | None = None) -> list[str]:
     """Planted values (in any form) found in any file or in the terminal output."""
-    planted = {**P, "BASIC": BASIC, **(extra or {})}
+    planted = {**P, "BASIC": BASIC, "WS_PLAIN": WS_PLAIN, **(extra or {})}
     found = []
     for name, data in files.items():
         content = decoded(data) + name.encode()
@@ -289,6 +313,10 @@ def check_redacted_in_place(store: Store, echoes: tuple[str, ...] = ECHOES) -> N
     assert header(login, "response_headers", "location") == f"/account?session_token={URL_REDACTED}"
     assert header(login, "response_headers", "set-cookie") == f"sid={REDACTED}; Path=/; HttpOnly"
     assert header(by_path(requests, "/go"), "response_headers", "location").endswith(f"/landing?token={URL_REDACTED}")
+    socket = [json.loads(line)["data"] for line in blobs[by_path(requests, "/ws")["response_body"]].splitlines()]
+    assert [json.loads(m) for m in socket[:2]] == [
+        {"type": "hello", "password": REDACTED},
+        {"type": "welcome", "access_token": REDACTED, "refresh_token": REDACTED, "session_id": SOCKET_SESSION}]
     steps = store.read("steps", run_id="typer").to_pylist()
     assert steps[1]["action"] == f"type [9999] [{REDACTED}] [press_enter_after=0]" and steps[1]["action_error"]
     report = next(s for s in steps if "/report" in s["url"])

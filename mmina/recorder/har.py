@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mmina.redact import Redactor
 from mmina.store.blobs import sha256
-from mmina.secret_rules import is_text_type
+from mmina.secret_rules import SOCKET_TYPE, is_text_type
 
 MMINA_HEADERS = "x-mmina-"
 """The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""
@@ -85,11 +85,7 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
     redactor afterwards."""
     entries, archive = read_har(path)
     try:
-        entries = sorted([*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"])
-        if streams is not None:
-            fill_streams(entries, streams.bodies())
-            fill_tapped(entries, streams.taps.bodies(), archive)
-            fill_left(entries, streams.left.bodies(), archive)
+        entries = completed(entries, archive, streams, routed)
         for entry in entries:
             learn_entry(redactor, entry, archive)
         extra = {key: list(columns) for key, columns in routed.columns.items()}
@@ -98,6 +94,18 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
     finally:
         if archive is not None:
             archive.close()
+
+
+def completed(entries: list[dict[str, Any]], archive: zipfile.ZipFile | None, streams: EventStreams | None = None,
+              routed: RoutedTraffic = RoutedTraffic()) -> list[dict[str, Any]]:
+    """The HAR's entries with what it misses: the router's traffic, each request named by the URL
+    the page asked for, in start order, and the bodies ``streams`` kept (see the module)."""
+    entries = sorted([*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"])
+    if streams is not None:
+        fill_streams(entries, streams.bodies())
+        fill_tapped(entries, streams.taps.bodies(), archive)
+        fill_left(entries, streams.left.bodies(), archive)
+    return entries
 
 
 def _next_columns(extra: dict[tuple[str, str], list[Mapping[str, Any]]], entry: dict[str, Any]) -> Mapping[str, Any]:
@@ -122,14 +130,22 @@ def learn_entry(redactor: Redactor, entry: dict[str, Any], archive: zipfile.ZipF
     redactor.learn_text(request.get("url", ""))
     redactor.learn_text(response.get("redirectURL"))
     redactor.learn_headers(_pairs(request) + _pairs(response))
-    text, mime = _request_text(request, archive)
+    text, mime = request_text(request, archive)
     if text:
         redactor.learn_body(text.encode("utf-8", "surrogatepass"), mime, response=False)
     content = response.get("content") or {}
-    mime = content.get("mimeType") or ""
-    body = _response_body(content, archive) if is_text_type(mime) else None  # a video is not read twice
+    mime = redaction_type(entry)
+    body = response_body(content, archive) if is_text_type(mime) else None  # a video is not read twice
     if body:
         redactor.learn_body(body, mime, response=True)
+
+
+def redaction_type(entry: dict[str, Any]) -> str:
+    """The type the redactor reads a response body as: its own, or a socket's recorded messages
+    (``SOCKET_TYPE``; the archive calls them ``x-unknown``)."""
+    if entry.get("_resourceType") == "websocket":
+        return SOCKET_TYPE
+    return ((entry.get("response") or {}).get("content") or {}).get("mimeType") or ""
 
 
 def _pairs(message: dict[str, Any]) -> list[tuple[str, str]]:
@@ -162,7 +178,7 @@ def fill_tapped(entries: list[dict[str, Any]], tapped: dict[tuple[str, str], lis
         tap = bodies.pop(0)
         response = entry.setdefault("response", {})
         content = response.get("content") or {}
-        if _response_body(content, archive) is None and tap.body:
+        if response_body(content, archive) is None and tap.body:
             _give_body(response, tap.body)
         if len(tap.timing()) > 1:
             timing = ",".join(f"{size}@{at:g}" for size, at in tap.timing())
@@ -182,7 +198,7 @@ def fill_left(entries: list[dict[str, Any]], left: dict[tuple[str, str], list[Le
     for entry in entries:
         response = entry.get("response") or {}
         candidates = pending.get((entry["request"].get("method", "GET"), entry["request"].get("url", "")))
-        if not candidates or _response_body(response.get("content") or {}, archive) is not None \
+        if not candidates or response_body(response.get("content") or {}, archive) is not None \
                 or not body_missing(entry, None):
             continue
         sent = _started(entry).timestamp()
@@ -219,8 +235,8 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     started = _started(entry)
     content = response.get("content") or {}
     mime = content.get("mimeType") or ""
-    received = _response_body(content, archive)
-    body = redactor.body(received, mime) if received else None
+    received = response_body(content, archive)
+    body = redactor.body(received, redaction_type(entry)) if received else None
     request_body, request_size = _request_body(request, put_blob, redactor, archive)
     response_headers = _pairs(response)
     if body_missing(entry, body):
@@ -246,7 +262,7 @@ def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob:
     }
 
 
-def _response_body(content: dict[str, Any], archive: zipfile.ZipFile | None) -> bytes | None:
+def response_body(content: dict[str, Any], archive: zipfile.ZipFile | None) -> bytes | None:
     if archive is not None and content.get("_file"):
         try:
             return archive.read(content["_file"])
@@ -260,7 +276,7 @@ def _response_body(content: dict[str, Any], archive: zipfile.ZipFile | None) -> 
     return text.encode("utf-8", "surrogatepass")  # a lone surrogate from the HAR JSON stays a byte
 
 
-def _request_text(request: dict[str, Any], archive: zipfile.ZipFile | None) -> tuple[str | None, str]:
+def request_text(request: dict[str, Any], archive: zipfile.ZipFile | None) -> tuple[str | None, str]:
     """The request body as text and its type; with attached content Playwright keeps it in the zip (``_file``)."""
     post = request.get("postData") or {}
     text = post.get("text")
@@ -275,7 +291,7 @@ def _request_text(request: dict[str, Any], archive: zipfile.ZipFile | None) -> t
 def _request_body(request: dict[str, Any], put_blob: PutBlob, redactor: Redactor,
                   archive: zipfile.ZipFile | None) -> tuple[str | None, int]:
     """The redacted request body's blob and the size the browser sent."""
-    text, mime = _request_text(request, archive)
+    text, mime = request_text(request, archive)
     if not text:
         return None, 0
     data = text.encode("utf-8", "surrogatepass")
