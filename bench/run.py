@@ -29,6 +29,7 @@ from bench.judges import judges_section
 from bench.machine import described, machine
 from bench.realweb import realweb_section
 from bench.redaction import redaction_section
+from bench.rankings import rankings_section
 from bench.repeats import repeats_section
 from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
@@ -37,7 +38,7 @@ from bench.scale import run_scale
 from bench.serve import serve_section
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
-            "objectstore", "serve", "interchange", "repeats", "judges")
+            "objectstore", "serve", "interchange", "repeats", "judges", "rankings")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -119,6 +120,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "judges" in parts:
             log("four agents on the fixture web, five evaluators and two simulated labellers (judge audit)")
             sections.append(judges_section(work / "judges", log, args.quick))
+        if "rankings" in parts:
+            log("four agents of different skill live on the drifted fixture web and on its archive (rankings)")
+            sections.append(rankings_section(work / "rankings", log, args.quick))
     return sections
 
 
