@@ -5,6 +5,8 @@ archived task SR, the change, and Kendall's tau of the two rankings with its int
 episodes in Chromium; tau is checked against scipy."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -64,6 +66,9 @@ def test_the_archived_web_keeps_the_ranking_of_agents_of_different_skill(store: 
         assert agent["live"]["low"] <= agent["live"]["task_sr"] <= agent["live"]["high"]
     table = _mmina("rankings", "--store", str(store), *_pairs()).stdout
     assert "Kendall's tau of the rankings" in table and "oracle-archived" in table
+    rows = list(csv.DictReader(io.StringIO(_mmina("rankings", "--store", str(store), *_pairs(), "--format",
+                                                  "csv").stdout)))
+    assert [float(r["archived_sr"]) for r in rows] == archived
 
 
 def test_bad_pairs_are_one_line_errors(store: Path) -> None:

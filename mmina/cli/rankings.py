@@ -25,7 +25,7 @@ COLUMNS = ("agent", "tasks", "live_run", "live_sr", "archived_run", "archived_sr
               metavar="N", help="Bootstrap resamples for tau's 95% interval (0: none).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (same seed, same interval).")
 @store_option
-@format_option("table", "json")
+@format_option("table", "csv", "json")
 def rankings(pairs: tuple[tuple[str, str], ...], evaluator: str, resamples: int, seed: int, store_path: str | None,
              fmt: str) -> None:
     """Whether agents rank on the archived web as they rank on the live web: each agent's task
@@ -49,13 +49,19 @@ def rankings(pairs: tuple[tuple[str, str], ...], evaluator: str, resamples: int,
     if fmt == "json":
         print_json(shift.as_json())
         return
-    render_rows(list(COLUMNS), _rows(shift), "table", title=f"live and archived task SR ({evaluator} verdicts)")
-    echo(_verdict(shift))
+    render_rows(list(COLUMNS), _rows(shift, fmt == "table"), fmt,
+                title=f"live and archived task SR ({evaluator} verdicts)")
+    if fmt == "table":
+        echo(_verdict(shift))
 
 
-def _rows(shift: RankingShift) -> list[tuple[object, ...]]:
-    return [(a.agent, a.live.tasks, a.live.run_id, f"{a.live.rate:.1%}", a.archived.run_id, f"{a.archived.rate:.1%}",
-             f"{a.change:+.1%}") for a in shift.agents]
+def _rows(shift: RankingShift, shown: bool) -> list[tuple[object, ...]]:
+    """One row per agent: rates as percentages on the terminal, as numbers in CSV."""
+    def rate(value: float, sign: str = "") -> object:
+        return f"{value:{sign}.1%}" if shown else value
+
+    return [(a.agent, a.live.tasks, a.live.run_id, rate(a.live.rate), a.archived.run_id, rate(a.archived.rate),
+             rate(a.change, "+")) for a in shift.agents]
 
 
 def _verdict(shift: RankingShift) -> str:
