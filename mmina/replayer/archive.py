@@ -109,6 +109,10 @@ class Exchange:
     body_of: int | None = None
     """The recording lost this exchange's body: the order of the repeat whose response answers it
     (see :meth:`Matcher._with_body`)."""
+    cache_hit: bool = False
+    """It was a hit of the recording's browser cache (a page gone back to took its fonts from
+    memory: no body reaches a capture), answered by the same resource (its URL, status and
+    ``Content-Length``): nothing was lost (see :func:`_same_resource`)."""
 
     @property
     def chunks(self) -> str:
@@ -382,7 +386,21 @@ class Matcher:
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
         return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
                        mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body,
-                       body_of=donor.order)
+                       body_of=donor.order, cache_hit=_same_resource(exchange, donor))
+
+
+CACHE_HIT_MS = 3.0
+"""A recorded exchange this quick had no server behind it: the browser's memory cache answered."""
+
+
+def _same_resource(lost: Exchange, donor: Exchange) -> bool:
+    """Whether ``lost`` was a cache hit (``CACHE_HIT_MS``) that ``donor`` answers with the same
+    resource: the same URL and status, a body as long as ``lost``'s headers said (``Exchange.cache_hit``)."""
+    def length(exchange: Exchange) -> str:
+        return header_value(({"name": n, "value": v} for n, v in exchange.headers), "content-length")
+
+    return 0 <= lost.time_ms <= CACHE_HIT_MS and lost.url == donor.url and lost.status == donor.status \
+        and length(lost) != "" and length(lost) == length(donor)
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

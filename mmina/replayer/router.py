@@ -519,7 +519,7 @@ class ArchiveRouter:
             self.timeline.arrived(("request", match.exchange.order))
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
-        missing = exchange is not None and (exchange.body_missing or exchange.body_of is not None)
+        missing = exchange is not None and (exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit))
         source = match.exchange
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
                                   redacted_body=exchange is not None and exchange.redacted_body,

@@ -54,6 +54,8 @@ Data = str | bytes
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _VOLATILE = re.compile(_UUID + r"|[A-Za-z0-9_\-]{16,}|\d+")
+_VOLATILE_BYTES = re.compile(_VOLATILE.pattern.encode())
+"""The same in a binary message (the JSON a binary frame carries: Jupyter's kernel messages)."""
 HEARTBEAT_WORDS = frozenset({"ping", "pong", "heartbeat", "keepalive", "keep-alive", "2", "3", "2probe", "3probe"})
 ANSWER_WORDS = frozenset({"3", "3probe", "pong", "ack"})
 """Heartbeat-like messages that answer something (never answered in kind)."""
@@ -110,7 +112,7 @@ def normalised(data: Data) -> Data:
     its leading digits (at most two) kept: they are engine.io's and socket.io's packet types
     (``40`` is not ``5``, ``42[...]`` is not ``43[...]``; ``421[...]`` is ``427[...]``)."""
     if isinstance(data, bytes):
-        return re.sub(rb"\d+", b"0", data)
+        return _VOLATILE_BYTES.sub(b"0", data)
     kept = _packet_type_length(data)
     return data[:kept] + _VOLATILE.sub("0", data[kept:])
 

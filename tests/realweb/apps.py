@@ -215,6 +215,32 @@ MKDOCS = App(
 )
 
 
+# ---------------------------------------------------------------- MkDocs' dev server: a long-poll and a Web Worker
+
+LIVEDOCS_HOST = f"livedocs.{DOMAIN}"
+
+
+def _livedocs_state(folder: Path, draw: random.Random) -> None:
+    """The docs project of ``_mkdocs_state`` (new random words) on MkDocs' own ``readthedocs`` theme,
+    whose search runs in a Web Worker; ``mkdocs serve`` builds it when it starts."""
+    _mkdocs_state(folder, draw)
+    config = (folder / "mkdocs.yml").read_text().replace(MKDOCS_HOST, LIVEDOCS_HOST)
+    config = config.replace("  name: material\n  features: [navigation.instant, search.suggest]\n", "  name: readthedocs\n")
+    (folder / "mkdocs.yml").write_text(config)
+
+
+LIVEDOCS = App(
+    "livedocs", "documentation dev server (mkdocs serve): every page holds a live-reload long-poll its server answers "
+    "only after 60 s or a rebuild, and the search index is built in a Web Worker",
+    MKDOCS.requirements, _livedocs_state,
+    lambda bin_, state, port: [str(bin_ / "mkdocs"), "serve", "-f", str(state / "mkdocs.yml"), "-a", f"127.0.0.1:{port}",
+                               "--livereload"],
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD,
+     type_into("Search docs", "harbour", enter=True)),
+    venv="mkdocs",
+)
+
+
 # ---------------------------------------------------------------- Gradio: an SPA streaming over fetch
 
 GRADIO_APP = """
@@ -524,6 +550,61 @@ DASH = App(
 )
 
 
+# ---------------------------------------------------------------- JupyterLab: ids the page draws, echoed by the kernel
+
+def _jupyter_state(folder: Path, draw: random.Random) -> None:
+    """A notebook with random numbers in its cells (the kernel prints them when they run)."""
+    cells = [f"tide = {draw.randint(100, 999)}\nprint(f'Tide gauge reads {{tide}} cm at berth {draw.choice(WORDS)}')",
+             f"sorted({[draw.randint(1, 60) for _ in range(5)]})",
+             f"'{draw.choice(WORDS)}'.upper() * {draw.randint(2, 3)}"]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"cell-{number}", "metadata": {},
+                           "outputs": [], "source": source} for number, source in enumerate(cells)],
+                "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                            "name": "python3"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    settings = folder / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))  # no news prompt
+    (folder / "notebooks").mkdir()
+    (folder / "notebooks" / "harbour.ipynb").write_text(json.dumps(notebook, indent=1))
+
+
+def _server_options(state: Path, port: int) -> list[str]:
+    """jupyter_server on ``port`` serving ``state/notebooks``, no token, reached under its host name."""
+    return ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={state / 'notebooks'}", "--IdentityProvider.token=",
+            "--ServerApp.password=", "--ServerApp.allow_remote_access=True", "--ServerApp.terminals_enabled=False"]
+
+
+def _jupyter_command(bin_: Path, state: Path, port: int) -> list[str]:
+    app = "--JupyterNotebookApp"
+    return [str(bin_ / "jupyter-notebook"), *_server_options(state, port), f"{app}.user_settings_dir={state / 'settings'}",
+            f"{app}.news_url=None", f"{app}.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+
+
+RUN_CELL = "Run this cell and advance (Shift+Enter)"
+JUPYTER = App(
+    "jupyter", "notebook (Jupyter Notebook 7 over jupyter_server): the page draws session and message ids and the "
+    "kernel's WebSocket, binary-framed JSON, echoes them in its replies' parent headers",
+    ("notebook==7.6.5", "ipykernel==7.4.0"), _jupyter_state, _jupyter_command,
+    (click(RUN_CELL, role="button"), click(RUN_CELL, role="button"),
+     click("Save and create checkpoint (Ctrl+S)", role="button"), click(RUN_CELL, role="button"),
+     click("Restart the kernel and run all cells", role="button"), click("Restart", role="button")),
+    path="/notebooks/harbour.ipynb", ready_path="/api/status",
+)
+
+
+NBCLASSIC = App(
+    "nbclassic", "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS): the page draws its kernel "
+    "session and message ids, and the kernel's WebSocket echoes them in JSON replies' parent headers",
+    ("nbclassic==1.3.3", "ipykernel==7.4.0"), _jupyter_state,
+    lambda bin_, state, port: [str(bin_ / "jupyter-nbclassic"), *_server_options(state, port)],
+    (click("Run", role="button"), click("Run", role="button"), click("File"), click("Save and Checkpoint"),
+     click("Run", role="button"), click("Don't show anymore", role="button")),
+    path="/notebooks/harbour.ipynb", ready_path="/api/status",
+)
+
+
 # ---------------------------------------------------------------- a hand-written shop: history navigation
 
 SHOP = App(
@@ -538,7 +619,7 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
-                         DASH)
+                         DASH, JUPYTER, LIVEDOCS, NBCLASSIC)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
