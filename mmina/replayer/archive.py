@@ -164,11 +164,12 @@ class Shape:
 
 
 def is_volatile(name: str, value: str) -> bool:
-    """Cache-busters and clock/random readings: they differ on every load, so never compared."""
+    """Cache-busters and clock/random readings: they differ on every load, so never compared
+    (a bare clock reading too: JupyterLab asks ``/api/sessions?1796552964508``)."""
     lowered = name.lower()
     if lowered in VOLATILE_NAMES or "cache" in lowered or lowered.startswith("utm_"):
         return True
-    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value))
+    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value)) or (not value and _looks_like_clock(name))
 
 
 def _looks_like_clock(value: str) -> bool:
@@ -335,11 +336,14 @@ class Matcher:
     def _match(self, method: str, url: str, body: bytes | None, content_type: str, consume: bool) -> Match:
         take = self._take if consume else self._next
         exact = self.archive.exact.get((method.upper(), url, body))
-        if exact:
+        if exact and not all(i in self.served for i in exact):
             return Match(MatchKind.EXACT, take(exact))
         live = shape(method, url, body, content_type)
         candidates = self.archive.by_endpoint.get((live.method, live.endpoint), [])
         fuzzy = [i for i in candidates if self._fuzzy_equal(self.archive.shapes[i], live)]
+        if exact:  # every one served: a repeat of the request not served yet comes first
+            fresh = [i for i in fuzzy if i not in self.served]
+            return Match(MatchKind.FUZZY, take(fresh)) if fresh else Match(MatchKind.EXACT, take(exact))
         if fuzzy:
             return Match(MatchKind.FUZZY, take(fuzzy))
         if candidates:

@@ -589,18 +589,7 @@ JUPYTER = App(
     ("notebook==7.6.5", "ipykernel==7.4.0"), _jupyter_state, _jupyter_command,
     (click(RUN_CELL, role="button"), click(RUN_CELL, role="button"),
      click("Save and create checkpoint (Ctrl+S)", role="button"), click(RUN_CELL, role="button"),
-     click("Restart the kernel and run all cells", role="button"), click("Restart", role="button")),
-    path="/notebooks/harbour.ipynb", ready_path="/api/status",
-)
-
-
-NBCLASSIC = App(
-    "nbclassic", "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS): the page draws its kernel "
-    "session and message ids, and the kernel's WebSocket echoes them in JSON replies' parent headers",
-    ("nbclassic==1.3.3", "ipykernel==7.4.0"), _jupyter_state,
-    lambda bin_, state, port: [str(bin_ / "jupyter-nbclassic"), *_server_options(state, port)],
-    (click("Run", role="button"), click("Run", role="button"), click("File"), click("Save and Checkpoint"),
-     click("Run", role="button"), click("Don't show anymore", role="button")),
+     click("Restart the kernel and run all cells", role="button"), click("Confirm Kernel Restart", role="button")),
     path="/notebooks/harbour.ipynb", ready_path="/api/status",
 )
 
@@ -619,7 +608,7 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
-                         DASH, JUPYTER, LIVEDOCS, NBCLASSIC)
+                         DASH, JUPYTER, LIVEDOCS)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
