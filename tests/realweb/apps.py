@@ -73,6 +73,8 @@ class App:
     ready_path: str = "/"
     venv: str = ""
     """The virtualenv it runs in (default: its name; two apps of one framework share one)."""
+    warm: Callable[[Path, Path, int], None] | None = None
+    """What a user did before the episode, once it answers (venv bin, state, port): open a notebook's kernel."""
 
     @property
     def host(self) -> str:
@@ -594,6 +596,46 @@ JUPYTER = App(
 )
 
 
+KERNEL_READY = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient()
+client.load_connection_file(sys.argv[1])
+client.start_channels()
+client.wait_for_ready(timeout=120)
+"""
+
+
+def _running_kernel(bin_: Path, state: Path, port: int) -> None:
+    """Open the notebook's session and wait until its kernel answers, as a notebook a user left
+    open has: the episode opens a notebook whose kernel runs."""
+    cookies = urllib.request.HTTPCookieProcessor()
+    opener = urllib.request.build_opener(cookies)
+    base = f"http://127.0.0.1:{port}"
+    opener.open(f"{base}/tree", timeout=30).read()  # sets the _xsrf cookie a POST must echo
+    xsrf = next(c.value for c in cookies.cookiejar if c.name == "_xsrf")
+    body = json.dumps({"path": "harbour.ipynb", "name": "harbour.ipynb", "type": "notebook",
+                       "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(f"{base}/api/sessions", body, {"Content-Type": "application/json",
+                                                                     "X-XSRFToken": xsrf}, method="POST")
+    kernel = json.loads(opener.open(request, timeout=120).read())["kernel"]["id"]
+    connection = state / ".local" / "share" / "jupyter" / "runtime" / f"kernel-{kernel}.json"
+    subprocess.run([str(bin_ / "python"), "-c", KERNEL_READY, str(connection)], check=True, capture_output=True,
+                   timeout=150, env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"})
+
+
+NBCLASSIC = App(
+    "nbclassic", "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS) whose kernel runs: the page "
+    "draws its kernel session and message ids, and the kernel's WebSocket echoes them in JSON replies",
+    ("nbclassic==1.3.3", "ipykernel==7.4.0"), _jupyter_state,
+    lambda bin_, state, port: [str(bin_ / "jupyter-nbclassic"), *_server_options(state, port)],
+    (click("Run", role="button"), click("Run", role="button"), click("File"),
+     click("Save and Checkpoint Ctrl-S", role="menuitem"), click("Run", role="button"),
+     click("Don't show anymore", role="button")),
+    path="/notebooks/harbour.ipynb", ready_path="/api/status", warm=_running_kernel,
+)
+
+
 # ---------------------------------------------------------------- a hand-written shop: history navigation
 
 SHOP = App(
@@ -608,7 +650,7 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
-                         DASH, JUPYTER, LIVEDOCS)
+                         DASH, JUPYTER, LIVEDOCS, NBCLASSIC)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
@@ -720,6 +762,8 @@ class RunningApp:
         log = (state / "server.log").open("wb")
         self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)
         _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
+        if self.app.warm is not None:
+            self.app.warm(self.bin, state, port)
         self._relay = Relay(port)
         self.relay_port = self._relay.start()
 
