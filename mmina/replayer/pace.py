@@ -266,17 +266,8 @@ class PacedSteps:
         reached = self._clock()
         delivered = self._deliveries(step_index, reached + LOADING_MAX_S)
         rendered = max(reached, delivered or reached) + FROZEN_RENDER_S
-        import os, sys
-        dumped = False
         while not self._shows(page, step):
             now = self._clock()
-            if os.environ.get("MMINA_DEBUG_OBS") and not dumped and now >= reached + 1.0:
-                dumped = True
-                try:
-                    print("DEBUG obs", step_index, "tau", self.timeline.now(), "moment", moment, "loading", page.loading,
-                          tree_change(step.tree_text, page.tree()[0]), file=sys.stderr)
-                except Exception as e:
-                    print("DEBUG fail", e, file=sys.stderr)
             if now >= reached + LOADING_MAX_S or (now >= rendered and not page.loading):
                 break
             self._wait(POLL_S)

@@ -620,8 +620,13 @@ def _running_kernel(bin_: Path, state: Path, port: int) -> None:
                                                                      "X-XSRFToken": xsrf}, method="POST")
     kernel = json.loads(opener.open(request, timeout=120).read())["kernel"]["id"]
     connection = state / ".local" / "share" / "jupyter" / "runtime" / f"kernel-{kernel}.json"
-    subprocess.run([str(bin_ / "python"), "-c", KERNEL_READY, str(connection)], check=True, capture_output=True,
-                   timeout=150, env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"})
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not connection.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    done = subprocess.run([str(bin_ / "python"), "-c", KERNEL_READY, str(connection)], capture_output=True, text=True,
+                          timeout=150, env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"})
+    if done.returncode != 0:
+        raise RuntimeError(f"the notebook's kernel did not answer:\n{done.stderr[-2000:]}")
 
 
 NBCLASSIC = App(
