@@ -38,8 +38,10 @@ _LEADING_DIGITS = re.compile(r"^\d{1,3}")
 """A framed message's packet type before its JSON (socket.io's ``42``)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
 """A character no text message has: the message is binary (its JSON is framed by bytes)."""
-MAX_FRAMED = 1 << 20
+MAX_FRAMED = 1 << 16
 """A binary message longer than this is not searched for JSON (a file, an image)."""
+MAX_ATTEMPTS = 256
+"""At most this many places a JSON document could start are tried in one binary message."""
 
 
 def id_like(value: Any) -> bool:
@@ -92,7 +94,10 @@ def framed_documents(text: str) -> list[Any]:
     decoder, documents, position = json.JSONDecoder(), [], 0
     if len(text) > MAX_FRAMED:
         return []
-    while (start := _next_opening(text, position)) >= 0:
+    for _attempt in range(MAX_ATTEMPTS):
+        start = _next_opening(text, position)
+        if start < 0:
+            break
         try:
             document, end = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
