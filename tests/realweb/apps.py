@@ -613,7 +613,7 @@ def _running_kernel(bin_: Path, state: Path, port: int) -> None:
     opener = urllib.request.build_opener(cookies)
     base = f"http://127.0.0.1:{port}"
     opener.open(f"{base}/tree", timeout=30).read()  # sets the _xsrf cookie a POST must echo
-    xsrf = next(c.value for c in cookies.cookiejar if c.name == "_xsrf")
+    xsrf = next(c.value or "" for c in cookies.cookiejar if c.name == "_xsrf")
     body = json.dumps({"path": "harbour.ipynb", "name": "harbour.ipynb", "type": "notebook",
                        "kernel": {"name": "python3"}}).encode()
     request = urllib.request.Request(f"{base}/api/sessions", body, {"Content-Type": "application/json",
