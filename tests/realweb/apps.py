@@ -766,9 +766,13 @@ class RunningApp:
         command = self.app.command(self.bin, state, port)
         log = (state / "server.log").open("wb")
         self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)
-        _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
-        if self.app.warm is not None:
-            self.app.warm(self.bin, state, port)
+        try:
+            _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
+            if self.app.warm is not None:
+                self.app.warm(self.bin, state, port)
+        except BaseException:
+            self.stop()  # never leave a server behind (``__exit__`` does not run when ``__enter__`` failed)
+            raise
         self._relay = Relay(port)
         self.relay_port = self._relay.start()
 
