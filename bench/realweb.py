@@ -4,6 +4,7 @@ recorded by a scripted agent that thinks before each action, the application res
 random state, and the episode replayed from the archive (see ``tests/realweb/``; the
 applications are installed on first use into the real-web cache).
 
+``MMINA_REALWEB=jupyter,livedocs`` runs only the applications named.
 Each application runs ``RUNS`` times (the quick bench: the test suite's sample, once), each run a
 new recording and its replay, under whatever load the machine has; the worst run is printed. Per
 application: the share of steps with URL and tree equal (target ≥ 99%, every run listed), the
@@ -22,9 +23,9 @@ step on the same pages without them (the oracle, ``STANDING_EPISODES`` episodes 
 """
 from __future__ import annotations
 
-from pathlib import Path
-
+import os
 import statistics
+from pathlib import Path
 
 from bench.delivery import add_delivery
 from bench.results import AT_LEAST, Section, Target
@@ -45,12 +46,28 @@ archive or the page slower than live); half as long again is the most we accept.
 def realweb_section(root: Path, quick: bool = False) -> Section:
     """All the applications ``RUNS`` times each, or with ``quick`` the test suite's sample once."""
     section = Section("realweb")
-    apps = tuple(a for a in APPS if a.name in SAMPLE) if quick else APPS
+    apps = chosen_apps(quick)
     for app in apps:
         _add(section, [_run(root / f"run-{number}", app) for number in range(1 if quick else RUNS)])
-    _add_standing(section, root / "standing", 1 if quick else STANDING_EPISODES)
-    add_delivery(section)
+    if quick or apps == APPS:  # applications named: only theirs
+        _add_standing(section, root / "standing", 1 if quick else STANDING_EPISODES)
+        add_delivery(section)
     return section
+
+
+def chosen_apps(quick: bool = False) -> tuple[App, ...]:
+    """The applications named in ``MMINA_REALWEB`` (``jupyter,livedocs``; ``all`` or unset: every
+    one), or with ``quick`` the test suite's sample."""
+    named = os.environ.get("MMINA_REALWEB", "")
+    if quick:
+        return tuple(a for a in APPS if a.name in SAMPLE)
+    if named and named != "all":
+        unknown = set(named.split(",")) - {a.name for a in APPS}
+        if unknown:
+            raise ValueError(f"MMINA_REALWEB names no application {', '.join(sorted(unknown))} "
+                             f"(there are: {', '.join(a.name for a in APPS)})")
+        return tuple(a for a in APPS if a.name in named.split(","))
+    return APPS
 
 
 def _run(folder: Path, app: App) -> Outcome:

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RunSummary
 from mmina.replayer.echoes import Echoes, places
+from mmina.replayer.sockets import normalised
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
@@ -98,3 +99,53 @@ def test_any_message_is_learned_from_and_rewritten_without_error(recorded: str, 
     assert isinstance(rewritten, str)
     if not echoes:
         assert rewritten == reply  # nothing learned: every byte stays
+
+
+def _kernel_frame(channel: str, *parts: dict) -> bytes:
+    """A message as Jupyter's ``v1.kernel.websocket.jupyter.org`` protocol frames it: the count
+    and the offsets of its parts (8 bytes each, little-endian), then the channel and the JSON parts."""
+    blobs = [channel.encode(), *(json.dumps(part, separators=(",", ":")).encode() for part in parts)]
+    offsets, position = [], 8 * (len(blobs) + 1)
+    for blob in blobs:
+        offsets.append(position)
+        position += len(blob)
+    head = len(blobs).to_bytes(8, "little") + b"".join(o.to_bytes(8, "little") for o in offsets)
+    return head + b"".join(blobs)
+
+
+def test_ids_in_binary_framed_json_are_followed_and_rewritten_at_their_length() -> None:
+    """Jupyter's kernel socket (Notebook 7, JupyterLab 4): the page's msg_id and session in a
+    binary frame, echoed in the reply's parent header; the frame's offsets stay right."""
+    def request(msg_id: str, session: str) -> bytes:
+        return _kernel_frame("shell", {"msg_id": msg_id, "session": session, "msg_type": "execute_request"}, {}, {},
+                             {"code": "1+1"})
+    recorded = request("fe4563ba-eee2-4c7a-9071-eca152278303", "02d2115d-1cc8-4b90-8557-311b505a0ecf")
+    replayed = request("287f62cf-c941-45ed-b241-541de4bdf187", "49fce68e-2f78-40e5-aa29-b30242ce4403")
+    reply = _kernel_frame("shell", {"msg_id": "kernel-7", "msg_type": "execute_reply"},
+                          {"msg_id": "fe4563ba-eee2-4c7a-9071-eca152278303",
+                           "session": "02d2115d-1cc8-4b90-8557-311b505a0ecf"}, {}, {"status": "ok"})
+    assert places(None, recorded)["json0/msg_id"] == "fe4563ba-eee2-4c7a-9071-eca152278303"
+    assert places(None, recorded)["json3/code"] == "1+1"
+    assert normalised(recorded) == normalised(replayed)  # the page's message is matched by content
+    echoes = Echoes()
+    echoes.learn(places(None, recorded), places(None, replayed), reply.decode("utf-8", "replace"))
+    assert echoes.rewrite_bytes(reply) == _kernel_frame(
+        "shell", {"msg_id": "kernel-7", "msg_type": "execute_reply"},
+        {"msg_id": "287f62cf-c941-45ed-b241-541de4bdf187", "session": "49fce68e-2f78-40e5-aa29-b30242ce4403"},
+        {}, {"status": "ok"})
+    longer = Echoes()  # an id of another length would move the parts the offsets point at: kept
+    longer.learn(places(None, recorded), places(None, request("id-of-another-length-7", "s-7")),
+                 reply.decode("utf-8", "replace"))
+    assert longer and longer.rewrite_bytes(reply) == reply
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300), st.binary(max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_any_binary_message_is_learned_from_and_rewritten_without_error(recorded: bytes, replayed: bytes,
+                                                                         reply: bytes) -> None:
+    echoes = Echoes()
+    echoes.learn(places(None, recorded), places(None, replayed), reply.decode("utf-8", "replace"))
+    rewritten = echoes.rewrite_bytes(reply)
+    assert len(rewritten) == len(reply)
+    if not echoes:
+        assert rewritten == reply

@@ -54,6 +54,21 @@ def test_repeated_requests_are_answered_first_in_first_out_then_the_last_repeats
     assert matcher.counts[MatchKind.EXACT] == 4
 
 
+def test_a_request_repeated_while_the_page_clock_stood_still_takes_the_next_repeat() -> None:
+    """A page whose clock stands still (τ held on the timeline) stamps two requests with the same
+    bare cache-buster (JupyterLab: ``/checkpoints?1796552964508``) where the recording's page
+    stamped two; once the exact ones are served, the repeat not served yet answers, not the
+    last exact one again (which left a stale checkpoint list for later: "Last Checkpoint: 22 seconds ago")."""
+    base = "http://j.test/api/contents/h.ipynb/checkpoints"
+    matcher = Matcher(Archive([_exchange(0, f"{base}?1796552964508", b"a"), _exchange(1, f"{base}?1796552964526", b"b"),
+                               _exchange(2, f"{base}?1796552971127", b"c")]))
+    served = [matcher.match("GET", f"{base}?1796552964508") for _ in range(2)]
+    assert [(m.kind, m.exchange.body) for m in served] == [(MatchKind.EXACT, b"a"), (MatchKind.FUZZY, b"b")]
+    assert matcher.match("GET", f"{base}?1796552971108").exchange.body == b"c"
+    assert matcher.match("GET", f"{base}?1796552964508").exchange.body == b"a"  # nothing left: the exact one again
+    assert is_volatile("1796552964508", "") and not is_volatile("1796552964508", "x")
+
+
 def test_cache_busters_and_clock_values_are_ignored() -> None:
     archive = Archive([_exchange(0, "http://shop.test/api/reviews?product=tea&_=1768469400000", b"tea"),
                        _exchange(1, "http://shop.test/api/reviews?product=mug&_=1768469400001", b"mug")])

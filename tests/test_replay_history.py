@@ -73,6 +73,25 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
     assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 
 
+def test_a_cache_hit_answered_by_the_same_resource_is_no_lost_body() -> None:
+    """A page gone back to takes its fonts from the browser's memory cache: the recording has no
+    body for them (answered in a millisecond, no server behind it). The same URL's kept response,
+    as long as the hit's headers said, is that resource: nothing was lost. A slower exchange, or
+    another length, is still a body the recording lost."""
+    lost = (("Content-Length", "12"), ("x-mmina-body", "missing"))
+    font = "http://docs.test/css/fonts/lato.woff2"
+    archive = Archive([Exchange(0, "GET", font, 200, headers=(("Content-Length", "12"),), body=b"woff2-bytes!",
+                                time_ms=80.0),
+                       Exchange(1, "GET", font, 200, headers=lost, time_ms=1.0),
+                       Exchange(2, "GET", font, 200, headers=lost, time_ms=40.0),
+                       Exchange(3, "GET", font, 200, headers=(("Content-Length", "13"), ("x-mmina-body", "missing")),
+                                time_ms=1.0)])
+    matcher = Matcher(archive)
+    served = [matcher.match("GET", font).exchange for _ in range(4)]
+    assert [e.body for e in served] == [b"woff2-bytes!"] * 4
+    assert [(e.body_of, e.cache_hit) for e in served] == [(None, False), (0, True), (0, False), (0, False)]
+
+
 # ---------------------------------------------------------------- the router (a real browser)
 
 def test_a_document_recorded_with_a_joined_header_is_answered_at_once() -> None:

@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -22,6 +23,7 @@ from mmina.replayer.archive import Archive, Exchange
 from mmina.replayer.router import ArchiveRouter, said_before
 from mmina.replayer.sockets import (STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised,
                                    parse_messages, session_script)
+from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import OVERDUE_S, Turns
 
 OPENED_MS = 1_795_000_000_000.0
@@ -183,6 +185,43 @@ def test_a_recorded_session_holds_what_its_page_posted_over_long_polling() -> No
     [compared] = ArchiveRouter(Archive(exchanges), datetime.now(timezone.utc)).socket_fidelity()
     assert (compared.recorded, compared.replayed) == (3, 0)  # before and after the upgrade; the pong is a heartbeat
     assert compared.first_difference == 'page → server message 1: recorded `42["before"]`, not said in the replay'
+
+
+def test_a_socket_opened_early_on_the_timeline_opens_at_its_first_recorded_message(monkeypatch) -> None:
+    """The recording's page had its kernel socket only after an observation (jupyter_server held
+    the handshake until the kernel was ready); a replayed page that asks sooner stays connecting
+    until τ reaches the first recorded message — past an observation held in between, which must
+    be taken first — and one that asks later, or a socket without messages, opens at once."""
+    start = datetime.fromtimestamp(OPENED_MS / 1e3 - 1.0, timezone.utc)  # the socket: 1 s into the episode
+    socket = Exchange(0, "GET", "ws://nb.test/api/kernels/k/channels", 101, started_ms=OPENED_MS - 800,
+                      body=_body(("send", 0.3, '{"msg_type": "kernel_info_request"}')))
+
+    async def opening(timeline: Timeline, exchange: Exchange, observed_after: float | None = None) -> float:
+        router = ArchiveRouter(Archive([exchange]), start, timeline=timeline)
+        loop = asyncio.get_running_loop()
+        if observed_after is not None:
+            loop.call_later(observed_after, timeline.lift, ("observe", 0))
+        began = loop.time()
+        router._match("GET", exchange.url, None, "")  # as the socket's route does: the page asked for it
+        await router._open_on_timeline(exchange)
+        return loop.time() - began
+
+    timeline = Timeline()
+    timeline.begin()
+    assert 1.2 <= asyncio.run(opening(timeline, socket)) < 1.6  # τ 0 → 1.3: its first message
+    late = Timeline()
+    late.begin()
+    late.advance_to(2.0)
+    assert asyncio.run(opening(late, socket)) < 0.1
+    assert asyncio.run(opening(Timeline(), replace(socket, body=b""))) < 0.1
+    held = Timeline()
+    held.begin()
+    held.hold(("observe", 0), 0.5)  # an observation recorded before the socket opened
+    assert 1.5 <= asyncio.run(opening(held, socket, observed_after=1.0)) < 2.0  # τ stood at 0.5 until it was taken
+    monkeypatch.setattr("mmina.replayer.router.OPEN_ALIGN_MAX_S", 0.2)
+    bounded = Timeline()
+    bounded.begin()
+    assert asyncio.run(opening(bounded, socket)) < 0.5
 
 
 def test_a_delivery_has_the_slot_of_the_observations_recorded_before_it() -> None:

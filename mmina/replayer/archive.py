@@ -109,6 +109,10 @@ class Exchange:
     body_of: int | None = None
     """The recording lost this exchange's body: the order of the repeat whose response answers it
     (see :meth:`Matcher._with_body`)."""
+    cache_hit: bool = False
+    """It was a hit of the recording's browser cache (a page gone back to took its fonts from
+    memory: no body reaches a capture), answered by the same resource (its URL, status and
+    ``Content-Length``): nothing was lost (see :func:`_same_resource`)."""
 
     @property
     def chunks(self) -> str:
@@ -160,11 +164,12 @@ class Shape:
 
 
 def is_volatile(name: str, value: str) -> bool:
-    """Cache-busters and clock/random readings: they differ on every load, so never compared."""
+    """Cache-busters and clock/random readings: they differ on every load, so never compared
+    (a bare clock reading too: JupyterLab asks ``/api/sessions?1796552964508``)."""
     lowered = name.lower()
     if lowered in VOLATILE_NAMES or "cache" in lowered or lowered.startswith("utm_"):
         return True
-    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value))
+    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value)) or (not value and _looks_like_clock(name))
 
 
 def _looks_like_clock(value: str) -> bool:
@@ -331,11 +336,14 @@ class Matcher:
     def _match(self, method: str, url: str, body: bytes | None, content_type: str, consume: bool) -> Match:
         take = self._take if consume else self._next
         exact = self.archive.exact.get((method.upper(), url, body))
-        if exact:
+        if exact and not all(i in self.served for i in exact):
             return Match(MatchKind.EXACT, take(exact))
         live = shape(method, url, body, content_type)
         candidates = self.archive.by_endpoint.get((live.method, live.endpoint), [])
         fuzzy = [i for i in candidates if self._fuzzy_equal(self.archive.shapes[i], live)]
+        if exact:  # every one served: a repeat of the request not served yet comes first
+            fresh = [i for i in fuzzy if i not in self.served]
+            return Match(MatchKind.FUZZY, take(fresh)) if fresh else Match(MatchKind.EXACT, take(exact))
         if fuzzy:
             return Match(MatchKind.FUZZY, take(fuzzy))
         if candidates:
@@ -382,7 +390,21 @@ class Matcher:
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
         return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
                        mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body,
-                       body_of=donor.order)
+                       body_of=donor.order, cache_hit=_same_resource(exchange, donor))
+
+
+CACHE_HIT_MS = 3.0
+"""A recorded exchange this quick had no server behind it: the browser's memory cache answered."""
+
+
+def _same_resource(lost: Exchange, donor: Exchange) -> bool:
+    """Whether ``lost`` was a cache hit (``CACHE_HIT_MS``) that ``donor`` answers with the same
+    resource: the same URL and status, a body as long as ``lost``'s headers said (``Exchange.cache_hit``)."""
+    def length(exchange: Exchange) -> str:
+        return header_value(({"name": n, "value": v} for n, v in exchange.headers), "content-length")
+
+    return 0 <= lost.time_ms <= CACHE_HIT_MS and lost.url == donor.url and lost.status == donor.status \
+        and length(lost) != "" and length(lost) == length(donor)
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

@@ -16,6 +16,13 @@ or more with a digit in it (``7f3a9c2e-…``, ``s_84a1c2``), or a number under t
 reply as in the request (JSON-RPC's ``id``), rewritten in the next reply that has it only: a word that differs (a nearest match's
 other search term) is never rewritten into a reply. Replies are changed in place: only the echoed
 literals change, every other byte stays.
+
+A binary message (a socket frame) is searched for the JSON documents it carries between its own
+bytes — Jupyter's kernel protocol ``v1.kernel.websocket.jupyter.org`` frames a message as binary
+offsets, then its channel and its header, parent header, metadata and content as JSON one after
+another — and each document's values are places of their own (``json0/msg_id``,
+``json1/msg_id``). A binary reply gets an echoed id only where the page's id has the recorded
+one's length in bytes (a UUID for a UUID): the frame's offsets stay right.
 """
 from __future__ import annotations
 
@@ -29,6 +36,12 @@ MIN_ID = 6
 """Shorter strings are not followed (``en``, ``true``, a page number)."""
 _LEADING_DIGITS = re.compile(r"^\d{1,3}")
 """A framed message's packet type before its JSON (socket.io's ``42``)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
+"""A character no text message has: the message is binary (its JSON is framed by bytes)."""
+MAX_FRAMED = 1 << 16
+"""A binary message longer than this is not searched for JSON (a file, an image)."""
+MAX_ATTEMPTS = 256
+"""At most this many places a JSON document could start are tried in one binary message."""
 
 
 def id_like(value: Any) -> bool:
@@ -58,12 +71,48 @@ def places(url: str | None, body: bytes | str | None) -> dict[str, Any]:
 
 
 def _body_places(text: str) -> dict[str, Any]:
+    if _CONTROL.search(text):
+        return _framed_places(text)
     document = _json(text)
     if document is not None:
         return {f"json/{path}": value for path, value in _leaves(document, "")}
     if "=" in text and "\n" not in text and len(text) < 65536:
         return {f"form/{name}": value for name, value in reversed(parse_qsl(text))}
     return {}
+
+
+def _framed_places(text: str) -> dict[str, Any]:
+    """The values of the JSON documents a binary message carries, each its own place (``json1/msg_id``)."""
+    found: dict[str, Any] = {}
+    for number, document in enumerate(framed_documents(text)):
+        found.update((f"json{number}/{path}", value) for path, value in _leaves(document, ""))
+    return found
+
+
+def framed_documents(text: str) -> list[Any]:
+    """The JSON objects and arrays found one after another in a binary message's text (see the module)."""
+    decoder, documents, position = json.JSONDecoder(), [], 0
+    if len(text) > MAX_FRAMED:
+        return []
+    for _attempt in range(MAX_ATTEMPTS):
+        start = _next_opening(text, position)
+        if start < 0:
+            break
+        try:
+            document, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            position = start + 1
+            continue
+        if isinstance(document, (dict, list)):
+            documents.append(document)
+        position = max(end, start + 1)
+    return documents
+
+
+def _next_opening(text: str, position: int) -> int:
+    """Where the next ``{`` or ``[`` is at or after ``position`` (-1: none)."""
+    found = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
+    return min(found) if found else -1
 
 
 def _json(text: str) -> Any:
@@ -133,6 +182,15 @@ class Echoes:
                                      lambda m: f"{m.group(1)}{literal}", reply)  # noqa: B023 - used at once
             if changed:
                 del self.numbers[(key, number)]  # a number is echoed once (a call's id), then means anything again
+        return reply
+
+    def rewrite_bytes(self, reply: bytes) -> bytes:
+        """A binary ``reply`` with every echoed id the episode learned given the replayed page's
+        value, where the two are as long in bytes (the frame's offsets stay right; see the module)."""
+        for old in sorted(self.strings, key=len, reverse=True):
+            recorded, replayed = old.encode(), self.strings[old].encode()
+            if len(recorded) == len(replayed) and recorded in reply:
+                reply = reply.replace(recorded, replayed)
         return reply
 
     def __bool__(self) -> bool:

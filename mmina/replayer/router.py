@@ -115,6 +115,8 @@ ALIGN_MAX_S = 1.0
 page at its recorded moment, when the page asked for it early (``due_on_timeline``)."""
 MAX_HOLD_S = 60.0
 """No answer is held longer than this, whatever the recording says."""
+OPEN_ALIGN_MAX_S = 5.0
+"""On the timeline, a socket the page opens early waits for its recorded opening at most this long."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -225,9 +227,33 @@ class ArchiveRouter:
         if exchange is None or exchange.status <= 0:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
+        await self._open_on_timeline(exchange)
         self.sockets.append(SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange), self.echoes))
         if self.on_socket is not None:
             self.on_socket()
+
+    async def _open_on_timeline(self, exchange: Exchange) -> None:
+        """On the timeline, a socket the page opens earlier than the recording's page had it open
+        opens at its recorded moment (the page's WebSocket stays connecting until this handler
+        returns), at most ``OPEN_ALIGN_MAX_S`` later, the page's time held there meanwhile. The
+        recorded moment is its first message's, either way (a server may hold the handshake:
+        jupyter_server until the kernel is ready; the page says something on opening, or the
+        server greets it): a notebook page that connects before an observation that the recording
+        took before its kernel was ready shows what that observation showed ("Kernel starting")."""
+        said = parse_messages(exchange.body, 0.0) if exchange.started_ms else []
+        if self.timeline is None or not said:
+            return
+        asked = self.timeline.now()
+        opened = min(m.at for m in said) - self.starts_at.timestamp()
+        if opened <= asked:
+            return
+        due = min(opened, asked + OPEN_ALIGN_MAX_S)
+        cap = ("open", next(self._names))
+        self.timeline.hold(cap, due)
+        try:
+            await self.timeline.reach(due)
+        finally:
+            self.timeline.lift(cap)
 
     def socket_fidelity(self, recorded_until: float | None = None,
                         replayed_until: float | None = None) -> tuple[SocketFidelity, ...]:
@@ -522,7 +548,7 @@ class ArchiveRouter:
             self.timeline.arrived(("request", match.exchange.order))
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
-        missing = exchange is not None and (exchange.body_missing or exchange.body_of is not None)
+        missing = exchange is not None and (exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit))
         source = match.exchange
         self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
                                   redacted_body=exchange is not None and exchange.redacted_body,

@@ -85,13 +85,15 @@ class SocketPlayer:
         the recorded server's messages echo (``mmina.replayer.echoes``)."""
         index = self.play.last_heard
         recorded = self.play.messages[index].data if index is not None else None
-        if isinstance(data, str) and isinstance(recorded, str) and recorded != data:
+        if recorded is not None and type(recorded) is type(data) and recorded != data:
             self.echoes.learn(places(None, recorded), places(None, data), self._server_text)
 
     @cached_property
     def _server_text(self) -> str:
-        """What the recorded server said on the socket, as one text (where an echo is looked for)."""
-        return "\n".join(m.data for m in self.play.messages if m.direction == SERVER and isinstance(m.data, str))
+        """What the recorded server said on the socket, as one text (where an echo is looked for;
+        a binary message's bytes as text, its framed JSON with them)."""
+        return "\n".join(m.data if isinstance(m.data, str) else m.data.decode("utf-8", "replace")
+                         for m in self.play.messages if m.direction == SERVER)
 
     def heard_elsewhere(self, data: Data) -> None:
         """The page said ``data`` on another transport of the same session (a long-poll before
@@ -133,7 +135,7 @@ class SocketPlayer:
         """Send ``messages`` (``recorded``: the script's, whose delivery the observations wait for;
         else answers in kind)."""
         for data in messages:
-            data = self.echoes.rewrite(data) if isinstance(data, str) else data
+            data = self.echoes.rewrite(data) if isinstance(data, str) else self.echoes.rewrite_bytes(data)
             try:
                 self.socket.send(data)
             except PlaywrightError:

@@ -31,7 +31,7 @@ recorded delay after that cause has passed:
 
 A page message is matched to the recorded one it repeats **by content**, with volatile parts
 normalised (:func:`normalised`: numbers, UUIDs and long random tokens — ids, sids, counters,
-timestamps); the first recorded page message not matched yet with the same normalised content
+timestamps — and values the recording redacted, which the replayed page sends in clear); the first recorded page message not matched yet with the same normalised content
 is taken (a heartbeat is matched among heartbeats only). A message said on the socket that
 matches none is taken as the first recorded one not matched yet (in order, as before content
 matching), unless it is a heartbeat; one the page posted over long-polling (its session's other
@@ -48,12 +48,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from mmina.secret_rules import REDACTED
+
 PAGE, SERVER = "send", "receive"
 """The HAR's names for what the page sent and what it received."""
 Data = str | bytes
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_VOLATILE = re.compile(_UUID + r"|[A-Za-z0-9_\-]{16,}|\d+")
+_VOLATILE = re.compile(re.escape(REDACTED) + "|" + _UUID + r"|[A-Za-z0-9_\-]{16,}|\d+")
+"""Volatile parts of a message: a value redaction replaced (a page's session id, which the
+replayed page sends in clear), a UUID, a long token, a number."""
+_VOLATILE_BYTES = re.compile(_VOLATILE.pattern.encode())
+"""The same in a binary message (the JSON a binary frame carries: Jupyter's kernel messages)."""
 HEARTBEAT_WORDS = frozenset({"ping", "pong", "heartbeat", "keepalive", "keep-alive", "2", "3", "2probe", "3probe"})
 ANSWER_WORDS = frozenset({"3", "3probe", "pong", "ack"})
 """Heartbeat-like messages that answer something (never answered in kind)."""
@@ -110,7 +116,7 @@ def normalised(data: Data) -> Data:
     its leading digits (at most two) kept: they are engine.io's and socket.io's packet types
     (``40`` is not ``5``, ``42[...]`` is not ``43[...]``; ``421[...]`` is ``427[...]``)."""
     if isinstance(data, bytes):
-        return re.sub(rb"\d+", b"0", data)
+        return _VOLATILE_BYTES.sub(b"0", data)
     kept = _packet_type_length(data)
     return data[:kept] + _VOLATILE.sub("0", data[kept:])
 

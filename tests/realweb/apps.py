@@ -73,6 +73,8 @@ class App:
     ready_path: str = "/"
     venv: str = ""
     """The virtualenv it runs in (default: its name; two apps of one framework share one)."""
+    warm: Callable[[Path, Path, int], None] | None = None
+    """What a user did before the episode, once it answers (venv bin, state, port): open a notebook's kernel."""
 
     @property
     def host(self) -> str:
@@ -212,6 +214,32 @@ MKDOCS = App(
     "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
     ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
     (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD),
+)
+
+
+# ---------------------------------------------------------------- MkDocs' dev server: a long-poll and a Web Worker
+
+LIVEDOCS_HOST = f"livedocs.{DOMAIN}"
+
+
+def _livedocs_state(folder: Path, draw: random.Random) -> None:
+    """The docs project of ``_mkdocs_state`` (new random words) on MkDocs' own ``readthedocs`` theme,
+    whose search runs in a Web Worker; ``mkdocs serve`` builds it when it starts."""
+    _mkdocs_state(folder, draw)
+    config = (folder / "mkdocs.yml").read_text().replace(MKDOCS_HOST, LIVEDOCS_HOST)
+    config = config.replace("  name: material\n  features: [navigation.instant, search.suggest]\n", "  name: readthedocs\n")
+    (folder / "mkdocs.yml").write_text(config)
+
+
+LIVEDOCS = App(
+    "livedocs", "documentation dev server (mkdocs serve): every page holds a live-reload long-poll its server answers "
+    "only after 60 s or a rebuild, and the search index is built in a Web Worker",
+    MKDOCS.requirements, _livedocs_state,
+    lambda bin_, state, port: [str(bin_ / "mkdocs"), "serve", "-f", str(state / "mkdocs.yml"), "-a", f"127.0.0.1:{port}",
+                               "--livereload"],
+    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD,
+     type_into("Search docs", "harbour", enter=True)),
+    venv="mkdocs",
 )
 
 
@@ -524,6 +552,95 @@ DASH = App(
 )
 
 
+# ---------------------------------------------------------------- JupyterLab: ids the page draws, echoed by the kernel
+
+def _jupyter_state(folder: Path, draw: random.Random) -> None:
+    """A notebook with random numbers in its cells (the kernel prints them when they run)."""
+    cells = [f"tide = {draw.randint(100, 999)}\nprint(f'Tide gauge reads {{tide}} cm at berth {draw.choice(WORDS)}')",
+             f"sorted({[draw.randint(1, 60) for _ in range(5)]})",
+             f"'{draw.choice(WORDS)}'.upper() * {draw.randint(2, 3)}"]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"cell-{number}", "metadata": {},
+                           "outputs": [], "source": source} for number, source in enumerate(cells)],
+                "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                            "name": "python3"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    settings = folder / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))  # no news prompt
+    (folder / "notebooks").mkdir()
+    (folder / "notebooks" / "harbour.ipynb").write_text(json.dumps(notebook, indent=1))
+
+
+def _server_options(state: Path, port: int) -> list[str]:
+    """jupyter_server on ``port`` serving ``state/notebooks``, no token, reached under its host name."""
+    return ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={state / 'notebooks'}", "--IdentityProvider.token=",
+            "--ServerApp.password=", "--ServerApp.allow_remote_access=True", "--ServerApp.terminals_enabled=False"]
+
+
+def _jupyter_command(bin_: Path, state: Path, port: int) -> list[str]:
+    app = "--JupyterNotebookApp"
+    return [str(bin_ / "jupyter-notebook"), *_server_options(state, port), f"{app}.user_settings_dir={state / 'settings'}",
+            f"{app}.news_url=None", f"{app}.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+
+
+RUN_CELL = "Run this cell and advance (Shift+Enter)"
+JUPYTER = App(
+    "jupyter", "notebook (Jupyter Notebook 7 over jupyter_server): the page draws session and message ids and the "
+    "kernel's WebSocket, binary-framed JSON, echoes them in its replies' parent headers",
+    ("notebook==7.6.5", "ipykernel==7.4.0"), _jupyter_state, _jupyter_command,
+    (click(RUN_CELL, role="button"), click(RUN_CELL, role="button"),
+     click("Save and create checkpoint (Ctrl+S)", role="button"), click(RUN_CELL, role="button"),
+     click("Restart the kernel and run all cells", role="button"), click("Confirm Kernel Restart", role="button")),
+    path="/notebooks/harbour.ipynb", ready_path="/api/status",
+)
+
+
+KERNEL_READY = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient()
+client.load_connection_file(sys.argv[1])
+client.start_channels()
+client.wait_for_ready(timeout=120)
+"""
+
+
+def _running_kernel(bin_: Path, state: Path, port: int) -> None:
+    """Open the notebook's session and wait until its kernel answers, as a notebook a user left
+    open has: the episode opens a notebook whose kernel runs."""
+    cookies = urllib.request.HTTPCookieProcessor()
+    opener = urllib.request.build_opener(cookies)
+    base = f"http://127.0.0.1:{port}"
+    opener.open(f"{base}/tree", timeout=30).read()  # sets the _xsrf cookie a POST must echo
+    xsrf = next(c.value or "" for c in cookies.cookiejar if c.name == "_xsrf")
+    body = json.dumps({"path": "harbour.ipynb", "name": "harbour.ipynb", "type": "notebook",
+                       "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(f"{base}/api/sessions", body, {"Content-Type": "application/json",
+                                                                     "X-XSRFToken": xsrf}, method="POST")
+    kernel = json.loads(opener.open(request, timeout=120).read())["kernel"]["id"]
+    connection = state / ".local" / "share" / "jupyter" / "runtime" / f"kernel-{kernel}.json"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not connection.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    done = subprocess.run([str(bin_ / "python"), "-c", KERNEL_READY, str(connection)], capture_output=True, text=True,
+                          timeout=150, env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"})
+    if done.returncode != 0:
+        raise RuntimeError(f"the notebook's kernel did not answer:\n{done.stderr[-2000:]}")
+
+
+NBCLASSIC = App(
+    "nbclassic", "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS) whose kernel runs: the page "
+    "draws its kernel session and message ids, and the kernel's WebSocket echoes them in JSON replies",
+    ("nbclassic==1.3.3", "ipykernel==7.4.0"), _jupyter_state,
+    lambda bin_, state, port: [str(bin_ / "jupyter-nbclassic"), *_server_options(state, port)],
+    (click("Run", role="button"), click("Run", role="button"), click("File"),
+     click("Save and Checkpoint Ctrl-S", role="menuitem"), click("Run", role="button"),
+     click("Don't show anymore", role="button")),
+    path="/notebooks/harbour.ipynb", ready_path="/api/status", warm=_running_kernel,
+)
+
+
 # ---------------------------------------------------------------- a hand-written shop: history navigation
 
 SHOP = App(
@@ -538,7 +655,7 @@ replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by th
 
 
 APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
-                         DASH)
+                         DASH, JUPYTER, LIVEDOCS, NBCLASSIC)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
@@ -649,7 +766,13 @@ class RunningApp:
         command = self.app.command(self.bin, state, port)
         log = (state / "server.log").open("wb")
         self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)
-        _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
+        try:
+            _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
+            if self.app.warm is not None:
+                self.app.warm(self.bin, state, port)
+        except BaseException:
+            self.stop()  # never leave a server behind (``__exit__`` does not run when ``__enter__`` failed)
+            raise
         self._relay = Relay(port)
         self.relay_port = self._relay.start()
 
