@@ -106,3 +106,9 @@ def first_line(exc: BaseException) -> str:
     """An exception as one line (its first), or its type name when it has no message."""
     text = str(exc)
     return text.splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with its noun in the right number: ``1 retry``, ``2 retries`` (``nouns``: the
+    plural when it is not the noun and an ``s``)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

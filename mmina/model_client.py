@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mmina.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
-from mmina.errors import MminaError, first_line
+from mmina.errors import MminaError, first_line, plural
 from mmina.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
 
@@ -244,7 +244,8 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     from mmina.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
 
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
-    return f"{what} failed{f' after {retries} retries' if retried else ''}: {message}"
+    after = f" after {plural(retries, 'retry', 'retries')}" if retried else ""
+    return f"{what} failed{after}: {message}"
 
 
 def reply_of(response: Any) -> ModelReply:

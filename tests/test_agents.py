@@ -220,7 +220,7 @@ def test_without_patience_an_endpoint_failure_errors_the_episode_and_the_run_goe
                           tasks=str(tmp_path / "suite"), task_ids=())
     failed, next_one = summary.episodes
     assert (failed.task_id, failed.status, failed.n_steps) == ("normal/1", "error", 0)
-    assert failed.error.startswith("model endpoint failed after 1 retries: ") and "500" in failed.error
+    assert failed.error.startswith("model endpoint failed after 1 retry: ") and "500" in failed.error
     assert (next_one.task_id, next_one.status, next_one.stop_reason) == ("normal/2", "completed", "max_steps")
     assert len(server.requests) == 3
     assert _rows(tmp_path / "store", "select status from episodes order by task_id") == [("error",), ("completed",)]

@@ -143,3 +143,27 @@ def test_a_batch_with_nothing_judged_reports_a_dash_not_zero(store: Path) -> Non
     assert "–" in overall and "0.0%" not in overall and "with nothing to judge" in table
     data = json.loads(invoke(store, "report", "--run", "run-b", "--evaluator", "mine", "--format", "json").stdout)
     assert (data["tables"]["sr_by_bucket"][-1]["tasks"], data["tables"]["sr_by_bucket"][-1]["task_sr"]) == (0, None)
+
+
+# -- wording: did you mean, plurals, SQL errors ------------------------------------------------------
+
+def test_a_mistyped_command_is_offered_the_nearest_of_every_command() -> None:
+    """Commands are imported when used, so click alone offered only those loaded already."""
+    for typed, meant in ((["recrd"], "record"), (["store", "verfy"], "verify"), (["export", "wac"], "wacz")):
+        result = CliRunner().invoke(cli, typed)
+        assert result.exit_code == 2 and f"'{meant}'" in result.output and "Did you mean" in result.output, typed
+
+
+def test_counts_take_the_right_number(store: Path) -> None:
+    from mmina.errors import plural
+
+    assert (plural(1, "retry", "retries"), plural(2, "retry", "retries"), plural(0, "run")) == \
+        ("1 retry", "2 retries", "0 runs")
+    assert ": 2 runs, 4 episodes, 8 steps" in invoke(store, "store", "info").output
+
+
+def test_a_query_naming_what_is_not_there_points_to_the_schema(store: Path) -> None:
+    table = invoke(store, "sql", "select * from episode", exit_code=1).output
+    assert 'Did you mean "episodes"?' in table and "mmina sql --schema" in table
+    column = invoke(store, "sql", "select nosuch from episodes", exit_code=1).output
+    assert "nosuch" in column and "mmina sql --schema" in column

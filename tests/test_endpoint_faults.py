@@ -101,7 +101,7 @@ def test_without_patience_a_call_fails_as_before() -> None:
     with FakeOpenAI(always_fail=True, fail_status=503) as server:
         [failed] = _calls(server, Deadlines(call_s=30, max_retries=1, patience_s=0), 1)
     assert isinstance(failed, ModelError) and not isinstance(failed, ModelUnavailable)
-    assert str(failed).startswith("model endpoint failed after 1 retries: Error code: 503")
+    assert str(failed).startswith("model endpoint failed after 1 retry: Error code: 503")
 
 
 def test_a_rate_limited_endpoint_gets_fewer_calls_at_once_and_all_answer() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.exceptions import NoSuchCommand
 
 from mmina.agents.settings import AgentSettings
 from mmina.cli.render import echo
@@ -65,6 +66,14 @@ class LazyGroup(click.Group):
         if cmd_name in self.lazy and cmd_name not in self.commands:
             self.add_command(load_command(self.lazy[cmd_name]), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but a mistyped name is offered the nearest of every command, not only
+        those loaded already ("Did you mean 'record'?")."""
+        try:
+            return super().resolve_command(ctx, args)
+        except NoSuchCommand as exc:
+            raise NoSuchCommand(exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
 
 def load_command(target: str) -> click.Command:

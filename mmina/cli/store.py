@@ -8,6 +8,7 @@ import click
 
 from mmina.cli.common import format_option, human_bytes, open_store, run_option, store_option
 from mmina.cli.render import echo, print_json, render_rows, status
+from mmina.errors import plural
 
 if TYPE_CHECKING:
     from mmina.store.inspect import VerifyReport
@@ -46,8 +47,9 @@ def info(store_path: str | None, fmt: str) -> None:
         render_rows(["table", "files", "rows", "bytes", "unreadable"],
                     [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables], "csv")
         return
-    echo(f"store {result.root} (schema version {result.schema_version}): {result.runs} runs, {result.episodes} "
-         f"episodes, {result.steps} steps, {human_bytes(result.total_bytes)}; `mmina runs` lists the runs")
+    echo(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
+         f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
+         "`mmina runs` lists the runs")
     render_rows(["table", "files", "rows", "bytes", "unreadable"],
                 [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
 
@@ -107,7 +109,7 @@ def _print_report(report: VerifyReport) -> None:
     if report.redacted_bodies is not None:
         echo(f"{len(report.redacted_bodies)} response bodies changed by redaction")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
-    echo(f"{report.files_checked} files checked in {report.root}: {verdict}")
+    echo(f"{plural(report.files_checked, 'file')} checked in {report.root}: {verdict}")
 
 
 @store.command()

@@ -8,6 +8,8 @@ out, and an episode whose row is in two files (a copied file) is shown once.
 """
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -157,4 +159,19 @@ def read_error(exc: duckdb.Error) -> MminaError:
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
     if isinstance(exc, duckdb.PermissionException) or message.startswith("PermissionError"):
         return QueryError(f"mmina sql reads the store's own files only, and never writes: {message}")
+    if isinstance(exc, (duckdb.CatalogException, duckdb.BinderException)):
+        return QueryError(f"{message}{_nearest_relation(message)} (`mmina sql --schema` lists every table and view "
+                          "with its columns)")
     return QueryError(message)
+
+
+MISSING_RELATION = re.compile(r"(?:Table|View) with name (\S+) does not exist", re.IGNORECASE)
+
+
+def _nearest_relation(message: str) -> str:
+    """`` Did you mean "episodes"?`` for a table or view named nearly as one of the store's, else ""."""
+    missing = MISSING_RELATION.search(message)
+    if missing is None or "did you mean" in message.lower():
+        return ""
+    close = difflib.get_close_matches(missing.group(1).strip('"').lower(), [*TABLES, *CONVENIENCE_VIEWS], n=1)
+    return f' Did you mean "{close[0]}"?' if close else ""
