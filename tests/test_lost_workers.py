@@ -96,7 +96,9 @@ def test_the_pool_counts_its_workers_alive_and_lost_and_redoes_a_lost_item(tmp_p
                               settled=lambda item: False, on_workers=lambda alive, lost: counts.append((alive, lost))))
     assert results == {n: n * 2 for n in range(8)} and (tmp_path / "died").exists()
     assert counts[:2] == [(1, 0), (2, 0)]  # as each process starts
-    assert counts[-1][1] == 1 and (1, 1) in counts  # the lost one counted; what it held done by the other
+    lost = counts.index(next(c for c in counts if c[1] == 1))
+    assert counts[lost][0] in (1, 2) and counts[-1][1] == 1  # the lost one counted (a replacement may start at once)
+    assert all(alive <= 2 for alive, _ in counts)
 
 
 def test_a_killed_worker_process_costs_only_its_episodes_in_flight(tmp_path: Path) -> None:
