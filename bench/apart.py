@@ -55,7 +55,7 @@ def serve_model(delay_s: float, task_ids: list[str], ready: Any, stop: Any) -> N
     """The bench's model: the oracle's next action for the task whose objective the prompt
     shows, after ``delay_s`` (see ``bench.epoch.oracle_policy``)."""
     from bench.epoch import oracle_policy
-    from mmina.taskcheck import load_suite
+    from mmina.tasks.taskcheck import load_suite
     from tests.fake_openai import FakeOpenAI
 
     tasks = [t for t in load_suite().tasks if t.task_id in set(task_ids)]

@@ -2,8 +2,8 @@
 model client, once without faults and once with them, side by side (issue 53).
 
 Each task is three model calls to the local OpenAI-compatible server (50 ms each) through
-:class:`mmina.model_client.ModelClient` with an endpoint patience, made by worker processes of
-:func:`mmina.pool.spread` (2 processes × 16 in flight), and "committed" as a file created once
+:class:`mmina.models.model_client.ModelClient` with an endpoint patience, made by worker processes of
+:func:`mmina.executors.pool.spread` (2 processes × 16 in flight), and "committed" as a file created once
 (``O_EXCL``: a task done twice is counted, never hidden). No browser: what is measured is the
 campaign's machinery — holding calls through faults, adapting to rate limits, redoing a lost
 worker's tasks — not a step's CPU (that is ``--only epoch``).
@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 
 from bench.results import AT_LEAST, Section, Target
-from mmina.model_client import Deadlines, ModelClient
-from mmina.pool import Layout, spread
+from mmina.models.model_client import Deadlines, ModelClient
+from mmina.executors.pool import Layout, spread
 from tests.agents_for_tests import descendants
 from tests.fake_openai import FakeOpenAI
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from mmina.fixtures.web import FixtureWeb
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.observing import images_in_view
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 
 from bench.results import Section, Target, ratio
 

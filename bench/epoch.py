@@ -34,18 +34,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mmina.actions import Action, parse_action
+from mmina.actions.grammar import Action, parse_action
 from mmina.errors import MminaError
-from mmina.pool import Layout
+from mmina.executors.pool import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
-from mmina.observation import Observation, elements_from_tree
+from mmina.observations.observation import Observation, elements_from_tree
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import Task
-from mmina.taskcheck import load_suite
+from mmina.tasks.task import Task
+from mmina.tasks.taskcheck import load_suite
 
 from bench.apart import in_own_process, serve_fixture_web, serve_model
 from bench.cputree import KINDS, CpuSplit, CpuTree

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mmina.agents.settings import AgentSettings
-from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, canonical, load_request
+from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE, canonical, load_request
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query

@@ -33,7 +33,7 @@ from typing import Any
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 
-from mmina.actions import parse_agent_output
+from mmina.actions.grammar import parse_agent_output
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.chromium import find_chromium, launch_args, launch_chromium
 from mmina.recorder.shots import CAPTURE

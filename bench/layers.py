@@ -39,9 +39,9 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
-from mmina.actions import ActionKind, parse_agent_output
+from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.errors import MminaError
-from mmina.pool import in_flight as in_flight_on_threads
+from mmina.executors.pool import in_flight as in_flight_on_threads
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.store import Store

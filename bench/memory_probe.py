@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.fixtures.web import FixtureWeb
 from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig
@@ -18,7 +18,7 @@ from mmina.agents.oracle import OracleAgent
 from mmina.recorder.browser import BrowserSession
 from mmina.recorder.workers import Worker, WorkerSetup
 from mmina.store import Store
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 
 from bench.results import current_rss_mb, peak_rss_mb
 

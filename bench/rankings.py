@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.results import Section
 from mmina.agents.settings import AgentSettings
 from mmina.analysis.replay_ranking import RankingShift, replay_rankings
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_agent

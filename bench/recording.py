@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmina.pool import Layout
-from mmina.actions import ActionKind, parse_agent_output
+from mmina.executors.pool import Layout
+from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
@@ -27,8 +27,8 @@ from mmina.store import Store
 from mmina.store.compact import compact_store
 from mmina.store.marks import repaint
 from mmina.store.sql import run_query
-from mmina.tasks import Task
-from mmina.taskcheck import load_suite
+from mmina.tasks.task import Task
+from mmina.tasks.taskcheck import load_suite
 
 from bench.results import AT_LEAST, Section, Target, ratio
 

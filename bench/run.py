@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mmina import __version__
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 
 from bench.capture import capture_ab_section
 from bench.epoch import epoch_section

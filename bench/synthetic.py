@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, task_from_dict, task_row
-from mmina.taskcheck import load_suite
+from mmina.tasks.task import Task, task_from_dict, task_row
+from mmina.tasks.taskcheck import load_suite
 
 TASKS_PER_RUN = 1050
 STEPS = 10

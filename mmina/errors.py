@@ -85,7 +85,7 @@ class AgentError(MminaError):
 class StartPageError(MminaError):
     """A task's start page could not be opened (an unreachable site): that episode errors, the run
     goes on; ``url``, ``status`` (a 5xx) and ``error`` (Chromium's) are the evidence that the
-    environment blocked the task (``mmina.blocking``)."""
+    environment blocked the task (``mmina.tasks.blocking``)."""
 
     def __init__(self, message: str, url: str | None = None, status: int | None = None,
                  error: str | None = None) -> None:

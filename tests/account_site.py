@@ -1,5 +1,5 @@
 """An account page that shows what a task's browser context brought: the login state and the
-position (for ``storage_state`` and ``geolocation``, ``mmina.harness_context``).
+position (for ``storage_state`` and ``geolocation``, ``mmina.tasks.harness_context``).
 
 Plain ``http.server`` on ``127.0.0.1`` (a page may read its position only on a secure origin, and
 a loopback address is one). ``/`` says who is signed in, from the session cookie the server

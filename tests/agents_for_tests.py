@@ -10,8 +10,8 @@ from typing import TypeVar
 
 from bench.cputree import command_line, kind_of, read_stat
 from mmina.agents import AgentReply, OracleAgent
-from mmina.observation import Observation
-from mmina.tasks import Task
+from mmina.observations.observation import Observation
+from mmina.tasks.task import Task
 
 
 class MissingThenStop:

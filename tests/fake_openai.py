@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mmina.actions import SUMMARY_MARKER
+from mmina.actions.grammar import SUMMARY_MARKER
 
 PROMPT_TOKENS = 1200
 COMPLETION_TOKENS = 30

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.tasks import Task, task_from_dict, task_row
-from mmina.taskcheck import load_suite
+from mmina.tasks.task import Task, task_from_dict, task_row
+from mmina.tasks.taskcheck import load_suite
 
 OFFICIAL = Path(__file__).parent / "data" / "official" / "mmina"
 T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)

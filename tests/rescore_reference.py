@@ -15,7 +15,7 @@ from mmina.evaluators import EpisodeView, StepView, get
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.evaluators.rescore import RescoreResult
 from mmina.store import Store
-from mmina.tasks import task_from_row
+from mmina.tasks.task import task_from_row
 
 DETERMINISTIC = (("exact_match", {}), ("must_include", {}), ("url_match", {}), ("url_match", {"where": "any"}),
                  ("hops", {}), ("mmina_official", {"domain": "normal"}), ("mmina_official", {"domain": "multipro"}),

@@ -22,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from mmina.actions import ActionKind, SUMMARY_MARKER
-from mmina.budget import Limits
+from mmina.actions.grammar import ActionKind, SUMMARY_MARKER
+from mmina.tasks.budget import Limits
 from mmina.cli import cli
 from mmina.errors import AgentError
-from mmina.observation import Observation, PageImage, Tab
+from mmina.observations.observation import Observation, PageImage, Tab
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.human import PROMPT, HumanAgent
@@ -37,7 +37,7 @@ from mmina.agents.prompts import truncate
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests.fake_openai import CAPTION, COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, image_urls, last_user_text, \
     next_action
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from playwright.sync_api import Page, sync_playwright
 
-from mmina.aria_snapshot import AriaLine, parse_line, parse_snapshot
-from mmina.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
+from mmina.observations.aria_snapshot import AriaLine, parse_line, parse_snapshot
+from mmina.observations.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
 from mmina.recorder.browser import find_chromium
 from mmina.unicode import has_surrogate
 from tests.aria_render import AWKWARD, TEXT, nodes, render

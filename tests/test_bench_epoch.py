@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 from bench.cputree import CpuSplit
 from bench.epoch import (DELAY_S, LONG, LONG_SCRIPT, SHORT, Measured, Setting, long_tasks, oracle_policy,
                          projected_from, short_tasks)
-from mmina.actions import parse_action
+from mmina.actions.grammar import parse_action
 from mmina.agents.oracle import script_action
 from mmina.agents.prompts import user_text
 from mmina.agents.settings import HISTORY_ACTIONS
-from mmina.observation import Observation
-from mmina.taskcheck import load_suite
+from mmina.observations.observation import Observation
+from mmina.tasks.taskcheck import load_suite
 
 
 def test_long_tasks_are_of_mminas_length_and_cross_sites() -> None:

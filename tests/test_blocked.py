@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mmina.blocking import BOT_WALL, LOGIN_WALL, SITE_DOWN, START_PAGE, FinalPage, blocked_at_end
+from mmina.tasks.blocking import BOT_WALL, LOGIN_WALL, SITE_DOWN, START_PAGE, FinalPage, blocked_at_end
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from mmina.pool import Layout
+from mmina.executors.pool import Layout
 from mmina.fixtures import generate_tasks
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.taskcheck import check_path
-from mmina.tasks import SUITE_FOLDERS, builtin_suite_path
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import check_path
+from mmina.tasks.task import SUITE_FOLDERS, builtin_suite_path
+from mmina.tasks.taskcheck import load_suite
 from tests.heavy import sized
 
 

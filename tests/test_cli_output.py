@@ -104,4 +104,4 @@ def test_report_tables_show_rates_and_text_literally(store: Path) -> None:
 def test_help_text_has_no_raw_markup() -> None:
     listed = CliRunner().invoke(cli, ["rescore", "--list"]).stdout
     assert "``" not in listed and ":class:" not in listed and "exact_match" in listed
-    assert plain_text("``x`` and `y` and :class:`mmina.tasks.Task` and **z**") == "x and y and Task and z"
+    assert plain_text("``x`` and `y` and :class:`mmina.tasks.task.Task` and **z**") == "x and y and Task and z"

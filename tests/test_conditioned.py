@@ -28,8 +28,8 @@ from mmina.cli.record import _at_hop
 from mmina.errors import StoreError
 from mmina.evaluators.base import Trace
 from mmina.evaluators.hops import Hops
-from mmina.observation import Observation, Tab
-from mmina.pool import Layout
+from mmina.observations.observation import Observation, Tab
+from mmina.executors.pool import Layout
 from mmina.recorder.recording import RecordConfig, RunSummary
 from mmina.replayer.conditioned import record_conditioned
 from mmina.replayer.fidelity import StepView
@@ -39,8 +39,8 @@ from mmina.replayer.source import Source
 from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
-from mmina.tasks import HopTracker, first_agent_step, task_from_dict
+from mmina.tasks.taskcheck import load_suite
+from mmina.tasks.task import HopTracker, first_agent_step, task_from_dict
 from tests.fake_openai import FakeOpenAI, last_user_text
 from tests.heavy import sized
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from mmina.actions import Action, ActionKind, parse_action, parse_agent_output, parse_model_output
-from mmina.budget import Budget, Limits
+from mmina.actions.grammar import Action, ActionKind, parse_action, parse_agent_output, parse_model_output
+from mmina.tasks.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
-from mmina.observation import ElementIds, flatten_snapshot
-from mmina.redact import REDACTED, Redactor
-from mmina.secret_rules import STRICT
-from mmina.tasks import HopTracker, task_from_dict
-from mmina.taskcheck import load_suite
+from mmina.observations.observation import ElementIds, flatten_snapshot
+from mmina.redaction.redact import REDACTED, Redactor
+from mmina.redaction.secret_rules import STRICT
+from mmina.tasks.task import HopTracker, task_from_dict
+from mmina.tasks.taskcheck import load_suite
 
 ROUND_TRIP = [
     "click [12]", "hover [f1e3]", "type [3] [hello [world]] [press_enter_after=0]",

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import given, settings, strategies as st
 
-from mmina.actions import parse_action
-from mmina.aria_snapshot import parse_snapshot
-from mmina.element_ids import assign_ids, id_digits
-from mmina.observation import elements_from_tree, flatten_snapshot
+from mmina.actions.grammar import parse_action
+from mmina.observations.aria_snapshot import parse_snapshot
+from mmina.observations.element_ids import assign_ids, id_digits
+from mmina.observations.observation import elements_from_tree, flatten_snapshot
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
@@ -55,7 +55,7 @@ def _page(links: list[str], before: str = "") -> str:
 def test_an_element_keeps_its_id_when_others_come_and_go() -> None:
     """Removing a link and adding a heading elsewhere changes no other id — except where two
     numbers collided: an element then moves only when the number it has in one observation is
-    held by another element in the other (documented in mmina.element_ids)."""
+    held by another element in the other (documented in mmina.observations.element_ids)."""
     names = [f"Boat {i}" for i in range(300)]
     _, before = flatten_snapshot(_page(names))
     _, after = flatten_snapshot(_page(names[:100] + names[101:], '  - heading "Storm warning" [level=2] [ref=e999]'))

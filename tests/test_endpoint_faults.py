@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mmina.endpoint_gate import gate_for
-from mmina.model_client import Deadlines, ModelClient, ModelError, ModelUnavailable
+from mmina.models.endpoint_gate import gate_for
+from mmina.models.model_client import Deadlines, ModelClient, ModelError, ModelUnavailable
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.store_helpers import REPO_ROOT

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from mmina.actions import SUMMARY_MARKER
+from mmina.actions.grammar import SUMMARY_MARKER
 from mmina.cli import cli
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.stats import wilson
 from mmina.store import Store

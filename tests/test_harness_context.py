@@ -1,5 +1,5 @@
 """A task's ``storage_state`` (a logged-in session) and ``geolocation`` reach the episode's browser
-context as in the official harness (issue 30, item 7; ``mmina.harness_context``).
+context as in the official harness (issue 30, item 7; ``mmina.tasks.harness_context``).
 
 The account page (``tests/account_site.py``) shows who is signed in (the session cookie the server
 received), the basket kept in ``localStorage`` and the position the browser gives.
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from mmina.errors import TaskError
-from mmina.harness_context import Geolocation, harness_context, state_places
+from mmina.tasks.harness_context import Geolocation, harness_context, state_places
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from mmina.taskcheck import check_path, load_suite
+from mmina.tasks.taskcheck import check_path, load_suite
 from tests.account_site import BASKET, USER, AccountSite
 
 FAST = BrowserConfig(screenshots=False, set_of_marks=False)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from mmina.actions import parse_action
+from mmina.actions.grammar import parse_action
 from mmina.cli import cli
 from mmina.errors import ActionParseError
 from mmina.importers.harness import convert_action, parse_log

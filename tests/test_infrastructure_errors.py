@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests.agents_for_tests import descendants
 from tests.fake_openai import FakeOpenAI, last_user_text
 from tests.store_helpers import REPO_ROOT

@@ -20,13 +20,13 @@ from mmina.cli import cli
 from mmina.interchange.stored import Selection, stream_episodes
 from mmina.interchange.warc_export import export_warc
 from mmina.interchange.warc_import import import_warc
-from mmina.observation import flatten_snapshot
+from mmina.observations.observation import flatten_snapshot
 from mmina.replayer.fidelity import tree_change
 from mmina.replayer.replays import replay_agent
 from mmina.store import Store
 from mmina.store.compact import compact_store
 from mmina.store.schema import SCHEMA_VERSION
-from mmina.tasks import builtin_suite_path
+from mmina.tasks.task import builtin_suite_path
 from tests.fake_openai import FakeOpenAI
 from tests.interchange_tools import free_port, inspect_bin, inspect_python, pywb, server, validate_har
 from tests.store_helpers import begin, episode_row, request_row, step_row, write_episode

@@ -21,7 +21,7 @@ from playwright.sync_api import Frame, Page, TimeoutError as PlaywrightTimeout, 
 from mmina.cli import cli
 from mmina.interchange.wacz_index import decode_uri, post_query, surt
 from mmina.interchange.warc_records import parse_http
-from mmina.observation import flatten_snapshot
+from mmina.observations.observation import flatten_snapshot
 from mmina.replayer.fidelity import tree_change
 from mmina.store import Store
 from tests.heavy import sized

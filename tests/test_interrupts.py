@@ -17,7 +17,7 @@ from pathlib import Path
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests.serve_helpers import ignore_sigint
 
 TASKS = 12

@@ -21,7 +21,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests.heavy import sized
 
 VIEWER_TASKS = tuple(t.task_id for t in load_suite().tasks if t.start_urls[0].startswith(f"http://{kiwix.HOST}/"))

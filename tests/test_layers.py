@@ -17,12 +17,12 @@ import pytest
 
 import mmina
 
-CORE = {"mmina", "mmina.__main__", "mmina.actions", "mmina.answers", "mmina.aria_snapshot", "mmina.budget",
-        "mmina.blocking", "mmina.element_ids", "mmina.endpoint_gate", "mmina.errors", "mmina.harness_context", "mmina.lazy", "mmina.stats", "mmina.model_client",
-        "mmina.model_input",
-        "mmina.navigation", "mmina.observation", "mmina.outputs", "mmina.unicode", "mmina.pool", "mmina.redact", "mmina.runs",
-        "mmina.secret_json", "mmina.secret_names", "mmina.secret_patterns", "mmina.secret_rules",
-        "mmina.secret_shapes", "mmina.secret_transport", "mmina.taskcheck", "mmina.tasks"}
+CORE = {"mmina", "mmina.__main__", "mmina.actions.grammar", "mmina.tasks.answers", "mmina.observations.aria_snapshot", "mmina.tasks.budget",
+        "mmina.tasks.blocking", "mmina.observations.element_ids", "mmina.models.endpoint_gate", "mmina.errors", "mmina.tasks.harness_context", "mmina.lazy", "mmina.stats", "mmina.models.model_client",
+        "mmina.models.model_input",
+        "mmina.actions.navigation", "mmina.observations.observation", "mmina.outputs", "mmina.unicode", "mmina.executors.pool", "mmina.redaction.redact", "mmina.store.runs",
+        "mmina.redaction.secret_json", "mmina.redaction.secret_names", "mmina.redaction.secret_patterns", "mmina.redaction.secret_rules",
+        "mmina.redaction.secret_shapes", "mmina.redaction.secret_transport", "mmina.tasks.taskcheck", "mmina.tasks.task"}
 HEAVY = ("playwright", "duckdb", "click", "rich", "pyarrow", "PIL", "openai", "plotly")
 
 # part -> (mmina parts it may import besides core and itself, third-party libraries it must not import)

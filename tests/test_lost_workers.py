@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mmina.errors import MminaWarning
-from mmina.pool import Layout, spread
+from mmina.executors.pool import Layout, spread
 from mmina.store import Store
 from tests.agents_for_tests import descendants
 from tests.store_helpers import REPO_ROOT

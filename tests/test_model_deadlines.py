@@ -15,9 +15,9 @@ from hypothesis import given, strategies as st
 
 from mmina.agents.protocol import AgentReply, checked_reply
 from mmina.agents.settings import AgentSettings
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.evaluators.judge import JudgeSettings, resolve
-from mmina.model_client import MAX_TOKENS, Deadlines, ModelClient, ModelError, token_count
+from mmina.models.model_client import MAX_TOKENS, Deadlines, ModelClient, ModelError, token_count
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store

@@ -24,7 +24,7 @@ from mmina.evaluators.official import (GO_BACK, GO_FORWARD, NEW_TAB, NONE, PAGE_
                                        RULE_SETS, Thresholds, Trajectory, parse_official, run_task)
 from mmina.evaluators import EpisodeView
 from mmina.store import Store
-from mmina.tasks import task_from_dict, task_row
+from mmina.tasks.task import task_from_dict, task_row
 from tests.heavy import sized
 
 DIFFERENTIAL = Path(__file__).parent / "data" / "official" / "differential"
@@ -79,7 +79,7 @@ def test_recorded_episode_gives_what_the_runner_gave(trajectory: dict[str, Any],
 
 
 def test_recorded_corpus_has_every_builtin_task_by_oracle_and_heuristic() -> None:
-    from mmina.taskcheck import load_suite
+    from mmina.tasks.taskcheck import load_suite
     agents: dict[str, set[str]] = {}
     for trajectory, _ in RECORDED:
         agents.setdefault(trajectory["agent"], set()).add(trajectory["task_id"])
@@ -298,7 +298,7 @@ def test_official_shaped_set_is_generated_and_every_page_is_served() -> None:
     from mmina.fixtures.generate_tasks import stale_files
     from mmina.fixtures.web.base import Request
     from mmina.fixtures.web.server import FixtureWeb
-    from mmina.taskcheck import load_suite
+    from mmina.tasks.taskcheck import load_suite
     tasks = build()
     assert stale_files(tasks, TASKS_DIR) == [], "run python -m mmina.fixtures.generate_official_tasks"
     suite = load_suite("official")

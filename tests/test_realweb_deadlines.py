@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from mmina.agents.protocol import AgentReply
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
                                     DeadlinePassed, RestartingSession)
 from mmina.recorder import settling

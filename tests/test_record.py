@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmina.pool import Layout
-from mmina.budget import Limits
+from mmina.executors.pool import Layout
+from mmina.tasks.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig
@@ -21,7 +21,7 @@ from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 
 
 def _one(store: Path, query: str):

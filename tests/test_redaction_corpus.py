@@ -25,12 +25,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmina.redact import REDACTED, Redactor, typed_text_is_secret
-from mmina.secret_names import is_secret_name
-from mmina.secret_rules import URL_REDACTED
-from mmina.secret_shapes import credential_shaped
+from mmina.redaction.redact import REDACTED, Redactor, typed_text_is_secret
+from mmina.redaction.secret_names import is_secret_name
+from mmina.redaction.secret_rules import URL_REDACTED
+from mmina.redaction.secret_shapes import credential_shaped
 from mmina.store import Store
-from mmina.tasks import task_from_dict, task_row
+from mmina.tasks.task import task_from_dict, task_row
 from tests.heavy import HEAVY, sized
 from tests.realweb.npm_corpus import corpus_files, sample_files
 from tests.realweb.redaction_check import TYPED, check_corpus, episode_redactor

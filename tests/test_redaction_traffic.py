@@ -24,10 +24,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mmina.redact import REDACTED, Redactor
-from mmina.secret_names import AMBIGUOUS, CREDENTIAL, name_kind
-from mmina.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped, data_token
+from mmina.redaction.redact import REDACTED, Redactor
+from mmina.redaction.secret_names import AMBIGUOUS, CREDENTIAL, name_kind
+from mmina.redaction.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
+from mmina.redaction.secret_shapes import KNOWN_KEYS, credential_shaped, data_token
 from tests.heavy import sized
 from tests.realweb.traffic_check import TOKEN_NAMED_DATA, TrafficResult, check_traffic, socket_line
 from tests.realweb.traffic_corpus import (API, APPLICATION, PACKAGE, PLACES, REQUEST, RESPONSE, URL, Item, api_items,

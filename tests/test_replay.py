@@ -22,7 +22,7 @@ from mmina.agents import AgentReply
 from mmina.cli import cli
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Request, Response
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run

@@ -18,7 +18,7 @@ from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests import rescore_reference
 from tests.agents_for_tests import SeededMistakes
 from tests.built_once import built_once

@@ -23,8 +23,8 @@ from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks import task_from_dict
-from mmina.taskcheck import load_suite
+from mmina.tasks.task import task_from_dict
+from mmina.tasks.taskcheck import load_suite
 from tests import rescore_reference
 from tests.fake_openai import FakeOpenAI
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, strategies as st
 from playwright.sync_api import Error as PlaywrightError
 
-from mmina.actions import SUMMARY_MARKER
+from mmina.actions.grammar import SUMMARY_MARKER
 from mmina.agents.settings import AgentSettings
-from mmina.budget import Limits
-from mmina.navigation import refusal, scheme_of
+from mmina.tasks.budget import Limits
+from mmina.actions.navigation import refusal, scheme_of
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from mmina import __version__
 from mmina.cli import cli
-from mmina.model_input import load_request
+from mmina.models.model_input import load_request
 from mmina.store import Store
 from mmina.store.schema import SCHEMA_VERSION
 from tests.built_once import built_once

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.replayer.fidelity import compare_sockets
 from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
 from mmina.replayer.archive import Archive, Exchange

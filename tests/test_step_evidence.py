@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from mmina.agents.heuristic import best_line, query, questions, words
 from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
-from mmina.model_client import Deadlines, ModelClient
-from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request, with_image_blobs
-from mmina.redact import Redactor
+from mmina.models.model_client import Deadlines, ModelClient
+from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request, with_image_blobs
+from mmina.redaction.redact import Redactor
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store

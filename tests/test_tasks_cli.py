@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.fixtures.web import FixtureWeb
-from mmina.taskcheck import load_suite
+from mmina.tasks.taskcheck import load_suite
 from tests.serve_helpers import ignore_sigint
 
 OFFICIAL_EXAMPLE = {

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import sync_playwright
 
-from mmina.actions import parse_action
-from mmina.observation import Observation
+from mmina.actions.grammar import parse_action
+from mmina.observations.observation import Observation
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser, find_chromium
 from tests.harbour_site import HarbourSite
 

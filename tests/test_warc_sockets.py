@@ -25,7 +25,7 @@ from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_run
 from mmina.replayer.sockets import Message, parse_messages
 from mmina.store import Store
-from mmina.tasks import builtin_suite_path
+from mmina.tasks.task import builtin_suite_path
 
 WARCIO = str(Path(sys.executable).parent / "warcio")
 SOCKET_PAGES = ("a WebSocket", "an EventSource stream")

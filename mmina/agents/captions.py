@@ -14,8 +14,8 @@ from PIL import Image
 
 from mmina.agents.settings import CAPTIONERS, AgentSettings
 from mmina.errors import AgentError
-from mmina.model_client import ModelClient, ModelError, require_api_key
-from mmina.observation import PageImage
+from mmina.models.model_client import ModelClient, ModelError, require_api_key
+from mmina.observations.observation import PageImage
 
 
 class Captioner(Protocol):

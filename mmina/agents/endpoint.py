@@ -26,7 +26,7 @@ from mmina.agents import prompts
 from mmina.agents.llm import MAX_OBSERVATION_CHARS, check_settings
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError
-from mmina.model_client import Deadlines, ModelClient, ModelError
+from mmina.models.model_client import Deadlines, ModelClient, ModelError
 
 OPENAI_URL = "https://api.openai.com/v1"
 CHECK_S = 60.0

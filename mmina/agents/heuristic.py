@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.agents.prompts import FIXTURE_WEBSITES
 from mmina.agents.protocol import AgentReply, Handover
-from mmina.observation import Element, Observation, tree_lines
-from mmina.tasks import Task
+from mmina.observations.observation import Element, Observation, tree_lines
+from mmina.tasks.task import Task
 
 MAX_CLICKS = 2
 STOP_WORDS = frozenset(

@@ -16,8 +16,8 @@ from typing import TextIO
 from mmina.agents.prompts import ACTIONS
 from mmina.agents.protocol import AgentReply, Handover
 from mmina.errors import AgentError
-from mmina.observation import Observation
-from mmina.tasks import Task
+from mmina.observations.observation import Observation
+from mmina.tasks.task import Task
 
 PROMPT = "action> "
 

@@ -1,6 +1,6 @@
 """The ``openai`` agent: an LLM or LMM behind any OpenAI-compatible endpoint picks each action.
 
-The client comes from :mod:`mmina.model_client` (``--base-url``, else ``OPENAI_BASE_URL``;
+The client comes from :mod:`mmina.models.model_client` (``--base-url``, else ``OPENAI_BASE_URL``;
 ``OPENAI_API_KEY``; 429 and 5xx retried with backoff, ``--model-retries``; each call within
 ``--model-deadline``). When it gives up, the agent raises :class:`AgentError`: the episode is
 recorded as errored and the run goes on.
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmina.actions import parse_agent_output
+from mmina.actions.grammar import parse_agent_output
 from mmina.agents import prompts
 from mmina.agents.captions import AltTextCaptioner, Captioner, image_part
 from mmina.agents.memory import RANKINGS, TrajectoryMemory
 from mmina.agents.protocol import AgentReply, Handover
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.errors import AgentError, MminaError
-from mmina.model_client import ModelClient, ModelError, ModelReply, require_api_key
-from mmina.observation import Observation
+from mmina.models.model_client import ModelClient, ModelError, ModelReply, require_api_key
+from mmina.observations.observation import Observation
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 MAX_OBSERVATION_CHARS = 16_000
 

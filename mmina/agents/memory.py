@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 RANKINGS = ("similarity", "recency")
 HEADING = ("Earlier trajectories of similar tasks (the element ids were those of the pages back then; "

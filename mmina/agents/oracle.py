@@ -4,11 +4,11 @@ from __future__ import annotations
 from random import Random
 from typing import Any
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.agents.protocol import AgentReply, Handover, ScriptEnd
 from mmina.errors import AgentError
-from mmina.observation import Observation
-from mmina.tasks import Task
+from mmina.observations.observation import Observation
+from mmina.tasks.task import Task
 
 
 MISSTEP = "scroll [down]"

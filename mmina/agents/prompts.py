@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from mmina.actions import SUMMARY_MARKER
-from mmina.observation import Observation
-from mmina.tasks import Task
+from mmina.actions.grammar import SUMMARY_MARKER
+from mmina.observations.observation import Observation
+from mmina.tasks.task import Task
 
 INPUT_MODES = ("text", "caption", "multimodal")
 FIXTURE_HOST_SUFFIX = ".mmina.test"

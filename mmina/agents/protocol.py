@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from mmina.model_client import token_count
-from mmina.observation import Observation
-from mmina.tasks import Task
+from mmina.models.model_client import token_count
+from mmina.observations.observation import Observation
+from mmina.tasks.task import Task
 from mmina.unicode import escaped, mapped_text
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mmina.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, Deadlines
+from mmina.models.model_client import DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, Deadlines
 
 CAPTIONERS = ("none", "alt", "openai")
 """How in-view images are captioned (``--captioner``): not, by their alt text, or by a vision model."""
@@ -33,9 +33,9 @@ class AgentSettings:
     price_output: float = 0.0
     max_retries: int = DEFAULT_MAX_RETRIES
     model_deadline_s: float = DEFAULT_CALL_S
-    """The deadline of one model call, retries included (``mmina.model_client``)."""
+    """The deadline of one model call, retries included (``mmina.models.model_client``)."""
     endpoint_patience_s: float = DEFAULT_PATIENCE_S
-    """How long calls wait for an endpoint that is down for everyone (``mmina.endpoint_gate``)."""
+    """How long calls wait for an endpoint that is down for everyone (``mmina.models.endpoint_gate``)."""
     captioner: str = "none"
     caption_model: str | None = None
     error_rate: float = 0.0

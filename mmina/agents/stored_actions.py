@@ -7,13 +7,13 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from mmina.actions import ActionParseError, parse_action
+from mmina.actions.grammar import ActionParseError, parse_action
 from mmina.agents.protocol import AgentReply, ScriptEnd
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError
-from mmina.observation import Observation, counterpart
+from mmina.observations.observation import Observation, counterpart
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 
 @dataclass(frozen=True)

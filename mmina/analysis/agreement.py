@@ -26,7 +26,7 @@ from mmina.stats import Confusion, kappa_interval
 from mmina.store import Store
 from mmina.store.convenience import bucket_sql
 from mmina.store.views import StoreConnection, connect
-from mmina.tasks import BUCKETS
+from mmina.tasks.task import BUCKETS
 
 HUMAN = "human"
 """The evaluator name people's labels are stored under (by ``mmina.evaluators.labelling``)."""

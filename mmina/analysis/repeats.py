@@ -17,7 +17,7 @@ from typing import Any
 from mmina.analysis.data import Episode
 from mmina.analysis.tables import Table, rate_columns
 from mmina.stats import Cell, nested_bootstrap, pass_at_k, pass_hat_k, rate
-from mmina.tasks import BUCKETS
+from mmina.tasks.task import BUCKETS
 
 Repeats = dict[tuple[str, str], list[Episode]]
 """(run, task) → its scored repeats, in attempt order."""

@@ -13,7 +13,7 @@ from typing import Any
 from mmina.analysis import failures
 from mmina.analysis.data import Episode
 from mmina.stats import rate, wilson
-from mmina.tasks import BUCKETS
+from mmina.tasks.task import BUCKETS
 
 
 @dataclass(frozen=True)

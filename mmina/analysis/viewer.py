@@ -22,7 +22,7 @@ from typing import Any
 from PIL import Image
 
 from mmina.analysis.data import AnalysisError, query
-from mmina.model_input import message_digests
+from mmina.models.model_input import message_digests
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
 from mmina.store.views import StoreConnection, connect

@@ -18,9 +18,9 @@ from mmina.cli.render import echo
 from mmina.errors import MminaError, MminaWarning
 from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
                                                DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
-from mmina.model_client import (API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, MAX_CALL_S,
+from mmina.models.model_client import (API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, MAX_CALL_S,
                                  MAX_PATIENCE_S, MAX_RETRIES)
-from mmina.pool import EXECUTORS, Layout
+from mmina.executors.pool import EXECUTORS, Layout
 from mmina.store.defaults import STORE_ENV
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class MminaGroup(LazyGroup):
                 warnings.showwarning = _show_warning
                 return super().invoke(ctx)
         except MminaError as exc:
-            from mmina.redact import redact_message  # compiles its rules: only when there is a message
+            from mmina.redaction.redact import redact_message  # compiles its rules: only when there is a message
 
             echo(f"Error: {redact_message(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
@@ -107,7 +107,7 @@ class MminaGroup(LazyGroup):
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     if issubclass(category, MminaWarning):
-        from mmina.redact import redact_message
+        from mmina.redaction.redact import redact_message
 
         echo(f"Warning: {redact_message(str(message))}", err=True)
     else:

@@ -16,7 +16,7 @@ from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_M
                               scale_options, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import INFRASTRUCTURE, MminaError
-from mmina.navigation import check_schemes
+from mmina.actions.navigation import check_schemes
 
 if TYPE_CHECKING:
     from mmina.analysis.tables import Table
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary
     from mmina.replayer.prefixes import PrefixSpec
     from mmina.store import Store
-    from mmina.tasks import Task
+    from mmina.tasks.task import Task
 
 
 VIEWPORT_WIDTHS = (200, 4096)
@@ -249,7 +249,7 @@ def _run_table(store: Store, run_id: str, name: str) -> Table | None:
 
 def _config(options: dict[str, Any]) -> RecordConfig:
     """The run configuration from the command-line options."""
-    from mmina.budget import Limits
+    from mmina.tasks.budget import Limits
     from mmina.recorder.browser import BrowserConfig
     from mmina.recorder.recording import RecordConfig
 

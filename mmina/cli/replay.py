@@ -109,7 +109,7 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
 
 
 def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
-    from mmina.budget import Limits
+    from mmina.tasks.budget import Limits
     from mmina.replayer.replays import replay_agent
 
     settings = agent_settings(options)

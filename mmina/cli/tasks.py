@@ -9,7 +9,7 @@ from mmina.cli.common import format_option
 from mmina.cli.render import echo, print_json, render_rows
 
 if TYPE_CHECKING:
-    from mmina.tasks import Task
+    from mmina.tasks.task import Task
 
 
 @click.group()
@@ -42,7 +42,7 @@ def validate(path: str | None, fmt: str) -> None:
       mmina tasks validate multi567
       mmina tasks validate path/to/mmina --format json
     """
-    from mmina.taskcheck import check_suite
+    from mmina.tasks.taskcheck import check_suite
 
     checked = check_suite(path)
     root, problems, bad = checked.root, checked.problems, checked.errors
@@ -77,7 +77,7 @@ def list_tasks(path: str | None, fmt: str) -> None:
       mmina tasks list multi567 --format json
       mmina tasks list path/to/mmina/normal --format csv
     """
-    from mmina.taskcheck import load_suite
+    from mmina.tasks.taskcheck import load_suite
 
     suite = load_suite(path)
     if fmt == "json":

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
-from mmina.blocking import BLOCKED
+from mmina.tasks.blocking import BLOCKED
 from mmina.errors import MminaError
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 if TYPE_CHECKING:
     from mmina.evaluators.batch import ScoreColumns
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 NOT_APPLICABLE = "n/a"
 """The verdict of an evaluator with nothing to judge in an episode (its task has no reference
 of the kind it reads): counted neither as passed nor as failed, and left out of every rate."""
-# BLOCKED (``mmina.blocking``): the verdict of a person who saw the environment keep the agent from
+# BLOCKED (``mmina.tasks.blocking``): the verdict of a person who saw the environment keep the agent from
 # the task; like n/a, in no rate. Evaluators do not give it: ``episode_scores`` shows it for an
 # episode the recorder found blocked that did not pass.
 VERDICTS = ("pass", "fail", "unclear", NOT_APPLICABLE, BLOCKED)

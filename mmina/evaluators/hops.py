@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
-from mmina.answers import answer_verdict, must_include
+from mmina.tasks.answers import answer_verdict, must_include
 from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, task_result, verdict_of
-from mmina.tasks import Task, first_agent_step
+from mmina.tasks.task import Task, first_agent_step
 
 FLIGHT_SITES = ("momondo", "flight")
 SHOP_SITES = ("7770", "shop")

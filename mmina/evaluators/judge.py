@@ -1,6 +1,6 @@
 """The LLM judge of the ``fuzzy`` evaluator: the paper's prompt, a strict parser, a cache.
 
-Every call goes through the client of :mod:`mmina.model_client` to any OpenAI-compatible
+Every call goes through the client of :mod:`mmina.models.model_client` to any OpenAI-compatible
 endpoint (``--base-url``, else ``OPENAI_BASE_URL``; ``OPENAI_API_KEY``), which retries 429
 and 5xx answers with backoff itself (``max_retries``) and ends each call at its deadline
 (``deadline_s``, retries included). A judge that cannot answer is an error: the caller leaves
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.rescore_settings import JudgeSettings
-from mmina.model_client import BASE_URL_ENV, Deadlines, ModelClient, ModelError, ParameterRefused, require_api_key
+from mmina.models.model_client import BASE_URL_ENV, Deadlines, ModelClient, ModelError, ParameterRefused, require_api_key
 from mmina.store import Store
 from mmina.store.store import utcnow
 

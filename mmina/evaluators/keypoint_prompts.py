@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 PROMPT_VERSION = "keypoints-1"
 """The version of these questions and of the reading of their replies: a new one with any change

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from mmina.evaluators.base import (DEFAULT_STEP_FIELDS, EpisodeView, Evaluator, EvaluatorError, StepView, Trace,
                                    episode_fields, needs_steps, step_fields)
 from mmina.store import Store
-from mmina.tasks import Task, task_from_row
+from mmina.tasks.task import Task, task_from_row
 
 Earlier = tuple[str, str]
 """An earlier task verdict of the same evaluator: (batch_id, verdict)."""

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple, Protocol
 
 from mmina.evaluators.base import (BuiltinEvaluator, EpisodeView, EvaluatorError, Score, ScoreRow, failure,
                                    task_result)
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 RULE_SETS = {"compare": "multihop", "multi567": "multihop", "multipro": "multihop", "normal": "2hop",
              "shopping": "singlehop", "wikipedia": "singlehop"}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.model_client import API_KEY_ENV, DEFAULT_CALL_S
+from mmina.models.model_client import API_KEY_ENV, DEFAULT_CALL_S
 
 ACTIONS = ("append", "overwrite")
 DEFAULT_CONCURRENCY = 4

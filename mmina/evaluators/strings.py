@@ -1,15 +1,15 @@
 """Answer and URL checks of single tasks: ``exact_match``, ``must_include``, ``url_match``.
 
-The string rules are the live ones of :mod:`mmina.answers` (so rescoring agrees with
+The string rules are the live ones of :mod:`mmina.tasks.answers` (so rescoring agrees with
 what ``mmina record`` printed); here they become stored, versioned verdicts.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from mmina.answers import exact_match, missing_keywords, normalize
+from mmina.tasks.answers import exact_match, missing_keywords, normalize
 from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, not_applicable, task_result, verdict_of
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 URL_ALTERNATIVES = " |OR| "
 

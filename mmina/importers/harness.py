@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mmina.actions import Action, ActionKind, parse_action, parse_agent_output
+from mmina.actions.grammar import Action, ActionKind, parse_action, parse_agent_output
 from mmina.errors import ActionParseError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
 from mmina.evaluators.batch import ScoreBatch, score_rows
@@ -53,10 +53,10 @@ from mmina.importers.mind2web import image_info
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.redact import redact_episode
-from mmina.runs import SuiteRef, run_row
-from mmina.tasks import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
-from mmina.tasks import task_row as stored_task_row
+from mmina.redaction.redact import redact_episode
+from mmina.store.runs import SuiteRef, run_row
+from mmina.tasks.task import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
+from mmina.tasks.task import task_row as stored_task_row
 
 EVALUATOR = "harness"
 VERSION = "1"

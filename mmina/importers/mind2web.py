@@ -33,14 +33,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.errors import MminaError
-from mmina.redact import redact_configured, redact_episode
-from mmina.runs import SuiteRef, run_row
+from mmina.redaction.redact import redact_configured, redact_episode
+from mmina.store.runs import SuiteRef, run_row
 from mmina.store import BatchWriter, Store
 from mmina.store.layout import check_id
 from mmina.store.store import utcnow
-from mmina.tasks import suite_sha256
+from mmina.tasks.task import suite_sha256
 
 REQUIRED = ("action_uid", "annotation_id", "confirmed_task", "cleaned_html", "operation", "pos_candidates",
             "target_action_index")

@@ -30,12 +30,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmina.actions import Action, ActionKind, parse_action
+from mmina.actions.grammar import Action, ActionKind, parse_action
 from mmina.errors import ActionParseError
 from mmina.interchange.inspect_export import episode_verdict, read_verdicts
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
                                       folder_bytes, provenance, selected_runs, stream_episodes, written_folder)
-from mmina.model_input import load_request
+from mmina.models.model_input import load_request
 from mmina.store import Store
 
 ATIF_VERSION = "ATIF-v1.7"

@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 from mmina.interchange.dataset_card import IMAGE_TYPE, CardConfig, CardText, card_text, citation_cff, hf_metadata
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
                                       folder_bytes, provenance, stream_episodes, written_folder)
-from mmina.model_input import INPUT_TYPE, MESSAGE_TYPE
-from mmina.secret_rules import MARKERS
+from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE
+from mmina.redaction.secret_rules import MARKERS
 from mmina.store import Store
 from mmina.store.schema import BLOBS, TABLES
 

@@ -27,7 +27,7 @@ from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeErr
                                       provenance, redacted_parts, stream_episodes, written_whole)
 from mmina.interchange.warc_records import reason
 from mmina.recorder.har import CHUNKS_HEADER, MMINA_HEADERS
-from mmina.secret_rules import is_text_type
+from mmina.redaction.secret_rules import is_text_type
 from mmina.store import Store
 
 DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})

@@ -39,9 +39,9 @@ from typing import Any
 
 from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance,
                                       stream_episodes, written_whole)
-from mmina.blocking import BLOCKED
+from mmina.tasks.blocking import BLOCKED
 from mmina.errors import INFRASTRUCTURE
-from mmina.model_input import load_request
+from mmina.models.model_input import load_request
 from mmina.store import Store
 
 LOG_VERSION = 2
@@ -130,7 +130,7 @@ def episode_verdict(scored: dict[str, Any] | None, episode: Row) -> dict[str, An
     """One episode's verdict as the exports state it: the task row's, and its hop rows after the
     hops a prefix gave (``hops_given``); ``blocked`` (with ``not_executable``, Online-Mind2Web's
     word, and the evidence) when the environment kept the agent from the task and it did not
-    pass, as ``episode_scores`` says (``mmina.blocking``)."""
+    pass, as ``episode_scores`` says (``mmina.tasks.blocking``)."""
     if scored is None:
         return None
     hops = sorted((h for h in scored["hops"] if h["hop"] > (episode.get("hops_given") or 0)), key=lambda h: h["hop"])

@@ -21,7 +21,7 @@ from mmina import __version__
 from mmina.errors import CorruptFileError, MminaError
 from mmina.outputs import output_path
 from mmina.recorder.har import BODY_HEADER, MISSING
-from mmina.secret_rules import MARKERS
+from mmina.redaction.secret_rules import MARKERS
 from mmina.store import Store
 from mmina.store.blobs import PackReader
 from mmina.store.files import read_file

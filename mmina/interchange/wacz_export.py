@@ -37,7 +37,7 @@ from mmina.interchange.stored import Row, Selection, StoredEpisode, selected_run
 from mmina.interchange.warc_export import OnEpisode, WarcExport, write_warc
 from mmina.interchange.wacz_index import CdxjIndex
 from mmina.interchange.warc_records import WarcWriter
-from mmina.observation import tree_lines
+from mmina.observations.observation import tree_lines
 from mmina.store import Store
 from mmina.store.store import utcnow
 

@@ -38,14 +38,14 @@ from mmina.interchange.warc_records import (Headers, HttpMessage, WarcRecord, de
 from mmina.interchange.warc_restore import ORIGIN, Restore, exchange_columns, mmina_headers
 from mmina.interchange.warc_sockets import SOCKET_MIME, is_socket_url, stored_log
 from mmina.recorder.har import BODY_HEADER, MISSING
-from mmina.redact import Redactor, configured_secrets
-from mmina.runs import SuiteRef, run_row
-from mmina.secret_rules import is_text_type
+from mmina.redaction.redact import Redactor, configured_secrets
+from mmina.store.runs import SuiteRef, run_row
+from mmina.redaction.secret_rules import is_text_type
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.writers import BatchWriter
-from mmina.taskcheck import load_suite
-from mmina.tasks import Task, id_slug, task_row
+from mmina.tasks.taskcheck import load_suite
+from mmina.tasks.task import Task, id_slug, task_row
 
 AGENT = "warc"
 DEFAULT_VIEWPORT = (1280, 2048)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from playwright.async_api import Error as PlaywrightError, Locator
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.errors import MminaError
-from mmina.navigation import BLANK, refusal
-from mmina.redact import is_secret_input
+from mmina.actions.navigation import BLANK, refusal
+from mmina.redaction.redact import is_secret_input
 from mmina.recorder.settling import ACTION_DEADLINE_S
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ async def _hover(tabs: Tabs, action: Action) -> None:
 
 
 # What the target is, read in one call: a <select>, what says whether it takes a secret (see
-# :func:`mmina.redact.is_secret_input`), and whether it holds text one types over (a text field's
+# :func:`mmina.redaction.redact.is_secret_input`), and whether it holds text one types over (a text field's
 # value, an editable element's text; not a checkbox's "on").
 _FIELD = """e => ({select: e.tagName === "SELECT",
   secret: [String(e.type || ""), String(e.name || ""), String(e.id || ""), String(e.autocomplete || "")],

@@ -88,7 +88,7 @@ class BrowserConfig:
     """Playwright launches Chromium with ``--disable-back-forward-cache``; True keeps the cache on
     (history navigations then restore pages without loading them)."""
     allowed_schemes: tuple[str, ...] = ()
-    """URL schemes beyond http, https and about:blank that tabs may go to (``mmina.navigation``)."""
+    """URL schemes beyond http, https and about:blank that tabs may go to (``mmina.actions.navigation``)."""
     freeze_after_s: float | None = FREEZE_AFTER_S
     """Freeze an episode's tabs once its agent has thought this long, until it acts (None: never;
     see ``mmina.recorder.freezing``)."""

@@ -12,25 +12,25 @@ from typing import Any, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
-from mmina.actions import Action, ActionKind, parse_agent_output
+from mmina.actions.grammar import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner
 from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, agent_seed, checked_reply, seed_agent, uses_marks
-from mmina.answers import answer_verdict
-from mmina.budget import Budget, Limits
-from mmina.endpoint_gate import EndpointUnavailable
-from mmina.blocking import Blocked, FinalPage, blocked_at_end, start_page_blocked
+from mmina.tasks.answers import answer_verdict
+from mmina.tasks.budget import Budget, Limits
+from mmina.models.endpoint_gate import EndpointUnavailable
+from mmina.tasks.blocking import Blocked, FinalPage, blocked_at_end, start_page_blocked
 from mmina.errors import AGENT, INFRASTRUCTURE, AgentError, MminaError, StartPageError, TaskError, first_line
-from mmina.harness_context import harness_context
-from mmina.model_input import store_request, with_image_blobs
-from mmina.observation import Observation
+from mmina.tasks.harness_context import harness_context
+from mmina.models.model_input import store_request, with_image_blobs
+from mmina.observations.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser, Offline
 from mmina.recorder.har import RoutedTraffic, capture
 from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
-from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
+from mmina.redaction.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
 from mmina.store.marks import mark_rows
-from mmina.tasks import HopTracker, Task, id_slug, task_row
+from mmina.tasks.task import HopTracker, Task, id_slug, task_row
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class EpisodeResult:
 
 def _context_options(task: Task) -> tuple[dict[str, Any], TaskError | None]:
     """Playwright's ``new_context`` arguments for the task's storage state and position, as
-    the official harness passes them (``mmina.harness_context``; the permission to read the
+    the official harness passes them (``mmina.tasks.harness_context``; the permission to read the
     position granted besides), and the error that ends the episode when they cannot be read
     (the file changed since the suite was checked)."""
     try:
@@ -232,7 +232,7 @@ class EpisodeRecorder:
 
     def _blocked_at_end(self, final: tuple[Observation, datetime] | None,
                         requests: list[dict[str, Any]]) -> Blocked | None:
-        """Whether the environment was in the agent's way where the episode ended (``mmina.blocking``)."""
+        """Whether the environment was in the agent's way where the episode ended (``mmina.tasks.blocking``)."""
         if final is None:
             return None
         observation = final[0]
@@ -443,7 +443,7 @@ def error_kind(exc: BaseException, browser_connected: bool) -> str:
 
 
 def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:
-    """The text of a ``type`` action when it is a secret by :func:`mmina.redact.typed_text_is_secret`
+    """The text of a ``type`` action when it is a secret by :func:`mmina.redaction.redact.typed_text_is_secret`
     (its target as observed is named like a password field, or it failed and looks like a credential)."""
     if action is None or action.kind is not ActionKind.TYPE or not action.text:
         return []

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError
 
-from mmina.actions import Action
+from mmina.actions.grammar import Action
 from mmina.errors import MminaError
-from mmina.observation import Element, ElementIds, Observation
+from mmina.observations.observation import Element, ElementIds, Observation
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S,
                                      PROBE_DEADLINE_S, SETTLE_MAX_S, DeadlinePassed)
 from mmina.recorder.devtools import SEND_TIMEOUT_S as FREEZE_CALL_S

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmina.redact import Redactor
+from mmina.redaction.redact import Redactor
 from mmina.store.blobs import sha256
-from mmina.secret_rules import SOCKET_TYPE, is_text_type
+from mmina.redaction.secret_rules import SOCKET_TYPE, is_text_type
 
 MMINA_HEADERS = "x-mmina-"
 """The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""

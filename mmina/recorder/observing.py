@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import Error as PlaywrightError, Frame, Page
 
-from mmina.observation import Element, Observation, PageImage, Tab, flatten_snapshot
+from mmina.observations.observation import Element, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.devtools import call, evaluate
 from mmina.recorder.freezing import ANIMATING
 from mmina.store.marks import paint

@@ -14,20 +14,20 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.budget import Limits
-from mmina.endpoint_gate import EndpointUnavailable
+from mmina.tasks.budget import Limits
+from mmina.models.endpoint_gate import EndpointUnavailable
 from mmina.errors import INFRASTRUCTURE, AgentError, StoreError
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Repeat, Worker, WorkerSetup
-from mmina.pool import Layout, OnWorkers, spread
-from mmina.runs import run_config, run_row
+from mmina.executors.pool import Layout, OnWorkers, spread
+from mmina.store.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
-from mmina.taskcheck import load_suite
-from mmina.tasks import Task, TaskSuite, task_folder, task_from_row, task_row
+from mmina.tasks.taskcheck import load_suite
+from mmina.tasks.task import Task, TaskSuite, task_folder, task_from_row, task_row
 
 FIXTURE_SUFFIX = ".mmina.test"
 
@@ -47,7 +47,7 @@ class RecordConfig:
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
     layout: Layout = field(default_factory=Layout)
-    """Workers, episodes in flight per worker, and where workers run (see ``mmina.pool``)."""
+    """Workers, episodes in flight per worker, and where workers run (see ``mmina.executors.pool``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
     serve_fixture_web: bool = True
     """False when the fixture web is served elsewhere already (its ``--host-resolver-rules`` in

@@ -15,10 +15,10 @@ from concurrent.futures import Executor
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Frame, Page
 
-from mmina.actions import Action
+from mmina.actions.grammar import Action
 from mmina.errors import MminaError, StartPageError
-from mmina.navigation import BLANK, PAGE_SCHEMES, refusal
-from mmina.observation import Element, ElementIds, Observation
+from mmina.actions.navigation import BLANK, PAGE_SCHEMES, refusal
+from mmina.observations.observation import Element, ElementIds, Observation
 from mmina.recorder import acting, observing
 from mmina.recorder.devtools import PageSessions
 from mmina.recorder.freezing import Freezing
@@ -49,7 +49,7 @@ class Tabs:
                  allowed_schemes: tuple[str, ...] = ()) -> None:
         self.context, self.capture, self.streams, self.painter = context, capture, streams, painter
         self.allowed_schemes = allowed_schemes
-        """URL schemes the user allows beyond the web (``mmina.navigation``)."""
+        """URL schemes the user allows beyond the web (``mmina.actions.navigation``)."""
         self._blanking: set[asyncio.Task[None]] = set()
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
@@ -116,7 +116,7 @@ class Tabs:
         await self.settle(deadline)
 
     def _check_landing(self, page: Page, frame: Frame) -> None:
-        """A tab whose page lands off the web (see ``mmina.navigation``) is sent to about:blank at
+        """A tab whose page lands off the web (see ``mmina.actions.navigation``) is sent to about:blank at
         once: Chromium already keeps pages from opening local files, and this holds whatever it
         lets through (a flag, a browser-initiated navigation). Settling waits for it."""
         if frame.parent_frame is not None or refusal(frame.url, self.allowed_schemes, PAGE_SCHEMES) is None:

@@ -7,7 +7,7 @@ episode is committed: ``mmina report`` works straight after ``mmina record``, an
 evaluator holds the current verdicts). A task whose own evaluation asks the LLM judge
 (``fuzzy_match`` references) gets only the ``hops`` verdicts until it is rescored. A crash
 between the commit and this write leaves the episode without them; the run's configuration
-says they are due (:data:`mmina.runs.VERDICTS_KEY`: ``hops``, never judged), so ``store verify``
+says they are due (:data:`mmina.store.runs.VERDICTS_KEY`: ``hops``, never judged), so ``store verify``
 reports such an episode and ``record --resume`` writes them from the stored rows
 (:func:`add_missing_verdicts`), which are the rows they would have been computed from. An evaluator that fails on an odd task (a field of a type
 it did not expect) gives an ``unclear`` verdict whose detail holds the error: the episode,
@@ -22,10 +22,10 @@ from mmina.errors import first_line
 from mmina.evaluators.base import EpisodeView, Evaluator, StepView, task_score
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.evaluators.registry import get
-from mmina.runs import VERDICTS_KEY
+from mmina.store.runs import VERDICTS_KEY
 from mmina.store import Store
 from mmina.store.inspect import unscored_episodes
-from mmina.tasks import Task, task_from_row
+from mmina.tasks.task import Task, task_from_row
 
 LIVE_EVALUATORS = ("task", "hops")
 ALWAYS_STORED = ("hops",)

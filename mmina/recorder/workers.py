@@ -1,6 +1,6 @@
 """A recording worker: one browser session, many episodes in flight.
 
-A :class:`Worker` (a job of ``mmina.pool``) records up to ``concurrency`` episodes at a time,
+A :class:`Worker` (a job of ``mmina.executors.pool``) records up to ``concurrency`` episodes at a time,
 each on its own thread in its own browser context, with its own agent, store handle and
 temporary folder. ``--workers P`` runs P of them, in processes of their own or as Ray actors.
 Workers share nothing but the store (whose writers are safe side by side), so an episode's
@@ -17,11 +17,11 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 @dataclass(frozen=True)
 class Repeat:

@@ -61,7 +61,7 @@ from enum import Enum
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, MISSING, MMINA_HEADERS
-from mmina.redact import REDACTED
+from mmina.redaction.redact import REDACTED
 
 VOLATILE_NAMES = frozenset({"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random",
                             "nocache", "nonce"})

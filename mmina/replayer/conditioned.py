@@ -26,12 +26,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.errors import AgentError, StoreError
-from mmina.pool import Layout, spread
+from mmina.executors.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
@@ -42,9 +42,9 @@ from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, Prefixed
 from mmina.replayer.jobs import AgentJobBase, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
 from mmina.replayer.source import SourceRun
-from mmina.runs import SuiteRef, run_config, run_row
+from mmina.store.runs import SuiteRef, run_config, run_row
 from mmina.store import Store
-from mmina.tasks import HopTracker, Task, task_from_row
+from mmina.tasks.task import HopTracker, Task, task_from_row
 
 OnEpisode = Callable[["ConditionedEpisode"], None]
 

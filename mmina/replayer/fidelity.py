@@ -5,7 +5,7 @@ can be judged again later, or a live re-run compared with its recording the same
 
 * A step's **accessibility tree** is equal when its lines say the same — the same roles,
   names, attributes, texts and properties at the same depths — whatever ids the elements
-  carry: ids derive from the elements (:mod:`mmina.element_ids`), so equal lines mean equal
+  carry: ids derive from the elements (:mod:`mmina.observations.element_ids`), so equal lines mean equal
   ids within one id scheme, and a recording stored with an older scheme still compares by
   what it showed. A differing tree comes with ``tree_change``, which names the first line
   that differs (with the elements it sits in) and the elements found on one side only, by
@@ -46,8 +46,8 @@ from typing import Any
 
 from PIL import Image, ImageChops
 
-from mmina.aria_snapshot import AriaLine
-from mmina.observation import render_line, tree_lines
+from mmina.observations.aria_snapshot import AriaLine
+from mmina.observations.observation import render_line, tree_lines
 from mmina.replayer.archive import MatchKind, same_page
 from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, normalised
 

@@ -37,12 +37,12 @@ from typing import Any
 from playwright.async_api import BrowserContext, Error as PlaywrightError, WebSocketRoute
 
 from mmina.agents.protocol import Agent, AgentReply, Handover, hand_over, uses_marks
-from mmina.observation import Observation
-from mmina.secret_rules import MARKERS
+from mmina.observations.observation import Observation
+from mmina.redaction.secret_rules import MARKERS
 from mmina.replayer.fidelity import StepView, compare_steps
 from mmina.replayer.prefixes import Prefix
 from mmina.replayer.router import ArchiveRouter
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 PAGE_DEADLINE_S = 5.0
 """A page asked its history length answers within this (a busy page is reported as unknown)."""

@@ -1,4 +1,4 @@
-"""The work of a replay worker (a job of ``mmina.pool``): episodes re-driven on the archive.
+"""The work of a replay worker (a job of ``mmina.executors.pool``): episodes re-driven on the archive.
 
 A job reads what it needs of the source run once, holds one browser session, and replays one
 item per call, from as many threads as the run's ``--concurrency``: :class:`StoredActionsJob`
@@ -21,7 +21,7 @@ from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent, stored_steps
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, Offline, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
@@ -33,7 +33,7 @@ from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
 from mmina.replayer.timeline import Timeline
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output", "started_at",
                 "acted_at", "frozen_ms", "tree_ms"]

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from mmina.actions import Action, ActionKind
+from mmina.actions.grammar import Action, ActionKind
 from mmina.errors import MminaError
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.replayer.archive import same_page

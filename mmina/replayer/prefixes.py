@@ -25,12 +25,12 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from mmina.actions import ActionKind
+from mmina.actions.grammar import ActionKind
 from mmina.errors import StoreError
 from mmina.replayer.fidelity import StepView
 from mmina.replayer.source import Source, by_episode
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""

@@ -21,9 +21,9 @@ from typing import Any
 
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.errors import AgentError, StoreError
-from mmina.pool import Layout, spread
+from mmina.executors.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import new_run_id
 from mmina.recorder.verdicts import with_verdicts_due
@@ -31,7 +31,7 @@ from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, StepView,
                                      summarize)
 from mmina.replayer.jobs import STEP_COLUMNS, AgentEpisode, AgentJob, ReplaySetup, StoredActionsJob
 from mmina.replayer.source import Source, SourceRun, by_episode, select_sources
-from mmina.runs import SuiteRef, run_row
+from mmina.store.runs import SuiteRef, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
 
@@ -99,7 +99,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     Each episode gets its own archive (its own recorded requests), a fresh context, the stored
     actions, and a fidelity comparison with its recording. ``browser`` may name the executable
     and extra Chromium arguments; viewport and screenshot settings come from the source run.
-    ``layout`` spreads the episodes over threads, processes or Ray actors (``mmina.pool``).
+    ``layout`` spreads the episodes over threads, processes or Ray actors (``mmina.executors.pool``).
     """
     source_run, sources = select_sources(store, run_id, episode_id)
     episodes = frozenset(s.episode_id for s in sources)
@@ -127,7 +127,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
 
 def _replayed(store: Store, replay_id: str) -> set[tuple[str, int]]:
     """The tasks and attempts the replay run has committed (a lost worker's items that are
-    there are not replayed again: ``mmina.pool.spread``'s ``settled``)."""
+    there are not replayed again: ``mmina.executors.pool.spread``'s ``settled``)."""
     rows = store.read("episodes", run_id=replay_id, columns=["task_id", "attempt"])
     return set(zip(rows.column("task_id").to_pylist(), rows.column("attempt").to_pylist()))
 

@@ -48,7 +48,7 @@ from playwright.async_api import BrowserContext, Error as PlaywrightError, Reque
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import RoutedTraffic
 from mmina.recorder.har import CHUNKS_HEADER
-from mmina.redact import is_text_type
+from mmina.redaction.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
                                     Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
 from mmina.replayer.body_server import LARGE_BODY, BodyServer

@@ -48,7 +48,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from mmina.secret_rules import REDACTED
+from mmina.redaction.secret_rules import REDACTED
 
 PAGE, SERVER = "send", "receive"
 """The HAR's names for what the page sent and what it received."""

@@ -9,13 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.budget import Limits
+from mmina.tasks.budget import Limits
 from mmina.errors import StoreError
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.archive import Archive, exchanges_from_rows
-from mmina.runs import run_config
+from mmina.store.runs import run_config
 from mmina.store import Store
-from mmina.tasks import Task, task_folder, task_from_row
+from mmina.tasks.task import Task, task_folder, task_from_row
 
 Rows = dict[str, list[dict[str, Any]]]
 

@@ -28,7 +28,7 @@ from mmina.serve import params
 from mmina.serve.catalog import Catalog
 from mmina.serve.params import BadRequest, NotFound
 from mmina.store.convenience import bucket_sql
-from mmina.tasks import BUCKETS
+from mmina.tasks.task import BUCKETS
 
 MAX_BODY = 64 << 10
 MAX_LABELS = 200

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from mmina.analysis.failures import MODES
 from mmina.errors import MminaError
-from mmina.tasks import BUCKETS
+from mmina.tasks.task import BUCKETS
 
 MAX_TEXT = 500
 """Longest text a filter accepts (a URL of that length is still well under any limit)."""

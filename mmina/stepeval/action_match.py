@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mmina.actions import Action, ActionKind
-from mmina.answers import normalize
-from mmina.observation import Element
+from mmina.actions.grammar import Action, ActionKind
+from mmina.tasks.answers import normalize
+from mmina.observations.observation import Element
 
 OPS = ("click", "type", "select", "scroll", "navigation", "stop")
 UNPARSABLE = "unparsable"

@@ -18,10 +18,10 @@ from mmina.agents.protocol import Agent, AgentReply
 from mmina.agents.registry import BUILTIN_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.errors import AgentError, MminaError
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 from mmina.stepeval.steps import StepEvalError
 from mmina.store import Store
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 
 class StepOpenAIAgent(OpenAIAgent):

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import MminaError
-from mmina.answers import answer_verdict
-from mmina.observation import Observation, PageImage, Tab, elements_from_tree
+from mmina.tasks.answers import answer_verdict
+from mmina.observations.observation import Observation, PageImage, Tab, elements_from_tree
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
-from mmina.tasks import Task, task_from_row
+from mmina.tasks.task import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
                 "screenshot_som", "marks", "images", "action", "model_output", "live_hops"]

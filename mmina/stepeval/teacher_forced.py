@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from mmina.actions import parse_action, parse_agent_output
+from mmina.actions.grammar import parse_action, parse_agent_output
 from mmina.errors import AgentError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
 from mmina.evaluators.judge import (JudgeConfig, JudgeOutcome, JudgeSettings, canonical, judge_prompt, parse_verdict,

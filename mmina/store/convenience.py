@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mmina.store.schema import EPISODES, SCORES, STEPS, TASKS, Table
-from mmina.tasks import HOP_BUCKETS
+from mmina.tasks.task import HOP_BUCKETS
 
 
 def bucket_sql(column: str) -> str:
-    """SQL giving the hop-count bucket of ``column`` (the same rule as :func:`mmina.tasks.hop_bucket`)."""
+    """SQL giving the hop-count bucket of ``column`` (the same rule as :func:`mmina.tasks.task.hop_bucket`)."""
     bounded = " ".join(f"WHEN {column} <= {most} THEN '{name}'" for name, most in HOP_BUCKETS if most is not None)
     return f"CASE {bounded} ELSE '{HOP_BUCKETS[-1][0]}' END"
 

@@ -33,7 +33,7 @@ from mmina.store.layout import file_stem, file_version, is_batch, run_of
 from mmina.store.leftovers import Leftover, orphans, remove_leftovers
 from mmina.store.manifest import Listed, read_manifest
 from mmina.store.migrations import check_readable
-from mmina.runs import run_config, verdicts_expected
+from mmina.store.runs import run_config, verdicts_expected
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, SCORES, STEPS, TABLES, Table
 from mmina.store.store import READERS, Store
 from mmina.store.writers import ORPHAN_GRACE_S
@@ -359,7 +359,7 @@ def _check_unlisted(store: Store, readable: Readable, listed: dict[str, Any], re
 
 def _check_verdicts(store: Store, readable: Readable, report: VerifyReport) -> None:
     """Committed episodes without a verdict their run stores with every episode (see
-    :data:`mmina.runs.VERDICTS_KEY`): one problem per run, naming the command that adds them."""
+    :data:`mmina.store.runs.VERDICTS_KEY`): one problem per run, naming the command that adds them."""
     episodes: dict[str | None, list[str]] = {}
     for path, facts in sorted(readable[EPISODES.name].items()):
         episodes.setdefault(run_of(path), []).extend(facts.episode_ids)

@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from mmina.observation import Element
+from mmina.observations.observation import Element
 
 MARKED_ROLES = frozenset({
     "link", "button", "textbox", "searchbox", "combobox", "checkbox", "radio", "spinbutton", "slider",

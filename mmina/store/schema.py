@@ -184,7 +184,7 @@ EPISODES = Table(
                           "crashed, the store, the model endpoint failing for everyone) or `agent` (the agent or its "
                           "output, or the task's site); null without an error and before schema version 9. An "
                           "infrastructure error is counted in no rate, and `record --resume` records its task again."),
-        ("blocked", S, "The environment in the agent's way where the episode ended (`mmina.blocking`), as JSON: "
+        ("blocked", S, "The environment in the agent's way where the episode ended (`mmina.tasks.blocking`), as JSON: "
                        "`rule` (`start_page`, `site_down`, `bot_wall`, `login_wall`), `url` and the evidence (an "
                        "HTTP `status`, Chromium's `error`, the page's `title`, the text `matched`, the address "
                        "`asked_for`); null when nothing was, and before schema version 9. An episode that did not pass "
@@ -265,7 +265,7 @@ STEPS = Table(
         ("images", pa.list_(IMAGE), "Images in the viewport: blob hash, source URL, alt text, box in CSS pixels, caption."),
         ("model_input", S, "SHA-256 of the model-input blob: the exact request the agent sent to its model for this "
                            "step (model, parameters, messages; each message and image a blob of its own, so what "
-                           "steps share is stored once; see `mmina.model_input` and the `step_messages` view); "
+                           "steps share is stored once; see `mmina.models.model_input` and the `step_messages` view); "
                            "null for agents that call no model (since schema version 3)."),
         ("model_output", S, "The agent's raw output for this step (model text, or the scripted action)."),
         ("action", S, "The parsed action in canonical form (e.g. `click [12]`); null when unparsable."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from mmina.agents import AgentReply, OracleAgent
-from mmina.observation import Observation
+from mmina.observations.observation import Observation
 
 
 class ThinkingOracle(OracleAgent):

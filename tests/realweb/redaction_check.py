@@ -1,7 +1,7 @@
 """Pass real code through the redactor in every way the recorder does, and say what changed.
 
 The recorder (``mmina/recorder/har.py``) gives every response body to one episode's
-:class:`~mmina.redact.Redactor` twice: to learn the secrets it holds (``learn_body``), then to
+:class:`~mmina.redaction.redact.Redactor` twice: to learn the secrets it holds (``learn_body``), then to
 redact it (``body``: the structural rules, then every secret the episode learned scrubbed). A
 file of the corpus passes when, for each content type a server may send it with, nothing is
 learned from it and its bytes come back identical, with a realistic episode's secrets already
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmina.redact import Redactor, configured_secrets
+from mmina.redaction.redact import Redactor, configured_secrets
 from tests.realweb.npm_corpus import mime_of
 
 SESSION = "x8k2m9qz4w7r1t5y3u6i0o2p8a4s6d1f"

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import groupby
 
-from mmina.redact import Redactor
-from mmina.secret_names import connection_kind
-from mmina.secret_rules import PACKET_SEPARATOR, SOCKET_TYPE, is_packets, json_start
-from mmina.secret_shapes import KNOWN_KEYS, credential_shaped
+from mmina.redaction.redact import Redactor
+from mmina.redaction.secret_names import connection_kind
+from mmina.redaction.secret_rules import PACKET_SEPARATOR, SOCKET_TYPE, is_packets, json_start
+from mmina.redaction.secret_shapes import KNOWN_KEYS, credential_shaped
 from tests.realweb.redaction_check import TYPED, episode_redactor
 from tests.realweb.traffic_corpus import REQUEST, SOCKET, URL, Item
 

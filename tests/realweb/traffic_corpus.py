@@ -40,9 +40,9 @@ from mmina.recorder import episode as episode_module
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.har import PutBlob, RoutedTraffic, completed, read_har, request_text, response_body
 from mmina.recorder.streams import EventStreams
-from mmina.redact import Redactor
+from mmina.redaction.redact import Redactor
 from mmina.recorder.recording import RecordConfig, record_run
-from mmina.secret_rules import is_text_type
+from mmina.redaction.secret_rules import is_text_type
 from mmina.store import Store
 from tests.built_once import locked
 from tests.realweb.apps import APPS, App, RunningApp, write_suite

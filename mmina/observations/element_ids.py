@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from mmina.aria_snapshot import AriaLine
+from mmina.observations.aria_snapshot import AriaLine
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 MIN_DIGITS = 4

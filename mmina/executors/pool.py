@@ -72,7 +72,7 @@ def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Jo
     """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
     already built in this process, is used when the work stays in this process); with
     ``settled`` (whether an item's work is kept already), the items a lost worker had in flight
-    are worked on again by another (``mmina.ray_executor``, :func:`in_processes`). Once
+    are worked on again by another (``mmina.executors.ray_executor``, :func:`in_processes`). Once
     ``stop()`` (asked as results come) no item starts; those in flight finish and are yielded.
     Workers in processes or Ray actors are counted to ``on_workers`` as they start and are lost."""
     if layout.in_this_process(len(items)):
@@ -82,7 +82,7 @@ def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Jo
         finally:
             job.close()
     elif layout.executor == "ray":
-        from mmina import ray_executor
+        from mmina.executors import ray_executor
 
         yield from ray_executor.spread(make, items, layout, settled, stop, on_workers)
     else:

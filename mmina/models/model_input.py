@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mmina.redact import Redactor
+from mmina.redaction.redact import Redactor
 
 MESSAGE_TYPE = "application/vnd.mmina.message+json"
 INPUT_TYPE = "application/vnd.mmina.model-input+json"

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NamedTuple, Protocol
 
 from mmina import __version__
-from mmina.redact import redact_configured
+from mmina.redaction.redact import redact_configured
 
 
 VERDICTS_KEY = "verdicts_with_episodes"

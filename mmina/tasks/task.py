@@ -9,7 +9,7 @@ are judged by the final answer alone. Fields the official release leaves empty o
 become empty strings; numbers given as text are read as numbers.
 
 Reading task files (which files, how much, what JSON) and checking them is
-``mmina.taskcheck``'s: one path for ``mmina tasks validate`` and ``mmina record``.
+``mmina.tasks.taskcheck``'s: one path for ``mmina tasks validate`` and ``mmina record``.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from mmina.errors import TaskError
 from mmina.unicode import mapped_text, valid_text
-from mmina.redact import redact_configured
+from mmina.redaction.redact import redact_configured
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
@@ -78,7 +78,7 @@ class Task:
     sha256: str = ""
     folder: str = field(default="", compare=False, repr=False)
     """The task file's folder (empty for a task read from a store): where a relative
-    ``storage_state`` path is looked for (``mmina.harness_context``)."""
+    ``storage_state`` path is looked for (``mmina.tasks.harness_context``)."""
 
     @cached_property
     def hops(self) -> tuple[Hop, ...]:

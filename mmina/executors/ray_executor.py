@@ -1,6 +1,6 @@
 """``--executor ray``: workers as Ray actors, on this machine or a cluster.
 
-An actor holds one job built in its own process (see ``mmina.pool``; for recording a
+An actor holds one job built in its own process (see ``mmina.executors.pool``; for recording a
 :class:`~mmina.recorder.workers.Worker`: its own Chromium, ``concurrency`` episodes in flight
 on threads, so a threaded actor with that ``max_concurrency``). Items are handed out as actors
 have room and results come back as they finish, so progress, ``--resume`` and Ctrl-C behave as
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
-from mmina.pool import AGAIN, Layout, OnWorkers, never
+from mmina.executors.pool import AGAIN, Layout, OnWorkers, never
 
 try:
     import ray
@@ -84,7 +84,7 @@ def connect(address: str | None, workers: int) -> None:
 def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout, settled: Settled | None = None,
            stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
     """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
-    ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.pool``); with
+    ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.executors.pool``); with
     ``settled``, a lost actor's items are worked on again elsewhere (see the module)."""
     connect(layout.ray_address, layout.workers)
     actor_class = ray.remote(num_cpus=1)(_Actor)
@@ -237,7 +237,7 @@ def _stop(crew: _Crew) -> None:
 
 
 class _Actor:
-    """A job built in the actor's process (see ``mmina.pool``)."""
+    """A job built in the actor's process (see ``mmina.executors.pool``)."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self.job = make()

@@ -15,7 +15,7 @@ are not UTF-8 is kept, escaped (``\\ud83d``, ``\\xff``); token counts that are n
 With an *endpoint patience* (``Deadlines.patience_s``; the agent's ``--endpoint-patience``) a
 call that failed for the endpoint's sake (no connection, 5xx, 429 once its retries are spent)
 is held until the endpoint answers again, for that long at most, and as many calls are in
-flight as the endpoint takes (``mmina.endpoint_gate``); the deadline then bounds each attempt.
+flight as the endpoint takes (``mmina.models.endpoint_gate``); the deadline then bounds each attempt.
 
 Calls run as coroutines on one event loop thread shared by the process (so cancelling a call
 at its deadline really stops its socket). ``openai`` is imported on first use: the import takes
@@ -31,9 +31,9 @@ import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mmina.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
+from mmina.models.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
 from mmina.errors import MminaError, first_line, plural
-from mmina.navigation import is_web_url
+from mmina.actions.navigation import is_web_url
 from mmina.unicode import escaped, mapped_text
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class ModelClient:
             raise ModelError(f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: "
                              f"{first_line(exc)}") from None
         if not isinstance(getattr(response, "choices", None), list):  # e.g. a proxy's HTML page, read as text
-            from mmina.redact import Redactor, configured_secrets
+            from mmina.redaction.redact import Redactor, configured_secrets
 
             shown = Redactor(configured_secrets()).scrub(" ".join(str(response).split())[:80])
             raise ModelError(f"{self.what} sent something that is not a chat completion: {shown!r}")
@@ -241,7 +241,7 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts,
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     retried = is_endpoint_fault(exc)
-    from mmina.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
+    from mmina.redaction.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
 
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
     after = f" after {plural(retries, 'retry', 'retries')}" if retried else ""
@@ -259,7 +259,7 @@ def reply_of(response: Any) -> ModelReply:
     prompt, prompt_note = token_count(getattr(usage, "prompt_tokens", None), "prompt_tokens")
     completion, completion_note = token_count(getattr(usage, "completion_tokens", None), "completion_tokens")
     notes = [n for n in (prompt_note, completion_note) if n]
-    from mmina.redact import Redactor, configured_secrets
+    from mmina.redaction.redact import Redactor, configured_secrets
 
     text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
     return ModelReply(text, prompt, completion, "; ".join(notes) or None, model=_reported(response, "model"),
@@ -300,7 +300,7 @@ _CALL: contextvars.ContextVar[tuple[EndpointGate, Tally]] = contextvars.ContextV
 
 async def _seen(response: Any) -> None:
     """A response hook: every attempt's status reaches the call's gate (429s adapt how many calls
-    are in flight; see ``mmina.endpoint_gate``)."""
+    are in flight; see ``mmina.models.endpoint_gate``)."""
     call = _CALL.get(None)
     if call is not None:
         call[0].attempted(call[1], response.status_code)

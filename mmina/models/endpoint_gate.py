@@ -2,7 +2,7 @@
 flight as it takes.
 
 One :class:`EndpointGate` per endpoint and process, on the model client's event loop, is shared
-by every call to that endpoint (``mmina.model_client``). It does two things:
+by every call to that endpoint (``mmina.models.model_client``). It does two things:
 
 * **Outages.** A call that failed for the endpoint's sake once its client's own retries were
   spent (no connection, a timeout of an attempt, 5xx, 429) does not fail: the endpoint is marked

@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote_plus
 
-from mmina.secret_names import is_secret_name
-from mmina.secret_patterns import SCHEME
-from mmina.secret_rules import BODY, MARKERS, REDACTED, STRICT, collecting, is_text_type
-from mmina.secret_shapes import credential_shaped, variants
+from mmina.redaction.secret_names import is_secret_name
+from mmina.redaction.secret_patterns import SCHEME
+from mmina.redaction.secret_rules import BODY, MARKERS, REDACTED, STRICT, collecting, is_text_type
+from mmina.redaction.secret_shapes import credential_shaped, variants
 
 MIN_TYPED = 4
 """Secrets by place (typed, configured) at least this long are scrubbed from rows; shorter ones

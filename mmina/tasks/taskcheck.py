@@ -10,11 +10,11 @@ no evaluator knows, a malformed ``reference_script``.
 *Warnings* are odd but runnable, as the official release is: it writes codes in lower case,
 leaves fields empty or ``null``, adds fields the runner ignores (``require_login``,
 ``intent_template_id``, ...), names a ``storage_state`` file nobody else has (the episode runs
-logged out; see ``mmina.harness_context``), gives numbers as strings, and its ``cnt_hop``
+logged out; see ``mmina.tasks.harness_context``), gives numbers as strings, and its ``cnt_hop``
 (which the official runner never reads) may disagree with ``procedure``. Text with a lone
 surrogate is run with U+FFFD in its place; a FIFO or folder named ``*.json`` is skipped.
 
-A task that passes is built by :func:`mmina.tasks.task_from_dict` from the very JSON checked,
+A task that passes is built by :func:`mmina.tasks.task.task_from_dict` from the very JSON checked,
 so whatever validate accepts, record runs. Pure (stdlib only), so suites can be checked anywhere
 before a browser starts.
 """
@@ -29,11 +29,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mmina.actions import ActionKind
+from mmina.actions.grammar import ActionKind
 from mmina.errors import TaskError, first_line
-from mmina.harness_context import context_findings
-from mmina.navigation import is_web_url
-from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
+from mmina.tasks.harness_context import context_findings
+from mmina.actions.navigation import is_web_url
+from mmina.tasks.task import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
                          SUITE_FOLDERS, Task, TaskSuite, count_value, id_base, resolve_suite_path, suite_sha256,
                          task_from_dict, task_id_of)
 from mmina.unicode import has_surrogate, valid_text
@@ -85,7 +85,7 @@ class SuiteCheck:
 
 
 def check_suite(path: str | Path | None) -> SuiteCheck:
-    """Read and check every task file under ``path`` (see :func:`mmina.tasks.resolve_suite_path`);
+    """Read and check every task file under ``path`` (see :func:`mmina.tasks.task.resolve_suite_path`);
     never raises for bad content (only :class:`SuitePathError` for a path with no task file), never
     blocks on a file that is not a regular one."""
     root = resolve_suite_path(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from mmina.secret_patterns import URL_REST
+from mmina.redaction.secret_patterns import URL_REST
 
 TRANSPORT_ID = "sid"
 """The name of engine.io's transport session id, which is not a secret where engine.io puts it:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmina.tasks import Task
+from mmina.tasks.task import Task
 
 _QUOTES = "\"'`“”‘’"
 

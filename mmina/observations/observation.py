@@ -13,7 +13,7 @@ properties ``/url: ...`` and ``/placeholder: ...``. Texts are shown as they are,
 string when empty, starting with a quote, or holding a line break, another control
 character or a lone surrogate (escaped as ``\\ud83d``, as mmina records such text), so every
 element stays on one line and a stored line reads back exactly.
-Ids come from the elements themselves (:mod:`mmina.element_ids`), never from timing.
+Ids come from the elements themselves (:mod:`mmina.observations.element_ids`), never from timing.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mmina.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
-from mmina.element_ids import assign_ids
+from mmina.observations.aria_snapshot import AriaLine, parse_snapshot, read_key, scalar, single_quoted
+from mmina.observations.element_ids import assign_ids
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
 _WEBARENA = re.compile(r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from mmina.secret_names import stronger
+from mmina.redaction.secret_names import stronger
 
 Leaf = Callable[[Any, "str | None"], Any]
 """(a decoded string, number, bool or null; the kind of secret name it sits under, None: none) → its new value."""

@@ -1,0 +1,1 @@
+"""Actions: the agent's action grammar and where its navigation may go."""

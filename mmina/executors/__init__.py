@@ -1,0 +1,1 @@
+"""Work spread over threads, processes and Ray actors (``--concurrency``, ``--workers``, ``--executor``)."""
