@@ -3,7 +3,7 @@ model client, once without faults and once with them, side by side (issue 53).
 
 Each task is three model calls to the local OpenAI-compatible server (50 ms each) through
 :class:`mmina.models.model_client.ModelClient` with an endpoint patience, made by worker processes of
-:func:`mmina.executors.pool.spread` (2 processes × 16 in flight), and "committed" as a file created once
+:func:`mmina.executors.spread.spread` (2 processes × 16 in flight), and "committed" as a file created once
 (``O_EXCL``: a task done twice is counted, never hidden). No browser: what is measured is the
 campaign's machinery — holding calls through faults, adapting to rate limits, redoing a lost
 worker's tasks — not a step's CPU (that is ``--only epoch``).
@@ -28,7 +28,8 @@ from pathlib import Path
 
 from bench.results import AT_LEAST, Section, Target
 from mmina.models.model_client import Deadlines, ModelClient
-from mmina.executors.pool import Layout, spread
+from mmina.executors.interface import Layout
+from mmina.executors.spread import spread
 from tests.agents_for_tests import descendants
 from tests.fake_openai import FakeOpenAI
 

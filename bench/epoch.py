@@ -36,7 +36,7 @@ from typing import Any
 
 from mmina.actions.grammar import Action, parse_action
 from mmina.errors import MminaError
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.observations.observation import Observation, elements_from_tree

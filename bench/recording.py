@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb

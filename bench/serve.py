@@ -22,7 +22,7 @@ from typing import Any
 from mmina.analysis.html import write_report
 from mmina.analysis.report import build_report
 from mmina.evaluators.rescore import RescoreConfig, rescore
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.fixtures import generate_tasks
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.recorder.browser import BrowserConfig

@@ -29,7 +29,7 @@ from mmina.errors import StoreError
 from mmina.evaluators.base import Trace
 from mmina.evaluators.hops import Hops
 from mmina.observations.observation import Observation, Tab
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.recorder.recording import RecordConfig, RunSummary
 from mmina.replayer.conditioned import record_conditioned
 from mmina.replayer.fidelity import StepView

@@ -245,7 +245,7 @@ def test_end_to_end_on_the_built_in_suite(tmp_path: Path) -> None:
 @pytest.mark.timeout(3600)
 def test_the_whole_built_in_suite(tmp_path: Path) -> None:
     """The oracle over all 100 built-in tasks, then every hop judged; a second rescore is free."""
-    from mmina.executors.pool import Layout
+    from mmina.executors.interface import Layout
     from mmina.recorder.recording import RecordConfig, record_run
 
     store = tmp_path / "store"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from mmina.errors import MminaWarning
-from mmina.executors.pool import Layout, spread
+from mmina.executors.interface import Layout
+from mmina.executors.spread import spread
 from mmina.store import Store
 from tests.agents_for_tests import descendants
 from tests.store_helpers import REPO_ROOT

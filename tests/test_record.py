@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.tasks.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.agents.settings import AgentSettings

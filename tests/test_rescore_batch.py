@@ -26,7 +26,7 @@ from mmina.evaluators.batch import ScoreBatch, ScoreColumns
 from mmina.evaluators.judge import JudgeSettings
 from mmina.evaluators.loading import load_batch
 from mmina.evaluators.rescore import RescoreConfig, RescoreJob, RescoreResult, Share, rescore
-from mmina.executors.pool import Layout
+from mmina.executors.interface import Layout
 from mmina.store import Store
 from tests import rescore_cases, rescore_reference
 from tests.fake_openai import FakeOpenAI

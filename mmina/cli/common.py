@@ -20,7 +20,7 @@ from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONC
                                                DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
 from mmina.models.model_client import (API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, MAX_CALL_S,
                                  MAX_PATIENCE_S, MAX_RETRIES)
-from mmina.executors.pool import EXECUTORS, Layout
+from mmina.executors.interface import EXECUTORS, Layout
 from mmina.store.defaults import STORE_ENV
 
 if TYPE_CHECKING:

@@ -30,7 +30,8 @@ from mmina.evaluators.judge import FUZZY_PROMPT_VERSION, JudgeConfig, JudgeOutco
 from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
 from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
 from mmina.evaluators.registry import factory, get
-from mmina.executors.pool import Layout, spread
+from mmina.executors.interface import Layout
+from mmina.executors.spread import spread
 from mmina.store import Store
 from mmina.store.layout import data_name, table_dir
 from mmina.store.schema import SCHEMA_VERSION, SCORES
@@ -268,7 +269,7 @@ def score_runs(store: Store, config: RescoreConfig, evaluator: Evaluator, share:
 
 
 class RescoreJob:
-    """A worker of a spread rescoring (a job of ``mmina.executors.pool``): its own store handle and
+    """A worker of a spread rescoring (a job of ``mmina.executors.interface``): its own store handle and
     evaluator, scoring one share of the runs at a time into the shared batch."""
 
     def __init__(self, location: str, config: RescoreConfig, batch: ScoreBatch) -> None:

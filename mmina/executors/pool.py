@@ -1,13 +1,7 @@
-"""Work spread over threads, processes and Ray actors: ``--concurrency``, ``--workers``, ``--executor``.
+"""The local executor: work on threads of this process, or in processes of this machine.
 
-A *job* is what one worker builds in its own process (a browser session and what an episode
-needs, for instance) and then calls ``work(item)`` on, from up to ``concurrency`` threads at
-once. :func:`spread` hands the items to ``workers`` such jobs — in this process, in processes
-of their own, or in Ray actors — and yields ``(item, result)`` as each finishes. Whatever runs
-where, each item is worked on once and independently, so results do not depend on the layout.
-
-On an error or Ctrl-C in the consumer no new item starts and the items in flight finish first
-(an episode in flight commits, so ``--resume`` has nothing half-done to redo).
+A job (see ``mmina.executors.interface``) is worked on from up to ``concurrency`` threads at
+once (:func:`in_flight`); with more workers, each is a process of its own (:class:`LocalExecutor`).
 """
 from __future__ import annotations
 
@@ -21,73 +15,17 @@ from multiprocessing import connection
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
+from mmina.executors.interface import AGAIN, Job, Layout, OnWorkers, Settled, never
 
 T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.5
 MAX_LOST = 16
 """Worker processes a spread replaces at most (one that dies on every item must end the run)."""
-EXECUTORS = ("local", "ray")
-AGAIN = "run the command again (mmina record: with --resume, which skips the finished tasks)"
-"""What to do when a worker died: what finished is committed, the rest is not."""
 _END: Any = object()
-OnWorkers = Callable[[int, int], None]
-"""Told the workers at work and those lost so far, whenever either changes (a progress display)."""
-
-
-class Job(Protocol):
-    def work(self, item: Any) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How work is spread: ``workers`` jobs, each with ``concurrency`` items in flight, run by
-    ``executor`` (``local``: this process or processes on this machine; ``ray``: Ray actors)."""
-
-    workers: int = 1
-    concurrency: int = 1
-    executor: str = "local"
-    ray_address: str | None = None
-
-    def in_this_process(self, items: int) -> bool:
-        """Whether one job in this process does it all (one worker, or too few items for more)."""
-        return self.executor == "local" and (self.workers == 1 or items <= self.concurrency)
-
-    def describe(self) -> dict[str, Any]:
-        return {"workers": self.workers, "concurrency": self.concurrency, "executor": self.executor}
-
-
-def never() -> bool:
-    return False
-
-
-def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Job | None = None,
-           settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never,
-           on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
-    """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
-    already built in this process, is used when the work stays in this process); with
-    ``settled`` (whether an item's work is kept already), the items a lost worker had in flight
-    are worked on again by another (``mmina.executors.ray_executor``, :func:`in_processes`). Once
-    ``stop()`` (asked as results come) no item starts; those in flight finish and are yielded.
-    Workers in processes or Ray actors are counted to ``on_workers`` as they start and are lost."""
-    if layout.in_this_process(len(items)):
-        job = here or make()
-        try:
-            yield from in_flight(job.work, items, layout.concurrency, stop)
-        finally:
-            job.close()
-    elif layout.executor == "ray":
-        from mmina.executors import ray_executor
-
-        yield from ray_executor.spread(make, items, layout, settled, stop, on_workers)
-    else:
-        yield from in_processes(make, items, min(layout.workers, -(-len(items) // layout.concurrency)),
-                                layout.concurrency, settled, stop, on_workers)
 
 
 def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
@@ -117,6 +55,15 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
                     yield pending.pop(future), future.result()
         finally:
             wait(pending)  # the items in flight finish before anything else happens
+
+
+class LocalExecutor:
+    """``--executor local``: each worker a process of this machine (spawned), with a pipe of its own."""
+
+    def spread(self, make: Callable[[], Job], items: Sequence[T], layout: Layout, settled: Settled | None = None,
+               stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+        workers = min(layout.workers, -(-len(items) // layout.concurrency))
+        return in_processes(make, items, workers, layout.concurrency, settled, stop, on_workers)
 
 
 def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,

@@ -1,6 +1,6 @@
 """``--executor ray``: workers as Ray actors, on this machine or a cluster.
 
-An actor holds one job built in its own process (see ``mmina.executors.pool``; for recording a
+An actor holds one job built in its own process (see ``mmina.executors.interface``; for recording a
 :class:`~mmina.recorder.workers.Worker`: its own Chromium, ``concurrency`` episodes in flight
 on threads, so a threaded actor with that ``max_concurrency``). Items are handed out as actors
 have room and results come back as they finish, so progress, ``--resume`` and Ctrl-C behave as
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning
-from mmina.executors.pool import AGAIN, Layout, OnWorkers, never
+from mmina.executors.interface import AGAIN, Job, Layout, OnWorkers, Settled, never
 
 try:
     import ray
@@ -48,8 +48,6 @@ FORWARDED = ("OPENAI_", "AWS_", "MMINA_", "FSSPEC_", "GOOGLE_", "AZURE_")
 """Prefixes of the environment variables an actor gets from the command's environment."""
 REPLACE_S = 120.0
 """How long the run waits for a lost actor's replacement when no other actor is at work."""
-Settled = Callable[[Any], bool]
-"""Whether an item's work is done and kept already (a lost actor may have finished it first)."""
 
 
 class WorkerLost(MminaError):
@@ -81,20 +79,23 @@ def connect(address: str | None, workers: int) -> None:
                          f"{str(exc).splitlines()[0]}") from None
 
 
-def spread(make: Callable[[], Any], items: Sequence[T], layout: Layout, settled: Settled | None = None,
-           stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
-    """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
-    ``layout.concurrency`` items at once, yielded as they finish (see ``mmina.executors.pool``); with
-    ``settled``, a lost actor's items are worked on again elsewhere (see the module)."""
-    connect(layout.ray_address, layout.workers)
-    actor_class = ray.remote(num_cpus=1)(_Actor)
-    options = {"max_concurrency": layout.concurrency, "runtime_env": {"env_vars": forwarded_env()}}
-    crew = _Crew(lambda: actor_class.options(**options).remote(make), layout.concurrency, on_workers)
-    crew.hire(max(1, min(layout.workers, len(items))))
-    try:
-        yield from _dispatch(crew, items, settled, stop)
-    finally:
-        _stop(crew)
+class RayExecutor:
+    """``--executor ray``: each worker a Ray actor (see the module)."""
+
+    def spread(self, make: Callable[[], Job], items: Sequence[T], layout: Layout, settled: Settled | None = None,
+               stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+        """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
+        ``layout.concurrency`` items at once, yielded as they finish; with ``settled``, a lost
+        actor's items are worked on again elsewhere (see the module)."""
+        connect(layout.ray_address, layout.workers)
+        actor_class = ray.remote(num_cpus=1)(_Actor)
+        options = {"max_concurrency": layout.concurrency, "runtime_env": {"env_vars": forwarded_env()}}
+        crew = _Crew(lambda: actor_class.options(**options).remote(make), layout.concurrency, on_workers)
+        crew.hire(max(1, min(layout.workers, len(items))))
+        try:
+            yield from _dispatch(crew, items, settled, stop)
+        finally:
+            _stop(crew)
 
 
 def forwarded_env() -> dict[str, str]:
@@ -237,7 +238,7 @@ def _stop(crew: _Crew) -> None:
 
 
 class _Actor:
-    """A job built in the actor's process (see ``mmina.executors.pool``)."""
+    """A job built in the actor's process (see ``mmina.executors.interface``)."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self.job = make()

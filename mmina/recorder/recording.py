@@ -21,7 +21,8 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Repeat, Worker, WorkerSetup
-from mmina.executors.pool import Layout, OnWorkers, spread
+from mmina.executors.interface import Layout, OnWorkers
+from mmina.executors.spread import spread
 from mmina.store.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
@@ -47,7 +48,7 @@ class RecordConfig:
     browser: BrowserConfig = field(default_factory=BrowserConfig)
     drift: int = 0
     layout: Layout = field(default_factory=Layout)
-    """Workers, episodes in flight per worker, and where workers run (see ``mmina.executors.pool``)."""
+    """Workers, episodes in flight per worker, and where workers run (see ``mmina.executors.spread``)."""
     agent_settings: AgentSettings = field(default_factory=AgentSettings)
     serve_fixture_web: bool = True
     """False when the fixture web is served elsewhere already (its ``--host-resolver-rules`` in

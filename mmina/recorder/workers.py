@@ -1,6 +1,6 @@
 """A recording worker: one browser session, many episodes in flight.
 
-A :class:`Worker` (a job of ``mmina.executors.pool``) records up to ``concurrency`` episodes at a time,
+A :class:`Worker` (a job of ``mmina.executors.interface``) records up to ``concurrency`` episodes at a time,
 each on its own thread in its own browser context, with its own agent, store handle and
 temporary folder. ``--workers P`` runs P of them, in processes of their own or as Ray actors.
 Workers share nothing but the store (whose writers are safe side by side), so an episode's

@@ -31,7 +31,8 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.errors import AgentError, StoreError
-from mmina.executors.pool import Layout, spread
+from mmina.executors.interface import Layout
+from mmina.executors.spread import spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web

@@ -1,4 +1,4 @@
-"""The work of a replay worker (a job of ``mmina.executors.pool``): episodes re-driven on the archive.
+"""The work of a replay worker (a job of ``mmina.executors.interface``): episodes re-driven on the archive.
 
 A job reads what it needs of the source run once, holds one browser session, and replays one
 item per call, from as many threads as the run's ``--concurrency``: :class:`StoredActionsJob`

@@ -23,7 +23,8 @@ from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.tasks.budget import Limits
 from mmina.errors import AgentError, StoreError
-from mmina.executors.pool import Layout, spread
+from mmina.executors.interface import Layout
+from mmina.executors.spread import spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import new_run_id
 from mmina.recorder.verdicts import with_verdicts_due
@@ -99,7 +100,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     Each episode gets its own archive (its own recorded requests), a fresh context, the stored
     actions, and a fidelity comparison with its recording. ``browser`` may name the executable
     and extra Chromium arguments; viewport and screenshot settings come from the source run.
-    ``layout`` spreads the episodes over threads, processes or Ray actors (``mmina.executors.pool``).
+    ``layout`` spreads the episodes over threads, processes or Ray actors (``mmina.executors.spread``).
     """
     source_run, sources = select_sources(store, run_id, episode_id)
     episodes = frozenset(s.episode_id for s in sources)
@@ -127,7 +128,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
 
 def _replayed(store: Store, replay_id: str) -> set[tuple[str, int]]:
     """The tasks and attempts the replay run has committed (a lost worker's items that are
-    there are not replayed again: ``mmina.executors.pool.spread``'s ``settled``)."""
+    there are not replayed again: ``mmina.executors.spread.spread``'s ``settled``)."""
     rows = store.read("episodes", run_id=replay_id, columns=["task_id", "attempt"])
     return set(zip(rows.column("task_id").to_pylist(), rows.column("attempt").to_pylist()))
 
