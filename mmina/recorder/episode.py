@@ -28,7 +28,7 @@ from mmina.recorder.har import RoutedTraffic, capture
 from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redaction.redact import Redactor, configured_secrets, typed_text_is_secret
-from mmina.store import EpisodeWriter
+from mmina.store import EpisodeWriter, Store
 from mmina.store.marks import mark_rows
 from mmina.tasks.task import HopTracker, Task, id_slug, task_row
 
@@ -149,7 +149,7 @@ class EpisodeRecorder:
     ``more_traffic`` gives the traffic the browser's HAR cannot have (see :data:`MoreTraffic`).
     """
 
-    def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
+    def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter[Store],
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
                  prepare: ContextHook | None = None, offline: Offline | None = None, seed: int | None = None,
                  tracker: HopTracker | None = None, columns: ExtraColumns | None = None,

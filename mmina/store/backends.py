@@ -14,6 +14,7 @@ import fcntl
 import functools
 import os
 import re
+import socket
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -22,14 +23,17 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 from mmina.errors import AlreadyExistsError, NotAStoreError, StoreError, first_line
-from mmina.store.layout import HOST
 
-_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
 Result = TypeVar("Result")
 _TMP_NAME = re.compile(r"^\.(?P<final>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.(?P<nonce>[0-9a-f]+)\.tmp$")
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, recorded with what it writes."""
+    return f"{HOST}:{os.getpid()}"
 
 
 class NewFile(Protocol):
@@ -128,19 +132,6 @@ class Backend(ABC):
         """Details (size, date) of every file, by that filesystem's name, where one listing is
         cheaper than asking file by file; empty where it is not (a local disk)."""
         return {}
-
-
-def open_backend(location: str | os.PathLike[str]) -> Backend:
-    """A path (or ``file://`` URL) is a local folder; any other URL an object-store prefix."""
-    text = os.fspath(location)
-    found = _URL.match(text)
-    if found is None:
-        return LocalBackend(Path(text))
-    if found["scheme"].lower() == "file":
-        return LocalBackend(Path(urlsplit(text).path))
-    from mmina.store.objects import ObjectBackend
-
-    return ObjectBackend.from_url(text)
 
 
 def write_error(root: PurePath, exc: OSError) -> StoreError:

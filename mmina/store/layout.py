@@ -14,18 +14,12 @@ The store may be a folder or an object-store prefix: every path here is a ``Pure
 """
 from __future__ import annotations
 
-import os
 import re
-import socket
 import uuid
 from pathlib import PurePath
-from typing import TYPE_CHECKING
-
 from mmina.errors import StoreError
+from mmina.store.backends import Backend
 from mmina.store.schema import Table
-
-if TYPE_CHECKING:
-    from mmina.store.backends import Backend
 
 MARKER = "mmina-store.json"
 LOCK = ".lock"
@@ -96,10 +90,3 @@ def data_files(backend: Backend, table: Table, run_id: str | None = None) -> lis
         base, depth = backend.root / table.name, 2 if table.partitioned_by_run else 1
     return sorted(p for p in backend.files(base, depth) if file_version(p) is not None)
 
-
-HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
-
-
-def worker_name() -> str:
-    """``host:pid`` of this process, recorded with what it writes."""
-    return f"{HOST}:{os.getpid()}"

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING
 
 from mmina.errors import StoreError
 from mmina.store.layout import COMMIT_LOCK, data_files, file_stem, is_batch
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, STEPS
+from mmina.store.writable import WritableStore
 from mmina.store.writers import ORPHAN_GRACE_S
-
-if TYPE_CHECKING:
-    from mmina.store.store import Store
 
 EPISODE_FILES = (STEPS, REQUESTS, BLOBS)
 """Tables whose files count only when an ``episodes`` file of their stem exists."""
@@ -45,7 +42,7 @@ class Leftover:
     message: str
 
 
-def orphans(store: Store) -> tuple[list[PurePath], bool]:
+def orphans(store: WritableStore) -> tuple[list[PurePath], bool]:
     """Files of the episode tables whose stem is not committed, and whether they are surely
     orphans (False while a batch ``episodes`` file cannot be read)."""
     committed = store.committed_stems()
@@ -54,7 +51,7 @@ def orphans(store: Store) -> tuple[list[PurePath], bool]:
     return found, not unknown
 
 
-def remove_leftovers(store: Store, wait: bool) -> list[Leftover]:
+def remove_leftovers(store: WritableStore, wait: bool) -> list[Leftover]:
     """Remove what writers that are gone left behind; what was removed. On a disk, orphans
     are removed under the exclusive commit lock: ``wait`` waits for it (``verify --repair``),
     otherwise orphans are left alone while a commit holds it."""
@@ -70,7 +67,7 @@ def remove_leftovers(store: Store, wait: bool) -> list[Leftover]:
     return removed + _remove_orphans(store, grace_s=ORPHAN_GRACE_S)
 
 
-def _remove_orphans(store: Store, grace_s: float) -> list[Leftover]:
+def _remove_orphans(store: WritableStore, grace_s: float) -> list[Leftover]:
     found, sure = orphans(store)
     if not sure:
         return []

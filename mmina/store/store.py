@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +27,7 @@ from mmina import __version__
 from mmina.errors import (AlreadyExistsError, CorruptFileError, NotAStoreError, SchemaVersionError, StoreError,
                           StoreNotFoundError, StoreWarning)
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
-from mmina.store.backends import Backend, open_backend
+from mmina.store.backends import Backend, LocalBackend
 from mmina.store.blobs import BlobIndex, read_blobs
 from mmina.store.files import read_file, replace_file, to_arrow, write_new
 from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
@@ -42,10 +44,24 @@ UNREADABLE_RUN_HINT = ("restore that file from a backup, or record into a new ru
                        "that are gone, never damaged data)")
 """What to do about a run whose ``runs`` file cannot be read (its configuration is lost)."""
 """Files read at once by :meth:`Store.read`."""
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def open_backend(location: str | os.PathLike[str]) -> Backend:
+    """A path (or ``file://`` URL) is a local folder; any other URL an object-store prefix."""
+    text = os.fspath(location)
+    found = _URL.match(text)
+    if found is None:
+        return LocalBackend(Path(text))
+    if found["scheme"].lower() == "file":
+        return LocalBackend(Path(urlsplit(text).path))
+    from mmina.store.objects import ObjectBackend
+
+    return ObjectBackend.from_url(text)
 
 
 class Store:
@@ -219,7 +235,7 @@ class Store:
                     changed += differ
         return changed
 
-    def episode_writer(self, run_id: str, episode_id: str) -> EpisodeWriter:
+    def episode_writer(self, run_id: str, episode_id: str) -> EpisodeWriter[Store]:
         self.ensure_writable()
         check_id("run id", run_id)
         if check_id("episode id", episode_id).startswith(BATCH_PREFIX):
@@ -228,7 +244,7 @@ class Store:
             raise StoreError(f"episode {episode_id} already exists in {self.root}: the store is append-only")
         return EpisodeWriter(self, run_id, episode_id)
 
-    def batch_writer(self, run_id: str) -> BatchWriter:
+    def batch_writer(self, run_id: str) -> BatchWriter[Store]:
         """A writer committing many episodes of ``run_id`` at once (one file per table)."""
         self.ensure_writable()
         return BatchWriter(self, check_id("run id", run_id))

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from mmina.errors import StoreError
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
 from mmina.store.blobs import PackWriter, sha256
 from mmina.store.files import to_arrow, write_new
-from mmina.store.layout import batch_stem, data_name, table_dir, worker_name
+from mmina.store.backends import worker_name
+from mmina.store.layout import batch_stem, data_name, table_dir
 from mmina.store.manifest import manifest_metadata
-
-if TYPE_CHECKING:
-    from mmina.store.store import Store
+from mmina.store.writable import WritableStore
 
 Row = dict[str, Any]
 EPISODE_STEP_ROW_GROUP = 8
@@ -34,16 +33,18 @@ BATCH_STEP_ROW_GROUP = 256
 large enough that a million steps have a compact footer."""
 COMMIT_DEADLINE_S = 600.0
 """An object-store commit slower than this is abandoned (see :func:`_check_deadline`)."""
+S = TypeVar("S", bound=WritableStore)
+"""The store a writer writes to (a :class:`~mmina.store.store.Store`), as its user holds it."""
 ORPHAN_GRACE_S = 3600.0
 """Files of an uncommitted stem on an object store younger than this may be a commit under way."""
 
 
-class _Writer:
+class _Writer(Generic[S]):
     """What both writers share: content-addressed blobs, and the ordered commit of files."""
 
     step_row_group = EPISODE_STEP_ROW_GROUP
 
-    def __init__(self, store: Store, run_id: str, stem: str) -> None:
+    def __init__(self, store: S, run_id: str, stem: str) -> None:
         self.store, self.run_id, self.stem = store, run_id, stem
         self.index = store.blob_index
         self.pack = PackWriter(store.backend, store.root / BLOBS.name / data_name(stem, SCHEMA_VERSION))
@@ -106,7 +107,7 @@ class _Writer:
         self.closed = True
 
 
-def _check_deadline(store: Store, stem: str, started: float) -> None:
+def _check_deadline(store: WritableStore, stem: str, started: float) -> None:
     """On an object store, a commit whose files landed more than ``COMMIT_DEADLINE_S`` ago
     is not completed: ``store verify --repair`` removes the files of an uncommitted stem once
     they are ``ORPHAN_GRACE_S`` old, and must never remove those of a commit under way."""
@@ -116,10 +117,10 @@ def _check_deadline(store: Store, stem: str, started: float) -> None:
                          f"completed (its files are left for `mmina store verify --repair`); record it again")
 
 
-class EpisodeWriter(_Writer):
+class EpisodeWriter(_Writer[S]):
     """Collects one episode while it is recorded and commits it atomically."""
 
-    def __init__(self, store: Store, run_id: str, episode_id: str) -> None:
+    def __init__(self, store: S, run_id: str, episode_id: str) -> None:
         super().__init__(store, run_id, episode_id)
         self.episode_id = episode_id
         self.steps: list[Row] = []
@@ -141,7 +142,7 @@ class EpisodeWriter(_Writer):
         self._commit([row], self.steps, self.requests)
 
 
-class BatchWriter(_Writer):
+class BatchWriter(_Writer[S]):
     """Many episodes committed together as one file per table (imports, synthetic stores).
 
     Add each episode's blobs with :meth:`put_blob`, then the episode with :meth:`add_episode`;
@@ -150,7 +151,7 @@ class BatchWriter(_Writer):
 
     step_row_group = BATCH_STEP_ROW_GROUP
 
-    def __init__(self, store: Store, run_id: str) -> None:
+    def __init__(self, store: S, run_id: str) -> None:
         super().__init__(store, run_id, batch_stem())
         self.episodes: list[Row] = []
         self.steps: list[Row] = []
