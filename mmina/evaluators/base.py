@@ -5,7 +5,7 @@ assembled from the store's ``tasks``, ``episodes`` and ``steps`` tables, and an 
 that needs an LLM judge finds the judge's replies, already fetched and cached by the
 runner, in ``EpisodeView.judgments``. That keeps every verdict reproducible from the store.
 
-The deterministic built-ins (:class:`TraceEvaluator`) are defined over a :class:`Trace` —
+The deterministic built-ins (``trace_evaluator.py``) are defined over a :class:`Trace` —
 task, final answer, step URLs — and return :class:`ScoreRow` tuples: one definition serves
 an episode (``score``) and a whole rescoring, column by column (``score_batch``).
 """
@@ -14,15 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from mmina.tasks.blocking import BLOCKED
 from mmina.errors import MminaError
 from mmina.tasks.task import Task
-
-if TYPE_CHECKING:
-    from mmina.evaluators.batch import ScoreColumns
-    from mmina.evaluators.loading import EpisodeBatch
 
 NOT_APPLICABLE = "n/a"
 """The verdict of an evaluator with nothing to judge in an episode (its task has no reference
@@ -264,26 +260,6 @@ class BuiltinEvaluator:
 
     def score(self, episode: EpisodeView) -> list[Score]:
         raise NotImplementedError
-
-
-class TraceEvaluator(BuiltinEvaluator):
-    """A built-in decided by an episode's :class:`Trace` alone. ``rows`` is its definition;
-    ``score`` (one stored or live episode) and ``score_batch`` (a whole rescoring) both call it."""
-
-    def rows(self, trace: Trace) -> list[ScoreRow]:
-        raise NotImplementedError
-
-    def score(self, episode: EpisodeView) -> list[Score]:
-        return [Score(*row) for row in self.rows(Trace.of(episode))]
-
-    def score_batch(self, batch: "EpisodeBatch", out: "ScoreColumns") -> None:
-        for position in range(len(batch)):
-            try:
-                rows = self.rows(batch.trace(position))
-            except Exception as exc:  # as in rescoring one episode: that episode is unscored
-                out.fail(position, failure(exc))
-                continue
-            out.add(position, rows)
 
 
 def failure(exc: Exception) -> str:
