@@ -33,11 +33,10 @@ from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, M
                                      is_headless_shell, launch_args, launch_chromium, shut_down)
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
-from mmina.recorder.observing import Capture
 from mmina.recorder.seeding import seed_random
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
                                      LIVENESS_S, OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
-from mmina.recorder.tabs import BrowserGone, Tabs, connection_closed
+from mmina.recorder.tabs import BrowserGone, Capture, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
 __all__ = ["ACTION_DEADLINE_S", "DISABLE_FEATURES", "LOCAL_NETWORK_FEATURES", "MMINA_DISABLED_FEATURES",

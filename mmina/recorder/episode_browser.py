@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from playwright.async_api import BrowserContext, Error as PlaywrightError
 
@@ -20,12 +20,20 @@ from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_
                                      PROBE_DEADLINE_S, SETTLE_MAX_S, DeadlinePassed)
 from mmina.recorder.devtools import SEND_TIMEOUT_S as FREEZE_CALL_S
 from mmina.recorder.streams import EventStreams
+from mmina.recorder import acting, observing
 from mmina.recorder.tabs import BrowserGone, Tabs
 
-if TYPE_CHECKING:
-    from mmina.recorder.browser import BrowserSession
-
 T = TypeVar("T")
+
+
+class Session(Protocol):
+    """What an episode asks of its browser session (:class:`~mmina.recorder.browser.BrowserSession`
+    is one): to run a call on the session's event loop by a deadline, and whether the browser answers."""
+
+    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None,
+            doing: str = "a browser call") -> T: ...
+
+    def answers(self) -> bool: ...
 
 
 class ContextAbandoned(MminaError):
@@ -42,10 +50,10 @@ class EpisodeBrowser:
     its part of a step (``settling.py``) plus ``GRACE_S``: a stuck driver, route handler or
     page costs that call :class:`DeadlinePassed`, never the thread. After a call passed its
     deadline, the next one first checks that the browser still answers at all
-    (:meth:`BrowserSession.answers`; if not, :class:`BrowserGone` ends the episode) and that
+    (:meth:`Session.answers`; if not, :class:`BrowserGone` ends the episode) and that
     the page does (if not, the call fails at once instead of waiting for its deadline again)."""
 
-    def __init__(self, session: "BrowserSession", tabs: Tabs) -> None:
+    def __init__(self, session: Session, tabs: Tabs) -> None:
         self.session, self.tabs = session, tabs
         self.stuck: str | None = None
         """Why the last call that passed its deadline did (None once the browser answered again)."""
@@ -114,10 +122,10 @@ class EpisodeBrowser:
         self._call(self.tabs.settle(deadline), max(0.0, seconds), "waiting for the page to settle")
 
     def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-        return self._call(self.tabs.observe(step_index, intent), OBSERVE_DEADLINE_S, "observing the page")
+        return self._call(observing.observe(self.tabs, step_index, intent), OBSERVE_DEADLINE_S, "observing the page")
 
     def tree(self) -> tuple[str, list[Element]]:
-        return self._call(self.tabs.tree(), OBSERVE_DEADLINE_S, "reading the accessibility tree")
+        return self._call(observing.read_tree(self.tabs), OBSERVE_DEADLINE_S, "reading the accessibility tree")
 
     @contextmanager
     def thinking(self, freeze_after: float | None) -> Iterator[dict[str, float]]:
@@ -135,7 +143,7 @@ class EpisodeBrowser:
             timing["frozen_ms"] = frozen * 1e3
 
     def execute(self, action: Action) -> None:
-        self._call(self.tabs.execute(action), ACTION_DEADLINE_S, f"the action {action.render()}")
+        self._call(acting.execute(self.tabs, action), ACTION_DEADLINE_S, f"the action {action.render()}")
 
     def close(self) -> None:
         """Close the context (this also writes the HAR file); one that cannot be closed by

@@ -14,17 +14,15 @@ import asyncio
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from playwright.async_api import Error as PlaywrightError, Frame, Page
 
 from mmina.observations.observation import Element, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.devtools import call, evaluate
 from mmina.recorder.freezing import ANIMATING
+from mmina.recorder.tabs import Capture, Tabs, title_of
 from mmina.store.marks import paint
-
-if TYPE_CHECKING:
-    from mmina.recorder.tabs import Tabs
 
 T = TypeVar("T")
 IMAGES_IN_VIEW = """() => Array.from(document.images)
@@ -54,17 +52,6 @@ class PageFacts:
             return cls()
         title = value.get("title")
         return cls(value["images"], title if isinstance(title, str) else None, value.get("animating") is not False)
-
-
-@dataclass(frozen=True)
-class Capture:
-    """What an observation captures, from the run's browser settings."""
-
-    viewport_width: int
-    viewport_height: int
-    screenshots: bool
-    set_of_marks: bool
-    jpeg_quality: int
 
 
 class _Timer:
@@ -259,9 +246,3 @@ async def _side_by_side(*parts: Awaitable[Any]) -> list[Any]:
         raise failed[0]
     return results
 
-
-async def title_of(page: Page) -> str:
-    try:
-        return await page.title()
-    except PlaywrightError:
-        return ""

@@ -12,17 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import Executor
+from dataclasses import dataclass
 
 from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Frame, Page
 
-from mmina.actions.grammar import Action
 from mmina.errors import MminaError, StartPageError
 from mmina.actions.navigation import BLANK, PAGE_SCHEMES, refusal
-from mmina.observations.observation import Element, ElementIds, Observation
-from mmina.recorder import acting, observing
+from mmina.observations.observation import ElementIds
 from mmina.recorder.devtools import PageSessions
 from mmina.recorder.freezing import Freezing
-from mmina.recorder.observing import Capture, title_of
 from mmina.recorder.settling import ACTION_DEADLINE_S, ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, Settling
 from mmina.recorder.shots import Screenshots
 from mmina.recorder.streams import EventStreams
@@ -42,8 +40,26 @@ def connection_closed(api_object: object) -> bool:
     return getattr(connection, "_closed_error", None) is not None
 
 
+@dataclass(frozen=True)
+class Capture:
+    """What an observation captures, from the run's browser settings."""
+
+    viewport_width: int
+    viewport_height: int
+    screenshots: bool
+    set_of_marks: bool
+    jpeg_quality: int
+
+
+async def title_of(page: Page) -> str:
+    try:
+        return await page.title()
+    except PlaywrightError:
+        return ""
+
+
 class Tabs:
-    """The tabs of one episode's context: observe the active one, execute actions on it."""
+    """The tabs of one episode's context (observed by ``observing.py``, acted on by ``acting.py``)."""
 
     def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor,
                  allowed_schemes: tuple[str, ...] = ()) -> None:
@@ -136,18 +152,6 @@ class Tabs:
         if self._blanking:
             await asyncio.gather(*self._blanking, return_exceptions=True)
         await self._settling.settle(deadline)
-
-    async def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-        """The active tab's observation and its timings (see :func:`observing.observe`)."""
-        return await observing.observe(self, step_index, intent)
-
-    async def tree(self) -> tuple[str, list[Element]]:
-        """The active tab's accessibility tree as the agent sees it, and its elements."""
-        return await observing.read_tree(self)
-
-    async def execute(self, action: Action) -> None:
-        """Run one action and let the page settle (see :func:`acting.execute`)."""
-        await acting.execute(self, action)
 
     def raise_if_gone(self, exc: PlaywrightError) -> None:
         """Raise :class:`BrowserGone` if the browser or Playwright's driver is gone."""
