@@ -52,7 +52,7 @@ def _output(default_suffix: str):
 @store_option
 @format_option("table", "json")
 def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, fmt: str,
-         **options: Any) -> None:
+         store_path: str | None) -> None:
     """Export episodes as a WARC 1.1 file (gzip per record) that pywb, ReplayWeb.page and warcio read.
 
     Every archived exchange becomes request and response records (bodies as the browser
@@ -71,7 +71,7 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     """
     from mmina.interchange.warc_export import export_warc
 
-    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", options["store_path"])
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", store_path)
     with _progress(total) as advance:
         result = export_warc(store, selection, target, advance)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
@@ -89,7 +89,7 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
 @store_option
 @format_option("table", "json")
 def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
-         fmt: str, **options: Any) -> None:
+         fmt: str, store_path: str | None) -> None:
     """Export episodes as a WACZ 1.1.1 package that ReplayWeb.page opens: one page per step.
 
     The package holds the WARC of `export warc` (every body in full), its CDXJ index,
@@ -105,7 +105,7 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
     """
     from mmina.interchange.wacz_export import export_wacz
 
-    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", options["store_path"])
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", store_path)
     with _progress(total) as advance:
         result = export_wacz(store, selection, target, advance, title)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
@@ -118,7 +118,7 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
 @_output(".har")
 @store_option
 @format_option("table", "json")
-def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
+def har(episode: str, output: Path | None, fmt: str, store_path: str | None) -> None:
     """Export one episode's network traffic as HAR 1.2 (bodies, timings, the step of each entry).
 
     Each step is a HAR page; each entry names the step that issued it (`_mmina_step`).
@@ -130,7 +130,7 @@ def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
     """
     from mmina.interchange.har_export import export_har
 
-    result = export_har(open_store(options["store_path"]), episode, output or Path(f"{episode}.har"))
+    result = export_har(open_store(store_path), episode, output or Path(f"{episode}.har"))
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.entries} entr(ies) over {result.pages} step(s) "
                                    f"({result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
 
@@ -142,7 +142,7 @@ def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
 @_output(".eval")
 @store_option
 @format_option("table", "json")
-def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: Any) -> None:
+def inspect(run: str, evaluator: str, output: Path | None, fmt: str, store_path: str | None) -> None:
     """Export a run as an Inspect AI log (.eval): one sample per episode, for `inspect view`.
 
     A sample holds the task's intent and references, the model's messages, every step as
@@ -159,7 +159,7 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: 
     from mmina.interchange.inspect_export import export_inspect
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     run_id = store.resolve_run(run)
     with _progress(count_episodes(store, Selection(run=run_id))) as advance:
         result = export_inspect(store, run_id, output or Path(f"{run_id}.eval"), evaluator, advance)

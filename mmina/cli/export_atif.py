@@ -3,7 +3,6 @@ work is ``mmina.interchange.atif_export``, imported when the command runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -22,7 +21,7 @@ from mmina.cli.export import _progress, _render
 @store_option
 @format_option("table", "json")
 def atif(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path, no_images: bool,
-         fmt: str, **options: Any) -> None:
+         fmt: str, store_path: str | None) -> None:
     """Export episodes as ATIF trajectories (Harbor's Agent Trajectory Interchange Format).
 
     One trajectory per episode: the task and first observation as the user step, then one
@@ -40,7 +39,7 @@ def atif(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     from mmina.interchange.atif_export import export_atif
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     selection = Selection(run, episodes, tasks)
     with _progress(count_episodes(store, selection)) as advance:
         result = export_atif(store, selection, output, not no_images, advance)

@@ -3,7 +3,6 @@ work is ``mmina.interchange.dataset_export``, imported when the command runs).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -28,7 +27,7 @@ from mmina.cli.export import _progress, _render
 @store_option
 @format_option("table", "json")
 def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], requests: bool, max_shard_mb: float,
-            title: str, license_: str, authors: tuple[str, ...], fmt: str, **options: Any) -> None:
+            title: str, license_: str, authors: tuple[str, ...], fmt: str, store_path: str | None) -> None:
     """Export runs as a Hugging Face dataset folder: Parquet shards per config and a dataset card.
 
     Configs: episodes, steps (the screenshot as an Image feature), scores, tasks, runs,
@@ -49,7 +48,7 @@ def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], request
     from mmina.interchange.dataset_export import DatasetOptions, export_dataset
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     total = sum(count_episodes(store, Selection(run=run, tasks=tasks)) for run in dict.fromkeys(runs))
     settings = DatasetOptions(tasks, requests, max_shard_mb, CardText(title, license_, authors))
     with _progress(total) as advance:
