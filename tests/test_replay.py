@@ -42,7 +42,7 @@ shopping/6: a form POST answered by a 303 redirect and a cookie; normal/2: recip
 
 def _exchange(order: int, url: str, body: bytes = b"", method: str = "GET", status: int = 200,
               request_body: bytes | None = None, request_type: str = "", **extra) -> Exchange:
-    return Exchange(order, method, url, status, body=body, request_body=request_body, request_type=request_type,
+    return Exchange(order=order, method=method, url=url, status=status, body=body, request_body=request_body, request_type=request_type,
                     **extra)
 
 
@@ -176,7 +176,7 @@ def test_step_comparison_diffs_trees_and_counts_missing_steps() -> None:
                                     '`link "Mug"`; 1 element(s) only in the recording: link "Tea"; '
                                     '1 element(s) only in the replay: link "Mug"')
     assert steps[1].tree_change == "(step missing in the replay)"
-    episode = EpisodeFidelity("t", "a", "b", 2, 1, steps)
+    episode = EpisodeFidelity(task_id="t", source_episode="a", replay_episode="b", recorded_steps=2, replayed_steps=1, steps=steps)
     assert episode.fidelity == 0.0 and summarize([episode])["steps"] == 2
 
 
@@ -335,8 +335,8 @@ class OffArchive:
     def act(self, observation: Observation) -> AgentReply:
         self.calls += 1
         if self.calls == 1:
-            return AgentReply("goto [http://shop.mmina.test/product/knit-beanie]")
-        return AgentReply(f"stop [{observation.title}]")
+            return AgentReply(output="goto [http://shop.mmina.test/product/knit-beanie]")
+        return AgentReply(output=f"stop [{observation.title}]")
 
 
 def test_a_new_agent_on_the_archive_reports_coverage_gaps(drift0: tuple[Path, RunSummary]) -> None:

@@ -59,7 +59,7 @@ tasks = st.fixed_dictionaries({}, optional={
 task_files = st.one_of(tasks, tasks.map(lambda fields: {**NORMAL_1, **fields}))
 """Generated tasks, alone or over a runnable one (about one in eight then passes validation)."""
 suites = st.sampled_from(["normal", "compare", "shopping", "mine"])
-OBSERVATION = Observation(0, "http://a.example/", "t", [], 0, "")
+OBSERVATION = Observation(step_index=0, url="http://a.example/", title="t", tabs=[], active_tab=0, tree_text="")
 
 
 def _write(folder: Path, name: str, text: str | bytes) -> Path:

@@ -13,13 +13,42 @@ API = "https://notebook.example/api/sessions"
 
 
 def _archive() -> Archive:
-    return Archive([
-        Exchange(0, "GET", "https://notebook.example/lab", 200, (("Content-Type", "text/html"),), b"<html></html>"),
-        Exchange(1, "POST", API, 201, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
-        Exchange(2, "GET", f"{API}/a1", 200, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
-        Exchange(3, "GET", "https://notebook.example/static/app.js", 200,
-                 (("Content-Type", "application/javascript"),), b"run()"),
-    ])
+    return Archive(
+        [
+            Exchange(
+                order=0,
+                method="GET",
+                url="https://notebook.example/lab",
+                status=200,
+                headers=(("Content-Type", "text/html"),),
+                body=b"<html></html>",
+            ),
+            Exchange(
+                order=1,
+                method="POST",
+                url=API,
+                status=201,
+                headers=(("Content-Type", "application/json"),),
+                body=b'{"id": "a1"}',
+            ),
+            Exchange(
+                order=2,
+                method="GET",
+                url=f"{API}/a1",
+                status=200,
+                headers=(("Content-Type", "application/json"),),
+                body=b'{"id": "a1"}',
+            ),
+            Exchange(
+                order=3,
+                method="GET",
+                url="https://notebook.example/static/app.js",
+                status=200,
+                headers=(("Content-Type", "application/javascript"),),
+                body=b"run()",
+            ),
+        ]
+    )
 
 
 def _reply(method: str, url: str):
@@ -70,11 +99,11 @@ def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them
     from mmina.replayer.router import Served
 
     start = datetime(2026, 12, 6, tzinfo=timezone.utc)
-    served = [Served(start + timedelta(seconds=0.5), "GET", f"{API}?page=2", MatchKind.NEAREST, 200,
+    served = [Served(at=start + timedelta(seconds=0.5), method="GET", url=f"{API}?page=2", kind=MatchKind.NEAREST, status=200,
                      recorded_url=f"{API}?page=1", recorded_order=4),
-              Served(start + timedelta(seconds=0.6), "GET", f"{API}/a1", MatchKind.EXACT, 200,
+              Served(at=start + timedelta(seconds=0.6), method="GET", url=f"{API}/a1", kind=MatchKind.EXACT, status=200,
                      recorded_url=f"{API}/a1", recorded_order=5),
-              Served(start + timedelta(seconds=2.5), "DELETE", f"{API}/b2", MatchKind.UNMATCHED, 200)]
+              Served(at=start + timedelta(seconds=2.5), method="DELETE", url=f"{API}/b2", kind=MatchKind.UNMATCHED, status=200)]
     traced = _traced_by_step(served, [start + timedelta(seconds=1), start + timedelta(seconds=2)])
     assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == \
         [("nearest", f"{API}?page=2", f"{API}?page=1", 4)]  # the initial load's; the exact one is not listed

@@ -32,7 +32,7 @@ _EPISODE_COLUMNS = ["run_id", "episode_id", "task_id", "status", "stop_reason", 
 _STEP_COLUMNS = ["episode_id", "step_index", "url", "action", "action_error"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trajectory:
     """An earlier episode as memory sees it (its steps are read only once it is chosen)."""
 
@@ -103,9 +103,21 @@ def read_candidates(store: Store, cutoff: datetime) -> list[Trajectory]:
         task = tasks.get((row["run_id"], row["task_id"]))
         if task is None or row["status"] == "error" or not row["n_steps"] or row["ended_at"] >= cutoff:
             continue
-        found.append(Trajectory(row["run_id"], row["episode_id"], row["task_id"], task["suite"], task["intent"],
-                                row["stop_reason"], row["final_answer"], row["n_steps"], row["n_hops"],
-                                row["live_hops"], row["ended_at"]))
+        found.append(
+            Trajectory(
+                run_id=row["run_id"],
+                episode_id=row["episode_id"],
+                task_id=row["task_id"],
+                suite=task["suite"],
+                intent=task["intent"],
+                stop_reason=row["stop_reason"],
+                final_answer=row["final_answer"],
+                n_steps=row["n_steps"],
+                n_hops=row["n_hops"],
+                live_hops=row["live_hops"],
+                ended_at=row["ended_at"],
+            )
+        )
     return found
 
 

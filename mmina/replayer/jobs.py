@@ -39,7 +39,7 @@ STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "a
                 "acted_at", "frozen_ms", "tree_ms"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplaySetup:
     """What a replay worker needs to rebuild everything on its own (picklable)."""
 
@@ -186,9 +186,19 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     matches = _traced_by_step(outcome.served, outcome.step_starts)
     steps = tuple(replace(s, matches=matches.get(s.step_index - 1, ())) for s in steps)
-    return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
-                           len(outcome.steps), steps, counts(outcome.served),
-                           _gaps(outcome.served), outcome.result.status, outcome.result.error, outcome.sockets)
+    return EpisodeFidelity(
+        task_id=source.task_id,
+        source_episode=source.episode_id,
+        replay_episode=outcome.result.episode_id,
+        recorded_steps=len(recorded),
+        replayed_steps=len(outcome.steps),
+        steps=steps,
+        requests=counts(outcome.served),
+        unmatched_urls=_gaps(outcome.served),
+        status=outcome.result.status,
+        error=outcome.result.error,
+        sockets=outcome.sockets,
+    )
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:

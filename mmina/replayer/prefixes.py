@@ -61,7 +61,7 @@ class PrefixSpec:
         return {"prefix_run": self.run_id, **at, "prefix_evaluator": PREFIX_EVALUATOR}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prefix:
     """One hop-conditioned episode to record: the reference's first ``steps`` actions, replayed
     from its archive, then the agent takes over on the page of step ``steps``."""
@@ -185,9 +185,15 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
         expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
                         if row.get("final_url") is not None else None)
     source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()))
-    return Prefix(task.task_id, source, len(given), given,
-                  tuple(r["action"] or r["model_output"] or "" for r in recorded[:steps]),
-                  tuple(r["url"] or "" for r in recorded[:steps]), tuple(expected))
+    return Prefix(
+        task_id=task.task_id,
+        source=source,
+        start_hop=len(given),
+        given=given,
+        actions=tuple(r["action"] or r["model_output"] or "" for r in recorded[:steps]),
+        urls=tuple(r["url"] or "" for r in recorded[:steps]),
+        expected=tuple(expected),
+    )
 
 
 def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, Reference]:
