@@ -356,7 +356,7 @@ def test_a_new_agent_on_the_archive_reports_coverage_gaps(drift0: tuple[Path, Ru
 def test_unknown_sources_are_one_line_errors(drift0: tuple[Path, RunSummary]) -> None:
     store = str(drift0[0])
     for args, message in ((("--run", "nope"), "Error: no run 'nope' in "),
-                          (("--episode", "nope"), "Error: no episode nope in ")):
+                          (("--episode", "nope"), "Error: no episode 'nope' in ")):
         result = invoke("replay", *args, "--store", store)
         assert result.exit_code == 1 and result.output.startswith(message) and result.output.count("\n") == 1
     both = invoke("replay", "--run", "a", "--episode", "b", "--store", store)

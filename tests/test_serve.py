@@ -182,7 +182,7 @@ def test_sql_box_runs_a_query_downloads_csv_and_reports_bad_sql(app: Served, pag
 
 def test_unknown_episode_and_bad_parameters_are_clear_messages(app: Served, page: Page) -> None:
     open_view(page, app, "#/episode/no-such-episode")
-    assert message(page).startswith("unknown episode no-such-episode")
+    assert message(page).startswith("no episode 'no-such-episode'")
     open_view(page, app, "#/episodes?run=seeded&n_hops=x")
     assert message(page) == "parameter n_hops must be a whole number, not 'x'"
     open_view(page, app, "#/episodes?run=seeded&colour=red")

@@ -22,6 +22,7 @@ from typing import Any
 from PIL import Image
 
 from mmina.analysis.data import AnalysisError, query
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.model_input import message_digests
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
@@ -194,7 +195,7 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
         db.close()
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
-        raise AnalysisError(f"unknown episode {missing[0]} in {store.root}")
+        raise AnalysisError(not_found("episode", missing[0], str(store.root), see=SEE_EPISODES))
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)

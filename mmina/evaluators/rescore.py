@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
                                    missing_reference, needs_steps)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
@@ -426,7 +427,7 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     missing = [e for e in episodes if e not in where]
     if missing:
         scope = f"run(s) {', '.join(runs)}" if runs else str(store.root)
-        raise EvaluatorError(f"unknown episode {missing[0]} in {scope}")
+        raise EvaluatorError(not_found("episode", missing[0], scope, where, SEE_EPISODES))
     return list(dict.fromkeys(where[e] for e in episodes))
 
 

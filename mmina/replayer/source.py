@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.budget import Limits
-from mmina.errors import StoreError
+from mmina.errors import SEE_EPISODES, SEE_RUNS, StoreError, not_found
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.archive import Archive, exchanges_from_rows
 from mmina.runs import run_config
@@ -47,7 +47,7 @@ class SourceRun:
     def load(cls, store: Store, run_id: str, episodes: set[str]) -> SourceRun:
         rows = store.read("runs", run_id=run_id).to_pylist()
         if not rows:
-            raise StoreError(f"no run {run_id} in {store.root}")
+            raise StoreError(not_found("run", run_id, str(store.root), see=SEE_RUNS))
         config = run_config(rows[0].get("config_json"))
         known = {f.name for f in fields(Limits)}
         limits = Limits(**{k: v for k, v in (config.get("limits") or {}).items() if k in known})
@@ -87,10 +87,11 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
         raise StoreError("name exactly one source: --run ID or --episode ID")
     columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes"]
     if episode_id:
-        episodes = store.read("episodes", columns=columns)
-        episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))
+        every = store.read("episodes", columns=columns)
+        episodes = every.filter(pc.equal(every.column("episode_id"), episode_id))
         if not episodes.num_rows:
-            raise StoreError(f"no episode {episode_id} in {store.root}")
+            known = every.column("episode_id").to_pylist()
+            raise StoreError(not_found("episode", episode_id, str(store.root), known, SEE_EPISODES))
     else:
         run_id = store.resolve_run(str(run_id))  # named: exactly one of the two is
         episodes = store.read("episodes", run_id=run_id, columns=columns)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.errors import MminaError
+from mmina.errors import SEE_EPISODES, MminaError, not_found
 from mmina.answers import answer_verdict
 from mmina.observation import Observation, PageImage, Tab, elements_from_tree
 from mmina.store import Store
@@ -85,7 +85,7 @@ def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
     chosen = [e for e in rows.to_pylist() if not episodes or e["episode_id"] in episodes]
     missing = set(episodes) - {e["episode_id"] for e in chosen}
     if missing:
-        raise StepEvalError(f"no episode {sorted(missing)[0]} in run {run_id}")
+        raise StepEvalError(not_found("episode", sorted(missing)[0], f"run {run_id}", [e["episode_id"] for e in rows.to_pylist()], SEE_EPISODES))
     if not all_steps:
         chosen = [e for e in chosen if episode_succeeded(e, tasks[e["task_id"]])]
     steps = _steps(store, run_id, [e["episode_id"] for e in chosen])
