@@ -66,7 +66,7 @@ class QueryError(MminaError):
 
 
 class OutputError(MminaError):
-    """A file or folder a command was asked to write (``--out``) cannot be written there."""
+    """A file or folder a command was asked to write (``-o/--output``) cannot be written there."""
 
 
 class TaskError(MminaError):

@@ -1,6 +1,6 @@
 """`mmina sql --schema` (views' columns, a filter, json and csv), a query from a file or
 standard input, and one line of error for a path that cannot be used (sql -f, tasks list and
-validate, report and view --out)."""
+validate, report and view -o)."""
 from __future__ import annotations
 
 import csv
@@ -136,15 +136,15 @@ def test_tasks_list_of_a_path_that_is_not_there_is_one_line(tmp_path: Path, monk
 
 def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(recorded: tuple[Path, RunSummary],
                                                                           tmp_path: Path) -> None:
-    """``--out`` naming a folder where a file goes, a file where a folder goes, or a file in a
+    """``-o`` naming a folder where a file goes, a file where a folder goes, or a file in a
     folder that is not there: one line (it was an "unexpected IsADirectoryError"), nothing written."""
     store = str(recorded[0])
     (tmp_path / "a-file").write_text("mine")
     episode = invoke("sql", "select episode_id from episodes", "--store", store, "--format", "csv").output.split()[1]
-    cases = [(["view", "--episode", episode, "--out", str(tmp_path)], f"cannot write {tmp_path}: it is a folder"),
-             (["report", "--format", "json", "--out", str(tmp_path)], "it is a folder"),
-             (["report", "--format", "html", "--out", str(tmp_path / "no" / "r.html")], f"no folder {tmp_path / 'no'}"),
-             (["report", "--format", "csv", "--out", str(tmp_path / "a-file")], "it is a file, not a folder")]
+    cases = [(["view", "--episode", episode, "-o", str(tmp_path)], f"cannot write {tmp_path}: it is a folder"),
+             (["report", "--format", "json", "-o", str(tmp_path)], "it is a folder"),
+             (["report", "--format", "html", "-o", str(tmp_path / "no" / "r.html")], f"no folder {tmp_path / 'no'}"),
+             (["report", "--format", "csv", "-o", str(tmp_path / "a-file")], "it is a file, not a folder")]
     for args, message in cases:
         one_line_error(invoke(*args, "--store", store), message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "mine"

@@ -24,10 +24,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     store, out = recorded_store(), tmp_path_factory.mktemp("html")
     runner = CliRunner()
     result = runner.invoke(cli, ["report", "--store", str(store), "--run", "seeded", "--format", "html",
-                                 "--out", str(out / "report.html")])
+                                 "--output", str(out / "report.html")])
     assert result.exit_code == 0, result.output
     episode = next(p.stem for p in (store / "episodes" / "run_id=seeded").glob("normal-24-*.parquet")).split(".")[0]
-    result = runner.invoke(cli, ["view", "--episode", episode, "--store", str(store), "--out", str(out / "episode.html")])
+    result = runner.invoke(cli, ["view", "--episode", episode, "--store", str(store), "-o", str(out / "episode.html")])
     assert result.exit_code == 0, result.output
     return out / "report.html", out / "episode.html"
 

@@ -195,7 +195,8 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
         db.close()
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
-        raise AnalysisError(not_found("episode", missing[0], str(store.root), see=SEE_EPISODES))
+        known = store.read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()
+        raise AnalysisError(not_found("episode", missing[0], str(store.root), known, SEE_EPISODES))
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)

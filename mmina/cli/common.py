@@ -8,6 +8,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -146,6 +147,20 @@ RUN_REF = "a run id, an unambiguous prefix of one, or latest"
 """What a ``--run`` option accepts (see :meth:`mmina.store.Store.resolve_run`)."""
 
 
+SUITE_HELP = ("Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 "
+              "(default: the whole built-in suite).")
+"""What ``--tasks PATH`` takes, on every command that reads a suite."""
+
+
+def old_arguments(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
+    """Values given as positional arguments, as a command took them before it took options like
+    every other command (still accepted, with a warning; ``old`` and ``new`` name both forms)."""
+    if values:
+        echo(f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
+             err=True)
+    return values
+
+
 def run_option(what: str, multiple: bool = False, required: bool = False):
     """``--run RUN``: a run of the store, by id, unambiguous prefix or ``latest`` (``what``:
     the help text before that; ``multiple``: repeatable)."""
@@ -157,10 +172,10 @@ _RENAMED = "mmina.renamed"
 """``ctx.meta`` key: the values given under an option's old name, by the new option's parameter."""
 
 
-def renamed_option(name: str, dest: str, old: str, **kwargs: Any):
-    """``click.option(name, dest, **kwargs)`` that still takes its old name ``old``: hidden from
-    help, it works as before with a warning on stderr (giving both names is an error). A
-    ``callback`` in ``kwargs`` sees the value under either name."""
+def renamed_option(name: str, dest: str, old: str, short: str | None = None, **kwargs: Any):
+    """``click.option(name, dest, **kwargs)`` (and its ``short`` name) that still takes its old
+    name ``old``: hidden from help, it works as before with a warning on stderr (giving both
+    names is an error). A ``callback`` in ``kwargs`` sees the value under either name."""
     then = kwargs.pop("callback", None)
 
     def keep_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
@@ -178,12 +193,30 @@ def renamed_option(name: str, dest: str, old: str, **kwargs: Any):
         return then(ctx, _param, value) if then else value
 
     def decorator(func: Any) -> Any:
-        func = click.option(name, dest, callback=take_old, **kwargs)(func)
+        func = click.option(*([short] if short else []), name, dest, callback=take_old, **kwargs)(func)
         return click.option(old, f"renamed_{dest}", hidden=True, is_eager=True, expose_value=False,
                             callback=keep_old, type=kwargs.get("type"), metavar=kwargs.get("metavar"),
                             multiple=kwargs.get("multiple", False), is_flag=kwargs.get("is_flag"))(func)
 
     return decorator
+
+
+FILE, FOLDER, FILE_OR_FOLDER = "FILE", "DIR", "PATH"
+"""What ``-o/--output`` writes (its metavar)."""
+
+
+def output_option(help: str, writes: str = FILE, required: bool = False, checked: bool = True,
+                  old: str | None = None):
+    """``-o/--output``: one name for what every command writes (``writes``: a FILE, a DIR, or
+    either, a PATH, which click checks unless ``checked`` is false and the command does, with
+    :func:`mmina.outputs.output_path`; ``old``: the name this command took before, still
+    accepted with a warning)."""
+    kind = {"file_okay": writes != FOLDER, "dir_okay": writes != FILE} if checked else {}
+    kwargs: dict[str, Any] = {"type": click.Path(path_type=Path, **kind), "metavar": writes, "required": required,
+                              "help": help}
+    if old:
+        return renamed_option("--output", "output", old, short="-o", **kwargs)
+    return click.option("-o", "--output", "output", **kwargs)
 
 
 def ctrl_c_interrupts() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmina.cli.common import LazyGroup, format_option, open_store, store_option
+from mmina.cli.common import LazyGroup, format_option, open_store, output_option, store_option
 from mmina.cli.render import echo, print_json, progress_bar
 
 EXPORTERS = {
@@ -39,9 +39,8 @@ def export() -> None:
 
 
 def _output(default_suffix: str):
-    return click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-                        help=f"File to write (default: <run or episode>{default_suffix} here); written whole or "
-                             "not at all.")
+    return output_option(f"File to write (default: <run or episode>{default_suffix} here); written whole or not "
+                         "at all.")
 
 
 @export.command(name="warc")

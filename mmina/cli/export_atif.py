@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.common import FOLDER, format_option, open_store, output_option, store_option
 from mmina.cli.export import _progress, _render
 
 
@@ -14,9 +14,8 @@ from mmina.cli.export import _progress, _render
 @click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
-@click.option("--output", "-o", "output", required=True, metavar="DIR",
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A new (or empty) folder: one <episode>.json per episode, screenshots in images/.")
+@output_option("A new (or empty) folder: one <episode>.json per episode, screenshots in images/.", FOLDER,
+               required=True)
 @click.option("--no-images", is_flag=True, help="Leave the screenshots out (text observations only).")
 @store_option
 @format_option("table", "json")

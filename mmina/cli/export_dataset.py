@@ -6,15 +6,13 @@ from pathlib import Path
 
 import click
 
-from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.common import FOLDER, format_option, open_store, output_option, store_option
 from mmina.cli.export import _progress, _render
 
 
 @click.command(name="dataset")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
-@click.option("--output", "-o", "output", required=True, metavar="DIR",
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A new (or empty) folder to write; written whole or not at all.")
+@output_option("A new (or empty) folder to write; written whole or not at all.", FOLDER, required=True)
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
 @click.option("--requests", is_flag=True,
               help="Add the network trace: a requests config, and its bodies in blobs (enough to replay).")

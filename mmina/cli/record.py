@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from mmina.cli.bundles import AgentOptions, BrowserOptions, Bundle, ScaleOptions, option
-from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_REPEATS, MAX_STEPS, RUN_REF, Bounded,
+from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_REPEATS, MAX_STEPS, RUN_REF, SUITE_HELP, Bounded,
                               check_model_endpoint, format_option, open_store, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import INFRASTRUCTURE, MminaError
@@ -83,9 +83,7 @@ class TaskSelection(Bundle):
 
     PARAM: ClassVar[str] = "selection"
 
-    tasks_path: str | None = option(
-        "--tasks", metavar="PATH", help="Task file or folder in the MMInA format, or a built-in suite folder name "
-                                        "such as multi567 (default: the whole built-in suite).")
+    tasks_path: str | None = option("--tasks", metavar="PATH", help=SUITE_HELP)
     task_ids: tuple[str, ...] = option(
         "--task", multiple=True, metavar="ID", callback=_task_ids,
         help="Only this task id (e.g. normal/1); repeatable, or several at once as ID,ID.")
@@ -260,7 +258,7 @@ def record(store_path: str | None, selection: TaskSelection, agent: str, agent_o
         _print_summary(summary)
         if table is not None:
             print_tables([t for t in (table, repeats) if t is not None])
-            echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
+            echo(f"full report: mmina report --run {summary.run_id} --format html -o report.html "
                  f"--store {summary.store}")
 
 
@@ -432,7 +430,7 @@ def _print_summary(summary: RunSummary) -> None:
              "(an earlier recording was cut short between an episode and its verdicts)")
     if summary.task_warnings:
         echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
-             "`mmina tasks validate PATH` lists them")
+             "`mmina tasks validate --tasks PATH` lists them")
     if summary.stopped is not None:
         spent = "--max-cost" if summary.stopped == "max_cost" else "--max-hours"
         echo(f"stopped on budget ({spent}): {summary.left} task(s) not started; mmina record --resume --run-id "
