@@ -384,7 +384,7 @@ def test_a_page_the_archive_served_reaches_the_local_web_after_the_hand_over(tmp
     With Chromium's Local Network Access checks on, the frame was blocked and the oracle lost
     both hops; mmina turns them off (``LOCAL_NETWORK_FEATURES``)."""
     store = tmp_path / "store"
-    base = ["record", "--store", str(store), "--task-ids", "normal/43", "--format", "json"]
+    base = ["record", "--store", str(store), "--task", "normal/43", "--format", "json"]
     reference = CliRunner().invoke(cli, [*base, "--run-id", "oracle"])
     assert reference.exit_code == 0, reference.output
     taken = CliRunner().invoke(cli, [*base, "--run-id", "at", "--prefix-run", "oracle", "--at-hop", "1"])

@@ -142,7 +142,7 @@ def test_a_step_belongs_to_the_hop_at_the_head_of_the_queue() -> None:
 
 def _record(folder: Path) -> None:
     store = folder / "store"
-    summary = as_json(store, "record", "--task-ids", ",".join(TASKS), "--repeats", str(REPEATS), "--error-rate", "0.15",
+    summary = as_json(store, "record", "--task", ",".join(TASKS), "--repeats", str(REPEATS), "--error-rate", "0.15",
                       "--seed", "3", "--concurrency", "4", "--run-id", RUN)
     (folder / "summary.json").write_text(json.dumps(summary))
 

@@ -205,7 +205,7 @@ def test_a_run_being_recorded_updates_the_runs_page_without_a_reload(live_store:
         open_view(page, app, "#/")
         expect(page.locator("#runs tbody tr")).to_have_count(1)
         page.evaluate("window.stillTheSamePage = true")
-        recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task-ids", ",".join(tasks), "--run-id",
+        recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task", ",".join(tasks), "--run-id",
                                      "live", "--no-screenshots", "--store", str(live_store)], cwd=REPO_ROOT,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         row = page.locator('#runs tr[data-run="live"]')

@@ -125,9 +125,9 @@ def test_query_sources_that_do_not_fit_are_usage_errors(args: list[str], message
 def test_tasks_list_of_a_path_that_is_not_there_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case: the repository's relative path, given outside the repository."""
     monkeypatch.chdir(tmp_path)
-    one_line_error(invoke("tasks", "list", "fixtures/tasks/multi567"), "fixtures/tasks/multi567 does not exist",
+    one_line_error(invoke("tasks", "list", "--tasks", "fixtures/tasks/multi567"), "fixtures/tasks/multi567 does not exist",
                    f"(relative to {tmp_path})", "give just multi567")
-    assert invoke("tasks", "list", "multi567", "--format", "json").exit_code == 0
+    assert invoke("tasks", "list", "--tasks", "multi567", "--format", "json").exit_code == 0
     (tmp_path / "empty").mkdir()
     for command in ("list", "validate"):
         one_line_error(invoke("tasks", command, "empty"), "empty holds no task files (*.json)")

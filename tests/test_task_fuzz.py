@@ -148,7 +148,7 @@ def test_undecodable_file_names_are_shown_without_crashing(tmp_path: Path) -> No
         "lone-surrogate"])
 def test_the_cases_the_fuzzing_pass_found(tmp_path: Path, raw: dict[str, Any], field: str | None) -> None:
     _write(tmp_path, "normal/1.json", json.dumps(raw))
-    result = CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path), "--format", "json"])
+    result = CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path), "--format", "json"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     report = json.loads(result.output)
     failing = [p["field"] for p in report["problems"] if p["severity"] == "error"]
@@ -180,8 +180,8 @@ def test_a_fifo_named_like_a_task_is_skipped_without_blocking(tmp_path: Path) ->
     (tmp_path / "normal" / "3.json").mkdir()
     outcome: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: outcome.update(
-        validate=CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path)]), suite=load_suite(tmp_path),
-        alone=CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path / "normal" / "2.json")])), daemon=True)
+        validate=CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path)]), suite=load_suite(tmp_path),
+        alone=CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path / "normal" / "2.json")])), daemon=True)
     worker.start()
     worker.join(timeout=120)
     assert not worker.is_alive(), "reading a FIFO blocked"

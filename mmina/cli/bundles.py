@@ -91,6 +91,12 @@ class Bundle:
 
         return decorator
 
+    @classmethod
+    def flags(cls) -> dict[str, str]:
+        """Each option's long name → the field it fills (``--browser`` → ``browser_path``)."""
+        return {f.metadata[_OPTION].decls[-1]: f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if _OPTION in f.metadata}
+
 
 def _click_option(declared_field: dataclasses.Field[Any], words: Mapping[str, str],
                   old: Mapping[str, str]) -> Callable[[Any], Any]:
