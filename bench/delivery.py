@@ -44,28 +44,9 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 
 
 def _archive(url: str) -> Archive:
-    return Archive(
-        [
-            Exchange(
-                order=0,
-                method="GET",
-                url=url,
-                status=200,
-                headers=(("content-type", "text/html"),),
-                body=PAGE,
-                mime_type="text/html",
-            ),
-            Exchange(
-                order=1,
-                method="GET",
-                url=url + "bundle.js",
-                status=200,
-                headers=(("content-type", "application/javascript"),),
-                body=BUNDLE,
-                mime_type="application/javascript",
-            ),
-        ]
-    )
+    return Archive([Exchange(0, "GET", url, 200, (("content-type", "text/html"),), PAGE, mime_type="text/html"),
+                    Exchange(1, "GET", url + "bundle.js", 200, (("content-type", "application/javascript"),), BUNDLE,
+                             mime_type="application/javascript")])
 
 
 async def _load(context: BrowserContext, url: str) -> float:

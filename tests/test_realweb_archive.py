@@ -20,7 +20,7 @@ def archives(draw: st.DrawFn) -> list[Exchange]:
     for order in range(draw(st.integers(1, 12))):
         status = draw(STATUSES)
         body = draw(st.binary(min_size=1, max_size=8)) if status == 200 else b""
-        exchanges.append(Exchange(order=order, method="GET", url=f"https://site.test{draw(PATHS)}", status=status, body=body))
+        exchanges.append(Exchange(order, "GET", f"https://site.test{draw(PATHS)}", status, body=body))
     return exchanges
 
 
@@ -59,7 +59,7 @@ def test_a_recorded_failure_answers_only_where_nothing_was_answered(exchanges: l
 @given(st.lists(st.tuples(st.integers(1, 10_000), st.floats(0, 60_000, allow_nan=False)), min_size=2, max_size=6))
 def test_mmina_headers_are_read_back_and_never_served(timing: list[tuple[int, float]]) -> None:
     chunks = ",".join(f"{size}@{at:g}" for size, at in timing)
-    exchange = Exchange(order=0, method="GET", url="https://site.test/q", status=200, headers=(
+    exchange = Exchange(0, "GET", "https://site.test/q", 200, headers=(
         ("Content-Type", "text/event-stream"), (CHUNKS_HEADER, chunks), (BODY_HEADER, MISSING)))
     assert exchange.chunks == chunks and exchange.body_missing
     assert set(reply_for(exchange).headers) == {"content-type"}

@@ -42,7 +42,7 @@ shopping/6: a form POST answered by a 303 redirect and a cookie; normal/2: recip
 
 def _exchange(order: int, url: str, body: bytes = b"", method: str = "GET", status: int = 200,
               request_body: bytes | None = None, request_type: str = "", **extra) -> Exchange:
-    return Exchange(order=order, method=method, url=url, status=status, body=body, request_body=request_body, request_type=request_type,
+    return Exchange(order, method, url, status, body=body, request_body=request_body, request_type=request_type,
                     **extra)
 
 

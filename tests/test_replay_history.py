@@ -33,7 +33,7 @@ FAST = BrowserConfig(screenshots=False, set_of_marks=False)
 # ---------------------------------------------------------------- deliverable headers (pure)
 
 def test_a_repeated_header_joined_by_a_newline_is_served_as_one_list() -> None:
-    exchange = Exchange(order=0, method="GET", url="http://shop.test/", status=200, headers=(
+    exchange = Exchange(0, "GET", "http://shop.test/", 200, headers=(
         ("Content-Type", "text/html"), ("Link", "</a>; rel=preload\n</b>; rel=shortlink"),
         ("Set-Cookie", "a=1; Path=/\nb=2; Path=/"), ("X-Odd", "one\r\ntwo\x00"), ("Bad Name", "x"),
         ("X-Secret", f"{REDACTED}\nkept"), ("X-Empty", "")), body=b"<p>shop</p>")
@@ -52,13 +52,13 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
     first out, with its own timing (a paced replay holds it for its own observation, not the next
     one's), and is answered with the next kept body; the requests after it get their own."""
     lost = (("x-mmina-body", "missing"),)
-    archive = Archive([Exchange(order=0, method="GET", url="http://shop.test/api/stock?since=1", status=200, body=b'{"stock": 5}',
+    archive = Archive([Exchange(0, "GET", "http://shop.test/api/stock?since=1", 200, body=b'{"stock": 5}',
                                 started_ms=1_000.0, time_ms=5.0),
-                       Exchange(order=1, method="GET", url="http://shop.test/api/stock?since=2", status=200, headers=lost,
+                       Exchange(1, "GET", "http://shop.test/api/stock?since=2", 200, headers=lost,
                                 started_ms=2_000.0, time_ms=7.0),
-                       Exchange(order=2, method="GET", url="http://shop.test/api/stock?since=3", status=200, body=b'{"stock": 4}',
+                       Exchange(2, "GET", "http://shop.test/api/stock?since=3", 200, body=b'{"stock": 4}',
                                 headers=(("Content-Type", "application/json"),), started_ms=3_000.0, time_ms=9.0),
-                       Exchange(order=3, method="GET", url="http://shop.test/api/stock?since=4", status=200, headers=lost,
+                       Exchange(3, "GET", "http://shop.test/api/stock?since=4", 200, headers=lost,
                                 started_ms=4_000.0, time_ms=11.0)])
     matcher = Matcher(archive)
     assert matcher.peek("GET", "http://shop.test/api/stock?since=8").exchange.body == b'{"stock": 5}'
@@ -69,7 +69,7 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
                                         b'{"stock": 4}']  # the last lost one: the previous kept body
     assert not any(e.body_missing for e in served) and served[1].headers == archive.exchanges[2].headers
     assert [e.body_of for e in served] == [None, 2, None, 2, 2]  # the stand-ins, for the replay report
-    only_lost = Matcher(Archive([Exchange(order=0, method="GET", url="http://shop.test/a", status=200, headers=lost)]))
+    only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
     assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 
 
@@ -80,29 +80,12 @@ def test_a_cache_hit_answered_by_the_same_resource_is_no_lost_body() -> None:
     another length, is still a body the recording lost."""
     lost = (("Content-Length", "12"), ("x-mmina-body", "missing"))
     font = "http://docs.test/css/fonts/lato.woff2"
-    archive = Archive(
-        [
-            Exchange(
-                order=0,
-                method="GET",
-                url=font,
-                status=200,
-                headers=(("Content-Length", "12"),),
-                body=b"woff2-bytes!",
-                time_ms=80.0,
-            ),
-            Exchange(order=1, method="GET", url=font, status=200, headers=lost, time_ms=1.0),
-            Exchange(order=2, method="GET", url=font, status=200, headers=lost, time_ms=40.0),
-            Exchange(
-                order=3,
-                method="GET",
-                url=font,
-                status=200,
-                headers=(("Content-Length", "13"), ("x-mmina-body", "missing")),
-                time_ms=1.0,
-            ),
-        ]
-    )
+    archive = Archive([Exchange(0, "GET", font, 200, headers=(("Content-Length", "12"),), body=b"woff2-bytes!",
+                                time_ms=80.0),
+                       Exchange(1, "GET", font, 200, headers=lost, time_ms=1.0),
+                       Exchange(2, "GET", font, 200, headers=lost, time_ms=40.0),
+                       Exchange(3, "GET", font, 200, headers=(("Content-Length", "13"), ("x-mmina-body", "missing")),
+                                time_ms=1.0)])
     matcher = Matcher(archive)
     served = [matcher.match("GET", font).exchange for _ in range(4)]
     assert [e.body for e in served] == [b"woff2-bytes!"] * 4
@@ -114,7 +97,7 @@ def test_a_cache_hit_answered_by_the_same_resource_is_no_lost_body() -> None:
 def test_a_document_recorded_with_a_joined_header_is_answered_at_once() -> None:
     """Without splitting the value, ``route.fulfill`` fails silently and ``goto`` times out."""
     url = "http://shop.history.test/"
-    archive = Archive([Exchange(order=0, method="GET", url=url, status=200, headers=(("Content-Type", "text/html"),
+    archive = Archive([Exchange(0, "GET", url, 200, headers=(("Content-Type", "text/html"),
                                                              ("Link", "</a>; rel=preload\n</b>; rel=shortlink")),
                                 body=b"<title>Harbour shop</title><p>shop</p>")])
     router = ArchiveRouter(archive, datetime.now(timezone.utc))
@@ -144,40 +127,12 @@ def test_a_repeat_asked_a_turn_earlier_than_recorded_is_answered_without_waiting
                  b"Date.now()).then(r => r.json()); ask().then(() => ask()).then(d => "
                  b"{ document.getElementById('s').textContent = 'Stock ' + d.stock; });</script>")
     json_type = (("Content-Type", "application/json"),)
-    archive = Archive(
-        [
-            Exchange(
-                order=0,
-                method="GET",
-                url="http://turns.history.test/",
-                status=200,
-                headers=(("Content-Type", "text/html"),),
-                body=page_html,
-            ),
-            Exchange(
-                order=1,
-                method="GET",
-                url="http://turns.history.test/api/stock?since=1",
-                status=200,
-                headers=json_type,
-                body=b'{"stock": 7}',
-                request_type="fetch",
-                started_ms=now + 100,
-                time_ms=10,
-            ),
-            Exchange(
-                order=2,
-                method="GET",
-                url="http://turns.history.test/api/stock?since=2",
-                status=200,
-                headers=json_type,
-                body=b'{"stock": 7}',
-                request_type="fetch",
-                started_ms=now + 2_100,
-                time_ms=10,
-            ),
-        ]
-    )
+    archive = Archive([
+        Exchange(0, "GET", "http://turns.history.test/", 200, (("Content-Type", "text/html"),), page_html),
+        Exchange(1, "GET", "http://turns.history.test/api/stock?since=1", 200, json_type, b'{"stock": 7}',
+                 request_type="fetch", started_ms=now + 100, time_ms=10),
+        Exchange(2, "GET", "http://turns.history.test/api/stock?since=2", 200, json_type, b'{"stock": 7}',
+                 request_type="fetch", started_ms=now + 2_100, time_ms=10)])
     turns = Turns([now / 1e3 + 1.0, now / 1e3 + 3.0])  # observation 0 between the two recorded asks
     router = ArchiveRouter(archive, datetime.now(timezone.utc), paced=True, turns=turns)
     session = BrowserSession(FAST)

@@ -178,32 +178,10 @@ def test_a_page_message_posted_over_long_polling_is_matched_by_content_only() ->
 
 def test_a_recorded_session_holds_what_its_page_posted_over_long_polling() -> None:
     polling = "http://h/socket.io/?EIO=4&transport=polling&sid=abc"
-    exchanges = [
-        Exchange(
-            order=0,
-            method="POST",
-            url=polling,
-            status=200,
-            request_body=b'42["before"]',
-            started_ms=OPENED_MS - 500,
-        ),
-        Exchange(
-            order=1,
-            method="GET",
-            url=polling.replace("polling", "websocket").replace("http", "ws"),
-            status=101,
-            body=_body(("receive", 1.0, '42["tick"]')),
-            started_ms=OPENED_MS,
-        ),
-        Exchange(
-            order=2,
-            method="POST",
-            url=polling,
-            status=200,
-            request_body=b'42["click"]\x1e3',
-            started_ms=OPENED_MS + 500,
-        ),
-    ]
+    exchanges = [Exchange(0, "POST", polling, 200, request_body=b'42["before"]', started_ms=OPENED_MS - 500),
+                 Exchange(1, "GET", polling.replace("polling", "websocket").replace("http", "ws"), 101, body=_body(("receive", 1.0, '42["tick"]')),
+                          started_ms=OPENED_MS),
+                 Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500)]
     [compared] = ArchiveRouter(Archive(exchanges), datetime.now(timezone.utc)).socket_fidelity()
     assert (compared.recorded, compared.replayed) == (3, 0)  # before and after the upgrade; the pong is a heartbeat
     assert compared.first_difference == 'page → server message 1: recorded `42["before"]`, not said in the replay'
@@ -215,7 +193,7 @@ def test_a_socket_opened_early_on_the_timeline_opens_at_its_first_recorded_messa
     until τ reaches the first recorded message — past an observation held in between, which must
     be taken first — and one that asks later, or a socket without messages, opens at once."""
     start = datetime.fromtimestamp(OPENED_MS / 1e3 - 1.0, timezone.utc)  # the socket: 1 s into the episode
-    socket = Exchange(order=0, method="GET", url="ws://nb.test/api/kernels/k/channels", status=101, started_ms=OPENED_MS - 800,
+    socket = Exchange(0, "GET", "ws://nb.test/api/kernels/k/channels", 101, started_ms=OPENED_MS - 800,
                       body=_body(("send", 0.3, '{"msg_type": "kernel_info_request"}')))
 
     async def opening(timeline: Timeline, exchange: Exchange, observed_after: float | None = None) -> float:

@@ -4,6 +4,7 @@ error object for a JSON API), never mmina's own plain text where the page parses
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given, strategies as st
 
@@ -13,42 +14,13 @@ API = "https://notebook.example/api/sessions"
 
 
 def _archive() -> Archive:
-    return Archive(
-        [
-            Exchange(
-                order=0,
-                method="GET",
-                url="https://notebook.example/lab",
-                status=200,
-                headers=(("Content-Type", "text/html"),),
-                body=b"<html></html>",
-            ),
-            Exchange(
-                order=1,
-                method="POST",
-                url=API,
-                status=201,
-                headers=(("Content-Type", "application/json"),),
-                body=b'{"id": "a1"}',
-            ),
-            Exchange(
-                order=2,
-                method="GET",
-                url=f"{API}/a1",
-                status=200,
-                headers=(("Content-Type", "application/json"),),
-                body=b'{"id": "a1"}',
-            ),
-            Exchange(
-                order=3,
-                method="GET",
-                url="https://notebook.example/static/app.js",
-                status=200,
-                headers=(("Content-Type", "application/javascript"),),
-                body=b"run()",
-            ),
-        ]
-    )
+    return Archive([
+        Exchange(0, "GET", "https://notebook.example/lab", 200, (("Content-Type", "text/html"),), b"<html></html>"),
+        Exchange(1, "POST", API, 201, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
+        Exchange(2, "GET", f"{API}/a1", 200, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
+        Exchange(3, "GET", "https://notebook.example/static/app.js", 200,
+                 (("Content-Type", "application/javascript"),), b"run()"),
+    ])
 
 
 def _reply(method: str, url: str):
@@ -99,11 +71,14 @@ def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them
     from mmina.replayer.router import Served
 
     start = datetime(2026, 12, 6, tzinfo=timezone.utc)
-    served = [Served(at=start + timedelta(seconds=0.5), method="GET", url=f"{API}?page=2", kind=MatchKind.NEAREST, status=200,
-                     recorded_url=f"{API}?page=1", recorded_order=4),
-              Served(at=start + timedelta(seconds=0.6), method="GET", url=f"{API}/a1", kind=MatchKind.EXACT, status=200,
-                     recorded_url=f"{API}/a1", recorded_order=5),
-              Served(at=start + timedelta(seconds=2.5), method="DELETE", url=f"{API}/b2", kind=MatchKind.UNMATCHED, status=200)]
+    def served_at(seconds: float, method: str, url: str, kind: MatchKind, **recorded: Any) -> Served:
+        return Served(at=start + timedelta(seconds=seconds), method=method, url=url, kind=kind, status=200, **recorded)
+
+    served = [
+        served_at(0.5, "GET", f"{API}?page=2", MatchKind.NEAREST, recorded_url=f"{API}?page=1", recorded_order=4),
+        served_at(0.6, "GET", f"{API}/a1", MatchKind.EXACT, recorded_url=f"{API}/a1", recorded_order=5),
+        served_at(2.5, "DELETE", f"{API}/b2", MatchKind.UNMATCHED),
+    ]
     traced = _traced_by_step(served, [start + timedelta(seconds=1), start + timedelta(seconds=2)])
     assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == \
         [("nearest", f"{API}?page=2", f"{API}?page=1", 4)]  # the initial load's; the exact one is not listed

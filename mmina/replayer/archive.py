@@ -83,7 +83,7 @@ class MatchKind(str, Enum):
     UNMATCHED = "unmatched"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Exchange:
     """One recorded request with its response, as the archive keeps it."""
 
