@@ -67,7 +67,7 @@ def test_sql_refuses_anything_but_reads(recorded_copy: Path, query: str) -> None
     (["sql", "select 1", "--store", "{notstore}"], "not an mmina store"),
     (["store", "info", "--store", "{notstore}"], "not an mmina store"),
     (["store", "verify", "--store", "{missing}"], "no store at"),
-    (["record", "--task", "normal/999", "--store", "{fresh}"], "unknown task"),
+    (["record", "--task", "normal/999", "--store", "{fresh}"], "no task 'normal/999'"),
     (["record", "--agent", "nosuch", "--store", "{fresh}"], "no agent 'nosuch'"),
     (["record", "--tasks", "{missing}", "--store", "{fresh}"], "does not exist"),
     (["record", "--browser", "/nonexistent/chromium", "--store", "{fresh}"], "does not exist"),

@@ -130,8 +130,8 @@ def test_tasks_list_of_a_path_that_is_not_there_is_one_line(tmp_path: Path, monk
     assert invoke("tasks", "list", "--tasks", "multi567", "--format", "json").exit_code == 0
     (tmp_path / "empty").mkdir()
     for command in ("list", "validate"):
-        one_line_error(invoke("tasks", command, "empty"), "empty holds no task files (*.json)")
-        one_line_error(invoke("tasks", command, str(tmp_path / "gone")), f"{tmp_path / 'gone'} does not exist")
+        one_line_error(invoke("tasks", command, "--tasks", "empty"), "empty holds no task files (*.json)")
+        one_line_error(invoke("tasks", command, "--tasks", str(tmp_path / "gone")), f"{tmp_path / 'gone'} does not exist")
 
 
 def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(recorded: tuple[Path, RunSummary],
