@@ -259,6 +259,11 @@ def test_what_is_not_there_is_said_the_same_way_for_every_kind(store: Path, tmp_
     assert len([entry for entry in result.stderr.splitlines() if entry.startswith("Error:")]) == 1
 
 
+def test_a_table_the_report_does_not_have_is_said_the_same_way(store: Path) -> None:
+    result = invoke(store, "report", "--run", "run-a", "--table", "runner_log", exit_code=1)
+    assert result.stderr.strip() == "Error: no table 'runner_log' in this report (only with --evaluator mmina_official)"
+
+
 def test_not_found_offers_the_nearest_name_only_when_one_is_close() -> None:
     from mmina.errors import not_found
 
