@@ -260,7 +260,9 @@ def test_what_is_not_there_is_said_the_same_way_for_every_kind(store: Path, tmp_
 
 
 def test_a_table_the_report_does_not_have_is_said_the_same_way(store: Path) -> None:
-    result = invoke(store, "report", "--run", "run-a", "--table", "runner_log", exit_code=1)
+    invoke(store, "rescore", "--evaluator", "must_include", "--run", "run-a")
+    result = invoke(store, "report", "--run", "run-a", "--evaluator", "must_include", "--table", "runner_log",
+                    exit_code=1)
     assert result.stderr.strip() == "Error: no table 'runner_log' in this report (only with --evaluator mmina_official)"
 
 
