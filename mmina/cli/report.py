@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import open_store, run_option, store_option
-from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
+from mmina.cli.common import open_store, run_option, store_option, wide_option
+from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, say, status, write_csv
 from mmina.outputs import output_path
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 @click.option("--viewer-episodes", type=click.IntRange(0), default=50, show_default=True,
               help="Episodes in the HTML trajectory viewer (failed ones first).")
 @store_option
+@wide_option
 def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, table_names: tuple[str, ...],
            viewer_episodes: int, store_path: str | None) -> None:
     """Hop-by-hop analysis of scored runs: SR by hop count, hop positions, early failure,
@@ -98,7 +99,7 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
         _emit_json(result.as_json(table_names), out)
     else:
         repeats = f" (episodes: up to {result.repeats} repeats of a task)" if result.repeats > 1 else ""
-        echo(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
+        say(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
              f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
         print_tables(tables)
 
@@ -170,6 +171,7 @@ def _print_comparison(result: Comparison) -> None:
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table", show_default=True,
               help="csv prints the flips.")
 @store_option
+@wide_option
 def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
             store_path: str | None) -> None:
     """Paired per-task comparison of two runs, or of two evaluators on one run: success of
