@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 @store_option
 @format_option()
 def eval_steps(fmt: str, **options: Any) -> None:
-    """Ask an agent for the next action of stored steps and score it against the recorded one.
+    """Score an agent's next action on stored steps. The agent is asked for the next action of each
+    stored step, and its answer is scored against the recorded one.
 
     Each sampled step's observation is rebuilt as recorded (tree, screenshots, images, tabs,
     the task and the K previous recorded actions). The prediction is scored on its operation

@@ -8,6 +8,7 @@ One rule for every table a command prints on a terminal:
   word (``tasks_passed`` is one word; ``task_sr [95% CI]`` may take two lines).
 * A cell wraps between words; a word folds only when it is longer than :data:`FOLD_AT`
   characters (a URL, a long model output), so a number, a date or a status stays whole.
+* The first column, each row's label, stays on one line when it is short (:data:`LABEL_WIDTH`).
 * When the columns do not fit at those widths, columns are left out: first those the table
   names as secondary (:data:`SECONDARY`), then from the right; the first column and the
   identifiers stay. The command says which were left out; ``--wide`` shows every column.
@@ -19,12 +20,16 @@ Off a terminal (a pipe, a file) and with ``--wide`` every column is shown at its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.cells import cell_len
 
 FOLD_AT = 12
 """A cell's word longer than this may be folded to fit; shorter words stay whole."""
+
+LABEL_WIDTH = 24
+"""The first column (each row's label: a bucket, a group, a task) is never wrapped when it is no
+wider than this."""
 
 KEY_NAMES = frozenset({"id", "run", "task", "episode"})
 """Column names (besides ``*_id``) whose values are identifiers."""
@@ -94,6 +99,8 @@ def fit(columns: Sequence[str], rows: Sequence[Sequence[str]], available: int | 
     """Which columns to show and how wide, for a terminal ``available`` cells wide (None: as
     wide as the table needs, every column shown whole)."""
     measured = [measure(name, [row[i] for row in rows]) for i, name in enumerate(columns)]
+    if measured and measured[0].natural <= LABEL_WIDTH:
+        measured[0] = replace(measured[0], least=measured[0].natural)
     if available is None:
         return Fit(tuple(range(len(measured))), tuple(c.natural for c in measured), ())
     shown = _kept(measured, available, secondary)

@@ -142,7 +142,8 @@ def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | Non
 @scale_options("recorded")
 @format_option()
 def record(fmt: str, **options: Any) -> None:
-    """Record an agent on tasks in Chromium: every step's observation, action and network trace.
+    """Record an agent on tasks in Chromium, step by step. Every step's observation, action and
+    network trace go to the store.
 
     With no options, records the built-in fixture suite with the oracle agent into the
     default store, starting and stopping the local fixture web itself. Each episode's
@@ -151,7 +152,8 @@ def record(fmt: str, **options: Any) -> None:
 
     \b
     Examples:
-      mmina record
+      mmina record --task normal/1                  # one task, a few seconds
+      mmina record                                  # the built-in suite: 100 tasks, 3-6 minutes
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent heuristic --workers 2
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal

@@ -235,8 +235,14 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: st
         table.add_row(*(Text(row[index]) for index in fitted.shown))
     _print_renderable(table, fitted.width)
     if fitted.dropped:
-        echo(words_to_width(f"(left out to fit {available} columns: {', '.join(fitted.dropped)}; --wide shows all)",
+        echo(words_to_width(f"(left out to fit {available} columns: {_names(fitted.dropped)}; --wide shows all)",
                             available))
+
+
+def _names(names: Sequence[str], most: int = 8) -> str:
+    """The first ``most`` names, then how many more."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def print_tables(tables: Sequence[Table]) -> None:

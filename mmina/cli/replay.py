@@ -54,7 +54,8 @@ class BelowMinimumFidelity(MminaError):
 @scale_options("replayed")
 @format_option()
 def replay(fmt: str, **options: Any) -> None:
-    """Replay stored episodes with every request answered from the archive, and report fidelity.
+    """Replay stored episodes from the archive and report fidelity. Every request is answered from
+    the archive.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
     all served from the recorded traffic (never the live network), in the recording's time (the

@@ -60,8 +60,8 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 @wide_option
 def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, table_names: tuple[str, ...],
            viewer_episodes: int, store_path: str | None) -> None:
-    """Hop-by-hop analysis of scored runs: SR by hop count, hop positions, early failure,
-    failure modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
+    """Hop-by-hop analysis of scored runs. SR by hop count, hop positions, early failure, failure
+    modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
 
     Verdicts come from `mmina rescore` (the latest batch per episode and evaluator); the
     default evaluator is `hops`, the clean hop queue; with `--evaluator mmina_official` the
@@ -174,8 +174,8 @@ def _print_comparison(result: Comparison) -> None:
 @wide_option
 def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
             store_path: str | None) -> None:
-    """Paired per-task comparison of two runs, or of two evaluators on one run: success of
-    each side, the tasks that flipped either way, and McNemar's exact test.
+    """Paired per-task comparison of two runs or two evaluators. Two runs, or two evaluators on one
+    run: success of each side, the tasks that flipped either way, and McNemar's exact test.
 
     \b
     Examples:
@@ -212,9 +212,9 @@ def _positional(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
               help="Output file (default: episode-<EPISODE>.html).")
 @store_option
 def view(old_episode: str | None, episode: str | None, out: Path | None, store_path: str | None) -> None:
-    """Write one episode's trajectory viewer as a self-contained HTML file: per step the
-    screenshot, the action and its target element, the raw model output, the hop progress
-    and the verdicts (previous/next buttons or the arrow keys move between steps).
+    """Write one episode's trajectory viewer as an HTML file. A self-contained page: per step the
+    screenshot, the action and its target element, the raw model output, the hop progress and the
+    verdicts (previous/next buttons or the arrow keys move between steps).
 
     \b
     Example:

@@ -40,7 +40,8 @@ OLD_JUDGE_NAMES = {"--judge-base-url": "--base-url", "--judge-concurrency": "--c
 @store_option
 @format_option()
 def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) -> None:
-    """Score stored episodes with an evaluator and append the verdicts to the store.
+    """Score stored episodes with an evaluator; append the verdicts. They go to the store as a new
+    batch.
 
     Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+, with 95% intervals) and
     the episodes whose task verdict flipped against the previous scoring by the same

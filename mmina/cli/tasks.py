@@ -27,7 +27,7 @@ def tasks() -> None:
 @click.argument("path", required=False)
 @format_option()
 def validate(path: str | None, fmt: str) -> None:
-    """Check every task file under PATH; print each finding as `file: field: what is wrong`.
+    """Check every task file under PATH. Each finding is printed as `file: field: what is wrong`.
 
     Errors make a task impossible to run (no intent, no start URL, a procedure that is not a
     list, an evaluation type nobody can evaluate, a file that is not JSON) and exit 1; `mmina
