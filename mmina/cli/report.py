@@ -100,7 +100,7 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     else:
         repeats = f" (episodes: up to {result.repeats} repeats of a task)" if result.repeats > 1 else ""
         say(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
-             f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
+            f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
         print_tables(tables)
 
 

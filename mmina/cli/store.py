@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.cli.common import format_option, human_bytes, open_store, run_option, store_option
-from mmina.cli.render import echo, print_json, render_rows, status
+from mmina.cli.render import echo, print_json, render_rows, say, status
 from mmina.errors import plural
 
 if TYPE_CHECKING:
@@ -47,9 +47,9 @@ def info(store_path: str | None, fmt: str) -> None:
         render_rows(["table", "files", "rows", "bytes", "unreadable"],
                     [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables], "csv")
         return
-    echo(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
-         f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
-         "`mmina runs` lists the runs")
+    say(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
+        f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
+        "`mmina runs` lists the runs")
     render_rows(["table", "files", "rows", "bytes", "unreadable"],
                 [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
 
