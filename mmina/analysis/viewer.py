@@ -72,13 +72,13 @@ def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = QUALITY,
     measured on the full-size screenshot) painted on it. A JPEG decodes at a reduced scale where
     it can (half a 1280-pixel viewport is :data:`SHOT_WIDTH`: no resizing), and one already small
     enough with nothing to paint is kept as it is."""
-    with Image.open(io.BytesIO(image)) as opened:
-        if opened.format == "JPEG" and opened.width <= width and not marks:
-            return image
-        full = opened.width
-        if opened.width > width:
-            opened.draft("RGB", (width, round(opened.height * width / opened.width)))
-        picture = opened.convert("RGB")
+    opened = Image.open(io.BytesIO(image))  # in memory: nothing to close
+    if opened.format == "JPEG" and opened.width <= width and not marks:
+        return image
+    full = opened.width
+    if opened.width > width:
+        opened.draft("RGB", (width, round(opened.height * width / opened.width)))
+    picture = opened if opened.mode == "RGB" else opened.convert("RGB")  # no copy of an RGB image
     if picture.width > width:
         picture = picture.resize((width, round(picture.height * width / picture.width)), Image.Resampling.BILINEAR)
     if marks:
