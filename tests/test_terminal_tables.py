@@ -179,3 +179,12 @@ def test_the_first_help_example_records_one_task() -> None:
     first = next(line.strip() for line in out.splitlines() if line.strip().startswith("mmina "))
     assert first == "mmina record --task normal/1"
     assert "100 tasks" in out
+
+
+def test_paired_episode_ids_are_identifiers_too() -> None:
+    columns = ["task_id", "direction", "episode_a", "episode_b", "hops_passed_a", "repeat"]
+    rows = [["normal/1", "pass→fail", "normal-1-efcedca8206e485a", "normal-1-03fab68192234a76", "2", "1"]]
+    fitted = fit(columns, rows, 80)
+    assert {2, 3} <= set(fitted.shown) and fitted.width <= 80
+    assert [w for i, w in zip(fitted.shown, fitted.widths) if i in (2, 3)] == [25, 25]
+    assert "hops_passed_a" in fitted.dropped

@@ -2,8 +2,9 @@
 
 One rule for every table a command prints on a terminal:
 
-* An identifier (a column named ``id``, ``run``, ``task``, ``episode`` or ``*_id``) is never
-  wrapped and never left out: a run id stays on one line, whole, to be copied.
+* An identifier (a column named ``id``, ``run``, ``task``, ``episode`` or ``*_id``, with or
+  without a paired side's ``_a``/``_b``) is never wrapped and never left out: a run id stays on
+  one line, whole, to be copied.
 * A header is never broken inside a word: a column is at least as wide as its header's longest
   word (``tasks_passed`` is one word; ``task_sr [95% CI]`` may take two lines).
 * A cell wraps between words; a word folds only when it is longer than :data:`FOLD_AT`
@@ -19,6 +20,7 @@ Off a terminal (a pipe, a file) and with ``--wide`` every column is shown at its
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -36,14 +38,18 @@ KEY_NAMES = frozenset({"id", "run", "task", "episode"})
 
 SECONDARY: dict[str, tuple[str, ...]] = {
     "runs": ("tasks", "episodes", "errors", "tasks_done", "started", "agent", "model", "status"),
+    "comparison": ("evaluator", "hops", "hops_passed", "tasks", "passed"),
 }
-"""Per table (by its name), the columns a narrow terminal leaves out first, in that order (the
-``runs`` table keeps the id and the success rates: the agent is in the id already)."""
+"""Per table (by its name), the columns a narrow terminal leaves out first, in that order: the
+``runs`` and ``comparison`` tables keep the ids and the success rates (the agent is in a run's
+id already)."""
 
 
 def is_key(name: str) -> bool:
-    """Whether a column holds identifiers (never wrapped, never left out)."""
-    return name.lower() in KEY_NAMES or name.lower().endswith(("_id", " id"))
+    """Whether a column holds identifiers (never wrapped, never left out); a side's suffix of a
+    paired table (``episode_a``, ``run_id_b``) is left aside."""
+    base = re.sub(r"_[ab]$", "", name.lower())
+    return base in KEY_NAMES or base.endswith(("_id", " id"))
 
 
 @dataclass(frozen=True)
