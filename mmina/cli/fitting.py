@@ -2,9 +2,9 @@
 
 One rule for every table a command prints on a terminal:
 
-* An identifier (a column named ``id``, ``run``, ``task``, ``episode`` or ``*_id``, with or
-  without a paired side's ``_a``/``_b``) is never wrapped and never left out: a run id stays on
-  one line, whole, to be copied.
+* An identifier (a column whose name ends in ``id``, ``run``, ``task`` or ``episode``:
+  ``run_id``, ``source episode``, a paired side's ``episode_a``) is never wrapped and never left
+  out: a run id stays on one line, whole, to be copied.
 * A header is never broken inside a word: a column is at least as wide as its header's longest
   word (``tasks_passed`` is one word; ``task_sr [95% CI]`` may take two lines).
 * A cell wraps between words; a word folds only when it is longer than :data:`FOLD_AT`
@@ -34,7 +34,7 @@ LABEL_WIDTH = 24
 wider than this."""
 
 KEY_NAMES = frozenset({"id", "run", "task", "episode"})
-"""Column names (besides ``*_id``) whose values are identifiers."""
+"""The last words of the names of columns whose values are identifiers."""
 
 SECONDARY: dict[str, tuple[str, ...]] = {
     "runs": ("tasks", "episodes", "errors", "tasks_done", "started", "agent", "model", "status"),
@@ -46,10 +46,11 @@ id already)."""
 
 
 def is_key(name: str) -> bool:
-    """Whether a column holds identifiers (never wrapped, never left out); a side's suffix of a
-    paired table (``episode_a``, ``run_id_b``) is left aside."""
-    base = re.sub(r"_[ab]$", "", name.lower())
-    return base in KEY_NAMES or base.endswith(("_id", " id"))
+    """Whether a column holds identifiers (never wrapped, never left out): its name's last word
+    (``run_id``, ``source episode``) is one of :data:`KEY_NAMES`, a paired table's side
+    (``episode_a``, ``run_id_b``) left aside."""
+    words = re.split(r"[\s_]+", re.sub(r"_[ab]$", "", name.lower()).strip())
+    return words[-1] in KEY_NAMES
 
 
 @dataclass(frozen=True)

@@ -200,14 +200,15 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 
 def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
-                title: str | None = None) -> None:
-    """Rows as a table for people, CSV, or a JSON list of objects."""
+                title: str | None = None, secondary: Sequence[str] = ()) -> None:
+    """Rows as a table for people (``secondary``: the columns a narrow terminal leaves out
+    first), CSV, or a JSON list of objects."""
     if fmt == "json":
         print_json([dict(zip(columns, row)) for row in rows])
     elif fmt == "csv":
         write_csv(columns, rows)
     else:
-        print_table(columns, [[cell_text(v) for v in row] for row in rows], title)
+        print_table(columns, [[cell_text(v) for v in row] for row in rows], title, secondary=secondary)
 
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None,

@@ -188,7 +188,8 @@ def _replay_rows(report: ReplayReport) -> list[tuple[Any, ...]]:
 
 def _print_replay(report: ReplayReport) -> None:
     render_rows(REPLAY_COLUMNS, _replay_rows(report), "table",
-                title=f"replay {report.replay_run} of run {report.source_run}")
+                title=f"replay {report.replay_run} of run {report.source_run}",
+                secondary=("screenshots", "tree", "URL", "steps"))
     _print_differences(report)
     summary = report.summary()
     shots = summary["screenshots_identical"]
