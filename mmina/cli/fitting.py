@@ -39,10 +39,13 @@ KEY_NAMES = frozenset({"id", "run", "task", "episode"})
 SECONDARY: dict[str, tuple[str, ...]] = {
     "runs": ("tasks", "episodes", "errors", "tasks_done", "started", "agent", "model", "status"),
     "comparison": ("evaluator", "hops", "hops_passed", "tasks", "passed"),
+    "rescore": ("hops_passed", "hops_total"),
+    "hop_positions": ("passed_after_previous", "reached"),
+    "cost": ("mean_completion_tokens", "mean_prompt_tokens"),
 }
-"""Per table (by its name), the columns a narrow terminal leaves out first, in that order: the
-``runs`` and ``comparison`` tables keep the ids and the success rates (the agent is in a run's
-id already)."""
+"""Per table (by its name), the columns (as shown: ``x [95% CI]`` for a rate) a narrow terminal
+leaves out first, in that order: the tables keep the ids and the success rates (and the cost)
+before the counts behind them (the agent is in a run's id already)."""
 
 
 def is_key(name: str) -> bool:
