@@ -42,10 +42,11 @@ def view_section(work: Path, log: Callable[[str], None]) -> Section:
     summary = record_run(Store.open(root, create=True), RecordConfig(agent="oracle", task_ids=(TASK,)))
     episode = summary.episodes[0]
     log("view: mmina view, several times")
-    walls, cpus = zip(*(_view_once(root, episode.episode_id, work / f"episode-{i}.html") for i in range(ROUNDS)))
-    steps = episode.n_steps
+    walls, cpus = zip(*(_view_once(root, episode.episode_id, work / f"episode-{i}.html")
+                        for i in range(ROUNDS)))
     section.add("mmina view, a short episode", round(statistics.median(walls), 2), "s", Target(1.0),
-                note=f"{TASK}, {steps} steps, median of {ROUNDS} runs of the command (process start included)")
+                note=f"{TASK}, {episode.n_steps} steps, median of {ROUNDS} runs of the command "
+                     "(process start included)")
     section.add("mmina view CPU time", round(statistics.median(cpus), 2), "s",
                 note="user + system of the process: the figure load on the machine changes least")
     before, after = _images(Store.open(root), episode.episode_id)

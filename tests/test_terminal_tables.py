@@ -34,7 +34,7 @@ from mmina.store import Store
 from tests.store_helpers import REPO_ROOT, T0, episode_row, judged_task_row, run_row, step_row
 
 RUNS = ("20261206-130508-oracle-8e4f51", "20261206-130521-heuristic-3a1fe0", "20261206-140000-openai-0a1b2c")
-TASKS = [judged_task_row("normal/1", {"must_include": ["x"]}), judged_task_row("normal/2", {"must_include": ["x"]})]
+TASKS = [judged_task_row(task, {"must_include": ["x"]}) for task in ("normal/1", "normal/2")]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TIMEOUT_S = 120
 
@@ -46,8 +46,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     opened = Store.open(root, create=True)
     for day, run_id in enumerate(RUNS):
         model = "gpt-4o-mini-2024-07-18-with-a-long-name" if "openai" in run_id else None
-        opened.begin_run(run_id, run_row(created_at=T0 + timedelta(days=day), agent=run_id.split("-")[2], model=model,
-                                         task_count=2), TASKS)
+        row = run_row(created_at=T0 + timedelta(days=day), agent=run_id.split("-")[2], model=model, task_count=2)
+        opened.begin_run(run_id, row, TASKS)
         for number, task in enumerate(("normal/1", "normal/2")):
             writer = opened.episode_writer(run_id, f"{task.replace('/', '-')}-{day}{number}")
             writer.add_step(step_row(0, url="http://site0.test/"))
@@ -78,7 +78,8 @@ def terminal(columns: int, *args: str) -> str:
             if not chunk:
                 break
             output += chunk
-        assert process.wait(timeout=max(1.0, deadline - time.monotonic())) == 0, output.decode(errors="replace")
+        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        assert code == 0, output.decode(errors="replace")
     finally:
         process.kill()
         os.close(main)
@@ -107,20 +108,22 @@ def test_runs_at_80_columns_shows_whole_run_ids(store: Path) -> None:
 
 def test_wide_shows_every_column_and_120_columns_more_than_80(store: Path) -> None:
     wide = terminal(80, "runs", "--wide", "--store", str(store))
-    for column in ("run_id", "started", "agent", "model", "tasks_done", "episodes", "errors", "task_sr", "status"):
+    for column in ("run_id", "started", "agent", "model", "tasks_done", "episodes", "errors", "task_sr",
+                   "status"):
         assert column in wide
     assert "gpt-4o-mini-2024-07-18-with-a-long-name" in wide and not left_out(wide)
     assert widest(wide) > 80
     at_120 = terminal(120, "runs", "--store", str(store))
     assert widest(at_120) <= 120 and all(run_id in at_120 for run_id in RUNS)
-    assert "agent" in at_120.split("(left out")[0] and len(left_out(at_120)) < len(left_out(terminal(80, "runs",
-                                                                                                     "--store", str(store))))
+    at_80 = terminal(80, "runs", "--store", str(store))
+    assert "agent" in at_120.split("(left out")[0] and len(left_out(at_120)) < len(left_out(at_80))
 
 
 def test_report_headers_are_never_broken_inside_a_word(store: Path) -> None:
     out = terminal(80, "report", "--store", str(store))
     assert widest(out) <= 80, out
-    tables = [t for t in build_report(Store.open(store)).chosen() if t.rows and t.title in " ".join(out.split())]
+    joined = " ".join(out.split())
+    tables = [t for t in build_report(Store.open(store)).chosen() if t.rows and t.title in joined]
     assert len(tables) >= 5, out
     shown = set(re.findall(r"[^\s┃│|]+", out))
     for table in tables:

@@ -80,9 +80,11 @@ def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = QUALITY,
         opened.draft("RGB", (width, round(opened.height * width / opened.width)))
     picture = opened if opened.mode == "RGB" else opened.convert("RGB")  # no copy of an RGB image
     if picture.width > width:
-        picture = picture.resize((width, round(picture.height * width / picture.width)), Image.Resampling.BILINEAR)
+        size = (width, round(picture.height * width / picture.width))
+        picture = picture.resize(size, Image.Resampling.BILINEAR)
     if marks:
-        draw_on(picture, [(m["id"], (m["x"], m["y"], m["width"], m["height"])) for m in marks], picture.width / full)
+        boxes = [(m["id"], (m["x"], m["y"], m["width"], m["height"])) for m in marks]
+        draw_on(picture, boxes, picture.width / full)
     out = io.BytesIO()
     picture.save(out, "JPEG", quality=quality)
     return out.getvalue()

@@ -236,8 +236,8 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: st
         table.add_row(*(Text(row[index]) for index in fitted.shown))
     _print_renderable(table, fitted.width)
     if fitted.dropped:
-        echo(words_to_width(f"(left out to fit {available} columns: {_names(fitted.dropped)}; --wide shows all)",
-                            available))
+        note = f"(left out to fit {available} columns: {_names(fitted.dropped)}; --wide shows all)"
+        echo(words_to_width(note, available))
 
 
 def _names(names: Sequence[str], most: int = 8) -> str:
