@@ -15,7 +15,7 @@ import click
 from click.exceptions import NoSuchCommand
 
 from mmina.agents.settings import AgentSettings
-from mmina.cli.render import echo
+from mmina.cli.render import WIDE, echo
 from mmina.errors import MminaError, MminaWarning
 from mmina.store.defaults import STORE_ENV
 
@@ -136,11 +136,25 @@ def format_option(*choices: str):
     scripts = " and ".join(f for f in offered if f != "table")
 
     def decorator(func):
+        func = wide_option(func) if "table" in offered else func
         return click.option("--format", "fmt", type=click.Choice(offered), default=offered[0], show_default=True,
                             help=f"Output format; {scripts} {'are' if ' and ' in scripts else 'is'} for "
                                  "scripts (the values as stored).")(func)
 
     return decorator
+
+
+def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[WIDE] = True
+
+
+def wide_option(func):
+    """``--wide``: every table shows all its columns, whole, however narrow the terminal (the
+    rule that fits a table otherwise: :mod:`mmina.cli.fitting`)."""
+    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                        help="Tables show every column, whole, however narrow the terminal (which then "
+                             "wraps their lines); without it a table fits the terminal.")(func)
 
 
 RUN_REF = "a run id, an unambiguous prefix of one, or latest"

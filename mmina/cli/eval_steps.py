@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 def eval_steps(run_id: str, agent: str, agent_options: AgentOptions, sample: int | None, seed: int, history: int,
                all_steps: bool, episodes: tuple[str, ...], judge: JudgeOptions, report_only: bool,
                batch_id: str | None, store_path: str | None, fmt: str) -> None:
-    """Ask an agent for the next action of stored steps and score it against the recorded one.
+    """Score an agent's next action on stored steps. The agent is asked for the next action of each
+    stored step, and its answer is scored against the recorded one.
 
     Each sampled step's observation is rebuilt as recorded (tree, screenshots, images, tabs,
     the task and the K previous recorded actions). The prediction is scored on its operation

@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # imported when a command runs
 
 @click.group(name="export", cls=LazyGroup, lazy=EXPORTERS)
 def export() -> None:
-    """Write stored episodes as WARC, WACZ, HAR, an Inspect log, a Hugging Face dataset or ATIF.
+    """Write stored episodes in other tools' formats. One command each: WARC, WACZ, HAR, an
+    Inspect log, a Hugging Face dataset, ATIF.
 
     \b
     Examples:
@@ -52,7 +53,8 @@ def _output(default_suffix: str):
 @format_option("table", "json")
 def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, fmt: str,
          store_path: str | None) -> None:
-    """Export episodes as a WARC 1.1 file (gzip per record) that pywb, ReplayWeb.page and warcio read.
+    """Export episodes as a WARC 1.1 file (gzip per record). It is read by pywb, ReplayWeb.page
+    and warcio.
 
     Every archived exchange becomes request and response records (bodies as the browser
     received them, decoded; secrets as the store keeps them, redacted, and each record says
@@ -89,7 +91,7 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
 @format_option("table", "json")
 def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
          fmt: str, store_path: str | None) -> None:
-    """Export episodes as a WACZ 1.1.1 package that ReplayWeb.page opens: one page per step.
+    """Export episodes as a WACZ 1.1.1 package for ReplayWeb.page. One page per step.
 
     The package holds the WARC of `export warc` (every body in full), its CDXJ index,
     pages/pages.jsonl (each step's URL, time, title and text) and datapackage.json with
@@ -118,7 +120,8 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
 @store_option
 @format_option("table", "json")
 def har(episode: str, output: Path | None, fmt: str, store_path: str | None) -> None:
-    """Export one episode's network traffic as HAR 1.2 (bodies, timings, the step of each entry).
+    """Export one episode's network traffic as HAR 1.2. Bodies, timings and the step of each entry
+    are in it.
 
     Each step is a HAR page; each entry names the step that issued it (`_mmina_step`).
     Playwright replays it with `context.route_from_har(FILE)`, and browsers' DevTools import it.
@@ -142,7 +145,7 @@ def har(episode: str, output: Path | None, fmt: str, store_path: str | None) -> 
 @store_option
 @format_option("table", "json")
 def inspect(run: str, evaluator: str, output: Path | None, fmt: str, store_path: str | None) -> None:
-    """Export a run as an Inspect AI log (.eval): one sample per episode, for `inspect view`.
+    """Export a run as an Inspect AI log (.eval). One sample per episode, for `inspect view`.
 
     A sample holds the task's intent and references, the model's messages, every step as
     events (model calls, and URL, action and screenshot as an info event), the evaluator's

@@ -21,7 +21,7 @@ from mmina.cli.export import _progress, _render
 @format_option("table", "json")
 def atif(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path, no_images: bool,
          fmt: str, store_path: str | None) -> None:
-    """Export episodes as ATIF trajectories (Harbor's Agent Trajectory Interchange Format).
+    """Export episodes as ATIF trajectories. ATIF is Harbor's Agent Trajectory Interchange Format.
 
     One trajectory per episode: the task and first observation as the user step, then one
     agent step per mmina step (the raw model output, the action as a tool call of the 12

@@ -26,7 +26,7 @@ from mmina.cli.export import _progress, _render
 @format_option("table", "json")
 def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], requests: bool, max_shard_mb: float,
             title: str, license_: str, authors: tuple[str, ...], fmt: str, store_path: str | None) -> None:
-    """Export runs as a Hugging Face dataset folder: Parquet shards per config and a dataset card.
+    """Export runs as a Hugging Face dataset folder. Parquet shards per config and a dataset card.
 
     Configs: episodes, steps (the screenshot as an Image feature), scores, tasks, runs,
     blobs (the exact model input and other blobs rows name) and, with --requests, the

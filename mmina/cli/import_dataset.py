@@ -15,7 +15,8 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @store_option
 @format_option("table", "json")
 def dataset(folder: Path, fmt: str, store_path: str | None) -> None:
-    """Import a dataset folder written by `mmina export dataset` (or downloaded from the Hub).
+    """Import a dataset folder written by `mmina export dataset`. One downloaded from the Hub works
+    too.
 
     Its runs, tasks, episodes, steps, scores and, when it has them, requests become runs of
     the store again, with the same ids; screenshots and every other blob are checked against

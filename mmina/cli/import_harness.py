@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @store_option
 @format_option("table", "json")
 def harness(path: str, logs: tuple[str, ...], fmt: str, run_id: str | None, store_path: str | None) -> None:
-    """Import a result folder of the official MMInA / WebArena harness (run.py).
+    """Import a result folder of the official MMInA / WebArena harness. Its run.py writes such folders.
 
     PATH is the harness's --result_dir: one render_<task_id>.html per task (the URL,
     observation, screenshot and prediction of every step), its config.json, and the logs

@@ -15,7 +15,7 @@ from mmina.cli.render import echo, print_json
 @store_option
 @format_option("table", "json")
 def labels(path: str, labeller: str | None, fmt: str, store_path: str | None) -> None:
-    """Import pass / fail / unsure labels per hop and per task, made outside mmina serve.
+    """Import pass / fail / unsure labels made outside mmina serve. A label is per hop or per task.
 
     PATH is CSV (with a header) or JSON (a list of objects): episode_id, hop (1-based; empty
     or "task" for the task), label (pass, fail or unsure), and optionally labeller and note.

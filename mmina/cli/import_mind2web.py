@@ -16,7 +16,7 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @store_option
 @format_option("table", "json")
 def mind2web(path: str, fmt: str, run_id: str | None, limit: int | None, store_path: str | None) -> None:
-    """Import Multimodal-Mind2Web samples (Parquet or JSON) so mmina eval-steps can score them.
+    """Import Multimodal-Mind2Web samples (Parquet or JSON). Then mmina eval-steps can score them.
 
     PATH is a file or a folder of the data set's files, e.g. one split of
     https://huggingface.co/datasets/osunlp/Multimodal-Mind2Web downloaded with

@@ -20,7 +20,8 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @store_option
 @format_option("table", "json")
 def warc(paths: tuple[Path, ...], tasks_path: str | None, task_ids: tuple[str, ...], fmt: str, run_id: str | None, store_path: str | None) -> None:
-    """Import WARC files (pywb, Browsertrix, wget --warc-file, mmina export warc...) as a replayable run.
+    """Import WARC files as a replayable run. Files written by pywb, Browsertrix, wget
+    --warc-file, mmina export warc and others.
 
     Every response and revisit record becomes an archived exchange (bodies decoded:
     chunked transfer and gzip/deflate/br undone; secrets redacted as the recorder does),

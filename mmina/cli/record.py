@@ -206,7 +206,8 @@ class CaptureOptions(Bundle):
 def record(store_path: str | None, selection: TaskSelection, agent: str, agent_options: AgentOptions,
            prefix: PrefixOptions, run: RunOptions, capture: CaptureOptions, browser: BrowserOptions,
            scale: ScaleOptions, fmt: str) -> None:
-    """Record an agent on tasks in Chromium: every step's observation, action and network trace.
+    """Record an agent on tasks in Chromium, step by step. Every step's observation, action and
+    network trace go to the store.
 
     With no options, records the built-in fixture suite with the oracle agent into the
     default store, starting and stopping the local fixture web itself. Each episode's
@@ -215,7 +216,8 @@ def record(store_path: str | None, selection: TaskSelection, agent: str, agent_o
 
     \b
     Examples:
-      mmina record
+      mmina record --task normal/1                  # one task, a few seconds
+      mmina record                                  # the built-in suite: 100 tasks, 3-6 minutes
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent heuristic --workers 2
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal

@@ -49,7 +49,8 @@ class BelowMinimumFidelity(MminaError):
 def replay(run_id: str | None, episode_id: str | None, min_fidelity: float | None, new_run: str | None,
            browser: BrowserOptions, agent: str | None, task_ids: tuple[str, ...], max_steps: int,
            agent_options: AgentOptions, scale: ScaleOptions, store_path: str | None, fmt: str) -> None:
-    """Replay stored episodes with every request answered from the archive, and report fidelity.
+    """Replay stored episodes from the archive and report fidelity. Every request is answered from
+    the archive.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
     all served from the recorded traffic (never the live network), in the recording's time (the
@@ -189,7 +190,8 @@ def _replay_rows(report: ReplayReport) -> list[tuple[Any, ...]]:
 
 def _print_replay(report: ReplayReport) -> None:
     render_rows(REPLAY_COLUMNS, _replay_rows(report), "table",
-                title=f"replay {report.replay_run} of run {report.source_run}")
+                title=f"replay {report.replay_run} of run {report.source_run}",
+                secondary=("screenshots", "tree", "URL", "steps"))
     _print_differences(report)
     summary = report.summary()
     shots = summary["screenshots_identical"]

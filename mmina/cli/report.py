@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import FILE_OR_FOLDER, old_arguments, open_store, output_option, run_option, store_option
-from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
+from mmina.cli.common import (FILE_OR_FOLDER, old_arguments, open_store, output_option, run_option, store_option,
+                              wide_option)
+from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, say, status, write_csv
 from mmina.outputs import output_path
 
 if TYPE_CHECKING:
@@ -57,10 +58,11 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 @click.option("--viewer-episodes", type=click.IntRange(0), default=50, show_default=True,
               help="Episodes in the HTML trajectory viewer (failed ones first).")
 @store_option
+@wide_option
 def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None, table_names: tuple[str, ...],
            viewer_episodes: int, store_path: str | None) -> None:
-    """Hop-by-hop analysis of scored runs: SR by hop count, hop positions, early failure,
-    failure modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
+    """Hop-by-hop analysis of scored runs. SR by hop count, hop positions, early failure, failure
+    modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
 
     Verdicts come from `mmina rescore` (the latest batch per episode and evaluator); the
     default evaluator is `hops`, the clean hop queue; with `--evaluator mmina_official` the
@@ -98,8 +100,8 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None,
         _emit_json(result.as_json(table_names), output)
     else:
         repeats = f" (episodes: up to {result.repeats} repeats of a task)" if result.repeats > 1 else ""
-        echo(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
-             f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
+        say(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
+            f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
         print_tables(tables)
 
 
@@ -170,10 +172,11 @@ def _print_comparison(result: Comparison) -> None:
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table", show_default=True,
               help="csv prints the flips.")
 @store_option
+@wide_option
 def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
             store_path: str | None) -> None:
-    """Paired per-task comparison of two runs, or of two evaluators on one run: success of
-    each side, the tasks that flipped either way, and McNemar's exact test.
+    """Paired per-task comparison of two runs or two evaluators. Two runs, or two evaluators on one
+    run: success of each side, the tasks that flipped either way, and McNemar's exact test.
 
     \b
     Examples:
@@ -200,9 +203,9 @@ def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[
 @output_option("Output file (default: episode-<EPISODE>.html).", checked=False, old="--out")
 @store_option
 def view(old_episode: str | None, episode: str | None, output: Path | None, store_path: str | None) -> None:
-    """Write one episode's trajectory viewer as a self-contained HTML file: per step the
-    screenshot, the action and its target element, the raw model output, the hop progress
-    and the verdicts (previous/next buttons or the arrow keys move between steps).
+    """Write one episode's trajectory viewer as an HTML file. A self-contained page: per step the
+    screenshot, the action and its target element, the raw model output, the hop progress and the
+    verdicts (previous/next buttons or the arrow keys move between steps).
 
     \b
     Example:

@@ -39,7 +39,8 @@ OLD_JUDGE_NAMES = {"--judge-base-url": "--base-url", "--judge-concurrency": "--c
 def rescore(evaluator: str | None, runs: tuple[str, ...], episodes: tuple[str, ...], evaluator_args: tuple[str, ...],
             judge: JudgeOptions, action: str, list_only: bool, scale: ScaleOptions, store_path: str | None,
             fmt: str) -> None:
-    """Score stored episodes with an evaluator and append the verdicts to the store.
+    """Score stored episodes with an evaluator; append the verdicts. They go to the store as a new
+    batch.
 
     Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+, with 95% intervals) and
     the episodes whose task verdict flipped against the previous scoring by the same

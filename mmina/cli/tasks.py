@@ -40,7 +40,7 @@ def _suite_path(tasks_path: str | None, old_path: str | None) -> str | None:
 @suite_option
 @format_option()
 def validate(old_path: str | None, tasks_path: str | None, fmt: str) -> None:
-    """Check every task file of a suite; print each finding as `file: field: what is wrong`.
+    """Check every task file under PATH. Each finding is printed as `file: field: what is wrong`.
 
     Errors make a task impossible to run (no intent, no start URL, a procedure that is not a
     list, an evaluation type nobody can evaluate, a file that is not JSON) and exit 1; `mmina
