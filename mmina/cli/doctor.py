@@ -9,6 +9,7 @@ import click
 from mmina.cli.common import format_option, store_option
 from mmina.cli.render import echo, print_json
 from mmina.errors import plural
+from mmina.recorder.doctor import CHECKS
 from mmina.store.defaults import STORE_ENV
 
 
@@ -21,9 +22,11 @@ from mmina.store.defaults import STORE_ENV
 @click.option("--model", metavar="NAME",
               help="Check the endpoint with one one-token chat completion of this model (without it the endpoint "
                    "is not checked).")
+@click.option("--only", multiple=True, type=click.Choice(CHECKS), metavar="CHECK",
+              help=f"Run only this check (repeatable): {', '.join(CHECKS)}.")
 @format_option("table", "json")
 def doctor(browser_path: str | None, store_path: str | None, base_url: str | None, model: str | None,
-           fmt: str) -> None:
+           only: tuple[str, ...], fmt: str) -> None:
     """Check what mmina needs here and say how to get what is missing: the installed package
     and its data (built-in tasks, fixture web, serve's pages), a Chromium (found and started
     headless), kiwix-serve (for the fixture web's Wikipedia viewer; optional), the store
@@ -38,12 +41,12 @@ def doctor(browser_path: str | None, store_path: str | None, base_url: str | Non
       mmina doctor
       mmina doctor --browser /usr/lib/chromium/chromium --store runs/mmina-store
       OPENAI_API_KEY=any mmina doctor --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-VL-7B-Instruct
-      mmina doctor --format json
+      mmina doctor --only endpoint --model gpt-4o-mini --format json
     """
     from mmina.recorder.doctor import DoctorSettings, diagnose
 
     named = store_path is not None or bool(os.environ.get(STORE_ENV))
-    checks = diagnose(DoctorSettings(browser_path, store_path, named, base_url, model))
+    checks = diagnose(DoctorSettings(browser_path, store_path, named, base_url, model), only)
     failing = [check.name for check in checks if check.failing]
     if fmt == "json":
         print_json({"ok": not failing, "checks": [{**asdict(check), "failing": check.failing} for check in checks]})

@@ -76,10 +76,16 @@ class DoctorSettings:
     model: str | None = None
 
 
-def diagnose(settings: DoctorSettings) -> list[Check]:
-    """Every check, in the order a user meets the need (install, record, store, model)."""
-    return [check_package(), check_browser(settings.browser), check_kiwix(),
-            check_store(settings.store, settings.store_named), check_model(settings.base_url, settings.model)]
+CHECKS = ("mmina", "browser", "kiwix-serve", "store", "endpoint")
+"""The checks by name, in the order a user meets the need (install, record, store, model)."""
+
+
+def diagnose(settings: DoctorSettings, only: tuple[str, ...] = ()) -> list[Check]:
+    """The checks named in ``only`` (every one when empty), in the order of :data:`CHECKS`."""
+    run = {"mmina": check_package, "browser": lambda: check_browser(settings.browser), "kiwix-serve": check_kiwix,
+           "store": lambda: check_store(settings.store, settings.store_named),
+           "endpoint": lambda: check_model(settings.base_url, settings.model)}
+    return [run[name]() for name in CHECKS if not only or name in only]
 
 
 def check_package() -> Check:
