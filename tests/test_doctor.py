@@ -4,6 +4,7 @@ damaged, missing) and a model endpoint (the test OpenAI server, a closed port, n
 saying what holds and how to get what is missing; exit 1 only when something required fails."""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import time
@@ -140,6 +141,13 @@ def test_only_runs_the_checks_it_names_in_their_order() -> None:
     assert code == 0 and list(checks) == ["mmina", "endpoint"]
     result = CliRunner().invoke(cli, ["doctor", "--only", "brower"])
     assert result.exit_code == 2 and "brower" in result.output and "Traceback" not in result.output
+
+
+def test_csv_has_a_row_per_check() -> None:
+    result = CliRunner().invoke(cli, ["doctor", "--only", "mmina", "--only", "endpoint", "--format", "csv"], env=NO_ENDPOINT)
+    rows = list(csv.reader(result.stdout.splitlines()))
+    assert result.exit_code == 0 and rows[0] == ["name", "status", "required", "failing", "detail", "fix"]
+    assert [(row[0], row[1]) for row in rows[1:]] == [("mmina", "ok"), ("endpoint", "skipped")]
 
 
 def test_an_endpoint_without_a_model_is_not_checked() -> None:

@@ -7,10 +7,12 @@ from dataclasses import asdict
 import click
 
 from mmina.cli.common import format_option, store_option
-from mmina.cli.render import echo, print_json
+from mmina.cli.render import echo, print_json, write_csv
 from mmina.errors import plural
 from mmina.recorder.doctor import CHECKS
 from mmina.store.defaults import STORE_ENV
+
+COLUMNS = ("name", "status", "required", "failing", "detail", "fix")
 
 
 @click.command()
@@ -24,12 +26,13 @@ from mmina.store.defaults import STORE_ENV
                    "is not checked).")
 @click.option("--only", multiple=True, type=click.Choice(CHECKS), metavar="CHECK",
               help=f"Run only this check (repeatable): {', '.join(CHECKS)}.")
-@format_option("table", "json")
+@format_option()
 def doctor(browser_path: str | None, store_path: str | None, base_url: str | None, model: str | None,
            only: tuple[str, ...], fmt: str) -> None:
-    """Check what mmina needs here and say how to get what is missing: the installed package
-    and its data (built-in tasks, fixture web, serve's pages), a Chromium (found and started
-    headless), kiwix-serve (for the fixture web's Wikipedia viewer; optional), the store
+    """Check what mmina needs here and how to get what is missing.
+
+    The checks: the installed package and its data (built-in tasks, fixture web, serve's
+    pages), a Chromium (found and started headless), kiwix-serve (for the fixture web's Wikipedia viewer; optional), the store
     (opens, schema version, damage as `mmina store verify` finds it; a missing default store
     is fine) and, with --model, the model endpoint (one chat completion, as record --agent
     openai sends first). One line per check: ok, missing, failed or skipped, with the fix.
@@ -50,6 +53,8 @@ def doctor(browser_path: str | None, store_path: str | None, base_url: str | Non
     failing = [check.name for check in checks if check.failing]
     if fmt == "json":
         print_json({"ok": not failing, "checks": [{**asdict(check), "failing": check.failing} for check in checks]})
+    elif fmt == "csv":
+        write_csv(COLUMNS, [[getattr(check, column) for column in COLUMNS] for check in checks])
     else:
         for check in checks:
             echo(f"{check.status.upper():8} {check.name}: {check.detail}")
