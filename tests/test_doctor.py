@@ -2,6 +2,7 @@
 there or is no Chromium, the real kiwix-serve (and one taken off the PATH), real stores (whole,
 damaged, missing) and a model endpoint (the test OpenAI server, a closed port, no key), each line
 saying what holds and how to get what is missing; exit 1 only when something required fails."""
+
 from __future__ import annotations
 
 import csv
@@ -27,7 +28,9 @@ NO_ENDPOINT = {"OPENAI_BASE_URL": None, "MMINA_STORE": None, "OPENAI_API_KEY": "
 
 def doctor(*args: str, env: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
     """The exit code and the JSON report, by check name."""
-    result = CliRunner().invoke(cli, ["doctor", "--format", "json", *args], env={**NO_ENDPOINT, **(env or {})})
+    result = CliRunner().invoke(
+        cli, ["doctor", "--format", "json", *args], env={**NO_ENDPOINT, **(env or {})}
+    )
     report = json.loads(result.stdout)
     assert report["ok"] == (result.exit_code == 0), result.output
     return result.exit_code, {check["name"]: check for check in report["checks"]}
@@ -43,8 +46,9 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def test_this_machine_passes_with_the_real_chromium_and_no_store_yet(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_this_machine_passes_with_the_real_chromium_and_no_store_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, checks = doctor()
     assert code == 0
@@ -52,13 +56,16 @@ def test_this_machine_passes_with_the_real_chromium_and_no_store_yet(tmp_path: P
     browser = checks["browser"]
     assert browser["status"] == "ok" and "starts headless and opens a page" in browser["detail"], browser
     assert (checks["store"]["status"], checks["store"]["required"]) == ("skipped", False)
-    assert "no store at mmina-store yet" in checks["store"]["detail"] and not (tmp_path / "mmina-store").exists()
+    assert (
+        "no store at mmina-store yet" in checks["store"]["detail"] and not (tmp_path / "mmina-store").exists()
+    )
     assert checks["endpoint"]["status"] == "skipped" and "--model NAME" in checks["endpoint"]["fix"]
 
 
 def test_the_table_says_each_check_and_how_to_get_what_is_missing(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["doctor", "--browser", str(tmp_path / "chromium"), "--store", str(tmp_path)],
-                                env=NO_ENDPOINT)
+    result = CliRunner().invoke(
+        cli, ["doctor", "--browser", str(tmp_path / "chromium"), "--store", str(tmp_path)], env=NO_ENDPOINT
+    )
     lines = result.output.splitlines()
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert lines[0].startswith("OK       mmina: ")
@@ -77,8 +84,9 @@ def test_a_program_that_is_no_chromium_fails_with_its_path(tmp_path: Path) -> No
     assert checks["browser"]["detail"].startswith(f"{fake} did not start as a headless Chromium: ")
 
 
-def test_kiwix_serve_is_found_and_runs_or_is_missing_but_not_required(monkeypatch: pytest.MonkeyPatch,
-                                                                      tmp_path: Path) -> None:
+def test_kiwix_serve_is_found_and_runs_or_is_missing_but_not_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     found = check_kiwix()
     if shutil.which("kiwix-serve"):
         assert found.status == "ok" and "kiwix-tools" in found.detail, found  # the real one, --version run
@@ -107,7 +115,11 @@ def test_a_damaged_store_fails_and_points_to_store_verify(store: Path) -> None:
 
 def test_a_named_store_that_is_not_there_is_missing(tmp_path: Path) -> None:
     code, checks = doctor("--only", "store", "--store", str(tmp_path / "nowhere"))
-    assert code == 1 and checks["store"]["status"] == "missing" and "mmina record --store" in checks["store"]["fix"]
+    assert (
+        code == 1
+        and checks["store"]["status"] == "missing"
+        and "mmina record --store" in checks["store"]["fix"]
+    )
     code, checks = doctor("--only", "store", env={"MMINA_STORE": str(tmp_path / "nowhere")})
     assert code == 1 and checks["store"]["status"] == "missing"
     assert not (tmp_path / "nowhere").exists()
@@ -117,9 +129,13 @@ def test_an_endpoint_that_answers_passes() -> None:
     with FakeOpenAI(models=("good-model",)) as server:
         code, checks = doctor("--only", "endpoint", "--base-url", server.url, "--model", "good-model")
         assert code == 0 and checks["endpoint"]["status"] == "ok", checks["endpoint"]
-        assert checks["endpoint"]["detail"].startswith(f"{server.url} answers a chat completion for model good-model")
+        assert checks["endpoint"]["detail"].startswith(
+            f"{server.url} answers a chat completion for model good-model"
+        )
         assert [r["max_tokens"] for r in server.requests] == [1]
-        code, checks = doctor("--only", "endpoint", "--model", "good-model", env={"OPENAI_BASE_URL": server.url})  # the variable is enough
+        code, checks = doctor(
+            "--only", "endpoint", "--model", "good-model", env={"OPENAI_BASE_URL": server.url}
+        )  # the variable is enough
         assert code == 0 and checks["endpoint"]["status"] == "ok"
         code, checks = doctor("--only", "endpoint", "--base-url", server.url, "--model", "no-such-model")
         assert code == 1 and "no-such-model" in checks["endpoint"]["detail"]
@@ -132,7 +148,9 @@ def test_a_closed_port_or_no_key_fails_quickly_with_the_fix() -> None:
     assert code == 1 and checks["endpoint"]["status"] == "failed" and time.monotonic() - started < 60
     assert checks["endpoint"]["detail"].startswith(f"model m at {url} cannot be used: ")
     assert "--base-url URL" in checks["endpoint"]["fix"]
-    code, checks = doctor("--only", "endpoint", "--base-url", url, "--model", "m", env={"OPENAI_API_KEY": None})
+    code, checks = doctor(
+        "--only", "endpoint", "--base-url", url, "--model", "m", env={"OPENAI_API_KEY": None}
+    )
     assert code == 1 and "OPENAI_API_KEY" in checks["endpoint"]["detail"]
 
 
@@ -144,7 +162,9 @@ def test_only_runs_the_checks_it_names_in_their_order() -> None:
 
 
 def test_csv_has_a_row_per_check() -> None:
-    result = CliRunner().invoke(cli, ["doctor", "--only", "mmina", "--only", "endpoint", "--format", "csv"], env=NO_ENDPOINT)
+    result = CliRunner().invoke(
+        cli, ["doctor", "--only", "mmina", "--only", "endpoint", "--format", "csv"], env=NO_ENDPOINT
+    )
     rows = list(csv.reader(result.stdout.splitlines()))
     assert result.exit_code == 0 and rows[0] == ["name", "status", "required", "failing", "detail", "fix"]
     assert [(row[0], row[1]) for row in rows[1:]] == [("mmina", "ok"), ("endpoint", "skipped")]

@@ -5,6 +5,7 @@ that figure of ``bench/results.json`` (its value and unit, in bold), so a figure
 measure is written down once, by the benchmarks, and a page cannot keep an older one. A marker
 naming a figure the file does not hold fails the build.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ def shown(figure: dict[str, Any]) -> str:
 def fill(markdown: str, known: dict[tuple[str, str], dict[str, Any]]) -> str:
     """``markdown`` with every marker replaced by its figure (:class:`UnknownFigure` for a marker
     naming none)."""
+
     def replace(found: re.Match[str]) -> str:
         key = (found["section"].strip(), found["name"].strip())
         if key not in known:

@@ -9,6 +9,7 @@ episode, :func:`mmina.agents.endpoint.check_endpoint`). A check that fails says 
 ``required`` says whether its failure makes the command fail: the browser always, a store or a
 model only when one was named.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,12 +29,16 @@ from mmina.model_client import API_KEY_ENV
 from mmina.tasks import builtin_suite_path
 
 OK, MISSING, FAILED, SKIPPED = "ok", "missing", "failed", "skipped"
-BROWSER_FIX = ("apt-get install -y chromium (or chromium-headless-shell; elsewhere: python -m playwright install "
-               "chromium), or point --browser PATH / $MMINA_CHROMIUM at a Chromium executable")
+BROWSER_FIX = (
+    "apt-get install -y chromium (or chromium-headless-shell; elsewhere: python -m playwright install "
+    "chromium), or point --browser PATH / $MMINA_CHROMIUM at a Chromium executable"
+)
 KIWIX_FIX = "apt-get install -y kiwix-tools"
 KIWIX_USE = "only the fixture web's Wikipedia viewer (the kiwix hops of the built-in tasks) needs it"
-ENDPOINT_FIX = (f"--base-url URL (or $OPENAI_BASE_URL; default OpenAI's), ${API_KEY_ENV} (any non-empty value for a "
-                "local server) and --model NAME")
+ENDPOINT_FIX = (
+    f"--base-url URL (or $OPENAI_BASE_URL; default OpenAI's), ${API_KEY_ENV} (any non-empty value for a "
+    "local server) and --model NAME"
+)
 LAUNCH_S = 60.0
 """The most the browser may take to start and open a page (a busy two-core machine: seconds)."""
 VERSION_S = 20.0
@@ -82,9 +87,13 @@ CHECKS = ("mmina", "browser", "kiwix-serve", "store", "endpoint")
 
 def diagnose(settings: DoctorSettings, only: tuple[str, ...] = ()) -> list[Check]:
     """The checks named in ``only`` (every one when empty), in the order of :data:`CHECKS`."""
-    run = {"mmina": check_package, "browser": lambda: check_browser(settings.browser), "kiwix-serve": check_kiwix,
-           "store": lambda: check_store(settings.store, settings.store_named),
-           "endpoint": lambda: check_model(settings.base_url, settings.model)}
+    run = {
+        "mmina": check_package,
+        "browser": lambda: check_browser(settings.browser),
+        "kiwix-serve": check_kiwix,
+        "store": lambda: check_store(settings.store, settings.store_named),
+        "endpoint": lambda: check_model(settings.base_url, settings.model),
+    }
     return [run[name]() for name in CHECKS if not only or name in only]
 
 
@@ -93,18 +102,33 @@ def check_package() -> Check:
     where = Path(__file__).resolve().parents[1]
     tasks = len(list(builtin_suite_path().rglob("*.json")))
     official = len(list(Path(str(resources.files("mmina.fixtures") / "tasks_official")).rglob("*.json")))
-    pages = [name for name in ("index.html", "app.js", "app.css")
-             if not (resources.files("mmina.serve") / "static" / name).is_file()]
+    pages = [
+        name
+        for name in ("index.html", "app.js", "app.css")
+        if not (resources.files("mmina.serve") / "static" / name).is_file()
+    ]
     web = (resources.files("mmina.fixtures") / "web" / "server.py").is_file()
     python = ".".join(map(str, sys.version_info[:3]))
     head = f"{__version__} (Python {python}) at {where}"
     if not tasks or not official or pages or not web:
-        lacking = [*(["built-in tasks"] if not tasks else []), *(["official-shaped tasks"] if not official else []),
-                   *([f"serve's {', '.join(pages)}"] if pages else []), *(["the fixture web"] if not web else [])]
-        return Check("mmina", FAILED, f"{head} lacks {', '.join(lacking)}",
-                     "reinstall mmina from a wheel built from the repository (pip install mmina-*.whl)")
-    return Check("mmina", OK, f"{head}: {plural(tasks, 'built-in task')}, {official} official-shaped, "
-                              "the fixture web, serve's pages")
+        lacking = [
+            *(["built-in tasks"] if not tasks else []),
+            *(["official-shaped tasks"] if not official else []),
+            *([f"serve's {', '.join(pages)}"] if pages else []),
+            *(["the fixture web"] if not web else []),
+        ]
+        return Check(
+            "mmina",
+            FAILED,
+            f"{head} lacks {', '.join(lacking)}",
+            "reinstall mmina from a wheel built from the repository (pip install mmina-*.whl)",
+        )
+    return Check(
+        "mmina",
+        OK,
+        f"{head}: {plural(tasks, 'built-in task')}, {official} official-shaped, "
+        "the fixture web, serve's pages",
+    )
 
 
 def check_browser(explicit: str | None) -> Check:
@@ -115,9 +139,11 @@ def check_browser(explicit: str | None) -> Check:
         return Check("browser", MISSING, first_line(exc), BROWSER_FIX)
     except LaunchFailed as exc:
         return Check("browser", FAILED, first_line(exc), BROWSER_FIX)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Check("browser", FAILED, f"Chromium did not start within {LAUNCH_S:g} s", BROWSER_FIX)
-    return Check("browser", OK, f"{executable} ({version}) starts headless and opens a page in {seconds:.1f} s")
+    return Check(
+        "browser", OK, f"{executable} ({version}) starts headless and opens a page in {seconds:.1f} s"
+    )
 
 
 async def _launch(explicit: str | None) -> tuple[str, str, float]:
@@ -142,7 +168,7 @@ async def _launch(explicit: str | None) -> tuple[str, str, float]:
         page = await browser.new_page()
         await page.goto("about:blank")
         return executable, f"{browser.browser_type.name} {browser.version}", time.perf_counter() - started
-    except Exception as exc:  # Playwright's errors: a program that is no Chromium, a driver that died
+    except Exception as exc:  # noqa: BLE001 - Playwright's errors: no Chromium, a driver that died
         raise LaunchFailed(f"{executable} did not start as a headless Chromium: {first_line(exc)}") from None
     finally:
         if browser is None:
@@ -157,13 +183,22 @@ def check_kiwix() -> Check:
     if found is None:
         return Check("kiwix-serve", MISSING, f"not found on the PATH; {KIWIX_USE}", KIWIX_FIX, required=False)
     try:
-        done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=VERSION_S)
+        done = subprocess.run(
+            [found, "--version"], capture_output=True, text=True, timeout=VERSION_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check("kiwix-serve", FAILED, f"{found} does not run: {first_line(exc)}", KIWIX_FIX, required=False)
+        return Check(
+            "kiwix-serve", FAILED, f"{found} does not run: {first_line(exc)}", KIWIX_FIX, required=False
+        )
     version = next((line.strip() for line in done.stdout.splitlines() if line.strip()), "")
     if done.returncode != 0 or not version:
-        return Check("kiwix-serve", FAILED, f"{found} --version failed (exit {done.returncode})", KIWIX_FIX,
-                     required=False)
+        return Check(
+            "kiwix-serve",
+            FAILED,
+            f"{found} --version failed (exit {done.returncode})",
+            KIWIX_FIX,
+            required=False,
+        )
     return Check("kiwix-serve", OK, f"{found} ({version}); {KIWIX_USE}", required=False)
 
 
@@ -179,8 +214,13 @@ def check_store(location: str | None, named: bool) -> Check:
         store = Store.open(path)
     except StoreNotFoundError as exc:
         if not named:
-            return Check("store", SKIPPED, f"no store at {path} yet", "`mmina record` makes one; --store names another",
-                         required=False)
+            return Check(
+                "store",
+                SKIPPED,
+                f"no store at {path} yet",
+                "`mmina record` makes one; --store names another",
+                required=False,
+            )
         return Check("store", MISSING, first_line(exc), "`mmina record --store DIR` makes one")
     except MminaError as exc:
         return Check("store", FAILED, first_line(exc), "--store DIR|URL names another store", required=named)
@@ -188,14 +228,23 @@ def check_store(location: str | None, named: bool) -> Check:
         info = store_info(store)
         report = verify_store(store)
     except MminaError as exc:  # a store of a newer mmina, an object store that refuses us
-        return Check("store", FAILED, f"{path}: {first_line(exc)}", "`mmina store verify` says more", required=named)
-    head = (f"{store.root}: schema version {info.schema_version} (this mmina writes {SCHEMA_VERSION}), "
-            f"{plural(info.runs, 'run')}, {plural(info.episodes, 'episode')}, {plural(report.files_checked, 'file')} read")
+        return Check(
+            "store", FAILED, f"{path}: {first_line(exc)}", "`mmina store verify` says more", required=named
+        )
+    head = (
+        f"{store.root}: schema version {info.schema_version} (this mmina writes {SCHEMA_VERSION}), "
+        f"{plural(info.runs, 'run')}, {plural(info.episodes, 'episode')}, "
+        f"{plural(report.files_checked, 'file')} read"
+    )
     if not report.ok:
         kinds = sorted({problem.kind for problem in report.problems})
-        return Check("store", FAILED, f"{head}: {plural(len(report.problems), 'problem')} ({', '.join(kinds)})",
-                     f"`mmina store verify --store {store.root}` lists them; --repair removes leftovers",
-                     required=named)
+        return Check(
+            "store",
+            FAILED,
+            f"{head}: {plural(len(report.problems), 'problem')} ({', '.join(kinds)})",
+            f"`mmina store verify --store {store.root}` lists them; --repair removes leftovers",
+            required=named,
+        )
     return Check("store", OK, f"{head}, no damage", required=named)
 
 
@@ -206,13 +255,23 @@ def check_model(base_url: str | None, model: str | None) -> Check:
 
     if not model:
         where = f"endpoint {base_url} set, " if base_url else ""
-        return Check("endpoint", SKIPPED, f"{where}no --model to ask it for; only --agent openai and the LLM judges "
-                                          "need an endpoint", ENDPOINT_FIX, required=False)
-    settings = AgentSettings(model=model, base_url=base_url, model_deadline_s=ENDPOINT_DEADLINE_S,
-                             max_retries=ENDPOINT_RETRIES)
+        return Check(
+            "endpoint",
+            SKIPPED,
+            f"{where}no --model to ask it for; only --agent openai and the LLM judges need an endpoint",
+            ENDPOINT_FIX,
+            required=False,
+        )
+    settings = AgentSettings(
+        model=model, base_url=base_url, model_deadline_s=ENDPOINT_DEADLINE_S, max_retries=ENDPOINT_RETRIES
+    )
     try:
         found = check_endpoint(settings)
     except MminaError as exc:
         return Check("endpoint", FAILED, first_line(exc), ENDPOINT_FIX)
-    return Check("endpoint", OK, f"{found.base_url or OPENAI_URL} answers a chat completion for model {found.model} "
-                                 f"in {found.seconds:.1f} s")
+    return Check(
+        "endpoint",
+        OK,
+        f"{found.base_url or OPENAI_URL} answers a chat completion for model {found.model} "
+        f"in {found.seconds:.1f} s",
+    )
