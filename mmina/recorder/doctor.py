@@ -99,36 +99,27 @@ def diagnose(settings: DoctorSettings, only: tuple[str, ...] = ()) -> list[Check
 
 def check_package() -> Check:
     """mmina itself and the data a wheel must carry: the built-in tasks, the fixture web, serve's pages."""
-    where = Path(__file__).resolve().parents[1]
-    tasks = len(list(builtin_suite_path().rglob("*.json")))
-    official = len(list(Path(str(resources.files("mmina.fixtures") / "tasks_official")).rglob("*.json")))
-    pages = [
-        name
-        for name in ("index.html", "app.js", "app.css")
-        if not (resources.files("mmina.serve") / "static" / name).is_file()
-    ]
-    web = (resources.files("mmina.fixtures") / "web" / "server.py").is_file()
     python = ".".join(map(str, sys.version_info[:3]))
-    head = f"{__version__} (Python {python}) at {where}"
-    if not tasks or not official or pages or not web:
-        lacking = [
-            *(["built-in tasks"] if not tasks else []),
-            *(["official-shaped tasks"] if not official else []),
-            *([f"serve's {', '.join(pages)}"] if pages else []),
-            *(["the fixture web"] if not web else []),
-        ]
-        return Check(
-            "mmina",
-            FAILED,
-            f"{head} lacks {', '.join(lacking)}",
-            "reinstall mmina from a wheel built from the repository (pip install mmina-*.whl)",
-        )
-    return Check(
-        "mmina",
-        OK,
-        f"{head}: {plural(tasks, 'built-in task')}, {official} official-shaped, "
-        "the fixture web, serve's pages",
-    )
+    head = f"{__version__} (Python {python}) at {Path(__file__).resolve().parents[1]}"
+    try:
+        tasks = len(list(builtin_suite_path().rglob("*.json")))
+        official = len(list(Path(str(resources.files("mmina.fixtures") / "tasks_official")).rglob("*.json")))
+        web = (resources.files("mmina.fixtures") / "web" / "server.py").is_file()
+    except ModuleNotFoundError:
+        tasks, official, web = 0, 0, False
+    static = resources.files("mmina.serve") / "static"
+    pages = [name for name in ("index.html", "app.js", "app.css") if not (static / name).is_file()]
+    lacking = [
+        *(["built-in tasks"] if not tasks else []),
+        *(["official-shaped tasks"] if not official else []),
+        *(["the fixture web"] if not web else []),
+        *([f"serve's {', '.join(pages)}"] if pages else []),
+    ]
+    if lacking:
+        fix = "reinstall mmina from a wheel built from the repository (pip install mmina-*.whl)"
+        return Check("mmina", FAILED, f"{head} lacks {', '.join(lacking)}", fix)
+    found = f"{plural(tasks, 'built-in task')}, {official} official-shaped, the fixture web, serve's pages"
+    return Check("mmina", OK, f"{head}: {found}")
 
 
 def check_browser(explicit: str | None) -> Check:
