@@ -31,6 +31,7 @@ COMMANDS = {
     "export": "mmina.cli.export:export",
     "agreement": "mmina.cli.agreement:agreement",
     "rankings": "mmina.cli.rankings:rankings",
+    "doctor": "mmina.cli.doctor:doctor",
 }
 """Every command: its name and where it is (``module:attribute``), imported only when it is
 used, so ``mmina --help`` starts fast. A new command is one line here."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "csv", "json")
 MAX_WORKERS = 256
 MAX_CONCURRENCY = 256
-"""Episodes in flight per worker (each a browser context of about 70 MB)."""
+"""Episodes in flight per worker (each a browser context; its memory: docs/benchmarks.md)."""
 MAX_JUDGE_CONCURRENCY = 64
 """Judge requests in flight at once."""
 MAX_STEPS = 1000
