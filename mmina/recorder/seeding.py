@@ -17,14 +17,13 @@ needs reproducible pages, not secrets, but nothing in it should be used for real
 recorded before replays exactly as it did). ``1`` (:data:`PER_EPISODE`, stores before schema
 version 10): one stream per document for ``Math.random`` and one for ``crypto``, so what a draw
 gets depends on how many draws the page made before it — on load order and timing: a replayed
-notebook page drew another session id than its recording. ``2`` (:data:`PER_CALL_SITE`): a stream
-per place a draw comes from. The first draw of a turn (a task or a microtask) reads where it was
-called from (its stack, :data:`STACK_DEPTH` frames: script URL, function, line and column), once,
-and every draw of that turn comes from a stream seeded by the episode, the document's place, that
-stack and how many turns before drew from the same stack. A draw then gets the same value
-whatever other scripts drew before it, so two scripts racing to load draw their ids alike in a
-recording and its replay; what still differs is a place drawn from more or fewer times before
-(a poll that ran once more), or a turn whose first draw comes from another place.
+notebook page drew other ids than its recording. ``2`` (:data:`PER_CALL_SITE`): a stream per place
+a draw is called from, named by the calling stack (the page's own frames: script URL, function,
+line and column), so a draw gets the same value whatever other scripts drew before it or in
+which order they ran. What still differs: a place drawn from more or fewer times before (a poll
+that ran once more), and the draws past :data:`TURN_BUDGET` in one turn, which continue the
+turn's last stream without reading their stack (a replay's clock may run several timers in one
+turn where the recording ran each in its own).
 """
 from __future__ import annotations
 
@@ -113,14 +112,20 @@ SEEDED_BY_CALL_SITE = """(() => {
     return (t ^ (t >>> 14)) >>> 0;
   };
   const capture = Error.captureStackTrace;
-  const injected = /<anonymous>:\\d+:\\d+\\)?$/;  // a script without a URL: an init script, the replay's clock
+  const scripted = /^[a-z][a-z0-9+.-]*:[^0-9]/i;  // http://..., blob:...; not <anonymous>:1:2 nor :370:30
+  const located = (frame) => {  // where a frame is, without the names a caller gives it ("[as onopen]")
+    const open = frame.lastIndexOf("(");
+    return frame.endsWith(")") && open >= 0 ? frame.slice(open + 1, -1) : frame.slice(frame.indexOf("at ") + 3);
+  };
   const place = (entry) => {  // the caller's stack, whatever limit or formatter the page set
     const limit = Error.stackTraceLimit, format = Error.prepareStackTrace, holder = {};
     try {
       Error.stackTraceLimit = %(depth)d;
       Error.prepareStackTrace = undefined;
       capture(holder, entry);
-      return String(holder.stack).split("\\n").slice(1).filter(line => !injected.test(line)).join("\\n");
+      // a frame without a URL is the browser's own or an injected script's (the replay's clock, its sockets,
+      // Playwright's evaluate): only the page's own scripts name the place
+      return String(holder.stack).split("\\n").slice(1).map(located).filter(at => scripted.test(at)).join("\\n");
     } catch (error) {
       return "";
     } finally {
@@ -175,7 +180,8 @@ SEEDED_BY_CALL_SITE = """(() => {
 })();"""
 """Scheme 2: a mulberry32 stream per place a draw is called from — the episode's seed, the
 document's place (URL and history length) and the calling stack (:data:`STACK_DEPTH` frames of
-the page's own scripts; frames of scripts without a URL, such as the replay's clock, left out),
+the page's own scripts, each by its location alone: script URL, line and column; frames of scripts
+without a URL, such as the replay's clock and socket, left out),
 ``Math.random`` and ``crypto`` apart. Reading the stack costs microseconds, so after
 :data:`TURN_BUDGET` draws in one turn (a task and its microtasks) the turn's last stream serves
 the rest: a loop of a million draws costs what scheme 1 costs."""

@@ -200,9 +200,10 @@ EPISODES = Table(
                                  "everyone (`--endpoint-patience`): not counted in the steps' `agent_ms`; null "
                                  "before schema version 8."),
         ("random_seeding", I32, "How the pages' `Math.random` and `crypto` were seeded (a replay seeds as its "
-                                "source episode was): `2`, a stream per calling place (the first draw of a turn's "
-                                "stack), so a draw does not depend on how many other scripts drew before it; `1` "
-                                "(and null: stores before schema version 10), one stream per document for each."),
+                                "source episode was): `2`, a stream per place a draw is called from (the page's "
+                                "calling stack), so a draw does not depend on how many draws other scripts made "
+                                "before it; `1` (and null: stores before schema version 10), one stream per document "
+                                "for each (docs/replay.md, \"Random draws\")."),
         ("n_requests", I32, "Number of network requests recorded for the episode."),
         ("blob_packs", STRINGS, "Blob pack files holding this episode's blobs (paths relative to the store)."),
         ("worker", S, "`host:pid` of the process that recorded the episode."),
