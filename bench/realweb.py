@@ -148,10 +148,11 @@ def _add_sockets(section: Section, name: str, runs: list[Outcome]) -> None:
 
 
 def _add_ids(section: Section, name: str, runs: list[Outcome]) -> None:
-    """The ids the replayed page drew as its recording did, worst run (pages that send drawn ids on a socket)."""
+    """The ids the replayed page drew as its recording did, worst run (pages sending drawn ids on sockets)."""
     if not any(total for _alike, total in (o.ids for o in runs)):
         return
     alike, total = min((o.ids for o in runs), key=lambda c: c[0] / c[1] if c[1] else 1.0)
     section.add(f"{name}: drawn ids sent as recorded", round(100 * alike / total, 1), "%", None,
                 f"worst run: {alike} of {total} ids the page drew and sent on its sockets; each run: "
-                + ", ".join(f"{a}/{t}" for a, t in (o.ids for o in runs)) + " (episodes.random_seeding decides)")
+                + ", ".join(f"{a}/{t}" for a, t in (o.ids for o in runs))
+                + " (episodes.random_seeding decides)")

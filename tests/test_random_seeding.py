@@ -44,7 +44,8 @@ worker.onmessage = ({data: [jitter, pilotFirst]}) => {
 };
 function shown(where, id) {
   fetch('/api/echo?id=' + id).then(r => r.json()).then(reply => {
-    document.getElementById(where).textContent = where + ': ' + id + (reply.id === id ? ' (echoed)' : ' (replaced)');
+    const echoed = reply.id === id ? ' (echoed)' : ' (replaced)';
+    document.getElementById(where).textContent = where + ': ' + id + echoed;
   });
 }
 document.getElementById('book').addEventListener('click', () => {
@@ -92,7 +93,7 @@ def _seeding(store: Store, run_id: str) -> list[int | None]:
 def test_ids_drawn_after_other_draws_and_in_another_order_replay_as_recorded(tmp_path, monkeypatch) -> None:
     store, run_id = _record(tmp_path, PER_CALL_SITE, monkeypatch)
     recorded = tree_lines(store, run_id, *WORDS)
-    assert sum("(echoed)" in line for line in recorded) >= 4, recorded  # pilot and tug, twice, and the booking
+    assert sum("(echoed)" in line for line in recorded) >= 4, recorded  # pilot, tug (twice), the booking
     assert _seeding(store, run_id) == [PER_CALL_SITE]
     report = replay_run(store, run_id, browser=BROWSER)
     episode = report.episodes[0]
@@ -149,8 +150,8 @@ def test_a_draw_depends_on_its_place_not_on_the_draws_before_it() -> None:
                 context = browser.new_context()
                 context.add_init_script(Seeding.of("a berth", scheme).script())
                 context.route("http://berths.test/", partial(_fulfil, "text/html", RACE))
-                context.route("http://berths.test/order.js", partial(_fulfil, "text/javascript",
-                                                                     f"window.order = {order.split(',')}; window.before = {before};"))
+                script = f"window.order = {order.split(',')}; window.before = {before};"
+                context.route("http://berths.test/order.js", partial(_fulfil, "text/javascript", script))
                 page = context.new_page()
                 page.goto("http://berths.test/")
                 page.wait_for_function("Object.keys(window.drawn).length == 2")

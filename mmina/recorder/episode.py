@@ -151,7 +151,8 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: Offline | None = None, seed: Seeding | None = None,
+                 prepare: ContextHook | None = None, offline: Offline | None = None,
+                 seed: Seeding | None = None,
                  tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
                  pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer

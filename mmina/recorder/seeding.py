@@ -115,7 +115,8 @@ SEEDED_BY_CALL_SITE = """(() => {
   const scripted = /^[a-z][a-z0-9+.-]*:[^0-9]/i;  // http://..., blob:...; not <anonymous>:1:2 nor :370:30
   const located = (frame) => {  // where a frame is, without the names a caller gives it ("[as onopen]")
     const open = frame.lastIndexOf("(");
-    return frame.endsWith(")") && open >= 0 ? frame.slice(open + 1, -1) : frame.slice(frame.indexOf("at ") + 3);
+    if (frame.endsWith(")") && open >= 0) return frame.slice(open + 1, -1);
+    return frame.slice(frame.indexOf("at ") + 3);
   };
   const place = (entry) => {  // the caller's stack, whatever limit or formatter the page set
     const limit = Error.stackTraceLimit, format = Error.prepareStackTrace, holder = {};
@@ -125,7 +126,8 @@ SEEDED_BY_CALL_SITE = """(() => {
       capture(holder, entry);
       // a frame without a URL is the browser's own or an injected script's (the replay's clock, its sockets,
       // Playwright's evaluate): only the page's own scripts name the place
-      return String(holder.stack).split("\\n").slice(1).map(located).filter(at => scripted.test(at)).join("\\n");
+      const frames = String(holder.stack).split("\\n").slice(1).map(located);
+      return frames.filter(at => scripted.test(at)).join("\\n");
     } catch (error) {
       return "";
     } finally {
@@ -203,7 +205,8 @@ class Seeding:
     def script(self) -> str:
         """The init script that seeds a document."""
         template = SEEDED_RANDOM if self.scheme == PER_EPISODE else SEEDED_BY_CALL_SITE
-        return template % {"seed": self.seed, "document": DOCUMENT_ID, "depth": STACK_DEPTH, "budget": TURN_BUDGET}
+        names = {"seed": self.seed, "document": DOCUMENT_ID, "depth": STACK_DEPTH, "budget": TURN_BUDGET}
+        return template % names
 
 
 def recording_seeding(name: str) -> Seeding:

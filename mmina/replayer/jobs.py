@@ -105,7 +105,9 @@ class _ArchiveJob:
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=Offline(tuple(router.bodies.addresses.values())), seed=sources[0].seeding(seed_name), pacer=pacer,
+                                       prepare=router.prepare,
+                                       offline=Offline(tuple(router.bodies.addresses.values())),
+                                       seed=sources[0].seeding(seed_name), pacer=pacer,
                                        more_traffic=router.traffic)
             try:
                 result = recorder.record(attempt)

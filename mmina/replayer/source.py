@@ -93,7 +93,8 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     out as every table leaves them (or just ``episode_id``)."""
     if bool(run_id) == bool(episode_id):
         raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes", "random_seeding"]
+    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes",
+               "random_seeding"]
     if episode_id:
         episodes = store.read("episodes", columns=columns)
         episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))

@@ -26,8 +26,8 @@ from tests.realweb.apps import App, RunningApp, write_suite
 AGENT = "tests.realweb.agents:ThinkingOracle"
 LARGE_BODY = 256 * 1024
 """A body this large is one whose serving time a replay may stretch (a multi-MB bundle)."""
-DRAWN_ID = re.compile(rb"(?<![0-9A-Za-z])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9A-F]{32})"
-                      rb"(?![0-9A-Za-z])", re.IGNORECASE)
+DRAWN_ID = re.compile(rb"(?<![0-9A-Za-z])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                      rb"|[0-9A-F]{32})(?![0-9A-Za-z])", re.IGNORECASE)
 """An id a page draws: a UUID (``crypto.randomUUID``, lumino's ``uuid4``) or 32 hex digits (NbClassic's)."""
 
 
@@ -100,7 +100,8 @@ def _check_one(folder: Path, app: App) -> Outcome:
     return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
                    live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets,
                    _large_bodies(requests[recorded.run_id], requests[report.replay_run]),
-                   _alike(sent_ids(store, requests[recorded.run_id]), sent_ids(store, requests[report.replay_run])))
+                   _alike(sent_ids(store, requests[recorded.run_id]),
+                          sent_ids(store, requests[report.replay_run])))
 
 
 def sent_ids(store: Store, requests: list[dict[str, Any]]) -> set[bytes]:
