@@ -12,8 +12,8 @@ replay, as timing would.
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 import json
+from functools import partial
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -22,7 +22,13 @@ from playwright.sync_api import Request, Route, sync_playwright
 from mmina.recorder import seeding
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.chromium import find_chromium
-from mmina.recorder.seeding import PER_CALL_SITE, PER_EPISODE, SEEDED_RANDOM, Seeding, seed_for
+from mmina.recorder.seeding import (
+    PER_CALL_SITE,
+    PER_EPISODE,
+    SEEDED_RANDOM,
+    Seeding,
+    seed_for,
+)
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
