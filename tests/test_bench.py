@@ -32,7 +32,7 @@ WAIT_S = 1800
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
             "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "view", "interchange",
-            "repeats", "judges", "rankings"}
+            "repeats", "judges", "rankings", "seeding"}
 SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
 SAMPLE_SECTIONS = {"model input", "rescore", "store"}

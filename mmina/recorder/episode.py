@@ -25,7 +25,7 @@ from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser, Offline
 from mmina.recorder.har import RoutedTraffic, capture
-from mmina.recorder.seeding import seed_for
+from mmina.recorder.seeding import Seeding, recording_seeding
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
@@ -151,14 +151,16 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: Offline | None = None, seed: int | None = None,
+                 prepare: ContextHook | None = None, offline: Offline | None = None,
+                 seed: Seeding | None = None,
                  tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
                  pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.pacer, self.more_traffic = pacer, more_traffic
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
-        self.seed = seed_for(writer.episode_id) if seed is None else seed
-        """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's, so pages draw alike)."""
+        self.seed = seed or recording_seeding(writer.episode_id)
+        """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's seed and scheme, so
+        pages draw alike); the scheme is stored (``episodes.random_seeding``)."""
         self.budget = Budget(limits)
         self.tracker = tracker or HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -446,6 +448,7 @@ class EpisodeRecorder:
             "supersedes": result.supersedes,
             "endpoint_retries": result.endpoint_retries,
             "endpoint_wait_s": result.endpoint_wait_s,
+            "random_seeding": self.seed.scheme,
         }
 
 

@@ -35,7 +35,6 @@ from mmina.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
-from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
@@ -124,7 +123,7 @@ class ConditionedJob(AgentJobBase):
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
             recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits or Limits(), Path(workdir),
                                        self.thread_captioner(), prepare=router.prepare,
-                                       seed=seed_for(prefix.source.episode_id),
+                                       seed=prefix.source.seeding(),
                                        tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)
             try:
                 return recorder.record(attempt=1)

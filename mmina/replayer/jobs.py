@@ -27,7 +27,6 @@ from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_i
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, RequestMatch, SocketFidelity,
                                      StepView, compare_steps, screenshot_differ)
-from mmina.recorder.seeding import seed_for
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
@@ -106,7 +105,9 @@ class _ArchiveJob:
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=Offline(tuple(router.bodies.addresses.values())), seed=seed_for(seed_name), pacer=pacer,
+                                       prepare=router.prepare,
+                                       offline=Offline(tuple(router.bodies.addresses.values())),
+                                       seed=sources[0].seeding(seed_name), pacer=pacer,
                                        more_traffic=router.traffic)
             try:
                 result = recorder.record(attempt)

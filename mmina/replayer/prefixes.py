@@ -36,7 +36,7 @@ PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "action", "action_kind", "model_output"]
 EPISODE_COLUMNS = ["episode_id", "task_id", "started_at", "ended_at", "blob_packs", "n_steps", "final_url",
-                   "final_tree_text", "hops_given"]
+                   "final_tree_text", "hops_given", "random_seeding"]
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,8 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
     if steps == len(recorded):  # handed over on the terminal page (the last action reached the hop)
         expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
                         if row.get("final_url") is not None else None)
-    source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()))
+    source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()),
+                    random_seeding=row["random_seeding"])
     return Prefix(
         task_id=task.task_id,
         source=source,

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from mmina.budget import Limits
 from mmina.errors import SEE_EPISODES, SEE_RUNS, StoreError, not_found
 from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.seeding import Seeding
 from mmina.replayer.archive import Archive, exchanges_from_rows
 from mmina.runs import run_config
 from mmina.store import Store
@@ -30,6 +31,13 @@ class Source:
     blob_packs: tuple[str, ...]
     attempt: int = 1
     """The repeat it was in its run (``episodes.attempt``); its replay is the same repeat."""
+    random_seeding: int | None = None
+    """How its pages' ``Math.random`` and ``crypto`` were seeded (``episodes.random_seeding``; None:
+    before schema version 10, scheme 1)."""
+
+    def seeding(self, name: str | None = None) -> Seeding:
+        """The seeding of a replay of it: its own scheme, seeded by its episode id (or ``name``)."""
+        return Seeding.of(name or self.episode_id, self.random_seeding)
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,8 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     out as every table leaves them (or just ``episode_id``)."""
     if bool(run_id) == bool(episode_id):
         raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes"]
+    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes",
+               "random_seeding"]
     if episode_id:
         every = store.read("episodes", columns=columns)
         episodes = every.filter(pc.equal(every.column("episode_id"), episode_id))
@@ -100,7 +109,8 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     rows = episodes.sort_by("started_at").to_pylist()
     superseded = {r["supersedes"] for r in rows if r["supersedes"]}
     return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()),
-                                      r["attempt"] or 1) for r in rows if r["episode_id"] not in superseded]
+                                      r["attempt"] or 1, r["random_seeding"])
+                                 for r in rows if r["episode_id"] not in superseded]
 
 
 def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],
