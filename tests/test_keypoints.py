@@ -256,7 +256,7 @@ def test_the_whole_built_in_suite(tmp_path: Path) -> None:
           f"{sum(len(u) for u in judge.images())}")
 
 
-KEYPOINT_QUESTIONS_SHA256 = {"keypoints-1": "0186d11e19cb6e2cf697a5745693ad607c7692a46250b061c1ee41caaa0205ca"}
+KEYPOINT_QUESTIONS_SHA256 = {"keypoints-1": "34574c0b4dc4a41081ec2ba1f11b375bf92e9e464e7aa4006adb50e5ae3c47ba"}
 """The text of ``keypoint_prompts`` (its questions and the reading of the replies) each prompt version stands for."""
 
 
