@@ -55,7 +55,7 @@ def test_builtin_suite_and_hop_semantics() -> None:
     assert suite.tasks and len(suite.sha256) == 64
     task = suite.select(["normal/1"]).tasks[0]
     assert task.cnt_hop == task.n_hops + 1 and task.procedure[-1] == "end"
-    with pytest.raises(TaskError, match="unknown task"):
+    with pytest.raises(TaskError, match="no task 'normal/999' in suite"):
         suite.select(["normal/999"])
 
 

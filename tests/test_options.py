@@ -153,4 +153,4 @@ def test_every_shared_option_is_its_bundles_on_every_command() -> None:
             default = next(f.default for f in dataclasses.fields(bundle) if f.name == field)
             given = None if option.default is UNSET else option.default
             assert given in (default, None if default == () else default), (path, flag, given)
-    assert offered["--judge-model"] == 2 and offered["--model"] == 3 and offered["--workers"] >= 3
+    assert offered["--judge-model"] == 2 and offered["--model"] == 4 and offered["--workers"] >= 3
