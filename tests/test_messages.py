@@ -1,0 +1,84 @@
+"""Messages that said the wrong thing (issue 52, item 6): each now says what happened and what
+to do. Real stores (written by the real writer, or really recorded), the real command line."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mmina.cli import cli
+from mmina.store import Store
+from tests.store_helpers import REPO_ROOT, begin, write_episode
+
+DAMAGE_HINT = "restore that file from a backup"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def mmina(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=timeout)
+
+
+def damaged(root: Path, table: str, run_id: str) -> Path:
+    """The run's only file of ``table``, cut to its first 50 bytes."""
+    [path] = list(root.glob(f"{table}/run_id={run_id}/*.parquet"))
+    path.write_bytes(path.read_bytes()[:50])
+    return path
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Path:
+    """Runs r1 and r2 of one committed episode each."""
+    store = Store.open(tmp_path / "store", create=True)
+    for run_id in ("r1", "r2"):
+        begin(store, run_id)
+        write_episode(store, run_id, f"ep-{run_id}")
+    return tmp_path / "store"
+
+
+def assert_error_line(result, *parts: str) -> None:
+    """One ``Error:`` line holding every part, exit 1, no traceback."""
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert result.exit_code == 1 and len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert all(part in errors[0] for part in parts), errors[0]
+
+
+# -- 1. the only runs file damaged --------------------------------------------------------------
+
+
+def test_a_store_whose_only_runs_file_is_damaged_says_so_for_rescore_report_and_a_named_run(two_runs: Path) -> None:
+    shutil.rmtree(two_runs / "runs" / "run_id=r2")
+    runs = damaged(two_runs, "runs", "r1")
+    for args in (["rescore", "--evaluator", "hops"], ["report"], ["store", "compact"]):
+        result = invoke(*args, "--store", str(two_runs))
+        assert_error_line(result, f"{two_runs} holds no readable run: the runs file {runs} cannot be read (",
+                          DAMAGE_HINT, "mmina store verify")
+        assert "bug in mmina" not in result.output and "holds no runs" not in result.output
+    named = invoke("report", "--run", "r1", "--store", str(two_runs))
+    assert_error_line(named, f"run r1 cannot be used: the runs file {runs} cannot be read (", DAMAGE_HINT)
+
+
+def test_beside_a_readable_run_a_damaged_runs_file_is_a_warning_and_the_rest_is_scored(two_runs: Path) -> None:
+    runs = damaged(two_runs, "runs", "r1")
+    result = invoke("rescore", "--evaluator", "hops", "--store", str(two_runs), "--format", "json")
+    assert result.exit_code == 0 and result.stderr.startswith(f"Warning: skipped {runs}: "), result.output
+    assert {e["run_id"] for e in json.loads(result.stdout)["episodes"]} == {"r1", "r2"}
+    assert json.loads(invoke("report", "--store", str(two_runs), "--format", "json").stdout)["runs"] == ["r2"]
+
+
+# -- 2. a damaged tasks file ----------------------------------------------------------------------
+
+
+def test_an_episode_whose_tasks_file_is_damaged_names_the_file(two_runs: Path) -> None:
+    tasks = damaged(two_runs, "tasks", "r1")
+    result = invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
+    assert_error_line(result, "episode ep-r1 of run r1 has no task normal/1: ",
+                      f"the tasks file {tasks} cannot be read (", DAMAGE_HINT)
