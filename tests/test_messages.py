@@ -82,3 +82,24 @@ def test_an_episode_whose_tasks_file_is_damaged_names_the_file(two_runs: Path) -
     result = invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
     assert_error_line(result, "episode ep-r1 of run r1 has no task normal/1: ",
                       f"the tasks file {tasks} cannot be read (", DAMAGE_HINT)
+
+
+# -- 3. --browser that is no Chromium -----------------------------------------------------------
+
+POINT = "point --browser (or MMINA_CHROMIUM) at a Chromium executable"
+
+
+def test_a_browser_that_is_no_chromium_says_so_and_where_to_point(tmp_path: Path) -> None:
+    """A plain file, a folder, and a program that runs but is no browser (the real launch):
+    never Playwright's "Target page, context or browser has been closed"."""
+    plain, program = tmp_path / "hostname", tmp_path / "not-a-browser"
+    plain.write_text("box\n")
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    cases = {plain: f"browser executable {plain} is not executable", tmp_path: f"browser executable {tmp_path} is not a file",
+             program: f"the browser {program} could not be started: it exited before Playwright could connect to it"}
+    for browser, expected in cases.items():
+        result = invoke("record", "--task", "normal/1", "--browser", str(browser), "--store", str(tmp_path / "s"))
+        assert_error_line(result, expected, POINT)
+        assert "has been closed" not in result.output
+    assert not (tmp_path / "s" / "episodes").exists()
