@@ -34,8 +34,8 @@ from mmina.errors import TaskError, first_line
 from mmina.harness_context import context_findings
 from mmina.navigation import is_web_url
 from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
-                         SUITE_FOLDERS, Task, TaskSuite, count_value, id_base, resolve_suite_path, suite_sha256,
-                         task_from_dict, task_id_of)
+                         SUITE_FOLDERS, URL_ALTERNATIVES, Task, TaskSuite, count_value, id_base, resolve_suite_path,
+                         suite_sha256, task_from_dict, task_id_of)
 from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
@@ -269,16 +269,31 @@ def _warning(field: str, message: str) -> Finding:
 
 
 def _intent(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    intent = raw.get("intent")
-    if not isinstance(intent, str) or not intent.strip():
-        return [_error("intent", "missing or empty (the instruction for the agent)")]
-    return []
+    problem = _text_problem(raw, "intent")
+    return [_error("intent", f"{problem} (the instruction for the agent)")] if problem else []
+
+
+def _text_problem(raw: dict[str, Any], name: str) -> str:
+    """What is wrong with a required text field ("" when it is text with a character)."""
+    value = raw.get(name)
+    if value is None:
+        return "missing" if name not in raw else "null"
+    if not isinstance(value, str):
+        return f"must be text, not {_kind(value)} {_shorten(value)}"
+    return "" if value.strip() else "empty"
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as a message names it."""
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a string")
 
 
 def _start_url(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    start = raw.get("start_url")
-    if not isinstance(start, str) or not start.strip():
-        return [_error("start_url", "missing or empty (the page the agent starts on)")]
+    problem = _text_problem(raw, "start_url")
+    if problem:
+        return [_error("start_url", f"{problem} (the page the agent starts on)")]
+    start = raw["start_url"]
     urls = [u.strip() for u in start.split(START_URL_SEPARATOR) if u.strip()]
     if len(urls) > MAX_START_URLS:
         return [_error("start_url", f"{len(urls)} start URLs: at most {MAX_START_URLS} (one tab each)")]
@@ -302,8 +317,13 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
         findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
     if "url_match" in types and not evaluation.get("reference_url"):
         findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
-    if evaluation.get("reference_url") is not None and not isinstance(evaluation["reference_url"], str):
+    reference = evaluation.get("reference_url")
+    if reference is not None and not isinstance(reference, str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
+    elif reference:
+        findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} (url_match looks for it as "
+                                                    "text inside the page's URL; give the whole http(s) URL)")
+                     for url in (u.strip() for u in reference.split(URL_ALTERNATIVES)) if url and not is_web_url(url)]
     return findings
 
 
@@ -355,7 +375,7 @@ def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
     if value is not None and value > MAX_HOPS + 1:
         return [_error(name, f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
                              f"marker): a task has at most {MAX_HOPS}")]
-    unread = [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")] if name and value is None else []
+    unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
     return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite), each judged by "
@@ -366,6 +386,24 @@ def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:
     """The hop count's field name (``cnt_hop``, else ``hop_cnt``; "" when neither) and its value."""
     name = "cnt_hop" if "cnt_hop" in raw else "hop_cnt" if "hop_cnt" in raw else ""
     return name, count_value(raw[name]) if name else None
+
+
+def _count_problem(value: Any) -> str:
+    """Why a hop count is no count (:func:`mmina.tasks.count_value` read None from it)."""
+    shown = _shorten(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return f"not a number but {_kind(value)} ({shown})"
+    try:
+        number = float(value.strip()) if isinstance(value, str) else value
+    except ValueError:
+        return f"not a number ({shown})"
+    if number < 0:
+        return f"negative ({shown}): a hop count is 1 or more (it counts the END marker)"
+    if not float(number).is_integer():
+        return f"not a whole number ({shown})"
+    return f"not a count written in digits ({shown})"
 
 
 def _keywords(procedure: list[str]) -> list[Finding]:
@@ -385,7 +423,7 @@ def _cnt_hop(raw: dict[str, Any], entries: int) -> list[Finding]:
     if not name:
         return []
     if value is None:
-        return [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")]
+        return [_warning(name, f"{_count_problem(raw[name])}: ignored")]
     if value != entries:
         return [_warning(name, f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
                                "marker); the procedure decides")]

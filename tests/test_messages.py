@@ -103,3 +103,58 @@ def test_a_browser_that_is_no_chromium_says_so_and_where_to_point(tmp_path: Path
         assert_error_line(result, expected, POINT)
         assert "has been closed" not in result.output
     assert not (tmp_path / "s" / "episodes").exists()
+
+
+# -- 4 and 6. task files: what is wrong with a field ------------------------------------------------
+
+TASK = {"intent": "Find the price of the tea.", "start_url": "http://wiki.mmina.test/kiwix/",
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["23.75"]}, "reference_url": ""},
+        "cnt_hop": 3, "procedure": ["kiwix", "shop", "end"]}
+
+
+def validate(tmp_path: Path, **fields: object) -> list[str]:
+    """``mmina tasks validate`` of one normal task with these fields: the lines about that file."""
+    (tmp_path / "normal").mkdir(exist_ok=True)
+    path = tmp_path / "normal" / "1.json"
+    path.write_text(json.dumps({**TASK, **fields}))
+    result = invoke("tasks", "validate", str(tmp_path))
+    assert "Traceback" not in result.output, result.output
+    return [line.removeprefix(f"{path}: ") for line in result.output.splitlines() if line.startswith(str(path))]
+
+
+@pytest.mark.parametrize(("count", "said"), [
+    (-5, "negative (-5): a hop count is 1 or more (it counts the END marker): ignored"),
+    ("-5", "negative ('-5'): a hop count is 1 or more"), (2.5, "not a whole number (2.5): ignored"),
+    (True, "not a number but a boolean (True): ignored"), ("three", "not a number ('three'): ignored"),
+    ([3], "not a number but a list ([3]): ignored"), (None, "null: ignored")])
+def test_a_hop_count_says_why_it_is_no_count(tmp_path: Path, count: object, said: str) -> None:
+    [line] = validate(tmp_path, cnt_hop=count)
+    assert line.startswith(f"cnt_hop: warning: {said}"), line
+
+
+@pytest.mark.parametrize(("intent", "said"), [
+    (["Find", "the tea"], "must be text, not a list ['Find', 'the tea']"), (7, "must be text, not a number 7"),
+    ("  ", "empty"), (None, "null")])
+def test_an_intent_that_is_not_text_says_what_it_is(tmp_path: Path, intent: object, said: str) -> None:
+    assert validate(tmp_path, intent=intent) == [f"intent: {said} (the instruction for the agent)"]
+
+
+def test_a_missing_intent_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "normal").mkdir()
+    (tmp_path / "normal" / "1.json").write_text(json.dumps({k: v for k, v in TASK.items() if k != "intent"}))
+    result = invoke("tasks", "validate", str(tmp_path))
+    assert result.exit_code == 1 and "intent: missing (the instruction for the agent)" in result.output
+
+
+@pytest.mark.parametrize("reference", ["the tea page", "shop.mmina.test/product/vell",
+                                       "http://shop.mmina.test/a |OR| javascript:alert(1)"])
+def test_a_reference_url_that_is_no_url_is_a_warning_not_ok(tmp_path: Path, reference: str) -> None:
+    lines = validate(tmp_path, eval={**TASK["eval"], "reference_url": reference, "eval_types": ["url_match"]})
+    bad = reference.split(" |OR| ")[-1]
+    assert lines == [f"eval.reference_url: warning: not an http(s) URL: {bad!r} (url_match looks for it as text "
+                     "inside the page's URL; give the whole http(s) URL)"]
+
+
+def test_good_reference_urls_stay_ok(tmp_path: Path) -> None:
+    good = "http://shop.mmina.test/product/vell |OR| https://shop.mmina.test/p/vell"
+    assert validate(tmp_path, eval={**TASK["eval"], "reference_url": good}) == []

@@ -9,9 +9,8 @@ from typing import Any
 
 from mmina.answers import exact_match, missing_keywords, normalize
 from mmina.evaluators.base import ScoreRow, Trace, TraceEvaluator, not_applicable, task_result, verdict_of
-from mmina.tasks import Task
+from mmina.tasks import URL_ALTERNATIVES, Task
 
-URL_ALTERNATIVES = " |OR| "
 
 
 def references(task: Task, key: str) -> list[str]:
