@@ -158,3 +158,26 @@ def test_a_reference_url_that_is_no_url_is_a_warning_not_ok(tmp_path: Path, refe
 def test_good_reference_urls_stay_ok(tmp_path: Path) -> None:
     good = "http://shop.mmina.test/product/vell |OR| https://shop.mmina.test/p/vell"
     assert validate(tmp_path, eval={**TASK["eval"], "reference_url": good}) == []
+
+
+# -- 7. several SQL statements ------------------------------------------------------------------------
+
+
+def test_several_statements_are_refused_not_all_but_the_last_dropped(two_runs: Path) -> None:
+    result = invoke("sql", "select 1; select 2", "--store", str(two_runs))
+    assert_error_line(result, "the query holds 2 statements and mmina sql shows one result: give one statement")
+    assert result.stdout == ""
+    write = invoke("sql", "select 1; drop view steps", "--store", str(two_runs))  # a write is refused as one
+    assert_error_line(write, "mmina sql is read-only: DROP statements are not allowed")
+    one = invoke("sql", "select 1 as a;", "--store", str(two_runs), "--format", "csv")
+    assert one.exit_code == 0 and one.stdout == "a\n1\n", one.output
+
+
+# -- 8. javascript: is never allowable ------------------------------------------------------------------
+
+
+def test_javascript_cannot_be_allowed(tmp_path: Path) -> None:
+    result = invoke("record", "--task", "normal/1", "--allow-scheme", "JavaScript:", "--store", str(tmp_path / "s"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "the javascript: scheme cannot be allowed: a javascript: URL runs a script in the page" in result.output
+    assert not (tmp_path / "s").exists()
