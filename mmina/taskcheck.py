@@ -378,8 +378,8 @@ def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
     unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
-    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite), each judged by "
-                                  "the final answer only"), *unread]
+    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite) and judged by the "
+                                  "final answer alone (a passing answer completes them all)"), *unread]
 
 
 def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:

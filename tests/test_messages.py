@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,6 @@ DAMAGE_HINT = "restore that file from a backup"
 
 def invoke(*args: str):
     return CliRunner().invoke(cli, list(args))
-
-
-def mmina(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=timeout)
 
 
 def damaged(root: Path, table: str, run_id: str) -> Path:
@@ -114,7 +110,7 @@ TASK = {"intent": "Find the price of the tea.", "start_url": "http://wiki.mmina.
 
 def validate(tmp_path: Path, **fields: object) -> list[str]:
     """``mmina tasks validate`` of one normal task with these fields: the lines about that file."""
-    (tmp_path / "normal").mkdir(exist_ok=True)
+    (tmp_path / "normal").mkdir(parents=True, exist_ok=True)
     path = tmp_path / "normal" / "1.json"
     path.write_text(json.dumps({**TASK, **fields}))
     result = invoke("tasks", "validate", str(tmp_path))
@@ -181,3 +177,90 @@ def test_javascript_cannot_be_allowed(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "the javascript: scheme cannot be allowed: a javascript: URL runs a script in the page" in result.output
     assert not (tmp_path / "s").exists()
+
+
+# -- 5 and 9. what the hop counts say ---------------------------------------------------------------
+
+BUILTIN_NORMAL_1 = REPO_ROOT / "fixtures" / "tasks" / "normal" / "1.json"
+
+
+def recorded(*args: str) -> dict:
+    result = invoke("record", *args, "--format", "json")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_task_without_procedure_is_judged_by_its_answer_as_validate_says(tmp_path: Path) -> None:
+    """The oracle's right answer completes both hops (it scored 0/2 while validate said "judged
+    by the final answer")."""
+    suite = tmp_path / "suite"
+    assert validate(suite, procedure=None) == ["procedure: warning: missing: the hops are counted from cnt_hop (else "
+                                               "the suite) and judged by the final answer alone (a passing answer "
+                                               "completes them all)"]
+    task = json.loads(BUILTIN_NORMAL_1.read_text())
+    del task["procedure"]
+    (suite / "normal" / "1.json").write_text(json.dumps(task))
+    [episode] = recorded("--tasks", str(suite), "--store", str(tmp_path / "store"))["episodes"]
+    assert (episode["answer_ok"], episode["n_hops"], episode["hops_passed"], episode["verdict"]) == (True, 2, 2, "pass")
+    # a wrong answer completes none: the rescoring pins of tests/test_rescore_batch.py hold such episodes
+
+
+def test_an_episode_that_fails_before_its_first_step_completes_no_hop(tmp_path: Path) -> None:
+    """The start page is on hop 1's site, but the agent never acted: 0/2, not 1/2."""
+    result = invoke("record", "--task", "normal/1", "--agent", "tests.agents_for_tests:Crasher",
+                    "--store", str(tmp_path / "store"))
+    assert result.exit_code == 0 and "normal/1: error (agent), error, 0/2 hops, 0 steps" in result.stderr, result.stderr
+    assert "│ 0/2  │ 0     │" in result.stdout and "hop SR 0.0%" in result.stdout, result.stdout
+    rescored = invoke("rescore", "--evaluator", "hops", "--store", str(tmp_path / "store"), "--format", "json")
+    [episode] = json.loads(rescored.stdout)["episodes"]
+    assert (episode["hops_passed"], episode["hops_total"]) == (0, 2)
+
+
+# -- 10. a redirect loop ---------------------------------------------------------------------------------
+
+
+class LoopSite(BaseHTTPRequestHandler):
+    """``/start`` a page, ``/loop`` a redirect to itself."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path == "/loop":
+            self.send_response(302)
+            self.send_header("Location", "/loop")
+            self.end_headers()
+            return
+        body = b"<!doctype html><title>Start</title><a href='/loop'>loop</a>"
+        self.send_response(200 if self.path == "/start" else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def loop_site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoopSite)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_a_replayed_redirect_loop_fails_as_recorded_not_as_missing_from_the_archive(tmp_path: Path, loop_site: str) -> None:
+    task = {**TASK, "start_url": f"{loop_site}/start",
+            "reference_script": [{"action": "goto", "url": f"{loop_site}/loop"}, {"action": "stop", "answer": "x"}]}
+    (tmp_path / "suite" / "normal").mkdir(parents=True)
+    (tmp_path / "suite" / "normal" / "1.json").write_text(json.dumps(task))
+    store = str(tmp_path / "store")
+    recorded("--tasks", str(tmp_path / "suite"), "--store", store)
+    error = invoke("sql", "select action_error from steps where step_index = 0", "--store", store, "--format", "csv")
+    assert "net::ERR_TOO_MANY_REDIRECTS" in error.stdout, error.output
+    replay = invoke("replay", "--run", "latest", "--store", store, "--format", "json")
+    assert replay.exit_code == 0, replay.output
+    [episode] = json.loads(replay.stdout)["episodes"]
+    after = episode["steps"][1]
+    assert after["recorded_url"] == after["replayed_url"] == "chrome-error://chromewebdata/", after
+    assert after["faithful"] and "not in the archive" not in json.dumps(episode), after
