@@ -102,9 +102,11 @@ class StoreWarning(MminaWarning):
     """A damaged file was skipped: the rest of the store still reads (``mmina store verify``)."""
 
 
-DAMAGED_RUN_HINT = ("restore that file from a backup, or record into a new run (another --run-id); "
-                    "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers "
-                    "that are gone, never damaged data)")
+DAMAGED_RUN_HINT = (
+    "restore that file from a backup, or record into a new run (another --run-id); "
+    "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers that are "
+    "gone, never damaged data)"
+)
 """What to do about a run whose ``runs`` (or ``tasks``) file cannot be read: what it held is lost."""
 
 

@@ -22,8 +22,10 @@ BLANK = "about:blank"
 PAGE_SCHEMES = frozenset({"blob", "chrome-error"})
 """What a page may land on by itself beyond the web: ``blob:`` URLs it made from its own data, and
 Chromium's error page (``chrome-error://chromewebdata/``, shown for a failed navigation)."""
-NEVER_ALLOWED = {"javascript": "a javascript: URL runs a script in the page instead of going to a page, which no "
-                                "action may do"}
+NEVER_ALLOWED = {
+    "javascript": "a javascript: URL runs a script in the page instead of going to a page, which no action "
+    "may do"
+}
 """Schemes no ``--allow-scheme`` allows, with why."""
 _SCHEME_NAME = re.compile(r"[a-z][a-z0-9+.-]*")
 _IGNORED = re.compile(r"[\t\n\r]")
@@ -47,13 +49,15 @@ def refusal(url: str, allowed: Iterable[str] = (), also: Iterable[str] = ()) -> 
     """Why navigating to ``url`` is refused, or None when it is allowed: the web, ``about:blank``,
     the schemes the user ``allowed`` and those ``also`` allowed where the check is made."""
     scheme = scheme_of(url)
-    if scheme in WEB_SCHEMES or is_blank(url) or (scheme in {*allowed, *also} and scheme not in NEVER_ALLOWED):
+    allowable = scheme in {*allowed, *also} and scheme not in NEVER_ALLOWED
+    if scheme in WEB_SCHEMES or is_blank(url) or allowable:
         return None
     shown = url if len(url) <= 80 else url[:77] + "..."
     if not scheme:
         return f"{shown!r} is not an absolute URL (give http:// or https://)"
     if scheme in NEVER_ALLOWED:
-        return f"navigation to {scheme}: is refused ({shown!r}): {NEVER_ALLOWED[scheme]} (goto takes a page's URL)"
+        why = NEVER_ALLOWED[scheme]
+        return f"navigation to {scheme}: is refused ({shown!r}): {why} (goto takes a page's URL)"
     return (f"navigation to {scheme}: is refused ({shown!r}): agents stay on the web (http, https, about:blank; "
             f"allow more with --allow-scheme {scheme})")
 

@@ -34,8 +34,8 @@ from mmina.errors import TaskError, first_line
 from mmina.harness_context import context_findings
 from mmina.navigation import is_web_url
 from mmina.tasks import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
-                         SUITE_FOLDERS, URL_ALTERNATIVES, Task, TaskSuite, count_value, id_base, resolve_suite_path,
-                         suite_sha256, task_from_dict, task_id_of)
+                         SUITE_FOLDERS, URL_ALTERNATIVES, Task, TaskSuite, count_value, id_base,
+                         resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
 from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
@@ -50,6 +50,8 @@ MAX_DEPTH = 64
 MAX_START_URLS = 20
 """Start URLs of one task (one tab each)."""
 SHOWN_CHARS = 60
+URL_AS_TEXT = "url_match looks for it as text inside the page's URL; give the whole http(s) URL"
+"""What a reference URL that is no URL comes to."""
 
 Finding = tuple[str, str, str]
 """(severity, field, message)."""
@@ -285,7 +287,8 @@ def _text_problem(raw: dict[str, Any], name: str) -> str:
 
 def _kind(value: Any) -> str:
     """A JSON value's kind, as a message names it."""
-    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "an object"))
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"),
+             (dict, "an object"))
     return next((name for kind, name in kinds if isinstance(value, kind)), "a string")
 
 
@@ -321,9 +324,9 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     if reference is not None and not isinstance(reference, str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
     elif reference:
-        findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} (url_match looks for it as "
-                                                    "text inside the page's URL; give the whole http(s) URL)")
-                     for url in (u.strip() for u in reference.split(URL_ALTERNATIVES)) if url and not is_web_url(url)]
+        urls = [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()]
+        findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
+                     for url in urls if not is_web_url(url)]
     return findings
 
 
@@ -378,8 +381,8 @@ def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
     unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
-    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite) and judged by the "
-                                  "final answer alone (a passing answer completes them all)"), *unread]
+    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite) and judged by "
+                                  "the final answer alone (a passing answer completes them all)"), *unread]
 
 
 def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:

@@ -1,5 +1,6 @@
 """Messages that said the wrong thing (issue 52, item 6): each now says what happened and what
 to do. Real stores (written by the real writer, or really recorded), the real command line."""
+
 from __future__ import annotations
 
 import json
@@ -50,19 +51,27 @@ def assert_error_line(result, *parts: str) -> None:
 # -- 1. the only runs file damaged --------------------------------------------------------------
 
 
-def test_a_store_whose_only_runs_file_is_damaged_says_so_for_rescore_report_and_a_named_run(two_runs: Path) -> None:
+def test_a_store_whose_only_runs_file_is_damaged_says_so_for_rescore_report_and_a_named_run(
+    two_runs: Path,
+) -> None:
     shutil.rmtree(two_runs / "runs" / "run_id=r2")
     runs = damaged(two_runs, "runs", "r1")
     for args in (["rescore", "--evaluator", "hops"], ["report"], ["store", "compact"]):
         result = invoke(*args, "--store", str(two_runs))
-        assert_error_line(result, f"{two_runs} holds no readable run: the runs file {runs} cannot be read (",
-                          DAMAGE_HINT, "mmina store verify")
+        assert_error_line(
+            result,
+            f"{two_runs} holds no readable run: the runs file {runs} cannot be read (",
+            DAMAGE_HINT,
+            "mmina store verify",
+        )
         assert "bug in mmina" not in result.output and "holds no runs" not in result.output
     named = invoke("report", "--run", "r1", "--store", str(two_runs))
     assert_error_line(named, f"run r1 cannot be used: the runs file {runs} cannot be read (", DAMAGE_HINT)
 
 
-def test_beside_a_readable_run_a_damaged_runs_file_is_a_warning_and_the_rest_is_scored(two_runs: Path) -> None:
+def test_beside_a_readable_run_a_damaged_runs_file_is_a_warning_and_the_rest_is_scored(
+    two_runs: Path,
+) -> None:
     runs = damaged(two_runs, "runs", "r1")
     result = invoke("rescore", "--evaluator", "hops", "--store", str(two_runs), "--format", "json")
     assert result.exit_code == 0 and result.stderr.startswith(f"Warning: skipped {runs}: "), result.output
@@ -76,8 +85,12 @@ def test_beside_a_readable_run_a_damaged_runs_file_is_a_warning_and_the_rest_is_
 def test_an_episode_whose_tasks_file_is_damaged_names_the_file(two_runs: Path) -> None:
     tasks = damaged(two_runs, "tasks", "r1")
     result = invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
-    assert_error_line(result, "episode ep-r1 of run r1 has no task normal/1: ",
-                      f"the tasks file {tasks} cannot be read (", DAMAGE_HINT)
+    assert_error_line(
+        result,
+        "episode ep-r1 of run r1 has no task normal/1: ",
+        f"the tasks file {tasks} cannot be read (",
+        DAMAGE_HINT,
+    )
 
 
 # -- 3. --browser that is no Chromium -----------------------------------------------------------
@@ -92,10 +105,15 @@ def test_a_browser_that_is_no_chromium_says_so_and_where_to_point(tmp_path: Path
     plain.write_text("box\n")
     program.write_text("#!/bin/sh\nexit 0\n")
     program.chmod(0o755)
-    cases = {plain: f"browser executable {plain} is not executable", tmp_path: f"browser executable {tmp_path} is not a file",
-             program: f"the browser {program} could not be started: it exited before Playwright could connect to it"}
+    cases = {
+        plain: f"browser executable {plain} is not executable",
+        tmp_path: f"browser executable {tmp_path} is not a file",
+        program: f"the browser {program} could not be started: it exited before Playwright could connect",
+    }
     for browser, expected in cases.items():
-        result = invoke("record", "--task", "normal/1", "--browser", str(browser), "--store", str(tmp_path / "s"))
+        result = invoke(
+            "record", "--task", "normal/1", "--browser", str(browser), "--store", str(tmp_path / "s")
+        )
         assert_error_line(result, expected, POINT)
         assert "has been closed" not in result.output
     assert not (tmp_path / "s" / "episodes").exists()
@@ -103,9 +121,17 @@ def test_a_browser_that_is_no_chromium_says_so_and_where_to_point(tmp_path: Path
 
 # -- 4 and 6. task files: what is wrong with a field ------------------------------------------------
 
-TASK = {"intent": "Find the price of the tea.", "start_url": "http://wiki.mmina.test/kiwix/",
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["23.75"]}, "reference_url": ""},
-        "cnt_hop": 3, "procedure": ["kiwix", "shop", "end"]}
+TASK = {
+    "intent": "Find the price of the tea.",
+    "start_url": "http://wiki.mmina.test/kiwix/",
+    "eval": {
+        "eval_types": ["string_match"],
+        "reference_answers": {"must_include": ["23.75"]},
+        "reference_url": "",
+    },
+    "cnt_hop": 3,
+    "procedure": ["kiwix", "shop", "end"],
+}
 
 
 def validate(tmp_path: Path, **fields: object) -> list[str]:
@@ -115,22 +141,37 @@ def validate(tmp_path: Path, **fields: object) -> list[str]:
     path.write_text(json.dumps({**TASK, **fields}))
     result = invoke("tasks", "validate", str(tmp_path))
     assert "Traceback" not in result.output, result.output
-    return [line.removeprefix(f"{path}: ") for line in result.output.splitlines() if line.startswith(str(path))]
+    return [
+        line.removeprefix(f"{path}: ") for line in result.output.splitlines() if line.startswith(str(path))
+    ]
 
 
-@pytest.mark.parametrize(("count", "said"), [
-    (-5, "negative (-5): a hop count is 1 or more (it counts the END marker): ignored"),
-    ("-5", "negative ('-5'): a hop count is 1 or more"), (2.5, "not a whole number (2.5): ignored"),
-    (True, "not a number but a boolean (True): ignored"), ("three", "not a number ('three'): ignored"),
-    ([3], "not a number but a list ([3]): ignored"), (None, "null: ignored")])
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [
+        (-5, "negative (-5): a hop count is 1 or more (it counts the END marker): ignored"),
+        ("-5", "negative ('-5'): a hop count is 1 or more"),
+        (2.5, "not a whole number (2.5): ignored"),
+        (True, "not a number but a boolean (True): ignored"),
+        ("three", "not a number ('three'): ignored"),
+        ([3], "not a number but a list ([3]): ignored"),
+        (None, "null: ignored"),
+    ],
+)
 def test_a_hop_count_says_why_it_is_no_count(tmp_path: Path, count: object, said: str) -> None:
     [line] = validate(tmp_path, cnt_hop=count)
     assert line.startswith(f"cnt_hop: warning: {said}"), line
 
 
-@pytest.mark.parametrize(("intent", "said"), [
-    (["Find", "the tea"], "must be text, not a list ['Find', 'the tea']"), (7, "must be text, not a number 7"),
-    ("  ", "empty"), (None, "null")])
+@pytest.mark.parametrize(
+    ("intent", "said"),
+    [
+        (["Find", "the tea"], "must be text, not a list ['Find', 'the tea']"),
+        (7, "must be text, not a number 7"),
+        ("  ", "empty"),
+        (None, "null"),
+    ],
+)
 def test_an_intent_that_is_not_text_says_what_it_is(tmp_path: Path, intent: object, said: str) -> None:
     assert validate(tmp_path, intent=intent) == [f"intent: {said} (the instruction for the agent)"]
 
@@ -142,13 +183,15 @@ def test_a_missing_intent_is_missing(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "intent: missing (the instruction for the agent)" in result.output
 
 
-@pytest.mark.parametrize("reference", ["the tea page", "shop.mmina.test/product/vell",
-                                       "http://shop.mmina.test/a |OR| javascript:alert(1)"])
+@pytest.mark.parametrize(
+    "reference",
+    ["the tea page", "shop.mmina.test/product/vell", "http://shop.mmina.test/a |OR| javascript:alert(1)"],
+)
 def test_a_reference_url_that_is_no_url_is_a_warning_not_ok(tmp_path: Path, reference: str) -> None:
     lines = validate(tmp_path, eval={**TASK["eval"], "reference_url": reference, "eval_types": ["url_match"]})
     bad = reference.split(" |OR| ")[-1]
-    assert lines == [f"eval.reference_url: warning: not an http(s) URL: {bad!r} (url_match looks for it as text "
-                     "inside the page's URL; give the whole http(s) URL)"]
+    said = f"eval.reference_url: warning: not an http(s) URL: {bad!r} (url_match looks for it as text inside "
+    assert lines == [said + "the page's URL; give the whole http(s) URL)"]
 
 
 def test_good_reference_urls_stay_ok(tmp_path: Path) -> None:
@@ -161,7 +204,9 @@ def test_good_reference_urls_stay_ok(tmp_path: Path) -> None:
 
 def test_several_statements_are_refused_not_all_but_the_last_dropped(two_runs: Path) -> None:
     result = invoke("sql", "select 1; select 2", "--store", str(two_runs))
-    assert_error_line(result, "the query holds 2 statements and mmina sql shows one result: give one statement")
+    assert_error_line(
+        result, "the query holds 2 statements and mmina sql shows one result: give one statement"
+    )
     assert result.stdout == ""
     write = invoke("sql", "select 1; drop view steps", "--store", str(two_runs))  # a write is refused as one
     assert_error_line(write, "mmina sql is read-only: DROP statements are not allowed")
@@ -173,9 +218,14 @@ def test_several_statements_are_refused_not_all_but_the_last_dropped(two_runs: P
 
 
 def test_javascript_cannot_be_allowed(tmp_path: Path) -> None:
-    result = invoke("record", "--task", "normal/1", "--allow-scheme", "JavaScript:", "--store", str(tmp_path / "s"))
+    result = invoke(
+        "record", "--task", "normal/1", "--allow-scheme", "JavaScript:", "--store", str(tmp_path / "s")
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "the javascript: scheme cannot be allowed: a javascript: URL runs a script in the page" in result.output
+    assert (
+        "the javascript: scheme cannot be allowed: a javascript: URL runs a script in the page"
+        in result.output
+    )
     assert not (tmp_path / "s").exists()
 
 
@@ -194,24 +244,42 @@ def test_a_task_without_procedure_is_judged_by_its_answer_as_validate_says(tmp_p
     """The oracle's right answer completes both hops (it scored 0/2 while validate said "judged
     by the final answer")."""
     suite = tmp_path / "suite"
-    assert validate(suite, procedure=None) == ["procedure: warning: missing: the hops are counted from cnt_hop (else "
-                                               "the suite) and judged by the final answer alone (a passing answer "
-                                               "completes them all)"]
+    said = (
+        "procedure: warning: missing: the hops are counted from cnt_hop (else the suite) and judged by the "
+        "final answer alone (a passing answer completes them all)"
+    )
+    assert validate(suite, procedure=None) == [said]
     task = json.loads(BUILTIN_NORMAL_1.read_text())
     del task["procedure"]
     (suite / "normal" / "1.json").write_text(json.dumps(task))
     [episode] = recorded("--tasks", str(suite), "--store", str(tmp_path / "store"))["episodes"]
-    assert (episode["answer_ok"], episode["n_hops"], episode["hops_passed"], episode["verdict"]) == (True, 2, 2, "pass")
+    assert (episode["answer_ok"], episode["n_hops"], episode["hops_passed"], episode["verdict"]) == (
+        True,
+        2,
+        2,
+        "pass",
+    )
     # a wrong answer completes none: the rescoring pins of tests/test_rescore_batch.py hold such episodes
 
 
 def test_an_episode_that_fails_before_its_first_step_completes_no_hop(tmp_path: Path) -> None:
     """The start page is on hop 1's site, but the agent never acted: 0/2, not 1/2."""
-    result = invoke("record", "--task", "normal/1", "--agent", "tests.agents_for_tests:Crasher",
-                    "--store", str(tmp_path / "store"))
-    assert result.exit_code == 0 and "normal/1: error (agent), error, 0/2 hops, 0 steps" in result.stderr, result.stderr
+    result = invoke(
+        "record",
+        "--task",
+        "normal/1",
+        "--agent",
+        "tests.agents_for_tests:Crasher",
+        "--store",
+        str(tmp_path / "store"),
+    )
+    assert result.exit_code == 0 and "normal/1: error (agent), error, 0/2 hops, 0 steps" in result.stderr, (
+        result.stderr
+    )
     assert "│ 0/2  │ 0     │" in result.stdout and "hop SR 0.0%" in result.stdout, result.stdout
-    rescored = invoke("rescore", "--evaluator", "hops", "--store", str(tmp_path / "store"), "--format", "json")
+    rescored = invoke(
+        "rescore", "--evaluator", "hops", "--store", str(tmp_path / "store"), "--format", "json"
+    )
     [episode] = json.loads(rescored.stdout)["episodes"]
     assert (episode["hops_passed"], episode["hops_total"]) == (0, 2)
 
@@ -249,14 +317,24 @@ def loop_site() -> Iterator[str]:
         server.shutdown()
 
 
-def test_a_replayed_redirect_loop_fails_as_recorded_not_as_missing_from_the_archive(tmp_path: Path, loop_site: str) -> None:
-    task = {**TASK, "start_url": f"{loop_site}/start",
-            "reference_script": [{"action": "goto", "url": f"{loop_site}/loop"}, {"action": "stop", "answer": "x"}]}
+def test_a_replayed_redirect_loop_fails_as_recorded_not_as_missing_from_the_archive(
+    tmp_path: Path, loop_site: str
+) -> None:
+    task = {
+        **TASK,
+        "start_url": f"{loop_site}/start",
+        "reference_script": [
+            {"action": "goto", "url": f"{loop_site}/loop"},
+            {"action": "stop", "answer": "x"},
+        ],
+    }
     (tmp_path / "suite" / "normal").mkdir(parents=True)
     (tmp_path / "suite" / "normal" / "1.json").write_text(json.dumps(task))
     store = str(tmp_path / "store")
     recorded("--tasks", str(tmp_path / "suite"), "--store", store)
-    error = invoke("sql", "select action_error from steps where step_index = 0", "--store", store, "--format", "csv")
+    error = invoke(
+        "sql", "select action_error from steps where step_index = 0", "--store", store, "--format", "csv"
+    )
     assert "net::ERR_TOO_MANY_REDIRECTS" in error.stdout, error.output
     replay = invoke("replay", "--run", "latest", "--store", store, "--format", "json")
     assert replay.exit_code == 0, replay.output

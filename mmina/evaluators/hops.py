@@ -19,9 +19,11 @@ contains ``mmina_hops[-1].answer`` (fixture tasks), or passes the task's string 
 (official tasks). Hops without a keyword (a task without ``procedure``, whose hops are counted
 from ``cnt_hop`` or its suite) have no URL condition: they are judged by the final answer
 alone, all completing together, on the last page, when it passes. An episode without a step
-(it failed before the agent acted) completes no hop, even where its start page would. The task passes iff every hop completed and the final answer passes the
-task's string references (``exact_match`` / ``must_include``; a task with none — e.g. only
-``fuzzy_match`` — is decided by its hops). Task value = completed hops / hops.
+(it failed before the agent acted) completes no hop, even where its start page would.
+
+The task passes iff every hop completed and the final answer passes the task's string
+references (``exact_match`` / ``must_include``; a task with none — e.g. only ``fuzzy_match`` —
+is decided by its hops). Task value = completed hops / hops.
 
 A hop-conditioned episode (``mmina record --prefix-run``, ``episodes.start_hop``) was handed
 the hops before its start hop by a replayed prefix: the queue starts at the start hop, those

@@ -30,7 +30,8 @@ from mmina.recorder.acting import ActionFailed
 from mmina.recorder.browser_loop import BrowserLoop
 from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, MMINA_DISABLED_FEATURES,
                                      PLAYWRIGHT_DISABLED_FEATURES, QUIET_ARGS, UNSHOWN_UI_FEATURES, find_chromium,
-                                     is_headless_shell, launch_args, launch_chromium, launch_failure, shut_down)
+                                     is_headless_shell, launch_args, launch_chromium, launch_failure,
+                                     shut_down)
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.observing import Capture

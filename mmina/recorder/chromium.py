@@ -54,7 +54,9 @@ MMINA_DISABLED_FEATURES = (*UNSHOWN_UI_FEATURES, *LOCAL_NETWORK_FEATURES)
 """The features mmina turns off besides Playwright's."""
 
 
-POINT_AT_CHROMIUM = f": point --browser (or {BROWSER_ENV}) at a Chromium executable, e.g. /usr/lib/chromium/chromium"
+POINT_AT_CHROMIUM = (
+    f": point --browser (or {BROWSER_ENV}) at a Chromium executable, e.g. /usr/lib/chromium/chromium"
+)
 """What to do about a browser setting that names no Chromium."""
 
 
@@ -146,6 +148,6 @@ def launch_failure(executable: str, error: str) -> str:
     """Why Chromium did not start (Playwright's first line, ``error``), and what to do: a program
     that is no Chromium exits before Playwright reaches it, which Playwright calls "closed"."""
     if executable and ("has been closed" in error or "Browser closed" in error):
-        return (f"the browser {executable} could not be started: it exited before Playwright could connect to it "
-                f"(is it a Chromium executable?){POINT_AT_CHROMIUM}")
+        return (f"the browser {executable} could not be started: it exited before Playwright could connect "
+                f"to it (is it a Chromium executable?){POINT_AT_CHROMIUM}")
     return f"cannot start Chromium{' ' + executable if executable else ''}: {error}"

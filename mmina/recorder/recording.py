@@ -331,7 +331,8 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
             unreadable = store.unreadable("runs")
             if unreadable:
                 path, reason = unreadable[0]
-                raise StoreError(f"nothing to resume: {unreadable_file('runs', path, reason)}; {DAMAGED_RUN_HINT}")
+                damaged = unreadable_file("runs", path, reason)
+                raise StoreError(f"nothing to resume: {damaged}; {DAMAGED_RUN_HINT}")
             raise StoreError(f"nothing to resume: {store.root} has no runs")
         return runs.column("run_id")[0].as_py()
     return new_run_id(config.agent)

@@ -50,8 +50,8 @@ from mmina.recorder.har import RoutedTraffic
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, redirect_loop_reply, redirect_target, redirected_method, reply_for, shape,
-                                    unmatched_reply)
+                                    Reply, redirect_loop_reply, redirect_target, redirected_method, reply_for,
+                                    shape, unmatched_reply)
 from mmina.replayer.body_server import LARGE_BODY, BodyServer
 from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets

@@ -39,8 +39,9 @@ def read_statements(connection: duckdb.DuckDBPyConnection, query: str) -> list[d
     for statement in statements:
         check_statement(connection, statement.query, statement.type)
     if len(statements) > 1:
-        raise QueryError(f"the query holds {len(statements)} statements and mmina sql shows one result: give one "
-                         "statement (run the others on their own, or combine them with UNION ALL or a join)")
+        raise QueryError(f"the query holds {len(statements)} statements and mmina sql shows one result: "
+                         "give one statement (run the others on their own, or combine them with UNION ALL or "
+                         "a join)")
     return statements
 
 

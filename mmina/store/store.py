@@ -22,8 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina import __version__
-from mmina.errors import (DAMAGED_RUN_HINT, AlreadyExistsError, CorruptFileError, NotAStoreError, SchemaVersionError,
-                          StoreError, StoreNotFoundError, StoreWarning, UnknownRunError, unreadable_file)
+from mmina.errors import (DAMAGED_RUN_HINT, AlreadyExistsError, CorruptFileError, NotAStoreError,
+                          SchemaVersionError, StoreError, StoreNotFoundError, StoreWarning, UnknownRunError,
+                          unreadable_file)
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.backends import Backend, open_backend
 from mmina.store.blobs import BlobIndex, read_blobs
