@@ -342,3 +342,16 @@ def test_a_replayed_redirect_loop_fails_as_recorded_not_as_missing_from_the_arch
     after = episode["steps"][1]
     assert after["recorded_url"] == after["replayed_url"] == "chrome-error://chromewebdata/", after
     assert after["faithful"] and "not in the archive" not in json.dumps(episode), after
+
+
+# -- found by fuzzing ----------------------------------------------------------------------------------------
+
+
+def test_view_of_a_screenshot_that_is_no_image_shows_no_screenshot(tmp_path: Path) -> None:
+    """A damaged blob under a step's screenshot: no PIL traceback, the page is written without it."""
+    store = Store.open(tmp_path / "store", create=True)
+    begin(store, "r1")
+    write_episode(store, "r1", "ep1", [b"not an image"])
+    result = invoke("view", "--episode", "ep1", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "v.html"))
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "data:image/jpeg" not in (tmp_path / "v.html").read_text()

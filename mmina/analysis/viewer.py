@@ -145,8 +145,12 @@ def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: st
 
 
 def data_uri(image: bytes) -> str:
-    """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``)."""
-    return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
+    """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``); ""
+    (shown as no screenshot) for a blob that is no image, as a damaged store may hold."""
+    try:
+        return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
+    except (OSError, ValueError, Image.DecompressionBombError):  # PIL's UnidentifiedImageError is an OSError
+        return ""
 
 
 def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
