@@ -355,3 +355,19 @@ def test_view_of_a_screenshot_that_is_no_image_shows_no_screenshot(tmp_path: Pat
     result = invoke("view", "--episode", "ep1", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "v.html"))
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "data:image/jpeg" not in (tmp_path / "v.html").read_text()
+
+
+def test_report_out_with_the_terminal_tables_is_refused_not_ignored(two_runs: Path, tmp_path: Path) -> None:
+    """``--out`` was silently ignored for the table format (the tables went to the terminal)."""
+    invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
+    result = invoke("report", "--out", str(tmp_path / "r.txt"), "--store", str(two_runs))
+    assert result.exit_code == 2 and "--out writes --format json, csv or html" in result.output, result.output
+    written = invoke("report", "--out", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs))
+    assert written.exit_code == 0 and json.loads((tmp_path / "r.json").read_text())["runs"] == ["r1", "r2"]
+
+
+def test_report_of_an_evaluator_nothing_was_scored_with_says_whose_verdicts_there_are(two_runs: Path) -> None:
+    invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
+    result = invoke("report", "--evaluator", "hopz", "--store", str(two_runs))
+    assert_error_line(result, "no hopz score for some episodes (1 in run r1, 1 in run r2; the store holds verdicts "
+                              "of hops, and `mmina rescore --list` names every evaluator)")

@@ -198,8 +198,17 @@ def check_scored(db: StoreConnection, params: dict[str, Any]) -> None:
     if missing:
         evaluator = params["evaluator"]
         counts = ", ".join(f"{m['missing']} in run {m['run_id']}" for m in missing)
-        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}): run "
+        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}{_scored_by(db, evaluator)}): run "
                             f"`{rescore_hint(evaluator, [m['run_id'] for m in missing])}` first")
+
+
+def _scored_by(db: StoreConnection, evaluator: str) -> str:
+    """When no verdict of ``evaluator`` is stored at all (a mistyped name?), whose verdicts are."""
+    names = [r["evaluator"] for r in query(db, "SELECT DISTINCT evaluator FROM scores ORDER BY 1", {})]
+    if evaluator in names:
+        return ""
+    stored = f"the store holds verdicts of {', '.join(names)}" if names else "the store holds no verdicts"
+    return f"; {stored}, and `mmina rescore --list` names every evaluator"
 
 
 def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Scored:
