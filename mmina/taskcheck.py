@@ -318,15 +318,14 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
         findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
-    if "url_match" in types and not evaluation.get("reference_url"):
-        findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
     reference = evaluation.get("reference_url")
+    urls = [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()] if isinstance(reference, str) else []
+    if "url_match" in types and not (urls or reference not in (None, "") and not isinstance(reference, str)):
+        findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
     if reference is not None and not isinstance(reference, str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
-    elif reference:
-        urls = [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()]
-        findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
-                     for url in urls if not is_web_url(url)]
+    findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
+                 for url in urls if not is_web_url(url)]
     return findings
 
 
@@ -360,7 +359,7 @@ def _answers(answers: dict[str, Any]) -> list[Finding]:
 
 def _hops(raw: dict[str, Any], suite: str) -> list[Finding]:
     procedure = raw.get("procedure")
-    if procedure is None:
+    if procedure is None or procedure == []:  # an empty one is none (mmina.tasks.Task.hops)
         return _without_procedure(raw, suite)
     if not isinstance(procedure, list) or not all(isinstance(p, str) and p.strip() for p in procedure):
         return [_error("procedure", "not a list of site keywords")]
@@ -372,8 +371,9 @@ def _hops(raw: dict[str, Any], suite: str) -> list[Finding]:
 
 
 def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
+    missing = "empty" if raw.get("procedure") == [] else "missing"
     if suite in MULTIHOP_SUITES:
-        return [_error("procedure", f"missing: the hops of a {suite} task come from its procedure")]
+        return [_error("procedure", f"{missing}: the hops of a {suite} task come from its procedure")]
     name, value = _count_field(raw)
     if value is not None and value > MAX_HOPS + 1:
         return [_error(name, f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
@@ -381,8 +381,8 @@ def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
     unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
-    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite) and judged by "
-                                  "the final answer alone (a passing answer completes them all)"), *unread]
+    return [_warning("procedure", f"{missing}: the hops are counted from cnt_hop (else the suite) and judged "
+                                  "by the final answer alone (a passing answer completes them all)"), *unread]
 
 
 def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:
@@ -416,6 +416,9 @@ def _keywords(procedure: list[str]) -> list[Finding]:
         findings.append(_warning("procedure", "keywords with upper case or spaces: compared lower-case, stripped"))
     if END not in normalized:
         findings.append(_warning("procedure", f"no {END!r} marker: every entry is a hop"))
+    elif normalized[0] == END:
+        findings.append(_warning("procedure", f"no site keyword before {END!r}: the task has no hop (its answer "
+                                              "alone is judged)"))
     elif normalized.index(END) != len(normalized) - 1:
         findings.append(_warning("procedure", f"entries after {END!r} are ignored"))
     return findings
@@ -431,6 +434,15 @@ def _cnt_hop(raw: dict[str, Any], entries: int) -> list[Finding]:
         return [_warning(name, f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
                                "marker); the procedure decides")]
     return []
+
+
+def _fixture_hops(raw: dict[str, Any], _suite: str) -> list[Finding]:
+    """The mmina extension ``mmina_hops`` (optional): one object per hop, else it is not used."""
+    hops = raw.get("mmina_hops")
+    if hops is None or isinstance(hops, list) and all(isinstance(h, dict) for h in hops):
+        return []
+    return [_warning("mmina_hops", "not a list of objects (one per hop): ignored, the hops are judged by their "
+                                   "procedure keywords")]
 
 
 def _surrogates(raw: dict[str, Any], _suite: str) -> list[Finding]:
@@ -485,4 +497,4 @@ def _negative(value: Any) -> bool:
 
 
 CHECKS: tuple[Callable[[dict[str, Any], str], list[Finding]], ...] = (_intent, _start_url, _eval, _hops, _places,
-                                                                      _script, _surrogates)
+                                                                      _script, _fixture_hops, _surrogates)

@@ -371,3 +371,20 @@ def test_report_of_an_evaluator_nothing_was_scored_with_says_whose_verdicts_ther
     result = invoke("report", "--evaluator", "hopz", "--store", str(two_runs))
     assert_error_line(result, "no hopz score for some episodes (1 in run r1, 1 in run r2; the store holds verdicts "
                               "of hops, and `mmina rescore --list` names every evaluator)")
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    ({"procedure": []}, ["procedure: warning: empty: the hops are counted from cnt_hop (else the suite) and judged "
+                         "by the final answer alone (a passing answer completes them all)"]),
+    ({"procedure": ["end"], "cnt_hop": 1}, ["procedure: warning: no site keyword before 'end': the task has no hop "
+                                            "(its answer alone is judged)"]),
+    ({"mmina_hops": "x"}, ["mmina_hops: warning: not a list of objects (one per hop): ignored, the hops are judged "
+                           "by their procedure keywords"]),
+    ({"eval": {**TASK["eval"], "eval_types": ["url_match"], "reference_url": " |OR| "}},
+     ["eval.reference_url: warning: url_match without a reference URL: n/a (nothing to judge)"]),
+])
+def test_task_fields_that_validated_ok_or_said_the_wrong_thing(tmp_path: Path, fields: dict, said: list[str]) -> None:
+    """Found by fuzzing: an empty procedure was "no 'end' marker: every entry is a hop" though its
+    hops come from cnt_hop; one of only "end" has no hop; a malformed mmina_hops and a
+    reference_url of only separators validated OK."""
+    assert validate(tmp_path, **fields) == said
