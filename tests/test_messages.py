@@ -352,7 +352,9 @@ def test_view_of_a_screenshot_that_is_no_image_shows_no_screenshot(tmp_path: Pat
     store = Store.open(tmp_path / "store", create=True)
     begin(store, "r1")
     write_episode(store, "r1", "ep1", [b"not an image"])
-    result = invoke("view", "--episode", "ep1", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "v.html"))
+    result = invoke(
+        "view", "--episode", "ep1", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "v.html")
+    )
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "data:image/jpeg" not in (tmp_path / "v.html").read_text()
 
@@ -362,29 +364,89 @@ def test_report_out_with_the_terminal_tables_is_refused_not_ignored(two_runs: Pa
     invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
     result = invoke("report", "--out", str(tmp_path / "r.txt"), "--store", str(two_runs))
     assert result.exit_code == 2 and "--out writes --format json, csv or html" in result.output, result.output
-    written = invoke("report", "--out", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs))
+    written = invoke(
+        "report", "--out", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs)
+    )
     assert written.exit_code == 0 and json.loads((tmp_path / "r.json").read_text())["runs"] == ["r1", "r2"]
 
 
 def test_report_of_an_evaluator_nothing_was_scored_with_says_whose_verdicts_there_are(two_runs: Path) -> None:
     invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
     result = invoke("report", "--evaluator", "hopz", "--store", str(two_runs))
-    assert_error_line(result, "no hopz score for some episodes (1 in run r1, 1 in run r2; the store holds verdicts "
-                              "of hops, and `mmina rescore --list` names every evaluator)")
+    assert_error_line(
+        result,
+        "no hopz score for some episodes (1 in run r1, 1 in run r2; the store holds verdicts "
+        "of hops, and `mmina rescore --list` names every evaluator)",
+    )
 
 
-@pytest.mark.parametrize(("fields", "said"), [
-    ({"procedure": []}, ["procedure: warning: empty: the hops are counted from cnt_hop (else the suite) and judged "
-                         "by the final answer alone (a passing answer completes them all)"]),
-    ({"procedure": ["end"], "cnt_hop": 1}, ["procedure: warning: no site keyword before 'end': the task has no hop "
-                                            "(its answer alone is judged)"]),
-    ({"mmina_hops": "x"}, ["mmina_hops: warning: not a list of objects (one per hop): ignored, the hops are judged "
-                           "by their procedure keywords"]),
-    ({"eval": {**TASK["eval"], "eval_types": ["url_match"], "reference_url": " |OR| "}},
-     ["eval.reference_url: warning: url_match without a reference URL: n/a (nothing to judge)"]),
-])
-def test_task_fields_that_validated_ok_or_said_the_wrong_thing(tmp_path: Path, fields: dict, said: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        (
+            {"procedure": []},
+            [
+                "procedure: warning: empty: the hops are counted from cnt_hop (else the suite) and judged "
+                "by the final answer alone (a passing answer completes them all)"
+            ],
+        ),
+        (
+            {"procedure": ["end"], "cnt_hop": 1},
+            [
+                "procedure: warning: no site keyword before 'end': the task has no hop "
+                "(its answer alone is judged)"
+            ],
+        ),
+        (
+            {"mmina_hops": "x"},
+            [
+                "mmina_hops: warning: not a list of objects (one per hop): ignored, the hops are judged "
+                "by their procedure keywords"
+            ],
+        ),
+        (
+            {"eval": {**TASK["eval"], "eval_types": ["url_match"], "reference_url": " |OR| "}},
+            ["eval.reference_url: warning: url_match without a reference URL: n/a (nothing to judge)"],
+        ),
+    ],
+)
+def test_task_fields_that_validated_ok_or_said_the_wrong_thing(
+    tmp_path: Path, fields: dict, said: list[str]
+) -> None:
     """Found by fuzzing: an empty procedure was "no 'end' marker: every entry is a hop" though its
     hops come from cnt_hop; one of only "end" has no hop; a malformed mmina_hops and a
     reference_url of only separators validated OK."""
     assert validate(tmp_path, **fields) == said
+
+
+def test_an_episode_whose_episodes_file_is_damaged_is_named_with_the_file(
+    two_runs: Path, tmp_path: Path
+) -> None:
+    """Found by fuzzing: "unknown episode ep-r1" for an episode whose file is there but damaged."""
+    episodes = damaged(two_runs, "episodes", "r1")
+    for args in (
+        ["view", "--episode", "ep-r1", "--out", str(tmp_path / "v.html")],
+        ["rescore", "--evaluator", "hops", "--episode", "ep-r1"],
+    ):
+        result = invoke(*args, "--store", str(two_runs))
+        assert_error_line(
+            result,
+            f"unknown episode ep-r1 in {two_runs}: the episodes file {episodes} cannot be read (",
+            "`mmina record --resume --run-id r1` records that episode again",
+        )
+    assert_error_line(invoke("view", "--episode", "ep-zz", "--store", str(two_runs)), "unknown episode ep-zz")
+
+
+def test_a_report_of_episodes_whose_tasks_file_is_damaged_says_so_not_fewer_tasks(two_runs: Path) -> None:
+    """Found by fuzzing: the report left those episodes out of every table without a word."""
+    invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
+    tasks = damaged(two_runs, "tasks", "r1")
+    result = invoke("report", "--store", str(two_runs))
+    assert_error_line(
+        result,
+        f"1 episode(s) of run r1 have no task: the tasks file {tasks} cannot be read (",
+        DAMAGE_HINT,
+        "report the other runs with --run",
+    )
+    other = invoke("report", "--run", "r2", "--store", str(two_runs), "--format", "json")
+    assert other.exit_code == 0 and json.loads(other.stdout)["runs"] == ["r2"], other.output

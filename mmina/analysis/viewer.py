@@ -198,7 +198,7 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
         db.close()
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
-        raise AnalysisError(f"unknown episode {missing[0]} in {store.root}")
+        raise AnalysisError(f"unknown episode {missing[0]} in {store.root}{store.why_no_episode(missing[0])}")
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)

@@ -406,7 +406,7 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     missing = [e for e in episodes if e not in where]
     if missing:
         scope = f"run(s) {', '.join(runs)}" if runs else str(store.root)
-        raise EvaluatorError(f"unknown episode {missing[0]} in {scope}")
+        raise EvaluatorError(f"unknown episode {missing[0]} in {scope}{store.why_no_episode(missing[0])}")
     return list(dict.fromkeys(where[e] for e in episodes))
 
 

@@ -308,6 +308,18 @@ class Store:
         """The table's files (of ``run_id``) that reading skipped so far, with why."""
         return [(path, self.skipped[str(path)]) for path in self.files(table_name, run_id) if str(path) in self.skipped]
 
+    def why_no_episode(self, episode_id: str) -> str:
+        """Why the store shows no episode ``episode_id`` when its ``episodes`` file is there but
+        cannot be read ("" otherwise): a clause for an "unknown episode" message (error path only:
+        it reads the table's files)."""
+        self.read("episodes", columns=["episode_id"])
+        damaged = [(path, why) for path, why in self.unreadable("episodes") if file_stem(path) == episode_id]
+        if not damaged:
+            return ""
+        path, why = damaged[0]
+        return (f": {unreadable_file('episodes', path, why)}; `mmina record --resume --run-id "
+                f"{run_of(path)}` records that episode again, and `mmina store verify` lists every damaged file")
+
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)
 
