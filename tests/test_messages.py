@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.store import Store
+from tests.local_site import LocalSite
 from tests.store_helpers import REPO_ROOT, begin, write_episode
 
 DAMAGE_HINT = "restore that file from a backup"
@@ -309,12 +309,8 @@ class LoopSite(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def loop_site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), LoopSite)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with LocalSite(LoopSite) as site:
+        yield site.url.rstrip("/")
 
 
 def test_a_replayed_redirect_loop_fails_as_recorded_not_as_missing_from_the_archive(
