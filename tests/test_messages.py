@@ -446,3 +446,24 @@ def test_a_report_of_episodes_whose_tasks_file_is_damaged_says_so_not_fewer_task
     )
     other = invoke("report", "--run", "r2", "--store", str(two_runs), "--format", "json")
     assert other.exit_code == 0 and json.loads(other.stdout)["runs"] == ["r2"], other.output
+
+
+@pytest.mark.parametrize(("spec", "what"), [("os:path", "a module"), ("os:getcwd", "a function")])
+def test_an_agent_that_is_no_class_says_what_it_is(tmp_path: Path, spec: str, what: str) -> None:
+    """Found by probing: "cannot create agent os:path: TypeError: 'module' object is not callable"."""
+    result = invoke("record", "--task", "normal/1", "--agent", spec, "--store", str(tmp_path / "s"))
+    assert_error_line(
+        result, f"agent {spec} is {what}, not a class: name your agent class (package.module:Class"
+    )
+
+
+def test_agreement_with_an_evaluator_nothing_was_scored_with_says_whose_verdicts_there_are(
+    two_runs: Path,
+) -> None:
+    invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
+    result = invoke("agreement", "--evaluator", "hops", "--reference", "hopz", "--store", str(two_runs))
+    assert_error_line(
+        result,
+        "no hopz verdicts in run(s) r1, r2; the store holds verdicts of hops, and "
+        "`mmina rescore --list` names every evaluator",
+    )

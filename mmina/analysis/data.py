@@ -199,17 +199,17 @@ def check_scored(db: StoreConnection, params: dict[str, Any]) -> None:
         evaluator = params["evaluator"]
         counts = ", ".join(f"{m['missing']} in run {m['run_id']}" for m in missing)
         hint = rescore_hint(evaluator, [m["run_id"] for m in missing])
-        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}{_scored_by(db, evaluator)}): "
-                            f"run `{hint}` first")
+        others = stored_evaluators(db, evaluator)
+        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}{others}): run `{hint}` first")
 
 
-def _scored_by(db: StoreConnection, evaluator: str) -> str:
-    """When no verdict of ``evaluator`` is stored at all (a mistyped name?), whose verdicts are."""
+def stored_evaluators(db: StoreConnection, evaluator: str) -> str:
+    """When no verdict of ``evaluator`` is stored at all (a mistyped name?), whose verdicts are:
+    a clause for a "no verdicts" message ("" when it holds some, or none of any evaluator)."""
     names = [r["evaluator"] for r in query(db, "SELECT DISTINCT evaluator FROM scores ORDER BY 1", {})]
-    if evaluator in names:
+    if evaluator in names or not names:
         return ""
-    stored = f"the store holds verdicts of {', '.join(names)}" if names else "the store holds no verdicts"
-    return f"; {stored}, and `mmina rescore --list` names every evaluator"
+    return f"; the store holds verdicts of {', '.join(names)}, and `mmina rescore --list` names every evaluator"
 
 
 TASKLESS_SQL = """
