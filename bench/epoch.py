@@ -155,7 +155,7 @@ def oracle_policy(tasks: list[Task]) -> Callable[[str], str]:
         step = script_step(script, _between(prompt, "PREVIOUS ACTIONS:\n", "\0"))
         if step >= len(script):
             return "stop [N/A]"
-        observation = Observation(step, _between(prompt, "URL: ", "\n"), "", [], 0, "", elements_from_tree(prompt),
+        observation = Observation(step_index=step, url=_between(prompt, "URL: ", "\n"), title="", tabs=[], active_tab=0, tree_text="", elements=elements_from_tree(prompt),
                                   intent=intent)
         return script_action(script[step], observation).render()
 
@@ -174,7 +174,7 @@ def script_step(script: list[dict[str, Any]], previous: str) -> int:
         shown = [_shape(parse_action(line.partition(". ")[2])) for line in lines]
     except MminaError:  # a reply without a valid action: the script is lost, stop
         return len(script)
-    blank = Observation(0, "", "", [], 0, "", [])
+    blank = Observation(step_index=0, url="", title="", tabs=[], active_tab=0, tree_text="", elements=[])
     planned = [_shape(script_action(step, blank)) for step in script]
     return next((end for end in range(len(shown), len(script) + 1) if planned[end - len(shown):end] == shown),
                 len(script))

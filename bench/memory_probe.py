@@ -39,8 +39,14 @@ def main() -> None:
     tasks = [t for t in load_suite().tasks if t.task_id in set(args.tasks)]
     store = Store.open(args.store, create=True)
     with FixtureWeb() as web:
-        setup = WorkerSetup("oracle", AgentSettings(run_id="memory"), str(store.root), "memory", Limits(),
-                            BrowserConfig(extra_args=tuple(web.chromium_args())))
+        setup = WorkerSetup(
+            agent="oracle",
+            settings=AgentSettings(run_id="memory"),
+            store=str(store.root),
+            run_id="memory",
+            limits=Limits(),
+            browser=BrowserConfig(extra_args=tuple(web.chromium_args())),
+        )
         runner = Worker(setup, BrowserSession(setup.browser), store, MarksReader() if args.marks else OracleAgent(), None)
         try:
             for round_ in range(1, args.runs + 1):

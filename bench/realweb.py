@@ -4,7 +4,9 @@ recorded by a scripted agent that thinks before each action, the application res
 random state, and the episode replayed from the archive (see ``tests/realweb/``; the
 applications are installed on first use into the real-web cache).
 
-``MMINA_REALWEB=jupyter,livedocs`` runs only the applications named.
+``MMINA_REALWEB=jupyter,livedocs`` runs only the applications named; ``MMINA_REALWEB_SEEDING=1``
+records with the old seeding scheme (one random stream per document, ``mmina.recorder.seeding``) to
+compare it with today's, a stream per calling place (the figure "drawn ids sent as recorded").
 Each application runs ``RUNS`` times (the quick bench: the test suite's sample, once), each run a
 new recording and its replay, under whatever load the machine has; the worst run is printed. Per
 application: the share of steps with URL and tree equal (target ≥ 99%, every run listed), the
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from bench.delivery import add_delivery
 from bench.results import AT_LEAST, Section, Target
+from mmina.recorder import seeding
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
@@ -47,6 +50,7 @@ def realweb_section(root: Path, quick: bool = False) -> Section:
     """All the applications ``RUNS`` times each, or with ``quick`` the test suite's sample once."""
     section = Section("realweb")
     apps = chosen_apps(quick)
+    seeding.RECORDED_SEEDING = int(os.environ.get("MMINA_REALWEB_SEEDING") or seeding.RECORDED_SEEDING)
     for app in apps:
         _add(section, [_run(root / f"run-{number}", app) for number in range(1 if quick else RUNS)])
     if quick or apps == APPS:  # applications named: only theirs
@@ -140,3 +144,15 @@ def _add_sockets(section: Section, name: str, runs: list[Outcome]) -> None:
     equal, recorded = min(counts, key=lambda c: c[0] / c[1] if c[1] else 1.0)
     section.add(f"{name}: socket messages repeated", round(100 * equal / recorded, 1) if recorded else 100.0, "%",
                 None, f"worst run: {equal} of {recorded} recorded messages, in order, both directions")
+    _add_ids(section, name, runs)
+
+
+def _add_ids(section: Section, name: str, runs: list[Outcome]) -> None:
+    """The ids the replayed page drew as its recording did, worst run (pages sending drawn ids on sockets)."""
+    if not any(total for _alike, total in (o.ids for o in runs)):
+        return
+    alike, total = min((o.ids for o in runs), key=lambda c: c[0] / c[1] if c[1] else 1.0)
+    section.add(f"{name}: drawn ids sent as recorded", round(100 * alike / total, 1), "%", None,
+                f"worst run: {alike} of {total} ids the page drew and sent on its sockets; each run: "
+                + ", ".join(f"{a}/{t}" for a, t in (o.ids for o in runs))
+                + " (episodes.random_seeding decides)")

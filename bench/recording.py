@@ -75,7 +75,7 @@ def _act(session: BrowserSession, config: BrowserConfig, task: Task) -> list[str
         for step in range(30):
             tree, elements = browser.tree()
             try:
-                reply = agent.act(Observation(step, browser.url, "", [], 0, tree, elements, intent=task.intent))
+                reply = agent.act(Observation(step_index=step, url=browser.url, title="", tabs=[], active_tab=0, tree_text=tree, elements=elements, intent=task.intent))
             except ScriptEnd:
                 break
             action = parse_agent_output(reply.output)

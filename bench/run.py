@@ -35,10 +35,12 @@ from bench.objectstore import objectstore_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.results import Section
 from bench.scale import run_scale
+from bench.seeding import seeding_section
 from bench.serve import serve_section
+from bench.view import view_section
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
-            "objectstore", "serve", "interchange", "repeats", "judges", "rankings")
+            "objectstore", "serve", "view", "interchange", "repeats", "judges", "rankings", "seeding")
 EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
                   "normal/20")
 FULL_EPISODES = 100_000
@@ -109,6 +111,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(campaign_section(args.quick))
         if "serve" in parts:
             sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
+        if "view" in parts:
+            sections.append(view_section(work / "view", log))
         if "interchange" in parts:
             tasks = QUICK_TASKS if args.quick else tuple(t.task_id for t in load_suite().tasks)
             sections.append(interchange_section(work / "interchange", tasks, args.quick, log))
@@ -123,6 +127,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "rankings" in parts:
             log("four agents of different skill live on the drifted fixture web and on its archive (rankings)")
             sections.append(rankings_section(work / "rankings", log, args.quick))
+        if "seeding" in parts:
+            log("Math.random and crypto drawn unseeded and under each seeding scheme (cost per draw)")
+            sections.append(seeding_section())
     return sections
 
 

@@ -81,7 +81,7 @@ def parse_line(raw: str) -> AriaLine:
             raise ValueError(f"unexpected text in a key: {key[end:]!r}")
         return line._replace(value=_value(rest))
     except ValueError:
-        return AriaLine(depth, "", value=body.strip())
+        return AriaLine(depth=depth, role="", value=body.strip())
 
 
 def read_key(depth: int, key: str) -> tuple[AriaLine, int]:
@@ -101,7 +101,7 @@ def read_key(depth: int, key: str) -> tuple[AriaLine, int]:
             box = (x, y, width, height)
         elif text != "cursor=pointer":  # how the mouse looks over it: not part of what the agent reads
             attributes.append(text)
-    return AriaLine(depth, role.group(), name, tuple(attributes), ref, box), end
+    return AriaLine(depth=depth, role=role.group(), name=name, attributes=tuple(attributes), ref=ref, box=box), end
 
 
 def scalar(text: str) -> str:

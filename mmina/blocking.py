@@ -52,7 +52,7 @@ MAX_TEXT = 300
 """At most this much of a page's text is kept as evidence."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FinalPage:
     """Where an episode ended: the page's URL, title and text (the accessibility tree), how its
     document answered (``status``; None: unknown or not loaded) and, when the last action could

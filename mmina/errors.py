@@ -5,6 +5,9 @@ so a user mistake never shows a traceback.
 """
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 INFRASTRUCTURE, AGENT = "infrastructure", "agent"
 """The values of ``episodes.error_kind``: whose failure ended an episode with an error (see
@@ -63,7 +66,7 @@ class QueryError(MminaError):
 
 
 class OutputError(MminaError):
-    """A file or folder a command was asked to write (``--out``) cannot be written there."""
+    """A file or folder a command was asked to write (``-o/--output``) cannot be written there."""
 
 
 class TaskError(MminaError):
@@ -125,3 +128,23 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` with its noun in the right number: ``1 retry``, ``2 retries`` (``nouns``: the
     plural when it is not the noun and an ``s``)."""
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def not_found(kind: str, name: str, where: str | None = None, known: Iterable[str] = (), see: str | None = None,
+              listing: str | None = None) -> str:
+    """How every command says that something named is not there, one wording for every kind
+    (run, episode, task, evaluator, agent...): ``no run 'nightlx' in /data/store (did you mean
+    'nightly'? see mmina runs)``. ``known``: the names there are, for the nearest one;
+    ``listing``: what is there, said in a few words; ``see``: the command that lists them."""
+    close = difflib.get_close_matches(name, [k for k in known if k != name], n=1, cutoff=0.6)
+    hints = "; ".join([*([listing] if listing else []), *([f"see {see}"] if see else [])])
+    guess = f"did you mean {close[0]!r}?" if close else ""
+    said = " ".join(part for part in (guess, hints) if part)
+    place = f" in {where}" if where else ""
+    return f"no {kind} {name!r}{place}" + (f" ({said})" if said else "")
+
+
+SEE_RUNS = "mmina runs"
+SEE_EPISODES = 'mmina sql "select episode_id, task_id from episodes"'
+SEE_TASKS = "mmina tasks list"
+"""The commands that list what :func:`not_found` says is not there."""

@@ -33,7 +33,7 @@ _LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 """What a line shows escaped: line breaks, control characters, lone surrogates (no UTF-8 holds them)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Element:
     """An element the agent can act on: its id as shown, ARIA role and accessible name."""
 
@@ -54,7 +54,7 @@ class Element:
         return x < width and y < height and x + w > 0 and y + h > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PageImage:
     """An image shown in the viewport: its source, alt text and box in CSS pixels."""
 
@@ -73,7 +73,7 @@ class Tab:
     title: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Observation:
     """Everything an agent may use to choose its next action."""
 
@@ -139,7 +139,7 @@ def flatten_snapshot(snapshot: str) -> tuple[str, list[Element]]:
         if box is not None and line.role == "iframe":
             frames.append((line.depth, box[0], box[1]))
         if index in ids:
-            elements.append(Element(ids[index], line.role, line.name, line.depth, box, line.ref))
+            elements.append(Element(id=ids[index], role=line.role, name=line.name, depth=line.depth, box=box, ref=line.ref))
         text.append(render_line(line, ids.get(index)))
     return "\n".join(text), elements
 
@@ -196,13 +196,13 @@ def _webarena_line(depth: int, body: str) -> AriaLine:
     except (ValueError, SyntaxError):  # not a Python string after all
         name = None
     if found is None or not isinstance(name, str):
-        return AriaLine(depth, "", value=body.strip())
-    return AriaLine(depth, found["role"], name, value=found["rest"].strip() or None)
+        return AriaLine(depth=depth, role="", value=body.strip())
+    return AriaLine(depth=depth, role=found["role"], name=name, value=found["rest"].strip() or None)
 
 
 def elements_from_tree(tree_text: str) -> list[Element]:
     """The addressable elements of a stored tree text, in order, without boxes or refs."""
-    return [Element(element_id, line.role, line.name, line.depth)
+    return [Element(id=element_id, role=line.role, name=line.name, depth=line.depth)
             for element_id, line in tree_lines(tree_text) if element_id is not None and line.role]
 
 

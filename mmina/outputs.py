@@ -1,5 +1,5 @@
 """Where a command or an export may write its output: checked before any work is done, so a
-bad path is one line of error and nothing computed is lost (``report --out``, ``view --out``,
+bad path is one line of error and nothing computed is lost (``report -o``, ``view -o``,
 ``export ... -o``)."""
 from __future__ import annotations
 

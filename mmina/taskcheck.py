@@ -112,7 +112,7 @@ def load_suite(path: str | Path | None = None, task_ids: list[str] | None = None
     checked = check_suite(path)
     bad = checked.errors
     if bad:
-        more = f" (and {len(bad) - 1} more; run `mmina tasks validate {checked.root}`)" if len(bad) > 1 else ""
+        more = f" (and {len(bad) - 1} more; run `mmina tasks validate --tasks {checked.root}`)" if len(bad) > 1 else ""
         raise TaskError(f"{bad[0]}{more}")
     suite = TaskSuite("builtin" if path is None else checked.root.name, str(checked.root), checked.tasks,
                       suite_sha256((t.task_id, t.sha256) for t in checked.tasks),

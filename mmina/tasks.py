@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mmina.errors import TaskError
+from mmina.errors import SEE_TASKS, TaskError, not_found, plural
 from mmina.unicode import mapped_text, valid_text
 from mmina.redact import redact_configured
 
@@ -124,9 +124,9 @@ class TaskSuite:
         by_id = {t.task_id: t for t in self.tasks}
         missing = [t for t in task_ids if t not in by_id]
         if missing:
-            shown = ", ".join(t if t.strip() and t.isprintable() else repr(t) for t in missing[:10])
-            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-            raise TaskError(f"unknown task id(s) {shown}{more} in suite {self.name}")
+            others = f"; {plural(len(missing) - 1, 'other id')} not there either" if len(missing) > 1 else ""
+            listed = SEE_TASKS if self.name == "builtin" else f"{SEE_TASKS} --tasks {self.path}"
+            raise TaskError(not_found("task", missing[0], f"suite {self.name}", by_id, listed) + others)
         return replace(self, tasks=tuple(by_id[t] for t in task_ids))
 
     def head(self, limit: int | None) -> "TaskSuite":

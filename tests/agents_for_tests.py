@@ -34,7 +34,7 @@ class Repeater:
         pass
 
     def act(self, observation: Observation) -> AgentReply:
-        return AgentReply("Thinking... In summary, the next action I will perform is ```scroll [down]```",
+        return AgentReply(output="Thinking... In summary, the next action I will perform is ```scroll [down]```",
                           prompt_tokens=10, completion_tokens=5, cost_usd=0.001)
 
 
@@ -141,7 +141,7 @@ class WrongAnswer(OracleAgent):
 
     def act(self, observation: Observation) -> AgentReply:
         reply = super().act(observation)
-        return AgentReply("stop [I do not know]") if reply.output.startswith("stop [") else reply
+        return AgentReply(output="stop [I do not know]") if reply.output.startswith("stop [") else reply
 
 
 class Cheater:
@@ -194,7 +194,7 @@ class SeededMistakes(OracleAgent):
             output = super().act(observation).output
             if self.mistake and self.mistake[1] == "wrong_final" and output.startswith("stop ["):
                 output = "stop [I am not sure]"
-        return AgentReply(output, prompt_tokens=100, completion_tokens=10, cost_usd=0.001)
+        return AgentReply(output=output, prompt_tokens=100, completion_tokens=10, cost_usd=0.001)
 
     def _mistake(self, kind: str, count: int) -> str:
         if kind == "babble":

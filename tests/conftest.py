@@ -84,7 +84,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 SLOWEST = ("test_s3_store.py", "test_concurrency.py", "test_realweb_deadlines.py", "test_secrets.py", "test_record.py",
-           "test_rescore_batch.py", "test_hard_web.py", "test_rescore.py", "test_keypoints.py", "test_builtin_suite.py",
+           "test_rescore_batch.py", "test_hard_web.py", "test_rescore.py", "test_keypoints.py", "test_user_install.py",
+           "test_builtin_suite.py",
            "test_replay.py", "test_sql_sandbox.py", "test_independent_site.py", "test_serve.py", "test_conditioned.py",
            "test_interchange.py", "test_serve_http.py", "test_step_evidence.py", "test_agents.py", "test_bench.py")
 """The slowest test files, slowest first (measured on the 2-core machine: from 260 s down to 35 s

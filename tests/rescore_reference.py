@@ -44,7 +44,7 @@ def check(store: Store, result: RescoreResult, runs: list[str] | None = None, on
     evaluator = get(result.evaluator, **result.args)
     stored = [r for r in store.read("scores").to_pylist() if r["batch_id"] == result.batch_id]
     scored_at = stored[0]["scored_at"] if stored else None
-    batch = ScoreBatch(result.batch_id, result.evaluator, result.version, result.args, scored_at, supersedes)
+    batch = ScoreBatch(batch_id=result.batch_id, evaluator=result.evaluator, version=result.version, args=result.args, scored_at=scored_at, supersedes=supersedes)
     replies = {r["prompt"]: r["response"] for r in store.read("judge_cache").to_pylist()}
     expected_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     expected_scored, expected_unscored = [], []

@@ -37,9 +37,14 @@ class Served:
     ``app.url`` is the address it printed."""
 
     def __init__(self, store: str | Path, *args: str, env: dict[str, str] | None = None,
-                 background_job: bool = False) -> None:
-        self.command = [sys.executable, "-m", "mmina", "serve", "--store", str(store), "--port", "0", *args]
-        self.env = {**os.environ, **(env or {})}
+                 background_job: bool = False, program: list[str] | None = None, cwd: Path = REPO_ROOT,
+                 base_env: dict[str, str] | None = None) -> None:
+        """``program``: the ``mmina`` to start (default: this interpreter's, ``-m mmina``), in
+        ``cwd``, with ``base_env`` (default: this process's environment) and ``env`` on top."""
+        mmina = program or [sys.executable, "-m", "mmina"]
+        self.command = [*mmina, "serve", "--store", str(store), "--port", "0", *args]
+        self.env = {**(os.environ if base_env is None else base_env), **(env or {})}
+        self.cwd = cwd
         self.background_job = background_job
         """Started as a shell starts a background job: with SIGINT ignored."""
         self.url = ""
@@ -49,7 +54,7 @@ class Served:
     def __enter__(self) -> Served:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=REPO_ROOT, env=self.env, preexec_fn=ignore_sigint if self.background_job else None)
+                                     cwd=self.cwd, env=self.env, preexec_fn=ignore_sigint if self.background_job else None)
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], START_S)[0]:
             self.__exit__(None, None, None)

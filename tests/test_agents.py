@@ -102,7 +102,7 @@ def test_observation_is_cut_at_a_line_within_the_budget() -> None:
 def test_caption_mode_lists_in_view_images() -> None:
     agent = OpenAIAgent(AgentSettings(model="m", input_mode="caption"), client=None)
     agent.reset(TASK)
-    flag = PageImage("http://wiki.mmina.test/kiwix/I/Flag.png", "Flag of Solaria", 870.0, 198.8, 240.0, 180.0)
+    flag = PageImage(src="http://wiki.mmina.test/kiwix/I/Flag.png", alt="Flag of Solaria", x=870.0, y=198.8, width=240.0, height=180.0)
     step = agent.messages(_observation(images=[flag]))[-1]["content"]
     assert "IMAGES:\nimage [Flag of Solaria] at (870,199): Flag of Solaria\n" in step
 
@@ -110,7 +110,7 @@ def test_caption_mode_lists_in_view_images() -> None:
 def test_openai_captioner_crops_the_screenshot_and_caches(tmp_path: Path) -> None:
     page = io.BytesIO()
     Image.new("RGB", (300, 200), "white").save(page, "JPEG")
-    image = PageImage("http://x/i.png", "alt", 10.0, 20.0, 50.0, 40.0)
+    image = PageImage(src="http://x/i.png", alt="alt", x=10.0, y=20.0, width=50.0, height=40.0)
     with FakeOpenAI() as server:
         captioner = OpenAICaptioner(client_for(_settings(server)), "vision-model")
         assert captioner.caption(image, page.getvalue()) == CAPTION
@@ -255,8 +255,19 @@ def test_memory_puts_two_earlier_trajectories_into_the_prompt(recorded: tuple[Pa
 # -- memory ranking and rendering, without a browser ---------------------------------------------
 
 def _trajectory(episode: str, suite: str, intent: str, minutes: int) -> Trajectory:
-    return Trajectory("run-a", episode, f"{suite}/1", suite, intent, "stop", "42", 3, 2, 2,
-                      datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=minutes))
+    return Trajectory(
+        run_id="run-a",
+        episode_id=episode,
+        task_id=f"{suite}/1",
+        suite=suite,
+        intent=intent,
+        stop_reason="stop",
+        final_answer="42",
+        n_steps=3,
+        n_hops=2,
+        live_hops=2,
+        ended_at=datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=minutes),
+    )
 
 
 def test_memory_ranks_the_family_first_by_similarity_or_recency() -> None:

@@ -32,14 +32,21 @@ def expected_lines(node: dict[str, Any], depth: int = 0) -> Iterator[AriaLine]:
     box = tuple(float(node["box"][k]) for k in ("x", "y", "width", "height")) if "box" in node else None
     props = [p for p in ("url", "placeholder") if p in node]
     inline = node.get("text") if not props else None
-    yield AriaLine(depth, node["role"], node["name"], attributes, node["ref"], box,
-                   None if inline is None else inline)
+    yield AriaLine(
+        depth=depth,
+        role=node["role"],
+        name=node["name"],
+        attributes=attributes,
+        ref=node["ref"],
+        box=box,
+        value=None if inline is None else inline,
+    )
     for prop in props:
-        yield AriaLine(depth + 1, "/" + prop, value=node[prop])
+        yield AriaLine(depth=depth + 1, role="/" + prop, value=node[prop])
     children = [node["text"]] if props and "text" in node else node.get("children", [])
     for child in children:
         if isinstance(child, str):
-            yield AriaLine(depth + 1, "text", value=child)
+            yield AriaLine(depth=depth + 1, role="text", value=child)
         else:
             yield from expected_lines(child, depth + 1)
 
@@ -63,17 +70,17 @@ def test_the_agent_text_reads_back_line_by_line(tree: list[dict[str, Any]]) -> N
 
 def test_lines_as_playwright_quotes_them() -> None:
     line = parse_line("""  - 'link "Next: Configuration" [ref=e3] [cursor=pointer] [box=8,67,129,17]':""")
-    assert line == AriaLine(1, "link", "Next: Configuration", (), "e3", (8, 67, 129, 17))
+    assert line == AriaLine(depth=1, role="link", name="Next: Configuration", attributes=(), ref="e3", box=(8, 67, 129, 17))
     assert parse_line("""- 'button "it''s #1 [ok]" [ref=e5]': "y\"""").name == "it's #1 [ok]"
     assert parse_line("""- button "say \\"hi\\" \\\\ back" [ref=e6]: z""").name == 'say "hi" \\ back'
     assert parse_line('- paragraph [ref=e8]: "Rating: 4.5"').value == "Rating: 4.5"
     assert parse_line('- text: "a\\x00b\\n\\tc \\u00e9"').value == "a\x00b\n\tc é"
-    assert parse_line('- /url: "\u2028z\\x85"') == AriaLine(0, "/url", value="\u2028z\x85")
+    assert parse_line('- /url: "\u2028z\\x85"') == AriaLine(depth=0, role="/url", value="\u2028z\x85")
     lone = parse_line("- button \"\\ud800 lone\" [ref=e26]")
     assert lone.name == "\ud800 lone" and render_line(lone, "1") == '[1] button "\\ud800 lone"', "kept, written escaped"
-    assert parse_line("    - heading \"Tea\" [level=2] [ref=e4]") == AriaLine(2, "heading", "Tea", ("level=2",), "e4")
+    assert parse_line("    - heading \"Tea\" [level=2] [ref=e4]") == AriaLine(depth=2, role="heading", name="Tea", attributes=("level=2",), ref="e4")
     # something Playwright never writes stays a line of its own instead of failing the observation
-    assert parse_line("- 'unclosed [ref=e1]") == AriaLine(0, "", value="- 'unclosed [ref=e1]")
+    assert parse_line("- 'unclosed [ref=e1]") == AriaLine(depth=0, role="", value="- 'unclosed [ref=e1]")
 
 
 def test_trees_stored_before_this_format_still_read() -> None:
@@ -84,7 +91,7 @@ def test_trees_stored_before_this_format_still_read() -> None:
     assert [(e.id, e.role, e.name) for e in elements_from_tree(old)] == \
         [("1", "main", ""), ("3", "link", "Next: Configuration"), ("4", "button", "it's"), ("8", "paragraph", ""),
          ("9", "text", "")]
-    assert parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"") == ("8", AriaLine(1, "paragraph", value="Rating: 4.5"))
+    assert parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"") == ("8", AriaLine(depth=1, role="paragraph", value="Rating: 4.5"))
     assert parse_tree_line("\t[4] 'button \"it''s\"': \"y\"")[1].value == "y"
     assert render_line(parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"")[1], "8") == "\t[8] paragraph: Rating: 4.5"
     # runs imported from WebArena's harness keep its lines: the name as Python's repr, then properties
@@ -158,7 +165,7 @@ def test_names_and_texts_chromium_computed_read_back_exactly(page: Page, names: 
         button = section[0]
         assert (button.role, button.name) == ("button", name), snapshot
         link = next(i for i, line in enumerate(section) if line.role == "link")
-        assert section[link + 1] == AriaLine(section[link].depth + 1, "/url", value=raw), snapshot
+        assert section[link + 1] == AriaLine(depth=section[link].depth + 1, role="/url", value=raw), snapshot
         if name:
             assert [line.value for line in section if line.role in ("paragraph", "text")] == [name] * 2
             if not has_surrogate(name):  # the name read finds the button with Playwright's own matcher

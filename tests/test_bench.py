@@ -31,8 +31,8 @@ WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
 SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
-            "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "interchange", "repeats",
-            "judges", "rankings"}
+            "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "view", "interchange",
+            "repeats", "judges", "rankings", "seeding"}
 SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
 SAMPLE_SECTIONS = {"model input", "rescore", "store"}

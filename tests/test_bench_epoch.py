@@ -40,7 +40,7 @@ def test_the_bench_model_follows_the_whole_script_though_the_prompt_shows_only_t
     tasks = long_tasks(load_suite().tasks)
     policy = oracle_policy(tasks)
     for task in tasks:
-        page = Observation(0, task.start_urls[0], "", [], 0, "", [], intent=task.intent)
+        page = Observation(step_index=0, url=task.start_urls[0], title="", tabs=[], active_tab=0, tree_text="", elements=[], intent=task.intent)
         script = [script_action(step, page) for step in task.reference_script or []]
         assert len(script) > HISTORY_ACTIONS
         taken: list[str] = []

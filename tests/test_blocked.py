@@ -141,11 +141,11 @@ def test_a_person_can_label_an_episode_blocked(recorded: tuple[Path, str], tmp_p
 
 def test_the_rules_leave_the_agents_own_mistakes_alone() -> None:
     start = ["https://shop.example/"]
-    typo = FinalPage("chrome-error://chromewebdata/", error="net::ERR_NAME_NOT_RESOLVED at https://shpo.example/")
+    typo = FinalPage(url="chrome-error://chromewebdata/", error="net::ERR_NAME_NOT_RESOLVED at https://shpo.example/")
     assert blocked_at_end(typo, "Buy rope.", start, ["shop"]) is None  # a name that does not resolve: the agent's typing
-    elsewhere = FinalPage("https://news.example/", status=503)
+    elsewhere = FinalPage(url="https://news.example/", status=503)
     assert blocked_at_end(elsewhere, "Buy rope.", start, ["shop"]) is None  # a site the task never needed
-    hop = FinalPage("https://en.wikipedia.org/wiki/Rope", status=500)
+    hop = FinalPage(url="https://en.wikipedia.org/wiki/Rope", status=500)
     assert blocked_at_end(hop, "Buy rope.", start, ["wikipedia"]).rule == SITE_DOWN  # type: ignore[union-attr]
-    chosen = FinalPage("https://shop.example/login", text='textbox "Password"')  # the agent clicked "Sign in" itself
+    chosen = FinalPage(url="https://shop.example/login", text='textbox "Password"')  # the agent clicked "Sign in" itself
     assert blocked_at_end(chosen, "Buy rope.", start, ["shop"]) is None

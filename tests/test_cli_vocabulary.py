@@ -167,3 +167,121 @@ def test_a_query_naming_what_is_not_there_points_to_the_schema(store: Path) -> N
     assert 'Did you mean "episodes"?' in table and "mmina sql --schema" in table
     column = invoke(store, "sql", "select nosuch from episodes", exit_code=1).output
     assert "nosuch" in column and "mmina sql --schema" in column
+
+
+# -- one vocabulary: one output flag, one task flag, one suite option, one wording for what is not there ---
+
+def _command(path: tuple[str, ...]) -> click.Command:
+    command: click.Command = cli
+    for name in path:
+        assert isinstance(command, click.Group)
+        found = command.get_command(click.Context(command), name)
+        assert found is not None, path
+        command = found
+    return command
+
+
+def _visible_options(path: tuple[str, ...]) -> list[click.Option]:
+    return [p for p in _command(path).params if isinstance(p, click.Option) and not p.hidden]
+
+
+def test_every_command_that_writes_calls_its_output_o_or_output(store: Path, tmp_path: Path) -> None:
+    writers = {path: [o for o in _visible_options(path) if o.name == "output"] for path in every_command()}
+    assert {path for path, found in writers.items() if found} >= {("report",), ("view",), ("export", "warc")}
+    for path, found in writers.items():
+        assert all(sorted(o.opts) == ["--output", "-o"] for o in found), path
+        assert not [o for o in _visible_options(path) if "--out" in o.opts], path
+    short = invoke(store, "report", "--run", "run-a", "--format", "json", "-o", str(tmp_path / "short.json"))
+    old = invoke(store, "report", "--run", "run-a", "--format", "json", "--out", str(tmp_path / "old.json"))
+    assert "old name" not in short.stderr
+    assert "Warning: --out is an old name; use --output" in old.stderr
+    assert json.loads((tmp_path / "old.json").read_text()) == json.loads((tmp_path / "short.json").read_text())
+    both = invoke(store, "report", "--out", str(tmp_path / "a"), "--output", str(tmp_path / "b"), exit_code=2)
+    assert "give --output or its old name --out, not both" in both.output
+
+
+def test_record_names_tasks_with_one_flag_and_the_old_one_still_works(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    expected = "Error: no task 'normal/1x' in suite builtin (did you mean 'normal/1'? see mmina tasks list)"
+    new = invoke(fresh, "record", "--task", "normal/2,normal/1x", exit_code=1)
+    old = invoke(fresh, "record", "--task-ids", "normal/2,normal/1x", exit_code=1)
+    assert expected in new.stderr and "old name" not in new.stderr
+    assert expected in old.stderr and "Warning: --task-ids is an old name; use --task" in old.stderr
+    both = invoke(fresh, "record", "--task", "normal/1", "--task-ids", "normal/2", exit_code=2)
+    assert "give --task or its old name --task-ids, not both" in both.output
+    assert not fresh.exists()
+    assert [o.opts for o in _visible_options(("record",)) if o.name == "task_ids"] == [["--task"]]
+
+
+def test_every_command_that_reads_a_suite_takes_tasks_path() -> None:
+    for path in every_command():
+        suites = [o for o in _visible_options(path) if o.name == "tasks_path"]
+        assert all(o.opts == ["--tasks"] for o in suites), path
+        assert not [p for p in _command(path).params if isinstance(p, click.Argument) and p.name == "path"
+                    and path[0] == "tasks"], path
+    for command in ("list", "validate"):
+        new = CliRunner().invoke(cli, ["tasks", command, "--tasks", "multi567", "--format", "json"])
+        old = CliRunner().invoke(cli, ["tasks", command, "multi567", "--format", "json"])
+        assert new.exit_code == old.exit_code == 0, old.output
+        assert json.loads(new.stdout) == json.loads(old.stdout) and json.loads(new.stdout)
+        assert "Warning: PATH as arguments is an old form; use --tasks PATH" in old.stderr and not new.stderr
+        both = CliRunner().invoke(cli, ["tasks", command, "normal", "--tasks", "multi567"])
+        assert both.exit_code == 2 and "give the suite once: --tasks PATH" in both.output
+
+
+def test_the_agent_defaults_differ_only_where_help_says_why() -> None:
+    agents = {path: next(o for o in _visible_options(path) if o.name == "agent") for path in (("record",),
+                                                                                               ("eval-steps",))}
+    assert (agents[("record",)].default, agents[("eval-steps",)].default) == ("oracle", "openai")
+    assert "not record's default oracle" in (agents[("eval-steps",)].help or "")
+
+
+UNKNOWN = [
+    (["report", "--run", "run-x"], "run", "run-x", "run-[ab]"),
+    (["view", "--episode", "run-a-3"], "episode", "run-a-3", "run-a-[12]"),
+    (["rescore", "--evaluator", "hops", "--episode", "run-b-3"], "episode", "run-b-3", "run-b-[12]"),
+    (["export", "har", "--episode", "run-b-9"], "episode", "run-b-9", "run-b-[12]"),
+    (["rescore", "--evaluator", "hop"], "evaluator", "hop", "hops"),
+    (["record", "--agent", "oracel", "--task", "normal/1"], "agent", "oracel", "oracle"),
+    (["record", "--task", "normal/1x"], "task", "normal/1x", "normal/1"),
+]
+
+
+@pytest.mark.parametrize(("args", "kind", "name", "nearest"), UNKNOWN, ids=[" ".join(c[0][:2]) for c in UNKNOWN])
+def test_what_is_not_there_is_said_the_same_way_for_every_kind(store: Path, tmp_path: Path, args: list[str],
+                                                                kind: str, name: str, nearest: str) -> None:
+    """``no KIND 'NAME' in WHERE (did you mean 'NEAREST'? ...; see COMMAND)``: one line, exit 1."""
+    target = tmp_path / "fresh" if args[0] == "record" else store
+    result = invoke(target, *args, exit_code=1)
+    line = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"Error: no {kind} '{re.escape(name)}'( in [^(]+)? \(did you mean '{nearest}'\? .+\)",
+                        line), line
+    assert len([entry for entry in result.stderr.splitlines() if entry.startswith("Error:")]) == 1
+
+
+def test_a_table_the_report_does_not_have_is_said_the_same_way(store: Path) -> None:
+    invoke(store, "rescore", "--evaluator", "must_include", "--run", "run-a")
+    result = invoke(store, "report", "--run", "run-a", "--evaluator", "must_include", "--table", "runner_log",
+                    exit_code=1)
+    assert result.stderr.strip() == "Error: no table 'runner_log' in this report (only with --evaluator mmina_official)"
+
+
+def test_not_found_offers_the_nearest_name_only_when_one_is_close() -> None:
+    from mmina.errors import not_found
+
+    assert not_found("run", "nightlx", "/s", ["nightly", "weekly"], "mmina runs") == \
+        "no run 'nightlx' in /s (did you mean 'nightly'? see mmina runs)"
+    assert not_found("episode", "zzz", "/s", ["normal-1-abc"]) == "no episode 'zzz' in /s"
+    assert not_found("agent", "x", known=["oracle"], listing="agents: oracle") == "no agent 'x' (agents: oracle)"
+
+
+def test_a_mistyped_option_is_offered_the_nearest_on_every_command() -> None:
+    """Commands are loaded lazily; each still offers click's nearest option for a typo."""
+    for path in [(), *every_command()]:
+        command = _command(path)
+        known = {n for p in command.get_params(click.Context(command)) for n in p.opts}
+        typos = [n[:-2] + n[-1] + n[-2] for n in sorted(known) if n.startswith("--") and len(n) > 5]
+        typo = next(t for t in typos if t not in known)  # the last two letters swapped
+        result = CliRunner().invoke(cli, [*path, typo])
+        assert result.exit_code == 2 and f"No such option '{typo}'" in result.output, (path, result.output)
+        assert "Did you mean" in result.output or "did you mean" in result.output, (path, result.output)

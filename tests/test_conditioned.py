@@ -69,7 +69,7 @@ def test_the_agents_hop_cannot_complete_on_a_prefix_page() -> None:
 # -- the verdicts -------------------------------------------------------------------------------
 
 def _trace(urls: list[str], given: tuple[int, ...] = (), prefix: int = 0, answer: str | None = None) -> Trace:
-    return Trace(THREE, answer, list(range(len(urls))), urls, None, given, prefix)
+    return Trace(task=THREE, final_answer=answer, step_indexes=list(range(len(urls))), urls=urls, terminal_url=None, given=given, prefix_steps=prefix)
 
 
 def test_hops_writes_rows_only_for_the_agents_hops() -> None:
@@ -146,9 +146,29 @@ def _episode(task: str, n_hops: int, passed: list[bool], start: int | None = Non
              agent: str = "heuristic") -> Episode:
     first = start or 0
     hops = tuple(HopVerdict(first + i, ok, None) for i, ok in enumerate(passed))
-    return Episode("run", f"{task}-{start}", task, n_hops, "2-4", "fail", all(passed), sum(passed), len(passed),
-                   None, "completed", "stop", None, 5, 0, 0, 0.0, hops=hops, hops_given=start,
-                   prefix_faithful=faithful, agent=agent)
+    return Episode(
+        run_id="run",
+        episode_id=f"{task}-{start}",
+        task_id=task,
+        n_hops=n_hops,
+        bucket="2-4",
+        verdict="fail",
+        passed=all(passed),
+        hops_passed=sum(passed),
+        hops_total=len(passed),
+        first_failed_hop=None,
+        status="completed",
+        stop_reason="stop",
+        final_answer=None,
+        n_steps=5,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=0.0,
+        hops=hops,
+        hops_given=start,
+        prefix_faithful=faithful,
+        agent=agent,
+    )
 
 
 def test_conditioned_hops_sets_the_given_prefix_rate_beside_table_3() -> None:
@@ -324,8 +344,15 @@ def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded
 def _prefix(expected: list[StepView | None]) -> Prefix:
     source = Source("ref-ep", "t/3", datetime(2026, 1, 1, tzinfo=timezone.utc), ())
     steps = len(expected) - 1
-    return Prefix("t/3", source, 1, (steps,), tuple(f"click [{i}]" for i in range(steps)),
-                  tuple(f"http://a/{i}" for i in range(steps)), tuple(expected))
+    return Prefix(
+        task_id="t/3",
+        source=source,
+        start_hop=1,
+        given=(steps,),
+        actions=tuple(f"click [{i}]" for i in range(steps)),
+        urls=tuple(f"http://a/{i}" for i in range(steps)),
+        expected=tuple(expected),
+    )
 
 
 def _row(index: int, url: str, tree: str) -> dict:
@@ -357,7 +384,7 @@ def test_a_page_the_archive_served_reaches_the_local_web_after_the_hand_over(tmp
     With Chromium's Local Network Access checks on, the frame was blocked and the oracle lost
     both hops; mmina turns them off (``LOCAL_NETWORK_FEATURES``)."""
     store = tmp_path / "store"
-    base = ["record", "--store", str(store), "--task-ids", "normal/43", "--format", "json"]
+    base = ["record", "--store", str(store), "--task", "normal/43", "--format", "json"]
     reference = CliRunner().invoke(cli, [*base, "--run-id", "oracle"])
     assert reference.exit_code == 0, reference.output
     taken = CliRunner().invoke(cli, [*base, "--run-id", "at", "--prefix-run", "oracle", "--at-hop", "1"])

@@ -179,7 +179,7 @@ def test_the_served_analysis_and_the_html_report_show_the_conditioned_table(cond
     assert (row["agent"], row["n_hops"], row["hop"], row["episodes"], row["passed"]) == (AGENT, "2", "2", "1", "1")
     out = tmp_path / "report.html"
     result = CliRunner().invoke(cli, ["report", "--store", str(store.root), "--run", "probe", "--format", "html",
-                                      "--out", str(out)])
+                                      "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert 'id="conditioned-hops"' in out.read_text() and 'data-table="conditioned_hops"' in out.read_text()
 

@@ -4,6 +4,7 @@ README stays a tour whose commands are the ones the project runs."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -41,6 +42,10 @@ def test_the_site_builds_strictly_with_every_commands_help(tmp_path: Path) -> No
     for ctx, command in walk(cli):
         assert command.get_help(ctx).rstrip() in reference, f"{ctx.command_path} is missing from the CLI reference"
     assert (tmp_path / "site" / "serve.png").exists() and (tmp_path / "site" / "changelog" / "index.html").exists()
+    benchmarks = (tmp_path / "site" / "benchmarks" / "index.html").read_text()
+    memory = next(f for f in json.loads((ROOT / "bench" / "results.json").read_text())["figures"]
+                  if f["name"] == "concurrency 32, MMInA-length tasks: memory per episode in flight beyond the first")
+    assert f"<strong>{memory['value']:g} MB</strong>" in benchmarks and "<!-- bench:" not in benchmarks
 
 
 def test_the_reference_is_what_help_prints_at_a_wide_terminal() -> None:
@@ -82,3 +87,10 @@ def test_every_command_is_in_the_readmes_table() -> None:
     text = README.read_text()
     leaves = [ctx.command_path for ctx, command in walk(cli) if not isinstance(command, click.Group)]
     assert [path for path in leaves if f"`{path}" not in text] == []
+
+
+def test_the_readme_names_every_built_in_evaluator() -> None:
+    from mmina.evaluators.registry import names
+
+    bullet = README.read_text().split("* **Evaluator**", 1)[1].split("\n* ", 1)[0]
+    assert [name for name in names() if f"`{name}`" not in bullet] == []

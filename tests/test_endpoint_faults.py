@@ -160,7 +160,7 @@ def test_a_run_through_an_outage_completes_every_episode(tmp_path: Path) -> None
             time.sleep(15)
             server.come_back()
         _when(lambda: server.received >= 4, outage)
-        done = _record(tmp_path / "store", server.url, "--task-ids", TASKS, "--concurrency", "4")
+        done = _record(tmp_path / "store", server.url, "--task", TASKS, "--concurrency", "4")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = Store.open(tmp_path / "store").read("episodes").to_pylist()
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS.split(","))
@@ -178,7 +178,7 @@ def test_a_run_through_an_outage_completes_every_episode(tmp_path: Path) -> None
 def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once(tmp_path: Path) -> None:
     with FakeOpenAI(delay_s=0.3) as server:
         _when(lambda: server.received >= 4, server.go_down)
-        stopped = _record(tmp_path / "store", server.url, "--task-ids", TASKS, "--concurrency", "2",
+        stopped = _record(tmp_path / "store", server.url, "--task", TASKS, "--concurrency", "2",
                           "--endpoint-patience", "3", "--run-id", "campaign")
         assert stopped.returncode != 0
         assert "mmina record --resume --run-id campaign" in stopped.stderr and "Traceback" not in stopped.stderr
@@ -195,13 +195,13 @@ def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once
 def test_a_budget_stops_new_episodes_and_resume_continues(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with FakeOpenAI() as server:  # 1,200 prompt tokens a call at $1,000 per million: $1.20 a call
-        costly = _record(store, server.url, "--task-ids", TASKS, "--max-steps", "2", "--price-in", "1000",
+        costly = _record(store, server.url, "--task", TASKS, "--max-steps", "2", "--price-in", "1000",
                          "--max-cost", "5", "--run-id", "budget")
         assert costly.returncode == 0, costly.stderr[-2000:]
         summary = json.loads(costly.stdout)
         assert summary["stopped"] == "max_cost" and summary["finished"] == 3 and summary["left"] == 3
         assert summary["cost_usd"] >= 5
-        timed = _record(tmp_path / "other", server.url, "--task-ids", TASKS, "--max-hours", "0.0001")
+        timed = _record(tmp_path / "other", server.url, "--task", TASKS, "--max-hours", "0.0001")
         timed_out = json.loads(timed.stdout)  # 0.36 s: spent before the browser is up, or after its first episode
         assert timed_out["stopped"] == "max_hours" and timed_out["finished"] <= 1 and timed_out["left"] >= 5
         resumed = _record(store, server.url, "--max-steps", "2", "--resume", "--run-id", "budget")

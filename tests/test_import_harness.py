@@ -123,7 +123,7 @@ def test_the_harness_verdicts_are_scores_the_report_reads(store: Path) -> None:
 
 def test_view_writes_the_episode_viewer(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "episode.html"
-    result = invoke("view", "--episode", episode_of(store, "normal/1"), "--store", str(store), "--out", str(out))
+    result = invoke("view", "--episode", episode_of(store, "normal/1"), "--store", str(store), "-o", str(out))
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "Celtic Connections" in page and "data:image/jpeg;base64," in page and "harness" in page

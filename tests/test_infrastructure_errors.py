@@ -84,7 +84,7 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
 
     with FakeOpenAI() as server:
         _failing(server, fails)
-        first = _record(store, server.url, "--task-ids", ",".join(TASKS))
+        first = _record(store, server.url, "--task", ",".join(TASKS))
         episodes = _episodes(store)
         [endpoint], [fine], [refused] = episodes["normal/1"], episodes["normal/2"], episodes["normal/3"]
         assert (endpoint["status"], endpoint["error_kind"]) == ("error", "infrastructure"), endpoint["error"]
@@ -154,7 +154,7 @@ def test_a_browser_killed_mid_episode_is_an_infrastructure_error_and_the_next_ep
         recorder.append(subprocess.Popen(
             [sys.executable, "-m", "mmina", "record", "--store", str(store), "--agent", "openai", "--model", "fake",
              "--base-url", server.url, "--max-steps", "3", "--no-screenshots", "--run-id", "crash", "--format",
-             "json", "--task-ids", ",".join(TASKS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+             "json", "--task", ",".join(TASKS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             cwd=REPO_ROOT, env={**os.environ, "OPENAI_API_KEY": "sk-local-test-key"}))
         out, err = recorder[0].communicate(timeout=600)
     assert recorder[0].returncode == 0 and killed, err[-3000:]

@@ -64,7 +64,7 @@ def test_the_os_user_labels_by_default(store: Path) -> None:
 
 @pytest.mark.parametrize("name, text, message", [
     ("a.csv", "episode_id,hop,label\ne1,,pass\ne2,1,maybe\n", "a.csv line 3: a label is pass, fail, unsure or blocked, not 'maybe'"),
-    ("a.csv", "episode_id,hop,label\nnope,,pass\n", "a.csv line 2: unknown episode 'nope'"),
+    ("a.csv", "episode_id,hop,label\nnope,,pass\n", "a.csv line 2: no episode 'nope' in the store"),
     ("a.csv", "episode_id,hop,label\ne2,4,pass\n", "a.csv line 2: episode e2 (t2) has hops 1 to 3, not hop 4"),
     ("a.csv", "episode_id,hop,label\ne2,0,pass\n", "a.csv line 2: hop must be a hop position (1, 2, ...) or empty"),
     ("a.csv", "episode_id,hop,label\ne2,²,pass\n", "a.csv line 2: hop must be a hop position"),

@@ -349,7 +349,7 @@ def test_view_of_a_screenshot_that_is_no_image_shows_no_screenshot(tmp_path: Pat
     begin(store, "r1")
     write_episode(store, "r1", "ep1", [b"not an image"])
     result = invoke(
-        "view", "--episode", "ep1", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "v.html")
+        "view", "--episode", "ep1", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "v.html")
     )
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "data:image/jpeg" not in (tmp_path / "v.html").read_text()
@@ -358,10 +358,10 @@ def test_view_of_a_screenshot_that_is_no_image_shows_no_screenshot(tmp_path: Pat
 def test_report_out_with_the_terminal_tables_is_refused_not_ignored(two_runs: Path, tmp_path: Path) -> None:
     """``--out`` was silently ignored for the table format (the tables went to the terminal)."""
     invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
-    result = invoke("report", "--out", str(tmp_path / "r.txt"), "--store", str(two_runs))
-    assert result.exit_code == 2 and "--out writes --format json, csv or html" in result.output, result.output
+    result = invoke("report", "-o", str(tmp_path / "r.txt"), "--store", str(two_runs))
+    assert result.exit_code == 2 and "-o/--output writes --format json, csv or html" in result.output, result.output
     written = invoke(
-        "report", "--out", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs)
+        "report", "-o", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs)
     )
     assert written.exit_code == 0 and json.loads((tmp_path / "r.json").read_text())["runs"] == ["r1", "r2"]
 
@@ -421,7 +421,7 @@ def test_an_episode_whose_episodes_file_is_damaged_is_named_with_the_file(
     """Found by fuzzing: "unknown episode ep-r1" for an episode whose file is there but damaged."""
     episodes = damaged(two_runs, "episodes", "r1")
     for args in (
-        ["view", "--episode", "ep-r1", "--out", str(tmp_path / "v.html")],
+        ["view", "--episode", "ep-r1", "-o", str(tmp_path / "v.html")],
         ["rescore", "--evaluator", "hops", "--episode", "ep-r1"],
     ):
         result = invoke(*args, "--store", str(two_runs))

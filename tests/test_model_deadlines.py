@@ -116,7 +116,7 @@ def test_any_usage_value_is_a_count_or_zero_with_a_reason(value: object) -> None
     count, note = token_count(value, "prompt_tokens")
     believable = value is None or type(value) is int and 0 <= value <= MAX_TOKENS
     assert 0 <= count <= MAX_TOKENS and (note is None) == believable and count == (value if value and believable else 0)
-    checked = checked_reply(AgentReply("x", value, value, value))  # type: ignore[arg-type]
+    checked = checked_reply(AgentReply(output="x", prompt_tokens=value, completion_tokens=value, cost_usd=value))  # type: ignore[arg-type]
     assert 0 <= checked.prompt_tokens <= MAX_TOKENS and 0 <= checked.cost_usd
     json.dumps([checked.output, checked.note]).encode("utf-8")
 
@@ -124,7 +124,7 @@ def test_any_usage_value_is_a_count_or_zero_with_a_reason(value: object) -> None
 @given(text=st.text())
 def test_any_reply_text_is_storable(text: str) -> None:
     checked_reply(text).output.encode("utf-8")
-    checked_reply(AgentReply(text)).output.encode("utf-8")
+    checked_reply(AgentReply(output=text)).output.encode("utf-8")
 
 
 def test_deadlines_are_bounded() -> None:

@@ -87,17 +87,17 @@ def test_a_hop_without_keyword_never_completes_by_url() -> None:
 
 
 def test_validate_prints_warnings_and_exits_0_without_errors(runnable_suite: Path) -> None:
-    result = CliRunner().invoke(cli, ["tasks", "validate", str(runnable_suite)])
+    result = CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(runnable_suite)])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert all(": warning: " in line for line in lines[:-1]) and len(lines) > 1
     assert lines[-1] == f"{runnable_suite}: 0 error(s), {len(lines) - 1} warning(s)"
-    data = json.loads(CliRunner().invoke(cli, ["tasks", "validate", str(runnable_suite), "--format", "json"]).output)
+    data = json.loads(CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(runnable_suite), "--format", "json"]).output)
     assert data["ok"] and data["errors"] == 0 and {p["severity"] for p in data["problems"]} == {"warning"}
 
 
 def test_validate_exits_1_on_the_broken_files() -> None:
-    result = CliRunner().invoke(cli, ["tasks", "validate", str(CORPUS / "mmina")])
+    result = CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(CORPUS / "mmina")])
     assert result.exit_code == 1
     assert f"{CORPUS / 'mmina' / 'multi567' / '990.json'}: procedure: not a list of site keywords" in result.output
     assert "'trip_match' cannot be evaluated" in result.output

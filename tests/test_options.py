@@ -2,10 +2,13 @@
 values are one-line errors (exit 2, click's usage error), and the store is left untouched."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
@@ -13,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 from mmina.cli import cli
 
 REFUSED = [
-    ("record", "--task-ids", ""),
-    ("record", "--task-ids", ",,,"),
+    ("record", "--task", ""),
+    ("record", "--task", ",,,"),
     ("record", "--task-ids", " , ,"),
     ("record", "--viewport", "100000x100000"),
     ("record", "--viewport", "0x600"),
@@ -64,7 +67,7 @@ def test_any_option_text_is_a_clear_error_never_a_traceback(viewport: str, task_
     option or by the task check, in one line, before a store exists."""
     store = Path("/nonexistent-mmina-store-for-options")
     args = ["record", "--tasks", "/nonexistent-mmina-tasks", "--store", str(store), "--viewport", viewport,
-            "--task-ids", task_ids, "--drift", drift, "--temperature", temperature]
+            "--task", task_ids, "--drift", drift, "--temperature", temperature]
     result = CliRunner().invoke(cli, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (1, 2), result.output
@@ -92,3 +95,62 @@ def test_an_agent_that_cannot_be_made_is_one_line(tmp_path: Path, agent: str, me
     result = CliRunner().invoke(cli, ["record", "--agent", agent, "--store", str(tmp_path / "store")])
     assert result.exit_code == 1 and result.output.startswith(message), result.output
     assert not (tmp_path / "store").exists()
+
+
+# -- option bundles: each option declared once, commands get typed bundles ---------------------------
+
+def test_a_command_gets_its_options_as_typed_bundles() -> None:
+    from mmina.cli.bundles import BrowserOptions, ScaleOptions
+    from mmina.pool import Layout
+
+    seen: list[tuple[ScaleOptions, BrowserOptions]] = []
+
+    @click.command()
+    @ScaleOptions.options(omit=("concurrency",), workers="Workers of the probe.")
+    @BrowserOptions.options()
+    def probe(scale: ScaleOptions, browser: BrowserOptions) -> None:
+        seen.append((scale, browser))
+
+    result = CliRunner().invoke(probe, ["--workers", "3", "--browser-arg", "--x", "--browser-arg", "--y"])
+    assert result.exit_code == 0, result.output
+    assert seen == [(ScaleOptions(workers=3), BrowserOptions(browser_args=("--x", "--y")))]
+    assert seen[0][0].layout() == Layout(3, 1, "local", None)
+    text = CliRunner().invoke(probe, ["--help"]).output
+    assert "Workers of the probe." in text and "--concurrency" not in text
+
+
+UNSET = click.Option(["--x"]).default
+"""What click keeps as the default of an option given none."""
+OWN_FLAGS = {("eval-steps", "--seed"), ("agreement", "--seed"), ("rankings", "--seed")}
+"""Options a command declares itself under a bundle's flag: eval-steps' --seed draws its sample
+(and seeds the agent's requests, as the agent bundle's --seed does on record and replay);
+agreement's and rankings' draw their bootstrap resamples."""
+
+
+def test_every_shared_option_is_its_bundles_on_every_command() -> None:
+    """An option of a bundle has the same destination, type and default wherever it appears,
+    and no command takes its options as loose keyword arguments."""
+    from mmina.cli.bundles import AgentOptions, BrowserOptions, JudgeOptions, ScaleOptions
+    from tests.test_cli_start import every_command
+
+    bundles = (AgentOptions, BrowserOptions, JudgeOptions, ScaleOptions)
+    defaults = {flag: (bundle, name) for bundle in bundles for flag, name in bundle.flags().items()}
+    offered: dict[str, int] = {}
+    for path in every_command():
+        command = cli
+        for name in path:
+            command = command.get_command(click.Context(command), name)
+        if command.callback is not None:
+            parameters = inspect.signature(inspect.unwrap(command.callback)).parameters.values()
+            assert not [p for p in parameters if p.kind is p.VAR_KEYWORD], path
+        for option in (p for p in command.params if isinstance(p, click.Option) and not p.hidden):
+            flag = next((f for f in option.opts if f in defaults), None)
+            if flag is None or (path[0], flag) in OWN_FLAGS:
+                continue
+            bundle, field = defaults[flag]
+            offered[flag] = offered.get(flag, 0) + 1
+            assert option.name == field, (path, flag)
+            default = next(f.default for f in dataclasses.fields(bundle) if f.name == field)
+            given = None if option.default is UNSET else option.default
+            assert given in (default, None if default == () else default), (path, flag, given)
+    assert offered["--judge-model"] == 2 and offered["--model"] == 3 and offered["--workers"] >= 3

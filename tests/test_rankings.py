@@ -39,7 +39,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("rankings") / "store"
     common = ["--store", str(root), "--max-steps", "8"]
     for name in AGENTS:  # the oracle's live run is the reference whose archive the others replay on
-        _mmina("record", *common, "--no-screenshots", "--task-ids", TASKS, "--run-id", f"{name}-live", *_agent(name))
+        _mmina("record", *common, "--no-screenshots", "--task", TASKS, "--run-id", f"{name}-live", *_agent(name))
     for name in AGENTS:
         _mmina("replay", *common, "--run", "oracle-live", "--run-id", f"{name}-archived", *_agent(name))
     yield root

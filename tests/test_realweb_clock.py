@@ -18,7 +18,7 @@ import pytest
 from mmina.recorder.browser import BrowserConfig, BrowserSession, Offline
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.replays import replay_run
-from mmina.recorder.seeding import seed_for
+from mmina.recorder.seeding import PER_CALL_SITE, Seeding
 from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.source import SourceRun, select_sources
 from mmina.store import Store
@@ -96,7 +96,7 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
             if fixed:
                 await context.clock.set_fixed_time(starts_at)
 
-        browser = session.episode(None, prepare, offline=Offline(), seed=seed_for("a seed"))
+        browser = session.episode(None, prepare, offline=Offline(), seed=Seeding.of("a seed", PER_CALL_SITE))
         browser.open(source.task(sources[0].task_id).start_urls)
         page = browser.tabs.page
         session.run(page.locator("#q").press_sequentially("harbour"))

@@ -123,13 +123,13 @@ class StopsTheDriver:
     def act(self, observation: Observation) -> AgentReply:
         self.position += 1
         if self.position == 2:
-            return AgentReply("stop [x]")
+            return AgentReply(output="stop [x]")
         if not StopsTheDriver.stopped:
             StopsTheDriver.stopped.extend(_driver_pids())
             for pid in StopsTheDriver.stopped:
                 os.kill(pid, signal.SIGSTOP)
         element = observation.find("link", "Next page")
-        return AgentReply(f"click [{element.id if element else 'missing'}]")
+        return AgentReply(output=f"click [{element.id if element else 'missing'}]")
 
 
 def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(tmp_path: Path, site: str,

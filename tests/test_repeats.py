@@ -101,8 +101,27 @@ def test_agent_seeds_are_stable_and_differ_per_repeat() -> None:
 def _episode(hops: tuple[HopVerdict, ...], steps: int, n_hops: int = 3, passed: bool = False) -> Episode:
     rows = tuple(StepRow(i, f"http://x/{i}", "click [1]", None, tokens=10 * (i + 1), cost_usd=0.01, agent_ms=100.0,
                          wall_ms=1000.0) for i in range(steps))
-    return Episode("r", "e", "t", n_hops, "2-4", "fail", passed, sum(h.passed for h in hops), len(hops), None,
-                   "completed", "stop", None, steps, 0, 0, 0.0, hops=hops, steps=rows)
+    return Episode(
+        run_id="r",
+        episode_id="e",
+        task_id="t",
+        n_hops=n_hops,
+        bucket="2-4",
+        verdict="fail",
+        passed=passed,
+        hops_passed=sum(h.passed for h in hops),
+        hops_total=len(hops),
+        first_failed_hop=None,
+        status="completed",
+        stop_reason="stop",
+        final_answer=None,
+        n_steps=steps,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=0.0,
+        hops=hops,
+        steps=rows,
+    )
 
 
 def test_a_step_belongs_to_the_hop_at_the_head_of_the_queue() -> None:
@@ -123,7 +142,7 @@ def test_a_step_belongs_to_the_hop_at_the_head_of_the_queue() -> None:
 
 def _record(folder: Path) -> None:
     store = folder / "store"
-    summary = as_json(store, "record", "--task-ids", ",".join(TASKS), "--repeats", str(REPEATS), "--error-rate", "0.15",
+    summary = as_json(store, "record", "--task", ",".join(TASKS), "--repeats", str(REPEATS), "--error-rate", "0.15",
                       "--seed", "3", "--concurrency", "4", "--run-id", RUN)
     (folder / "summary.json").write_text(json.dumps(summary))
 

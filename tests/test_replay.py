@@ -176,7 +176,7 @@ def test_step_comparison_diffs_trees_and_counts_missing_steps() -> None:
                                     '`link "Mug"`; 1 element(s) only in the recording: link "Tea"; '
                                     '1 element(s) only in the replay: link "Mug"')
     assert steps[1].tree_change == "(step missing in the replay)"
-    episode = EpisodeFidelity("t", "a", "b", 2, 1, steps)
+    episode = EpisodeFidelity(task_id="t", source_episode="a", replay_episode="b", recorded_steps=2, replayed_steps=1, steps=steps)
     assert episode.fidelity == 0.0 and summarize([episode])["steps"] == 2
 
 
@@ -335,8 +335,8 @@ class OffArchive:
     def act(self, observation: Observation) -> AgentReply:
         self.calls += 1
         if self.calls == 1:
-            return AgentReply("goto [http://shop.mmina.test/product/knit-beanie]")
-        return AgentReply(f"stop [{observation.title}]")
+            return AgentReply(output="goto [http://shop.mmina.test/product/knit-beanie]")
+        return AgentReply(output=f"stop [{observation.title}]")
 
 
 def test_a_new_agent_on_the_archive_reports_coverage_gaps(drift0: tuple[Path, RunSummary]) -> None:
@@ -356,7 +356,7 @@ def test_a_new_agent_on_the_archive_reports_coverage_gaps(drift0: tuple[Path, Ru
 def test_unknown_sources_are_one_line_errors(drift0: tuple[Path, RunSummary]) -> None:
     store = str(drift0[0])
     for args, message in ((("--run", "nope"), "Error: no run 'nope' in "),
-                          (("--episode", "nope"), "Error: no episode nope in ")):
+                          (("--episode", "nope"), "Error: no episode 'nope' in ")):
         result = invoke("replay", *args, "--store", store)
         assert result.exit_code == 1 and result.output.startswith(message) and result.output.count("\n") == 1
     both = invoke("replay", "--run", "a", "--episode", "b", "--store", store)

@@ -240,7 +240,7 @@ def test_formats_show_the_same_numbers(store: Path, tmp_path: Path) -> None:
     lines = csv_text.strip().splitlines()
     assert lines[0].split(",")[:4] == ["bucket", "tasks", "tasks_passed", "task_sr"]
     assert lines[-1].split(",")[3] == str(data["tables"]["sr_by_bucket"][-1]["task_sr"])
-    mmina("report", "--store", str(store), "--format", "csv", "--out", str(tmp_path / "tables"))
+    mmina("report", "--store", str(store), "--format", "csv", "--output", str(tmp_path / "tables"))
     assert {p.stem for p in (tmp_path / "tables").iterdir()} == set(data["tables"])
     terminal = mmina("report", "--store", str(store), "--run", "seeded", "--table", "sr_by_bucket")
     assert "22.2%" in terminal and "64.0%" in terminal and "Wilson" in terminal

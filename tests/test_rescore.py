@@ -221,10 +221,10 @@ def test_task_evaluator_needs_a_judge_only_for_fuzzy_references(store: Path) -> 
 # -- errors --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
-    (["--evaluator", "nosuch"], "unknown evaluator 'nosuch'; known evaluators: exact_match, fuzzy, hops, "
+    (["--evaluator", "nosuch"], "no evaluator 'nosuch' (evaluators: exact_match, fuzzy, hops, "
                                 "keypoints, mmina_official, must_include, task, url_match"),
     (["--evaluator", "hops", "--run", "nosuch"], "no run 'nosuch' in"),
-    (["--evaluator", "hops", "--episode", "nosuch"], "unknown episode nosuch in"),
+    (["--evaluator", "hops", "--episode", "nosuch"], "no episode 'nosuch' in"),
     (["--evaluator", "hops", "--arg", "x=1"], "evaluator hops has no argument x"),
     (["--evaluator", "url_match", "--arg", "where=middle"], "where must be one of final, any"),
     (["--evaluator", "hops", "--arg", "novalue"], "is not KEY=VALUE"),
@@ -250,7 +250,7 @@ def test_episode_selection(store: Path) -> None:
     report = rescore_json(store, "--evaluator", "hops", "--episode", episode["episode_id"])
     assert [(e["run_id"], e["episode_id"]) for e in report["episodes"]] == [("wrong", episode["episode_id"])]
     result = invoke("--store", str(store), "--evaluator", "hops", "--run", "oracle", "--episode", episode["episode_id"])
-    assert result.exit_code == 1 and "unknown episode" in result.output and "run(s) oracle" in result.output
+    assert result.exit_code == 1 and "no episode" in result.output and "run(s) oracle" in result.output
 
 
 # -- batches, flips, overwrite ------------------------------------------------------------------

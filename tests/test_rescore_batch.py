@@ -161,11 +161,11 @@ def test_a_step_evaluator_sees_the_steps_of_each_episode_in_order(cases: Path) -
 
 def test_score_columns_take_episodes_in_batch_order() -> None:
     columns = ScoreColumns()
-    columns.add(1, [ScoreRow("pass", 1.0)])
-    columns.add(2, [ScoreRow("pass", 1.0, "hop", 0)])  # no task-level row: unscored
+    columns.add(1, [ScoreRow(verdict="pass", value=1.0)])
+    columns.add(2, [ScoreRow(verdict="pass", value=1.0, level="hop", hop_index=0)])  # no task-level row: unscored
     assert columns.failures == {2: "the evaluator returned no task-level score"}
     with pytest.raises(EvaluatorError, match="add episodes in batch order"):
-        columns.add(0, [ScoreRow("fail", 0.0)])
+        columns.add(0, [ScoreRow(verdict="fail", value=0.0)])
 
 
 def test_reading_with_where_keeps_the_matching_rows(store: Path) -> None:

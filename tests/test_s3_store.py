@@ -77,7 +77,7 @@ def recorded(s3: S3Server) -> str:
     """normal/1 and normal/2 recorded by ``mmina record`` with two worker processes, each
     reopening the store from its URL."""
     location = f"s3://{BUCKET}/recorded"
-    proc = mmina("record", "--task-ids", "normal/1,normal/2", "--workers", "2", "--run-id", "r1", "--store", location,
+    proc = mmina("record", "--task", "normal/1,normal/2", "--workers", "2", "--run-id", "r1", "--store", location,
                  "--format", "json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
@@ -221,7 +221,7 @@ def test_imports_write_to_s3(url: str) -> None:
 
 
 def test_a_sigkilled_recording_leaves_only_whole_episodes(s3: S3Server, url: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task-ids", "normal/1,normal/2,normal/3",
+    proc = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task", "normal/1,normal/2,normal/3",
                              "--run-id", "k", "--store", url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             cwd=REPO_ROOT)
     try:
@@ -238,7 +238,7 @@ def test_a_sigkilled_recording_leaves_only_whole_episodes(s3: S3Server, url: str
     # what a kill may leave: files of an episode never committed, and a committed episode whose
     # verdicts were not written yet (the kill fell between the two; --resume adds them)
     assert all(p.kind in ("orphan", "unscored") for p in problems), problems
-    resumed = mmina("record", "--task-ids", "normal/1,normal/2,normal/3", "--run-id", "k", "--resume", "--store", url)
+    resumed = mmina("record", "--task", "normal/1,normal/2,normal/3", "--run-id", "k", "--resume", "--store", url)
     assert resumed.returncode == 0, resumed.stderr
     assert not [p for p in verify_store(Store.open(url)).problems if p.kind == "unscored"]
     assert sql(Store.open(url), "select task_id, count(*) from episodes group by 1 order by 1") == [

@@ -182,7 +182,7 @@ def test_sql_box_runs_a_query_downloads_csv_and_reports_bad_sql(app: Served, pag
 
 def test_unknown_episode_and_bad_parameters_are_clear_messages(app: Served, page: Page) -> None:
     open_view(page, app, "#/episode/no-such-episode")
-    assert message(page).startswith("unknown episode no-such-episode")
+    assert message(page).startswith("no episode 'no-such-episode'")
     open_view(page, app, "#/episodes?run=seeded&n_hops=x")
     assert message(page) == "parameter n_hops must be a whole number, not 'x'"
     open_view(page, app, "#/episodes?run=seeded&colour=red")
@@ -205,7 +205,7 @@ def test_a_run_being_recorded_updates_the_runs_page_without_a_reload(live_store:
         open_view(page, app, "#/")
         expect(page.locator("#runs tbody tr")).to_have_count(1)
         page.evaluate("window.stillTheSamePage = true")
-        recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task-ids", ",".join(tasks), "--run-id",
+        recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task", ",".join(tasks), "--run-id",
                                      "live", "--no-screenshots", "--store", str(live_store)], cwd=REPO_ROOT,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         row = page.locator('#runs tr[data-run="live"]')

@@ -230,7 +230,7 @@ def test_writes_need_json_from_this_servers_own_pages(app: Served, store: Path) 
 
 
 @pytest.mark.parametrize("body, status, message", [
-    ({"episode_id": "nope", "labels": [{"hop": None, "label": "pass"}]}, 404, "unknown episode nope"),
+    ({"episode_id": "nope", "labels": [{"hop": None, "label": "pass"}]}, 404, "no episode 'nope'"),
     ({"episode_id": "e2", "labels": [{"hop": 4, "label": "pass"}]}, 400, "episode e2 (t2) has hops 1 to 3, not hop 4"),
     ({"episode_id": "e2", "labels": [{"hop": "1", "label": "pass"}]}, 400, 'each label is {"hop": null or a hop'),
     ({"episode_id": "e2", "labels": [{"hop": 1, "label": "maybe"}]}, 400, "a label is pass, fail, unsure or blocked"),

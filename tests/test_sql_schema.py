@@ -1,6 +1,6 @@
 """`mmina sql --schema` (views' columns, a filter, json and csv), a query from a file or
 standard input, and one line of error for a path that cannot be used (sql -f, tasks list and
-validate, report and view --out)."""
+validate, report and view -o)."""
 from __future__ import annotations
 
 import csv
@@ -125,26 +125,26 @@ def test_query_sources_that_do_not_fit_are_usage_errors(args: list[str], message
 def test_tasks_list_of_a_path_that_is_not_there_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case: the repository's relative path, given outside the repository."""
     monkeypatch.chdir(tmp_path)
-    one_line_error(invoke("tasks", "list", "fixtures/tasks/multi567"), "fixtures/tasks/multi567 does not exist",
+    one_line_error(invoke("tasks", "list", "--tasks", "fixtures/tasks/multi567"), "fixtures/tasks/multi567 does not exist",
                    f"(relative to {tmp_path})", "give just multi567")
-    assert invoke("tasks", "list", "multi567", "--format", "json").exit_code == 0
+    assert invoke("tasks", "list", "--tasks", "multi567", "--format", "json").exit_code == 0
     (tmp_path / "empty").mkdir()
     for command in ("list", "validate"):
-        one_line_error(invoke("tasks", command, "empty"), "empty holds no task files (*.json)")
-        one_line_error(invoke("tasks", command, str(tmp_path / "gone")), f"{tmp_path / 'gone'} does not exist")
+        one_line_error(invoke("tasks", command, "--tasks", "empty"), "empty holds no task files (*.json)")
+        one_line_error(invoke("tasks", command, "--tasks", str(tmp_path / "gone")), f"{tmp_path / 'gone'} does not exist")
 
 
 def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(recorded: tuple[Path, RunSummary],
                                                                           tmp_path: Path) -> None:
-    """``--out`` naming a folder where a file goes, a file where a folder goes, or a file in a
+    """``-o`` naming a folder where a file goes, a file where a folder goes, or a file in a
     folder that is not there: one line (it was an "unexpected IsADirectoryError"), nothing written."""
     store = str(recorded[0])
     (tmp_path / "a-file").write_text("mine")
     episode = invoke("sql", "select episode_id from episodes", "--store", store, "--format", "csv").output.split()[1]
-    cases = [(["view", "--episode", episode, "--out", str(tmp_path)], f"cannot write {tmp_path}: it is a folder"),
-             (["report", "--format", "json", "--out", str(tmp_path)], "it is a folder"),
-             (["report", "--format", "html", "--out", str(tmp_path / "no" / "r.html")], f"no folder {tmp_path / 'no'}"),
-             (["report", "--format", "csv", "--out", str(tmp_path / "a-file")], "it is a file, not a folder")]
+    cases = [(["view", "--episode", episode, "-o", str(tmp_path)], f"cannot write {tmp_path}: it is a folder"),
+             (["report", "--format", "json", "-o", str(tmp_path)], "it is a folder"),
+             (["report", "--format", "html", "-o", str(tmp_path / "no" / "r.html")], f"no folder {tmp_path / 'no'}"),
+             (["report", "--format", "csv", "-o", str(tmp_path / "a-file")], "it is a file, not a folder")]
     for args, message in cases:
         one_line_error(invoke(*args, "--store", store), message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "mine"

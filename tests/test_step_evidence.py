@@ -232,7 +232,7 @@ def test_viewer_shows_each_steps_model_input_once(openai_store: tuple[Store, lis
     store, _ = openai_store
     episode = rows(store, "select episode_id from episodes")[0][0]
     out = tmp_path / "episode.html"
-    result = CliRunner().invoke(cli, ["view", "--episode", episode, "--store", str(store.root), "--out", str(out)])
+    result = CliRunner().invoke(cli, ["view", "--episode", episode, "--store", str(store.root), "-o", str(out)])
     assert result.exit_code == 0, result.output
     seen: list[str] = []
 

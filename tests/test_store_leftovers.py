@@ -153,7 +153,7 @@ def test_orphans_are_kept_while_a_commit_may_be_under_way(tmp_path: Path) -> Non
 
 def test_a_killed_recording_resumes_to_a_clean_verify(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    command = [sys.executable, "-m", "mmina", "record", "--task-ids", "normal/1,normal/2,normal/3", "--run-id", "k",
+    command = [sys.executable, "-m", "mmina", "record", "--task", "normal/1,normal/2,normal/3", "--run-id", "k",
                "--store", str(root)]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT)
     try:

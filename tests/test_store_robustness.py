@@ -242,7 +242,8 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
         "blob_packs": ["blobs/golden-ep.v1.parquet"], "worker": "golden-host:1", "run_id": "golden-run",
         **dict.fromkeys(("final_url", "final_title", "final_tabs", "final_tree_text", "final_screenshot",
                          "final_observed_at")), **dict.fromkeys(PREFIX_COLUMNS),
-        **dict.fromkeys(("endpoint_retries", "endpoint_wait_s", "error_kind", "blocked", "supersedes"))}
+        **dict.fromkeys(("endpoint_retries", "endpoint_wait_s", "error_kind", "blocked", "supersedes")),
+        "random_seeding": None}
     # version 5 renamed hops_completed to live_hops and added the terminal observation (unknown: NULL), in SQL too;
     # version 6 added the prefix of hop-conditioned episodes (NULL: the episode started from the start page);
     # version 7 renamed start_hop hops_given, steps.hop_index live_hops and scores.hop_index hop (1-based)

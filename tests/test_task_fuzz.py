@@ -59,7 +59,7 @@ tasks = st.fixed_dictionaries({}, optional={
 task_files = st.one_of(tasks, tasks.map(lambda fields: {**NORMAL_1, **fields}))
 """Generated tasks, alone or over a runnable one (about one in eight then passes validation)."""
 suites = st.sampled_from(["normal", "compare", "shopping", "mine"])
-OBSERVATION = Observation(0, "http://a.example/", "t", [], 0, "")
+OBSERVATION = Observation(step_index=0, url="http://a.example/", title="t", tabs=[], active_tab=0, tree_text="")
 
 
 def _write(folder: Path, name: str, text: str | bytes) -> Path:
@@ -148,7 +148,7 @@ def test_undecodable_file_names_are_shown_without_crashing(tmp_path: Path) -> No
         "lone-surrogate"])
 def test_the_cases_the_fuzzing_pass_found(tmp_path: Path, raw: dict[str, Any], field: str | None) -> None:
     _write(tmp_path, "normal/1.json", json.dumps(raw))
-    result = CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path), "--format", "json"])
+    result = CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path), "--format", "json"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     report = json.loads(result.output)
     failing = [p["field"] for p in report["problems"] if p["severity"] == "error"]
@@ -180,8 +180,8 @@ def test_a_fifo_named_like_a_task_is_skipped_without_blocking(tmp_path: Path) ->
     (tmp_path / "normal" / "3.json").mkdir()
     outcome: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: outcome.update(
-        validate=CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path)]), suite=load_suite(tmp_path),
-        alone=CliRunner().invoke(cli, ["tasks", "validate", str(tmp_path / "normal" / "2.json")])), daemon=True)
+        validate=CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path)]), suite=load_suite(tmp_path),
+        alone=CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(tmp_path / "normal" / "2.json")])), daemon=True)
     worker.start()
     worker.join(timeout=120)
     assert not worker.is_alive(), "reading a FIFO blocked"

@@ -39,7 +39,7 @@ def test_every_problem_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "normal" / "1.json").write_text(json.dumps(bad))
     (tmp_path / "normal" / "2.json").write_text("{broken")
     (tmp_path / "normal" / "3.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
-    result = invoke("tasks", "validate", str(tmp_path))
+    result = invoke("tasks", "validate", "--tasks", str(tmp_path))
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     first = str(tmp_path / "normal" / "1.json")
@@ -64,13 +64,13 @@ def test_record_refuses_an_invalid_suite_before_starting(tmp_path: Path) -> None
 
 def test_warnings_do_not_refuse_a_run(tmp_path: Path) -> None:
     (tmp_path / "1.json").write_text(json.dumps({**OFFICIAL_EXAMPLE, "procedure": ["kiwix", "event"], "cnt_hop": "9"}))
-    result = invoke("tasks", "validate", str(tmp_path))
+    result = invoke("tasks", "validate", "--tasks", str(tmp_path))
     assert result.exit_code == 0 and "procedure: warning: no 'end' marker: every entry is a hop" in result.output
 
 
 def test_list_one_file_and_the_suite(tmp_path: Path) -> None:
     (tmp_path / "7.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
-    listed = json.loads(invoke("tasks", "list", str(tmp_path / "7.json"), "--format", "json").output)
+    listed = json.loads(invoke("tasks", "list", "--tasks", str(tmp_path / "7.json"), "--format", "json").output)
     assert listed == [{**listed[0], "id": "7", "n_hops": 2,
                        "hops": [{"hop": 1, "keyword": "kiwix"}, {"hop": 2, "keyword": "event"}]}]  # hops from 1
     everything = json.loads(invoke("tasks", "list", "--format", "json").output)
@@ -105,10 +105,10 @@ def test_fixtures_serve_port_in_use() -> None:
 
 
 def test_suite_names_and_official_folders_keep_their_ids(tmp_path: Path) -> None:
-    by_name = json.loads(invoke("tasks", "list", "multi567", "--format", "json").output)
+    by_name = json.loads(invoke("tasks", "list", "--tasks", "multi567", "--format", "json").output)
     assert by_name and all(t["id"].startswith("multi567/") for t in by_name)
     official = tmp_path / "mmina" / "normal"
     official.mkdir(parents=True)
     (official / "3.json").write_text(json.dumps(OFFICIAL_EXAMPLE))
     for path in (official, official / "3.json"):
-        assert [t["id"] for t in json.loads(invoke("tasks", "list", str(path), "--format", "json").output)] == ["normal/3"]
+        assert [t["id"] for t in json.loads(invoke("tasks", "list", "--tasks", str(path), "--format", "json").output)] == ["normal/3"]

@@ -4,6 +4,7 @@ error object for a JSON API), never mmina's own plain text where the page parses
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given, strategies as st
 
@@ -70,11 +71,14 @@ def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them
     from mmina.replayer.router import Served
 
     start = datetime(2026, 12, 6, tzinfo=timezone.utc)
-    served = [Served(start + timedelta(seconds=0.5), "GET", f"{API}?page=2", MatchKind.NEAREST, 200,
-                     recorded_url=f"{API}?page=1", recorded_order=4),
-              Served(start + timedelta(seconds=0.6), "GET", f"{API}/a1", MatchKind.EXACT, 200,
-                     recorded_url=f"{API}/a1", recorded_order=5),
-              Served(start + timedelta(seconds=2.5), "DELETE", f"{API}/b2", MatchKind.UNMATCHED, 200)]
+    def served_at(seconds: float, method: str, url: str, kind: MatchKind, **recorded: Any) -> Served:
+        return Served(at=start + timedelta(seconds=seconds), method=method, url=url, kind=kind, status=200, **recorded)
+
+    served = [
+        served_at(0.5, "GET", f"{API}?page=2", MatchKind.NEAREST, recorded_url=f"{API}?page=1", recorded_order=4),
+        served_at(0.6, "GET", f"{API}/a1", MatchKind.EXACT, recorded_url=f"{API}/a1", recorded_order=5),
+        served_at(2.5, "DELETE", f"{API}/b2", MatchKind.UNMATCHED),
+    ]
     traced = _traced_by_step(served, [start + timedelta(seconds=1), start + timedelta(seconds=2)])
     assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == \
         [("nearest", f"{API}?page=2", f"{API}?page=1", 4)]  # the initial load's; the exact one is not listed

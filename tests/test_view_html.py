@@ -1,16 +1,19 @@
 """The HTML report and the episode viewer opened in a real headless Chromium, offline."""
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from PIL import Image, ImageColor
 from playwright.sync_api import Page, sync_playwright
 
-from mmina.analysis.viewer import TERMINAL
+from mmina.analysis.viewer import SHOT_WIDTH, TERMINAL, shrink
 from mmina.cli import cli
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
+from mmina.store.marks import PALETTE
 from tests.test_report import recorded_store
 
 SECTIONS = ("summary", "sr-by-bucket", "hop-positions", "first-failures", "failure-modes", "per-site", "actions",
@@ -24,10 +27,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     store, out = recorded_store(), tmp_path_factory.mktemp("html")
     runner = CliRunner()
     result = runner.invoke(cli, ["report", "--store", str(store), "--run", "seeded", "--format", "html",
-                                 "--out", str(out / "report.html")])
+                                 "--output", str(out / "report.html")])
     assert result.exit_code == 0, result.output
     episode = next(p.stem for p in (store / "episodes" / "run_id=seeded").glob("normal-24-*.parquet")).split(".")[0]
-    result = runner.invoke(cli, ["view", "--episode", episode, "--store", str(store), "--out", str(out / "episode.html")])
+    result = runner.invoke(cli, ["view", "--episode", episode, "--store", str(store), "-o", str(out / "episode.html")])
     assert result.exit_code == 0, result.output
     return out / "report.html", out / "episode.html"
 
@@ -74,6 +77,7 @@ def check_viewer(page: Page) -> None:
     assert page.locator("section#viewer").is_visible()
     assert page.inner_text("#episode-title").startswith("normal/24 (seeded)")
     assert page.get_attribute("#step-shot", "src").startswith("data:image/jpeg;base64,")
+    assert page.evaluate("document.getElementById('step-shot').naturalWidth") == SHOT_WIDTH
     assert "type [" in page.inner_text("#step-action")
     assert page.inner_text("#step-target").startswith("[")
     shot, box = page.locator("#step-shot").bounding_box(), page.locator("#step-box").bounding_box()
@@ -110,3 +114,23 @@ def test_report_opens_offline_with_every_section(pages: tuple[Path, Path]) -> No
 def test_episode_viewer_steps_through_the_trajectory(pages: tuple[Path, Path]) -> None:
     _, episode = pages
     assert open_offline(episode, check_viewer) == []
+
+
+def _jpeg(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(out, "JPEG", quality=80)
+    return out.getvalue()
+
+
+def test_marks_are_painted_on_the_shrunk_screenshot_where_the_full_size_boxes_are() -> None:
+    """``mmina view`` paints the marks on the half-size copy (quick): each box lands where the
+    full-size one shrunk would, and a JPEG already small enough is kept as it is."""
+    marks = [{"id": "12", "role": "link", "x": 800.0, "y": 1600.0, "width": 200.0, "height": 100.0}]
+    small = Image.open(io.BytesIO(shrink(_jpeg(1280, 2048), marks=marks)))
+    assert small.size == (SHOT_WIDTH, 1024)
+    red = ImageColor.getrgb(PALETTE[0])
+    edge = small.convert("RGB").getpixel((400, 825))  # the box's left edge, at half the full-size place
+    assert all(abs(a - b) < 40 for a, b in zip(edge, red)), edge
+    assert small.convert("RGB").getpixel((450, 825)) == pytest.approx((255, 255, 255), abs=8)  # inside: untouched
+    already = _jpeg(SHOT_WIDTH, 300)
+    assert shrink(already) is already

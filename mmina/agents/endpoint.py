@@ -35,7 +35,7 @@ CHARS_PER_TOKEN = 4
 PROBE = [{"role": "user", "content": "Reply with the word OK."}]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EndpointCheck:
     """What the check found: where, which model, how fast, and what a step costs at most."""
 
@@ -69,8 +69,14 @@ def check_endpoint(settings: AgentSettings) -> EndpointCheck:
     except ModelError as exc:
         raise AgentError(f"model {model} at {where} cannot be used: {_reason(str(exc))}") from None
     prompt_tokens = step_prompt_tokens()
-    return EndpointCheck(where, model, time.perf_counter() - started, prompt_tokens, settings.max_tokens,
-                         _step_cost(settings, prompt_tokens))
+    return EndpointCheck(
+        base_url=where,
+        model=model,
+        seconds=time.perf_counter() - started,
+        step_prompt_tokens=prompt_tokens,
+        step_completion_tokens=settings.max_tokens,
+        step_cost_usd=_step_cost(settings, prompt_tokens),
+    )
 
 
 def without_userinfo(url: str) -> str:

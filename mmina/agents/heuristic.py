@@ -152,7 +152,7 @@ class HeuristicAgent:
         self._current = min(handover.start_hop, len(self._hops))
 
     def act(self, observation: Observation) -> AgentReply:
-        return AgentReply(self._next(observation).render())
+        return AgentReply(output=self._next(observation).render())
 
     def _next(self, observation: Observation) -> Action:
         while self._current < len(self._hops):

@@ -53,7 +53,7 @@ class HumanAgent:
 
     def act(self, observation: Observation) -> AgentReply:
         self._print(render_observation(observation))
-        return AgentReply(self._read_action())
+        return AgentReply(output=self._read_action())
 
     def _read_action(self) -> str:
         """The next non-empty line, without its line break; empty lines prompt again."""

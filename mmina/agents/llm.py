@@ -110,8 +110,16 @@ class OpenAIAgent:
 
     def _reply(self, reply: ModelReply, request: dict[str, Any]) -> AgentReply:
         cost = (reply.prompt_tokens * self.settings.price_input + reply.completion_tokens * self.settings.price_output) / 1e6
-        return AgentReply(reply.text, reply.prompt_tokens, reply.completion_tokens, cost, request, reply.note,
-                          reply.retries, reply.waited_s)
+        return AgentReply(
+            output=reply.text,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cost_usd=cost,
+            request=request,
+            note=reply.note,
+            endpoint_retries=reply.retries,
+            endpoint_wait_s=reply.waited_s,
+        )
 
 
 def check_settings(settings: AgentSettings) -> None:

@@ -29,10 +29,13 @@ HEADING = ("Earlier trajectories of similar tasks (the element ids were those of
            "use them as a guide to the procedure, not as ids to click now):")
 _EPISODE_COLUMNS = ["run_id", "episode_id", "task_id", "status", "stop_reason", "final_answer", "n_steps",
                     "n_hops", "live_hops", "ended_at"]
+_FROM_EPISODE = ("run_id", "episode_id", "task_id", "stop_reason", "final_answer", "n_steps", "n_hops", "live_hops",
+                 "ended_at")
+"""The fields of a :class:`Trajectory` its episode's row holds as they are."""
 _STEP_COLUMNS = ["episode_id", "step_index", "url", "action", "action_error"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trajectory:
     """An earlier episode as memory sees it (its steps are read only once it is chosen)."""
 
@@ -103,9 +106,7 @@ def read_candidates(store: Store, cutoff: datetime) -> list[Trajectory]:
         task = tasks.get((row["run_id"], row["task_id"]))
         if task is None or row["status"] == "error" or not row["n_steps"] or row["ended_at"] >= cutoff:
             continue
-        found.append(Trajectory(row["run_id"], row["episode_id"], row["task_id"], task["suite"], task["intent"],
-                                row["stop_reason"], row["final_answer"], row["n_steps"], row["n_hops"],
-                                row["live_hops"], row["ended_at"]))
+        found.append(Trajectory(suite=task["suite"], intent=task["intent"], **{k: row[k] for k in _FROM_EPISODE}))
     return found
 
 

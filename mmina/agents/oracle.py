@@ -56,8 +56,8 @@ class OracleAgent:
         step = self._script[self._position]
         self._position += 1
         if self.error_rate and self._draw.random() < self.error_rate:
-            return AgentReply(MISSTEP)
-        return AgentReply(script_action(step, observation).render())
+            return AgentReply(output=MISSTEP)
+        return AgentReply(output=script_action(step, observation).render())
 
 
 def script_action(step: dict[str, Any], observation: Observation) -> Action:

@@ -28,7 +28,7 @@ from mmina.tasks import Task
 from mmina.unicode import escaped, mapped_text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgentReply:
     """The agent's raw output (parsed with the action grammar), what it cost, and what it asked.
 
@@ -114,7 +114,7 @@ def checked_reply(reply: AgentReply | str) -> AgentReply:
     not believable (negative, absurd, not numbers) as 0, with a note saying so; the request as a
     model client sends it (``mmina.unicode``)."""
     if not isinstance(reply, AgentReply):
-        return AgentReply(escaped(str(reply)))
+        return AgentReply(output=escaped(str(reply)))
     prompt, prompt_note = token_count(reply.prompt_tokens, "prompt_tokens")
     completion, completion_note = token_count(reply.completion_tokens, "completion_tokens")
     cost, cost_note = _cost(reply.cost_usd)

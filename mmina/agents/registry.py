@@ -12,7 +12,7 @@ from mmina.agents.oracle import OracleAgent
 from mmina.agents.protocol import Agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent
-from mmina.errors import AgentError, first_line
+from mmina.errors import AgentError, first_line, not_found
 from mmina.store import Store
 
 AgentFactory = Callable[[AgentSettings, Store | None], Agent]
@@ -38,8 +38,9 @@ def make_agent(spec: str, settings: AgentSettings | None = None, store: Store | 
     if spec in BUILTIN_AGENTS:
         return BUILTIN_AGENTS[spec](settings, store)
     if ":" not in spec:
-        known = ", ".join(sorted(BUILTIN_AGENTS))
-        raise AgentError(f"unknown agent {spec!r}: use one of {known}, or module:Class for your own")
+        known = sorted(BUILTIN_AGENTS)
+        raise AgentError(not_found("agent", spec, None, known, listing=f"agents: {', '.join(known)}, or "
+                                   "module:Class for your own"))
     return _user_agent(spec)
 
 

@@ -99,7 +99,7 @@ class ReplayAgent:
     def act(self, observation: Observation) -> AgentReply:
         if not self._queue:
             raise ScriptEnd()
-        return AgentReply(aimed(self._queue.pop(0), observation))
+        return AgentReply(output=aimed(self._queue.pop(0), observation))
 
 
 def _latest_episodes(store: Store, run_id: str | None) -> dict[str, str]:

@@ -91,7 +91,7 @@ class Item:
     """0-based hop index; None for the task."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Group:
     """The statistics of one group of items (``level``: task or hop; ``by``: all, bucket or hop)."""
 
@@ -139,7 +139,7 @@ class Group:
                 "matrix": {ev: dict(row) for ev, row in self.matrix.items()}}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Disagreement:
     run_id: str
     episode_id: str
@@ -255,9 +255,9 @@ def _group(level: str, by: str, name: str, items: Sequence[Item], ours: Mapping[
            theirs: Mapping[Key, str], resamples: int, seed: int) -> Group:
     counts = Counter((ours.get(item_key(i), "missing"), theirs.get(item_key(i), "missing")) for i in items)
     matrix = {ev: {ref: counts[(ev, ref)] for ref in VERDICTS} for ev in VERDICTS}
-    group = Group(level, by, name, matrix, None, None)
+    group = Group(level=level, by=by, group=name, matrix=matrix, kappa_lo=None, kappa_hi=None)
     lo, hi = kappa_interval(group.confusion, resamples, seed)
-    return Group(level, by, name, matrix, lo, hi)
+    return Group(level=level, by=by, group=name, matrix=matrix, kappa_lo=lo, kappa_hi=hi)
 
 
 def item_key(item: Item) -> Key:
@@ -271,9 +271,17 @@ def _disagreements(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mappi
     for item in items:
         a, b = ours.get(item_key(item)), theirs.get(item_key(item))
         if a in ("pass", "fail") and b in ("pass", "fail") and a != b:
-            found.append(Disagreement(item.run_id, item.episode_id, item.task_id,
-                                      None if item.hop is None else item.hop + 1, a, b,
-                                      episode_link(serve_url, item.episode_id)))
+            found.append(
+                Disagreement(
+                    run_id=item.run_id,
+                    episode_id=item.episode_id,
+                    task_id=item.task_id,
+                    hop=None if item.hop is None else item.hop + 1,
+                    evaluator=a,
+                    reference=b,
+                    link=episode_link(serve_url, item.episode_id),
+                )
+            )
     return found
 
 

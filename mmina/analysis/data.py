@@ -46,7 +46,7 @@ class StepRow:
     """From this step's start to the next one's (the last step: its observation, agent and action)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Episode:
     """One scored episode (the latest recorded of its task and repeat in its run)."""
 

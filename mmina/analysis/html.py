@@ -14,17 +14,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from plotly.offline import get_plotlyjs
-
-from mmina.analysis import charts
 from mmina.analysis.display import display
-from mmina.analysis.report import Report
-from mmina.analysis.tables import Table
 from mmina.analysis.viewer import shrink, trajectories
-from mmina.store import Store
+
+if TYPE_CHECKING:  # plotly and the report's charts are imported by the report only, not by ``mmina view``
+    from mmina.analysis.report import Report
+    from mmina.analysis.tables import Table
+    from mmina.store import Store
 
 REPORT_SHOT_WIDTH = 640
 """Width of the report viewer's screenshots: half a 1280-pixel viewport, which JPEG decodes
@@ -216,6 +215,8 @@ def report_sections(report: Report) -> list[tuple[str, str, str]]:
 
 
 def _charts(report: Report) -> dict[str, list[str]]:
+    from mmina.analysis import charts
+
     parts = {name: [charts.to_div(figure, element) for element, figure in figures]
              for name, figures in charts.report_charts(report).items()}
     parts["failure_modes"].append(table_html(report.table("episode_failures")))
@@ -282,6 +283,8 @@ def write_report(store: Store, report: Report, out: Path, viewer_limit: int) -> 
     """The HTML report at ``out`` and its files in ``<stem>_files/`` next to it: plotly.js once,
     and the screenshots of the viewer's episodes (``viewer_limit`` at most, failed first)."""
     folder = out.with_name(f"{out.stem}_files")
+    from plotly.offline import get_plotlyjs
+
     folder.mkdir(parents=True, exist_ok=True)
     plotly = get_plotlyjs().encode()
     (folder / PLOTLY_FILE).write_bytes(plotly)

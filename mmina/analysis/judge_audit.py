@@ -63,7 +63,7 @@ class Estimate:
     hi: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Baseline:
     """One group's human–human and judge–human agreement, and where the judge lies."""
 
@@ -191,8 +191,19 @@ def baseline(evaluator: str, names: Sequence[str], counts: Mapping[Pattern, int]
         judges += [j] if j is not None else []
         differences += [j - h] if h is not None and j is not None else []
     difference = Estimate(None if human is None or judge is None else judge - human, *percentile_interval(differences))
-    return Baseline(evaluator, *where, sum(counts.values()), Estimate(human, *percentile_interval(humans)),
-                    Estimate(judge, *percentile_interval(judges)), difference, _place(difference), pairs)
+    level, by, group = where
+    return Baseline(
+        evaluator=evaluator,
+        level=level,
+        by=by,
+        group=group,
+        items=sum(counts.values()),
+        human=Estimate(human, *percentile_interval(humans)),
+        judge=Estimate(judge, *percentile_interval(judges)),
+        difference=difference,
+        place=_place(difference),
+        pairs=pairs,
+    )
 
 
 def _kappas(counts: Mapping[Pattern, int], evaluator: str, names: Sequence[str]

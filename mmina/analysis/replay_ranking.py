@@ -61,7 +61,7 @@ class AgentPair:
                 "change": self.change}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankingShift:
     evaluator: str
     agents: tuple[AgentPair, ...]
@@ -94,7 +94,7 @@ def replay_rankings(store: Store, pairs: Sequence[tuple[str, str]], evaluator: s
     draw = Random(seed)
     values = [t for t in (_resampled_tau(draw, counts) for _ in range(resamples)) if t is not None]
     low, high = percentile_interval(values)
-    return RankingShift(evaluator, agents, tau, low, high, _same_order(agents))
+    return RankingShift(evaluator=evaluator, agents=agents, tau=tau, low=low, high=high, same_order=_same_order(agents))
 
 
 def _outcomes(store: Store, runs: Sequence[str], evaluator: str

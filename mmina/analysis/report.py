@@ -11,6 +11,7 @@ from mmina.analysis.hop_cost import hop_cost
 from mmina.analysis.repeats import has_repeats, repeat_tables
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops
+from mmina.errors import not_found
 from mmina.store import Store
 from mmina.store.views import connect
 
@@ -35,9 +36,9 @@ class Report:
 
     def chosen(self, names: Sequence[str] = ()) -> list[Table]:
         """The tables named (every table when none are), in report order."""
-        missing = [f"{n}: {self.absent[n]}" for n in names if n in self.absent]
+        missing = [n for n in names if n in self.absent]
         if missing:
-            raise AnalysisError("no such table in this report: " + "; ".join(missing))
+            raise AnalysisError(not_found("table", missing[0], "this report", listing=self.absent[missing[0]]))
         return [t for t in self.tables if not names or t.name in names]
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:

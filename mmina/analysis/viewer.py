@@ -16,18 +16,21 @@ import base64
 import io
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from PIL import Image
 
 from mmina.analysis.data import AnalysisError, query
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.model_input import message_digests
 from mmina.store import Store
-from mmina.store.marks import marked_screenshot
+from mmina.store.marks import draw_on, marked_screenshot
 from mmina.store.views import StoreConnection, connect
 
-SHOT_WIDTH = 720
+SHOT_WIDTH = 640
+"""Pixels: half a 1280-pixel viewport, which a JPEG decodes to directly (quick)."""
+QUALITY = 70
 TREE_CHARS = 6000
 MESSAGE_CHARS = 8000
 TARGETED = ("click", "hover", "type")
@@ -45,6 +48,8 @@ SELECT episode_id, step_index, url, action, action_kind, action_error, model_out
        model_input
 FROM steps WHERE list_contains($episodes, episode_id) ORDER BY episode_id, step_index
 """
+VIEWS = ("episodes", "tasks", "steps", "scores", "latest_scores")
+"""The views the queries below read (only these are made: a quicker connection)."""
 VERDICTS_SQL = """
 SELECT episode_id, evaluator, level, hop, verdict FROM latest_scores
 WHERE list_contains($episodes, episode_id) ORDER BY episode_id, evaluator, level DESC, hop
@@ -62,16 +67,27 @@ def target_line(tree_text: str | None, action: str | None, kind: str | None) -> 
     return found.group(0).strip() if found else None
 
 
-def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = 70) -> bytes:
-    """A screenshot as a smaller JPEG (JPEG decoding at a reduced scale where it can: quick)."""
-    with Image.open(io.BytesIO(image)) as opened:
-        if opened.width > width:
-            opened.draft("RGB", (width, round(opened.height * width / opened.width)))
-        picture = opened.convert("RGB")
-        if picture.width > width:
-            picture = picture.resize((width, round(picture.height * width / picture.width)))
-        out = io.BytesIO()
-        picture.save(out, "JPEG", quality=quality)
+def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = QUALITY,
+           marks: Sequence[Mapping[str, Any]] = ()) -> bytes:
+    """A screenshot as a JPEG at most ``width`` pixels wide, with ``marks`` (``steps.marks``,
+    measured on the full-size screenshot) painted on it. A JPEG decodes at a reduced scale where
+    it can (half a 1280-pixel viewport is :data:`SHOT_WIDTH`: no resizing), and one already small
+    enough with nothing to paint is kept as it is."""
+    opened = Image.open(io.BytesIO(image))  # in memory: nothing to close
+    if opened.format == "JPEG" and opened.width <= width and not marks:
+        return image
+    full = opened.width
+    if opened.width > width:
+        opened.draft("RGB", (width, round(opened.height * width / opened.width)))
+    picture = opened if opened.mode == "RGB" else opened.convert("RGB")  # no copy of an RGB image
+    if picture.width > width:
+        size = (width, round(picture.height * width / picture.width))
+        picture = picture.resize(size, Image.Resampling.BILINEAR)
+    if marks:
+        boxes = [(m["id"], (m["x"], m["y"], m["width"], m["height"])) for m in marks]
+        draw_on(picture, boxes, picture.width / full)
+    out = io.BytesIO()
+    picture.save(out, "JPEG", quality=quality)
     return out.getvalue()
 
 
@@ -126,6 +142,15 @@ def step_image(row: dict[str, Any], blobs: dict[str, bytes]) -> bytes | None:
     """The step's set-of-marks image (stored, else painted again from its marks), else its screenshot."""
     screenshot = blobs.get(row["screenshot"] or "")
     return marked_screenshot(blobs.get(row["screenshot_som"] or ""), screenshot, row["marks"]) or screenshot
+
+
+def small_step_image(row: dict[str, Any], blobs: dict[str, bytes], width: int = SHOT_WIDTH) -> bytes | None:
+    """:func:`step_image` at most ``width`` pixels wide: the marks painted on the shrunk
+    screenshot (one decoding at a reduced scale, one encoding), not on the full-size one."""
+    stored, screenshot = blobs.get(row["screenshot_som"] or ""), blobs.get(row["screenshot"] or "")
+    if stored is not None or screenshot is None:
+        return shrink(stored, width) if stored is not None else None
+    return shrink(screenshot, width, marks=row["marks"] or ())
 
 
 HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
@@ -191,14 +216,16 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
     pool's ``map``) runs that over an episode's steps, as painting and shrinking take a while."""
     if not episode_ids:
         return []
-    db = connect(store)
+    db = connect(store, only=VIEWS)
     try:
         episodes, steps, verdicts = episode_rows(db, episode_ids)
     finally:
         db.close()
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
-        raise AnalysisError(f"unknown episode {missing[0]} in {store.root}{store.why_no_episode(missing[0])}")
+        known = store.read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()
+        why = store.why_no_episode(missing[0])
+        raise AnalysisError(not_found("episode", missing[0], str(store.root), known, SEE_EPISODES) + why)
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)
@@ -213,7 +240,7 @@ def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any
     images = store.read_blobs(wanted, packs)
 
     def shot(row: dict[str, Any]) -> str | None:
-        image = step_image(row, images)
+        image = small_step_image(row, images)
         return place(image) if image else None
 
     final_shot = place(images[final]) if final in images else None

@@ -31,6 +31,7 @@ COMMANDS = {
     "export": "mmina.cli.export:export",
     "agreement": "mmina.cli.agreement:agreement",
     "rankings": "mmina.cli.rankings:rankings",
+    "doctor": "mmina.cli.doctor:doctor",
 }
 """Every command: its name and where it is (``module:attribute``), imported only when it is
 used, so ``mmina --help`` starts fast. A new command is one line here."""
@@ -43,10 +44,12 @@ def cli() -> None:
     """Record, replay, re-score and analyse web agents on multihop, multimodal (MMInA) tasks.
 
     \b
-    Example (record the built-in suite with the oracle agent, then look at it):
-      mmina record
+    Example (record one task with the oracle agent, a few seconds, then look at it):
+      mmina record --task normal/1
       mmina runs
       mmina report --run latest
+
+    `mmina record` alone records the whole built-in suite: 100 tasks, 3-6 minutes.
     """
 
 

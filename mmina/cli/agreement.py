@@ -41,7 +41,7 @@ SHOWN = 30
 @format_option("table", "json", "csv")
 def agreement(runs: tuple[str, ...], evaluators: tuple[str, ...], reference: str, audit: bool, resamples: int,
               seed: int, serve_url: str, fmt: str, store_path: str | None) -> None:
-    """Agreement of an evaluator with a reference, per task and per hop: observed agreement,
+    """Agreement of an evaluator with a reference, per task and hop. It shows observed agreement,
     Cohen's kappa with a 95% bootstrap interval, precision / recall / F1 of "pass", and the
     confusion counts, overall, by hop-count bucket (1, 2-4, 5+) and by hop position. Items
     either side called unsure, or did not judge, are counted apart and left out of the

@@ -6,21 +6,17 @@ import math
 import signal
 import sys
 import warnings
-from dataclasses import asdict
 from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from click.exceptions import NoSuchCommand
 
 from mmina.agents.settings import AgentSettings
-from mmina.cli.render import echo
+from mmina.cli.render import WIDE, echo
 from mmina.errors import MminaError, MminaWarning
-from mmina.evaluators.rescore_settings import (DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
-                                               DEFAULT_MAX_RETRIES as JUDGE_RETRIES, JudgeSettings)
-from mmina.model_client import (API_KEY_ENV, DEFAULT_CALL_S, DEFAULT_MAX_RETRIES, DEFAULT_PATIENCE_S, MAX_CALL_S,
-                                 MAX_PATIENCE_S, MAX_RETRIES)
-from mmina.pool import EXECUTORS, Layout
 from mmina.store.defaults import STORE_ENV
 
 if TYPE_CHECKING:
@@ -29,7 +25,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "csv", "json")
 MAX_WORKERS = 256
 MAX_CONCURRENCY = 256
-"""Episodes in flight per worker (each a browser context of about 70 MB)."""
+"""Episodes in flight per worker (each a browser context; its memory: docs/benchmarks.md)."""
 MAX_JUDGE_CONCURRENCY = 64
 """Judge requests in flight at once."""
 MAX_STEPS = 1000
@@ -133,50 +129,6 @@ def store_option(func):
     )(func)
 
 
-def browser_options(func):
-    """``--browser PATH`` and ``--browser-arg ARG``: which Chromium, started with which extra flags."""
-    func = click.option("--browser-arg", "browser_args", multiple=True, metavar="ARG",
-                        help="An extra Chromium flag, e.g. --proxy-server=HOST:PORT or "
-                             "'--host-resolver-rules=MAP example.org 127.0.0.1:8080' (repeatable; a --disable-features "
-                             "list is added to mmina's and Playwright's own).")(func)
-    return click.option("--browser", "browser_path", metavar="PATH",
-                        help="Chromium executable (default: $MMINA_CHROMIUM, Playwright's, the system's).")(func)
-
-
-def executor_options(workers_help: str):
-    """``--workers``, ``--executor`` and ``--ray-address``: where the work is spread."""
-    def decorator(func):
-        func = click.option("--ray-address", metavar="ADDRESS", envvar="RAY_ADDRESS", show_envvar=True,
-                            help="--executor ray: join this Ray cluster (e.g. ray://head:10001 or auto) "
-                                 "instead of starting one on this machine.")(func)
-        func = click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
-                            help="Where workers run: processes on this machine, or Ray actors "
-                                 "(pip install 'mmina[ray]').")(func)
-        return click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True,
-                            help=workers_help)(func)
-
-    return decorator
-
-
-def scale_options(what: str):
-    """:func:`executor_options` and ``--concurrency`` for commands that drive browsers
-    (``what``: "recorded" or "replayed")."""
-    def decorator(func):
-        func = click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True,
-                            help=f"Episodes {what} at once per worker, each in its own context of the worker's "
-                                 "one Chromium (the lever for agents that wait on a model).")(func)
-        return executor_options("Worker processes (or Ray actors), each with its own Chromium.")(func)
-
-    return decorator
-
-
-def layout(options: dict[str, Any], concurrency: int | None = None) -> Layout:
-    """How the work is spread, from the options of :func:`scale_options` (or of
-    :func:`executor_options`, with ``concurrency`` given)."""
-    in_flight = options["concurrency"] if concurrency is None else concurrency
-    return Layout(options["workers"], in_flight, options["executor"], options["ray_address"])
-
-
 def format_option(*choices: str):
     """``--format``: a table for people first, then what scripts read (``table|csv|json`` unless
     ``choices`` says otherwise)."""
@@ -184,6 +136,7 @@ def format_option(*choices: str):
     scripts = " and ".join(f for f in offered if f != "table")
 
     def decorator(func):
+        func = wide_option(func) if "table" in offered else func
         return click.option("--format", "fmt", type=click.Choice(offered), default=offered[0], show_default=True,
                             help=f"Output format; {scripts} {'are' if ' and ' in scripts else 'is'} for "
                                  "scripts (the values as stored).")(func)
@@ -191,8 +144,35 @@ def format_option(*choices: str):
     return decorator
 
 
+def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[WIDE] = True
+
+
+def wide_option(func):
+    """``--wide``: every table shows all its columns, whole, however narrow the terminal (the
+    rule that fits a table otherwise: :mod:`mmina.cli.fitting`)."""
+    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                        help="Tables show every column, whole, however narrow the terminal (which then "
+                             "wraps their lines); without it a table fits the terminal.")(func)
+
+
 RUN_REF = "a run id, an unambiguous prefix of one, or latest"
 """What a ``--run`` option accepts (see :meth:`mmina.store.Store.resolve_run`)."""
+
+
+SUITE_HELP = ("Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 "
+              "(default: the whole built-in suite).")
+"""What ``--tasks PATH`` takes, on every command that reads a suite."""
+
+
+def old_arguments(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
+    """Values given as positional arguments, as a command took them before it took options like
+    every other command (still accepted, with a warning; ``old`` and ``new`` name both forms)."""
+    if values:
+        echo(f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
+             err=True)
+    return values
 
 
 def run_option(what: str, multiple: bool = False, required: bool = False):
@@ -206,9 +186,12 @@ _RENAMED = "mmina.renamed"
 """``ctx.meta`` key: the values given under an option's old name, by the new option's parameter."""
 
 
-def renamed_option(name: str, dest: str, old: str, **kwargs: Any):
-    """``click.option(name, dest, **kwargs)`` that still takes its old name ``old``: hidden from
-    help, it works as before with a warning on stderr (giving both names is an error)."""
+def renamed_option(name: str, dest: str, old: str, short: str | None = None, **kwargs: Any):
+    """``click.option(name, dest, **kwargs)`` (and its ``short`` name) that still takes its old
+    name ``old``: hidden from help, it works as before with a warning on stderr (giving both
+    names is an error). A ``callback`` in ``kwargs`` sees the value under either name."""
+    then = kwargs.pop("callback", None)
+
     def keep_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value is not None and value != ():
             echo(f"Warning: {old} is an old name; use {name} (the old one will go in a later version)", err=True)
@@ -217,126 +200,37 @@ def renamed_option(name: str, dest: str, old: str, **kwargs: Any):
 
     def take_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         given = ctx.meta.get(_RENAMED, {})
-        if dest not in given:
-            return value
-        if ctx.get_parameter_source(dest) == click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"give {name} or its old name {old}, not both")
-        return given[dest]
+        if dest in given:
+            if ctx.get_parameter_source(dest) == click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"give {name} or its old name {old}, not both")
+            value = given[dest]
+        return then(ctx, _param, value) if then else value
 
     def decorator(func: Any) -> Any:
-        func = click.option(name, dest, callback=take_old, **kwargs)(func)
-        return click.option(old, hidden=True, is_eager=True, expose_value=False, callback=keep_old,
-                            type=kwargs.get("type"), metavar=kwargs.get("metavar"))(func)
+        func = click.option(*([short] if short else []), name, dest, callback=take_old, **kwargs)(func)
+        return click.option(old, f"renamed_{dest}", hidden=True, is_eager=True, expose_value=False,
+                            callback=keep_old, type=kwargs.get("type"), metavar=kwargs.get("metavar"),
+                            multiple=kwargs.get("multiple", False), is_flag=kwargs.get("is_flag"))(func)
 
     return decorator
 
 
-def judge_options(scope: str, base_url_default: str = "$OPENAI_BASE_URL, else OpenAI's",
-                  renamed: Mapping[str, str] | None = None):
-    """The LLM judge's options, each help text starting with ``scope``: --judge-model,
-    --judge-base-url, --judge-api-key-env, --judge-concurrency, --judge-deadline and
-    --judge-retries. ``renamed`` maps an option's new name to the old name this command knew
-    it by (still accepted, with a warning)."""
-    old = dict(renamed or {})
-
-    def option(name: str, dest: str, **kwargs: Any) -> Any:
-        if name in old:
-            return renamed_option(name, dest, old[name], **kwargs)
-        return click.option(name, dest, **kwargs)
-
-    options = [
-        option("--judge-model", "judge_model", metavar="MODEL", help=f"{scope}: the judge's model."),
-        option("--judge-base-url", "judge_base_url", metavar="URL",
-               help=f"{scope}: the judge's OpenAI-compatible endpoint (default: {base_url_default})."),
-        option("--judge-api-key-env", "judge_api_key_env", metavar="VAR", default=API_KEY_ENV, show_default=True,
-               help=f"{scope}: the environment variable that holds the judge's key."),
-        option("--judge-concurrency", "judge_concurrency", type=click.IntRange(1, MAX_JUDGE_CONCURRENCY),
-               default=JUDGE_CONCURRENCY, show_default=True, help=f"{scope}: judge requests in flight at once."),
-        option("--judge-deadline", "judge_deadline", type=Bounded(1, MAX_CALL_S), default=DEFAULT_CALL_S,
-               show_default=True, metavar="SECONDS",
-               help=f"{scope}: the most one judge call may take, retries included."),
-        option("--judge-retries", "judge_retries", type=click.IntRange(0, MAX_RETRIES), default=JUDGE_RETRIES,
-               show_default=True, metavar="N",
-               help=f"{scope}: retries of a judge call on 429, 5xx, timeouts and lost connections, with backoff."),
-        click.option("--judge-temperature", "judge_temperature", type=Bounded(0, 2), default=0.0, show_default=True,
-                     metavar="T", help=f"{scope}: the judge's sampling temperature (part of every cache key and "
-                                       "verdict; one the provider refuses is dropped, and the verdicts say so)."),
-        click.option("--judge-top-p", "judge_top_p", type=Bounded(0, 1), metavar="P",
-                     help=f"{scope}: the judge's top_p (default: not sent)."),
-        click.option("--judge-seed", "judge_seed", type=int, metavar="N",
-                     help=f"{scope}: the judge's sampling seed (default: not sent)."),
-    ]
-
-    def decorator(func: Any) -> Any:
-        return _apply(options, func)
-
-    return decorator
+FILE, FOLDER, FILE_OR_FOLDER = "FILE", "DIR", "PATH"
+"""What ``-o/--output`` writes (its metavar)."""
 
 
-def judge_settings(options: dict[str, Any], base_url: str | None = None,
-                   prices: tuple[float | None, float | None] = (None, None)) -> JudgeSettings:
-    """The judge's settings from :func:`judge_options` (``base_url``: the endpoint when
-    ``--judge-base-url`` is not given; ``prices``: USD per million prompt and completion tokens)."""
-    return JudgeSettings(model=options["judge_model"], base_url=options["judge_base_url"] or base_url,
-                         concurrency=options["judge_concurrency"], max_retries=options["judge_retries"],
-                         deadline_s=options["judge_deadline"], api_key_env=options["judge_api_key_env"],
-                         price_in=prices[0], price_out=prices[1], temperature=options["judge_temperature"],
-                         top_p=options["judge_top_p"], seed=options["judge_seed"])
-
-
-def model_call_options(scope: str, retries: int = DEFAULT_MAX_RETRIES):
-    """``--model-deadline`` and ``--model-retries``: how long one model call may take, retries
-    included, and how often it is retried (each help text starting with ``scope``; ``retries``
-    the default)."""
-    options = [
-        click.option("--model-deadline", type=Bounded(1, MAX_CALL_S), default=DEFAULT_CALL_S, show_default=True,
-                     metavar="SECONDS", help=f"{scope}: the most one model call may take, retries included (an "
-                                             "endpoint that never answers, or drips, fails the call then)."),
-        click.option("--model-retries", type=click.IntRange(0, MAX_RETRIES), default=retries,
-                     show_default=True, metavar="N",
-                     help=f"{scope}: retries of a model call on 429, 5xx, timeouts and lost connections, with backoff."),
-        click.option("--endpoint-patience", type=Bounded(0, MAX_PATIENCE_S), default=DEFAULT_PATIENCE_S,
-                     show_default=True, metavar="SECONDS",
-                     help=f"{scope}: how long calls wait for an endpoint that is down or refuses everyone (no "
-                          "connection, 5xx, 429) before the run stops, resumable; its episodes are not failed "
-                          "for it. 0: such a call fails its episode."),
-    ]
-
-    def decorator(func):
-        return _apply(options, func)
-
-    return decorator
-
-
-def _apply(options: list[Any], func: Any) -> Any:
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def openai_agent_options(scope: str, prices: bool = True):
-    """The openai agent's options, each help text starting with ``scope`` (e.g. "openai agent"):
-    --model, --base-url, --input-mode, --temperature and, with ``prices``, --price-in/--price-out."""
-    options = [
-        click.option("--model", metavar="NAME", help=f"{scope}: the model to ask."),
-        click.option("--base-url", metavar="URL", envvar="OPENAI_BASE_URL", show_envvar=True,
-                     help=f"{scope}: the OpenAI-compatible endpoint (default: OpenAI's); the key is $OPENAI_API_KEY."),
-        click.option("--input-mode", type=click.Choice(["text", "caption", "multimodal"]), default="text",
-                     show_default=True,
-                     help=f"{scope}: accessibility tree only, plus image captions, or plus the screenshot."),
-        click.option("--temperature", type=Bounded(0, 2), default=0.0, show_default=True,
-                     help=f"{scope}: sampling temperature (0..2)."),
-        model_call_options(scope),
-    ]
-    if prices:
-        options += [click.option(f"--price-{kind}", type=Bounded(0, MAX_PRICE_USD), default=0.0, show_default=True,
-                                 metavar="USD", help=f"{scope}: price per million {kind}put tokens, for the recorded cost.")
-                    for kind in ("in", "out")]
-
-    def decorator(func):
-        return _apply(options, func)
-
-    return decorator
+def output_option(help: str, writes: str = FILE, required: bool = False, checked: bool = True,
+                  old: str | None = None):
+    """``-o/--output``: one name for what every command writes (``writes``: a FILE, a DIR, or
+    either, a PATH, which click checks unless ``checked`` is false and the command does, with
+    :func:`mmina.outputs.output_path`; ``old``: the name this command took before, still
+    accepted with a warning)."""
+    kind = {"file_okay": writes != FOLDER, "dir_okay": writes != FILE} if checked else {}
+    kwargs: dict[str, Any] = {"type": click.Path(path_type=Path, **kind), "metavar": writes, "required": required,
+                              "help": help}
+    if old:
+        return renamed_option("--output", "output", old, short="-o", **kwargs)
+    return click.option("-o", "--output", "output", **kwargs)
 
 
 def ctrl_c_interrupts() -> None:
@@ -354,38 +248,6 @@ def open_store(store_path: str | None, create: bool = False) -> Store:
     from mmina.store import Store, resolve_store_path
 
     return Store.open(resolve_store_path(store_path), create=create)
-
-
-AGENT_OPTIONS = {"model": "model", "base_url": "base_url", "input_mode": "input_mode", "temperature": "temperature",
-                 "price_in": "price_input", "price_out": "price_output", "memory": "memory", "memory_by": "memory_by",
-                 "captioner": "captioner", "caption_model": "caption_model", "from_run": "from_run",
-                 "from_episode": "from_episode", "model_deadline": "model_deadline_s", "model_retries": "max_retries",
-                 "endpoint_patience": "endpoint_patience_s", "error_rate": "error_rate", "seed": "seed"}
-"""Command-line option → :class:`AgentSettings` field, for every agent option any command has."""
-
-
-def noisy_agent_options(scope: str):
-    """``--error-rate`` and ``--seed``: a noisy oracle of chosen skill, and seeds for agents that
-    draw at random (each help text about the oracle starting with ``scope``)."""
-    options = [
-        click.option("--error-rate", type=Bounded(0, 1), default=0.0, show_default=True, metavar="P",
-                     help=f"{scope}: drop each step of its script with probability P (a noisy oracle of chosen "
-                          "skill; seeded by --seed, the task and its repeat)."),
-        click.option("--seed", type=click.IntRange(0, 2**31 - 1), metavar="N",
-                     help="Seeds agents that draw at random, with each task and repeat: the oracle with --error-rate "
-                          "(default 0), and the openai agent's requests (the API's seed parameter, sent only when "
-                          "given)."),
-    ]
-
-    def decorator(func: Any) -> Any:
-        return _apply(options, func)
-
-    return decorator
-
-
-def agent_settings(options: dict[str, Any]) -> AgentSettings:
-    """The agent settings from whichever agent options the command has (the rest keep their defaults)."""
-    return AgentSettings(**{field: options[name] for name, field in AGENT_OPTIONS.items() if name in options})
 
 
 def check_model_endpoint(agent: str, settings: AgentSettings) -> dict[str, Any] | None:

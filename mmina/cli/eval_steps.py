@@ -3,38 +3,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from mmina.agents.settings import HISTORY_ACTIONS
-from mmina.cli.common import (MAX_HISTORY, agent_settings, check_model_endpoint, format_option, judge_options,
-                              judge_settings, open_store, openai_agent_options, run_option, store_option)
+from mmina.cli.bundles import OPENAI_ONLY, AgentOptions, JudgeOptions
+from mmina.cli.common import MAX_HISTORY, check_model_endpoint, format_option, open_store, run_option, store_option
 from mmina.cli.render import echo, print_json, progress_bar, render_rows
 
 if TYPE_CHECKING:
+    from mmina.store import Store
     from mmina.stepeval import EvalResult, StepReport
 
 
 @click.command(name="eval-steps")
 @run_option("The run whose stored steps are the references", required=True)
 @click.option("--agent", default="openai", show_default=True,
-              help="openai (a model behind an OpenAI-compatible endpoint) or module:Class for your own agent.")
-@openai_agent_options("openai agent")
+              help="openai (a model behind an OpenAI-compatible endpoint) or module:Class for your own agent (not "
+                   "record's default oracle: it follows its task's script and predicts nothing from a step).")
+@AgentOptions.options(omit=OPENAI_ONLY)
 @click.option("--sample", type=click.IntRange(min=1), metavar="N", help="Evaluate N randomly drawn reference steps (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --sample draw.")
 @click.option("--history", type=click.IntRange(0, MAX_HISTORY), default=HISTORY_ACTIONS, show_default=True, metavar="K",
               help="Show the agent the K previous recorded actions.")
 @click.option("--all-steps", is_flag=True, help="Use the steps of every episode, not only of those that succeeded.")
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="Only steps of this episode (repeatable).")
-@judge_options("value judge (typed values and answers that differ from the recorded ones: do they mean the same?)",
-               base_url_default="--base-url", renamed={"--judge-model": "--value-judge"})
+@JudgeOptions.options(omit=("judge_price_in", "judge_price_out"), renamed={"--judge-model": "--value-judge"},
+                      scope="value judge (typed values and answers that differ from the recorded ones: do they mean "
+                            "the same?)", base_url="--base-url")
 @click.option("--report-only", is_flag=True, help="Ask nothing: report a stored batch (--batch, default the latest).")
 @click.option("--batch", "batch_id", metavar="ID", help="--report-only: the batch to report.")
 @store_option
 @format_option()
-def eval_steps(fmt: str, **options: Any) -> None:
-    """Ask an agent for the next action of stored steps and score it against the recorded one.
+def eval_steps(run_id: str, agent: str, agent_options: AgentOptions, sample: int | None, seed: int, history: int,
+               all_steps: bool, episodes: tuple[str, ...], judge: JudgeOptions, report_only: bool,
+               batch_id: str | None, store_path: str | None, fmt: str) -> None:
+    """Score an agent's next action on stored steps. The agent is asked for the next action of each
+    stored step, and its answer is scored against the recorded one.
 
     Each sampled step's observation is rebuilt as recorded (tree, screenshots, images, tabs,
     the task and the K previous recorded actions). The prediction is scored on its operation
@@ -54,17 +61,15 @@ def eval_steps(fmt: str, **options: Any) -> None:
     """
     from mmina.stepeval import EvalConfig, eval_steps as run_eval_steps
 
-    if options["report_only"]:
-        _report_only(fmt, options)
+    if report_only:
+        _report_only(open_store(store_path), run_id, batch_id, fmt)
         return
-    settings = agent_settings(options)
-    config = EvalConfig(
-        run_id=options["run_id"], agent=options["agent"], settings=settings,
-        sample=options["sample"], seed=options["seed"], history=options["history"], all_steps=options["all_steps"],
-        episodes=tuple(options["episodes"]), judge=judge_settings(options, base_url=options["base_url"]))
-    endpoint = check_model_endpoint(options["agent"], settings)
+    settings = replace(agent_options.settings(), seed=seed)  # the draw's seed also seeds the agent's requests
+    config = EvalConfig(run_id=run_id, agent=agent, settings=settings, sample=sample, seed=seed, history=history,
+                        all_steps=all_steps, episodes=episodes, judge=judge.settings(base_url=agent_options.base_url))
+    endpoint = check_model_endpoint(agent, settings)
     with _progress() as progress:
-        result = run_eval_steps(open_store(options["store_path"]), config, progress)
+        result = run_eval_steps(open_store(store_path), config, progress)
     if fmt == "json":
         print_json({**result.as_json(), "endpoint": endpoint})
     elif fmt == "csv":
@@ -78,10 +83,10 @@ def eval_steps(fmt: str, **options: Any) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _report_only(fmt: str, options: dict[str, Any]) -> None:
+def _report_only(store: Store, run_id: str, batch_id: str | None, fmt: str) -> None:
     from mmina.stepeval import stored_report
 
-    stored = stored_report(open_store(options["store_path"]), options["run_id"], options["batch_id"])
+    stored = stored_report(store, run_id, batch_id)
     if fmt == "json":
         print_json(stored.as_json())
     elif fmt == "csv":

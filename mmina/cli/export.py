@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmina.cli.common import LazyGroup, format_option, open_store, store_option
+from mmina.cli.common import LazyGroup, format_option, open_store, output_option, store_option
 from mmina.cli.render import echo, print_json, progress_bar
 
 EXPORTERS = {
@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # imported when a command runs
 
 @click.group(name="export", cls=LazyGroup, lazy=EXPORTERS)
 def export() -> None:
-    """Write stored episodes as WARC, WACZ, HAR, an Inspect log, a Hugging Face dataset or ATIF.
+    """Write stored episodes in other tools' formats. One command each: WARC, WACZ, HAR, an
+    Inspect log, a Hugging Face dataset, ATIF.
 
     \b
     Examples:
@@ -39,9 +40,8 @@ def export() -> None:
 
 
 def _output(default_suffix: str):
-    return click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-                        help=f"File to write (default: <run or episode>{default_suffix} here); written whole or "
-                             "not at all.")
+    return output_option(f"File to write (default: <run or episode>{default_suffix} here); written whole or not "
+                         "at all.")
 
 
 @export.command(name="warc")
@@ -52,8 +52,9 @@ def _output(default_suffix: str):
 @store_option
 @format_option("table", "json")
 def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, fmt: str,
-         **options: Any) -> None:
-    """Export episodes as a WARC 1.1 file (gzip per record) that pywb, ReplayWeb.page and warcio read.
+         store_path: str | None) -> None:
+    """Export episodes as a WARC 1.1 file (gzip per record). It is read by pywb, ReplayWeb.page
+    and warcio.
 
     Every archived exchange becomes request and response records (bodies as the browser
     received them, decoded; secrets as the store keeps them, redacted, and each record says
@@ -71,7 +72,7 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     """
     from mmina.interchange.warc_export import export_warc
 
-    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", options["store_path"])
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", store_path)
     with _progress(total) as advance:
         result = export_warc(store, selection, target, advance)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
@@ -89,8 +90,8 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
 @store_option
 @format_option("table", "json")
 def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
-         fmt: str, **options: Any) -> None:
-    """Export episodes as a WACZ 1.1.1 package that ReplayWeb.page opens: one page per step.
+         fmt: str, store_path: str | None) -> None:
+    """Export episodes as a WACZ 1.1.1 package for ReplayWeb.page. One page per step.
 
     The package holds the WARC of `export warc` (every body in full), its CDXJ index,
     pages/pages.jsonl (each step's URL, time, title and text) and datapackage.json with
@@ -105,7 +106,7 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
     """
     from mmina.interchange.wacz_export import export_wacz
 
-    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", options["store_path"])
+    store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", store_path)
     with _progress(total) as advance:
         result = export_wacz(store, selection, target, advance, title)
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
@@ -118,8 +119,9 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
 @_output(".har")
 @store_option
 @format_option("table", "json")
-def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
-    """Export one episode's network traffic as HAR 1.2 (bodies, timings, the step of each entry).
+def har(episode: str, output: Path | None, fmt: str, store_path: str | None) -> None:
+    """Export one episode's network traffic as HAR 1.2. Bodies, timings and the step of each entry
+    are in it.
 
     Each step is a HAR page; each entry names the step that issued it (`_mmina_step`).
     Playwright replays it with `context.route_from_har(FILE)`, and browsers' DevTools import it.
@@ -130,7 +132,7 @@ def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
     """
     from mmina.interchange.har_export import export_har
 
-    result = export_har(open_store(options["store_path"]), episode, output or Path(f"{episode}.har"))
+    result = export_har(open_store(store_path), episode, output or Path(f"{episode}.har"))
     _render(result.as_json(), fmt, f"wrote {result.path}: {result.entries} entr(ies) over {result.pages} step(s) "
                                    f"({result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
 
@@ -142,8 +144,8 @@ def har(episode: str, output: Path | None, fmt: str, **options: Any) -> None:
 @_output(".eval")
 @store_option
 @format_option("table", "json")
-def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: Any) -> None:
-    """Export a run as an Inspect AI log (.eval): one sample per episode, for `inspect view`.
+def inspect(run: str, evaluator: str, output: Path | None, fmt: str, store_path: str | None) -> None:
+    """Export a run as an Inspect AI log (.eval). One sample per episode, for `inspect view`.
 
     A sample holds the task's intent and references, the model's messages, every step as
     events (model calls, and URL, action and screenshot as an info event), the evaluator's
@@ -159,7 +161,7 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, **options: 
     from mmina.interchange.inspect_export import export_inspect
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     run_id = store.resolve_run(run)
     with _progress(count_episodes(store, Selection(run=run_id))) as advance:
         result = export_inspect(store, run_id, output or Path(f"{run_id}.eval"), evaluator, advance)

@@ -3,11 +3,10 @@ work is ``mmina.interchange.atif_export``, imported when the command runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.common import FOLDER, format_option, open_store, output_option, store_option
 from mmina.cli.export import _progress, _render
 
 
@@ -15,15 +14,14 @@ from mmina.cli.export import _progress, _render
 @click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
-@click.option("--output", "-o", "output", required=True, metavar="DIR",
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A new (or empty) folder: one <episode>.json per episode, screenshots in images/.")
+@output_option("A new (or empty) folder: one <episode>.json per episode, screenshots in images/.", FOLDER,
+               required=True)
 @click.option("--no-images", is_flag=True, help="Leave the screenshots out (text observations only).")
 @store_option
 @format_option("table", "json")
 def atif(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path, no_images: bool,
-         fmt: str, **options: Any) -> None:
-    """Export episodes as ATIF trajectories (Harbor's Agent Trajectory Interchange Format).
+         fmt: str, store_path: str | None) -> None:
+    """Export episodes as ATIF trajectories. ATIF is Harbor's Agent Trajectory Interchange Format.
 
     One trajectory per episode: the task and first observation as the user step, then one
     agent step per mmina step (the raw model output, the action as a tool call of the 12
@@ -40,7 +38,7 @@ def atif(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     from mmina.interchange.atif_export import export_atif
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     selection = Selection(run, episodes, tasks)
     with _progress(count_episodes(store, selection)) as advance:
         result = export_atif(store, selection, output, not no_images, advance)

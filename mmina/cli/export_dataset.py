@@ -3,19 +3,16 @@ work is ``mmina.interchange.dataset_export``, imported when the command runs).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from mmina.cli.common import format_option, open_store, store_option
+from mmina.cli.common import FOLDER, format_option, open_store, output_option, store_option
 from mmina.cli.export import _progress, _render
 
 
 @click.command(name="dataset")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
-@click.option("--output", "-o", "output", required=True, metavar="DIR",
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A new (or empty) folder to write; written whole or not at all.")
+@output_option("A new (or empty) folder to write; written whole or not at all.", FOLDER, required=True)
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
 @click.option("--requests", is_flag=True,
               help="Add the network trace: a requests config, and its bodies in blobs (enough to replay).")
@@ -28,8 +25,8 @@ from mmina.cli.export import _progress, _render
 @store_option
 @format_option("table", "json")
 def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], requests: bool, max_shard_mb: float,
-            title: str, license_: str, authors: tuple[str, ...], fmt: str, **options: Any) -> None:
-    """Export runs as a Hugging Face dataset folder: Parquet shards per config and a dataset card.
+            title: str, license_: str, authors: tuple[str, ...], fmt: str, store_path: str | None) -> None:
+    """Export runs as a Hugging Face dataset folder. Parquet shards per config and a dataset card.
 
     Configs: episodes, steps (the screenshot as an Image feature), scores, tasks, runs,
     blobs (the exact model input and other blobs rows name) and, with --requests, the
@@ -49,7 +46,7 @@ def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], request
     from mmina.interchange.dataset_export import DatasetOptions, export_dataset
     from mmina.interchange.stored import Selection, count_episodes
 
-    store = open_store(options["store_path"])
+    store = open_store(store_path)
     total = sum(count_episodes(store, Selection(run=run, tasks=tasks)) for run in dict.fromkeys(runs))
     settings = DatasetOptions(tasks, requests, max_shard_mb, CardText(title, license_, authors))
     with _progress(total) as advance:

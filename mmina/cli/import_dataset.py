@@ -3,7 +3,6 @@ the work is ``mmina.interchange.dataset_import``, imported when the command runs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -15,8 +14,9 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @store_option
 @format_option("table", "json")
-def dataset(folder: Path, fmt: str, **options: Any) -> None:
-    """Import a dataset folder written by `mmina export dataset` (or downloaded from the Hub).
+def dataset(folder: Path, fmt: str, store_path: str | None) -> None:
+    """Import a dataset folder written by `mmina export dataset`. One downloaded from the Hub works
+    too.
 
     Its runs, tasks, episodes, steps, scores and, when it has them, requests become runs of
     the store again, with the same ids; screenshots and every other blob are checked against
@@ -31,7 +31,7 @@ def dataset(folder: Path, fmt: str, **options: Any) -> None:
 
     progress = (lambda done: click.echo(f"\rimported {done} episode(s)", err=True, nl=False)) \
         if stderr_is_terminal() else None
-    result = import_dataset(open_store(options["store_path"], create=True), folder, progress)
+    result = import_dataset(open_store(store_path, create=True), folder, progress)
     if fmt == "json":
         print_json(result.as_json())
         return

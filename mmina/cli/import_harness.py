@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
                    "listed in PATH/log_files.txt are found by themselves.")
 @store_option
 @format_option("table", "json")
-def harness(path: str, logs: tuple[str, ...], fmt: str, **options: Any) -> None:
-    """Import a result folder of the official MMInA / WebArena harness (run.py).
+def harness(path: str, logs: tuple[str, ...], fmt: str, run_id: str | None, store_path: str | None) -> None:
+    """Import a result folder of the official MMInA / WebArena harness. Its run.py writes such folders.
 
     PATH is the harness's --result_dir: one render_<task_id>.html per task (the URL,
     observation, screenshot and prediction of every step), its config.json, and the logs
@@ -44,7 +44,7 @@ def harness(path: str, logs: tuple[str, ...], fmt: str, **options: Any) -> None:
     from mmina.importers.harness import import_harness
 
     with _progress() as progress:
-        result = import_harness(open_store(options["store_path"], create=True), path, options["run_id"], logs, progress)
+        result = import_harness(open_store(store_path, create=True), path, run_id, logs, progress)
     if fmt == "json":
         print_json(result.as_json())
         return

@@ -1,7 +1,6 @@
 """``mmina import labels``: a person's labels made elsewhere (CSV or JSON), as ``human`` verdicts."""
 from __future__ import annotations
 
-from typing import Any
 
 import click
 
@@ -15,8 +14,8 @@ from mmina.cli.render import echo, print_json
                                                  "(default: the operating-system user).")
 @store_option
 @format_option("table", "json")
-def labels(path: str, labeller: str | None, fmt: str, **options: Any) -> None:
-    """Import pass / fail / unsure labels per hop and per task, made outside mmina serve.
+def labels(path: str, labeller: str | None, fmt: str, store_path: str | None) -> None:
+    """Import pass / fail / unsure labels made outside mmina serve. A label is per hop or per task.
 
     PATH is CSV (with a header) or JSON (a list of objects): episode_id, hop (1-based; empty
     or "task" for the task), label (pass, fail or unsure), and optionally labeller and note.
@@ -33,7 +32,7 @@ def labels(path: str, labeller: str | None, fmt: str, **options: Any) -> None:
     from mmina.evaluators.labelling import default_labeller
     from mmina.importers.label_files import import_labels
 
-    saved = import_labels(open_store(options["store_path"]), path, labeller or default_labeller())
+    saved = import_labels(open_store(store_path), path, labeller or default_labeller())
     if fmt == "json":
         print_json([{"batch_id": s.batch_id, "labeller": s.labeller, "labels": s.labels, "episodes": s.episodes,
                      "runs": list(s.runs)} for s in saved])

@@ -1,7 +1,6 @@
 """``mmina import mind2web``: Multimodal-Mind2Web samples as single-step episodes of a new run."""
 from __future__ import annotations
 
-from typing import Any
 
 import click
 
@@ -16,8 +15,8 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Import at most N samples.")
 @store_option
 @format_option("table", "json")
-def mind2web(path: str, fmt: str, **options: Any) -> None:
-    """Import Multimodal-Mind2Web samples (Parquet or JSON) so mmina eval-steps can score them.
+def mind2web(path: str, fmt: str, run_id: str | None, limit: int | None, store_path: str | None) -> None:
+    """Import Multimodal-Mind2Web samples (Parquet or JSON). Then mmina eval-steps can score them.
 
     PATH is a file or a folder of the data set's files, e.g. one split of
     https://huggingface.co/datasets/osunlp/Multimodal-Mind2Web downloaded with
@@ -37,7 +36,7 @@ def mind2web(path: str, fmt: str, **options: Any) -> None:
 
     progress = (lambda done, total: echo(f"imported {done}/{total}\r", err=True, nl=False)) if stderr_is_terminal() \
         else None
-    result = import_mind2web(open_store(options["store_path"], create=True), path, options["run_id"], options["limit"],
+    result = import_mind2web(open_store(store_path, create=True), path, run_id, limit,
                              progress)
     if fmt == "json":
         print_json(result.as_json())

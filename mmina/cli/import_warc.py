@@ -3,7 +3,6 @@ the work is ``mmina.interchange.warc_import``, imported when the command runs)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -20,8 +19,9 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 @click.option("--run-id", metavar="NAME", help="Run to create (default: time and 'warc'; restoring: the exported run's id).")
 @store_option
 @format_option("table", "json")
-def warc(paths: tuple[Path, ...], tasks_path: str | None, task_ids: tuple[str, ...], fmt: str, **options: Any) -> None:
-    """Import WARC files (pywb, Browsertrix, wget --warc-file, mmina export warc...) as a replayable run.
+def warc(paths: tuple[Path, ...], tasks_path: str | None, task_ids: tuple[str, ...], fmt: str, run_id: str | None, store_path: str | None) -> None:
+    """Import WARC files as a replayable run. Files written by pywb, Browsertrix, wget
+    --warc-file, mmina export warc and others.
 
     Every response and revisit record becomes an archived exchange (bodies decoded:
     chunked transfer and gzip/deflate/br undone; secrets redacted as the recorder does),
@@ -42,7 +42,7 @@ def warc(paths: tuple[Path, ...], tasks_path: str | None, task_ids: tuple[str, .
     from mmina.interchange.warc_import import import_warc
 
     progress = (lambda done: click.echo(f"\rread {done} record(s)", err=True, nl=False)) if stderr_is_terminal() else None
-    result = import_warc(open_store(options["store_path"], create=True), list(paths), tasks_path, options["run_id"],
+    result = import_warc(open_store(store_path, create=True), list(paths), tasks_path, run_id,
                          task_ids, progress)
     if fmt == "json":
         print_json(result.as_json())

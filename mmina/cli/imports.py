@@ -17,7 +17,7 @@ IMPORTERS = {
 
 @click.group(name="import", cls=LazyGroup, lazy=IMPORTERS)
 def imports() -> None:
-    """Import results recorded by other tools, or labels made elsewhere, into a store.
+    """Import other tools' results or outside labels into a store.
 
     \b
     Examples:

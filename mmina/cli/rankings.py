@@ -28,11 +28,10 @@ COLUMNS = ("agent", "tasks", "live_run", "live_sr", "archived_run", "archived_sr
 @format_option("table", "csv", "json")
 def rankings(pairs: tuple[tuple[str, str], ...], evaluator: str, resamples: int, seed: int, store_path: str | None,
              fmt: str) -> None:
-    """Whether agents rank on the archived web as they rank on the live web: each agent's task
-    SR live and archived (95% Wilson intervals, over the tasks both of its runs scored) and the
-    change, then Kendall's tau-b between the live and the archived rates with a 95% bootstrap
-    interval (each run's task outcomes resampled), and whether every two agents keep their order.
-    A frozen web that reorders agents measures the archive, not the agents.
+    """Whether agents rank alike on the archived and the live web. It shows each agent's task SR
+    live and archived (95% Wilson intervals, over the tasks both of its runs scored) and the change,
+    then Kendall's tau-b between the live and the archived rates with a 95% bootstrap interval (each
+    run's task outcomes resampled), and whether every two agents keep their order.
 
     \b
     Examples:

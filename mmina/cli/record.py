@@ -2,24 +2,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from mmina.agents.settings import CAPTIONERS
-from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_MEMORY, MAX_REPEATS, MAX_STEPS, RUN_REF,
-                              Bounded,
-                              agent_settings, browser_options,
-                              check_model_endpoint, format_option, layout, noisy_agent_options, open_store,
-                              openai_agent_options,
-                              scale_options, store_option)
+from mmina.cli.bundles import AgentOptions, BrowserOptions, Bundle, ScaleOptions, option
+from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_REPEATS, MAX_STEPS, RUN_REF, SUITE_HELP, Bounded,
+                              check_model_endpoint, format_option, open_store, store_option)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import INFRASTRUCTURE, MminaError
 from mmina.navigation import check_schemes
 
 if TYPE_CHECKING:
     from mmina.analysis.tables import Table
+    from mmina.pool import Layout
+    from mmina.recorder.browser import BrowserConfig
     from mmina.recorder.episode import EpisodeResult
     from mmina.recorder.recording import RecordConfig, RunSummary
     from mmina.replayer.conditioned import ConditionedEpisode, ConditionedSummary
@@ -66,83 +64,150 @@ def _schemes(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...
         raise click.BadParameter(str(exc)) from None
 
 
-def _task_id_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    """``--task-ids a,b``; a value that names no id (``""``, ``",,"``) is refused: it would
-    otherwise record the whole suite."""
-    if value is None:
-        return ()
-    ids = tuple(t.strip() for t in value.split(",") if t.strip())
-    if not ids:
-        raise click.BadParameter(f"{value!r} names no task id (give ID,ID, or leave the option out for every task)")
-    return ids
+def _task_ids(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--task ID`` (repeatable, each value may list ``ID,ID``); a value that names no id
+    (``""``, ``",,"``) is refused: it would otherwise record the whole suite."""
+    ids: list[str] = []
+    for value in values:
+        named = [t.strip() for t in value.split(",") if t.strip()]
+        if not named:
+            raise click.BadParameter(f"{value!r} names no task id (give ID or ID,ID, or leave the option out for "
+                                     "every task)")
+        ids += named
+    return tuple(dict.fromkeys(ids))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSelection(Bundle):
+    """Which tasks: a suite, some of its ids, at most so many."""
+
+    PARAM: ClassVar[str] = "selection"
+
+    tasks_path: str | None = option("--tasks", metavar="PATH", help=SUITE_HELP)
+    task_ids: tuple[str, ...] = option(
+        "--task", multiple=True, metavar="ID", callback=_task_ids,
+        help="Only this task id (e.g. normal/1); repeatable, or several at once as ID,ID.")
+    limit: int | None = option("--limit", type=click.IntRange(min=1), help="Record at most this many of the "
+                                                                           "selected tasks.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixOptions(Bundle):
+    """A hop-conditioned run: where each task starts, from which reference run."""
+
+    PARAM: ClassVar[str] = "prefix"
+
+    prefix_run: str | None = option(
+        "--prefix-run", metavar="RUN",
+        help="Hop-conditioned: start each task of this reference run where its episode reached --at-hop (or "
+             "--at-step), replaying its steps from the archive, then hand over to --agent on the live web. The "
+             f"tasks are the reference run's (select with --task/--limit). RUN: {RUN_REF}.")
+    at_hop: tuple[int, ...] | str | None = option(
+        "--at-hop", metavar="K|all", callback=_at_hop,
+        help="--prefix-run: the hop the agent starts at (1 = the first; K,K for several; all: one episode per hop "
+             "of each task). The reference's hops verdicts say where each hop started.")
+    at_step: int | None = option("--at-step", type=click.IntRange(min=0), metavar="N",
+                                 help="--prefix-run: hand over after the reference's first N steps instead.")
+    hide_prefix: bool = option("--hide-prefix", is_flag=True, help="--prefix-run: do not show the agent the "
+                                                                   "prefix's actions as its own earlier actions.")
+
+    def spec(self, repeats: int | None) -> PrefixSpec | None:
+        """Where a hop-conditioned run hands over (None: a run from the start pages)."""
+        from mmina.replayer.prefixes import PrefixSpec
+
+        at_hop, at_step = self.at_hop, self.at_step
+        if not self.prefix_run:
+            if at_hop is not None or at_step is not None or self.hide_prefix:
+                raise click.UsageError("--at-hop, --at-step and --hide-prefix go with --prefix-run RUN")
+            return None
+        if repeats is not None:
+            raise click.UsageError("--repeats records runs from the start pages: it does not go with --prefix-run")
+        if (at_hop is None) == (at_step is None):
+            raise click.UsageError("--prefix-run needs where to hand over: --at-hop K (or all) or --at-step N")
+        return PrefixSpec(self.prefix_run, at_hop if isinstance(at_hop, tuple) else (), at_hop == "all", at_step)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions(Bundle):
+    """The run: its name, resuming it, repeats and budgets."""
+
+    PARAM: ClassVar[str] = "run"
+
+    run_id: str | None = option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
+    resume: bool = option(
+        "--resume", is_flag=True,
+        help="Continue a run (--run-id, else the latest): record its tasks (and repeats) not yet recorded, and "
+             "again those whose episode an infrastructure error ended (the browser, the store or the endpoint "
+             "failed).")
+    rerun_errors: bool = option(
+        "--rerun-errors", is_flag=True,
+        help="--resume: record again also the tasks whose episode an agent or task error ended.")
+    repeats: int | None = option(
+        "--repeats", type=click.IntRange(1, MAX_REPEATS), metavar="K",
+        help="Record each task K times (attempts 1..K, each seeded apart): `mmina report` then gives the success "
+             "rate's mean with a bootstrap interval over repeats, pass@k, pass^k and the flakiest tasks. A resumed "
+             "run keeps its own.  [default: 1]")
+    max_steps: int = option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True,
+                            help="Step budget per episode.")
+    max_cost: float | None = option(
+        "--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
+        help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); those "
+             "in flight finish, and --resume continues the run.")
+    max_hours: float | None = option(
+        "--max-hours", type=Bounded(0, MAX_BUDGET_HOURS), metavar="HOURS",
+        help="Start no episode once this session has run this long; those in flight finish, and --resume "
+             "continues the run.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureOptions(Bundle):
+    """What the browser shows and keeps: viewport, schemes, screenshots, marks, drift."""
+
+    PARAM: ClassVar[str] = "capture"
+
+    viewport: tuple[int, int] = option(
+        "--viewport", default="1280x2048", show_default=True, callback=_viewport,
+        help=f"Viewport WIDTHxHEIGHT (width {VIEWPORT_WIDTHS[0]}..{VIEWPORT_WIDTHS[1]}, height "
+             f"{VIEWPORT_HEIGHTS[0]}..{VIEWPORT_HEIGHTS[1]}).")
+    allowed_schemes: tuple[str, ...] = option(
+        "--allow-scheme", multiple=True, metavar="SCHEME", callback=_schemes,
+        help="Let tabs go to URLs of this scheme too, e.g. file (repeatable; by default agents stay on http, https "
+             "and about:blank: a goto elsewhere is an action error).")
+    no_screenshots: bool = option("--no-screenshots", is_flag=True,
+                                  help="Do not capture screenshots (nor set-of-marks).")
+    no_marks: bool = option("--no-marks", is_flag=True, help="Do not paint set-of-marks screenshots (painted only "
+                                                             "for agents shown them; marks are stored).")
+    drift: int = option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
+                        help=f"Drift level of the fixture web (0..{MAX_DRIFT}).")
+
+    def browser(self, browser: BrowserOptions) -> BrowserConfig:
+        from mmina.recorder.browser import BrowserConfig
+
+        width, height = self.viewport
+        return BrowserConfig(executable=browser.browser_path, extra_args=browser.browser_args,
+                             viewport_width=width, viewport_height=height, screenshots=not self.no_screenshots,
+                             set_of_marks=not self.no_marks, allowed_schemes=self.allowed_schemes)
 
 
 @click.command()
 @store_option
-@click.option("--tasks", "tasks_path", metavar="PATH", help="Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 (default: the whole built-in suite).")
-@click.option("--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (e.g. normal/1); repeatable.")
-@click.option("--task-ids", "task_ids_csv", metavar="ID,ID", callback=_task_id_list,
-              help="Only these task ids, comma-separated.")
-@click.option("--limit", type=click.IntRange(min=1), help="Record at most this many of the selected tasks.")
+@TaskSelection.options(renamed={"--task": "--task-ids"})
 @click.option("--agent", default="oracle", show_default=True,
               help="oracle, heuristic (a rule-based baseline that fails like a weak model), replay, openai (a model "
                    "behind an OpenAI-compatible endpoint), human (you type "
                    "each action), or module:Class for your own agent.")
-@noisy_agent_options("oracle agent")
-@click.option("--from-run", metavar="RUN", help=f"replay agent: replay this run's episode of each task (RUN: {RUN_REF}).")
-@click.option("--from-episode", metavar="ID", help="replay agent: replay this one episode.")
-@openai_agent_options("openai agent")
-@click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
-              help="Caption in-view images (stored on each step): their alt text, or a vision model's words.")
-@click.option("--caption-model", metavar="NAME", help="--captioner openai: the vision model (default: --model).")
-@click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
-              help="openai agent: put the K most relevant earlier trajectories from the store into the prompt.")
-@click.option("--memory-by", type=click.Choice(["similarity", "recency"]), default="similarity", show_default=True,
-              help="openai agent: rank earlier trajectories by intent similarity or by recency.")
-@click.option("--prefix-run", metavar="RUN",
-              help="Hop-conditioned: start each task of this reference run where its episode reached --at-hop "
-                   "(or --at-step), replaying its steps from the archive, then hand over to --agent on the live "
-                   f"web. The tasks are the reference run's (select with --task/--task-ids/--limit). RUN: {RUN_REF}.")
-@click.option("--at-hop", "at_hop", metavar="K|all", callback=_at_hop,
-              help="--prefix-run: the hop the agent starts at (1 = the first; K,K for several; all: one episode "
-                   "per hop of each task). The reference's hops verdicts say where each hop started.")
-@click.option("--at-step", "at_step", type=click.IntRange(min=0), metavar="N",
-              help="--prefix-run: hand over after the reference's first N steps instead.")
-@click.option("--hide-prefix", is_flag=True,
-              help="--prefix-run: do not show the agent the prefix's actions as its own earlier actions.")
-@click.option("--run-id", help="Name of the run (default: time, agent and a random suffix).")
-@click.option("--resume", is_flag=True,
-              help="Continue a run (--run-id, else the latest): record its tasks (and repeats) not yet recorded, and "
-                   "again those whose episode an infrastructure error ended (the browser, the store or the endpoint "
-                   "failed).")
-@click.option("--rerun-errors", is_flag=True,
-              help="--resume: record again also the tasks whose episode an agent or task error ended.")
-@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), metavar="K",
-              help="Record each task K times (attempts 1..K, each seeded apart): `mmina report` then gives the "
-                   "success rate's mean with a bootstrap interval over repeats, pass@k, pass^k and the flakiest "
-                   "tasks. A resumed run keeps its own.  [default: 1]")
-@click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True, help="Step budget per episode.")
-@click.option("--max-cost", type=Bounded(0, MAX_BUDGET_USD), metavar="USD",
-              help="Start no episode once this session's episodes cost this much (from --price-in/--price-out); "
-                   "those in flight finish, and --resume continues the run.")
-@click.option("--max-hours", type=Bounded(0, MAX_BUDGET_HOURS), metavar="HOURS",
-              help="Start no episode once this session has run this long; those in flight finish, and --resume "
-                   "continues the run.")
-@click.option("--viewport", default="1280x2048", show_default=True, callback=_viewport, help=f"Viewport WIDTHxHEIGHT (width {VIEWPORT_WIDTHS[0]}..{VIEWPORT_WIDTHS[1]}, height "
-                   f"{VIEWPORT_HEIGHTS[0]}..{VIEWPORT_HEIGHTS[1]}).")
-@browser_options
-@click.option("--allow-scheme", "allowed_schemes", multiple=True, metavar="SCHEME", callback=_schemes,
-              help="Let tabs go to URLs of this scheme too, e.g. file (repeatable; by default agents stay on "
-                   "http, https and about:blank: a goto elsewhere is an action error).")
-@click.option("--no-screenshots", is_flag=True, help="Do not capture screenshots (nor set-of-marks).")
-@click.option("--no-marks", is_flag=True,
-              help="Do not paint set-of-marks screenshots (painted only for agents shown them; marks are stored).")
-@click.option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
-              help=f"Drift level of the fixture web (0..{MAX_DRIFT}).")
-@scale_options("recorded")
+@AgentOptions.options()
+@PrefixOptions.options()
+@RunOptions.options()
+@CaptureOptions.options()
+@BrowserOptions.options()
+@ScaleOptions.options(what="recorded")
 @format_option()
-def record(fmt: str, **options: Any) -> None:
-    """Record an agent on tasks in Chromium: every step's observation, action and network trace.
+def record(store_path: str | None, selection: TaskSelection, agent: str, agent_options: AgentOptions,
+           prefix: PrefixOptions, run: RunOptions, capture: CaptureOptions, browser: BrowserOptions,
+           scale: ScaleOptions, fmt: str) -> None:
+    """Record an agent on tasks in Chromium, step by step. Every step's observation, action and
+    network trace go to the store.
 
     With no options, records the built-in fixture suite with the oracle agent into the
     default store, starting and stopping the local fixture web itself. Each episode's
@@ -151,7 +216,8 @@ def record(fmt: str, **options: Any) -> None:
 
     \b
     Examples:
-      mmina record
+      mmina record --task normal/1                  # one task, a few seconds
+      mmina record                                  # the built-in suite: 100 tasks, 3-6 minutes
       mmina record --task normal/1 --store /tmp/demo-store
       mmina record --agent heuristic --workers 2
       mmina record --agent mypkg.agents:MyAgent --tasks path/to/mmina/normal
@@ -174,10 +240,11 @@ def record(fmt: str, **options: Any) -> None:
     agent goes on on the live web from there; `mmina report --table conditioned_hops` sets hop
     success given a correct prefix beside the free-running Table 3.
     """
-    spec = _prefix_spec(options)
-    config = _config(options)
+    spec = prefix.spec(run.repeats)
+    config = _config(selection, agent, agent_options, prefix, run, capture.browser(browser), capture.drift,
+                     scale.layout())
     endpoint = check_model_endpoint(config.agent, config.agent_settings)
-    store = open_store(options["store_path"], create=True)
+    store = open_store(store_path, create=True)
     if spec is not None:
         _record_conditioned(store, config, spec, fmt)
         return
@@ -193,24 +260,8 @@ def record(fmt: str, **options: Any) -> None:
         _print_summary(summary)
         if table is not None:
             print_tables([t for t in (table, repeats) if t is not None])
-            echo(f"full report: mmina report --run {summary.run_id} --format html --out report.html "
+            echo(f"full report: mmina report --run {summary.run_id} --format html -o report.html "
                  f"--store {summary.store}")
-
-
-def _prefix_spec(options: dict[str, Any]) -> PrefixSpec | None:
-    """Where a hop-conditioned run hands over (None: a run from the start pages)."""
-    from mmina.replayer.prefixes import PrefixSpec
-
-    at_hop, at_step = options["at_hop"], options["at_step"]
-    if not options["prefix_run"]:
-        if at_hop is not None or at_step is not None or options["hide_prefix"]:
-            raise click.UsageError("--at-hop, --at-step and --hide-prefix go with --prefix-run RUN")
-        return None
-    if options["repeats"] is not None:
-        raise click.UsageError("--repeats records runs from the start pages: it does not go with --prefix-run")
-    if (at_hop is None) == (at_step is None):
-        raise click.UsageError("--prefix-run needs where to hand over: --at-hop K (or all) or --at-step N")
-    return PrefixSpec(options["prefix_run"], at_hop if isinstance(at_hop, tuple) else (), at_hop == "all", at_step)
 
 
 def _record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec, fmt: str) -> None:
@@ -247,27 +298,20 @@ def _run_table(store: Store, run_id: str, name: str) -> Table | None:
         return None
 
 
-def _config(options: dict[str, Any]) -> RecordConfig:
+def _config(selection: TaskSelection, agent: str, agent_options: AgentOptions, prefix: PrefixOptions,
+            run: RunOptions, browser: BrowserConfig, drift: int, layout: Layout) -> RecordConfig:
     """The run configuration from the command-line options."""
     from mmina.budget import Limits
-    from mmina.recorder.browser import BrowserConfig
     from mmina.recorder.recording import RecordConfig
 
-    if options["error_rate"] and options["agent"] != "oracle":
+    if agent_options.error_rate and agent != "oracle":
         raise click.UsageError("--error-rate is the oracle agent's (a noisy oracle): use it with --agent oracle")
-    width, height = options["viewport"]
-    task_ids = (*options["task_ids"], *options["task_ids_csv"])
     return RecordConfig(
-        tasks=options["tasks_path"], task_ids=task_ids,
-        limit=options["limit"], agent=options["agent"], run_id=options["run_id"], resume=options["resume"],
-        rerun_errors=options["rerun_errors"],
-        limits=Limits(max_steps=options["max_steps"]), drift=options["drift"], layout=layout(options),
-        browser=BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]),
-                              viewport_width=width, viewport_height=height,
-                              screenshots=not options["no_screenshots"], set_of_marks=not options["no_marks"],
-                              allowed_schemes=options["allowed_schemes"]),
-        agent_settings=replace(agent_settings(options), show_prefix=not options["hide_prefix"]),
-        max_cost_usd=options["max_cost"], max_hours=options["max_hours"], repeats=options["repeats"],
+        tasks=selection.tasks_path, task_ids=selection.task_ids, limit=selection.limit, agent=agent,
+        run_id=run.run_id, resume=run.resume, rerun_errors=run.rerun_errors,
+        limits=Limits(max_steps=run.max_steps), drift=drift, layout=layout, browser=browser,
+        agent_settings=replace(agent_options.settings(), show_prefix=not prefix.hide_prefix),
+        max_cost_usd=run.max_cost, max_hours=run.max_hours, repeats=run.repeats,
     )
 
 
@@ -388,7 +432,7 @@ def _print_summary(summary: RunSummary) -> None:
              "(an earlier recording was cut short between an episode and its verdicts)")
     if summary.task_warnings:
         echo(f"{len(summary.task_warnings)} warning(s) about the task files (odd but runnable): "
-             "`mmina tasks validate PATH` lists them")
+             "`mmina tasks validate --tasks PATH` lists them")
     if summary.stopped is not None:
         spent = "--max-cost" if summary.stopped == "max_cost" else "--max-hours"
         echo(f"stopped on budget ({spent}): {summary.left} task(s) not started; mmina record --resume --run-id "

@@ -115,6 +115,29 @@ def echo(line: str = "", err: bool = False, nl: bool = True) -> None:
     click.echo(visible(line), err=err, nl=nl)
 
 
+def words_to_width(text: str, width: int | None) -> str:
+    """``text`` wrapped between words to ``width`` cells (None: as it is); a word longer than the
+    width (an id, a path) stays whole on its own line."""
+    if width is None:
+        return text
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+                     for line in text.splitlines())
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal stdout is (None off a terminal, and with ``--wide``)."""
+    console = _console()
+    return console.width if console.is_terminal and not wide() else None
+
+
+def say(line: str) -> None:
+    """A sentence for people on stdout, wrapped between words on a terminal (a word is never
+    broken: ids stay whole), one line elsewhere."""
+    echo(words_to_width(line, terminal_width()))
+
+
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`|\*\*([^*]+)\*\*")
 
@@ -177,51 +200,82 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 
 def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
-                title: str | None = None) -> None:
-    """Rows as a table for people, CSV, or a JSON list of objects."""
+                title: str | None = None, secondary: Sequence[str] = ()) -> None:
+    """Rows as a table for people (``secondary``: the columns a narrow terminal leaves out
+    first), CSV, or a JSON list of objects."""
     if fmt == "json":
         print_json([dict(zip(columns, row)) for row in rows])
     elif fmt == "csv":
         write_csv(columns, rows)
     else:
-        print_table(columns, [[cell_text(v) for v in row] for row in rows], title)
+        print_table(columns, [[cell_text(v) for v in row] for row in rows], title, secondary=secondary)
 
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None,
-                title_justify: JustifyMethod = "center") -> None:
-    """Text cells as a terminal table; an empty one is one line saying so."""
+                title_justify: JustifyMethod = "center", secondary: Sequence[str] = ()) -> None:
+    """Text cells as a terminal table fitted to the terminal (:mod:`mmina.cli.fitting`: ids
+    whole, headers unbroken, columns named in ``secondary`` left out first); an empty one is one
+    line saying so."""
     if not rows:
         echo(f"{title}: no rows" if title else f"no rows (columns: {', '.join(columns)})")
         return
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    table = RichTable(title=Text(visible_cell(title)) if title else None, title_justify=title_justify)
-    for column in columns:
-        table.add_column(Text(visible_cell(column)), overflow="fold")
-    for row in rows:
-        table.add_row(*(Text(visible_cell(value)) for value in row))
-    _print_renderable(table)
+    from mmina.cli.fitting import fit, is_key
+
+    heads = [visible_cell(column) for column in columns]
+    cells = [[visible_cell(value) for value in row] for row in rows]
+    available = terminal_width()
+    fitted = fit(heads, cells, available, secondary)
+    caption = Text(words_to_width(visible_cell(title), available)) if title else None
+    table = RichTable(title=caption, title_justify=title_justify)
+    for index, width in zip(fitted.shown, fitted.widths):
+        table.add_column(Text(heads[index]), width=width, no_wrap=is_key(heads[index]), overflow="fold")
+    for row in cells:
+        table.add_row(*(Text(row[index]) for index in fitted.shown))
+    _print_renderable(table, fitted.width)
+    if fitted.dropped:
+        note = f"(left out to fit {available} columns: {_names(fitted.dropped)}; --wide shows all)"
+        echo(words_to_width(note, available))
+
+
+def _names(names: Sequence[str], most: int = 8) -> str:
+    """The first ``most`` names, then how many more."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def print_tables(tables: Sequence[Table]) -> None:
     """Report tables for people: rates with their 95% intervals in one cell (``x [lo–hi]``),
     the title on the left."""
     from mmina.analysis.display import display
+    from mmina.cli.fitting import SECONDARY
 
     for table in tables:
         columns, rows = display(table)
-        print_table(columns, rows, table.title, title_justify="left")
+        print_table(columns, rows, table.title, title_justify="left", secondary=SECONDARY.get(table.name, ()))
 
 
-def _print_renderable(table: RichTable) -> None:
-    """On a terminal, with its styles at the terminal's width; elsewhere as plain lines without
-    trailing blanks, as wide as the table needs."""
+def _print_renderable(table: RichTable, width: int) -> None:
+    """On a terminal, with its styles, ``width`` cells wide when the terminal is narrower (the
+    terminal then wraps its lines); elsewhere as plain lines without trailing blanks, as wide as
+    the table needs."""
     console = _console()
     if console.is_terminal:
+        console.width = max(console.width, width)
         console.print(table)
         return
     with console.capture() as captured:
         console.print(table)
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
+
+WIDE = "mmina.wide"
+"""``ctx.meta`` key: ``--wide`` was given (every table shows all its columns, whole)."""
+
+
+def wide() -> bool:
+    """Whether the command was given ``--wide``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(WIDE))

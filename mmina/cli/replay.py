@@ -3,19 +3,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmina.agents.settings import CAPTIONERS
-from mmina.cli.common import (MAX_MEMORY, MAX_STEPS, Bounded, agent_settings, browser_options, check_model_endpoint,
-                              format_option, layout, noisy_agent_options, open_store, openai_agent_options, run_option,
-                              scale_options,
-                              store_option)
+from mmina.cli.bundles import PRICES, AgentOptions, BrowserOptions, ScaleOptions
+from mmina.cli.common import MAX_STEPS, Bounded, check_model_endpoint, format_option, open_store, run_option, store_option
 from mmina.cli.render import echo, print_json, progress_bar, render_rows
 from mmina.errors import MminaError
 
 if TYPE_CHECKING:
+    from mmina.pool import Layout
+    from mmina.store import Store
     from mmina.recorder.browser import BrowserConfig
     from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
     from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport
@@ -35,26 +35,22 @@ class BelowMinimumFidelity(MminaError):
               help="Exit 1 when the share of steps with URL and tree reproduced is below X (0..1).")
 @click.option("--run-id", "new_run", metavar="NAME",
               help="Name of the new (replay) run (default: time, agent, suffix).")
-@browser_options
+@BrowserOptions.options()
 @click.option("--agent", metavar="NAME",
               help="Run this agent (as for record) on the archived web instead of the stored actions.")
 @click.option("--task", "task_ids", multiple=True, metavar="ID",
               help="--agent: only this task of the source; repeatable.")
 @click.option("--max-steps", type=click.IntRange(1, MAX_STEPS), default=30, show_default=True,
               help="--agent: step budget per episode.")
-@openai_agent_options("--agent openai", prices=False)
-@noisy_agent_options("--agent oracle")
-@click.option("--memory", type=click.IntRange(0, MAX_MEMORY), default=0, show_default=True, metavar="K",
-              help="--agent openai: put the K most relevant earlier trajectories into the prompt.")
-@click.option("--captioner", type=click.Choice(CAPTIONERS), default="none", show_default=True,
-              help="--agent: caption in-view images (their alt text, or a vision model's words).")
-@click.option("--from-run", metavar="RUN", help="--agent replay: replay this run's episode of each task (an id, a "
-                                                "prefix or latest).")
-@click.option("--from-episode", metavar="ID", help="--agent replay: replay this one episode.")
-@scale_options("replayed")
+@AgentOptions.options(omit=(*PRICES, "memory_by", "caption_model"), openai="--agent openai", oracle="--agent oracle",
+                      replay="--agent replay")
+@ScaleOptions.options(what="replayed")
 @format_option()
-def replay(fmt: str, **options: Any) -> None:
-    """Replay stored episodes with every request answered from the archive, and report fidelity.
+def replay(run_id: str | None, episode_id: str | None, min_fidelity: float | None, new_run: str | None,
+           browser: BrowserOptions, agent: str | None, task_ids: tuple[str, ...], max_steps: int,
+           agent_options: AgentOptions, scale: ScaleOptions, store_path: str | None, fmt: str) -> None:
+    """Replay stored episodes from the archive and report fidelity. Every request is answered from
+    the archive.
 
     Each episode is re-driven with its stored actions in a fresh Chromium whose requests are
     all served from the recorded traffic (never the live network), in the recording's time (the
@@ -77,26 +73,34 @@ def replay(fmt: str, **options: Any) -> None:
       mmina replay --run nightly --concurrency 8
       mmina replay --run nightly --executor ray --workers 4 --concurrency 8
     """
-    if bool(options["run_id"]) == bool(options["episode_id"]):
+    if bool(run_id) == bool(episode_id):
         raise click.UsageError("name exactly one source: --run ID or --episode ID")
-    if options["agent"]:
-        if options["min_fidelity"] is not None:
+    source = _Source(run_id, episode_id, new_run, _browser(browser), scale.layout())
+    if agent:
+        if min_fidelity is not None:
             raise click.UsageError("--min-fidelity compares a replay with its recording; it does not apply to --agent")
-        _agent_mode(fmt, options)
+        _agent_mode(open_store(store_path), source, agent, agent_options, task_ids, max_steps, fmt)
     else:
-        _replay_mode(fmt, options)
+        _replay_mode(open_store(store_path), source, min_fidelity, fmt)
 
 
-def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class _Source:
+    """What is replayed, into which run, in which browser and spread how."""
+
+    run_id: str | None
+    episode_id: str | None
+    new_run: str | None
+    browser: BrowserConfig
+    layout: Layout
+
+
+def _replay_mode(store: Store, source: _Source, minimum: float | None, fmt: str) -> None:
     from mmina.replayer.replays import replay_run
 
-    store = open_store(options["store_path"])
     with _progress("replaying") as (on_start, advance):
-        report = replay_run(store, options["run_id"], options["episode_id"],
-                            browser=_browser(options), new_run=options["new_run"],
-                            layout=layout(options), on_start=on_start,
-                            on_episode=lambda e: advance(_episode_line(e)))
-    minimum = options["min_fidelity"]
+        report = replay_run(store, source.run_id, source.episode_id, browser=source.browser, new_run=source.new_run,
+                            layout=source.layout, on_start=on_start, on_episode=lambda e: advance(_episode_line(e)))
     if fmt == "json":
         print_json({**report.as_json(), "min_fidelity": minimum,
                     "passed": minimum is None or report.fidelity >= minimum})
@@ -108,18 +112,17 @@ def _replay_mode(fmt: str, options: dict[str, Any]) -> None:
         raise BelowMinimumFidelity(f"fidelity {report.fidelity:.1%} is below --min-fidelity {minimum:.1%}")
 
 
-def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
+def _agent_mode(store: Store, source: _Source, agent: str, agent_options: AgentOptions, task_ids: tuple[str, ...],
+                max_steps: int, fmt: str) -> None:
     from mmina.budget import Limits
     from mmina.replayer.replays import replay_agent
 
-    settings = agent_settings(options)
-    endpoint = check_model_endpoint(options["agent"], settings)
-    store = open_store(options["store_path"])
+    settings = agent_options.settings()
+    endpoint = check_model_endpoint(agent, settings)
     with _progress("agent on the archive") as (on_start, advance):
-        report = replay_agent(store, options["agent"], options["run_id"], options["episode_id"], settings=settings,
-                              limits=Limits(max_steps=options["max_steps"]), task_ids=options["task_ids"],
-                              browser=_browser(options), new_run=options["new_run"],
-                              layout=layout(options), on_start=on_start,
+        report = replay_agent(store, agent, source.run_id, source.episode_id, settings=settings,
+                              limits=Limits(max_steps=max_steps), task_ids=task_ids, browser=source.browser,
+                              new_run=source.new_run, layout=source.layout, on_start=on_start,
                               on_episode=lambda e: advance(_agent_line(e)))
     if fmt == "json":
         print_json({**report.as_json(), "endpoint": endpoint})
@@ -129,11 +132,11 @@ def _agent_mode(fmt: str, options: dict[str, Any]) -> None:
         _print_agent(report)
 
 
-def _browser(options: dict[str, Any]) -> BrowserConfig:
+def _browser(browser: BrowserOptions) -> BrowserConfig:
     """The executable and extra flags given; viewport and capture come from the source run."""
     from mmina.recorder.browser import BrowserConfig
 
-    return BrowserConfig(executable=options["browser_path"], extra_args=tuple(options["browser_args"]))
+    return BrowserConfig(executable=browser.browser_path, extra_args=browser.browser_args)
 
 
 # ---------------------------------------------------------------- progress
@@ -187,7 +190,8 @@ def _replay_rows(report: ReplayReport) -> list[tuple[Any, ...]]:
 
 def _print_replay(report: ReplayReport) -> None:
     render_rows(REPLAY_COLUMNS, _replay_rows(report), "table",
-                title=f"replay {report.replay_run} of run {report.source_run}")
+                title=f"replay {report.replay_run} of run {report.source_run}",
+                secondary=("screenshots", "tree", "URL", "steps"))
     _print_differences(report)
     summary = report.summary()
     shots = summary["screenshots_identical"]

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import open_store, run_option, store_option
-from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, status, write_csv
+from mmina.cli.common import (FILE_OR_FOLDER, old_arguments, open_store, output_option, run_option, store_option,
+                              wide_option)
+from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, say, status, write_csv
 from mmina.outputs import output_path
 
 if TYPE_CHECKING:
@@ -50,17 +51,18 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv", "html")), default="table",
               show_default=True, help="Terminal tables, JSON or CSV for scripts, or an HTML page (its plotly.js "
                                       "and screenshots go to a folder <name>_files next to it).")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Write here instead of stdout (html: default mmina-report.html; csv with every table: a folder).")
+@output_option("Write here instead of stdout (html: default mmina-report.html; csv with every table: a folder).",
+               FILE_OR_FOLDER, checked=False, old="--out")
 @click.option("--table", "table_names", multiple=True, type=click.Choice(TABLE_NAMES),
               help="Only this table (repeatable; table, json and csv formats).")
 @click.option("--viewer-episodes", type=click.IntRange(0), default=50, show_default=True,
               help="Episodes in the HTML trajectory viewer (failed ones first).")
 @store_option
-def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, table_names: tuple[str, ...],
+@wide_option
+def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None, table_names: tuple[str, ...],
            viewer_episodes: int, store_path: str | None) -> None:
-    """Hop-by-hop analysis of scored runs: SR by hop count, hop positions, early failure,
-    failure modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
+    """Hop-by-hop analysis of scored runs. SR by hop count, hop positions, early failure, failure
+    modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
 
     Verdicts come from `mmina rescore` (the latest batch per episode and evaluator); the
     default evaluator is `hops`, the clean hop queue; with `--evaluator mmina_official` the
@@ -73,22 +75,22 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
     \b
     Examples:
       mmina rescore --evaluator hops && mmina report
-      mmina report --run latest --format html --out report.html
+      mmina report --run latest --format html -o report.html
       mmina report --evaluator mmina_official --table runner_log
-      mmina report --format csv --out tables/
+      mmina report --format csv -o tables/
       mmina report --evaluator step_action --run nightly   # eval-steps figures
     """
     from mmina.analysis.report import build_report
     from mmina.stepeval import EVALUATOR as STEP_EVALUATOR
 
     store = open_store(store_path)
-    if out is not None and (fmt == "table" or evaluator == STEP_EVALUATOR):
-        raise click.UsageError(f"--out writes --format json, csv or html{IN_TERMINAL}: give one of those "
-                               "formats with it, or leave --out out")
+    if output is not None and (fmt == "table" or evaluator == STEP_EVALUATOR):
+        raise click.UsageError(f"-o/--output writes --format json, csv or html{IN_TERMINAL}: give one of "
+                               "those formats with it, or leave it out")
     if evaluator == STEP_EVALUATOR:
         _step_report(store, runs, fmt)
         return
-    page = output_path(out or Path("mmina-report.html")) if fmt == "html" else None
+    page = output_path(output or Path("mmina-report.html")) if fmt == "html" else None
     with status("computing the report"):
         result = build_report(store, runs, evaluator)
     if page is not None:
@@ -96,13 +98,13 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, out: Path | None, ta
         return
     tables = result.chosen(table_names)
     if fmt == "csv":
-        _write_csv(tables, out)
+        _write_csv(tables, output)
     elif fmt == "json":
-        _emit_json(result.as_json(table_names), out)
+        _emit_json(result.as_json(table_names), output)
     else:
         repeats = f" (episodes: up to {result.repeats} repeats of a task)" if result.repeats > 1 else ""
-        echo(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
-             f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
+        say(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
+            f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
         print_tables(tables)
 
 
@@ -176,10 +178,11 @@ def _print_comparison(result: Comparison) -> None:
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table", show_default=True,
               help="csv prints the flips.")
 @store_option
+@wide_option
 def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
             store_path: str | None) -> None:
-    """Paired per-task comparison of two runs, or of two evaluators on one run: success of
-    each side, the tasks that flipped either way, and McNemar's exact test.
+    """Paired per-task comparison of two runs or two evaluators. Two runs, or two evaluators on one
+    run: success of each side, the tasks that flipped either way, and McNemar's exact test.
 
     \b
     Examples:
@@ -189,7 +192,7 @@ def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[
     """
     from mmina.analysis.paired import compare as run_compare
 
-    a, b = _sides(runs + _positional(old_runs, "RUN_A [RUN_B]", "--run A --run B"), evaluators)
+    a, b = _sides(runs + old_arguments(old_runs, "RUN_A [RUN_B]", "--run A --run B"), evaluators)
     result = run_compare(open_store(store_path), a, b)
     if fmt == "json":
         print_json(result.as_json())
@@ -200,39 +203,29 @@ def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[
         _print_comparison(result)
 
 
-def _positional(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
-    """Ids given as positional arguments, as this command took them before it took options
-    like every other command (still accepted, with a warning)."""
-    if values:
-        echo(f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
-             err=True)
-    return values
-
-
 @click.command()
 @click.argument("old_episode", required=False, metavar="")
 @click.option("--episode", metavar="ID", help="The episode to show.")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Output file (default: episode-<EPISODE>.html).")
+@output_option("Output file (default: episode-<EPISODE>.html).", checked=False, old="--out")
 @store_option
-def view(old_episode: str | None, episode: str | None, out: Path | None, store_path: str | None) -> None:
-    """Write one episode's trajectory viewer as a self-contained HTML file: per step the
-    screenshot, the action and its target element, the raw model output, the hop progress
-    and the verdicts (previous/next buttons or the arrow keys move between steps).
+def view(old_episode: str | None, episode: str | None, output: Path | None, store_path: str | None) -> None:
+    """Write one episode's trajectory viewer as an HTML file. A self-contained page: per step the
+    screenshot, the action and its target element, the raw model output, the hop progress and the
+    verdicts (previous/next buttons or the arrow keys move between steps).
 
     \b
     Example:
-      mmina view --episode normal-1-3f2a9c0d1e2b4a5c --out episode.html
+      mmina view --episode normal-1-3f2a9c0d1e2b4a5c -o episode.html
     """
     from mmina.analysis.html import episode_html
     from mmina.analysis.viewer import trajectories
 
     given = (episode,) if episode else ()
-    episodes = given + _positional((old_episode,) if old_episode else (), "EPISODE", "--episode ID")
+    episodes = given + old_arguments((old_episode,) if old_episode else (), "EPISODE", "--episode ID")
     if len(episodes) != 1:
         raise click.UsageError("name one episode: --episode ID")
     episode = episodes[0]
-    target = output_path(out or Path(f"episode-{episode}.html"))
+    target = output_path(output or Path(f"episode-{episode}.html"))
     store = open_store(store_path)
     with status("rendering the episode"):
         found = trajectories(store, [episode])

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmina.cli.common import (MAX_PRICE_USD, Bounded, executor_options, format_option, judge_options, judge_settings, layout, open_store,
-                              run_option, store_option)
+from mmina.cli.bundles import JudgeOptions, ScaleOptions
+from mmina.cli.common import format_option, open_store, run_option, store_option
 from mmina.cli.render import echo, plain_text, print_json, print_tables, progress_bar, render_rows, write_csv
 from mmina.errors import MminaError
 from mmina.evaluators.rescore_settings import ACTIONS, RescoreConfig
@@ -28,19 +28,19 @@ OLD_JUDGE_NAMES = {"--judge-base-url": "--base-url", "--judge-concurrency": "--c
 @click.option("--episode", "episodes", multiple=True, metavar="ID", help="Score only this episode (repeatable).")
 @click.option("--arg", "evaluator_args", multiple=True, metavar="KEY=VALUE",
               help="Evaluator argument (repeatable; JSON values such as 3 or true are parsed).")
-@judge_options("fuzzy, keypoints (and task with fuzzy_match references)", renamed=OLD_JUDGE_NAMES)
-@click.option("--judge-price-in", type=Bounded(0, MAX_PRICE_USD), metavar="USD",
-              help="The judge's price per million prompt tokens, for the cost keypoints records per hop and episode.")
-@click.option("--judge-price-out", type=Bounded(0, MAX_PRICE_USD), metavar="USD",
-              help="The judge's price per million completion tokens.")
+@JudgeOptions.options(scope="fuzzy, keypoints (and task with fuzzy_match references)", renamed=OLD_JUDGE_NAMES)
 @click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
               help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
 @click.option("--list", "list_only", is_flag=True, help="List the known evaluators and exit.")
-@executor_options("Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.")
+@ScaleOptions.options(omit=("concurrency",),
+                      workers="Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.")
 @store_option
 @format_option()
-def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) -> None:
-    """Score stored episodes with an evaluator and append the verdicts to the store.
+def rescore(evaluator: str | None, runs: tuple[str, ...], episodes: tuple[str, ...], evaluator_args: tuple[str, ...],
+            judge: JudgeOptions, action: str, list_only: bool, scale: ScaleOptions, store_path: str | None,
+            fmt: str) -> None:
+    """Score stored episodes with an evaluator; append the verdicts. They go to the store as a new
+    batch.
 
     Prints task SR and hop SR (overall and by hop count 1 / 2-4 / 5+, with 95% intervals) and
     the episodes whose task verdict flipped against the previous scoring by the same
@@ -75,10 +75,10 @@ def rescore(evaluator: str | None, list_only: bool, fmt: str, **options: Any) ->
         return
     if not evaluator:
         raise click.UsageError("give --evaluator NAME (mmina rescore --list shows the names)")
-    config = RescoreConfig(evaluator=evaluator, args=parse_args(options["evaluator_args"]), runs=tuple(options["runs"]),
-                           episodes=tuple(options["episodes"]), action=options["action"], judge=judge_settings(options, prices=(options["judge_price_in"], options["judge_price_out"])))
+    config = RescoreConfig(evaluator=evaluator, args=parse_args(evaluator_args), runs=runs, episodes=episodes,
+                           action=action, judge=judge.settings())
     with _progress() as progress:
-        result = run_rescore(open_store(options["store_path"]), config, progress, layout(options, concurrency=1))
+        result = run_rescore(open_store(store_path), config, progress, scale.layout())
     if fmt == "json":
         print_json(result.as_json())
     else:

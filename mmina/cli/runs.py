@@ -15,12 +15,12 @@ from mmina.cli.render import print_json, print_tables, write_csv
 @store_option
 @format_option()
 def runs(evaluator: str, limit: int | None, store_path: str | None, fmt: str) -> None:
-    """List the runs of the store, the latest first: id, start, agent, model, tasks (done of the
-    run's), episodes, errors, task SR and hop SR with 95% intervals, and status (complete,
-    partial or empty; "unscored" when the evaluator has no verdict on it; what the model
-    endpoint's faults cost: attempts retried, seconds waited). Tasks whose episode an
-    infrastructure error ended are not done (record --resume records them again), and an
-    episode a re-run superseded counts in no column but episodes.
+    """List the runs of the store, the latest first. Each shows its id, start, agent, model, tasks
+    (done of the run's), episodes, errors, task SR and hop SR with 95% intervals, and status
+    (complete, partial or empty; "unscored" when the evaluator has no verdict on it; what the model
+    endpoint's faults cost: attempts retried, seconds waited). Tasks whose episode an infrastructure
+    error ended are not done (record --resume records them again), and an episode a re-run
+    superseded counts in no column but episodes.
 
     Any command that takes --run accepts a run's id, an unambiguous prefix of it, or latest.
 

@@ -25,12 +25,12 @@ from mmina.cli.render import echo
 @store_option
 def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str, labeller: str | None,
           read_only: bool, store_path: str | None) -> None:
-    """Browse a store in a web browser: runs (live while they are recorded), the report's
-    analysis of any run and evaluator, every episode in a filtered table, the trajectory
-    viewer with each step's network requests, two runs side by side, read-only SQL, and
-    labelling: a person marks each hop and the task pass / fail / unsure with the keyboard,
-    saved as verdicts of the human evaluator (the only thing the server ever writes; not at
-    all with --read-only). Ctrl-C stops the server.
+    """Browse a store in a web browser and label its episodes. It shows runs (live while they are
+    recorded), the report's analysis of any run and evaluator, every episode in a filtered table,
+    the trajectory viewer with each step's network requests, two runs side by side, read-only SQL,
+    and labelling: a person marks each hop and the task pass / fail / unsure with the keyboard,
+    saved as verdicts of the human evaluator (the only thing the server ever writes; not at all with
+    --read-only). Ctrl-C stops the server.
 
     \b
     Examples:

@@ -29,7 +29,7 @@ STDIN = "-"
 @format_option()
 def sql(args: tuple[str, ...], query_file: str | None, schema: bool, timeout_s: float, store_path: str | None,
         fmt: str) -> None:
-    """Run a read-only SQL QUERY (DuckDB) over the store's tables, in a sandbox.
+    """Run a read-only SQL QUERY (DuckDB) over the store's tables. It runs in a sandbox.
 
     The query is the argument, the content of a file (-f FILE), or standard input (-). Views
     named after the tables (runs, tasks, episodes, steps, requests, scores, judge_cache, blobs)

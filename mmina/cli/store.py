@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.cli.common import format_option, human_bytes, open_store, run_option, store_option
-from mmina.cli.render import echo, print_json, render_rows, status
+from mmina.cli.render import echo, print_json, render_rows, say, status
 from mmina.errors import plural
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def store() -> None:
 @store_option
 @format_option()
 def info(store_path: str | None, fmt: str) -> None:
-    """Show runs, episodes, steps and bytes by table (`mmina runs` lists the runs themselves).
+    """Show runs, episodes, steps and bytes by table. (`mmina runs` lists the runs themselves.)
 
     \b
     Example:
@@ -47,9 +47,9 @@ def info(store_path: str | None, fmt: str) -> None:
         render_rows(["table", "files", "rows", "bytes", "unreadable"],
                     [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables], "csv")
         return
-    echo(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
-         f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
-         "`mmina runs` lists the runs")
+    say(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
+        f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
+        "`mmina runs` lists the runs")
     render_rows(["table", "files", "rows", "bytes", "unreadable"],
                 [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
 
@@ -64,7 +64,8 @@ def info(store_path: str | None, fmt: str) -> None:
                    "a replay serves other bytes there). Listed, not counted as problems.")
 @format_option()
 def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> None:
-    """Read every file; report what is damaged, missing, duplicated or left over. Exit 1 if any.
+    """Read every file and report what is damaged or missing. Duplicated and left-over files too;
+    exit 1 if any.
 
     Reports, with their paths: unfinished files of writers that are gone (partial, upload),
     files of episodes never committed (orphan), unreadable files (corrupt), files of a newer
@@ -117,7 +118,7 @@ def _print_report(report: VerifyReport) -> None:
 @run_option("Compact only this run (default: all)", multiple=True)
 @format_option()
 def compact(store_path: str | None, runs: tuple[str, ...], fmt: str) -> None:
-    """Merge each run's per-episode files into one file per table, so queries stay fast.
+    """Merge each run's per-episode files into one file per table. Queries then stay fast.
 
     Recording writes a few small files per episode; compaction rewrites the episodes, steps
     and requests of each run into one file per table and swaps them in atomically: readers

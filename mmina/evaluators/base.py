@@ -188,7 +188,7 @@ def not_applicable(reason: str) -> ScoreRow:
 
 def task_result(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> ScoreRow:
     """A task-level row; the value is 1 for pass, else 0, unless the evaluator says otherwise."""
-    return ScoreRow(verdict, float(value if value is not None else verdict == "pass"), "task", detail=dict(detail))
+    return ScoreRow(verdict=verdict, value=float(value if value is not None else verdict == "pass"), level="task", detail=dict(detail))
 
 
 def task_score(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> Score:

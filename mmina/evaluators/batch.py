@@ -34,7 +34,7 @@ def new_batch_id(evaluator: str) -> str:
     return f"{utcnow():%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:6]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoreBatch:
     """One batch: who scored (evaluator, version, arguments), when, and what it supersedes."""
 
@@ -50,7 +50,14 @@ class ScoreBatch:
     def new(cls, evaluator: str, version: object, args: Mapping[str, Any],
             supersedes: Mapping[str, Sequence[str]] | None = None) -> "ScoreBatch":
         """A batch starting now, with a fresh id."""
-        return cls(new_batch_id(evaluator), evaluator, str(version), dict(args), utcnow(), supersedes)
+        return cls(
+            batch_id=new_batch_id(evaluator),
+            evaluator=evaluator,
+            version=str(version),
+            args=dict(args),
+            scored_at=utcnow(),
+            supersedes=supersedes,
+        )
 
     @cached_property
     def args_json(self) -> str:

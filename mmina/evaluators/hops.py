@@ -127,7 +127,7 @@ def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int,
     rows = []
     for index, condition in enumerate(conditions[start:], start):
         step, how = completed.get(index, (None, None))
-        rows.append(ScoreRow(verdict_of(index in completed), float(index in completed), "hop", index,
+        rows.append(ScoreRow(verdict=verdict_of(index in completed), value=float(index in completed), level="hop", hop_index=index,
                              detail={**condition.description, "completed_step": step, "by": how}))
     return rows
 

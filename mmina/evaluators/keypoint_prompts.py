@@ -42,7 +42,7 @@ class Malformed(ValueError):
     """A reply that is not the JSON asked for (the message says how)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Page:
     """A step as the judge sees it: its number (from 1), the page and the action taken there."""
 

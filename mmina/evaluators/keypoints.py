@@ -162,11 +162,28 @@ def _task_row(hops: list[Score], spent: Spent, extra: Mapping[str, Any] | None =
 
 def pages_of(episode: EpisodeView) -> list[Page]:
     """The steps as the judge sees them, numbered from 1, then the final page when it is stored."""
-    pages = [Page(s.step_index + 1, s.url, s.title or "", s.action or "(none: the output could not be parsed)",
-                  s.screenshot, s.tree_text) for s in episode.steps]
+    pages = [
+        Page(
+            number=s.step_index + 1,
+            url=s.url,
+            title=s.title or "",
+            action=s.action or "(none: the output could not be parsed)",
+            screenshot=s.screenshot,
+            tree_text=s.tree_text,
+        )
+        for s in episode.steps
+    ]
     row = episode.episode
     if row.get("final_url") is not None:
         after = pages[-1].number + 1 if pages else 1
-        pages.append(Page(after, row["final_url"], row.get("final_title") or "", "", row.get("final_screenshot"),
-                          row.get("final_tree_text")))
+        pages.append(
+            Page(
+                number=after,
+                url=row["final_url"],
+                title=row.get("final_title") or "",
+                action="",
+                screenshot=row.get("final_screenshot"),
+                tree_text=row.get("final_tree_text"),
+            )
+        )
     return pages

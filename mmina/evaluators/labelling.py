@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.evaluators.base import BLOCKED, EvaluatorError, Score
 from mmina.evaluators.batch import ScoreBatch, episode_score_rows
 from mmina.store import Store
@@ -120,7 +121,7 @@ def check_labels(labels: Sequence[Label], refs: Mapping[str, EpisodeRef]) -> Non
     for label in labels:
         ref = refs.get(label.episode_id)
         if ref is None:
-            raise LabelError(f"unknown episode {label.episode_id[:100]!r}")
+            raise LabelError(not_found("episode", label.episode_id[:100], "the store", refs, SEE_EPISODES))
         checked_label(label.label)
         if label.hop is not None and not 1 <= label.hop <= ref.n_hops:
             raise LabelError(f"episode {ref.episode_id} ({ref.task_id}) has hops 1 to {ref.n_hops}, not hop {label.hop}")

@@ -611,7 +611,7 @@ def official_rows(result: Outcome, domain: str) -> list[ScoreRow]:
     """One hop row per unit the runner adds to its logged denominator, the first ``numerator``
     passed (with the step whose page credited it), then the task row with the whole detail."""
     state = result.state
-    hops = [ScoreRow("pass" if i < state.numerator else "fail", float(i < state.numerator), "hop", i,
+    hops = [ScoreRow(verdict="pass" if i < state.numerator else "fail", value=float(i < state.numerator), level="hop", hop_index=i,
                      detail={"completed_step": state.credited_at[i] if i < state.numerator else None})
             for i in range(state.denominator)]
     detail = result.detail(domain)

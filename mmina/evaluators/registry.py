@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from mmina.errors import not_found
 from mmina.evaluators.base import EpisodeView, Evaluator, EvaluatorError, Score
 from mmina.evaluators.fuzzy import Fuzzy, TaskEval
 from mmina.evaluators.hops import Hops
@@ -60,7 +61,8 @@ def factory(name: str) -> EvaluatorFactory:
         raise EvaluatorError("human verdicts are people's labels, not computed: label episodes in `mmina serve` or "
                              "with `mmina import labels FILE`, and compare a judge with them in `mmina agreement`")
     if not found:
-        raise EvaluatorError(f"unknown evaluator {name!r}; known evaluators: {', '.join(names())}")
+        raise EvaluatorError(not_found("evaluator", name, None, names(), "mmina rescore --list",
+                                       f"evaluators: {', '.join(names())}"))
     try:
         loaded = found[0].load()
     except Exception as exc:  # a broken third-party package must not show a traceback

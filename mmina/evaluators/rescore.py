@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
                                    missing_reference, needs_steps)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
@@ -42,7 +43,7 @@ REFERENCE_KEYS = ("exact_match", "must_include", "fuzzy_match")
 Progress = Callable[[str, int, int], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoredEpisode:
     run_id: str
     episode_id: str
@@ -64,7 +65,7 @@ class Unscored:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Flip:
     run_id: str
     episode_id: str
@@ -74,7 +75,7 @@ class Flip:
     previous_batch: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bucket:
     """Task SR and hop SR of one hop-count bucket (``1``, ``2-4``, ``5+`` or ``overall``)."""
 
@@ -173,10 +174,18 @@ class RescoreResult:
         written = [s for s in self.scored if s.written]
         groups = {name: [s for s in written if hop_bucket(s.n_hops) == name] for name in BUCKETS}
         groups["overall"] = written
-        return [Bucket(name, len(group), sum(s.verdict == "pass" for s in group),
-                       sum(s.verdict == "unclear" for s in group), sum(s.hops_passed for s in group),
-                       sum(s.hops_total for s in group), sum(s.verdict == NOT_APPLICABLE for s in group))
-                for name, group in groups.items()]
+        return [
+            Bucket(
+                name=name,
+                episodes=len(group),
+                tasks_passed=sum(s.verdict == "pass" for s in group),
+                tasks_unclear=sum(s.verdict == "unclear" for s in group),
+                hops_passed=sum(s.hops_passed for s in group),
+                hops_total=sum(s.hops_total for s in group),
+                tasks_na=sum(s.verdict == NOT_APPLICABLE for s in group),
+            )
+            for name, group in groups.items()
+        ]
 
 
 def build_evaluator(config: RescoreConfig) -> Evaluator:
@@ -348,9 +357,21 @@ def stored_episodes(run_id: str, rows: Sequence[Mapping[str, Any]], n_hops: Mapp
     for row in rows:
         if row["level"] == "hop":
             hops[row["episode_id"]].append(row["verdict"] == "pass")
-    return [ScoredEpisode(run_id, r["episode_id"], r["task_id"], n_hops.get(r["task_id"], 0), r["verdict"], r["value"],
-                          sum(hops[r["episode_id"]]), len(hops[r["episode_id"]]), True)
-            for r in rows if r["level"] == "task"]
+    return [
+        ScoredEpisode(
+            run_id=run_id,
+            episode_id=r["episode_id"],
+            task_id=r["task_id"],
+            n_hops=n_hops.get(r["task_id"], 0),
+            verdict=r["verdict"],
+            value=r["value"],
+            hops_passed=sum(hops[r["episode_id"]]),
+            hops_total=len(hops[r["episode_id"]]),
+            written=True,
+        )
+        for r in rows
+        if r["level"] == "task"
+    ]
 
 
 def _merge(result: RescoreResult, part: RescoreResult) -> None:
@@ -406,7 +427,8 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     missing = [e for e in episodes if e not in where]
     if missing:
         scope = f"run(s) {', '.join(runs)}" if runs else str(store.root)
-        raise EvaluatorError(f"unknown episode {missing[0]} in {scope}{store.why_no_episode(missing[0])}")
+        why = store.why_no_episode(missing[0])
+        raise EvaluatorError(not_found("episode", missing[0], scope, where, SEE_EPISODES) + why)
     return list(dict.fromkeys(where[e] for e in episodes))
 
 
@@ -440,7 +462,7 @@ def _score_views(evaluator: Evaluator, judged: list[Judged], columns: ScoreColum
         if rows is None:
             columns.fail(done - 1, problem or "unknown")
         else:
-            columns.add(done - 1, [ScoreRow(s.verdict, s.value, s.level, s.hop_index, s.step_index, s.detail)
+            columns.add(done - 1, [ScoreRow(verdict=s.verdict, value=s.value, level=s.level, hop_index=s.hop_index, step_index=s.step_index, detail=s.detail)
                                    for s in rows], judge)
         if progress:
             progress("score", done, len(judged))
@@ -612,7 +634,19 @@ def _by_run(positions: Iterable[int], run_ids: Sequence[str]) -> dict[str, list[
 def _record(result: RescoreResult, episodes: EpisodeBatch, position: int, outcome: Outcome,
             previous: list[Earlier], written: bool) -> None:
     run_id, episode_id, task = episodes.run_ids[position], episodes.episode_ids[position], episodes.tasks[position]
-    result.scored.append(ScoredEpisode(run_id, episode_id, task.task_id, task.n_hops, outcome.verdict, outcome.value,
-                                       outcome.hops_passed, outcome.hops_total, written, outcome.cost_usd))
+    result.scored.append(
+        ScoredEpisode(
+            run_id=run_id,
+            episode_id=episode_id,
+            task_id=task.task_id,
+            n_hops=task.n_hops,
+            verdict=outcome.verdict,
+            value=outcome.value,
+            hops_passed=outcome.hops_passed,
+            hops_total=outcome.hops_total,
+            written=written,
+            cost_usd=outcome.cost_usd,
+        )
+    )
     if written and previous and previous[-1][1] != outcome.verdict:
-        result.flips.append(Flip(run_id, episode_id, task.task_id, previous[-1][1], outcome.verdict, previous[-1][0]))
+        result.flips.append(Flip(run_id=run_id, episode_id=episode_id, task_id=task.task_id, before=previous[-1][1], after=outcome.verdict, previous_batch=previous[-1][0]))

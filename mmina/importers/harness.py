@@ -358,7 +358,7 @@ class Planned:
     steps: tuple[HarnessStep, ...]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ImportResult:
     run_id: str
     store: str
@@ -514,7 +514,7 @@ def import_harness(store: Store, path: str | Path, run_id: str | None = None,
     if not planned:
         raise HarnessError(f"nothing importable in {path}: {skipped[0][0]}: {skipped[0][1]}")
     tasks = [task_row(p.task) for p in planned]
-    result = ImportResult(run_id, str(store.root), str(folder), [str(p) for p in found_logs], len(files), len(tasks),
+    result = ImportResult(run_id=run_id, store=str(store.root), path=str(folder), logs=[str(p) for p in found_logs], files=len(files), tasks=len(tasks),
                           skipped=skipped)
     store.begin_run(run_id, harness_run_row(folder, tasks, found_logs), tasks)
     existing = store.committed_episode_ids()

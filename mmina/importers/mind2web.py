@@ -58,7 +58,7 @@ class Mind2WebError(MminaError):
     """The files are not Multimodal-Mind2Web samples, or cannot be imported as asked."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sample:
     """One validated row, everything but its screenshot."""
 
@@ -160,9 +160,19 @@ def parse_sample(raw: dict[str, Any], where: str) -> Sample:
     reprs = tuple(str(r) for r in raw.get("action_reprs") or ())
     action = _action(op, target, str(operation.get("value") or "")) if target else None
     tree = reduce_html(str(raw["cleaned_html"]), {target} if target else set())
-    return Sample(str(raw["action_uid"]), str(raw["annotation_id"]), str(raw["confirmed_task"]),
-                  str(raw.get("website") or ""), str(raw.get("domain") or ""), str(raw.get("subdomain") or ""),
-                  reprs, index, action, tree, reprs[index] if index < len(reprs) else "")
+    return Sample(
+        action_uid=str(raw["action_uid"]),
+        annotation_id=str(raw["annotation_id"]),
+        task=str(raw["confirmed_task"]),
+        website=str(raw.get("website") or ""),
+        domain=str(raw.get("domain") or ""),
+        subdomain=str(raw.get("subdomain") or ""),
+        action_reprs=reprs,
+        index=index,
+        action=action,
+        tree_text=tree,
+        repr=reprs[index] if index < len(reprs) else "",
+    )
 
 
 def _json(value: Any, where: str, name: str) -> dict[str, Any]:

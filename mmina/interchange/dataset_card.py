@@ -27,7 +27,7 @@ SPDX = {"cc-by-4.0": "CC-BY-4.0", "cc-by-sa-4.0": "CC-BY-SA-4.0", "cc-by-nc-4.0"
 left out of the CFF file (it stays in the card)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CardConfig:
     """One config as the card declares it: its features, where its shards are, how big it is."""
 

@@ -367,7 +367,7 @@ def _write_card(store: Store, folder: Path, report: DatasetExport, options: Data
              "store_schema_version": versions["store_schema_version"], "runs": report.runs,
              "episodes": report.episodes, "steps": report.steps, "recorded_by": sorted(about.recorded_by),
              "browsers": sorted(about.browsers), "redaction": REDACTION_NOTE, "redacted": redacted}
-    configs = [CardConfig(name, config_schema(name), image_columns(name), tally.rows, tally.bytes, CONFIG_DOCS[name])
+    configs = [CardConfig(name=name, schema=config_schema(name), images=image_columns(name), rows=tally.rows, bytes=tally.bytes, doc=CONFIG_DOCS[name])
                for name, tally in report.configs.items()]
     (folder / "README.md").write_text(card_text(configs, options.card, facts))
     today = datetime.now(timezone.utc).date().isoformat()

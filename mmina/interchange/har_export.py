@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 from mmina import __version__
+from mmina.errors import SEE_EPISODES, not_found
 from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode, body_missing,
                                       provenance, redacted_parts, stream_episodes, written_whole)
 from mmina.interchange.warc_records import reason
@@ -52,7 +53,7 @@ def export_har(store: Store, episode_id: str, output: Path) -> HarExport:
     the file appears whole or not at all)."""
     episode = next(stream_episodes(store, Selection(episodes=(episode_id,))), None)
     if episode is None:
-        raise InterchangeError(f"no episode {episode_id} in {store.root}")
+        raise InterchangeError(not_found("episode", episode_id, str(store.root), see=SEE_EPISODES))
     run = store.read("runs", run_id=episode.run_id, columns=["browser_version"]).to_pylist()
     report = HarExport(str(output), episode_id)
     with written_whole(output) as partial, partial.open("w", encoding="utf-8") as sink:

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from mmina import __version__
-from mmina.errors import CorruptFileError, MminaError
+from mmina.errors import SEE_EPISODES, CorruptFileError, MminaError, not_found
 from mmina.outputs import output_path
 from mmina.recorder.har import BODY_HEADER, MISSING
 from mmina.secret_rules import MARKERS
@@ -88,7 +88,7 @@ def selected_runs(store: Store, selection: Selection) -> list[str]:
     runs = {r["episode_id"]: r["run_id"] for r in rows}
     unknown = [e for e in selection.episodes if e not in runs]
     if unknown:
-        raise InterchangeError(f"no episode {unknown[0]} in {store.root}")
+        raise InterchangeError(not_found("episode", unknown[0], str(store.root), runs, SEE_EPISODES))
     return list(dict.fromkeys(runs[e] for e in selection.episodes))
 
 

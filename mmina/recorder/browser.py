@@ -35,7 +35,7 @@ from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, M
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.observing import Capture
-from mmina.recorder.seeding import seed_random
+from mmina.recorder.seeding import Seeding, seed_random
 from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
                                      LIVENESS_S, OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
 from mmina.recorder.tabs import BrowserGone, Tabs, connection_closed
@@ -151,14 +151,14 @@ class BrowserSession:
             return False
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: Offline | None = None, paint_marks: bool = True, seed: int | None = None,
+                offline: Offline | None = None, paint_marks: bool = True, seed: Seeding | None = None,
                 options: Mapping[str, Any] | None = None) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see :class:`Offline`). Without ``paint_marks`` (an agent not shown the
         set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
-        seeds ``Math.random`` in every document (``seeding.py``). ``options`` are further
+        seeds ``Math.random`` and ``crypto`` in every document (``seeding.py``). ``options`` are further
         arguments of Playwright's ``new_context`` (a task's storage state and position)."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
         tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}),
@@ -166,7 +166,7 @@ class BrowserSession:
         return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: Offline | None,
-                        capture: Capture, seed: int | None, options: Mapping[str, Any]) -> Tabs:
+                        capture: Capture, seed: Seeding | None, options: Mapping[str, Any]) -> Tabs:
         context = await self.browser.new_context(
             proxy=offline.proxy() if offline else None, ignore_https_errors=offline is not None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},

@@ -25,7 +25,7 @@ from mmina.model_input import store_request, with_image_blobs
 from mmina.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser, Offline
 from mmina.recorder.har import RoutedTraffic, capture
-from mmina.recorder.seeding import seed_for
+from mmina.recorder.seeding import Seeding, recording_seeding
 from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdicts
 from mmina.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter
@@ -33,7 +33,7 @@ from mmina.store.marks import mark_rows
 from mmina.tasks import HopTracker, Task, id_slug, task_row
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EpisodeResult:
     episode_id: str
     task_id: str
@@ -151,14 +151,16 @@ class EpisodeRecorder:
 
     def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter,
                  limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: Offline | None = None, seed: int | None = None,
+                 prepare: ContextHook | None = None, offline: Offline | None = None,
+                 seed: Seeding | None = None,
                  tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
                  pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.pacer, self.more_traffic = pacer, more_traffic
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
-        self.seed = seed_for(writer.episode_id) if seed is None else seed
-        """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's, so pages draw alike)."""
+        self.seed = seed or recording_seeding(writer.episode_id)
+        """Seeds ``Math.random`` and ``crypto`` (a replay passes its source episode's seed and scheme, so
+        pages draw alike); the scheme is stored (``episodes.random_seeding``)."""
         self.budget = Budget(limits)
         self.tracker = tracker or HopTracker(task)
         self.har = workdir / f"{writer.episode_id}.har.zip"
@@ -215,12 +217,28 @@ class EpisodeRecorder:
         blocked = blocked or self._blocked_at_end(final, requests)
         duration = (time.perf_counter() - clock) * 1e3
         answer, error = redactor.text(answer), redactor.text(error)
-        result = EpisodeResult(self.writer.episode_id, self.task.task_id, status, stop_reason, answer,
-                               self.budget.steps, self.task.n_hops, self.tracker.current, duration, error,
-                               answer_verdict(self.task, answer), self.tokens[0], self.tokens[1], self.cost,
-                               start_hop=len(self.tracker.given), endpoint_retries=self.endpoint_retries,
-                               endpoint_wait_s=round(self.endpoint_wait_s, 3), error_kind=kind,
-                               attempt=attempt, supersedes=supersedes)
+        result = EpisodeResult(
+            episode_id=self.writer.episode_id,
+            task_id=self.task.task_id,
+            status=status,
+            stop_reason=stop_reason,
+            final_answer=answer,
+            n_steps=self.budget.steps,
+            n_hops=self.task.n_hops,
+            live_hops=self.tracker.current,
+            duration_ms=duration,
+            error=error,
+            answer_ok=answer_verdict(self.task, answer),
+            prompt_tokens=self.tokens[0],
+            completion_tokens=self.tokens[1],
+            cost_usd=self.cost,
+            start_hop=len(self.tracker.given),
+            endpoint_retries=self.endpoint_retries,
+            endpoint_wait_s=round(self.endpoint_wait_s, 3),
+            error_kind=kind,
+            attempt=attempt,
+            supersedes=supersedes,
+        )
         extra = self.columns(self.writer.steps) if self.columns else {}
         row = redactor.row({**self._episode_row(result, started), **terminal, **extra,
                             "blocked": json.dumps(blocked.as_json()) if blocked else None})
@@ -240,8 +258,14 @@ class EpisodeRecorder:
         redirect = next((r["url"] for r in reversed(requests) if r.get("redirect_url") == observation.url), None)
         last_error = next((e for e in (step.get("action_error") for step in reversed(self.writer.steps[-2:])) if e),
                           None)  # the agent's last action, or the one before a stop
-        page = FinalPage(observation.url, observation.title or "", observation.tree_text or "",
-                         answered[-1]["status"] if answered else None, last_error, redirect)
+        page = FinalPage(
+            url=observation.url,
+            title=observation.title or "",
+            text=observation.tree_text or "",
+            status=answered[-1]["status"] if answered else None,
+            error=last_error,
+            redirected_from=redirect,
+        )
         return blocked_at_end(page, self.task.intent, self.task.start_urls, [h.keyword for h in self.task.hops])
 
     def _terminal(self, browser: EpisodeBrowser) -> tuple[Observation, datetime] | None:
@@ -424,6 +448,7 @@ class EpisodeRecorder:
             "supersedes": result.supersedes,
             "endpoint_retries": result.endpoint_retries,
             "endpoint_wait_s": result.endpoint_wait_s,
+            "random_seeding": self.seed.scheme,
         }
 
 

@@ -46,7 +46,7 @@ class LeftBody:
     body: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Sent:
     method: str
     url: str
@@ -77,8 +77,14 @@ class LeftBehind:
 
     def _request(self, session: CDPSession, event: dict[str, Any]) -> None:
         request = event.get("request") or {}
-        sent = _Sent(request.get("method", "GET"), request.get("url", ""), float(event.get("wallTime") or 0.0),
-                     event.get("type") or "", event.get("frameId") or "", event.get("loaderId") or "")
+        sent = _Sent(
+            method=request.get("method", "GET"),
+            url=request.get("url", ""),
+            wall=float(event.get("wallTime") or 0.0),
+            kind=event.get("type") or "",
+            frame=event.get("frameId") or "",
+            loader=event.get("loaderId") or "",
+        )
         if sent.kind not in LEFT_TYPES or not sent.frame or not sent.loader:
             return  # a worker's script has no frame: it is not left with a page
         self._sent[event["requestId"]] = sent

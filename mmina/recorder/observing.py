@@ -108,8 +108,17 @@ async def observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observation
     except PlaywrightError as exc:
         tabs.raise_if_gone(exc)
         tabs.observe_error = f"observation failed: {first}; again: {str(exc).splitlines()[0]}"
-    observation = Observation(step_index, tabs.page.url, "", [Tab(p.url, "") for p in tabs.pages], tabs.active,
-                              "", [], None, intent)
+    observation = Observation(
+        step_index=step_index,
+        url=tabs.page.url,
+        title="",
+        tabs=[Tab(p.url, "") for p in tabs.pages],
+        active_tab=tabs.active,
+        tree_text="",
+        elements=[],
+        screenshot=None,
+        intent=intent,
+    )
     return observation, {"observe_ms": (time.perf_counter() - started) * 1e3}
 
 
@@ -136,8 +145,18 @@ async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observatio
     if (known := facts.result()) is not None:
         tabs.freezing.saw(tabs.page, known.animating)
     tab_list = [Tab(p.url, title) for p, title in zip(tabs.pages, titles)]
-    observation = Observation(step_index, tabs.page.url, tab_list[tabs.active].title, tab_list, tabs.active,
-                              tree_text, elements, screenshot, intent, images=images)
+    observation = Observation(
+        step_index=step_index,
+        url=tabs.page.url,
+        title=tab_list[tabs.active].title,
+        tabs=tab_list,
+        active_tab=tabs.active,
+        tree_text=tree_text,
+        elements=elements,
+        screenshot=screenshot,
+        intent=intent,
+        images=images,
+    )
     timings = timer.done("observe_ms")
     if screenshot is not None and tabs.capture.set_of_marks:
         painting = tabs.painter.submit(_marks, tabs.capture, screenshot, elements, timings)
@@ -203,7 +222,7 @@ def page_image(value: Any, offset: tuple[float, float]) -> PageImage | None:
     if not isinstance(src, str) or not isinstance(alt, str) \
             or not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
         return None
-    return PageImage(src, alt, x + offset[0], y + offset[1], width, height)
+    return PageImage(src=src, alt=alt, x=x + offset[0], y=y + offset[1], width=width, height=height)
 
 
 async def _images_of(tabs: Tabs, frame: Frame) -> list[dict[str, Any]]:

@@ -186,7 +186,7 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             summary, todo = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(config.agent, plan.settings, store.location, summary.run_id, config.limits, browser)
+            setup = WorkerSetup(agent=config.agent, settings=plan.settings, store=store.location, run_id=summary.run_id, limits=config.limits, browser=browser)
 
             def spent() -> bool:
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
@@ -230,7 +230,7 @@ def longest_first(items: list[Repeat], layout: Layout) -> list[Repeat]:
     return sorted(items, key=lambda item: -item.task.n_hops)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Plan:
     """What a run was checked to be before anything is written: tasks, run id, agent."""
 
@@ -252,7 +252,7 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     repeats = run_repeats(store, run_id, config.repeats) if config.resume else config.repeats or 1
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
-    return _Plan(suite, run_id, settings, agent, make_captioner(settings), repeats)
+    return _Plan(suite=suite, run_id=run_id, settings=settings, agent=agent, captioner=make_captioner(settings), repeats=repeats)
 
 
 def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],

@@ -12,10 +12,23 @@ secret is replayed redacted, so its page draws other ids). It is a stream of its
 ``Math.random`` draws what it drew before ``crypto`` was seeded (stores recorded then replay
 the same). Web Workers and ``crypto.subtle`` keys are not seeded: a browser under evaluation
 needs reproducible pages, not secrets, but nothing in it should be used for real credentials.
+
+**Two schemes** (``episodes.random_seeding``; a replay uses its source episode's, so a store
+recorded before replays exactly as it did). ``1`` (:data:`PER_EPISODE`, stores before schema
+version 10): one stream per document for ``Math.random`` and one for ``crypto``, so what a draw
+gets depends on how many draws the page made before it — on load order and timing: a replayed
+notebook page drew other ids than its recording. ``2`` (:data:`PER_CALL_SITE`): a stream per place
+a draw is called from, named by the calling stack (the page's own frames: script URL, function,
+line and column), so a draw gets the same value whatever other scripts drew before it or in
+which order they ran. What still differs: a place drawn from more or fewer times before (a poll
+that ran once more), and the draws past :data:`TURN_BUDGET` in one turn, which continue the
+turn's last stream without reading their stack (a replay's clock may run several timers in one
+turn where the recording ran each in its own).
 """
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from playwright.async_api import BrowserContext
 
@@ -73,11 +86,139 @@ SEEDED_RANDOM = """(() => {
 ``crypto.randomUUID`` (a version-4 UUID from 16 drawn bytes)."""
 
 
+PER_EPISODE = 1
+"""One stream per document for ``Math.random`` and one for ``crypto`` (:data:`SEEDED_RANDOM`)."""
+PER_CALL_SITE = 2
+"""A stream per turn's first calling stack (:data:`SEEDED_BY_CALL_SITE`)."""
+RECORDED_SEEDING = PER_CALL_SITE
+"""The scheme a new recording uses (read at each episode: ``python -m bench --only realweb`` sets it to
+compare the schemes, ``MMINA_REALWEB_SEEDING``)."""
+STACK_DEPTH = 10
+"""Frames of the calling stack that name a draw's place (V8's default ``Error.stackTraceLimit``)."""
+TURN_BUDGET = 256
+"""Draws in one turn that each read their place; later ones in the turn continue the last one's stream."""
+
+SEEDED_BY_CALL_SITE = """(() => {
+  const hash = (h, text) => {
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0;
+    return h;
+  };
+  const base = hash((%(seed)d ^ 0x9E3779B9) >>> 0, location.href + "#" + history.length);
+  const mulberry = (state) => () => {
+    state = (state + 0x6D2B79F5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+  const capture = Error.captureStackTrace;
+  const scripted = /^[a-z][a-z0-9+.-]*:[^0-9]/i;  // http://..., blob:...; not <anonymous>:1:2 nor :370:30
+  const located = (frame) => {  // where a frame is, without the names a caller gives it ("[as onopen]")
+    const open = frame.lastIndexOf("(");
+    if (frame.endsWith(")") && open >= 0) return frame.slice(open + 1, -1);
+    return frame.slice(frame.indexOf("at ") + 3);
+  };
+  const place = (entry) => {  // the caller's stack, whatever limit or formatter the page set
+    const limit = Error.stackTraceLimit, format = Error.prepareStackTrace, holder = {};
+    try {
+      Error.stackTraceLimit = %(depth)d;
+      Error.prepareStackTrace = undefined;
+      capture(holder, entry);
+      // a frame without a URL is the browser's own or an injected script's (the replay's clock, its sockets,
+      // Playwright's evaluate): only the page's own scripts name the place
+      const frames = String(holder.stack).split("\\n").slice(1).map(located);
+      return frames.filter(at => scripted.test(at)).join("\\n");
+    } catch (error) {
+      return "";
+    } finally {
+      Error.stackTraceLimit = limit;
+      Error.prepareStackTrace = format;
+    }
+  };
+  const streams = new Map();  // a place's key -> its stream
+  const last = [null, null];  // this turn's last stream: Math.random's, crypto's
+  let drawn = 0;  // draws this turn
+  const defer = queueMicrotask.bind(globalThis);
+  const endTurn = () => { drawn = 0; last[0] = last[1] = null; };
+  const draw = (kind, entry) => {
+    if (drawn++ === 0) defer(endTurn);
+    if (drawn > %(budget)d && last[kind] !== null) return last[kind];
+    const key = hash((base ^ kind) >>> 0, place(entry));
+    let stream = streams.get(key);
+    if (stream === undefined) streams.set(key, stream = mulberry(key));
+    return last[kind] = stream;
+  };
+  Math.random = function random() {
+    return draw(0, random)() / 4294967296;
+  };
+  if (typeof Crypto === "undefined") return;
+  const native = Crypto.prototype.getRandomValues;
+  Object.defineProperty(globalThis, "%(document)s", {value: native.call(crypto, new Uint32Array(2)).join("-")});
+  const fill = (array, entry) => {
+    const word = draw(1, entry);
+    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    for (let i = 0; i < bytes.length; i += 4) {
+      const value = word();
+      for (let j = 0; j < 4 && i + j < bytes.length; j++) bytes[i + j] = (value >>> (8 * j)) & 255;
+    }
+    return array;
+  };
+  Crypto.prototype.getRandomValues = function getRandomValues(array) {
+    if (!ArrayBuffer.isView(array) || array instanceof DataView || array instanceof Float32Array ||
+        array instanceof Float64Array || array.byteLength > 65536) {
+      return native.call(this, array);  // the browser's own error for what it refuses
+    }
+    return fill(array, getRandomValues);
+  };
+  if (Crypto.prototype.randomUUID) {
+    Crypto.prototype.randomUUID = function randomUUID() {
+      const b = fill(new Uint8Array(16), randomUUID);
+      b[6] = (b[6] & 0x0f) | 0x40;
+      b[8] = (b[8] & 0x3f) | 0x80;
+      const hex = Array.from(b, x => x.toString(16).padStart(2, "0")).join("");
+      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    };
+  }
+})();"""
+"""Scheme 2: a mulberry32 stream per place a draw is called from — the episode's seed, the
+document's place (URL and history length) and the calling stack (:data:`STACK_DEPTH` frames of
+the page's own scripts, each by its location alone: script URL, line and column; frames of scripts
+without a URL, such as the replay's clock and socket, left out),
+``Math.random`` and ``crypto`` apart. Reading the stack costs microseconds, so after
+:data:`TURN_BUDGET` draws in one turn (a task and its microtasks) the turn's last stream serves
+the rest: a loop of a million draws costs what scheme 1 costs."""
+
+
+@dataclass(frozen=True)
+class Seeding:
+    """How a context's ``Math.random`` and ``crypto`` are seeded: the seed and the scheme."""
+
+    seed: int
+    scheme: int
+
+    @classmethod
+    def of(cls, name: str, scheme: int | None) -> Seeding:
+        """Seeded by a stable name (an episode id) with ``scheme`` (a store's value: None before
+        schema version 10, scheme 1)."""
+        return cls(seed_for(name), scheme or PER_EPISODE)
+
+    def script(self) -> str:
+        """The init script that seeds a document."""
+        template = SEEDED_RANDOM if self.scheme == PER_EPISODE else SEEDED_BY_CALL_SITE
+        names = {"seed": self.seed, "document": DOCUMENT_ID, "depth": STACK_DEPTH, "budget": TURN_BUDGET}
+        return template % names
+
+
+def recording_seeding(name: str) -> Seeding:
+    """A new recording's seeding: seeded by ``name`` (its episode id), scheme :data:`RECORDED_SEEDING`."""
+    return Seeding(seed_for(name), RECORDED_SEEDING)
+
+
 def seed_for(text: str) -> int:
     """A 32-bit seed derived from a stable name (an episode id)."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
 
-async def seed_random(context: BrowserContext, seed: int) -> None:
+async def seed_random(context: BrowserContext, seeding: Seeding) -> None:
     """Seed ``Math.random`` and ``crypto`` in every document of ``context`` (before any page opens)."""
-    await context.add_init_script(SEEDED_RANDOM % {"seed": seed, "document": DOCUMENT_ID})
+    await context.add_init_script(seeding.script())

@@ -44,7 +44,7 @@ class Repeat:
         return self.task.task_id if self.attempt == 1 else f"{self.task.task_id} (repeat {self.attempt})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerSetup:
     """What a worker needs to rebuild everything on its own (picklable); ``settings`` carry the run id."""
 

@@ -35,7 +35,6 @@ from mmina.pool import Layout, spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.recorder.recording import RecordConfig, RunSummary, choose_run_id, fixture_web
-from mmina.recorder.seeding import seed_for
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.replayer.fidelity import RequestCounts
 from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, PrefixedAgent, check_prefix
@@ -124,7 +123,7 @@ class ConditionedJob(AgentJobBase):
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
             recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits or Limits(), Path(workdir),
                                        self.thread_captioner(), prepare=router.prepare,
-                                       seed=seed_for(prefix.source.episode_id),
+                                       seed=prefix.source.seeding(),
                                        tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)
             try:
                 return recorder.record(attempt=1)
@@ -143,7 +142,7 @@ def prefix_columns(prefix_run: str, prefix: Prefix, check: PrefixCheck, handed: 
             "handover_json": json.dumps(handed, sort_keys=True) if handed is not None else None}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Plan:
     """A conditioned run as checked before anything is written."""
 
@@ -164,10 +163,16 @@ def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
     spec = replace(spec, run_id=store.resolve_run(spec.run_id))
     plan = _plan(store, config, spec)
     with fixture_web(plan.tasks, config.drift) as extra_args:
-        setup = ReplaySetup(store.location, plan.run_id, spec.run_id,
-                            frozenset(p.source.episode_id for p in plan.prefixes), _browser(plan, config, extra_args),
-                            agent=config.agent, settings=replace(config.agent_settings, run_id=plan.run_id),
-                            limits=config.limits)
+        setup = ReplaySetup(
+            store=store.location,
+            replay_id=plan.run_id,
+            source_run=spec.run_id,
+            episodes=frozenset(p.source.episode_id for p in plan.prefixes),
+            browser=_browser(plan, config, extra_args),
+            agent=config.agent,
+            settings=replace(config.agent_settings, run_id=plan.run_id),
+            limits=config.limits,
+        )
         with _new_run(store, setup, plan, config, spec) as (session, todo, summary):
             if on_start:
                 on_start(plan.run_id, len(todo))
@@ -207,7 +212,7 @@ def _plan(store: Store, config: RecordConfig, spec: PrefixSpec) -> _Plan:
     source = SourceRun.load(store, spec.run_id, {p.source.episode_id for p in prefixes})
     run_id = choose_run_id(store, config)
     settings = replace(config.agent_settings, run_id=run_id)
-    return _Plan(source, tasks, prefixes, skipped, run_id, make_agent(config.agent, settings, store))
+    return _Plan(source=source, tasks=tasks, prefixes=prefixes, skipped=skipped, run_id=run_id, agent=make_agent(config.agent, settings, store))
 
 
 def _selected(tasks: list[Task], task_ids: tuple[str, ...], limit: int | None) -> list[Task]:

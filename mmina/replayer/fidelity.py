@@ -115,7 +115,7 @@ class RequestMatch:
     recorded_order: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepFidelity:
     step_index: int
     recorded_url: str | None
@@ -203,7 +203,7 @@ def _message(messages: Sequence[str | bytes], index: int) -> str:
     return f"`{_cut(str(text), 2 * MAX_TEXT)}`"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EpisodeFidelity:
     task_id: str
     source_episode: str
@@ -319,7 +319,7 @@ def _path(lines: Sequence[AriaLine], index: int) -> str:
 def _element(line: AriaLine) -> str:
     """An element as the agent reads it, by role and name (an unnamed one by its text, cut short)."""
     text = None if line.name or line.value is None else _cut(line.value)
-    return render_line(AriaLine(0, line.role, line.name, value=text))
+    return render_line(AriaLine(depth=0, role=line.role, name=line.name, value=text))
 
 
 def _cut(text: str, limit: int = MAX_TEXT) -> str:
@@ -374,9 +374,26 @@ def _compare(old: StepView | None, new: StepView | None, index: int, screenshots
              requests: RequestCounts | None) -> StepFidelity:
     if old is None or new is None:
         note = "(step missing in the replay)" if new is None else "(step not in the recording)"
-        return StepFidelity(index, old.url if old else None, new.url if new else None, False, False, None,
-                            requests or RequestCounts(), note, note)
+        return StepFidelity(
+            step_index=index,
+            recorded_url=old.url if old else None,
+            replayed_url=new.url if new else None,
+            url_equal=False,
+            tree_equal=False,
+            screenshot_diff=None,
+            requests=requests or RequestCounts(),
+            tree_diff=note,
+            tree_change=note,
+        )
     change = tree_change(old.tree_text, new.tree_text)
-    return StepFidelity(index, old.url, new.url, same_page(old.url or "", new.url or ""), not change,
-                        screenshots(old.screenshot, new.screenshot), requests or RequestCounts(),
-                        tree_diff(old.tree_text, new.tree_text) if change else "", change)
+    return StepFidelity(
+        step_index=index,
+        recorded_url=old.url,
+        replayed_url=new.url,
+        url_equal=same_page(old.url or "", new.url or ""),
+        tree_equal=not change,
+        screenshot_diff=screenshots(old.screenshot, new.screenshot),
+        requests=requests or RequestCounts(),
+        tree_diff=tree_diff(old.tree_text, new.tree_text) if change else "",
+        tree_change=change,
+    )

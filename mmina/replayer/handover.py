@@ -133,7 +133,7 @@ class PrefixedAgent:
 
     def act(self, observation: Observation) -> AgentReply | str:
         if self._queue:
-            return AgentReply(self._queue.pop(0))
+            return AgentReply(output=self._queue.pop(0))
         if self.handed is None:
             self.handed = self._hand_over_page()
             prefix = self.prefix

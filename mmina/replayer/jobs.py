@@ -27,7 +27,6 @@ from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_i
 from mmina.replayer.archive import MatchKind
 from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, RequestMatch, SocketFidelity,
                                      StepView, compare_steps, screenshot_differ)
-from mmina.recorder.seeding import seed_for
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
@@ -39,7 +38,7 @@ STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "a
                 "acted_at", "frozen_ms", "tree_ms"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplaySetup:
     """What a replay worker needs to rebuild everything on its own (picklable)."""
 
@@ -106,7 +105,9 @@ class _ArchiveJob:
         writer = store.episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-replay-") as workdir:
             recorder = EpisodeRecorder(self.browsers.alive(), agent, task, writer, limits, Path(workdir),
-                                       prepare=router.prepare, offline=Offline(tuple(router.bodies.addresses.values())), seed=seed_for(seed_name), pacer=pacer,
+                                       prepare=router.prepare,
+                                       offline=Offline(tuple(router.bodies.addresses.values())),
+                                       seed=sources[0].seeding(seed_name), pacer=pacer,
                                        more_traffic=router.traffic)
             try:
                 result = recorder.record(attempt)
@@ -186,9 +187,19 @@ def _fidelity(store: Store, source: Source, recorded: list[dict[str, Any]], outc
                           differ, _requests_by_step(outcome.served, outcome.step_starts))
     matches = _traced_by_step(outcome.served, outcome.step_starts)
     steps = tuple(replace(s, matches=matches.get(s.step_index - 1, ())) for s in steps)
-    return EpisodeFidelity(source.task_id, source.episode_id, outcome.result.episode_id, len(recorded),
-                           len(outcome.steps), steps, counts(outcome.served),
-                           _gaps(outcome.served), outcome.result.status, outcome.result.error, outcome.sockets)
+    return EpisodeFidelity(
+        task_id=source.task_id,
+        source_episode=source.episode_id,
+        replay_episode=outcome.result.episode_id,
+        recorded_steps=len(recorded),
+        replayed_steps=len(outcome.steps),
+        steps=steps,
+        requests=counts(outcome.served),
+        unmatched_urls=_gaps(outcome.served),
+        status=outcome.result.status,
+        error=outcome.result.error,
+        sockets=outcome.sockets,
+    )
 
 
 def _requests_by_step(served: Sequence[Served], step_starts: Sequence[datetime]) -> dict[int, RequestCounts]:

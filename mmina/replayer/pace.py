@@ -106,7 +106,7 @@ class Page(Protocol):
     def thinking(self, freeze_after: float | None) -> AbstractContextManager[dict[str, float]]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordedStep:
     """One recorded step's moments (seconds after the episode's start) and what it observed."""
 
@@ -149,13 +149,22 @@ class RecordedPace:
         pushed = any(_unasked(r) for r in requests)
         started = sorted(r["started_at"] for r in requests if r.get("started_at"))
         sockets = sorted(r["started_at"] for r in requests if r.get("status") == 101 and r.get("started_at"))
-        return cls(tuple(RecordedStep(_seconds(episode_started, r["started_at"]),
-                                      _seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
-                                      r.get("url") or "", r.get("tree_text") or "",
-                                      not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
-                                      (r.get("frozen_ms") or 0.0) / 1e3, (r.get("tree_ms") or 0.0) / 2e3)
-                         for r in rows), _seconds(episode_started, sockets[0]) if sockets else None,
-                   episode_started.timestamp())
+        return cls(
+            tuple(
+                RecordedStep(
+                    observed=_seconds(episode_started, r["started_at"]),
+                    acted=_seconds(episode_started, r["acted_at"]) if r.get("acted_at") else None,
+                    url=r.get("url") or "",
+                    tree_text=r.get("tree_text") or "",
+                    idle=not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
+                    frozen=(r.get("frozen_ms") or 0.0) / 1e3,
+                    read=(r.get("tree_ms") or 0.0) / 2e3,
+                )
+                for r in rows
+            ),
+            _seconds(episode_started, sockets[0]) if sockets else None,
+            episode_started.timestamp(),
+        )
 
 
 def _seconds(start: datetime, moment: datetime) -> float:

@@ -36,7 +36,7 @@ PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "action", "action_kind", "model_output"]
 EPISODE_COLUMNS = ["episode_id", "task_id", "started_at", "ended_at", "blob_packs", "n_steps", "final_url",
-                   "final_tree_text", "hops_given"]
+                   "final_tree_text", "hops_given", "random_seeding"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class PrefixSpec:
         return {"prefix_run": self.run_id, **at, "prefix_evaluator": PREFIX_EVALUATOR}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prefix:
     """One hop-conditioned episode to record: the reference's first ``steps`` actions, replayed
     from its archive, then the agent takes over on the page of step ``steps``."""
@@ -184,10 +184,17 @@ def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: in
     if steps == len(recorded):  # handed over on the terminal page (the last action reached the hop)
         expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
                         if row.get("final_url") is not None else None)
-    source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()))
-    return Prefix(task.task_id, source, len(given), given,
-                  tuple(r["action"] or r["model_output"] or "" for r in recorded[:steps]),
-                  tuple(r["url"] or "" for r in recorded[:steps]), tuple(expected))
+    source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()),
+                    random_seeding=row["random_seeding"])
+    return Prefix(
+        task_id=task.task_id,
+        source=source,
+        start_hop=len(given),
+        given=given,
+        actions=tuple(r["action"] or r["model_output"] or "" for r in recorded[:steps]),
+        urls=tuple(r["url"] or "" for r in recorded[:steps]),
+        expected=tuple(expected),
+    )
 
 
 def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, Reference]:

@@ -108,7 +108,7 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
                 "clock": "each source episode's recorded timeline (mmina.replayer.timeline)", "limits": asdict(source.limits),
                 "archive": "per episode", **layout.describe()}
-    setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser), tolerance)
+    setup = ReplaySetup(store=store.location, replay_id=replay_id, source_run=source_run, episodes=episodes, browser=source.browser_config(browser), tolerance=tolerance)
     report = ReplayReport(source_run, replay_id, str(store.root))
     items = list(_numbered(sources))
     with _new_run(store, setup, source, [s.task_id for s in sources], None, settings, layout, len(items)) as session:
@@ -174,7 +174,7 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
               "source_episodes": [s.episode_id for group in by_task.values() for s in group],
               "clock": "starts at the first source episode's start, runs in real time", "limits": asdict(limits),
               "agent_settings": asdict(replace(settings, run_id=None)), "archive": "per task", **layout.describe()}
-    setup = ReplaySetup(store.location, replay_id, source_run, episodes, source.browser_config(browser),
+    setup = ReplaySetup(store=store.location, replay_id=replay_id, source_run=source_run, episodes=episodes, browser=source.browser_config(browser),
                         agent=agent, settings=settings, limits=limits)
     report = AgentReplayReport(source_run, replay_id, str(store.root), agent)
     items = [(task_id, tuple(group)) for task_id, group in by_task.items()]
@@ -254,7 +254,7 @@ def compare_runs(store: Store, recorded_run: str, other_run: str,
         recorded, replayed = steps[recorded_run].get(old, []), steps[other_run].get(new, [])
         compared = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in replayed],
                                  differ)
-        result.append(EpisodeFidelity(task, old, new, len(recorded), len(replayed), compared))
+        result.append(EpisodeFidelity(task_id=task, source_episode=old, replay_episode=new, recorded_steps=len(recorded), replayed_steps=len(replayed), steps=compared))
     return result
 
 

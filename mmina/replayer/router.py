@@ -123,7 +123,7 @@ ROUTE_DEADLINE_S = 10.0
 unanswered holds its page, and every read of the page, for good)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Served:
     """One request the router answered, for the fidelity report and coverage gaps."""
 
@@ -467,8 +467,16 @@ class ArchiveRouter:
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
-        self.served.append(Served(datetime.now(timezone.utc), request.method, request.url, MatchKind.UNMATCHED,
-                                  status, failed=True))
+        self.served.append(
+            Served(
+                at=datetime.now(timezone.utc),
+                method=request.method,
+                url=request.url,
+                kind=MatchKind.UNMATCHED,
+                status=status,
+                failed=True,
+            )
+        )
         return Reply(status, {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
                      f"mmina replay: could not answer {request.url}: {why}\n".encode())
 
@@ -551,7 +559,7 @@ class ArchiveRouter:
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
         missing = exchange is not None and (exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit))
         source = match.exchange
-        self.served.append(Served(datetime.now(timezone.utc), method, url, match.kind, status, missing,
+        self.served.append(Served(at=datetime.now(timezone.utc), method=method, url=url, kind=match.kind, status=status, missing_body=missing,
                                   redacted_body=exchange is not None and exchange.redacted_body,
                                   recorded_url=source.url if source else None,
                                   recorded_order=source.order if source else None,

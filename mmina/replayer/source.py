@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.budget import Limits
-from mmina.errors import StoreError
+from mmina.errors import SEE_EPISODES, SEE_RUNS, StoreError, not_found
 from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.seeding import Seeding
 from mmina.replayer.archive import Archive, exchanges_from_rows
 from mmina.runs import run_config
 from mmina.store import Store
@@ -30,6 +31,13 @@ class Source:
     blob_packs: tuple[str, ...]
     attempt: int = 1
     """The repeat it was in its run (``episodes.attempt``); its replay is the same repeat."""
+    random_seeding: int | None = None
+    """How its pages' ``Math.random`` and ``crypto`` were seeded (``episodes.random_seeding``; None:
+    before schema version 10, scheme 1)."""
+
+    def seeding(self, name: str | None = None) -> Seeding:
+        """The seeding of a replay of it: its own scheme, seeded by its episode id (or ``name``)."""
+        return Seeding.of(name or self.episode_id, self.random_seeding)
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class SourceRun:
     def load(cls, store: Store, run_id: str, episodes: set[str]) -> SourceRun:
         rows = store.read("runs", run_id=run_id).to_pylist()
         if not rows:
-            raise StoreError(f"no run {run_id} in {store.root}")
+            raise StoreError(not_found("run", run_id, str(store.root), see=SEE_RUNS))
         config = run_config(rows[0].get("config_json"))
         known = {f.name for f in fields(Limits)}
         limits = Limits(**{k: v for k, v in (config.get("limits") or {}).items() if k in known})
@@ -85,12 +93,14 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     out as every table leaves them (or just ``episode_id``)."""
     if bool(run_id) == bool(episode_id):
         raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes"]
+    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes",
+               "random_seeding"]
     if episode_id:
-        episodes = store.read("episodes", columns=columns)
-        episodes = episodes.filter(pc.equal(episodes.column("episode_id"), episode_id))
+        every = store.read("episodes", columns=columns)
+        episodes = every.filter(pc.equal(every.column("episode_id"), episode_id))
         if not episodes.num_rows:
-            raise StoreError(f"no episode {episode_id} in {store.root}")
+            known = every.column("episode_id").to_pylist()
+            raise StoreError(not_found("episode", episode_id, str(store.root), known, SEE_EPISODES))
     else:
         run_id = store.resolve_run(str(run_id))  # named: exactly one of the two is
         episodes = store.read("episodes", run_id=run_id, columns=columns)
@@ -99,7 +109,8 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     rows = episodes.sort_by("started_at").to_pylist()
     superseded = {r["supersedes"] for r in rows if r["supersedes"]}
     return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()),
-                                      r["attempt"] or 1) for r in rows if r["episode_id"] not in superseded]
+                                      r["attempt"] or 1, r["random_seeding"])
+                                 for r in rows if r["episode_id"] not in superseded]
 
 
 def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],

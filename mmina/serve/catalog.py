@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from mmina.analysis.data import query
 from mmina.analysis.viewer import EPISODES_SQL, STEPS_SQL, VERDICTS_SQL, step_image
-from mmina.errors import MminaError
+from mmina.errors import MminaError, not_found
 from mmina.serve.params import NotFound
 from mmina.store import Store
 from mmina.store.blobs import pack_directory, read_row_group
@@ -161,7 +161,7 @@ class Catalog:
     def run_of(self, episode_id: str) -> str:
         found = self.rows(RUN_OF_SQL, {"episode": episode_id})
         if not found:
-            raise NotFound(f"unknown episode {episode_id} in {self.store.root}")
+            raise NotFound(not_found("episode", episode_id, str(self.store.root)))
         return found[0]["run_id"]
 
     def episode(self, episode_id: str, run_id: str | None = None) -> StoredEpisode:
@@ -174,7 +174,7 @@ class Catalog:
         episodes = {e["episode_id"]: e for e in self.rows(EPISODES_SQL, listed, run)}
         steps, requests = self.rows(STEPS_SQL, listed, run), self.rows(REQUESTS_SQL, {"episode": episode_id}, run)
         if episode_id not in episodes:
-            raise NotFound(f"unknown episode {episode_id} in {self.store.root}")
+            raise NotFound(not_found("episode", episode_id, str(self.store.root)))
         return self._episodes.put(episode_id, StoredEpisode(episodes[episode_id], steps, requests))
 
     def verdicts(self, episode: StoredEpisode) -> list[dict[str, Any]]:

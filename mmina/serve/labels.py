@@ -22,7 +22,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from mmina.errors import MminaError
+from mmina.errors import MminaError, not_found
 from mmina.evaluators.labelling import (MAX_NOTE, EpisodeRef, Label, LabelError, checked_labeller, write_labels)
 from mmina.serve import params
 from mmina.serve.catalog import Catalog
@@ -147,7 +147,7 @@ class LabelEndpoints:
     def _episode(self, episode_id: str) -> EpisodeRef:
         found = self.catalog.rows(EPISODE_SQL, {"episode": episode_id})
         if not found:
-            raise NotFound(f"unknown episode {episode_id[:100]} in {self.catalog.store.root}")
+            raise NotFound(not_found("episode", episode_id[:100], str(self.catalog.store.root)))
         row = found[0]
         return EpisodeRef(row["episode_id"], row["run_id"], row["task_id"], row["n_hops"] or 0)
 

@@ -73,5 +73,5 @@ def predict(agent: Agent, task: Task, history: list[str], observation: Observati
         raise
     except Exception as exc:  # a user's agent failing leaves this step unscored, not the command
         raise AgentError(f"agent failed: {type(exc).__name__}: {exc}") from exc
-    reply = reply if isinstance(reply, AgentReply) else AgentReply(str(reply))
+    reply = reply if isinstance(reply, AgentReply) else AgentReply(output=str(reply))
     return Prediction(reply, (time.perf_counter() - started) * 1e3)

@@ -42,7 +42,7 @@ _KEYS: dict[str, Callable[[Record], str]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Accuracy:
     """One group's figures."""
 
@@ -80,8 +80,17 @@ def _share(k: int, n: int) -> float | None:
 def accuracy(group: str, key: str, records: Sequence[Record]) -> Accuracy:
     targets = [r["target_ok"] for r in records if r.get("target_ok") is not None]
     values = [r["value_ok"] for r in records if r.get("value_ok") is not None]
-    return Accuracy(group, key, len(records), sum(bool(r["action_ok"]) for r in records),
-                    sum(bool(r["op_ok"]) for r in records), sum(targets), len(targets), sum(values), len(values))
+    return Accuracy(
+        group=group,
+        key=key,
+        steps=len(records),
+        correct=sum(bool(r["action_ok"]) for r in records),
+        op_correct=sum(bool(r["op_ok"]) for r in records),
+        target_correct=sum(targets),
+        target_steps=len(targets),
+        value_correct=sum(values),
+        value_steps=len(values),
+    )
 
 
 def by_group(records: Sequence[Record], group: str) -> list[Accuracy]:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.errors import MminaError
+from mmina.errors import SEE_EPISODES, MminaError, not_found
 from mmina.answers import answer_verdict
 from mmina.observation import Observation, PageImage, Tab, elements_from_tree
 from mmina.store import Store
@@ -35,7 +35,7 @@ class StepEvalError(MminaError):
     """Step-level evaluation cannot run as asked (unknown run, nothing to evaluate, bad options)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReferenceStep:
     """One stored step to predict, with what is needed to rebuild its observation."""
 
@@ -85,7 +85,7 @@ def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
     chosen = [e for e in rows.to_pylist() if not episodes or e["episode_id"] in episodes]
     missing = set(episodes) - {e["episode_id"] for e in chosen}
     if missing:
-        raise StepEvalError(f"no episode {sorted(missing)[0]} in run {run_id}")
+        raise StepEvalError(not_found("episode", sorted(missing)[0], f"run {run_id}", [e["episode_id"] for e in rows.to_pylist()], SEE_EPISODES))
     if not all_steps:
         chosen = [e for e in chosen if episode_succeeded(e, tasks[e["task_id"]])]
     steps = _steps(store, run_id, [e["episode_id"] for e in chosen])
@@ -112,9 +112,20 @@ def _episode_steps(run_id: str, episode: dict[str, Any], task: Task,
     stored = {r["step_index"]: r["action"] or NO_ACTION for r in rows}
     demo = [str(a) for a in task.original.get(RECORDED_ACTIONS) or []]
     packs = tuple(episode["blob_packs"] or ())
-    return [ReferenceStep(run_id, episode["episode_id"], task, r["step_index"], episode["n_steps"], r,
-                          tuple(_previous(r["step_index"], stored, demo)), packs)
-            for r in rows if r["action"]]
+    return [
+        ReferenceStep(
+            run_id=run_id,
+            episode_id=episode["episode_id"],
+            task=task,
+            step_index=r["step_index"],
+            n_steps=episode["n_steps"],
+            row=r,
+            previous_actions=tuple(_previous(r["step_index"], stored, demo)),
+            blob_packs=packs,
+        )
+        for r in rows
+        if r["action"]
+    ]
 
 
 def _previous(step_index: int, stored: dict[int, str], demo: list[str]) -> list[str]:
@@ -140,7 +151,7 @@ def observation(step: ReferenceStep, blobs: dict[str, bytes]) -> Observation:
         screenshot=blobs.get(row["screenshot"] or ""), intent=step.task.intent,
         screenshot_som=marked_screenshot(blobs.get(row["screenshot_som"] or ""), blobs.get(row["screenshot"] or ""),
                                          row["marks"]),
-        images=[PageImage(i["src"] or "", i["alt"] or "", i["x"], i["y"], i["width"], i["height"], i["caption"] or "")
+        images=[PageImage(src=i["src"] or "", alt=i["alt"] or "", x=i["x"], y=i["y"], width=i["width"], height=i["height"], caption=i["caption"] or "")
                 for i in row["images"] or []])
 
 

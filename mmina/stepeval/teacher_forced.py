@@ -96,7 +96,7 @@ class EvalResult:
                 "skipped": [asdict(s) for s in self.skipped], "failed": [asdict(f) for f in self.failed]}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Asked:
     step: ReferenceStep
     history: list[str]
@@ -167,7 +167,7 @@ def _ask(agent: Any, step: ReferenceStep, k: int, blobs: dict[str, bytes]) -> _A
         error = str(exc)
     labels = {"reference_target_label": compare.element_label(reference.target, elements),
               "predicted_target_label": compare.element_label(predicted.target if predicted else None, elements)}
-    return _Asked(step, history, prediction, reference, predicted, error, labels)
+    return _Asked(step=step, history=history, prediction=prediction, reference=reference, predicted=predicted, parse_error=error, labels=labels)
 
 
 Scored = tuple[_Asked, StepScore, str | None]

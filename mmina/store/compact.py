@@ -43,7 +43,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Compacted:
     run_id: str
     episodes: int
@@ -96,7 +96,7 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
         _exchange(_work_dir(store, table, run_id), Path(table_dir(store.root, table, run_id)))
     after = {table: _local_files(store, table, run_id) for table in COMPACTED}
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).num_rows
-    return Compacted(run_id, episodes, before[0], _count(after), before[1], _size(after))
+    return Compacted(run_id=run_id, episodes=episodes, files_before=before[0], files_after=_count(after), bytes_before=before[1], bytes_after=_size(after))
 
 
 def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path], live: list[Path],

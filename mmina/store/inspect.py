@@ -49,7 +49,7 @@ class TableInfo:
     """Files whose footer cannot be read (skipped with a warning; see ``store verify``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoreInfo:
     root: str
     schema_version: int
@@ -69,7 +69,7 @@ def store_info(store: Store) -> StoreInfo:
     committed = store.committed_stems()
     tables = [_table_info(store, table, committed) for table in TABLES.values()]
     rows = {t.name: t.rows for t in tables}
-    return StoreInfo(str(store.root), store.marker_version(), rows["runs"], rows["episodes"], rows["steps"], tables)
+    return StoreInfo(root=str(store.root), schema_version=store.marker_version(), runs=rows["runs"], episodes=rows["episodes"], steps=rows["steps"], tables=tables)
 
 
 def _table_info(store: Store, table: Table, committed: set[str]) -> TableInfo:
@@ -96,7 +96,7 @@ class Problem:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RedactedBody:
     """A response body stored other than received: redaction changed it (schema version 7 on)."""
 
@@ -130,7 +130,7 @@ class VerifyReport:
         self.problems.append(Problem(str(path), kind, message))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileFacts:
     """What verify learnt from reading one file whole (the later checks read nothing again)."""
 
@@ -185,9 +185,22 @@ def redacted_bodies(store: Store) -> list[RedactedBody]:
     received = data.column("received_body_sha256")
     changed = pc.and_(pc.is_valid(received), pc.not_equal(received, pc.fill_null(data.column("response_body"), "")))
     rows = data.filter(pc.fill_null(changed, False)).to_pylist()
-    return sorted((RedactedBody(r["run_id"], r["episode_id"], r["step_index"], r["seq"], r["url"], r["mime_type"] or "",
-                                r["received_body_size"] or 0, r["response_body_size"] or 0) for r in rows),
-                  key=lambda b: (b.run_id, b.episode_id, b.seq))
+    return sorted(
+        (
+            RedactedBody(
+                run_id=r["run_id"],
+                episode_id=r["episode_id"],
+                step_index=r["step_index"],
+                seq=r["seq"],
+                url=r["url"],
+                mime_type=r["mime_type"] or "",
+                received_size=r["received_body_size"] or 0,
+                stored_size=r["response_body_size"] or 0,
+            )
+            for r in rows
+        ),
+        key=lambda b: (b.run_id, b.episode_id, b.seq),
+    )
 
 
 def _check_unfinished(store: Store, report: VerifyReport) -> None:
@@ -253,7 +266,7 @@ def _read_fully(path: PurePath, table: Table, content: bytes) -> FileFacts:
         raise MminaError(f"missing column(s) {', '.join(sorted(missing))}")
     ids = data.column("episode_id").to_pylist() if table is EPISODES else []
     kept = {c: data.column(c).to_pylist() for c in KEPT_COLUMNS.get(table.name, ()) if c in data.column_names}
-    return FileFacts(data.num_rows, len(content), metadata, ids, _blob_hashes(table, data), kept)
+    return FileFacts(rows=data.num_rows, size=len(content), metadata=metadata, episode_ids=ids, blobs=_blob_hashes(table, data), values=kept)
 
 
 def _blob_hashes(table: Table, data: pa.Table) -> frozenset[str]:

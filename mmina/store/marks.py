@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
@@ -44,18 +45,31 @@ def mark_rows(elements: Iterable[Element], width: int, height: int) -> list[dict
 def draw_marks(screenshot: bytes, marks: Iterable[tuple[str, Box]], quality: int = DEFAULT_QUALITY) -> bytes:
     """The screenshot with each mark's box outlined and its id in a label at the top left."""
     image = Image.open(io.BytesIO(screenshot)).convert("RGB")
+    draw_on(image, marks)
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+@lru_cache(maxsize=8)
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    return ImageFont.load_default(size=size)
+
+
+def draw_on(image: Image.Image, marks: Iterable[tuple[str, Box]], scale: float = 1.0) -> None:
+    """Paint the marks on ``image`` in place; ``scale``: the image's size over the screenshot's
+    the boxes were measured on (a smaller copy gets its boxes and labels scaled: it looks as the
+    full-size image shrunk)."""
     draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=13)
-    for index, (label, (x, y, w, h)) in enumerate(marks):
+    font = _font(13 if scale == 1.0 else max(7, round(13 * scale)))
+    for index, (label, box) in enumerate(marks):
+        x, y, w, h = box if scale == 1.0 else tuple(v * scale for v in box)
         colour = PALETTE[index % len(PALETTE)]
         draw.rectangle((x, y, x + w, y + h), outline=colour, width=2)
         left, top, right, bottom = draw.textbbox((x, y), label, font=font)
         label_y = max(0.0, y - (bottom - top) - 4)
         draw.rectangle((x, label_y, x + (right - left) + 6, label_y + (bottom - top) + 4), fill=colour)
         draw.text((x + 3, label_y + 1), label, fill="white", font=font)
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=quality)
-    return out.getvalue()
 
 
 def paint(screenshot: bytes, elements: Iterable[Element], width: int, height: int,

@@ -83,6 +83,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     added_columns(EPISODES, 8, "error_kind", "blocked", "supersedes"),
     added_columns(SCORES, 8, "judge_json"),
     added_columns(JUDGE_CACHE, 8, "judge_json"),
+    added_columns(EPISODES, 9, "random_seeding"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmina.errors import UnknownRunError
+from mmina.errors import SEE_RUNS, UnknownRunError, not_found
 
 LATEST = "latest"
 LISTED = 5
@@ -27,7 +27,7 @@ def resolve_run_ref(ref: str, runs: Sequence[str], where: object) -> str:
     if matches:
         raise UnknownRunError(f"run {ref!r} is ambiguous in {where}: it starts {len(matches)} run ids "
                               f"({_listing(matches)}); give more of the id")
-    raise UnknownRunError(f"no run {ref!r} in {where} ({_known(runs)}; `mmina runs` lists them)")
+    raise UnknownRunError(not_found("run", ref, str(where), runs, SEE_RUNS, _known(runs)))
 
 
 def _known(runs: Sequence[str]) -> str:

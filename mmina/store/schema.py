@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -40,7 +40,8 @@ files), and the LLM judge's whole
 configuration with every verdict and cached call (``scores.judge_json``, ``judge_cache.judge_json``:
 model, endpoint host, sampling parameters as sent, prompt version, what the provider changed or
 refused; NULL in older files and for evaluators without a judge), with a judge cache key that
-covers it.
+covers it; 10 — how the pages' ``Math.random`` and ``crypto`` were seeded (``episodes.random_seeding``:
+NULL in older files, read as scheme 1, which their replays keep).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -198,6 +199,11 @@ EPISODES = Table(
         ("endpoint_wait_s", F64, "Seconds the agent's model calls waited for an endpoint that was down or refusing "
                                  "everyone (`--endpoint-patience`): not counted in the steps' `agent_ms`; null "
                                  "before schema version 8."),
+        ("random_seeding", I32, "How the pages' `Math.random` and `crypto` were seeded (a replay seeds as its "
+                                "source episode was): `2`, a stream per place a draw is called from (the page's "
+                                "calling stack), so a draw does not depend on how many draws other scripts made "
+                                "before it; `1` (and null: stores before schema version 10), one stream per document "
+                                "for each (docs/replay.md, \"Random draws\")."),
         ("n_requests", I32, "Number of network requests recorded for the episode."),
         ("blob_packs", STRINGS, "Blob pack files holding this episode's blobs (paths relative to the store)."),
         ("worker", S, "`host:pid` of the process that recorded the episode."),

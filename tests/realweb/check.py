@@ -8,21 +8,27 @@ with a model's pace (``agents.ThinkingOracle``): it thinks before each action.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mmina.fixtures.hardweb.check import deadline_share, rows_by_episode
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.fidelity import EpisodeFidelity
 from mmina.replayer.replays import replay_run
+from mmina.replayer.sockets import PAGE, parse_messages
 from mmina.store import Store
 from tests.realweb.apps import App, RunningApp, write_suite
 
 AGENT = "tests.realweb.agents:ThinkingOracle"
 LARGE_BODY = 256 * 1024
 """A body this large is one whose serving time a replay may stretch (a multi-MB bundle)."""
+DRAWN_ID = re.compile(rb"(?<![0-9A-Za-z])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                      rb"|[0-9A-F]{32})(?![0-9A-Za-z])", re.IGNORECASE)
+"""An id a page draws: a UUID (``crypto.randomUUID``, lumino's ``uuid4``) or 32 hex digits (NbClassic's)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,9 @@ class Outcome:
     """The replay run's own socket rows (``requests``), which it stores as a recording does."""
     bodies: tuple[BodyTime, ...] = ()
     """The largest response bodies (``LARGE_BODY`` bytes or more): how long each took, recorded and replayed."""
+    ids: tuple[int, int] = (0, 0)
+    """The ids the replayed page drew and sent on its sockets that its recording's page sent too, and all
+    it sent (:func:`sent_ids`): how many of its draws came out as recorded."""
 
     @property
     def pace_ratio(self) -> float:
@@ -90,7 +99,26 @@ def _check_one(folder: Path, app: App) -> Outcome:
     sockets = [r for r in requests[report.replay_run] if r["status"] == 101]
     return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
                    live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets,
-                   _large_bodies(requests[recorded.run_id], requests[report.replay_run]))
+                   _large_bodies(requests[recorded.run_id], requests[report.replay_run]),
+                   _alike(sent_ids(store, requests[recorded.run_id]),
+                          sent_ids(store, requests[report.replay_run])))
+
+
+def sent_ids(store: Store, requests: list[dict[str, Any]]) -> set[bytes]:
+    """The ids (:data:`DRAWN_ID`) a page drew and sent on its sockets: in a socket's query (Jupyter's
+    ``session_id``) and in its own messages (a kernel message's ``msg_id`` and ``session``); the ids a
+    server drew (a kernel's, in every URL) are left out."""
+    sockets = [r for r in requests if r["status"] == 101 and r["response_body"]]
+    blobs = store.read_blobs(sorted({r["response_body"] for r in sockets}))
+    said = [urlsplit(r["url"]).query.encode() for r in sockets]
+    for socket in sockets:
+        said += [m.data if isinstance(m.data, bytes) else m.data.encode()
+                 for m in parse_messages(blobs.get(socket["response_body"], b"")) if m.direction == PAGE]
+    return {found.lower() for text in said for found in DRAWN_ID.findall(text)}
+
+
+def _alike(recorded: set[bytes], replayed: set[bytes]) -> tuple[int, int]:
+    return len(replayed & recorded), len(replayed)
 
 
 def _large_bodies(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> tuple[BodyTime, ...]:
