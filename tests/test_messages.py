@@ -418,7 +418,7 @@ def test_task_fields_that_validated_ok_or_said_the_wrong_thing(
 def test_an_episode_whose_episodes_file_is_damaged_is_named_with_the_file(
     two_runs: Path, tmp_path: Path
 ) -> None:
-    """Found by fuzzing: "unknown episode ep-r1" for an episode whose file is there but damaged."""
+    """Found by fuzzing: "no episode" for an episode whose file is there but damaged."""
     episodes = damaged(two_runs, "episodes", "r1")
     for args in (
         ["view", "--episode", "ep-r1", "-o", str(tmp_path / "v.html")],
@@ -427,10 +427,11 @@ def test_an_episode_whose_episodes_file_is_damaged_is_named_with_the_file(
         result = invoke(*args, "--store", str(two_runs))
         assert_error_line(
             result,
-            f"unknown episode ep-r1 in {two_runs}: the episodes file {episodes} cannot be read (",
+            "no episode 'ep-r1'",
+            f"): the episodes file {episodes} cannot be read (",
             "`mmina record --resume --run-id r1` records that episode again",
         )
-    assert_error_line(invoke("view", "--episode", "ep-zz", "--store", str(two_runs)), "unknown episode ep-zz")
+    assert_error_line(invoke("view", "--episode", "ep-zz", "--store", str(two_runs)), "no episode 'ep-zz'")
 
 
 def test_a_report_of_episodes_whose_tasks_file_is_damaged_says_so_not_fewer_tasks(two_runs: Path) -> None:

@@ -169,12 +169,16 @@ def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: st
             "shot": shot}
 
 
+UNREADABLE_IMAGE = (OSError, ValueError, Image.DecompressionBombError)
+"""What PIL raises for bytes that are no image it can read (its UnidentifiedImageError is an OSError)."""
+
+
 def data_uri(image: bytes) -> str:
     """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``); ""
     (shown as no screenshot) for a blob that is no image, as a damaged store may hold."""
     try:
         return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
-    except (OSError, ValueError, Image.DecompressionBombError):  # PIL's UnidentifiedImageError is an OSError
+    except UNREADABLE_IMAGE:
         return ""
 
 
@@ -240,7 +244,10 @@ def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any
     images = store.read_blobs(wanted, packs)
 
     def shot(row: dict[str, Any]) -> str | None:
-        image = small_step_image(row, images)
+        try:
+            image = small_step_image(row, images)
+        except UNREADABLE_IMAGE:  # a damaged blob: shown as no screenshot
+            return None
         return place(image) if image else None
 
     final_shot = place(images[final]) if final in images else None
