@@ -105,6 +105,19 @@ class StoreWarning(MminaWarning):
     """A damaged file was skipped: the rest of the store still reads (``mmina store verify``)."""
 
 
+DAMAGED_RUN_HINT = (
+    "restore that file from a backup, or record into a new run (another --run-id); "
+    "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers that are "
+    "gone, never damaged data)"
+)
+"""What to do about a run whose ``runs`` (or ``tasks``) file cannot be read: what it held is lost."""
+
+
+def unreadable_file(table: str, path: object, reason: str) -> str:
+    """The one wording of a damaged store file: ``the runs file PATH cannot be read (why)``."""
+    return f"the {table} file {path} cannot be read ({reason})"
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as one line (its first), or its type name when it has no message."""
     text = str(exc)

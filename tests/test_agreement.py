@@ -213,7 +213,9 @@ def test_the_table_and_csv(store: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--evaluator", "fuzzy", "--reference", "fuzzy"], "both fuzzy: compare two different ones"),
-    (["--evaluator", "hops"], "no hops verdicts in run(s) r1: run `mmina rescore --evaluator hops --run r1` first"),
+    (["--evaluator", "hops"], "no hops verdicts in run(s) r1; the store holds verdicts of fuzzy, human, keypoints, "
+                              "and `mmina rescore --list` names every evaluator: run `mmina rescore --evaluator hops "
+                              "--run r1` first"),
     (["--evaluator", "fuzzy", "--reference", "human:carol"], "no labels by carol in run(s) r1 (labellers there: alice, bob)"),
     (["--evaluator", "fuzzy", "--run", "nope"], "no run 'nope' in"),
 ])

@@ -80,7 +80,7 @@ def test_bad_task_files(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="1.json: -: not valid JSON"):
         load_suite(tmp_path)
     (tmp_path / "1.json").write_text(json.dumps({"no": "intent"}))
-    with pytest.raises(TaskError, match="1.json: intent: missing or empty"):
+    with pytest.raises(TaskError, match="1.json: intent: missing \\(the instruction"):
         load_suite(tmp_path)
     with pytest.raises(TaskError, match="does not exist"):
         load_suite(tmp_path / "missing")

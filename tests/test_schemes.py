@@ -19,7 +19,7 @@ from playwright.sync_api import Error as PlaywrightError
 from mmina.actions.grammar import SUMMARY_MARKER
 from mmina.agents.settings import AgentSettings
 from mmina.tasks.budget import Limits
-from mmina.actions.navigation import refusal, scheme_of
+from mmina.actions.navigation import NEVER_ALLOWED, refusal, scheme_of
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
@@ -127,6 +127,8 @@ def test_agents_stay_on_the_web_and_pages_cannot_open_local_files(tmp_path: Path
     for (_index, _url, _title, _tree, action, error), url in zip(steps, REFUSED):
         assert error is not None and "is refused" in error or "not an absolute URL" in error, (action, error)
     assert "allow more with --allow-scheme file" in steps[0][5]
+    for javascript in (steps[2][5], steps[7][5]):  # no setting allows one: none is offered (issue 52)
+        assert "runs a script in the page" in javascript and "--allow-scheme" not in javascript, javascript
     assert all(not (step[1] or "").startswith(("file:", "chrome:", "data:", "view-source:")) for step in steps)
     assert all("pwned" not in (step[2] or "") for step in steps), "a refused javascript: URL never runs"
     seen = json.dumps([(step[2], step[3]) for step in steps])  # what the agent saw: titles and trees
@@ -182,7 +184,8 @@ def test_off_web_urls_are_refused_however_they_are_spelled(prefix: str, scheme: 
     if scheme_of(url) == "about" and refusal(url) is None:
         assert rest.lower().startswith("blank")
         return
-    assert refusal(url) is not None and refusal(url, (scheme_of(url),)) is None
+    allowed = refusal(url, (scheme_of(url),))
+    assert refusal(url) is not None and (allowed is None) == (scheme_of(url) not in NEVER_ALLOWED)
 
 
 @given(url=st.text(max_size=60))

@@ -43,7 +43,7 @@ def test_every_problem_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     first = str(tmp_path / "normal" / "1.json")
-    assert f"{first}: intent: missing or empty (the instruction for the agent)" in lines
+    assert f"{first}: intent: empty (the instruction for the agent)" in lines
     assert f"{first}: eval.eval_types: unknown type 'magic' (known: program_html, string_match, url_match)" in lines
     assert f"{first}: cnt_hop: warning: is 2 but procedure has 3 entries (cnt_hop counts the END marker); " \
            "the procedure decides" in lines

@@ -1,9 +1,10 @@
 """Where an agent may take the browser: the web (``http:``, ``https:``) and ``about:blank``.
 
 Everything else — ``file:`` (the machine's own files), ``chrome:`` and other ``about:`` pages
-(the browser's internals), ``javascript:`` (a script run in the page instead of a
-navigation), ``data:``, ``blob:``, ``view-source:``, ``filesystem:`` ... — is refused unless the
-user allows the scheme (``mmina record --allow-scheme file``). The agent's ``goto`` is checked
+(the browser's internals), ``data:``, ``blob:``, ``view-source:``, ``filesystem:`` ... — is
+refused unless the user allows the scheme (``mmina record --allow-scheme file``), except
+``javascript:``: such a URL is no place to go but a script run in the page, outside the action
+grammar, so no setting allows it. The agent's ``goto`` is checked
 before the browser is asked anything (a refused ``javascript:`` URL never runs), and every tab
 of an episode is checked again when it lands somewhere (so a page cannot take it to a local
 file either). Pure: the recorder's acting and tab modules apply it.
@@ -21,6 +22,11 @@ BLANK = "about:blank"
 PAGE_SCHEMES = frozenset({"blob", "chrome-error"})
 """What a page may land on by itself beyond the web: ``blob:`` URLs it made from its own data, and
 Chromium's error page (``chrome-error://chromewebdata/``, shown for a failed navigation)."""
+NEVER_ALLOWED = {
+    "javascript": "a javascript: URL runs a script in the page instead of going to a page, which no action "
+    "may do"
+}
+"""Schemes no ``--allow-scheme`` allows, with why."""
 _SCHEME_NAME = re.compile(r"[a-z][a-z0-9+.-]*")
 _IGNORED = re.compile(r"[\t\n\r]")
 _EDGES = "".join(chr(c) for c in range(0x21))
@@ -43,11 +49,15 @@ def refusal(url: str, allowed: Iterable[str] = (), also: Iterable[str] = ()) -> 
     """Why navigating to ``url`` is refused, or None when it is allowed: the web, ``about:blank``,
     the schemes the user ``allowed`` and those ``also`` allowed where the check is made."""
     scheme = scheme_of(url)
-    if scheme in WEB_SCHEMES or is_blank(url) or scheme in {*allowed, *also}:
+    allowable = scheme in {*allowed, *also} and scheme not in NEVER_ALLOWED
+    if scheme in WEB_SCHEMES or is_blank(url) or allowable:
         return None
     shown = url if len(url) <= 80 else url[:77] + "..."
     if not scheme:
         return f"{shown!r} is not an absolute URL (give http:// or https://)"
+    if scheme in NEVER_ALLOWED:
+        why = NEVER_ALLOWED[scheme]
+        return f"navigation to {scheme}: is refused ({shown!r}): {why} (goto takes a page's URL)"
     return (f"navigation to {scheme}: is refused ({shown!r}): agents stay on the web (http, https, about:blank; "
             f"allow more with --allow-scheme {scheme})")
 
@@ -67,4 +77,7 @@ def check_schemes(schemes: Iterable[str]) -> tuple[str, ...]:
     bad = [n for n in names if not _SCHEME_NAME.fullmatch(n)]
     if bad:
         raise MminaError(f"not a URL scheme: {bad[0]!r} (a scheme is a letter, then letters, digits, '+', '-' or '.')")
+    never = [n for n in names if n in NEVER_ALLOWED]
+    if never:
+        raise MminaError(f"the {never[0]}: scheme cannot be allowed: {NEVER_ALLOWED[never[0]]}")
     return names

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import Callable
 
 from mmina.agents.heuristic import HeuristicAgent
@@ -43,12 +44,24 @@ def make_agent(spec: str, settings: AgentSettings | None = None, store: Store | 
     return _user_agent(spec)
 
 
+def _what(value: object) -> str:
+    """What a name refers to, as a message says it: a module, a function, else the value's type."""
+    if isinstance(value, types.ModuleType):
+        return "a module"
+    return "a function" if callable(value) else f"a value of type {type(value).__name__}"
+
+
 def _user_agent(spec: str) -> Agent:
     module_name, _, class_name = spec.partition(":")
     try:
-        agent = getattr(importlib.import_module(module_name), class_name)()
+        found = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError) as exc:
         raise AgentError(f"cannot load agent {spec}: {first_line(exc)}") from None
+    if not isinstance(found, type):
+        raise AgentError(f"agent {spec} is {_what(found)}, not a class: name your agent class "
+                         "(package.module:Class, instantiated without arguments)")
+    try:
+        agent = found()
     except Exception as exc:  # noqa: BLE001 - the user's own code failed: one line, never a traceback
         raise AgentError(f"cannot create agent {spec}: {type(exc).__name__}: {first_line(exc)}") from None
     if not callable(getattr(agent, "act", None)):

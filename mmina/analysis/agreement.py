@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from mmina.analysis.data import AnalysisError, query, rescore_hint, select_runs
+from mmina.analysis.data import AnalysisError, query, rescore_hint, select_runs, stored_evaluators
 from mmina.stats import Confusion, kappa_interval
 from mmina.store import Store
 from mmina.store.convenience import bucket_sql
@@ -194,7 +194,8 @@ def side_verdicts(db: StoreConnection, side: Side, runs: Sequence[str]) -> dict[
     if side.evaluator != HUMAN:
         found = {_key(r): r["verdict"] for r in query(db, EVALUATOR_SQL, {"evaluator": side.evaluator})}
         if not found:
-            raise AnalysisError(f"no {side} verdicts in run(s) {', '.join(runs)}: run "
+            raise AnalysisError(f"no {side} verdicts in run(s) {', '.join(runs)}"
+                                f"{stored_evaluators(db, side.evaluator)}: run "
                                 f"`{rescore_hint(side.evaluator, runs)}` first")
         return found
     rows = query(db, LABELS_SQL, {"labeller": side.labeller})

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 
 from mmina.analysis.names import DEFAULT_EVALUATOR
-from mmina.errors import MminaError
+from mmina.errors import DAMAGED_RUN_HINT, MminaError, unreadable_file
 from mmina.store import Store
 from mmina.store.views import StoreConnection, connect, read_error
 
@@ -198,8 +198,38 @@ def check_scored(db: StoreConnection, params: dict[str, Any]) -> None:
     if missing:
         evaluator = params["evaluator"]
         counts = ", ".join(f"{m['missing']} in run {m['run_id']}" for m in missing)
-        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}): run "
-                            f"`{rescore_hint(evaluator, [m['run_id'] for m in missing])}` first")
+        hint = rescore_hint(evaluator, [m["run_id"] for m in missing])
+        others = stored_evaluators(db, evaluator)
+        raise AnalysisError(f"no {evaluator} score for some episodes ({counts}{others}): run `{hint}` first")
+
+
+def stored_evaluators(db: StoreConnection, evaluator: str) -> str:
+    """When no verdict of ``evaluator`` is stored at all (a mistyped name?), whose verdicts are:
+    a clause for a "no verdicts" message ("" when it holds some, or none of any evaluator)."""
+    names = [r["evaluator"] for r in query(db, "SELECT DISTINCT evaluator FROM scores ORDER BY 1", {})]
+    if evaluator in names or not names:
+        return ""
+    return f"; the store holds verdicts of {', '.join(names)}, and `mmina rescore --list` names every evaluator"
+
+
+TASKLESS_SQL = """
+SELECT e.run_id, count(*) AS taskless FROM episodes e
+WHERE list_contains($runs, e.run_id)
+      AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = e.run_id AND t.task_id = e.task_id)
+GROUP BY e.run_id ORDER BY e.run_id
+"""
+
+
+def check_tasks(store: Store, db: StoreConnection, runs: Sequence[str]) -> None:
+    """Fail, naming the file, when a run's episodes lack their tasks because its ``tasks`` file
+    cannot be read (the report would leave them out of every table without a word)."""
+    for row in query(db, TASKLESS_SQL, {"runs": list(runs)}):
+        store.read("tasks", run_id=row["run_id"], columns=["task_id"])
+        damaged = store.unreadable("tasks", row["run_id"])
+        if damaged:
+            raise AnalysisError(f"{row['taskless']} episode(s) of run {row['run_id']} have no task: "
+                                f"{unreadable_file('tasks', *damaged[0])}; {DAMAGED_RUN_HINT} (or report the "
+                                "other runs with --run)")
 
 
 def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Scored:
@@ -213,6 +243,7 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
     db = connect(store, chosen if runs else None)
     try:
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
+        check_tasks(store, db, chosen)
         episodes = scored_episodes(db, chosen, evaluator)
         agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
         (left_out,) = query(db, LEFT_OUT_SQL, {"evaluator": evaluator, "runs": list(chosen)})

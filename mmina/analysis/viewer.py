@@ -169,9 +169,17 @@ def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: st
             "shot": shot}
 
 
+UNREADABLE_IMAGE = (OSError, ValueError, Image.DecompressionBombError)
+"""What PIL raises for bytes that are no image it can read (its UnidentifiedImageError is an OSError)."""
+
+
 def data_uri(image: bytes) -> str:
-    """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``)."""
-    return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
+    """A step's image inline, shrunk: the default of :func:`trajectories` (``mmina view``); ""
+    (shown as no screenshot) for a blob that is no image, as a damaged store may hold."""
+    try:
+        return "data:image/jpeg;base64," + base64.b64encode(shrink(image)).decode()
+    except UNREADABLE_IMAGE:
+        return ""
 
 
 def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
@@ -220,7 +228,8 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
     missing = [e for e in episode_ids if e not in episodes]
     if missing:
         known = store.read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()
-        raise AnalysisError(not_found("episode", missing[0], str(store.root), known, SEE_EPISODES))
+        why = store.why_no_episode(missing[0])
+        raise AnalysisError(not_found("episode", missing[0], str(store.root), known, SEE_EPISODES) + why)
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)
@@ -235,7 +244,10 @@ def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any
     images = store.read_blobs(wanted, packs)
 
     def shot(row: dict[str, Any]) -> str | None:
-        image = small_step_image(row, images)
+        try:
+            image = small_step_image(row, images)
+        except UNREADABLE_IMAGE:  # a damaged blob: shown as no screenshot
+            return None
         return place(image) if image else None
 
     final_shot = place(images[final]) if final in images else None

@@ -84,6 +84,9 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None,
     from mmina.stepeval import EVALUATOR as STEP_EVALUATOR
 
     store = open_store(store_path)
+    if output is not None and (fmt == "table" or evaluator == STEP_EVALUATOR):
+        raise click.UsageError(f"-o/--output writes --format json, csv or html{IN_TERMINAL}: give one of "
+                               "those formats with it, or leave it out")
     if evaluator == STEP_EVALUATOR:
         _step_report(store, runs, fmt)
         return
@@ -115,6 +118,9 @@ def _left_out(scored: Scored) -> str:
         parts.append(f"{scored.infrastructure} ended by an infrastructure error (`mmina record --resume` records "
                      "them again)")
     return f" (and {' and '.join(parts)}: in no rate)" if parts else ""
+
+
+IN_TERMINAL = " (the table format, and --evaluator step_action, print to the terminal)"
 
 
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:

@@ -16,9 +16,14 @@ Hop k completes at the first step (after hop k-1's) whose URL
 
 The last hop also completes, once it is at the head, when the final answer passes: it
 contains ``mmina_hops[-1].answer`` (fixture tasks), or passes the task's string references
-(official tasks). The task passes iff every hop completed and the final answer passes the
-task's string references (``exact_match`` / ``must_include``; a task with none — e.g. only
-``fuzzy_match`` — is decided by its hops). Task value = completed hops / hops.
+(official tasks). Hops without a keyword (a task without ``procedure``, whose hops are counted
+from ``cnt_hop`` or its suite) have no URL condition: they are judged by the final answer
+alone, all completing together, on the last page, when it passes. An episode without a step
+(it failed before the agent acted) completes no hop, even where its start page would.
+
+The task passes iff every hop completed and the final answer passes the task's string
+references (``exact_match`` / ``must_include``; a task with none — e.g. only ``fuzzy_match`` —
+is decided by its hops). Task value = completed hops / hops.
 
 A hop-conditioned episode (``mmina record --prefix-run``, ``episodes.start_hop``) was handed
 the hops before its start hop by a replayed prefix: the queue starts at the start hop, those
@@ -61,6 +66,11 @@ class HopCondition:
             return url == self.reference_url
         lowered = url.lower()
         return bool(self.keyword) and self.keyword in lowered and all(r in lowered for r in self.requires)
+
+    @property
+    def by_answer_only(self) -> bool:
+        """A hop with no URL condition (no keyword, no reference URL): the answer judges it."""
+        return self.reference_url is None and not self.keyword
 
     @cached_property
     def description(self) -> dict[str, Any]:
@@ -145,11 +155,12 @@ class Hops(TraceEvaluator):
     The exact rule is in the module docstring. Version 2 also walks the terminal page; version 3
     starts a hop-conditioned episode's queue at its start hop; version 4 numbers hops from 1 in
     its detail (``first_failed_hop``) and says ``hops_given`` (was ``start_hop``), as every table
-    does since store schema 7. Its verdicts are version 3's.
+    does since store schema 7. Its verdicts are version 3's. Version 5 completes hops without a
+    keyword by a passing answer (before, none completed) and no hop of an episode without a step.
     """
 
     name = "hops"
-    version = "4"
+    version = "5"
     step_fields = ("step_index", "url")
     episode_fields = ("final_answer", "final_url", "prefix_steps", "prefix_hop_steps")
 
@@ -178,6 +189,8 @@ def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tu
     """Hop index -> (step that completed it, "url" or "answer"); only the head, one per step.
     A conditioned episode's queue starts after its given hops, on the agent's own pages."""
     completed: dict[int, tuple[int, str]] = {}
+    if not trace.urls:  # no step: the agent never acted
+        return completed
     head = min(len(trace.given), len(conditions))
     opens_at = first_agent_step(trace.prefix_steps, trace.given)
     indexes, urls = trace.pages()
@@ -187,7 +200,8 @@ def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tu
         if step_index >= opens_at and conditions[head].holds(url):
             completed[head] = (step_index, "url")
             head += 1
-    if conditions and head == len(conditions) - 1 and trace.urls and \
-            last_hop_answer_ok(trace.task, conditions[head], trace.final_answer):
-        completed[head] = (indexes[-1], "answer")
+    rest = conditions[head:]
+    if rest and (len(rest) == 1 or all(c.by_answer_only for c in rest)) and \
+            last_hop_answer_ok(trace.task, rest[-1], trace.final_answer):
+        completed |= {index: (indexes[-1], "answer") for index in range(head, len(conditions))}
     return completed

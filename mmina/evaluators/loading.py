@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from mmina.evaluators.base import (DEFAULT_STEP_FIELDS, EpisodeView, Evaluator, EvaluatorError, StepView, Trace,
                                    episode_fields, needs_steps, step_fields)
+from mmina.errors import DAMAGED_RUN_HINT, unreadable_file
 from mmina.store import Store
 from mmina.tasks.task import Task, task_from_row
 
@@ -135,7 +136,7 @@ def load_episodes(store: Store, runs: list[str], only: set[str] | None, evaluato
     columns = None if fields is None else list(dict.fromkeys([*ORDER_COLUMNS, *fields]))
     episodes = _episodes_in_order(_read(store, "episodes", runs, columns, every), runs, only)
     run_ids, episode_ids, task_ids = (episodes.column(n).to_pylist() for n in ("run_id", "episode_id", "task_id"))
-    tasks = _tasks_of(_tasks(store, runs, every), run_ids, episode_ids, task_ids)
+    tasks = _tasks_of(store, _tasks(store, runs, every), run_ids, episode_ids, task_ids)
     return EpisodeBatch(run_ids, episode_ids, tasks, episodes, StepColumns.none(len(episode_ids)))
 
 
@@ -184,13 +185,20 @@ def _episodes_in_order(episodes: pa.Table, runs: list[str], only: set[str] | Non
         [("_rank", "ascending"), ("started_at", "ascending"), ("episode_id", "ascending")]).drop_columns(["_rank"])
 
 
-def _tasks_of(tasks: Mapping[tuple[str, str], Task], run_ids: list[str], episode_ids: list[str],
+def _tasks_of(store: Store, tasks: Mapping[tuple[str, str], Task], run_ids: list[str], episode_ids: list[str],
               task_ids: list[str]) -> list[Task]:
     found = [tasks.get(key) for key in zip(run_ids, task_ids)]
     for run_id, episode_id, task_id, task in zip(run_ids, episode_ids, task_ids, found):
         if task is None:
-            raise EvaluatorError(f"episode {episode_id} of run {run_id} has no task {task_id}")
+            why = _why_no_task(store, run_id)
+            raise EvaluatorError(f"episode {episode_id} of run {run_id} has no task {task_id}{why}")
     return found  # type: ignore[return-value]
+
+
+def _why_no_task(store: Store, run_id: str) -> str:
+    """Why a run lacks a task its episode names, when a damaged ``tasks`` file is the reason."""
+    lost = store.unreadable("tasks", run_id)
+    return f": {unreadable_file('tasks', lost[0][0], lost[0][1])}; {DAMAGED_RUN_HINT}" if lost else ""
 
 
 class _Columns:

@@ -428,7 +428,8 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     missing = [e for e in episodes if e not in where]
     if missing:
         scope = f"run(s) {', '.join(runs)}" if runs else str(store.root)
-        raise EvaluatorError(not_found("episode", missing[0], scope, where, SEE_EPISODES))
+        why = store.why_no_episode(missing[0])
+        raise EvaluatorError(not_found("episode", missing[0], scope, where, SEE_EPISODES) + why)
     return list(dict.fromkeys(where[e] for e in episodes))
 
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmina.tasks.answers import exact_match, missing_keywords, normalize
 from mmina.evaluators.base import ScoreRow, Trace, not_applicable, task_result, verdict_of
 from mmina.evaluators.trace_evaluator import TraceEvaluator
-from mmina.tasks.task import Task
+from mmina.tasks.answers import exact_match, missing_keywords, normalize
+from mmina.tasks.task import URL_ALTERNATIVES, Task
 
-URL_ALTERNATIVES = " |OR| "
 
 
 def references(task: Task, key: str) -> list[str]:

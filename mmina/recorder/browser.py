@@ -25,12 +25,13 @@ from typing import Any, TypeVar
 
 from playwright.async_api import Browser, BrowserContext, Error as PlaywrightError, Playwright, async_playwright
 
-from mmina.errors import BrowserNotFoundError
+from mmina.errors import BrowserNotFoundError, first_line
 from mmina.recorder.acting import ActionFailed
 from mmina.recorder.browser_loop import BrowserLoop
 from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, MMINA_DISABLED_FEATURES,
                                      PLAYWRIGHT_DISABLED_FEATURES, QUIET_ARGS, UNSHOWN_UI_FEATURES, find_chromium,
-                                     is_headless_shell, launch_args, launch_chromium, shut_down)
+                                     is_headless_shell, launch_args, launch_chromium, launch_failure,
+                                     shut_down)
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.seeding import Seeding, seed_random
@@ -259,12 +260,13 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.s
     manager = async_playwright()
     playwright = await manager.start()
     process = getattr(getattr(getattr(manager, "_client", None), "_transport", None), "_proc", None)
+    executable = ""
     try:
         executable = find_chromium(config.executable, playwright)
         browser = await launch_chromium(playwright, executable, config.extra_args, config.back_forward_cache)
     except PlaywrightError as exc:
         await playwright.stop()
-        raise BrowserNotFoundError(f"cannot start Chromium: {str(exc).splitlines()[0]}") from None
+        raise BrowserNotFoundError(launch_failure(executable, first_line(exc))) from None
     except BaseException:
         await playwright.stop()
         raise

@@ -54,6 +54,12 @@ MMINA_DISABLED_FEATURES = (*UNSHOWN_UI_FEATURES, *LOCAL_NETWORK_FEATURES)
 """The features mmina turns off besides Playwright's."""
 
 
+POINT_AT_CHROMIUM = (
+    f": point --browser (or {BROWSER_ENV}) at a Chromium executable, e.g. /usr/lib/chromium/chromium"
+)
+"""What to do about a browser setting that names no Chromium."""
+
+
 def find_chromium(explicit: str | None, playwright: Any) -> str:
     """An explicit setting, else a headless shell (Playwright's own, then the system's), else
     Playwright's Chromium, else the system's (``playwright``: Playwright's sync or async entry
@@ -61,8 +67,9 @@ def find_chromium(explicit: str | None, playwright: Any) -> str:
     engine, without the browser's UI, so a step costs less CPU (``docs/performance.md``)."""
     explicit = explicit or os.environ.get(BROWSER_ENV)
     if explicit:
-        if not Path(explicit).is_file():
-            raise BrowserNotFoundError(f"browser executable {explicit} does not exist")
+        problem = _not_a_program(Path(explicit))
+        if problem:
+            raise BrowserNotFoundError(f"browser executable {explicit} {problem}{POINT_AT_CHROMIUM}")
         return explicit
     own = playwright.chromium.executable_path
     candidates = [*playwright_shells(own), *SYSTEM_HEADLESS_SHELLS, *[shutil.which(c) or "" for c in SHELL_COMMANDS],
@@ -74,6 +81,15 @@ def find_chromium(explicit: str | None, playwright: Any) -> str:
         "no Chromium found: install it (apt-get install -y chromium-headless-shell or chromium, or playwright "
         f"install chromium) or point {BROWSER_ENV} / --browser at the executable"
     )
+
+
+def _not_a_program(path: Path) -> str:
+    """What keeps ``path`` from being run as a program ("" when nothing does)."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file (a folder?)"
+    return "" if os.access(path, os.X_OK) else "is not executable (a file that may not be run)"
 
 
 def playwright_shells(own_chromium: str) -> list[str]:
@@ -126,3 +142,12 @@ async def shut_down(playwright: Playwright, browser: Browser) -> None:
             await playwright.stop()
         except PlaywrightError:
             pass
+
+
+def launch_failure(executable: str, error: str) -> str:
+    """Why Chromium did not start (Playwright's first line, ``error``), and what to do: a program
+    that is no Chromium exits before Playwright reaches it, which Playwright calls "closed"."""
+    if executable and ("has been closed" in error or "Browser closed" in error):
+        return (f"the browser {executable} could not be started: it exited before Playwright could connect "
+                f"to it (is it a Chromium executable?){POINT_AT_CHROMIUM}")
+    return f"cannot start Chromium{' ' + executable if executable else ''}: {error}"

@@ -16,7 +16,7 @@ from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.tasks.budget import Limits
 from mmina.models.endpoint_gate import EndpointUnavailable
-from mmina.errors import INFRASTRUCTURE, AgentError, StoreError
+from mmina.errors import DAMAGED_RUN_HINT, INFRASTRUCTURE, AgentError, StoreError, unreadable_file
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
@@ -26,7 +26,7 @@ from mmina.executors.spread import spread
 from mmina.store.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.store.store import UNREADABLE_RUN_HINT, utcnow
+from mmina.store.store import utcnow
 from mmina.tasks.taskcheck import load_suite
 from mmina.tasks.task import Task, TaskSuite, task_folder, task_from_row, task_row
 
@@ -332,8 +332,8 @@ def choose_run_id(store: Store, config: RecordConfig) -> str:
             unreadable = store.unreadable("runs")
             if unreadable:
                 path, reason = unreadable[0]
-                raise StoreError(f"nothing to resume: the runs file {path} cannot be read ({reason}); "
-                                 f"{UNREADABLE_RUN_HINT}")
+                damaged = unreadable_file("runs", path, reason)
+                raise StoreError(f"nothing to resume: {damaged}; {DAMAGED_RUN_HINT}")
             raise StoreError(f"nothing to resume: {store.root} has no runs")
         return runs.column("run_id")[0].as_py()
     return new_run_id(config.agent)

@@ -408,7 +408,8 @@ def _same_resource(lost: Exchange, donor: Exchange) -> bool:
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-MAX_REDIRECTS = 10
+MAX_REDIRECTS = 20
+"""Chromium's own limit: past it the browser gives up with ``net::ERR_TOO_MANY_REDIRECTS``."""
 
 
 def redirect_target(exchange: Exchange, request_url: str) -> str | None:
@@ -463,6 +464,13 @@ def header_parts(value: str) -> list[str]:
 
 
 NOT_ARCHIVED_STATUS = 404
+
+
+def redirect_loop_reply() -> Reply:
+    """The answer to a request whose recorded redirects go on past ``MAX_REDIRECTS`` (a loop): no
+    response, so the request fails as it did when recorded (Chromium gave up on it), never a
+    404 saying it is not in the archive: it is."""
+    return Reply(0, {"x-mmina-replay": "redirect-loop"}, b"")
 
 
 def unmatched_reply(method: str, url: str, kin: Exchange | None = None) -> Reply:

@@ -50,7 +50,8 @@ from mmina.recorder.har import RoutedTraffic
 from mmina.recorder.har import CHUNKS_HEADER
 from mmina.redaction.redact import is_text_type
 from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, redirect_target, redirected_method, reply_for, shape, unmatched_reply)
+                                    Reply, redirect_loop_reply, redirect_target, redirected_method, reply_for,
+                                    shape, unmatched_reply)
 from mmina.replayer.body_server import LARGE_BODY, BodyServer
 from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
@@ -527,7 +528,7 @@ class ArchiveRouter:
             assert matched is not None
             exchange = matched
         else:
-            return unmatched_reply(method, url)  # a redirect loop: never hand the browser a 3xx
+            return redirect_loop_reply()  # never hand the browser a 3xx: fail it, as when recorded
         if method != "GET":  # a 307/308 keeps its method: a page cannot re-send it, serve the end
             return self._follow(method, url, body, self._match(method, url, body, ""))
         headers = {"content-type": "text/html; charset=utf-8", "cache-control": "no-store",
@@ -547,7 +548,7 @@ class ArchiveRouter:
             body = body if next_method == method else None
             method, url = next_method, target
             exchange = self._match(method, url, body, "")
-        return unmatched_reply(method, url)  # a redirect loop: never hand the browser a 3xx
+        return redirect_loop_reply()  # never hand the browser a 3xx: fail it, as when recorded
 
     def _match(self, method: str, url: str, body: bytes | None, content_type: str) -> Exchange | None:
         """Ask the archive and log the answer (one log entry per request or followed redirect)."""

@@ -43,8 +43,8 @@ class QueryTimeoutError(QueryError):
 
 def run_query(store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOUT_S,
               max_rows: int | None = None) -> QueryResult:
-    """Run ``query`` (one or more read statements) and return the last statement's result,
-    at most ``max_rows`` rows of it. Raises :class:`QueryError` for SQL that is not a read,
+    """Run ``query`` (one read statement) and return its result, at most ``max_rows`` rows of
+    it. Raises :class:`QueryError` for SQL that is not a read, holds several statements, is
     invalid or failing, and :class:`QueryTimeoutError` past ``timeout_s`` seconds."""
     check_text(query)
     db = connect(store, sql=query)

@@ -26,7 +26,9 @@ ALLOWED = "only SELECT (WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT ...
 
 
 def read_statements(connection: duckdb.DuckDBPyConnection, query: str) -> list[duckdb.Statement]:
-    """The statements of ``query``, each checked to be a read, before any of them runs."""
+    """The one statement of ``query`` (a list, as DuckDB gives it), checked to be a read before
+    it runs; several are refused, as only one result is shown (each is checked first, so a
+    write among them is refused as a write)."""
     check_text(query)
     try:
         statements = connection.extract_statements(query)
@@ -36,6 +38,10 @@ def read_statements(connection: duckdb.DuckDBPyConnection, query: str) -> list[d
         raise QueryError("empty query")
     for statement in statements:
         check_statement(connection, statement.query, statement.type)
+    if len(statements) > 1:
+        raise QueryError(f"the query holds {len(statements)} statements and mmina sql shows one result: "
+                         "give one statement (run the others on their own, or combine them with UNION ALL or "
+                         "a join)")
     return statements
 
 

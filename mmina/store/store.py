@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina import __version__
-from mmina.errors import (AlreadyExistsError, CorruptFileError, NotAStoreError, SchemaVersionError, StoreError,
-                          StoreNotFoundError, StoreWarning)
+from mmina.errors import (DAMAGED_RUN_HINT, AlreadyExistsError, CorruptFileError, NotAStoreError,
+                          SchemaVersionError, StoreError, StoreNotFoundError, StoreWarning, UnknownRunError,
+                          unreadable_file)
 from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.backends import Backend, LocalBackend
 from mmina.store.blobs import BlobIndex, read_blobs
@@ -39,10 +40,6 @@ from mmina.store.writers import BatchWriter, EpisodeWriter
 
 EPISODE_CHILDREN = (STEPS, REQUESTS)
 READERS = min(8, os.cpu_count() or 1)
-UNREADABLE_RUN_HINT = ("restore that file from a backup, or record into a new run (another --run-id); "
-                       "`mmina store verify` lists every damaged file (its --repair removes leftovers of writers "
-                       "that are gone, never damaged data)")
-"""What to do about a run whose ``runs`` file cannot be read (its configuration is lost)."""
 """Files read at once by :meth:`Store.read`."""
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -198,7 +195,7 @@ class Store:
             if unreadable:
                 path, reason = unreadable[0]
                 raise StoreError(f"run {run_id} cannot be reopened: its runs file {path} cannot be read ({reason}); "
-                                 f"{UNREADABLE_RUN_HINT}")
+                                 f"{DAMAGED_RUN_HINT}")
             return False
         if existing.column("task_suite_sha256")[0].as_py() != run_row.get("task_suite_sha256"):
             raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
@@ -327,6 +324,18 @@ class Store:
         """The table's files (of ``run_id``) that reading skipped so far, with why."""
         return [(path, self.skipped[str(path)]) for path in self.files(table_name, run_id) if str(path) in self.skipped]
 
+    def why_no_episode(self, episode_id: str) -> str:
+        """Why the store shows no episode ``episode_id`` when its ``episodes`` file is there but
+        cannot be read ("" otherwise): a clause for an "unknown episode" message (error path only:
+        it reads the table's files)."""
+        self.read("episodes", columns=["episode_id"])
+        damaged = [(path, why) for path, why in self.unreadable("episodes") if file_stem(path) == episode_id]
+        if not damaged:
+            return ""
+        path, why = damaged[0]
+        return (f": {unreadable_file('episodes', path, why)}; `mmina record --resume --run-id "
+                f"{run_of(path)}` records that episode again, and `mmina store verify` lists every damaged file")
+
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)
 
@@ -337,16 +346,36 @@ class Store:
         """The runs named by ``runs`` (references, see :meth:`resolve_run`) in the order given,
         repeats dropped; every run of the store when none are named."""
         if not runs:
-            return self.run_ids()
+            chosen = self.run_ids()
+            if not chosen:
+                self._check_lost_runs(None)
+            return chosen
         created = self._runs_by_creation()
-        return list(dict.fromkeys(resolve_run_ref(ref, created, self.root) for ref in runs))
+        return list(dict.fromkeys(self._resolve(ref, created) for ref in runs))
 
     def resolve_run(self, ref: str) -> str:
         """The id of the run ``ref`` names: a run id, an unambiguous prefix of one, or
         ``latest`` (the run created last). The one place a run reference is read, so that every
         command accepts the same references and words a bad one the same way
         (:class:`UnknownRunError`)."""
-        return resolve_run_ref(ref, self._runs_by_creation(), self.root)
+        return self._resolve(ref, self._runs_by_creation())
+
+    def _resolve(self, ref: str, created: list[str]) -> str:
+        try:
+            return resolve_run_ref(ref, created, self.root)
+        except UnknownRunError:
+            self._check_lost_runs(ref)
+            raise
+
+    def _check_lost_runs(self, ref: str | None) -> None:
+        """Raise, naming the file and what to do, when the run ``ref`` (None: any run, as the
+        store seems to hold none) is unknown because its ``runs`` file cannot be read."""
+        lost = [(path, reason) for path, reason in self.unreadable("runs") if ref in (None, run_of(path))]
+        if lost:
+            path, reason = lost[0]
+            what = f"run {ref} cannot be used" if ref else f"{self.root} holds no readable run"
+            more = f" (and {len(lost) - 1} more runs file(s))" if len(lost) > 1 else ""
+            raise StoreError(f"{what}: {unreadable_file('runs', path, reason)}{more}; {DAMAGED_RUN_HINT}")
 
     def _runs_by_creation(self) -> list[str]:
         """Run ids, the earliest created first (ties by id)."""

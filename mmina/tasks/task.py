@@ -29,6 +29,8 @@ from mmina.redaction.redact import redact_configured
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
+URL_ALTERNATIVES = " |OR| "
+"""What separates the alternatives of ``eval.reference_url`` (as in WebArena)."""
 SUITE_FOLDERS = ("normal", "multi567", "compare", "multipro", "shopping", "wikipedia")
 MULTIHOP_SUITES = ("compare", "multi567", "multipro")
 SINGLE_HOP_SUITES = ("shopping", "wikipedia")

@@ -34,8 +34,8 @@ from mmina.errors import TaskError, first_line
 from mmina.tasks.harness_context import context_findings
 from mmina.actions.navigation import is_web_url
 from mmina.tasks.task import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
-                         SUITE_FOLDERS, Task, TaskSuite, count_value, id_base, resolve_suite_path, suite_sha256,
-                         task_from_dict, task_id_of)
+                              SUITE_FOLDERS, URL_ALTERNATIVES, Task, TaskSuite, count_value, id_base,
+                              resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
 from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
@@ -50,6 +50,8 @@ MAX_DEPTH = 64
 MAX_START_URLS = 20
 """Start URLs of one task (one tab each)."""
 SHOWN_CHARS = 60
+URL_AS_TEXT = "url_match looks for it as text inside the page's URL; give the whole http(s) URL"
+"""What a reference URL that is no URL comes to."""
 
 Finding = tuple[str, str, str]
 """(severity, field, message)."""
@@ -269,16 +271,32 @@ def _warning(field: str, message: str) -> Finding:
 
 
 def _intent(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    intent = raw.get("intent")
-    if not isinstance(intent, str) or not intent.strip():
-        return [_error("intent", "missing or empty (the instruction for the agent)")]
-    return []
+    problem = _text_problem(raw, "intent")
+    return [_error("intent", f"{problem} (the instruction for the agent)")] if problem else []
+
+
+def _text_problem(raw: dict[str, Any], name: str) -> str:
+    """What is wrong with a required text field ("" when it is text with a character)."""
+    value = raw.get(name)
+    if value is None:
+        return "missing" if name not in raw else "null"
+    if not isinstance(value, str):
+        return f"must be text, not {_kind(value)} {_shorten(value)}"
+    return "" if value.strip() else "empty"
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as a message names it."""
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"),
+             (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a string")
 
 
 def _start_url(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    start = raw.get("start_url")
-    if not isinstance(start, str) or not start.strip():
-        return [_error("start_url", "missing or empty (the page the agent starts on)")]
+    problem = _text_problem(raw, "start_url")
+    if problem:
+        return [_error("start_url", f"{problem} (the page the agent starts on)")]
+    start = raw["start_url"]
     urls = [u.strip() for u in start.split(START_URL_SEPARATOR) if u.strip()]
     if len(urls) > MAX_START_URLS:
         return [_error("start_url", f"{len(urls)} start URLs: at most {MAX_START_URLS} (one tab each)")]
@@ -300,10 +318,14 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
         findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
-    if "url_match" in types and not evaluation.get("reference_url"):
+    reference = evaluation.get("reference_url")
+    urls = [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()] if isinstance(reference, str) else []
+    if "url_match" in types and not (urls or reference not in (None, "") and not isinstance(reference, str)):
         findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
-    if evaluation.get("reference_url") is not None and not isinstance(evaluation["reference_url"], str):
+    if reference is not None and not isinstance(reference, str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
+    findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
+                 for url in urls if not is_web_url(url)]
     return findings
 
 
@@ -337,7 +359,7 @@ def _answers(answers: dict[str, Any]) -> list[Finding]:
 
 def _hops(raw: dict[str, Any], suite: str) -> list[Finding]:
     procedure = raw.get("procedure")
-    if procedure is None:
+    if procedure is None or procedure == []:  # an empty one is none (mmina.tasks.Task.hops)
         return _without_procedure(raw, suite)
     if not isinstance(procedure, list) or not all(isinstance(p, str) and p.strip() for p in procedure):
         return [_error("procedure", "not a list of site keywords")]
@@ -349,23 +371,42 @@ def _hops(raw: dict[str, Any], suite: str) -> list[Finding]:
 
 
 def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
+    missing = "empty" if raw.get("procedure") == [] else "missing"
     if suite in MULTIHOP_SUITES:
-        return [_error("procedure", f"missing: the hops of a {suite} task come from its procedure")]
+        return [_error("procedure", f"{missing}: the hops of a {suite} task come from its procedure")]
     name, value = _count_field(raw)
     if value is not None and value > MAX_HOPS + 1:
         return [_error(name, f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
                              f"marker): a task has at most {MAX_HOPS}")]
-    unread = [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")] if name and value is None else []
+    unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
-    return [_warning("procedure", "missing: the hops are counted from cnt_hop (else the suite), each judged by "
-                                  "the final answer only"), *unread]
+    return [_warning("procedure", f"{missing}: the hops are counted from cnt_hop (else the suite) and judged "
+                                  "by the final answer alone (a passing answer completes them all)"), *unread]
 
 
 def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:
     """The hop count's field name (``cnt_hop``, else ``hop_cnt``; "" when neither) and its value."""
     name = "cnt_hop" if "cnt_hop" in raw else "hop_cnt" if "hop_cnt" in raw else ""
     return name, count_value(raw[name]) if name else None
+
+
+def _count_problem(value: Any) -> str:
+    """Why a hop count is no count (:func:`mmina.tasks.count_value` read None from it)."""
+    shown = _shorten(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return f"not a number but {_kind(value)} ({shown})"
+    try:
+        number = float(value.strip()) if isinstance(value, str) else value
+    except ValueError:
+        return f"not a number ({shown})"
+    if number < 0:
+        return f"negative ({shown}): a hop count is 1 or more (it counts the END marker)"
+    if not float(number).is_integer():
+        return f"not a whole number ({shown})"
+    return f"not a count written in digits ({shown})"
 
 
 def _keywords(procedure: list[str]) -> list[Finding]:
@@ -375,6 +416,9 @@ def _keywords(procedure: list[str]) -> list[Finding]:
         findings.append(_warning("procedure", "keywords with upper case or spaces: compared lower-case, stripped"))
     if END not in normalized:
         findings.append(_warning("procedure", f"no {END!r} marker: every entry is a hop"))
+    elif normalized[0] == END:
+        findings.append(_warning("procedure", f"no site keyword before {END!r}: the task has no hop (its answer "
+                                              "alone is judged)"))
     elif normalized.index(END) != len(normalized) - 1:
         findings.append(_warning("procedure", f"entries after {END!r} are ignored"))
     return findings
@@ -385,11 +429,20 @@ def _cnt_hop(raw: dict[str, Any], entries: int) -> list[Finding]:
     if not name:
         return []
     if value is None:
-        return [_warning(name, f"not a number ({_shorten(raw[name])}): ignored")]
+        return [_warning(name, f"{_count_problem(raw[name])}: ignored")]
     if value != entries:
         return [_warning(name, f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
                                "marker); the procedure decides")]
     return []
+
+
+def _fixture_hops(raw: dict[str, Any], _suite: str) -> list[Finding]:
+    """The mmina extension ``mmina_hops`` (optional): one object per hop, else it is not used."""
+    hops = raw.get("mmina_hops")
+    if hops is None or isinstance(hops, list) and all(isinstance(h, dict) for h in hops):
+        return []
+    return [_warning("mmina_hops", "not a list of objects (one per hop): ignored, the hops are judged by their "
+                                   "procedure keywords")]
 
 
 def _surrogates(raw: dict[str, Any], _suite: str) -> list[Finding]:
@@ -444,4 +497,4 @@ def _negative(value: Any) -> bool:
 
 
 CHECKS: tuple[Callable[[dict[str, Any], str], list[Finding]], ...] = (_intent, _start_url, _eval, _hops, _places,
-                                                                      _script, _surrogates)
+                                                                      _script, _fixture_hops, _surrogates)
