@@ -28,7 +28,9 @@ from contextlib import contextmanager
 
 BURN = (
     "import os, sys\n"
-    "parent = int(sys.argv[1])\n"
+    "parent, nice = int(sys.argv[1]), int(sys.argv[2])\n"
+    "if nice:\n"
+    "    os.nice(nice)\n"
     "while os.getppid() == parent:\n"
     "    for _ in range(200_000):\n"
     "        pass\n"
@@ -53,9 +55,7 @@ def start(count: int, nice: int = 0) -> list[subprocess.Popen[bytes]]:
 
 def _one(nice: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", BURN, str(os.getpid())],
-        stdin=subprocess.DEVNULL,
-        preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        [sys.executable, "-c", BURN, str(os.getpid()), str(nice)], stdin=subprocess.DEVNULL
     )
 
 
