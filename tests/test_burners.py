@@ -71,8 +71,8 @@ def test_a_killed_starter_leaves_no_burner_behind() -> None:
         cwd=HERE,
     )
     try:
-        children = wait_until(lambda: _children(starter.pid) if len(_children(starter.pid)) >= 3 else None, 30,
-                              "two burners and the command started")
+        wait_until(lambda: len(_children(starter.pid)) >= 3, 30, "two burners and the command started")
+        children = _children(starter.pid)
         starter.send_signal(signal.SIGKILL)
         starter.wait(30)
         burners = [pid for pid in children if "tests.burners" not in _command(pid) and "sleep" not in _command(pid)]
