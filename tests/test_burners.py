@@ -67,7 +67,16 @@ def test_a_killed_starter_leaves_no_burner_behind() -> None:
     """The burners watch their parent: SIGKILL of ``python -m tests.burners`` (no clean-up runs)
     still ends them."""
     starter = subprocess.Popen(
-        [sys.executable, "-m", "tests.burners", "2", "--", sys.executable, "-c", "import time; time.sleep(60)"],
+        [
+            sys.executable,
+            "-m",
+            "tests.burners",
+            "2",
+            "--",
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+        ],
         cwd=HERE,
     )
     try:
@@ -75,7 +84,9 @@ def test_a_killed_starter_leaves_no_burner_behind() -> None:
         children = _children(starter.pid)
         starter.send_signal(signal.SIGKILL)
         starter.wait(30)
-        burners = [pid for pid in children if "tests.burners" not in _command(pid) and "sleep" not in _command(pid)]
+        burners = [
+            pid for pid in children if "tests.burners" not in _command(pid) and "sleep" not in _command(pid)
+        ]
         assert len(burners) == 2
         wait_until(lambda: not any(_alive(pid) for pid in burners), 30, "the burners ending")
     finally:
@@ -116,8 +127,13 @@ def _command(pid: int) -> str:
 def test_bad_arguments_are_refused_with_a_reason(argv: list[str], reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse(argv)
-    done = subprocess.run([sys.executable, "-m", "tests.burners", *argv], cwd=HERE, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.burners", *argv],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     assert reason in done.stderr and "Traceback" not in done.stderr
-
