@@ -122,13 +122,32 @@ def two_nodes() -> Iterator[tuple[str, int, dict[str, str]]]:
         subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--temp-dir", str(folder),
                         "--include-dashboard", "false", *common], env=env, check=True, capture_output=True, timeout=180)
         before = set(_raylets())
-        subprocess.run([str(RAY), "start", "--address", f"127.0.0.1:{port}", *common], env=env, check=True,
-                       capture_output=True, timeout=180)
+        _join(f"127.0.0.1:{port}", [*common], env, before)
         [second] = set(_raylets()) - before
         yield f"127.0.0.1:{port}", second, env
     finally:  # this cluster's processes only (``ray stop`` would end every test's Ray on the machine)
         for pid in [int(p.name) for p in Path("/proc").iterdir()
                     if p.name.isdigit() and str(folder).encode() in _read(p / "cmdline")]:
+            _kill_tree(pid)
+
+
+RAY_STARTUP_TIMED_OUT = "The current node timed out during startup"
+"""What ``ray start`` says when its own wait for the new raylet to register (a fixed 30 s in Ray
+2.60, not configurable) ran out: on a loaded machine, a start-up that would have succeeded."""
+
+
+def _join(address: str, options: list[str], env: dict[str, str], before: set[int]) -> None:
+    """``ray start --address``, once more if Ray's start-up wait ran out (the raylet it left is
+    ended first); any other failure, or a second one, fails with Ray's own words."""
+    for attempt in (1, 2):
+        done = subprocess.run([str(RAY), "start", "--address", address, *options], env=env, capture_output=True,
+                              text=True, timeout=180, check=False)
+        if done.returncode == 0:
+            return
+        said = (done.stdout + done.stderr)[-3000:]
+        if attempt == 2 or RAY_STARTUP_TIMED_OUT not in said:
+            raise AssertionError(f"ray start --address {address} failed ({done.returncode}):\n{said}")
+        for pid in set(_raylets()) - before:
             _kill_tree(pid)
 
 
