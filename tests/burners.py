@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 BURN = (
-    "import os, sys\n"
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     "parent, nice = int(sys.argv[1]), int(sys.argv[2])\n"
     "if nice:\n"
     "    os.nice(nice)\n"
@@ -35,7 +36,8 @@ BURN = (
     "    for _ in range(200_000):\n"
     "        pass\n"
 )
-"""A burner's program: spin, and every few milliseconds check that its parent is still there."""
+"""A burner's program: spin, and every few milliseconds check that its parent is still there
+(Ctrl-C is its starter's to handle: it stops the burners once the command has ended)."""
 STOP_S = 5.0
 """How long a burner asked to stop has before it is killed."""
 USAGE = (
@@ -55,7 +57,9 @@ def start(count: int, nice: int = 0) -> list[subprocess.Popen[bytes]]:
 
 def _one(nice: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", BURN, str(os.getpid()), str(nice)], stdin=subprocess.DEVNULL
+        [sys.executable, "-c", BURN, str(os.getpid()), str(nice)],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,  # a Ctrl-C while it starts up (before it ignores one) ends it quietly
     )
 
 

@@ -96,6 +96,31 @@ def test_a_killed_starter_leaves_no_burner_behind() -> None:
             starter.kill()
 
 
+def test_ctrl_c_ends_the_command_and_the_burners_quietly() -> None:
+    """Ctrl-C at a terminal reaches the whole process group: the command ends by it (exit 130),
+    the burners neither die noisily (no KeyboardInterrupt traceback) nor stay."""
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "tests.burners", "2", "--", "sleep", "60"],
+        cwd=HERE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - before any thread
+    )
+    try:
+        wait_until(
+            lambda: any("sleep" in _command(pid) for pid in _children(starter.pid)), 30, "the command started"
+        )
+        children = _children(starter.pid)
+        os.killpg(starter.pid, signal.SIGINT)
+        _, err = starter.communicate(timeout=60)
+        assert (starter.returncode, err) == (130, "")
+        assert not any(_alive(pid) for pid in children)
+    finally:
+        if starter.poll() is None:
+            os.killpg(starter.pid, signal.SIGKILL)
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
