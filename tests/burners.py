@@ -90,23 +90,21 @@ def run_beside(count: int, command: Sequence[str], nice: int = 0) -> int:
     """Run ``command`` beside ``count`` burners; its exit code (128 + N when signal N ended it).
 
     Ctrl-C reaches the command (same terminal process group) and SIGTERM is passed on to it; this
-    process waits for the command to end rather than leaving it behind, then stops the burners."""
+    process only waits for the command to end, then stops the burners. It catches Ctrl-C with a
+    handler that does nothing rather than a KeyboardInterrupt, which could land between reaping
+    the command and reading its status (the status is then lost: 0). A caught signal is the
+    default again in the command (``exec`` resets handlers), so the command still gets Ctrl-C."""
     with burning(count, nice):
-        process = subprocess.Popen(list(command))
-        before = signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+        before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGINT, lambda *_: None)
         try:
-            code = _waited(process)
+            process = subprocess.Popen(list(command))
+            signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+            code = process.wait()
         finally:
-            signal.signal(signal.SIGTERM, before)
+            for number, handler in before.items():
+                signal.signal(number, handler)
     return 128 - code if code < 0 else code
-
-
-def _waited(process: subprocess.Popen[bytes]) -> int:
-    while True:
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            continue  # the command got the same Ctrl-C: wait for it to end
 
 
 def parse(argv: Sequence[str]) -> tuple[int, int, list[str]]:
