@@ -95,6 +95,21 @@ def _polls_between(start: float, end: float) -> int:
     return sum(start <= at <= end for at in _Busy.polls)
 
 
+ANIMATION_STATE = """() => { const a = document.getAnimations()[0]; return {playState: a.playState, pending: a.pending,
+  currentTime: a.currentTime, startTime: a.startTime, playbackRate: a.playbackRate,
+  timeline: document.timeline.currentTime, visibility: document.visibilityState, focus: document.hasFocus()}; }"""
+"""What the page says of its first animation and its timeline (printed when it never starts)."""
+
+
+def _first_frames(browser: EpisodeBrowser) -> None:
+    """Wait until the animation has run (its time above 0); failing, say how the page sees it."""
+    try:
+        wait_until(lambda: _animation_ms(browser) > 0, LOADED_S, "the animation's first frames")
+    except AssertionError as error:
+        state = browser.session.run(browser.tabs.page.evaluate(ANIMATION_STATE))
+        raise AssertionError(f"{error}; the page: {state}") from None
+
+
 def _animation_rate(browser: EpisodeBrowser) -> float:
     return float(browser.session.run(browser.tabs.page.evaluate("document.getAnimations()[0].playbackRate")))
 
@@ -107,7 +122,7 @@ def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSessi
     browser = session.episode(None)
     try:
         browser.open((busy_site,))
-        wait_until(lambda: _animation_ms(browser) > 0, LOADED_S, "the animation's first frames")
+        _first_frames(browser)
         entered = time.monotonic()
         with browser.thinking(0.3) as frozen:
             wait_until(lambda: _animation_rate(browser) == 0, LOADED_S, "the freeze reaching the page")
@@ -307,7 +322,7 @@ def test_an_agent_quicker_than_the_delay_never_freezes_the_page(session: Browser
     browser = session.episode(None)
     try:
         browser.open((busy_site,))
-        wait_until(lambda: _animation_ms(browser) > 0, LOADED_S, "the animation's first frames")
+        _first_frames(browser)
         with browser.thinking(LOADED_S + 30) as frozen:  # longer than any wait below
             before = _animation_ms(browser)
             wait_until(lambda: _animation_ms(browser) > before + 200, LOADED_S, "the animation running on")
