@@ -38,6 +38,7 @@ from bench.scale import run_scale
 from bench.seeding import seeding_section
 from bench.serve import serve_section
 from bench.view import view_section
+from tests.burners import burning
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
             "objectstore", "serve", "view", "interchange", "repeats", "judges", "rankings", "seeding")
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, help="synthetic store size (default 100,000; --quick 2,000)")
     parser.add_argument("--out", type=Path, default=Path("bench/results.json"), help="JSON output file")
     parser.add_argument("--work", type=Path, help="working folder to keep (default: a temporary one, removed)")
+    parser.add_argument("--burners", type=int, default=0, metavar="N",
+                        help="measure beside N processes spinning on a core each (tests/burners.py; default 0)")
     return parser.parse_args(argv)
 
 
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="mmina-bench-"))
     started = time.perf_counter()
     try:
-        sections = run(args, work)
+        with burning(args.burners):
+            sections = run(args, work)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -155,7 +159,7 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     figures = [f.as_json() for s in sections for f in s.figures]
     data = {"mmina_version": __version__, "measured_at": datetime.now(timezone.utc).isoformat(),
             "machine": machine(),
-            "quick": args.quick, "seconds": round(seconds, 1), "figures": figures}
+            "quick": args.quick, "burners": args.burners, "seconds": round(seconds, 1), "figures": figures}
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.only and old:
         data = merged(old, data, args.only)
@@ -170,6 +174,7 @@ def merged(old: dict, new: dict, parts: list[str]) -> dict:
     """``old`` with the figures of the sections in ``new`` replaced by ``new``'s."""
     fresh = {f["section"] for f in new["figures"]}
     kept = [f for f in old.get("figures", []) if f["section"] not in fresh]
-    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "seconds": new["seconds"],
+    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "burners": new.get("burners", 0),
+               "seconds": new["seconds"],
                "machine": new["machine"]}
     return {**old, "figures": kept + new["figures"], "updated": updated}

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from bench.cputree import command_line, kind_of, read_stat
 from mmina.agents import AgentReply, OracleAgent
@@ -94,18 +91,6 @@ def descendants(pid: int) -> list[int]:
         found.append(child)
         todo += children.get(child, [])
     return found
-
-
-T = TypeVar("T")
-
-
-def once(found: Callable[[], T], within_s: float = 5.0) -> T:
-    """``found()`` once it is truthy (a loaded machine may take a while to deliver what a test
-    waits for), or as it is after ``within_s``."""
-    deadline = time.monotonic() + within_s
-    while not (value := found()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return value
 
 
 def chromium_ticks(*kinds: str) -> int:

@@ -10,6 +10,12 @@ import pytest
 
 from mmina.errors import MminaError
 from mmina.recorder.browser_loop import BrowserLoop, SessionStopped
+from tests.polling import wait_until
+
+
+async def _running() -> bool:
+    """Whether a task other than this one runs on the loop (the call under test has started)."""
+    return len(asyncio.all_tasks()) > 1
 
 
 def test_a_call_running_when_the_loop_stops_raises_session_stopped() -> None:
@@ -24,11 +30,12 @@ def test_a_call_running_when_the_loop_stops_raises_session_stopped() -> None:
 
     thread = threading.Thread(target=episode)
     thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: asyncio.run_coroutine_threadsafe(_running(), loop.loop).result(10), 30,
+               "the call running on the loop")
     loop.stop()
     thread.join(10)
     assert len(raised) == 1 and isinstance(raised[0], SessionStopped) and isinstance(raised[0], MminaError)
-    assert "observing the page" in str(raised[0])
+    assert "observing the page" in str(raised[0]) and "could not start" not in str(raised[0])
 
 
 def test_a_call_after_the_loop_stopped_raises_session_stopped() -> None:

@@ -355,7 +355,7 @@ def test_reference_script_solves_task_in_chromium(web: FixtureWeb) -> None:
                 if step["action"] == "stop":
                     break
                 perform(page, step)
-            page.get_by_text("average rating").wait_for(timeout=10_000)  # reviews arrived by fetch()
+            page.get_by_text("average rating").wait_for(timeout=60_000)  # reviews arrived by fetch()
             final_text = page.inner_text("main")
         finally:
             browser.close()

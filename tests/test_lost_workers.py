@@ -122,10 +122,9 @@ def two_nodes() -> Iterator[tuple[str, int, dict[str, str]]]:
     try:
         subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--temp-dir", str(folder),
                         "--include-dashboard", "false", *common], env=env, check=True, capture_output=True, timeout=180)
-        before = set(_raylets())
-        subprocess.run([str(RAY), "start", "--address", f"127.0.0.1:{port}", *common], env=env, check=True,
-                       capture_output=True, timeout=180)
-        [second] = set(_raylets()) - before
+        before = set(_raylets(folder))
+        _join(f"127.0.0.1:{port}", [*common], env, folder, before)
+        [second] = set(_raylets(folder)) - before
         yield f"127.0.0.1:{port}", second, env
     finally:  # this cluster's processes only (``ray stop`` would end every test's Ray on the machine)
         for pid in [int(p.name) for p in Path("/proc").iterdir()
@@ -133,9 +132,35 @@ def two_nodes() -> Iterator[tuple[str, int, dict[str, str]]]:
             _kill_tree(pid)
 
 
-def _raylets() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-            and _read(p / "cmdline").split(b"\0")[0].endswith(b"/raylet")]
+RAY_STARTUP_TIMED_OUT = "The current node timed out during startup"
+"""What ``ray start`` says when its own wait for the new raylet to register (a fixed 30 s in Ray
+2.60, not configurable) ran out: on a loaded machine, a start-up that would have succeeded."""
+
+
+def _join(address: str, options: list[str], env: dict[str, str], folder: Path, before: set[int]) -> None:
+    """``ray start --address``, once more if Ray's start-up wait ran out (the raylet it left is
+    ended first); any other failure, or a second one, fails with Ray's own words."""
+    for attempt in (1, 2):
+        done = subprocess.run([str(RAY), "start", "--address", address, *options], env=env, capture_output=True,
+                              text=True, timeout=180, check=False)
+        if done.returncode == 0:
+            return
+        said = (done.stdout + done.stderr)[-3000:]
+        if attempt == 2 or RAY_STARTUP_TIMED_OUT not in said:
+            raise AssertionError(f"ray start --address {address} failed ({done.returncode}):\n{said}")
+        for pid in set(_raylets(folder)) - before:
+            _kill_tree(pid)
+
+
+def _raylets(folder: Path) -> list[int]:
+    """The raylets of the cluster whose temporary folder is ``folder`` (not another test's Ray on
+    the machine, whose raylet may start meanwhile)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        command = _read(entry / "cmdline") if entry.name.isdigit() else b""
+        if command.split(b"\0")[0].endswith(b"/raylet") and str(folder).encode() in command:
+            found.append(int(entry.name))
+    return found
 
 
 def _read(path: Path) -> bytes:

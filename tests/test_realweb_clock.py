@@ -22,6 +22,7 @@ from mmina.recorder.seeding import PER_CALL_SITE, Seeding
 from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.source import SourceRun, select_sources
 from mmina.store import Store
+from tests.polling import wait_until
 from tests.realweb.clock_page import ClockSite
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -31,6 +32,8 @@ SCRIPT = [
     {"action": "click", "target": {"role": "button", "name": "Count visits"}},
     {"action": "stop", "answer": "Harbour Light"},
 ]
+TIMERS_S = 30.0
+"""The bound of a wait for the page's timers (300 and 200 ms debounces, an XHR) on a loaded machine."""
 
 
 def _suite(folder: Path, url: str) -> Path:
@@ -85,7 +88,8 @@ def test_replay_reproduces_every_step_with_a_moving_clock(recorded) -> None:
 def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dict[str, str]:
     """Open the recorded page in a replay context whose clock starts at ``starts_at`` (pinned
     there with ``set_fixed_time`` when ``fixed``, as replay did before), type a search, and
-    read what the page shows two seconds later."""
+    read what the page shows once its timers fired (a moving clock; waited for, bounded) or two
+    seconds later (a pinned clock, whose timers must never fire: 2 s is over six debounces)."""
     _run, sources = select_sources(store, run_id, None)
     source = SourceRun.load(store, run_id, {sources[0].episode_id})
     router = ArchiveRouter(source.archive(store, sources), starts_at)
@@ -101,9 +105,19 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
         page = browser.tabs.page
         session.run(page.locator("#q").press_sequentially("harbour"))
         session.run(page.locator("#save").click())
-        time.sleep(2)
-        shown = {name: session.run(page.locator(f"#{name}").inner_text())
-                 for name in ("loaded", "random", "drawn", "status", "saved")}
+        def read() -> dict[str, str]:
+            return {name: session.run(page.locator(f"#{name}").inner_text())
+                    for name in ("loaded", "random", "drawn", "status", "saved")}
+
+        def fired() -> bool:
+            now = read()
+            return "boats match" in now["status"] and now["saved"] != "Not saved"
+
+        if fixed:
+            time.sleep(2)
+        else:
+            wait_until(fired, TIMERS_S, "the search's debounce and XHR, and the save's debounce, firing")
+        shown = read()
         session.run(page.goto("about:blank"))
         shown["elsewhere"] = session.run(page.evaluate("crypto.getRandomValues(new Uint32Array(2)).join('-')"))
         browser.close()

@@ -3,7 +3,6 @@ the page keeps its viewport and its screenshots byte for byte, a tab the page op
 small window too, and Chromium's GPU process composites far less while a page animates."""
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,9 @@ import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.window import WINDOW_HEIGHT, size_window
-from tests.agents_for_tests import chromium_ticks, once
+from tests.agents_for_tests import chromium_ticks
 from tests.local_site import LocalSite, pages_handler
+from tests.polling import wait_until
 
 WIDTH, HEIGHT = 1280, 2048
 PAGES = {
@@ -27,6 +27,10 @@ PAGES = {
 SEEN = """() => ({inner: [innerWidth, innerHeight], outer: [outerWidth, outerHeight], screen: [screen.width, screen.height],
   tall: matchMedia('(min-height: 2000px)').matches, bottom: document.querySelector('p[style]')?.getBoundingClientRect().bottom})"""
 """What a page reads of its viewport, screen and window."""
+MEASURED_FRAMES = 240
+"""The frames whose compositing is measured in each window (4 s at 60 frames a second)."""
+FRAMES_S = 120.0
+"""The bound of a wait for frames (a loaded machine draws fewer a second)."""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,7 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
     try:
         browser.open((site,))
         browser.session.run(browser.tabs.page.evaluate("window.open('/next')"))
-        once(lambda: len(browser.tabs.pages) >= 2, within_s=10)
+        wait_until(lambda: len(browser.tabs.pages) >= 2, 30, "the tab the page opened")
         opened = browser.tabs.pages[-1]
         browser.session.run(browser.tabs.sessions.get(opened))
         browser.settle()
@@ -93,11 +97,12 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU counters from /proc (Linux)")
 def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(session: BrowserSession, site: str) -> None:
-    """A page repainting its whole viewport every frame, 4 s in its small window, then 4 s in a
-    window of its viewport's size (as Playwright leaves it): the GPU process, compositing the
-    window every frame, must spend a third less a frame on the small one at least (measured: a half
-    to a third as much on an idle machine, a quarter beside three busy processes; as much in a
-    window of either size). A frame, not a second: a loaded machine draws fewer frames."""
+    """A page repainting its whole viewport every frame, 240 frames (4 s on an idle machine) in its
+    small window, then as many in a window of its viewport's size (as Playwright leaves it): the
+    GPU process, compositing the window every frame, must spend a third less a frame on the small
+    one at least (measured: a half to a third as much on an idle machine, a quarter beside three
+    busy processes; as much in a window of either size). A frame, not a second: a loaded machine
+    draws fewer frames, so the measure is a count of frames, however long they take."""
     browser = session.episode(None, paint_marks=False)
     try:
         browser.open((site + "animated",))
@@ -105,16 +110,21 @@ def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(ses
         for grow in (False, True):
             if grow:
                 _window_as_playwright_left_it(browser)
-            time.sleep(0.3)
+            _more_frames(browser, 20)  # the page drawing in its (resized) window
             ticks, frames = chromium_ticks("gpu"), _frames(browser)
-            time.sleep(4.0)
+            _more_frames(browser, MEASURED_FRAMES)
             ticks, frames = chromium_ticks("gpu") - ticks, _frames(browser) - frames
-            assert frames >= 40, f"only {frames} frames in 4 s: nothing to compare"
             costs.append(ticks / frames)
     finally:
         browser.close()
     small, large = costs
     assert small * 1.5 < large, f"{small:.3f} ticks a frame in the small window, {large:.3f} in the large"
+
+
+def _more_frames(browser: EpisodeBrowser, count: int) -> None:
+    """Wait until the page has drawn ``count`` frames more than now."""
+    drawn = _frames(browser)
+    wait_until(lambda: _frames(browser) >= drawn + count, FRAMES_S, f"{count} frames drawn", every_s=0.1)
 
 
 def _frames(browser: EpisodeBrowser) -> int:
