@@ -151,21 +151,25 @@ class BrowserSession:
 
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
                 offline: Offline | None = None, paint_marks: bool = True, seed: Seeding | None = None,
-                options: Mapping[str, Any] | None = None) -> "EpisodeBrowser":
+                options: Mapping[str, Any] | None = None,
+                page_time: Callable[[], float] = time.monotonic) -> "EpisodeBrowser":
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
         network at all (see :class:`Offline`). Without ``paint_marks`` (an agent not shown the
         set-of-marks image) the image is not painted, whatever the configuration says. A ``seed``
         seeds ``Math.random`` and ``crypto`` in every document (``seeding.py``). ``options`` are further
-        arguments of Playwright's ``new_context`` (a task's storage state and position)."""
+        arguments of Playwright's ``new_context`` (a task's storage state and position). ``page_time``
+        is the pages' time in seconds (a replay's runs on its recording's timeline), which settling
+        reads to tell a long-lived request from an answer held back."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}),
+        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}, page_time),
                         time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
         return EpisodeBrowser(self, tabs)
 
     async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: Offline | None,
-                        capture: Capture, seed: Seeding | None, options: Mapping[str, Any]) -> Tabs:
+                        capture: Capture, seed: Seeding | None, options: Mapping[str, Any],
+                        page_time: Callable[[], float]) -> Tabs:
         context = await self.browser.new_context(
             proxy=offline.proxy() if offline else None, ignore_https_errors=offline is not None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
@@ -177,7 +181,7 @@ class BrowserSession:
                 await seed_random(context, seed)
             if prepare is not None:
                 await prepare(context)
-            return await Tabs.start(context, capture, self._painter, self.config.allowed_schemes)
+            return await Tabs.start(context, capture, self._painter, self.config.allowed_schemes, page_time)
         except BaseException:
             await _close_within(context)
             raise

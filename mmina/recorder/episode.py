@@ -127,6 +127,10 @@ class Pacer(Protocol):
 
     def after_observe(self, step_index: int) -> None: ...
 
+    def page_time(self) -> float:
+        """The pages' time in seconds (a replay's: its recording's timeline)."""
+        ...
+
     def before_action(self, page: EpisodeBrowser, step_index: int, action: Action) -> dict[str, float]:
         """Wait before the action; the step's timings to add (e.g. ``frozen_ms``)."""
         ...
@@ -180,7 +184,8 @@ class EpisodeRecorder:
         if self.pacer is not None:
             self.pacer.begin()
         browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent), seed=self.seed, options=options)
+                                       paint_marks=uses_marks(self.agent), seed=self.seed, options=options,
+                                       page_time=self.pacer.page_time if self.pacer is not None else time.monotonic)
         status, error, kind, stop_reason, answer, final = "completed", None, None, "error", None, None
         blocked: Blocked | None = None
         try:

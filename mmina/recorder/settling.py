@@ -156,12 +156,17 @@ class DeadlinePassed(MminaError):
 class Settling:
     """Counts a context's requests in flight and waits for its active page to settle."""
 
-    def __init__(self, context: BrowserContext, page: Callable[[], Page], sessions: PageSessions) -> None:
+    def __init__(self, context: BrowserContext, page: Callable[[], Page], sessions: PageSessions,
+                 page_time: Callable[[], float] = time.monotonic) -> None:
         self._page, self._sessions = page, sessions
+        self._page_time = page_time
+        """The page's time in seconds, which says how long a request stood (a replay's runs on its
+        recording's timeline: an answer the replay holds to its recorded moment while that time
+        stands still has not stood long, however long the wait was)."""
         self._lock = threading.Lock()
         """``loading`` is read from the episode's thread while the loop's events change the sets."""
         self._in_flight: dict[Request, float] = {}
-        """Requests in flight, with when they started."""
+        """Requests in flight, with when they started (on ``page_time``)."""
         self._standing: set[Request] = set()
         """Requests already in flight when the last settling ended: a long-poll, a stream, a
         beacon — none of them holds a later settling."""
@@ -228,7 +233,7 @@ class Settling:
         if request.resource_type in NEVER_AWAITED_TYPES:
             return
         with self._lock:
-            self._in_flight[request] = time.monotonic()
+            self._in_flight[request] = self._page_time()
             if _endpoint(request) in self._long_lived:
                 self._standing.add(request)
         self._last_activity = time.monotonic()
@@ -254,7 +259,7 @@ class Settling:
         try:
             await self._settle(deadline)
         finally:
-            now = time.monotonic()
+            now = self._page_time()
             with self._lock:
                 self._standing = set(self._in_flight)
                 self._long_lived |= {_endpoint(r) for r, started in self._in_flight.items()

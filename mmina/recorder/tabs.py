@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -62,7 +63,7 @@ class Tabs:
     """The tabs of one episode's context (observed by ``observing.py``, acted on by ``acting.py``)."""
 
     def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor,
-                 allowed_schemes: tuple[str, ...] = ()) -> None:
+                 allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> None:
         self.context, self.capture, self.streams, self.painter = context, capture, streams, painter
         self.allowed_schemes = allowed_schemes
         """URL schemes the user allows beyond the web (``mmina.actions.navigation``)."""
@@ -72,7 +73,7 @@ class Tabs:
         self.sessions = PageSessions(context, self._listen)
         """Each page's DevTools session of mmina's own, tapping its network and shrinking its
         window as it opens (``devtools.py``, ``window.py``)."""
-        self._settling = Settling(context, lambda: self.page, self.sessions)
+        self._settling = Settling(context, lambda: self.page, self.sessions, page_time)
         context.on("page", self._on_page)
         self.pages: list[Page] = []
         self.active = 0
@@ -85,10 +86,11 @@ class Tabs:
 
     @classmethod
     async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
-                    allowed_schemes: tuple[str, ...] = ()) -> "Tabs":
-        """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads)."""
+                    allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> "Tabs":
+        """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads);
+        ``page_time`` is the pages' time in seconds (a replay's: its recording's timeline)."""
         await Settling.prepare(context)
-        return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes)
+        return cls(context, capture, await EventStreams.attach(context), painter, allowed_schemes, page_time)
 
     async def _listen(self, session: CDPSession) -> None:
         await self.streams.listen(session)

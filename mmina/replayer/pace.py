@@ -286,6 +286,11 @@ class PacedSteps:
         while not self._shows(page, step) and self.timeline.now() < moment + MARGIN_S:
             self._wait(POLL_S)
 
+    def page_time(self) -> float:
+        """On the timeline, τ (the page's clock stands still while the replay waits for what the
+        recording had by then); else the machine's clock."""
+        return self.timeline.now() if self.timeline is not None else time.monotonic()
+
     def after_observe(self, step_index: int) -> None:
         """The observation was taken: deliveries the recording received after it read the page may
         go, and τ may go on to the next observation's moment."""
