@@ -27,9 +27,9 @@ from functools import partial
 from pathlib import Path
 
 from bench.results import AT_LEAST, Section, Target
-from mmina.models.model_client import Deadlines, ModelClient
 from mmina.executors.interface import Layout
 from mmina.executors.spread import spread
+from mmina.models.model_client import Deadlines, ModelClient
 from tests.agents_for_tests import descendants
 from tests.fake_openai import FakeOpenAI
 

@@ -9,12 +9,11 @@ import statistics
 import time
 from collections.abc import Callable
 
+from bench.results import Section, Target, ratio
 from mmina.fixtures.web import FixtureWeb
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.observing import images_in_view
 from mmina.tasks.taskcheck import load_suite
-
-from bench.results import Section, Target, ratio
 
 Way = Callable[[BrowserSession, EpisodeBrowser], float]
 

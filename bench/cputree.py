@@ -132,7 +132,7 @@ class CpuSplit:
         """The share of the machine's cores mmina's side kept busy over the wall time."""
         return self.side() / (self.wall_s * (os.cpu_count() or 1)) if self.wall_s > 0 else 0.0
 
-    def minus(self, other: "CpuSplit") -> "CpuSplit":
+    def minus(self, other: CpuSplit) -> CpuSplit:
         names = set(self.seconds) | set(other.seconds)
         return CpuSplit({n: self.seconds.get(n, 0.0) - other.seconds.get(n, 0.0) for n in names},
                         self.wall_s - other.wall_s)
@@ -150,7 +150,7 @@ class CpuTree:
         self._own_s = 0.0
 
     @contextmanager
-    def sampling(self) -> Iterator["CpuTree"]:
+    def sampling(self) -> Iterator[CpuTree]:
         started = time.perf_counter()
         self._sample(first=True)
         thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)

@@ -20,7 +20,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from playwright.async_api import BrowserContext, async_playwright
 
@@ -60,9 +60,9 @@ async def _load(context: BrowserContext, url: str) -> float:
 async def _measure(url: str, tls: bool) -> dict[str, float]:
     ways: dict[str, Prepare | None] = {
         "live": None,
-        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(timezone.utc),
+        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(UTC),
                                                 trusted_tls=tls).prepare(context),
-        "fulfilled": lambda context: ArchiveRouter(_archive(url), datetime.now(timezone.utc),
+        "fulfilled": lambda context: ArchiveRouter(_archive(url), datetime.now(UTC),
                                                    large_body=len(BUNDLE) + 1).prepare(context),
     }
     times: dict[str, list[float]] = {way: [] for way in ways}

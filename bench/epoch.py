@@ -34,11 +34,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench.apart import in_own_process, serve_fixture_web, serve_model
+from bench.cputree import KINDS, CpuSplit, CpuTree
+from bench.floors import Floor, floors
+from bench.layers import ACTIONS, BARE, BARE_ACTIONS, GOTOS, layers, recorded
+from bench.results import AT_LEAST, Section, Target, previous_release, ratio
+from bench.waiting import ANIMATED, per_episode_second, waiting_split
 from mmina.actions.grammar import Action, parse_action
-from mmina.errors import MminaError
-from mmina.executors.interface import Layout
 from mmina.agents.oracle import script_action
 from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
+from mmina.errors import MminaError
+from mmina.executors.interface import Layout
 from mmina.observations.observation import Observation, elements_from_tree
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
@@ -46,13 +52,6 @@ from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks.task import Task
 from mmina.tasks.taskcheck import load_suite
-
-from bench.apart import in_own_process, serve_fixture_web, serve_model
-from bench.cputree import KINDS, CpuSplit, CpuTree
-from bench.floors import Floor, floors
-from bench.layers import ACTIONS, BARE, BARE_ACTIONS, GOTOS, layers, recorded
-from bench.results import AT_LEAST, Section, Target, previous_release, ratio
-from bench.waiting import ANIMATED, per_episode_second, waiting_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.agents_for_tests import descendants  # noqa: E402
@@ -202,7 +201,7 @@ class Sampler:
         self._stop = threading.Event()
 
     @contextmanager
-    def sampling(self) -> Iterator["Sampler"]:
+    def sampling(self) -> Iterator[Sampler]:
         thread = threading.Thread(target=self._run, daemon=True)
         thread.start()
         try:

@@ -13,13 +13,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from bench.results import Section, Target, ratio
 from mmina.agents.settings import AgentSettings
 from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE, canonical, load_request
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-
-from bench.results import Section, Target, ratio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server

@@ -33,12 +33,11 @@ from typing import Any
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 
+from bench.cputree import KINDS, CpuTree
 from mmina.actions.grammar import parse_agent_output
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.chromium import find_chromium, launch_args, launch_chromium
 from mmina.recorder.shots import CAPTURE
-
-from bench.cputree import KINDS, CpuTree
 
 START = "http://shop.mmina.test/"
 NAVIGATIONS = ("http://shop.mmina.test/search?q=tea", START, "http://shop.mmina.test/search?q=lamp", START)

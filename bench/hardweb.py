@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmina.fixtures.hardweb.check import check, deadline_share
-
 from bench.results import AT_LEAST, Section, Target
+from mmina.fixtures.hardweb.check import check, deadline_share
 
 
 def hardweb_section(root: Path) -> Section:

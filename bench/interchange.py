@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.results import Section
+from bench.synthetic import build
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.interchange.atif_export import export_atif
 from mmina.interchange.dataset_export import export_dataset
@@ -22,9 +24,6 @@ from mmina.interchange.warc_export import export_warc
 from mmina.interchange.warc_import import import_warc
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
-
-from bench.results import Section
-from bench.synthetic import build
 
 BIG_RUN = "synthetic-all"
 FEW_TASKS = 10

@@ -22,6 +22,7 @@ from random import Random
 
 from click.testing import CliRunner
 
+from bench.results import Section
 from mmina.agents.settings import AgentSettings
 from mmina.analysis.judge_audit import Audit, audit
 from mmina.evaluators.judge import JudgeSettings
@@ -29,8 +30,6 @@ from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.importers.label_files import import_labels
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
-
-from bench.results import Section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server

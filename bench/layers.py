@@ -39,6 +39,8 @@ from typing import Any
 
 from playwright.async_api import Error as PlaywrightError
 
+from bench.cputree import CpuSplit, CpuTree
+from bench.floors import VIEWPORT, bare_browser, find_executable, playwright_observation, stop_browser
 from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.errors import MminaError
 from mmina.executors.pool import in_flight as in_flight_on_threads
@@ -46,9 +48,6 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.store import Store
 from mmina.store.sql import run_query
-
-from bench.cputree import CpuSplit, CpuTree
-from bench.floors import VIEWPORT, bare_browser, find_executable, playwright_observation, stop_browser
 
 Box = dict[str, float]
 Step = tuple[str, str, Box | None]

@@ -10,17 +10,15 @@ import argparse
 import json
 from pathlib import Path
 
-from mmina.tasks.budget import Limits
-from mmina.fixtures.web import FixtureWeb
-from mmina.agents.settings import AgentSettings
-from mmina.recorder.browser import BrowserConfig
+from bench.results import current_rss_mb, peak_rss_mb
 from mmina.agents.oracle import OracleAgent
-from mmina.recorder.browser import BrowserSession
+from mmina.agents.settings import AgentSettings
+from mmina.fixtures.web import FixtureWeb
+from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.workers import Worker, WorkerSetup
 from mmina.store import Store
+from mmina.tasks.budget import Limits
 from mmina.tasks.taskcheck import load_suite
-
-from bench.results import current_rss_mb, peak_rss_mb
 
 
 class MarksReader(OracleAgent):

@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mmina.evaluators.rescore import RescoreConfig
-from mmina.store import Store
-from mmina.store.sql import run_query
-
 from bench.recording import record
 from bench.results import AT_LEAST, Section, Target, ratio
 from bench.scale import BUCKET_SQL, timed, timed_rescore
 from bench.synthetic import build
+from mmina.evaluators.rescore import RescoreConfig
+from mmina.store import Store
+from mmina.store.sql import run_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.s3_server import S3Server  # noqa: E402 - the tests' local S3-compatible server

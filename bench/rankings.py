@@ -18,11 +18,11 @@ from pathlib import Path
 from bench.results import Section
 from mmina.agents.settings import AgentSettings
 from mmina.analysis.replay_ranking import RankingShift, replay_rankings
-from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_agent
 from mmina.store import Store
+from mmina.tasks.budget import Limits
 
 TASKS = ("normal/1", "normal/2", "normal/3", "normal/4", "normal/5", "shopping/1", "shopping/2", "compare/1",
          "compare/2", "wikipedia/1")

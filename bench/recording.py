@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmina.executors.interface import Layout
+from bench.results import AT_LEAST, Section, Target, ratio
 from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
+from mmina.agents.settings import AgentSettings
+from mmina.executors.interface import Layout
 from mmina.fixtures.web import FixtureWeb
 from mmina.observations.observation import Observation
-from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
@@ -29,8 +30,6 @@ from mmina.store.marks import repaint
 from mmina.store.sql import run_query
 from mmina.tasks.task import Task
 from mmina.tasks.taskcheck import load_suite
-
-from bench.results import AT_LEAST, Section, Target, ratio
 
 MEMORY_TASKS = tuple(f"{suite}/{n}" for suite in ("shopping", "wikipedia") for n in range(1, 6))
 MEMORY_RUNS = 8

@@ -19,8 +19,18 @@ from bench.results import AT_LEAST, Section, Target
 from tests.realweb.npm_corpus import PACKAGES, corpus_files, sample_files
 from tests.realweb.redaction_check import check_corpus
 from tests.realweb.traffic_check import check_traffic
-from tests.realweb.traffic_corpus import (API, APPLICATION, PACKAGE, SAMPLE_APPS, Item, api_items, app_items, kind_of,
-                                         package_items, sample_items)
+from tests.realweb.traffic_corpus import (
+    API,
+    APPLICATION,
+    PACKAGE,
+    SAMPLE_APPS,
+    Item,
+    api_items,
+    app_items,
+    kind_of,
+    package_items,
+    sample_items,
+)
 
 
 def redaction_section(quick: bool = False) -> Section:

@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mmina.analysis.hop_cost import hop_cost
-from mmina.analysis.report import build_report
-from mmina.analysis.repeats import consistency, repeat_rates
-from mmina.evaluators.rescore import RescoreConfig, rescore
-from mmina.store import Store
-
 from bench.results import Section
 from bench.synthetic import TASKS_PER_RUN, build
+from mmina.analysis.hop_cost import hop_cost
+from mmina.analysis.repeats import consistency, repeat_rates
+from mmina.analysis.report import build_report
+from mmina.evaluators.rescore import RescoreConfig, rescore
+from mmina.store import Store
 
 REPEATS = 3
 RUN = "synthetic-repeats"

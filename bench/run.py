@@ -10,34 +10,33 @@ import json
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from mmina import __version__
-from mmina.tasks.taskcheck import load_suite
-
+from bench.campaign import campaign_section
 from bench.capture import capture_ab_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
-from bench.campaign import campaign_section
 from bench.hardweb import hardweb_section
 from bench.interchange import interchange_section
 from bench.judges import judges_section
 from bench.machine import described, machine
-from bench.realweb import realweb_section
-from bench.redaction import redaction_section
-from bench.rankings import rankings_section
-from bench.repeats import repeats_section
 from bench.objectstore import objectstore_section
+from bench.rankings import rankings_section
+from bench.realweb import realweb_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
+from bench.redaction import redaction_section
+from bench.repeats import repeats_section
 from bench.results import Section
 from bench.scale import run_scale
 from bench.seeding import seeding_section
 from bench.serve import serve_section
 from bench.view import view_section
+from mmina import __version__
+from mmina.tasks.taskcheck import load_suite
 from tests.burners import burning
 
 SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
@@ -157,7 +156,7 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     """The figures as JSON. With ``--only``, they replace their sections' figures in an existing
     file and the others are kept (``updated`` says which parts were measured again, and when)."""
     figures = [f.as_json() for s in sections for f in s.figures]
-    data = {"mmina_version": __version__, "measured_at": datetime.now(timezone.utc).isoformat(),
+    data = {"mmina_version": __version__, "measured_at": datetime.now(UTC).isoformat(),
             "machine": machine(),
             "quick": args.quick, "burners": args.burners, "seconds": round(seconds, 1), "figures": figures}
     old = json.loads(args.out.read_text()) if args.out.exists() else {}

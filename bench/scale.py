@@ -11,14 +11,13 @@ from typing import Any
 
 import duckdb
 
+from bench.results import AT_LEAST, Section, Target
+from bench.synthetic import build
 from mmina.evaluators.judge import JudgeSettings
 from mmina.evaluators.rescore import RescoreConfig, RescoreResult, rescore
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.store.views import connect
-
-from bench.results import AT_LEAST, Section, Target
-from bench.synthetic import build
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fake_openai import FakeOpenAI  # noqa: E402 - the tests' local OpenAI-compatible server

@@ -15,19 +15,18 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.results import Section, Target, ratio
+from bench.synthetic import STEPS, build, run_row
 from mmina.analysis.html import write_report
 from mmina.analysis.report import build_report
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.executors.interface import Layout
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
-
-from bench.results import Section, Target, ratio
-from bench.synthetic import STEPS, build, run_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.serve_helpers import Served  # noqa: E402 - the tests' way of starting the real server
@@ -108,8 +107,8 @@ def episode_pages(section: Section, app: Served, episodes: int) -> None:
     """Episodes of random runs, each the first of its run the server reads (which then makes
     that run's views), and the next episode of each, whose run it has seen."""
     first = episode_ids(app, episodes, SAMPLES, 1)
-    cold = [timed(lambda: fetch(app, f"/api/episodes/{e}"))[1] for e in first]
-    warm = [timed(lambda: fetch(app, f"/api/episodes/{_next(e, episodes)}"))[1] for e in first]
+    cold = [timed(lambda: fetch(app, f"/api/episodes/{e}"))[1] for e in first]  # noqa: B023 (called at once)
+    warm = [timed(lambda: fetch(app, f"/api/episodes/{_next(e, episodes)}"))[1] for e in first]  # noqa: B023 (called at once)
     for name, walls in (("an episode page, its run seen first", cold), ("an episode page, its run seen before", warm)):
         section.add(name, round(1000 * statistics.median(walls)), "ms", Target(300),
                     note=f"median of {SAMPLES} episodes of random runs; slowest {1000 * max(walls):.0f} ms")
@@ -123,7 +122,7 @@ def _next(episode_id: str, episodes: int) -> str:
 def filters(section: Section, app: Served, episodes: int) -> None:
     walls, totals = [], []
     for given in FILTERS:
-        body, wall = timed(lambda: fetch(app, f"/api/episodes?{given}&limit=50"))
+        body, wall = timed(lambda: fetch(app, f"/api/episodes?{given}&limit=50"))  # noqa: B023 (called at once)
         walls.append(wall)
         totals.append(json.loads(body)["total"])
     section.add("a filter over all episodes", round(1000 * max(walls)), "ms", Target(500),
@@ -136,7 +135,7 @@ def screenshots(section: Section, app: Served, episodes: int) -> None:
     for episode in episode_ids(app, episodes, SAMPLES, 2):
         steps = json.loads(fetch(app, f"/api/episodes/{episode}"))["steps"]
         urls.append(steps[len(steps) // 2]["screenshot"])
-    walls = [timed(lambda: fetch(app, url))[1] for url in urls]
+    walls = [timed(lambda: fetch(app, url))[1] for url in urls]  # noqa: B023 (called at once)
     section.add("a step's screenshot", round(1000 * statistics.median(walls), 1), "ms", Target(50),
                 note=f"median of {SAMPLES} blobs fetched by hash from their episode's pack, first time; slowest "
                      f"{1000 * max(walls):.0f} ms (then the browser keeps them: immutable, ETag)")
@@ -167,7 +166,7 @@ def live(section: Section, app: Served, store: Store) -> None:
     for number in range(LIVE_EPISODES):
         _write_episode(store, number)
         committed = time.monotonic()
-        app.wait_for(lambda: _episodes_of(app, "live") == number + 1, timeout=60, every=0.05)
+        app.wait_for(lambda: _episodes_of(app, "live") == number + 1, timeout=60, every=0.05)  # noqa: B023 (called at once)
         walls.append(time.monotonic() - committed)
     section.add("a newly committed episode shown", round(max(walls), 2), "s", Target(2.0),
                 note=f"slowest of {LIVE_EPISODES} commits to a run being written, seen on /api/runs (median "
@@ -180,7 +179,7 @@ def _episodes_of(app: Served, run_id: str) -> int:
 
 
 def _run_row() -> dict[str, Any]:
-    return {**run_row(LIVE_EPISODES), "created_at": datetime.now(timezone.utc)}
+    return {**run_row(LIVE_EPISODES), "created_at": datetime.now(UTC)}
 
 
 def _task_rows(store: Store) -> list[dict[str, Any]]:
@@ -189,7 +188,7 @@ def _task_rows(store: Store) -> list[dict[str, Any]]:
 
 
 def _write_episode(store: Store, number: int) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     writer = store.episode_writer("live", f"live-{number}")
     shot = writer.put_blob(b"\xff\xd8\xff\xe0" + str(number).encode() * 1000, "image/jpeg")
     for index in range(STEPS):

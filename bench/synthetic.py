@@ -12,7 +12,7 @@ import copy
 import random
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ TASKS_PER_RUN = 1050
 STEPS = 10
 SCREENSHOT_POOL = 500
 SCREENSHOT_BYTES = 24_000
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SUITE_SHA = "5" * 64
 
 

@@ -21,14 +21,13 @@ from typing import Any
 
 from PIL import Image
 
+from bench.results import AT_LEAST, Section, Target, ratio
 from mmina.analysis.data import query
 from mmina.analysis.viewer import EPISODES_SQL, STEPS_SQL, small_step_image
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.marks import repaint
 from mmina.store.views import connect
-
-from bench.results import AT_LEAST, Section, Target, ratio
 
 TASK = "normal/1"
 ROUNDS = 5

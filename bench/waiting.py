@@ -18,10 +18,9 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+from bench.cputree import CpuSplit, CpuTree
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
-
-from bench.cputree import CpuSplit, CpuTree
 
 ANIMATED = ("data:text/html,<!doctype html><title>Offers</title><h1>Today's offers</h1>"
             "<div style='width:320px;height:200px;background:linear-gradient(90deg,gold,tomato);"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-
 INFRASTRUCTURE, AGENT = "infrastructure", "agent"
 """The values of ``episodes.error_kind``: whose failure ended an episode with an error (see
 :attr:`MminaError.infrastructure`)."""

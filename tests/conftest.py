@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mmina.fixtures.web import FixtureWeb
-from mmina.store import Store
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
+from mmina.store import Store
 from tests.built_once import built_once, run_folder
 from tests.heavy import HEAVY, HEAVY_ENV
 

@@ -137,7 +137,7 @@ class FakeOpenAI:
     received: int = 0
     answered: int = 0
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self.stopped = threading.Event()
         self.working = 0
         self.limited = 0

@@ -74,7 +74,7 @@ class HarbourSite:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
 
-    def __enter__(self) -> "HarbourSite":
+    def __enter__(self) -> HarbourSite:
         handler = type("BoundHandler", (_Handler,), {"site": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from mmina.tasks.task import Task, task_from_dict, task_row
 from mmina.tasks.taskcheck import load_suite
 
 OFFICIAL = Path(__file__).parent / "data" / "official" / "mmina"
-T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 EPISODES_PER_TASK = 6
 RUNS = ("alpha", "beta", "gamma")
 EDGE = {

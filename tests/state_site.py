@@ -70,7 +70,7 @@ class StateSite:
             hits, self.hits = self.hits, []
         return hits
 
-    def __enter__(self) -> "StateSite":
+    def __enter__(self) -> StateSite:
         handler = type("Bound", (_Handler,), {"site": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from mmina.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 SUITE_SHA = "0" * 64
 
 

@@ -15,31 +15,38 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from mmina.actions.grammar import ActionKind, SUMMARY_MARKER
-from mmina.tasks.budget import Limits
-from mmina.cli import cli
-from mmina.errors import AgentError
-from mmina.observations.observation import Observation, PageImage, Tab
-from mmina.agents.registry import make_agent
-from mmina.agents.settings import AgentSettings
-from mmina.agents.human import PROMPT, HumanAgent
+from mmina.actions.grammar import SUMMARY_MARKER, ActionKind
 from mmina.agents.captions import OpenAICaptioner
+from mmina.agents.human import PROMPT, HumanAgent
 from mmina.agents.llm import OpenAIAgent, client_for
 from mmina.agents.memory import MemoryLimits, Trajectory, rank, render, similarity
 from mmina.agents.prompts import truncate
+from mmina.agents.registry import make_agent
+from mmina.agents.settings import AgentSettings
+from mmina.cli import cli
+from mmina.errors import AgentError
+from mmina.observations.observation import Observation, PageImage, Tab
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
+from mmina.tasks.budget import Limits
 from mmina.tasks.taskcheck import load_suite
-from tests.fake_openai import CAPTION, COMPLETION_TOKENS, PROMPT_TOKENS, FakeOpenAI, image_urls, last_user_text, \
-    next_action
+from tests.fake_openai import (
+    CAPTION,
+    COMPLETION_TOKENS,
+    PROMPT_TOKENS,
+    FakeOpenAI,
+    image_urls,
+    last_user_text,
+    next_action,
+)
 
 API_KEY = "sk-local-test-key"
 TASK = load_suite().select(["normal/1"]).tasks[0]
@@ -266,7 +273,7 @@ def _trajectory(episode: str, suite: str, intent: str, minutes: int) -> Trajecto
         n_steps=3,
         n_hops=2,
         live_hops=2,
-        ended_at=datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=minutes),
+        ended_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=minutes),
     )
 
 

@@ -14,7 +14,8 @@ from random import Random
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_score, recall_score
 
 from mmina.cli import cli

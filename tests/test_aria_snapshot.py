@@ -7,16 +7,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from playwright.sync_api import Page, sync_playwright
 
 from mmina.observations.aria_snapshot import AriaLine, parse_line, parse_snapshot
-from mmina.observations.observation import elements_from_tree, flatten_snapshot, parse_tree_line, render_line, tree_lines
+from mmina.observations.observation import (
+    elements_from_tree,
+    flatten_snapshot,
+    parse_tree_line,
+    render_line,
+    tree_lines,
+)
 from mmina.recorder.browser import find_chromium
 from mmina.unicode import has_surrogate
 from tests.aria_render import AWKWARD, TEXT, nodes, render
 from tests.heavy import sized
-
 
 # ---------------------------------------------------------------- generated trees, Playwright's writer ported
 

@@ -10,8 +10,18 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from bench.cputree import CpuSplit
-from bench.epoch import (DELAY_S, LONG, LONG_SCRIPT, SHORT, Measured, Setting, long_tasks, oracle_policy,
-                         projected_from, short_tasks)
+from bench.epoch import (
+    DELAY_S,
+    LONG,
+    LONG_SCRIPT,
+    SHORT,
+    Measured,
+    Setting,
+    long_tasks,
+    oracle_policy,
+    projected_from,
+    short_tasks,
+)
 from mmina.actions.grammar import parse_action
 from mmina.agents.oracle import script_action
 from mmina.agents.prompts import user_text

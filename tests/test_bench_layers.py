@@ -13,7 +13,8 @@ import json
 import zipfile
 from pathlib import Path
 
-from bench.layers import ACTIONS, BARE, BARE_ACTIONS, GOTOS, layers, recorded as recorded_steps
+from bench.layers import ACTIONS, BARE, BARE_ACTIONS, GOTOS, layers
+from bench.layers import recorded as recorded_steps
 from mmina.recorder.recording import RunSummary
 from mmina.store import Store
 from mmina.store.sql import run_query

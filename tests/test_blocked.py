@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from mmina.tasks.blocking import BOT_WALL, LOGIN_WALL, SITE_DOWN, START_PAGE, FinalPage, blocked_at_end
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
+from mmina.tasks.blocking import BOT_WALL, LOGIN_WALL, SITE_DOWN, START_PAGE, FinalPage, blocked_at_end
 from tests.local_site import LocalSite
 from tests.store_helpers import REPO_ROOT
 

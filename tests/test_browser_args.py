@@ -12,8 +12,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import sync_playwright
 
-from mmina.recorder.browser import (DISABLE_FEATURES, PLAYWRIGHT_DISABLED_FEATURES, MMINA_DISABLED_FEATURES,
-                                    BrowserConfig, BrowserSession, find_chromium, launch_args)
+from mmina.recorder.browser import (
+    DISABLE_FEATURES,
+    MMINA_DISABLED_FEATURES,
+    PLAYWRIGHT_DISABLED_FEATURES,
+    BrowserConfig,
+    BrowserSession,
+    find_chromium,
+    launch_args,
+)
 from tests.agents_for_tests import descendants
 
 CONTEXTS = 3

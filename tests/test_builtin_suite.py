@@ -17,11 +17,9 @@ from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks.taskcheck import check_path
 from mmina.tasks.task import SUITE_FOLDERS, builtin_suite_path
-from mmina.tasks.taskcheck import load_suite
+from mmina.tasks.taskcheck import check_path, load_suite
 from tests.heavy import sized
-
 
 SAMPLE = ("multipro/5", "multipro/6", "compare/1", "multi567/1", "normal/1", "shopping/6", "wikipedia/1")
 """What the default run records (79 of the suite's 762 oracle steps): every site (the two 10-hop

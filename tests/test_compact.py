@@ -9,7 +9,7 @@ import json
 import shutil
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,11 +19,12 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.errors import StoreError
-from mmina.store.schema import SCHEMA_VERSION
-from mmina.store import Store, compact as compaction
+from mmina.store import Store
+from mmina.store import compact as compaction
 from mmina.store.compact import compact_store
 from mmina.store.inspect import store_info, verify_store
 from mmina.store.layout import file_version
+from mmina.store.schema import SCHEMA_VERSION
 from mmina.store.sql import run_query
 from tests.store_helpers import begin, episode_row, request_row, step_row, write_episode
 
@@ -227,7 +228,7 @@ def _score_rows(batch: str, verdict: str, minute: int) -> list[dict]:
     return [{"episode_id": f"ep{i}", "task_id": "normal/1", "evaluator": "hops", "evaluator_version": "1",
              "args_json": "{}", "level": "task", "hop": None, "step_index": None, "verdict": verdict,
              "value": float(verdict == "pass"), "detail_json": "{}", "batch_id": batch,
-             "scored_at": datetime(2026, 1, 1, 0, minute, tzinfo=timezone.utc)} for i in range(6)]
+             "scored_at": datetime(2026, 1, 1, 0, minute, tzinfo=UTC)} for i in range(6)]
 
 
 def test_score_batches_are_merged_and_the_latest_verdicts_stay_the_latest(store: Store) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from click.testing import CliRunner
 
-from mmina.executors.interface import Layout
 from mmina.cli import cli
+from mmina.executors.interface import Layout
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
 from mmina.replayer.replays import replay_agent, replay_run

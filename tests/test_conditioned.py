@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.agents.heuristic import HeuristicAgent
 from mmina.agents.llm import OpenAIAgent
@@ -28,8 +29,8 @@ from mmina.cli.record import _at_hop
 from mmina.errors import StoreError
 from mmina.evaluators.base import Trace
 from mmina.evaluators.hops import Hops
-from mmina.observations.observation import Observation, Tab
 from mmina.executors.interface import Layout
+from mmina.observations.observation import Observation, Tab
 from mmina.recorder.recording import RecordConfig, RunSummary
 from mmina.replayer.conditioned import record_conditioned
 from mmina.replayer.fidelity import StepView
@@ -39,8 +40,8 @@ from mmina.replayer.source import Source
 from mmina.stats import wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.tasks.taskcheck import load_suite
 from mmina.tasks.task import HopTracker, first_agent_step, task_from_dict
+from mmina.tasks.taskcheck import load_suite
 from tests.fake_openai import FakeOpenAI, last_user_text
 from tests.heavy import sized
 
@@ -342,7 +343,7 @@ def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded
 # -- a prefix that did not replay faithfully ----------------------------------------------------
 
 def _prefix(expected: list[StepView | None]) -> Prefix:
-    source = Source("ref-ep", "t/3", datetime(2026, 1, 1, tzinfo=timezone.utc), ())
+    source = Source("ref-ep", "t/3", datetime(2026, 1, 1, tzinfo=UTC), ())
     steps = len(expected) - 1
     return Prefix(
         task_id="t/3",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -121,7 +121,7 @@ def test_after_the_hand_over_the_page_clock_is_the_real_clock_and_runs(condition
     steps = _steps(store, "probe")
     handed_at = datetime.fromisoformat(json.loads(_episode(store, "probe")["handover_json"])["handed_over_at"])
     first, later = (int(v) for v in re.search(r"clock: (\d+) then (\d+)", steps[4]["tree_text"]).groups())
-    read_at = datetime.fromtimestamp(first / 1000, timezone.utc)
+    read_at = datetime.fromtimestamp(first / 1000, UTC)
     # the replay's clock started at the reference's start, seconds before: the live page reads the wall clock
     assert handed_at.timestamp() - 0.25 <= read_at.timestamp() <= steps[4]["started_at"].timestamp() + 0.25
     assert later - first >= 50

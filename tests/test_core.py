@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from mmina.actions.grammar import Action, ActionKind, parse_action, parse_agent_output, parse_model_output
-from mmina.tasks.budget import Budget, Limits
 from mmina.errors import ActionParseError, TaskError
 from mmina.observations.observation import ElementIds, flatten_snapshot
 from mmina.redaction.redact import REDACTED, Redactor
 from mmina.redaction.secret_rules import STRICT
+from mmina.tasks.budget import Budget, Limits
 from mmina.tasks.task import HopTracker, task_from_dict
 from mmina.tasks.taskcheck import load_suite
 

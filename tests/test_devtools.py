@@ -7,7 +7,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser

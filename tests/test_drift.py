@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterator
 
 import pytest
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Request
 from mmina.fixtures.web.server import SITE_CLASSES
 from mmina.fixtures.web.sites.shop import PRODUCTS_BY_SLUG, ShopSite
-
 from tests.site_testing import fetch
 
 WIKI, SHOP = "wiki.mmina.test", "shop.mmina.test"

@@ -12,13 +12,14 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RunSummary
 from mmina.replayer.echoes import Echoes, places
-from mmina.replayer.sockets import normalised
 from mmina.replayer.replays import replay_run
+from mmina.replayer.sockets import normalised
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.actions.grammar import parse_action
 from mmina.observations.aria_snapshot import parse_snapshot
@@ -24,7 +25,6 @@ from mmina.store import Store
 from tests.aria_render import nodes, render
 from tests.harbour_site import HarbourSite
 from tests.heavy import sized
-
 
 # ---------------------------------------------------------------- pure
 
@@ -131,7 +131,7 @@ def _as_first_seen(trees: list[str], actions: list[str | None]) -> tuple[list[st
             key = (element.role, element.name, seen[(element.role, element.name)])
             seen[(element.role, element.name)] += 1
             renumbered[element.id] = numbers.setdefault(key, str(len(numbers) + 1))
-        old_trees.append(re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M))
+        old_trees.append(re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M))  # noqa: B023 (called at once)
         parsed = parse_action(action) if action else None
         old_actions.append(action if parsed is None or parsed.element_id is None
                            else replace(parsed, element_id=renumbered[parsed.element_id]).render())

@@ -16,13 +16,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from PIL import Image
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.hops import HopFragment
 from mmina.fixtures.web.sites.shop import PRODUCTS, Product, ShopSite
 from mmina.fixtures.web.sites.wiki import WikiSite
 from mmina.fixtures.web.world import CITIES, CURRENCIES
-from PIL import Image
-
 from tests.site_testing import HTML, crawl, fetch, well_formed_fragments
 
 WIKI, SHOP = "wiki.mmina.test", "shop.mmina.test"

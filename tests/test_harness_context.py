@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from mmina.errors import TaskError
-from mmina.tasks.harness_context import Geolocation, harness_context, state_places
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
+from mmina.tasks.harness_context import Geolocation, harness_context, state_places
 from mmina.tasks.taskcheck import check_path, load_suite
 from tests.account_site import BASKET, USER, AccountSite
 

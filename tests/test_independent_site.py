@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from mmina.cli import cli
 from playwright.sync_api import sync_playwright
 
-from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig,
-                                    find_chromium)
+from mmina.cli import cli
+from mmina.recorder.browser import ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, find_chromium
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.recorder.settling import SETTLE_MAX_S
 from mmina.replayer.fidelity import summarize

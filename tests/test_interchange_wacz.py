@@ -16,7 +16,8 @@ from urllib.parse import urljoin
 
 import pytest
 from click.testing import CliRunner
-from playwright.sync_api import Frame, Page, TimeoutError as PlaywrightTimeout, sync_playwright
+from playwright.sync_api import Frame, Page, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from mmina.cli import cli
 from mmina.interchange.wacz_index import decode_uri, post_query, surt

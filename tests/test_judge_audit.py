@@ -17,7 +17,8 @@ from statistics import fmean
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score
 

@@ -18,7 +18,7 @@ from mmina.cli import cli
 from mmina.evaluators import keypoint_prompts as ask
 from mmina.evaluators.keypoint_prompts import Malformed
 from mmina.store import Store
-from tests.fake_openai import NULL_CONTENT, PROMPT_TOKENS, COMPLETION_TOKENS, FakeOpenAI, last_user_text
+from tests.fake_openai import COMPLETION_TOKENS, NULL_CONTENT, PROMPT_TOKENS, FakeOpenAI, last_user_text
 from tests.keypoint_judge import KeypointJudge
 from tests.test_report import recorded_store
 

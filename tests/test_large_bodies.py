@@ -14,7 +14,8 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RunSummary

@@ -18,7 +18,7 @@ import json
 import pkgutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -162,9 +162,11 @@ def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
                 low[node] = min(low[node], index[target])
         if low[node] == index[node]:
             group = set()
-            while not group or member != node:
+            while True:
                 member = stack.pop()
                 group.add(member)
+                if member == node:
+                    break
             if len(group) > 1:
                 groups.append(group)
 

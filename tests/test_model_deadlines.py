@@ -11,17 +11,18 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mmina.agents.protocol import AgentReply, checked_reply
 from mmina.agents.settings import AgentSettings
-from mmina.tasks.budget import Limits
 from mmina.evaluators.judge import JudgeSettings, resolve
 from mmina.models.model_client import MAX_TOKENS, Deadlines, ModelClient, ModelError, token_count
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
+from mmina.tasks.budget import Limits
 from tests.fake_openai import FakeOpenAI
 
 SLACK_S = 8.0

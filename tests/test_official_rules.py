@@ -15,14 +15,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.analysis.runner_log import log_totals
-from mmina.evaluators import get
+from mmina.evaluators import EpisodeView, get
 from mmina.evaluators.base import EvaluatorError, StepView
-from mmina.evaluators.official import (GO_BACK, GO_FORWARD, NEW_TAB, NONE, PAGE_CLOSE, TYPE, EarlyStop, OfficialAction,
-                                       RULE_SETS, Thresholds, Trajectory, parse_official, run_task)
-from mmina.evaluators import EpisodeView
+from mmina.evaluators.official import (
+    GO_BACK,
+    GO_FORWARD,
+    NEW_TAB,
+    NONE,
+    PAGE_CLOSE,
+    RULE_SETS,
+    TYPE,
+    EarlyStop,
+    OfficialAction,
+    Thresholds,
+    Trajectory,
+    parse_official,
+    run_task,
+)
 from mmina.store import Store
 from mmina.tasks.task import task_from_dict, task_row
 from tests.heavy import sized
@@ -246,6 +259,7 @@ SCORABLE = [(t, o) for t, o in HANDMADE if "task_id" in t["task"] and "intent" i
 
 def invoke(*args: str) -> Any:
     from click.testing import CliRunner
+
     from mmina.cli import cli
     return CliRunner().invoke(cli, list(args))
 
@@ -294,6 +308,7 @@ def test_documented_sql_gives_the_runner_log(scored_store: Path) -> None:
 # -- the official-shaped task set -----------------------------------------------------------------
 def test_official_shaped_set_is_generated_and_every_page_is_served() -> None:
     from urllib.parse import parse_qs, urlsplit
+
     from mmina.fixtures.generate_official_tasks import TASKS_DIR, build
     from mmina.fixtures.generate_tasks import stale_files
     from mmina.fixtures.web.base import Request

@@ -13,8 +13,8 @@ from mmina.cli import cli
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
+from mmina.tasks.task import SUITE_HOPS, HopTracker, task_from_dict
 from mmina.tasks.taskcheck import check_path, errors, load_suite
-from mmina.tasks.task import HopTracker, SUITE_HOPS, task_from_dict
 from tests.heavy import sized
 
 CORPUS = Path(__file__).parent / "data" / "official"

@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmina.cli import cli
 

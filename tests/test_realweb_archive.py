@@ -5,10 +5,11 @@ body, a body's chunk timing) are read back from a row's headers and never served
 """
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, MISSING, body_missing
-from mmina.replayer.archive import Archive, Exchange, MatchKind, Matcher, reply_for
+from mmina.replayer.archive import Archive, Exchange, Matcher, MatchKind, reply_for
 
 PATHS = st.sampled_from(["/", "/a", "/a/b", "/style.css", "/api/x"])
 STATUSES = st.sampled_from([0, 200, 200, 304, 404])

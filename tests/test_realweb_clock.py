@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession, Offline
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
-from mmina.replayer.replays import replay_run
 from mmina.recorder.seeding import PER_CALL_SITE, Seeding
+from mmina.replayer.replays import replay_run
 from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.source import SourceRun, select_sources
 from mmina.store import Store
@@ -128,7 +128,7 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
 
 def test_the_replayed_clock_starts_at_the_recorded_time_and_moves(recorded) -> None:
     store, summary, _hits = recorded
-    starts_at = datetime(2001, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
+    starts_at = datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
     moving = _page_at(store, summary.run_id, starts_at, fixed=False)
     assert moving["loaded"].startswith("Loaded at 2001-02-03T04:05")
     assert moving["status"] == "2 boats match harbour"  # RxJS debounceTime fired

@@ -22,9 +22,15 @@ import pytest
 
 from mmina.agents.protocol import AgentReply
 from mmina.observations.observation import Observation
-from mmina.recorder.browser import (ACTION_DEADLINE_S, OBSERVE_DEADLINE_S, BrowserConfig, BrowserSession,
-                                    DeadlinePassed, RestartingSession)
 from mmina.recorder import settling
+from mmina.recorder.browser import (
+    ACTION_DEADLINE_S,
+    OBSERVE_DEADLINE_S,
+    BrowserConfig,
+    BrowserSession,
+    DeadlinePassed,
+    RestartingSession,
+)
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.recorder.settling import GRACE_S, LIVENESS_S, PROBE_DEADLINE_S
 from mmina.replayer.replays import replay_run

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from mmina.recorder.browser import BrowserConfig
 from mmina.recorder import har
+from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, read_har
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.recorder.streams import BodyTaps

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmina.executors.interface import Layout
-from mmina.tasks.budget import Limits
-from mmina.errors import AgentError, StoreError
 from mmina.agents.settings import AgentSettings
+from mmina.errors import AgentError, StoreError
+from mmina.executors.interface import Layout
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.store import Store
 from mmina.store.inspect import verify_store
 from mmina.store.sql import run_query
+from mmina.tasks.budget import Limits
 from mmina.tasks.taskcheck import load_suite
 
 

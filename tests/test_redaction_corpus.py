@@ -31,7 +31,7 @@ from mmina.redaction.secret_rules import URL_REDACTED
 from mmina.redaction.secret_shapes import credential_shaped
 from mmina.store import Store
 from mmina.tasks.task import task_from_dict, task_row
-from tests.heavy import HEAVY, sized
+from tests.heavy import sized
 from tests.realweb.npm_corpus import corpus_files, sample_files
 from tests.realweb.redaction_check import TYPED, check_corpus, episode_redactor
 

@@ -30,8 +30,21 @@ from mmina.redaction.secret_rules import SOCKET_TYPE, STRICT, URL_REDACTED
 from mmina.redaction.secret_shapes import KNOWN_KEYS, credential_shaped, data_token
 from tests.heavy import sized
 from tests.realweb.traffic_check import TOKEN_NAMED_DATA, TrafficResult, check_traffic, socket_line
-from tests.realweb.traffic_corpus import (API, APPLICATION, PACKAGE, PLACES, REQUEST, RESPONSE, URL, Item, api_items,
-                                         app_items, kind_of, package_items, sample_items)
+from tests.realweb.traffic_corpus import (
+    API,
+    APPLICATION,
+    PACKAGE,
+    PLACES,
+    REQUEST,
+    RESPONSE,
+    URL,
+    Item,
+    api_items,
+    app_items,
+    kind_of,
+    package_items,
+    sample_items,
+)
 
 # ---------------------------------------------------------------- the corpus
 

@@ -22,10 +22,10 @@ from mmina.analysis.html import report_sections
 from mmina.analysis.names import REPEAT_TABLES
 from mmina.analysis.report import build_report
 from mmina.cli import cli
+from mmina.models.model_input import load_request
 from mmina.stats import nested_bootstrap, pass_at_k, pass_hat_k
 from mmina.store import Store
 from mmina.store.sql import run_query
-from mmina.models.model_input import load_request
 from tests.built_once import built_once
 from tests.fake_openai import FakeOpenAI
 from tests.heavy import sized

@@ -19,17 +19,33 @@ from click.testing import CliRunner
 from PIL import Image
 
 from mmina.agents import AgentReply
+from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Request, Response
 from mmina.observations.observation import Observation
-from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
-from mmina.replayer.archive import (REDACTED, Archive, Exchange, MatchKind, Matcher, is_volatile, redirect_target,
-                                    redirected_method, reply_for, unmatched_reply)
-from mmina.replayer.fidelity import (EpisodeFidelity, StepView, compare_steps, pixel_difference, screenshot_differ,
-                                     summarize)
+from mmina.replayer.archive import (
+    REDACTED,
+    Archive,
+    Exchange,
+    Matcher,
+    MatchKind,
+    is_volatile,
+    redirect_target,
+    redirected_method,
+    reply_for,
+    unmatched_reply,
+)
+from mmina.replayer.fidelity import (
+    EpisodeFidelity,
+    StepView,
+    compare_steps,
+    pixel_difference,
+    screenshot_differ,
+    summarize,
+)
 from mmina.replayer.replays import compare_runs, replay_run
 from mmina.store import Store
 

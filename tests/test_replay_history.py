@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -106,7 +106,7 @@ def test_a_document_recorded_with_a_joined_header_is_answered_at_once() -> None:
     archive = Archive([Exchange(0, "GET", url, 200, headers=(("Content-Type", "text/html"),
                                                              ("Link", "</a>; rel=preload\n</b>; rel=shortlink")),
                                 body=b"<title>Harbour shop</title><p>shop</p>")])
-    router = ArchiveRouter(archive, datetime.now(timezone.utc))
+    router = ArchiveRouter(archive, datetime.now(UTC))
     session = BrowserSession(FAST)
     try:
         async def visit(context: BrowserContext) -> str:
@@ -140,7 +140,7 @@ def test_a_repeat_asked_a_turn_earlier_than_recorded_is_answered_without_waiting
         Exchange(2, "GET", "http://turns.history.test/api/stock?since=2", 200, json_type, b'{"stock": 7}',
                  request_type="fetch", started_ms=now + 2_100, time_ms=10)])
     turns = Turns([now / 1e3 + 1.0, now / 1e3 + 3.0])  # observation 0 between the two recorded asks
-    router = ArchiveRouter(archive, datetime.now(timezone.utc), paced=True, turns=turns)
+    router = ArchiveRouter(archive, datetime.now(UTC), paced=True, turns=turns)
     session = BrowserSession(FAST)
     try:
         async def visit(context: BrowserContext) -> str:

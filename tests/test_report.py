@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mmina.stats import mcnemar_exact, wilson
 from mmina.cli import cli
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.recording import RecordConfig, record_run
+from mmina.stats import mcnemar_exact, wilson
 from mmina.store import Store
 from mmina.store.sql import run_query
 from mmina.tasks.taskcheck import load_suite

@@ -15,8 +15,15 @@ from mmina.cli import cli
 from mmina.evaluators import EpisodeView, Score, StepView, get, names
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.hops import Hops
-from mmina.evaluators.judge import (FUZZY_PROMPT_VERSION, PROMPT, JudgeConfig, JudgeSettings, endpoint_host,
-                                   judge_prompt, parse_verdict)
+from mmina.evaluators.judge import (
+    FUZZY_PROMPT_VERSION,
+    PROMPT,
+    JudgeConfig,
+    JudgeSettings,
+    endpoint_host,
+    judge_prompt,
+    parse_verdict,
+)
 from mmina.evaluators.registry import parse_args
 from mmina.evaluators.rescore import RescoreConfig, rescore
 from mmina.recorder.browser import BrowserConfig

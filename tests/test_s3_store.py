@@ -29,9 +29,9 @@ from mmina.store.inspect import store_info, verify_store
 from mmina.store.objects import ObjectPath
 from mmina.store.schema import SCHEMA_VERSION
 from mmina.store.sql import run_query
+from tests.heavy import sized
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.sql_attacks import CANARY, OTHER, leaks, outside_reads, statements, wrapped
-from tests.heavy import sized
 from tests.store_helpers import REPO_ROOT, begin, write_episode
 from tests.test_store_robustness import spawn, wait_for_line
 

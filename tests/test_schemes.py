@@ -13,17 +13,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from playwright.sync_api import Error as PlaywrightError
 
 from mmina.actions.grammar import SUMMARY_MARKER
-from mmina.agents.settings import AgentSettings
-from mmina.tasks.budget import Limits
 from mmina.actions.navigation import NEVER_ALLOWED, refusal, scheme_of
+from mmina.agents.settings import AgentSettings
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.store import Store
 from mmina.store.sql import run_query
+from mmina.tasks.budget import Limits
 from tests.fake_openai import FakeOpenAI
 
 LOCAL_SECRET = "root:x:0:0"
@@ -124,7 +125,7 @@ def test_agents_stay_on_the_web_and_pages_cannot_open_local_files(tmp_path: Path
                f"goto [{site}/]", "stop [done]"]
     steps, server = _record(tmp_path, site, [f"{SUMMARY_MARKER} ```{a}```" for a in actions])
     assert len(steps) == len(actions)
-    for (_index, _url, _title, _tree, action, error), url in zip(steps, REFUSED):
+    for (_index, _url, _title, _tree, action, error), _refused in zip(steps, REFUSED):
         assert error is not None and "is refused" in error or "not an absolute URL" in error, (action, error)
     assert "allow more with --allow-scheme file" in steps[0][5]
     for javascript in (steps[2][5], steps[7][5]):  # no setting allows one: none is offered (issue 52)

@@ -39,11 +39,17 @@ from hypothesis import strategies as st
 
 from mmina.fixtures.hardweb.server import websocket_accept, websocket_receive, websocket_send
 from mmina.models.model_input import load_request
-from mmina.redaction.redact import REDACTED, Redactor, configured_secrets, literal_pattern, typed_text_is_secret
-from mmina.replayer.fidelity import tree_change
+from mmina.redaction.redact import (
+    REDACTED,
+    Redactor,
+    configured_secrets,
+    literal_pattern,
+    typed_text_is_secret,
+)
 from mmina.redaction.secret_names import is_secret_name
 from mmina.redaction.secret_rules import STRICT, URL_REDACTED
 from mmina.redaction.secret_shapes import credential_shaped
+from mmina.replayer.fidelity import tree_change
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.heavy import sized

@@ -16,8 +16,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from mmina.analysis.display import display
-from mmina.analysis.report import build_report
 from mmina.analysis.names import REPEAT_TABLES, TABLE_NAMES
+from mmina.analysis.report import build_report
 from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store import Store
 from tests.serve_helpers import Served, served_read_only

@@ -16,17 +16,18 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mmina.serve.params import FILTERS, QUERY_PARAMS, BadRequest, episode_query
 from mmina.serve.payloads import SQL_ROWS_SHOWN
 from mmina.store import Store
+from tests.docs_pages import page
+from tests.heavy import sized
 from tests.s3_server import S3Server
 from tests.serve_helpers import Served, served_read_only
 from tests.store_helpers import REPO_ROOT, begin, write_episode
-from tests.docs_pages import page
 from tests.test_report import recorded_store
-from tests.heavy import sized
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 NAMES = st.sampled_from([*QUERY_PARAMS, "colour", "", "token"])

@@ -19,9 +19,12 @@ from playwright.sync_api import Page, expect
 
 from mmina.cli import cli
 from mmina.store import Store
+from tests import test_serve
 from tests.judge_helpers import synthetic_store, write_verdicts
 from tests.serve_helpers import Served
-from tests.test_serve import browser, page  # noqa: F401 - the real Chromium and a page that fails on script errors
+
+browser, page = test_serve.browser, test_serve.page
+"""The fixtures of the serve tests: the real Chromium, and a page that fails on script errors."""
 
 EPISODES = [("r1", "e1", "t1", 1), ("r1", "e2", "t2", 3), ("r1", "e3", "t3", 5), ("r2", "g1", "t1", 1),
             ("r2", "g2", "t2", 3)]
@@ -193,7 +196,7 @@ class Attacker:
         self.url = f"http://localhost:{self.server.server_address[1]}/"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Attacker":
+    def __enter__(self) -> Attacker:
         self.thread.start()
         return self
 

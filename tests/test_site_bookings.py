@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 import pytest
+from PIL import Image
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.base import Site
 from mmina.fixtures.web.sites.carrental import CarRentalSite
@@ -22,11 +24,23 @@ from mmina.fixtures.web.sites.flights import FlightsSite
 from mmina.fixtures.web.sites.hotels import HotelsSite
 from mmina.fixtures.web.sites.trains import TrainsSite
 from mmina.fixtures.web.world import CITIES
-from PIL import Image
-
-from tests.site_testing import (HTML, JSON, KEYWORDS, PageModel, assert_changes_only_under_drift,
-                                assert_keeps_to_its_keyword, assert_same_bytes, crawl_site, follow, get, run_script,
-                                served, text, visible, well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    KEYWORDS,
+    PageModel,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_same_bytes,
+    crawl_site,
+    follow,
+    get,
+    run_script,
+    served,
+    text,
+    visible,
+    well_formed_fragments,
+)
 
 # ---- per-site facts the generic tests need ------------------------------------------------
 

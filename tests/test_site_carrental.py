@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from mmina.fixtures.web.sites.carrental import (CARS, CARS_BY_KEY, CarRentalSite, render_car)
-
+from mmina.fixtures.web.sites.carrental import CARS, CARS_BY_KEY, CarRentalSite, render_car
 from tests.site_testing import PageModel, get, text, visible
 
 

@@ -8,14 +8,25 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.sites._events_data import EVENTS
 from mmina.fixtures.web.sites.events import EVENTS_BY_SLUG, EventsSite, event_path
 from mmina.fixtures.web.world import CITIES
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_redirect,
+    assert_same_bytes,
+    crawl_site,
+    get,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 # Every page, image and link reachable from the home page and the city listings' filters.
 SEEDS = ("/", "/search?q=festival", "/calder-bay?sort=price", "/ostrand?category=concerts&date=2026-02-11")

@@ -5,9 +5,8 @@ import json
 import re
 
 from mmina.fixtures.web.base import Request
-from mmina.fixtures.web.sites.flights import (AIRLINES, FLIGHTS, FlightsSite, render_logo, route_flights)
+from mmina.fixtures.web.sites.flights import AIRLINES, FLIGHTS, FlightsSite, render_logo, route_flights
 from mmina.fixtures.web.world import CITIES_BY_AIRPORT
-
 from tests.site_testing import PageModel, get, text, visible
 
 RESULTS = "/results?from=PMR&to=CBY&date=2026-02-12"

@@ -8,14 +8,25 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.sites._food_data import RESTAURANTS
 from mmina.fixtures.web.sites.food import RESTAURANTS_BY_SLUG, FoodSite, restaurant_path
 from mmina.fixtures.web.world import CITIES
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_redirect,
+    assert_same_bytes,
+    crawl_site,
+    get,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 RAMEN = RESTAURANTS_BY_SLUG["bay-ramen"]
 # Every page, photo and link reachable from the home page and a few sorted listings.

@@ -5,15 +5,26 @@ import io
 import re
 
 import pytest
+from PIL import Image
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.images import rgb
 from mmina.fixtures.web.sites.guide import GUIDES, GuideSite
 from mmina.fixtures.web.world import CITIES
-from PIL import Image
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_same_bytes, crawl_site, fetched_apis, get, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_same_bytes,
+    crawl_site,
+    fetched_apis,
+    get,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import re
 
 from mmina.fixtures.web.base import Request
 from mmina.fixtures.web.sites.hotels import HOTELS, HotelsSite, render_photo
-
 from tests.site_testing import PageModel, get, text, visible
 
 

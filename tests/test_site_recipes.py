@@ -6,16 +6,28 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
+from PIL import Image
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.images import rgb
 from mmina.fixtures.web.sites._recipes_data import CATEGORIES, DIETS, RECIPES
 from mmina.fixtures.web.sites.recipes import RecipesSite
 from mmina.fixtures.web.sites.shop import PRODUCTS_BY_SLUG
-from PIL import Image
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_same_bytes, crawl_site, fetched_apis, get, links, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_same_bytes,
+    crawl_site,
+    fetched_apis,
+    get,
+    links,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 
 @pytest.fixture(scope="module")

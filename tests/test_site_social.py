@@ -9,14 +9,25 @@ import json
 import re
 
 import pytest
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.sites._social_data import POST_LIST
 from mmina.fixtures.web.sites.social import POSTS_BY_TITLE, SocialSite, post_id, post_path
 from mmina.fixtures.web.world import CITIES_BY_SLUG
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_redirect,
+    assert_same_bytes,
+    crawl_site,
+    get,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 BAKERY = POSTS_BY_TITLE["Which bakery has the best cardamom buns?"]
 BUS = POSTS_BY_TITLE["Spotted this old bus on the harbour road"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 from datetime import date
 
-from mmina.fixtures.web.sites.trains import (SERVICES, TrainsSite, render_route_map, station)
-
+from mmina.fixtures.web.sites.trains import SERVICES, TrainsSite, render_route_map, station
 from tests.site_testing import PageModel, get, text, visible
 
 TIMETABLE = "/timetable?from=port-meridian&to=calder-bay&date=2026-02-11"

@@ -10,13 +10,24 @@ import re
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+
 from mmina.fixtures.web import FixtureWeb
 from mmina.fixtures.web.sites._video_data import VIDEOS
 from mmina.fixtures.web.sites.video import VIDEOS_BY_TITLE, VideoSite, video_id, watch_path
-
-from tests.site_testing import (HTML, JSON, assert_changes_only_under_drift, assert_keeps_to_its_keyword, assert_page,
-                                assert_redirect, assert_same_bytes, crawl_site, get, reference_page, served,
-                                well_formed_fragments)
+from tests.site_testing import (
+    HTML,
+    JSON,
+    assert_changes_only_under_drift,
+    assert_keeps_to_its_keyword,
+    assert_page,
+    assert_redirect,
+    assert_same_bytes,
+    crawl_site,
+    get,
+    reference_page,
+    served,
+    well_formed_fragments,
+)
 
 RADIO = VIDEOS_BY_TITLE["Repairing a 1970s valve radio"]
 DEPOT = VIDEOS_BY_TITLE["Inside the Tessaly tram depot"]

@@ -13,16 +13,24 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mmina.actions.grammar import Action, ActionKind
+from mmina.replayer.archive import Archive, Exchange
 from mmina.replayer.fidelity import compare_sockets
 from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
-from mmina.replayer.archive import Archive, Exchange
 from mmina.replayer.router import ArchiveRouter, said_before
-from mmina.replayer.sockets import (STALL_S, Message, SocketPlay, answer_in_kind, heartbeat_kind, normalised,
-                                   parse_messages, session_script)
+from mmina.replayer.sockets import (
+    STALL_S,
+    Message,
+    SocketPlay,
+    answer_in_kind,
+    heartbeat_kind,
+    normalised,
+    parse_messages,
+    session_script,
+)
 from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import OVERDUE_S, Turns
 
@@ -185,7 +193,7 @@ def test_a_recorded_session_holds_what_its_page_posted_over_long_polling() -> No
                  Exchange(1, "GET", polling.replace("polling", "websocket").replace("http", "ws"), 101, body=_body(("receive", 1.0, '42["tick"]')),
                           started_ms=OPENED_MS),
                  Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500)]
-    [compared] = ArchiveRouter(Archive(exchanges), datetime.now(timezone.utc)).socket_fidelity()
+    [compared] = ArchiveRouter(Archive(exchanges), datetime.now(UTC)).socket_fidelity()
     assert (compared.recorded, compared.replayed) == (3, 0)  # before and after the upgrade; the pong is a heartbeat
     assert compared.first_difference == 'page → server message 1: recorded `42["before"]`, not said in the replay'
 
@@ -195,7 +203,7 @@ def test_a_socket_opened_early_on_the_timeline_opens_at_its_first_recorded_messa
     the handshake until the kernel was ready); a replayed page that asks sooner stays connecting
     until τ reaches the first recorded message — past an observation held in between, which must
     be taken first — and one that asks later, or a socket without messages, opens at once."""
-    start = datetime.fromtimestamp(OPENED_MS / 1e3 - 1.0, timezone.utc)  # the socket: 1 s into the episode
+    start = datetime.fromtimestamp(OPENED_MS / 1e3 - 1.0, UTC)  # the socket: 1 s into the episode
     socket = Exchange(0, "GET", "ws://nb.test/api/kernels/k/channels", 101, started_ms=OPENED_MS - 800,
                       body=_body(("send", 0.3, '{"msg_type": "kernel_info_request"}')))
 
@@ -293,7 +301,7 @@ def test_after_a_delivery_the_page_gets_as_long_as_the_recording_had_before_its_
         clock = _Clock()
         paced = _pace(clock)
         paced.turns.expect("push", 0, due=delivered_at, recorded=START.timestamp() + 0.95)  # 0.05 s before observation 0
-        clock.events.append((delivered_at, lambda at=delivered_at: paced.turns.delivered("push", at)))
+        clock.events.append((delivered_at, lambda at=delivered_at, paced=paced: paced.turns.delivered("push", at)))
         clock.now = 0.9
         paced.before_observe(_Page(clock, ready_at=99.0), 0)
         assert paced.turns.recorded_gap is not None and abs(paced.turns.recorded_gap - 0.05) < 1e-6
@@ -319,7 +327,7 @@ def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None
 
 # ---------------------------------------------------------------- the recorded pace
 
-START = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+START = datetime(2026, 11, 27, 12, tzinfo=UTC)
 
 
 class _Clock:

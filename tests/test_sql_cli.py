@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.recorder.recording import RunSummary
-from mmina.store.schema import TABLES
 from mmina.store import Store
 from mmina.store import docs as store_docs
 from mmina.store.describe import describe
+from mmina.store.schema import TABLES
 from mmina.store.sql import run_query
 from tests.docs_pages import all_pages
 

@@ -27,8 +27,8 @@ from mmina.errors import MminaError, QueryError
 from mmina.store import Store
 from mmina.store.sql import QueryTimeoutError, run_query
 from mmina.store.views import connect
-from tests.sql_attacks import CANARY, OTHER, leaks, outside_reads, statements, wrapped, writes
 from tests.heavy import sized
+from tests.sql_attacks import CANARY, OTHER, leaks, outside_reads, statements, wrapped, writes
 from tests.store_helpers import REPO_ROOT, begin, write_episode
 
 SLOW = "select count(*) from range(100000000) a(i), range(100000000) b(j) where (i * j) % 7 = 3"

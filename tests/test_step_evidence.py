@@ -15,9 +15,9 @@ from mmina.agents.settings import AgentSettings
 from mmina.cli import cli
 from mmina.models.model_client import Deadlines, ModelClient
 from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE, load_request, store_request, with_image_blobs
-from mmina.redaction.redact import Redactor
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
+from mmina.redaction.redact import Redactor
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot, repaint
 from mmina.store.sql import run_query

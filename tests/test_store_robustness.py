@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,13 +22,13 @@ from click.testing import CliRunner
 
 from mmina.cli import cli
 from mmina.errors import SchemaVersionError, StoreError, StoreWarning
-from mmina.store.schema import PREFIX_COLUMNS, SCHEMA_VERSION
 from mmina.store import Store
 from mmina.store.blobs import ROW_GROUP_BYTES, sha256
 from mmina.store.files import META_TABLE, META_VERSION
 from mmina.store.inspect import store_info, verify_store
 from mmina.store.layout import LOCK, MARKER
 from mmina.store.migrations import Migration
+from mmina.store.schema import PREFIX_COLUMNS, SCHEMA_VERSION
 from mmina.store.sql import run_query
 from tests.store_helpers import REPO_ROOT, begin, episode_row, write_episode
 
@@ -211,7 +211,7 @@ def test_verify_accepts_older_files_without_ref_columns(tmp_path: Path) -> None:
 def test_sql_returns_timestamps(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     write_episode(store, "r1", "ep1", n_steps=1)
-    assert sql(store, "select started_at from episodes") == [(datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),)]
+    assert sql(store, "select started_at from episodes") == [(datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),)]
 
 
 # -- 4. golden store of version 1 (never regenerate: see tests/golden/README.md) ------------------
@@ -232,7 +232,7 @@ def test_golden_v1_store_reads_exactly(tmp_path: Path) -> None:
     root = shutil.copytree(GOLDEN, tmp_path / "golden")
     before = _snapshot(root)
     store = Store.open(root)
-    t = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    t = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     (episode,) = store.read("episodes").to_pylist()
     assert episode == {
         "episode_id": "golden-ep", "task_id": "normal/1", "attempt": 1, "status": "completed", "stop_reason": "stop",

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mmina.agents.oracle import script_action
-from mmina.tasks.answers import answer_verdict
 from mmina.cli import cli
 from mmina.errors import TaskError
 from mmina.observations.observation import Observation
@@ -26,8 +26,9 @@ from mmina.recorder.verdicts import episode_view, verdict_rows
 from mmina.store.files import to_arrow
 from mmina.store.layout import check_id
 from mmina.store.schema import TASKS
-from mmina.tasks.taskcheck import MAX_DEPTH, check_suite, load_suite
+from mmina.tasks.answers import answer_verdict
 from mmina.tasks.task import MAX_HOPS, builtin_suite_path, id_slug, task_row
+from mmina.tasks.taskcheck import MAX_DEPTH, check_suite, load_suite
 from tests.heavy import sized
 
 FUZZ = settings(max_examples=sized(50, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -4,9 +4,11 @@ error object for a JSON API), never mmina's own plain text where the page parses
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mmina.replayer.archive import NOT_ARCHIVED_STATUS, Archive, Exchange, unmatched_reply
 
@@ -64,13 +66,13 @@ def test_any_unmatched_request_gets_a_well_formed_answer(method: str, path: list
 
 def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them() -> None:
     """Issue 56, item 6: a wrong "nearest" is found in the report, not by diffing tables."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from mmina.replayer.archive import MatchKind
     from mmina.replayer.jobs import _traced_by_step
     from mmina.replayer.router import Served
 
-    start = datetime(2026, 12, 6, tzinfo=timezone.utc)
+    start = datetime(2026, 12, 6, tzinfo=UTC)
     def served_at(seconds: float, method: str, url: str, kind: MatchKind, **recorded: Any) -> Served:
         return Served(at=start + timedelta(seconds=seconds), method=method, url=url, kind=kind, status=200, **recorded)
 

@@ -174,7 +174,8 @@ def test_a_real_socket_application_round_trips_through_warc_as_faithfully_as_its
     restored into a new store, and both stores replayed after a restart with new state. The
     restored replay matches every step, reaches nothing live, and repeats the socket as well as
     the original's replay does."""
-    from tests.realweb.apps import APPS, RunningApp, write_suite as app_suite
+    from tests.realweb.apps import APPS, RunningApp
+    from tests.realweb.apps import write_suite as app_suite
     from tests.realweb.check import AGENT
 
     app = next(a for a in APPS if a.name == "streamlit")

@@ -32,7 +32,7 @@ class HumanAgent:
         self.stdin, self.out = stdin, out
 
     @classmethod
-    def from_terminal(cls) -> "HumanAgent":
+    def from_terminal(cls) -> HumanAgent:
         """Refuse early when there is no input to read actions from."""
         if sys.stdin is None or sys.stdin.closed or not sys.stdin.readable():
             raise AgentError("the human agent reads actions from standard input, which is not readable here")

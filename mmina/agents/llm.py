@@ -46,7 +46,7 @@ class OpenAIAgent:
         return self.settings.input_mode == "multimodal"
 
     @classmethod
-    def from_settings(cls, settings: AgentSettings, store: Store | None = None) -> "OpenAIAgent":
+    def from_settings(cls, settings: AgentSettings, store: Store | None = None) -> OpenAIAgent:
         """Check the settings before anything starts, so a mistake costs no browser and no store."""
         check_settings(settings)
         return cls(settings, client_for(settings), store=store)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from mmina.store import Store
@@ -67,7 +67,7 @@ class TrajectoryMemory:
     def __init__(self, store: Store | None, k: int, by: str = "similarity", limits: MemoryLimits = MemoryLimits(),
                  cutoff: datetime | None = None, exclude_run: str | None = None) -> None:
         self.store, self.k, self.by, self.limits = store, k, by, limits
-        self.cutoff = cutoff or datetime.now(timezone.utc)
+        self.cutoff = cutoff or datetime.now(UTC)
         self.exclude_run = exclude_run
         self._candidates: list[Trajectory] | None = None
         self._steps_by_run: dict[str, dict[str, list[dict]]] = {}

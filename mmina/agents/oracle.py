@@ -10,7 +10,6 @@ from mmina.errors import AgentError
 from mmina.observations.observation import Observation
 from mmina.tasks.task import Task
 
-
 MISSTEP = "scroll [down]"
 """What a noisy oracle does instead of the script's step it drops (``--error-rate``)."""
 

@@ -66,7 +66,7 @@ class ReplayAgent:
         self._queue: list[StoredStep] = []
 
     @classmethod
-    def from_settings(cls, settings: AgentSettings, store: Store | None) -> "ReplayAgent":
+    def from_settings(cls, settings: AgentSettings, store: Store | None) -> ReplayAgent:
         if not (settings.from_episode or settings.from_run):
             raise AgentError("the replay agent needs --from-episode ID or --from-run RUN")
         if store is None:

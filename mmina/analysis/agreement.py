@@ -69,7 +69,7 @@ class Side:
     labeller: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Side":
+    def parse(cls, text: str) -> Side:
         name, sep, labeller = text.strip().partition(":")
         if sep and name == HUMAN and labeller.strip():
             return cls(HUMAN, labeller.strip())

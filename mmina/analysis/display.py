@@ -4,7 +4,7 @@ The terminal and HTML renderings use this; JSON and CSV keep the raw columns.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mmina.analysis.tables import Table
@@ -28,7 +28,7 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, datetime):
-        return f"{value.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        return f"{value.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     return str(value)
 
 

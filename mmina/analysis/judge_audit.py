@@ -33,8 +33,20 @@ from random import Random
 from statistics import fmean
 from typing import Any
 
-from mmina.analysis.agreement import (EPISODES_SQL, HUMAN, LABELS_SQL, VIEWS, Item, Key, Side, consensus, item_key,
-                                      items_of, partitions, side_verdicts)
+from mmina.analysis.agreement import (
+    EPISODES_SQL,
+    HUMAN,
+    LABELS_SQL,
+    VIEWS,
+    Item,
+    Key,
+    Side,
+    consensus,
+    item_key,
+    items_of,
+    partitions,
+    side_verdicts,
+)
 from mmina.analysis.data import AnalysisError, query, select_runs
 from mmina.stats import Confusion, kendall_tau, percentile_interval, resample_counts
 from mmina.store import Store

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mmina.analysis.data import AnalysisError, check_scored, query
-from mmina.stats import mcnemar_exact, rate, wilson
 from mmina.analysis.tables import Table
+from mmina.stats import mcnemar_exact, rate, wilson
 from mmina.store import Store
 from mmina.store.views import connect
 

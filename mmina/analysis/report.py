@@ -5,9 +5,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmina.analysis.names import DEFAULT_EVALUATOR, REPEAT_TABLES
 from mmina.analysis.data import AnalysisError, Episode, Scored, agent_label, load, query
 from mmina.analysis.hop_cost import hop_cost
+from mmina.analysis.names import DEFAULT_EVALUATOR, REPEAT_TABLES
 from mmina.analysis.repeats import has_repeats, repeat_tables
 from mmina.analysis.runner_log import OFFICIAL_EVALUATOR, runner_log_table
 from mmina.analysis.tables import Table, all_tables, conditioned_hops

@@ -12,7 +12,6 @@ from mmina import __version__
 from mmina.cli.common import MminaGroup, ctrl_c_interrupts
 from mmina.errors import first_line
 
-
 COMMANDS = {
     "record": "mmina.cli.record:record",
     "replay": "mmina.cli.replay:replay",

@@ -85,7 +85,7 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _kappa(group: "Group") -> str:
+def _kappa(group: Group) -> str:
     kappa = group.confusion.kappa
     if kappa is None:
         return "–"
@@ -93,7 +93,7 @@ def _kappa(group: "Group") -> str:
     return f"{kappa:.3f}{interval}"
 
 
-def _row(group: "Group") -> list[Any]:
+def _row(group: Group) -> list[Any]:
     c = group.confusion
     return [group.group if group.by == "all" else f"{group.by} {group.group}", group.items, c.n,
             _number(c.agreement), _kappa(group), _number(c.precision), _number(c.recall), _number(c.f1),
@@ -101,7 +101,7 @@ def _row(group: "Group") -> list[Any]:
             f"{group.missing_evaluator} / {group.missing_reference}"]
 
 
-def _print_table(result: "Agreement") -> None:
+def _print_table(result: Agreement) -> None:
     head = ["group", "items", "pairs", "agreement", "kappa [95% CI]", "precision", "recall", "F1",
             "TP / FP / FN / TN", "unsure (eval / ref)", "missing (eval / ref)"]
     for level in ("task", "hop"):
@@ -125,16 +125,16 @@ BASELINE_COLUMNS = ("evaluator", "level", "by", "group", "items", "human_kappa",
                     "judge_lo", "judge_hi", "difference", "difference_lo", "difference_hi", "place")
 
 
-def _estimate(value: "Estimate") -> str:
+def _estimate(value: Estimate) -> str:
     interval = f" [{_number(value.lo, 2)}, {_number(value.hi, 2)}]" if value.lo is not None else ""
     return f"{_number(value.value)}{interval}"
 
 
-def _flat(estimate: "Estimate") -> list[float | None]:
+def _flat(estimate: Estimate) -> list[float | None]:
     return [estimate.value, estimate.lo, estimate.hi]
 
 
-def _show_audit(result: "Audit", fmt: str) -> None:
+def _show_audit(result: Audit, fmt: str) -> None:
     """The audit as JSON, as CSV (the baseline rows), or as three tables and the warnings."""
     if fmt == "json":
         print_json(result.as_json())

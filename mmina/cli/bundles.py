@@ -35,9 +35,14 @@ from mmina.cli.common import (
 )
 from mmina.evaluators.rescore_settings import (
     DEFAULT_CONCURRENCY as JUDGE_CONCURRENCY,
+)
+from mmina.evaluators.rescore_settings import (
     DEFAULT_MAX_RETRIES as JUDGE_RETRIES,
+)
+from mmina.evaluators.rescore_settings import (
     JudgeSettings,
 )
+from mmina.executors.interface import EXECUTORS, Layout
 from mmina.models.model_client import (
     API_KEY_ENV,
     DEFAULT_CALL_S,
@@ -47,7 +52,6 @@ from mmina.models.model_client import (
     MAX_PATIENCE_S,
     MAX_RETRIES,
 )
-from mmina.executors.interface import EXECUTORS, Layout
 
 _OPTION = "mmina.option"
 """A field's metadata key: the click option that fills it."""

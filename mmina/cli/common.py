@@ -91,7 +91,9 @@ class MminaGroup(LazyGroup):
                 warnings.showwarning = _show_warning
                 return super().invoke(ctx)
         except MminaError as exc:
-            from mmina.redaction.redact import redact_message  # compiles its rules: only when there is a message
+            from mmina.redaction.redact import (
+                redact_message,  # compiles its rules: only when there is a message
+            )
 
             echo(f"Error: {redact_message(str(exc))}", err=True)
             ctx.exit(exc.exit_code)

@@ -10,12 +10,19 @@ import click
 
 from mmina.agents.settings import HISTORY_ACTIONS
 from mmina.cli.bundles import OPENAI_ONLY, AgentOptions, JudgeOptions
-from mmina.cli.common import MAX_HISTORY, check_model_endpoint, format_option, open_store, run_option, store_option
+from mmina.cli.common import (
+    MAX_HISTORY,
+    check_model_endpoint,
+    format_option,
+    open_store,
+    run_option,
+    store_option,
+)
 from mmina.cli.render import echo, print_json, progress_bar, render_rows
 
 if TYPE_CHECKING:
-    from mmina.store import Store
     from mmina.stepeval import EvalResult, StepReport
+    from mmina.store import Store
 
 
 @click.command(name="eval-steps")
@@ -59,7 +66,8 @@ def eval_steps(run_id: str, agent: str, agent_options: AgentOptions, sample: int
       mmina eval-steps --run RUN --agent openai --model gpt-4o --judge-model gpt-4o-mini
       mmina eval-steps --run latest --report-only
     """
-    from mmina.stepeval import EvalConfig, eval_steps as run_eval_steps
+    from mmina.stepeval import EvalConfig
+    from mmina.stepeval import eval_steps as run_eval_steps
 
     if report_only:
         _report_only(open_store(store_path), run_id, batch_id, fmt)

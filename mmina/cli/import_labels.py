@@ -1,7 +1,6 @@
 """``mmina import labels``: a person's labels made elsewhere (CSV or JSON), as ``human`` verdicts."""
 from __future__ import annotations
 
-
 import click
 
 from mmina.cli.common import format_option, open_store, store_option

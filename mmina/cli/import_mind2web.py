@@ -1,7 +1,6 @@
 """``mmina import mind2web``: Multimodal-Mind2Web samples as single-step episodes of a new run."""
 from __future__ import annotations
 
-
 import click
 
 from mmina.cli.common import format_option, open_store, store_option

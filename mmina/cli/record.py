@@ -7,12 +7,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from mmina.actions.navigation import check_schemes
 from mmina.cli.bundles import AgentOptions, BrowserOptions, Bundle, ScaleOptions, option
-from mmina.cli.common import (MAX_BUDGET_HOURS, MAX_BUDGET_USD, MAX_DRIFT, MAX_REPEATS, MAX_STEPS, RUN_REF, SUITE_HELP, Bounded,
-                              check_model_endpoint, format_option, open_store, store_option)
+from mmina.cli.common import (
+    MAX_BUDGET_HOURS,
+    MAX_BUDGET_USD,
+    MAX_DRIFT,
+    MAX_REPEATS,
+    MAX_STEPS,
+    RUN_REF,
+    SUITE_HELP,
+    Bounded,
+    check_model_endpoint,
+    format_option,
+    open_store,
+    store_option,
+)
 from mmina.cli.render import echo, print_json, print_tables, progress_bar, render_rows, stderr_is_terminal
 from mmina.errors import INFRASTRUCTURE, MminaError
-from mmina.actions.navigation import check_schemes
 
 if TYPE_CHECKING:
     from mmina.analysis.tables import Table
@@ -301,8 +313,8 @@ def _run_table(store: Store, run_id: str, name: str) -> Table | None:
 def _config(selection: TaskSelection, agent: str, agent_options: AgentOptions, prefix: PrefixOptions,
             run: RunOptions, browser: BrowserConfig, drift: int, layout: Layout) -> RecordConfig:
     """The run configuration from the command-line options."""
-    from mmina.tasks.budget import Limits
     from mmina.recorder.recording import RecordConfig
+    from mmina.tasks.budget import Limits
 
     if agent_options.error_rate and agent != "oracle":
         raise click.UsageError("--error-rate is the oracle agent's (a noisy oracle): use it with --agent oracle")

@@ -88,8 +88,14 @@ def progress_bar(*fields: str, eta: bool = False) -> Iterator[Progress | None]:
     if not stderr_is_terminal():
         yield None
         return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                *(TextColumn(f"{{task.fields[{name}]}}") for name in fields), TimeElapsedColumn()]

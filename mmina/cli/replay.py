@@ -9,16 +9,24 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mmina.cli.bundles import PRICES, AgentOptions, BrowserOptions, ScaleOptions
-from mmina.cli.common import MAX_STEPS, Bounded, check_model_endpoint, format_option, open_store, run_option, store_option
+from mmina.cli.common import (
+    MAX_STEPS,
+    Bounded,
+    check_model_endpoint,
+    format_option,
+    open_store,
+    run_option,
+    store_option,
+)
 from mmina.cli.render import echo, print_json, progress_bar, render_rows
 from mmina.errors import MminaError
 
 if TYPE_CHECKING:
     from mmina.executors.interface import Layout
-    from mmina.store import Store
     from mmina.recorder.browser import BrowserConfig
     from mmina.replayer.fidelity import EpisodeFidelity, RequestCounts
     from mmina.replayer.replays import AgentEpisode, AgentReplayReport, ReplayReport
+    from mmina.store import Store
 
 MAX_DIFFS_SHOWN = 5
 
@@ -114,8 +122,8 @@ def _replay_mode(store: Store, source: _Source, minimum: float | None, fmt: str)
 
 def _agent_mode(store: Store, source: _Source, agent: str, agent_options: AgentOptions, task_ids: tuple[str, ...],
                 max_steps: int, fmt: str) -> None:
-    from mmina.tasks.budget import Limits
     from mmina.replayer.replays import replay_agent
+    from mmina.tasks.budget import Limits
 
     settings = agent_options.settings()
     endpoint = check_model_endpoint(agent, settings)

@@ -9,8 +9,15 @@ from typing import TYPE_CHECKING
 import click
 
 from mmina.analysis.names import DEFAULT_EVALUATOR, TABLE_NAMES
-from mmina.cli.common import (FILE_OR_FOLDER, old_arguments, open_store, output_option, run_option, store_option,
-                              wide_option)
+from mmina.cli.common import (
+    FILE_OR_FOLDER,
+    old_arguments,
+    open_store,
+    output_option,
+    run_option,
+    store_option,
+    wide_option,
+)
 from mmina.cli.render import csv_text, echo, jsonable, print_json, print_tables, say, status, write_csv
 from mmina.outputs import output_path
 
@@ -126,7 +133,8 @@ IN_TERMINAL = " (the table format, and --evaluator step_action, print to the ter
 def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
     """The step-level figures of ``mmina eval-steps`` (its latest batch on the run)."""
     from mmina.cli.eval_steps import print_step_report
-    from mmina.stepeval import EVALUATOR as STEP_EVALUATOR, stored_report
+    from mmina.stepeval import EVALUATOR as STEP_EVALUATOR
+    from mmina.stepeval import stored_report
 
     if len(runs) != 1 or fmt not in ("table", "json"):
         raise click.UsageError(f"--evaluator {STEP_EVALUATOR} reports one run's eval-steps figures: "

@@ -39,7 +39,8 @@ def serve(host: str, port: int, expose: bool, token: str | None, evaluator: str,
       mmina serve --store s3://my-bucket/mmina --port 9000 --read-only
       mmina serve --host 0.0.0.0 --expose --token "$(openssl rand -hex 16)"
     """
-    from mmina.serve.launch import Binding, Labelling, is_loopback, serve as run_server  # uvicorn only here
+    from mmina.serve.launch import Binding, Labelling, is_loopback  # uvicorn only here
+    from mmina.serve.launch import serve as run_server
 
     store = open_store(store_path)
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
-from mmina.tasks.blocking import BLOCKED
 from mmina.errors import MminaError
+from mmina.tasks.blocking import BLOCKED
 from mmina.tasks.task import Task
 
 NOT_APPLICABLE = "n/a"
@@ -140,7 +140,7 @@ class Trace(NamedTuple):
     prefix_steps: int = 0
 
     @classmethod
-    def of(cls, episode: EpisodeView) -> "Trace":
+    def of(cls, episode: EpisodeView) -> Trace:
         row = episode.episode
         return cls(episode.task, episode.final_answer, [s.step_index for s in episode.steps],
                    [s.url for s in episode.steps], row.get("final_url"), row.get("prefix_hop_steps") or (),

@@ -48,7 +48,7 @@ class ScoreBatch:
 
     @classmethod
     def new(cls, evaluator: str, version: object, args: Mapping[str, Any],
-            supersedes: Mapping[str, Sequence[str]] | None = None) -> "ScoreBatch":
+            supersedes: Mapping[str, Sequence[str]] | None = None) -> ScoreBatch:
         """A batch starting now, with a fresh id."""
         return cls(
             batch_id=new_batch_id(evaluator),

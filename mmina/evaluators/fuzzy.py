@@ -14,11 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from mmina.tasks.answers import exact_match
-from mmina.evaluators.base import (NOT_APPLICABLE, BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine,
-                                   task_score, verdict_of)
+from mmina.evaluators.base import (
+    NOT_APPLICABLE,
+    BuiltinEvaluator,
+    EpisodeView,
+    EvaluatorError,
+    Score,
+    combine,
+    task_score,
+    verdict_of,
+)
 from mmina.evaluators.judge import FUZZY_PROMPT_VERSION, judge_prompt, parse_verdict
 from mmina.evaluators.strings import ExactMatch, MustInclude, UrlMatch, lacks, references
+from mmina.tasks.answers import exact_match
 from mmina.tasks.task import Task
 
 STRING_KEYS = ("exact_match", "must_include", "fuzzy_match")

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
-from mmina.tasks.answers import answer_verdict, must_include
 from mmina.evaluators.base import ScoreRow, Trace, task_result, verdict_of
 from mmina.evaluators.trace_evaluator import TraceEvaluator
+from mmina.tasks.answers import answer_verdict, must_include
 from mmina.tasks.task import Task, first_agent_step
 
 FLIGHT_SITES = ("momondo", "flight")

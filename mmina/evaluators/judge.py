@@ -38,7 +38,14 @@ from urllib.parse import urlsplit
 
 from mmina.evaluators.base import EvaluatorError
 from mmina.evaluators.rescore_settings import JudgeSettings
-from mmina.models.model_client import BASE_URL_ENV, Deadlines, ModelClient, ModelError, ParameterRefused, require_api_key
+from mmina.models.model_client import (
+    BASE_URL_ENV,
+    Deadlines,
+    ModelClient,
+    ModelError,
+    ParameterRefused,
+    require_api_key,
+)
 from mmina.store import Store
 from mmina.store.store import utcnow
 
@@ -90,7 +97,7 @@ class JudgeConfig:
     seed: int | None = None
 
     @classmethod
-    def of(cls, settings: JudgeSettings, prompt_version: str = FUZZY_PROMPT_VERSION) -> "JudgeConfig":
+    def of(cls, settings: JudgeSettings, prompt_version: str = FUZZY_PROMPT_VERSION) -> JudgeConfig:
         temperature = None if settings.temperature is None else float(settings.temperature)
         top_p = None if settings.top_p is None else float(settings.top_p)
         return cls(settings.model or "", endpoint_host(settings.base_url), prompt_version, temperature, top_p,
@@ -152,7 +159,7 @@ class JudgeRequest(NamedTuple):
     packs: tuple[str, ...] = ()
 
     @classmethod
-    def plain(cls, prompt: str) -> "JudgeRequest":
+    def plain(cls, prompt: str) -> JudgeRequest:
         """The paper's kind of question: one text, no system prompt, a yes or no."""
         return cls((("text", prompt),))
 

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from mmina.evaluators import keypoint_prompts as ask
 from mmina.evaluators.base import BuiltinEvaluator, EpisodeView, EvaluatorError, Score, combine
 from mmina.evaluators.judge import JudgeRequest
-from mmina.evaluators import keypoint_prompts as ask
 from mmina.evaluators.keypoint_prompts import Malformed, Page
 
 BUDGETS = {"key_points": 800, "relevance": 1000, "verdict": 500}

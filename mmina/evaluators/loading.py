@@ -19,9 +19,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.evaluators.base import (DEFAULT_STEP_FIELDS, EpisodeView, Evaluator, EvaluatorError, StepView, Trace,
-                                   episode_fields, needs_steps, step_fields)
 from mmina.errors import DAMAGED_RUN_HINT, unreadable_file
+from mmina.evaluators.base import (
+    DEFAULT_STEP_FIELDS,
+    EpisodeView,
+    Evaluator,
+    EvaluatorError,
+    StepView,
+    Trace,
+    episode_fields,
+    needs_steps,
+    step_fields,
+)
 from mmina.store import Store
 from mmina.tasks.task import Task, task_from_row
 
@@ -43,7 +52,7 @@ class StepColumns:
     columns: Mapping[str, list[Any]]
 
     @classmethod
-    def none(cls, episodes: int) -> "StepColumns":
+    def none(cls, episodes: int) -> StepColumns:
         """No step for any of ``episodes`` episodes (the evaluator reads none)."""
         return cls([0] * (episodes + 1), {"step_index": [], "url": []})
 
@@ -67,7 +76,7 @@ class EpisodeBatch:
     def __len__(self) -> int:
         return len(self.episode_ids)
 
-    def part(self, start: int, end: int, steps: StepColumns) -> "EpisodeBatch":
+    def part(self, start: int, end: int, steps: StepColumns) -> EpisodeBatch:
         """Episodes ``start`` to ``end``, with these steps."""
         return EpisodeBatch(self.run_ids[start:end], self.episode_ids[start:end], self.tasks[start:end],
                             self.episodes.slice(start, end - start), steps)

@@ -45,8 +45,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from mmina.evaluators.base import (BuiltinEvaluator, EpisodeView, EvaluatorError, Score, ScoreRow, failure,
-                                   task_result)
+from mmina.evaluators.base import (
+    BuiltinEvaluator,
+    EpisodeView,
+    EvaluatorError,
+    Score,
+    ScoreRow,
+    failure,
+    task_result,
+)
 from mmina.tasks.task import Task
 
 RULE_SETS = {"compare": "multihop", "multi567": "multihop", "multipro": "multihop", "normal": "2hop",

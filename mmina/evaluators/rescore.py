@@ -24,19 +24,42 @@ from pathlib import PurePath
 from typing import Any, NamedTuple
 
 from mmina.errors import SEE_EPISODES, not_found
-from mmina.evaluators.base import (NOT_APPLICABLE, EpisodeView, Evaluator, EvaluatorError, Score, ScoreRow, failure,
-                                   missing_reference, needs_steps)
+from mmina.evaluators.base import (
+    NOT_APPLICABLE,
+    EpisodeView,
+    Evaluator,
+    EvaluatorError,
+    Score,
+    ScoreRow,
+    failure,
+    missing_reference,
+    needs_steps,
+)
 from mmina.evaluators.batch import Outcome, ScoreBatch, ScoreColumns, score_table
-from mmina.evaluators.judge import FUZZY_PROMPT_VERSION, JudgeConfig, JudgeOutcome, JudgeRequest, canonical, resolve
-from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
-from mmina.evaluators.loading import Earlier, EpisodeBatch, by_run, load_episodes, previous_batches, with_steps
+from mmina.evaluators.judge import (
+    FUZZY_PROMPT_VERSION,
+    JudgeConfig,
+    JudgeOutcome,
+    JudgeRequest,
+    canonical,
+    resolve,
+)
+from mmina.evaluators.loading import (
+    Earlier,
+    EpisodeBatch,
+    by_run,
+    load_episodes,
+    previous_batches,
+    with_steps,
+)
 from mmina.evaluators.registry import factory, get
+from mmina.evaluators.rescore_settings import ACTIONS, JudgeSettings, RescoreConfig
+from mmina.evaluators.strings import gold_urls, references
 from mmina.executors.interface import Layout
 from mmina.executors.spread import spread
 from mmina.store import Store
 from mmina.store.layout import data_name, table_dir
 from mmina.store.schema import SCHEMA_VERSION, SCORES
-from mmina.evaluators.strings import gold_urls, references
 from mmina.tasks.task import BUCKETS, Task, hop_bucket, task_from_row
 
 REFERENCE_KEYS = ("exact_match", "must_include", "fuzzy_match")
@@ -122,7 +145,7 @@ class JudgeSpend:
             if prompt in asked:
                 self.new_tokens[0], self.new_tokens[1] = self.new_tokens[0] + given, self.new_tokens[1] + taken
 
-    def merge(self, other: "JudgeSpend") -> None:
+    def merge(self, other: JudgeSpend) -> None:
         self.tokens = [a + b for a, b in zip(self.tokens, other.tokens)]
         self.new_tokens = [a + b for a, b in zip(self.new_tokens, other.new_tokens)]
 

@@ -13,7 +13,6 @@ from mmina.tasks.answers import exact_match, missing_keywords, normalize
 from mmina.tasks.task import URL_ALTERNATIVES, Task
 
 
-
 def references(task: Task, key: str) -> list[str]:
     """``eval.reference_answers[key]`` as a list (a single string is one reference)."""
     value = task.reference_answers.get(key)

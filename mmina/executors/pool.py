@@ -11,10 +11,10 @@ import signal
 import threading
 import warnings
 from collections import deque
-from multiprocessing import connection
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from multiprocessing import connection
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError, MminaWarning

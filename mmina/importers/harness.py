@@ -41,7 +41,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +50,11 @@ from mmina.errors import ActionParseError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.importers.mind2web import image_info
+from mmina.redaction.redact import redact_episode
 from mmina.store import Store
 from mmina.store.layout import check_id
-from mmina.store.store import utcnow
-from mmina.redaction.redact import redact_episode
 from mmina.store.runs import SuiteRef, run_row
+from mmina.store.store import utcnow
 from mmina.tasks.task import SUITE_FOLDERS, HopTracker, Task, suite_sha256, task_from_dict
 from mmina.tasks.task import task_row as stored_task_row
 
@@ -263,7 +263,7 @@ def _log_line(line: str) -> tuple[datetime | None, str]:
     if found is None:
         return None, line.strip()
     when = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S").replace(
-        microsecond=int(found.group(2)) * 1000, tzinfo=timezone.utc)
+        microsecond=int(found.group(2)) * 1000, tzinfo=UTC)
     return when, found.group(3)
 
 
@@ -548,7 +548,7 @@ def _write_episodes(store: Store, run_id: str, planned: Sequence[Planned], progr
             digests = [batch.put_blob(s.screenshot.data, s.screenshot.media_type) if s.screenshot else None
                        for s in render.steps]
             steps = step_rows(replace(item, steps=render.steps), digests)
-            modified = datetime.fromtimestamp(item.path.stat().st_mtime, timezone.utc)
+            modified = datetime.fromtimestamp(item.path.stat().st_mtime, UTC)
             batch.add_episode(*redact_episode(episode_row(item, steps, modified), steps))
             if progress:
                 progress("importing", done, len(planned))

@@ -25,8 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmina.evaluators.labelling import (Label, LabelError, Saved, check_labels, checked_label, checked_labeller,
-                                        episode_refs, write_labels)
+from mmina.evaluators.labelling import (
+    Label,
+    LabelError,
+    Saved,
+    check_labels,
+    checked_label,
+    checked_labeller,
+    episode_refs,
+    write_labels,
+)
 from mmina.store import Store
 
 COLUMNS = ("episode_id", "hop", "label", "labeller", "note")

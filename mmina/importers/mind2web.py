@@ -36,9 +36,9 @@ import pyarrow.parquet as pq
 from mmina.actions.grammar import Action, ActionKind
 from mmina.errors import MminaError
 from mmina.redaction.redact import redact_configured, redact_episode
-from mmina.store.runs import SuiteRef, run_row
 from mmina.store import BatchWriter, Store
 from mmina.store.layout import check_id
+from mmina.store.runs import SuiteRef, run_row
 from mmina.store.store import utcnow
 from mmina.tasks.task import suite_sha256
 

@@ -33,8 +33,19 @@ from typing import Any
 from mmina.actions.grammar import Action, ActionKind, parse_action
 from mmina.errors import ActionParseError
 from mmina.interchange.inspect_export import episode_verdict, read_verdicts
-from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
-                                      folder_bytes, provenance, selected_runs, stream_episodes, written_folder)
+from mmina.interchange.stored import (
+    REDACTION_NOTE,
+    BlobReader,
+    InterchangeError,
+    Row,
+    Selection,
+    StoredEpisode,
+    folder_bytes,
+    provenance,
+    selected_runs,
+    stream_episodes,
+    written_folder,
+)
 from mmina.models.model_input import load_request
 from mmina.store import Store
 
@@ -299,11 +310,11 @@ def _write(store: Store, selection: Selection, folder: Path, images: bool, repor
         shots = reader.read(episode, [s.get("screenshot") for s in episode.steps] + [episode.row.get("final_screenshot")])
 
         def image(digest: str) -> str | None:
-            if not images or digest not in shots:
+            if not images or digest not in shots:  # noqa: B023 (used within the iteration)
                 return None
             if digest not in written:
                 (folder / "images").mkdir(exist_ok=True)
-                (folder / "images" / f"{digest}.jpg").write_bytes(shots[digest])
+                (folder / "images" / f"{digest}.jpg").write_bytes(shots[digest])  # noqa: B023 (used within the iteration)
                 written.add(digest)
             return f"images/{digest}.jpg"
 

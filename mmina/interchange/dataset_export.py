@@ -21,16 +21,33 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mmina.interchange.dataset_card import IMAGE_TYPE, CardConfig, CardText, card_text, citation_cff, hf_metadata
-from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode,
-                                      folder_bytes, provenance, stream_episodes, written_folder)
+from mmina.interchange.dataset_card import (
+    IMAGE_TYPE,
+    CardConfig,
+    CardText,
+    card_text,
+    citation_cff,
+    hf_metadata,
+)
+from mmina.interchange.stored import (
+    REDACTION_NOTE,
+    BlobReader,
+    InterchangeError,
+    Row,
+    Selection,
+    StoredEpisode,
+    folder_bytes,
+    provenance,
+    stream_episodes,
+    written_folder,
+)
 from mmina.models.model_input import INPUT_TYPE, MESSAGE_TYPE
 from mmina.redaction.secret_rules import MARKERS
 from mmina.store import Store
@@ -370,7 +387,7 @@ def _write_card(store: Store, folder: Path, report: DatasetExport, options: Data
     configs = [CardConfig(name=name, schema=config_schema(name), images=image_columns(name), rows=tally.rows, bytes=tally.bytes, doc=CONFIG_DOCS[name])
                for name, tally in report.configs.items()]
     (folder / "README.md").write_text(card_text(configs, options.card, facts))
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now(UTC).date().isoformat()
     (folder / "CITATION.cff").write_text(citation_cff(options.card, versions["mmina_version"], today))
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, **facts, "exported_at": today,
                 "configs": {name: {"rows": t.rows, "bytes": t.bytes, "files": t.files}

@@ -24,8 +24,19 @@ from urllib.parse import parse_qsl, urlsplit
 
 from mmina import __version__
 from mmina.errors import SEE_EPISODES, not_found
-from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, InterchangeError, Row, Selection, StoredEpisode, body_missing,
-                                      provenance, redacted_parts, stream_episodes, written_whole)
+from mmina.interchange.stored import (
+    REDACTION_NOTE,
+    BlobReader,
+    InterchangeError,
+    Row,
+    Selection,
+    StoredEpisode,
+    body_missing,
+    provenance,
+    redacted_parts,
+    stream_episodes,
+    written_whole,
+)
 from mmina.interchange.warc_records import reason
 from mmina.recorder.har import CHUNKS_HEADER, MMINA_HEADERS
 from mmina.redaction.secret_rules import is_text_type

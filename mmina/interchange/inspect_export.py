@@ -37,12 +37,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mmina.interchange.stored import (BlobReader, InterchangeError, Row, Selection, StoredEpisode, provenance,
-                                      stream_episodes, written_whole)
-from mmina.tasks.blocking import BLOCKED
 from mmina.errors import INFRASTRUCTURE
+from mmina.interchange.stored import (
+    BlobReader,
+    InterchangeError,
+    Row,
+    Selection,
+    StoredEpisode,
+    provenance,
+    stream_episodes,
+    written_whole,
+)
 from mmina.models.model_input import load_request
 from mmina.store import Store
+from mmina.tasks.blocking import BLOCKED
 
 LOG_VERSION = 2
 SUMMARIES_PER_FILE = 1000

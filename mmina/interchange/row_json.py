@@ -7,7 +7,7 @@ structs of them). Columns a reader does not know are dropped, columns it misses 
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -24,8 +24,8 @@ def row_to_json(row: Row, leave_out: tuple[str, ...] = ()) -> Row:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
     return value
 
 
@@ -38,4 +38,4 @@ def _typed(kind: pa.DataType, value: Any) -> Any:
     if value is None or not pa.types.is_timestamp(kind):
         return value
     moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -28,14 +28,14 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from mmina import __version__
 from mmina.interchange.stored import Row, Selection, StoredEpisode, selected_runs, written_whole
-from mmina.interchange.warc_export import OnEpisode, WarcExport, write_warc
 from mmina.interchange.wacz_index import CdxjIndex
+from mmina.interchange.warc_export import OnEpisode, WarcExport, write_warc
 from mmina.interchange.warc_records import WarcWriter
 from mmina.observations.observation import tree_lines
 from mmina.store import Store
@@ -83,8 +83,8 @@ def page_text(tree: str) -> str:
 
 
 def _rfc3339(moment: datetime) -> str:
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def export_wacz(store: Store, selection: Selection, output: Path, on_episode: OnEpisode | None = None,

@@ -31,11 +31,29 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mmina.interchange.row_json import row_to_json
-from mmina.interchange.stored import (REDACTION_NOTE, BlobReader, Row, Selection, StoredEpisode, body_missing, provenance,
-                                      redacted_parts, selected_runs, stream_episodes, written_whole)
-from mmina.interchange.warc_records import (WarcWriter, digest, http_request, http_response, record_id, warc_date)
+from mmina.interchange.stored import (
+    REDACTION_NOTE,
+    BlobReader,
+    Row,
+    Selection,
+    StoredEpisode,
+    body_missing,
+    provenance,
+    redacted_parts,
+    selected_runs,
+    stream_episodes,
+    written_whole,
+)
+from mmina.interchange.warc_records import (
+    WarcWriter,
+    digest,
+    http_request,
+    http_response,
+    record_id,
+    warc_date,
+)
 from mmina.interchange.warc_sockets import FRAMES_TYPE, RESOURCE_KIND, frames_block, http_form, is_socket
-from mmina.recorder.har import MMINA_HEADERS, CHUNKS_HEADER
+from mmina.recorder.har import CHUNKS_HEADER, MMINA_HEADERS
 from mmina.store import Store
 from mmina.store.store import utcnow
 

@@ -28,24 +28,31 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mmina.interchange.stored import InterchangeError, Row
-from mmina.interchange.warc_records import (Headers, HttpMessage, WarcRecord, dechunk, decode_content, parse_http,
-                                            read_records)
+from mmina.interchange.warc_records import (
+    Headers,
+    HttpMessage,
+    WarcRecord,
+    dechunk,
+    decode_content,
+    parse_http,
+    read_records,
+)
 from mmina.interchange.warc_restore import ORIGIN, Restore, exchange_columns, mmina_headers
 from mmina.interchange.warc_sockets import SOCKET_MIME, is_socket_url, stored_log
 from mmina.recorder.har import BODY_HEADER, MISSING
 from mmina.redaction.redact import Redactor, configured_secrets
-from mmina.store.runs import SuiteRef, run_row
 from mmina.redaction.secret_rules import is_text_type
 from mmina.store import Store
 from mmina.store.layout import check_id
+from mmina.store.runs import SuiteRef, run_row
 from mmina.store.writers import BatchWriter
-from mmina.tasks.taskcheck import load_suite
 from mmina.tasks.task import Task, id_slug, task_row
+from mmina.tasks.taskcheck import load_suite
 
 AGENT = "warc"
 DEFAULT_VIEWPORT = (1280, 2048)
@@ -290,7 +297,7 @@ def _date(text: str) -> datetime:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise InterchangeError(f"a record has a WARC-Date that is not a date: {text[:40]!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run_id: str | None = None,
@@ -312,7 +319,7 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
                                "urn:mmina:run record), so there is no run to restore: give --tasks")
     reader.restore.active = suite is None
     report.run_id = run_id or (reader.restore.run_id() if suite is None
-                               else f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-warc")
+                               else f"{datetime.now(UTC):%Y%m%d-%H%M%S}-warc")
     reader.writer = writer = store.batch_writer(report.run_id)
     try:
         rows = _read(reader, paths, report, progress)

@@ -14,7 +14,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,7 +40,7 @@ def digest(data: bytes) -> str:
 
 def warc_date(moment: datetime) -> str:
     """WARC 1.1's date: UTC, ISO 8601, microseconds kept (a naive time is taken as UTC)."""
-    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

@@ -23,8 +23,8 @@ from mmina.interchange.row_json import row_from_json
 from mmina.interchange.stored import InterchangeError, Row
 from mmina.interchange.warc_records import Headers, WarcRecord
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER
-from mmina.store.runs import run_config
 from mmina.store import Store
+from mmina.store.runs import run_config
 from mmina.store.schema import EPISODES, RUNS, STEPS, TASKS
 from mmina.store.writers import BatchWriter
 

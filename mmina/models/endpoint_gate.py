@@ -107,7 +107,7 @@ class EndpointGate:
         async with self.changed:
             try:
                 await asyncio.wait_for(self.changed.wait_for(lambda: self.down_since is None), min(tally.backoff_s, left))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass  # this call's turn to try again
         waited = loop.time() - started
         tally.waited_s += waited

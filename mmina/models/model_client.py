@@ -31,9 +31,9 @@ import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mmina.models.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
-from mmina.errors import MminaError, first_line, plural
 from mmina.actions.navigation import is_web_url
+from mmina.errors import MminaError, first_line, plural
+from mmina.models.endpoint_gate import MAX_BACKOFF_S, EndpointGate, EndpointUnavailable, Tally, gate_for
 from mmina.unicode import escaped, mapped_text
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class ModelClient:
             async with gate.slot():
                 response = await asyncio.wait_for(self._async_client().chat.completions.create(**request),
                                                   self.deadlines.call_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ModelError(self._late()) from None
         except openai.APIError as exc:
             refused = refused_param(exc, request)
@@ -241,7 +241,10 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
     """One line; says "after N retries" only for what the client retries (429, 5xx, timeouts,
     no connection), e.g. ``model endpoint failed after 4 retries: Error code: 503``."""
     retried = is_endpoint_fault(exc)
-    from mmina.redaction.redact import Redactor, configured_secrets  # its rules are compiled on first use, not for --help
+    from mmina.redaction.redact import (  # its rules are compiled on first use, not for --help
+        Redactor,
+        configured_secrets,
+    )
 
     message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
     after = f" after {plural(retries, 'retry', 'retries')}" if retried else ""

@@ -10,13 +10,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from playwright.async_api import Error as PlaywrightError, Locator
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Locator
 
 from mmina.actions.grammar import Action, ActionKind
-from mmina.errors import MminaError
 from mmina.actions.navigation import BLANK, refusal
-from mmina.redaction.redact import is_secret_input
+from mmina.errors import MminaError
 from mmina.recorder.settling import ACTION_DEADLINE_S
+from mmina.redaction.redact import is_secret_input
 
 if TYPE_CHECKING:
     from mmina.recorder.tabs import Tabs

@@ -23,20 +23,40 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from playwright.async_api import Browser, BrowserContext, Error as PlaywrightError, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.errors import BrowserNotFoundError, first_line
 from mmina.recorder.acting import ActionFailed
 from mmina.recorder.browser_loop import BrowserLoop
-from mmina.recorder.chromium import (DISABLE_FEATURES, LOCAL_NETWORK_FEATURES, MMINA_DISABLED_FEATURES,
-                                     PLAYWRIGHT_DISABLED_FEATURES, QUIET_ARGS, UNSHOWN_UI_FEATURES, find_chromium,
-                                     is_headless_shell, launch_args, launch_chromium, launch_failure,
-                                     shut_down)
+from mmina.recorder.chromium import (
+    DISABLE_FEATURES,
+    LOCAL_NETWORK_FEATURES,
+    MMINA_DISABLED_FEATURES,
+    PLAYWRIGHT_DISABLED_FEATURES,
+    QUIET_ARGS,
+    UNSHOWN_UI_FEATURES,
+    find_chromium,
+    is_headless_shell,
+    launch_args,
+    launch_chromium,
+    launch_failure,
+    shut_down,
+)
 from mmina.recorder.episode_browser import ContextAbandoned, EpisodeBrowser
 from mmina.recorder.freezing import FREEZE_AFTER_S
 from mmina.recorder.seeding import Seeding, seed_random
-from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LAUNCH_DEADLINE_S,
-                                     LIVENESS_S, OBSERVE_DEADLINE_S, PROBE_DEADLINE_S, REDIRECT_MARK, DeadlinePassed)
+from mmina.recorder.settling import (
+    ACTION_DEADLINE_S,
+    CLOSE_DEADLINE_S,
+    GRACE_S,
+    LAUNCH_DEADLINE_S,
+    LIVENESS_S,
+    OBSERVE_DEADLINE_S,
+    PROBE_DEADLINE_S,
+    REDIRECT_MARK,
+    DeadlinePassed,
+)
 from mmina.recorder.tabs import BrowserGone, Capture, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
@@ -152,7 +172,7 @@ class BrowserSession:
     def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
                 offline: Offline | None = None, paint_marks: bool = True, seed: Seeding | None = None,
                 options: Mapping[str, Any] | None = None,
-                page_time: Callable[[], float] = time.monotonic) -> "EpisodeBrowser":
+                page_time: Callable[[], float] = time.monotonic) -> EpisodeBrowser:
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
@@ -226,7 +246,7 @@ async def _close_within(context: BrowserContext) -> None:
     """Close a context that failed to start, within ``CLOSE_DEADLINE_S`` (the first error counts)."""
     try:
         await asyncio.wait_for(context.close(), CLOSE_DEADLINE_S)
-    except (PlaywrightError, asyncio.TimeoutError):
+    except (TimeoutError, PlaywrightError):
         pass
 
 

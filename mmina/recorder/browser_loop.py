@@ -11,7 +11,8 @@ import asyncio
 import threading
 import time
 from collections.abc import Coroutine
-from concurrent.futures import CancelledError as FutureCancelled, TimeoutError as FutureTimeout
+from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from mmina.errors import MminaError

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, Error as PlaywrightError, Playwright
+from playwright.async_api import Browser, Playwright
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.errors import BrowserNotFoundError
 

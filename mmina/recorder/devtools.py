@@ -24,7 +24,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Page
+from playwright.async_api import BrowserContext, CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
 
 SEND_TIMEOUT_S = 5.0
 """A DevTools call of mmina's not answered within this is given up (the caller decides what then)."""
@@ -56,13 +57,13 @@ class PageSessions:
     async def _open(self, page: Page) -> CDPSession | None:
         try:
             session = await asyncio.wait_for(self.context.new_cdp_session(page), SEND_TIMEOUT_S)
-        except (PlaywrightError, asyncio.TimeoutError):
+        except (TimeoutError, PlaywrightError):
             return None  # the page closed first, or the browser does not answer: nothing of it to ask
         self._keepers[page] = await _body_keeper(self.context, page)
         if self.listener is not None:
             try:
                 await asyncio.wait_for(self.listener(session), SEND_TIMEOUT_S)
-            except (PlaywrightError, asyncio.TimeoutError):
+            except (TimeoutError, PlaywrightError):
                 pass  # the page closed meanwhile; a session that still answers stays of use
         return session
 
@@ -98,7 +99,7 @@ async def _body_keeper(context: BrowserContext, page: Page) -> CDPSession | None
         keeper = await asyncio.wait_for(context.new_cdp_session(page), SEND_TIMEOUT_S)
         await send(keeper, "Network.configureDurableMessages",
                    {"maxTotalBufferSize": DURABLE_BYTES, "maxResourceBufferSize": DURABLE_BYTES})
-    except (PlaywrightError, asyncio.TimeoutError):
+    except (TimeoutError, PlaywrightError):
         return None
     return keeper
 
@@ -133,7 +134,7 @@ async def response_body(session: CDPSession, request_id: str) -> bytes | None:
     for attempt in range(2):
         try:
             result = await send(session, "Network.getResponseBody", {"requestId": request_id})
-        except (PlaywrightError, asyncio.TimeoutError):
+        except (TimeoutError, PlaywrightError):
             if attempt == 0:
                 await asyncio.sleep(REREAD_S)
             continue

@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -14,13 +14,17 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions.grammar import Action, ActionKind, parse_agent_output
 from mmina.agents.captions import Captioner
-from mmina.agents.protocol import Agent, AgentReply, ScriptEnd, agent_seed, checked_reply, seed_agent, uses_marks
-from mmina.tasks.answers import answer_verdict
-from mmina.tasks.budget import Budget, Limits
-from mmina.models.endpoint_gate import EndpointUnavailable
-from mmina.tasks.blocking import Blocked, FinalPage, blocked_at_end, start_page_blocked
+from mmina.agents.protocol import (
+    Agent,
+    AgentReply,
+    ScriptEnd,
+    agent_seed,
+    checked_reply,
+    seed_agent,
+    uses_marks,
+)
 from mmina.errors import AGENT, INFRASTRUCTURE, AgentError, MminaError, StartPageError, TaskError, first_line
-from mmina.tasks.harness_context import harness_context
+from mmina.models.endpoint_gate import EndpointUnavailable
 from mmina.models.model_input import store_request, with_image_blobs
 from mmina.observations.observation import Observation
 from mmina.recorder.browser import BrowserSession, ContextHook, EpisodeBrowser, Offline
@@ -30,6 +34,10 @@ from mmina.recorder.verdicts import episode_view, verdict_summary, write_verdict
 from mmina.redaction.redact import Redactor, configured_secrets, typed_text_is_secret
 from mmina.store import EpisodeWriter, Store
 from mmina.store.marks import mark_rows
+from mmina.tasks.answers import answer_verdict
+from mmina.tasks.blocking import Blocked, FinalPage, blocked_at_end, start_page_blocked
+from mmina.tasks.budget import Budget, Limits
+from mmina.tasks.harness_context import harness_context
 from mmina.tasks.task import HopTracker, Task, id_slug, task_row
 
 
@@ -114,7 +122,7 @@ def new_episode_id(task: Task) -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Pacer(Protocol):

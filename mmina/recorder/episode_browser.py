@@ -11,16 +11,25 @@ from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError
+from playwright.async_api import BrowserContext
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.actions.grammar import Action
 from mmina.errors import MminaError
 from mmina.observations.observation import Element, ElementIds, Observation
-from mmina.recorder.settling import (ACTION_DEADLINE_S, CLOSE_DEADLINE_S, GRACE_S, LOAD_MAX_S, OBSERVE_DEADLINE_S,
-                                     PROBE_DEADLINE_S, SETTLE_MAX_S, DeadlinePassed)
-from mmina.recorder.devtools import SEND_TIMEOUT_S as FREEZE_CALL_S
-from mmina.recorder.streams import EventStreams
 from mmina.recorder import acting, observing
+from mmina.recorder.devtools import SEND_TIMEOUT_S as FREEZE_CALL_S
+from mmina.recorder.settling import (
+    ACTION_DEADLINE_S,
+    CLOSE_DEADLINE_S,
+    GRACE_S,
+    LOAD_MAX_S,
+    OBSERVE_DEADLINE_S,
+    PROBE_DEADLINE_S,
+    SETTLE_MAX_S,
+    DeadlinePassed,
+)
+from mmina.recorder.streams import EventStreams
 from mmina.recorder.tabs import BrowserGone, Tabs
 
 T = TypeVar("T")

@@ -72,7 +72,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from playwright.async_api import CDPSession, Error as PlaywrightError, Page
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.devtools import send
 
@@ -235,6 +236,6 @@ class _Frozen:
             return await send(self.session, method, params)
         except PlaywrightError:
             return None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.answers = False
             return None

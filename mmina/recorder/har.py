@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmina.redaction.redact import Redactor
-from mmina.store.blobs import sha256
 from mmina.redaction.secret_rules import SOCKET_TYPE, is_text_type
+from mmina.store.blobs import sha256
 
 MMINA_HEADERS = "x-mmina-"
 """The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""

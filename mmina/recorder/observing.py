@@ -16,7 +16,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from playwright.async_api import Error as PlaywrightError, Frame, Page
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Frame, Page
 
 from mmina.observations.observation import Element, Observation, PageImage, Tab, flatten_snapshot
 from mmina.recorder.devtools import call, evaluate
@@ -160,7 +161,7 @@ async def page_facts(tabs: Tabs) -> PageFacts | None:
         return None
     try:
         return PageFacts.read(await evaluate(session, PAGE_FACTS))
-    except (PlaywrightError, asyncio.TimeoutError):
+    except (TimeoutError, PlaywrightError):
         return PageFacts()
 
 
@@ -191,7 +192,7 @@ async def images_in_view(tabs: Tabs, main: list[dict[str, Any]] | None = None) -
             continue
         try:
             images = main if main is not None and frame is tabs.page.main_frame else await _images_of(tabs, frame)
-        except (PlaywrightError, asyncio.TimeoutError):  # the frame went away while we looked
+        except (TimeoutError, PlaywrightError):  # the frame went away while we looked
             continue
         found += [image for i in images if (image := page_image(i, offset)) is not None]
     width, height = tabs.capture.viewport_width, tabs.capture.viewport_height

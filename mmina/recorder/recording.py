@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from functools import partial
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,21 +14,21 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.tasks.budget import Limits
-from mmina.models.endpoint_gate import EndpointUnavailable
 from mmina.errors import DAMAGED_RUN_HINT, INFRASTRUCTURE, AgentError, StoreError, unreadable_file
+from mmina.executors.interface import Layout, OnWorkers
+from mmina.executors.spread import spread
+from mmina.models.endpoint_gate import EndpointUnavailable
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode import EpisodeResult
 from mmina.recorder.verdicts import add_missing_verdicts, with_verdicts_due
 from mmina.recorder.workers import Repeat, Worker, WorkerSetup
-from mmina.executors.interface import Layout, OnWorkers
-from mmina.executors.spread import spread
-from mmina.store.runs import run_config, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
+from mmina.store.runs import run_config, run_row
 from mmina.store.store import utcnow
-from mmina.tasks.taskcheck import load_suite
+from mmina.tasks.budget import Limits
 from mmina.tasks.task import Task, TaskSuite, task_folder, task_from_row, task_row
+from mmina.tasks.taskcheck import load_suite
 
 FIXTURE_SUFFIX = ".mmina.test"
 

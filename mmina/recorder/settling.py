@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Frame, Page, Request, WebSocket
+from playwright.async_api import BrowserContext, Frame, Page, Request, WebSocket
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.errors import MminaError
 from mmina.recorder.devtools import PageSessions, between_documents, call, evaluate
@@ -293,7 +294,7 @@ class Settling:
                 if not between_documents(exc):
                     return False  # the page closed or crashed
                 await asyncio.sleep(SETTLE_POLL_S * 2)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return False
         return False
 
@@ -305,7 +306,7 @@ class Settling:
         try:
             long_lived = sorted({url for _method, url in self._long_lived})
             await self._run(call(PAGE_TURN, *limits, long_lived), max(limits) / 1e3 + 1.0)
-        except (PlaywrightError, asyncio.TimeoutError):
+        except (TimeoutError, PlaywrightError):
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._quiet() and self._last_activity == activity
 
@@ -328,6 +329,6 @@ class Settling:
             self._new_documents.discard(page)
             try:
                 await asyncio.wait_for(page.locator("body").count(), max(0.0, min(LOAD_MAX_S, deadline - started)))
-            except (PlaywrightError, asyncio.TimeoutError):
+            except (TimeoutError, PlaywrightError):
                 pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))

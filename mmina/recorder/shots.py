@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import base64
 
-from playwright.async_api import CDPSession, Error as PlaywrightError, Page
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.devtools import PageSessions, evaluate, send
 

@@ -20,7 +20,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError
+from playwright.async_api import BrowserContext, CDPSession
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.devtools import response_body
 from mmina.recorder.left_behind import LeftBehind
@@ -69,7 +70,7 @@ class EventStreams:
         """The bodies of documents the context's pages left as they loaded (``left_behind.py``)."""
 
     @classmethod
-    async def attach(cls, context: BrowserContext) -> "EventStreams":
+    async def attach(cls, context: BrowserContext) -> EventStreams:
         """Listen to every EventSource the context's pages open (before any page opens)."""
         streams = cls()
         await context.expose_binding(BINDING, streams._heard)

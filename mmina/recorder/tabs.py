@@ -15,10 +15,11 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from playwright.async_api import BrowserContext, CDPSession, Error as PlaywrightError, Frame, Page
+from playwright.async_api import BrowserContext, CDPSession, Frame, Page
+from playwright.async_api import Error as PlaywrightError
 
-from mmina.errors import MminaError, StartPageError
 from mmina.actions.navigation import BLANK, PAGE_SCHEMES, refusal
+from mmina.errors import MminaError, StartPageError
 from mmina.observations.observation import ElementIds
 from mmina.recorder.devtools import PageSessions
 from mmina.recorder.freezing import Freezing
@@ -86,7 +87,7 @@ class Tabs:
 
     @classmethod
     async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
-                    allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> "Tabs":
+                    allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> Tabs:
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads);
         ``page_time`` is the pages' time in seconds (a replay's: its recording's timeline)."""
         await Settling.prepare(context)

@@ -22,9 +22,9 @@ from mmina.errors import first_line
 from mmina.evaluators.base import EpisodeView, Evaluator, StepView, task_score
 from mmina.evaluators.batch import ScoreBatch, score_rows
 from mmina.evaluators.registry import get
-from mmina.store.runs import VERDICTS_KEY
 from mmina.store import Store
 from mmina.store.inspect import unscored_episodes
+from mmina.store.runs import VERDICTS_KEY
 from mmina.tasks.task import Task, task_from_row
 
 LIVE_EVALUATORS = ("task", "hops")

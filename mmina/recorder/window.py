@@ -14,9 +14,8 @@ Puppeteer, whose headless window stays at Chromium's 800×600 whatever the viewp
 """
 from __future__ import annotations
 
-import asyncio
-
-from playwright.async_api import CDPSession, Error as PlaywrightError
+from playwright.async_api import CDPSession
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.devtools import send
 
@@ -41,14 +40,14 @@ async def size_window(session: CDPSession, width: int, height: int, window_heigh
     try:
         window = (await send(session, "Browser.getWindowForTarget"))["windowId"]
         await _bounds(session, window, width, window_height)
-    except (PlaywrightError, asyncio.TimeoutError, KeyError):
+    except (TimeoutError, PlaywrightError, KeyError):
         return
     try:
         await send(session, "Emulation.setDeviceMetricsOverride", viewport_metrics(width, height))
-    except (PlaywrightError, asyncio.TimeoutError):
+    except (TimeoutError, PlaywrightError):
         try:
             await _bounds(session, window, width, height)
-        except (PlaywrightError, asyncio.TimeoutError):
+        except (TimeoutError, PlaywrightError):
             return  # the page is gone, or the browser stopped answering: nothing left to size
 
 

@@ -17,11 +17,12 @@ from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.store import Store
+from mmina.tasks.budget import Limits
 from mmina.tasks.task import Task
+
 
 @dataclass(frozen=True)
 class Repeat:

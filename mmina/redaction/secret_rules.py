@@ -25,11 +25,41 @@ from typing import Any
 from urllib.parse import quote, unquote_plus
 
 from mmina.redaction.secret_json import splice
-from mmina.redaction.secret_names import AMBIGUOUS, CREDENTIAL, connection_kind, is_secret_name, name_kind, stronger
-from mmina.redaction.secret_patterns import (ASSIGNMENT, ATTRIBUTE, AUTH_SCHEME, AUTH_WORDS, CODE_VALUE, ESCAPED_PAIR, LABELLED,
-                                   MULTIPART_FIELD, QUOTED_PAIR, SAID, SCHEME, TAG, TEXT_PARAM, URL_REST,
-                                   attribute_value, identifier_before, replace_group, scheme_start, token_like)
-from mmina.redaction.secret_shapes import KNOWN_KEYS, credential_shaped, data_token, might_hold_known_key, token_like
+from mmina.redaction.secret_names import (
+    AMBIGUOUS,
+    CREDENTIAL,
+    connection_kind,
+    is_secret_name,
+    name_kind,
+    stronger,
+)
+from mmina.redaction.secret_patterns import (
+    ASSIGNMENT,
+    ATTRIBUTE,
+    AUTH_SCHEME,
+    AUTH_WORDS,
+    CODE_VALUE,
+    ESCAPED_PAIR,
+    LABELLED,
+    MULTIPART_FIELD,
+    QUOTED_PAIR,
+    SAID,
+    SCHEME,
+    TAG,
+    TEXT_PARAM,
+    URL_REST,
+    attribute_value,
+    identifier_before,
+    replace_group,
+    scheme_start,
+)
+from mmina.redaction.secret_shapes import (
+    KNOWN_KEYS,
+    credential_shaped,
+    data_token,
+    might_hold_known_key,
+    token_like,
+)
 from mmina.redaction.secret_transport import ENGINE_IO_URL, TRANSPORT_ID, in_engine_io_query, opens_transport
 
 REDACTED = "[REDACTED]"

@@ -91,7 +91,7 @@ class BodyServer:
         try:
             await asyncio.wait_for(asyncio.shield(offer.sent), deadline_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             self.withdraw(key)
@@ -123,8 +123,7 @@ class BodyServer:
             await writer.drain()
             if offer is not None and not offer.sent.done():
                 offer.sent.set_result(None)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
-                ssl.SSLError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ssl.SSLError):
             pass  # not a browser's request, or the browser hung up: nothing was delivered
         finally:
             writer.close()

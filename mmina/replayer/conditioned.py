@@ -26,7 +26,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mmina.tasks.budget import Limits
 from mmina.agents.captions import Captioner, make_captioner
 from mmina.agents.protocol import Agent
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
@@ -42,8 +41,9 @@ from mmina.replayer.handover import CLOCK, HandOverRouter, PrefixCheck, Prefixed
 from mmina.replayer.jobs import AgentJobBase, ReplaySetup, counts
 from mmina.replayer.prefixes import Prefix, PrefixSpec, Skipped, plan_prefixes
 from mmina.replayer.source import SourceRun
-from mmina.store.runs import SuiteRef, run_config, run_row
 from mmina.store import Store
+from mmina.store.runs import SuiteRef, run_config, run_row
+from mmina.tasks.budget import Limits
 from mmina.tasks.task import HopTracker, Task, task_from_row
 
 OnEpisode = Callable[["ConditionedEpisode"], None]

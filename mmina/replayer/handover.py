@@ -31,10 +31,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, WebSocketRoute
+from playwright.async_api import BrowserContext, WebSocketRoute
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.agents.protocol import Agent, AgentReply, Handover, hand_over, uses_marks
 from mmina.observations.observation import Observation
@@ -75,7 +76,7 @@ class HandOverRouter(ArchiveRouter):
             raise RuntimeError("hand_over before prepare")
         self.live = True
         dropped = await drop_redacted_cookies(context)
-        handed_at = datetime.now(timezone.utc)
+        handed_at = datetime.now(UTC)
         await context.clock.set_system_time(handed_at)
         await context.unroute("**/*")
         return {"handed_over_at": handed_at.isoformat(), "clock": CLOCK, **await handed_state(context),
@@ -103,7 +104,7 @@ async def handed_state(context: BrowserContext) -> dict[str, Any]:
 async def _history_length(page: Any) -> int | None:
     try:
         return await asyncio.wait_for(page.evaluate("history.length"), PAGE_DEADLINE_S)
-    except (PlaywrightError, asyncio.TimeoutError):
+    except (TimeoutError, PlaywrightError):
         return None
 
 

@@ -21,17 +21,25 @@ from mmina.agents.protocol import Agent
 from mmina.agents.registry import make_agent
 from mmina.agents.settings import AgentSettings
 from mmina.agents.stored_actions import ReplayAgent, stored_steps
-from mmina.tasks.budget import Limits
 from mmina.recorder.browser import BrowserConfig, BrowserSession, Offline, RestartingSession
 from mmina.recorder.episode import EpisodeRecorder, EpisodeResult, new_episode_id
 from mmina.replayer.archive import MatchKind
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, RequestCounts, RequestMatch, SocketFidelity,
-                                     StepView, compare_steps, screenshot_differ)
+from mmina.replayer.fidelity import (
+    PIXEL_TOLERANCE,
+    EpisodeFidelity,
+    RequestCounts,
+    RequestMatch,
+    SocketFidelity,
+    StepView,
+    compare_steps,
+    screenshot_differ,
+)
 from mmina.replayer.pace import PacedSteps, RecordedPace
 from mmina.replayer.router import ArchiveRouter, Served
 from mmina.replayer.source import Rows, Source, SourceRun, by_episode
 from mmina.replayer.timeline import Timeline
 from mmina.store import Store
+from mmina.tasks.budget import Limits
 from mmina.tasks.task import Task
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "screenshot", "action", "model_output", "started_at",

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError
+from playwright.async_api import BrowserContext
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.replayer.timeline import Timeline
 

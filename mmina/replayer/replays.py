@@ -21,20 +21,26 @@ from typing import Any
 
 from mmina.agents.registry import INTERACTIVE_AGENTS, make_agent
 from mmina.agents.settings import AgentSettings
-from mmina.tasks.budget import Limits
 from mmina.errors import AgentError, StoreError
 from mmina.executors.interface import Layout
 from mmina.executors.spread import spread
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import new_run_id
 from mmina.recorder.verdicts import with_verdicts_due
-from mmina.replayer.fidelity import (PIXEL_TOLERANCE, EpisodeFidelity, StepView, compare_steps, screenshot_differ,
-                                     summarize)
+from mmina.replayer.fidelity import (
+    PIXEL_TOLERANCE,
+    EpisodeFidelity,
+    StepView,
+    compare_steps,
+    screenshot_differ,
+    summarize,
+)
 from mmina.replayer.jobs import STEP_COLUMNS, AgentEpisode, AgentJob, ReplaySetup, StoredActionsJob
 from mmina.replayer.source import Source, SourceRun, by_episode, select_sources
-from mmina.store.runs import SuiteRef, run_row
 from mmina.store import Store
 from mmina.store.layout import check_id
+from mmina.store.runs import SuiteRef, run_row
+from mmina.tasks.budget import Limits
 
 OnStart = Callable[[str, int], None]
 

@@ -40,18 +40,30 @@ import json
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import astuple, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
-from playwright.async_api import BrowserContext, Error as PlaywrightError, Request, Route, WebSocketRoute
+from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
+from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import REDIRECT_MARK
-from mmina.recorder.har import RoutedTraffic
-from mmina.recorder.har import CHUNKS_HEADER
+from mmina.recorder.har import CHUNKS_HEADER, RoutedTraffic
 from mmina.redaction.redact import is_text_type
-from mmina.replayer.archive import (MAX_REDIRECTS, NOT_ARCHIVED_STATUS, Archive, Exchange, MatchKind, Matcher,
-                                    Reply, redirect_loop_reply, redirect_target, redirected_method, reply_for,
-                                    shape, unmatched_reply)
+from mmina.replayer.archive import (
+    MAX_REDIRECTS,
+    NOT_ARCHIVED_STATUS,
+    Archive,
+    Exchange,
+    Matcher,
+    MatchKind,
+    Reply,
+    redirect_loop_reply,
+    redirect_target,
+    redirected_method,
+    reply_for,
+    shape,
+    unmatched_reply,
+)
 from mmina.replayer.body_server import LARGE_BODY, BodyServer
 from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
@@ -321,7 +333,7 @@ class ArchiveRouter:
         self._feed_sockets(request)
         try:
             reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reply = self._failed(request, 504, f"no answer within {ROUTE_DEADLINE_S:g} s")
         except asyncio.CancelledError:  # the context closed first: still a request never answered
             self._failed(request, 504, "the context closed before the answer was ready")
@@ -469,7 +481,7 @@ class ArchiveRouter:
         """The error a request gets when the router could not answer it (logged as failed)."""
         self.served.append(
             Served(
-                at=datetime.now(timezone.utc),
+                at=datetime.now(UTC),
                 method=request.method,
                 url=request.url,
                 kind=MatchKind.UNMATCHED,
@@ -559,7 +571,7 @@ class ArchiveRouter:
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
         missing = exchange is not None and (exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit))
         source = match.exchange
-        self.served.append(Served(at=datetime.now(timezone.utc), method=method, url=url, kind=match.kind, status=status, missing_body=missing,
+        self.served.append(Served(at=datetime.now(UTC), method=method, url=url, kind=match.kind, status=status, missing_body=missing,
                                   redacted_body=exchange is not None and exchange.redacted_body,
                                   recorded_url=source.url if source else None,
                                   recorded_order=source.order if source else None,

@@ -15,11 +15,12 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
-from datetime import datetime, timezone
 from typing import Any
 
-from playwright.async_api import Error as PlaywrightError, WebSocketRoute
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import WebSocketRoute
 
 from mmina.replayer.archive import Exchange
 from mmina.replayer.echoes import Echoes, places
@@ -60,7 +61,7 @@ class SocketPlayer:
         said = parse_messages(exchange.body, 0.0)
         messages = session_script(said, polled or [], opened_s) if exchange.started_ms else parse_messages(exchange.body)
         slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
-        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(timezone.utc), turns,
+        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(UTC), turns,
                      recorded_opened=opened_s if exchange.started_ms else None, echoes=echoes or Echoes())
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
@@ -115,7 +116,7 @@ class SocketPlayer:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             if self.turns is not None:

@@ -9,13 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mmina.tasks.budget import Limits
 from mmina.errors import SEE_EPISODES, SEE_RUNS, StoreError, not_found
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.seeding import Seeding
 from mmina.replayer.archive import Archive, exchanges_from_rows
-from mmina.store.runs import run_config
 from mmina.store import Store
+from mmina.store.runs import run_config
+from mmina.tasks.budget import Limits
 from mmina.tasks.task import Task, task_folder, task_from_row
 
 Rows = dict[str, list[dict[str, Any]]]

@@ -104,7 +104,7 @@ class Turns:
             self._waiting.add(event)  # before the next look at ``taken``: a wake-up cannot be missed
             try:
                 await asyncio.wait_for(event.wait(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
             finally:
                 self._waiting.discard(event)

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from mmina.errors import MminaError, not_found
-from mmina.evaluators.labelling import (MAX_NOTE, EpisodeRef, Label, LabelError, checked_labeller, write_labels)
+from mmina.evaluators.labelling import MAX_NOTE, EpisodeRef, Label, LabelError, checked_labeller, write_labels
 from mmina.serve import params
 from mmina.serve.catalog import Catalog
 from mmina.serve.params import BadRequest, NotFound

@@ -19,10 +19,10 @@ from mmina.analysis.html import report_sections
 from mmina.analysis.paired import Side, compare
 from mmina.analysis.report import build_report
 from mmina.analysis.viewer import episode_data, input_texts
-from mmina.store.runs import run_config
 from mmina.serve.catalog import Catalog, Kept, StoredEpisode
 from mmina.serve.params import EpisodeQuery
 from mmina.serve.watcher import StoreWatcher
+from mmina.store.runs import run_config
 from mmina.store.sql import run_query
 
 RUNS_SQL = """

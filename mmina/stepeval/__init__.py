@@ -8,8 +8,15 @@ from mmina.lazy import lazy_names
 
 if TYPE_CHECKING:
     from mmina.stepeval.step_report import StepReport, build_report
-    from mmina.stepeval.teacher_forced import (EVALUATOR, EvalConfig, EvalResult, StoredBatch, eval_steps,
-                                               stored_details, stored_report)
+    from mmina.stepeval.teacher_forced import (
+        EVALUATOR,
+        EvalConfig,
+        EvalResult,
+        StoredBatch,
+        eval_steps,
+        stored_details,
+        stored_report,
+    )
 
 __all__ = ["EVALUATOR", "EvalConfig", "EvalResult", "StepReport", "StoredBatch", "build_report", "eval_steps",
            "stored_details", "stored_report"]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mmina.actions.grammar import Action, ActionKind
-from mmina.tasks.answers import normalize
 from mmina.observations.observation import Element
+from mmina.tasks.answers import normalize
 
 OPS = ("click", "type", "select", "scroll", "navigation", "stop")
 UNPARSABLE = "unparsable"

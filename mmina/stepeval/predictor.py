@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mmina.agents.llm import OpenAIAgent
-from mmina.agents.settings import HISTORY_ACTIONS
 from mmina.agents.protocol import Agent, AgentReply
 from mmina.agents.registry import BUILTIN_AGENTS, make_agent
-from mmina.agents.settings import AgentSettings
+from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.errors import AgentError, MminaError
 from mmina.observations.observation import Observation
 from mmina.stepeval.steps import StepEvalError

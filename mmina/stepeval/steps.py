@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import SEE_EPISODES, MminaError, not_found
-from mmina.tasks.answers import answer_verdict
 from mmina.observations.observation import Observation, PageImage, Tab, elements_from_tree
 from mmina.store import Store
 from mmina.store.marks import marked_screenshot
+from mmina.tasks.answers import answer_verdict
 from mmina.tasks.task import Task, task_from_row
 
 STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",

@@ -16,18 +16,31 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mmina.actions.grammar import parse_action, parse_agent_output
+from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
 from mmina.errors import AgentError, MminaError
 from mmina.evaluators.base import EpisodeView, Score
-from mmina.evaluators.judge import (JudgeConfig, JudgeOutcome, JudgeSettings, canonical, judge_prompt, parse_verdict,
-                                   resolve)
 from mmina.evaluators.batch import ScoreBatch, score_rows
-from mmina.agents.settings import HISTORY_ACTIONS, AgentSettings
+from mmina.evaluators.judge import (
+    JudgeConfig,
+    JudgeOutcome,
+    JudgeSettings,
+    canonical,
+    judge_prompt,
+    parse_verdict,
+    resolve,
+)
 from mmina.stepeval import action_match as compare
-from mmina.stepeval.predictor import Prediction, make_step_agent, needs_screenshot, predict
 from mmina.stepeval.action_match import ActionFacts, StepScore
+from mmina.stepeval.predictor import Prediction, make_step_agent, needs_screenshot, predict
 from mmina.stepeval.step_report import StepReport, build_report
-from mmina.stepeval.steps import (ReferenceStep, StepEvalError, load_reference_steps, observation, sample,
-                                  screenshots)
+from mmina.stepeval.steps import (
+    ReferenceStep,
+    StepEvalError,
+    load_reference_steps,
+    observation,
+    sample,
+    screenshots,
+)
 from mmina.store import Store
 
 EVALUATOR = "step_action"
@@ -185,7 +198,9 @@ def _score_all(store: Store, asked: list[_Asked], settings: JudgeSettings, resul
         if failure:
             result.failed.append(StepProblem(item.step.episode_id, item.step.step_index, failure))
             continue
-        judge = (lambda pred, ref: {"pass": True, "fail": False}.get(parse_verdict(replies.get(judge_prompt(pred, ref)))))
+        def judge(pred: str, ref: str) -> bool | None:
+            return {"pass": True, "fail": False}.get(parse_verdict(replies.get(judge_prompt(pred, ref))))
+
         scored.append((item, compare.score(item.reference, item.predicted, judge if settings.model else None),
                        _judge_json(outcome, prompts, settings)))
     return scored

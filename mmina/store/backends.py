@@ -115,7 +115,7 @@ class Backend(ABC):
     def drop_unfinished(self, item: Unfinished) -> bool:
         """Remove a leftover of a writer that is gone (checked again first); False if it was not."""
 
-    def check_folder(self, path: PurePath) -> None:
+    def check_folder(self, path: PurePath) -> None:  # noqa: B027 (a no-op where folders exist)
         """Refuse a file where the store keeps a folder (object stores have no folders)."""
 
     def try_lock(self, name: str) -> AbstractContextManager[bool]:

@@ -14,11 +14,11 @@ from pathlib import PurePath
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mmina.store.schema import BLOBS
-from mmina.store.backends import Backend, NewFile
 from mmina.errors import CorruptFileError
+from mmina.store.backends import Backend, NewFile
 from mmina.store.files import Written, decode_threads, read_failure, read_file, with_metadata
 from mmina.store.layout import data_files, file_stem
+from mmina.store.schema import BLOBS
 
 ROW_GROUP_BYTES = 1 << 20
 Skip = Callable[[PurePath, str], None]

@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import StoreError
-from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
 from mmina.store.files import Written, read_file, write_new
 from mmina.store.layout import batch_stem, data_files, data_name, file_stem, table_dir
 from mmina.store.manifest import Listed, manifest_metadata, read_manifest
+from mmina.store.schema import EPISODES, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
 from mmina.store.store import Store
 from mmina.store.writers import BATCH_STEP_ROW_GROUP
 

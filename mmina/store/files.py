@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 from pyarrow.fs import PyFileSystem
 
 from mmina.errors import CorruptFileError, StoreError, first_line
-from mmina.unicode import mapped_text
-from mmina.store.schema import SCHEMA_VERSION, Table
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable, upgrade
+from mmina.store.schema import SCHEMA_VERSION, Table
+from mmina.unicode import mapped_text
 
 if TYPE_CHECKING:
     from mmina.store.backends import Backend

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mmina.errors import CorruptFileError, MminaError, SchemaVersionError, StoreError
-from mmina.store.files import arrow_buffer, read_failure, version_in
 from mmina.store.compact import WORK_DIR
+from mmina.store.files import arrow_buffer, read_failure, version_in
 from mmina.store.layout import file_stem, file_version, is_batch, run_of
 from mmina.store.leftovers import Leftover, orphans, remove_leftovers
 from mmina.store.manifest import Listed, read_manifest

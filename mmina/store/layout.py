@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import PurePath
+
 from mmina.errors import StoreError
 from mmina.store.backends import Backend
 from mmina.store.schema import Table

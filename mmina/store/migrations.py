@@ -15,11 +15,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina.errors import SchemaVersionError
-from mmina.store.schema import EPISODES, JUDGE_CACHE, PREFIX_COLUMNS, REQUESTS, SCHEMA_VERSION, SCORES, STEPS, Table
+from mmina.store.schema import (
+    EPISODES,
+    JUDGE_CACHE,
+    PREFIX_COLUMNS,
+    REQUESTS,
+    SCHEMA_VERSION,
+    SCORES,
+    STEPS,
+    Table,
+)
+from mmina.store.sqltypes import duckdb_type
 
 V6_PREFIX_COLUMNS = tuple("start_hop" if name == "hops_given" else name for name in PREFIX_COLUMNS)
 """The hop-conditioned columns as schema version 6 named them."""
-from mmina.store.sqltypes import duckdb_type
 
 
 @dataclass(frozen=True)

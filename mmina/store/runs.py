@@ -9,13 +9,12 @@ import json
 import platform
 import socket
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NamedTuple, Protocol
 
 from mmina import __version__
 from mmina.redaction.redact import redact_configured
-
 
 VERDICTS_KEY = "verdicts_with_episodes"
 """The key of a run's configuration that lists the evaluators whose verdicts are stored with
@@ -58,7 +57,7 @@ def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: Nam
     runs that drove no browser (imports), and then so is the Playwright version. Redacted:
     a configuration may hold an endpoint's ``user:PASS@`` or a key (see ``redact.py``)."""
     return redact_configured({
-        "created_at": datetime.now(timezone.utc),
+        "created_at": datetime.now(UTC),
         "agent": agent,
         "model": model,
         "config_json": json.dumps(dict(config), sort_keys=True, default=str),

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,18 +24,38 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mmina import __version__
-from mmina.errors import (DAMAGED_RUN_HINT, AlreadyExistsError, CorruptFileError, NotAStoreError,
-                          SchemaVersionError, StoreError, StoreNotFoundError, StoreWarning, UnknownRunError,
-                          unreadable_file)
-from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
+from mmina.errors import (
+    DAMAGED_RUN_HINT,
+    AlreadyExistsError,
+    CorruptFileError,
+    NotAStoreError,
+    SchemaVersionError,
+    StoreError,
+    StoreNotFoundError,
+    StoreWarning,
+    UnknownRunError,
+    unreadable_file,
+)
 from mmina.store.backends import Backend, LocalBackend
 from mmina.store.blobs import BlobIndex, read_blobs
 from mmina.store.files import read_file, replace_file, to_arrow, write_new
-from mmina.store.layout import (BATCH_PREFIX, COMMIT_LOCK, LOCK, MARKER, check_id, data_files, data_name, file_stem,
-                                is_batch, run_of, table_dir)
+from mmina.store.layout import (
+    BATCH_PREFIX,
+    COMMIT_LOCK,
+    LOCK,
+    MARKER,
+    check_id,
+    data_files,
+    data_name,
+    file_stem,
+    is_batch,
+    run_of,
+    table_dir,
+)
+from mmina.store.leftovers import remove_leftovers
 from mmina.store.migrations import MIGRATIONS, Migration, check_readable
 from mmina.store.run_refs import resolve_run_ref
-from mmina.store.leftovers import remove_leftovers
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, RUNS, SCHEMA_VERSION, STEPS, TABLES, TASKS, Table
 from mmina.store.writers import BatchWriter, EpisodeWriter
 
 EPISODE_CHILDREN = (STEPS, REQUESTS)
@@ -45,7 +65,7 @@ _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def open_backend(location: str | os.PathLike[str]) -> Backend:
@@ -78,7 +98,7 @@ class Store:
 
     @classmethod
     def open(cls, location: str | os.PathLike[str], create: bool = False,
-             migrations: Sequence[Migration] = MIGRATIONS) -> "Store":
+             migrations: Sequence[Migration] = MIGRATIONS) -> Store:
         """Open an existing store (a folder, or a URL such as ``s3://bucket/prefix``); with
         ``create``, also one still to be made (a missing or empty folder or prefix), which its
         first write creates — so a command that fails before writing leaves nothing behind.

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from mmina.errors import StoreError
-from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
+from mmina.store.backends import worker_name
 from mmina.store.blobs import PackWriter, sha256
 from mmina.store.files import to_arrow, write_new
-from mmina.store.backends import worker_name
 from mmina.store.layout import batch_stem, data_name, table_dir
 from mmina.store.manifest import manifest_metadata
+from mmina.store.schema import BLOBS, EPISODES, REQUESTS, SCHEMA_VERSION, STEPS, Table
 from mmina.store.writable import WritableStore
 
 Row = dict[str, Any]

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mmina.errors import SEE_TASKS, TaskError, not_found, plural
-from mmina.unicode import mapped_text, valid_text
 from mmina.redaction.redact import redact_configured
+from mmina.unicode import mapped_text, valid_text
 
 END = "end"
 START_URL_SEPARATOR = " |AND| "
@@ -117,7 +117,7 @@ class TaskSuite:
     warnings: tuple[str, ...] = ()
     """What validation found odd but runnable in the suite's files (``file: field: warning: ...``)."""
 
-    def select(self, task_ids: list[str] | None) -> "TaskSuite":
+    def select(self, task_ids: list[str] | None) -> TaskSuite:
         """The sub-suite with only ``task_ids`` (all tasks when None); unknown ids are an error."""
         if not task_ids:
             return self
@@ -129,11 +129,11 @@ class TaskSuite:
             raise TaskError(not_found("task", missing[0], f"suite {self.name}", by_id, listed) + others)
         return replace(self, tasks=tuple(by_id[t] for t in task_ids))
 
-    def head(self, limit: int | None) -> "TaskSuite":
+    def head(self, limit: int | None) -> TaskSuite:
         """The first ``limit`` tasks (all when None)."""
         return self if limit is None else replace(self, tasks=self.tasks[:limit])
 
-    def with_warnings(self, warnings: tuple[str, ...]) -> "TaskSuite":
+    def with_warnings(self, warnings: tuple[str, ...]) -> TaskSuite:
         return replace(self, warnings=warnings)
 
 

@@ -30,12 +30,27 @@ from pathlib import Path
 from typing import Any
 
 from mmina.actions.grammar import ActionKind
+from mmina.actions.navigation import is_web_url
 from mmina.errors import TaskError, first_line
 from mmina.tasks.harness_context import context_findings
-from mmina.actions.navigation import is_web_url
-from mmina.tasks.task import (END, MAX_HOPS, MULTIHOP_SUITES, OFFICIAL_SHAPED, SINGLE_HOP_SUITES, START_URL_SEPARATOR,
-                              SUITE_FOLDERS, URL_ALTERNATIVES, Task, TaskSuite, count_value, id_base,
-                              resolve_suite_path, suite_sha256, task_from_dict, task_id_of)
+from mmina.tasks.task import (
+    END,
+    MAX_HOPS,
+    MULTIHOP_SUITES,
+    OFFICIAL_SHAPED,
+    SINGLE_HOP_SUITES,
+    START_URL_SEPARATOR,
+    SUITE_FOLDERS,
+    URL_ALTERNATIVES,
+    Task,
+    TaskSuite,
+    count_value,
+    id_base,
+    resolve_suite_path,
+    suite_sha256,
+    task_from_dict,
+    task_id_of,
+)
 from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"

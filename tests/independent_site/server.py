@@ -73,7 +73,7 @@ class IndieShop:
     def chromium_args(self) -> list[str]:
         return [f"--host-resolver-rules=MAP {HOST} 127.0.0.1:{self.port}"]
 
-    def start(self) -> "IndieShop":
+    def start(self) -> IndieShop:
         handler = type("BoundHandler", (ShopHandler,), {"shop": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -87,13 +87,13 @@ class IndieShop:
             self._server.server_close()
             self._server = None
 
-    def restart(self) -> "IndieShop":
+    def restart(self) -> IndieShop:
         """Stop, draw new random state, start on a new port (same host name)."""
         self.stop()
         self.state = ShopState()
         return self.start()
 
-    def __enter__(self) -> "IndieShop":
+    def __enter__(self) -> IndieShop:
         return self.start()
 
     def __exit__(self, *_exc: object) -> None:

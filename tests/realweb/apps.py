@@ -745,7 +745,7 @@ class RunningApp:
         """Connections that reached the application since it last started."""
         return self._relay.connections if self._relay else 0
 
-    def __enter__(self) -> "RunningApp":
+    def __enter__(self) -> RunningApp:
         self.start()
         return self
 

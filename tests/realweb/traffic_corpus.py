@@ -30,24 +30,25 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import partial
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from mmina.recorder import episode as episode_module
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.har import PutBlob, RoutedTraffic, completed, read_har, request_text, response_body
+from mmina.recorder.recording import RecordConfig, record_run
 from mmina.recorder.streams import EventStreams
 from mmina.redaction.redact import Redactor
-from mmina.recorder.recording import RecordConfig, record_run
 from mmina.redaction.secret_rules import is_text_type
 from mmina.store import Store
 from tests.built_once import locked
 from tests.realweb.apps import APPS, App, RunningApp, write_suite
 from tests.realweb.installs import cache_root, npm_packages
-from tests.realweb.npm_corpus import FOLDER as NPM_FOLDER, SAMPLE_FOLDER
+from tests.realweb.npm_corpus import FOLDER as NPM_FOLDER
+from tests.realweb.npm_corpus import SAMPLE_FOLDER
 
 FOLDER = "traffic-corpus"
 URL, REQUEST, RESPONSE, SOCKET = "url", "request", "response", "socket"

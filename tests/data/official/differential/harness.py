@@ -80,9 +80,14 @@ class Probe(logging.Handler):
 
 
 def build(run, trajectories: dict[str, dict], workdir: Path):
-    from playwright.sync_api import Page
-    from browser_env.actions import ActionParsingError, create_id_based_action, create_none_action, create_stop_action
+    from browser_env.actions import (
+        ActionParsingError,
+        create_id_based_action,
+        create_none_action,
+        create_stop_action,
+    )
     from browser_env.utils import DetachedPage
+    from playwright.sync_api import Page
 
     class RecordedPage(Page):
         def __init__(self, url: str) -> None:  # no Playwright connection: only .url is read
