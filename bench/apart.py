@@ -3,6 +3,7 @@ model (the tests' OpenAI-compatible server answering with the oracle's action af
 and the fixture web. A real epoch has neither on mmina's machine: its model runs elsewhere and
 its websites are on the internet.
 """
+
 from __future__ import annotations
 
 import multiprocessing

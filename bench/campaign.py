@@ -14,6 +14,7 @@ the tasks are done; one worker process killed (SIGKILL, with what it had in flig
 are done. Printed: tasks per hour of both runs, the faulty run's overhead beyond the outage
 itself, retries and seconds waited, and the tasks committed (target: every one exactly once).
 """
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,9 @@ class CampaignJob:
     def work(self, task: int) -> tuple[int, float, bool]:
         retries, waited = 0, 0.0
         for _ in range(CALLS):
-            reply = self.client.complete(model="m", messages=[{"role": "user", "content": f"task {task}"}], max_tokens=8)
+            reply = self.client.complete(
+                model="m", messages=[{"role": "user", "content": f"task {task}"}], max_tokens=8
+            )
             retries, waited = retries + reply.retries, waited + reply.waited_s
         try:
             os.close(os.open(self.folder / str(task), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -73,15 +76,21 @@ class CampaignJob:
 
 def _campaign(tasks: int, faults: bool, outage_s: float) -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix="mmina-campaign-"))
-    with FakeOpenAI(delay_s=0.05, keep_requests=False, serves_at_once=SERVES_AT_ONCE if faults else None) as server:
+    with FakeOpenAI(
+        delay_s=0.05, keep_requests=False, serves_at_once=SERVES_AT_ONCE if faults else None
+    ) as server:
         done = [0]
         if faults:
             _at(lambda: done[0] >= tasks // 3, lambda: _outage(server, outage_s))
             _at(lambda: done[0] >= tasks // 2, _kill_a_worker)
         started = time.perf_counter()
         retries, waited, twice = 0, 0.0, 0
-        for _task, (tried, held, first) in spread(partial(CampaignJob, server.url, str(folder)), list(range(tasks)),
-                                                  LAYOUT, settled=lambda task: (folder / str(task)).exists()):
+        for _task, (tried, held, first) in spread(
+            partial(CampaignJob, server.url, str(folder)),
+            list(range(tasks)),
+            LAYOUT,
+            settled=lambda task: (folder / str(task)).exists(),
+        ):
             done[0] += 1
             retries, waited, twice = retries + tried, waited + held, twice + (not first)
         seconds = time.perf_counter() - started
@@ -90,10 +99,12 @@ def _campaign(tasks: int, faults: bool, outage_s: float) -> Outcome:
 
 def _at(condition: Callable[[], bool], then: Callable[[], None]) -> None:
     """``then()`` on a thread once ``condition()`` holds."""
+
     def run() -> None:
         while not condition():
             time.sleep(0.05)
         then()
+
     threading.Thread(target=run, daemon=True).start()
 
 
@@ -121,15 +132,40 @@ def campaign_section(quick: bool = False) -> Section:
     clean, faulty = _campaign(tasks, False, outage_s), _campaign(tasks, True, outage_s)
     section = Section("campaign")
     per_hour = lambda outcome: tasks / outcome.seconds * 3600  # noqa: E731
-    section.add("tasks committed exactly once, with faults", faulty.committed - faulty.twice, "", Target(tasks, AT_LEAST),
-                f"of {tasks}; {faulty.twice} done twice; fault-free: {clean.committed}")
-    section.add("tasks per hour, fault-free", round(per_hour(clean)), "/h", None,
-                f"{tasks} tasks of {CALLS} model calls, {LAYOUT.workers} processes × {LAYOUT.concurrency} in flight")
-    section.add("tasks per hour, with faults", round(per_hour(faulty)), "/h", None,
-                f"429s beyond {SERVES_AT_ONCE} at once, the endpoint down {outage_s:g} s, a worker process killed")
+    section.add(
+        "tasks committed exactly once, with faults",
+        faulty.committed - faulty.twice,
+        "",
+        Target(tasks, AT_LEAST),
+        f"of {tasks}; {faulty.twice} done twice; fault-free: {clean.committed}",
+    )
+    section.add(
+        "tasks per hour, fault-free",
+        round(per_hour(clean)),
+        "/h",
+        None,
+        f"{tasks} tasks of {CALLS} model calls, {LAYOUT.workers} processes × {LAYOUT.concurrency} in flight",
+    )
+    section.add(
+        "tasks per hour, with faults",
+        round(per_hour(faulty)),
+        "/h",
+        None,
+        f"429s beyond {SERVES_AT_ONCE} at once, the endpoint down {outage_s:g} s, a worker process killed",
+    )
     overhead = (faulty.seconds - outage_s - clean.seconds) / clean.seconds
-    section.add("overhead of the faults beyond the outage itself", round(overhead, 2), "", None,
-                f"{faulty.seconds:.1f} s with faults, {clean.seconds:.1f} s without, {outage_s:g} s of outage")
-    section.add("model call attempts retried", faulty.retries, "", None,
-                f"calls waited {faulty.waited_s:.0f} s in all for the endpoint (fault-free: {clean.retries} retried)")
+    section.add(
+        "overhead of the faults beyond the outage itself",
+        round(overhead, 2),
+        "",
+        None,
+        f"{faulty.seconds:.1f} s with faults, {clean.seconds:.1f} s without, {outage_s:g} s of outage",
+    )
+    section.add(
+        "model call attempts retried",
+        faulty.retries,
+        "",
+        None,
+        f"calls waited {faulty.waited_s:.0f} s in all for the endpoint (fault-free: {clean.retries} retried)",
+    )
     return section

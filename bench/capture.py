@@ -3,6 +3,7 @@ Playwright's screenshot (as mmina did until the parts were read side by side, th
 over DevTools) against the recorder's own observation, on the same freshly opened fixture
 pages, the two ways interleaved so the machine's noise falls on both.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -67,8 +68,17 @@ def capture_ab_section(pages: int, rounds: int) -> Section:
             session.close()
     before, after = (statistics.median(times[n]) for n in ways)
     for name, values in times.items():
-        section.add(f"{name}, p50", round(statistics.median(values), 1), "ms",
-                    note=f"{len(values)} observations of freshly opened pages")
-    section.add("side by side / one after another", round(ratio(after, before), 2), "×", Target(1.0),
-                note="the observation's critical path, same pages, interleaved")
+        section.add(
+            f"{name}, p50",
+            round(statistics.median(values), 1),
+            "ms",
+            note=f"{len(values)} observations of freshly opened pages",
+        )
+    section.add(
+        "side by side / one after another",
+        round(ratio(after, before), 2),
+        "×",
+        Target(1.0),
+        note="the observation's critical path, same pages, interleaved",
+    )
     return section

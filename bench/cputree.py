@@ -14,6 +14,7 @@ under their own kind, with their descendants.
 What a sample misses is the last moments (under ``INTERVAL_S``) of a process that exits
 between two samples: a renderer's shutdown when its context closes, small beside its life.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,13 @@ INTERVAL_S = 0.2
 TICKS = os.sysconf("SC_CLK_TCK")
 KINDS = ("mmina", "driver", "browser", "gpu", "renderer", "utility", "zygote", "other")
 """The kinds of mmina's side of a run, in the order they are shown."""
-CHROMIUM_TYPES = {"": "browser", "renderer": "renderer", "gpu-process": "gpu", "utility": "utility",
-                  "zygote": "zygote"}
+CHROMIUM_TYPES = {
+    "": "browser",
+    "renderer": "renderer",
+    "gpu-process": "gpu",
+    "utility": "utility",
+    "zygote": "zygote",
+}
 USER_DATA = "--user-data-dir="
 
 
@@ -134,8 +140,10 @@ class CpuSplit:
 
     def minus(self, other: CpuSplit) -> CpuSplit:
         names = set(self.seconds) | set(other.seconds)
-        return CpuSplit({n: self.seconds.get(n, 0.0) - other.seconds.get(n, 0.0) for n in names},
-                        self.wall_s - other.wall_s)
+        return CpuSplit(
+            {n: self.seconds.get(n, 0.0) - other.seconds.get(n, 0.0) for n in names},
+            self.wall_s - other.wall_s,
+        )
 
 
 class CpuTree:
@@ -178,7 +186,9 @@ class CpuTree:
             key = (pid, stat.started)
             seen = self._seen.get(key)
             if seen is None:
-                seen = self._seen[key] = _Seen(label or kind_of(command_line(pid)), stat.ticks if first else 0, 0)
+                seen = self._seen[key] = _Seen(
+                    label or kind_of(command_line(pid)), stat.ticks if first else 0, 0
+                )
             elif seen.checks < RECHECKS and not label:
                 command = command_line(pid)
                 seen.kind, seen.checks = (kind_of(command) if command else seen.kind), seen.checks + 1
@@ -186,12 +196,20 @@ class CpuTree:
 
     def _by_user_data(self, stats: dict[int, Stat], members: dict[int, str]) -> dict[int, str]:
         """Processes outside the tree that name the user-data-dir of a Chromium inside it."""
-        dirs = {a for pid, label in members.items() if not label
-                for a in command_line(pid) if a.startswith(USER_DATA)}
+        dirs = {
+            a
+            for pid, label in members.items()
+            if not label
+            for a in command_line(pid)
+            if a.startswith(USER_DATA)
+        }
         if not dirs:
             return {}
-        return {pid: "" for pid in stats if pid not in members
-                and any(a in dirs for a in command_line(pid) if a.startswith(USER_DATA))}
+        return {
+            pid: ""
+            for pid in stats
+            if pid not in members and any(a in dirs for a in command_line(pid) if a.startswith(USER_DATA))
+        }
 
     def _result(self, wall_s: float) -> CpuSplit:
         seconds: dict[str, float] = {}

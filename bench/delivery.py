@@ -14,6 +14,7 @@ TLS (the live server with a certificate the contexts take; the replay's ``https:
 the body server's TLS side). Target: the replay's within 1.2 of live (issue 56: "serve as fast as
 the original server").
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,9 +45,20 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 
 
 def _archive(url: str) -> Archive:
-    return Archive([Exchange(0, "GET", url, 200, (("content-type", "text/html"),), PAGE, mime_type="text/html"),
-                    Exchange(1, "GET", url + "bundle.js", 200, (("content-type", "application/javascript"),), BUNDLE,
-                             mime_type="application/javascript")])
+    return Archive(
+        [
+            Exchange(0, "GET", url, 200, (("content-type", "text/html"),), PAGE, mime_type="text/html"),
+            Exchange(
+                1,
+                "GET",
+                url + "bundle.js",
+                200,
+                (("content-type", "application/javascript"),),
+                BUNDLE,
+                mime_type="application/javascript",
+            ),
+        ]
+    )
 
 
 async def _load(context: BrowserContext, url: str) -> float:
@@ -60,10 +72,12 @@ async def _load(context: BrowserContext, url: str) -> float:
 async def _measure(url: str, tls: bool) -> dict[str, float]:
     ways: dict[str, Prepare | None] = {
         "live": None,
-        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(UTC),
-                                                trusted_tls=tls).prepare(context),
-        "fulfilled": lambda context: ArchiveRouter(_archive(url), datetime.now(UTC),
-                                                   large_body=len(BUNDLE) + 1).prepare(context),
+        "replay": lambda context: ArchiveRouter(_archive(url), datetime.now(UTC), trusted_tls=tls).prepare(
+            context
+        ),
+        "fulfilled": lambda context: ArchiveRouter(
+            _archive(url), datetime.now(UTC), large_body=len(BUNDLE) + 1
+        ).prepare(context),
     }
     times: dict[str, list[float]] = {way: [] for way in ways}
     async with async_playwright() as playwright:
@@ -84,13 +98,23 @@ def add_delivery(section: Section) -> None:
         tls = server_context() if scheme == "https" else None
         with LocalSite(answering_handler(_answer), tls=tls) as site:
             medians = asyncio.run(_measure(site.url, tls is not None))
-        note = f"{len(BUNDLE) / 1e6:.1f} MB script over {scheme}, median of {ROUNDS}: live " \
-               f"{1e3 * medians['live']:.0f} ms, replay {1e3 * medians['replay']:.0f} ms, fulfilled " \
-               f"{1e3 * medians['fulfilled']:.0f} ms"
+        note = (
+            f"{len(BUNDLE) / 1e6:.1f} MB script over {scheme}, median of {ROUNDS}: live "
+            f"{1e3 * medians['live']:.0f} ms, replay {1e3 * medians['replay']:.0f} ms, fulfilled "
+            f"{1e3 * medians['fulfilled']:.0f} ms"
+        )
         over = " over TLS" if tls else ""
-        section.add(f"large body{over}: replay / live server", round(medians["replay"] / medians["live"], 2), "",
-                    Target(1.2), note)
-        section.add(f"large body{over}: fulfilled by Playwright / live server",
-                    round(medians["fulfilled"] / medians["live"], 2), "", None,
-                    "what a replay took before the body server (no target: the figure it replaced)")
-
+        section.add(
+            f"large body{over}: replay / live server",
+            round(medians["replay"] / medians["live"], 2),
+            "",
+            Target(1.2),
+            note,
+        )
+        section.add(
+            f"large body{over}: fulfilled by Playwright / live server",
+            round(medians["fulfilled"] / medians["live"], 2),
+            "",
+            None,
+            "what a replay took before the body server (no target: the figure it replaced)",
+        )

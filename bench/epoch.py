@@ -20,6 +20,7 @@ core-seconds a step that 0.7 of the ideal would allow, the projected time of a 1
 10-step epoch with a 5 s model on this machine, and the ratio to the previous release's
 core-seconds per step (``docs/performance.md``).
 """
+
 from __future__ import annotations
 
 import json
@@ -101,13 +102,22 @@ class Setting:
         return Layout(self.workers, self.concurrency, self.executor)
 
 
-FULL = (Setting("concurrency 1", 12, 1), Setting("concurrency 8", 64, 8), Setting("concurrency 32", EPISODES, 32),
-        Setting("concurrency 32, MMInA-length tasks", LONG_EPISODES, 32, tasks=LONG),
-        Setting("concurrency 64", EPISODES, 64), Setting("2 workers × 16, local", EPISODES, 16, 2),
-        Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"))
-QUICK = (Setting("concurrency 1", 2, 1), Setting("concurrency 8", 8, 8),
-         Setting("concurrency 8, MMInA-length tasks", 8, 8, tasks=LONG), Setting("2 workers × 4, local", 8, 4, 2),
-         Setting("2 workers × 4, Ray", 8, 4, 2, "ray"))
+FULL = (
+    Setting("concurrency 1", 12, 1),
+    Setting("concurrency 8", 64, 8),
+    Setting("concurrency 32", EPISODES, 32),
+    Setting("concurrency 32, MMInA-length tasks", LONG_EPISODES, 32, tasks=LONG),
+    Setting("concurrency 64", EPISODES, 64),
+    Setting("2 workers × 16, local", EPISODES, 16, 2),
+    Setting("2 workers × 16, Ray", EPISODES, 16, 2, "ray"),
+)
+QUICK = (
+    Setting("concurrency 1", 2, 1),
+    Setting("concurrency 8", 8, 8),
+    Setting("concurrency 8, MMInA-length tasks", 8, 8, tasks=LONG),
+    Setting("2 workers × 4, local", 8, 4, 2),
+    Setting("2 workers × 4, Ray", 8, 4, 2, "ray"),
+)
 FLOORS = (6, 3)
 QUICK_FLOORS = (1, 1)
 """Episodes per measurement and rounds of the floors (``bench/floors.py``)."""
@@ -128,8 +138,13 @@ def long_tasks(suite_tasks: tuple[Task, ...]) -> list[Task]:
 
 def scripted_tasks(suite_tasks: tuple[Task, ...], low: int, high: int) -> list[Task]:
     """Tasks whose reference script has ``low``..``high`` steps, none of them on kiwix-serve."""
-    return [t for t in suite_tasks if t.reference_script and low <= len(t.reference_script) <= high
-            and not any("kiwix." in u for u in t.start_urls)]
+    return [
+        t
+        for t in suite_tasks
+        if t.reference_script
+        and low <= len(t.reference_script) <= high
+        and not any("kiwix." in u for u in t.start_urls)
+    ]
 
 
 def write_clones(folder: Path, tasks: list[Task], count: int, name: str) -> Path:
@@ -154,8 +169,16 @@ def oracle_policy(tasks: list[Task]) -> Callable[[str], str]:
         step = script_step(script, _between(prompt, "PREVIOUS ACTIONS:\n", "\0"))
         if step >= len(script):
             return "stop [N/A]"
-        observation = Observation(step_index=step, url=_between(prompt, "URL: ", "\n"), title="", tabs=[], active_tab=0, tree_text="", elements=elements_from_tree(prompt),
-                                  intent=intent)
+        observation = Observation(
+            step_index=step,
+            url=_between(prompt, "URL: ", "\n"),
+            title="",
+            tabs=[],
+            active_tab=0,
+            tree_text="",
+            elements=elements_from_tree(prompt),
+            intent=intent,
+        )
         return script_action(script[step], observation).render()
 
     return act
@@ -175,8 +198,10 @@ def script_step(script: list[dict[str, Any]], previous: str) -> int:
         return len(script)
     blank = Observation(step_index=0, url="", title="", tabs=[], active_tab=0, tree_text="", elements=[])
     planned = [_shape(script_action(step, blank)) for step in script]
-    return next((end for end in range(len(shown), len(script) + 1) if planned[end - len(shown):end] == shown),
-                len(script))
+    return next(
+        (end for end in range(len(shown), len(script) + 1) if planned[end - len(shown) : end] == shown),
+        len(script),
+    )
 
 
 def _shape(action: Action) -> Action:
@@ -267,8 +292,15 @@ def measure(store: Store, suite: Path, setting: Setting, world: World, delay: fl
     sampler, tree = Sampler(set(world.apart)), CpuTree(world.apart)
     settings = AgentSettings(model="bench-model", base_url=world.model_url)
     browser = BrowserConfig(extra_args=world.web_args)
-    config = RecordConfig(tasks=str(suite), agent="openai", limit=setting.episodes, layout=setting.layout,
-                          agent_settings=settings, browser=browser, serve_fixture_web=False)
+    config = RecordConfig(
+        tasks=str(suite),
+        agent="openai",
+        limit=setting.episodes,
+        layout=setting.layout,
+        agent_settings=settings,
+        browser=browser,
+        serve_fixture_web=False,
+    )
     with tree.sampling(), sampler.sampling():
         started = time.perf_counter()
         summary = record_run(store, config)
@@ -276,15 +308,26 @@ def measure(store: Store, suite: Path, setting: Setting, world: World, delay: fl
     split = tree.split
     split.seconds["mmina"] -= sampler.own_s
     [[steps]] = run_query(store, f"select count(*) from steps where run_id = '{summary.run_id}'").rows
-    return Measured(setting, wall, len(summary.episodes), steps, summary.errors, sampler.peak_mb, split, delay,
-                    summary.run_id)
+    return Measured(
+        setting,
+        wall,
+        len(summary.episodes),
+        steps,
+        summary.errors,
+        sampler.peak_mb,
+        split,
+        delay,
+        summary.run_id,
+    )
 
 
 @contextmanager
 def world(tasks: list[Task], delay: float) -> Iterator[World]:
     """The fixture web and the model (answering after ``delay``), each in a process of its own."""
-    with in_own_process(serve_fixture_web) as web, \
-            in_own_process(serve_model, delay, [t.task_id for t in tasks]) as model:
+    with (
+        in_own_process(serve_fixture_web) as web,
+        in_own_process(serve_model, delay, [t.task_id for t in tasks]) as model,
+    ):
         yield World(tuple(web.value), model.value, {model.pid: MODEL, web.pid: WEB})
 
 
@@ -293,8 +336,12 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     kinds = {SHORT: short_tasks(suite_tasks), LONG: long_tasks(suite_tasks)}
     settings_list = QUICK if quick else FULL
     delay = DELAY_S / 10 if quick else DELAY_S
-    suites = {kind: write_clones(root / "tasks", tasks, max(s.episodes for s in settings_list if s.tasks == kind), kind)
-              for kind, tasks in kinds.items()}
+    suites = {
+        kind: write_clones(
+            root / "tasks", tasks, max(s.episodes for s in settings_list if s.tasks == kind), kind
+        )
+        for kind, tasks in kinds.items()
+    }
     store = Store.open(root / "store", create=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     results: list[Measured] = []
@@ -315,13 +362,16 @@ def epoch_section(root: Path, quick: bool, log: Callable[[str], None]) -> Sectio
     return section
 
 
-def _layers(store: Store, results: list[Measured], here: World, delay: float, root: Path,
-            log: Callable[[str], None]) -> tuple[Measured, dict[str, CpuSplit]]:
+def _layers(
+    store: Store, results: list[Measured], here: World, delay: float, root: Path, log: Callable[[str], None]
+) -> tuple[Measured, dict[str, CpuSplit]]:
     """The episodes of the run the epoch is projected from, done again with less of mmina
     (``bench/layers.py``)."""
     result = projected_from(results)
-    log(f"epoch: the episodes of {result.setting.label} again, by a bare Playwright harness (gotos, then "
-        "actions) and by the recorder alone (layers)")
+    log(
+        f"epoch: the episodes of {result.setting.label} again, by a bare Playwright harness (gotos, then "
+        "actions) and by the recorder alone (layers)"
+    )
     episodes = recorded(store, result.run_id)
     folder = root / "layers"
     folder.mkdir(exist_ok=True)
@@ -333,14 +383,30 @@ def _layer_figures(section: Section, result: Measured, split_up: dict[str, CpuSp
     steps = max(1, result.steps)
     totals = {**{name: split.side() / steps for name, split in split_up.items()}, WHOLE: result.per_step}
     for name, split in split_up.items():
-        kinds = ", ".join(f"{k} {split.seconds.get(k, 0.0) / steps:.3f}" for k in KINDS
-                          if split.seconds.get(k, 0.0) > 0.0005 * steps)
-        section.add(f"{result.setting.label}, the same episodes: {name}", round(totals[name], 3), "core-s per step",
-                    note=f"{kinds}; {split.wall_s:.0f} s")
-    for upper, lower in ((WHOLE, ACTIONS), (ACTIONS, GOTOS), (GOTOS, BARE), (BARE_ACTIONS, BARE),
-                         (ACTIONS, BARE_ACTIONS)):
-        section.add(f"layers: {upper} / {lower}", round(ratio(totals[upper], totals[lower]), 2), "×",
-                    note=f"{totals[upper] - totals[lower]:.3f} core-s per step added")
+        kinds = ", ".join(
+            f"{k} {split.seconds.get(k, 0.0) / steps:.3f}"
+            for k in KINDS
+            if split.seconds.get(k, 0.0) > 0.0005 * steps
+        )
+        section.add(
+            f"{result.setting.label}, the same episodes: {name}",
+            round(totals[name], 3),
+            "core-s per step",
+            note=f"{kinds}; {split.wall_s:.0f} s",
+        )
+    for upper, lower in (
+        (WHOLE, ACTIONS),
+        (ACTIONS, GOTOS),
+        (GOTOS, BARE),
+        (BARE_ACTIONS, BARE),
+        (ACTIONS, BARE_ACTIONS),
+    ):
+        section.add(
+            f"layers: {upper} / {lower}",
+            round(ratio(totals[upper], totals[lower]), 2),
+            "×",
+            note=f"{totals[upper] - totals[lower]:.3f} core-s per step added",
+        )
 
 
 def _ideal_budgets(section: Section, result: Measured, base: Measured) -> None:
@@ -349,12 +415,17 @@ def _ideal_budgets(section: Section, result: Measured, base: Measured) -> None:
     ``base`` (1 in flight; the target above) and by the ideal of ``in flight / model delay``
     steps a second. What the layers compare with."""
     cores, busy = os.cpu_count() or 1, result.cpu.busy()
-    needed = {"speedup over 1 in flight": IDEAL_SHARE * result.setting.in_flight * base.steps / base.wall_s,
-              "ideal / measured time": IDEAL_SHARE * result.setting.in_flight / result.delay_s}
+    needed = {
+        "speedup over 1 in flight": IDEAL_SHARE * result.setting.in_flight * base.steps / base.wall_s,
+        "ideal / measured time": IDEAL_SHARE * result.setting.in_flight / result.delay_s,
+    }
     for name, steps_per_s in needed.items():
-        section.add(f"{result.setting.label}: core-s per step that {IDEAL_SHARE:g} of ideal allows ({name})",
-                    round(cores * busy / steps_per_s, 3), "core-s per step",
-                    note=f"{steps_per_s:.1f} steps/s on {cores} cores {busy:.0%} busy with the run's work")
+        section.add(
+            f"{result.setting.label}: core-s per step that {IDEAL_SHARE:g} of ideal allows ({name})",
+            round(cores * busy / steps_per_s, 3),
+            "core-s per step",
+            note=f"{steps_per_s:.1f} steps/s on {cores} cores {busy:.0%} busy with the run's work",
+        )
 
 
 Waiting = dict[str, dict[str, float]]
@@ -366,8 +437,11 @@ def _waiting(here: World, urls: list[str], setting: tuple[int, float], log: Call
     in_flight, wait_s = setting
     config = BrowserConfig(extra_args=here.web_args)
     found: Waiting = {}
-    for name, pages, freeze in (("fixture pages", urls, True), ("an animated page, frozen", [ANIMATED], True),
-                                ("an animated page, running", [ANIMATED], False)):
+    for name, pages, freeze in (
+        ("fixture pages", urls, True),
+        ("an animated page, frozen", [ANIMATED], True),
+        ("an animated page, running", [ANIMATED], False),
+    ):
         log(f"epoch: {in_flight} episodes waiting {wait_s:g} s on {name}")
         split = waiting_split(config, pages, in_flight, wait_s, here.apart, freeze)
         found[name] = per_episode_second(split, in_flight, wait_s, KINDS)
@@ -381,19 +455,32 @@ def _section(results: list[Measured], delay: float, waiting: Waiting) -> Section
         label, setting = result.setting.label, result.setting
         rate = result.episodes / result.wall_s * 60
         ideal = result.steps * delay / setting.in_flight
-        section.add(f"{label}: episodes/min", round(rate, 1), "/min",
-                    note=f"{result.episodes} episodes, {result.steps} steps, {result.errors} errors, "
-                         f"{result.wall_s:.0f} s")
-        section.add(f"{label}: ideal / measured time", round(ratio(ideal, result.wall_s), 2), "×",
-                    note=f"ideal {ideal:.0f} s = steps × {delay:g} s / {setting.in_flight} in flight")
+        section.add(
+            f"{label}: episodes/min",
+            round(rate, 1),
+            "/min",
+            note=f"{result.episodes} episodes, {result.steps} steps, {result.errors} errors, "
+            f"{result.wall_s:.0f} s",
+        )
+        section.add(
+            f"{label}: ideal / measured time",
+            round(ratio(ideal, result.wall_s), 2),
+            "×",
+            note=f"ideal {ideal:.0f} s = steps × {delay:g} s / {setting.in_flight} in flight",
+        )
         if setting.in_flight > base.setting.in_flight:
             _speedup(section, result, base)
         _cpu_figures(section, result)
         if setting.in_flight > base.setting.in_flight:
             extra = (result.peak_mb - base.peak_mb) / (setting.in_flight - base.setting.in_flight)
             target = Target(70) if setting.in_flight == 32 else None
-            section.add(f"{label}: memory per episode in flight beyond the first", round(extra, 1), "MB",
-                        target, note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)")
+            section.add(
+                f"{label}: memory per episode in flight beyond the first",
+                round(extra, 1),
+                "MB",
+                target,
+                note=f"peak {result.peak_mb:.0f} MB (PSS of mmina, browsers, drivers)",
+            )
     per_wait = _waiting_figures(section, waiting)
     _projection(section, results, per_wait)
     _previous_release(section, projected_from(results, SHORT))
@@ -406,12 +493,20 @@ def _cpu_figures(section: Section, result: Measured) -> None:
     the web's apart (a real epoch has neither on its machine)."""
     label, steps, split = result.setting.label, max(1, result.steps), result.cpu
     target = Target(PER_STEP_TARGET) if result.setting.in_flight == 32 and result.delay_s == DELAY_S else None
-    kinds = ", ".join(f"{k} {split.seconds.get(k, 0.0) / steps:.3f}" for k in KINDS
-                      if split.seconds.get(k, 0.0) > 0.0005 * steps)
-    section.add(f"{label}: core-seconds per step (mmina's side)", round(result.per_step, 3), "core-s", target,
-                note=f"{kinds}; apart: model server {split.seconds.get(MODEL, 0.0) / steps:.3f}, "
-                     f"web {split.seconds.get(WEB, 0.0) / steps:.3f}; mmina's side used "
-                     f"{split.busy():.0%} of the machine's cores")
+    kinds = ", ".join(
+        f"{k} {split.seconds.get(k, 0.0) / steps:.3f}"
+        for k in KINDS
+        if split.seconds.get(k, 0.0) > 0.0005 * steps
+    )
+    section.add(
+        f"{label}: core-seconds per step (mmina's side)",
+        round(result.per_step, 3),
+        "core-s",
+        target,
+        note=f"{kinds}; apart: model server {split.seconds.get(MODEL, 0.0) / steps:.3f}, "
+        f"web {split.seconds.get(WEB, 0.0) / steps:.3f}; mmina's side used "
+        f"{split.busy():.0%} of the machine's cores",
+    )
 
 
 def _waiting_figures(section: Section, waiting: Waiting) -> float:
@@ -419,8 +514,13 @@ def _waiting_figures(section: Section, waiting: Waiting) -> float:
     for name, shares in waiting.items():
         target = Target(WAIT_TARGET) if name == "fixture pages" else None
         kinds = ", ".join(f"{k} {shares[k]:.4f}" for k in KINDS if shares[k] >= 0.00005)
-        section.add(f"an episode waiting on its model, {name}", round(shares["total"], 4), "cores", target,
-                    note=f"core-seconds per second of waiting: {kinds or 'none'}")
+        section.add(
+            f"an episode waiting on its model, {name}",
+            round(shares["total"], 4),
+            "cores",
+            target,
+            note=f"core-seconds per second of waiting: {kinds or 'none'}",
+        )
     return max(0.0, waiting["fixture pages"]["total"])
 
 
@@ -429,11 +529,17 @@ def _floor_figures(section: Section, under: dict[str, Floor]) -> None:
     (``bench/floors.py``): what the pages cost, with screenshots, through Playwright, through mmina."""
     for name, floor in under.items():
         kinds = ", ".join(f"{k} {floor[k]:.3f}" for k in KINDS if floor[k] >= 0.0005)
-        section.add(f"floor, one episode at a time: {name}", round(floor["total"], 3), "core-s per step", note=kinds)
+        section.add(
+            f"floor, one episode at a time: {name}", round(floor["total"], 3), "core-s per step", note=kinds
+        )
     ratios = [("mmina", "Playwright"), ("Playwright", "Chromium"), ("Chromium", "Chromium, no screenshots")]
     for upper, lower in ratios:
-        section.add(f"floor: {upper} / {lower}", round(ratio(under[upper]["total"], under[lower]["total"]), 2), "×",
-                    note=f"{under[upper]['total'] - under[lower]['total']:.3f} core-s per step added by {upper}")
+        section.add(
+            f"floor: {upper} / {lower}",
+            round(ratio(under[upper]["total"], under[lower]["total"]), 2),
+            "×",
+            note=f"{under[upper]['total'] - under[lower]['total']:.3f} core-s per step added by {upper}",
+        )
 
 
 def _against_floor(section: Section, results: list[Measured], chromium: float) -> None:
@@ -444,9 +550,13 @@ def _against_floor(section: Section, results: list[Measured], chromium: float) -
         result = projected_from(results, tasks)
         if result.setting.tasks == tasks:
             times = round(ratio(result.per_step, chromium), 2)
-            section.add(f"{result.setting.label}: a step / the Chromium floor", times, "×",
-                        note=f"{result.per_step:.3f} core-s at {result.setting.in_flight} in flight over "
-                             f"{chromium:.3f} for Chromium alone, one episode at a time, in the same run")
+            section.add(
+                f"{result.setting.label}: a step / the Chromium floor",
+                times,
+                "×",
+                note=f"{result.per_step:.3f} core-s at {result.setting.in_flight} in flight over "
+                f"{chromium:.3f} for Chromium alone, one episode at a time, in the same run",
+            )
 
 
 def _projection(section: Section, results: list[Measured], per_wait: float) -> None:
@@ -459,12 +569,20 @@ def _projection(section: Section, results: list[Measured], per_wait: float) -> N
     per_step = active + per_wait * EPOCH_MODEL_S
     cores = os.cpu_count() or 1
     seconds = EPOCH_STEPS * per_step / cores
-    in_flight = EPOCH_STEPS / seconds * (EPOCH_MODEL_S + result.wall_s * result.setting.in_flight / result.steps
-                                         - result.delay_s)
-    section.add("projected epoch: 1,050 tasks × 10 steps, 5 s model", round(seconds / 60, 1), "min", Target(20),
-                note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
-                     f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
-                     f"{in_flight:.0f} episodes in flight")
+    in_flight = (
+        EPOCH_STEPS
+        / seconds
+        * (EPOCH_MODEL_S + result.wall_s * result.setting.in_flight / result.steps - result.delay_s)
+    )
+    section.add(
+        "projected epoch: 1,050 tasks × 10 steps, 5 s model",
+        round(seconds / 60, 1),
+        "min",
+        Target(20),
+        note=f"{per_step:.3f} core-s per step ({active:.3f} acting + 5 s × {per_wait:.4f} waiting) × "
+        f"{EPOCH_STEPS:,} steps / {cores} cores (from {result.setting.label}); needs ≈ "
+        f"{in_flight:.0f} episodes in flight",
+    )
 
 
 def _previous_release(section: Section, result: Measured) -> None:
@@ -472,10 +590,13 @@ def _previous_release(section: Section, result: Measured) -> None:
     (the short ones at 32 in flight)."""
     previous = previous_release()
     everything = result.cpu.side() + result.cpu.seconds.get(MODEL, 0.0) + result.cpu.seconds.get(WEB, 0.0)
-    section.add("core-seconds per step, everything, / previous release", round(ratio(
-        everything / max(1, result.steps), previous["per_step"]), 2), "×",
+    section.add(
+        "core-seconds per step, everything, / previous release",
+        round(ratio(everything / max(1, result.steps), previous["per_step"]), 2),
+        "×",
         note=f"{everything / max(1, result.steps):.3f} now (model server and web included, as the previous "
-             f"release's whole-machine figure) vs {previous['per_step']} at {previous['version']}")
+        f"release's whole-machine figure) vs {previous['per_step']} at {previous['version']}",
+    )
 
 
 def projected_from(results: list[Measured], tasks: str = LONG) -> Measured:
@@ -492,16 +613,33 @@ def _speedup(section: Section, result: Measured, base: Measured) -> None:
     speedup = ratio(result.steps / result.wall_s, base.steps / base.wall_s)
     share = speedup * base.setting.in_flight / result.setting.in_flight
     target = Target(IDEAL_SHARE, AT_LEAST) if result.setting.in_flight == 32 else None
-    section.add(f"{result.setting.label}: speedup over 1 in flight / ideal", round(share, 2), "×", target,
-                note=f"{speedup:.1f}× the steps/s of 1 in flight, ideal {result.setting.in_flight}×")
+    section.add(
+        f"{result.setting.label}: speedup over 1 in flight / ideal",
+        round(share, 2),
+        "×",
+        target,
+        note=f"{speedup:.1f}× the steps/s of 1 in flight, ideal {result.setting.in_flight}×",
+    )
 
 
 def _ray_vs_local(section: Section, results: list[Measured]) -> None:
     """Ray's episodes/min against the local executor at the same workers × concurrency."""
     for ray_result in (r for r in results if r.setting.executor == "ray"):
-        local = next((r for r in results if r.setting.executor == "local"
-                      and (r.setting.workers, r.setting.concurrency) == (ray_result.setting.workers,
-                                                                          ray_result.setting.concurrency)), None)
+        local = next(
+            (
+                r
+                for r in results
+                if r.setting.executor == "local"
+                and (r.setting.workers, r.setting.concurrency)
+                == (ray_result.setting.workers, ray_result.setting.concurrency)
+            ),
+            None,
+        )
         if local is not None:
-            section.add("Ray / local at the same concurrency", round(ratio(local.wall_s, ray_result.wall_s), 2), "×",
-                        Target(0.85, AT_LEAST), note="episodes/min of Ray over the local executor's")
+            section.add(
+                "Ray / local at the same concurrency",
+                round(ratio(local.wall_s, ray_result.wall_s), 2),
+                "×",
+                Target(0.85, AT_LEAST),
+                note="episodes/min of Ray over the local executor's",
+            )

@@ -5,6 +5,7 @@ The ``openai`` agent (multimodal, with ``--memory 2`` so a memory block repeats 
 prompt) records the tasks against the tests' local OpenAI-compatible server; a first run
 without memory gives the memory something to show.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,9 +36,15 @@ def record_with_model(root: Path, task_ids: tuple[str, ...]) -> tuple[Store, str
     store = Store.open(root, create=True)
     with FakeOpenAI() as server:
         settings = AgentSettings(model="bench-model", base_url=server.url, input_mode="multimodal")
-        record_run(store, RecordConfig(agent="openai", task_ids=task_ids, run_id="first", agent_settings=settings))
-        record_run(store, RecordConfig(agent="openai", task_ids=task_ids, run_id="memory",
-                                       agent_settings=replace(settings, memory=2)))
+        record_run(
+            store, RecordConfig(agent="openai", task_ids=task_ids, run_id="first", agent_settings=settings)
+        )
+        record_run(
+            store,
+            RecordConfig(
+                agent="openai", task_ids=task_ids, run_id="memory", agent_settings=replace(settings, memory=2)
+            ),
+        )
     return store, "memory"
 
 
@@ -47,7 +54,9 @@ def evidence_section(root: Path, task_ids: tuple[str, ...]) -> Section:
     steps = run_query(store, "select count(*) from steps").rows[0][0]
     total = sum(p.stat().st_size for p in store.root.rglob("*.parquet"))
     blobs, stored = run_query(store, INPUT_BLOBS_SQL).rows[0]
-    digests = [r[0] for r in run_query(store, "select model_input from steps where model_input is not null").rows]
+    digests = [
+        r[0] for r in run_query(store, "select model_input from steps where model_input is not null").rows
+    ]
     cache = store.read_blobs(digests + _messages(store, digests))
 
     def blob(digest: str) -> bytes:
@@ -56,13 +65,26 @@ def evidence_section(root: Path, task_ids: tuple[str, ...]) -> Section:
         return cache[digest]
 
     whole = sum(len(canonical(load_request(d, blob))) for d in digests)
-    section.add("store bytes per step, without model input", round((total - stored) / steps), "B",
-                note=f"{steps} steps of {len(task_ids)} tasks, two runs")
+    section.add(
+        "store bytes per step, without model input",
+        round((total - stored) / steps),
+        "B",
+        note=f"{steps} steps of {len(task_ids)} tasks, two runs",
+    )
     section.add("store bytes per step, with model input", round(total / steps), "B")
-    section.add("model input bytes per step (stored by content)", round(stored / steps), "B", Target(10_000),
-                note=f"{blobs} distinct message and input blobs for {len(digests)} requests")
-    section.add("each request stored whole / by content", round(ratio(whole, stored), 1), "×",
-                note=f"{whole / 1e6:.1f} MB as JSON per step (images inline) vs {stored / 1e6:.2f} MB")
+    section.add(
+        "model input bytes per step (stored by content)",
+        round(stored / steps),
+        "B",
+        Target(10_000),
+        note=f"{blobs} distinct message and input blobs for {len(digests)} requests",
+    )
+    section.add(
+        "each request stored whole / by content",
+        round(ratio(whole, stored), 1),
+        "×",
+        note=f"{whole / 1e6:.1f} MB as JSON per step (images inline) vs {stored / 1e6:.2f} MB",
+    )
     return section
 
 

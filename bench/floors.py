@@ -18,6 +18,7 @@ Figures are core-seconds per step (the episode's CPU over its four actions), so 
 with the epoch's per-step figure: the distance between two rows is what the lower layer cannot
 remove, and what the upper one adds.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,17 +62,29 @@ class DevToolsPipe:
         self._read, from_browser = os.pipe()
         self._folder = tempfile.TemporaryDirectory(prefix="mmina-floor-")
         self._process = subprocess.Popen(
-            [executable, *args, "--headless", "--no-sandbox", "--remote-debugging-pipe",
-             f"--user-data-dir={self._folder.name}"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=False,
-            preexec_fn=lambda: (os.dup2(to_browser, 3), os.dup2(from_browser, 4)))
+            [
+                executable,
+                *args,
+                "--headless",
+                "--no-sandbox",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self._folder.name}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=lambda: (os.dup2(to_browser, 3), os.dup2(from_browser, 4)),
+        )
         os.close(to_browser)
         os.close(from_browser)
         self._buffer, self._next = b"", 0
         self._events: list[dict[str, Any]] = []
         self.send("Browser.getVersion")
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         """The answer to one command (events received meanwhile are kept for :meth:`wait_for`)."""
         self._next += 1
         message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
@@ -120,8 +133,11 @@ def chromium_episode(pipe: DevToolsPipe, screenshots: bool) -> None:
     target = pipe.send("Target.createTarget", {"url": "about:blank", "browserContextId": context})["targetId"]
     session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     pipe.send("Page.enable", session=session)
-    pipe.send("Emulation.setDeviceMetricsOverride", {**VIEWPORT, "deviceScaleFactor": 1, "mobile": False},
-              session=session)
+    pipe.send(
+        "Emulation.setDeviceMetricsOverride",
+        {**VIEWPORT, "deviceScaleFactor": 1, "mobile": False},
+        session=session,
+    )
     for url in (START, *NAVIGATIONS):
         pipe.send("Page.navigate", {"url": url}, session=session)
         pipe.wait_for("Page.loadEventFired", session)
@@ -184,10 +200,12 @@ def ways(web_args: tuple[str, ...]) -> Iterator[dict[str, Episode]]:
     folder = Path(tempfile.mkdtemp(prefix="mmina-floor-har-"))
     try:
         bare = session.run(bare_browser(executable, web_args))
-        yield {"Chromium, no screenshots": lambda: chromium_episode(pipe, False),
-               "Chromium": lambda: chromium_episode(pipe, True),
-               "Playwright": lambda: session.run(playwright_episode(bare[1])),
-               "mmina": lambda: mmina_episode(session, folder)}
+        yield {
+            "Chromium, no screenshots": lambda: chromium_episode(pipe, False),
+            "Chromium": lambda: chromium_episode(pipe, True),
+            "Playwright": lambda: session.run(playwright_episode(bare[1])),
+            "mmina": lambda: mmina_episode(session, folder),
+        }
         session.run(stop_browser(*bare))
     finally:
         session.close()

@@ -2,6 +2,7 @@
 Hugging Face dataset and ATIF on the built-in suite recorded by the oracle, then WARC, WACZ and Inspect
 on one synthetic run of many episodes, each export in a process of its own whose peak resident memory
 is read (streaming: it must not grow with the run)."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ print(json.dumps({"episodes": episodes, "wall": time.perf_counter() - started, "
 """
 
 
-def interchange_section(work: Path, tasks: tuple[str, ...], quick: bool, log: Callable[[str], None]) -> Section:
+def interchange_section(
+    work: Path, tasks: tuple[str, ...], quick: bool, log: Callable[[str], None]
+) -> Section:
     section = Section("interchange")
     builtin(section, work / "builtin", tasks, log)
     at_scale(section, work / "synthetic", SCALE_EPISODES[quick], log)
@@ -62,21 +65,28 @@ def builtin(section: Section, work: Path, tasks: tuple[str, ...], log: Callable[
     store = Store.open(work / "store", create=True)
     run_id = record_run(store, RecordConfig(task_ids=tasks, run_id="oracle")).run_id
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
-    exports = {"WARC": lambda: export_warc(store, Selection(run=run_id), work / "run.warc.gz"),
-               "WARC restored (import warc, no --tasks)": lambda: import_warc(
-                   Store.open(work / "restored", create=True), [work / "run.warc.gz"], None),
-               "WACZ": lambda: export_wacz(store, Selection(run=run_id), work / "run.wacz"),
-               "Inspect": lambda: export_inspect(store, run_id, work / "run.eval"),
-               "HAR": lambda: [export_har(store, e, work / f"{e}.har") for e in episodes],
-               "dataset": lambda: export_dataset(store, [run_id], work / "dataset"),
-               "ATIF": lambda: export_atif(store, Selection(run=run_id), work / "atif")}
+    exports = {
+        "WARC": lambda: export_warc(store, Selection(run=run_id), work / "run.warc.gz"),
+        "WARC restored (import warc, no --tasks)": lambda: import_warc(
+            Store.open(work / "restored", create=True), [work / "run.warc.gz"], None
+        ),
+        "WACZ": lambda: export_wacz(store, Selection(run=run_id), work / "run.wacz"),
+        "Inspect": lambda: export_inspect(store, run_id, work / "run.eval"),
+        "HAR": lambda: [export_har(store, e, work / f"{e}.har") for e in episodes],
+        "dataset": lambda: export_dataset(store, [run_id], work / "dataset"),
+        "ATIF": lambda: export_atif(store, Selection(run=run_id), work / "atif"),
+    }
     for name, export in exports.items():
         log(f"interchange: {name} export of the built-in suite")
         wall, cpu = time.perf_counter(), time.process_time()
         export()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        section.add(f"{name}{'' if 'import' in name else ' export'}, built-in suite", round(len(episodes) / wall, 1), "episodes/s",
-                    note=f"{len(episodes)} episodes in {wall:.2f} s wall, {cpu:.2f} s CPU")
+        section.add(
+            f"{name}{'' if 'import' in name else ' export'}, built-in suite",
+            round(len(episodes) / wall, 1),
+            "episodes/s",
+            note=f"{len(episodes)} episodes in {wall:.2f} s wall, {cpu:.2f} s CPU",
+        )
 
 
 def at_scale(section: Section, work: Path, episodes: int, log: Callable[[str], None]) -> None:
@@ -85,19 +95,30 @@ def at_scale(section: Section, work: Path, episodes: int, log: Callable[[str], N
     build(work / "store", episodes, log, one_run=BIG_RUN)
     rescore(Store.open(work / "store"), RescoreConfig(evaluator="hops"))
     few = [f"synthetic/{n}" for n in range(1, FEW_TASKS + 1)]
-    for name, kind, tasks in ((f"WARC export, {FEW_TASKS} tasks of the run", "warc", few),
-                              ("WARC export, the whole run", "warc", []), ("WACZ export, the whole run", "wacz", []),
-                              ("Inspect export, the whole run", "inspect", [])):
+    for name, kind, tasks in (
+        (f"WARC export, {FEW_TASKS} tasks of the run", "warc", few),
+        ("WARC export, the whole run", "warc", []),
+        ("WACZ export, the whole run", "wacz", []),
+        ("Inspect export, the whole run", "inspect", []),
+    ):
         log(f"interchange: {name}")
         figures = _child(kind, work, tasks)
-        section.add(name, round(figures["episodes"] / figures["wall"], 1), "episodes/s",
-                    note=f"{figures['episodes']} episodes in {figures['wall']:.1f} s wall, {figures['cpu']:.1f} s CPU; "
-                         f"peak RSS {figures['peak_mb']:.0f} MB; {figures['bytes'] / 1e6:.0f} MB written")
+        section.add(
+            name,
+            round(figures["episodes"] / figures["wall"], 1),
+            "episodes/s",
+            note=f"{figures['episodes']} episodes in {figures['wall']:.1f} s wall, {figures['cpu']:.1f} s CPU; "
+            f"peak RSS {figures['peak_mb']:.0f} MB; {figures['bytes'] / 1e6:.0f} MB written",
+        )
         section.add(f"{name}: peak RSS", round(figures["peak_mb"]), "MB")
 
 
 def _child(kind: str, work: Path, tasks: list[str]) -> dict:
     out = work / {"warc": "run.warc.gz", "wacz": "run.wacz"}.get(kind, "run.eval")
-    done = subprocess.run([sys.executable, "-c", CHILD, kind, str(work / "store"), BIG_RUN, str(out), *tasks],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, str(work / "store"), BIG_RUN, str(out), *tasks],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])

@@ -25,6 +25,7 @@ traffic's capture and redaction, the verdicts. Every way observes each step's pa
 terminal page, as an episode does, and the figures are core-seconds per step of the run (its
 steps), so all of them compare: the distance between two is what the upper one adds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -70,27 +71,42 @@ the page a submission is leaving (a harness that acts must wait for what its act
 
 def recorded(store: Store, run_id: str) -> list[Episode]:
     """The run's episodes as their steps' URLs, actions and targets' boxes, in order."""
-    rows = run_query(store, f"select episode_id, url, coalesce(action, ''), target_box from steps "
-                            f"where run_id = '{run_id}' order by episode_id, step_index").rows
+    rows = run_query(
+        store,
+        f"select episode_id, url, coalesce(action, ''), target_box from steps "
+        f"where run_id = '{run_id}' order by episode_id, step_index",
+    ).rows
     found: dict[str, Episode] = {}
     for episode_id, url, action, box in rows:
         found.setdefault(episode_id, []).append((url, action, box))
     return list(found.values())
 
 
-def layers(episodes: list[Episode], web_args: tuple[str, ...], apart: dict[int, str], in_flight: int,
-           think_s: float, folder: Path) -> dict[str, CpuSplit]:
+def layers(
+    episodes: list[Episode],
+    web_args: tuple[str, ...],
+    apart: dict[int, str],
+    in_flight: int,
+    think_s: float,
+    folder: Path,
+) -> dict[str, CpuSplit]:
     """The CPU of ``episodes`` done in each way, ``in_flight`` at a time."""
     session = BrowserSession(BrowserConfig(extra_args=web_args))
     try:
         bare = session.run(bare_browser(find_executable(), web_args))
         try:
             ways: dict[str, Callable[[], None]] = {
-                BARE: lambda: _through_bare(session, bare[1], episodes, in_flight, think_s, folder, acting=False),
-                BARE_ACTIONS: lambda: _through_bare(session, bare[1], episodes, in_flight, think_s, folder,
-                                                    acting=True),
+                BARE: lambda: _through_bare(
+                    session, bare[1], episodes, in_flight, think_s, folder, acting=False
+                ),
+                BARE_ACTIONS: lambda: _through_bare(
+                    session, bare[1], episodes, in_flight, think_s, folder, acting=True
+                ),
                 GOTOS: lambda: _through_recorder(session, episodes, in_flight, think_s, folder, acting=False),
-                ACTIONS: lambda: _through_recorder(session, episodes, in_flight, think_s, folder, acting=True)}
+                ACTIONS: lambda: _through_recorder(
+                    session, episodes, in_flight, think_s, folder, acting=True
+                ),
+            }
             return {name: _counted(way, apart) for name, way in ways.items()}
         finally:
             session.run(stop_browser(*bare))
@@ -105,19 +121,30 @@ def _counted(way: Callable[[], None], apart: dict[int, str]) -> CpuSplit:
     return tree.split
 
 
-def _through_bare(session: BrowserSession, browser: Any, episodes: list[Episode], in_flight: int,
-                  think_s: float, folder: Path, acting: bool) -> None:
+def _through_bare(
+    session: BrowserSession,
+    browser: Any,
+    episodes: list[Episode],
+    in_flight: int,
+    think_s: float,
+    folder: Path,
+    acting: bool,
+) -> None:
     """The episodes by the bare harness; the URLs each observed, in ``folder/bare-<way>-<n>.urls``
     (as the recorder's ways leave their HARs there)."""
-    observed = session.run(_bare_run(browser, episodes, in_flight, think_s, acting),
-                           time.monotonic() + BARE_RUN_S, "the bare harness's episodes")
+    observed = session.run(
+        _bare_run(browser, episodes, in_flight, think_s, acting),
+        time.monotonic() + BARE_RUN_S,
+        "the bare harness's episodes",
+    )
     way = "actions" if acting else "gotos"
     for number, urls in enumerate(observed):
         (folder / f"bare-{way}-{number}.urls").write_text("".join(f"{url}\n" for url in urls))
 
 
-async def _bare_run(browser: Any, episodes: list[Episode], in_flight: int, think_s: float,
-                    acting: bool) -> list[list[str]]:
+async def _bare_run(
+    browser: Any, episodes: list[Episode], in_flight: int, think_s: float, acting: bool
+) -> list[list[str]]:
     """Each episode's observed URLs, in the order of ``episodes``."""
     todo = list(enumerate(episodes))
     observed: list[list[str]] = [[] for _ in episodes]
@@ -188,7 +215,9 @@ async def _bare_action(page: Any, tree: str, text: str, box: Box | None) -> None
         if action.kind is ActionKind.TYPE:
             await page.keyboard.type((action.text or "") + ("\n" if action.press_enter else ""))
     elif action.kind is ActionKind.SCROLL:
-        await page.evaluate(f"window.scrollBy(0, {-1 if action.direction == 'up' else 1} * window.innerHeight)")
+        await page.evaluate(
+            f"window.scrollBy(0, {-1 if action.direction == 'up' else 1} * window.innerHeight)"
+        )
     elif action.kind is ActionKind.PRESS:
         await page.keyboard.press(action.key or "")
     elif action.kind in GOING:
@@ -201,13 +230,17 @@ def _ref_at(tree: str, box: Box | None) -> str | None:
     if box is None:
         return None
     wanted = (box["x"], box["y"], box["width"], box["height"])
-    found = [(sum(abs(float(a) - b) for a, b in zip(m["box"].split(","), wanted)), m["ref"])
-             for m in REF_AND_BOX.finditer(tree)]
+    found = [
+        (sum(abs(float(a) - b) for a, b in zip(m["box"].split(","), wanted)), m["ref"])
+        for m in REF_AND_BOX.finditer(tree)
+    ]
     distance, ref = min(found, default=(NEAR_PX, None))
     return ref if distance < NEAR_PX else None
 
 
-REF_AND_BOX = re.compile(r"\[ref=(?P<ref>[^\]]+)\](?:[^\n]*?)\[box=(?P<box>[-\d.]+,[-\d.]+,[-\d.]+,[-\d.]+)\]")
+REF_AND_BOX = re.compile(
+    r"\[ref=(?P<ref>[^\]]+)\](?:[^\n]*?)\[box=(?P<box>[-\d.]+,[-\d.]+,[-\d.]+,[-\d.]+)\]"
+)
 NEAR_PX = 8.0
 TARGETED = frozenset({ActionKind.CLICK, ActionKind.HOVER, ActionKind.TYPE})
 GOING: dict[ActionKind, Callable[[Any, Any], Awaitable[Any]]] = {
@@ -217,8 +250,14 @@ GOING: dict[ActionKind, Callable[[Any, Any], Awaitable[Any]]] = {
 }
 
 
-def _through_recorder(session: BrowserSession, episodes: list[Episode], in_flight: int, think_s: float,
-                      folder: Path, acting: bool) -> None:
+def _through_recorder(
+    session: BrowserSession,
+    episodes: list[Episode],
+    in_flight: int,
+    think_s: float,
+    folder: Path,
+    acting: bool,
+) -> None:
     way = "actions" if acting else "gotos"
 
     def one(numbered: tuple[int, Episode]) -> None:
@@ -233,8 +272,9 @@ def _through_recorder(session: BrowserSession, episodes: list[Episode], in_fligh
         pass
 
 
-def _recorder_episode(browser: EpisodeBrowser, steps: Episode, think_s: float, freeze_after: float | None,
-                      acting: bool) -> None:
+def _recorder_episode(
+    browser: EpisodeBrowser, steps: Episode, think_s: float, freeze_after: float | None, acting: bool
+) -> None:
     browser.open((steps[0][0],))
     for index, (url, action, _box) in enumerate(steps):
         browser.observe(index, "")

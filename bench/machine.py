@@ -6,6 +6,7 @@ faults on the fresh 10 MB buffers of each screenshot, and 64 kB huge pages fault
 often (``docs/performance.md``, "Tuning the machine"). So two runs' figures compare only when
 these settings are the same; ``results.json`` keeps them beside the figures.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,9 @@ def huge_pages(root: Path = HUGE_PAGES) -> dict[str, Any]:
     if anon is None:
         return {}
     found: dict[str, Any] = {"anon": anon, "shmem": chosen(root / "shmem_enabled")}
-    sizes = sorted((_size_kb(folder.name), chosen(folder / "enabled")) for folder in root.glob("hugepages-*kB"))
+    sizes = sorted(
+        (_size_kb(folder.name), chosen(folder / "enabled")) for folder in root.glob("hugepages-*kB")
+    )
     used = {"always"} | ({"inherit"} if anon == "always" else set())
     found["sizes always (kB)"] = [kb for kb, value in sizes if value in used]
     return found
@@ -47,15 +50,23 @@ def _size_kb(name: str) -> int:
 
 def machine() -> dict[str, Any]:
     """The machine as ``results.json`` records it."""
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "transparent huge pages": huge_pages()}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "transparent huge pages": huge_pages(),
+    }
 
 
 def described(found: dict[str, Any]) -> str:
     """:func:`machine`'s record in one line (printed under the bench's table)."""
     pages = found["transparent huge pages"]
     if not pages:
-        return f"{found['cpus']} cores, {found['platform']}, Python {found['python']}; no transparent huge pages"
+        return (
+            f"{found['cpus']} cores, {found['platform']}, Python {found['python']}; no transparent huge pages"
+        )
     sizes = ", ".join(f"{kb} kB" for kb in pages["sizes always (kB)"]) or "none"
-    return (f"{found['cpus']} cores, {found['platform']}, Python {found['python']}; transparent huge pages: "
-            f"anonymous {pages['anon']}, shared {pages['shmem']}, sizes always {sizes}")
+    return (
+        f"{found['cpus']} cores, {found['platform']}, Python {found['python']}; transparent huge pages: "
+        f"anonymous {pages['anon']}, shared {pages['shmem']}, sizes always {sizes}"
+    )

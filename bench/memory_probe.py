@@ -4,6 +4,7 @@ process's peak and current resident memory as a JSON line.
 
     python -m bench.memory_probe --store DIR --runs 8 shopping/1 wikipedia/1 ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.memory_probe", description=__doc__)
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--runs", type=int, required=True)
-    parser.add_argument("--marks", action="store_true", help="an oracle shown the set-of-marks image (painted)")
+    parser.add_argument(
+        "--marks", action="store_true", help="an oracle shown the set-of-marks image (painted)"
+    )
     parser.add_argument("tasks", nargs="+")
     args = parser.parse_args()
     tasks = [t for t in load_suite().tasks if t.task_id in set(args.tasks)]
@@ -45,13 +48,24 @@ def main() -> None:
             limits=Limits(),
             browser=BrowserConfig(extra_args=tuple(web.chromium_args())),
         )
-        runner = Worker(setup, BrowserSession(setup.browser), store, MarksReader() if args.marks else OracleAgent(), None)
+        runner = Worker(
+            setup, BrowserSession(setup.browser), store, MarksReader() if args.marks else OracleAgent(), None
+        )
         try:
             for round_ in range(1, args.runs + 1):
                 for task in tasks:
                     runner.work(task)
-                print(json.dumps({"run": round_, "episodes": round_ * len(tasks), "peak_mb": peak_rss_mb(),
-                                  "now_mb": current_rss_mb()}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "run": round_,
+                            "episodes": round_ * len(tasks),
+                            "peak_mb": peak_rss_mb(),
+                            "now_mb": current_rss_mb(),
+                        }
+                    ),
+                    flush=True,
+                )
         finally:
             runner.close()
 

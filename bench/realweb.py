@@ -23,6 +23,7 @@ it (target ≤ 1.2).
 Beside them, ``standing``: a step on a page whose long-poll and SharedWorker never end, against a
 step on the same pages without them (the oracle, ``STANDING_EPISODES`` episodes each; target: within 10%).
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,10 @@ def chosen_apps(quick: bool = False) -> tuple[App, ...]:
     if named and named != "all":
         unknown = set(named.split(",")) - {a.name for a in APPS}
         if unknown:
-            raise ValueError(f"MMINA_REALWEB names no application {', '.join(sorted(unknown))} "
-                             f"(there are: {', '.join(a.name for a in APPS)})")
+            raise ValueError(
+                f"MMINA_REALWEB names no application {', '.join(sorted(unknown))} "
+                f"(there are: {', '.join(a.name for a in APPS)})"
+            )
         return tuple(a for a in APPS if a.name in named.split(","))
     return APPS
 
@@ -83,26 +86,64 @@ def _add(section: Section, runs: list[Outcome]) -> None:
     replay, name = worst.replay, worst.app.name
     total = max(replay.recorded_steps, replay.replayed_steps)
     each = ", ".join(f"{100 * o.replay.fidelity:.0f}" for o in runs)
-    note = f"{worst.app.kind}; worst of {len(runs)} run(s) ({each} %): {replay.url_equal}/{total} URL, " \
-           f"{replay.tree_equal}/{total} tree"
-    section.add(f"{name}: fidelity", round(100 * replay.fidelity, 1), "%", Target(99.0, AT_LEAST),
-                note if replay.error is None else f"{note}; {replay.error}")
-    section.add(f"{name}: connections reaching the live app during replay", max(o.live_connections for o in runs),
-                "", Target(0), "most of any run")
-    section.add(f"{name}: unmatched requests", max(o.replay.requests.unmatched for o in runs), "", Target(0),
-                f"worst run: {replay.requests.total} requests: {replay.requests.exact} exact, "
-                f"{replay.requests.fuzzy} fuzzy, {replay.requests.nearest} nearest")
-    section.add(f"{name}: matched requests with a missing body", max(o.replay.requests.missing_body for o in runs),
-                "", Target(0), f"{replay.requests.failed} the router failed to answer (worst run)")
-    section.add(f"{name}: matched requests served a body redaction changed",
-                max(o.replay.requests.redacted_body for o in runs), "", Target(0), "most of any run")
+    note = (
+        f"{worst.app.kind}; worst of {len(runs)} run(s) ({each} %): {replay.url_equal}/{total} URL, "
+        f"{replay.tree_equal}/{total} tree"
+    )
+    section.add(
+        f"{name}: fidelity",
+        round(100 * replay.fidelity, 1),
+        "%",
+        Target(99.0, AT_LEAST),
+        note if replay.error is None else f"{note}; {replay.error}",
+    )
+    section.add(
+        f"{name}: connections reaching the live app during replay",
+        max(o.live_connections for o in runs),
+        "",
+        Target(0),
+        "most of any run",
+    )
+    section.add(
+        f"{name}: unmatched requests",
+        max(o.replay.requests.unmatched for o in runs),
+        "",
+        Target(0),
+        f"worst run: {replay.requests.total} requests: {replay.requests.exact} exact, "
+        f"{replay.requests.fuzzy} fuzzy, {replay.requests.nearest} nearest",
+    )
+    section.add(
+        f"{name}: matched requests with a missing body",
+        max(o.replay.requests.missing_body for o in runs),
+        "",
+        Target(0),
+        f"{replay.requests.failed} the router failed to answer (worst run)",
+    )
+    section.add(
+        f"{name}: matched requests served a body redaction changed",
+        max(o.replay.requests.redacted_body for o in runs),
+        "",
+        Target(0),
+        "most of any run",
+    )
     _add_sockets(section, name, runs)
     ratios = [o.pace_ratio for o in runs]
-    section.add(f"{name}: replay time / recording time", round(max(ratios), 2), "", Target(PACE_BOUND),
-                "the recording's time kept (1, plus where τ stood still); each run: " + ", ".join(f"{r:.2f}" for r in ratios) +
-                f" (recording {min(o.recorded_s for o in runs):.0f}–{max(o.recorded_s for o in runs):.0f} s)")
-    section.add(f"{name}: slowest step / its deadline", round(max(o.slowest_share for o in runs), 3), "",
-                Target(1.0), "observation or action, recorded or replayed, any run")
+    section.add(
+        f"{name}: replay time / recording time",
+        round(max(ratios), 2),
+        "",
+        Target(PACE_BOUND),
+        "the recording's time kept (1, plus where τ stood still); each run: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + f" (recording {min(o.recorded_s for o in runs):.0f}–{max(o.recorded_s for o in runs):.0f} s)",
+    )
+    section.add(
+        f"{name}: slowest step / its deadline",
+        round(max(o.slowest_share for o in runs), 3),
+        "",
+        Target(1.0),
+        "observation or action, recorded or replayed, any run",
+    )
     _add_bodies(section, name, runs)
 
 
@@ -112,38 +153,67 @@ def _add_bodies(section: Section, name: str, runs: list[Outcome]) -> None:
     if not largest:
         return
     worst = max(largest, key=lambda b: b.ratio)
-    section.add(f"{name}: largest body's exchange, replayed / recorded time", round(worst.ratio, 2), "", None,
-                f"{worst.size / 1e6:.1f} MB {worst.url.rsplit('/', 1)[-1][:40]}: {worst.replayed_ms:.0f} ms replayed, "
-                f"{worst.recorded_ms:.0f} ms recorded; each run: " + ", ".join(f"{b.ratio:.2f}" for b in largest) +
-                " (no target: a body is held until τ reaches its recorded arrival, so a page that asked earlier "
-                "than recorded waits by design; the delivery itself is 'large body: replay / live server')")
+    section.add(
+        f"{name}: largest body's exchange, replayed / recorded time",
+        round(worst.ratio, 2),
+        "",
+        None,
+        f"{worst.size / 1e6:.1f} MB {worst.url.rsplit('/', 1)[-1][:40]}: {worst.replayed_ms:.0f} ms replayed, "
+        f"{worst.recorded_ms:.0f} ms recorded; each run: "
+        + ", ".join(f"{b.ratio:.2f}" for b in largest)
+        + " (no target: a body is held until τ reaches its recorded arrival, so a page that asked earlier "
+        "than recorded waits by design; the delivery itself is 'large body: replay / live server')",
+    )
 
 
 def _add_standing(section: Section, folder: Path, episodes: int) -> None:
     """A step's action and settling with requests that never end, over the same without them."""
-    costs = {never: _step_ms(folder / ("never-ending" if never else "plain"), never, episodes) for never in (True, False)}
-    section.add("standing: a step beside requests that never end / without", round(costs[True] / costs[False], 2), "",
-                Target(1.1), f"median action and settling {costs[True]:.0f} ms against {costs[False]:.0f} ms "
-                f"(a long-poll never answered and a SharedWorker; {episodes} episode(s) of 3 steps each)")
+    costs = {
+        never: _step_ms(folder / ("never-ending" if never else "plain"), never, episodes)
+        for never in (True, False)
+    }
+    section.add(
+        "standing: a step beside requests that never end / without",
+        round(costs[True] / costs[False], 2),
+        "",
+        Target(1.1),
+        f"median action and settling {costs[True]:.0f} ms against {costs[False]:.0f} ms "
+        f"(a long-poll never answered and a SharedWorker; {episodes} episode(s) of 3 steps each)",
+    )
 
 
 def _step_ms(folder: Path, never_ending: bool, episodes: int) -> float:
     store = Store.open(folder / "store", create=True)
     with StandingSite(never_ending) as site:
-        summary = record_run(store, RecordConfig(tasks=str(site.suite(folder / "tasks", episodes)), agent="oracle",
-                                                 browser=BrowserConfig(screenshots=False, set_of_marks=False)))
+        summary = record_run(
+            store,
+            RecordConfig(
+                tasks=str(site.suite(folder / "tasks", episodes)),
+                agent="oracle",
+                browser=BrowserConfig(screenshots=False, set_of_marks=False),
+            ),
+        )
     steps = store.read("steps", run_id=summary.run_id, columns=["action_ms", "action"]).to_pylist()
-    return statistics.median(s["action_ms"] for s in steps if s["action_ms"] is not None and "stop" not in (s["action"] or ""))
+    return statistics.median(
+        s["action_ms"] for s in steps if s["action_ms"] is not None and "stop" not in (s["action"] or "")
+    )
 
 
 def _add_sockets(section: Section, name: str, runs: list[Outcome]) -> None:
     """The socket messages repeated as recorded, in the worst run (applications with sockets)."""
-    counts = [(sum(s.equal for s in o.replay.sockets), sum(s.recorded for s in o.replay.sockets)) for o in runs]
+    counts = [
+        (sum(s.equal for s in o.replay.sockets), sum(s.recorded for s in o.replay.sockets)) for o in runs
+    ]
     if not any(recorded for _equal, recorded in counts):
         return
     equal, recorded = min(counts, key=lambda c: c[0] / c[1] if c[1] else 1.0)
-    section.add(f"{name}: socket messages repeated", round(100 * equal / recorded, 1) if recorded else 100.0, "%",
-                None, f"worst run: {equal} of {recorded} recorded messages, in order, both directions")
+    section.add(
+        f"{name}: socket messages repeated",
+        round(100 * equal / recorded, 1) if recorded else 100.0,
+        "%",
+        None,
+        f"worst run: {equal} of {recorded} recorded messages, in order, both directions",
+    )
     _add_ids(section, name, runs)
 
 
@@ -152,7 +222,12 @@ def _add_ids(section: Section, name: str, runs: list[Outcome]) -> None:
     if not any(total for _alike, total in (o.ids for o in runs)):
         return
     alike, total = min((o.ids for o in runs), key=lambda c: c[0] / c[1] if c[1] else 1.0)
-    section.add(f"{name}: drawn ids sent as recorded", round(100 * alike / total, 1), "%", None,
-                f"worst run: {alike} of {total} ids the page drew and sent on its sockets; each run: "
-                + ", ".join(f"{a}/{t}" for a, t in (o.ids for o in runs))
-                + " (episodes.random_seeding decides)")
+    section.add(
+        f"{name}: drawn ids sent as recorded",
+        round(100 * alike / total, 1),
+        "%",
+        None,
+        f"worst run: {alike} of {total} ids the page drew and sent on its sockets; each run: "
+        + ", ".join(f"{a}/{t}" for a, t in (o.ids for o in runs))
+        + " (episodes.random_seeding decides)",
+    )

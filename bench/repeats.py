@@ -8,6 +8,7 @@ p = 0.6 give (pass@3 = 1 - 0.4³ = 0.936, pass^3 = 0.6³ = 0.216); and how much 
 bootstrap interval over tasks and repeats is than Table 2's Wilson interval, which takes the
 3,150 episodes as independent.
 """
+
 from __future__ import annotations
 
 import time
@@ -39,23 +40,50 @@ def repeats_section(work: Path, log: Callable[[str], None]) -> Section:
     report = build_report(store, [RUN])
     whole = time.perf_counter() - started
     episodes = report.scored.episodes
-    section.add("report of 1,050 tasks × 3 repeats", round(whole, 2), "s", note=f"{len(episodes)} episodes, every table")
-    for name, table in (("repeats table", repeat_rates), ("consistency table", consistency), ("hop_cost table", hop_cost)):
+    section.add(
+        "report of 1,050 tasks × 3 repeats",
+        round(whole, 2),
+        "s",
+        note=f"{len(episodes)} episodes, every table",
+    )
+    for name, table in (
+        ("repeats table", repeat_rates),
+        ("consistency table", consistency),
+        ("hop_cost table", hop_cost),
+    ):
         started = time.perf_counter()
         table(episodes)
         section.add(name, round(time.perf_counter() - started, 3), "s", note="of the same episodes")
-    _estimates(section, report.table("consistency").records(), report.table("repeats").records()[-1],
-               report.table("sr_by_bucket").records()[-1])
+    _estimates(
+        section,
+        report.table("consistency").records(),
+        report.table("repeats").records()[-1],
+        report.table("sr_by_bucket").records()[-1],
+    )
     return section
 
 
 def _estimates(section: Section, consistency_rows: list[dict], repeats: dict, table2: dict) -> None:
     """The estimators beside what independent repeats give, and the two intervals' widths."""
     last = next(r for r in consistency_rows if r["k"] == REPEATS)
-    section.add("pass@3 (p = 0.6 each: 0.936 expected)", round(last["pass_at_k"], 3), "", note=f"{last['tasks']} tasks")
-    section.add("pass^3 (p = 0.6 each: 0.216 expected)", round(last["pass_hat_k"], 3), "", note=f"{last['tasks']} tasks")
+    section.add(
+        "pass@3 (p = 0.6 each: 0.936 expected)",
+        round(last["pass_at_k"], 3),
+        "",
+        note=f"{last['tasks']} tasks",
+    )
+    section.add(
+        "pass^3 (p = 0.6 each: 0.216 expected)",
+        round(last["pass_hat_k"], 3),
+        "",
+        note=f"{last['tasks']} tasks",
+    )
     bootstrap = repeats["task_sr_hi"] - repeats["task_sr_lo"]
     wilson = table2["task_sr_hi"] - table2["task_sr_lo"]
-    section.add("bootstrap interval / Wilson interval, task SR", round(bootstrap / wilson, 2), "×",
-                note=f"task SR {repeats['task_sr']:.3f}: bootstrap [{repeats['task_sr_lo']:.3f}, "
-                     f"{repeats['task_sr_hi']:.3f}], Wilson [{table2['task_sr_lo']:.3f}, {table2['task_sr_hi']:.3f}]")
+    section.add(
+        "bootstrap interval / Wilson interval, task SR",
+        round(bootstrap / wilson, 2),
+        "×",
+        note=f"task SR {repeats['task_sr']:.3f}: bootstrap [{repeats['task_sr_lo']:.3f}, "
+        f"{repeats['task_sr_hi']:.3f}], Wilson [{table2['task_sr_lo']:.3f}, {table2['task_sr_hi']:.3f}]",
+    )

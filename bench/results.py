@@ -1,4 +1,5 @@
 """What every benchmark returns: named figures, each with its unit and, when there is one, its target."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,14 @@ class Section:
     name: str
     figures: list[Figure] = field(default_factory=list)
 
-    def add(self, name: str, value: float | str | bool | None, unit: str = "", target: Target | None = None,
-            note: str = "") -> None:
+    def add(
+        self,
+        name: str,
+        value: float | str | bool | None,
+        unit: str = "",
+        target: Target | None = None,
+        note: str = "",
+    ) -> None:
         self.figures.append(Figure(self.name, name, value, unit, target, note))
 
 

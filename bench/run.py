@@ -3,6 +3,7 @@
 Everything is measured in one run on this machine; compare ratios between machines rather
 than absolute times. ``--quick`` runs a few tasks and a small synthetic store (a smoke run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,35 @@ from mmina import __version__
 from mmina.tasks.taskcheck import load_suite
 from tests.burners import burning
 
-SECTIONS = ("recording", "memory", "evidence", "hardweb", "realweb", "redaction", "scale", "epoch", "campaign",
-            "objectstore", "serve", "view", "interchange", "repeats", "judges", "rankings", "seeding")
-EVIDENCE_TASKS = ("normal/1", "normal/2", "shopping/6", "wikipedia/1", "compare/1", "multi567/1", "normal/10",
-                  "normal/20")
+SECTIONS = (
+    "recording",
+    "memory",
+    "evidence",
+    "hardweb",
+    "realweb",
+    "redaction",
+    "scale",
+    "epoch",
+    "campaign",
+    "objectstore",
+    "serve",
+    "view",
+    "interchange",
+    "repeats",
+    "judges",
+    "rankings",
+    "seeding",
+)
+EVIDENCE_TASKS = (
+    "normal/1",
+    "normal/2",
+    "shopping/6",
+    "wikipedia/1",
+    "compare/1",
+    "multi567/1",
+    "normal/10",
+    "normal/20",
+)
 FULL_EPISODES = 100_000
 QUICK_EPISODES = 2_000
 QUICK_TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
@@ -53,15 +79,25 @@ console = Console(stderr=True)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Example:\n  .venv/bin/python -m bench --out bench/results.json\n  .venv/bin/python -m bench --quick")
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Example:\n  .venv/bin/python -m bench --out bench/results.json\n  .venv/bin/python -m bench --quick",
+    )
     parser.add_argument("--quick", action="store_true", help="a few tasks and 2,000 synthetic episodes")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these parts (repeatable)")
     parser.add_argument("--episodes", type=int, help="synthetic store size (default 100,000; --quick 2,000)")
     parser.add_argument("--out", type=Path, default=Path("bench/results.json"), help="JSON output file")
-    parser.add_argument("--work", type=Path, help="working folder to keep (default: a temporary one, removed)")
-    parser.add_argument("--burners", type=int, default=0, metavar="N",
-                        help="measure beside N processes spinning on a core each (tests/burners.py; default 0)")
+    parser.add_argument(
+        "--work", type=Path, help="working folder to keep (default: a temporary one, removed)"
+    )
+    parser.add_argument(
+        "--burners",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure beside N processes spinning on a core each (tests/burners.py; default 0)",
+    )
     return parser.parse_args(argv)
 
 
@@ -95,7 +131,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(memory_section(work / "memory", tasks, runs))
         if "evidence" in parts:
             log("the openai agent against the local test server, twice (model input size)")
-            sections.append(evidence_section(work / "evidence", QUICK_TASKS[:3] if args.quick else EVIDENCE_TASKS))
+            sections.append(
+                evidence_section(work / "evidence", QUICK_TASKS[:3] if args.quick else EVIDENCE_TASKS)
+            )
         if "hardweb" in parts:
             log("each hard-web behaviour recorded, the site restarted, replayed (fidelity)")
             sections.append(hardweb_section(work / "hardweb"))
@@ -113,7 +151,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             log("a campaign of short tasks without faults, then through 429s, an outage and a killed worker")
             sections.append(campaign_section(args.quick))
         if "serve" in parts:
-            sections += serve_section(work / "serve", synthetic_episodes(args), log, 4 if args.quick else None)
+            sections += serve_section(
+                work / "serve", synthetic_episodes(args), log, 4 if args.quick else None
+            )
         if "view" in parts:
             sections.append(view_section(work / "view", log))
         if "interchange" in parts:
@@ -128,7 +168,9 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             log("four agents on the fixture web, five evaluators and two simulated labellers (judge audit)")
             sections.append(judges_section(work / "judges", log, args.quick))
         if "rankings" in parts:
-            log("four agents of different skill live on the drifted fixture web and on its archive (rankings)")
+            log(
+                "four agents of different skill live on the drifted fixture web and on its archive (rankings)"
+            )
             sections.append(rankings_section(work / "rankings", log, args.quick))
         if "seeding" in parts:
             log("Math.random and crypto drawn unseeded and under each seeding scheme (cost per draw)")
@@ -147,8 +189,14 @@ def print_table(sections: list[Section]) -> None:
         table.add_column(column, overflow="fold")
     for figure in (f for s in sections for f in s.figures):
         met = {True: "yes", False: "NO", None: ""}[figure.met]
-        table.add_row(figure.section, figure.name, f"{figure.value} {figure.unit}".strip(),
-                      str(figure.target or ""), met, figure.note)
+        table.add_row(
+            figure.section,
+            figure.name,
+            f"{figure.value} {figure.unit}".strip(),
+            str(figure.target or ""),
+            met,
+            figure.note,
+        )
     Console(width=160).print(table)
 
 
@@ -156,9 +204,15 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     """The figures as JSON. With ``--only``, they replace their sections' figures in an existing
     file and the others are kept (``updated`` says which parts were measured again, and when)."""
     figures = [f.as_json() for s in sections for f in s.figures]
-    data = {"mmina_version": __version__, "measured_at": datetime.now(UTC).isoformat(),
-            "machine": machine(),
-            "quick": args.quick, "burners": args.burners, "seconds": round(seconds, 1), "figures": figures}
+    data = {
+        "mmina_version": __version__,
+        "measured_at": datetime.now(UTC).isoformat(),
+        "machine": machine(),
+        "quick": args.quick,
+        "burners": args.burners,
+        "seconds": round(seconds, 1),
+        "figures": figures,
+    }
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.only and old:
         data = merged(old, data, args.only)
@@ -173,7 +227,12 @@ def merged(old: dict, new: dict, parts: list[str]) -> dict:
     """``old`` with the figures of the sections in ``new`` replaced by ``new``'s."""
     fresh = {f["section"] for f in new["figures"]}
     kept = [f for f in old.get("figures", []) if f["section"] not in fresh]
-    updated = {"parts": parts, "measured_at": new["measured_at"], "quick": new["quick"], "burners": new.get("burners", 0),
-               "seconds": new["seconds"],
-               "machine": new["machine"]}
+    updated = {
+        "parts": parts,
+        "measured_at": new["measured_at"],
+        "quick": new["quick"],
+        "burners": new.get("burners", 0),
+        "seconds": new["seconds"],
+        "machine": new["machine"],
+    }
     return {**old, "figures": kept + new["figures"], "updated": updated}

@@ -1,4 +1,5 @@
 """Benchmarks on a synthetic store at scale: rescoring throughput and query latency."""
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,9 @@ select bucket, count(*) as tasks, avg(passed::int) as task_sr, sum(hops_passed) 
 from episode_scores where evaluator = 'hops' group by bucket order by bucket
 """
 EPISODE_SQL = "select run_id, blob_packs from episodes where episode_id = '{episode}'"
-SCREENSHOTS_SQL = "select screenshot from steps where run_id = '{run}' and episode_id = '{episode}' order by step_index"
+SCREENSHOTS_SQL = (
+    "select screenshot from steps where run_id = '{run}' and episode_id = '{episode}' order by step_index"
+)
 
 
 def timed_rescore(store: Store, config: RescoreConfig) -> tuple[RescoreResult, float]:
@@ -52,19 +55,33 @@ def rescore_section(root: Path, episodes: int, log: Callable[[str], None]) -> Se
         log(f"rescoring {episodes} episodes with {name}")
         result, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator=name, args=ARGS.get(name, {})))
         target = Target(50_000 if name in STRING_ONLY else 20_000, AT_LEAST)
-        section.add(name, round(len(result.scored) / wall), "episodes/s", target,
-                    note=f"{len(result.scored)} episodes in {wall:.1f} s")
+        section.add(
+            name,
+            round(len(result.scored) / wall),
+            "episodes/s",
+            target,
+            note=f"{len(result.scored)} episodes in {wall:.1f} s",
+        )
     os.environ.setdefault("OPENAI_API_KEY", "bench-local")
     with FakeOpenAI() as judge:
         judge_settings = JudgeSettings(model="bench-judge", base_url=judge.url, concurrency=32)
         log("fuzzy: filling the judge cache")
-        cold, _ = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
+        cold, _ = timed_rescore(
+            Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings)
+        )
         log("fuzzy: warm cache")
         sent = len(judge.requests)
-        warm, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings))
-        section.add("fuzzy, warm judge cache", round(len(warm.scored) / wall), "episodes/s", Target(10_000, AT_LEAST),
-                    note=f"{len(judge.requests) - sent} requests sent; cache filled by {sent} "
-                         f"for {len(cold.scored)} episodes")
+        warm, wall = timed_rescore(
+            Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, judge=judge_settings)
+        )
+        section.add(
+            "fuzzy, warm judge cache",
+            round(len(warm.scored) / wall),
+            "episodes/s",
+            Target(10_000, AT_LEAST),
+            note=f"{len(judge.requests) - sent} requests sent; cache filled by {sent} "
+            f"for {len(cold.scored)} episodes",
+        )
     _cold_judge(section, root, log)
     return section
 
@@ -77,22 +94,37 @@ def _cold_judge(section: Section, root: Path, log: Callable[[str], None]) -> Non
             log(f"fuzzy: cold cache, concurrency {bound}")
             settings = JudgeSettings(model=f"bench-cold-{bound}", base_url=judge.url, concurrency=bound)
             sent = len(judge.requests)
-            result, wall = timed_rescore(Store.open(root), RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS,
-                                                       runs=(first_run,), judge=settings))
+            result, wall = timed_rescore(
+                Store.open(root),
+                RescoreConfig(evaluator="fuzzy", args=FUZZY_ARGS, runs=(first_run,), judge=settings),
+            )
             requests = len(judge.requests) - sent
-            section.add(f"fuzzy, cold cache, concurrency {bound}", round(len(result.scored) / wall, 1), "episodes/s",
-                        note=f"{requests} requests at {1000 * JUDGE_DELAY_S:.0f} ms each: "
-                             f"{requests / wall:.0f} requests/s")
+            section.add(
+                f"fuzzy, cold cache, concurrency {bound}",
+                round(len(result.scored) / wall, 1),
+                "episodes/s",
+                note=f"{requests} requests at {1000 * JUDGE_DELAY_S:.0f} ms each: "
+                f"{requests / wall:.0f} requests/s",
+            )
 
 
 def store_section(root: Path, info: dict[str, Any], repeats: int = 3) -> Section:
     section = Section("store")
     store = Store.open(root)
-    section.add("synthetic store", info["steps"], "steps",
-                note=f"{info['episodes']} episodes in {info['runs']} runs, written in {info['seconds']:.0f} s")
+    section.add(
+        "synthetic store",
+        info["steps"],
+        "steps",
+        note=f"{info['episodes']} episodes in {info['runs']} runs, written in {info['seconds']:.0f} s",
+    )
     walls = [timed(lambda: run_query(store, BUCKET_SQL)) for _ in range(repeats)]
-    section.add("task SR by hop-count bucket (SQL)", round(statistics.median(walls), 3), "s", Target(1.0),
-                note=f"median of {repeats}, views built each time as `mmina sql` does")
+    section.add(
+        "task SR by hop-count bucket (SQL)",
+        round(statistics.median(walls), 3),
+        "s",
+        Target(1.0),
+        note=f"median of {repeats}, views built each time as `mmina sql` does",
+    )
     walls = [timed(lambda: connect(store).close()) for _ in range(repeats)]
     section.add("opening the store's SQL views", round(1000 * statistics.median(walls), 1), "ms")
     episode = f"syn-{info['episodes'] // 2:07d}"
@@ -102,8 +134,13 @@ def store_section(root: Path, info: dict[str, Any], repeats: int = 3) -> Section
         count = len(_screenshots(store, db.connection, episode))
     finally:
         db.close()
-    section.add("one episode's screenshots", round(1000 * statistics.median(walls), 1), "ms", Target(100),
-                note=f"{count} screenshots: its run and packs, its steps (that run's files only), the blobs")
+    section.add(
+        "one episode's screenshots",
+        round(1000 * statistics.median(walls), 1),
+        "ms",
+        Target(100),
+        note=f"{count} screenshots: its run and packs, its steps (that run's files only), the blobs",
+    )
     return section
 
 

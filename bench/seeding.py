@@ -3,6 +3,7 @@ million ``Math.random()`` calls in one turn, one draw in each of 20,000 turns (s
 the calling stack at a turn's draws, up to its budget), and 10,000 ``crypto.randomUUID()`` calls;
 unseeded, scheme 1 (one stream per document) and scheme 2 (a stream per calling place). Each
 figure is the best of ``ROUNDS`` rounds (the machine is shared)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,14 +37,29 @@ def seeding_section() -> Section:
     costs = _costs()
     section = Section("seeding")
     base, old, new = costs["unseeded"], costs["scheme 1"], costs["scheme 2"]
-    section.add("Math.random in a loop, scheme 2", round(new["loop_ns"], 1), "ns/draw", None,
-                f"unseeded {base['loop_ns']:.1f}, scheme 1 {old['loop_ns']:.1f} ns (the stack read at most "
-                f"256 times a turn)")
-    section.add("a draw alone in its turn, scheme 2", round(new["turn_us"], 2), "µs", None,
-                f"scheme 1 {old['turn_us']:.2f}, unseeded {base['turn_us']:.2f} µs: the calling stack read "
-                f"({new['turn_us'] / old['turn_us']:.0f}×)")
-    section.add("crypto.randomUUID, scheme 2", round(new["uuid_us"], 2), "µs", Target(50.0),
-                f"unseeded {base['uuid_us']:.2f}, scheme 1 {old['uuid_us']:.2f} µs")
+    section.add(
+        "Math.random in a loop, scheme 2",
+        round(new["loop_ns"], 1),
+        "ns/draw",
+        None,
+        f"unseeded {base['loop_ns']:.1f}, scheme 1 {old['loop_ns']:.1f} ns (the stack read at most "
+        f"256 times a turn)",
+    )
+    section.add(
+        "a draw alone in its turn, scheme 2",
+        round(new["turn_us"], 2),
+        "µs",
+        None,
+        f"scheme 1 {old['turn_us']:.2f}, unseeded {base['turn_us']:.2f} µs: the calling stack read "
+        f"({new['turn_us'] / old['turn_us']:.0f}×)",
+    )
+    section.add(
+        "crypto.randomUUID, scheme 2",
+        round(new["uuid_us"], 2),
+        "µs",
+        Target(50.0),
+        f"unseeded {base['uuid_us']:.2f}, scheme 1 {old['uuid_us']:.2f} µs",
+    )
     return section
 
 

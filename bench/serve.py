@@ -7,6 +7,7 @@ paging through every episode, and how soon a newly committed episode of a run be
 shows. Then ``mmina report --format html`` on the 100 built-in tasks recorded by the
 heuristic agent: the page's size, its folder's, and the time it takes.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,15 @@ from tests.serve_helpers import Served  # noqa: E402 - the tests' way of startin
 
 FIRST_PAGE = ("/", "/static/app.js", "/static/app.css", "/api/changes?since=-1", "/api/runs")
 """What the browser fetches to show the runs page."""
-FILTERS = ("mode=wandered", "answer=could", "site=kiwix&verdict=fail&first_failure=2", "sort=n_hops&order=desc",
-           "bucket=5%2B&sort=cost_usd&order=desc", "task=synthetic/7&status=completed", "error=timeout")
+FILTERS = (
+    "mode=wandered",
+    "answer=could",
+    "site=kiwix&verdict=fail&first_failure=2",
+    "sort=n_hops&order=desc",
+    "bucket=5%2B&sort=cost_usd&order=desc",
+    "task=synthetic/7&status=completed",
+    "error=timeout",
+)
 SAMPLES = 20
 PAGE = 500
 LIVE_EPISODES = 5
@@ -61,8 +69,9 @@ def fetch(app: Served, path: str) -> bytes:
     return body
 
 
-def serve_section(work: Path, episodes: int, log: Callable[[str], None], builtin_limit: int | None = None
-                  ) -> list[Section]:
+def serve_section(
+    work: Path, episodes: int, log: Callable[[str], None], builtin_limit: int | None = None
+) -> list[Section]:
     """The server's figures on a synthetic store of ``episodes``, then the HTML report's on the
     built-in suite (its first ``builtin_limit`` tasks when given: a smoke run)."""
     root = work / "synthetic"
@@ -74,8 +83,12 @@ def serve_section(work: Path, episodes: int, log: Callable[[str], None], builtin
         first_page(section, app)
         log("serve: the episode index filling")
         _, wall = timed(lambda: app.indexed(timeout=3600))
-        section.add("episode index built", round(wall, 1), "s",
-                    note=f"{episodes} episodes; pages work meanwhile, filters see the runs indexed so far")
+        section.add(
+            "episode index built",
+            round(wall, 1),
+            "s",
+            note=f"{episodes} episodes; pages work meanwhile, filters see the runs indexed so far",
+        )
         episode_pages(section, app, episodes)
         filters(section, app, episodes)
         screenshots(section, app, episodes)
@@ -92,9 +105,14 @@ def first_page(section: Section, app: Served) -> None:
     for path in FIRST_PAGE:
         fetch(app, path)
     ready = time.monotonic() - listening
-    section.add("first page ready after the server starts", round(ready, 3), "s", Target(1.0),
-                note=f"the runs page: {', '.join(FIRST_PAGE)}; process start to listening "
-                     f"{listening - app.started:.1f} s (Python imports)")
+    section.add(
+        "first page ready after the server starts",
+        round(ready, 3),
+        "s",
+        Target(1.0),
+        note=f"the runs page: {', '.join(FIRST_PAGE)}; process start to listening "
+        f"{listening - app.started:.1f} s (Python imports)",
+    )
 
 
 def episode_ids(app: Served, episodes: int, count: int, seed: int) -> list[str]:
@@ -109,9 +127,17 @@ def episode_pages(section: Section, app: Served, episodes: int) -> None:
     first = episode_ids(app, episodes, SAMPLES, 1)
     cold = [timed(lambda: fetch(app, f"/api/episodes/{e}"))[1] for e in first]  # noqa: B023 (called at once)
     warm = [timed(lambda: fetch(app, f"/api/episodes/{_next(e, episodes)}"))[1] for e in first]  # noqa: B023 (called at once)
-    for name, walls in (("an episode page, its run seen first", cold), ("an episode page, its run seen before", warm)):
-        section.add(name, round(1000 * statistics.median(walls)), "ms", Target(300),
-                    note=f"median of {SAMPLES} episodes of random runs; slowest {1000 * max(walls):.0f} ms")
+    for name, walls in (
+        ("an episode page, its run seen first", cold),
+        ("an episode page, its run seen before", warm),
+    ):
+        section.add(
+            name,
+            round(1000 * statistics.median(walls)),
+            "ms",
+            Target(300),
+            note=f"median of {SAMPLES} episodes of random runs; slowest {1000 * max(walls):.0f} ms",
+        )
 
 
 def _next(episode_id: str, episodes: int) -> str:
@@ -125,9 +151,14 @@ def filters(section: Section, app: Served, episodes: int) -> None:
         body, wall = timed(lambda: fetch(app, f"/api/episodes?{given}&limit=50"))  # noqa: B023 (called at once)
         walls.append(wall)
         totals.append(json.loads(body)["total"])
-    section.add("a filter over all episodes", round(1000 * max(walls)), "ms", Target(500),
-                note=f"slowest of {len(FILTERS)} filters and sorts over {episodes} episodes (median "
-                     f"{1000 * statistics.median(walls):.0f} ms; {min(totals)}–{max(totals)} matches)")
+    section.add(
+        "a filter over all episodes",
+        round(1000 * max(walls)),
+        "ms",
+        Target(500),
+        note=f"slowest of {len(FILTERS)} filters and sorts over {episodes} episodes (median "
+        f"{1000 * statistics.median(walls):.0f} ms; {min(totals)}–{max(totals)} matches)",
+    )
 
 
 def screenshots(section: Section, app: Served, episodes: int) -> None:
@@ -136,9 +167,14 @@ def screenshots(section: Section, app: Served, episodes: int) -> None:
         steps = json.loads(fetch(app, f"/api/episodes/{episode}"))["steps"]
         urls.append(steps[len(steps) // 2]["screenshot"])
     walls = [timed(lambda: fetch(app, url))[1] for url in urls]  # noqa: B023 (called at once)
-    section.add("a step's screenshot", round(1000 * statistics.median(walls), 1), "ms", Target(50),
-                note=f"median of {SAMPLES} blobs fetched by hash from their episode's pack, first time; slowest "
-                     f"{1000 * max(walls):.0f} ms (then the browser keeps them: immutable, ETag)")
+    section.add(
+        "a step's screenshot",
+        round(1000 * statistics.median(walls), 1),
+        "ms",
+        Target(50),
+        note=f"median of {SAMPLES} blobs fetched by hash from their episode's pack, first time; slowest "
+        f"{1000 * max(walls):.0f} ms (then the browser keeps them: immutable, ETag)",
+    )
 
 
 def memory(section: Section, app: Served, episodes: int) -> None:
@@ -153,9 +189,14 @@ def memory(section: Section, app: Served, episodes: int) -> None:
         if number in (pages // 10, pages - 1):
             samples.append(rss_mb(app.pid))
     early, late = samples[0], samples[-1]
-    section.add("server memory paging through every episode", round(ratio(late, early), 2), "× (end / first tenth)",
-                Target(1.2), note=f"{early:.0f} MB after {pages // 10} of {pages} pages of {PAGE}, {late:.0f} MB "
-                                  f"at the end (each page with one episode and one screenshot)")
+    section.add(
+        "server memory paging through every episode",
+        round(ratio(late, early), 2),
+        "× (end / first tenth)",
+        Target(1.2),
+        note=f"{early:.0f} MB after {pages // 10} of {pages} pages of {PAGE}, {late:.0f} MB "
+        f"at the end (each page with one episode and one screenshot)",
+    )
 
 
 def live(section: Section, app: Served, store: Store) -> None:
@@ -168,9 +209,14 @@ def live(section: Section, app: Served, store: Store) -> None:
         committed = time.monotonic()
         app.wait_for(lambda: _episodes_of(app, "live") == number + 1, timeout=60, every=0.05)  # noqa: B023 (called at once)
         walls.append(time.monotonic() - committed)
-    section.add("a newly committed episode shown", round(max(walls), 2), "s", Target(2.0),
-                note=f"slowest of {LIVE_EPISODES} commits to a run being written, seen on /api/runs (median "
-                     f"{statistics.median(walls):.2f} s; the page is told at once through /api/changes)")
+    section.add(
+        "a newly committed episode shown",
+        round(max(walls), 2),
+        "s",
+        Target(2.0),
+        note=f"slowest of {LIVE_EPISODES} commits to a run being written, seen on /api/runs (median "
+        f"{statistics.median(walls):.2f} s; the page is told at once through /api/changes)",
+    )
 
 
 def _episodes_of(app: Served, run_id: str) -> int:
@@ -192,13 +238,38 @@ def _write_episode(store: Store, number: int) -> None:
     writer = store.episode_writer("live", f"live-{number}")
     shot = writer.put_blob(b"\xff\xd8\xff\xe0" + str(number).encode() * 1000, "image/jpeg")
     for index in range(STEPS):
-        writer.add_step({"step_index": index, "started_at": now, "url": f"http://wiki.mmina.test/{index}",
-                         "screenshot": shot, "action": "click [1]", "action_kind": "click", "live_hops": 0})
+        writer.add_step(
+            {
+                "step_index": index,
+                "started_at": now,
+                "url": f"http://wiki.mmina.test/{index}",
+                "screenshot": shot,
+                "action": "click [1]",
+                "action_kind": "click",
+                "live_hops": 0,
+            }
+        )
     task = store.read("tasks", run_id="live", columns=["task_id"]).column("task_id")[number].as_py()
-    writer.commit({"task_id": task, "attempt": 1, "status": "completed", "stop_reason": "stop", "final_answer": "x",
-                   "n_steps": STEPS, "n_hops": 1, "live_hops": 0, "hop_steps": [], "started_at": now,
-                   "ended_at": now + timedelta(seconds=1), "duration_ms": 1000.0, "prompt_tokens": 0,
-                   "completion_tokens": 0, "cost_usd": 0.0, "error": None})
+    writer.commit(
+        {
+            "task_id": task,
+            "attempt": 1,
+            "status": "completed",
+            "stop_reason": "stop",
+            "final_answer": "x",
+            "n_steps": STEPS,
+            "n_hops": 1,
+            "live_hops": 0,
+            "hop_steps": [],
+            "started_at": now,
+            "ended_at": now + timedelta(seconds=1),
+            "duration_ms": 1000.0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cost_usd": 0.0,
+            "error": None,
+        }
+    )
 
 
 def html_section(work: Path, log: Callable[[str], None], limit: int | None) -> Section:
@@ -206,15 +277,30 @@ def html_section(work: Path, log: Callable[[str], None], limit: int | None) -> S
     section = Section("report-html")
     root = work / "builtin"
     log("report: recording the built-in suite with the heuristic agent")
-    summary = record_run(Store.open(root, create=True), RecordConfig(agent="heuristic", run_id=BUILTIN_RUN, limit=limit,
-                                                                      layout=Layout(workers=2)))
+    summary = record_run(
+        Store.open(root, create=True),
+        RecordConfig(agent="heuristic", run_id=BUILTIN_RUN, limit=limit, layout=Layout(workers=2)),
+    )
     store = Store.open(root)
     log("report: writing the HTML report")
-    written, wall = timed(lambda: write_report(store, build_report(store, [BUILTIN_RUN]), work / "report.html", 50))
+    written, wall = timed(
+        lambda: write_report(store, build_report(store, [BUILTIN_RUN]), work / "report.html", 50)
+    )
     steps = sum(e.n_steps for e in summary.episodes)
-    section.add("HTML report page", round(written.page_bytes / 1e6, 2), "MB", Target(5.0),
-                note=f"{len(summary.episodes)} episodes ({steps} steps), 50 in the viewer")
-    section.add("HTML report files next to it", round(written.folder_bytes / 1e6, 1), "MB",
-                note=f"plotly.js and {written.images} screenshots, 640 px JPEG, each once")
-    section.add("HTML report time", round(wall, 1), "s", note="tables, charts, viewer (marks painted again, shrunk)")
+    section.add(
+        "HTML report page",
+        round(written.page_bytes / 1e6, 2),
+        "MB",
+        Target(5.0),
+        note=f"{len(summary.episodes)} episodes ({steps} steps), 50 in the viewer",
+    )
+    section.add(
+        "HTML report files next to it",
+        round(written.folder_bytes / 1e6, 1),
+        "MB",
+        note=f"plotly.js and {written.images} screenshots, 640 px JPEG, each once",
+    )
+    section.add(
+        "HTML report time", round(wall, 1), "s", note="tables, charts, viewer (marks painted again, shrunk)"
+    )
     return section

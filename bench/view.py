@@ -7,6 +7,7 @@ viewer did before 2026-12-06 (the set-of-marks image painted at full size, decod
 shrunk to 720 px) and the way it does now (the screenshot decoded at half scale, the marks
 painted on it, one encoding).
 """
+
 from __future__ import annotations
 
 import io
@@ -41,13 +42,23 @@ def view_section(work: Path, log: Callable[[str], None]) -> Section:
     summary = record_run(Store.open(root, create=True), RecordConfig(agent="oracle", task_ids=(TASK,)))
     episode = summary.episodes[0]
     log("view: mmina view, several times")
-    walls, cpus = zip(*(_view_once(root, episode.episode_id, work / f"episode-{i}.html")
-                        for i in range(ROUNDS)))
-    section.add("mmina view, a short episode", round(statistics.median(walls), 2), "s", Target(1.0),
-                note=f"{TASK}, {episode.n_steps} steps, median of {ROUNDS} runs of the command "
-                     "(process start included)")
-    section.add("mmina view CPU time", round(statistics.median(cpus), 2), "s",
-                note="user + system of the process: the figure load on the machine changes least")
+    walls, cpus = zip(
+        *(_view_once(root, episode.episode_id, work / f"episode-{i}.html") for i in range(ROUNDS))
+    )
+    section.add(
+        "mmina view, a short episode",
+        round(statistics.median(walls), 2),
+        "s",
+        Target(1.0),
+        note=f"{TASK}, {episode.n_steps} steps, median of {ROUNDS} runs of the command "
+        "(process start included)",
+    )
+    section.add(
+        "mmina view CPU time",
+        round(statistics.median(cpus), 2),
+        "s",
+        note="user + system of the process: the figure load on the machine changes least",
+    )
     before, after = _images(Store.open(root), episode.episode_id)
     section.add("step images before (full-size marks, shrunk to 720 px)", round(before * 1000), "ms")
     section.add("step images now (half-scale decode, marks on it)", round(after * 1000), "ms")
@@ -59,8 +70,22 @@ def _view_once(root: Path, episode_id: str, out: Path) -> tuple[float, float]:
     """One ``mmina view`` run: its wall time and its CPU time (user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mmina", "view", "--episode", episode_id, "--store", str(root),
-                    "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "view",
+            "--episode",
+            episode_id,
+            "--store",
+            str(root),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -3,6 +3,7 @@
 Library code raises these; the CLI turns them into one clear line and a non-zero exit,
 so a user mistake never shows a traceback.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -89,8 +90,9 @@ class StartPageError(MminaError):
     goes on; ``url``, ``status`` (a 5xx) and ``error`` (Chromium's) are the evidence that the
     environment blocked the task (``mmina.tasks.blocking``)."""
 
-    def __init__(self, message: str, url: str | None = None, status: int | None = None,
-                 error: str | None = None) -> None:
+    def __init__(
+        self, message: str, url: str | None = None, status: int | None = None, error: str | None = None
+    ) -> None:
         super().__init__(message)
         self.url, self.status, self.error = url, status, error
 
@@ -129,8 +131,14 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
 
 
-def not_found(kind: str, name: str, where: str | None = None, known: Iterable[str] = (), see: str | None = None,
-              listing: str | None = None) -> str:
+def not_found(
+    kind: str,
+    name: str,
+    where: str | None = None,
+    known: Iterable[str] = (),
+    see: str | None = None,
+    listing: str | None = None,
+) -> str:
     """How every command says that something named is not there, one wording for every kind
     (run, episode, task, evaluator, agent...): ``no run 'nightlx' in /data/store (did you mean
     'nightly'? see mmina runs)``. ``known``: the names there are, for the nearest one;

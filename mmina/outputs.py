@@ -1,6 +1,7 @@
 """Where a command or an export may write its output: checked before any work is done, so a
 bad path is one line of error and nothing computed is lost (``report -o``, ``view -o``,
 ``export ... -o``)."""
+
 from __future__ import annotations
 
 import os

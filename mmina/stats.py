@@ -1,4 +1,5 @@
 """Confidence intervals and paired tests, with no dependency beyond the standard library."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -35,7 +36,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
+    tail = sum(comb(n, i) for i in range(min(b, c) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -85,8 +86,9 @@ class Confusion:
         return rate(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
 
-def kappa_interval(confusion: Confusion, resamples: int = 1000, seed: int = 0,
-                   level: float = 0.95) -> tuple[float | None, float | None]:
+def kappa_interval(
+    confusion: Confusion, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float | None, float | None]:
     """A percentile bootstrap interval of Cohen's κ: the items resampled with replacement
     ``resamples`` times, κ of each resample, and the middle ``level`` of those. A resample of
     items only matters through its four cell counts, so each is drawn as one multinomial draw
@@ -125,7 +127,9 @@ def binomial(draw: Random, n: int, p: float) -> int:
     if p >= 1.0:
         return n
     mode = min(n, int((n + 1) * p))
-    mass = exp(lgamma(n + 1) - lgamma(mode + 1) - lgamma(n - mode + 1) + mode * log(p) + (n - mode) * log1p(-p))
+    mass = exp(
+        lgamma(n + 1) - lgamma(mode + 1) - lgamma(n - mode + 1) + mode * log(p) + (n - mode) * log1p(-p)
+    )
     left = draw.random() - mass
     low = high = mode
     low_mass = high_mass = mass
@@ -177,8 +181,9 @@ Cell = tuple[float, float]
 (hops passed, hops) for hop success."""
 
 
-def nested_bootstrap(groups: Sequence[Sequence[Cell]], resamples: int = 1000, seed: int = 0,
-                     level: float = 0.95) -> tuple[float | None, float | None]:
+def nested_bootstrap(
+    groups: Sequence[Sequence[Cell]], resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float | None, float | None]:
     """A percentile bootstrap interval of a rate (sum of numerators / sum of denominators)
     over tasks and their repeats: each resample draws the tasks with replacement and, within
     each task drawn, its repeats with replacement (two-stage: the task-to-task spread and the
@@ -201,8 +206,11 @@ def nested_bootstrap(groups: Sequence[Sequence[Cell]], resamples: int = 1000, se
     for _ in range(resamples):
         numerator = denominator = 0.0
         for drawn, (size, cells) in zip(multinomial(draw, total, shares), inner):
-            picks = [drawn * size] if len(cells) == 1 or not drawn else \
-                multinomial(draw, drawn * size, [count / size for _, count in cells])
+            picks = (
+                [drawn * size]
+                if len(cells) == 1 or not drawn
+                else multinomial(draw, drawn * size, [count / size for _, count in cells])
+            )
             numerator += sum(n * cell[0] for n, (cell, _) in zip(picks, cells))
             denominator += sum(n * cell[1] for n, (cell, _) in zip(picks, cells))
         if denominator:

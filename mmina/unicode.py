@@ -5,6 +5,7 @@ Where they come from — a task file, a page's title, a model's reply — they a
 by U+FFFD (:func:`valid_text`, for what mmina runs on: an intent, a task id) or kept, escaped as
 the six characters ``\\ud83d`` (:func:`escaped`, for what mmina records).
 """
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ receives, and from its script the basket kept in ``localStorage`` and the positi
 gives (or why it gives none). :meth:`AccountSite.storage_state` is the state a user who logged
 in would have saved (Playwright's ``context.storage_state`` format).
 """
+
 from __future__ import annotations
 
 import html
@@ -42,10 +43,22 @@ class AccountSite(LocalSite):
 
     def storage_state(self) -> dict[str, Any]:
         """A signed-in user's saved state: the session cookie and the basket in ``localStorage``."""
-        cookie = {"name": "session", "value": self.token, "domain": "127.0.0.1", "path": "/", "expires": -1,
-                  "httpOnly": True, "secure": False, "sameSite": "Lax"}
-        return {"cookies": [cookie],
-                "origins": [{"origin": self.url.rstrip("/"), "localStorage": [{"name": "basket", "value": BASKET}]}]}
+        cookie = {
+            "name": "session",
+            "value": self.token,
+            "domain": "127.0.0.1",
+            "path": "/",
+            "expires": -1,
+            "httpOnly": True,
+            "secure": False,
+            "sameSite": "Lax",
+        }
+        return {
+            "cookies": [cookie],
+            "origins": [
+                {"origin": self.url.rstrip("/"), "localStorage": [{"name": "basket", "value": BASKET}]}
+            ],
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):

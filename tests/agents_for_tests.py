@@ -1,4 +1,5 @@
 """User-style agents (the ``module:Class`` protocol) used by the recorder tests."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,12 @@ class Repeater:
         pass
 
     def act(self, observation: Observation) -> AgentReply:
-        return AgentReply(output="Thinking... In summary, the next action I will perform is ```scroll [down]```",
-                          prompt_tokens=10, completion_tokens=5, cost_usd=0.001)
+        return AgentReply(
+            output="Thinking... In summary, the next action I will perform is ```scroll [down]```",
+            prompt_tokens=10,
+            completion_tokens=5,
+            cost_usd=0.001,
+        )
 
 
 class Babbler:
@@ -157,8 +162,12 @@ class SeededMistakes(OracleAgent):
 
     name = "seeded-mistakes"
     MISTAKES: dict[str, tuple[int, str]] = {
-        "normal/2": (0, "wrong_stop"), "normal/3": (0, "babble"), "normal/24": (1, "wander"),
-        "normal/32": (1, "linger"), "normal/38": (2, "crash"), "multi567/1": (3, "action_error"),
+        "normal/2": (0, "wrong_stop"),
+        "normal/3": (0, "babble"),
+        "normal/24": (1, "wander"),
+        "normal/32": (1, "linger"),
+        "normal/38": (2, "crash"),
+        "multi567/1": (3, "action_error"),
         "multi567/4": (6, "wrong_final"),
     }
     SITES = ("http://video.mmina.test/", "http://food.mmina.test/", "http://social.mmina.test/")
@@ -226,7 +235,9 @@ class CookieReader:
         if "/show" not in observation.url:
             return f"goto [{observation.url.split('/set')[0]}/show]"
         shown = next((line for line in observation.tree_text.splitlines() if "who=" in line), "nothing")
-        return "stop [" + shown[shown.index("who="):].rstrip('"') + "]" if "who=" in shown else "stop [nothing]"
+        return (
+            "stop [" + shown[shown.index("who=") :].rstrip('"') + "]" if "who=" in shown else "stop [nothing]"
+        )
 
 
 class CookieInterrupter(CookieReader):

@@ -8,6 +8,7 @@ A node is a dict like the JSON Playwright renders: ``role``, ``name``, the attri
 ``children`` (strings and nodes). ``nodes()`` draws such trees for Hypothesis, with names
 and texts full of what YAML, JSON and line splitting care about.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"  # JavaScript's \s
-_JS_NUMBER = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)|0[xX][0-9a-fA-F]+|0[bB][01]+"
-                        r"|0[oO][0-7]+")
+_JS_NUMBER = re.compile(
+    r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)|0[xX][0-9a-fA-F]+|0[bB][01]+"
+    r"|0[oO][0-7]+"
+)
 
 
 def render(nodes: list[dict[str, Any]]) -> str:
@@ -62,8 +65,13 @@ def create_key(node: dict[str, Any]) -> str:
     name = node.get("name", "")
     if name and js_length(name) <= 900:
         key += " " + json_stringify(name)
-    flags = [("checked", "mixed", "[checked=mixed]"), ("checked", True, "[checked]"), ("disabled", True, "[disabled]"),
-             ("expanded", True, "[expanded]"), ("active", True, "[active]")]
+    flags = [
+        ("checked", "mixed", "[checked=mixed]"),
+        ("checked", True, "[checked]"),
+        ("disabled", True, "[disabled]"),
+        ("expanded", True, "[expanded]"),
+        ("active", True, "[active]"),
+    ]
     key += "".join(f" {text}" for field, value, text in flags if node.get(field) == value)
     if node.get("invalid") in ("grammar", "spelling"):
         key += f" [invalid={node['invalid']}]"
@@ -88,7 +96,9 @@ def js_length(text: str) -> int:
 
 def json_stringify(text: str) -> str:
     """``JSON.stringify`` of a string: Python's JSON with lone surrogates escaped as JavaScript does."""
-    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
+    return re.sub(
+        "[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False)
+    )
 
 
 def escape_key(text: str) -> str:
@@ -103,25 +113,35 @@ def escape_value(text: str) -> str:
     """``yamlEscapeValueIfNeeded``."""
     if not needs_quotes(text):
         return text
-    return '"' + re.sub(r'[\\"\x00-\x1f\x7f-\x9f]', lambda m: _VALUE_ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"),
-                        text) + '"'
+    return (
+        '"'
+        + re.sub(
+            r'[\\"\x00-\x1f\x7f-\x9f]',
+            lambda m: _VALUE_ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"),
+            text,
+        )
+        + '"'
+    )
 
 
 def needs_quotes(text: str) -> bool:
     """``yamlStringNeedsQuotes``, with JavaScript's ``\\s``, ``Number()`` and ``toLowerCase``."""
     space = f"[{JS_SPACE}]"
-    return (not text
-            or bool(re.search(f"^{space}|{space}$", text))
-            or bool(re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text))
-            or text.startswith("-")
-            or bool(re.search(f"[\n:]({space}|$)", text))
-            or bool(re.search(f"{space}#", text))
-            or bool(re.search(r"[\n\r]", text))
-            or bool(re.match(r"[&*\],?!>|@\"'#%]", text))
-            or bool(re.search(r"[{}`]", text))
-            or text.startswith("[")
-            or _is_number(text) or text.lower() in ("y", "n", "yes", "no", "true", "false", "on", "off", "null", "~")
-            or bool(re.fullmatch(r"[-+]?\.(inf|nan)", text, re.IGNORECASE)))
+    return (
+        not text
+        or bool(re.search(f"^{space}|{space}$", text))
+        or bool(re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text))
+        or text.startswith("-")
+        or bool(re.search(f"[\n:]({space}|$)", text))
+        or bool(re.search(f"{space}#", text))
+        or bool(re.search(r"[\n\r]", text))
+        or bool(re.match(r"[&*\],?!>|@\"'#%]", text))
+        or bool(re.search(r"[{}`]", text))
+        or text.startswith("[")
+        or _is_number(text)
+        or text.lower() in ("y", "n", "yes", "no", "true", "false", "on", "off", "null", "~")
+        or bool(re.fullmatch(r"[-+]?\.(inf|nan)", text, re.IGNORECASE))
+    )
 
 
 def _is_number(text: str) -> bool:
@@ -137,13 +157,37 @@ def as_javascript_delivers(text: str) -> str:
 
 
 # Characters YAML, JSON and line splitting care about, and some that nobody should.
-AWKWARD = list(": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
-               "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308") + ["\ud800", "\udfff"]
-WORDS = ["yes", "No", "null", "~", "12", "-3.5", ".inf", "0x1F", "true", "- item", "[ok]", "# note", "a: b",
-         "Next: Configuration", "Price: $10", 'say "hi"', "it's", "C:\\path", "a #b", "x:"]
-TEXT = st.one_of(st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
-                 st.sampled_from(WORDS), st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join)
-                 ).map(as_javascript_delivers)
+AWKWARD = list(
+    ": \"'\\#-[]{}`&*!|>%@,?~\n\r\t\v\f\x00\x01\x1b\x7f\x85\x9f\xa0\u2028\u2029\ufeff\u200b\xad"
+    "éß中😀\U0001f3f3\ufe0f\u200d\U0001f308"
+) + ["\ud800", "\udfff"]
+WORDS = [
+    "yes",
+    "No",
+    "null",
+    "~",
+    "12",
+    "-3.5",
+    ".inf",
+    "0x1F",
+    "true",
+    "- item",
+    "[ok]",
+    "# note",
+    "a: b",
+    "Next: Configuration",
+    "Price: $10",
+    'say "hi"',
+    "it's",
+    "C:\\path",
+    "a #b",
+    "x:",
+]
+TEXT = st.one_of(
+    st.text(st.one_of(st.sampled_from(AWKWARD), st.characters()), max_size=30),
+    st.sampled_from(WORDS),
+    st.lists(st.sampled_from(WORDS + AWKWARD), max_size=6).map("".join),
+).map(as_javascript_delivers)
 
 ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textbox", "img", "iframe", "main"]
 
@@ -151,11 +195,22 @@ ROLES = ["button", "link", "heading", "paragraph", "generic", "listitem", "textb
 @st.composite
 def nodes(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
     """A node as Playwright's JSON has it, with attributes, box, properties and children drawn."""
-    node: dict[str, Any] = {"role": draw(st.sampled_from(ROLES)), "name": draw(TEXT),
-                            "ref": f"e{draw(st.integers(1, 999))}"}
-    for flag, values in (("checked", [True, "mixed"]), ("disabled", [True]), ("expanded", [True]),
-                         ("active", [True]), ("level", [1, 2, 6]), ("pressed", [True, "mixed"]),
-                         ("selected", [True]), ("cursor", ["pointer"]), ("invalid", [True, "grammar"])):
+    node: dict[str, Any] = {
+        "role": draw(st.sampled_from(ROLES)),
+        "name": draw(TEXT),
+        "ref": f"e{draw(st.integers(1, 999))}",
+    }
+    for flag, values in (
+        ("checked", [True, "mixed"]),
+        ("disabled", [True]),
+        ("expanded", [True]),
+        ("active", [True]),
+        ("level", [1, 2, 6]),
+        ("pressed", [True, "mixed"]),
+        ("selected", [True]),
+        ("cursor", ["pointer"]),
+        ("invalid", [True, "grammar"]),
+    ):
         if draw(st.booleans()) and draw(st.booleans()):
             node[flag] = draw(st.sampled_from(values))
     if draw(st.booleans()):

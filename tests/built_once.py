@@ -6,6 +6,7 @@ process died) is done again by the next one. Everything lands in one folder per 
 run's main process removes at its end (``tests/conftest.py``). What is built this way is read
 only: a test that writes copies it first.
 """
+
 from __future__ import annotations
 
 import fcntl

@@ -1,4 +1,5 @@
 """Shared test fixtures: a real fixture web, a real Chromium, and one really recorded store."""
+
 from __future__ import annotations
 
 import os
@@ -83,11 +84,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("heavy")]
 
 
-SLOWEST = ("test_s3_store.py", "test_concurrency.py", "test_realweb_deadlines.py", "test_secrets.py", "test_record.py",
-           "test_rescore_batch.py", "test_hard_web.py", "test_rescore.py", "test_keypoints.py", "test_user_install.py",
-           "test_builtin_suite.py",
-           "test_replay.py", "test_sql_sandbox.py", "test_independent_site.py", "test_serve.py", "test_conditioned.py",
-           "test_interchange.py", "test_serve_http.py", "test_step_evidence.py", "test_agents.py", "test_bench.py")
+SLOWEST = (
+    "test_s3_store.py",
+    "test_concurrency.py",
+    "test_realweb_deadlines.py",
+    "test_secrets.py",
+    "test_record.py",
+    "test_rescore_batch.py",
+    "test_hard_web.py",
+    "test_rescore.py",
+    "test_keypoints.py",
+    "test_user_install.py",
+    "test_builtin_suite.py",
+    "test_replay.py",
+    "test_sql_sandbox.py",
+    "test_independent_site.py",
+    "test_serve.py",
+    "test_conditioned.py",
+    "test_interchange.py",
+    "test_serve_http.py",
+    "test_step_evidence.py",
+    "test_agents.py",
+    "test_bench.py",
+)
 """The slowest test files, slowest first (measured on the 2-core machine: from 260 s down to 35 s
 in a run). The workers take files from the front of the run's list whenever they run short
 (``--dist loadfile --no-loadscope-reorder``, pyproject.toml), so the long files start first and

@@ -3,6 +3,7 @@
 The README is a short tour; the reference lives in the pages of ``docs/`` (the MkDocs site),
 so tests that keep documented SQL or commands honest read the pages.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

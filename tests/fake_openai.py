@@ -11,6 +11,7 @@ action, a reply that never comes (``hang``) or comes one byte every ``drip_s`` s
 escape, bytes that are no UTF-8). A ``script`` answers the requests it recognizes (a judge's
 scripted verdicts, a refusal with null content).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ COMPLETION_TOKENS = 30
 CAPTION = "a small square picture"
 NULL_CONTENT = "\x00null"
 ANY_VELL = 'Vell[^"]*'
-JUDGE_QUESTION = re.compile(r'^Given the statement "(?P<pred>.*)", would it be correct to infer "(?P<ref>.*)"\? Yes or No$',
-                            re.DOTALL)
+JUDGE_QUESTION = re.compile(
+    r'^Given the statement "(?P<pred>.*)", would it be correct to infer "(?P<ref>.*)"\? Yes or No$', re.DOTALL
+)
 
 
 def judge_answer(prompt: str) -> str | None:
@@ -77,8 +79,13 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 def image_urls(body: dict[str, Any]) -> list[str]:
     """Every ``image_url`` URL in the request's messages."""
-    return [part["image_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
-            for part in m["content"] if part["type"] == "image_url"]
+    return [
+        part["image_url"]["url"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for part in m["content"]
+        if part["type"] == "image_url"
+    ]
 
 
 @dataclass
@@ -176,14 +183,26 @@ class FakeOpenAI:
         """Status and JSON for one request, in arrival order."""
         if self.models is not None and body.get("model") not in self.models:
             body["_failed"] = True
-            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do not have "
-                                              "access to it.", "type": "invalid_request_error", "code": "model_not_found"}}
+            return 404, {
+                "error": {
+                    "message": f"The model `{body.get('model')}` does not exist or you do not have "
+                    "access to it.",
+                    "type": "invalid_request_error",
+                    "code": "model_not_found",
+                }
+            }
         refused = next((name for name in self.refuses if name in body), None)
         if refused is not None:
             body["_failed"] = True
-            return 400, {"error": {"message": f"Unsupported value: '{refused}' does not support {body[refused]!r} with "
-                                              "this model. Only the default value is supported.",
-                                   "type": "invalid_request_error", "param": refused, "code": "unsupported_value"}}
+            return 400, {
+                "error": {
+                    "message": f"Unsupported value: '{refused}' does not support {body[refused]!r} with "
+                    "this model. Only the default value is supported.",
+                    "type": "invalid_request_error",
+                    "param": refused,
+                    "code": "unsupported_value",
+                }
+            }
         late = self.fail_after is not None and self.received > self.fail_after
         if self.always_fail or late or self.received <= self.fail_first:
             body["_failed"] = True
@@ -211,14 +230,29 @@ class FakeOpenAI:
         return f"Let's think step by step. I look at the page. {SUMMARY_MARKER} ```{action}```"
 
     def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        usage = self.usage if self.usage is not None else {
-            "prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-            "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
-        message = {"role": "assistant", "content": text} if text != NULL_CONTENT else \
-            {"role": "assistant", "content": None, "refusal": "I can't help with that."}
-        return {"id": f"chatcmpl-{self.answered}", "object": "chat.completion", "created": 0,
-                "model": self.reply_model or body["model"], "system_fingerprint": "fp_fake",
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+        usage = (
+            self.usage
+            if self.usage is not None
+            else {
+                "prompt_tokens": PROMPT_TOKENS,
+                "completion_tokens": COMPLETION_TOKENS,
+                "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+            }
+        )
+        message = (
+            {"role": "assistant", "content": text}
+            if text != NULL_CONTENT
+            else {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+        )
+        return {
+            "id": f"chatcmpl-{self.answered}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.reply_model or body["model"],
+            "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": usage,
+        }
 
     def encode(self, answer: dict[str, Any]) -> bytes:
         """The answer's bytes; with ``raw_content``, those bytes stand for the reply's text."""
@@ -259,14 +293,18 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(page)
                 return
             if server.unavailable:
-                self._send(503, {"error": {"message": "injected: the server is unavailable", "type": "injected"}})
+                self._send(
+                    503, {"error": {"message": "injected: the server is unavailable", "type": "injected"}}
+                )
                 return
             with lock:
                 refused = server.serves_at_once is not None and server.working >= server.serves_at_once
                 server.limited += refused
                 server.working += not refused
             if refused:
-                self._send(429, {"error": {"message": "injected: rate limited", "type": "injected"}}, retry_after="1")
+                self._send(
+                    429, {"error": {"message": "injected: rate limited", "type": "injected"}}, retry_after="1"
+                )
                 return
             try:
                 self._answer(body)

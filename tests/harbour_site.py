@@ -8,6 +8,7 @@
   widgets do), a box that already holds text, a password field, a ``<select>`` and a form
   that Enter submits (to ``/found``, which answers slowly, as a busy server does).
 """
+
 from __future__ import annotations
 
 import html
@@ -100,7 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/late":
             if self.site.hold_late:
                 self.site.released.wait(HOLD_LIMIT_S)
-            self._send(json.dumps(["Storm warning: small craft stay in port", "Ferry at 10:40"]), "application/json")
+            self._send(
+                json.dumps(["Storm warning: small craft stay in port", "Ferry at 10:40"]), "application/json"
+            )
         elif url.path == "/more":
             self.site.released.set()
             self._send(json.dumps(["Puffin", "Guillemot"]), "application/json")
@@ -110,7 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(f"<!doctype html><title>Found</title><p>Found: {tea}</p>", "text/html")
         elif url.path == "/suggest":
             typed = parse_qs(url.query).get("q", [""])[0].lower()
-            self._send(json.dumps([t for t in TEAS if typed and t.lower().startswith(typed)]), "application/json")
+            self._send(
+                json.dumps([t for t in TEAS if typed and t.lower().startswith(typed)]), "application/json"
+            )
         else:
             self._send("<!doctype html><title>Boat</title><p>A boat.</p>", "text/html")
 

@@ -4,6 +4,7 @@ The default test command checks a small sample of each heavy case — a few task
 a few Hypothesis examples, one of several equivalent variants — and ``MMINA_HEAVY=1`` runs
 the full versions, marked ``@pytest.mark.heavy`` or sized with :func:`sized`.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ only its package and pydantic go into its venv (the models and validator need no
 warcio is light and in the test extra; har-validator (the HAR 1.2 JSON schemas) comes from npm
 and runs under node.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,16 @@ PYWB = ("pywb==2.10.0",)
 INSPECT = ("inspect-ai==0.3.285",)
 HAR_VALIDATOR = ("har-validator@5.1.5",)
 DATASETS = ("datasets==5.2.0", "pillow==13.0.0")
-HARBOR = ("--no-deps", "--ignore-requires-python", "harbor==0.25.0", "pydantic==2.14.4", "pydantic-core==2.50.5",
-          "annotated-types==0.8.0", "typing-extensions==4.16.0", "typing-inspection==0.4.5")
+HARBOR = (
+    "--no-deps",
+    "--ignore-requires-python",
+    "harbor==0.25.0",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-extensions==4.16.0",
+    "typing-inspection==0.4.5",
+)
 REPLAYWEBPAGE = "replaywebpage@2.5.3"
 WACZ = ("wacz==0.6.0",)
 START_TIMEOUT_S = 60.0
@@ -128,8 +137,9 @@ def harbor_bin() -> Path:
 
 def _venv_python(bin_: Path, code: str, *args: str, env: dict[str, str] | None = None) -> str:
     """Runs ``code`` in the interpreter of the venv whose ``bin`` folder is ``bin_``; its standard output."""
-    done = subprocess.run([str(bin_ / "python"), "-c", code, *args], capture_output=True, text=True, timeout=300,
-                          env=env)
+    done = subprocess.run(
+        [str(bin_ / "python"), "-c", code, *args], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -176,11 +186,17 @@ def atif_errors(path: Path) -> list[str]:
 def validate_har(path: Path) -> list[str]:
     """har-validator's errors for the file (empty when it is valid HAR 1.2)."""
     modules = npm_packages(HAR_VALIDATOR, name="npm-har-validator")
-    script = ("const v=require(process.argv[1]);const fs=require('fs');"
-              "v.har(JSON.parse(fs.readFileSync(process.argv[2],'utf8')))"
-              ".then(()=>console.log('[]'),e=>console.log(JSON.stringify((e.errors||[e]).map(x=>x.message+' '+(x.dataPath||x.instancePath||'')))))")
-    done = subprocess.run(["node", "-e", script, str(modules / "har-validator"), str(path)], capture_output=True,
-                          text=True, timeout=60)
+    script = (
+        "const v=require(process.argv[1]);const fs=require('fs');"
+        "v.har(JSON.parse(fs.readFileSync(process.argv[2],'utf8')))"
+        ".then(()=>console.log('[]'),e=>console.log(JSON.stringify((e.errors||[e]).map(x=>x.message+' '+(x.dataPath||x.instancePath||'')))))"
+    )
+    done = subprocess.run(
+        ["node", "-e", script, str(modules / "har-validator"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -223,14 +239,30 @@ def pywb(folder: Path, collection: str, warcs: list[Path], *extra: str) -> Itera
     """pywb's ``wayback`` over a new collection holding ``warcs`` (``extra``: e.g. ``--record``)."""
     bin_ = pywb_bin()
     folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(bin_ / "wb-manager"), "init", collection], cwd=folder, check=True, capture_output=True)
+    subprocess.run(
+        [str(bin_ / "wb-manager"), "init", collection], cwd=folder, check=True, capture_output=True
+    )
     for warc in warcs:
-        subprocess.run([str(bin_ / "wb-manager"), "add", collection, str(warc)], cwd=folder, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [str(bin_ / "wb-manager"), "add", collection, str(warc)],
+            cwd=folder,
+            check=True,
+            capture_output=True,
+        )
     port = free_port()
     with server([str(bin_ / "wayback"), "-p", str(port), "-b", "127.0.0.1", *extra], folder, port) as url:
         yield url
 
 
-__all__ = ["atif_errors", "free_port", "inspect_python", "load_with_datasets", "pywb", "replaywebpage", "server",
-           "static_server", "validate_har", "wacz_bin"]
+__all__ = [
+    "atif_errors",
+    "free_port",
+    "inspect_python",
+    "load_with_datasets",
+    "pywb",
+    "replaywebpage",
+    "server",
+    "static_server",
+    "validate_har",
+    "wacz_bin",
+]

@@ -1,5 +1,6 @@
 """Small synthetic stores for the judge tests: episodes of tasks with known hop counts, written
 through the real store writer, and verdicts of any evaluator written as real score batches."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,7 +23,9 @@ def synthetic_store(path: Path, episodes: Sequence[Episode], blobs: Sequence[byt
     for run_id, _, task_id, hops in episodes:
         tasks[run_id][task_id] = hops
     for run_id, by_task in tasks.items():
-        store.begin_run(run_id, run_row(task_count=len(by_task)), [task_row(t, n) for t, n in by_task.items()])
+        store.begin_run(
+            run_id, run_row(task_count=len(by_task)), [task_row(t, n) for t, n in by_task.items()]
+        )
     for number, (run_id, episode_id, task_id, hops) in enumerate(episodes):
         writer = store.episode_writer(run_id, episode_id)
         shots = [writer.put_blob(data, "image/jpeg") for data in blobs]
@@ -32,8 +35,12 @@ def synthetic_store(path: Path, episodes: Sequence[Episode], blobs: Sequence[byt
     return store
 
 
-def write_verdicts(store: Store, evaluator: str, verdicts: Mapping[str, tuple[str | None, Sequence[str]]],
-                   episodes: Sequence[Episode]) -> str:
+def write_verdicts(
+    store: Store,
+    evaluator: str,
+    verdicts: Mapping[str, tuple[str | None, Sequence[str]]],
+    episodes: Sequence[Episode],
+) -> str:
     """One batch of ``evaluator``: per episode its task verdict (None: no task row) and its hop
     verdicts in order; returns the batch id."""
     batch = ScoreBatch.new(evaluator, "1", {})

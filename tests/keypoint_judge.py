@@ -7,6 +7,7 @@ shown step's URL holds that keyword. Any answer can be replaced (``replies``: a 
 the question's kind and hop, returning the reply text or None for the default) to script
 malformed, refused or contrary replies.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,9 @@ class KeypointJudge:
         scripted = self.replies(kind, hop) if self.replies else None
         if scripted is not None:
             return scripted
-        return {"key_points": self.key_points, "relevance": self.relevance, "verdict": self.verdict}[kind](text, hop)
+        return {"key_points": self.key_points, "relevance": self.relevance, "verdict": self.verdict}[kind](
+            text, hop
+        )
 
     @staticmethod
     def kind(text: str) -> tuple[str | None, int | None]:
@@ -58,12 +61,21 @@ class KeypointJudge:
         return ("verdict", int(found.group(1))) if found else (None, None)
 
     def key_points(self, text: str, hop: int | None) -> str:
-        return json.dumps({"hops": [{"hop": i + 1, "key_points": [f"reach the {site} site"]}
-                                    for i, site in enumerate(sites(text))]})
+        return json.dumps(
+            {
+                "hops": [
+                    {"hop": i + 1, "key_points": [f"reach the {site} site"]}
+                    for i, site in enumerate(sites(text))
+                ]
+            }
+        )
 
     def relevance(self, text: str, hop: int | None) -> str:
-        entries = [{"hop": i + 1, "step": n, "score": 5 if site in url else 1}
-                   for i, site in enumerate(sites(text)) for n, url in steps(text).items()]
+        entries = [
+            {"hop": i + 1, "step": n, "score": 5 if site in url else 1}
+            for i, site in enumerate(sites(text))
+            for n, url in steps(text).items()
+        ]
         return json.dumps({"relevance": entries})
 
     def verdict(self, text: str, hop: int | None) -> str:
@@ -72,8 +84,9 @@ class KeypointJudge:
         shown = [n for n, url in steps(text).items() if site in url]
         if not shown:
             return json.dumps({"verdict": "fail", "reasons": f"no step shows the {site} site", "steps": []})
-        return json.dumps({"verdict": "pass", "reasons": f"step {shown[-1]} shows the {site} site",
-                           "steps": [shown[-1]]})
+        return json.dumps(
+            {"verdict": "pass", "reasons": f"step {shown[-1]} shows the {site} site", "steps": [shown[-1]]}
+        )
 
     def images(self, kind: str = "verdict") -> list[list[str]]:
         """The image URLs of each question of that kind, in the order asked."""

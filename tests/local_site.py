@@ -1,4 +1,5 @@
 """A hand-written test site on a local port: a threaded ``http.server`` serving while in ``with``."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ class LocalSite:
     """``handler`` on ``127.0.0.1:port`` (0: a free port), answering from a daemon thread; over
     TLS with ``tls`` (a server context: the site is then ``https:``)."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self.scheme = "https" if tls else "http"
@@ -34,8 +37,9 @@ class LocalSite:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self._server.shutdown()
         self._server.server_close()
 
@@ -68,31 +72,51 @@ def answering_handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
     return Answering
 
 
-def pages_handler(pages: Mapping[str, str], kind: Callable[[str], str] = lambda path: HTML) -> type[BaseHTTPRequestHandler]:
+def pages_handler(
+    pages: Mapping[str, str], kind: Callable[[str], str] = lambda path: HTML
+) -> type[BaseHTTPRequestHandler]:
     """A handler serving ``pages`` (path, without its query, to body) with their length over
     HTTP/1.1, as ``kind(path)``; another path is a 404."""
+
     def answer(path: str) -> tuple[int, str, bytes]:
         route = path.split("?")[0]
         return (200 if route in pages else 404), kind(route), pages.get(route, "no such page").encode()
+
     return answering_handler(answer)
 
 
-def scripted_suite(folder: Path, name: str, url: str, intent: str, script: Sequence[Mapping[str, Any]],
-                   answer: str = "done", repeats: int = 1) -> Path:
+def scripted_suite(
+    folder: Path,
+    name: str,
+    url: str,
+    intent: str,
+    script: Sequence[Mapping[str, Any]],
+    answer: str = "done",
+    repeats: int = 1,
+) -> Path:
     """A suite of ``repeats`` one-hop tasks (``name/1.json`` ...) starting at ``url``, each played by
     the oracle from ``script``, judged by ``answer``; returns the suite's folder."""
     suite = folder / name
     suite.mkdir(parents=True, exist_ok=True)
     for number in range(1, repeats + 1):
-        (suite / f"{number}.json").write_text(json.dumps({
-            "task_id": number, "intent": intent, "start_url": url,
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": [answer]}},
-            "procedure": [name, "end"], "reference_script": list(script)}))
+        (suite / f"{number}.json").write_text(
+            json.dumps(
+                {
+                    "task_id": number,
+                    "intent": intent,
+                    "start_url": url,
+                    "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": [answer]}},
+                    "procedure": [name, "end"],
+                    "reference_script": list(script),
+                }
+            )
+        )
     return suite
 
 
-def record_scripted(folder: Path, url: str, name: str, intent: str, script: Sequence[Mapping[str, Any]],
-                    browser: Any) -> tuple[Any, Any]:
+def record_scripted(
+    folder: Path, url: str, name: str, intent: str, script: Sequence[Mapping[str, Any]], browser: Any
+) -> tuple[Any, Any]:
     """A store in ``folder`` with one run: the oracle playing ``script`` on a one-hop task at
     ``url`` (see :func:`scripted_suite`) with ``browser`` (a ``BrowserConfig``); the store and
     the run's summary."""
@@ -107,4 +131,6 @@ def record_scripted(folder: Path, url: str, name: str, intent: str, script: Sequ
 def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:
     """The lines of a run's accessibility trees, step by step, that hold any of ``words``."""
     rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
-    return [line.strip() for r in rows for line in r["tree_text"].splitlines() if any(w in line for w in words)]
+    return [
+        line.strip() for r in rows for line in r["tree_text"].splitlines() if any(w in line for w in words)
+    ]

@@ -8,6 +8,7 @@ run's main process starts those installs on a thread as it begins (``tests/conft
 that needs one before it is done waits for it on the install's lock, and everything else goes on
 meanwhile. Installs run one at a time, the order being the order tests are likely to need them.
 """
+
 from __future__ import annotations
 
 import threading
@@ -26,10 +27,16 @@ Install = Callable[[], Path]
 def default_run_installs() -> list[Install]:
     """What the default run needs, slowest first."""
     sampled = [a for a in APPS if a.name in SAMPLE and a.requirements]
-    return [inspect_bin, pywb_bin,
-            *[lambda app=app: app_venv(app.venv or app.name, app.requirements) for app in sampled],
-            lambda: npm_packages(SAMPLE_PACKAGES, SAMPLE_FOLDER), lambda: npm_packages(LIBRARIES),
-            lambda: npm_packages(HAR_VALIDATOR, name="npm-har-validator"), datasets_bin, harbor_bin]
+    return [
+        inspect_bin,
+        pywb_bin,
+        *[lambda app=app: app_venv(app.venv or app.name, app.requirements) for app in sampled],
+        lambda: npm_packages(SAMPLE_PACKAGES, SAMPLE_FOLDER),
+        lambda: npm_packages(LIBRARIES),
+        lambda: npm_packages(HAR_VALIDATOR, name="npm-har-validator"),
+        datasets_bin,
+        harbor_bin,
+    ]
 
 
 def start() -> threading.Thread:

@@ -12,6 +12,7 @@ one whose tasks have no checksum, and ``broken``, whose references are not text 
 as text since task normalization turns them into text; older versions left them unscored). Deterministic; importable by older mmina versions too (it only uses
 the store writer), so their verdicts can be compared.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,37 +31,82 @@ T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 EPISODES_PER_TASK = 6
 RUNS = ("alpha", "beta", "gamma")
 EDGE = {
-    "edge/list-exact": {"eval": {"eval_types": ["string_match"], "reference_answers": {
-        "exact_match": ["Paris", "paris, France"], "must_include": "paris"}}, "procedure": ["kiwix", "hotels", "end"],
-        "city": "Paris", "flight": "PAR"},
-    "edge/unicode": {"eval": {"eval_types": ["string_match"], "reference_answers": {
-        "exact_match": "ΣΊΣΥΦΟΣ", "must_include": ["İstanbul", "Straße", "  "]}}, "procedure": ["kiwix", "event", "end"],
-        "city": "İstanbul"},
-    "edge/quoted": {"eval": {"eval_types": ["string_match"], "reference_answers": {"exact_match": ' "Canberra" ',
-                                                                                   "must_include": ["$23.75"]}}},
-    "edge/empty": {"eval": {"eval_types": ["string_match"], "reference_answers": {"exact_match": "", "must_include": []}},
-                   "cnt_hop": 3},
-    "edge/urls": {"eval": {"eval_types": ["url_match"], "reference_url":
-                           " http://Shop.test/item/ |OR| http://shop.test/cat/ |OR|  |OR| http://x.test/ "},
-                  "procedure": ["7770", "momondo", "hotels", "end"], "city": "Rio de Janeiro", "flight": "RIO",
-                  "shop": "Head Phones"},
-    "edge/fuzzy": {"eval": {"eval_types": ["string_match"], "reference_answers": {"fuzzy_match": ["a red tower"]}},
-                   "procedure": ["kiwix", "end"]},
-    "edge/hops": {"eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["42"]}},
-                  "procedure": ["kiwix", "shop", "end"], "mmina_hops": [
-                      {"reference_url": "", "answer": "tea"}, {"reference_url": "http://shop.test/tea", "answer": "42"}]},
+    "edge/list-exact": {
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"exact_match": ["Paris", "paris, France"], "must_include": "paris"},
+        },
+        "procedure": ["kiwix", "hotels", "end"],
+        "city": "Paris",
+        "flight": "PAR",
+    },
+    "edge/unicode": {
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"exact_match": "ΣΊΣΥΦΟΣ", "must_include": ["İstanbul", "Straße", "  "]},
+        },
+        "procedure": ["kiwix", "event", "end"],
+        "city": "İstanbul",
+    },
+    "edge/quoted": {
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"exact_match": ' "Canberra" ', "must_include": ["$23.75"]},
+        }
+    },
+    "edge/empty": {
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"exact_match": "", "must_include": []},
+        },
+        "cnt_hop": 3,
+    },
+    "edge/urls": {
+        "eval": {
+            "eval_types": ["url_match"],
+            "reference_url": " http://Shop.test/item/ |OR| http://shop.test/cat/ |OR|  |OR| http://x.test/ ",
+        },
+        "procedure": ["7770", "momondo", "hotels", "end"],
+        "city": "Rio de Janeiro",
+        "flight": "RIO",
+        "shop": "Head Phones",
+    },
+    "edge/fuzzy": {
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"fuzzy_match": ["a red tower"]}},
+        "procedure": ["kiwix", "end"],
+    },
+    "edge/hops": {
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["42"]}},
+        "procedure": ["kiwix", "shop", "end"],
+        "mmina_hops": [
+            {"reference_url": "", "answer": "tea"},
+            {"reference_url": "http://shop.test/tea", "answer": "42"},
+        ],
+    },
 }
-BROKEN = {"edge/not-text": {"eval": {"eval_types": ["string_match"], "reference_answers": {"exact_match": 12,
-                                                                                           "must_include": 42}},
-                            "procedure": ["kiwix", "end"]},
-          "edge/mixed-list": {"eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["tea", 42]}},
-                              "procedure": ["kiwix", "end"]}}
+BROKEN = {
+    "edge/not-text": {
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"exact_match": 12, "must_include": 42},
+        },
+        "procedure": ["kiwix", "end"],
+    },
+    "edge/mixed-list": {
+        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["tea", 42]}},
+        "procedure": ["kiwix", "end"],
+    },
+}
 
 
 def tasks() -> list[Task]:
     """The official-format tasks that load, a fifth of the built-in suite and the edge cases."""
-    edge = [task_from_dict({"intent": task_id, "start_url": "http://wiki.test/", **raw}, task_id, f"sha-{task_id}")
-            for task_id, raw in EDGE.items()]
+    edge = [
+        task_from_dict(
+            {"intent": task_id, "start_url": "http://wiki.test/", **raw}, task_id, f"sha-{task_id}"
+        )
+        for task_id, raw in EDGE.items()
+    ]
     return official_tasks() + list(load_suite().tasks)[::5] + edge
 
 
@@ -75,7 +121,10 @@ def official_tasks() -> list[Task]:
 
 
 def broken_tasks() -> list[Task]:
-    return [task_from_dict({"intent": i, "start_url": "http://wiki.test/", **raw}, i, f"sha-{i}") for i, raw in BROKEN.items()]
+    return [
+        task_from_dict({"intent": i, "start_url": "http://wiki.test/", **raw}, i, f"sha-{i}")
+        for i, raw in BROKEN.items()
+    ]
 
 
 def right_answer(task: Task) -> str:
@@ -91,21 +140,51 @@ def right_answer(task: Task) -> str:
 
 def answers(task: Task) -> list[str | None]:
     right = right_answer(task)
-    return [None, "", right, right.upper(), f'  "{right}"  ', f"{right} (I think)", right.lower().replace(",", ""),
-            "İSTANBUL, STRASSE", "straße ıstanbul", "$23.75", "23.75 USD", "N/A", '"n/a"', " \t\n", "I could not find it"]
+    return [
+        None,
+        "",
+        right,
+        right.upper(),
+        f'  "{right}"  ',
+        f"{right} (I think)",
+        right.lower().replace(",", ""),
+        "İSTANBUL, STRASSE",
+        "straße ıstanbul",
+        "$23.75",
+        "23.75 USD",
+        "N/A",
+        '"n/a"',
+        " \t\n",
+        "I could not find it",
+    ]
 
 
 def urls(task: Task) -> list[str | None]:
     hops = task.original.get("mmina_hops") if isinstance(task.original.get("mmina_hops"), list) else []
     city, code, shop = task.city or "tokyo", task.flight or "tyo", task.shop or "tea"
-    keyword_urls = [f"https://www.{k or 'site'}.com/{path}" for k in task.procedure
-                    for path in (f"search?city={city}&code={code}&q={shop}", f"search?code={code}", f"search?q={shop}",
-                                 city)]
+    keyword_urls = [
+        f"https://www.{k or 'site'}.com/{path}"
+        for k in task.procedure
+        for path in (
+            f"search?city={city}&code={code}&q={shop}",
+            f"search?code={code}",
+            f"search?q={shop}",
+            city,
+        )
+    ]
     golds = [u.strip() for u in task.reference_url.split(" |OR| ") if u.strip()]
-    return [*(h.get("reference_url") for h in hops if isinstance(h, dict)), *keyword_urls,
-            *(u.upper() for u in keyword_urls[:8:3]), *golds, *(g.rstrip("/") + "/page?x=1" for g in golds),
-            f"http://localhost:8888/viewer#wikipedia/A/{city}", f"https://x.test/{city}/{code.upper()}", None, "",
-            "http://wiki.mmina.test/kiwix/search?q=lost"]
+    return [
+        *(h.get("reference_url") for h in hops if isinstance(h, dict)),
+        *keyword_urls,
+        *(u.upper() for u in keyword_urls[:8:3]),
+        *golds,
+        *(g.rstrip("/") + "/page?x=1" for g in golds),
+        f"http://localhost:8888/viewer#wikipedia/A/{city}",
+        f"https://x.test/{city}/{code.upper()}",
+        None,
+        "",
+        "http://wiki.mmina.test/kiwix/search?q=lost",
+    ]
 
 
 def steps(rng: random.Random, task: Task) -> list[dict[str, Any]]:
@@ -114,8 +193,16 @@ def steps(rng: random.Random, task: Task) -> list[dict[str, Any]]:
     indexes = sorted(rng.sample(range(count + 3), count)) if rng.random() < 0.3 else list(range(count))
     if count > 2 and rng.random() < 0.2:
         indexes[1] = indexes[0]  # a repeated step index: the stored order decides
-    rows = [{"step_index": i, "url": rng.choice(pool), "action": "click [3]", "action_kind": "click",
-             "started_at": T0 + timedelta(seconds=i)} for i in indexes]
+    rows = [
+        {
+            "step_index": i,
+            "url": rng.choice(pool),
+            "action": "click [3]",
+            "action_kind": "click",
+            "started_at": T0 + timedelta(seconds=i),
+        }
+        for i in indexes
+    ]
     if rng.random() < 0.4:
         rng.shuffle(rows)
     return rows
@@ -123,9 +210,16 @@ def steps(rng: random.Random, task: Task) -> list[dict[str, Any]]:
 
 def episode(rng: random.Random, task: Task, number: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     status = rng.choice(("completed", "completed", "completed", "error", "max_steps"))
-    row = {"episode_id": f"case-{number:05d}", "task_id": task.task_id, "attempt": 1, "status": status,
-           "stop_reason": "stop" if status == "completed" else status, "final_answer": rng.choice(answers(task)),
-           "started_at": T0 + timedelta(seconds=number // 3), "error": "browser crashed" if status == "error" else None}
+    row = {
+        "episode_id": f"case-{number:05d}",
+        "task_id": task.task_id,
+        "attempt": 1,
+        "status": status,
+        "stop_reason": "stop" if status == "completed" else status,
+        "final_answer": rng.choice(answers(task)),
+        "started_at": T0 + timedelta(seconds=number // 3),
+        "error": "browser crashed" if status == "error" else None,
+    }
     return row, steps(rng, task)
 
 
@@ -147,7 +241,20 @@ def build(root: Path) -> Store:
 
 
 def run_row(task_count: int) -> dict[str, Any]:
-    return {"created_at": T0, "agent": "cases", "model": None, "config_json": "{}", "task_suite": "cases",
-            "task_suite_path": "tests/rescore_cases.py", "task_suite_sha256": "c" * 64, "task_count": task_count,
-            "mmina_version": "test", "python_version": "", "playwright_version": "", "browser_version": "",
-            "viewport_width": 1280, "viewport_height": 720, "hostname": "test"}
+    return {
+        "created_at": T0,
+        "agent": "cases",
+        "model": None,
+        "config_json": "{}",
+        "task_suite": "cases",
+        "task_suite_path": "tests/rescore_cases.py",
+        "task_suite_sha256": "c" * 64,
+        "task_count": task_count,
+        "mmina_version": "test",
+        "python_version": "",
+        "playwright_version": "",
+        "browser_version": "",
+        "viewport_width": 1280,
+        "viewport_height": 720,
+        "hostname": "test",
+    }

@@ -5,6 +5,7 @@ It is real HTTP with the S3 API, conditional PUTs (``If-None-Match: *``) include
 ``auth=True`` it checks signatures against its own IAM users, so made-up credentials are
 refused as a real S3 would refuse them.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,14 +39,23 @@ class S3Server:
     @property
     def env(self) -> dict[str, str]:
         """What a client needs: the endpoint, a region and credentials (never a real ~/.aws)."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
-                "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
 
     def __enter__(self) -> S3Server:
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0" if self.auth else "inf"}
-        self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -56,8 +66,9 @@ class S3Server:
         self.__exit__(None, None, None)
         raise RuntimeError("the moto S3 server did not start")
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._proc is not None:
             self._proc.terminate()
             self._proc.wait(timeout=10)
@@ -66,8 +77,13 @@ class S3Server:
         """A filesystem on this server that does not go through mmina."""
         import s3fs
 
-        return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, key=ACCESS_KEY, secret=SECRET_KEY,
-                                 client_kwargs={"endpoint_url": self.endpoint, "region_name": "us-east-1"})
+        return s3fs.S3FileSystem(
+            skip_instance_cache=True,
+            use_listings_cache=False,
+            key=ACCESS_KEY,
+            secret=SECRET_KEY,
+            client_kwargs={"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+        )
 
     def make_bucket(self, name: str) -> None:
         """Create a bucket (mmina never creates buckets: that is the owner's decision)."""
@@ -77,4 +93,3 @@ class S3Server:
         """Every object in the bucket, by key, read straight from the server."""
         fs = self.client()
         return {key: fs.cat_file(key) for key in fs.find(bucket)}
-

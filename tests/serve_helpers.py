@@ -2,6 +2,7 @@
 
 Shared by the browser tests, the HTTP tests and the bench.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,9 +37,16 @@ class Served:
     """``with Served(store) as app:`` the real command line serving ``store`` on a free port;
     ``app.url`` is the address it printed."""
 
-    def __init__(self, store: str | Path, *args: str, env: dict[str, str] | None = None,
-                 background_job: bool = False, program: list[str] | None = None, cwd: Path = REPO_ROOT,
-                 base_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        store: str | Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        background_job: bool = False,
+        program: list[str] | None = None,
+        cwd: Path = REPO_ROOT,
+        base_env: dict[str, str] | None = None,
+    ) -> None:
         """``program``: the ``mmina`` to start (default: this interpreter's, ``-m mmina``), in
         ``cwd``, with ``base_env`` (default: this process's environment) and ``env`` on top."""
         mmina = program or [sys.executable, "-m", "mmina"]
@@ -53,8 +61,15 @@ class Served:
 
     def __enter__(self) -> Served:
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=self.cwd, env=self.env, preexec_fn=ignore_sigint if self.background_job else None)
+        self.proc = subprocess.Popen(
+            self.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.cwd,
+            env=self.env,
+            preexec_fn=ignore_sigint if self.background_job else None,
+        )
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], START_S)[0]:
             self.__exit__(None, None, None)
@@ -63,7 +78,9 @@ class Served:
         found = re.search(r"http://\S+", line)
         if found is None:
             self.__exit__(None, None, None)
-            raise AssertionError(f"mmina serve did not start: {line}{self.proc.stderr.read() if self.proc.stderr else ''}")
+            raise AssertionError(
+                f"mmina serve did not start: {line}{self.proc.stderr.read() if self.proc.stderr else ''}"
+            )
         self.url = found.group(0)
         return self
 
@@ -72,8 +89,9 @@ class Served:
         assert self.proc is not None
         return self.proc.pid
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -87,10 +105,17 @@ class Served:
         assert self.proc is not None and self.proc.stderr is not None
         return self.proc.stderr.read()
 
-    def get(self, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-            timeout: float = 120) -> tuple[int, dict[str, str], bytes]:
+    def get(
+        self,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> tuple[int, dict[str, str], bytes]:
         """Status, headers and body of one request (errors are answers too, not exceptions)."""
-        request = urllib.request.Request(self.url.split("?")[0].rstrip("/") + path, data=body, headers=headers or {})
+        request = urllib.request.Request(
+            self.url.split("?")[0].rstrip("/") + path, data=body, headers=headers or {}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, dict(response.headers), response.read()
@@ -115,8 +140,12 @@ class Served:
 
     def indexed(self, timeout: float = 120) -> None:
         """Wait until the episode index holds every run."""
-        self.wait_for(lambda: (lambda p: p["runs_total"] and p["runs_indexed"] == p["runs_total"])(
-            self.json("/api/changes?since=-1")), timeout)
+        self.wait_for(
+            lambda: (lambda p: p["runs_total"] and p["runs_indexed"] == p["runs_total"])(
+                self.json("/api/changes?since=-1")
+            ),
+            timeout,
+        )
 
 
 def files_digest(root: Path) -> str:

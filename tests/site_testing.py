@@ -5,6 +5,7 @@ about the real server, over HTTP with a ``Host`` header as the browser's host-re
 delivers them. Where the site test files used to check one thing in slightly different ways,
 the helper here does the strictest of them, so sharing them loosened nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,21 @@ from mmina.fixtures.web.hops import HopFragment
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json; charset=utf-8"
-KEYWORDS = ("kiwix", "shop", "flight", "hotel", "carrental", "train", "event", "video", "social", "food",
-            "exchange", "guide", "recipe")
+KEYWORDS = (
+    "kiwix",
+    "shop",
+    "flight",
+    "hotel",
+    "carrental",
+    "train",
+    "event",
+    "video",
+    "social",
+    "food",
+    "exchange",
+    "guide",
+    "recipe",
+)
 """Every site's procedure keyword: a URL naming another site's keyword would fool the official runner."""
 
 
@@ -40,6 +54,7 @@ class Page(Protocol):
 
 
 # ---- asking a site directly ----------------------------------------------------------------
+
 
 def get(site: Site, url: str, method: str | None = None, form: dict[str, str] | None = None) -> Response:
     """Answer one request for a path (query allowed) or absolute URL of ``site``; a ``form`` makes it a POST."""
@@ -77,6 +92,7 @@ def assert_redirect(response: Response, location: str) -> None:
 
 # ---- links and crawling --------------------------------------------------------------------
 
+
 class _Links(HTMLParser):
     """Collects the addresses a page links to, shows or fetches (``href``, ``src``, ``data-src``, ``data-xhr``)."""
 
@@ -103,7 +119,9 @@ def local_links(html: str) -> list[str]:
     return [url for url in found if url]
 
 
-def crawl(fetch_page: Callable[[str], Page], seeds: Iterable[str], limit: int | None = None) -> dict[str, Page]:
+def crawl(
+    fetch_page: Callable[[str], Page], seeds: Iterable[str], limit: int | None = None
+) -> dict[str, Page]:
     """Breadth-first over the local links of every HTML page reached from ``seeds`` (at most ``limit`` pages)."""
     seen: dict[str, Page] = {}
     queue = deque(seeds)
@@ -137,6 +155,7 @@ def fetched_apis(site: Site, html: str) -> str:
 
 # ---- drift ---------------------------------------------------------------------------------
 
+
 def assert_same_bytes(cls: type[Site], level: int, urls: Iterable[str]) -> None:
     """Two fresh instances at one level answer every URL with the same status, headers and bytes."""
     first, second = cls(level), cls(level)
@@ -150,8 +169,9 @@ def xhr_answers(site: Site, url: str, calls: int) -> list[dict[str, Any]]:
     return [json.loads(get(site, url).body) for _ in range(calls)]
 
 
-def assert_changes_only_under_drift(cls: type[Site], url_of: Callable[[Site], str], key: str, *,
-                                    level: int = 2, calls: int = 6) -> list[dict[str, Any]]:
+def assert_changes_only_under_drift(
+    cls: type[Site], url_of: Callable[[Site], str], key: str, *, level: int = 2, calls: int = 6
+) -> list[dict[str, Any]]:
     """The endpoint answers the same bytes every time at level 0 and a new ``key`` under drift.
 
     The drifted sequence must be the same from a fresh start, so recordings stay reproducible;
@@ -167,6 +187,7 @@ def assert_changes_only_under_drift(cls: type[Site], url_of: Callable[[Site], st
 
 
 # ---- over HTTP -----------------------------------------------------------------------------
+
 
 class Reply:
     """Status, headers and body of one HTTP exchange."""
@@ -193,12 +214,18 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def fetch(web: FixtureWeb, host: str, path: str, data: dict[str, str] | None = None,
-          headers: dict[str, str] | None = None) -> Reply:
+def fetch(
+    web: FixtureWeb,
+    host: str,
+    path: str,
+    data: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     """GET (or POST a form when ``data`` is given) one path on one fixture host, not following redirects."""
     body = urlencode(data).encode() if data is not None else None
-    request = urllib.request.Request(f"http://127.0.0.1:{web.port}{path}", data=body,
-                                     headers={"Host": host, **(headers or {})})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{web.port}{path}", data=body, headers={"Host": host, **(headers or {})}
+    )
     try:
         with OPENER.open(request, timeout=10) as response:
             return Reply(response.status, response.headers, response.read())
@@ -214,8 +241,10 @@ def served(web: FixtureWeb, site: Site, path: str) -> Reply:
 
 # ---- hop fragments -------------------------------------------------------------------------
 
-def well_formed_fragments(site: Site, *, at_least: int = 8, multimodal: int = 2,
-                          steps: tuple[int, int] = (2, 5)) -> list[HopFragment]:
+
+def well_formed_fragments(
+    site: Site, *, at_least: int = 8, multimodal: int = 2, steps: tuple[int, int] = (2, 5)
+) -> list[HopFragment]:
     """The site's fragments after the checks every site shares; returned for the site's own checks.
 
     Enough of them (some multimodal), none twice, each on its own site and keyword, each script
@@ -272,11 +301,24 @@ class PageModel(HTMLParser):
             self._form = Form(a.get("action", ""), a.get("method", "get"))
             self.forms.append(self._form)
         elif tag == "input" and self._form is not None:
-            self._form.controls.append({"kind": a.get("type", "text"), "id": a.get("id", ""),
-                                        "name": a.get("name", ""), "value": a.get("value", "")})
+            self._form.controls.append(
+                {
+                    "kind": a.get("type", "text"),
+                    "id": a.get("id", ""),
+                    "name": a.get("name", ""),
+                    "value": a.get("value", ""),
+                }
+            )
         elif tag == "select" and self._form is not None:
-            self._form.controls.append({"kind": "select", "id": a.get("id", ""), "name": a.get("name", ""),
-                                        "value": "", "options": []})
+            self._form.controls.append(
+                {
+                    "kind": "select",
+                    "id": a.get("id", ""),
+                    "name": a.get("name", ""),
+                    "value": "",
+                    "options": [],
+                }
+            )
         elif tag in ("a", "label", "option", "button"):
             self._open = {"tag": tag, "attrs": a, "text": ""}
 

@@ -15,6 +15,7 @@ Plain ``http.server``, one host name (``HOST``) mapped to a free port. Its pages
 Every request is logged with its ``Cookie`` header, so a test can tell which requests reached
 the live server and with what.
 """
+
 from __future__ import annotations
 
 import html
@@ -92,9 +93,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
         cookies = self.headers.get("Cookie", "")
         self.site.log(self.path, cookies)
-        pages = {"/": ("Home", HOME), "/two": ("Two", '<p><a href="/state">State</a></p>'),
-                 "/other": ("Other", "<p>Another tab.</p>"),
-                 "/state": ("State", STATE.format(cookies=html.escape(cookies or "none")))}
+        pages = {
+            "/": ("Home", HOME),
+            "/two": ("Two", '<p><a href="/state">State</a></p>'),
+            "/other": ("Other", "<p>Another tab.</p>"),
+            "/state": ("State", STATE.format(cookies=html.escape(cookies or "none"))),
+        }
         if self.path not in pages:
             self._send(404, PAGE.format(title="Not found", body=""))
             return
@@ -126,14 +130,27 @@ SCRIPT: list[dict[str, Any]] = [
 
 def write_task(folder: Path) -> Path:
     """The two-hop task over the site (``state/1``); returns the suite folder."""
-    task = {"task_id": 1, "city": "", "flight": "", "shop": "", "intent": "Open the other page in a new tab, come back, go to Two, then to State; what is in the "
-                      "basket?", "start_url": URL,
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["oolong"]},
-                     "reference_url": f"{URL}state"},
-            "cnt_hop": 3, "procedure": ["state", "state", "end"],
-            "mmina_hops": [{"keyword": "state", "reference_url": f"{URL}two"},
-                           {"keyword": "state", "reference_url": f"{URL}state", "answer": "oolong"}],
-            "reference_script": SCRIPT}
+    task = {
+        "task_id": 1,
+        "city": "",
+        "flight": "",
+        "shop": "",
+        "intent": "Open the other page in a new tab, come back, go to Two, then to State; what is in the "
+        "basket?",
+        "start_url": URL,
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"must_include": ["oolong"]},
+            "reference_url": f"{URL}state",
+        },
+        "cnt_hop": 3,
+        "procedure": ["state", "state", "end"],
+        "mmina_hops": [
+            {"keyword": "state", "reference_url": f"{URL}two"},
+            {"keyword": "state", "reference_url": f"{URL}state", "answer": "oolong"},
+        ],
+        "reference_script": SCRIPT,
+    }
     (folder / "state").mkdir(parents=True, exist_ok=True)
     (folder / "state" / "1.json").write_text(json.dumps(task))
     return folder

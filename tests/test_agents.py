@@ -4,6 +4,7 @@ The server (tests/fake_openai.py) answers with a small policy that reads element
 prompt, so these tests check prompt building, image attachment, parsing and recording, not
 model quality. The human agent is driven through piped stdin of a real ``mmina record``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -63,8 +64,16 @@ def _settings(server: FakeOpenAI, **overrides) -> AgentSettings:
 
 
 def _record(store: Path, settings: AgentSettings, max_steps: int = 30, **config) -> RunSummary:
-    return record_run(Store.open(store, create=True), RecordConfig(agent="openai", task_ids=config.pop("task_ids", ("normal/1",)),
-                                   agent_settings=settings, limits=Limits(max_steps=max_steps), **config))
+    return record_run(
+        Store.open(store, create=True),
+        RecordConfig(
+            agent="openai",
+            task_ids=config.pop("task_ids", ("normal/1",)),
+            agent_settings=settings,
+            limits=Limits(max_steps=max_steps),
+            **config,
+        ),
+    )
 
 
 def _rows(store: Path, query: str) -> list[tuple]:
@@ -72,13 +81,20 @@ def _rows(store: Path, query: str) -> list[tuple]:
 
 
 def _observation(**overrides) -> Observation:
-    fields = dict(step_index=0, url="http://wiki.mmina.test/kiwix/", title="MMInA Wiki",
-                  tabs=[Tab("http://wiki.mmina.test/kiwix/", "MMInA Wiki")], active_tab=0,
-                  tree_text='[1] generic\n\t[10] searchbox "Search"', intent=TASK.intent)
+    fields = dict(
+        step_index=0,
+        url="http://wiki.mmina.test/kiwix/",
+        title="MMInA Wiki",
+        tabs=[Tab("http://wiki.mmina.test/kiwix/", "MMInA Wiki")],
+        active_tab=0,
+        tree_text='[1] generic\n\t[10] searchbox "Search"',
+        intent=TASK.intent,
+    )
     return Observation(**{**fields, **overrides})
 
 
 # -- the prompt, without a browser ---------------------------------------------------------------
+
 
 def test_prompt_has_instructions_examples_websites_and_the_step() -> None:
     agent = OpenAIAgent(AgentSettings(model="m"), client=None)
@@ -97,7 +113,7 @@ def test_prompt_has_instructions_examples_websites_and_the_step() -> None:
 
 
 def test_observation_is_cut_at_a_line_within_the_budget() -> None:
-    tree = "\n".join(f"[{i}] link \"item {i}\"" for i in range(1000))
+    tree = "\n".join(f'[{i}] link "item {i}"' for i in range(1000))
     cut = truncate(tree, 500)
     assert cut == truncate(tree, 500) and cut.startswith('[0] link "item 0"\n')
     kept, note = cut.rsplit("\n", 1)
@@ -109,7 +125,14 @@ def test_observation_is_cut_at_a_line_within_the_budget() -> None:
 def test_caption_mode_lists_in_view_images() -> None:
     agent = OpenAIAgent(AgentSettings(model="m", input_mode="caption"), client=None)
     agent.reset(TASK)
-    flag = PageImage(src="http://wiki.mmina.test/kiwix/I/Flag.png", alt="Flag of Solaria", x=870.0, y=198.8, width=240.0, height=180.0)
+    flag = PageImage(
+        src="http://wiki.mmina.test/kiwix/I/Flag.png",
+        alt="Flag of Solaria",
+        x=870.0,
+        y=198.8,
+        width=240.0,
+        height=180.0,
+    )
     step = agent.messages(_observation(images=[flag]))[-1]["content"]
     assert "IMAGES:\nimage [Flag of Solaria] at (870,199): Flag of Solaria\n" in step
 
@@ -131,27 +154,37 @@ def test_openai_captioner_crops_the_screenshot_and_caches(tmp_path: Path) -> Non
 def test_recorder_stores_captions_the_agent_then_sees(tmp_path: Path) -> None:
     """--captioner openai: every in-view image of every step gets the vision model's words."""
     with FakeOpenAI() as server:
-        summary = _record(tmp_path / "store", _settings(server, captioner="openai", caption_model="vision-model",
-                                                          input_mode="caption"), task_ids=("shopping/1",))
+        summary = _record(
+            tmp_path / "store",
+            _settings(server, captioner="openai", caption_model="vision-model", input_mode="caption"),
+            task_ids=("shopping/1",),
+        )
     assert summary.episodes[0].status == "completed"
     captions = _rows(tmp_path / "store", "select unnest(images).caption from steps")
     assert captions and all(c == (CAPTION,) for c in captions)
     assert any(r["model"] == "vision-model" for r in server.requests)
-    prompts_with_images = [r for r in server.requests if r["model"] == "fake-model"
-                           and f": {CAPTION}" in str(r["messages"][-1]["content"])]
+    prompts_with_images = [
+        r
+        for r in server.requests
+        if r["model"] == "fake-model" and f": {CAPTION}" in str(r["messages"][-1]["content"])
+    ]
     assert prompts_with_images, "the agent's caption mode shows the recorder's captions"
 
 
 # -- settings errors: one line, nothing written --------------------------------------------------
 
-def test_missing_model_or_key_is_one_line_and_writes_nothing(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_missing_model_or_key_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(AgentError, match="needs --model NAME"):
         record_run(Store.open(tmp_path / "s", create=True), RecordConfig(agent="openai"))
     monkeypatch.setenv("OPENAI_API_KEY", "")
     with pytest.raises(AgentError, match="set OPENAI_API_KEY"):
         make_agent("openai", AgentSettings(model="m"))
-    result = CliRunner().invoke(cli, ["record", "--agent", "openai", "--model", "m", "--store", str(tmp_path / "s")])
+    result = CliRunner().invoke(
+        cli, ["record", "--agent", "openai", "--model", "m", "--store", str(tmp_path / "s")]
+    )
     assert result.exit_code == 1 and result.output.count("\n") == 1 and "OPENAI_API_KEY" in result.output
     assert not (tmp_path / "s").exists()
 
@@ -167,14 +200,18 @@ def test_errors_the_client_does_not_retry_fail_at_once() -> None:
 
 # -- real recordings -----------------------------------------------------------------------------
 
+
 def test_openai_agent_completes_the_task_and_records_outputs_tokens_and_cost(tmp_path: Path) -> None:
     with FakeOpenAI() as server:
         summary = _record(tmp_path / "store", _settings(server, price_input=2.5, price_output=10.0))
     episode = summary.episodes[0]
     assert (episode.status, episode.stop_reason, episode.live_hops) == ("completed", "stop", 2)
     assert episode.final_answer == "$23.75"
-    steps = _rows(tmp_path / "store", """select model_output, action, prompt_tokens, completion_tokens, cost_usd
-                                         from steps order by step_index""")
+    steps = _rows(
+        tmp_path / "store",
+        """select model_output, action, prompt_tokens, completion_tokens, cost_usd
+                                         from steps order by step_index""",
+    )
     replies = [r["_reply"] for r in server.requests]
     assert [s[0] for s in steps] == replies and len(steps) == episode.n_steps == 6
     assert all(s[2:4] == (PROMPT_TOKENS, COMPLETION_TOKENS) and s[4] == pytest.approx(0.0033) for s in steps)
@@ -192,10 +229,28 @@ def test_openai_agent_completes_the_task_and_records_outputs_tokens_and_cost(tmp
 
 def test_cli_options_reach_the_request_and_multimodal_attaches_the_screenshot(tmp_path: Path) -> None:
     with FakeOpenAI() as server:
-        result = CliRunner().invoke(cli, [
-            "record", "--agent", "openai", "--model", "vision-model", "--base-url", server.url,
-            "--input-mode", "multimodal", "--temperature", "0.5", "--task", "normal/1", "--max-steps", "1",
-            "--store", str(tmp_path / "store")])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "record",
+                "--agent",
+                "openai",
+                "--model",
+                "vision-model",
+                "--base-url",
+                server.url,
+                "--input-mode",
+                "multimodal",
+                "--temperature",
+                "0.5",
+                "--task",
+                "normal/1",
+                "--max-steps",
+                "1",
+                "--store",
+                str(tmp_path / "store"),
+            ],
+        )
     assert result.exit_code == 0, result.output
     probe, body = server.requests[:2]  # the endpoint check before the run, then the first step
     assert (probe["model"], probe["max_tokens"], len(probe["messages"])) == ("vision-model", 1, 1)
@@ -209,7 +264,9 @@ def test_cli_options_reach_the_request_and_multimodal_attaches_the_screenshot(tm
 
 def test_rate_limits_are_retried_and_caption_mode_lists_images(tmp_path: Path) -> None:
     with FakeOpenAI(fail_first=2, fail_status=429) as server:
-        summary = _record(tmp_path / "store", _settings(server, input_mode="caption", max_retries=2), max_steps=3)
+        summary = _record(
+            tmp_path / "store", _settings(server, input_mode="caption", max_retries=2), max_steps=3
+        )
     assert summary.episodes[0].status == "completed" and summary.episodes[0].n_steps == 3
     assert len(server.requests) == 5 and len(server.chat_requests) == 3
     article = last_user_text(server.chat_requests[2])
@@ -222,15 +279,25 @@ def test_without_patience_an_endpoint_failure_errors_the_episode_and_the_run_goe
     suite.mkdir(parents=True)
     for number in (1, 2):
         shutil.copy(Path(load_suite().path) / "normal" / "1.json", suite / f"{number}.json")
-    with FakeOpenAI(fail_first=2, fail_status=500) as server:  # (with patience, tests/test_endpoint_faults.py)
-        summary = _record(tmp_path / "store", replace(_settings(server), endpoint_patience_s=0), max_steps=1,
-                          tasks=str(tmp_path / "suite"), task_ids=())
+    with FakeOpenAI(
+        fail_first=2, fail_status=500
+    ) as server:  # (with patience, tests/test_endpoint_faults.py)
+        summary = _record(
+            tmp_path / "store",
+            replace(_settings(server), endpoint_patience_s=0),
+            max_steps=1,
+            tasks=str(tmp_path / "suite"),
+            task_ids=(),
+        )
     failed, next_one = summary.episodes
     assert (failed.task_id, failed.status, failed.n_steps) == ("normal/1", "error", 0)
     assert failed.error.startswith("model endpoint failed after 1 retry: ") and "500" in failed.error
     assert (next_one.task_id, next_one.status, next_one.stop_reason) == ("normal/2", "completed", "max_steps")
     assert len(server.requests) == 3
-    assert _rows(tmp_path / "store", "select status from episodes order by task_id") == [("error",), ("completed",)]
+    assert _rows(tmp_path / "store", "select status from episodes order by task_id") == [
+        ("error",),
+        ("completed",),
+    ]
 
 
 def test_unparsable_replies_are_recorded_and_end_the_episode(tmp_path: Path) -> None:
@@ -239,27 +306,37 @@ def test_unparsable_replies_are_recorded_and_end_the_episode(tmp_path: Path) -> 
     assert summary.episodes[0].stop_reason == "unparsable_output" and summary.episodes[0].n_steps == 3
     rows = _rows(tmp_path / "store", "select model_output, action from steps")
     assert rows == [("I would rather not say.", None)] * 3
-    assert "PREVIOUS ACTIONS:\n1. (a reply without a valid action)\n2. (a reply without a valid action)" \
+    assert (
+        "PREVIOUS ACTIONS:\n1. (a reply without a valid action)\n2. (a reply without a valid action)"
         in last_user_text(server.requests[-1])
+    )
 
 
-def test_memory_puts_two_earlier_trajectories_into_the_prompt(recorded: tuple[Path, RunSummary],
-                                                              recorded_copy: Path) -> None:
+def test_memory_puts_two_earlier_trajectories_into_the_prompt(
+    recorded: tuple[Path, RunSummary], recorded_copy: Path
+) -> None:
     with FakeOpenAI() as server:
         earlier = _record(recorded_copy, _settings(server), max_steps=2)
         server.requests.clear()
         _record(recorded_copy, _settings(server, memory=2), max_steps=1)
     system = server.requests[0]["messages"][0]["content"]
-    memory = system[system.index("Earlier trajectories of similar tasks"):]
+    memory = system[system.index("Earlier trajectories of similar tasks") :]
     assert "Trajectory 1 " in memory and "Trajectory 2 " in memory and "Trajectory 3 " not in memory
     assert f"run {recorded[1].run_id}, 6 steps" in memory and f"run {earlier.run_id}, 2 steps" in memory
-    oracle_actions = [r[0] for r in _rows(recorded_copy, f"""select action from steps
-        where run_id = '{recorded[1].run_id}' order by step_index""")]
+    oracle_actions = [
+        r[0]
+        for r in _rows(
+            recorded_copy,
+            f"""select action from steps
+        where run_id = '{recorded[1].run_id}' order by step_index""",
+        )
+    ]
     assert all(f". {action} (on " in memory for action in oracle_actions)
     assert 'answer "Vell Mountain Tea costs $23.75"' in memory and "ended by max_steps, 1/2 hops" in memory
 
 
 # -- memory ranking and rendering, without a browser ---------------------------------------------
+
 
 def _trajectory(episode: str, suite: str, intent: str, minutes: int) -> Trajectory:
     return Trajectory(
@@ -279,9 +356,11 @@ def _trajectory(episode: str, suite: str, intent: str, minutes: int) -> Trajecto
 
 def test_memory_ranks_the_family_first_by_similarity_or_recency() -> None:
     task = replace(TASK, intent="find the price of Vell tea in the shop")
-    candidates = [_trajectory("old-same", "normal", "find the price of Vell tea in the shop", 0),
-                  _trajectory("new-other", "normal", "book a train to Ostrand", 10),
-                  _trajectory("shopping", "shopping", "find the price of Vell tea in the shop", 20)]
+    candidates = [
+        _trajectory("old-same", "normal", "find the price of Vell tea in the shop", 0),
+        _trajectory("new-other", "normal", "book a train to Ostrand", 10),
+        _trajectory("shopping", "shopping", "find the price of Vell tea in the shop", 20),
+    ]
     assert [t.episode_id for t in rank(candidates, task, 2, "similarity")] == ["old-same", "new-other"]
     assert [t.episode_id for t in rank(candidates, task, 2, "recency")] == ["new-other", "old-same"]
     assert [t.episode_id for t in rank(candidates, task, 3, "recency")][-1] == "shopping"
@@ -289,17 +368,27 @@ def test_memory_ranks_the_family_first_by_similarity_or_recency() -> None:
 
 
 def test_memory_rendering_is_compact_and_capped() -> None:
-    steps = [{"step_index": i, "url": "http://shop.mmina.test/search?q=tea", "action": f"click [{i}]",
-              "action_error": None} for i in range(50)]
+    steps = [
+        {
+            "step_index": i,
+            "url": "http://shop.mmina.test/search?q=tea",
+            "action": f"click [{i}]",
+            "action_error": None,
+        }
+        for i in range(50)
+    ]
     steps[1] = {**steps[1], "action": None, "action_error": "unknown action"}
     limits = MemoryLimits(max_actions=5, max_chars=700)
-    text = render([_trajectory("e1", "normal", "x", 0), _trajectory("e2", "normal", "y", 1)], [steps, steps], limits)
+    text = render(
+        [_trajectory("e1", "normal", "x", 0), _trajectory("e2", "normal", "y", 1)], [steps, steps], limits
+    )
     assert "1. click [0] (on shop.mmina.test/search?q=tea)" in text and "2. (unparsable output)" in text
     assert "... (45 more steps)" in text and "50. click [49]" in text
     assert "Trajectory 1 " in text and "Trajectory 2 " not in text and len(text) <= 700
 
 
 # -- the human agent -----------------------------------------------------------------------------
+
 
 def test_human_agent_reprompts_on_empty_lines_and_stops_at_end_of_input() -> None:
     out = io.StringIO()
@@ -314,9 +403,25 @@ def test_human_agent_reprompts_on_empty_lines_and_stops_at_end_of_input() -> Non
 def test_human_agent_records_typed_actions_through_piped_stdin(tmp_path: Path) -> None:
     """A real ``mmina record --agent human``: one empty line, one bad line, then the right actions."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "mmina", "record", "--agent", "human", "--task", "normal/1",
-         "--store", str(tmp_path / "store"), "--format", "json"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parent.parent)
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--agent",
+            "human",
+            "--task",
+            "normal/1",
+            "--store",
+            str(tmp_path / "store"),
+            "--format",
+            "json",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).parent.parent,
+    )
     terminal = _Terminal(process)
     scripted = ["", "jump to the shop"]
     while terminal.next_prompt():
@@ -324,7 +429,9 @@ def test_human_agent_records_typed_actions_through_piped_stdin(tmp_path: Path) -
         process.stdin.write((line + "\n").encode())
         process.stdin.flush()
     assert process.wait(timeout=60) == 0, terminal.text()
-    steps = _rows(tmp_path / "store", "select model_output, action, action_error from steps order by step_index")
+    steps = _rows(
+        tmp_path / "store", "select model_output, action, action_error from steps order by step_index"
+    )
     assert steps[0][:2] == ("jump to the shop", None) and "unknown action" in steps[0][2]
     assert [s[1].split(" ")[0] for s in steps[1:]] == ["type", "click", "goto", "type", "click", "stop"]
     assert _rows(tmp_path / "store", "select final_answer, live_hops from episodes") == [("$23.75", 2)]
@@ -363,7 +470,7 @@ class _Terminal:
     def observation(self) -> str:
         """The last observation shown (from its ``--- step`` header)."""
         text = self.text()
-        return text[text.rindex("\n--- step"):]
+        return text[text.rindex("\n--- step") :]
 
 
 def test_prompt_site_list_is_what_the_fixture_web_serves() -> None:

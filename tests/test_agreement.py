@@ -1,6 +1,7 @@
 """``mmina agreement`` and its statistics: Cohen's kappa, its bootstrap interval, precision /
 recall / F1 of "pass", checked by hand on a small case and against scikit-learn on generated
 data; the command over a real store with labels imported from CSV and JSON."""
+
 from __future__ import annotations
 
 import csv
@@ -22,12 +23,32 @@ from mmina.cli import cli
 from mmina.stats import Confusion, binomial, kappa_interval
 from tests.judge_helpers import synthetic_store, write_verdicts
 
-EPISODES = [("r1", "e1", "t1", 1), ("r1", "e2", "t2", 3), ("r1", "e3", "t3", 3), ("r1", "e4", "t4", 5),
-            ("r1", "e5", "t5", 1), ("r1", "e6", "t6", 1), ("r2", "f1", "t1", 1)]
-FUZZY = {"e1": ("pass", []), "e2": ("pass", []), "e3": ("fail", []), "e4": ("fail", []), "e5": ("unclear", []),
-         "e6": ("pass", []), "f1": ("pass", [])}
-KEYPOINTS = {"e1": (None, ["pass"]), "e2": (None, ["pass", "pass", "fail"]), "e3": (None, ["fail"] * 3),
-             "e4": (None, ["pass", "pass", "fail", "pass", "fail"]), "e5": (None, ["fail"]), "e6": (None, ["pass"])}
+EPISODES = [
+    ("r1", "e1", "t1", 1),
+    ("r1", "e2", "t2", 3),
+    ("r1", "e3", "t3", 3),
+    ("r1", "e4", "t4", 5),
+    ("r1", "e5", "t5", 1),
+    ("r1", "e6", "t6", 1),
+    ("r2", "f1", "t1", 1),
+]
+FUZZY = {
+    "e1": ("pass", []),
+    "e2": ("pass", []),
+    "e3": ("fail", []),
+    "e4": ("fail", []),
+    "e5": ("unclear", []),
+    "e6": ("pass", []),
+    "f1": ("pass", []),
+}
+KEYPOINTS = {
+    "e1": (None, ["pass"]),
+    "e2": (None, ["pass", "pass", "fail"]),
+    "e3": (None, ["fail"] * 3),
+    "e4": (None, ["pass", "pass", "fail", "pass", "fail"]),
+    "e5": (None, ["fail"]),
+    "e6": (None, ["pass"]),
+}
 ALICE_FIRST = "episode_id,hop,label,note\ne1,task,fail,changed my mind later\n"
 ALICE = """episode_id,hop,label,note
 e1,,pass,
@@ -48,8 +69,10 @@ e4,4,pass,
 e4,5,fail,
 e5,task,pass,
 """
-BOB = [{"episode_id": "e1", "hop": None, "label": "fail", "labeller": "bob"},
-       {"episode_id": "e2", "hop": "task", "label": "fail", "labeller": "bob", "note": "agreed"}]
+BOB = [
+    {"episode_id": "e1", "hop": None, "label": "fail", "labeller": "bob"},
+    {"episode_id": "e2", "hop": "task", "label": "fail", "labeller": "bob", "note": "agreed"},
+]
 
 
 def mmina(*args: str, exit_code: int = 0) -> str:
@@ -85,8 +108,19 @@ def group(result: dict, level: str, by: str = "all", name: str = "all") -> dict:
 
 
 def counts(found: dict) -> tuple[int, ...]:
-    return tuple(found[k] for k in ("tp", "fp", "fn", "tn", "unsure_evaluator", "unsure_reference",
-                                     "missing_evaluator", "missing_reference"))
+    return tuple(
+        found[k]
+        for k in (
+            "tp",
+            "fp",
+            "fn",
+            "tn",
+            "unsure_evaluator",
+            "unsure_reference",
+            "missing_evaluator",
+            "missing_reference",
+        )
+    )
 
 
 # -- the statistics ---------------------------------------------------------------------------
@@ -109,24 +143,35 @@ def test_a_hand_computed_case() -> None:
 
 
 def test_undefined_kappa_and_empty_groups() -> None:
-    assert Confusion(tp=7).kappa is None and Confusion().kappa is None, "one verdict everywhere: kappa is undefined"
+    assert Confusion(tp=7).kappa is None and Confusion().kappa is None, (
+        "one verdict everywhere: kappa is undefined"
+    )
     assert Confusion(tp=7).agreement == 1.0 and kappa_interval(Confusion(tp=7)) == (None, None)
     assert Confusion(tn=3).precision is None and Confusion(tn=3).f1 is None
     assert Confusion(tp=5, tn=5).kappa == 1.0 and Confusion(fp=5, fn=5).kappa == -1.0
 
 
-@given(st.lists(st.tuples(st.sampled_from(["pass", "fail"]), st.sampled_from(["pass", "fail"])), min_size=1,
-                max_size=200))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["pass", "fail"]), st.sampled_from(["pass", "fail"])),
+        min_size=1,
+        max_size=200,
+    )
+)
 @settings(max_examples=60, deadline=None)
 def test_kappa_precision_recall_f1_equal_scikit_learns(pairs: list[tuple[str, str]]) -> None:
     judged, truth = [j for j, _ in pairs], [t for _, t in pairs]
     cells = Counter(pairs)
-    c = Confusion(cells[("pass", "pass")], cells[("pass", "fail")], cells[("fail", "pass")], cells[("fail", "fail")])
+    c = Confusion(
+        cells[("pass", "pass")], cells[("pass", "fail")], cells[("fail", "pass")], cells[("fail", "fail")]
+    )
     with warnings.catch_warnings():  # scikit-learn warns where a figure is undefined (nan): so do we (None)
         warnings.simplefilter("ignore")
         theirs = cohen_kappa_score(judged, truth, labels=["pass", "fail"])
-        scores = [metric(truth, judged, pos_label="pass", zero_division=math.nan)
-                  for metric in (precision_score, recall_score, f1_score)]
+        scores = [
+            metric(truth, judged, pos_label="pass", zero_division=math.nan)
+            for metric in (precision_score, recall_score, f1_score)
+        ]
     assert (c.kappa is None) if math.isnan(theirs) else c.kappa == pytest.approx(theirs, abs=1e-12)
     for ours, score in zip((c.precision, c.recall, c.f1), scores):
         assert (ours is None) if math.isnan(score) else ours == pytest.approx(score, abs=1e-12)
@@ -165,7 +210,11 @@ def test_binomial_draws_have_the_binomials_mean_and_variance(n: int, p: float) -
 
 def test_a_judge_against_one_labeller_per_task_and_per_hop(store: Path) -> None:
     result = measure(store, "--evaluator", "keypoints", "--reference", "human:alice")
-    assert result["evaluator"] == "keypoints" and result["reference"] == "human:alice" and result["runs"] == ["r1"]
+    assert (
+        result["evaluator"] == "keypoints"
+        and result["reference"] == "human:alice"
+        and result["runs"] == ["r1"]
+    )
     hops = group(result, "hop")
     assert counts(hops) == (5, 1, 1, 4, 0, 1, 0, 2)
     assert hops["agreement"] == pytest.approx(9 / 11) and hops["kappa"] == pytest.approx(38 / 60)
@@ -178,8 +227,10 @@ def test_a_judge_against_one_labeller_per_task_and_per_hop(store: Path) -> None:
     assert [g["group"] for g in result["groups"] if g["by"] == "hop"] == ["1", "2", "3", "4", "5"]
     assert counts(group(result, "hop", "bucket", "5+")) == (3, 0, 1, 1, 0, 0, 0, 0)
     assert group(result, "task")["pairs"] == 0 and group(result, "task")["missing_evaluator"] == 6
-    assert [(d["episode_id"], d["hop"], d["evaluator"], d["reference"]) for d in result["disagreements"]] == \
-        [("e2", 2, "pass", "fail"), ("e4", 3, "fail", "pass")]
+    assert [(d["episode_id"], d["hop"], d["evaluator"], d["reference"]) for d in result["disagreements"]] == [
+        ("e2", 2, "pass", "fail"),
+        ("e4", 3, "fail", "pass"),
+    ]
     assert result["disagreements"][0]["link"] == "http://127.0.0.1:8787/#/episode/e2"
 
 
@@ -200,26 +251,63 @@ def test_fuzzy_against_every_labeller_counts_unsure_and_missing_apart(store: Pat
 
 
 def test_the_table_and_csv(store: Path) -> None:
-    table = mmina("agreement", "--store", str(store), "--run", "r1", "--evaluator", "keypoints",
-                  "--reference", "human:alice", "--serve-url", "http://localhost:9000/")
+    table = mmina(
+        "agreement",
+        "--store",
+        str(store),
+        "--run",
+        "r1",
+        "--evaluator",
+        "keypoints",
+        "--reference",
+        "human:alice",
+        "--serve-url",
+        "http://localhost:9000/",
+    )
     assert "keypoints against human:alice, per hop" in table and "0.633 [" in table
     assert "5 / 1 / 1 / 4" in table and "2 disagreeing item(s)" in table
     assert "http://localhost:9000/#/episode/e2" in table
-    rows = list(csv.DictReader(io.StringIO(mmina("agreement", "--store", str(store), "--run", "r1", "--evaluator",
-                                                 "keypoints", "--reference", "human:alice", "--format", "csv"))))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                mmina(
+                    "agreement",
+                    "--store",
+                    str(store),
+                    "--run",
+                    "r1",
+                    "--evaluator",
+                    "keypoints",
+                    "--reference",
+                    "human:alice",
+                    "--format",
+                    "csv",
+                )
+            )
+        )
+    )
     overall = next(r for r in rows if (r["level"], r["by"]) == ("hop", "all"))
     assert (overall["tp"], overall["fp"], overall["fn"], overall["tn"]) == ("5", "1", "1", "4")
     assert float(overall["kappa"]) == pytest.approx(38 / 60)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--evaluator", "fuzzy", "--reference", "fuzzy"], "both fuzzy: compare two different ones"),
-    (["--evaluator", "hops"], "no hops verdicts in run(s) r1; the store holds verdicts of fuzzy, human, keypoints, "
-                              "and `mmina rescore --list` names every evaluator: run `mmina rescore --evaluator hops "
-                              "--run r1` first"),
-    (["--evaluator", "fuzzy", "--reference", "human:carol"], "no labels by carol in run(s) r1 (labellers there: alice, bob)"),
-    (["--evaluator", "fuzzy", "--run", "nope"], "no run 'nope' in"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--evaluator", "fuzzy", "--reference", "fuzzy"], "both fuzzy: compare two different ones"),
+        (
+            ["--evaluator", "hops"],
+            "no hops verdicts in run(s) r1; the store holds verdicts of fuzzy, human, keypoints, "
+            "and `mmina rescore --list` names every evaluator: run `mmina rescore --evaluator hops "
+            "--run r1` first",
+        ),
+        (
+            ["--evaluator", "fuzzy", "--reference", "human:carol"],
+            "no labels by carol in run(s) r1 (labellers there: alice, bob)",
+        ),
+        (["--evaluator", "fuzzy", "--run", "nope"], "no run 'nope' in"),
+    ],
+)
 def test_clear_errors(store: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["agreement", "--store", str(store), "--run", "r1", *args])
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
@@ -229,7 +317,10 @@ def test_no_labels_names_the_two_ways_to_label(tmp_path: Path) -> None:
     store = synthetic_store(tmp_path / "store", EPISODES[:2])
     write_verdicts(store, "fuzzy", {"e1": ("pass", []), "e2": ("fail", [])}, EPISODES[:2])
     output = mmina("agreement", "--store", str(tmp_path / "store"), "--evaluator", "fuzzy", exit_code=1)
-    assert "no human labels in run(s) r1: label episodes in `mmina serve` or with `mmina import labels FILE`" in output
+    assert (
+        "no human labels in run(s) r1: label episodes in `mmina serve` or with `mmina import labels FILE`"
+        in output
+    )
 
 
 def test_help_has_examples() -> None:

@@ -1,6 +1,7 @@
 """Playwright's aria snapshot read as YAML: round trips through a port of Playwright's writer
 (tests/aria_render.py) over generated trees, and names and texts of generated elements
 rendered by a real Chromium read back exactly as the page computed them."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -26,15 +27,24 @@ from tests.heavy import sized
 
 # ---------------------------------------------------------------- generated trees, Playwright's writer ported
 
+
 def expected_lines(node: dict[str, Any], depth: int = 0) -> Iterator[AriaLine]:
     """What the parser must read for a node: the node, its properties, its texts and children."""
-    flags = {"checked": {True: "checked", "mixed": "checked=mixed"}, "disabled": {True: "disabled"},
-             "expanded": {True: "expanded"}, "active": {True: "active"}, "invalid": {True: "invalid",
-                                                                                   "grammar": "invalid=grammar"},
-             "level": {v: f"level={v}" for v in (1, 2, 6)}, "pressed": {True: "pressed", "mixed": "pressed=mixed"},
-             "selected": {True: "selected"}}
-    attributes = tuple(flags[f][node[f]] for f in ("checked", "disabled", "expanded", "active", "invalid", "level",
-                                                    "pressed", "selected") if f in node)
+    flags = {
+        "checked": {True: "checked", "mixed": "checked=mixed"},
+        "disabled": {True: "disabled"},
+        "expanded": {True: "expanded"},
+        "active": {True: "active"},
+        "invalid": {True: "invalid", "grammar": "invalid=grammar"},
+        "level": {v: f"level={v}" for v in (1, 2, 6)},
+        "pressed": {True: "pressed", "mixed": "pressed=mixed"},
+        "selected": {True: "selected"},
+    }
+    attributes = tuple(
+        flags[f][node[f]]
+        for f in ("checked", "disabled", "expanded", "active", "invalid", "level", "pressed", "selected")
+        if f in node
+    )
     box = tuple(float(node["box"][k]) for k in ("x", "y", "width", "height")) if "box" in node else None
     props = [p for p in ("url", "placeholder") if p in node]
     inline = node.get("text") if not props else None
@@ -76,15 +86,21 @@ def test_the_agent_text_reads_back_line_by_line(tree: list[dict[str, Any]]) -> N
 
 def test_lines_as_playwright_quotes_them() -> None:
     line = parse_line("""  - 'link "Next: Configuration" [ref=e3] [cursor=pointer] [box=8,67,129,17]':""")
-    assert line == AriaLine(depth=1, role="link", name="Next: Configuration", attributes=(), ref="e3", box=(8, 67, 129, 17))
+    assert line == AriaLine(
+        depth=1, role="link", name="Next: Configuration", attributes=(), ref="e3", box=(8, 67, 129, 17)
+    )
     assert parse_line("""- 'button "it''s #1 [ok]" [ref=e5]': "y\"""").name == "it's #1 [ok]"
     assert parse_line("""- button "say \\"hi\\" \\\\ back" [ref=e6]: z""").name == 'say "hi" \\ back'
     assert parse_line('- paragraph [ref=e8]: "Rating: 4.5"').value == "Rating: 4.5"
     assert parse_line('- text: "a\\x00b\\n\\tc \\u00e9"').value == "a\x00b\n\tc é"
     assert parse_line('- /url: "\u2028z\\x85"') == AriaLine(depth=0, role="/url", value="\u2028z\x85")
-    lone = parse_line("- button \"\\ud800 lone\" [ref=e26]")
-    assert lone.name == "\ud800 lone" and render_line(lone, "1") == '[1] button "\\ud800 lone"', "kept, written escaped"
-    assert parse_line("    - heading \"Tea\" [level=2] [ref=e4]") == AriaLine(depth=2, role="heading", name="Tea", attributes=("level=2",), ref="e4")
+    lone = parse_line('- button "\\ud800 lone" [ref=e26]')
+    assert lone.name == "\ud800 lone" and render_line(lone, "1") == '[1] button "\\ud800 lone"', (
+        "kept, written escaped"
+    )
+    assert parse_line('    - heading "Tea" [level=2] [ref=e4]') == AriaLine(
+        depth=2, role="heading", name="Tea", attributes=("level=2",), ref="e4"
+    )
     # something Playwright never writes stays a line of its own instead of failing the observation
     assert parse_line("- 'unclosed [ref=e1]") == AriaLine(depth=0, role="", value="- 'unclosed [ref=e1]")
 
@@ -92,30 +108,76 @@ def test_lines_as_playwright_quotes_them() -> None:
 def test_trees_stored_before_this_format_still_read() -> None:
     """Old stores kept Playwright's YAML quoting and numbered ids (what eval-steps, the viewer and
     replay read)."""
-    old = "\n".join(["[1] main", "\t[3] 'link \"Next: Configuration\"'", "\t\t/url: /setup",
-                     "\t[4] 'button \"it''s\"': \"y\"", "\t[8] paragraph: \"Rating: 4.5\"", "\t[9] text: hi"])
-    assert [(e.id, e.role, e.name) for e in elements_from_tree(old)] == \
-        [("1", "main", ""), ("3", "link", "Next: Configuration"), ("4", "button", "it's"), ("8", "paragraph", ""),
-         ("9", "text", "")]
-    assert parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"") == ("8", AriaLine(depth=1, role="paragraph", value="Rating: 4.5"))
+    old = "\n".join(
+        [
+            "[1] main",
+            "\t[3] 'link \"Next: Configuration\"'",
+            "\t\t/url: /setup",
+            "\t[4] 'button \"it''s\"': \"y\"",
+            '\t[8] paragraph: "Rating: 4.5"',
+            "\t[9] text: hi",
+        ]
+    )
+    assert [(e.id, e.role, e.name) for e in elements_from_tree(old)] == [
+        ("1", "main", ""),
+        ("3", "link", "Next: Configuration"),
+        ("4", "button", "it's"),
+        ("8", "paragraph", ""),
+        ("9", "text", ""),
+    ]
+    assert parse_tree_line('\t[8] paragraph: "Rating: 4.5"') == (
+        "8",
+        AriaLine(depth=1, role="paragraph", value="Rating: 4.5"),
+    )
     assert parse_tree_line("\t[4] 'button \"it''s\"': \"y\"")[1].value == "y"
-    assert render_line(parse_tree_line("\t[8] paragraph: \"Rating: 4.5\"")[1], "8") == "\t[8] paragraph: Rating: 4.5"
+    assert (
+        render_line(parse_tree_line('\t[8] paragraph: "Rating: 4.5"')[1], "8")
+        == "\t[8] paragraph: Rating: 4.5"
+    )
     # runs imported from WebArena's harness keep its lines: the name as Python's repr, then properties
     webarena = "[25] link 'Edinburgh'\n\t[26] textbox 'it\\'s \"here\"' focused: True required: False"
-    assert [(e.id, e.role, e.name, e.depth) for e in elements_from_tree(webarena)] == \
-        [("25", "link", "Edinburgh", 0), ("26", "textbox", 'it\'s "here"', 1)]
+    assert [(e.id, e.role, e.name, e.depth) for e in elements_from_tree(webarena)] == [
+        ("25", "link", "Edinburgh", 0),
+        ("26", "textbox", 'it\'s "here"', 1),
+    ]
 
 
 @settings(max_examples=sized(100, 500), deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(AWKWARD + ["[1] ", "- ", "  - ", "'", '"', "\\x", "\\u12", "\t", "text: ",
-                                                   "link ", ' "a"', " [ref=e1]", " [box=1,2,3,4]", ": "]),
-                          st.characters()), max_size=40).map("".join))
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                AWKWARD
+                + [
+                    "[1] ",
+                    "- ",
+                    "  - ",
+                    "'",
+                    '"',
+                    "\\x",
+                    "\\u12",
+                    "\t",
+                    "text: ",
+                    "link ",
+                    ' "a"',
+                    " [ref=e1]",
+                    " [box=1,2,3,4]",
+                    ": ",
+                ]
+            ),
+            st.characters(),
+        ),
+        max_size=40,
+    ).map("".join)
+)
 def test_any_text_reads_without_failing(text: str) -> None:
     """Whatever a snapshot or a stored tree holds, reading it never raises (an observation or a
     replay must not fail on a line nobody foresaw)."""
     assert len(parse_snapshot(text)) == len([line for line in text.split("\n") if line.strip()])
     shown, elements = flatten_snapshot(text)
-    assert len(set(e.id for e in elements)) == len(elements) and len(shown.splitlines()) == len(parse_snapshot(text))
+    assert len(set(e.id for e in elements)) == len(elements) and len(shown.splitlines()) == len(
+        parse_snapshot(text)
+    )
     assert len(tree_lines(text)) == len([line for line in text.split("\n") if line.strip()])
 
 
@@ -156,10 +218,12 @@ def _subtree(lines: list[AriaLine], role: str, name: str) -> list[AriaLine]:
     start = next(i for i, line in enumerate(lines) if line.role == role and line.name == name)
     depth = lines[start].depth
     end = next((i for i in range(start + 1, len(lines)) if lines[i].depth <= depth), len(lines))
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
-@settings(max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(TEXT, min_size=1, max_size=6))
 def test_names_and_texts_chromium_computed_read_back_exactly(page: Page, names: list[str]) -> None:
     normalized = page.evaluate(BUILD, names)

@@ -13,6 +13,7 @@ test of its own: recording and capture (test_record.py, test_shots.py), replay a
 (test_s3_store.py), the server and its live updates (test_serve.py, test_serve_http.py), the
 HTML report (test_view_html.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,30 @@ from tests.store_helpers import REPO_ROOT
 WAIT_S = 1800
 """The quick bench takes minutes on an idle machine and several times that on a loaded one; speed
 is what it measures and prints, never what this test asserts."""
-SECTIONS = {"capture", "capture A/B", "parallel", "replay", "size", "memory", "model input", "hardweb", "realweb",
-            "redaction", "rescore", "store", "epoch", "objectstore", "serve", "report-html", "view", "interchange",
-            "repeats", "judges", "rankings", "seeding"}
+SECTIONS = {
+    "capture",
+    "capture A/B",
+    "parallel",
+    "replay",
+    "size",
+    "memory",
+    "model input",
+    "hardweb",
+    "realweb",
+    "redaction",
+    "rescore",
+    "store",
+    "epoch",
+    "objectstore",
+    "serve",
+    "report-html",
+    "view",
+    "interchange",
+    "repeats",
+    "judges",
+    "rankings",
+    "seeding",
+}
 SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
 SAMPLE_SECTIONS = {"model input", "rescore", "store"}
@@ -56,8 +78,13 @@ NOTES = {
 def run_bench(tmp_path: Path, *args: str) -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
     """``python -m bench --quick`` with ``args``: its figures by (section, name), and its output."""
     out = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out), *args], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=WAIT_S)
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "mmina benchmarks" in run.stdout
     return {(f["section"], f["name"]): f for f in json.loads(out.read_text())["figures"]}, run.stdout
@@ -77,17 +104,28 @@ def check_figures(figures: dict[tuple[str, str], dict[str, Any]], episodes: int)
     if "objectstore" in sections:
         assert figures["objectstore", "synthetic store written to s3://"]["value"] == STEPS * episodes
     if "model input" in sections:
-        assert 0 < figures["model input", "model input bytes per step (stored by content)"]["value"] < \
-            figures["model input", "store bytes per step, with model input"]["value"]
-    assert all(f["value"] == 0 for (section, name), f in figures.items()
-               if section == "realweb" and "connections reaching the live app" in name)
+        assert (
+            0
+            < figures["model input", "model input bytes per step (stored by content)"]["value"]
+            < figures["model input", "store bytes per step, with model input"]["value"]
+        )
+    assert all(
+        f["value"] == 0
+        for (section, name), f in figures.items()
+        if section == "realweb" and "connections reaching the live app" in name
+    )
     assert all(f["value"] == 0 for (section, name), f in figures.items() if "body redaction changed" in name)
-    assert all(f["value"] == int(f["note"].split()[1]) for (section, name), f in figures.items()
-               if section == "redaction" and name.endswith("planted credentials found"))
+    assert all(
+        f["value"] == int(f["note"].split()[1])
+        for (section, name), f in figures.items()
+        if section == "redaction" and name.endswith("planted credentials found")
+    )
     assert all(f["value"] == 100.0 for (section, name), f in figures.items() if name.endswith(": fidelity"))
     if "interchange" in sections:
-        few, whole = (figures["interchange", f"WARC export, {n}: peak RSS"]["value"]
-                      for n in ("10 tasks of the run", "the whole run"))
+        few, whole = (
+            figures["interchange", f"WARC export, {n}: peak RSS"]["value"]
+            for n in ("10 tasks of the run", "the whole run")
+        )
         assert whole < 1.5 * few, "the WARC export's memory grows with the run"
     for section, name in figures:
         value = figures[section, name]["value"]
@@ -114,10 +152,13 @@ def test_the_quick_bench_reports_every_figure(tmp_path: Path) -> None:
 def test_the_bench_records_the_machines_huge_pages(tmp_path: Path) -> None:
     """The figures move with the kernel's huge pages (bench/machine.py): results.json says which."""
     root = tmp_path / "transparent_hugepage"
-    choices = {"enabled": "always [madvise] never", "shmem_enabled": "always within_size advise [never] deny force",
-               "hugepages-64kB/enabled": "[always] inherit madvise never",
-               "hugepages-16kB/enabled": "always [inherit] madvise never",
-               "hugepages-2048kB/enabled": "always inherit madvise [never]"}
+    choices = {
+        "enabled": "always [madvise] never",
+        "shmem_enabled": "always within_size advise [never] deny force",
+        "hugepages-64kB/enabled": "[always] inherit madvise never",
+        "hugepages-16kB/enabled": "always [inherit] madvise never",
+        "hugepages-2048kB/enabled": "always inherit madvise [never]",
+    }
     for name, text in choices.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text + "\n")

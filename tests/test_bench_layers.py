@@ -7,6 +7,7 @@ cost less than the recording did). So each way's CPU is counted, and every way m
 every page the recording observed (the recorder's in its HAR, the bare harness's among the
 URLs of the pages it observed).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,15 @@ from mmina.store.sql import run_query
 
 
 def test_the_layers_redo_the_recorded_episode_and_reach_every_page(
-        recorded: tuple[Path, RunSummary], fixture_web, tmp_path: Path) -> None:
+    recorded: tuple[Path, RunSummary], fixture_web, tmp_path: Path
+) -> None:
     store_path, summary = recorded
     store = Store.open(store_path)
     episodes = recorded_steps(store, summary.run_id)
-    rows = run_query(store, f"select url, action, target_box from steps where run_id = '{summary.run_id}' "
-                            "order by step_index").rows
+    rows = run_query(
+        store,
+        f"select url, action, target_box from steps where run_id = '{summary.run_id}' order by step_index",
+    ).rows
     assert episodes == [[(url, action, box) for url, action, box in rows]]
     assert {a.split(" ")[0] for _, a, _ in episodes[0]} >= {"type", "stop"}  # typed, not only gone to
     assert all(box for _, a, box in episodes[0] if a.startswith(("click", "type")))

@@ -1,6 +1,7 @@
 """The Chromium command line mmina launches: one ``--disable-features`` switch that keeps every
 feature Playwright turns off, adds the browser UI a headless window never shows, and the user's
 own; and what that saves: one renderer process per context (its page's), not three."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,11 @@ def new_browser_processes(launch: Callable[[], Any]) -> tuple[Any, list[list[str
     before = set(descendants(os.getpid()))
     launched = launch()
     started = {pid: _command_line_if_alive(pid) for pid in set(descendants(os.getpid())) - before}
-    marked = {pid: c for pid, c in started.items() if "--remote-debugging-pipe" in c and MARK in c
-              and not any(a.startswith("--type=") for a in c)}
+    marked = {
+        pid: c
+        for pid, c in started.items()
+        if "--remote-debugging-pipe" in c and MARK in c and not any(a.startswith("--type=") for a in c)
+    }
     return launched, [c for pid, c in marked.items() if _parent(pid) not in marked]
 
 
@@ -56,21 +60,25 @@ def _parent(pid: int) -> int | None:
 
 def disabled_features(args: list[str]) -> list[list[str]]:
     """The value of each ``--disable-features`` switch, split into feature names."""
-    return [a[len(DISABLE_FEATURES):].split(",") for a in args if a.startswith(DISABLE_FEATURES)]
+    return [a[len(DISABLE_FEATURES) :].split(",") for a in args if a.startswith(DISABLE_FEATURES)]
 
 
 def test_playwright_defaults_are_the_ones_mmina_keeps() -> None:
     """If Playwright changes its list, mmina's copy (and the default it replaces) must follow."""
     with sync_playwright() as playwright:
         browser, [args] = new_browser_processes(
-            lambda: playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=[MARK]))
+            lambda: playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=[MARK])
+        )
         browser.close()
     assert disabled_features(args) == [list(PLAYWRIGHT_DISABLED_FEATURES)]
 
 
 def test_one_switch_keeps_playwrights_features_mmina_s_and_the_users() -> None:
-    session, [args] = new_browser_processes(lambda: BrowserSession(BrowserConfig(
-        extra_args=("--disable-features=Translate,MediaRouter", "--lang=de", MARK))))
+    session, [args] = new_browser_processes(
+        lambda: BrowserSession(
+            BrowserConfig(extra_args=("--disable-features=Translate,MediaRouter", "--lang=de", MARK))
+        )
+    )
     session.close()
     [features] = disabled_features(args)
     assert set(features) == {*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES, "Translate"}
@@ -80,7 +88,9 @@ def test_one_switch_keeps_playwrights_features_mmina_s_and_the_users() -> None:
 
 @pytest.mark.parametrize("extra_args", [(), (DISABLE_FEATURES,)])
 def test_launch_args_without_user_features(extra_args: tuple[str, ...]) -> None:
-    assert disabled_features(launch_args(extra_args)) == [[*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES]]
+    assert disabled_features(launch_args(extra_args)) == [
+        [*PLAYWRIGHT_DISABLED_FEATURES, *MMINA_DISABLED_FEATURES]
+    ]
 
 
 def test_a_context_costs_one_renderer() -> None:

@@ -1,5 +1,6 @@
 """The browser's event loop: a call cut short by the session stopping is an error of its episode
 (an ``MminaError``, which ends that episode and lets the run go on), never a bare CancelledError."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,11 @@ def test_a_call_running_when_the_loop_stops_raises_session_stopped() -> None:
 
     thread = threading.Thread(target=episode)
     thread.start()
-    wait_until(lambda: asyncio.run_coroutine_threadsafe(_running(), loop.loop).result(10), 30,
-               "the call running on the loop")
+    wait_until(
+        lambda: asyncio.run_coroutine_threadsafe(_running(), loop.loop).result(10),
+        30,
+        "the call running on the loop",
+    )
     loop.stop()
     thread.join(10)
     assert len(raised) == 1 and isinstance(raised[0], SessionStopped) and isinstance(raised[0], MminaError)

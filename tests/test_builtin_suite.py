@@ -2,6 +2,7 @@
 
 Also shows why archive replay matters: at drift 3 the same scripts meet different pages.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,17 @@ def selected(tasks: tuple[str, ...]) -> tuple[str, ...]:
     return sized(tasks, ())
 
 
-def _record(tmp_path_factory: pytest.TempPathFactory, tasks: tuple[str, ...], drift: int) -> tuple[Path, RunSummary]:
+def _record(
+    tmp_path_factory: pytest.TempPathFactory, tasks: tuple[str, ...], drift: int
+) -> tuple[Path, RunSummary]:
     """The oracle over ``tasks`` (all of them with MMINA_HEAVY=1), without screenshots."""
     store = tmp_path_factory.mktemp(f"drift{drift}") / "store"
-    config = RecordConfig(task_ids=selected(tasks), drift=drift, layout=sized(Layout(), Layout(workers=2)),
-                          browser=BrowserConfig(screenshots=False))
+    config = RecordConfig(
+        task_ids=selected(tasks),
+        drift=drift,
+        layout=sized(Layout(), Layout(workers=2)),
+        browser=BrowserConfig(screenshots=False),
+    )
     return store, record_run(Store.open(store, create=True), config)
 
 
@@ -89,11 +96,16 @@ def test_keywords_only_match_their_own_site() -> None:
             urls = [fragment.reference_url] + [s["url"] for s in fragment.script if s["action"] == "goto"]
             for url in urls:
                 assert keyword in url.lower(), (keyword, url)
-                assert not [k for k in keywords - {keyword} if k in url.lower() and k not in keyword], (keyword, url)
+                assert not [k for k in keywords - {keyword} if k in url.lower() and k not in keyword], (
+                    keyword,
+                    url,
+                )
             assert fragment.script[0]["action"] == "goto"
             if fragment.city:
-                assert fragment.city.lower().replace(" ", "-") in fragment.reference_url.lower() or \
-                    fragment.city.lower() in fragment.reference_url.lower(), fragment
+                assert (
+                    fragment.city.lower().replace(" ", "-") in fragment.reference_url.lower()
+                    or fragment.city.lower() in fragment.reference_url.lower()
+                ), fragment
             if fragment.flight:
                 assert fragment.flight.lower() in fragment.reference_url.lower(), fragment
 
@@ -103,8 +115,11 @@ def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) ->
     store, summary = drift0
     tasks = {t.task_id: t for t in load_suite(None, list(selected(SAMPLE)) or None).tasks}
     assert sorted(e.task_id for e in summary.episodes) == sorted(tasks)
-    failed = [(e.task_id, e.status, e.stop_reason, e.live_hops, e.n_hops, e.error) for e in summary.episodes
-              if (e.status, e.stop_reason, e.live_hops) != ("completed", "stop", e.n_hops)]
+    failed = [
+        (e.task_id, e.status, e.stop_reason, e.live_hops, e.n_hops, e.error)
+        for e in summary.episodes
+        if (e.status, e.stop_reason, e.live_hops) != ("completed", "stop", e.n_hops)
+    ]
     assert failed == []
     for episode in summary.episodes:
         answers = tasks[episode.task_id].reference_answers.get("must_include", [])
@@ -114,9 +129,12 @@ def test_oracle_solves_every_task_at_drift_0(drift0: tuple[Path, RunSummary]) ->
 
 
 def test_text_answers_are_on_the_pages_the_oracle_saw(drift0: tuple[Path, RunSummary]) -> None:
-    rows = run_query(Store.open(drift0[0]), """
+    rows = run_query(
+        Store.open(drift0[0]),
+        """
         select t.task_id, t.original_json, list(s.tree_text) from tasks t
-        join episodes e using (task_id) join steps s using (episode_id) group by all""").rows
+        join episodes e using (task_id) join steps s using (episode_id) group by all""",
+    ).rows
     for task_id, original, trees in rows:
         seen = "\n".join(trees).lower()
         for hop in json.loads(original).get("mmina_hops", []):
@@ -125,12 +143,16 @@ def test_text_answers_are_on_the_pages_the_oracle_saw(drift0: tuple[Path, RunSum
 
 
 @pytest.mark.timeout(WAIT_S)
-def test_drift_3_changes_the_pages_of_most_tasks(drift0: tuple[Path, RunSummary],
-                                                 drift3: tuple[Path, RunSummary]) -> None:
+def test_drift_3_changes_the_pages_of_most_tasks(
+    drift0: tuple[Path, RunSummary], drift3: tuple[Path, RunSummary]
+) -> None:
     def pages(store: Path) -> dict[str, list[str]]:
-        rows = run_query(Store.open(store), """
+        rows = run_query(
+            Store.open(store),
+            """
             select e.task_id, list(s.tree_text order by s.step_index) from episodes e
-            join steps s using (episode_id) group by all""").rows
+            join steps s using (episode_id) group by all""",
+        ).rows
         return dict(rows)
 
     before, after = pages(drift0[0]), pages(drift3[0])

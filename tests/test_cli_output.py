@@ -1,6 +1,7 @@
 """Output never changes the data: every table cell is the stored text (no Rich markup, no emoji
 codes, control characters shown as escapes, never sent raw to the terminal), nothing wraps when
 stdout is not a terminal, csv and json keep the values as stored, an empty table is one line."""
+
 from __future__ import annotations
 
 import csv
@@ -16,13 +17,37 @@ from mmina.cli.render import plain_text, print_table, render_rows, visible, visi
 from mmina.store import Store
 from tests.store_helpers import episode_row, judged_task_row, run_row, step_row
 
-TRICKY = ["[active]", "[down]", "[/x]", "goto [http://shop.mmina.test/]", "type [1] [abc] [press_enter_after=1]",
-          "[bold red]loud[/bold red]", ":smile:", "a\x1b[31mred\x1b[0m b", "x\x07\x08y", "back\rward", "tab\there",
-          "rtl\u202eevil", "end\x9bc1"]
+TRICKY = [
+    "[active]",
+    "[down]",
+    "[/x]",
+    "goto [http://shop.mmina.test/]",
+    "type [1] [abc] [press_enter_after=1]",
+    "[bold red]loud[/bold red]",
+    ":smile:",
+    "a\x1b[31mred\x1b[0m b",
+    "x\x07\x08y",
+    "back\rward",
+    "tab\there",
+    "rtl\u202eevil",
+    "end\x9bc1",
+]
 """Cell texts that a Rich table would change or a terminal would act on."""
-SHOWN = ["[active]", "[down]", "[/x]", "goto [http://shop.mmina.test/]", "type [1] [abc] [press_enter_after=1]",
-         "[bold red]loud[/bold red]", ":smile:", "a\\x1b[31mred\\x1b[0m b", "x\\x07\\x08y", "back\\rward", "tab\\there",
-         "rtl\\u202eevil", "end\\x9bc1"]
+SHOWN = [
+    "[active]",
+    "[down]",
+    "[/x]",
+    "goto [http://shop.mmina.test/]",
+    "type [1] [abc] [press_enter_after=1]",
+    "[bold red]loud[/bold red]",
+    ":smile:",
+    "a\\x1b[31mred\\x1b[0m b",
+    "x\\x07\\x08y",
+    "back\\rward",
+    "tab\\there",
+    "rtl\\u202eevil",
+    "end\\x9bc1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +76,9 @@ def cells(table: str) -> list[str]:
 
 def test_visible_escapes_only_control_characters() -> None:
     assert [visible_cell(t) for t in TRICKY] == SHOWN
-    assert visible("line 1\n\tline 2 — ünïcødé 🙂 [x]") == "line 1\n\tline 2 — ünïcødé 🙂 [x]"  # lines stay lines
+    assert (
+        visible("line 1\n\tline 2 — ünïcødé 🙂 [x]") == "line 1\n\tline 2 — ünïcødé 🙂 [x]"
+    )  # lines stay lines
 
 
 def test_stored_actions_are_shown_as_stored(store: Path) -> None:
@@ -66,7 +93,9 @@ def test_markup_in_a_query_is_text_not_an_error(store: Path) -> None:
 
 
 def test_csv_and_json_keep_the_raw_values(store: Path) -> None:
-    rows = list(csv.reader(io.StringIO(sql(store, "select action from steps order by step_index", "--format", "csv"))))
+    rows = list(
+        csv.reader(io.StringIO(sql(store, "select action from steps order by step_index", "--format", "csv")))
+    )
     assert [r[0] for r in rows[1:]] == TRICKY
     data = json.loads(sql(store, "select action from steps order by step_index", "--format", "json"))
     assert [r["action"] for r in data] == TRICKY
@@ -104,4 +133,6 @@ def test_report_tables_show_rates_and_text_literally(store: Path) -> None:
 def test_help_text_has_no_raw_markup() -> None:
     listed = CliRunner().invoke(cli, ["rescore", "--list"]).stdout
     assert "``" not in listed and ":class:" not in listed and "exact_match" in listed
-    assert plain_text("``x`` and `y` and :class:`mmina.tasks.task.Task` and **z**") == "x and y and Task and z"
+    assert (
+        plain_text("``x`` and `y` and :class:`mmina.tasks.task.Task` and **z**") == "x and y and Task and z"
+    )

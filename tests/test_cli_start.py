@@ -2,6 +2,7 @@
 are loaded from one table only when asked for (a lazy group), and a command module imports its
 library only inside the command. Checked in a fresh interpreter, by what ``sys.modules`` holds
 after each ``--help`` — not by a time, which this shared machine would make noisy."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,18 @@ from click.testing import CliRunner
 from mmina.cli import COMMANDS, cli
 from mmina.cli.common import LazyGroup
 
-HEAVY = ("duckdb", "pyarrow", "playwright", "PIL", "plotly", "fsspec", "openai", "numpy", "starlette", "uvicorn")
+HEAVY = (
+    "duckdb",
+    "pyarrow",
+    "playwright",
+    "PIL",
+    "plotly",
+    "fsspec",
+    "openai",
+    "numpy",
+    "starlette",
+    "uvicorn",
+)
 
 PROBE = """
 import json, sys
@@ -57,10 +69,13 @@ def test_no_help_imports_a_heavy_library() -> None:
 def test_the_probe_sees_a_command_that_loads_them() -> None:
     """The probe could pass by looking in the wrong place: running a command (not its help) does
     load what it needs, and the probe says so."""
-    code = PROBE.replace('[*args, "--help"]', '[*args, "--format", "csv"]').format(heavy=HEAVY,
-                                                                                   commands=[["sql", "--schema"]])
+    code = PROBE.replace('[*args, "--help"]', '[*args, "--format", "csv"]').format(
+        heavy=HEAVY, commands=[["sql", "--schema"]]
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert {"duckdb", "pyarrow"} <= set(json.loads(run.stdout.strip().splitlines()[-1])["sql --schema"]), run.stderr
+    assert {"duckdb", "pyarrow"} <= set(json.loads(run.stdout.strip().splitlines()[-1])["sql --schema"]), (
+        run.stderr
+    )
 
 
 def test_one_table_names_every_command_and_each_has_help_with_an_example() -> None:

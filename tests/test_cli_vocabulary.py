@@ -1,5 +1,6 @@
 """One vocabulary across commands (old names still work, with a warning), --format offering
 what its help says, and honest scores when an evaluator has nothing to judge."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ from tests.store_helpers import episode_row, judged_task_row, run_row, step_row
 from tests.test_cli_start import every_command
 
 KEY = {"OPENAI_API_KEY": "sk-test"}
-TASKS = [judged_task_row("normal/1", {"must_include": ["tea"]}, reference_url="http://site1.test/"),
-         judged_task_row("normal/2", {"must_include": ["tea"]})]
+TASKS = [
+    judged_task_row("normal/1", {"must_include": ["tea"]}, reference_url="http://site1.test/"),
+    judged_task_row("normal/2", {"must_include": ["tea"]}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,24 +52,60 @@ def scores(store: Path) -> int:
 
 # -- old names -------------------------------------------------------------------------------------
 
+
 def test_old_judge_names_work_with_a_warning(store: Path, tmp_path: Path) -> None:
     with FakeOpenAI() as server:
-        result = invoke(store, "rescore", "--evaluator", "fuzzy", "--arg", "reference=must_include", "--judge-model",
-                        "j", "--base-url", server.url, "--run", "run-a", env=KEY)
+        result = invoke(
+            store,
+            "rescore",
+            "--evaluator",
+            "fuzzy",
+            "--arg",
+            "reference=must_include",
+            "--judge-model",
+            "j",
+            "--base-url",
+            server.url,
+            "--run",
+            "run-a",
+            env=KEY,
+        )
     assert server.requests, "the old --base-url reached the judge"
     assert "Warning: --base-url is an old name; use --judge-base-url" in result.stderr
-    both = invoke(store, "rescore", "--evaluator", "hops", "--judge-concurrency", "2", "--concurrency", "3",
-                  exit_code=2)
+    both = invoke(
+        store, "rescore", "--evaluator", "hops", "--judge-concurrency", "2", "--concurrency", "3", exit_code=2
+    )
     assert "give --judge-concurrency or its old name --concurrency, not both" in both.output
-    value_judge = invoke(store, "eval-steps", "--run", "run-a", "--report-only", "--value-judge", "j",
-                         "--judge-model", "j", exit_code=2)
+    value_judge = invoke(
+        store,
+        "eval-steps",
+        "--run",
+        "run-a",
+        "--report-only",
+        "--value-judge",
+        "j",
+        "--judge-model",
+        "j",
+        exit_code=2,
+    )
     assert "give --judge-model or its old name --value-judge, not both" in value_judge.output
 
 
 def test_positional_ids_of_compare_and_view_still_work_with_a_warning(store: Path, tmp_path: Path) -> None:
     invoke(store, "rescore", "--evaluator", "must_include")
     old = invoke(store, "compare", "run-a", "run-b", "--evaluator", "must_include", "--format", "json")
-    new = invoke(store, "compare", "--run", "run-a", "--run", "run-b", "--evaluator", "must_include", "--format", "json")
+    new = invoke(
+        store,
+        "compare",
+        "--run",
+        "run-a",
+        "--run",
+        "run-b",
+        "--evaluator",
+        "must_include",
+        "--format",
+        "json",
+    )
     assert json.loads(old.stdout) == json.loads(new.stdout)
     assert "Warning: RUN_A [RUN_B] as arguments is an old form; use --run A --run B" in old.stderr
     out = tmp_path / "episode.html"
@@ -75,8 +114,10 @@ def test_positional_ids_of_compare_and_view_still_work_with_a_warning(store: Pat
 
 
 def test_help_shows_only_the_new_names() -> None:
-    for command, old in ((["rescore"], ("--base-url", "--concurrency", "--model-deadline", "--model-retries")),
-                         (["eval-steps"], ("--value-judge",))):
+    for command, old in (
+        (["rescore"], ("--base-url", "--concurrency", "--model-deadline", "--model-retries")),
+        (["eval-steps"], ("--value-judge",)),
+    ):
         text = CliRunner().invoke(cli, [*command, "--help"]).output
         assert not [name for name in old if re.search(rf"(?<![\w-]){name}\b", text)], command
         assert "--judge-model" in text and "--judge-base-url" in text and "--judge-concurrency" in text
@@ -110,55 +151,91 @@ def test_compare_prints_rates_as_percentages(store: Path) -> None:
 
 # -- nothing to judge ----------------------------------------------------------------------------
 
+
 def test_an_evaluator_with_nothing_to_judge_refuses_with_a_hint(store: Path) -> None:
     before = scores(store)
     result = invoke(store, "rescore", "--evaluator", "fuzzy", "--judge-model", "j", env=KEY, exit_code=1)
     assert result.output.count("\n") == 1 and "nothing to judge in 4 task(s)" in result.output
-    assert "the tasks have must_include in 4, url_match in 2: try --arg reference=must_include" in result.output
+    assert (
+        "the tasks have must_include in 4, url_match in 2: try --arg reference=must_include" in result.output
+    )
     assert scores(store) == before
 
 
 def test_an_episode_with_nothing_to_judge_is_na_and_in_no_rate(store: Path, tmp_path: Path) -> None:
-    data = json.loads(invoke(store, "rescore", "--evaluator", "url_match", "--run", "run-a", "--format",
-                             "json").stdout)
+    data = json.loads(
+        invoke(store, "rescore", "--evaluator", "url_match", "--run", "run-a", "--format", "json").stdout
+    )
     verdicts = {e["task_id"]: e["verdict"] for e in data["episodes"]}
     assert verdicts == {"normal/1": "pass", "normal/2": "n/a"}
     overall = data["buckets"][-1]
-    assert (overall["episodes"], overall["tasks_na"], overall["tasks_passed"], overall["task_sr"]) == (2, 1, 1, 1.0)
+    assert (overall["episodes"], overall["tasks_na"], overall["tasks_passed"], overall["task_sr"]) == (
+        2,
+        1,
+        1,
+        1.0,
+    )
     report = invoke(store, "report", "--run", "run-a", "--evaluator", "url_match")
     assert "1 task(s) (and 1 with nothing to judge (n/a): in no rate)" in report.stdout
-    table = json.loads(invoke(store, "report", "--run", "run-a", "--evaluator", "url_match", "--format",
-                              "json").stdout)["tables"]["sr_by_bucket"]
+    table = json.loads(
+        invoke(store, "report", "--run", "run-a", "--evaluator", "url_match", "--format", "json").stdout
+    )["tables"]["sr_by_bucket"]
     assert (table[-1]["tasks"], table[-1]["task_sr"]) == (1, 1.0)
 
 
 def test_a_batch_with_nothing_judged_reports_a_dash_not_zero(store: Path) -> None:
     """A batch of n/a verdicts only (as another evaluator may write): no rate, shown as –."""
-    rows = [{"episode_id": f"run-b-{i}", "task_id": f"normal/{i}", "evaluator": "mine", "evaluator_version": "1",
-             "args_json": "{}", "level": "task", "hop": None, "step_index": None, "verdict": "n/a", "value": 0.0,
-             "detail_json": "{}", "batch_id": "b-na", "scored_at": episode_row()["started_at"]} for i in (1, 2)]
+    rows = [
+        {
+            "episode_id": f"run-b-{i}",
+            "task_id": f"normal/{i}",
+            "evaluator": "mine",
+            "evaluator_version": "1",
+            "args_json": "{}",
+            "level": "task",
+            "hop": None,
+            "step_index": None,
+            "verdict": "n/a",
+            "value": 0.0,
+            "detail_json": "{}",
+            "batch_id": "b-na",
+            "scored_at": episode_row()["started_at"],
+        }
+        for i in (1, 2)
+    ]
     Store.open(store).append("scores", rows, stem="b-na", run_id="run-b")
     table = invoke(store, "report", "--run", "run-b", "--evaluator", "mine", "--table", "sr_by_bucket").stdout
     overall = next(line for line in table.splitlines() if "overall" in line)
     assert "–" in overall and "0.0%" not in overall and "with nothing to judge" in table
-    data = json.loads(invoke(store, "report", "--run", "run-b", "--evaluator", "mine", "--format", "json").stdout)
-    assert (data["tables"]["sr_by_bucket"][-1]["tasks"], data["tables"]["sr_by_bucket"][-1]["task_sr"]) == (0, None)
+    data = json.loads(
+        invoke(store, "report", "--run", "run-b", "--evaluator", "mine", "--format", "json").stdout
+    )
+    assert (data["tables"]["sr_by_bucket"][-1]["tasks"], data["tables"]["sr_by_bucket"][-1]["task_sr"]) == (
+        0,
+        None,
+    )
 
 
 # -- wording: did you mean, plurals, SQL errors ------------------------------------------------------
+
 
 def test_a_mistyped_command_is_offered_the_nearest_of_every_command() -> None:
     """Commands are imported when used, so click alone offered only those loaded already."""
     for typed, meant in ((["recrd"], "record"), (["store", "verfy"], "verify"), (["export", "wac"], "wacz")):
         result = CliRunner().invoke(cli, typed)
-        assert result.exit_code == 2 and f"'{meant}'" in result.output and "Did you mean" in result.output, typed
+        assert result.exit_code == 2 and f"'{meant}'" in result.output and "Did you mean" in result.output, (
+            typed
+        )
 
 
 def test_counts_take_the_right_number(store: Path) -> None:
     from mmina.errors import plural
 
-    assert (plural(1, "retry", "retries"), plural(2, "retry", "retries"), plural(0, "run")) == \
-        ("1 retry", "2 retries", "0 runs")
+    assert (plural(1, "retry", "retries"), plural(2, "retry", "retries"), plural(0, "run")) == (
+        "1 retry",
+        "2 retries",
+        "0 runs",
+    )
     assert ": 2 runs, 4 episodes, 8 steps" in invoke(store, "store", "info").output
 
 
@@ -170,6 +247,7 @@ def test_a_query_naming_what_is_not_there_points_to_the_schema(store: Path) -> N
 
 
 # -- one vocabulary: one output flag, one task flag, one suite option, one wording for what is not there ---
+
 
 def _command(path: tuple[str, ...]) -> click.Command:
     command: click.Command = cli
@@ -195,7 +273,9 @@ def test_every_command_that_writes_calls_its_output_o_or_output(store: Path, tmp
     old = invoke(store, "report", "--run", "run-a", "--format", "json", "--out", str(tmp_path / "old.json"))
     assert "old name" not in short.stderr
     assert "Warning: --out is an old name; use --output" in old.stderr
-    assert json.loads((tmp_path / "old.json").read_text()) == json.loads((tmp_path / "short.json").read_text())
+    assert json.loads((tmp_path / "old.json").read_text()) == json.loads(
+        (tmp_path / "short.json").read_text()
+    )
     both = invoke(store, "report", "--out", str(tmp_path / "a"), "--output", str(tmp_path / "b"), exit_code=2)
     assert "give --output or its old name --out, not both" in both.output
 
@@ -217,8 +297,11 @@ def test_every_command_that_reads_a_suite_takes_tasks_path() -> None:
     for path in every_command():
         suites = [o for o in _visible_options(path) if o.name == "tasks_path"]
         assert all(o.opts == ["--tasks"] for o in suites), path
-        assert not [p for p in _command(path).params if isinstance(p, click.Argument) and p.name == "path"
-                    and path[0] == "tasks"], path
+        assert not [
+            p
+            for p in _command(path).params
+            if isinstance(p, click.Argument) and p.name == "path" and path[0] == "tasks"
+        ], path
     for command in ("list", "validate"):
         new = CliRunner().invoke(cli, ["tasks", command, "--tasks", "multi567", "--format", "json"])
         old = CliRunner().invoke(cli, ["tasks", command, "multi567", "--format", "json"])
@@ -230,8 +313,10 @@ def test_every_command_that_reads_a_suite_takes_tasks_path() -> None:
 
 
 def test_the_agent_defaults_differ_only_where_help_says_why() -> None:
-    agents = {path: next(o for o in _visible_options(path) if o.name == "agent") for path in (("record",),
-                                                                                               ("eval-steps",))}
+    agents = {
+        path: next(o for o in _visible_options(path) if o.name == "agent")
+        for path in (("record",), ("eval-steps",))
+    }
     assert (agents[("record",)].default, agents[("eval-steps",)].default) == ("oracle", "openai")
     assert "not record's default oracle" in (agents[("eval-steps",)].help or "")
 
@@ -247,32 +332,44 @@ UNKNOWN = [
 ]
 
 
-@pytest.mark.parametrize(("args", "kind", "name", "nearest"), UNKNOWN, ids=[" ".join(c[0][:2]) for c in UNKNOWN])
-def test_what_is_not_there_is_said_the_same_way_for_every_kind(store: Path, tmp_path: Path, args: list[str],
-                                                                kind: str, name: str, nearest: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "kind", "name", "nearest"), UNKNOWN, ids=[" ".join(c[0][:2]) for c in UNKNOWN]
+)
+def test_what_is_not_there_is_said_the_same_way_for_every_kind(
+    store: Path, tmp_path: Path, args: list[str], kind: str, name: str, nearest: str
+) -> None:
     """``no KIND 'NAME' in WHERE (did you mean 'NEAREST'? ...; see COMMAND)``: one line, exit 1."""
     target = tmp_path / "fresh" if args[0] == "record" else store
     result = invoke(target, *args, exit_code=1)
     line = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(rf"Error: no {kind} '{re.escape(name)}'( in [^(]+)? \(did you mean '{nearest}'\? .+\)",
-                        line), line
+    assert re.fullmatch(
+        rf"Error: no {kind} '{re.escape(name)}'( in [^(]+)? \(did you mean '{nearest}'\? .+\)", line
+    ), line
     assert len([entry for entry in result.stderr.splitlines() if entry.startswith("Error:")]) == 1
 
 
 def test_a_table_the_report_does_not_have_is_said_the_same_way(store: Path) -> None:
     invoke(store, "rescore", "--evaluator", "must_include", "--run", "run-a")
-    result = invoke(store, "report", "--run", "run-a", "--evaluator", "must_include", "--table", "runner_log",
-                    exit_code=1)
-    assert result.stderr.strip() == "Error: no table 'runner_log' in this report (only with --evaluator mmina_official)"
+    result = invoke(
+        store, "report", "--run", "run-a", "--evaluator", "must_include", "--table", "runner_log", exit_code=1
+    )
+    assert (
+        result.stderr.strip()
+        == "Error: no table 'runner_log' in this report (only with --evaluator mmina_official)"
+    )
 
 
 def test_not_found_offers_the_nearest_name_only_when_one_is_close() -> None:
     from mmina.errors import not_found
 
-    assert not_found("run", "nightlx", "/s", ["nightly", "weekly"], "mmina runs") == \
-        "no run 'nightlx' in /s (did you mean 'nightly'? see mmina runs)"
+    assert (
+        not_found("run", "nightlx", "/s", ["nightly", "weekly"], "mmina runs")
+        == "no run 'nightlx' in /s (did you mean 'nightly'? see mmina runs)"
+    )
     assert not_found("episode", "zzz", "/s", ["normal-1-abc"]) == "no episode 'zzz' in /s"
-    assert not_found("agent", "x", known=["oracle"], listing="agents: oracle") == "no agent 'x' (agents: oracle)"
+    assert (
+        not_found("agent", "x", known=["oracle"], listing="agents: oracle") == "no agent 'x' (agents: oracle)"
+    )
 
 
 def test_a_mistyped_option_is_offered_the_nearest_on_every_command() -> None:

@@ -3,6 +3,7 @@
 Real Parquet written through the store's writers, a really recorded episode, real DuckDB
 views; the crash and concurrency cases use real locks and a swap that really fails half-way.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,9 @@ def test_a_recorded_run_compacts_to_one_file_per_table_and_reads_the_same(record
     before, info_before = snapshot(store), store_info(store)
     [result] = compact_store(store)
     assert (result.run_id, result.episodes, result.files_after) == (run_id, 4, 4)
-    assert result.files_before == 4 + 4 + 4 + 1 and result.bytes_after < result.bytes_before, \
+    assert result.files_before == 4 + 4 + 4 + 1 and result.bytes_after < result.bytes_before, (
         "episodes, steps and requests of 4 episodes, and the recorded episode's verdicts (one file: left as it is)"
+    )
     for table in ("episodes", "steps", "requests"):
         [name] = data_files(store, table, run_id)
         assert name.startswith("batch-") and name.endswith(V)
@@ -81,11 +83,16 @@ def test_a_recorded_run_compacts_to_one_file_per_table_and_reads_the_same(record
     [problem] = verify_store(store).problems  # the synthetic episodes lack the verdicts a recorded run stores
     assert problem.kind == "unscored" and "and 2 more committed without a hops verdict" in problem.message
     assert not (store.root / ".compact").exists()
-    episode = next(e for e in store.read("episodes", run_id=run_id).to_pylist() if e["task_id"] != "normal/1"
-                   or not e["episode_id"].startswith("ep"))
+    episode = next(
+        e
+        for e in store.read("episodes", run_id=run_id).to_pylist()
+        if e["task_id"] != "normal/1" or not e["episode_id"].startswith("ep")
+    )
     shots = [s for s in store.read("steps").to_pylist() if s["episode_id"] == episode["episode_id"]]
     blobs = store.read_blobs([s["screenshot"] for s in shots], episode["blob_packs"])
-    assert len(blobs) == len({s["screenshot"] for s in shots}) and all(b[:2] == b"\xff\xd8" for b in blobs.values())
+    assert len(blobs) == len({s["screenshot"] for s in shots}) and all(
+        b[:2] == b"\xff\xd8" for b in blobs.values()
+    )
 
 
 def test_compacting_again_is_a_no_op_until_new_episodes_arrive(store: Store) -> None:
@@ -120,7 +127,9 @@ def test_orphans_are_kept_as_they_are_and_still_reported(store: Store) -> None:
     steps = store.root / "steps" / "run_id=r1"
     committed = pq.read_table(steps / f"ep0{V}")
     orphan = steps / f"ep-orphan{V}"  # a writer killed between its renames
-    pq.write_table(committed.set_column(0, "episode_id", pa.array(["ep-orphan"] * committed.num_rows)), orphan)
+    pq.write_table(
+        committed.set_column(0, "episode_id", pa.array(["ep-orphan"] * committed.num_rows)), orphan
+    )
     content = orphan.read_bytes()
     before = snapshot(store)
     compact_store(store)
@@ -129,7 +138,8 @@ def test_orphans_are_kept_as_they_are_and_still_reported(store: Store) -> None:
 
 
 def test_a_compaction_that_dies_between_swaps_reads_the_same_and_finishes_next_time(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = snapshot(store)
     swap = compaction._exchange
     calls: list[Path] = []
@@ -188,8 +198,11 @@ def test_a_batch_writer_commits_many_episodes_as_one_file(tmp_path: Path) -> Non
     batch = store.batch_writer("r1")
     for index in range(50):
         shot = batch.put_blob(f"screen {index % 5}".encode(), "image/jpeg")
-        batch.add_episode({"episode_id": f"b{index}", **episode_row(n_steps=2)},
-                          [step_row(0, shot), step_row(1, shot)], [request_row(1, shot)])
+        batch.add_episode(
+            {"episode_id": f"b{index}", **episode_row(n_steps=2)},
+            [step_row(0, shot), step_row(1, shot)],
+            [request_row(1, shot)],
+        )
     assert run_query(store, "select count(*) from episodes").rows == [(0,)], "visible before the commit"
     batch.commit()
     assert run_query(store, "select count(*), count(distinct episode_id) from steps").rows == [(100, 50)]
@@ -225,20 +238,39 @@ def test_compact_command(store: Store) -> None:
 
 
 def _score_rows(batch: str, verdict: str, minute: int) -> list[dict]:
-    return [{"episode_id": f"ep{i}", "task_id": "normal/1", "evaluator": "hops", "evaluator_version": "1",
-             "args_json": "{}", "level": "task", "hop": None, "step_index": None, "verdict": verdict,
-             "value": float(verdict == "pass"), "detail_json": "{}", "batch_id": batch,
-             "scored_at": datetime(2026, 1, 1, 0, minute, tzinfo=UTC)} for i in range(6)]
+    return [
+        {
+            "episode_id": f"ep{i}",
+            "task_id": "normal/1",
+            "evaluator": "hops",
+            "evaluator_version": "1",
+            "args_json": "{}",
+            "level": "task",
+            "hop": None,
+            "step_index": None,
+            "verdict": verdict,
+            "value": float(verdict == "pass"),
+            "detail_json": "{}",
+            "batch_id": batch,
+            "scored_at": datetime(2026, 1, 1, 0, minute, tzinfo=UTC),
+        }
+        for i in range(6)
+    ]
 
 
 def test_score_batches_are_merged_and_the_latest_verdicts_stay_the_latest(store: Store) -> None:
     store.append("scores", _score_rows("b1", "fail", 1), stem="b1", run_id="r1")
     store.append("scores", _score_rows("b2", "pass", 2), stem="b2", run_id="r1")
     latest = "select episode_id, verdict, batch_id from latest_scores order by episode_id"
-    before = (run_query(store, latest).rows, run_query(store, "select * from scores order by batch_id, episode_id").rows)
+    before = (
+        run_query(store, latest).rows,
+        run_query(store, "select * from scores order by batch_id, episode_id").rows,
+    )
     [result] = compact_store(store)
     assert result.files_before == 6 * 3 + 2 and result.files_after == 4
     assert len(data_files(store, "scores", "r1")) == 1
-    assert (run_query(store, latest).rows, run_query(store, "select * from scores order by batch_id, episode_id").rows) \
-        == before
+    assert (
+        run_query(store, latest).rows,
+        run_query(store, "select * from scores order by batch_id, episode_id").rows,
+    ) == before
     assert {row[1] for row in before[0]} == {"pass"}

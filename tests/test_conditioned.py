@@ -5,6 +5,7 @@ The queue and the table are pure (no browser); the plan reads a really recorded 
 ``openai`` agent's prompt is checked on a real conditioned episode against the local
 OpenAI-compatible server. The hand-over in the browser is in test_conditioned_handover.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,16 @@ SUITE = load_suite()
 
 # -- the live queue ---------------------------------------------------------------------------
 
+
 def test_given_hops_complete_at_the_reference_steps_whatever_the_url() -> None:
     tracker = HopTracker(THREE, given=(2, 5), prefix_steps=5)
-    assert [tracker.observe("http://nowhere.test/", i) for i in range(5)] == [False, False, True, False, False]
+    assert [tracker.observe("http://nowhere.test/", i) for i in range(5)] == [
+        False,
+        False,
+        True,
+        False,
+        False,
+    ]
     assert tracker.observe("http://flights.test/", 5) and tracker.completed_at == [2, 5]  # hop 2 given at 5
     assert not tracker.observe("http://flights.test/x", 5)  # one hop per step: hop 3 not at the same step
     assert tracker.observe("http://flights.test/x", 6) and tracker.done and tracker.completed_at == [2, 5, 6]
@@ -69,8 +77,17 @@ def test_the_agents_hop_cannot_complete_on_a_prefix_page() -> None:
 
 # -- the verdicts -------------------------------------------------------------------------------
 
+
 def _trace(urls: list[str], given: tuple[int, ...] = (), prefix: int = 0, answer: str | None = None) -> Trace:
-    return Trace(task=THREE, final_answer=answer, step_indexes=list(range(len(urls))), urls=urls, terminal_url=None, given=given, prefix_steps=prefix)
+    return Trace(
+        task=THREE,
+        final_answer=answer,
+        step_indexes=list(range(len(urls))),
+        urls=urls,
+        terminal_url=None,
+        given=given,
+        prefix_steps=prefix,
+    )
 
 
 def test_hops_writes_rows_only_for_the_agents_hops() -> None:
@@ -78,7 +95,12 @@ def test_hops_writes_rows_only_for_the_agents_hops() -> None:
     hops = [(r.hop_index, r.verdict, r.detail["completed_step"]) for r in rows if r.level == "hop"]
     assert hops == [(1, "pass", 2), (2, "pass", 3)]
     task = rows[-1]
-    assert (task.verdict, task.value, task.detail["hops_given"], task.detail["given_hop_steps"]) == ("pass", 1.0, 1, [1])
+    assert (task.verdict, task.value, task.detail["hops_given"], task.detail["given_hop_steps"]) == (
+        "pass",
+        1.0,
+        1,
+        [1],
+    )
 
 
 def test_a_conditioned_episode_fails_from_where_the_agent_failed() -> None:
@@ -95,37 +117,64 @@ def test_a_free_running_episode_is_scored_as_before() -> None:
 
 
 @settings(max_examples=sized(100, 300), deadline=None)
-@given(urls=st.lists(st.sampled_from(["kiwix", "shop", "flight", "other"]), min_size=1, max_size=12),
-       start=st.integers(0, 2), data=st.data())
-def test_no_hop_is_credited_before_the_agent_could_act(urls: list[str], start: int, data: st.DataObject) -> None:
+@given(
+    urls=st.lists(st.sampled_from(["kiwix", "shop", "flight", "other"]), min_size=1, max_size=12),
+    start=st.integers(0, 2),
+    data=st.data(),
+)
+def test_no_hop_is_credited_before_the_agent_could_act(
+    urls: list[str], start: int, data: st.DataObject
+) -> None:
     prefix = data.draw(st.integers(0, len(urls)))
-    given_steps = tuple(sorted(data.draw(st.lists(st.integers(0, prefix), min_size=start, max_size=start,
-                                                  unique=True)))) if start <= prefix + 1 else ()
+    given_steps = (
+        tuple(
+            sorted(data.draw(st.lists(st.integers(0, prefix), min_size=start, max_size=start, unique=True)))
+        )
+        if start <= prefix + 1
+        else ()
+    )
     rows = Hops().rows(_trace(urls, given_steps, prefix))
     hops = [r for r in rows if r.level == "hop"]
     assert [r.hop_index for r in hops] == list(range(len(given_steps), 3))
     opens = first_agent_step(prefix, given_steps)
     assert all(r.detail["completed_step"] is None or r.detail["completed_step"] >= opens for r in hops)
-    assert 0.0 <= rows[-1].value <= 1.0 and rows[-1].detail["hops_completed"] == sum(r.verdict == "pass" for r in hops)
+    assert 0.0 <= rows[-1].value <= 1.0 and rows[-1].detail["hops_completed"] == sum(
+        r.verdict == "pass" for r in hops
+    )
 
 
 # -- the agents ---------------------------------------------------------------------------------
 
+
 def _observation() -> Observation:
-    return Observation(step_index=3, url="http://wiki.mmina.test/kiwix/A/Solaria", title="Solaria",
-                       tabs=[Tab("http://wiki.mmina.test/kiwix/A/Solaria", "Solaria")], active_tab=0,
-                       tree_text='[1] heading "Solaria"', intent="x")
+    return Observation(
+        step_index=3,
+        url="http://wiki.mmina.test/kiwix/A/Solaria",
+        title="Solaria",
+        tabs=[Tab("http://wiki.mmina.test/kiwix/A/Solaria", "Solaria")],
+        active_tab=0,
+        tree_text='[1] heading "Solaria"',
+        intent="x",
+    )
 
 
 @pytest.mark.parametrize("shown", [True, False])
 def test_the_openai_agent_lists_the_prefix_as_its_previous_actions_unless_hidden(shown: bool) -> None:
     agent = OpenAIAgent(AgentSettings(model="m"), client=None)
     agent.reset(THREE)
-    agent.take_over(Handover(1, ("type [5] [Solaria] [press_enter_after=1]", "click [9]", "not an action"),
-                             ("http://a/", "http://b/", "http://c/"), shown))
+    agent.take_over(
+        Handover(
+            1,
+            ("type [5] [Solaria] [press_enter_after=1]", "click [9]", "not an action"),
+            ("http://a/", "http://b/", "http://c/"),
+            shown,
+        )
+    )
     step = agent.messages(_observation())[-1]["content"]
-    listed = ("PREVIOUS ACTIONS:\n1. type [5] [Solaria] [press_enter_after=1]\n2. click [9]\n"
-              "3. (a reply without a valid action)")
+    listed = (
+        "PREVIOUS ACTIONS:\n1. type [5] [Solaria] [press_enter_after=1]\n2. click [9]\n"
+        "3. (a reply without a valid action)"
+    )
     assert step.endswith(listed) if shown else step.endswith("PREVIOUS ACTIONS:\nNone")
 
 
@@ -143,8 +192,15 @@ def test_the_oracle_and_the_heuristic_go_on_from_the_hand_over() -> None:
 
 # -- the table ----------------------------------------------------------------------------------
 
-def _episode(task: str, n_hops: int, passed: list[bool], start: int | None = None, faithful: bool | None = None,
-             agent: str = "heuristic") -> Episode:
+
+def _episode(
+    task: str,
+    n_hops: int,
+    passed: list[bool],
+    start: int | None = None,
+    faithful: bool | None = None,
+    agent: str = "heuristic",
+) -> Episode:
     first = start or 0
     hops = tuple(HopVerdict(first + i, ok, None) for i, ok in enumerate(passed))
     return Episode(
@@ -173,14 +229,19 @@ def _episode(task: str, n_hops: int, passed: list[bool], start: int | None = Non
 
 
 def test_conditioned_hops_sets_the_given_prefix_rate_beside_table_3() -> None:
-    free = [_episode("a", 3, [True, False, False]), _episode("b", 3, [False, False, False]),
-            _episode("c", 3, [True, True, False])]
-    conditioned = [_episode("a", 3, [True, False], start=1, faithful=True),
-                   _episode("b", 3, [True, True], start=1, faithful=True),
-                   _episode("c", 3, [False, True], start=1, faithful=True),
-                   _episode("a", 3, [True], start=2, faithful=False),
-                   _episode("b", 3, [False], start=2, faithful=True),
-                   _episode("x", 3, [True], start=2, faithful=True, agent="oracle")]
+    free = [
+        _episode("a", 3, [True, False, False]),
+        _episode("b", 3, [False, False, False]),
+        _episode("c", 3, [True, True, False]),
+    ]
+    conditioned = [
+        _episode("a", 3, [True, False], start=1, faithful=True),
+        _episode("b", 3, [True, True], start=1, faithful=True),
+        _episode("c", 3, [False, True], start=1, faithful=True),
+        _episode("a", 3, [True], start=2, faithful=False),
+        _episode("b", 3, [False], start=2, faithful=True),
+        _episode("x", 3, [True], start=2, faithful=True, agent="oracle"),
+    ]
     table = {(r["agent"], r["hop"]): r for r in conditioned_hops(conditioned, free).records()}
     hop2 = table[("heuristic", 2)]
     assert (hop2["episodes"], hop2["passed"], hop2["sr"]) == (3, 2, 2 / 3)
@@ -201,14 +262,23 @@ def test_table_3_counts_a_conditioned_start_hop_as_reached() -> None:
 
 # -- the plan, on a recorded reference ------------------------------------------------------------
 
+
 def test_the_plan_hands_over_where_the_verdicts_say_and_skips_what_it_cannot(
-        recorded: tuple[Path, RunSummary]) -> None:
+    recorded: tuple[Path, RunSummary],
+) -> None:
     store, summary = Store.open(recorded[0]), recorded[1]
     task = SUITE.select(["normal/1"]).tasks[0]
-    prefixes, skipped = plan_prefixes(store, PrefixSpec(summary.run_id, every_hop=True), {task.task_id: task}, 30)
+    prefixes, skipped = plan_prefixes(
+        store, PrefixSpec(summary.run_id, every_hop=True), {task.task_id: task}, 30
+    )
     assert [(p.start_hop, p.steps, p.given) for p in prefixes] == [(0, 0, ()), (1, 0, (0,))]
     (at_step,), none = plan_prefixes(store, PrefixSpec(summary.run_id, step=2), {task.task_id: task}, 30)
-    assert (at_step.start_hop, at_step.steps, at_step.actions[0].startswith("type ["), none) == (1, 2, True, [])
+    assert (at_step.start_hop, at_step.steps, at_step.actions[0].startswith("type ["), none) == (
+        1,
+        2,
+        True,
+        [],
+    )
     _, skipped = plan_prefixes(store, PrefixSpec(summary.run_id, step=2), {task.task_id: task}, 2)
     assert "no step of the --max-steps 2 budget" in skipped[0].reason
     _, skipped = plan_prefixes(store, PrefixSpec(summary.run_id, step=99), {task.task_id: task}, 300)
@@ -232,6 +302,7 @@ def test_bad_specs_are_refused() -> None:
 
 # -- the command line ---------------------------------------------------------------------------
 
+
 @settings(max_examples=sized(100, 300), deadline=None)
 @given(st.text(max_size=20))
 def test_at_hop_reads_hops_from_1_or_all_and_refuses_the_rest(text: str) -> None:
@@ -241,17 +312,24 @@ def test_at_hop_reads_hops_from_1_or_all_and_refuses_the_rest(text: str) -> None
         value = _at_hop(None, None, text)  # type: ignore[arg-type]
     except click.BadParameter:
         return
-    assert value == "all" or (isinstance(value, tuple) and value and all(isinstance(k, int) and k >= 1 for k in value))
+    assert value == "all" or (
+        isinstance(value, tuple) and value and all(isinstance(k, int) and k >= 1 for k in value)
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--at-hop", "2"], "--at-hop, --at-step and --hide-prefix go with --prefix-run"),
-    (["--prefix-run", "r"], "needs where to hand over"),
-    (["--prefix-run", "r", "--at-hop", "1", "--at-step", "2"], "needs where to hand over"),
-    (["--prefix-run", "r", "--at-hop", "0"], "hops are counted from 1"),
-    (["--prefix-run", "nope", "--at-hop", "all"], "no run 'nope'"),
-])
-def test_bad_command_lines_are_one_line_and_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--at-hop", "2"], "--at-hop, --at-step and --hide-prefix go with --prefix-run"),
+        (["--prefix-run", "r"], "needs where to hand over"),
+        (["--prefix-run", "r", "--at-hop", "1", "--at-step", "2"], "needs where to hand over"),
+        (["--prefix-run", "r", "--at-hop", "0"], "hops are counted from 1"),
+        (["--prefix-run", "nope", "--at-hop", "all"], "no run 'nope'"),
+    ],
+)
+def test_bad_command_lines_are_one_line_and_write_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     result = CliRunner().invoke(cli, ["record", "--store", str(tmp_path / "s"), *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "s").exists()
@@ -268,37 +346,52 @@ def test_tasks_and_a_free_running_run_cannot_be_resumed_as_conditioned(recorded_
 
 # -- the openai agent taking over, with memory, against the local server ------------------------------
 
+
 def test_the_openai_agent_takes_over_with_the_prefix_in_its_prompt_and_its_memory(
-        recorded_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test-key")
     store = Store.open(recorded_copy)
     (reference,) = store.run_ids()
     with FakeOpenAI() as server:
         settings_ = AgentSettings(model="fake-model", base_url=server.url, max_retries=1, memory=1)
-        summary = record_conditioned(store, RecordConfig(agent="openai", agent_settings=settings_, run_id="llm"),
-                                     PrefixSpec(reference, step=2))
+        summary = record_conditioned(
+            store,
+            RecordConfig(agent="openai", agent_settings=settings_, run_id="llm"),
+            PrefixSpec(reference, step=2),
+        )
     (episode,) = summary.episodes
     assert (episode.prefix.steps, episode.check.faithful, episode.result.verdict) == (2, True, "pass")
     first = server.chat_requests[0]
-    actions = [r[0] for r in run_query(store, f"select action from steps where run_id = '{reference}' "
-                                              "order by step_index limit 2").rows]
+    actions = [
+        r[0]
+        for r in run_query(
+            store, f"select action from steps where run_id = '{reference}' order by step_index limit 2"
+        ).rows
+    ]
     assert last_user_text(first).endswith(f"PREVIOUS ACTIONS:\n1. {actions[0]}\n2. {actions[1]}")
     assert "Earlier trajectories of similar tasks" in first["messages"][0]["content"]
     assert len(server.chat_requests) == episode.result.n_steps - 2  # no model call for the prefix's steps
-    stored = run_query(store, "select step_index, model_input is not null from steps where run_id = 'llm' "
-                              "order by step_index").rows
+    stored = run_query(
+        store,
+        "select step_index, model_input is not null from steps where run_id = 'llm' order by step_index",
+    ).rows
     assert [has for _, has in stored] == [False, False] + [True] * (len(stored) - 2)
 
 
 # -- results do not depend on how many episodes are in flight ---------------------------------
 
+
 def _outcomes(store: Store, run_id: str) -> dict[int, tuple]:
-    rows = run_query(store, f"""select e.hops_given, e.prefix_steps, e.prefix_faithful, s.verdict, s.hops_passed,
+    rows = run_query(
+        store,
+        f"""select e.hops_given, e.prefix_steps, e.prefix_faithful, s.verdict, s.hops_passed,
                                        e.n_steps, e.final_answer,
                                        (select list(action order by step_index) from steps t
                                         where t.episode_id = e.episode_id) as actions
                                 from episodes e join episode_scores s on s.episode_id = e.episode_id
-                                where e.run_id = '{run_id}' and s.evaluator = 'hops'""").rows
+                                where e.run_id = '{run_id}' and s.evaluator = 'hops'""",
+    ).rows
     return {row[0]: row[1:] for row in rows}
 
 
@@ -307,7 +400,9 @@ def test_conditioned_results_do_not_depend_on_concurrency(recorded_copy: Path) -
     (reference,) = store.run_ids()
     runs = {}
     for concurrency in (1, 2):
-        config = RecordConfig(agent="heuristic", run_id=f"c{concurrency}", layout=Layout(concurrency=concurrency))
+        config = RecordConfig(
+            agent="heuristic", run_id=f"c{concurrency}", layout=Layout(concurrency=concurrency)
+        )
         summary = record_conditioned(store, config, PrefixSpec(reference, every_hop=True))
         assert summary.prefix_fidelity == 1.0 and len(summary.episodes) == 2
         runs[concurrency] = _outcomes(store, f"c{concurrency}")
@@ -317,30 +412,57 @@ def test_conditioned_results_do_not_depend_on_concurrency(recorded_copy: Path) -
 def test_the_command_line_records_resumes_and_reports_a_conditioned_run(recorded_copy: Path) -> None:
     store = Store.open(recorded_copy)
     (reference,) = store.run_ids()
-    base = ["record", "--store", str(recorded_copy), "--agent", "heuristic", "--prefix-run", reference,
-            "--run-id", "cli", "--format", "json"]
+    base = [
+        "record",
+        "--store",
+        str(recorded_copy),
+        "--agent",
+        "heuristic",
+        "--prefix-run",
+        reference,
+        "--run-id",
+        "cli",
+        "--format",
+        "json",
+    ]
     first = CliRunner().invoke(cli, [*base, "--at-hop", "2"])
     assert first.exit_code == 0, first.output
-    data = json.loads(first.output[first.output.index("{"):])
+    data = json.loads(first.output[first.output.index("{") :])
     (episode,) = data["episodes"]
     assert (episode["hops_given"], episode["prefix"]["faithful"], data["prefix_fidelity"]) == (1, True, 1.0)
     assert [(r["hop"], r["episodes"]) for r in data["conditioned_hops"]] == [(2, 1)]
     again = CliRunner().invoke(cli, [*base, "--at-hop", "all", "--resume"])
     assert again.exit_code == 0, again.output
-    data = json.loads(again.output[again.output.index("{"):])
+    data = json.loads(again.output[again.output.index("{") :])
     assert [e["hops_given"] for e in data["episodes"]] == [0] and data["skipped"] == ["normal/1@2"]
     rows = run_query(store, "select hops_given from episodes where run_id = 'cli' order by hops_given").rows
     assert rows == [(0,), (1,)]
-    table = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", "cli", "--table",
-                                     "conditioned_hops", "--format", "json"])
-    assert [(r["hop"], r["free_tasks"]) for r in json.loads(table.output)["tables"]["conditioned_hops"]] == \
-        [(1, None), (2, None)]  # the store holds no free-running heuristic run
-    free = CliRunner().invoke(cli, ["report", "--store", str(recorded_copy), "--run", reference, "--table",
-                                    "conditioned_hops"])
+    table = CliRunner().invoke(
+        cli,
+        [
+            "report",
+            "--store",
+            str(recorded_copy),
+            "--run",
+            "cli",
+            "--table",
+            "conditioned_hops",
+            "--format",
+            "json",
+        ],
+    )
+    assert [(r["hop"], r["free_tasks"]) for r in json.loads(table.output)["tables"]["conditioned_hops"]] == [
+        (1, None),
+        (2, None),
+    ]  # the store holds no free-running heuristic run
+    free = CliRunner().invoke(
+        cli, ["report", "--store", str(recorded_copy), "--run", reference, "--table", "conditioned_hops"]
+    )
     assert free.exit_code == 1 and "no hop-conditioned episode" in free.output
 
 
 # -- a prefix that did not replay faithfully ----------------------------------------------------
+
 
 def _prefix(expected: list[StepView | None]) -> Prefix:
     source = Source("ref-ep", "t/3", datetime(2026, 1, 1, tzinfo=UTC), ())
@@ -361,18 +483,32 @@ def _row(index: int, url: str, tree: str) -> dict:
 
 
 def test_the_first_unfaithful_prefix_step_is_named() -> None:
-    prefix = _prefix([StepView(0, "http://a/0", "[1] link 'x'", None), StepView(1, "http://a/1", "[2] main", None),
-                      StepView(2, "http://a/2", "[3] main", None)])
-    same = [_row(0, "http://a/0", "[1] link 'x'"), _row(1, "http://a/1", "[2] main"), _row(2, "http://a/2", "[3] main"),
-            _row(3, "http://a/9", "agent's")]
+    prefix = _prefix(
+        [
+            StepView(0, "http://a/0", "[1] link 'x'", None),
+            StepView(1, "http://a/1", "[2] main", None),
+            StepView(2, "http://a/2", "[3] main", None),
+        ]
+    )
+    same = [
+        _row(0, "http://a/0", "[1] link 'x'"),
+        _row(1, "http://a/1", "[2] main"),
+        _row(2, "http://a/2", "[3] main"),
+        _row(3, "http://a/9", "agent's"),
+    ]
     assert check_prefix(prefix, same, True) == PrefixCheck(3, 3, None)
     tree = check_prefix(prefix, [same[0], _row(1, "http://a/1", "[2] main\n[4] button 'new'"), same[2]], True)
-    assert (tree.faithful, tree.faithful_steps, tree.mismatch) == \
-        (False, 2, "step 1: accessibility tree differs (first difference at line 2: recorded nothing (the tree "
-                   "ended), replayed `button \"new\"`; 1 element(s) only in the replay: button \"new\")")
+    assert (tree.faithful, tree.faithful_steps, tree.mismatch) == (
+        False,
+        2,
+        "step 1: accessibility tree differs (first difference at line 2: recorded nothing (the tree "
+        'ended), replayed `button "new"`; 1 element(s) only in the replay: button "new")',
+    )
     url = check_prefix(prefix, [same[0], same[1], _row(2, "http://elsewhere/", "[3] main")], True)
     assert url.mismatch == "step 2: url http://elsewhere/ (reference: http://a/2)"
-    assert check_prefix(prefix, same[:2], True).faithful  # the agent's first step was not stored: not compared
+    assert check_prefix(
+        prefix, same[:2], True
+    ).faithful  # the agent's first step was not stored: not compared
     missing = check_prefix(prefix, [same[0]], True)
     assert missing.mismatch == "step 1: missing in the replay"
     ended = check_prefix(prefix, same[:1], False)
@@ -390,10 +526,13 @@ def test_a_page_the_archive_served_reaches_the_local_web_after_the_hand_over(tmp
     assert reference.exit_code == 0, reference.output
     taken = CliRunner().invoke(cli, [*base, "--run-id", "at", "--prefix-run", "oracle", "--at-hop", "1"])
     assert taken.exit_code == 0, taken.output
-    (episode,) = json.loads(taken.output[taken.output.index("{"):])["episodes"]
+    (episode,) = json.loads(taken.output[taken.output.index("{") :])["episodes"]
     assert episode["prefix"]["faithful"]
     steps = run_query(Store.open(store), "select action_error from steps where run_id = 'at'").rows
     assert steps and all(error is None for (error,) in steps), steps
-    hops = run_query(Store.open(store), "select verdict from latest_scores where evaluator = 'hops' and level = 'hop' "
-                                        "and episode_id in (select episode_id from episodes where run_id = 'at')").rows
+    hops = run_query(
+        Store.open(store),
+        "select verdict from latest_scores where evaluator = 'hops' and level = 'hop' "
+        "and episode_id in (select episode_id from episodes where run_id = 'at')",
+    ).rows
     assert hops == [("pass",), ("pass",)]

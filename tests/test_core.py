@@ -1,4 +1,5 @@
 """The pure core: action grammar, tasks and hops, observation text, redaction, budgets."""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,21 @@ from mmina.tasks.task import HopTracker, task_from_dict
 from mmina.tasks.taskcheck import load_suite
 
 ROUND_TRIP = [
-    "click [12]", "hover [f1e3]", "type [3] [hello [world]] [press_enter_after=0]",
-    "type [3] [x] [press_enter_after=1]", "press [Control+a]", "scroll [up]", "scroll [down]", "new_tab",
-    "tab_focus [2]", "close_tab", "goto [http://wiki.mmina.test/kiwix/?q=a]", "go_back", "go_forward",
-    "stop [$24.00 (two items)]", "stop []",
+    "click [12]",
+    "hover [f1e3]",
+    "type [3] [hello [world]] [press_enter_after=0]",
+    "type [3] [x] [press_enter_after=1]",
+    "press [Control+a]",
+    "scroll [up]",
+    "scroll [down]",
+    "new_tab",
+    "tab_focus [2]",
+    "close_tab",
+    "goto [http://wiki.mmina.test/kiwix/?q=a]",
+    "go_back",
+    "go_forward",
+    "stop [$24.00 (two items)]",
+    "stop []",
 ]
 
 
@@ -30,13 +42,17 @@ def test_every_action_round_trips(text: str) -> None:
 
 
 def test_grammar_variants() -> None:
-    assert parse_action("type [5] [abc]") == Action(ActionKind.TYPE, element_id="5", text="abc", press_enter=True)
+    assert parse_action("type [5] [abc]") == Action(
+        ActionKind.TYPE, element_id="5", text="abc", press_enter=True
+    )
     assert parse_action("type [5] [abc] [0]").press_enter is False
     assert parse_action("scroll [direction=down]").direction == "down"
     assert parse_action("STOP [Yes]").answer == "Yes"
 
 
-@pytest.mark.parametrize("bad", ["jump [3]", "click", "click [a b]", "scroll [left]", "tab_focus [x]", "goto []", ""])
+@pytest.mark.parametrize(
+    "bad", ["jump [3]", "click", "click [a b]", "scroll [left]", "tab_focus [x]", "goto []", ""]
+)
 def test_bad_actions_raise(bad: str) -> None:
     with pytest.raises(ActionParseError):
         parse_action(bad)
@@ -60,8 +76,15 @@ def test_builtin_suite_and_hop_semantics() -> None:
 
 
 def test_official_example_has_two_hops() -> None:
-    task = task_from_dict({"intent": "x", "procedure": ["kiwix", "event", "end"], "cnt_hop": 3,
-                           "start_url": "http://a |AND| http://b"}, "normal/7")
+    task = task_from_dict(
+        {
+            "intent": "x",
+            "procedure": ["kiwix", "event", "end"],
+            "cnt_hop": 3,
+            "start_url": "http://a |AND| http://b",
+        },
+        "normal/7",
+    )
     assert task.n_hops == 2 and [h.keyword for h in task.hops] == ["kiwix", "event"]
     assert task.start_urls == ("http://a", "http://b") and task.suite == "normal"
 
@@ -90,8 +113,16 @@ def test_snapshot_flattening() -> None:
     snapshot = '- main [ref=e1]:\n  - link "Tea \\"green\\"" [ref=f2e12] [cursor=pointer]:\n    - /url: /tea\n  - text: hi'
     text, elements = flatten_snapshot(snapshot)
     main, tea = elements
-    assert text.splitlines() == [f"[{main.id}] main", f'\t[{tea.id}] link "Tea \\"green\\""', "\t\t/url: /tea", "\ttext: hi"]
-    assert [(e.role, e.name, e.ref) for e in elements] == [("main", "", "e1"), ("link", 'Tea "green"', "f2e12")]
+    assert text.splitlines() == [
+        f"[{main.id}] main",
+        f'\t[{tea.id}] link "Tea \\"green\\""',
+        "\t\t/url: /tea",
+        "\ttext: hi",
+    ]
+    assert [(e.role, e.name, e.ref) for e in elements] == [
+        ("main", "", "e1"),
+        ("link", 'Tea "green"', "f2e12"),
+    ]
     assert all(len(e.id) == 4 and e.id.isdigit() for e in elements)
     ids = ElementIds()
     ids.show(elements)
@@ -103,16 +134,18 @@ def test_snapshot_flattening() -> None:
 
 def test_boxes_inside_iframes_are_in_page_coordinates() -> None:
     """Boxes of frame content are relative to the frame: moved by each enclosing iframe's position."""
-    snapshot = "\n".join([
-        "- generic [ref=e1] [box=0,0,1280,900]:",
-        "  - searchbox \"Search\" [ref=e2] [box=12,6,293,27]",
-        "  - iframe [ref=e3] [box=0,40,1280,860]:",
-        "    - link \"Solaria\" [ref=f1e7] [box=200,195,50,17]",
-        "    - iframe [ref=f1e8] [box=100,300,400,200]:",
-        "      - button \"Play\" [ref=f2e1] [box=10,20,30,40]",
-        "    - link \"Estravia\" [ref=f1e9] [box=200,219,58,17]",
-        "  - link \"After\" [ref=e4] [box=5,880,40,10]",
-    ])
+    snapshot = "\n".join(
+        [
+            "- generic [ref=e1] [box=0,0,1280,900]:",
+            '  - searchbox "Search" [ref=e2] [box=12,6,293,27]',
+            "  - iframe [ref=e3] [box=0,40,1280,860]:",
+            '    - link "Solaria" [ref=f1e7] [box=200,195,50,17]',
+            "    - iframe [ref=f1e8] [box=100,300,400,200]:",
+            '      - button "Play" [ref=f2e1] [box=10,20,30,40]',
+            '    - link "Estravia" [ref=f1e9] [box=200,219,58,17]',
+            '  - link "After" [ref=e4] [box=5,880,40,10]',
+        ]
+    )
     _, elements = flatten_snapshot(snapshot)
     boxes = {e.name or e.ref: e.box for e in elements}
     assert boxes["Search"] == (12, 6, 293, 27) and boxes["e3"] == (0, 40, 1280, 860)
@@ -127,13 +160,22 @@ def test_redaction() -> None:
     headers = redactor.headers([("Authorization", "Bearer sk"), ("Cookie", "a=b"), ("Accept", "*/*")])
     assert [h["value"] for h in headers] == [f"Bearer {REDACTED}", f"a={REDACTED}", "*/*"]
     assert STRICT.url("http://x/?api_key=sk-1&q=tea") == "http://x/?api_key=%5BREDACTED%5D&q=tea"
-    assert redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False) == \
-        b"user=a&password=%5BREDACTED%5D"
-    assert b"hunter2" not in redactor.body(b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json", response=False)
-    assert redactor.body(b'{"auth": {"token": "Zq81fKx02LmA9w"}, "q": 1}', "application/json") == \
-        b'{"auth": {"token": "[REDACTED]"}, "q": 1}', "a response's credential, in place"
+    assert (
+        redactor.body(b"user=a&password=hunter2", "application/x-www-form-urlencoded", response=False)
+        == b"user=a&password=%5BREDACTED%5D"
+    )
+    assert b"hunter2" not in redactor.body(
+        b'{"auth": {"token": "hunter2"}, "q": 1}', "application/json", response=False
+    )
+    assert (
+        redactor.body(b'{"auth": {"token": "Zq81fKx02LmA9w"}, "q": 1}', "application/json")
+        == b'{"auth": {"token": "[REDACTED]"}, "q": 1}'
+    ), "a response's credential, in place"
     redactor.learn_secret("hunter2")
-    assert redactor.text("typed hunter2 at http://x/?token=abc") == f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
+    assert (
+        redactor.text("typed hunter2 at http://x/?token=abc")
+        == f"typed {REDACTED} at http://x/?token=%5BREDACTED%5D"
+    )
 
 
 def test_budget_reasons() -> None:

@@ -1,6 +1,7 @@
 """The bench's CPU accounting by process kind (``bench/cputree.py``): command lines are told
 apart as Chromium's, Playwright's driver's and mmina's, a child's CPU is counted under its kind,
 and a process given as apart is counted apart."""
+
 from __future__ import annotations
 
 import subprocess

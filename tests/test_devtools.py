@@ -1,5 +1,6 @@
 """mmina's own DevTools session per page (``mmina.recorder.devtools``): scripts' values over it,
 their failures told apart, and a page's session found however the page appeared."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,9 +18,12 @@ from mmina.recorder.left_behind import LATE_S
 from mmina.recorder.observing import PageFacts, page_image
 from tests.local_site import LocalSite, pages_handler
 
-PAGES = {"/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>", "/two": "<title>two</title><p>two",
-         "/popup": "<title>popup</title><p>a tab of its own",
-         "/bounce": "<title>bounce</title><script>location.replace('/two')</script>"}
+PAGES = {
+    "/": "<title>one</title><p>one</p><a id=away href='/two'>away</a>",
+    "/two": "<title>two</title><p>two",
+    "/popup": "<title>popup</title><p>a tab of its own",
+    "/bounce": "<title>bounce</title><script>location.replace('/two')</script>",
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,24 +47,34 @@ def browser(session: BrowserSession, site: str) -> Iterator[EpisodeBrowser]:
     browser.close()
 
 
-def _evaluate(session: BrowserSession, browser: EpisodeBrowser, expression: str, seconds: float = 5.0) -> object:
+def _evaluate(
+    session: BrowserSession, browser: EpisodeBrowser, expression: str, seconds: float = 5.0
+) -> object:
     async def run() -> object:
         devtools = await browser.tabs.sessions.get(browser.tabs.page)
         assert devtools is not None
         return await evaluate(devtools, expression, seconds)
+
     return session.run(run())
 
 
-def test_a_script_gives_its_json_value_and_a_promise_is_awaited(session: BrowserSession,
-                                                                browser: EpisodeBrowser) -> None:
-    assert _evaluate(session, browser, call("(a, b) => ({sum: a + b, title: document.title})", 2, 3)) == \
-        {"sum": 5, "title": "one"}
-    assert _evaluate(session, browser, "new Promise(done => setTimeout(() => done([1, 'x']), 50))") == [1, "x"]
+def test_a_script_gives_its_json_value_and_a_promise_is_awaited(
+    session: BrowserSession, browser: EpisodeBrowser
+) -> None:
+    assert _evaluate(session, browser, call("(a, b) => ({sum: a + b, title: document.title})", 2, 3)) == {
+        "sum": 5,
+        "title": "one",
+    }
+    assert _evaluate(session, browser, "new Promise(done => setTimeout(() => done([1, 'x']), 50))") == [
+        1,
+        "x",
+    ]
     assert _evaluate(session, browser, "undefined") is None
 
 
-def test_a_throwing_script_and_a_slow_one_fail_apart_from_a_page_that_moved_on(session: BrowserSession,
-                                                                               browser: EpisodeBrowser) -> None:
+def test_a_throwing_script_and_a_slow_one_fail_apart_from_a_page_that_moved_on(
+    session: BrowserSession, browser: EpisodeBrowser
+) -> None:
     with pytest.raises(PageScriptError, match="boom") as thrown:
         _evaluate(session, browser, "(() => { throw new Error('boom') })()")
     assert not between_documents(thrown.value)
@@ -73,7 +87,9 @@ def test_a_throwing_script_and_a_slow_one_fail_apart_from_a_page_that_moved_on(s
     assert _evaluate(session, browser, "document.title") == "two"  # the next document answers
 
 
-def test_a_tab_the_page_opened_has_a_session_of_its_own(session: BrowserSession, browser: EpisodeBrowser) -> None:
+def test_a_tab_the_page_opened_has_a_session_of_its_own(
+    session: BrowserSession, browser: EpisodeBrowser
+) -> None:
     session.run(browser.tabs.page.evaluate("window.open('/popup')"))
     browser.settle()
     assert len(browser.tabs.pages) == 2 and browser.tabs.page is browser.tabs.pages[1]
@@ -81,12 +97,14 @@ def test_a_tab_the_page_opened_has_a_session_of_its_own(session: BrowserSession,
     assert browser.tabs.sessions.held == 2
 
 
-def test_a_body_stays_readable_after_its_page_redirected_itself_away(session: BrowserSession,
-                                                                       browser: EpisodeBrowser, site: str) -> None:
+def test_a_body_stays_readable_after_its_page_redirected_itself_away(
+    session: BrowserSession, browser: EpisodeBrowser, site: str
+) -> None:
     """A page that replaces itself by script as it loads: without the bodies Chromium keeps
     outside the renderer (``devtools.PageSessions``), its own body is gone once the next document
     commits, for mmina's session and for any other (Playwright's HAR reads on its own; measured:
     the HAR lost this body in 8 of 8 recordings before, kept it in 16 of 20 after)."""
+
     async def run() -> tuple[str, str]:
         ours = await browser.tabs.sessions.get(browser.tabs.page)
         assert ours is not None
@@ -97,13 +115,18 @@ def test_a_body_stays_readable_after_its_page_redirected_itself_away(session: Br
         await browser.tabs.page.wait_for_load_state()
         other = await browser.tabs.context.new_cdp_session(browser.tabs.page)
         await send(other, "Network.enable")
-        bodies = [await send(s, "Network.getResponseBody", {"requestId": sent[site + "bounce"]}) for s in (ours, other)]
+        bodies = [
+            await send(s, "Network.getResponseBody", {"requestId": sent[site + "bounce"]})
+            for s in (ours, other)
+        ]
         return bodies[0]["body"], bodies[1]["body"]
+
     assert session.run(run()) == (PAGES["/bounce"], PAGES["/bounce"])
 
 
-def test_a_document_left_as_it_loaded_is_read_and_one_left_later_is_not(session: BrowserSession,
-                                                                          browser: EpisodeBrowser, site: str) -> None:
+def test_a_document_left_as_it_loaded_is_read_and_one_left_later_is_not(
+    session: BrowserSession, browser: EpisodeBrowser, site: str
+) -> None:
     """mmina's session reads the body of a document its page leaves as it loads, there and then
     (``left_behind.py``), and nothing of a page left after its agent thought: a step costs no more."""
     left, bounce = browser.tabs.streams.left, ("GET", site + "bounce")
@@ -112,7 +135,9 @@ def test_a_document_left_as_it_loaded_is_read_and_one_left_later_is_not(session:
         await browser.tabs.page.goto(site + "bounce")
         await browser.tabs.page.wait_for_url("**/two")
         deadline = time.monotonic() + 10.0
-        while bounce not in left.bodies() and time.monotonic() < deadline:  # the read asked for as it moved on
+        while (
+            bounce not in left.bodies() and time.monotonic() < deadline
+        ):  # the read asked for as it moved on
             await asyncio.sleep(0.05)
         asked = left.asked
         await asyncio.sleep(LATE_S + 0.5)
@@ -136,14 +161,17 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERED))
-def test_a_page_that_replaced_the_builtins_is_still_observed(session: BrowserSession, browser: EpisodeBrowser,
-                                                             tamper: str) -> None:
+def test_a_page_that_replaced_the_builtins_is_still_observed(
+    session: BrowserSession, browser: EpisodeBrowser, tamper: str
+) -> None:
     """The observation's one script over the page's session (images, title, animations)
     gives values of another shape, or throws: the step still gets its tree, its screenshot, its
     title (asked of Playwright, whose scripts run apart from the page's) and only well-formed
     images."""
     page = browser.tabs.page
-    session.run(page.evaluate(f"document.body.insertAdjacentHTML('beforeend', `<img src=\"{IMAGE}\" alt=cat>`)"))
+    session.run(
+        page.evaluate(f"document.body.insertAdjacentHTML('beforeend', `<img src=\"{IMAGE}\" alt=cat>`)")
+    )
     session.run(page.wait_for_function("document.images[0].complete"))
     session.run(page.evaluate(TAMPERED[tamper]))
     observation, _ = browser.observe(0, "look")
@@ -152,19 +180,33 @@ def test_a_page_that_replaced_the_builtins_is_still_observed(session: BrowserSes
     assert all(isinstance(i.src, str) and isinstance(i.x, (int, float)) for i in observation.images)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
-                    max_leaves=20)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+    max_leaves=20,
+)
 """Any value a page script can give back over DevTools (JSON)."""
-FACT_KEYS = st.fixed_dictionaries({}, optional={"images": JSON | st.lists(
-    st.fixed_dictionaries({}, optional={k: JSON for k in ("src", "alt", "x", "y", "width", "height")}), max_size=4),
-    "title": JSON, "animating": JSON})
+FACT_KEYS = st.fixed_dictionaries(
+    {},
+    optional={
+        "images": JSON
+        | st.lists(
+            st.fixed_dictionaries(
+                {}, optional={k: JSON for k in ("src", "alt", "x", "y", "width", "height")}
+            ),
+            max_size=4,
+        ),
+        "title": JSON,
+        "animating": JSON,
+    },
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(value=JSON | FACT_KEYS, offset=st.tuples(st.floats(-1e4, 1e4), st.floats(-1e4, 1e4)))
-def test_whatever_the_page_script_gives_back_is_read_or_left_alone(value: object,
-                                                                   offset: tuple[float, float]) -> None:
+def test_whatever_the_page_script_gives_back_is_read_or_left_alone(
+    value: object, offset: tuple[float, float]
+) -> None:
     """What the observation's script returned is read into facts of the right types, and each
     listed image into a ``PageImage`` or nothing; no value raises."""
     facts = PageFacts.read(value)
@@ -172,5 +214,8 @@ def test_whatever_the_page_script_gives_back_is_read_or_left_alone(value: object
     assert facts.title is None or isinstance(facts.title, str)
     for listed in facts.images:
         image = page_image(listed, offset)
-        assert image is None or (isinstance(image.src, str) and isinstance(image.alt, str)
-                                 and all(isinstance(n, (int, float)) for n in (image.x, image.y, image.width, image.height)))
+        assert image is None or (
+            isinstance(image.src, str)
+            and isinstance(image.alt, str)
+            and all(isinstance(n, (int, float)) for n in (image.x, image.y, image.width, image.height))
+        )

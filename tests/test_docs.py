@@ -1,6 +1,7 @@
 """The documentation: the MkDocs site builds with --strict (no broken link or anchor, no page
 left out of the nav), its command-line reference is every command's --help verbatim, and the
 README stays a tour whose commands are the ones the project runs."""
+
 from __future__ import annotations
 
 import html
@@ -25,8 +26,24 @@ TESTS = "bash .ci/setup.sh && .venv/bin/python -m pytest -q"
 def build_site(target: Path) -> subprocess.CompletedProcess[str]:
     """``mkdocs build --strict`` of the repository's site into ``target``, as a user runs it."""
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                           "-d", str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(target),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def code_blocks(page: str) -> str:
@@ -40,11 +57,18 @@ def test_the_site_builds_strictly_with_every_commands_help(tmp_path: Path) -> No
     assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr
     reference = code_blocks((tmp_path / "site" / "cli" / "index.html").read_text())
     for ctx, command in walk(cli):
-        assert command.get_help(ctx).rstrip() in reference, f"{ctx.command_path} is missing from the CLI reference"
-    assert (tmp_path / "site" / "serve.png").exists() and (tmp_path / "site" / "changelog" / "index.html").exists()
+        assert command.get_help(ctx).rstrip() in reference, (
+            f"{ctx.command_path} is missing from the CLI reference"
+        )
+    assert (tmp_path / "site" / "serve.png").exists() and (
+        tmp_path / "site" / "changelog" / "index.html"
+    ).exists()
     benchmarks = (tmp_path / "site" / "benchmarks" / "index.html").read_text()
-    memory = next(f for f in json.loads((ROOT / "bench" / "results.json").read_text())["figures"]
-                  if f["name"] == "concurrency 32, MMInA-length tasks: memory per episode in flight beyond the first")
+    memory = next(
+        f
+        for f in json.loads((ROOT / "bench" / "results.json").read_text())["figures"]
+        if f["name"] == "concurrency 32, MMInA-length tasks: memory per episode in flight beyond the first"
+    )
     assert f"<strong>{memory['value']:g} MB</strong>" in benchmarks and "<!-- bench:" not in benchmarks
 
 
@@ -53,8 +77,13 @@ def test_the_reference_is_what_help_prints_at_a_wide_terminal() -> None:
     assert set(contexts) >= {"mmina", "mmina record", "mmina store verify", "mmina import harness"}
     mmina = Path(sys.executable).with_name("mmina")
     for path in ("mmina", "mmina store verify"):  # the root, and a command of a group (its context's parents)
-        printed = subprocess.run([str(mmina), *path.split()[1:], "--help"], capture_output=True, text=True,
-                                 env=dict(os.environ, COLUMNS=str(WIDTH)), timeout=60)
+        printed = subprocess.run(
+            [str(mmina), *path.split()[1:], "--help"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, COLUMNS=str(WIDTH)),
+            timeout=60,
+        )
         ctx, command = contexts[path]
         assert printed.returncode == 0 and printed.stdout.rstrip() == command.get_help(ctx).rstrip(), path
 
@@ -70,14 +99,20 @@ def test_a_new_command_appears_in_the_reference_without_editing_a_page() -> None
         """Frobnicate the store."""
 
     text = render(tool)
-    assert "## `mmina frobnicate`" in text and "How hard to frobnicate." in text and "Usage: mmina frobnicate" in text
+    assert (
+        "## `mmina frobnicate`" in text
+        and "How hard to frobnicate." in text
+        and "Usage: mmina frobnicate" in text
+    )
 
 
 def test_the_readme_is_a_tour_with_the_projects_own_commands() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 300
     assert f"```bash\n{SETUP}\n```" in text and f"```bash\n{TESTS}\n```" in text
-    assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == TESTS, ".ci/run must run the README's tests"
+    assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == TESTS, (
+        ".ci/run must run the README's tests"
+    )
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
     local = [link for link in links if not re.match(r"[a-z]+://", link)]
     assert local and [link for link in local if not (ROOT / link).exists()] == []

@@ -1,6 +1,7 @@
 """Element ids derived from the elements: the same page shows the same ids whenever it was
 observed — proven on a real page whose follow-up request lands a step later in one recording
 than in the other — and episodes stored with the old first-seen ids still replay."""
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ from tests.heavy import sized
 
 # ---------------------------------------------------------------- pure
 
+
 @settings(max_examples=sized(100, 300), deadline=None)
 @given(st.lists(nodes(), min_size=1, max_size=5), st.integers(0, 10_000))
 def test_ids_are_unique_numbers_that_only_the_page_decides(tree: list[dict[str, Any]], shift: int) -> None:
@@ -48,7 +50,10 @@ def _moved(node: dict[str, Any], shift: int) -> dict[str, Any]:
 
 def _page(links: list[str], before: str = "") -> str:
     lines = ["- main [ref=e1]:", *([before] if before else [])]
-    lines += [f'  - link "{name}" [ref=e{i + 2}]:\n    - /url: /{name.replace(" ", "/")}' for i, name in enumerate(links)]
+    lines += [
+        f'  - link "{name}" [ref=e{i + 2}]:\n    - /url: /{name.replace(" ", "/")}'
+        for i, name in enumerate(links)
+    ]
     return "\n".join(lines)
 
 
@@ -58,14 +63,17 @@ def test_an_element_keeps_its_id_when_others_come_and_go() -> None:
     held by another element in the other (documented in mmina.observations.element_ids)."""
     names = [f"Boat {i}" for i in range(300)]
     _, before = flatten_snapshot(_page(names))
-    _, after = flatten_snapshot(_page(names[:100] + names[101:], '  - heading "Storm warning" [level=2] [ref=e999]'))
+    _, after = flatten_snapshot(
+        _page(names[:100] + names[101:], '  - heading "Storm warning" [level=2] [ref=e999]')
+    )
     old = {e.name: e.id for e in before if e.role == "link" and e.name != "Boat 100"}
     new = {e.name: e.id for e in after if e.role == "link"}
     moved = {name for name in old if old[name] != new[name]}
     assert len(moved) <= 3, moved
     for name in moved:
-        assert new[name] in {e.id for e in before if e.name != name} or \
-            old[name] in {e.id for e in after if e.name != name}, name
+        assert new[name] in {e.id for e in before if e.name != name} or old[name] in {
+            e.id for e in after if e.name != name
+        }, name
 
 
 def test_the_id_space_grows_with_the_page() -> None:
@@ -77,15 +85,30 @@ def test_the_id_space_grows_with_the_page() -> None:
 
 # ---------------------------------------------------------------- a follow-up request a step late
 
+
 def _harbour_task(folder: Path, site: HarbourSite) -> Path:
     """A one-task suite on the harbour page: click "More boats", scroll down, stop."""
-    script = [{"action": "click", "target": {"role": "button", "name": "More boats"}},
-              {"action": "scroll", "direction": "down"}, {"action": "stop", "answer": "Puffin"}]
-    task = {"task_id": 1, "intent": "Which boats are in the harbour?", "start_url": site.url("/"),
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Puffin"]},
-                     "reference_url": "", "program_html": [], "string_note": "",
-                     "reference_answer_raw_annotation": "Puffin"},
-            "cnt_hop": 2, "procedure": ["harbour", "end"], "reference_script": script}
+    script = [
+        {"action": "click", "target": {"role": "button", "name": "More boats"}},
+        {"action": "scroll", "direction": "down"},
+        {"action": "stop", "answer": "Puffin"},
+    ]
+    task = {
+        "task_id": 1,
+        "intent": "Which boats are in the harbour?",
+        "start_url": site.url("/"),
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"must_include": ["Puffin"]},
+            "reference_url": "",
+            "program_html": [],
+            "string_note": "",
+            "reference_answer_raw_annotation": "Puffin",
+        },
+        "cnt_hop": 2,
+        "procedure": ["harbour", "end"],
+        "reference_script": script,
+    }
     path = folder / "harbour" / "1.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(task))
@@ -109,16 +132,20 @@ def test_a_follow_up_landing_a_step_later_changes_only_that_step(tmp_path: Path)
     assert "Storm warning" in first[0] and "Storm warning" not in second[0], "the news came a step later"
     assert first[1:] == second[1:], "from then on the same page shows the same text, ids included"
     shown = {(e.role, e.name): e.id for e in elements_from_tree(second[0])}
-    assert {(e.role, e.name): e.id for e in elements_from_tree(first[0]) if (e.role, e.name) in shown} == shown
+    assert {
+        (e.role, e.name): e.id for e in elements_from_tree(first[0]) if (e.role, e.name) in shown
+    } == shown
     steps = compare_runs(store, prompt.run_id, late.run_id)[0].steps
     assert [s.tree_equal for s in steps] == [False, True, True]
     assert steps[0].tree_change == (
         'first difference at line 4 (in main > region "Latest"): recorded `paragraph: Storm warning: small craft '
-        'stay in port`, replayed `list`; 3 element(s) only in the recording: paragraph: Storm warning: small craft '
-        'stay in port, paragraph: Ferry at 10:40, link "Tide tables: today"')
+        "stay in port`, replayed `list`; 3 element(s) only in the recording: paragraph: Storm warning: small craft "
+        'stay in port, paragraph: Ferry at 10:40, link "Tide tables: today"'
+    )
 
 
 # ---------------------------------------------------------------- episodes stored with first-seen ids
+
 
 def _as_first_seen(trees: list[str], actions: list[str | None]) -> tuple[list[str], list[str | None]]:
     """An episode as mmina stored it before: ids numbered in the order elements were first seen."""
@@ -131,10 +158,15 @@ def _as_first_seen(trees: list[str], actions: list[str | None]) -> tuple[list[st
             key = (element.role, element.name, seen[(element.role, element.name)])
             seen[(element.role, element.name)] += 1
             renumbered[element.id] = numbers.setdefault(key, str(len(numbers) + 1))
-        old_trees.append(re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M))  # noqa: B023 (called at once)
+        old_trees.append(
+            re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M)
+        )  # noqa: B023 (called at once)
         parsed = parse_action(action) if action else None
-        old_actions.append(action if parsed is None or parsed.element_id is None
-                           else replace(parsed, element_id=renumbered[parsed.element_id]).render())
+        old_actions.append(
+            action
+            if parsed is None or parsed.element_id is None
+            else replace(parsed, element_id=renumbered[parsed.element_id]).render()
+        )
     return old_trees, old_actions
 
 
@@ -150,8 +182,9 @@ def _rewrite_steps(store: Path, run_id: str) -> list[str | None]:
     return actions
 
 
-def test_an_episode_stored_with_first_seen_ids_still_replays(recorded_copy: Path,
-                                                            recorded: tuple[Path, RunSummary]) -> None:
+def test_an_episode_stored_with_first_seen_ids_still_replays(
+    recorded_copy: Path, recorded: tuple[Path, RunSummary]
+) -> None:
     run_id = recorded[1].run_id
     old_actions = _rewrite_steps(recorded_copy, run_id)
     targeted = [a for a in old_actions if a and parse_action(a).element_id]
@@ -159,8 +192,10 @@ def test_an_episode_stored_with_first_seen_ids_still_replays(recorded_copy: Path
     report = replay_run(Store.open(recorded_copy), run_id)
     episode = report.episodes[0]
     assert (episode.fidelity, episode.status) == (1.0, "completed"), [s.tree_change for s in episode.steps]
-    rows = sorted(Store.open(recorded_copy).read("steps", run_id=report.replay_run).to_pylist(),
-                  key=lambda r: r["step_index"])
+    rows = sorted(
+        Store.open(recorded_copy).read("steps", run_id=report.replay_run).to_pylist(),
+        key=lambda r: r["step_index"],
+    )
     assert [r["action_error"] for r in rows] == [None] * len(rows)
     replayed = [r["action"] for r in rows if r["action"] and parse_action(r["action"]).element_id]
     assert all(len(parse_action(a).element_id or "") == 4 for a in replayed), "aimed at today's ids"

@@ -1,5 +1,6 @@
 """A model agent's endpoint is checked before the first episode: one one-token request, and a
 wrong URL or model name is one line naming both, before a browser starts or a store is made."""
+
 from __future__ import annotations
 
 import socket
@@ -41,11 +42,15 @@ def closed_url() -> str:
 
 def test_a_working_endpoint_answers_one_token_and_says_the_cost_per_step(server: FakeOpenAI) -> None:
     before = len(server.requests)
-    found = check_endpoint(AgentSettings(model="good-model", base_url=server.url, price_input=2.5, price_output=10))
+    found = check_endpoint(
+        AgentSettings(model="good-model", base_url=server.url, price_input=2.5, price_output=10)
+    )
     (request,) = server.requests[before:]
     assert (request["model"], request["max_tokens"], len(request["messages"])) == ("good-model", 1, 1)
     assert (found.base_url, found.model, found.step_completion_tokens) == (server.url, "good-model", 1024)
-    assert found.step_prompt_tokens == step_prompt_tokens() > 4000  # instructions, examples, a full observation
+    assert (
+        found.step_prompt_tokens == step_prompt_tokens() > 4000
+    )  # instructions, examples, a full observation
     assert found.step_cost_usd == pytest.approx((found.step_prompt_tokens * 2.5 + 1024 * 10) / 1e6)
     assert "a step costs at most $0.0" in found.line() and server.url in found.line()
     assert check_endpoint(AgentSettings(model="good-model", base_url=server.url)).step_cost_usd is None
@@ -76,8 +81,11 @@ def test_credentials_in_the_url_are_not_shown() -> None:
 def test_record_refuses_before_anything_starts(server: FakeOpenAI, tmp_path: Path, case: str) -> None:
     url, model = (server.url, "no-such-model") if case == "wrong model" else (closed_url(), "good-model")
     store = tmp_path / "store"
-    result = CliRunner().invoke(cli, ["record", "--agent", "openai", "--model", model, "--base-url", url,
-                                      "--store", str(store)], env=KEY)
+    result = CliRunner().invoke(
+        cli,
+        ["record", "--agent", "openai", "--model", model, "--base-url", url, "--store", str(store)],
+        env=KEY,
+    )
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(f"Error: model {model} at {url} cannot be used: ")
     assert not store.exists()
@@ -88,9 +96,15 @@ def test_replay_and_eval_steps_with_a_model_agent_check_it_too(server: FakeOpenA
     begin(store, "run-a")
     write_episode(store, "run-a", "ep-1")
     for command in (["replay", "--run", "run-a", "--agent", "openai"], ["eval-steps", "--run", "run-a"]):
-        result = CliRunner().invoke(cli, [*command, "--model", "no-such-model", "--base-url", server.url,
-                                          "--store", str(store.root)], env=KEY)
-        assert result.exit_code == 1 and "Error: model no-such-model at " in result.output, (command, result.output)
+        result = CliRunner().invoke(
+            cli,
+            [*command, "--model", "no-such-model", "--base-url", server.url, "--store", str(store.root)],
+            env=KEY,
+        )
+        assert result.exit_code == 1 and "Error: model no-such-model at " in result.output, (
+            command,
+            result.output,
+        )
 
 
 def test_a_burst_of_429s_at_the_start_is_retried_as_a_call_is() -> None:

@@ -3,6 +3,7 @@
 stops cleanly when the endpoint stays down past its patience and then resumes to every task
 exactly once. Against the local OpenAI-compatible server (real HTTP), taken down and brought
 back while real episodes run."""
+
 from __future__ import annotations
 
 import json
@@ -34,11 +35,13 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _when(condition: Callable[[], bool], then: Callable[[], None], within_s: float = 120) -> threading.Thread:
     """``then()`` on a thread as soon as ``condition()`` holds (polled; at most ``within_s``)."""
+
     def run() -> None:
         deadline = time.monotonic() + within_s
         while not condition() and time.monotonic() < deadline:
             time.sleep(0.02)
         then()
+
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -63,10 +66,12 @@ def _calls(server: FakeOpenAI, deadlines: Deadlines, count: int, each: int = 1) 
 
 def test_calls_wait_out_an_outage_and_all_answer() -> None:
     with FakeOpenAI(delay_s=0.2) as server:
+
         def outage() -> None:
             server.go_down()
             time.sleep(4)
             server.come_back()
+
         _when(lambda: server.received >= 10, outage)
         started = time.monotonic()
         results = _calls(server, Deadlines(call_s=30, max_retries=1, patience_s=60), 8, each=4)
@@ -144,10 +149,32 @@ def test_a_request_the_server_fails_while_it_answers_others_is_not_held() -> Non
 
 def _record(store: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mmina", "record", "--store", str(store), "--agent", "openai", "--model", "fake",
-         "--base-url", url, "--max-steps", "3", "--no-screenshots", "--format", "json", *extra],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
-        env={**__import__("os").environ, "OPENAI_API_KEY": "sk-local-test-key"})
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--store",
+            str(store),
+            "--agent",
+            "openai",
+            "--model",
+            "fake",
+            "--base-url",
+            url,
+            "--max-steps",
+            "3",
+            "--no-screenshots",
+            "--format",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
+        env={**__import__("os").environ, "OPENAI_API_KEY": "sk-local-test-key"},
+    )
 
 
 TASKS = "normal/1,normal/2,normal/3,normal/4,normal/5,normal/6"
@@ -155,10 +182,12 @@ TASKS = "normal/1,normal/2,normal/3,normal/4,normal/5,normal/6"
 
 def test_a_run_through_an_outage_completes_every_episode(tmp_path: Path) -> None:
     with FakeOpenAI(delay_s=0.3) as server:
+
         def outage() -> None:  # longer than the client's own retries (4, backoff up to 8 s) cover
             server.go_down()
             time.sleep(15)
             server.come_back()
+
         _when(lambda: server.received >= 4, outage)
         done = _record(tmp_path / "store", server.url, "--task", TASKS, "--concurrency", "4")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -169,23 +198,44 @@ def test_a_run_through_an_outage_completes_every_episode(tmp_path: Path) -> None
     faults = summary["endpoint_faults"]
     assert faults["episodes_held"] >= 1 and faults["waited_s"] > 0 and faults["retries"] >= 1
     assert sum(r["endpoint_wait_s"] for r in rows) == pytest.approx(faults["waited_s"], abs=0.01)
-    listed = subprocess.run([sys.executable, "-m", "mmina", "runs", "--store", str(tmp_path / "store"), "--format",
-                             "json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "mmina", "runs", "--store", str(tmp_path / "store"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     [run] = json.loads(listed.stdout)
-    assert run["status"] == f"complete; endpoint: {faults['retries']} retried, {faults['waited_s']:.0f} s waited"
+    assert (
+        run["status"] == f"complete; endpoint: {faults['retries']} retried, {faults['waited_s']:.0f} s waited"
+    )
 
 
 def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once(tmp_path: Path) -> None:
     with FakeOpenAI(delay_s=0.3) as server:
         _when(lambda: server.received >= 4, server.go_down)
-        stopped = _record(tmp_path / "store", server.url, "--task", TASKS, "--concurrency", "2",
-                          "--endpoint-patience", "3", "--run-id", "campaign")
+        stopped = _record(
+            tmp_path / "store",
+            server.url,
+            "--task",
+            TASKS,
+            "--concurrency",
+            "2",
+            "--endpoint-patience",
+            "3",
+            "--run-id",
+            "campaign",
+        )
         assert stopped.returncode != 0
-        assert "mmina record --resume --run-id campaign" in stopped.stderr and "Traceback" not in stopped.stderr
+        assert (
+            "mmina record --resume --run-id campaign" in stopped.stderr and "Traceback" not in stopped.stderr
+        )
         stored = Store.open(tmp_path / "store").read("episodes").to_pylist()
         assert all(r["status"] != "error" for r in stored)  # the outage failed no episode
         server.come_back()
-        resumed = _record(tmp_path / "store", server.url, "--concurrency", "2", "--resume", "--run-id", "campaign")
+        resumed = _record(
+            tmp_path / "store", server.url, "--concurrency", "2", "--resume", "--run-id", "campaign"
+        )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     rows = Store.open(tmp_path / "store").read("episodes").to_pylist()
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS.split(","))
@@ -195,14 +245,28 @@ def test_a_run_stops_when_the_endpoint_stays_down_and_resumes_to_every_task_once
 def test_a_budget_stops_new_episodes_and_resume_continues(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with FakeOpenAI() as server:  # 1,200 prompt tokens a call at $1,000 per million: $1.20 a call
-        costly = _record(store, server.url, "--task", TASKS, "--max-steps", "2", "--price-in", "1000",
-                         "--max-cost", "5", "--run-id", "budget")
+        costly = _record(
+            store,
+            server.url,
+            "--task",
+            TASKS,
+            "--max-steps",
+            "2",
+            "--price-in",
+            "1000",
+            "--max-cost",
+            "5",
+            "--run-id",
+            "budget",
+        )
         assert costly.returncode == 0, costly.stderr[-2000:]
         summary = json.loads(costly.stdout)
         assert summary["stopped"] == "max_cost" and summary["finished"] == 3 and summary["left"] == 3
         assert summary["cost_usd"] >= 5
         timed = _record(tmp_path / "other", server.url, "--task", TASKS, "--max-hours", "0.0001")
-        timed_out = json.loads(timed.stdout)  # 0.36 s: spent before the browser is up, or after its first episode
+        timed_out = json.loads(
+            timed.stdout
+        )  # 0.36 s: spent before the browser is up, or after its first episode
         assert timed_out["stopped"] == "max_hours" and timed_out["finished"] <= 1 and timed_out["left"] >= 5
         resumed = _record(store, server.url, "--max-steps", "2", "--resume", "--run-id", "budget")
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["stopped"] is None

@@ -3,6 +3,7 @@
 Requests go to ``http://127.0.0.1:<port>`` with an explicit ``Host`` header, exactly as the
 browser's host-resolver rule delivers them.
 """
+
 from __future__ import annotations
 
 import io
@@ -43,20 +44,23 @@ def test_public_attributes(web: FixtureWeb) -> None:
         FixtureWeb(drift=-1)
 
 
-@pytest.mark.parametrize(("host", "path", "expected"), [
-    (WIKI, "/kiwix/", "Welcome to MMInA Wiki"),
-    (WIKI, "/kiwix/A/Solaria", "National product"),
-    (WIKI, "/kiwix/A/Port_Meridian", "capital and largest city"),
-    (WIKI, "/kiwix/A/History_of_Solaria", "Contemporary Solaria"),
-    (WIKI, "/kiwix/search?q=solaria", "Search results for"),
-    (WIKI, "/kiwix/search?q=zzzz", "No articles match"),
-    (SHOP, "/", "Shop by category"),
-    (SHOP, "/category/grocery", "Next page"),
-    (SHOP, "/category/grocery?page=2", "Previous page"),
-    (SHOP, "/product/vell-mountain-tea", "$23.75"),
-    (SHOP, "/search?q=solaria", "2 items found"),
-    (SHOP, "/cart", "Your cart is empty."),
-])
+@pytest.mark.parametrize(
+    ("host", "path", "expected"),
+    [
+        (WIKI, "/kiwix/", "Welcome to MMInA Wiki"),
+        (WIKI, "/kiwix/A/Solaria", "National product"),
+        (WIKI, "/kiwix/A/Port_Meridian", "capital and largest city"),
+        (WIKI, "/kiwix/A/History_of_Solaria", "Contemporary Solaria"),
+        (WIKI, "/kiwix/search?q=solaria", "Search results for"),
+        (WIKI, "/kiwix/search?q=zzzz", "No articles match"),
+        (SHOP, "/", "Shop by category"),
+        (SHOP, "/category/grocery", "Next page"),
+        (SHOP, "/category/grocery?page=2", "Previous page"),
+        (SHOP, "/product/vell-mountain-tea", "$23.75"),
+        (SHOP, "/search?q=solaria", "2 items found"),
+        (SHOP, "/cart", "Your cart is empty."),
+    ],
+)
 def test_pages_are_html(web: FixtureWeb, host: str, path: str, expected: str) -> None:
     reply = fetch(web, host, path)
     assert reply.status == 200
@@ -80,9 +84,14 @@ def test_long_article_needs_scrolling(web: FixtureWeb) -> None:
 
 
 GOLDEN_PATHS = [
-    (WIKI, "/kiwix/A/Solaria"), (WIKI, "/kiwix/I/Flag_of_Solaria.png"), (WIKI, "/favicon.ico"),
-    (SHOP, "/product/vell-mountain-tea"), (SHOP, "/images/vell-mountain-tea.png"),
-    (SHOP, "/api/reviews?product=vell-mountain-tea"), (SHOP, "/nope"), ("other.mmina.test", "/"),
+    (WIKI, "/kiwix/A/Solaria"),
+    (WIKI, "/kiwix/I/Flag_of_Solaria.png"),
+    (WIKI, "/favicon.ico"),
+    (SHOP, "/product/vell-mountain-tea"),
+    (SHOP, "/images/vell-mountain-tea.png"),
+    (SHOP, "/api/reviews?product=vell-mountain-tea"),
+    (SHOP, "/nope"),
+    ("other.mmina.test", "/"),
 ]
 
 
@@ -95,11 +104,20 @@ def test_same_drift_gives_identical_bytes(web: FixtureWeb) -> None:
             assert "Date" not in first.headers
 
 
-@pytest.mark.parametrize(("host", "path"), [
-    ("unknown.mmina.test", "/"), (WIKI, "/nope"), (WIKI, "/kiwix/A/Atlantis"), (WIKI, "/kiwix/I/Nothing.png"),
-    (SHOP, "/product/unicorn"), (SHOP, "/category/toys"), (SHOP, "/category/grocery?page=3"),
-    (SHOP, "/category/grocery?page=x"), (SHOP, "/images/unicorn.png"),
-])
+@pytest.mark.parametrize(
+    ("host", "path"),
+    [
+        ("unknown.mmina.test", "/"),
+        (WIKI, "/nope"),
+        (WIKI, "/kiwix/A/Atlantis"),
+        (WIKI, "/kiwix/I/Nothing.png"),
+        (SHOP, "/product/unicorn"),
+        (SHOP, "/category/toys"),
+        (SHOP, "/category/grocery?page=3"),
+        (SHOP, "/category/grocery?page=x"),
+        (SHOP, "/images/unicorn.png"),
+    ],
+)
 def test_unknown_host_or_path_is_404(web: FixtureWeb, host: str, path: str) -> None:
     reply = fetch(web, host, path)
     assert reply.status == 404
@@ -130,8 +148,14 @@ def test_cart_add_sets_cookie_and_redirects(web: FixtureWeb) -> None:
     assert "$71.25" in cart  # 3 x $23.75
 
 
-@pytest.mark.parametrize("form", [{"product": "unicorn", "qty": "1"}, {"product": "knit-beanie", "qty": "0"},
-                                  {"product": "knit-beanie", "qty": "lots"}])
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"product": "unicorn", "qty": "1"},
+        {"product": "knit-beanie", "qty": "0"},
+        {"product": "knit-beanie", "qty": "lots"},
+    ],
+)
 def test_cart_add_rejects_bad_input(web: FixtureWeb, form: dict[str, str]) -> None:
     reply = fetch(web, SHOP, "/cart/add", form)
     assert reply.status == 400
@@ -158,9 +182,14 @@ def test_reviews_api(web: FixtureWeb) -> None:
     assert fetch(web, SHOP, "/api/reviews").status == 400
 
 
-@pytest.mark.parametrize(("host", "path"), [(WIKI, "/kiwix/I/Flag_of_Solaria.png"),
-                                            (WIKI, "/kiwix/I/Mount_Karos.png"),
-                                            (SHOP, "/images/solarian-sun-basket.png")])
+@pytest.mark.parametrize(
+    ("host", "path"),
+    [
+        (WIKI, "/kiwix/I/Flag_of_Solaria.png"),
+        (WIKI, "/kiwix/I/Mount_Karos.png"),
+        (SHOP, "/images/solarian-sun-basket.png"),
+    ],
+)
 def test_images_are_small_pngs(web: FixtureWeb, host: str, path: str) -> None:
     reply = fetch(web, host, path)
     assert reply.status == 200
@@ -204,8 +233,10 @@ def test_category_sort_dropdown(web: FixtureWeb) -> None:
     assert '<option value="price-desc" selected>Price: high to low</option>' in text
     names = re.findall(r'<a href="/product/[^"]+">([^<]+)</a>', text)
     assert names[0] == "Solarian Sun Basket, large"
-    assert 'href="/category/home-kitchen?page=2&amp;sort=price-desc"' in text or \
-        'href="/category/home-kitchen?page=2&sort=price-desc"' in text
+    assert (
+        'href="/category/home-kitchen?page=2&amp;sort=price-desc"' in text
+        or 'href="/category/home-kitchen?page=2&sort=price-desc"' in text
+    )
     cheapest = fetch(web, SHOP, "/category/grocery?sort=price-asc").text
     assert cheapest.index("$4.25") < cheapest.index("$9.99") < cheapest.index("$12.40")
     assert fetch(web, SHOP, "/category/grocery?sort=bogus").body == fetch(web, SHOP, "/category/grocery").body
@@ -234,8 +265,11 @@ def test_wiki_agrees_with_the_shared_world(web: FixtureWeb) -> None:
 SITES_WITH_FRAGMENTS = [(WikiSite, WIKI, 10, 2), (ShopSite, SHOP, 10, 3)]
 
 
-@pytest.mark.parametrize(("site", "host", "at_least", "multimodal"), SITES_WITH_FRAGMENTS,
-                         ids=lambda value: getattr(value, "label", None))
+@pytest.mark.parametrize(
+    ("site", "host", "at_least", "multimodal"),
+    SITES_WITH_FRAGMENTS,
+    ids=lambda value: getattr(value, "label", None),
+)
 def test_fragments_are_well_formed(site: type, host: str, at_least: int, multimodal: int) -> None:
     for f in well_formed_fragments(site(0), at_least=at_least, multimodal=multimodal):
         url = f.reference_url.lower()
@@ -262,8 +296,9 @@ def _reference_texts(web: FixtureWeb, host: str, f: HopFragment) -> str:
 
 
 @pytest.mark.parametrize(("site", "host"), [(WikiSite, WIKI), (ShopSite, SHOP)], ids=["wiki", "shop"])
-def test_fragment_answers_are_on_the_reference_page_or_only_in_its_image(web: FixtureWeb, site: type,
-                                                                         host: str) -> None:
+def test_fragment_answers_are_on_the_reference_page_or_only_in_its_image(
+    web: FixtureWeb, site: type, host: str
+) -> None:
     for f in site(0).hop_fragments():
         text = _reference_texts(web, host, f)
         if f.multimodal:
@@ -295,7 +330,9 @@ def test_stop_frees_the_port() -> None:
 
 # ---- the built-in task, followed by its reference script in a real Chromium ----
 
-SNAPSHOT_LINE = re.compile(r'^\s*- (?P<role>[\w-]+) (?P<name>"(?:[^"\\]|\\.)*")[^\n]*?\[ref=(?P<ref>[^\]]+)\]')
+SNAPSHOT_LINE = re.compile(
+    r'^\s*- (?P<role>[\w-]+) (?P<name>"(?:[^"\\]|\\.)*")[^\n]*?\[ref=(?P<ref>[^\]]+)\]'
+)
 
 
 def chromium_path() -> str | None:
@@ -308,8 +345,11 @@ def chromium_path() -> str | None:
 def resolve(page: Any, target: dict[str, str]) -> Any:
     """The element named by ``target`` in the page's aria snapshot; it must be unique."""
     snapshot = page.aria_snapshot(mode="ai")
-    refs = [m["ref"] for m in map(SNAPSHOT_LINE.match, snapshot.splitlines())
-            if m and m["role"] == target["role"] and json.loads(m["name"]) == target["name"]]
+    refs = [
+        m["ref"]
+        for m in map(SNAPSHOT_LINE.match, snapshot.splitlines())
+        if m and m["role"] == target["role"] and json.loads(m["name"]) == target["name"]
+    ]
     assert len(refs) == 1, f"{target} matched {len(refs)} elements on {page.url}:\n{snapshot}"
     return page.locator(f"aria-ref={refs[0]}")
 

@@ -1,6 +1,7 @@
 """Animations frozen while the agent thinks: a busy page's animation stands still and runs again
 at the thaw, its script runs all along, the browser spends under half the CPU on it meanwhile;
 a quick agent never freezes a page."""
+
 from __future__ import annotations
 
 import os
@@ -55,7 +56,9 @@ class _Busy(BaseHTTPRequestHandler):
     polls: list[float] = []
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        body = {"/": BUSY, "/animated": ANIMATED, "/shadow": SHADOW, "/still": STILL}.get(self.path, "ok").encode()
+        body = {"/": BUSY, "/animated": ANIMATED, "/shadow": SHADOW, "/still": STILL}.get(
+            self.path, "ok"
+        ).encode()
         if self.path.startswith("/poll"):
             _Busy.polls.append(time.monotonic())
         self.send_response(200)
@@ -127,15 +130,24 @@ def test_a_frozen_animation_stands_still_while_script_runs(session: BrowserSessi
         with browser.thinking(0.3) as frozen:
             wait_until(lambda: _animation_rate(browser) == 0, LOADED_S, "the freeze reaching the page")
             animation, ticks, frozen_from = _animation_ms(browser), _ticks(browser), time.monotonic()
-            wait_until(lambda: _ticks(browser) >= ticks + 10, LOADED_S,
-                       "the page's script counting on while its animations are frozen")
-            wait_until(lambda: _polls_between(frozen_from, time.monotonic()) >= 5, LOADED_S,
-                       "the page's polls going on while its animations are frozen")
+            wait_until(
+                lambda: _ticks(browser) >= ticks + 10,
+                LOADED_S,
+                "the page's script counting on while its animations are frozen",
+            )
+            wait_until(
+                lambda: _polls_between(frozen_from, time.monotonic()) >= 5,
+                LOADED_S,
+                "the page's polls going on while its animations are frozen",
+            )
             assert _animation_ms(browser) == animation, "the animation ran while it was frozen"
             frozen_for = time.monotonic() - frozen_from
         assert frozen_for * 1000 <= frozen["frozen_ms"] <= (time.monotonic() - entered) * 1000
-        wait_until(lambda: _animation_ms(browser) > animation + 100, LOADED_S,
-                   "the animation running again after the thaw")
+        wait_until(
+            lambda: _animation_ms(browser) > animation + 100,
+            LOADED_S,
+            "the animation running again after the thaw",
+        )
     finally:
         browser.close()
 
@@ -147,27 +159,38 @@ def _still(browser: EpisodeBrowser, clock: str) -> float | None:
     return before if browser.session.run(browser.tabs.page.evaluate(clock)) == before else None
 
 
-def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(session: BrowserSession, busy_site: str) -> None:
+def test_an_animation_in_a_shadow_root_stands_still_by_the_timeline(
+    session: BrowserSession, busy_site: str
+) -> None:
     """The document timeline at rate 0 holds what the hold script cannot see, without the
     Animation domain turned on."""
     browser = session.episode(None)
-    spinner = "document.querySelector('x-spinner').shadowRoot.querySelector('div').getAnimations()[0].currentTime"
+    spinner = (
+        "document.querySelector('x-spinner').shadowRoot.querySelector('div').getAnimations()[0].currentTime"
+    )
     try:
         browser.open((busy_site + "shadow",))
-        wait_until(lambda: browser.session.run(browser.tabs.page.evaluate(spinner)) > 0, LOADED_S,
-                   "the spinner's first frames")
+        wait_until(
+            lambda: browser.session.run(browser.tabs.page.evaluate(spinner)) > 0,
+            LOADED_S,
+            "the spinner's first frames",
+        )
         with browser.thinking(0.0):
             held = wait_until(lambda: _still(browser, spinner), LOADED_S, "the spinner standing still")
             time.sleep(0.5)  # what is measured: the spinner stands still over half a second
             assert browser.session.run(browser.tabs.page.evaluate(spinner)) == held
-        wait_until(lambda: browser.session.run(browser.tabs.page.evaluate(spinner)) > held + 100, LOADED_S,
-                   "the spinner running again after the thaw")
+        wait_until(
+            lambda: browser.session.run(browser.tabs.page.evaluate(spinner)) > held + 100,
+            LOADED_S,
+            "the spinner running again after the thaw",
+        )
     finally:
         browser.close()
 
 
-def _freeze_calls(session: BrowserSession, url: str, monkeypatch: pytest.MonkeyPatch, observed: bool,
-                  freezing_calls: int) -> list[str]:
+def _freeze_calls(
+    session: BrowserSession, url: str, monkeypatch: pytest.MonkeyPatch, observed: bool, freezing_calls: int
+) -> list[str]:
     """The DevTools calls of one freeze and thaw of ``url`` (observed first as a step does, or
     not), the thaw once the freeze's ``freezing_calls`` were sent."""
     calls: list[str] = []
@@ -193,25 +216,38 @@ def _freeze_calls(session: BrowserSession, url: str, monkeypatch: pytest.MonkeyP
 
 
 def test_freezing_a_page_where_nothing_moves_takes_three_devtools_calls(
-        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The timeline's rate each way and the hold script (which holds nothing, so nothing is
     given back or let go); the Animation domain stays off."""
     assert _freeze_calls(session, busy_site + "still", monkeypatch, observed=False, freezing_calls=2) == [
-        "Animation.setPlaybackRate", "Runtime.evaluate", "Animation.setPlaybackRate"]
+        "Animation.setPlaybackRate",
+        "Runtime.evaluate",
+        "Animation.setPlaybackRate",
+    ]
 
 
 def test_a_page_its_observation_saw_still_is_frozen_by_the_timeline_alone(
-        session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    session: BrowserSession, busy_site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The observation asked the page whether anything animates: nothing did, so no hold script
     (the timeline still stands still for what starts meanwhile); a page seen animating is held."""
     assert _freeze_calls(session, busy_site + "still", monkeypatch, observed=True, freezing_calls=1) == [
-        "Animation.setPlaybackRate", "Animation.setPlaybackRate"]
+        "Animation.setPlaybackRate",
+        "Animation.setPlaybackRate",
+    ]
     assert _freeze_calls(session, busy_site + "animated", monkeypatch, observed=True, freezing_calls=2) == [
-        "Animation.setPlaybackRate", "Runtime.evaluate", "Runtime.callFunctionOn", "Runtime.releaseObjectGroup",
-        "Animation.setPlaybackRate"]
+        "Animation.setPlaybackRate",
+        "Runtime.evaluate",
+        "Runtime.callFunctionOn",
+        "Runtime.releaseObjectGroup",
+        "Animation.setPlaybackRate",
+    ]
 
 
-def test_a_page_that_sets_a_global_length_is_observed_and_held(session: BrowserSession, busy_site: str) -> None:
+def test_a_page_that_sets_a_global_length_is_observed_and_held(
+    session: BrowserSession, busy_site: str
+) -> None:
     """``window.length`` (the number of frames) is the page's to replace: a global ``length`` of
     a billion neither hangs the observation nor keeps the freeze from holding the animation."""
     browser = session.episode(None)
@@ -223,10 +259,18 @@ def test_a_page_that_sets_a_global_length_is_observed_and_held(session: BrowserS
         # a loop over a billion frames would take minutes; the observation takes ~0.3 s (seconds loaded)
         assert time.monotonic() - started < LOADED_S and observation.screenshot is not None
         with browser.thinking(0.0):
-            held = "(r => r.length > 0 && r.every(a => a.playbackRate === 0))" \
-                   "(document.getAnimations().filter(a => a.playState === 'running'))"
-            assert wait_until(lambda: browser.session.run(browser.tabs.page.evaluate(held)), LOADED_S,
-                              "every running animation held at rate 0") is True
+            held = (
+                "(r => r.length > 0 && r.every(a => a.playbackRate === 0))"
+                "(document.getAnimations().filter(a => a.playState === 'running'))"
+            )
+            assert (
+                wait_until(
+                    lambda: browser.session.run(browser.tabs.page.evaluate(held)),
+                    LOADED_S,
+                    "every running animation held at rate 0",
+                )
+                is True
+            )
     finally:
         browser.close()
 
@@ -247,6 +291,7 @@ def _rates(browser: EpisodeBrowser) -> dict[str, object]:
 
 def _rates_once_frozen(browser: EpisodeBrowser, running: dict[str, object]) -> dict[str, object]:
     """The page's rates once the freeze has reached it (they differ from ``running``)."""
+
     def changed() -> dict[str, object] | None:
         rates = _rates(browser)
         return rates if rates != running else None
@@ -255,7 +300,8 @@ def _rates_once_frozen(browser: EpisodeBrowser, running: dict[str, object]) -> d
 
 
 def test_a_frozen_pages_animations_are_held_at_rate_zero_and_its_own_rules_decide_after(
-        session: BrowserSession, busy_site: str) -> None:
+    session: BrowserSession, busy_site: str
+) -> None:
     """Frozen: each running animation (CSS, Web Animations, a same-origin frame's) at rate 0, the
     one the page holds paused left alone, nothing of the page's document or globals changed;
     thawed: every rate back but one the page set meanwhile, and the page's own
@@ -270,18 +316,26 @@ def test_a_frozen_pages_animations_are_held_at_rate_zero_and_its_own_rules_decid
             frozen = _rates_once_frozen(browser, running)
             browser.session.run(page.evaluate("window.pulse.playbackRate = 2"))
         thawed = _rates(browser)
-        browser.session.run(page.evaluate("document.getElementById('spin').style.animationPlayState = 'paused'"))
+        browser.session.run(
+            page.evaluate("document.getElementById('spin').style.animationPlayState = 'paused'")
+        )
         paused_by_the_page = _rates(browser)
     finally:
         browser.close()
-    assert running == {"page": "running 1, paused 1, running 1", "inner": "running 1", "globals": running["globals"],
-                       "mutations": 0}
+    assert running == {
+        "page": "running 1, paused 1, running 1",
+        "inner": "running 1",
+        "globals": running["globals"],
+        "mutations": 0,
+    }
     assert frozen == {**running, "page": "running 0, paused 1, running 0", "inner": "running 0"}
     assert thawed == {**running, "page": "running 1, paused 1, running 2"}
     assert paused_by_the_page["page"] == "paused 1, paused 1, running 2"
 
 
-def test_a_thaw_that_comes_as_the_freeze_is_sent_leaves_nothing_held(session: BrowserSession, busy_site: str) -> None:
+def test_a_thaw_that_comes_as_the_freeze_is_sent_leaves_nothing_held(
+    session: BrowserSession, busy_site: str
+) -> None:
     """Agents answering just as their pages freeze (0 to 30 ms after it begins): whatever the
     moment, every animation runs at its own rate after the thaw (a thaw that cancelled the
     freeze's script after Chromium ran it would never learn what to give back)."""
@@ -291,7 +345,9 @@ def test_a_thaw_that_comes_as_the_freeze_is_sent_leaves_nothing_held(session: Br
         for delay in [i / 1000 for i in range(0, 31, 2)] * 2:
             with browser.thinking(0.0):
                 time.sleep(delay)
-            assert _rates(browser)["page"] == "running 1, paused 1, running 1", f"held after a thaw at {delay:.3f} s"
+            assert _rates(browser)["page"] == "running 1, paused 1, running 1", (
+                f"held after a thaw at {delay:.3f} s"
+            )
     finally:
         browser.close()
 
@@ -305,8 +361,9 @@ SLOW_FIRST_LOOK = """() => { const native = Document.prototype.getAnimations; le
 ``devtools.SEND_TIMEOUT_S``: the freeze's script runs, its answer is given up on."""
 
 
-def test_a_freeze_whose_answer_was_given_up_on_still_thaws_every_animation(session: BrowserSession,
-                                                                           busy_site: str) -> None:
+def test_a_freeze_whose_answer_was_given_up_on_still_thaws_every_animation(
+    session: BrowserSession, busy_site: str
+) -> None:
     browser = session.episode(None)
     try:
         browser.open((busy_site,))
@@ -318,7 +375,9 @@ def test_a_freeze_whose_answer_was_given_up_on_still_thaws_every_animation(sessi
         browser.close()
 
 
-def test_an_agent_quicker_than_the_delay_never_freezes_the_page(session: BrowserSession, busy_site: str) -> None:
+def test_an_agent_quicker_than_the_delay_never_freezes_the_page(
+    session: BrowserSession, busy_site: str
+) -> None:
     browser = session.episode(None)
     try:
         browser.open((busy_site,))
@@ -360,13 +419,19 @@ def test_a_recording_stores_how_long_each_step_was_frozen(tmp_path: Path) -> Non
     os.environ.setdefault("OPENAI_API_KEY", "sk-test")
     with FakeOpenAI(delay_s=0.6) as server:
         for name, freeze_after in (("on", 0.1), ("off", None)):
-            config = RecordConfig(agent="openai", task_ids=("normal/1",), run_id=f"freeze-{name}",
-                                  agent_settings=AgentSettings(model="fake-model", base_url=server.url),
-                                  browser=BrowserConfig(freeze_after_s=freeze_after))
+            config = RecordConfig(
+                agent="openai",
+                task_ids=("normal/1",),
+                run_id=f"freeze-{name}",
+                agent_settings=AgentSettings(model="fake-model", base_url=server.url),
+                browser=BrowserConfig(freeze_after_s=freeze_after),
+            )
             summary = record_run(Store.open(tmp_path / "store", create=True), config)
             assert summary.episodes[0].status == "completed"
-    rows = run_query(Store.open(tmp_path / "store"),
-                     "select run_id, frozen_ms, agent_ms from steps order by run_id, step_index").rows
+    rows = run_query(
+        Store.open(tmp_path / "store"),
+        "select run_id, frozen_ms, agent_ms from steps order by run_id, step_index",
+    ).rows
     frozen = [(f, a) for run, f, a in rows if run == "freeze-on"]
     # frozen from the freeze to the wake, which comes just after the agent's answer
     assert frozen and all(0 < f < a + 2000 and a >= 600 for f, a in frozen), frozen

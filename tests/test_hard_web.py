@@ -7,6 +7,7 @@ and its traffic has the behaviour's mark: brotli bodies, 206 ranges, socket mess
 replay has every step with URL and tree equal, no request reached the live site, nothing was
 left unmatched, and no step ran past its deadline.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,36 +45,54 @@ def _requests(outcome: Outcome, fragment: str) -> list[dict]:
 
 
 MARKS = {
-    "back-forward with beacons and polling": lambda o: len(_requests(o, "/api/beacon")) >= 3
-    and len(_requests(o, "/api/poll")) >= 3,
-    "pushState routing": lambda o: [s["url"].rsplit("/", 1)[-1] for s in o.recorded] == ["", "products", "about",
-                                                                                          "products"],
-    "iframes, same- and cross-origin": lambda o: any(OTHER_HOST in r["url"] for r in _requests(o, "/widget/rates"))
-    and "Fishing boats" in o.recorded[-1]["tree_text"],
+    "back-forward with beacons and polling": lambda o: (
+        len(_requests(o, "/api/beacon")) >= 3 and len(_requests(o, "/api/poll")) >= 3
+    ),
+    "pushState routing": lambda o: (
+        [s["url"].rsplit("/", 1)[-1] for s in o.recorded] == ["", "products", "about", "products"]
+    ),
+    "iframes, same- and cross-origin": lambda o: (
+        any(OTHER_HOST in r["url"] for r in _requests(o, "/widget/rates"))
+        and "Fishing boats" in o.recorded[-1]["tree_text"]
+    ),
     "target=_blank and window.open": lambda o: len(o.recorded[-1]["tabs"]) == 3,
-    "POST, redirect, GET": lambda o: [r["status"] for r in _requests(o, "/prg/order")] == [303]
-    and "/prg/done?order=" in o.recorded[-1]["url"],
-    "gzip and brotli bodies": lambda o: _header(_requests(o, "/enc/second")[0], "content-encoding") == "br"
-    and _header(_requests(o, "/enc/data.json")[0], "content-encoding") == "br"
-    and _header(_requests(o, "/enc/")[0], "content-encoding") == "gzip",
-    "range requests for a video element": lambda o: 206 in {r["status"] for r in _requests(o, "/media/clip.wav")},
-    "lazy images on scroll": lambda o: len({r["url"].split("?")[0] for r in _requests(o, "/lazy/img/")}) >= 3
-    and any("?w=" in r["url"] for r in _requests(o, "/lazy/img/")),
+    "POST, redirect, GET": lambda o: (
+        [r["status"] for r in _requests(o, "/prg/order")] == [303]
+        and "/prg/done?order=" in o.recorded[-1]["url"]
+    ),
+    "gzip and brotli bodies": lambda o: (
+        _header(_requests(o, "/enc/second")[0], "content-encoding") == "br"
+        and _header(_requests(o, "/enc/data.json")[0], "content-encoding") == "br"
+        and _header(_requests(o, "/enc/")[0], "content-encoding") == "gzip"
+    ),
+    "range requests for a video element": lambda o: (
+        206 in {r["status"] for r in _requests(o, "/media/clip.wav")}
+    ),
+    "lazy images on scroll": lambda o: (
+        len({r["url"].split("?")[0] for r in _requests(o, "/lazy/img/")}) >= 3
+        and any("?w=" in r["url"] for r in _requests(o, "/lazy/img/"))
+    ),
     "a service worker": lambda o: "High tide" in o.recorded[0]["tree_text"],
-    "a WebSocket": lambda o: "Sardines" in o.recorded[-1]["tree_text"]
-    and [r["status"] for r in _requests(o, "wss://")] == [101],
-    "an EventSource stream": lambda o: all(boat in o.recorded[0]["tree_text"] for boat in ("Morning Star",
-                                                                                          "Kittiwake")),
-    "a file download": lambda o: [r["status"] for r in _requests(o, "/download/prices.csv")] == [200]
-    and o.recorded[-1]["url"].endswith("/download/after"),
-    "a cookie consent banner": lambda o: "Cookie consent" in o.recorded[0]["tree_text"]
-    and "Cookie consent" not in o.recorded[-1]["tree_text"],
+    "a WebSocket": lambda o: (
+        "Sardines" in o.recorded[-1]["tree_text"] and [r["status"] for r in _requests(o, "wss://")] == [101]
+    ),
+    "an EventSource stream": lambda o: all(
+        boat in o.recorded[0]["tree_text"] for boat in ("Morning Star", "Kittiwake")
+    ),
+    "a file download": lambda o: (
+        [r["status"] for r in _requests(o, "/download/prices.csv")] == [200]
+        and o.recorded[-1]["url"].endswith("/download/after")
+    ),
+    "a cookie consent banner": lambda o: (
+        "Cookie consent" in o.recorded[0]["tree_text"] and "Cookie consent" not in o.recorded[-1]["tree_text"]
+    ),
 }
 
 
 @pytest.mark.parametrize("name", [b.name for b in BEHAVIOURS])
-def test_each_behaviour_records_then_replays_exactly_after_the_site_restarted(outcomes: dict[str, Outcome],
-                                                                           name: str) -> None:
+def test_each_behaviour_records_then_replays_exactly_after_the_site_restarted(
+    outcomes: dict[str, Outcome], name: str
+) -> None:
     outcome = outcomes[name]
     behaviour = outcome.behaviour
     assert [s["action_error"] for s in outcome.recorded] == [None] * (len(behaviour.script) + 1)
@@ -81,7 +100,9 @@ def test_each_behaviour_records_then_replays_exactly_after_the_site_restarted(ou
     assert MARKS.get(name, lambda o: True)(outcome), name
     replay = outcome.replay
     assert (replay.status, replay.error) == ("completed", None)
-    diffs = [(s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful]
+    diffs = [
+        (s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful
+    ]
     assert replay.fidelity == 1.0, diffs
     assert replay.requests.unmatched == 0 and replay.unmatched_urls == ()
     assert outcome.live_hits == [], "a replay must not ask the live site anything"
@@ -114,15 +135,18 @@ def _lose_body(store: Store, request: dict) -> None:
         rows = table.to_pylist()
         hit = [r for r in rows if (r["episode_id"], r["seq"]) == (request["episode_id"], request["seq"])]
         if hit:
-            hit[0].update(response_body=None, response_headers=[*hit[0]["response_headers"],
-                                                                {"name": BODY_HEADER, "value": MISSING}])
+            hit[0].update(
+                response_body=None,
+                response_headers=[*hit[0]["response_headers"], {"name": BODY_HEADER, "value": MISSING}],
+            )
             pq.write_table(table.from_pylist(rows, schema=table.schema), store.root / path)
             return
     raise AssertionError(f"no stored request {request['seq']} of {request['episode_id']}")
 
 
 def test_a_fetch_whose_body_the_recording_lost_is_answered_for_the_observation_that_showed_it(
-        folder: Path, outcomes: dict[str, Outcome]) -> None:
+    folder: Path, outcomes: dict[str, Outcome]
+) -> None:
     """A recorder under load sometimes keeps no body for a fetch (its page navigated away before
     the body was read). The replay once passed that exchange over and answered its request with
     the next repeat's, recorded an observation later: held for that observation, the forward
@@ -134,8 +158,11 @@ def test_a_fetch_whose_body_the_recording_lost_is_answered_for_the_observation_t
     store = Store.open(folder / "bfcache-off" / "store")
     _lose_body(store, forward)
     with HardWeb() as web:
-        report = replay_run(store, episode_id=outcome.replay.source_episode,
-                            browser=BrowserConfig(extra_args=tuple(web.chromium_args())))
+        report = replay_run(
+            store,
+            episode_id=outcome.replay.source_episode,
+            browser=BrowserConfig(extra_args=tuple(web.chromium_args())),
+        )
     [replay] = report.episodes
     assert (replay.status, replay.error) == ("completed", None)
     assert replay.fidelity == 1.0, [(s.step_index, s.tree_diff) for s in replay.steps if not s.faithful]

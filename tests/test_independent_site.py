@@ -11,6 +11,7 @@ Before the fix the replay died at the first go_back (Playwright's wait for a loa
 never fires) or killed Playwright's driver in the redirect chain (an unhandled
 ``NavigationAbortedError`` from ``Route._redirect_navigation_request``), losing the run.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,14 @@ from tests.independent_site import IndieShop
 from tests.independent_site.agent import SCRIPT, write_task
 
 STEPS = len(SCRIPT)
-URLS = ["http://shop.indie.test/", "http://shop.indie.test/catalog", "http://shop.indie.test/",
-        "http://shop.indie.test/deals/today", "http://shop.indie.test/", "http://shop.indie.test/search"]
+URLS = [
+    "http://shop.indie.test/",
+    "http://shop.indie.test/catalog",
+    "http://shop.indie.test/",
+    "http://shop.indie.test/deals/today",
+    "http://shop.indie.test/",
+    "http://shop.indie.test/search",
+]
 
 
 def _steps(store: Path, run_id: str) -> list[dict]:
@@ -49,20 +56,31 @@ def _within_deadlines(steps: list[dict]) -> None:
         assert step["observe_ms"] < OBSERVE_DEADLINE_S * 1e3, step["step_index"]
 
 
-@pytest.mark.parametrize(("no_store", "back_forward_cache"), [
-    pytest.param(False, True, id="plain-headers-bfcache-on"),  # going back restores the page from the cache
-    pytest.param(True, False, id="no-store-bfcache-off"),  # going back fetches the page again
-    pytest.param(False, False, id="plain-headers-bfcache-off", marks=pytest.mark.heavy),
-    pytest.param(True, True, id="no-store-bfcache-on", marks=pytest.mark.heavy),
-])
-def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path: Path, no_store: bool,
-                                                                       back_forward_cache: bool) -> None:
+@pytest.mark.parametrize(
+    ("no_store", "back_forward_cache"),
+    [
+        pytest.param(
+            False, True, id="plain-headers-bfcache-on"
+        ),  # going back restores the page from the cache
+        pytest.param(True, False, id="no-store-bfcache-off"),  # going back fetches the page again
+        pytest.param(False, False, id="plain-headers-bfcache-off", marks=pytest.mark.heavy),
+        pytest.param(True, True, id="no-store-bfcache-on", marks=pytest.mark.heavy),
+    ],
+)
+def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(
+    tmp_path: Path, no_store: bool, back_forward_cache: bool
+) -> None:
     suite = write_task(tmp_path / "tasks")
     with IndieShop(no_store=no_store) as shop:
         browser = BrowserConfig(extra_args=tuple(shop.chromium_args()), back_forward_cache=back_forward_cache)
         recorded = _record(tmp_path / "store", suite, browser)
         episode = recorded.episodes[0]
-        assert (episode.status, episode.stop_reason, episode.n_steps, episode.error) == ("completed", "stop", STEPS, None)
+        assert (episode.status, episode.stop_reason, episode.n_steps, episode.error) == (
+            "completed",
+            "stop",
+            STEPS,
+            None,
+        )
         steps = _steps(tmp_path / "store", recorded.run_id)
         assert [s["url"] for s in steps] == URLS
         assert [s["action_error"] for s in steps] == [None] * STEPS
@@ -74,8 +92,9 @@ def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path:
         assert shop.port != old_port
         # the restarted shop is reachable under the same name, and serves other content
         with sync_playwright() as playwright:
-            restarted = playwright.chromium.launch(executable_path=find_chromium(None, playwright),
-                                                   args=list(shop.chromium_args()))
+            restarted = playwright.chromium.launch(
+                executable_path=find_chromium(None, playwright), args=list(shop.chromium_args())
+            )
             page = restarted.new_page()
             page.goto(shop.url)
             page.wait_for_function("!document.body.innerText.includes('Loading featured')")
@@ -90,8 +109,12 @@ def test_the_six_step_episode_replays_exactly_after_the_shop_restarted(tmp_path:
     fidelity = report.episodes[0]
     assert (fidelity.status, fidelity.error) == ("completed", None)
     summary = summarize(report.episodes)
-    assert (summary["steps"], summary["url_equal"], summary["tree_equal"], summary["fidelity"]) == \
-        (STEPS, STEPS, STEPS, 1.0), [s.tree_diff for s in fidelity.steps]
+    assert (summary["steps"], summary["url_equal"], summary["tree_equal"], summary["fidelity"]) == (
+        STEPS,
+        STEPS,
+        STEPS,
+        1.0,
+    ), [s.tree_diff for s in fidelity.steps]
     assert summary["requests"].unmatched == 0 and fidelity.unmatched_urls == ()
     assert summary["requests"].exact > 0
     replayed = _steps(tmp_path / "store", report.replay_run)
@@ -112,8 +135,9 @@ def _chromium_wrapper(folder: Path, args: list[str]) -> Path:
     return wrapper
 
 
-def test_the_cli_records_and_replays_the_shop_with_a_users_agent(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_records_and_replays_the_shop_with_a_users_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`mmina record --agent module:Class` then `mmina replay --run`: the issue's own path (no-store,
     whose replay crashed Playwright's driver), the replay browser unable to reach the shop."""
     monkeypatch.delenv("MMINA_CHROMIUM", raising=False)
@@ -122,17 +146,46 @@ def test_the_cli_records_and_replays_the_shop_with_a_users_agent(tmp_path: Path,
     runner = CliRunner()
     with IndieShop(no_store=True) as shop:
         wrapper = _chromium_wrapper(tmp_path, shop.chromium_args())
-        recorded = runner.invoke(cli, ["record", "--tasks", str(suite), "--agent", "tests.independent_site.agent:SixSteps",
-                                       "--store", str(store), "--browser", str(wrapper), "--run-id", "indie",
-                                       "--format", "json"])
+        recorded = runner.invoke(
+            cli,
+            [
+                "record",
+                "--tasks",
+                str(suite),
+                "--agent",
+                "tests.independent_site.agent:SixSteps",
+                "--store",
+                str(store),
+                "--browser",
+                str(wrapper),
+                "--run-id",
+                "indie",
+                "--format",
+                "json",
+            ],
+        )
         assert recorded.exit_code == 0, recorded.output
         shop.restart()
         before = len(shop.hits)
-        replayed = runner.invoke(cli, ["replay", "--run", "indie", "--store", str(store), "--min-fidelity", "1",
-                                       "--run-id", "indie-replay", "--format", "json"])
+        replayed = runner.invoke(
+            cli,
+            [
+                "replay",
+                "--run",
+                "indie",
+                "--store",
+                str(store),
+                "--min-fidelity",
+                "1",
+                "--run-id",
+                "indie-replay",
+                "--format",
+                "json",
+            ],
+        )
         assert shop.hits[before:] == []
     assert replayed.exit_code == 0, replayed.output
-    report = json.loads(replayed.output[replayed.output.index("{"):])
+    report = json.loads(replayed.output[replayed.output.index("{") :])
     assert report["passed"] is True
     steps = _steps(store, "indie-replay")
     assert [s["url"] for s in steps] == URLS and [s["action_error"] for s in steps] == [None] * STEPS
@@ -152,8 +205,9 @@ def _driver_pids() -> list[int]:
     return pids
 
 
-def test_a_driver_that_dies_mid_episode_costs_that_episode_not_the_run(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_driver_that_dies_mid_episode_costs_that_episode_not_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the redirect race did to Playwright's driver, done on purpose: the driver is killed
     while the first episode goes through the redirect. That episode is stored as an error with
     the steps it had; the next one replays in a fresh browser."""
@@ -185,8 +239,9 @@ def test_a_driver_that_dies_mid_episode_costs_that_episode_not_the_run(tmp_path:
     assert sorted(e["status"] for e in stored) == ["completed", "error"]
 
 
-def test_a_request_the_router_fails_on_is_answered_not_left_hanging(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_the_router_fails_on_is_answered_not_left_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A routed request left unanswered never loads its page (go_back and tree reads then time
     out): a failure inside the router answers 500 instead, and the step finishes at once."""
     from mmina.replayer.router import ArchiveRouter
@@ -207,11 +262,17 @@ def test_a_request_the_router_fails_on_is_answered_not_left_hanging(tmp_path: Pa
     assert (episode.status, episode.replayed_steps) == ("completed", 3)
     steps = _steps(tmp_path / "store", report.replay_run)
     assert [s["action_error"] for s in steps] == [None] * 3
-    assert episode.steps[1].url_equal and not episode.steps[1].tree_equal  # the stock line stayed "Checking stock"
+    assert (
+        episode.steps[1].url_equal and not episode.steps[1].tree_equal
+    )  # the stock line stayed "Checking stock"
     assert "Checking stock" in steps[1]["tree_text"]
-    assert steps[0]["action_ms"] < SETTLE_MAX_S * 1_000  # a request left paused would hold settling for its 3 s
+    assert (
+        steps[0]["action_ms"] < SETTLE_MAX_S * 1_000
+    )  # a request left paused would hold settling for its 3 s
     _within_deadlines(steps)
 
 
 def _record(store: Path, suite: Path, browser: BrowserConfig) -> RunSummary:
-    return record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), agent="oracle", browser=browser))
+    return record_run(
+        Store.open(store, create=True), RecordConfig(tasks=str(suite), agent="oracle", browser=browser)
+    )

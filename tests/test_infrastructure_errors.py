@@ -6,6 +6,7 @@ which stays in the store and counts in no table; ``--rerun-errors`` re-runs the 
 
 Real episodes in Chromium on the fixture web, the model behind the local OpenAI-compatible
 server (real HTTP), and, for a browser crash, the recording's own Chromium killed mid-episode."""
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,40 @@ INTENTS = {t.task_id: t.intent for t in load_suite(None, list(TASKS)).tasks}
 
 
 def _mmina(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=600, env={**os.environ, "OPENAI_API_KEY": "sk-local-test-key"})
+    return subprocess.run(
+        [sys.executable, "-m", "mmina", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
+        env={**os.environ, "OPENAI_API_KEY": "sk-local-test-key"},
+    )
 
 
 def _record(store: Path, url: str, *extra: str) -> dict[str, Any]:
-    done = _mmina("record", "--store", str(store), "--agent", "openai", "--model", "fake", "--base-url", url,
-                  "--max-steps", "3", "--no-screenshots", "--endpoint-patience", "0", "--model-retries", "0",
-                  "--run-id", "campaign", "--format", "json", *extra)
+    done = _mmina(
+        "record",
+        "--store",
+        str(store),
+        "--agent",
+        "openai",
+        "--model",
+        "fake",
+        "--base-url",
+        url,
+        "--max-steps",
+        "3",
+        "--no-screenshots",
+        "--endpoint-patience",
+        "0",
+        "--model-retries",
+        "0",
+        "--run-id",
+        "campaign",
+        "--format",
+        "json",
+        *extra,
+    )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -49,12 +76,16 @@ def _json(*args: str) -> Any:
 def _episodes(store: Path) -> dict[str, list[dict[str, Any]]]:
     """Each task's episodes, oldest first."""
     found: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(Store.open(store).read("episodes").to_pylist(), key=lambda r: (r["attempt"], r["started_at"])):
+    for row in sorted(
+        Store.open(store).read("episodes").to_pylist(), key=lambda r: (r["attempt"], r["started_at"])
+    ):
         found.setdefault(row["task_id"], []).append(row)
     return found
 
 
-def _failing(server: FakeOpenAI, fails: Callable[[dict[str, Any]], tuple[int, dict[str, Any]] | None]) -> None:
+def _failing(
+    server: FakeOpenAI, fails: Callable[[dict[str, Any]], tuple[int, dict[str, Any]] | None]
+) -> None:
     """Answer a request with ``fails(body)`` when it gives an answer, else as usual."""
     usual = server.respond
 
@@ -76,7 +107,9 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
     store, outage, refusing = tmp_path / "store", [True], [True]
 
     def fails(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
-        if _for_task("normal/1", body) and outage[0]:  # the endpoint down for everyone, with no patience to wait
+        if (
+            _for_task("normal/1", body) and outage[0]
+        ):  # the endpoint down for everyone, with no patience to wait
             return 503, {"error": {"message": "injected: the server is unavailable"}}
         if _for_task("normal/3", body) and refusing[0]:  # this request refused for its own sake: the agent's
             return 400, {"error": {"message": "injected: this prompt is refused"}}
@@ -94,7 +127,10 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
         assert (first["errors"], first["infrastructure_errors"]) == (1, 1)
 
         report = _json("report", "--store", str(store), "--run", "campaign")
-        assert (report["tasks"], report["infrastructure_errors"]) == (2, 1)  # the endpoint's failure is in no rate
+        assert (report["tasks"], report["infrastructure_errors"]) == (
+            2,
+            1,
+        )  # the endpoint's failure is in no rate
         [run] = _json("runs", "--store", str(store))
         assert (run["tasks_done"], run["errors"]) == (2, 2), run
 
@@ -103,14 +139,22 @@ def test_infrastructure_errors_count_in_no_rate_and_resume_records_them_again(tm
         assert resumed["rerun"] == ["normal/1"] and resumed["skipped"] == ["normal/2", "normal/3"]
         again = _episodes(store)
         old, new = again["normal/1"]
-        assert (new["attempt"], new["supersedes"], new["status"], new["error_kind"]) == \
-            (1, old["episode_id"], "completed", None)  # the same repeat, again
+        assert (new["attempt"], new["supersedes"], new["status"], new["error_kind"]) == (
+            1,
+            old["episode_id"],
+            "completed",
+            None,
+        )  # the same repeat, again
         report = _json("report", "--store", str(store), "--run", "campaign")
         assert (report["tasks"], report["infrastructure_errors"]) == (3, 0)  # normal/1 once: its new episode
         [run] = _json("runs", "--store", str(store))
         assert (run["episodes"], run["tasks_done"], run["errors"]) == (4, 3, 1), run
-        counted = _json("sql", "--store", str(store), "SELECT episode_id FROM episode_scores "
-                        "WHERE evaluator = 'hops' AND task_id = 'normal/1'")
+        counted = _json(
+            "sql",
+            "--store",
+            str(store),
+            "SELECT episode_id FROM episode_scores WHERE evaluator = 'hops' AND task_id = 'normal/1'",
+        )
         assert counted == [{"episode_id": new["episode_id"]}]
 
         nothing = _record(store, server.url, "--resume")  # the agent's error stays without --rerun-errors
@@ -136,7 +180,8 @@ def _chromium(pid: int) -> list[int]:
 
 
 def test_a_browser_killed_mid_episode_is_an_infrastructure_error_and_the_next_episode_goes_on(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store, killed, recorder = tmp_path / "store", [], []
 
     def kill_the_browser(body: dict[str, Any]) -> None:
@@ -151,11 +196,38 @@ def test_a_browser_killed_mid_episode_is_an_infrastructure_error_and_the_next_ep
 
     with FakeOpenAI() as server:
         server.script = kill_the_browser
-        recorder.append(subprocess.Popen(
-            [sys.executable, "-m", "mmina", "record", "--store", str(store), "--agent", "openai", "--model", "fake",
-             "--base-url", server.url, "--max-steps", "3", "--no-screenshots", "--run-id", "crash", "--format",
-             "json", "--task", ",".join(TASKS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=REPO_ROOT, env={**os.environ, "OPENAI_API_KEY": "sk-local-test-key"}))
+        recorder.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "mmina",
+                    "record",
+                    "--store",
+                    str(store),
+                    "--agent",
+                    "openai",
+                    "--model",
+                    "fake",
+                    "--base-url",
+                    server.url,
+                    "--max-steps",
+                    "3",
+                    "--no-screenshots",
+                    "--run-id",
+                    "crash",
+                    "--format",
+                    "json",
+                    "--task",
+                    ",".join(TASKS),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO_ROOT,
+                env={**os.environ, "OPENAI_API_KEY": "sk-local-test-key"},
+            )
+        )
         out, err = recorder[0].communicate(timeout=600)
     assert recorder[0].returncode == 0 and killed, err[-3000:]
     episodes = {task: rows[-1] for task, rows in _episodes(store).items()}

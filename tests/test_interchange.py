@@ -2,6 +2,7 @@
 warcio (check, index, and as the writer of a foreign WARC), pywb serving the export to a real
 Chromium, Playwright's ``route_from_har`` and har-validator, inspect-ai's ``read_eval_log`` and
 ``inspect view`` in a real Chromium."""
+
 from __future__ import annotations
 
 import gzip
@@ -41,8 +42,10 @@ def _cli(*args: str) -> tuple[int, str]:
 
 
 def _steps(store: Store, run_id: str) -> list[dict]:
-    return sorted(store.read("steps", run_id=run_id, columns=["step_index", "url", "tree_text"]).to_pylist(),
-                  key=lambda s: s["step_index"])
+    return sorted(
+        store.read("steps", run_id=run_id, columns=["step_index", "url", "tree_text"]).to_pylist(),
+        key=lambda s: s["step_index"],
+    )
 
 
 def _tree(page) -> str:
@@ -51,25 +54,40 @@ def _tree(page) -> str:
 
 
 def _index(path: Path) -> list[dict]:
-    done = subprocess.run([WARCIO, "index", "-f", "warc-type,warc-target-uri,warc-mmina-episode,warc-mmina-redacted",
-                           str(path)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            WARCIO,
+            "index",
+            "-f",
+            "warc-type,warc-target-uri,warc-mmina-episode,warc-mmina-redacted",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 @pytest.fixture(scope="module")
 def warc_file(recorded, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("warc") / "run.warc.gz"
-    code, output = _cli("export", "warc", "--run", recorded[1].run_id, "--store", str(recorded[0]), "-o", str(path))
+    code, output = _cli(
+        "export", "warc", "--run", recorded[1].run_id, "--store", str(recorded[0]), "-o", str(path)
+    )
     assert code == 0, output
     return path
 
 
 # ---------------------------------------------------------------- WARC out
 
+
 def test_warcio_checks_and_indexes_every_exchange_of_the_export(recorded, warc_file: Path) -> None:
     store = Store.open(recorded[0])
     done = subprocess.run([WARCIO, "check", "-v", str(warc_file)], capture_output=True, text=True)
-    assert done.returncode == 0 and "digest pass" in done.stdout and "fail" not in done.stdout, done.stdout[-2000:]
+    assert done.returncode == 0 and "digest pass" in done.stdout and "fail" not in done.stdout, done.stdout[
+        -2000:
+    ]
     index = _index(warc_file)
     requests = store.read("requests", run_id=recorded[1].run_id).to_pylist()
     served = [i["warc-target-uri"] for i in index if i["warc-type"] in ("response", "revisit")]
@@ -80,8 +98,9 @@ def test_warcio_checks_and_indexes_every_exchange_of_the_export(recorded, warc_f
     assert "mmina-runs: " + recorded[1].run_id in info and "schema_version: " in info and "[REDACTED]" in info
 
 
-def test_pywb_serves_the_export_and_chromium_shows_the_recorded_pages(recorded, warc_file: Path,
-                                                                      tmp_path: Path) -> None:
+def test_pywb_serves_the_export_and_chromium_shows_the_recorded_pages(
+    recorded, warc_file: Path, tmp_path: Path
+) -> None:
     """pywb in proxy mode over the exported WARC: every recorded page, loaded by its own URL,
     shows the stored step's tree (no live site is running)."""
     steps = _steps(Store.open(recorded[0]), recorded[1].run_id)
@@ -100,9 +119,14 @@ def test_each_record_says_what_was_redacted_and_a_missing_body_is_truncated(tmp_
     writer = store.episode_writer("r", "e1")
     body = writer.put_blob(b'{"token": "[REDACTED]", "ok": 1}', "application/json")
     writer.add_step(step_row(0))
-    writer.add_requests([request_row(0, body, mime_type="application/json"),
-                         request_row(1, None, response_headers=[{"name": "x-mmina-body", "value": "missing"}],
-                                     request_headers=[])])
+    writer.add_requests(
+        [
+            request_row(0, body, mime_type="application/json"),
+            request_row(
+                1, None, response_headers=[{"name": "x-mmina-body", "value": "missing"}], request_headers=[]
+            ),
+        ]
+    )
     writer.commit(episode_row(n_steps=1))
     result = export_warc(store, Selection(run="r"), tmp_path / "r.warc.gz")
     assert (result.redacted, result.missing_bodies) == (1, 1)
@@ -119,12 +143,20 @@ def test_episodes_stream_alike_from_their_own_files_and_from_a_compacted_batch(t
     store = Store.open(tmp_path / "store", create=True)
     begin(store, "r")
     for number in range(3):
-        write_episode(store, "r", f"e{number}", blobs=[f"shot {number}".encode()], n_steps=number + 1,
-                      n_requests=number + 2)
+        write_episode(
+            store,
+            "r",
+            f"e{number}",
+            blobs=[f"shot {number}".encode()],
+            n_steps=number + 1,
+            n_requests=number + 2,
+        )
 
     def exported() -> tuple[list[tuple], list[dict]]:
-        episodes = [(e.episode_id, [s["step_index"] for s in e.steps], [r["seq"] for r in e.requests])
-                    for e in stream_episodes(store, Selection(run="r"))]
+        episodes = [
+            (e.episode_id, [s["step_index"] for s in e.steps], [r["seq"] for r in e.requests])
+            for e in stream_episodes(store, Selection(run="r"))
+        ]
         export_warc(store, Selection(run="r"), tmp_path / "r.warc.gz")
         return sorted(episodes), [i for i in _index(tmp_path / "r.warc.gz") if i["warc-type"] != "warcinfo"]
 
@@ -137,8 +169,12 @@ def test_episodes_stream_alike_from_their_own_files_and_from_a_compacted_batch(t
 
 
 def test_bad_selections_get_one_line(recorded, tmp_path: Path) -> None:
-    for args in (["export", "warc", "--run", "nope"], ["export", "warc"], ["export", "har", "--episode", "nope"],
-                 ["export", "inspect", "--run", recorded[1].run_id, "--evaluator", "nobody"]):
+    for args in (
+        ["export", "warc", "--run", "nope"],
+        ["export", "warc"],
+        ["export", "har", "--episode", "nope"],
+        ["export", "inspect", "--run", recorded[1].run_id, "--evaluator", "nobody"],
+    ):
         code, output = _cli(*args, "--store", str(recorded[0]), "-o", str(tmp_path / "x"))
         assert code == 1 and output.startswith("Error: ") and len(output.strip().splitlines()) == 1, output
     assert not (tmp_path / "x").exists()
@@ -149,15 +185,33 @@ def test_bad_selections_get_one_line(recorded, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- WARC in
 
-def test_an_exported_warc_imports_and_the_oracle_replays_it_offline(recorded, warc_file: Path, tmp_path: Path) -> None:
+
+def test_an_exported_warc_imports_and_the_oracle_replays_it_offline(
+    recorded, warc_file: Path, tmp_path: Path
+) -> None:
     store = Store.open(tmp_path / "store", create=True)
-    code, output = _cli("import", "warc", str(warc_file), "--tasks", str(builtin_suite_path()), "--task", "normal/1",
-                        "--run-id", "imported", "--store", str(store.root))
+    code, output = _cli(
+        "import",
+        "warc",
+        str(warc_file),
+        "--tasks",
+        str(builtin_suite_path()),
+        "--task",
+        "normal/1",
+        "--run-id",
+        "imported",
+        "--store",
+        str(store.root),
+    )
     assert code == 0, output
     report = replay_agent(Store.open(store.root), "oracle", run_id="imported")
     [episode] = report.episodes
     original = Store.open(recorded[0]).read("episodes", run_id=recorded[1].run_id).to_pylist()[0]
-    assert (episode.result.final_answer, report.unmatched, report.coverage_gaps) == (original["final_answer"], 0, [])
+    assert (episode.result.final_answer, report.unmatched, report.coverage_gaps) == (
+        original["final_answer"],
+        0,
+        [],
+    )
 
 
 TOKEN = "tok-7f3a9c2e5b81d4"
@@ -172,36 +226,63 @@ def _foreign_warc(path: Path) -> None:
 
     page = b"<html><body><h1>Harbour</h1>" + b"tide " * 200 + b"</body></html>"
     zipped = gzip.compress(page)
-    chunked = b"".join(b"%x\r\n%s\r\n" % (len(zipped[i:i + 100]), zipped[i:i + 100])
-                       for i in range(0, len(zipped), 100)) + b"0\r\n\r\n"
+    chunked = (
+        b"".join(
+            b"%x\r\n%s\r\n" % (len(zipped[i : i + 100]), zipped[i : i + 100])
+            for i in range(0, len(zipped), 100)
+        )
+        + b"0\r\n\r\n"
+    )
     with path.open("wb") as sink:
         writer = WARCWriter(sink, gzip=True)
-        headers = [("Content-Type", "text/html"), ("Content-Encoding", "gzip"), ("Transfer-Encoding", "chunked")]
+        headers = [
+            ("Content-Type", "text/html"),
+            ("Content-Encoding", "gzip"),
+            ("Transfer-Encoding", "chunked"),
+        ]
         plain = [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")]
-        for url, body, http_headers in (("http://site.test/", chunked, headers),
-                                        ("http://site.test/count", b"one", [("Content-Type", "text/plain")]),
-                                        ("http://site.test/count", b"two " + TOKEN.encode(),
-                                         [("Content-Type", "text/plain")]),
-                                        ("http://site.test/plain", b"<!DOCTYPE html>\n<p>plain</p>\n", plain)):
-            response = writer.create_warc_record(url, "response", payload=io.BytesIO(body),
-                                                 http_headers=StatusAndHeaders("200 OK", http_headers,
-                                                                               protocol="HTTP/1.1"))
+        for url, body, http_headers in (
+            ("http://site.test/", chunked, headers),
+            ("http://site.test/count", b"one", [("Content-Type", "text/plain")]),
+            ("http://site.test/count", b"two " + TOKEN.encode(), [("Content-Type", "text/plain")]),
+            ("http://site.test/plain", b"<!DOCTYPE html>\n<p>plain</p>\n", plain),
+        ):
+            response = writer.create_warc_record(
+                url,
+                "response",
+                payload=io.BytesIO(body),
+                http_headers=StatusAndHeaders("200 OK", http_headers, protocol="HTTP/1.1"),
+            )
             writer.write_record(response)
-            request = writer.create_warc_record(url, "request", payload=io.BytesIO(b""),
-                                                http_headers=StatusAndHeaders("GET / HTTP/1.1", [
-                                                    ("Host", "site.test"), ("Authorization", f"Bearer {TOKEN}")],
-                                                    is_http_request=True))
-            request.rec_headers.add_header("WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID"))
+            request = writer.create_warc_record(
+                url,
+                "request",
+                payload=io.BytesIO(b""),
+                http_headers=StatusAndHeaders(
+                    "GET / HTTP/1.1",
+                    [("Host", "site.test"), ("Authorization", f"Bearer {TOKEN}")],
+                    is_http_request=True,
+                ),
+            )
+            request.rec_headers.add_header(
+                "WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID")
+            )
             writer.write_record(request)
             if url == "http://site.test/":
                 first = response
-        revisit = writer.create_revisit_record("http://site.test/again", first.rec_headers.get_header(
-            "WARC-Payload-Digest"), "http://site.test/", first.rec_headers.get_header("WARC-Date"),
-            http_headers=StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1"))
+        revisit = writer.create_revisit_record(
+            "http://site.test/again",
+            first.rec_headers.get_header("WARC-Payload-Digest"),
+            "http://site.test/",
+            first.rec_headers.get_header("WARC-Date"),
+            http_headers=StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1"),
+        )
         writer.write_record(revisit)
 
 
-def test_a_foreign_warc_with_chunked_gzip_revisits_and_repeats_imports_decoded_and_redacted(tmp_path: Path) -> None:
+def test_a_foreign_warc_with_chunked_gzip_revisits_and_repeats_imports_decoded_and_redacted(
+    tmp_path: Path,
+) -> None:
     from mmina.replayer.archive import Archive, Matcher, exchanges_from_rows
 
     _foreign_warc(tmp_path / "f.warc.gz")
@@ -214,38 +295,65 @@ def test_a_foreign_warc_with_chunked_gzip_revisits_and_repeats_imports_decoded_a
     page = matcher.match("GET", "http://site.test/").exchange
     assert page is not None and page.body.startswith(b"<html><body><h1>Harbour</h1>tide")
     assert matcher.match("GET", "http://site.test/again").exchange.body == page.body
-    assert [matcher.match("GET", "http://site.test/count").exchange.body for _ in range(2)] == \
-        [b"one", b"two [REDACTED]"]
+    assert [matcher.match("GET", "http://site.test/count").exchange.body for _ in range(2)] == [
+        b"one",
+        b"two [REDACTED]",
+    ]
     assert matcher.match("GET", "http://site.test/plain").exchange.body == b"<!DOCTYPE html>\n<p>plain</p>\n"
-    assert {h["value"] for r in rows for h in r["request_headers"] if h["name"] == "Authorization"} == \
-        {"Bearer [REDACTED]"}
+    assert {h["value"] for r in rows for h in r["request_headers"] if h["name"] == "Authorization"} == {
+        "Bearer [REDACTED]"
+    }
     assert not any(TOKEN.encode() in body for body in blobs.values())
 
 
 def test_a_file_that_is_not_warc_gets_one_line_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n")
-    gzip.open(tmp_path / "cut.warc.gz", "wb").write(b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: 999\r\n\r\nabc")
-    for name, says in (("notes.txt", "is not a WARC file"), ("cut.warc.gz", "is cut off"), ("none.warc", "no WARC")):
-        code, output = _cli("import", "warc", str(tmp_path / name), "--tasks", str(builtin_suite_path()),
-                            "--store", str(tmp_path / "store"))
+    gzip.open(tmp_path / "cut.warc.gz", "wb").write(
+        b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: 999\r\n\r\nabc"
+    )
+    for name, says in (
+        ("notes.txt", "is not a WARC file"),
+        ("cut.warc.gz", "is cut off"),
+        ("none.warc", "no WARC"),
+    ):
+        code, output = _cli(
+            "import",
+            "warc",
+            str(tmp_path / name),
+            "--tasks",
+            str(builtin_suite_path()),
+            "--store",
+            str(tmp_path / "store"),
+        )
         assert code == 1 and says in output and len(output.strip().splitlines()) == 1, output
     assert not (tmp_path / "store").exists()
 
 
 # ---------------------------------------------------------------- HAR out
 
+
 def test_playwright_replays_the_har_export_and_it_is_valid_har(recorded, tmp_path: Path) -> None:
     store = Store.open(recorded[0])
     episode = store.read("episodes", run_id=recorded[1].run_id).to_pylist()[0]
-    code, output = _cli("export", "har", "--episode", episode["episode_id"], "--store", str(recorded[0]),
-                        "-o", str(tmp_path / "e.har"))
+    code, output = _cli(
+        "export",
+        "har",
+        "--episode",
+        episode["episode_id"],
+        "--store",
+        str(recorded[0]),
+        "-o",
+        str(tmp_path / "e.har"),
+    )
     assert code == 0, output
     assert validate_har(tmp_path / "e.har") == []
     har = json.loads((tmp_path / "e.har").read_text())["log"]
     assert (har["creator"]["version"], har["_mmina"]["schema_version"]) == (__version__, SCHEMA_VERSION)
     entries = har["entries"]
-    assert [e["_mmina_step"] for e in entries] == [r["step_index"] for r in sorted(
-        store.read("requests", run_id=recorded[1].run_id).to_pylist(), key=lambda r: r["seq"])]
+    assert [e["_mmina_step"] for e in entries] == [
+        r["step_index"]
+        for r in sorted(store.read("requests", run_id=recorded[1].run_id).to_pylist(), key=lambda r: r["seq"])
+    ]
     steps = _steps(store, recorded[1].run_id)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
@@ -260,6 +368,7 @@ def test_playwright_replays_the_har_export_and_it_is_valid_har(recorded, tmp_pat
 
 # ---------------------------------------------------------------- Inspect out
 
+
 @pytest.fixture(scope="module")
 def model_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """normal/1 recorded with the openai agent against the local fake endpoint (tokens, model input)."""
@@ -269,9 +378,14 @@ def model_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     store = tmp_path_factory.mktemp("model") / "store"
     with pytest.MonkeyPatch.context() as patch, FakeOpenAI() as fake:
         patch.setenv("OPENAI_API_KEY", "sk-test-interchange")
-        summary = record_run(Store.open(store, create=True), RecordConfig(
-            agent="openai", task_ids=("normal/1",), agent_settings=AgentSettings(model="fake-model",
-                                                                                 base_url=fake.url, max_retries=1)))
+        summary = record_run(
+            Store.open(store, create=True),
+            RecordConfig(
+                agent="openai",
+                task_ids=("normal/1",),
+                agent_settings=AgentSettings(model="fake-model", base_url=fake.url, max_retries=1),
+            ),
+        )
     return store, summary.run_id
 
 
@@ -293,7 +407,9 @@ print(json.dumps({"status": log.status, "samples": len(log.samples),
 
 def test_inspect_reads_the_eval_log_and_it_agrees_with_the_report(model_run, tmp_path: Path) -> None:
     store, run_id = model_run
-    code, output = _cli("export", "inspect", "--run", run_id, "--store", str(store), "-o", str(tmp_path / "r.eval"))
+    code, output = _cli(
+        "export", "inspect", "--run", run_id, "--store", str(store), "-o", str(tmp_path / "r.eval")
+    )
     assert code == 0, output
     log = json.loads(inspect_python(READ_LOG, str(tmp_path / "r.eval")))
     code, output = _cli("report", "--run", run_id, "--store", str(store), "--format", "json")
@@ -305,8 +421,9 @@ def test_inspect_reads_the_eval_log_and_it_agrees_with_the_report(model_run, tmp
     assert log["metrics"] == {"task_success": overall["task_sr"], "hop_success": overall["hop_sr"]}
     assert list(log["usage"].values()) == [tokens] and tokens[0] > 0
     assert log["scores"] == {"hops": 1.0 if overall["task_sr"] == 1 else 0.0}
-    assert [h["verdict"] for h in log["hops"]] == ["pass"] * overall["hops_passed"] + \
-        ["fail"] * (overall["hops"] - overall["hops_passed"])
+    assert [h["verdict"] for h in log["hops"]] == ["pass"] * overall["hops_passed"] + ["fail"] * (
+        overall["hops"] - overall["hops_passed"]
+    )
     assert log["screenshot"] == "data:image/jpeg;base64," and log["model_input"] >= 2
     assert log["events"].count("model") == log["events"].count("info") > 0
     assert (log["mmina"]["schema_version"], log["mmina"]["mmina_version"]) == (SCHEMA_VERSION, __version__)
@@ -315,12 +432,29 @@ def test_inspect_reads_the_eval_log_and_it_agrees_with_the_report(model_run, tmp
 def test_inspect_view_shows_the_exported_samples_in_chromium(recorded, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    code, output = _cli("export", "inspect", "--run", recorded[1].run_id, "--store", str(recorded[0]),
-                        "-o", str(logs / "run.eval"))
+    code, output = _cli(
+        "export",
+        "inspect",
+        "--run",
+        recorded[1].run_id,
+        "--store",
+        str(recorded[0]),
+        "-o",
+        str(logs / "run.eval"),
+    )
     assert code == 0, output
     port = free_port()
-    command = [str(inspect_bin() / "inspect"), "view", "start", "--log-dir", str(logs), "--host", "127.0.0.1",
-               "--port", str(port)]
+    command = [
+        str(inspect_bin() / "inspect"),
+        "view",
+        "start",
+        "--log-dir",
+        str(logs),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with server(command, tmp_path, port) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page()
@@ -333,8 +467,14 @@ def test_inspect_view_shows_the_exported_samples_in_chromium(recorded, tmp_path:
 
 def test_every_interchange_command_has_help_with_an_example_and_is_documented() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "interchange.md").read_text()
-    for command in (["export"], ["export", "warc"], ["export", "wacz"], ["export", "har"], ["export", "inspect"],
-                    ["import", "warc"]):
+    for command in (
+        ["export"],
+        ["export", "warc"],
+        ["export", "wacz"],
+        ["export", "har"],
+        ["export", "inspect"],
+        ["import", "warc"],
+    ):
         code, output = _cli(*command, "--help")
         assert code == 0 and "Example" in output, command
         assert f"mmina {' '.join(command)}" in page, command

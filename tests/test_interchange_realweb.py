@@ -7,6 +7,7 @@ replayed on the archive: no connection reaches the application, no request is un
 answer is the same, and every step shows the page the capture showed inside pywb's frame
 (same URL, every line of its tree).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,14 +46,31 @@ def test_a_pywb_capture_of_datasette_replays_offline_with_the_same_answers(tmp_p
         site = f"http://127.0.0.1:{app.relay_port}"
         with pywb(tmp_path / "pywb", COLLECTION, [], "--record", "--live") as archive:
             prefix = f"{archive}/{COLLECTION}/record/mp_/"
-            capture = record_run(store, RecordConfig(tasks=str(_suite(tmp_path / "capture", prefix + site + "/")),
-                                                     agent="oracle", run_id="capture"))
+            capture = record_run(
+                store,
+                RecordConfig(
+                    tasks=str(_suite(tmp_path / "capture", prefix + site + "/")),
+                    agent="oracle",
+                    run_id="capture",
+                ),
+            )
         [captured] = capture.episodes
         assert captured.final_answer == "done" and captured.n_steps > 5
         [warc] = list((tmp_path / "pywb" / "collections" / COLLECTION / "archive").glob("*.warc.gz"))
-        result = CliRunner().invoke(cli, ["import", "warc", str(warc), "--tasks", str(_suite(tmp_path / "offline",
-                                                                                              site + "/")),
-                                          "--run-id", "imported", "--store", str(store.root)])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "import",
+                "warc",
+                str(warc),
+                "--tasks",
+                str(_suite(tmp_path / "offline", site + "/")),
+                "--run-id",
+                "imported",
+                "--store",
+                str(store.root),
+            ],
+        )
         assert result.exit_code == 0, result.output
         before = app.connections
         report = replay_agent(Store.open(store.root), "oracle", run_id="imported")
@@ -61,12 +79,17 @@ def test_a_pywb_capture_of_datasette_replays_offline_with_the_same_answers(tmp_p
     assert (episode.result.final_answer, episode.result.status, report.unmatched) == ("done", "completed", 0)
     recorded, replayed = _steps(store, "capture"), _steps(store, report.replay_run)
     assert [re.sub(r"^.*?/record/(mp_/)?", "", s["url"]) for s in recorded] == [s["url"] for s in replayed]
-    for capture_step, replay_step in zip(recorded, replayed):  # the capture showed the page inside pywb's frame
+    for capture_step, replay_step in zip(
+        recorded, replayed
+    ):  # the capture showed the page inside pywb's frame
         assert _lines(replay_step["tree_text"]) <= _lines(capture_step["tree_text"]), replay_step["url"]
 
 
 def _lines(tree: str) -> set[str]:
     """A tree's lines without ids and depth (a page shown in a frame is deeper), link targets
     left out (pywb rewrites them into its own URL space)."""
-    return {re.sub(r"\[\w+\] ", "", line.strip()) for line in tree.splitlines()
-            if line.strip() and not line.strip().startswith("/url:")}
+    return {
+        re.sub(r"\[\w+\] ", "", line.strip())
+        for line in tree.splitlines()
+        if line.strip() and not line.strip().startswith("/url:")
+    }

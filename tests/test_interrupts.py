@@ -6,6 +6,7 @@ A real ``mmina record --concurrency 4`` in a session of its own, signalled with 
 as a terminal would. It is started with SIGINT ignored, as a script starts a background job
 (and as some CI runners start everything): Python then installs no handler of its own, and
 ``mmina`` must install it itself or run to the end through a Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,22 @@ def _suite(folder: Path) -> Path:
 
 
 def _record(suite: Path, store: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "mmina", "record", "--tasks", str(suite), "--store", str(store), "--run-id", "ctrl-c",
-            "--no-screenshots", "--concurrency", "4", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "mmina",
+        "record",
+        "--tasks",
+        str(suite),
+        "--store",
+        str(store),
+        "--run-id",
+        "ctrl-c",
+        "--no-screenshots",
+        "--concurrency",
+        "4",
+        *extra,
+    ]
 
 
 def _episodes(store: Path) -> list[tuple[str, str, str | None]]:
@@ -44,8 +59,14 @@ def _episodes(store: Path) -> list[tuple[str, str, str | None]]:
 
 def test_ctrl_c_at_a_terminal_leaves_a_run_that_resumes_with_every_task_once(tmp_path: Path) -> None:
     suite, store = _suite(tmp_path / "suite"), tmp_path / "store"
-    proc = subprocess.Popen(_record(suite, store), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True, preexec_fn=ignore_sigint)
+    proc = subprocess.Popen(
+        _record(suite, store),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore_sigint,
+    )
     lines = []
     try:
         for line in proc.stderr:
@@ -62,7 +83,9 @@ def test_ctrl_c_at_a_terminal_leaves_a_run_that_resumes_with_every_task_once(tmp
     interrupted = _episodes(store)
     assert 1 <= len(interrupted) < TASKS
     assert all(status == "completed" for _, status, _ in interrupted), interrupted
-    resumed = subprocess.run(_record(suite, store, "--resume"), capture_output=True, text=True, timeout=WAIT_S)
+    resumed = subprocess.run(
+        _record(suite, store, "--resume"), capture_output=True, text=True, timeout=WAIT_S
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     final = _episodes(store)
     assert sorted(task for task, _, _ in final) == sorted(f"normal/{n}" for n in range(1, TASKS + 1))
@@ -75,10 +98,14 @@ def test_a_ctrl_c_once_a_command_is_done_changes_nothing() -> None:
     tears down — here held for 3 s by a slow exit handler — neither changes the exit code nor
     prints a stray KeyboardInterrupt (it used to: "Exception ignored in atexit callback",
     or the process ended by the signal)."""
-    code = ("import atexit, sys, time; atexit.register(time.sleep, 3); "  # exit handlers run last registered first
-            "atexit.register(lambda: print('exiting', file=sys.stderr, flush=True)); "
-            "from mmina.cli import main; main(['--version'])")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code = (
+        "import atexit, sys, time; atexit.register(time.sleep, 3); "  # exit handlers run last registered first
+        "atexit.register(lambda: print('exiting', file=sys.stderr, flush=True)); "
+        "from mmina.cli import main; main(['--version'])"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stderr is not None
     assert proc.stderr.readline() == "exiting\n"  # the command is done; the exit handler sleeps
     proc.send_signal(signal.SIGINT)

@@ -2,6 +2,7 @@
 under several evaluators and Kendall's tau between them, checked against scikit-learn and
 scipy on generated data — the statistics alone, and the command over a real store (real
 Parquet, labels imported from CSV files by the real command)."""
+
 from __future__ import annotations
 
 import csv
@@ -87,8 +88,12 @@ def _generated(n: int, seed: int) -> list[tuple[str, ...]]:
     draw, found = Random(seed), []
     for _ in range(n):
         truth = draw.random() < 0.5
-        found.append(tuple("-" if draw.random() < 0.05 else ("pass" if (draw.random() >= flip) == truth else "fail")
-                           for flip in (0.25, 0.1, 0.1, 0.15)))
+        found.append(
+            tuple(
+                "-" if draw.random() < 0.05 else ("pass" if (draw.random() >= flip) == truth else "fail")
+                for flip in (0.25, 0.1, 0.1, 0.15)
+            )
+        )
     return found
 
 
@@ -102,12 +107,20 @@ def test_the_human_baseline_is_the_mean_of_scikit_learns_pairwise_kappas() -> No
 
     humans = fmean([kappa(1, 2), kappa(1, 3), kappa(2, 3)])
     judge = fmean([kappa(0, 1), kappa(0, 2), kappa(0, 3)])
-    assert result.human.value == pytest.approx(humans, abs=1e-12) and result.judge.value == pytest.approx(judge)
+    assert result.human.value == pytest.approx(humans, abs=1e-12) and result.judge.value == pytest.approx(
+        judge
+    )
     assert result.difference.value == pytest.approx(judge - humans)
-    assert result.pairs["ann~ben"] == pytest.approx(kappa(1, 2)) and result.pairs["judge~cy"] == pytest.approx(kappa(0, 3))
-    assert result.items == 300 and result.place == "below", "a judge wrong 25% of the time against people wrong 10-15%"
+    assert result.pairs["ann~ben"] == pytest.approx(kappa(1, 2)) and result.pairs[
+        "judge~cy"
+    ] == pytest.approx(kappa(0, 3))
+    assert result.items == 300 and result.place == "below", (
+        "a judge wrong 25% of the time against people wrong 10-15%"
+    )
     for estimate in (result.human, result.judge, result.difference):
-        assert estimate.lo is not None and estimate.hi is not None and estimate.lo < estimate.value < estimate.hi
+        assert (
+            estimate.lo is not None and estimate.hi is not None and estimate.lo < estimate.value < estimate.hi
+        )
     again = baseline("judge", ["ann", "ben", "cy"], Counter(items), ("task", "all", "all"), 400, 1)
     assert again == result, "seeded: the same data gives the same intervals"
 
@@ -151,14 +164,18 @@ def _write_store(path: Path) -> tuple[Truth, dict[str, str]]:
     run_of = {}
     for run_id, skill in SKILL.items():
         hops = {f"t{n}": 1 + n % 3 for n in range(EPISODES_PER_RUN)}
-        store.begin_run(run_id, run_row(model=MODELS[run_id], task_count=len(hops)),
-                        [task_row(t, n) for t, n in hops.items()])
+        store.begin_run(
+            run_id,
+            run_row(model=MODELS[run_id], task_count=len(hops)),
+            [task_row(t, n) for t, n in hops.items()],
+        )
         batch = store.batch_writer(run_id)  # the run's episodes in one commit
         for task_id, n_hops in hops.items():
             episode_id = f"{run_id}-{task_id}"
             run_of[episode_id] = run_id
-            batch.add_episode({**episode_row(task_id, n_hops=n_hops, hop_steps=[]), "episode_id": episode_id},
-                              [step_row(0)])
+            batch.add_episode(
+                {**episode_row(task_id, n_hops=n_hops, hop_steps=[]), "episode_id": episode_id}, [step_row(0)]
+            )
             truth = [draw.random() < skill ** (1 / n_hops) for _ in range(n_hops)]
             for rater, flip in FLIPS.items():
                 hop_verdicts = ["pass" if (draw.random() >= flip) == t else "fail" for t in truth]
@@ -172,12 +189,16 @@ def _write_store(path: Path) -> tuple[Truth, dict[str, str]]:
     return given, run_of
 
 
-def _write_batch(store: Store, evaluator: str, verdicts: dict[str, tuple[str, ...]], run_of: dict[str, str]) -> None:
+def _write_batch(
+    store: Store, evaluator: str, verdicts: dict[str, tuple[str, ...]], run_of: dict[str, str]
+) -> None:
     model = {"fuzzy": "judge-model", "keypoints": "another-model"}.get(evaluator)
     batch = ScoreBatch.new(evaluator, "1", {"judge_model": model} if model else {})
     rows = defaultdict(list)
     for episode_id, (task, *hops) in verdicts.items():
-        scores = [Score(task, float(task == "pass"))] + [Score(v, float(v == "pass"), "hop", i) for i, v in enumerate(hops)]
+        scores = [Score(task, float(task == "pass"))] + [
+            Score(v, float(v == "pass"), "hop", i) for i, v in enumerate(hops)
+        ]
         rows[run_of[episode_id]] += episode_score_rows(episode_id, episode_id.split("-")[1], scores, batch)
     for run_id, run_rows in rows.items():
         store.append("scores", run_rows, stem=batch.batch_id, run_id=run_id)
@@ -188,28 +209,55 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth, dict
     root = tmp_path_factory.mktemp("audit")
     given, run_of = _write_store(root / "store")
     for labeller in ("alice", "bob"):
-        lines = ["episode_id,hop,label"] + [f"{e},{'task' if i == 0 else i},{v}"
-                                            for e, verdicts in given[labeller].items() for i, v in enumerate(verdicts)]
+        lines = ["episode_id,hop,label"] + [
+            f"{e},{'task' if i == 0 else i},{v}"
+            for e, verdicts in given[labeller].items()
+            for i, v in enumerate(verdicts)
+        ]
         (root / f"{labeller}.csv").write_text("\n".join(lines) + "\n")
-        mmina("import", "labels", str(root / f"{labeller}.csv"), "--labeller", labeller, "--store", str(root / "store"))
+        mmina(
+            "import",
+            "labels",
+            str(root / f"{labeller}.csv"),
+            "--labeller",
+            labeller,
+            "--store",
+            str(root / "store"),
+        )
     return root / "store", given, run_of
 
 
 def _audit(store: Path, *args: str) -> dict:
-    return json.loads(mmina("agreement", "--audit", "--store", str(store), "--format", "json", "--bootstrap",
-                            RESAMPLES, *args))
+    return json.loads(
+        mmina(
+            "agreement", "--audit", "--store", str(store), "--format", "json", "--bootstrap", RESAMPLES, *args
+        )
+    )
 
 
 def _kappa(given: Truth, a: str, b: str, index: int | None, episodes: Sequence[str]) -> float:
-    pairs = [(given[a][e][i], given[b][e][i]) for e in episodes for i in range(len(given[a][e]))
-             if (index is None and i == 0) or (index == -1 and i > 0) or i == index]
+    pairs = [
+        (given[a][e][i], given[b][e][i])
+        for e in episodes
+        for i in range(len(given[a][e]))
+        if (index is None and i == 0) or (index == -1 and i > 0) or i == index
+    ]
     return float(cohen_kappa_score([p for p, _ in pairs], [q for _, q in pairs]))
 
 
 def test_the_audit_is_what_scikit_learn_and_scipy_say(audited: tuple[Path, Truth, dict[str, str]]) -> None:
     store, given, run_of = audited
-    result = _audit(store, "--evaluator", "fuzzy", "--evaluator", "keypoints", "--evaluator", "must_include",
-                    "--evaluator", "human")
+    result = _audit(
+        store,
+        "--evaluator",
+        "fuzzy",
+        "--evaluator",
+        "keypoints",
+        "--evaluator",
+        "must_include",
+        "--evaluator",
+        "human",
+    )
     assert result["labellers"] == ["alice", "bob"] and len(result["runs"]) == 4
     episodes = list(run_of)
     rows = {(b["evaluator"], b["level"], b["by"], b["group"]): b for b in result["baseline"]}
@@ -217,27 +265,37 @@ def test_the_audit_is_what_scikit_learn_and_scipy_say(audited: tuple[Path, Truth
         for judge in ("fuzzy", "keypoints"):
             row = rows[(judge, level, "all", "all")]
             assert row["human"]["value"] == pytest.approx(_kappa(given, "alice", "bob", index, episodes))
-            assert row["judge"]["value"] == pytest.approx(fmean([_kappa(given, judge, name, index, episodes)
-                                                                 for name in ("alice", "bob")]))
+            assert row["judge"]["value"] == pytest.approx(
+                fmean([_kappa(given, judge, name, index, episodes) for name in ("alice", "bob")])
+            )
             assert row["human"]["lo"] < row["human"]["value"] < row["human"]["hi"]
-    assert rows[("keypoints", "hop", "all", "all")]["place"] == "below", "wrong 30% of the time, the people 8-12%"
+    assert rows[("keypoints", "hop", "all", "all")]["place"] == "below", (
+        "wrong 30% of the time, the people 8-12%"
+    )
     assert rows[("fuzzy", "hop", "all", "all")]["place"] == "within"
     assert [k[3] for k in rows if k[:3] == ("fuzzy", "hop", "hop")] == ["1", "2", "3"]
     by_position = rows[("fuzzy", "hop", "hop", "2")]
     pairs = [(given["fuzzy"][e][2], given["alice"][e][2]) for e in episodes if len(given["fuzzy"][e]) > 2]
     assert by_position["pairs"]["fuzzy~alice"] == pytest.approx(cohen_kappa_score(*zip(*pairs)))
-    assert not any(b["evaluator"] == "human" for b in result["baseline"]), "people are the yardstick, not a judge"
-    assert {b["level"] for b in result["baseline"] if b["evaluator"] == "must_include"} == {"task"}, \
+    assert not any(b["evaluator"] == "human" for b in result["baseline"]), (
+        "people are the yardstick, not a judge"
+    )
+    assert {b["level"] for b in result["baseline"] if b["evaluator"] == "must_include"} == {"task"}, (
         "no hop rows: no hop groups"
+    )
     _check_rankings(result, given, run_of)
 
 
 def _check_rankings(result: dict, given: Truth, run_of: dict[str, str]) -> None:
     evaluators = ["fuzzy", "keypoints", "must_include", "human"]
-    people = {e: given["alice"][e][0] if given["alice"][e][0] == given["bob"][e][0] else "unclear" for e in run_of}
+    people = {
+        e: given["alice"][e][0] if given["alice"][e][0] == given["bob"][e][0] else "unclear" for e in run_of
+    }
     verdicts = {**{n: {e: given[n][e][0] for e in run_of} for n in evaluators[:3]}, "human": people}
-    rates = {run: [fmean(verdicts[n][e] == "pass" for e in run_of if run_of[e] == run) for n in evaluators]
-             for run in SKILL}
+    rates = {
+        run: [fmean(verdicts[n][e] == "pass" for e in run_of if run_of[e] == run) for n in evaluators]
+        for run in SKILL
+    }
     ranked = {r["run_id"]: r for r in result["ranking"]}
     assert sorted(ranked) == sorted(SKILL) and all(r["episodes"] == EPISODES_PER_RUN for r in ranked.values())
     for run, expected in rates.items():
@@ -248,35 +306,82 @@ def _check_rankings(result: dict, given: Truth, run_of: dict[str, str]) -> None:
     assert len(taus) == 6
     for (a, b), tau in taus.items():
         runs = list(SKILL)
-        theirs = kendalltau([rates[r][evaluators.index(a)] for r in runs], [rates[r][evaluators.index(b)] for r in runs])
+        theirs = kendalltau(
+            [rates[r][evaluators.index(a)] for r in runs], [rates[r][evaluators.index(b)] for r in runs]
+        )
         assert tau["runs"] == 4 and tau["tau"]["value"] == pytest.approx(theirs.statistic)
         assert tau["tau"]["lo"] <= tau["tau"]["value"] <= tau["tau"]["hi"]
-    assert any("fuzzy's judge model judge-model is also the model of ranked run good" in w for w in result["warnings"])
+    assert any(
+        "fuzzy's judge model judge-model is also the model of ranked run good" in w
+        for w in result["warnings"]
+    )
     assert not any("keypoints's judge model" in w for w in result["warnings"])
 
 
 def test_the_tables_csv_and_warnings(audited: tuple[Path, Truth, dict[str, str]]) -> None:
     store = audited[0]
-    result = CliRunner().invoke(cli, ["agreement", "--audit", "--store", str(store), "--bootstrap", "100",
-                                      "--evaluator", "fuzzy", "--evaluator", "must_include"], env={"COLUMNS": "220"})
+    result = CliRunner().invoke(
+        cli,
+        [
+            "agreement",
+            "--audit",
+            "--store",
+            str(store),
+            "--bootstrap",
+            "100",
+            "--evaluator",
+            "fuzzy",
+            "--evaluator",
+            "must_include",
+        ],
+        env={"COLUMNS": "220"},
+    )
     assert result.exit_code == 0, result.output
-    for text in ("Is fuzzy as good as a second human? (labellers alice, bob", "human-human kappa",
-                 "Task SR (rank) under each evaluator", "Does the leaderboard depend on the judge?",
-                 "warning: fuzzy's judge model judge-model is also the model of ranked run good",
-                 "warning: 2 evaluators: the protocol compares the ranking under three or more"):
+    for text in (
+        "Is fuzzy as good as a second human? (labellers alice, bob",
+        "human-human kappa",
+        "Task SR (rank) under each evaluator",
+        "Does the leaderboard depend on the judge?",
+        "warning: fuzzy's judge model judge-model is also the model of ranked run good",
+        "warning: 2 evaluators: the protocol compares the ranking under three or more",
+    ):
         assert text in result.output
-    rows = list(csv.DictReader(io.StringIO(mmina("agreement", "--audit", "--store", str(store), "--format", "csv",
-                                                 "--bootstrap", "50", "--evaluator", "fuzzy", "--evaluator", "human"))))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                mmina(
+                    "agreement",
+                    "--audit",
+                    "--store",
+                    str(store),
+                    "--format",
+                    "csv",
+                    "--bootstrap",
+                    "50",
+                    "--evaluator",
+                    "fuzzy",
+                    "--evaluator",
+                    "human",
+                )
+            )
+        )
+    )
     assert {r["evaluator"] for r in rows} == {"fuzzy"} and {r["level"] for r in rows} == {"task", "hop"}
     assert all(r["place"] in ("below", "within", "above") for r in rows if r["by"] == "all")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--audit", "--evaluator", "fuzzy"], "an audit compares evaluators: name two or more"),
-    (["--evaluator", "fuzzy", "--evaluator", "keypoints"], "name one --evaluator (several are compared with --audit)"),
-    (["--audit", "--evaluator", "fuzzy", "--evaluator", "hops"], "no hops verdicts in run(s)"),
-    (["--audit", "--evaluator", "fuzzy", "--evaluator", "human:carol"], "no labels by carol"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--audit", "--evaluator", "fuzzy"], "an audit compares evaluators: name two or more"),
+        (
+            ["--evaluator", "fuzzy", "--evaluator", "keypoints"],
+            "name one --evaluator (several are compared with --audit)",
+        ),
+        (["--audit", "--evaluator", "fuzzy", "--evaluator", "hops"], "no hops verdicts in run(s)"),
+        (["--audit", "--evaluator", "fuzzy", "--evaluator", "human:carol"], "no labels by carol"),
+    ],
+)
 def test_clear_errors(audited: tuple[Path, Truth, dict[str, str]], args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["agreement", "--store", str(audited[0]), *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output

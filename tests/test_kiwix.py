@@ -5,6 +5,7 @@ routed by the URL fragment); these tests record the built-in viewer tasks with t
 real Chromium, check what the recorder saw inside the iframe, and replay them from the archive
 with the live fixture web up and counting requests.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ from mmina.store.sql import run_query
 from mmina.tasks.taskcheck import load_suite
 from tests.heavy import sized
 
-VIEWER_TASKS = tuple(t.task_id for t in load_suite().tasks if t.start_urls[0].startswith(f"http://{kiwix.HOST}/"))
+VIEWER_TASKS = tuple(
+    t.task_id for t in load_suite().tasks if t.start_urls[0].startswith(f"http://{kiwix.HOST}/")
+)
 RECORDED = sized(("normal/43", "wikipedia/16", "wikipedia/18"), VIEWER_TASKS)
 """Recorded and replayed by default (13 of the 34 steps; every viewer task with MMINA_HEAVY=1):
 one and two hops, a search, links inside the article, an article with an image."""
@@ -62,9 +65,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
 
 def test_the_oracle_completes_every_hop_in_the_viewer(recorded: tuple[Store, RunSummary]) -> None:
     store, summary = recorded
-    assert all(e.status == "completed" and e.live_hops == e.n_hops for e in summary.episodes), summary.episodes
-    verdicts = rows(store, "select task_id, passed, hops_passed, hops_total from episode_scores "
-                           "where evaluator = 'hops' order by task_id")
+    assert all(e.status == "completed" and e.live_hops == e.n_hops for e in summary.episodes), (
+        summary.episodes
+    )
+    verdicts = rows(
+        store,
+        "select task_id, passed, hops_passed, hops_total from episode_scores "
+        "where evaluator = 'hops' order by task_id",
+    )
     assert len(verdicts) == len(RECORDED) and all(v[1] and v[2] == v[3] for v in verdicts), verdicts
     urls = [u for (u,) in rows(store, "select url from steps where url like 'http://kiwix.%'")]
     assert any(u.endswith(f"#{kiwix.BOOK}/A/Solaria") for u in urls), "the viewer URL names the article shown"
@@ -75,18 +83,27 @@ def test_the_recorder_sees_and_acts_inside_the_iframe(recorded: tuple[Store, Run
     store, _ = recorded
     trees = [t for (t,) in rows(store, "select tree_text from steps where url like 'http://kiwix.%'")]
     assert all("iframe" in t for t in trees) and any('link "Meridian Lighthouse"' in t for t in trees)
-    clicks = rows(store, "select s.target_box from steps s where s.url like 'http://kiwix.%' and s.action_kind = 'click'")
-    assert clicks and all(box["y"] >= TOOLBAR_HEIGHT for (box,) in clicks), "boxes of iframe content are page boxes"
-    images = rows(store, "select i.src, i.y, i.blob from steps, unnest(images) as u(i) "
-                         "where url like '%/A/Estravia'")
-    assert images and all(src.endswith("/I/Flag_of_Estravia.png") and y >= TOOLBAR_HEIGHT and blob
-                          for src, y, blob in images), "images inside the iframe, stored once with their box"
+    clicks = rows(
+        store,
+        "select s.target_box from steps s where s.url like 'http://kiwix.%' and s.action_kind = 'click'",
+    )
+    assert clicks and all(box["y"] >= TOOLBAR_HEIGHT for (box,) in clicks), (
+        "boxes of iframe content are page boxes"
+    )
+    images = rows(
+        store, "select i.src, i.y, i.blob from steps, unnest(images) as u(i) where url like '%/A/Estravia'"
+    )
+    assert images and all(
+        src.endswith("/I/Flag_of_Estravia.png") and y >= TOOLBAR_HEIGHT and blob for src, y, blob in images
+    ), "images inside the iframe, stored once with their box"
 
 
 def test_viewer_episodes_replay_from_the_archive_alone(recorded: tuple[Store, RunSummary]) -> None:
     store, summary = recorded
     with FixtureWeb() as live:
-        report = replay_run(store, summary.run_id, browser=BrowserConfig(extra_args=tuple(live.chromium_args())))
+        report = replay_run(
+            store, summary.run_id, browser=BrowserConfig(extra_args=tuple(live.chromium_args()))
+        )
         served = live.served
     totals = report.summary()
     assert totals["fidelity"] == 1.0 and totals["url_equal"] == totals["tree_equal"] == totals["steps"]
@@ -96,9 +113,26 @@ def test_viewer_episodes_replay_from_the_archive_alone(recorded: tuple[Store, Ru
 def test_without_kiwix_serve_the_viewer_tasks_say_so(tmp_path: Path) -> None:
     """A machine without kiwix-serve: those episodes error with the reason; the Python wiki works."""
     env = {**os.environ, "PATH": str(tmp_path)}  # no kiwix-serve on the PATH
-    result = subprocess.run([sys.executable, "-m", "mmina", "record", "--store", str(tmp_path / "store"),
-                             "--task", VIEWER_TASKS[0], "--task", "wikipedia/1", "--format", "json"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--store",
+            str(tmp_path / "store"),
+            "--task",
+            VIEWER_TASKS[0],
+            "--task",
+            "wikipedia/1",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     episodes = {e["task_id"]: e for e in json.loads(result.stdout)["episodes"]}
     assert episodes["wikipedia/1"]["status"] == "completed"

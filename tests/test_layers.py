@@ -10,6 +10,7 @@ And no module imports itself back: every ``import`` of every module, read from i
 ``ast`` (those inside functions and under ``if TYPE_CHECKING`` included), makes a graph of
 modules with no circle in it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,7 +26,15 @@ import pytest
 
 import mmina
 
-CORE = {"mmina", "mmina.__main__", "mmina.errors", "mmina.lazy", "mmina.outputs", "mmina.stats", "mmina.unicode"}
+CORE = {
+    "mmina",
+    "mmina.__main__",
+    "mmina.errors",
+    "mmina.lazy",
+    "mmina.outputs",
+    "mmina.stats",
+    "mmina.unicode",
+}
 """The modules left at the top of ``mmina/``: cross-cutting, standard library only."""
 CORE_PARTS = {"actions", "executors", "models", "observations", "redaction", "tasks"}
 """With the top-level modules, the core: pure data and rules, which every other part may import."""
@@ -74,7 +83,9 @@ def modules_of(part: str) -> list[str]:
     package = __import__(f"mmina.{part}", fromlist=["_"])
     if not hasattr(package, "__path__"):  # a part that is one module
         return [f"mmina.{part}"]
-    return [f"mmina.{part}"] + sorted(m.name for m in pkgutil.iter_modules(package.__path__, f"mmina.{part}."))
+    return [f"mmina.{part}"] + sorted(
+        m.name for m in pkgutil.iter_modules(package.__path__, f"mmina.{part}.")
+    )
 
 
 def imported_by(*modules: str) -> list[str]:

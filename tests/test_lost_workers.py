@@ -2,6 +2,7 @@
 mid-run, and a real two-node Ray cluster on this machine (``ray start`` of a head and a second
 node, token auth as Ray 2.60 has it) whose second node's raylet is killed mid-run. Each run
 finishes with every task recorded exactly once and no error stored."""
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,31 @@ def _kill_tree(pid: int) -> None:
 
 
 def _record(store: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mmina", "record", "--store", str(store), "--no-screenshots",
-                             "--max-steps", "6", "--run-id", "lost", "--format", "json",
-                             *[f"--task={t}" for t in TASKS], *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--store",
+            str(store),
+            "--no-screenshots",
+            "--max-steps",
+            "6",
+            "--run-id",
+            "lost",
+            "--format",
+            "json",
+            *[f"--task={t}" for t in TASKS],
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
 
 
 def _after_first_episode(proc: subprocess.Popen[str], reported: str = "[1] ") -> list[str]:
@@ -59,7 +80,9 @@ def _lose_a_worker(proc: subprocess.Popen[str], reported: str) -> tuple[list[str
     progress read before, and stdout and the rest of stderr once the command ended."""
     try:
         seen = _after_first_episode(proc, reported)
-        workers = [pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))]
+        workers = [
+            pid for pid in descendants(proc.pid) if b"spawn_main" in _read(Path(f"/proc/{pid}/cmdline"))
+        ]
         assert workers, seen
         _kill_tree(workers[0])
         out, err = proc.communicate(timeout=600)
@@ -93,12 +116,21 @@ class _DiesOnce:
 def test_the_pool_counts_its_workers_alive_and_lost_and_redoes_a_lost_item(tmp_path: Path) -> None:
     counts: list[tuple[int, int]] = []
     with pytest.warns(MminaWarning, match="a worker process was lost"):
-        results = dict(spread(partial(_DiesOnce, str(tmp_path / "died")), list(range(8)), Layout(workers=2),
-                              settled=lambda item: False, on_workers=lambda alive, lost: counts.append((alive, lost))))
+        results = dict(
+            spread(
+                partial(_DiesOnce, str(tmp_path / "died")),
+                list(range(8)),
+                Layout(workers=2),
+                settled=lambda item: False,
+                on_workers=lambda alive, lost: counts.append((alive, lost)),
+            )
+        )
     assert results == {n: n * 2 for n in range(8)} and (tmp_path / "died").exists()
     assert counts[:2] == [(1, 0), (2, 0)]  # as each process starts
     lost = counts.index(next(c for c in counts if c[1] == 1))
-    assert counts[lost][0] in (1, 2) and counts[-1][1] == 1  # the lost one counted (a replacement may start at once)
+    assert (
+        counts[lost][0] in (1, 2) and counts[-1][1] == 1
+    )  # the lost one counted (a replacement may start at once)
     assert all(alive <= 2 for alive, _ in counts)
 
 
@@ -120,15 +152,34 @@ def two_nodes() -> Iterator[tuple[str, int, dict[str, str]]]:
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--num-cpus", "1", "--disable-usage-stats"]
     try:
-        subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--temp-dir", str(folder),
-                        "--include-dashboard", "false", *common], env=env, check=True, capture_output=True, timeout=180)
+        subprocess.run(
+            [
+                str(RAY),
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--temp-dir",
+                str(folder),
+                "--include-dashboard",
+                "false",
+                *common,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         before = set(_raylets(folder))
         _join(f"127.0.0.1:{port}", [*common], env, folder, before)
         [second] = set(_raylets(folder)) - before
         yield f"127.0.0.1:{port}", second, env
     finally:  # this cluster's processes only (``ray stop`` would end every test's Ray on the machine)
-        for pid in [int(p.name) for p in Path("/proc").iterdir()
-                    if p.name.isdigit() and str(folder).encode() in _read(p / "cmdline")]:
+        for pid in [
+            int(p.name)
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and str(folder).encode() in _read(p / "cmdline")
+        ]:
             _kill_tree(pid)
 
 
@@ -141,8 +192,14 @@ def _join(address: str, options: list[str], env: dict[str, str], folder: Path, b
     """``ray start --address``, once more if Ray's start-up wait ran out (the raylet it left is
     ended first); any other failure, or a second one, fails with Ray's own words."""
     for attempt in (1, 2):
-        done = subprocess.run([str(RAY), "start", "--address", address, *options], env=env, capture_output=True,
-                              text=True, timeout=180, check=False)
+        done = subprocess.run(
+            [str(RAY), "start", "--address", address, *options],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         if done.returncode == 0:
             return
         said = (done.stdout + done.stderr)[-3000:]
@@ -180,8 +237,18 @@ def _free_port() -> int:
 
 def test_a_ray_node_lost_mid_run_costs_only_its_episodes_in_flight(tmp_path: Path, two_nodes) -> None:
     address, second, env = two_nodes
-    proc = _record(tmp_path / "store", "--executor", "ray", "--ray-address", address, "--workers", "2",
-                   "--concurrency", "2", env=env)
+    proc = _record(
+        tmp_path / "store",
+        "--executor",
+        "ray",
+        "--ray-address",
+        address,
+        "--workers",
+        "2",
+        "--concurrency",
+        "2",
+        env=env,
+    )
     try:
         seen = _after_first_episode(proc)
         _kill_tree(second)  # the node: its raylet and every process under it (its actor among them)
@@ -199,10 +266,31 @@ def test_a_replay_whose_worker_process_is_killed_replays_each_episode_once(tmp_p
     recorded = _record(store)
     recorded.communicate(timeout=600)
     assert recorded.returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "mmina", "replay", "--store", str(store), "--run", "lost",
-                             "--workers", "2", "--concurrency", "2", "--format", "json", "--run-id", "again"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "replay",
+            "--store",
+            str(store),
+            "--run",
+            "lost",
+            "--workers",
+            "2",
+            "--concurrency",
+            "2",
+            "--format",
+            "json",
+            "--run-id",
+            "again",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
     seen, _out, err = _lose_a_worker(proc, ": fidelity ")
     assert proc.returncode == 0, "".join(seen) + err[-3000:]
     assert "a worker process was lost" in err

@@ -359,10 +359,10 @@ def test_report_out_with_the_terminal_tables_is_refused_not_ignored(two_runs: Pa
     """``--out`` was silently ignored for the table format (the tables went to the terminal)."""
     invoke("rescore", "--evaluator", "hops", "--store", str(two_runs))
     result = invoke("report", "-o", str(tmp_path / "r.txt"), "--store", str(two_runs))
-    assert result.exit_code == 2 and "-o/--output writes --format json, csv or html" in result.output, result.output
-    written = invoke(
-        "report", "-o", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs)
+    assert result.exit_code == 2 and "-o/--output writes --format json, csv or html" in result.output, (
+        result.output
     )
+    written = invoke("report", "-o", str(tmp_path / "r.json"), "--format", "json", "--store", str(two_runs))
     assert written.exit_code == 0 and json.loads((tmp_path / "r.json").read_text())["runs"] == ["r1", "r2"]
 
 

@@ -1,5 +1,6 @@
 """Task files of the official MMInA release: every variant loads, validates with warnings at
 most, and records up to the network (tests/data/official is the corpus; see its README)."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost"
 """Every name but localhost unresolvable, as on a machine without the live web."""
 
 
-RECORD_SAMPLE = ("mmina/compare/5.json", "mmina/multi567/6.json", "mmina/multipro/3.json", "mmina/normal/17.json",
-                 "mmina/shopping/7.json", "mmina/wikipedia/1.json")
+RECORD_SAMPLE = (
+    "mmina/compare/5.json",
+    "mmina/multi567/6.json",
+    "mmina/multipro/3.json",
+    "mmina/normal/17.json",
+    "mmina/shopping/7.json",
+    "mmina/wikipedia/1.json",
+)
 """What the default run records (every runnable file with MMINA_HEAVY=1): one task of each folder,
 among them the published example and files that validate with warnings."""
 
@@ -51,7 +58,9 @@ def test_only_the_broken_files_have_errors() -> None:
     problems = check_path(CORPUS / "mmina")
     failing = {str(Path(p.file).relative_to(CORPUS)) for p in errors(problems)}
     assert failing == set(BROKEN)
-    assert all(len([p for p in errors(problems) if p.file.endswith(b)]) == 1 for b in BROKEN), "one clear error each"
+    assert all(len([p for p in errors(problems) if p.file.endswith(b)]) == 1 for b in BROKEN), (
+        "one clear error each"
+    )
 
 
 @pytest.mark.parametrize("relative", RUNNABLE)
@@ -64,7 +73,11 @@ def test_every_variant_loads_with_the_official_hop_count(relative: str) -> None:
         assert task.n_hops == facts["hops_normalized"], facts["why"]
     else:  # no procedure: cnt_hop - 1 when it says so, else what the official runner counts for the suite
         counted = int(raw.get("cnt_hop") or 0)
-        assert task.n_hops == max(counted - 1, SUITE_HOPS.get(suite, 1)) == max(counted - 1, facts["hops_official"])
+        assert (
+            task.n_hops
+            == max(counted - 1, SUITE_HOPS.get(suite, 1))
+            == max(counted - 1, facts["hops_official"])
+        )
         assert all(hop.keyword == "" for hop in task.hops)
     assert task.start_urls and all(u.startswith(("http://", "https://")) for u in task.start_urls)
     assert isinstance(task.city, str) and isinstance(task.flight, str) and isinstance(task.shop, str)
@@ -76,8 +89,10 @@ def test_the_published_example_is_two_hops_with_a_lower_case_code() -> None:
     assert (raw["flight"], raw["cnt_hop"], raw["procedure"]) == ("tyo", 3, ["kiwix", "event", "end"])
     assert [h.keyword for h in task.hops] == ["kiwix", "event"] and task.flight == "tyo"
     findings = check_path(CORPUS / "mmina" / "normal" / "17.json")
-    assert [(p.field, p.severity) for p in findings] == [("storage_state", "warning")]  # a login file only its
-    assert "./.auth/shopping_state.json: no such file" in findings[0].message         # authors have
+    assert [(p.field, p.severity) for p in findings] == [
+        ("storage_state", "warning")
+    ]  # a login file only its
+    assert "./.auth/shopping_state.json: no such file" in findings[0].message  # authors have
 
 
 def test_a_hop_without_keyword_never_completes_by_url() -> None:
@@ -92,14 +107,21 @@ def test_validate_prints_warnings_and_exits_0_without_errors(runnable_suite: Pat
     lines = result.output.strip().splitlines()
     assert all(": warning: " in line for line in lines[:-1]) and len(lines) > 1
     assert lines[-1] == f"{runnable_suite}: 0 error(s), {len(lines) - 1} warning(s)"
-    data = json.loads(CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(runnable_suite), "--format", "json"]).output)
+    data = json.loads(
+        CliRunner()
+        .invoke(cli, ["tasks", "validate", "--tasks", str(runnable_suite), "--format", "json"])
+        .output
+    )
     assert data["ok"] and data["errors"] == 0 and {p["severity"] for p in data["problems"]} == {"warning"}
 
 
 def test_validate_exits_1_on_the_broken_files() -> None:
     result = CliRunner().invoke(cli, ["tasks", "validate", "--tasks", str(CORPUS / "mmina")])
     assert result.exit_code == 1
-    assert f"{CORPUS / 'mmina' / 'multi567' / '990.json'}: procedure: not a list of site keywords" in result.output
+    assert (
+        f"{CORPUS / 'mmina' / 'multi567' / '990.json'}: procedure: not a list of site keywords"
+        in result.output
+    )
     assert "'trip_match' cannot be evaluated" in result.output
 
 
@@ -110,14 +132,21 @@ def test_the_official_suite_records_up_to_the_network(tmp_path: Path) -> None:
     suite = load_suite(runnable_suite)
     assert len(suite.tasks) == len(files) and "normal/17" in {t.task_id for t in suite.tasks}
     store = Store.open(tmp_path / "store", create=True)
-    summary = record_run(store, RecordConfig(tasks=str(runnable_suite), agent="heuristic",
-                                             browser=BrowserConfig(extra_args=(OFFLINE,))))
+    summary = record_run(
+        store,
+        RecordConfig(
+            tasks=str(runnable_suite), agent="heuristic", browser=BrowserConfig(extra_args=(OFFLINE,))
+        ),
+    )
     assert len(summary.episodes) == len(files) and summary.task_warnings
     for episode in summary.episodes:
-        assert episode.status == "error" and episode.error.startswith("cannot open the start page http"), episode
+        assert episode.status == "error" and episode.error.startswith("cannot open the start page http"), (
+            episode
+        )
         assert "net::ERR_" in episode.error
-    assert set(store.read("episodes", columns=["task_id"]).column("task_id").to_pylist()) == \
-        {t.task_id for t in suite.tasks}
+    assert set(store.read("episodes", columns=["task_id"]).column("task_id").to_pylist()) == {
+        t.task_id for t in suite.tasks
+    }
 
 
 def test_an_unachievable_task_passes_only_with_the_answer_na() -> None:

@@ -1,5 +1,6 @@
 """Every option is checked before a command writes anything: out-of-range, empty or non-finite
 values are one-line errors (exit 2, click's usage error), and the store is left untouched."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,10 +45,14 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("args", REFUSED, ids=[" ".join(a) for a in REFUSED])
-def test_out_of_range_options_are_refused_before_anything_is_written(tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_out_of_range_options_are_refused_before_anything_is_written(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
     store = tmp_path / "store"
     command, *rest = args
-    result = CliRunner().invoke(cli, [command, *rest, *([] if command == "fixtures" else ["--store", str(store)])])
+    result = CliRunner().invoke(
+        cli, [command, *rest, *([] if command == "fixtures" else ["--store", str(store)])]
+    )
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "Invalid value for" in errors[0], result.output
@@ -55,20 +60,40 @@ def test_out_of_range_options_are_refused_before_anything_is_written(tmp_path: P
 
 
 def test_the_allowed_viewport_range_is_in_the_message(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["record", "--viewport", "100000x100000", "--store", str(tmp_path / "s")])
+    result = CliRunner().invoke(
+        cli, ["record", "--viewport", "100000x100000", "--store", str(tmp_path / "s")]
+    )
     assert "100000x100000 is outside the allowed range: width 200..4096, height 200..8192" in result.output
 
 
 @settings(max_examples=60, deadline=None)
-@given(viewport=st.text(max_size=20), task_ids=st.text(max_size=20), drift=st.text(max_size=12),
-       temperature=st.text(max_size=12))
-def test_any_option_text_is_a_clear_error_never_a_traceback(viewport: str, task_ids: str, drift: str,
-                                                            temperature: str) -> None:
+@given(
+    viewport=st.text(max_size=20),
+    task_ids=st.text(max_size=20),
+    drift=st.text(max_size=12),
+    temperature=st.text(max_size=12),
+)
+def test_any_option_text_is_a_clear_error_never_a_traceback(
+    viewport: str, task_ids: str, drift: str, temperature: str
+) -> None:
     """With a task path that does not exist, no value can start a run: each is refused by its
     option or by the task check, in one line, before a store exists."""
     store = Path("/nonexistent-mmina-store-for-options")
-    args = ["record", "--tasks", "/nonexistent-mmina-tasks", "--store", str(store), "--viewport", viewport,
-            "--task", task_ids, "--drift", drift, "--temperature", temperature]
+    args = [
+        "record",
+        "--tasks",
+        "/nonexistent-mmina-tasks",
+        "--store",
+        str(store),
+        "--viewport",
+        viewport,
+        "--task",
+        task_ids,
+        "--drift",
+        drift,
+        "--temperature",
+        temperature,
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (1, 2), result.output
@@ -77,21 +102,27 @@ def test_any_option_text_is_a_clear_error_never_a_traceback(viewport: str, task_
 
 def test_an_unexpected_error_is_one_line_from_the_script() -> None:
     """The ``mmina`` script's last line of defence: a bug is named in one line, not a traceback."""
-    script = ("import sys; from mmina.cli import main, cli; import click\n"
-              "@cli.command('boom')\ndef boom():\n    raise RuntimeError('a bug\\nsecond line')\n"
-              "sys.argv = ['mmina', 'boom']; main()")
+    script = (
+        "import sys; from mmina.cli import main, cli; import click\n"
+        "@cli.command('boom')\ndef boom():\n    raise RuntimeError('a bug\\nsecond line')\n"
+        "sys.argv = ['mmina', 'boom']; main()"
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == ("Error: unexpected RuntimeError: a bug (a bug in mmina; set MMINA_TRACEBACK=1 "
-                                  "to see where)")
+    assert run.stderr.strip() == (
+        "Error: unexpected RuntimeError: a bug (a bug in mmina; set MMINA_TRACEBACK=1 to see where)"
+    )
 
 
-@pytest.mark.parametrize("agent, message", [
-    ("os:system", "Error: cannot create agent os:system: TypeError: system() missing required argument"),
-    ("builtins:int", "Error: agent builtins:int has no act(observation) method"),
-    ("os:...", "Error: cannot load agent os:...: module 'os' has no attribute '...'"),
-    ("no such module:X", "Error: cannot load agent no such module:X: No module named 'no such module'"),
-])
+@pytest.mark.parametrize(
+    "agent, message",
+    [
+        ("os:system", "Error: cannot create agent os:system: TypeError: system() missing required argument"),
+        ("builtins:int", "Error: agent builtins:int has no act(observation) method"),
+        ("os:...", "Error: cannot load agent os:...: module 'os' has no attribute '...'"),
+        ("no such module:X", "Error: cannot load agent no such module:X: No module named 'no such module'"),
+    ],
+)
 def test_an_agent_that_cannot_be_made_is_one_line(tmp_path: Path, agent: str, message: str) -> None:
     result = CliRunner().invoke(cli, ["record", "--agent", agent, "--store", str(tmp_path / "store")])
     assert result.exit_code == 1 and result.output.startswith(message), result.output
@@ -99,6 +130,7 @@ def test_an_agent_that_cannot_be_made_is_one_line(tmp_path: Path, agent: str, me
 
 
 # -- option bundles: each option declared once, commands get typed bundles ---------------------------
+
 
 def test_a_command_gets_its_options_as_typed_bundles() -> None:
     from mmina.cli.bundles import BrowserOptions, ScaleOptions

@@ -9,6 +9,7 @@ which order two scripts draw their ids; each id is shown and sent to the server,
 Recorded live and replayed from the archive in real Chromium: the worker decides anew in the
 replay, as timing would.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,10 @@ document.getElementById('book').addEventListener('click', () => {
 </script>"""
 PILOT = "function pilot() { shown('pilot', crypto.randomUUID()); }"
 TUG = "function tug() { shown('tug', Math.random().toString(36).slice(2, 12)); }"
-SCRIPT = [{"action": "click", "target": {"role": "button", "name": "Book a berth"}},
-          {"action": "stop", "answer": "done"}]
+SCRIPT = [
+    {"action": "click", "target": {"role": "button", "name": "Book a berth"}},
+    {"action": "stop", "answer": "done"},
+]
 WORDS = ("pilot:", "tug:", "booking:")
 RACE = """<script src="/order.js"></script><script>
 function pilot() { return Math.random(); }
@@ -140,8 +143,10 @@ def _mulberry32(seed: int, count: int) -> list[float]:
 def test_scheme_1_is_byte_for_byte_the_script_stores_were_recorded_with() -> None:
     assert hashlib.sha256(SEEDED_RANDOM.encode()).hexdigest() == V1_SHA256
     assert Seeding.of("an episode", None) == Seeding(seed_for("an episode"), PER_EPISODE)
-    assert Seeding.of("an episode", None).script() == SEEDED_RANDOM % {"seed": seed_for("an episode"),
-                                                                       "document": seeding.DOCUMENT_ID}
+    assert Seeding.of("an episode", None).script() == SEEDED_RANDOM % {
+        "seed": seed_for("an episode"),
+        "document": seeding.DOCUMENT_ID,
+    }
 
 
 def test_a_draw_depends_on_its_place_not_on_the_draws_before_it() -> None:

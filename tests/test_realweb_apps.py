@@ -15,6 +15,7 @@ loaded machine can shift, are in the full set); the others are ``heavy`` (``MMIN
 ``MMINA_REALWEB=all`` runs every one (as ``python -m bench --only realweb`` does, five times each),
 ``MMINA_REALWEB=gradio,trac`` the ones named.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,9 @@ from tests.realweb.check import check
 from tests.realweb.installs import INSTALL_TIMEOUT_S
 
 CHOSEN = os.environ.get("MMINA_REALWEB", "")
-NAMES = [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else [a.name for a in APPS])
+NAMES = (
+    [a.name for a in APPS] if CHOSEN == "all" else (CHOSEN.split(",") if CHOSEN else [a.name for a in APPS])
+)
 CASES = [name if CHOSEN or name in SAMPLE else pytest.param(name, marks=pytest.mark.heavy) for name in NAMES]
 
 
@@ -39,7 +42,9 @@ def test_each_application_replays_exactly_after_a_restart_with_new_state(tmp_pat
     assert [s["action_error"] for s in outcome.recorded] == [None] * steps
     replay = outcome.replay
     assert (replay.status, replay.error) == ("completed", None)
-    diffs = [(s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful]
+    diffs = [
+        (s.step_index, s.recorded_url, s.replayed_url, s.tree_diff) for s in replay.steps if not s.faithful
+    ]
     assert replay.fidelity == 1.0, diffs
     assert outcome.live_connections == 0, "a replay must not reach the live application"
     assert replay.requests.unmatched == 0 and replay.unmatched_urls == ()
@@ -54,4 +59,6 @@ def test_the_applications_are_of_different_kinds() -> None:
     assert len(APPS) >= 9 and len({a.kind for a in APPS}) == len(APPS)
     assert all(6 <= len(a.script) + 1 <= 10 for a in APPS)
     assert all(0 < step["think"] for a in APPS for step in a.task(1)["reference_script"])
-    assert all("id" not in step.get("target", {}) for a in APPS for step in a.script)  # found by role and name
+    assert all(
+        "id" not in step.get("target", {}) for a in APPS for step in a.script
+    )  # found by role and name

@@ -5,6 +5,7 @@ The page searches as you type through RxJS ``debounceTime``, saves through lodas
 counts through lodash ``throttle``, prints the time it loaded, a random number and ids drawn from
 ``crypto``, and shows "Loading results" until a ``setTimeout(0)`` follow-up of its XHR replaces it.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,10 +40,21 @@ TIMERS_S = 30.0
 def _suite(folder: Path, url: str) -> Path:
     path = folder / "clock" / "1.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "task_id": 1, "intent": "Search the harbour boats, save notes, count a visit.", "start_url": url,
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Harbour Light"]}},
-        "procedure": ["clock", "end"], "reference_script": SCRIPT}))
+    path.write_text(
+        json.dumps(
+            {
+                "task_id": 1,
+                "intent": "Search the harbour boats, save notes, count a visit.",
+                "start_url": url,
+                "eval": {
+                    "eval_types": ["string_match"],
+                    "reference_answers": {"must_include": ["Harbour Light"]},
+                },
+                "procedure": ["clock", "end"],
+                "reference_script": SCRIPT,
+            }
+        )
+    )
     return path.parent
 
 
@@ -51,7 +63,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
     folder = tmp_path_factory.mktemp("clock")
     store = Store.open(folder / "store", create=True)
     with ClockSite() as site:
-        summary = record_run(store, RecordConfig(tasks=str(_suite(folder, site.url)), agent="oracle", browser=BROWSER))
+        summary = record_run(
+            store, RecordConfig(tasks=str(_suite(folder, site.url)), agent="oracle", browser=BROWSER)
+        )
         hits = list(site.hits)
     return store, summary, hits
 
@@ -95,6 +109,7 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
     router = ArchiveRouter(source.archive(store, sources), starts_at)
     session = BrowserSession(BROWSER)
     try:
+
         async def prepare(context) -> None:
             await router.prepare(context)
             if fixed:
@@ -105,9 +120,12 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
         page = browser.tabs.page
         session.run(page.locator("#q").press_sequentially("harbour"))
         session.run(page.locator("#save").click())
+
         def read() -> dict[str, str]:
-            return {name: session.run(page.locator(f"#{name}").inner_text())
-                    for name in ("loaded", "random", "drawn", "status", "saved")}
+            return {
+                name: session.run(page.locator(f"#{name}").inner_text())
+                for name in ("loaded", "random", "drawn", "status", "saved")
+            }
 
         def fired() -> bool:
             now = read()
@@ -119,7 +137,9 @@ def _page_at(store: Store, run_id: str, starts_at: datetime, fixed: bool) -> dic
             wait_until(fired, TIMERS_S, "the search's debounce and XHR, and the save's debounce, firing")
         shown = read()
         session.run(page.goto("about:blank"))
-        shown["elsewhere"] = session.run(page.evaluate("crypto.getRandomValues(new Uint32Array(2)).join('-')"))
+        shown["elsewhere"] = session.run(
+            page.evaluate("crypto.getRandomValues(new Uint32Array(2)).join('-')")
+        )
         browser.close()
         return shown
     finally:
@@ -135,8 +155,11 @@ def test_the_replayed_clock_starts_at_the_recorded_time_and_moves(recorded) -> N
     assert moving["saved"].startswith("Saved at 2001-02-03T04:05")  # lodash debounce fired
     again = _page_at(store, summary.run_id, starts_at, fixed=False)
     assert again["random"] == moving["random"]  # Math.random stays seeded
-    assert again["drawn"] == moving["drawn"] and re.fullmatch(r"Request id \d+-\d+ [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
-                                                             r"[89ab][0-9a-f]{3}-[0-9a-f]{12}", moving["drawn"])
+    assert again["drawn"] == moving["drawn"] and re.fullmatch(
+        r"Request id \d+-\d+ [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+        r"[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+        moving["drawn"],
+    )
     # another page draws other ids (a request id or idempotency key is not sent twice), as reproducibly
     assert again["elsewhere"] == moving["elsewhere"] and moving["elsewhere"] not in moving["drawn"]
     # the control: a clock pinned while timers run (replay before issue 23) never fires them

@@ -6,6 +6,7 @@ Playwright driver that stops answering (SIGSTOP), and a route handler that never
 replay's own router, made to wait forever). In each, the stuck step is stored with its cause,
 the episode goes on or ends with a reason, and the run finishes and reports.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,7 +43,7 @@ from tests.test_independent_site import _driver_pids
 PAGES = {
     "/": "<h1>Start</h1><a href='/next'>Next page</a> <button onclick='while (true) {}'>Spin forever</button>",
     "/next": "<h1>Next</h1><p id=late>Loading</p><script>fetch('/api/late').then(r => r.text())"
-             ".then(t => { document.getElementById('late').textContent = t; })</script><a href='/'>Home</a>",
+    ".then(t => { document.getElementById('late').textContent = t; })</script><a href='/'>Home</a>",
     "/api/late": "Arrived",
 }
 
@@ -61,10 +62,18 @@ def _suite(folder: Path, site: str, scripts: list[list[dict]]) -> Path:
     for number, script in enumerate(scripts, start=1):
         path = folder / "stuck" / f"{number}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({
-            "task_id": number, "intent": "Follow the script.", "start_url": f"{site}/",
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["x"]}},
-            "procedure": ["stuck", "end"], "reference_script": script}))
+        path.write_text(
+            json.dumps(
+                {
+                    "task_id": number,
+                    "intent": "Follow the script.",
+                    "start_url": f"{site}/",
+                    "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["x"]}},
+                    "procedure": ["stuck", "end"],
+                    "reference_script": script,
+                }
+            )
+        )
     return folder / "stuck"
 
 
@@ -97,11 +106,14 @@ def _steps(store: Store, run_id: str) -> dict[str, list[dict]]:
 
 
 def test_a_page_stuck_in_a_script_loop_ends_its_episode_with_the_cause_and_the_run_goes_on(
-        tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the click's own waits for the stuck page to load and settle end first (sooner by default,
     # the test's pages being tiny): its deadline stays
     deadlines = shortened(monkeypatch, OBSERVE_DEADLINE_S=10.0, CLOSE_DEADLINE_S=10.0, LOAD_MAX_S=3.0)
-    suite = _suite(tmp_path / "tasks", site, [[_click("Spin forever", "button"), *NEXT_AND_STOP], NEXT_AND_STOP])
+    suite = _suite(
+        tmp_path / "tasks", site, [[_click("Spin forever", "button"), *NEXT_AND_STOP], NEXT_AND_STOP]
+    )
     store = Store.open(tmp_path / "store", create=True)
     started = time.monotonic()
     summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=BROWSER))
@@ -111,7 +123,13 @@ def test_a_page_stuck_in_a_script_loop_ends_its_episode_with_the_cause_and_the_r
     assert "waiting" in stuck.error  # where it waited is named
     assert stuck.n_steps == 1  # the click on the spinning button was stored before the episode ended
     assert (fine.status, fine.stop_reason, fine.n_steps) == ("completed", "stop", 2)
-    bound = ACTION_DEADLINE_S + deadlines["OBSERVE_DEADLINE_S"] + deadlines["CLOSE_DEADLINE_S"] + 4 * GRACE_S + 120
+    bound = (
+        ACTION_DEADLINE_S
+        + deadlines["OBSERVE_DEADLINE_S"]
+        + deadlines["CLOSE_DEADLINE_S"]
+        + 4 * GRACE_S
+        + 120
+    )
     assert elapsed < bound
 
 
@@ -138,15 +156,17 @@ class StopsTheDriver:
         return AgentReply(output=f"click [{element.id if element else 'missing'}]")
 
 
-def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(tmp_path: Path, site: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_driver_that_stops_answering_costs_its_episode_never_the_run(
+    tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     deadlines = shortened(monkeypatch, ACTION_DEADLINE_S=15.0, CLOSE_DEADLINE_S=10.0)
     suite = _suite(tmp_path / "tasks", site, [NEXT_AND_STOP, NEXT_AND_STOP])
     store = Store.open(tmp_path / "store", create=True)
     StopsTheDriver.stopped.clear()
     try:
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent=f"{__name__}:StopsTheDriver",
-                                                 browser=BROWSER))
+        summary = record_run(
+            store, RecordConfig(tasks=str(suite), agent=f"{__name__}:StopsTheDriver", browser=BROWSER)
+        )
     finally:
         for pid in StopsTheDriver.stopped:
             try:
@@ -213,8 +233,9 @@ def test_a_session_slow_to_answer_between_episodes_is_kept_not_restarted() -> No
         browsers.close()
 
 
-def test_a_route_handler_that_never_answers_is_answered_by_its_deadline(tmp_path: Path, site: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_route_handler_that_never_answers_is_answered_by_its_deadline(
+    tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The replay's router waits forever on one request (the XHR of /next): the request still
     gets an answer (a 504 naming the cause) by the router's deadline, the step is stored,
     the replay finishes and reports the request as a defect."""
@@ -239,5 +260,9 @@ def test_a_route_handler_that_never_answers_is_answered_by_its_deadline(tmp_path
     assert (episode.status, episode.replayed_steps) == ("completed", 2)
     assert not episode.steps[1].tree_equal  # the XHR's text never arrived: the router's 504 did
     assert episode.requests.failed == 1 and episode.requests.unmatched == 0
-    replayed = sorted(store.read("steps", run_id=report.replay_run).to_pylist(), key=lambda r: r["step_index"])
-    assert "could not answer" in replayed[1]["tree_text"] and "no answer within 1 s" in replayed[1]["tree_text"]
+    replayed = sorted(
+        store.read("steps", run_id=report.replay_run).to_pylist(), key=lambda r: r["step_index"]
+    )
+    assert (
+        "could not answer" in replayed[1]["tree_text"] and "no answer within 1 s" in replayed[1]["tree_text"]
+    )

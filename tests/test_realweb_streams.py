@@ -7,6 +7,7 @@ tap (``streams.BodyTaps``) does, with the time each chunk arrived. The replay ha
 the page in its recorded chunks, so the page shows each step of the stream as it did; without
 the tap the request is stored as missing its body and the replay counts it as a defect.
 """
+
 from __future__ import annotations
 
 import json
@@ -99,19 +100,34 @@ def site() -> Any:
     server.shutdown()
 
 
-RUN_JOB = [{"action": "click", "target": {"role": "button", "name": "Run job"}}, {"action": "stop", "answer": "Done"}]
+RUN_JOB = [
+    {"action": "click", "target": {"role": "button", "name": "Run job"}},
+    {"action": "stop", "answer": "Done"},
+]
 
 
 def _record(folder: Path, url: str, script: list[dict[str, Any]] = RUN_JOB) -> tuple[Store, str]:
     suite = folder / "tasks" / "queue"
     suite.mkdir(parents=True)
-    (suite / "1.json").write_text(json.dumps({
-        "task_id": 1, "intent": "Run the job.", "start_url": url,
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Done"]}},
-        "procedure": ["queue", "end"][-len(script):], "reference_script": script}))
+    (suite / "1.json").write_text(
+        json.dumps(
+            {
+                "task_id": 1,
+                "intent": "Run the job.",
+                "start_url": url,
+                "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Done"]}},
+                "procedure": ["queue", "end"][-len(script) :],
+                "reference_script": script,
+            }
+        )
+    )
     store = Store.open(folder / "store", create=True)
-    summary = record_run(store, RecordConfig(tasks=str(suite), agent="oracle",
-                                             browser=BrowserConfig(screenshots=False, set_of_marks=False)))
+    summary = record_run(
+        store,
+        RecordConfig(
+            tasks=str(suite), agent="oracle", browser=BrowserConfig(screenshots=False, set_of_marks=False)
+        ),
+    )
     return store, summary.run_id
 
 
@@ -125,7 +141,9 @@ def _headers(row: dict[str, Any]) -> dict[str, str]:
     return {h["name"]: h["value"] for h in row["response_headers"]}
 
 
-def test_an_aborted_fetch_stream_keeps_its_body_and_chunks_and_replays_as_a_stream(tmp_path: Path, site: str) -> None:
+def test_an_aborted_fetch_stream_keeps_its_body_and_chunks_and_replays_as_a_stream(
+    tmp_path: Path, site: str
+) -> None:
     store, run_id = _record(tmp_path, site)
     steps = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])
     assert "Done: loading 1 of 3, loading 2 of 3, loading 3 of 3" in steps[1]["tree_text"]
@@ -144,8 +162,9 @@ def test_an_aborted_fetch_stream_keeps_its_body_and_chunks_and_replays_as_a_stre
     assert episode.requests.missing_body == 0 and episode.requests.unmatched == 0
 
 
-def test_a_stream_recorded_without_its_body_is_a_defect_in_the_replay(tmp_path: Path, site: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stream_recorded_without_its_body_is_a_defect_in_the_replay(
+    tmp_path: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def no_tap(self: BodyTaps, session: Any) -> None:
         return None
 
@@ -160,12 +179,15 @@ def test_a_stream_recorded_without_its_body_is_a_defect_in_the_replay(tmp_path: 
     assert not episode.steps[1].tree_equal  # served empty, the page never saw the events
 
 
-BOUNCE = {"/bounce": "<title>bounce</title><script>location.replace('/arrived')</script>",
-          "/arrived": "<title>arrived</title><p>Done"}
+BOUNCE = {
+    "/bounce": "<title>bounce</title><script>location.replace('/arrived')</script>",
+    "/arrived": "<title>arrived</title><p>Done",
+}
 
 
-def test_a_page_that_moved_on_as_it_loaded_keeps_its_body_where_the_har_lost_it(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_that_moved_on_as_it_loaded_keeps_its_body_where_the_har_lost_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A page that replaces itself by script as it loads: Playwright's HAR lost its body in 4 of
     20 recordings (a race no test can call up), so here the HAR loses it every time. mmina's
     session read it as the page asked for its next document (``streams.BodyTaps.kept``): the row
@@ -183,7 +205,9 @@ def test_a_page_that_moved_on_as_it_loaded_keeps_its_body_where_the_har_lost_it(
     monkeypatch.setattr(har, "read_har", read_losing)
     with LocalSite(pages_handler(BOUNCE)) as site:
         store, run_id = _record(tmp_path, site.url + "bounce", [{"action": "stop", "answer": "Done"}])
-    assert losing and all(size != 0 for size in losing)  # the HAR had the entry (-1: it had lost the body itself)
+    assert losing and all(
+        size != 0 for size in losing
+    )  # the HAR had the entry (-1: it had lost the body itself)
     [row] = [r for r in store.read("requests", run_id=run_id).to_pylist() if r["url"].endswith("/bounce")]
     assert BODY_HEADER not in _headers(row)
     assert store.read_blobs([row["response_body"]])[row["response_body"]] == BOUNCE["/bounce"].encode()

@@ -1,4 +1,5 @@
 """Recording for real: Chromium, the fixture web, Parquet and DuckDB, through the library API."""
+
 from __future__ import annotations
 
 import io
@@ -43,9 +44,12 @@ def test_oracle_completes_builtin_task(recorded: tuple[Path, RunSummary]) -> Non
 
 def test_steps_hold_observation_action_and_timings(recorded: tuple[Path, RunSummary]) -> None:
     store, _ = recorded
-    rows = _one(store, """
+    rows = _one(
+        store,
+        """
         select url, title, tree_text, screenshot, action, action_kind, action_error, observe_ms, tree_ms, tabs
-        from steps order by step_index""")
+        from steps order by step_index""",
+    )
     first = rows[0]
     assert first[0].startswith("http://wiki.mmina.test/kiwix")
     assert first[1] and "[" in first[2] and "]" in first[2]
@@ -72,9 +76,12 @@ def test_screenshots_are_jpeg_blobs_of_the_viewport(recorded: tuple[Path, RunSum
 
 def test_network_trace_with_bodies(recorded: tuple[Path, RunSummary]) -> None:
     store, _ = recorded
-    rows = _one(store, """
+    rows = _one(
+        store,
+        """
         select r.step_index, r.method, r.status, r.url, r.mime_type, b.data
-        from requests r join blobs b on b.sha256 = r.response_body order by r.seq""")
+        from requests r join blobs b on b.sha256 = r.response_body order by r.seq""",
+    )
     assert rows[0][0] == -1 and rows[0][3].startswith("http://wiki.mmina.test/")
     assert {r[2] for r in rows} <= {200, 302, 303, 304}
     html = [r for r in rows if r[4].startswith("text/html")]
@@ -95,7 +102,9 @@ def test_hop_tracking_is_stored_per_step(recorded: tuple[Path, RunSummary]) -> N
 
 def test_run_and_task_rows(recorded: tuple[Path, RunSummary]) -> None:
     store, summary = recorded
-    run = _one(store, "select run_id, agent, browser_version, viewport_width, viewport_height, task_count from runs")
+    run = _one(
+        store, "select run_id, agent, browser_version, viewport_width, viewport_height, task_count from runs"
+    )
     assert run == [(summary.run_id, "oracle", run[0][2], 1280, 2048, 1)]
     assert run[0][2].startswith("chromium ")
     task = _one(store, "select task_id, cnt_hop, n_hops, procedure, original_json from tasks")[0]
@@ -105,16 +114,23 @@ def test_run_and_task_rows(recorded: tuple[Path, RunSummary]) -> None:
 
 def test_resume_skips_finished_tasks(recorded_copy: Path) -> None:
     run_id = Store.open(recorded_copy).run_ids()[0]
-    summary = record_run(Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, resume=True, task_ids=("normal/1",)))
+    summary = record_run(
+        Store.open(recorded_copy, create=True),
+        RecordConfig(run_id=run_id, resume=True, task_ids=("normal/1",)),
+    )
     assert summary.episodes == [] and summary.skipped == ["normal/1"]
     with pytest.raises(StoreError, match="already exists"):
-        record_run(Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, task_ids=("normal/1",)))
+        record_run(
+            Store.open(recorded_copy, create=True), RecordConfig(run_id=run_id, task_ids=("normal/1",))
+        )
 
 
 def test_resume_records_only_the_run_s_own_tasks(recorded_copy: Path) -> None:
     store = Store.open(recorded_copy, create=True)
     run_id = store.run_ids()[0]
-    summary = record_run(store, RecordConfig(run_id=run_id, resume=True))  # the whole suite named: only normal/1 is the run's
+    summary = record_run(
+        store, RecordConfig(run_id=run_id, resume=True)
+    )  # the whole suite named: only normal/1 is the run's
     assert summary.episodes == [] and summary.skipped == ["normal/1"]
     with pytest.raises(StoreError, match=f"run {run_id} has no task shopping/1 .*only its own tasks"):
         record_run(store, RecordConfig(run_id=run_id, resume=True, task_ids=("normal/1", "shopping/1")))
@@ -124,8 +140,10 @@ def test_resume_records_only_the_run_s_own_tasks(recorded_copy: Path) -> None:
 
 
 def _record(tmp_path: Path, agent: str, **limits: int) -> RunSummary:
-    return record_run(Store.open(tmp_path / "store", create=True), RecordConfig(agent=agent, task_ids=("normal/1",),
-                                   limits=Limits(**limits)))
+    return record_run(
+        Store.open(tmp_path / "store", create=True),
+        RecordConfig(agent=agent, task_ids=("normal/1",), limits=Limits(**limits)),
+    )
 
 
 def test_action_error_is_recorded_and_episode_goes_on(tmp_path: Path) -> None:
@@ -139,7 +157,9 @@ def test_action_error_is_recorded_and_episode_goes_on(tmp_path: Path) -> None:
 def test_repeated_action_budget_and_token_accounting(tmp_path: Path) -> None:
     summary = _record(tmp_path, "tests.agents_for_tests:Repeater")
     assert summary.episodes[0].stop_reason == "repeated_action" and summary.episodes[0].n_steps == 3
-    rows = _one(tmp_path / "store", "select prompt_tokens, completion_tokens, round(cost_usd, 6) from episodes")
+    rows = _one(
+        tmp_path / "store", "select prompt_tokens, completion_tokens, round(cost_usd, 6) from episodes"
+    )
     assert rows == [(30, 15, 0.003)]
 
 
@@ -183,28 +203,47 @@ def test_ctrl_c_leaves_no_partial_episode(tmp_path: Path) -> None:
 def test_two_workers_give_the_same_results_as_one(recorded: tuple[Path, RunSummary], tmp_path: Path) -> None:
     """Four copies of normal/1 on two workers end as normal/1 did on one (the session's recording)."""
     suite = _suite_of_copies(tmp_path / "suite", 4)
-    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(suite),
-                                                                                   layout=Layout(workers=2)))
-    parallel = [(e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer) for e in summary.episodes]
+    summary = record_run(
+        Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(suite), layout=Layout(workers=2))
+    )
+    parallel = [
+        (e.task_id, e.status, e.stop_reason, e.n_steps, e.live_hops, e.final_answer) for e in summary.episodes
+    ]
     one = recorded[1].episodes[0]
-    assert parallel == [(f"normal/{n}", one.status, one.stop_reason, one.n_steps, one.live_hops, one.final_answer)
-                        for n in range(1, 5)]
+    assert parallel == [
+        (f"normal/{n}", one.status, one.stop_reason, one.n_steps, one.live_hops, one.final_answer)
+        for n in range(1, 5)
+    ]
     workers = _one(tmp_path / "store", "select count(distinct worker) from episodes")[0][0]
     assert workers == 2
 
 
 def test_replay_agent_repeats_a_stored_run(recorded: tuple[Path, RunSummary], recorded_copy: Path) -> None:
     source = recorded[1].run_id
-    replayed = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),
-                                       agent_settings=AgentSettings(from_run=source)))
+    replayed = record_run(
+        Store.open(recorded_copy, create=True),
+        RecordConfig(agent="replay", task_ids=("normal/1",), agent_settings=AgentSettings(from_run=source)),
+    )
     original = recorded[1].episodes[0]
     episode = replayed.episodes[0]
-    assert (episode.stop_reason, episode.n_steps, episode.live_hops, episode.final_answer) == \
-        (original.stop_reason, original.n_steps, original.live_hops, original.final_answer)
-    actions = _one(recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id")
+    assert (episode.stop_reason, episode.n_steps, episode.live_hops, episode.final_answer) == (
+        original.stop_reason,
+        original.n_steps,
+        original.live_hops,
+        original.final_answer,
+    )
+    actions = _one(
+        recorded_copy, "select run_id, list(action order by step_index) from steps group by run_id"
+    )
     assert len(actions) == 2 and actions[0][1] == actions[1][1]
-    one = record_run(Store.open(recorded_copy, create=True), RecordConfig(agent="replay", task_ids=("normal/1",),
-                                  agent_settings=AgentSettings(from_episode=original.episode_id)))
+    one = record_run(
+        Store.open(recorded_copy, create=True),
+        RecordConfig(
+            agent="replay",
+            task_ids=("normal/1",),
+            agent_settings=AgentSettings(from_episode=original.episode_id),
+        ),
+    )
     assert one.episodes[0].final_answer == original.final_answer
 
 
@@ -231,8 +270,10 @@ def _suite_of_copies(folder: Path, copies: int) -> Path:
 
 def test_browser_crash_errors_one_episode_and_the_next_gets_a_new_browser(tmp_path: Path) -> None:
     suite = _suite_of_copies(tmp_path / "suite", 2)
-    summary = record_run(Store.open(tmp_path / "store", create=True), RecordConfig(tasks=str(suite),
-                                      agent="tests.agents_for_tests:BrowserKiller"))
+    summary = record_run(
+        Store.open(tmp_path / "store", create=True),
+        RecordConfig(tasks=str(suite), agent="tests.agents_for_tests:BrowserKiller"),
+    )
     first, second = summary.episodes
     assert (first.status, first.stop_reason) == ("error", "error") and "closed" in first.error
     assert (second.status, second.final_answer) == ("completed", "alive")
@@ -241,10 +282,22 @@ def test_browser_crash_errors_one_episode_and_the_next_gets_a_new_browser(tmp_pa
 def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> None:
     suite = _suite_of_copies(tmp_path / "suite", 4)
     store = tmp_path / "store"
-    command = [sys.executable, "-m", "mmina", "record", "--tasks", str(suite), "--store", str(store),
-               "--run-id", "killed", "--no-screenshots"]
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "mmina",
+        "record",
+        "--tasks",
+        str(suite),
+        "--store",
+        str(store),
+        "--run-id",
+        "killed",
+        "--no-screenshots",
+    ]
+    proc = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     try:
         for line in proc.stderr:
             if line.startswith("[1] "):
@@ -254,8 +307,12 @@ def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> N
         proc.wait(timeout=30)
     done = _one(store, "select count(*) from episodes")[0][0]
     assert 1 <= done < 4
-    resumed = record_run(Store.open(store, create=True), RecordConfig(tasks=str(suite), run_id="killed", resume=True,
-                                      browser=BrowserConfig(screenshots=False)))
+    resumed = record_run(
+        Store.open(store, create=True),
+        RecordConfig(
+            tasks=str(suite), run_id="killed", resume=True, browser=BrowserConfig(screenshots=False)
+        ),
+    )
     assert len(resumed.skipped) == done and len(resumed.episodes) == 4 - done
     counts = _one(store, "select task_id, count(*) from episodes group by task_id order by task_id")
     assert counts == [(f"normal/{n}", 1) for n in range(1, 5)]
@@ -264,7 +321,9 @@ def test_sigkilled_run_resumes_with_every_task_exactly_once(tmp_path: Path) -> N
 
 def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, RunSummary]) -> None:
     """The oracle is not shown the set-of-marks image: it is neither painted nor stored, its marks are."""
-    rows = _one(recorded[0], """
+    rows = _one(
+        recorded[0],
+        """
         select count(*),
                count(*) filter (where url is not null and title is not null and len(tabs) >= 1
                                 and tree_text is not null and screenshot is not null and screenshot_som is null
@@ -274,26 +333,34 @@ def test_every_observation_part_is_present_on_every_step(recorded: tuple[Path, R
                                 and agent_ms >= 0 and action_ms >= 0 and live_hops is not null),
                count(*) filter (where len(images) > 0 and images[1].blob is not null),
                count(*) filter (where len(marks) > 0 and marks[1].id is not null and marks[1].width > 0)
-        from steps""")
+        from steps""",
+    )
     total, complete, with_images, with_marks = rows[0]
     assert total == complete == with_marks > 0
     assert with_images > 0, "in-view images are linked to their stored bodies"
 
 
-def test_terminal_observation_is_the_page_after_the_last_action(recorded: tuple[Path, RunSummary],
-                                                                tmp_path: Path) -> None:
+def test_terminal_observation_is_the_page_after_the_last_action(
+    recorded: tuple[Path, RunSummary], tmp_path: Path
+) -> None:
     store, _ = recorded
     # a stop: the terminal observation is the page the stop was given on
-    [(final_url, last_url, tree, shot, tabs)] = _one(store, """
+    [(final_url, last_url, tree, shot, tabs)] = _one(
+        store,
+        """
         select e.final_url, s.url, e.final_tree_text, e.final_screenshot, e.final_tabs from episodes e
-        join steps s on s.episode_id = e.episode_id and s.step_index = e.n_steps - 1""")
+        join steps s on s.episode_id = e.episode_id and s.step_index = e.n_steps - 1""",
+    )
     assert final_url == last_url and "[" in tree and len(shot) == 64 and tabs[0]["url"] == final_url
     # a budget: the page the last action reached, which no step shows
     capped = _record(tmp_path, "oracle", max_steps=3)
     assert capped.episodes[0].stop_reason == "max_steps"
-    [(final_url, last_url, observed)] = _one(tmp_path / "store", """
+    [(final_url, last_url, observed)] = _one(
+        tmp_path / "store",
+        """
         select e.final_url, s.url, e.final_observed_at > s.started_at from episodes e
-        join steps s on s.episode_id = e.episode_id and s.step_index = 2""")
+        join steps s on s.episode_id = e.episode_id and s.step_index = 2""",
+    )
     assert final_url == "http://shop.mmina.test/" != last_url and observed
     scores = _one(tmp_path / "store", "select hops_passed from episode_scores where evaluator = 'hops'")
     assert capped.episodes[0].hops_passed == scores[0][0] == capped.episodes[0].hops_credited

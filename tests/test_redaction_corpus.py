@@ -12,6 +12,7 @@
 * Fuzzing (Hypothesis): any text under any type without error and idempotently; text made of
   non-credentials byte-identical; a JSON response changed only at its credentials' literals.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,16 @@ from tests.heavy import sized
 from tests.realweb.npm_corpus import corpus_files, sample_files
 from tests.realweb.redaction_check import TYPED, check_corpus, episode_redactor
 
-RESPONSE_TYPES = ("application/javascript", "text/javascript; charset=utf-8", "text/css", "application/json",
-                  "text/html; charset=utf-8", "text/plain", "application/x-ndjson", "image/svg+xml")
+RESPONSE_TYPES = (
+    "application/javascript",
+    "text/javascript; charset=utf-8",
+    "text/css",
+    "application/json",
+    "text/html; charset=utf-8",
+    "text/plain",
+    "application/x-ndjson",
+    "image/svg+xml",
+)
 
 # ---------------------------------------------------------------- the npm corpus
 
@@ -56,24 +65,19 @@ def test_every_file_of_the_npm_corpus_passes_byte_identical() -> None:
     assert result.files >= 300
     assert result.changes == [], result.changes[:5]
 
+
 # ---------------------------------------------------------------- hostile code
 
 AWS_SECRET = "9Qx7/Ke2Lm+Zr4TbV8nW1pYc0HsJ6dFgA3uE5kMi"
 HOSTILE = {
-    'const AWS={accessKeyId:"AKIAQ3EGRZ7TLM4XKP2B",secretAccessKey:"%s",region:"us-east-1"};' % AWS_SECRET:
-        f'const AWS={{accessKeyId:"{REDACTED}",secretAccessKey:"{REDACTED}",region:"us-east-1"}};',
-    'fetch("https://maps.googleapis.com/maps/api/js?key=AIzaSyD9tSrke72PouQMnMXa7eZSW0jkFMBWYq&libraries=places")':
-        f'fetch("https://maps.googleapis.com/maps/api/js?key={URL_REDACTED}&libraries=places")',
-    'x.setRequestHeader("Authorization","Bearer 9f2aXk3Lq8Zr7Yt5");a?b:"c"':
-        f'x.setRequestHeader("Authorization","Bearer {REDACTED}");a?b:"c"',
-    'h="Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N";':
-        f'h="Authorization: Bearer {REDACTED}";',
-    'u="https://api.example.com/v1/parts?api_key=4f3c2a1b9e8d7c6b5a49&q=1",e.apiKey = "Zq81fKx02LmA9w";':
-        f'u="https://api.example.com/v1/parts?api_key={URL_REDACTED}&q=1",e.apiKey = "{REDACTED}";',
-    'cb({"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc", "token_type": "bearer", "expires_in": 3600});':
-        f'cb({{"access_token": "{REDACTED}", "token_type": "bearer", "expires_in": 3600}});',
-    'var k="sk-proj-Ab12Cd34Ef56Gh78Ij90",t=n?"authorization_code":"authorizationCode";':
-        f'var k="{REDACTED}",t=n?"authorization_code":"authorizationCode";',
+    'const AWS={accessKeyId:"AKIAQ3EGRZ7TLM4XKP2B",secretAccessKey:"%s",region:"us-east-1"};'
+    % AWS_SECRET: f'const AWS={{accessKeyId:"{REDACTED}",secretAccessKey:"{REDACTED}",region:"us-east-1"}};',
+    'fetch("https://maps.googleapis.com/maps/api/js?key=AIzaSyD9tSrke72PouQMnMXa7eZSW0jkFMBWYq&libraries=places")': f'fetch("https://maps.googleapis.com/maps/api/js?key={URL_REDACTED}&libraries=places")',
+    'x.setRequestHeader("Authorization","Bearer 9f2aXk3Lq8Zr7Yt5");a?b:"c"': f'x.setRequestHeader("Authorization","Bearer {REDACTED}");a?b:"c"',
+    'h="Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N";': f'h="Authorization: Bearer {REDACTED}";',
+    'u="https://api.example.com/v1/parts?api_key=4f3c2a1b9e8d7c6b5a49&q=1",e.apiKey = "Zq81fKx02LmA9w";': f'u="https://api.example.com/v1/parts?api_key={URL_REDACTED}&q=1",e.apiKey = "{REDACTED}";',
+    'cb({"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc", "token_type": "bearer", "expires_in": 3600});': f'cb({{"access_token": "{REDACTED}", "token_type": "bearer", "expires_in": 3600}});',
+    'var k="sk-proj-Ab12Cd34Ef56Gh78Ij90",t=n?"authorization_code":"authorizationCode";': f'var k="{REDACTED}",t=n?"authorization_code":"authorizationCode";',
 }
 """Minified-looking code holding real secrets → what must be stored (everything else as it was)."""
 
@@ -87,7 +91,9 @@ def test_secrets_in_minified_code_are_taken_and_nothing_else(mime: str) -> None:
     learned = Redactor()
     learned.learn_body("\n".join(HOSTILE).encode(), "application/javascript", response=True)
     assert AWS_SECRET in learned.values and not any("authorization" in v.lower() for v in learned.values)
-    assert learned.text(f"the page showed {AWS_SECRET}") == f"the page showed {REDACTED}", "learned: scrubbed elsewhere"
+    assert learned.text(f"the page showed {AWS_SECRET}") == f"the page showed {REDACTED}", (
+        "learned: scrubbed elsewhere"
+    )
 
 
 def test_the_issue_cases_stay_and_failed_types_are_not_secrets() -> None:
@@ -106,10 +112,18 @@ def test_a_typed_word_password_leaves_bodies_alone_but_not_rows() -> None:
     redactor = episode_redactor()
     page = b'<a href="/admin/">admin</a><script>role="admin";</script>'
     assert redactor.body(page, "text/html") == page
-    assert redactor.text("type [4] [admin] [press_enter_after=1]") == f"type [4] [{REDACTED}] [press_enter_after=1]"
-    assert redactor.text("type [4] [1234] [press_enter_after=0]") == f"type [4] [{REDACTED}] [press_enter_after=0]"
-    assert redactor.body(b"user=ada&note=admin", "application/x-www-form-urlencoded", response=False) == \
-        f"user=ada&note={REDACTED}".encode(), "a request body is what the page sent: every secret goes"
+    assert (
+        redactor.text("type [4] [admin] [press_enter_after=1]")
+        == f"type [4] [{REDACTED}] [press_enter_after=1]"
+    )
+    assert (
+        redactor.text("type [4] [1234] [press_enter_after=0]")
+        == f"type [4] [{REDACTED}] [press_enter_after=0]"
+    )
+    assert (
+        redactor.body(b"user=ada&note=admin", "application/x-www-form-urlencoded", response=False)
+        == f"user=ada&note={REDACTED}".encode()
+    ), "a request body is what the page sent: every secret goes"
     assert all(t not in redactor.traffic_text("http://h/admin/?q=default") for t in (REDACTED, URL_REDACTED))
 
 
@@ -117,12 +131,22 @@ def test_the_tasks_row_loses_the_password_its_intent_gave(tmp_path: Path) -> Non
     """The run's tasks are written before any episode; the episode that typed the password
     rewrites them without it (``Store.redact_tasks``), every other value kept."""
     password = "Tr0ub4dor&3"
-    task = task_from_dict({"intent": f"Log in as lovelace with password {password} and open the orders.",
-                           "start_url": "http://shop.test/", "eval": {"eval_types": ["string_match"],
-                           "reference_answers": {"must_include": ["3"]}}}, "t/1")
-    other = task_from_dict({"intent": "Count the orders.", "start_url": "http://shop.test/",
-                            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]}}},
-                           "t/2")
+    task = task_from_dict(
+        {
+            "intent": f"Log in as lovelace with password {password} and open the orders.",
+            "start_url": "http://shop.test/",
+            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]}},
+        },
+        "t/1",
+    )
+    other = task_from_dict(
+        {
+            "intent": "Count the orders.",
+            "start_url": "http://shop.test/",
+            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]}},
+        },
+        "t/2",
+    )
     store = Store.open(tmp_path / "store", create=True)
     store.begin_run("r1", {"task_suite_sha256": "x"}, [task_row(task), task_row(other)])
     redactor = Redactor()
@@ -135,14 +159,67 @@ def test_the_tasks_row_loses_the_password_its_intent_gave(tmp_path: Path) -> Non
     assert password not in json.dumps(rows, default=str) and "lovelace" not in rows["t/1"]["intent"]
     assert rows["t/2"] == {**task_row(other), "run_id": "r1"} and rows["t/1"]["task_sha256"] == task.sha256
 
+
 # ---------------------------------------------------------------- fuzzing
 
-NOT_CREDENTIALS = ("authorizationCode", "clientCredentials", "token", "apiKey", "password", "Bearer", "Basic",
-                   "sessionId", "csrf_token", "key", "secret", "miCopyLinesUp", "6.0.0-beta1", "#/definitions/expr",
-                   "https://example.com/a?x=1&token=", "?key=", "&sid=", "=", ":", "\"", "'", "`", "{", "}", "[", "]",
-                   "(", ")", ";", ",", "?", ".", "\\n", "\n", "\\\"", "&&", "==", "<input ", "value=", "name=",
-                   "type=password", "<meta ", "content=", "42", "3600", "true", "null", "admin", "fahrenheit",
-                   "Int32Array", "x86_64", "utf-8", "data:image/png;base64,", "//# sourceMappingURL=", "eyJ", "sk-")
+NOT_CREDENTIALS = (
+    "authorizationCode",
+    "clientCredentials",
+    "token",
+    "apiKey",
+    "password",
+    "Bearer",
+    "Basic",
+    "sessionId",
+    "csrf_token",
+    "key",
+    "secret",
+    "miCopyLinesUp",
+    "6.0.0-beta1",
+    "#/definitions/expr",
+    "https://example.com/a?x=1&token=",
+    "?key=",
+    "&sid=",
+    "=",
+    ":",
+    '"',
+    "'",
+    "`",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    ";",
+    ",",
+    "?",
+    ".",
+    "\\n",
+    "\n",
+    '\\"',
+    "&&",
+    "==",
+    "<input ",
+    "value=",
+    "name=",
+    "type=password",
+    "<meta ",
+    "content=",
+    "42",
+    "3600",
+    "true",
+    "null",
+    "admin",
+    "fahrenheit",
+    "Int32Array",
+    "x86_64",
+    "utf-8",
+    "data:image/png;base64,",
+    "//# sourceMappingURL=",
+    "eyJ",
+    "sk-",
+)
 """Pieces of code and data that are not credentials (each checked by the test), to build text from."""
 
 
@@ -188,8 +265,11 @@ def test_long_fuzzing_of_the_redactor(text: str, clean: str, mime: str) -> None:
 
 
 CREDENTIAL = st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=20, max_size=32).filter(
-    credential_shaped)
-PLAIN_VALUE = st.one_of(st.sampled_from(NOT_CREDENTIALS[:12]), st.integers(-10**6, 10**6), st.booleans(), st.none())
+    credential_shaped
+)
+PLAIN_VALUE = st.one_of(
+    st.sampled_from(NOT_CREDENTIALS[:12]), st.integers(-(10**6), 10**6), st.booleans(), st.none()
+)
 
 
 @st.composite
@@ -202,6 +282,7 @@ def responses(draw: st.DrawFn) -> tuple[Any, list[str]]:
             found.append(draw(CREDENTIAL))
             return found[-1]
         return draw(PLAIN_VALUE)
+
     keys = st.sampled_from(("access_token", "apiKey", "q", "items", "token_type", "label", "sessionId"))
     document = {key: leaf(is_secret_name(key)) for key in draw(st.lists(keys, max_size=6))}
     document["list"] = [{key: leaf(is_secret_name(key))} for key in draw(st.lists(keys, max_size=3))]
@@ -218,8 +299,9 @@ def _credentials_only(document: Any) -> Any:
 
 @given(responses(), st.sampled_from([None, 1, 2]), st.sampled_from([(",", ":"), (", ", ": ")]))
 @settings(max_examples=200, deadline=None)
-def test_a_json_response_changes_only_at_its_credentials(response: tuple[Any, list[str]], indent: int | None,
-                                                         separators: tuple[str, str]) -> None:
+def test_a_json_response_changes_only_at_its_credentials(
+    response: tuple[Any, list[str]], indent: int | None, separators: tuple[str, str]
+) -> None:
     document, planted = response
     text = json.dumps(document, indent=indent, separators=separators)
     redacted = Redactor().body(text.encode(), "application/json").decode()
@@ -231,16 +313,37 @@ def test_random_tokens_are_credentials_and_identifiers_are_not() -> None:
     """The shape on what it must tell apart (the corpus measure is in ``secret_shapes``)."""
     tokens = [secrets.token_urlsafe(24) for _ in range(300)] + [secrets.token_hex(16) for _ in range(100)]
     assert sum(map(credential_shaped, tokens)) >= 0.93 * len(tokens)
-    identifiers = ("XMLHttpRequestEventTarget", "getElementById", "readUInt16LE", "sha256WithRSAEncryption",
-                   "miGoToBracket", "vec3ToVec4", "h264High10", "utf8mb4_unicode_ci", "vs/base/common/arrays",
-                   "eyJzZXNzaW9uX2lkIjogImRlZmF1bHQifQ", "0b00000000000000000000011111000000", *TYPED[1:])
+    identifiers = (
+        "XMLHttpRequestEventTarget",
+        "getElementById",
+        "readUInt16LE",
+        "sha256WithRSAEncryption",
+        "miGoToBracket",
+        "vec3ToVec4",
+        "h264High10",
+        "utf8mb4_unicode_ci",
+        "vs/base/common/arrays",
+        "eyJzZXNzaW9uX2lkIjogImRlZmF1bHQifQ",
+        "0b00000000000000000000011111000000",
+        *TYPED[1:],
+    )
     assert [i for i in identifiers if credential_shaped(i)] == []
-    assert all(credential_shaped(t) for t in ("Zq81fKx02LmA9w", "68b25f31", "550e8400-e29b-41d4-a716-446655440000",
-                                               AWS_SECRET, "AKIAQ3EGRZ7TLM4XKP2B", string.hexdigits[:16] + "9a"))
+    assert all(
+        credential_shaped(t)
+        for t in (
+            "Zq81fKx02LmA9w",
+            "68b25f31",
+            "550e8400-e29b-41d4-a716-446655440000",
+            AWS_SECRET,
+            "AKIAQ3EGRZ7TLM4XKP2B",
+            string.hexdigits[:16] + "9a",
+        )
+    )
 
 
 HEX_TOKEN = st.text(alphabet="0123456789abcdef", min_size=16, max_size=64).filter(
-    lambda t: any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not re.fullmatch("0b[01]+", t))
+    lambda t: any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not re.fullmatch("0b[01]+", t)
+)
 """Hex as machines make keys (``secrets.token_hex``, ``uuid4().hex``): both digits and letters."""
 
 
@@ -254,9 +357,21 @@ def test_every_hex_token_is_a_credential_whatever_it_begins_with(token: str, pre
     redactor = Redactor()
     body = json.dumps({"access_token": prefix + token, "token_type": "bearer"}).encode()
     redactor.learn_body(body, "application/json", response=True)
-    assert json.loads(redactor.body(body, "application/json")) == {"access_token": REDACTED, "token_type": "bearer"}
+    assert json.loads(redactor.body(body, "application/json")) == {
+        "access_token": REDACTED,
+        "token_type": "bearer",
+    }
 
 
 def test_number_literals_are_not_credentials() -> None:
-    assert not any(map(credential_shaped, ("0b00000000000000000000011111000000", "0x6a09e667f3bcc908",
-                                           "0xffffffffffffffffn", "0o7777777777")))
+    assert not any(
+        map(
+            credential_shaped,
+            (
+                "0b00000000000000000000011111000000",
+                "0x6a09e667f3bcc908",
+                "0xffffffffffffffffn",
+                "0o7777777777",
+            ),
+        )
+    )

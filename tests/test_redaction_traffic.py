@@ -13,6 +13,7 @@
 * Fuzzing (Hypothesis) over JSON with random key names and values, in every structured body
   type: non-credentials byte-identical, credentials by name always redacted.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,6 +86,7 @@ def _passes(result: TrafficResult, traffic: list[Item]) -> None:
     assert [r for r in changed if r.source in sources] == [], "a non-secret of real traffic was changed"
     assert [r for r in changed if r.name.lower() not in TOKEN_NAMED_DATA] == [], changed[:5]
 
+
 # ---------------------------------------------------------------- the rules the corpus taught
 
 SHAPED = "Zq81fKx02LmA9wRt5Yp3"
@@ -100,8 +102,10 @@ def test_socket_messages_are_json_in_both_directions_and_keep_a_connections_sess
     """What the page sent by the request rules, what it received by the response rules; the
     recorded line keeps every other byte; a session's id names the socket's own connection."""
     sent = '42["login",{"password":"hunter2","sessionId":"%s","sid":"%s"}]' % (SHAPED, SHAPED)
-    received = '{"config":{"sessionId":"25d673759801c907c6ddad2cd771e2030664ab","access_token":"%s"},' \
-               '"key":"0763704a3becbcec20722167680ff91b/table.js","sig":"%s"}' % (PLAIN, SHAPED)
+    received = (
+        '{"config":{"sessionId":"25d673759801c907c6ddad2cd771e2030664ab","access_token":"%s"},'
+        '"key":"0763704a3becbcec20722167680ff91b/table.js","sig":"%s"}' % (PLAIN, SHAPED)
+    )
     body = socket_line(sent, "send") + "\n" + socket_line(received, "receive") + "\n"
     lines = Redactor().body(body.encode(), SOCKET_TYPE).decode().splitlines()
     assert json.loads(lines[0])["data"] == sent.replace("hunter2", REDACTED)
@@ -112,52 +116,100 @@ def test_socket_messages_are_json_in_both_directions_and_keep_a_connections_sess
 
 
 def test_socket_io_over_long_polling_is_read_as_socket_messages() -> None:
-    polled = '0{"sid":"Lbo5JLzTotvW3g2LAAAA","upgrades":["websocket"],"pingInterval":25000}\x1e' \
-             '40{"sid":"%s","auth_token":"%s"}\x1e42["update",{"orderByKey":"attributes.start_time"}]' % (SHAPED, PLAIN)
+    polled = (
+        '0{"sid":"Lbo5JLzTotvW3g2LAAAA","upgrades":["websocket"],"pingInterval":25000}\x1e'
+        '40{"sid":"%s","auth_token":"%s"}\x1e42["update",{"orderByKey":"attributes.start_time"}]'
+        % (SHAPED, PLAIN)
+    )
     assert _response(polled, "text/plain; charset=UTF-8") == polled.replace(PLAIN, REDACTED)
     url = f"ws://app.test/api/kernels/k1/channels?session_id={SHAPED}&token={PLAIN}"
     assert STRICT.url(url) == url.replace(PLAIN, URL_REDACTED), "a socket's own session kept, its token not"
     assert STRICT.url(url.replace("ws://", "http://")) == url.replace("ws://", "http://").replace(
-        PLAIN, URL_REDACTED).replace(SHAPED, URL_REDACTED)
+        PLAIN, URL_REDACTED
+    ).replace(SHAPED, URL_REDACTED)
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("AWS::IAM::AccessKey", None), ("KmsKeyId", None), ("SecretId", None), ("private_key_id", None),
-    ("KeyArn", None), ("CustomerMasterKeySpec", None), ("PasswordLastUsed", None), ("NextToken", None),
-    ("nextPageToken", None), ("ChangeToken", None), ("continuation_token", None), ("session_id", "ambiguous"),
-    ("sessionId", "ambiguous"), ("access_token", CREDENTIAL), ("SessionToken", CREDENTIAL),
-    ("SecretAccessKey", CREDENTIAL), ("NewPassword", CREDENTIAL), ("__FORM_TOKEN", CREDENTIAL)])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("AWS::IAM::AccessKey", None),
+        ("KmsKeyId", None),
+        ("SecretId", None),
+        ("private_key_id", None),
+        ("KeyArn", None),
+        ("CustomerMasterKeySpec", None),
+        ("PasswordLastUsed", None),
+        ("NextToken", None),
+        ("nextPageToken", None),
+        ("ChangeToken", None),
+        ("continuation_token", None),
+        ("session_id", "ambiguous"),
+        ("sessionId", "ambiguous"),
+        ("access_token", CREDENTIAL),
+        ("SessionToken", CREDENTIAL),
+        ("SecretAccessKey", CREDENTIAL),
+        ("NewPassword", CREDENTIAL),
+        ("__FORM_TOKEN", CREDENTIAL),
+    ],
+)
 def test_names_the_corpus_taught(name: str, kind: str | None) -> None:
     assert name_kind(name) == kind
 
 
 def test_values_the_corpus_taught() -> None:
     """Versions, dates and file paths are data under any name; a drawn token stays a token."""
-    assert not any(data_token(v) for v in ("^4.6.6", "v1.2.30", "6.0.0-beta1", "2016-09-08T21:47:36Z", "12:30:00"))
+    assert not any(
+        data_token(v) for v in ("^4.6.6", "v1.2.30", "6.0.0-beta1", "2016-09-08T21:47:36Z", "12:30:00")
+    )
     assert all(data_token(v) for v in (PLAIN, "483920", "Tr0ub4dor&3", "1prtug4ry4y"))
-    assert not any(credential_shaped(v) for v in ("0763704a3becbcec20722167680ff91b/table.js",
-                                                  "assets/index-4f3c2a1b9e8d7c6b.js"))
-    lock = {"dependencies": {"glsl-token-string": "^1.0.1", "mock-token": "^4.6.6"},
-            "packages": {"node_modules/glsl-token-string": {"version": "1.0.1", "resolved": "https://registry.npmjs."
-                         "org/glsl-token-string/-/glsl-token-string-1.0.1.tgz", "integrity": "sha512-1mtQ47Uxd47wrovl"
-                         "+T6RshKGkRRCYWhnELmkEcUAPALWGTFe2XZpH3r45XAwL2B6v+l0KNsCn"}}}
+    assert not any(
+        credential_shaped(v)
+        for v in ("0763704a3becbcec20722167680ff91b/table.js", "assets/index-4f3c2a1b9e8d7c6b.js")
+    )
+    lock = {
+        "dependencies": {"glsl-token-string": "^1.0.1", "mock-token": "^4.6.6"},
+        "packages": {
+            "node_modules/glsl-token-string": {
+                "version": "1.0.1",
+                "resolved": "https://registry.npmjs.org/glsl-token-string/-/glsl-token-string-1.0.1.tgz",
+                "integrity": "sha512-1mtQ47Uxd47wrovl"
+                "+T6RshKGkRRCYWhnELmkEcUAPALWGTFe2XZpH3r45XAwL2B6v+l0KNsCn",
+            }
+        },
+    }
     text = json.dumps(lock, indent=2)
     assert _response(text) == text
 
 
 def test_a_response_inherits_no_name_through_an_object() -> None:
     """A JSON schema's ``Password`` property is a schema; what a page sent keeps inheriting."""
-    schema = '{"properties": {"Password": {"type": "string", "pattern": "^[a-zA-Z0-9]+$", "$ref": "#/defs/p1"}},' \
-             ' "credentials": {"password": "%s", "user": "ada42x"}}' % PLAIN
+    schema = (
+        '{"properties": {"Password": {"type": "string", "pattern": "^[a-zA-Z0-9]+$", "$ref": "#/defs/p1"}},'
+        ' "credentials": {"password": "%s", "user": "ada42x"}}' % PLAIN
+    )
     assert _response(schema) == schema.replace(PLAIN, REDACTED)
     sent = json.loads(Redactor().body(schema.encode(), "application/json", response=False))
     assert sent["credentials"] == {"password": REDACTED, "user": REDACTED}
 
+
 # ---------------------------------------------------------------- fuzzing
 
 WORD = st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=8)
-CREDENTIAL_WORDS = ("access_token", "refresh_token", "id_token", "client_secret", "password", "api_key",
-                    "private_key", "auth_token", "session_token", "csrf_token", "apiKey", "secretKey", "passwd")
+CREDENTIAL_WORDS = (
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "client_secret",
+    "password",
+    "api_key",
+    "private_key",
+    "auth_token",
+    "session_token",
+    "csrf_token",
+    "apiKey",
+    "secretKey",
+    "passwd",
+)
 
 
 @st.composite
@@ -179,30 +231,50 @@ AMBIGUOUS_WORDS = ("key", "sig", "signature", "pin", "auth")
 def ambiguous_names(draw: st.DrawFn) -> str:
     """An ambiguous word inside a longer name: ``orderByKey``, ``cache-sig``, ``auth``."""
     words = [*draw(st.lists(WORD, max_size=2)), draw(st.sampled_from(AMBIGUOUS_WORDS))]
-    name = words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:]) if draw(st.booleans()) else "_".join(words)
+    name = (
+        words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:])
+        if draw(st.booleans())
+        else "_".join(words)
+    )
     assume(name_kind(name) == AMBIGUOUS)
     return name
 
 
-SHAPED_TOKENS = st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=32).map(
-    lambda token: "~" + token).filter(credential_shaped)
-PLAIN_NAMES = st.text(alphabet=string.ascii_letters + string.digits + "_-.$@ ", min_size=1, max_size=24).filter(
-    lambda name: name_kind(name) is None)
+SHAPED_TOKENS = (
+    st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=32)
+    .map(lambda token: "~" + token)
+    .filter(credential_shaped)
+)
+PLAIN_NAMES = st.text(
+    alphabet=string.ascii_letters + string.digits + "_-.$@ ", min_size=1, max_size=24
+).filter(lambda name: name_kind(name) is None)
 SAID_WORDS = ("pass", "pin", "api", "token", "secret", "earer", "basic")
 """What prose rules read in a text (``the password is …``, ``Bearer …``): kept out of :data:`TEXT`."""
 TEXT = st.text(alphabet=string.ascii_letters + string.digits + " .,-_/#()!?'éü\"\\", max_size=40).filter(
-    lambda text: KNOWN_KEYS.search(text) is None and not any(w in text.lower() for w in SAID_WORDS))
+    lambda text: KNOWN_KEYS.search(text) is None and not any(w in text.lower() for w in SAID_WORDS)
+)
 """Values that hold nothing a rule reads (no ``=``, ``:``, URL, auth scheme, secret word or known key)."""
-TOKENS = st.text(alphabet=string.ascii_letters + string.digits + "-_.+/", min_size=6, max_size=40).map(
-    lambda token: "~" + token).filter(data_token)
+TOKENS = (
+    st.text(alphabet=string.ascii_letters + string.digits + "-_.+/", min_size=6, max_size=40)
+    .map(lambda token: "~" + token)
+    .filter(data_token)
+)
 """Planted credentials: each holds a ``~``, which nothing else in a drawn document does."""
-LEAVES = st.one_of(TEXT, st.integers(-10**9, 10**9), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-                   st.none())
+LEAVES = st.one_of(
+    TEXT,
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
 
 
 def documents(names: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
-    return st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(names, inner, max_size=4),
-                        max_leaves=20)
+    return st.recursive(
+        LEAVES,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(names, inner, max_size=4),
+        max_leaves=20,
+    )
 
 
 @st.composite
@@ -228,17 +300,24 @@ def planted_documents(draw: st.DrawFn) -> tuple[Any, list[str]]:
         elif kind == "unshaped":  # an ambiguous word over data: kept
             value = {draw(ambiguous_names()): draw(TEXT.filter(lambda v: not credential_shaped(v))), **value}
         return value
+
     return plant({"data": document}), planted
 
 
 def _bodies(document: Any) -> list[tuple[str, str]]:
     """One document as every structured body: JSON (compact and indented), NDJSON, event-stream
     data, a received socket message (socket.io's ``42[...]``)."""
-    compact, indented = json.dumps(document, separators=(",", ":"), ensure_ascii=False), json.dumps(document, indent=2)
-    return [(compact, "application/json"), (indented, "application/json; charset=utf-8"),
-            (f'{{"n":1}}\n{compact}\n', "application/x-ndjson"), (f"event: update\ndata: {compact}\n\n",
-                                                                 "text/event-stream"),
-            (socket_line(f'42["update",{compact}]', "receive"), SOCKET_TYPE)]
+    compact, indented = (
+        json.dumps(document, separators=(",", ":"), ensure_ascii=False),
+        json.dumps(document, indent=2),
+    )
+    return [
+        (compact, "application/json"),
+        (indented, "application/json; charset=utf-8"),
+        (f'{{"n":1}}\n{compact}\n', "application/x-ndjson"),
+        (f"event: update\ndata: {compact}\n\n", "text/event-stream"),
+        (socket_line(f'42["update",{compact}]', "receive"), SOCKET_TYPE),
+    ]
 
 
 @given(documents(PLAIN_NAMES))
@@ -273,7 +352,12 @@ def test_credentials_by_name_are_always_redacted_and_nothing_else(planted: tuple
 def test_a_query_or_form_changes_only_at_credentials_names(pairs: list[tuple[str, str]]) -> None:
     encoded = [(quote_plus(k), quote_plus(v)) for k, v in pairs]
     query = "&".join(f"{k}={v}" for k, v in encoded)
-    expected = "&".join(f"{k}={URL_REDACTED if name_kind(n) == CREDENTIAL and v else v}"
-                        for (n, _), (k, v) in zip(pairs, encoded))
+    expected = "&".join(
+        f"{k}={URL_REDACTED if name_kind(n) == CREDENTIAL and v else v}"
+        for (n, _), (k, v) in zip(pairs, encoded)
+    )
     assert STRICT.url(f"http://app.test/search?{query}") == f"http://app.test/search?{expected}"
-    assert Redactor().body(query.encode(), "application/x-www-form-urlencoded", response=False).decode() == expected
+    assert (
+        Redactor().body(query.encode(), "application/x-www-form-urlencoded", response=False).decode()
+        == expected
+    )

@@ -7,6 +7,7 @@ with such a value fails inside Playwright without a word, and the request stays 
 hand-written shop (``tests/realweb/shop_site.py``) reproduces it; it is recorded and replayed
 here with the back-forward cache off (Playwright's default) and on.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,11 +39,24 @@ its waits took 10 s whatever the deadline said: 2 s + 5 s still tells the two ap
 
 # ---------------------------------------------------------------- deliverable headers (pure)
 
+
 def test_a_repeated_header_joined_by_a_newline_is_served_as_one_list() -> None:
-    exchange = Exchange(0, "GET", "http://shop.test/", 200, headers=(
-        ("Content-Type", "text/html"), ("Link", "</a>; rel=preload\n</b>; rel=shortlink"),
-        ("Set-Cookie", "a=1; Path=/\nb=2; Path=/"), ("X-Odd", "one\r\ntwo\x00"), ("Bad Name", "x"),
-        ("X-Secret", f"{REDACTED}\nkept"), ("X-Empty", "")), body=b"<p>shop</p>")
+    exchange = Exchange(
+        0,
+        "GET",
+        "http://shop.test/",
+        200,
+        headers=(
+            ("Content-Type", "text/html"),
+            ("Link", "</a>; rel=preload\n</b>; rel=shortlink"),
+            ("Set-Cookie", "a=1; Path=/\nb=2; Path=/"),
+            ("X-Odd", "one\r\ntwo\x00"),
+            ("Bad Name", "x"),
+            ("X-Secret", f"{REDACTED}\nkept"),
+            ("X-Empty", ""),
+        ),
+        body=b"<p>shop</p>",
+    )
     headers = reply_for(exchange).headers
     assert headers["link"] == "</a>; rel=preload, </b>; rel=shortlink"
     assert headers["set-cookie"] == "a=1; Path=/\nb=2; Path=/"  # Playwright sends one header per line
@@ -58,21 +72,66 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
     first out, with its own timing (a paced replay holds it for its own observation, not the next
     one's), and is answered with the next kept body; the requests after it get their own."""
     lost = (("x-mmina-body", "missing"),)
-    archive = Archive([Exchange(0, "GET", "http://shop.test/api/stock?since=1", 200, body=b'{"stock": 5}',
-                                started_ms=1_000.0, time_ms=5.0),
-                       Exchange(1, "GET", "http://shop.test/api/stock?since=2", 200, headers=lost,
-                                started_ms=2_000.0, time_ms=7.0),
-                       Exchange(2, "GET", "http://shop.test/api/stock?since=3", 200, body=b'{"stock": 4}',
-                                headers=(("Content-Type", "application/json"),), started_ms=3_000.0, time_ms=9.0),
-                       Exchange(3, "GET", "http://shop.test/api/stock?since=4", 200, headers=lost,
-                                started_ms=4_000.0, time_ms=11.0)])
+    archive = Archive(
+        [
+            Exchange(
+                0,
+                "GET",
+                "http://shop.test/api/stock?since=1",
+                200,
+                body=b'{"stock": 5}',
+                started_ms=1_000.0,
+                time_ms=5.0,
+            ),
+            Exchange(
+                1,
+                "GET",
+                "http://shop.test/api/stock?since=2",
+                200,
+                headers=lost,
+                started_ms=2_000.0,
+                time_ms=7.0,
+            ),
+            Exchange(
+                2,
+                "GET",
+                "http://shop.test/api/stock?since=3",
+                200,
+                body=b'{"stock": 4}',
+                headers=(("Content-Type", "application/json"),),
+                started_ms=3_000.0,
+                time_ms=9.0,
+            ),
+            Exchange(
+                3,
+                "GET",
+                "http://shop.test/api/stock?since=4",
+                200,
+                headers=lost,
+                started_ms=4_000.0,
+                time_ms=11.0,
+            ),
+        ]
+    )
     matcher = Matcher(archive)
     assert matcher.peek("GET", "http://shop.test/api/stock?since=8").exchange.body == b'{"stock": 5}'
-    served = [matcher.match("GET", f"http://shop.test/api/stock?since={n}").exchange for n in (7, 8, 9, 10, 11)]
+    served = [
+        matcher.match("GET", f"http://shop.test/api/stock?since={n}").exchange for n in (7, 8, 9, 10, 11)
+    ]
     assert [(e.order, e.started_ms, e.time_ms) for e in served] == [
-        (0, 1_000.0, 5.0), (1, 2_000.0, 7.0), (2, 3_000.0, 9.0), (3, 4_000.0, 11.0), (3, 4_000.0, 11.0)]
-    assert [e.body for e in served] == [b'{"stock": 5}', b'{"stock": 4}', b'{"stock": 4}', b'{"stock": 4}',
-                                        b'{"stock": 4}']  # the last lost one: the previous kept body
+        (0, 1_000.0, 5.0),
+        (1, 2_000.0, 7.0),
+        (2, 3_000.0, 9.0),
+        (3, 4_000.0, 11.0),
+        (3, 4_000.0, 11.0),
+    ]
+    assert [e.body for e in served] == [
+        b'{"stock": 5}',
+        b'{"stock": 4}',
+        b'{"stock": 4}',
+        b'{"stock": 4}',
+        b'{"stock": 4}',
+    ]  # the last lost one: the previous kept body
     assert not any(e.body_missing for e in served) and served[1].headers == archive.exchanges[2].headers
     assert [e.body_of for e in served] == [None, 2, None, 2, 2]  # the stand-ins, for the replay report
     only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
@@ -86,12 +145,23 @@ def test_a_cache_hit_answered_by_the_same_resource_is_no_lost_body() -> None:
     another length, is still a body the recording lost."""
     lost = (("Content-Length", "12"), ("x-mmina-body", "missing"))
     font = "http://docs.test/css/fonts/lato.woff2"
-    archive = Archive([Exchange(0, "GET", font, 200, headers=(("Content-Length", "12"),), body=b"woff2-bytes!",
-                                time_ms=80.0),
-                       Exchange(1, "GET", font, 200, headers=lost, time_ms=1.0),
-                       Exchange(2, "GET", font, 200, headers=lost, time_ms=40.0),
-                       Exchange(3, "GET", font, 200, headers=(("Content-Length", "13"), ("x-mmina-body", "missing")),
-                                time_ms=1.0)])
+    archive = Archive(
+        [
+            Exchange(
+                0, "GET", font, 200, headers=(("Content-Length", "12"),), body=b"woff2-bytes!", time_ms=80.0
+            ),
+            Exchange(1, "GET", font, 200, headers=lost, time_ms=1.0),
+            Exchange(2, "GET", font, 200, headers=lost, time_ms=40.0),
+            Exchange(
+                3,
+                "GET",
+                font,
+                200,
+                headers=(("Content-Length", "13"), ("x-mmina-body", "missing")),
+                time_ms=1.0,
+            ),
+        ]
+    )
     matcher = Matcher(archive)
     served = [matcher.match("GET", font).exchange for _ in range(4)]
     assert [e.body for e in served] == [b"woff2-bytes!"] * 4
@@ -100,15 +170,26 @@ def test_a_cache_hit_answered_by_the_same_resource_is_no_lost_body() -> None:
 
 # ---------------------------------------------------------------- the router (a real browser)
 
+
 def test_a_document_recorded_with_a_joined_header_is_answered_at_once() -> None:
     """Without splitting the value, ``route.fulfill`` fails silently and ``goto`` times out."""
     url = "http://shop.history.test/"
-    archive = Archive([Exchange(0, "GET", url, 200, headers=(("Content-Type", "text/html"),
-                                                             ("Link", "</a>; rel=preload\n</b>; rel=shortlink")),
-                                body=b"<title>Harbour shop</title><p>shop</p>")])
+    archive = Archive(
+        [
+            Exchange(
+                0,
+                "GET",
+                url,
+                200,
+                headers=(("Content-Type", "text/html"), ("Link", "</a>; rel=preload\n</b>; rel=shortlink")),
+                body=b"<title>Harbour shop</title><p>shop</p>",
+            )
+        ]
+    )
     router = ArchiveRouter(archive, datetime.now(UTC))
     session = BrowserSession(FAST)
     try:
+
         async def visit(context: BrowserContext) -> str:
             page = await context.new_page()
             await page.goto(url, timeout=ANSWERED_MS)
@@ -129,24 +210,52 @@ def test_a_repeat_asked_a_turn_earlier_than_recorded_is_answered_without_waiting
     observation it was recorded after, it would leave the page waiting for the observation that
     waits for it. It spanned no observation when recorded, so it is answered at once."""
     now = time.time() * 1e3
-    page_html = (b"<title>stock</title><p id=s>?</p><script>const ask = () => fetch('/api/stock?since=' + "
-                 b"Date.now()).then(r => r.json()); ask().then(() => ask()).then(d => "
-                 b"{ document.getElementById('s').textContent = 'Stock ' + d.stock; });</script>")
+    page_html = (
+        b"<title>stock</title><p id=s>?</p><script>const ask = () => fetch('/api/stock?since=' + "
+        b"Date.now()).then(r => r.json()); ask().then(() => ask()).then(d => "
+        b"{ document.getElementById('s').textContent = 'Stock ' + d.stock; });</script>"
+    )
     json_type = (("Content-Type", "application/json"),)
-    archive = Archive([
-        Exchange(0, "GET", "http://turns.history.test/", 200, (("Content-Type", "text/html"),), page_html),
-        Exchange(1, "GET", "http://turns.history.test/api/stock?since=1", 200, json_type, b'{"stock": 7}',
-                 request_type="fetch", started_ms=now + 100, time_ms=10),
-        Exchange(2, "GET", "http://turns.history.test/api/stock?since=2", 200, json_type, b'{"stock": 7}',
-                 request_type="fetch", started_ms=now + 2_100, time_ms=10)])
+    archive = Archive(
+        [
+            Exchange(
+                0, "GET", "http://turns.history.test/", 200, (("Content-Type", "text/html"),), page_html
+            ),
+            Exchange(
+                1,
+                "GET",
+                "http://turns.history.test/api/stock?since=1",
+                200,
+                json_type,
+                b'{"stock": 7}',
+                request_type="fetch",
+                started_ms=now + 100,
+                time_ms=10,
+            ),
+            Exchange(
+                2,
+                "GET",
+                "http://turns.history.test/api/stock?since=2",
+                200,
+                json_type,
+                b'{"stock": 7}',
+                request_type="fetch",
+                started_ms=now + 2_100,
+                time_ms=10,
+            ),
+        ]
+    )
     turns = Turns([now / 1e3 + 1.0, now / 1e3 + 3.0])  # observation 0 between the two recorded asks
     router = ArchiveRouter(archive, datetime.now(UTC), paced=True, turns=turns)
     session = BrowserSession(FAST)
     try:
+
         async def visit(context: BrowserContext) -> str:
             page = await context.new_page()
             await page.goto("http://turns.history.test/", timeout=ANSWERED_MS)
-            await page.wait_for_function("document.getElementById('s').textContent !== '?'", timeout=ANSWERED_MS)
+            await page.wait_for_function(
+                "document.getElementById('s').textContent !== '?'", timeout=ANSWERED_MS
+            )
             return await page.inner_text("#s")
 
         context = session.run(_context(session, router))
@@ -165,6 +274,7 @@ async def _context(session: BrowserSession, router: ArchiveRouter) -> BrowserCon
 
 # ---------------------------------------------------------------- settling never waits past its deadline
 
+
 def test_settling_ends_by_its_deadline_while_a_navigation_waits_for_its_document() -> None:
     """A document request nobody answers (the held-out case before the fix): settling after a
     history navigation returns by its deadline; before, one of its waits took 10 s whatever
@@ -176,8 +286,12 @@ def test_settling_ends_by_its_deadline_while_a_navigation_waits_for_its_document
             if route.request.url.endswith("/two"):
                 held.append(route)  # never answered while the test waits
                 return
-            await route.fulfill(status=200, content_type="text/html",
-                                body=b"<a href='/two'>two</a>" if route.request.url.endswith("/") else b"")
+            await route.fulfill(
+                status=200,
+                content_type="text/html",
+                body=b"<a href='/two'>two</a>" if route.request.url.endswith("/") else b"",
+            )
+
         await context.route("**/*", handle)
 
     session = BrowserSession(FAST)
@@ -198,6 +312,7 @@ def test_settling_ends_by_its_deadline_while_a_navigation_waits_for_its_document
 
 # ---------------------------------------------------------------- the shop, recorded and replayed
 
+
 def _suite(folder: Path, url: str) -> Path:
     suite = folder / "tasks" / "shop"
     suite.mkdir(parents=True)
@@ -206,12 +321,16 @@ def _suite(folder: Path, url: str) -> Path:
     return suite
 
 
-def _record_and_replay(folder: Path, config: BrowserConfig) -> tuple[Store, RunSummary, ReplayReport, list[str]]:
+def _record_and_replay(
+    folder: Path, config: BrowserConfig
+) -> tuple[Store, RunSummary, ReplayReport, list[str]]:
     """The shop's episode recorded, then replayed while the shop runs on (its state drawn anew
     would not matter: nothing may reach it); the requests that reached it during the replay."""
     store = Store.open(folder / "store", create=True)
     with ShopSite() as site:
-        recorded = record_run(store, RecordConfig(tasks=str(_suite(folder, site.url)), agent="oracle", browser=config))
+        recorded = record_run(
+            store, RecordConfig(tasks=str(_suite(folder, site.url)), agent="oracle", browser=config)
+        )
         before = len(site.shop.hits)
         report = replay_run(store, recorded.run_id, browser=config)
         live = site.shop.hits[before:]
@@ -219,8 +338,9 @@ def _record_and_replay(folder: Path, config: BrowserConfig) -> tuple[Store, RunS
 
 
 @pytest.mark.parametrize("back_forward_cache", [False, True], ids=["no-bfcache", "bfcache"])
-def test_history_navigation_replays_exactly_with_every_request_answered(tmp_path: Path,
-                                                                         back_forward_cache: bool) -> None:
+def test_history_navigation_replays_exactly_with_every_request_answered(
+    tmp_path: Path, back_forward_cache: bool
+) -> None:
     config = BrowserConfig(screenshots=False, set_of_marks=False, back_forward_cache=back_forward_cache)
     store, recorded, report, live = _record_and_replay(tmp_path, config)
     steps = sorted(store.read("steps", run_id=recorded.run_id).to_pylist(), key=lambda r: r["step_index"])
@@ -233,6 +353,11 @@ def test_history_navigation_replays_exactly_with_every_request_answered(tmp_path
     replayed = store.read("steps", run_id=report.replay_run).to_pylist()
     history = [s for s in replayed if s["action_kind"] in ("go_back", "go_forward")]
     assert len(history) == 4 and all(s["action_ms"] < 5_000 for s in history)
-    documents = [r for r in store.read("requests", run_id=report.replay_run).to_pylist()
-                 if r["method"] == "GET" and "/api/" not in r["url"] and "beacon" not in r["url"]]
-    assert documents and all(r["status"] == 200 for r in documents), [(r["url"], r["status"]) for r in documents]
+    documents = [
+        r
+        for r in store.read("requests", run_id=report.replay_run).to_pylist()
+        if r["method"] == "GET" and "/api/" not in r["url"] and "beacon" not in r["url"]
+    ]
+    assert documents and all(r["status"] == 200 for r in documents), [
+        (r["url"], r["status"]) for r in documents
+    ]

@@ -1,5 +1,6 @@
 """`mmina report` over a really recorded run of an imperfect agent whose tables are known by
 construction (tests.agents_for_tests.SeededMistakes), and the documented SQL for every table (docs/analysis.md)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,17 @@ from tests.agents_for_tests import SeededMistakes
 from tests.built_once import built_once
 from tests.docs_pages import page
 
-TASKS = ("wikipedia/1", "normal/2", "normal/3", "normal/24", "compare/5", "normal/32", "normal/38", "multi567/1",
-         "multi567/4")
+TASKS = (
+    "wikipedia/1",
+    "normal/2",
+    "normal/3",
+    "normal/24",
+    "compare/5",
+    "normal/32",
+    "normal/38",
+    "multi567/1",
+    "multi567/4",
+)
 B_TASKS = ("wikipedia/1", "normal/2", "normal/3", "compare/5")
 # task: (hops passed, task passed, first failure, failure modes) — what the seeded mistakes make.
 EXPECTED: dict[str, tuple[int, bool, str, set[str]]] = {
@@ -50,10 +60,14 @@ def recorded_store() -> Path:
 
 def _record_seeded(folder: Path) -> None:
     store = folder / "store"
-    record_run(Store.open(store, create=True), RecordConfig(task_ids=TASKS, agent="tests.agents_for_tests:SeededMistakes",
-                            run_id="seeded"))
-    record_run(Store.open(store, create=True), RecordConfig(task_ids=B_TASKS, agent="tests.agents_for_tests:SeededMistakesB",
-                            run_id="seeded-b"))
+    record_run(
+        Store.open(store, create=True),
+        RecordConfig(task_ids=TASKS, agent="tests.agents_for_tests:SeededMistakes", run_id="seeded"),
+    )
+    record_run(
+        Store.open(store, create=True),
+        RecordConfig(task_ids=B_TASKS, agent="tests.agents_for_tests:SeededMistakesB", run_id="seeded-b"),
+    )
     assert rescore(Store.open(store), RescoreConfig(evaluator="hops")).ok
 
 
@@ -80,8 +94,9 @@ def documented_sql() -> dict[str, str]:
 
 def sql_rows(store: Path, name: str, run: str = "seeded") -> list[dict[str, Any]]:
     """The documented query of a table, restricted to one run the way the page says."""
-    query = documented_sql()[name].replace("episode_scores where evaluator",
-                                       f"episode_scores where run_id = '{run}' and evaluator")
+    query = documented_sql()[name].replace(
+        "episode_scores where evaluator", f"episode_scores where run_id = '{run}' and evaluator"
+    )
     query = query.replace("where l.evaluator = 'hops'", f"where s.run_id = '{run}' and l.evaluator = 'hops'")
     query = query.replace("where s.evaluator = 'hops'", f"where s.run_id = '{run}' and s.evaluator = 'hops'")
     result = run_query(Store.open(store), query)
@@ -125,21 +140,30 @@ def test_mistakes_are_seeded_as_expected() -> None:
 
 def test_success_by_bucket(store: Path) -> None:
     rows = {r["bucket"]: r for r in report_json(store)["tables"]["sr_by_bucket"]}
-    buckets = {"1": ["wikipedia/1", "normal/2", "normal/3"],
-               "2-4": ["normal/24", "compare/5", "normal/32", "normal/38"], "5+": ["multi567/1", "multi567/4"],
-               "overall": list(TASKS)}
+    buckets = {
+        "1": ["wikipedia/1", "normal/2", "normal/3"],
+        "2-4": ["normal/24", "compare/5", "normal/32", "normal/38"],
+        "5+": ["multi567/1", "multi567/4"],
+        "overall": list(TASKS),
+    }
     assert list(rows) == list(buckets)
     for bucket, tasks in buckets.items():
         passed = sum(EXPECTED[t][1] for t in tasks)
         hops = sum(SUITE[t].n_hops for t in tasks)
         hops_passed = sum(EXPECTED[t][0] for t in tasks)
         row = rows[bucket]
-        assert (row["tasks"], row["tasks_passed"], row["hops"], row["hops_passed"]) == \
-            (len(tasks), passed, hops, hops_passed)
+        assert (row["tasks"], row["tasks_passed"], row["hops"], row["hops_passed"]) == (
+            len(tasks),
+            passed,
+            hops,
+            hops_passed,
+        )
         assert row["task_sr"] == pytest.approx(passed / len(tasks))
         assert (row["task_sr_lo"], row["task_sr_hi"]) == pytest.approx(wilson(passed, len(tasks)))
         assert row["hop_sr"] == pytest.approx(hops_passed / hops)
-    assert rows["overall"]["task_sr"] == pytest.approx(2 / 9) and rows["overall"]["hop_sr"] == pytest.approx(16 / 25)
+    assert rows["overall"]["task_sr"] == pytest.approx(2 / 9) and rows["overall"]["hop_sr"] == pytest.approx(
+        16 / 25
+    )
     assert_matches_sql(list(rows.values()), sql_rows(store, "sr_by_bucket"))
 
 
@@ -152,10 +176,17 @@ def test_hop_positions(store: Path) -> None:
             passed = sum(EXPECTED[t][0] >= hop for t in tasks)
             reached = sum(EXPECTED[t][0] >= hop - 1 for t in tasks)
             expected.append((n, hop, len(tasks), passed, reached, passed))
-    assert [(r["n_hops"], r["hop"], r["tasks"], r["passed"], r["reached"], r["passed_after_previous"])
-            for r in rows] == expected
+    assert [
+        (r["n_hops"], r["hop"], r["tasks"], r["passed"], r["reached"], r["passed_after_previous"])
+        for r in rows
+    ] == expected
     three = {r["hop"]: r for r in rows if r["n_hops"] == 3}
-    assert (three[1]["sr"], three[2]["sr"], three[2]["conditional_sr"], three[3]["conditional_sr"]) == (1, 0, 0, None)
+    assert (three[1]["sr"], three[2]["sr"], three[2]["conditional_sr"], three[3]["conditional_sr"]) == (
+        1,
+        0,
+        0,
+        None,
+    )
     assert_matches_sql(rows, sql_rows(store, "hop_positions"))
 
 
@@ -173,10 +204,14 @@ def test_first_failures(store: Path) -> None:
 def test_failure_modes(store: Path) -> None:
     tables = report_json(store)["tables"]
     per_episode = tables["episode_failures"]
-    modes = [m for m in per_episode[0] if m not in ("run_id", "episode_id", "task_id", "n_hops", "hops_passed",
-                                                     "stop_reason")]
-    assert {r["task_id"]: {m for m in modes if r[m]} for r in per_episode} == \
-        {t: m for t, (_, passed, _, m) in EXPECTED.items() if not passed}
+    modes = [
+        m
+        for m in per_episode[0]
+        if m not in ("run_id", "episode_id", "task_id", "n_hops", "hops_passed", "stop_reason")
+    ]
+    assert {r["task_id"]: {m for m in modes if r[m]} for r in per_episode} == {
+        t: m for t, (_, passed, _, m) in EXPECTED.items() if not passed
+    }
     counts = {r["mode"]: (r["episodes"], r["failed"]) for r in tables["failure_modes"]}
     assert counts == {m: (sum(m in e[3] for e in EXPECTED.values()), 7) for m in modes}
     assert_matches_sql(per_episode, sql_rows(store, "episode_failures"))
@@ -191,8 +226,10 @@ def test_per_site_actions_and_cost(store: Path) -> None:
             sites[hop.keyword][1] += hop.index < EXPECTED[task][0]
     assert {r["site"]: [r["hops"], r["hops_passed"]] for r in tables["per_site"]} == sites
     assert_matches_sql(tables["per_site"], sql_rows(store, "per_site"))
-    steps = {r["task_id"]: r for r in mmina_json_sql(store, "select task_id, n_steps from episodes "
-                                                             "where run_id = 'seeded'")}
+    steps = {
+        r["task_id"]: r
+        for r in mmina_json_sql(store, "select task_id, n_steps from episodes where run_id = 'seeded'")
+    }
     for task in ("wikipedia/1", "compare/5"):  # the oracle's script, one step per action
         assert steps[task]["n_steps"] == len(SUITE[task].reference_script)
     assert (steps["normal/2"]["n_steps"], steps["normal/3"]["n_steps"]) == (1, 3)
@@ -236,7 +273,9 @@ def test_documented_sql_runs_through_mmina_sql(store: Path) -> None:
 
 def test_formats_show_the_same_numbers(store: Path, tmp_path: Path) -> None:
     data = report_json(store)
-    csv_text = mmina("report", "--store", str(store), "--run", "seeded", "--format", "csv", "--table", "sr_by_bucket")
+    csv_text = mmina(
+        "report", "--store", str(store), "--run", "seeded", "--format", "csv", "--table", "sr_by_bucket"
+    )
     lines = csv_text.strip().splitlines()
     assert lines[0].split(",")[:4] == ["bucket", "tasks", "tasks_passed", "task_sr"]
     assert lines[-1].split(",")[3] == str(data["tables"]["sr_by_bucket"][-1]["task_sr"])
@@ -254,7 +293,9 @@ def test_missing_scores_suggest_the_rescore_command(store: Path, tmp_path: Path)
 
 
 def test_compare_two_runs_lists_exactly_the_flips(store: Path) -> None:
-    data = json.loads(mmina("compare", "--run", "seeded", "--run", "seeded-b", "--store", str(store), "--format", "json"))
+    data = json.loads(
+        mmina("compare", "--run", "seeded", "--run", "seeded-b", "--store", str(store), "--format", "json")
+    )
     flips = {(f["task_id"], f["direction"]) for f in data["flips"]}
     assert flips == {("wikipedia/1", "pass→fail"), ("normal/2", "fail→pass"), ("normal/3", "fail→pass")}
     assert (data["paired_tasks"], data["both_passed"], data["both_failed"]) == (4, 1, 0)
@@ -270,8 +311,21 @@ def test_compare_two_evaluators_on_one_run(store: Path, tmp_path: Path) -> None:
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
     assert rescore(Store.open(copy), RescoreConfig(evaluator="must_include", runs=("seeded",))).ok
-    data = json.loads(mmina("compare", "--run", "seeded", "--evaluator", "hops", "--evaluator", "must_include",
-                            "--store", str(copy), "--format", "json"))
+    data = json.loads(
+        mmina(
+            "compare",
+            "--run",
+            "seeded",
+            "--evaluator",
+            "hops",
+            "--evaluator",
+            "must_include",
+            "--store",
+            str(copy),
+            "--format",
+            "json",
+        )
+    )
     # must_include passes every task whose answer holds the references: the two the oracle answered.
     assert data["paired_tasks"] == 9 and data["flips"] == [] and data["mcnemar_p"] == 1.0
     assert "two different sides" in mmina("compare", "--run", "seeded", "--store", str(copy), exit_code=1)

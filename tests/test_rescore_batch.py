@@ -7,6 +7,7 @@ store of varied episodes (tests/rescore_cases.py); test_rescore.py and test_repo
 same check on really recorded episodes. The verdicts themselves are pinned to those of the
 evaluators before the batch path existed (main at 3a10889).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,14 +56,27 @@ BEFORE: dict[str, tuple[dict[str, int], str, int]] = {
     "hops": ({"hop fail": 3001, "hop pass": 615, "task fail": 1112, "task pass": 196}, "1dc7075d8d8b6cb4", 0),
     # mmina_official version 2 (the official runner's rules transplanted, issue 24): pinned when it was written;
     # no episode is unscored — whatever the runner raises is a no_result outcome
-    "mmina_official domain=normal": ({"hop fail": 1630, "hop pass": 196, "task fail": 1231, "task pass": 77},
-                                     "5e8eaa55970f663c", 0),
-    "mmina_official domain=multipro": ({"hop fail": 3183, "hop pass": 419, "task fail": 1182, "task pass": 126},
-                                       "0457ba9daff2c0a4", 0),
-    "mmina_official domain=shopping": ({"hop fail": 995, "task fail": 1264, "task pass": 2, "task unclear": 42},
-                                       "fb2c54e75d28d500", 0),
+    "mmina_official domain=normal": (
+        {"hop fail": 1630, "hop pass": 196, "task fail": 1231, "task pass": 77},
+        "5e8eaa55970f663c",
+        0,
+    ),
+    "mmina_official domain=multipro": (
+        {"hop fail": 3183, "hop pass": 419, "task fail": 1182, "task pass": 126},
+        "0457ba9daff2c0a4",
+        0,
+    ),
+    "mmina_official domain=shopping": (
+        {"hop fail": 995, "task fail": 1264, "task pass": 2, "task unclear": 42},
+        "fb2c54e75d28d500",
+        0,
+    ),
     "fuzzy": ({"task fail": 70, "task n/a": 1188, "task pass": 2}, "3333c351a92f8a8a", 0),
-    "fuzzy reference=must_include": ({"task fail": 800, "task n/a": 144, "task pass": 316}, "d55ed2437ed9d93c", 0),
+    "fuzzy reference=must_include": (
+        {"task fail": 800, "task n/a": 144, "task pass": 316},
+        "d55ed2437ed9d93c",
+        0,
+    ),
     "task": ({"task fail": 892, "task n/a": 18, "task pass": 306, "task unclear": 44}, "4611e0afb104dc62", 0),
 }
 
@@ -96,14 +110,29 @@ def _label(name: str, args: dict[str, Any]) -> str:
 
 def _pinned(store: Path, result: RescoreResult) -> tuple[dict[str, int], str, int]:
     rows = [r for r in Store.open(store).read("scores").to_pylist() if r["batch_id"] == result.batch_id]
-    keys = sorted((r["episode_id"], r["level"], -1 if r["hop"] is None else r["hop"] - 1, r["verdict"],
-                   r["value"], r["detail_json"]) for r in rows)
+    keys = sorted(
+        (
+            r["episode_id"],
+            r["level"],
+            -1 if r["hop"] is None else r["hop"] - 1,
+            r["verdict"],
+            r["value"],
+            r["detail_json"],
+        )
+        for r in rows
+    )
     counts = Counter(f"{r['level']} {r['verdict']}" for r in rows)
-    return dict(sorted(counts.items())), hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16], len(result.unscored)
+    return (
+        dict(sorted(counts.items())),
+        hashlib.sha256(json.dumps(keys).encode()).hexdigest()[:16],
+        len(result.unscored),
+    )
 
 
 @pytest.mark.parametrize("name, args", DETERMINISTIC)
-def test_deterministic_evaluators_score_the_batch_as_each_episode(store: Path, name: str, args: dict[str, Any]) -> None:
+def test_deterministic_evaluators_score_the_batch_as_each_episode(
+    store: Path, name: str, args: dict[str, Any]
+) -> None:
     result = rescore(Store.open(store), RescoreConfig(name, args=args))
     rescore_reference.check(Store.open(store), result)
     assert _pinned(store, result) == BEFORE[_label(name, args)]
@@ -112,8 +141,9 @@ def test_deterministic_evaluators_score_the_batch_as_each_episode(store: Path, n
 
 
 @pytest.mark.parametrize("name, args", JUDGED)
-def test_judged_evaluators_score_each_view_as_before(store: Path, judge: JudgeSettings, name: str,
-                                                     args: dict[str, Any]) -> None:
+def test_judged_evaluators_score_each_view_as_before(
+    store: Path, judge: JudgeSettings, name: str, args: dict[str, Any]
+) -> None:
     result = rescore(Store.open(store), RescoreConfig(name, args=args, runs=JUDGED_RUNS, judge=judge))
     rescore_reference.check(Store.open(store), result, list(JUDGED_RUNS))
     assert _pinned(store, result) == BEFORE[_label(name, args)]
@@ -123,9 +153,13 @@ def test_runs_in_the_order_given_and_chosen_episodes(store: Path) -> None:
     result = rescore(Store.open(store), RescoreConfig("hops", runs=("gamma", "alpha")))
     rescore_reference.check(Store.open(store), result, ["gamma", "alpha"])
     assert [Path(f).parent.name for f in result.files] == ["run_id=gamma", "run_id=alpha"]
-    episodes = Store.open(store).read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()[::7]
-    chosen = rescore(Store.open(store), RescoreConfig("mmina_official", args={"domain": "compare"},
-                                                      episodes=tuple(episodes)))
+    episodes = (
+        Store.open(store).read("episodes", columns=["episode_id"]).column("episode_id").to_pylist()[::7]
+    )
+    chosen = rescore(
+        Store.open(store),
+        RescoreConfig("mmina_official", args={"domain": "compare"}, episodes=tuple(episodes)),
+    )
     rescore_reference.check(Store.open(store), chosen, Store.open(store).run_ids(), set(episodes))
 
 
@@ -152,8 +186,11 @@ def test_a_step_evaluator_sees_the_steps_of_each_episode_in_order(cases: Path) -
     assert batch.episode_ids == [v.episode_id for v in views]
     for position, view in enumerate(views):
         trace = batch.trace(position)
-        assert (trace.final_answer, list(trace.step_indexes), list(trace.urls)) == \
-            (view.final_answer, [s.step_index for s in view.steps], [s.url for s in view.steps])
+        assert (trace.final_answer, list(trace.step_indexes), list(trace.urls)) == (
+            view.final_answer,
+            [s.step_index for s in view.steps],
+            [s.url for s in view.steps],
+        )
         assert trace.task.original == view.task.original and trace.final_url == view.final_url
     lengths = Counter(len(v.steps) for v in views)
     assert lengths[0] and None in {s["url"] for s in store.read("steps", columns=["url"]).to_pylist()}
@@ -162,7 +199,9 @@ def test_a_step_evaluator_sees_the_steps_of_each_episode_in_order(cases: Path) -
 def test_score_columns_take_episodes_in_batch_order() -> None:
     columns = ScoreColumns()
     columns.add(1, [ScoreRow(verdict="pass", value=1.0)])
-    columns.add(2, [ScoreRow(verdict="pass", value=1.0, level="hop", hop_index=0)])  # no task-level row: unscored
+    columns.add(
+        2, [ScoreRow(verdict="pass", value=1.0, level="hop", hop_index=0)]
+    )  # no task-level row: unscored
     assert columns.failures == {2: "the evaluator returned no task-level score"}
     with pytest.raises(EvaluatorError, match="add episodes in batch order"):
         columns.add(0, [ScoreRow(verdict="fail", value=0.0)])
@@ -172,10 +211,16 @@ def test_reading_with_where_keeps_the_matching_rows(store: Path) -> None:
     rescore(Store.open(store), RescoreConfig("hops"))
     rescore(Store.open(store), RescoreConfig("exact_match"))
     everything = Store.open(store).read("scores").to_pylist()
-    matching = Store.open(store).read("scores", columns=["episode_id", "verdict"],
-                                      where={"evaluator": "hops", "level": "task"}).to_pylist()
-    assert matching == [{"episode_id": r["episode_id"], "verdict": r["verdict"]} for r in everything
-                        if r["evaluator"] == "hops" and r["level"] == "task"]
+    matching = (
+        Store.open(store)
+        .read("scores", columns=["episode_id", "verdict"], where={"evaluator": "hops", "level": "task"})
+        .to_pylist()
+    )
+    assert matching == [
+        {"episode_id": r["episode_id"], "verdict": r["verdict"]}
+        for r in everything
+        if r["evaluator"] == "hops" and r["level"] == "task"
+    ]
     assert Store.open(store).read("scores", where={"evaluator": "nosuch"}).num_rows == 0
 
 
@@ -188,12 +233,18 @@ def test_a_spread_rescoring_writes_what_one_process_writes(store: Path, executor
     result = rescore(Store.open(store), RescoreConfig("hops"), layout=Layout(workers=2, executor=executor))
     rescore_reference.check(Store.open(store), result)
     assert _pinned(store, result) == BEFORE["hops"]
-    assert sorted(Path(f).parent.name for f in result.files) == ["run_id=alpha", "run_id=beta", "run_id=broken",
-                                                                 "run_id=gamma"]
+    assert sorted(Path(f).parent.name for f in result.files) == [
+        "run_id=alpha",
+        "run_id=beta",
+        "run_id=broken",
+        "run_id=gamma",
+    ]
     assert {Path(f).name.split(".")[0] for f in result.files} == {result.batch_id}
 
 
-def test_judged_rescoring_spread_over_ray_actors_shares_one_judge_cache(store: Path, judge: JudgeSettings) -> None:
+def test_judged_rescoring_spread_over_ray_actors_shares_one_judge_cache(
+    store: Path, judge: JudgeSettings
+) -> None:
     config = RescoreConfig("fuzzy", runs=JUDGED_RUNS, judge=judge)
     result = rescore(Store.open(store), config, layout=Layout(workers=2, executor="ray"))
     rescore_reference.check(Store.open(store), result, list(JUDGED_RUNS))
@@ -206,17 +257,36 @@ def test_judged_rescoring_spread_over_ray_actors_shares_one_judge_cache(store: P
 
 
 def test_rescore_cli_spreads_runs_over_worker_processes(store: Path) -> None:
-    run = CliRunner().invoke(cli, ["rescore", "--store", str(store), "--evaluator", "must_include", "--workers", "3",
-                                   "--run", "alpha", "--run", "beta", "--format", "json"])
+    run = CliRunner().invoke(
+        cli,
+        [
+            "rescore",
+            "--store",
+            str(store),
+            "--evaluator",
+            "must_include",
+            "--workers",
+            "3",
+            "--run",
+            "alpha",
+            "--run",
+            "beta",
+            "--format",
+            "json",
+        ],
+    )
     assert run.exit_code == 0, run.output
     result = json.loads(run.stdout)
     assert [Path(f).parent.name for f in result["files"]] == ["run_id=alpha", "run_id=beta"]
     single = rescore(Store.open(store), RescoreConfig("must_include", runs=("alpha", "beta")))
-    assert [(e["episode_id"], e["verdict"]) for e in result["episodes"]] == \
-        [(s.episode_id, s.verdict) for s in single.scored]
+    assert [(e["episode_id"], e["verdict"]) for e in result["episodes"]] == [
+        (s.episode_id, s.verdict) for s in single.scored
+    ]
 
 
-def test_a_share_scored_again_after_its_worker_was_lost_reads_back_the_runs_it_had_written(store: Path) -> None:
+def test_a_share_scored_again_after_its_worker_was_lost_reads_back_the_runs_it_had_written(
+    store: Path,
+) -> None:
     """A worker that wrote alpha's file and died: its share (alpha, beta) goes to another worker,
     which scores beta only and reports alpha as written (no file twice; the same figures as one
     process scoring both)."""
@@ -227,5 +297,6 @@ def test_a_share_scored_again_after_its_worker_was_lost_reads_back_the_runs_it_h
     assert sorted(Path(f).parent.name for f in again.files) == ["run_id=alpha", "run_id=beta"]
     assert len([f for f in _files_of(store, "scores") if f.name.startswith(batch.batch_id)]) == 2
     single = rescore(Store.open(store), config)
-    assert sorted((e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in again.scored) == \
-        sorted((e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in single.scored)
+    assert sorted(
+        (e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in again.scored
+    ) == sorted((e.episode_id, e.verdict, e.hops_passed, e.hops_total, e.n_hops) for e in single.scored)

@@ -6,6 +6,7 @@ object; writers in several processes on one prefix, racing for one run and for o
 id; append-only writes; no credential ever stored; one-line errors for bad URLs and
 credentials. No mocks: the one fault injected is a writer process that kills itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def url(s3: S3Server) -> str:
 
 def mmina(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """The real command line in its own process (the environment holds the endpoint and keys)."""
-    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
@@ -77,8 +79,19 @@ def recorded(s3: S3Server) -> str:
     """normal/1 and normal/2 recorded by ``mmina record`` with two worker processes, each
     reopening the store from its URL."""
     location = f"s3://{BUCKET}/recorded"
-    proc = mmina("record", "--task", "normal/1,normal/2", "--workers", "2", "--run-id", "r1", "--store", location,
-                 "--format", "json")
+    proc = mmina(
+        "record",
+        "--task",
+        "normal/1,normal/2",
+        "--workers",
+        "2",
+        "--run-id",
+        "r1",
+        "--store",
+        location,
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["store"] == location and [e["status"] for e in summary["episodes"]] == ["completed"] * 2
@@ -88,8 +101,16 @@ def recorded(s3: S3Server) -> str:
 def test_sql_report_rescore_info_verify_on_a_recorded_s3_store(recorded: str) -> None:
     """The reading commands in this process (the recording was ``mmina record``'s own): each
     opens the store from its URL as a command line does."""
-    rows = json.loads(invoke("sql", "select task_id, n_steps, worker from episodes order by task_id", "--store",
-                             recorded, "--format", "json").stdout)
+    rows = json.loads(
+        invoke(
+            "sql",
+            "select task_id, n_steps, worker from episodes order by task_id",
+            "--store",
+            recorded,
+            "--format",
+            "json",
+        ).stdout
+    )
     assert [r["task_id"] for r in rows] == ["normal/1", "normal/2"] and all(r["n_steps"] > 0 for r in rows)
     steps = sql(Store.open(recorded), "select count(*) from steps")[0][0]
     assert steps == sum(r["n_steps"] for r in rows)
@@ -102,7 +123,9 @@ def test_sql_report_rescore_info_verify_on_a_recorded_s3_store(recorded: str) ->
     info = json.loads(invoke("store", "info", "--store", recorded, "--format", "json").stdout)
     assert info["root"] == recorded and info["episodes"] == 2 and info["steps"] == steps
     verify = invoke("store", "verify", "--store", recorded)
-    assert verify.exit_code == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), verify.output
+    assert verify.exit_code == 0 and verify.stdout.strip().endswith(f"checked in {recorded}: OK"), (
+        verify.output
+    )
 
 
 # -- nothing left running at exit (issue 35, item 1) ------------------------------------------
@@ -141,18 +164,29 @@ main()
 """
 
 
-@pytest.mark.parametrize("command", [("store", "verify"),
-                                     pytest.param(("sql", "select count(*) from steps"), marks=pytest.mark.heavy)])
+@pytest.mark.parametrize(
+    "command",
+    [("store", "verify"), pytest.param(("sql", "select count(*) from steps"), marks=pytest.mark.heavy)],
+)
 def test_no_thread_of_the_object_store_outlives_a_command(sixty: str, command: tuple[str, ...]) -> None:
     """The clients' connections and fsspec's event loop are ended before the interpreter's
     teardown, which would stop them mid-way (``mmina.store.objects.close_filesystems``)."""
-    done = subprocess.run([sys.executable, "-c", LIVING_AT_EXIT, *command, "--store", sixty], capture_output=True,
-                          text=True, cwd=REPO_ROOT, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("alive: MainThread"), (done.stdout, done.stderr)
+    done = subprocess.run(
+        [sys.executable, "-c", LIVING_AT_EXIT, *command, "--store", sixty],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("alive: MainThread"), (
+        done.stdout,
+        done.stderr,
+    )
 
 
-def test_verify_reads_each_file_once_and_arrow_never_calls_into_python(sixty: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_reads_each_file_once_and_arrow_never_calls_into_python(
+    sixty: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each file is fetched whole and decoded from memory Arrow owns: no fsspec file is opened
     for Arrow (whose threads would read it through Python), and no file twice."""
     import fsspec.spec
@@ -160,10 +194,16 @@ def test_verify_reads_each_file_once_and_arrow_never_calls_into_python(sixty: st
     opened: list[str] = []
     fetched: list[str] = []
     real_open, real_read = fsspec.spec.AbstractFileSystem.open, objects.ObjectBackend.read_bytes
-    monkeypatch.setattr(fsspec.spec.AbstractFileSystem, "open", lambda self, path, *a, **k: (
-        opened.append(path), real_open(self, path, *a, **k))[1])
-    monkeypatch.setattr(objects.ObjectBackend, "read_bytes", lambda self, path: (
-        fetched.append(str(path)), real_read(self, path))[1])
+    monkeypatch.setattr(
+        fsspec.spec.AbstractFileSystem,
+        "open",
+        lambda self, path, *a, **k: (opened.append(path), real_open(self, path, *a, **k))[1],
+    )
+    monkeypatch.setattr(
+        objects.ObjectBackend,
+        "read_bytes",
+        lambda self, path: (fetched.append(str(path)), real_read(self, path))[1],
+    )
     report = verify_store(Store.open(sixty))
     assert report.ok and report.files_checked == 66
     files = [path for path in fetched if path.endswith(".parquet")]
@@ -206,10 +246,14 @@ def test_a_url_with_credentials_is_refused_before_anything_is_written(s3: S3Serv
 
 def test_imports_write_to_s3(url: str) -> None:
     mind2web = REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json"
-    result = invoke("import", "mind2web", str(mind2web), "--store", url, "--run-id", "m2w", "--format", "json")
+    result = invoke(
+        "import", "mind2web", str(mind2web), "--store", url, "--run-id", "m2w", "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     harness = REPO_ROOT / "tests" / "data" / "harness" / "results"
-    result = invoke("import", "harness", str(harness), "--store", url, "--run-id", "harness", "--format", "json")
+    result = invoke(
+        "import", "harness", str(harness), "--store", url, "--run-id", "harness", "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     store = Store.open(url)
     assert {run for (run,) in sql(store, "select distinct run_id from episodes")} == {"m2w", "harness"}
@@ -221,9 +265,23 @@ def test_imports_write_to_s3(url: str) -> None:
 
 
 def test_a_sigkilled_recording_leaves_only_whole_episodes(s3: S3Server, url: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task", "normal/1,normal/2,normal/3",
-                             "--run-id", "k", "--store", url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--task",
+            "normal/1,normal/2,normal/3",
+            "--run-id",
+            "k",
+            "--store",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO_ROOT,
+    )
     try:
         _wait_for_episodes(url, 1, proc)
     finally:
@@ -238,11 +296,16 @@ def test_a_sigkilled_recording_leaves_only_whole_episodes(s3: S3Server, url: str
     # what a kill may leave: files of an episode never committed, and a committed episode whose
     # verdicts were not written yet (the kill fell between the two; --resume adds them)
     assert all(p.kind in ("orphan", "unscored") for p in problems), problems
-    resumed = mmina("record", "--task", "normal/1,normal/2,normal/3", "--run-id", "k", "--resume", "--store", url)
+    resumed = mmina(
+        "record", "--task", "normal/1,normal/2,normal/3", "--run-id", "k", "--resume", "--store", url
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert not [p for p in verify_store(Store.open(url)).problems if p.kind == "unscored"]
     assert sql(Store.open(url), "select task_id, count(*) from episodes group by 1 order by 1") == [
-        ("normal/1", 1), ("normal/2", 1), ("normal/3", 1)]
+        ("normal/1", 1),
+        ("normal/2", 1),
+        ("normal/3", 1),
+    ]
     verify = mmina("store", "verify", "--store", url)
     assert verify.returncode == 0, verify.stdout  # what the kill left is young: a commit may be under way
 
@@ -256,7 +319,9 @@ def _wait_for_episodes(url: str, count: int, proc: subprocess.Popen[bytes]) -> N
         except StoreError:
             pass  # the store is not there yet
         time.sleep(0.2)
-    raise AssertionError(f"no episode committed in time: {proc.stderr.read().decode() if proc.stderr else ''}")
+    raise AssertionError(
+        f"no episode committed in time: {proc.stderr.read().decode() if proc.stderr else ''}"
+    )
 
 
 KILL_BEFORE_EPISODES = """
@@ -282,7 +347,9 @@ def test_a_writer_killed_before_its_episodes_object_leaves_nothing_visible(s3: S
     proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL
     keys = [key for key in s3.objects(BUCKET) if f"/ep-killed{V}" in key]
-    assert sorted(key.split("/")[2] for key in keys) == ["blobs", "requests", "steps"], "landed before the kill"
+    assert sorted(key.split("/")[2] for key in keys) == ["blobs", "requests", "steps"], (
+        "landed before the kill"
+    )
 
     store = Store.open(url)
     assert sql(store, "select episode_id from episodes") == [("ep-done",)]
@@ -292,17 +359,27 @@ def test_a_writer_killed_before_its_episodes_object_leaves_nothing_visible(s3: S
     assert store_info(store).steps == 2
     report = verify_store(store)  # young: as far as anyone can tell, a commit under way
     assert report.ok and sorted(report.in_progress) == [f"s3://{key}" for key in sorted(keys)]
-    write_episode(store, "r1", "ep-after", [b"never seen"], n_steps=1)  # the orphan pack is never deduplicated against
-    assert sql(store, "select blob_packs from episodes where episode_id = 'ep-after'") == [([f"blobs/ep-after{V}"],)]
+    write_episode(
+        store, "r1", "ep-after", [b"never seen"], n_steps=1
+    )  # the orphan pack is never deduplicated against
+    assert sql(store, "select blob_packs from episodes where episode_id = 'ep-after'") == [
+        ([f"blobs/ep-after{V}"],)
+    ]
     assert len([key for key in s3.objects(BUCKET) if f"/ep-killed{V}" in key]) == 3, "young orphans are kept"
 
 
-def test_orphans_older_than_the_grace_are_removed(s3: S3Server, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_orphans_older_than_the_grace_are_removed(
+    s3: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spawn(KILL_BEFORE_EPISODES.format(url=url)).communicate(timeout=120)
-    keys = sorted(f"s3://{key}" for key in s3.objects(BUCKET) if f"s3://{key}".startswith(url) and "/ep-killed" in key)
+    keys = sorted(
+        f"s3://{key}" for key in s3.objects(BUCKET) if f"s3://{key}".startswith(url) and "/ep-killed" in key
+    )
     for module in (leftovers, inspect):  # as if an hour had passed
         monkeypatch.setattr(module, "ORPHAN_GRACE_S", 0.0)
-    assert sorted((p.kind, p.path) for p in verify_store(Store.open(url)).problems) == [("orphan", k) for k in keys]
+    assert sorted((p.kind, p.path) for p in verify_store(Store.open(url)).problems) == [
+        ("orphan", k) for k in keys
+    ]
     repaired = invoke("store", "verify", "--repair", "--store", url, "--format", "json")
     assert repaired.exit_code == 0, repaired.output
     assert sorted(item["path"] for item in json.loads(repaired.stdout)["repaired"]) == keys
@@ -310,20 +387,32 @@ def test_orphans_older_than_the_grace_are_removed(s3: S3Server, url: str, monkey
     assert sql(Store.open(url), "select episode_id from episodes") == [("ep-done",)]
 
 
-def test_an_abandoned_multipart_upload_is_aborted(s3: S3Server, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_abandoned_multipart_upload_is_aborted(
+    s3: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a writer killed while uploading a pack larger than the client's part size leaves."""
     begin(Store.open(url, create=True), "r1")
     key = f"{url.removeprefix(f's3://{BUCKET}/')}/blobs/ep-big{V}"
     client = s3.client()
     upload = client.call_s3("create_multipart_upload", Bucket=BUCKET, Key=key)
-    client.call_s3("upload_part", Bucket=BUCKET, Key=key, UploadId=upload["UploadId"], PartNumber=1,
-                   Body=b"x" * (5 << 20))
+    client.call_s3(
+        "upload_part",
+        Bucket=BUCKET,
+        Key=key,
+        UploadId=upload["UploadId"],
+        PartNumber=1,
+        Body=b"x" * (5 << 20),
+    )
     monkeypatch.setattr(objects, "UPLOAD_GRACE_S", 1e12)  # moto dates every upload 2010: as if it were young
     report = verify_store(Store.open(url))
     assert report.ok and report.in_progress == [f"s3://{BUCKET}/{key}"]
-    assert invoke("store", "verify", "--repair", "--store", url).exit_code == 0  # a young upload is left alone
+    assert (
+        invoke("store", "verify", "--repair", "--store", url).exit_code == 0
+    )  # a young upload is left alone
     monkeypatch.setattr(objects, "UPLOAD_GRACE_S", 0.0)  # as if its writer had been gone for hours
-    assert [(p.kind, p.path) for p in verify_store(Store.open(url)).problems] == [("upload", f"s3://{BUCKET}/{key}")]
+    assert [(p.kind, p.path) for p in verify_store(Store.open(url)).problems] == [
+        ("upload", f"s3://{BUCKET}/{key}")
+    ]
     assert invoke("store", "verify", "--repair", "--store", url).exit_code == 0
     assert client.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix=key).get("Uploads", []) == []
 
@@ -349,9 +438,19 @@ def guarded(s3: S3Server) -> str:
     return location
 
 
-S3_READERS = sized(("read_text", "read_csv", "read_parquet"),
-                   ("read_text", "read_blob", "read_csv", "sniff_csv", "read_parquet", "glob", "parquet_metadata",
-                    "read_json"))
+S3_READERS = sized(
+    ("read_text", "read_csv", "read_parquet"),
+    (
+        "read_text",
+        "read_blob",
+        "read_csv",
+        "sniff_csv",
+        "read_parquet",
+        "glob",
+        "parquet_metadata",
+        "read_json",
+    ),
+)
 """The table functions an attack on S3 reads through: a text, a CSV and a Parquet reader by
 default (test_sql_sandbox tries every one on a local store), all of them with MMINA_HEAVY=1."""
 
@@ -359,15 +458,30 @@ default (test_sql_sandbox tries every one on a local store), all of them with MM
 def s3_attacks(location: str) -> list[str]:
     """The issue's write through EXPLAIN ANALYZE (and through a WITH) at committed objects, the
     marker, a new object in a table, elsewhere in the bucket; reads beside the prefix."""
-    targets = [f"{location}/episodes/run_id=r1/ep0{V}", f"{location}/mmina-store.json",
-               f"{location}/episodes/run_id=r1/extra{V}", f"mmina://episodes/run_id=r1/ep0{V}",
-               f"mmina://steps/run_id=r1/extra{V}", f"s3://{GUARDED}/elsewhere.csv", "mmina://../guarded-outside/x.csv"]
-    writes_ = [wrapped(f"copy (select * from episodes) to '{target}' (format parquet)")[index]
-               for target in targets for index in sized((2,), (2, 7))]  # test_sql_sandbox tries seven wrappers
+    targets = [
+        f"{location}/episodes/run_id=r1/ep0{V}",
+        f"{location}/mmina-store.json",
+        f"{location}/episodes/run_id=r1/extra{V}",
+        f"mmina://episodes/run_id=r1/ep0{V}",
+        f"mmina://steps/run_id=r1/extra{V}",
+        f"s3://{GUARDED}/elsewhere.csv",
+        "mmina://../guarded-outside/x.csv",
+    ]
+    writes_ = [
+        wrapped(f"copy (select * from episodes) to '{target}' (format parquet)")[index]
+        for target in targets
+        for index in sized((2,), (2, 7))
+    ]  # test_sql_sandbox tries seven wrappers
     reads = [f"s3://{GUARDED}/guarded-outside/canary.csv", "mmina://../guarded-outside/canary.csv"]
     reads_ = [query for query in outside_reads(reads) if any(f" {reader}(" in query for reader in S3_READERS)]
-    return [*writes_, f"export database '{location}/x'", f"attach '{location}/x.db'", *reads_,
-            f"select * from glob('s3://{GUARDED}/**')", "select * from glob('mmina://../**')"]
+    return [
+        *writes_,
+        f"export database '{location}/x'",
+        f"attach '{location}/x.db'",
+        *reads_,
+        f"select * from glob('s3://{GUARDED}/**')",
+        "select * from glob('mmina://../**')",
+    ]
 
 
 def etags(s3: S3Server) -> dict[str, tuple[int, str]]:
@@ -383,18 +497,30 @@ def test_sql_on_s3_writes_nothing_and_reads_nothing_outside(s3: S3Server, guarde
         assert CANARY not in result.output, (query, result.output)  # a read may find nothing, or fail
         assert result.exit_code == 1 or not query.startswith(("explain", "with", "export", "attach")), query
         if result.exit_code:
-            assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, (query, result.output)
+            assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, (
+                query,
+                result.output,
+            )
         assert etags(s3) == before, query
     assert s3.objects(GUARDED) == contents
     assert sql(Store.open(guarded), "select count(*) from episodes") == [(3,)]
 
 
 @pytest.mark.timeout(1800)
-@settings(max_examples=sized(6, 25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=statements([f"copy (select 1) to 's3://{GUARDED}/guarded/episodes/run_id=r1/ep0{V}'",
-                         "copy (select 1) to 'mmina://episodes/run_id=r1/ep9.v4.parquet'",
-                         f"select * from read_csv('s3://{GUARDED}/guarded-outside/canary.csv')",
-                         "select * from read_csv('mmina://../guarded-outside/canary.csv')", *OTHER]))
+@settings(
+    max_examples=sized(6, 25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=statements(
+        [
+            f"copy (select 1) to 's3://{GUARDED}/guarded/episodes/run_id=r1/ep0{V}'",
+            "copy (select 1) to 'mmina://episodes/run_id=r1/ep9.v4.parquet'",
+            f"select * from read_csv('s3://{GUARDED}/guarded-outside/canary.csv')",
+            "select * from read_csv('mmina://../guarded-outside/canary.csv')",
+            *OTHER,
+        ]
+    )
+)
 def test_generated_statements_on_s3(s3: S3Server, guarded: str, query: str) -> None:
     before = etags(s3)
     try:
@@ -431,11 +557,15 @@ def test_writers_in_several_processes_share_one_prefix(url: str, tmp_path) -> No
     go.touch()
     outputs = [proc.communicate(timeout=180) for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * workers, [err for _, err in outputs]
-    assert sorted(out.strip() for out, _ in outputs) == ["False"] * (workers - 1) + ["True"], "one run, begun once"
+    assert sorted(out.strip() for out, _ in outputs) == ["False"] * (workers - 1) + ["True"], (
+        "one run, begun once"
+    )
 
     store = Store.open(url)
     assert len(store.files("runs")) == len(store.files("tasks")) == 1
-    assert sql(store, "select count(*), count(distinct episode_id) from episodes") == [(episodes * workers,) * 2]
+    assert sql(store, "select count(*), count(distinct episode_id) from episodes") == [
+        (episodes * workers,) * 2
+    ]
     assert sql(store, "select count(*) from steps") == [(3 * episodes * workers,)]
     assert sql(store, "select count(distinct sha256) from blobs") == [(1 + episodes + episodes * workers,)]
     assert verify_store(store).ok
@@ -514,26 +644,51 @@ def strict_s3() -> Iterator[S3Server]:
         yield server
 
 
-@pytest.mark.parametrize(("command", "location", "env", "message"), [
-    (("record",), "s3://bkt/x", {}, "Error: access to s3://bkt/x denied: "),
-    (("sql", "select 1"), "s3://bkt/x", {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
-     "Error: cannot reach s3://bkt/x: NoCredentialsError"),
-    (("store", "info"), "s3://bkt/x", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "Error: cannot reach s3://bkt/x: Endpoint"),
-    (("report",), "s3://", {}, "Error: the store URL 's3://' names no bucket"),
-    (("store", "verify"), "nosuchfs://bkt/x", {}, "Error: unknown store URL scheme nosuchfs://"),
-    (("rescore", "--evaluator", "hops"), "s3://bkt/x?region=eu", {}, "Error: the store URL s3://bkt/x takes no '?' or '#' part"),
-])
-def test_bad_urls_and_credentials_are_one_line(strict_s3: S3Server, command: tuple[str, ...], location: str, env: dict[str, str],
-                                               message: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "mmina", *command, "--store", location], capture_output=True,
-                          text=True, env={**os.environ, **strict_s3.env, **env}, timeout=120)
+@pytest.mark.parametrize(
+    ("command", "location", "env", "message"),
+    [
+        (("record",), "s3://bkt/x", {}, "Error: access to s3://bkt/x denied: "),
+        (
+            ("sql", "select 1"),
+            "s3://bkt/x",
+            {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
+            "Error: cannot reach s3://bkt/x: NoCredentialsError",
+        ),
+        (
+            ("store", "info"),
+            "s3://bkt/x",
+            {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+            "Error: cannot reach s3://bkt/x: Endpoint",
+        ),
+        (("report",), "s3://", {}, "Error: the store URL 's3://' names no bucket"),
+        (("store", "verify"), "nosuchfs://bkt/x", {}, "Error: unknown store URL scheme nosuchfs://"),
+        (
+            ("rescore", "--evaluator", "hops"),
+            "s3://bkt/x?region=eu",
+            {},
+            "Error: the store URL s3://bkt/x takes no '?' or '#' part",
+        ),
+    ],
+)
+def test_bad_urls_and_credentials_are_one_line(
+    strict_s3: S3Server, command: tuple[str, ...], location: str, env: dict[str, str], message: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mmina", *command, "--store", location],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **strict_s3.env, **env},
+        timeout=120,
+    )
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(message), proc.stderr
 
 
 def test_a_missing_bucket_is_named(url: str) -> None:
     result = invoke("sql", "select 1", "--store", "s3://no-such-bucket/x")
-    assert result.exit_code == 1 and result.output.startswith("Error: no bucket no-such-bucket for s3://no-such-bucket/x")
+    assert result.exit_code == 1 and result.output.startswith(
+        "Error: no bucket no-such-bucket for s3://no-such-bucket/x"
+    )
 
 
 def test_every_store_option_says_a_url_is_accepted() -> None:
@@ -545,6 +700,7 @@ def test_every_store_option_says_a_url_is_accepted() -> None:
                 yield from commands(command, [*path, name])
             else:
                 yield [*path, name], command
+
     with_store = [(path, c) for path, c in commands(cli, []) if any(o.name == "store_path" for o in c.params)]
     assert len(with_store) >= 10
     for path, command in with_store:

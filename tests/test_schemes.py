@@ -3,6 +3,7 @@
 refused navigation reaches the store or the model — unless the user allows the scheme.
 
 Real Chromium, a real local site, the openai agent talking to the local fake endpoint."""
+
 from __future__ import annotations
 
 import json
@@ -96,33 +97,62 @@ def _element(name: str, observation: str) -> str:
     return found.group(1) if found else "0"
 
 
-def _record(tmp_path: Path, site: str, actions: list[str], allowed: tuple[str, ...] = (),
-            start: str = "/") -> tuple[list, FakeOpenAI]:
+def _record(
+    tmp_path: Path, site: str, actions: list[str], allowed: tuple[str, ...] = (), start: str = "/"
+) -> tuple[list, FakeOpenAI]:
     folder = tmp_path / "tasks"
     folder.mkdir()
-    (folder / "1.json").write_text(json.dumps({"intent": "Look around.", "start_url": f"{site}{start}", "cnt_hop": 1,
-                                               "procedure": ["end"]}))
+    (folder / "1.json").write_text(
+        json.dumps(
+            {"intent": "Look around.", "start_url": f"{site}{start}", "cnt_hop": 1, "procedure": ["end"]}
+        )
+    )
     with FakeOpenAI(policy=_script(actions)) as server:
         settings = AgentSettings(model="fake", base_url=server.url, max_retries=0)
-        record_run(Store.open(tmp_path / "store", create=True),
-                   RecordConfig(tasks=str(folder), agent="openai", agent_settings=settings,
-                                limits=Limits(max_steps=len(actions) + 1),
-                                browser=BrowserConfig(screenshots=False, allowed_schemes=allowed)))
-    steps = run_query(Store.open(tmp_path / "store"), "select step_index, url, title, tree_text, action, action_error "
-                                                      "from steps order by step_index").rows
+        record_run(
+            Store.open(tmp_path / "store", create=True),
+            RecordConfig(
+                tasks=str(folder),
+                agent="openai",
+                agent_settings=settings,
+                limits=Limits(max_steps=len(actions) + 1),
+                browser=BrowserConfig(screenshots=False, allowed_schemes=allowed),
+            ),
+        )
+    steps = run_query(
+        Store.open(tmp_path / "store"),
+        "select step_index, url, title, tree_text, action, action_error from steps order by step_index",
+    ).rows
     return steps, server
 
 
-REFUSED = ["file:///etc/passwd", "chrome://version", "javascript:document.title='pwned'",
-           "data:text/html,<title>DATA</title>", "about:version", "view-source:http://127.0.0.1/",
-           "blob:http://127.0.0.1/0f0e", " JaVa\tScRiPt:document.title='pwned'", "filesystem:http://127.0.0.1/x",
-           "chrome-error://chromewebdata/", "//127.0.0.1/"]
+REFUSED = [
+    "file:///etc/passwd",
+    "chrome://version",
+    "javascript:document.title='pwned'",
+    "data:text/html,<title>DATA</title>",
+    "about:version",
+    "view-source:http://127.0.0.1/",
+    "blob:http://127.0.0.1/0f0e",
+    " JaVa\tScRiPt:document.title='pwned'",
+    "filesystem:http://127.0.0.1/x",
+    "chrome-error://chromewebdata/",
+    "//127.0.0.1/",
+]
 
 
 def test_agents_stay_on_the_web_and_pages_cannot_open_local_files(tmp_path: Path, site: str) -> None:
-    actions = [*(f"goto [{url}]" for url in REFUSED), "click [{passwd link}]", "click [{version link}]",
-               "click [{open window}]", "click [{assign location}]", "click [{redirect link}]", "goto [about:blank]",
-               f"goto [{site}/]", "stop [done]"]
+    actions = [
+        *(f"goto [{url}]" for url in REFUSED),
+        "click [{passwd link}]",
+        "click [{version link}]",
+        "click [{open window}]",
+        "click [{assign location}]",
+        "click [{redirect link}]",
+        "goto [about:blank]",
+        f"goto [{site}/]",
+        "stop [done]",
+    ]
     steps, server = _record(tmp_path, site, [f"{SUMMARY_MARKER} ```{a}```" for a in actions])
     assert len(steps) == len(actions)
     for (_index, _url, _title, _tree, action, error), _refused in zip(steps, REFUSED):
@@ -130,21 +160,31 @@ def test_agents_stay_on_the_web_and_pages_cannot_open_local_files(tmp_path: Path
     assert "allow more with --allow-scheme file" in steps[0][5]
     for javascript in (steps[2][5], steps[7][5]):  # no setting allows one: none is offered (issue 52)
         assert "runs a script in the page" in javascript and "--allow-scheme" not in javascript, javascript
-    assert all(not (step[1] or "").startswith(("file:", "chrome:", "data:", "view-source:")) for step in steps)
+    assert all(
+        not (step[1] or "").startswith(("file:", "chrome:", "data:", "view-source:")) for step in steps
+    )
     assert all("pwned" not in (step[2] or "") for step in steps), "a refused javascript: URL never runs"
     seen = json.dumps([(step[2], step[3]) for step in steps])  # what the agent saw: titles and trees
     assert LOCAL_SECRET not in seen and "About Version" not in seen and "DATA" not in seen
-    assert LOCAL_SECRET not in json.dumps(server.requests) and "About Version" not in json.dumps(server.requests)
-    clicks = steps[len(REFUSED):len(REFUSED) + 5]
-    assert all(step[1] == f"{site}/" and step[4].startswith("click [") and step[4] != "click [0]" for step in clicks)
+    assert LOCAL_SECRET not in json.dumps(server.requests) and "About Version" not in json.dumps(
+        server.requests
+    )
+    clicks = steps[len(REFUSED) : len(REFUSED) + 5]
+    assert all(
+        step[1] == f"{site}/" and step[4].startswith("click [") and step[4] != "click [0]" for step in clicks
+    )
     assert steps[-2][5] is None and steps[-1][1] == f"{site}/", "the web still works"
 
 
 def test_a_scheme_the_user_allows_is_allowed(tmp_path: Path, site: str) -> None:
     page = tmp_path / "local.html"
     page.write_text("<!doctype html><title>Local</title><p>allowed local page</p>")
-    steps, server = _record(tmp_path, site, [f"{SUMMARY_MARKER} ```goto [{page.as_uri()}]```",
-                                             f"{SUMMARY_MARKER} ```stop [done]```"], allowed=("file",))
+    steps, server = _record(
+        tmp_path,
+        site,
+        [f"{SUMMARY_MARKER} ```goto [{page.as_uri()}]```", f"{SUMMARY_MARKER} ```stop [done]```"],
+        allowed=("file",),
+    )
     assert steps[0][5] is None and steps[1][1] == page.as_uri() and "allowed local page" in steps[1][3]
 
 
@@ -177,9 +217,25 @@ def test_a_tab_that_lands_off_the_web_is_brought_back_before_it_is_observed() ->
         session.close()
 
 
-@given(prefix=st.sampled_from(["", " ", "\t", "\x00", "\n "]), scheme=st.sampled_from(
-    ["file", "FILE", "fi\tle", "javascript", "JavaScript", "java\nscript", "chrome", "data", "view-source", "blob",
-     "about"]), rest=st.text(max_size=20))
+@given(
+    prefix=st.sampled_from(["", " ", "\t", "\x00", "\n "]),
+    scheme=st.sampled_from(
+        [
+            "file",
+            "FILE",
+            "fi\tle",
+            "javascript",
+            "JavaScript",
+            "java\nscript",
+            "chrome",
+            "data",
+            "view-source",
+            "blob",
+            "about",
+        ]
+    ),
+    rest=st.text(max_size=20),
+)
 def test_off_web_urls_are_refused_however_they_are_spelled(prefix: str, scheme: str, rest: str) -> None:
     url = f"{prefix}{scheme}:{rest}"
     if scheme_of(url) == "about" and refusal(url) is None:
@@ -194,5 +250,8 @@ def test_anything_is_allowed_or_refused_in_one_line(url: str) -> None:
     reason = refusal(url)
     assert reason is None or "\n" not in reason.replace(repr(url)[1:-1], "")
     if reason is None:
-        assert scheme_of(url) in ("http", "https") or url.strip().lower().startswith("about:blank") or \
-            scheme_of(url) == "about"
+        assert (
+            scheme_of(url) in ("http", "https")
+            or url.strip().lower().startswith("about:blank")
+            or scheme_of(url) == "about"
+        )

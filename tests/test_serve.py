@@ -4,6 +4,7 @@ The store is test_report's (runs ``seeded`` and ``seeded-b`` of an agent with kn
 scored by ``hops``), served by the real command line on a free port. A run recorded in a
 background thread while the runs page is open shows up and advances without a reload.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -43,7 +44,9 @@ def app(store: Path) -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=list(QUIET_ARGS))
+        chromium = playwright.chromium.launch(
+            executable_path=find_chromium(None, playwright), args=list(QUIET_ARGS)
+        )
         yield chromium
         chromium.close()
 
@@ -86,15 +89,24 @@ def test_analysis_shows_every_table_and_chart_of_the_report(app: Served, page: P
     open_view(page, app, "#/analysis?run=seeded&evaluator=hops")
     page.wait_for_selector("#chart-sr-by-bucket .main-svg")
     report = build_report(Store.open(store), ["seeded"])
-    assert {t.name for t in report.tables} == set(TABLE_NAMES) - {"runner_log", "conditioned_hops", *REPEAT_TABLES}
+    assert {t.name for t in report.tables} == set(TABLE_NAMES) - {
+        "runner_log",
+        "conditioned_hops",
+        *REPEAT_TABLES,
+    }
     for name in (t.name for t in report.tables):
         columns, rows = display(report.table(name))
         table = page.locator(f'table[data-table="{name}"]')
         assert table.locator("th").all_inner_texts() == columns, name
         cells = [r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all()]
         assert cells == rows, name
-    for chart in ("chart-hop-heatmap", "chart-hop-heatmap-conditional", "chart-first-failures", "chart-failure-modes",
-                  "chart-actions"):
+    for chart in (
+        "chart-hop-heatmap",
+        "chart-hop-heatmap-conditional",
+        "chart-first-failures",
+        "chart-failure-modes",
+        "chart-actions",
+    ):
         page.wait_for_selector(f"#{chart} .main-svg")
 
 
@@ -107,7 +119,9 @@ def test_episodes_filter_sort_and_open(app: Served, page: Page) -> None:
     page.select_option('select[name="mode"]', "")
     page.select_option('select[name="verdict"]', "pass")
     expect(page.locator("#episode-count")).to_have_text("episodes 1–2 of 2")
-    passed = sorted(page.locator("#episodes tbody tr").evaluate_all("rows => rows.map(r => r.cells[0].innerText)"))
+    passed = sorted(
+        page.locator("#episodes tbody tr").evaluate_all("rows => rows.map(r => r.cells[0].innerText)")
+    )
     assert passed == sorted(t for t, (_, ok, _, _) in EXPECTED.items() if ok)
     page.select_option('select[name="verdict"]', "")
     page.select_option('select[name="first_failure"]', "2")
@@ -136,7 +150,9 @@ def test_episode_viewer_steps_with_the_keyboard_and_links_to_a_step(app: Served,
         page.keyboard.press("ArrowRight")
     expect(label).to_have_text(f"step {total} of {total}")
     assert page.url.endswith(f"step={total - 1}") and page.is_disabled("#next-step")
-    expect(page.locator("#step-action")).to_contain_text("terminal observation")  # the page after the last action
+    expect(page.locator("#step-action")).to_contain_text(
+        "terminal observation"
+    )  # the page after the last action
     page.keyboard.press("k")
     expect(label).to_have_text(f"step {total - 1} of {total}")
     expect(page.locator("#step-action")).to_contain_text("stop [")
@@ -155,7 +171,9 @@ def test_side_by_side_pairs_tasks_and_shows_where_they_part(app: Served, page: P
     flips = page.locator("#pairs tbody tr.flip").evaluate_all("rows => rows.map(r => r.dataset.task)")
     assert sorted(flips) == ["normal/2", "normal/3", "wikipedia/1"]
     page.locator('#pairs tr[data-task="normal/2"]').click()
-    expect(page.locator("#divergence")).to_have_text("They part at step 1 (URL or action differs; highlighted).")
+    expect(page.locator("#divergence")).to_have_text(
+        "They part at step 1 (URL or action differs; highlighted)."
+    )
     expect(page.locator(".pair.diverges")).to_have_attribute("data-step", "0")
     page.locator('#pairs tr[data-task="compare/5"]').click()
     expect(page.locator("#divergence")).to_have_text("The two episodes take the same steps.")
@@ -205,9 +223,25 @@ def test_a_run_being_recorded_updates_the_runs_page_without_a_reload(live_store:
         open_view(page, app, "#/")
         expect(page.locator("#runs tbody tr")).to_have_count(1)
         page.evaluate("window.stillTheSamePage = true")
-        recorder = subprocess.Popen([sys.executable, "-m", "mmina", "record", "--task", ",".join(tasks), "--run-id",
-                                     "live", "--no-screenshots", "--store", str(live_store)], cwd=REPO_ROOT,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        recorder = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mmina",
+                "record",
+                "--task",
+                ",".join(tasks),
+                "--run-id",
+                "live",
+                "--no-screenshots",
+                "--store",
+                str(live_store),
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         row = page.locator('#runs tr[data-run="live"]')
         try:
             expect(row.locator(".progress-cell")).to_contain_text("1 / 3")

@@ -2,6 +2,7 @@
 trace; images are cached by hash; a token and the loopback rule guard it; nothing writes;
 an ``s3://`` store is served (moto) and followed while episodes are written to it.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,9 +83,12 @@ def test_sql_endpoint_answers_rows_or_a_clear_error(app: Served) -> None:
     assert data["columns"] == ["n"] and data["rows"][0][0] > 0 and not data["truncated"]
     many = app.json("/api/sql", {"query": "select * from range(1000000000)"})
     assert len(many["rows"]) == SQL_ROWS_SHOWN and many["truncated"], "only the rows shown are fetched"
-    for body, start in ((b"not json", "send the query as JSON"), (b'{"query": 3}', "send the query as JSON"),
-                        (b'{"query": "delete from episodes"}', "mmina sql is read-only"),
-                        (b'{"query": "select * from nowhere"}', "Catalog Error")):
+    for body, start in (
+        (b"not json", "send the query as JSON"),
+        (b'{"query": 3}', "send the query as JSON"),
+        (b'{"query": "delete from episodes"}', "mmina sql is read-only"),
+        (b'{"query": "select * from nowhere"}', "Catalog Error"),
+    ):
         code, _, answer = app.get("/api/sql", body, {"Content-Type": "application/json"})
         assert code == 400 and json.loads(answer)["error"].startswith(start), answer
     status, headers, csv_body = app.get("/api/sql.csv", b'{"query": "select 1 as one, \'a,b\' as two"}')
@@ -106,17 +110,32 @@ def test_images_are_cached_by_hash(app: Served) -> None:
         assert headers["cache-control"] == "public, max-age=31536000, immutable"
         again, _, nothing = app.get(url, headers={"If-None-Match": headers["etag"]})
         assert again == 304 and nothing == b""
-    assert step["screenshot"].startswith("/blobs/" + app.json("/api/sql", {"query": (
-        f"select screenshot from steps where episode_id = '{episode}' and step_index = {step['index']}")})["rows"][0][0])
+    assert step["screenshot"].startswith(
+        "/blobs/"
+        + app.json(
+            "/api/sql",
+            {
+                "query": (
+                    f"select screenshot from steps where episode_id = '{episode}' and step_index = {step['index']}"
+                )
+            },
+        )["rows"][0][0]
+    )
 
 
 def test_a_stored_page_body_never_runs_as_this_servers_page(app: Served) -> None:
     episode = app.json("/api/episodes?run=seeded&task=normal/24")["rows"][0]["episode_id"]
     data = app.json(f"/api/episodes/{episode}")
-    body = next(r["response_body"] for s in data["steps"] for r in s["requests"]
-                if r["response_body"] and "html" in (r["mime_type"] or ""))
+    body = next(
+        r["response_body"]
+        for s in data["steps"]
+        for r in s["requests"]
+        if r["response_body"] and "html" in (r["mime_type"] or "")
+    )
     _, headers, _ = app.get(body)
-    assert headers["content-type"] == "application/octet-stream" and headers["content-disposition"].startswith("attachment")
+    assert headers["content-type"] == "application/octet-stream" and headers[
+        "content-disposition"
+    ].startswith("attachment")
     assert headers["content-security-policy"] == "default-src 'none'; sandbox"
     _, headers, text = app.get(body + "&view=text")
     assert headers["content-type"] == "text/plain; charset=utf-8" and b"<" in text
@@ -139,7 +158,9 @@ def test_episodes_are_paged_and_sorted_over_the_index(app: Served) -> None:
     assert {r["task_id"] for r in failed["rows"]} == {"normal/2", "normal/24", "multi567/1", "multi567/4"}
 
 
-@settings(max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=sized(20, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.tuples(NAMES, TEXT), max_size=6))
 def test_any_query_string_gets_rows_or_a_clear_error(app: Served, pairs: list[tuple[str, str]]) -> None:
     for path in ("/api/episodes", "/api/facets", "/api/analysis", "/api/compare"):
@@ -149,7 +170,9 @@ def test_any_query_string_gets_rows_or_a_clear_error(app: Served, pairs: list[tu
         assert ("error" in data) == (code != 200) and "Traceback" not in body.decode()
 
 
-@settings(max_examples=sized(15, 40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=sized(15, 40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(TEXT)
 def test_any_episode_id_or_hash_gets_an_answer(app: Served, text: str) -> None:
     for path in (f"/api/episodes/{quote(text, safe='')}", f"/blobs/{quote(text, safe='')}"):
@@ -172,8 +195,9 @@ def test_episode_queries_are_checked_or_refused(given_params: dict[str, list[str
 
 
 def mmina(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=120,
-                          cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "mmina", *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+    )
 
 
 def test_binding_elsewhere_needs_expose_and_a_port_in_use_is_one_line(store: Path) -> None:
@@ -223,15 +247,24 @@ def test_a_local_store_is_followed_on_every_page(tmp_path: Path) -> None:
 def served_and_followed(url: str, env: dict[str, str]) -> None:
     store = Store.open(url, create=True)
     begin(store, "r1", tasks=("normal/1", "normal/2"))
-    shots = write_episode(store, "r1", "e1", blobs=[b"\xff\xd8\xff\xe0first", b"\xff\xd8\xff\xe0second"], n_requests=2)
+    shots = write_episode(
+        store, "r1", "e1", blobs=[b"\xff\xd8\xff\xe0first", b"\xff\xd8\xff\xe0second"], n_requests=2
+    )
     with Served(url, env=env) as app:
         app.indexed()
         runs = app.json("/api/runs")["runs"]
         assert [(r["run_id"], r["episodes"], r["task_count"]) for r in runs] == [("r1", 1, 2)]
         episode = app.json("/api/episodes/e1")
-        assert [s["url"] for s in episode["steps"]] == ["http://wiki.mmina.test/p0", "http://wiki.mmina.test/p1"]
+        assert [s["url"] for s in episode["steps"]] == [
+            "http://wiki.mmina.test/p0",
+            "http://wiki.mmina.test/p1",
+        ]
         code, _, image = app.get(episode["steps"][1]["screenshot"])
-        assert code == 200 and image == b"\xff\xd8\xff\xe0second" and shots[1] in episode["steps"][1]["screenshot"]
+        assert (
+            code == 200
+            and image == b"\xff\xd8\xff\xe0second"
+            and shots[1] in episode["steps"][1]["screenshot"]
+        )
         write_episode(store, "r1", "e2")
         app.wait_for(lambda: app.json("/api/runs")["runs"][0]["episodes"] == 2, timeout=60)
         app.wait_for(lambda: app.json("/api/episodes?run=r1")["total"] == 2, timeout=60)
@@ -240,7 +273,11 @@ def served_and_followed(url: str, env: dict[str, str]) -> None:
 
 def test_help_has_an_example_and_the_docs_document_it() -> None:
     result = mmina("serve", "--help")
-    assert result.returncode == 0 and "Examples:" in result.stdout and "mmina serve --store s3://" in result.stdout
+    assert (
+        result.returncode == 0
+        and "Examples:" in result.stdout
+        and "mmina serve --store s3://" in result.stdout
+    )
     assert "mmina serve [--store S] [--host 127.0.0.1] [--port 8787]" in page("serve.md")
     assert "](serve.png)" in page("serve.md") and "](docs/serve.png)" in (REPO_ROOT / "README.md").read_text()
     assert (REPO_ROOT / "docs" / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -2,6 +2,7 @@
 screenshots decode as images) and by ``import dataset`` (the store comes back row for row and
 replays at 100 %), and ``export atif`` checked by Harbor's own ATIF validator. Each checking
 tool runs in a virtualenv of its own (tests/interchange_tools.py)."""
+
 from __future__ import annotations
 
 import json
@@ -54,18 +55,35 @@ def _record_with_a_model(folder: Path) -> None:
 
 
 def _rows(store: Store, table: str, run_id: str) -> list[dict]:
-    rows = [{k: v for k, v in row.items() if k not in COMPARED[table]} for row in
-            store.read(table, run_id=run_id).to_pylist()]
+    rows = [
+        {k: v for k, v in row.items() if k not in COMPARED[table]}
+        for row in store.read(table, run_id=run_id).to_pylist()
+    ]
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
 # ---------------------------------------------------------------- dataset
 
+
 @pytest.fixture(scope="module")
 def dataset(model_run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("dataset") / "ds"
-    code, output = _cli("export", "dataset", model_run[1], "--requests", "--max-shard-mb", str(SHARD_MB),
-                        "--author", "A. Tester", "--store", str(model_run[0]), "-o", str(folder), "--format", "json")
+    code, output = _cli(
+        "export",
+        "dataset",
+        model_run[1],
+        "--requests",
+        "--max-shard-mb",
+        str(SHARD_MB),
+        "--author",
+        "A. Tester",
+        "--store",
+        str(model_run[0]),
+        "-o",
+        str(folder),
+        "--format",
+        "json",
+    )
     assert code == 0, output
     return folder, json.loads(output)
 
@@ -98,20 +116,25 @@ def test_shards_stay_under_the_bound(dataset) -> None:
         assert size <= SHARD_MB * 2**20 or groups == 1, (name, size, groups)
 
 
-def test_the_import_restores_the_run_row_for_row_and_it_replays_faithfully(model_run, dataset, tmp_path) -> None:
+def test_the_import_restores_the_run_row_for_row_and_it_replays_faithfully(
+    model_run, dataset, tmp_path
+) -> None:
     source, run_id = Store.open(model_run[0]), model_run[1]
-    code, output = _cli("import", "dataset", str(dataset[0]), "--store", str(tmp_path / "s"), "--format", "json")
+    code, output = _cli(
+        "import", "dataset", str(dataset[0]), "--store", str(tmp_path / "s"), "--format", "json"
+    )
     assert code == 0, output
     assert json.loads(output)["runs"] == [run_id]
     restored = Store.open(tmp_path / "s")
     for table in COMPARED:
         assert _rows(restored, table, run_id) == _rows(source, table, run_id), table
     for step in source.read("steps", run_id=run_id).to_pylist():
-        assert load_request(step["model_input"], lambda d: restored.read_blobs([d])[d]) == \
-            load_request(step["model_input"], lambda d: source.read_blobs([d])[d])
+        assert load_request(step["model_input"], lambda d: restored.read_blobs([d])[d]) == load_request(
+            step["model_input"], lambda d: source.read_blobs([d])[d]
+        )
     code, output = _cli("replay", "--run", run_id, "--store", str(tmp_path / "s"), "--format", "json")
     assert code == 0, output
-    summary = json.loads(output[output.index("{"):])["summary"]
+    summary = json.loads(output[output.index("{") :])["summary"]
     assert (summary["fidelity"], summary["requests"]["unmatched"]) == (1.0, 0), summary
     code, output = _cli("import", "dataset", str(dataset[0]), "--store", str(tmp_path / "s"))
     assert code == 1 and output.startswith("Error: run ") and "already" in output
@@ -127,7 +150,9 @@ def test_a_damaged_or_foreign_folder_gets_one_line_and_writes_nothing(dataset, t
     pq.write_table(table.set_column(table.column_names.index("data"), "data", [data]), damaged / shard)
     for folder, message in ((damaged, "does not match its hash"), (tmp_path, "not an mmina dataset")):
         code, output = _cli("import", "dataset", str(folder), "--store", str(tmp_path / "s"))
-        assert code == 1 and output.startswith("Error: ") and message in output and output.count("\n") == 1, output
+        assert code == 1 and output.startswith("Error: ") and message in output and output.count("\n") == 1, (
+            output
+        )
     assert not Store.open(tmp_path / "s").read("episodes").num_rows
 
 
@@ -136,18 +161,32 @@ def test_redactions_are_counted_and_bad_exports_get_one_line(tmp_path: Path) -> 
     begin(store, "r")
     batch = store.batch_writer("r")
     secret = [{"name": "authorization", "value": "Bearer [REDACTED]"}]
-    requests = [request_row(0, batch.put_blob(b'{"token": "[REDACTED]"}', "application/json")),
-                request_row(1, None, request_headers=secret)]
+    requests = [
+        request_row(0, batch.put_blob(b'{"token": "[REDACTED]"}', "application/json")),
+        request_row(1, None, request_headers=secret),
+    ]
     batch.add_episode({**episode_row(n_steps=1), "episode_id": "e1"}, [step_row(0)], requests)
     batch.commit()
-    code, output = _cli("export", "dataset", "r", "--requests", "--store", str(store.root), "-o", str(tmp_path / "d"),
-                        "--format", "json")
+    code, output = _cli(
+        "export",
+        "dataset",
+        "r",
+        "--requests",
+        "--store",
+        str(store.root),
+        "-o",
+        str(tmp_path / "d"),
+        "--format",
+        "json",
+    )
     assert code == 0, output
     manifest = json.loads((tmp_path / "d" / "mmina.json").read_text())
     assert manifest["redacted"] == {"requests": 2, "blobs": 1}
     assert "| `requests` | 2 |" in (tmp_path / "d" / "README.md").read_text()
-    for args, message in ((["r", "-o", str(tmp_path / "d")], "is not empty"),
-                          (["nope", "-o", str(tmp_path / "e")], "no run 'nope'")):
+    for args, message in (
+        (["r", "-o", str(tmp_path / "d")], "is not empty"),
+        (["nope", "-o", str(tmp_path / "e")], "no run 'nope'"),
+    ):
         code, output = _cli("export", "dataset", *args, "--store", str(store.root))
         assert code == 1 and output.startswith("Error: ") and message in output, output
     assert not (tmp_path / "e").exists()
@@ -169,10 +208,22 @@ def test_several_runs_round_trip_and_a_task_filter_narrows_them(tmp_path: Path) 
     for run_id in ("a", "b"):
         begin(store, run_id, tasks=("normal/1", "normal/2"))
         write_episode(store, run_id, f"{run_id}-1", blobs=shots, n_steps=3)
-    code, output = _cli("export", "dataset", "a", "b", "--store", str(store.root), "-o", str(tmp_path / "d"),
-                        "--format", "json")
+    code, output = _cli(
+        "export",
+        "dataset",
+        "a",
+        "b",
+        "--store",
+        str(store.root),
+        "-o",
+        str(tmp_path / "d"),
+        "--format",
+        "json",
+    )
     assert code == 0, output
-    assert "blobs" not in json.loads(output)["configs"]  # both screenshots are in the image columns: no blob left
+    assert (
+        "blobs" not in json.loads(output)["configs"]
+    )  # both screenshots are in the image columns: no blob left
     code, output = _cli("import", "dataset", str(tmp_path / "d"), "--store", str(tmp_path / "s"))
     assert code == 0, output
     restored = Store.open(tmp_path / "s")
@@ -180,17 +231,29 @@ def test_several_runs_round_trip_and_a_task_filter_narrows_them(tmp_path: Path) 
     for run_id in ("a", "b"):
         [step] = [s for s in restored.read("steps", run_id=run_id).to_pylist() if s["step_index"] == 2]
         assert restored.read_blobs([step["screenshot"]])[step["screenshot"]] == shots[0]
-    code, output = _cli("export", "dataset", "a", "--task", "normal/2", "--store", str(store.root),
-                        "-o", str(tmp_path / "e"))
+    code, output = _cli(
+        "export", "dataset", "a", "--task", "normal/2", "--store", str(store.root), "-o", str(tmp_path / "e")
+    )
     assert code == 1 and "no finished episode" in output and not (tmp_path / "e").exists()
 
 
 # ---------------------------------------------------------------- ATIF
 
+
 def test_atif_trajectories_pass_harbors_validator(model_run, tmp_path: Path) -> None:
     store, run_id = Store.open(model_run[0]), model_run[1]
-    code, output = _cli("export", "atif", "--run", run_id, "--store", str(model_run[0]), "-o", str(tmp_path / "t"),
-                        "--format", "json")
+    code, output = _cli(
+        "export",
+        "atif",
+        "--run",
+        run_id,
+        "--store",
+        str(model_run[0]),
+        "-o",
+        str(tmp_path / "t"),
+        "--format",
+        "json",
+    )
     assert code == 0, output
     [path] = sorted((tmp_path / "t").glob("*.json"))
     assert atif_errors(path) == []
@@ -198,8 +261,12 @@ def test_atif_trajectories_pass_harbors_validator(model_run, tmp_path: Path) -> 
     episode = store.read("episodes", run_id=run_id).to_pylist()[0]
     steps = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda s: s["step_index"])
     agent_steps = [s for s in trajectory["steps"] if s["source"] == "agent"]
-    assert [s["source"] for s in trajectory["steps"][:2]] == ["system", "user"] and len(agent_steps) == len(steps)
-    assert [c["function_name"] for s in agent_steps for c in s["tool_calls"]] == [s["action_kind"] for s in steps]
+    assert [s["source"] for s in trajectory["steps"][:2]] == ["system", "user"] and len(agent_steps) == len(
+        steps
+    )
+    assert [c["function_name"] for s in agent_steps for c in s["tool_calls"]] == [
+        s["action_kind"] for s in steps
+    ]
     assert sum(s["metrics"]["prompt_tokens"] for s in agent_steps) == episode["prompt_tokens"] > 0
     assert trajectory["final_metrics"]["total_completion_tokens"] == episode["completion_tokens"]
     assert trajectory["extra"]["verdicts"]["hops"]["hops_total"] == episode["n_hops"]
@@ -210,15 +277,27 @@ def test_atif_trajectories_pass_harbors_validator(model_run, tmp_path: Path) -> 
 
 
 def test_an_agent_without_a_model_exports_deterministic_steps(recorded, tmp_path: Path) -> None:
-    code, output = _cli("export", "atif", "--run", recorded[1].run_id, "--store", str(recorded[0]), "--no-images",
-                        "-o", str(tmp_path / "t"))
+    code, output = _cli(
+        "export",
+        "atif",
+        "--run",
+        recorded[1].run_id,
+        "--store",
+        str(recorded[0]),
+        "--no-images",
+        "-o",
+        str(tmp_path / "t"),
+    )
     assert code == 0 and "ATIF-v1.7" in output, output
     [path] = sorted((tmp_path / "t").glob("*.json"))
     assert atif_errors(path) == [] and not (tmp_path / "t" / "images").exists()
     steps = json.loads(path.read_text())["steps"]
-    assert steps[0]["source"] == "user" and all(s["llm_call_count"] == 0 and "metrics" not in s for s in steps[1:])
-    code, output = _cli("export", "atif", "--run", recorded[1].run_id, "--store", str(recorded[0]),
-                        "-o", str(tmp_path / "t"))
+    assert steps[0]["source"] == "user" and all(
+        s["llm_call_count"] == 0 and "metrics" not in s for s in steps[1:]
+    )
+    code, output = _cli(
+        "export", "atif", "--run", recorded[1].run_id, "--store", str(recorded[0]), "-o", str(tmp_path / "t")
+    )
     assert code == 1 and "is not empty" in output
 
 

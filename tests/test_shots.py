@@ -1,4 +1,5 @@
 """Screenshots over DevTools: the same bytes as Playwright's, and never a blinking caret."""
+
 from __future__ import annotations
 
 import functools
@@ -19,14 +20,18 @@ PAGES = {
     "editable.html": "<div id=q contenteditable>edit me</div>",
     "frame.html": "<p>Outer</p><iframe src='input.html' width=400 height=100></iframe>",
     "shadow.html": "<x-field></x-field><script>customElements.define('x-field', class extends HTMLElement {"
-                   " constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<input id=q>'; } })"
-                   "</script>",
+    " constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<input id=q>'; } })"
+    "</script>",
     "controls.html": "<select id=select><option>one</option><option>two</option></select>"
-                     "<input id=box type=checkbox><input id=day type=date><button id=button>Go</button>"
-                     "<input id=odd type=no-such-type><input id=search type=search>",
+    "<input id=box type=checkbox><input id=day type=date><button id=button>Go</button>"
+    "<input id=odd type=no-such-type><input id=search type=search>",
 }
-CLICKED = {"input.html": "#q", "editable.html": "#q", "frame.html": "iframe >> internal:control=enter-frame >> #q",
-           "shadow.html": "#q"}
+CLICKED = {
+    "input.html": "#q",
+    "editable.html": "#q",
+    "frame.html": "iframe >> internal:control=enter-frame >> #q",
+    "shadow.html": "#q",
+}
 """What a user clicks on each page (the caret then shows in it, blinking)."""
 
 
@@ -70,8 +75,9 @@ def test_a_devtools_screenshot_has_the_bytes_of_playwrights(session: BrowserSess
 
 
 @pytest.mark.parametrize("width,height", [(1280, 2048), (390, 844)])
-def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(site: str, width: int,
-                                                                              height: int) -> None:
+def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(
+    site: str, width: int, height: int
+) -> None:
     """mmina captures the page's view (``fromSurface`` false, which leaves no frame buffers
     behind in the GPU process), Playwright its compositor surface: the same bytes, for a tall
     and a narrow viewport, a scrolled page with a frame in it."""
@@ -79,8 +85,11 @@ def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(s
     try:
         browser = _opened(session, f"{site}/frame.html")
         try:
-            session.run(browser.tabs.page.evaluate(
-                "document.body.insertAdjacentHTML('beforeend', '<p>' + 'Line of text. '.repeat(6000) + '</p>')"))
+            session.run(
+                browser.tabs.page.evaluate(
+                    "document.body.insertAdjacentHTML('beforeend', '<p>' + 'Line of text. '.repeat(6000) + '</p>')"
+                )
+            )
             session.run(browser.tabs.page.mouse.wheel(0, 600))
             session.run(browser.tabs.page.wait_for_function("window.scrollY > 0"))
             ours = session.run(browser.tabs.shots.take(browser.tabs.page))
@@ -93,7 +102,9 @@ def test_a_capture_from_the_view_has_the_bytes_of_playwrights_from_the_surface(s
 
 
 @pytest.mark.parametrize("page", ["input.html", "editable.html", "frame.html", "shadow.html"])
-def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSession, site: str, page: str) -> None:
+def test_a_focused_caret_never_makes_two_screenshots_differ(
+    session: BrowserSession, site: str, page: str
+) -> None:
     """The caret blinks about twice a second: shots over 1.5 s would catch both of its states."""
     browser = _opened(session, f"{site}/{page}")
     try:
@@ -107,10 +118,20 @@ def test_a_focused_caret_never_makes_two_screenshots_differ(session: BrowserSess
     assert len(seen) == 1
 
 
-@pytest.mark.parametrize("focused,caret", [("#select", False), ("#box", False), ("#day", False), ("#button", False),
-                                           ("#odd", True), ("#search", True)])
+@pytest.mark.parametrize(
+    "focused,caret",
+    [
+        ("#select", False),
+        ("#box", False),
+        ("#day", False),
+        ("#button", False),
+        ("#odd", True),
+        ("#search", True),
+    ],
+)
 def test_only_a_focused_element_that_takes_text_sends_the_screenshot_to_playwright(
-        session: BrowserSession, site: str, focused: str, caret: bool) -> None:
+    session: BrowserSession, site: str, focused: str, caret: bool
+) -> None:
     """A select, a checkbox, a date's fields and a button show no caret (their screenshots are
     taken over DevTools, and do not blink: see the test above); any text field does, one of a
     type Chromium does not know included."""

@@ -6,6 +6,7 @@ is replayed at the HTTP level by a tiny form-and-link follower (``site_testing.r
 so a script that names a missing link or lands on a page other than its ``reference_url``
 fails without a browser.
 """
+
 from __future__ import annotations
 
 import io
@@ -44,6 +45,7 @@ from tests.site_testing import (
 
 # ---- per-site facts the generic tests need ------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Spec:
     """Addresses of each kind on one site, at drift 0."""
@@ -59,35 +61,102 @@ class Spec:
 
 
 SPECS = {
-    "flights": Spec(FlightsSite, "/results?from=PMR&to=CBY&date=2026-02-12", "/flight/2026-02-12/PMR-CBY/SA135",
-                    "/api/seats?flight=SA135&date=2026-02-12", "seats_left", ("/logos/SA.png", "/terminal-maps/SA135.png"),
-                    ("/", "/airports", "/airports?q=bay", "/airport/CBY", "/airport/CBY?date=2026-02-14",
-                     "/results?from=PMR&to=CBY&date=2026-02-12&sort=price"),
-                    ("/nope", "/results?from=PMR&to=XXX&date=2026-02-12", "/results?from=PMR&to=CBY&date=2026-03-01",
-                     "/results?from=PMR&to=CBY&date=2026-02-12&sort=colour", "/flight/2026-02-12/PMR-OST/SA135",
-                     "/flight/2026-02-12/PMR-CBY/ZZ999", "/airport/XYZ", "/logos/ZZ.png", "/terminal-maps/ZZ999.png")),
-    "hotels": Spec(HotelsSite, "/city/port-meridian", "/city/port-meridian/old-town-inn",
-                   "/api/availability?hotel=old-town-inn&date=2026-02-10", "rooms_left",
-                   ("/photos/old-town-inn.png",),
-                   ("/", "/city/port-meridian?page=2", "/city/karos?stars=4&sort=rating", "/search?q=inn", "/search"),
-                   ("/nope", "/city/atlantis", "/city/karos?page=3", "/city/karos?stars=9", "/city/karos/old-town-inn",
-                    "/city/port-meridian/no-such-inn", "/photos/nothing.png", "/find?city=atlantis")),
-    "carrental": Spec(CarRentalSite, "/cars/ambrel", "/cars/ambrel/tundra-trek",
-                      "/api/quote?city=ambrel&car=tundra-trek&date=2026-02-10&days=3", "cars_left",
-                      ("/photos/ambrel/tundra-trek.png",),
-                      ("/", "/cars/ambrel?page=2", "/cars/ambrel?class=van&sort=price-desc", "/locations",
-                       "/locations?q=karos", "/cars/ambrel/tundra-trek?days=7"),
-                      ("/nope", "/cars/atlantis", "/cars/ambrel?page=9", "/cars/ambrel?class=tank",
-                       "/cars/ambrel/tundra-trek?days=30", "/cars/ambrel/lumen-compact", "/photos/ambrel/x.png",
-                       "/pickup?city=atlantis")),
-    "trains": Spec(TrainsSite, "/stations", "/journey/2026-02-12/port-meridian/karos/EX1000",
-                   "/api/delay?train=EX1000&date=2026-02-12", "delay_minutes", ("/maps/EX1000.png",),
-                   ("/", "/timetable?from=port-meridian&to=karos&date=2026-02-12",
-                    "/timetable?from=port-meridian&to=karos&date=2026-02-12&show=direct", "/station/ostrand",
-                    "/station/ostrand?date=2026-02-16", "/stations?q=bay"),
-                   ("/nope", "/timetable?from=port-meridian&to=atlantis&date=2026-02-12",
-                    "/journey/2026-02-12/karos/velmora/EX1000",
-                    "/station/atlantis", "/maps/XX0000.png", "/journey/2026-02-12/port-meridian/karos/EX9999")),
+    "flights": Spec(
+        FlightsSite,
+        "/results?from=PMR&to=CBY&date=2026-02-12",
+        "/flight/2026-02-12/PMR-CBY/SA135",
+        "/api/seats?flight=SA135&date=2026-02-12",
+        "seats_left",
+        ("/logos/SA.png", "/terminal-maps/SA135.png"),
+        (
+            "/",
+            "/airports",
+            "/airports?q=bay",
+            "/airport/CBY",
+            "/airport/CBY?date=2026-02-14",
+            "/results?from=PMR&to=CBY&date=2026-02-12&sort=price",
+        ),
+        (
+            "/nope",
+            "/results?from=PMR&to=XXX&date=2026-02-12",
+            "/results?from=PMR&to=CBY&date=2026-03-01",
+            "/results?from=PMR&to=CBY&date=2026-02-12&sort=colour",
+            "/flight/2026-02-12/PMR-OST/SA135",
+            "/flight/2026-02-12/PMR-CBY/ZZ999",
+            "/airport/XYZ",
+            "/logos/ZZ.png",
+            "/terminal-maps/ZZ999.png",
+        ),
+    ),
+    "hotels": Spec(
+        HotelsSite,
+        "/city/port-meridian",
+        "/city/port-meridian/old-town-inn",
+        "/api/availability?hotel=old-town-inn&date=2026-02-10",
+        "rooms_left",
+        ("/photos/old-town-inn.png",),
+        ("/", "/city/port-meridian?page=2", "/city/karos?stars=4&sort=rating", "/search?q=inn", "/search"),
+        (
+            "/nope",
+            "/city/atlantis",
+            "/city/karos?page=3",
+            "/city/karos?stars=9",
+            "/city/karos/old-town-inn",
+            "/city/port-meridian/no-such-inn",
+            "/photos/nothing.png",
+            "/find?city=atlantis",
+        ),
+    ),
+    "carrental": Spec(
+        CarRentalSite,
+        "/cars/ambrel",
+        "/cars/ambrel/tundra-trek",
+        "/api/quote?city=ambrel&car=tundra-trek&date=2026-02-10&days=3",
+        "cars_left",
+        ("/photos/ambrel/tundra-trek.png",),
+        (
+            "/",
+            "/cars/ambrel?page=2",
+            "/cars/ambrel?class=van&sort=price-desc",
+            "/locations",
+            "/locations?q=karos",
+            "/cars/ambrel/tundra-trek?days=7",
+        ),
+        (
+            "/nope",
+            "/cars/atlantis",
+            "/cars/ambrel?page=9",
+            "/cars/ambrel?class=tank",
+            "/cars/ambrel/tundra-trek?days=30",
+            "/cars/ambrel/lumen-compact",
+            "/photos/ambrel/x.png",
+            "/pickup?city=atlantis",
+        ),
+    ),
+    "trains": Spec(
+        TrainsSite,
+        "/stations",
+        "/journey/2026-02-12/port-meridian/karos/EX1000",
+        "/api/delay?train=EX1000&date=2026-02-12",
+        "delay_minutes",
+        ("/maps/EX1000.png",),
+        (
+            "/",
+            "/timetable?from=port-meridian&to=karos&date=2026-02-12",
+            "/timetable?from=port-meridian&to=karos&date=2026-02-12&show=direct",
+            "/station/ostrand",
+            "/station/ostrand?date=2026-02-16",
+            "/stations?q=bay",
+        ),
+        (
+            "/nope",
+            "/timetable?from=port-meridian&to=atlantis&date=2026-02-12",
+            "/journey/2026-02-12/karos/velmora/EX1000",
+            "/station/atlantis",
+            "/maps/XX0000.png",
+            "/journey/2026-02-12/port-meridian/karos/EX9999",
+        ),
+    ),
 }
 LABELS = tuple(SPECS)
 
@@ -200,6 +269,7 @@ def test_served_by_fixture_web_under_its_host(fixture_web: FixtureWeb, spec: Spe
 
 
 # ---- hop fragments ------------------------------------------------------------------------
+
 
 def test_fragments_are_well_formed(spec: Spec) -> None:
     site = spec.cls()

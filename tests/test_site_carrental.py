@@ -1,4 +1,5 @@
 """``carrental.mmina.test``: pick-up search, class filter, vehicle pages, the quote API, photos."""
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,20 @@ def test_search_form_redirects_to_the_city_offers() -> None:
     form = PageModel(text(site, "/")).button("Search cars")
     assert form.submit_url() == "/pickup?city=port-meridian&date=2026-02-10&class=all"
     response = get(site, "/pickup?city=ambrel&date=2026-02-13&class=suv")
-    assert response.status == 302 and dict(response.headers)["Location"] == "/cars/ambrel?date=2026-02-13&class=suv"
+    assert (
+        response.status == 302
+        and dict(response.headers)["Location"] == "/cars/ambrel?date=2026-02-13&class=suv"
+    )
 
 
 def test_class_filter_sort_and_pagination() -> None:
     site = CarRentalSite()
     vans = text(site, "/cars/tessaly?class=van")
     assert "Van" in vans and "Economy" not in visible(vans).split("Sort by")[1]
-    prices = [float(p.replace(",", "")) for p in re.findall(r'class="price">[A-Z]{3} ([\d,.]+)<', text(site, "/cars/karos"))]
+    prices = [
+        float(p.replace(",", ""))
+        for p in re.findall(r'class="price">[A-Z]{3} ([\d,.]+)<', text(site, "/cars/karos"))
+    ]
     assert prices == sorted(prices) and len(prices) == 5
     second = text(site, "/cars/karos?page=2")
     assert len(re.findall(r'class="price">', second)) == 3 and "Previous page" in second
@@ -40,8 +47,9 @@ def test_colour_and_plate_are_only_in_the_photo() -> None:
         page = text(site, f"/cars/{car.city.slug}/{car.slug}")
         assert re.search(rf"\b{car.colour}\b", visible(page).lower()) is None and car.plate not in page
     assert render_car("suv", "pink", "AM 1000") != render_car("suv", "teal", "AM 1000")
-    assert get(site, "/photos/ambrel/tundra-trek.png").body == render_car("suv", CARS_BY_KEY[("ambrel", "tundra-trek")].colour,
-                                                                          CARS_BY_KEY[("ambrel", "tundra-trek")].plate)
+    assert get(site, "/photos/ambrel/tundra-trek.png").body == render_car(
+        "suv", CARS_BY_KEY[("ambrel", "tundra-trek")].colour, CARS_BY_KEY[("ambrel", "tundra-trek")].plate
+    )
 
 
 def test_locations_search_and_desk_hours_drift() -> None:

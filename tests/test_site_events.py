@@ -3,6 +3,7 @@
 Requests go straight to ``EventsSite.handle``; one test goes through a real ``FixtureWeb`` to
 check the site is discovered and served under its host name.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,27 +38,39 @@ def site() -> EventsSite:
     return EventsSite(0)
 
 
-@pytest.mark.parametrize(("url", "status", "content_type", "expected"), [
-    ("/", 200, HTML, "Events in Calder Bay"),
-    ("/calder-bay", 200, HTML, "Showing 1\u20134 of 9 events"),
-    ("/calder-bay?page=3", 200, HTML, "Previous page"),
-    ("/calder-bay?date=2026-02-12&category=theatre", 200, HTML, "Midwinter Masque"),
-    ("/calder-bay?category=concerts&date=2026-02-10", 200, HTML, "No events match"),
-    ("/calder-bay/e/midwinter-masque", 200, HTML, "55.00 EST"),
-    ("/search?q=porcelain", 200, HTML, "1 event found"),
-    ("/search", 200, HTML, "Type an event"),
-    ("/posters/midwinter-masque.png", 200, "image/png", ""),
-    ("/api/tickets?event=midwinter-masque", 200, JSON, "tickets_left"),
-    ("/favicon.ico", 200, "image/x-icon", ""),
-])
+@pytest.mark.parametrize(
+    ("url", "status", "content_type", "expected"),
+    [
+        ("/", 200, HTML, "Events in Calder Bay"),
+        ("/calder-bay", 200, HTML, "Showing 1\u20134 of 9 events"),
+        ("/calder-bay?page=3", 200, HTML, "Previous page"),
+        ("/calder-bay?date=2026-02-12&category=theatre", 200, HTML, "Midwinter Masque"),
+        ("/calder-bay?category=concerts&date=2026-02-10", 200, HTML, "No events match"),
+        ("/calder-bay/e/midwinter-masque", 200, HTML, "55.00 EST"),
+        ("/search?q=porcelain", 200, HTML, "1 event found"),
+        ("/search", 200, HTML, "Type an event"),
+        ("/posters/midwinter-masque.png", 200, "image/png", ""),
+        ("/api/tickets?event=midwinter-masque", 200, JSON, "tickets_left"),
+        ("/favicon.ico", 200, "image/x-icon", ""),
+    ],
+)
 def test_routes(site: EventsSite, url: str, status: int, content_type: str, expected: str) -> None:
     assert_page(get(site, url), status, content_type, expected)
 
 
-@pytest.mark.parametrize("url", [
-    "/atlantis", "/calder-bay?page=4", "/calder-bay?page=x", "/calder-bay/e/isla-marrow", "/karos/e/nothing",
-    "/calder-bay/e/midwinter-masque-0123abcd", "/posters/nothing.png", "/v3/calder-bay/e/midwinter-masque",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/atlantis",
+        "/calder-bay?page=4",
+        "/calder-bay?page=x",
+        "/calder-bay/e/isla-marrow",
+        "/karos/e/nothing",
+        "/calder-bay/e/midwinter-masque-0123abcd",
+        "/posters/nothing.png",
+        "/v3/calder-bay/e/midwinter-masque",
+    ],
+)
 def test_unknown_pages_are_404(site: EventsSite, url: str) -> None:
     assert_page(get(site, url), 404, HTML)
 
@@ -79,7 +92,11 @@ def test_listing_has_labelled_dropdowns_and_pagination(site: EventsSite) -> None
 
 def test_price_sort_puts_the_cheapest_first(site: EventsSite) -> None:
     text = get(site, "/ostrand?category=concerts&sort=price").body.decode()
-    assert text.index("Isla Marrow") < text.index("The Quay Street Swing Band") < text.index("The Northern Lamps")
+    assert (
+        text.index("Isla Marrow")
+        < text.index("The Quay Street Swing Band")
+        < text.index("The Northern Lamps")
+    )
 
 
 @pytest.mark.parametrize("drift", [0, 3])
@@ -91,8 +108,14 @@ def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
 
 
 def test_same_drift_same_bytes() -> None:
-    urls = ["/", "/calder-bay", "/calder-bay?sort=price", "/search?q=festival", "/posters/pilot-whale.png",
-            "/api/tickets?event=pilot-whale"]
+    urls = [
+        "/",
+        "/calder-bay",
+        "/calder-bay?sort=price",
+        "/search?q=festival",
+        "/posters/pilot-whale.png",
+        "/api/tickets?event=pilot-whale",
+    ]
     for drift in (0, 2):
         pilot_whale = event_path(EventsSite(drift).drift, EVENTS_BY_SLUG["pilot-whale"])
         assert_same_bytes(EventsSite, drift, [*urls, pilot_whale])

@@ -1,4 +1,5 @@
 """``flights.mmina.test``: search, sorting, codeshare logos, terminal maps and boards."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def column(page: str, index: int) -> list[str]:
 def test_sort_dropdown_orders_results() -> None:
     site = FlightsSite()
     prices = [int(p.strip("$")) for p in column(text(site, RESULTS + "&sort=price"), 6)]
-    assert prices == sorted(prices) and len(prices) == len(route_flights(CITIES_BY_AIRPORT["PMR"], CITIES_BY_AIRPORT["CBY"]))
+    assert prices == sorted(prices) and len(prices) == len(
+        route_flights(CITIES_BY_AIRPORT["PMR"], CITIES_BY_AIRPORT["CBY"])
+    )
     assert column(text(site, RESULTS + "&sort=departure"), 2) == sorted(column(text(site, RESULTS), 2))
     assert column(text(site, RESULTS), 2) != sorted(column(text(site, RESULTS), 2))  # "Recommended" is opaque
 
@@ -42,7 +45,9 @@ def test_operator_is_only_in_the_logo() -> None:
     codeshares = [f for f in FLIGHTS if f.operator != f.airline]
     assert len(codeshares) > 20
     for flight in codeshares[:10]:
-        page = text(site, f"/flight/2026-02-11/{flight.origin.airport}-{flight.destination.airport}/{flight.ident}")
+        page = text(
+            site, f"/flight/2026-02-11/{flight.origin.airport}-{flight.destination.airport}/{flight.ident}"
+        )
         assert flight.operator.name not in page and flight.airline.name in page
         assert f'<img src="/logos/{flight.operator.code}.png" alt="Operating airline logo"' in page
     assert len({render_logo(airline) for airline in AIRLINES}) == len(AIRLINES)
@@ -51,7 +56,9 @@ def test_operator_is_only_in_the_logo() -> None:
 def test_gate_is_only_on_the_terminal_map() -> None:
     site = FlightsSite()
     for flight in FLIGHTS[:20]:
-        page = text(site, f"/flight/2026-02-11/{flight.origin.airport}-{flight.destination.airport}/{flight.ident}")
+        page = text(
+            site, f"/flight/2026-02-11/{flight.origin.airport}-{flight.destination.airport}/{flight.ident}"
+        )
         assert flight.gate not in visible(page)
     maps = {get(site, f"/terminal-maps/{f.ident}.png").body for f in FLIGHTS[:20]}
     assert len(maps) == len({(f.gate, f.terminal) for f in FLIGHTS[:20]})
@@ -64,7 +71,9 @@ def test_departure_board_is_long() -> None:
 
 def test_airport_search_accepts_get_and_post() -> None:
     site = FlightsSite()
-    assert "Calder Bay (CBY)" in text(site, "/airports?q=calder") and "Karos" not in visible(text(site, "/airports?q=calder"))
+    assert "Calder Bay (CBY)" in text(site, "/airports?q=calder") and "Karos" not in visible(
+        text(site, "/airports?q=calder")
+    )
     posted = site.handle(Request("POST", "/airports", form={"q": "calder"}))
     assert posted.status == 200 and b"Calder Bay (CBY)" in posted.body
 

@@ -3,6 +3,7 @@
 Requests go straight to ``FoodSite.handle``; one test goes through a real ``FixtureWeb`` to
 check the site is discovered and served under its host name.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,27 +39,39 @@ def site() -> FoodSite:
     return FoodSite(0)
 
 
-@pytest.mark.parametrize(("url", "status", "content_type", "expected"), [
-    ("/", 200, HTML, "Restaurants in Calder Bay"),
-    ("/calder-bay/restaurants", 200, HTML, "6 restaurants"),
-    ("/calder-bay/restaurants?page=2", 200, HTML, "Previous page"),
-    ("/calder-bay/restaurants?cuisine=noodles", 200, HTML, "Bay Ramen"),
-    ("/calder-bay/restaurants?cuisine=norvalean", 200, HTML, "No restaurants match"),
-    ("/calder-bay/r/bay-ramen", 200, HTML, "Crab fried rice"),
-    ("/search?q=market%20hall", 200, HTML, "1 restaurant"),
-    ("/search", 200, HTML, "Type a restaurant"),
-    ("/photos/bay-ramen/1.png", 200, "image/png", ""),
-    ("/api/wait?r=bay-ramen", 200, JSON, "wait_minutes"),
-])
+@pytest.mark.parametrize(
+    ("url", "status", "content_type", "expected"),
+    [
+        ("/", 200, HTML, "Restaurants in Calder Bay"),
+        ("/calder-bay/restaurants", 200, HTML, "6 restaurants"),
+        ("/calder-bay/restaurants?page=2", 200, HTML, "Previous page"),
+        ("/calder-bay/restaurants?cuisine=noodles", 200, HTML, "Bay Ramen"),
+        ("/calder-bay/restaurants?cuisine=norvalean", 200, HTML, "No restaurants match"),
+        ("/calder-bay/r/bay-ramen", 200, HTML, "Crab fried rice"),
+        ("/search?q=market%20hall", 200, HTML, "1 restaurant"),
+        ("/search", 200, HTML, "Type a restaurant"),
+        ("/photos/bay-ramen/1.png", 200, "image/png", ""),
+        ("/api/wait?r=bay-ramen", 200, JSON, "wait_minutes"),
+    ],
+)
 def test_routes(site: FoodSite, url: str, status: int, content_type: str, expected: str) -> None:
     assert_page(get(site, url), status, content_type, expected)
 
 
-@pytest.mark.parametrize("url", [
-    "/atlantis/restaurants", "/calder-bay", "/calder-bay/restaurants?page=3", "/karos/r/bay-ramen",
-    "/calder-bay/r/nothing", "/calder-bay/r/bay-ramen-0123abcd", "/v3/calder-bay/r/bay-ramen",
-    "/photos/bay-ramen/4.png", "/photos/nothing/1.png",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/atlantis/restaurants",
+        "/calder-bay",
+        "/calder-bay/restaurants?page=3",
+        "/karos/r/bay-ramen",
+        "/calder-bay/r/nothing",
+        "/calder-bay/r/bay-ramen-0123abcd",
+        "/v3/calder-bay/r/bay-ramen",
+        "/photos/bay-ramen/4.png",
+        "/photos/nothing/1.png",
+    ],
+)
 def test_unknown_pages_are_404(site: FoodSite, url: str) -> None:
     assert_page(get(site, url), 404, HTML)
 
@@ -94,16 +107,28 @@ def test_every_url_is_served_and_keeps_to_its_keyword(drift: int) -> None:
 
 def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
-        assert_same_bytes(FoodSite, drift, ("/", "/karos/restaurants", "/karos/restaurants?sort=price",
-                                            "/search?q=soup", restaurant_path(FoodSite(drift).drift, RAMEN),
-                                            "/photos/bay-ramen/2.png", "/api/wait?r=bay-ramen"))
+        assert_same_bytes(
+            FoodSite,
+            drift,
+            (
+                "/",
+                "/karos/restaurants",
+                "/karos/restaurants?sort=price",
+                "/search?q=soup",
+                restaurant_path(FoodSite(drift).drift, RAMEN),
+                "/photos/bay-ramen/2.png",
+                "/api/wait?r=bay-ramen",
+            ),
+        )
 
 
 def test_drift_changes_order_prices_ids_and_urls() -> None:
     calm, drifted = FoodSite(0), FoodSite(1)
     names = re.compile(r"<h2><a [^>]+>([^<]+)</a>")
     listing = "/port-meridian/restaurants"
-    assert names.findall(get(calm, listing).body.decode()) != names.findall(get(drifted, listing).body.decode())
+    assert names.findall(get(calm, listing).body.decode()) != names.findall(
+        get(drifted, listing).body.decode()
+    )
     path = restaurant_path(drifted.drift, RAMEN)
     assert re.fullmatch(r"/calder-bay/r/bay-ramen-[0-9a-f]{8}", path)
     page, calm_page = get(drifted, path).body.decode(), get(calm, "/calder-bay/r/bay-ramen").body.decode()

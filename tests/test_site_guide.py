@@ -1,4 +1,5 @@
 """The travel guide fixture site, over HTTP and through ``Site.handle`` (no browser)."""
+
 from __future__ import annotations
 
 import io
@@ -32,28 +33,40 @@ def site() -> GuideSite:
     return GuideSite(0)
 
 
-@pytest.mark.parametrize(("path", "content_type", "expected"), [
-    ("/", HTML, "All destinations"),
-    ("/browse", HTML, "Browse cities"),
-    ("/browse?region=solaria", HTML, "Cities in Solaria"),
-    ("/city/port-meridian", HTML, "Airport bus A1"),
-    ("/city/calder-bay", HTML, "5 h 15 min"),
-    ("/city/ostrand", HTML, "Weather now in Ostrand"),
-    ("/city/karos/see/karos-tea-museum", HTML, "Wed-Mon 9:30-17:30"),
-    ("/search?q=lake", HTML, "Lake Ambrel"),
-    ("/search?q=zzz", HTML, "No destination matches"),
-    ("/search", HTML, "Type a city"),
-    ("/photos/ambrel/water-gate.png", "image/png", ""),
-    ("/photos/port-meridian/meridian-lighthouse.png", "image/png", ""),
-    ("/api/weather?city=ostrand", JSON, '"conditions":"Light snow"'),
-    ("/favicon.ico", "image/x-icon", ""),
-])
+@pytest.mark.parametrize(
+    ("path", "content_type", "expected"),
+    [
+        ("/", HTML, "All destinations"),
+        ("/browse", HTML, "Browse cities"),
+        ("/browse?region=solaria", HTML, "Cities in Solaria"),
+        ("/city/port-meridian", HTML, "Airport bus A1"),
+        ("/city/calder-bay", HTML, "5 h 15 min"),
+        ("/city/ostrand", HTML, "Weather now in Ostrand"),
+        ("/city/karos/see/karos-tea-museum", HTML, "Wed-Mon 9:30-17:30"),
+        ("/search?q=lake", HTML, "Lake Ambrel"),
+        ("/search?q=zzz", HTML, "No destination matches"),
+        ("/search", HTML, "Type a city"),
+        ("/photos/ambrel/water-gate.png", "image/png", ""),
+        ("/photos/port-meridian/meridian-lighthouse.png", "image/png", ""),
+        ("/api/weather?city=ostrand", JSON, '"conditions":"Light snow"'),
+        ("/favicon.ico", "image/x-icon", ""),
+    ],
+)
 def test_routes(site: GuideSite, path: str, content_type: str, expected: str) -> None:
     assert_page(get(site, path), 200, content_type, expected)
 
 
-@pytest.mark.parametrize("path", ["/nope", "/city/atlantis", "/city/karos/see/nothing", "/browse?region=mars",
-                                  "/photos/karos/nothing.png", "/photos/atlantis/water-gate.png"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nope",
+        "/city/atlantis",
+        "/city/karos/see/nothing",
+        "/browse?region=mars",
+        "/photos/karos/nothing.png",
+        "/photos/atlantis/water-gate.png",
+    ],
+)
 def test_unknown_pages_are_404(site: GuideSite, path: str) -> None:
     assert_page(get(site, path), 404, HTML)
 
@@ -81,15 +94,30 @@ def test_served_over_http_by_host(fixture_web: FixtureWeb, site: GuideSite) -> N
     assert reply.status == 200 and b"Olive Court Hostel" in reply.body
 
 
-GOLDEN = ["/", "/browse?region=norvale", "/city/tessaly", "/city/ambrel/see/water-gate", "/search?q=gate",
-          "/photos/tessaly/cathedral-of-st-orla.png", "/api/weather?city=ostrand"]
+GOLDEN = [
+    "/",
+    "/browse?region=norvale",
+    "/city/tessaly",
+    "/city/ambrel/see/water-gate",
+    "/search?q=gate",
+    "/photos/tessaly/cathedral-of-st-orla.png",
+    "/api/weather?city=ostrand",
+]
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_same_drift_same_bytes(level: int) -> None:
     site = GuideSite(level)
-    assert_same_bytes(GuideSite, level, (path.replace("/city/tessaly", site.city_path("tessaly")).replace(
-        "/city/ambrel/see/water-gate", site.sight_path("ambrel", "water-gate")) for path in GOLDEN))
+    assert_same_bytes(
+        GuideSite,
+        level,
+        (
+            path.replace("/city/tessaly", site.city_path("tessaly")).replace(
+                "/city/ambrel/see/water-gate", site.sight_path("ambrel", "water-gate")
+            )
+            for path in GOLDEN
+        ),
+    )
 
 
 def test_level_zero_weather_holds_still(site: GuideSite) -> None:
@@ -121,24 +149,32 @@ def test_old_detail_urls_redirect_once_moved(old: str) -> None:
 
 
 def test_weather_changes_on_every_call_under_drift() -> None:
-    calls = assert_changes_only_under_drift(GuideSite, lambda site: "/api/weather?city=ostrand", "sequence", calls=4)
+    calls = assert_changes_only_under_drift(
+        GuideSite, lambda site: "/api/weather?city=ostrand", "sequence", calls=4
+    )
     assert len({(c["temperature"], c["observed"], c["sequence"]) for c in calls}) == 4
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_every_link_resolves_and_names_no_other_site(level: int) -> None:
     site = GuideSite(level)
-    pages = crawl_site(site, ("/", "/browse?region=solaria", "/browse?region=estravia", "/browse?region=norvale"))
+    pages = crawl_site(
+        site, ("/", "/browse?region=solaria", "/browse?region=estravia", "/browse?region=norvale")
+    )
     assert_keeps_to_its_keyword(site, pages)
     assert len(pages) > 60
 
 
-@pytest.mark.parametrize(("city", "sight", "point", "colour"), [
-    ("tessaly", "cathedral-of-st-orla", (120, 50), "orange"),
-    ("ambrel", "water-gate", (40, 100), "stone"),
-])
-def test_photo_facts_are_only_in_the_picture(site: GuideSite, city: str, sight: str, point: tuple[int, int],
-                                             colour: str) -> None:
+@pytest.mark.parametrize(
+    ("city", "sight", "point", "colour"),
+    [
+        ("tessaly", "cathedral-of-st-orla", (120, 50), "orange"),
+        ("ambrel", "water-gate", (40, 100), "stone"),
+    ],
+)
+def test_photo_facts_are_only_in_the_picture(
+    site: GuideSite, city: str, sight: str, point: tuple[int, int], colour: str
+) -> None:
     photo = Image.open(io.BytesIO(get(site, f"/photos/{city}/{sight}.png").body))
     assert photo.getpixel(point) == rgb(colour)
     for page in (f"/city/{city}", f"/city/{city}/see/{sight}"):

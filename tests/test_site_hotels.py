@@ -1,4 +1,5 @@
 """``hotels.mmina.test``: city listings, filters, pagination, hotel pages, photos and the APIs."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,9 @@ def test_search_form_redirects_to_the_city_listing() -> None:
     form = PageModel(text(site, "/")).button("Find hotels")
     assert form.submit_url() == "/find?city=port-meridian&checkin=2026-02-10"
     response = get(site, "/find?city=calder-bay&checkin=2026-02-12")
-    assert response.status == 302 and dict(response.headers)["Location"] == "/city/calder-bay?checkin=2026-02-12"
+    assert (
+        response.status == 302 and dict(response.headers)["Location"] == "/city/calder-bay?checkin=2026-02-12"
+    )
     assert "check-in Thursday 12 February 2026" in text(site, "/city/calder-bay?checkin=2026-02-12")
 
 
@@ -29,14 +32,18 @@ def test_stars_filter_and_price_sort() -> None:
     assert names and all(h.stars == 4 for h in HOTELS if h.name in names)
     prices = [float(p.replace(",", "")) for p in re.findall(r"from [A-Z]{3} ([\d,.]+) per night", page)]
     assert prices == sorted(prices)
-    assert "No hotels match" in text(site, "/city/karos?stars=2") or hotel_names(text(site, "/city/karos?stars=2"))
+    assert "No hotels match" in text(site, "/city/karos?stars=2") or hotel_names(
+        text(site, "/city/karos?stars=2")
+    )
 
 
 def test_pagination_keeps_filters() -> None:
     site = HotelsSite()
     first, second = text(site, "/city/ostrand?sort=rating"), text(site, "/city/ostrand?sort=rating&page=2")
     assert len(hotel_names(first)) == 4 and len(hotel_names(second)) == 2
-    assert 'href="/city/ostrand?checkin=2026-02-10&amp;stars=any&amp;sort=rating&amp;page=2">Next page' in first
+    assert (
+        'href="/city/ostrand?checkin=2026-02-10&amp;stars=any&amp;sort=rating&amp;page=2">Next page' in first
+    )
     assert "Previous page" in second and "Next page" not in second
 
 
@@ -48,7 +55,9 @@ def test_hotel_page_loads_reviews_and_availability_by_fetch() -> None:
     assert reviews["count"] == len(hotel.reviews) > 0
     assert all(r["author"] not in page for r in reviews["reviews"])
     assert 'data-xhr="/api/reviews?hotel=old-town-inn&amp;lang=en"' in page
-    assert json.loads(get(site, "/api/availability?hotel=old-town-inn&date=2026-02-14").body)["rooms_left"] >= 1
+    assert (
+        json.loads(get(site, "/api/availability?hotel=old-town-inn&date=2026-02-14").body)["rooms_left"] >= 1
+    )
 
 
 def test_roof_and_pool_are_only_in_the_photo() -> None:

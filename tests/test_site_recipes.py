@@ -1,4 +1,5 @@
 """The recipe fixture site, over HTTP and through ``Site.handle`` (no browser)."""
+
 from __future__ import annotations
 
 import io
@@ -35,26 +36,39 @@ def site() -> RecipesSite:
     return RecipesSite(0)
 
 
-@pytest.mark.parametrize(("path", "content_type", "expected"), [
-    ("/", HTML, "Browse by category"),
-    ("/recipes", HTML, "Showing 1\u20134 of 15 recipes"),
-    ("/recipes?page=4", HTML, "Previous page"),
-    ("/category/desserts", HTML, "Heather Honey Cake"),
-    ("/search", HTML, "Find recipes"),
-    ("/search?q=tea&diet=dairy-free", HTML, "2 recipes found"),
-    ("/search?q=tea", HTML, "3 recipes found"),
-    ("/search?q=honey&diet=vegan", HTML, "No recipes match"),
-    ("/recipe/karos-tea-loaf", HTML, "Buy Vell Mountain Tea, 100 g tin at One Stop Market"),
-    ("/photos/heather-honey-cake.png", "image/png", ""),
-    ("/api/reviews?recipe=calder-bay-mussels", JSON, '"author":"Lotte Brae"'),
-    ("/favicon.ico", "image/x-icon", ""),
-])
+@pytest.mark.parametrize(
+    ("path", "content_type", "expected"),
+    [
+        ("/", HTML, "Browse by category"),
+        ("/recipes", HTML, "Showing 1\u20134 of 15 recipes"),
+        ("/recipes?page=4", HTML, "Previous page"),
+        ("/category/desserts", HTML, "Heather Honey Cake"),
+        ("/search", HTML, "Find recipes"),
+        ("/search?q=tea&diet=dairy-free", HTML, "2 recipes found"),
+        ("/search?q=tea", HTML, "3 recipes found"),
+        ("/search?q=honey&diet=vegan", HTML, "No recipes match"),
+        ("/recipe/karos-tea-loaf", HTML, "Buy Vell Mountain Tea, 100 g tin at One Stop Market"),
+        ("/photos/heather-honey-cake.png", "image/png", ""),
+        ("/api/reviews?recipe=calder-bay-mussels", JSON, '"author":"Lotte Brae"'),
+        ("/favicon.ico", "image/x-icon", ""),
+    ],
+)
 def test_routes(site: RecipesSite, path: str, content_type: str, expected: str) -> None:
     assert_page(get(site, path), 200, content_type, expected)
 
 
-@pytest.mark.parametrize("path", ["/nope", "/recipe/unicorn-pie", "/category/snacks", "/recipes?page=5",
-                                  "/recipes?page=0", "/category/soups?page=2", "/photos/unicorn-pie.png"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nope",
+        "/recipe/unicorn-pie",
+        "/category/snacks",
+        "/recipes?page=5",
+        "/recipes?page=0",
+        "/category/soups?page=2",
+        "/photos/unicorn-pie.png",
+    ],
+)
 def test_unknown_pages_are_404(site: RecipesSite, path: str) -> None:
     assert_page(get(site, path), 404, HTML)
 
@@ -69,7 +83,10 @@ def test_catalogue_is_consistent() -> None:
     for recipe in RECIPES:
         assert recipe.diets <= diets and recipe.category in categories
         assert all(i.product in PRODUCTS_BY_SLUG for i in recipe.ingredients if i.product)
-    assert {i.product for r in RECIPES for i in r.ingredients} >= {"vell-mountain-tea", "estravian-heather-honey"}
+    assert {i.product for r in RECIPES for i in r.ingredients} >= {
+        "vell-mountain-tea",
+        "estravian-heather-honey",
+    }
 
 
 def test_diet_filter_and_posted_search(site: RecipesSite) -> None:
@@ -83,14 +100,23 @@ def test_served_over_http_by_host(fixture_web: FixtureWeb, site: RecipesSite) ->
     assert reply.status == 200 and b"http://shop.mmina.test/product/vell-mountain-tea" in reply.body
 
 
-GOLDEN = ["/", "/recipes?page=2", "/category/mains", "/search?q=tea", "/recipe/heather-honey-cake",
-          "/photos/vell-tea-latte.png", "/api/reviews?recipe=calder-bay-mussels"]
+GOLDEN = [
+    "/",
+    "/recipes?page=2",
+    "/category/mains",
+    "/search?q=tea",
+    "/recipe/heather-honey-cake",
+    "/photos/vell-tea-latte.png",
+    "/api/reviews?recipe=calder-bay-mussels",
+]
 
 
 @pytest.mark.parametrize("level", [0, 3])
 def test_same_drift_same_bytes(level: int) -> None:
     cake = RecipesSite(level).recipe_path("heather-honey-cake")
-    assert_same_bytes(RecipesSite, level, (path.replace("/recipe/heather-honey-cake", cake) for path in GOLDEN))
+    assert_same_bytes(
+        RecipesSite, level, (path.replace("/recipe/heather-honey-cake", cake) for path in GOLDEN)
+    )
 
 
 def test_level_zero_reviews_hold_still(site: RecipesSite) -> None:
@@ -101,7 +127,9 @@ def test_level_zero_reviews_hold_still(site: RecipesSite) -> None:
 def test_drift_moves_order_ratings_ids_urls_and_search_method(site: RecipesSite) -> None:
     drifted = RecipesSite(3)
     title = re.compile(r'<a href="[^"]*recipe/[^"]+">([^<]+)</a>')
-    assert title.findall(get(site, "/recipes").body.decode()) != title.findall(get(drifted, "/recipes").body.decode())
+    assert title.findall(get(site, "/recipes").body.decode()) != title.findall(
+        get(drifted, "/recipes").body.decode()
+    )
     path = drifted.recipe_path("karos-tea-loaf")
     assert re.fullmatch(r"/v3/recipe/karos-tea-loaf-[0-9a-f]{8}", path)
     before, after = get(site, "/recipe/karos-tea-loaf").body.decode(), get(drifted, path).body.decode()
@@ -119,8 +147,9 @@ def test_old_recipe_urls_redirect_once_moved() -> None:
 
 
 def test_cooking_now_changes_on_every_call_under_drift() -> None:
-    assert_changes_only_under_drift(RecipesSite, lambda site: "/api/reviews?recipe=vell-tea-latte", "cooking_now",
-                                    level=1, calls=4)
+    assert_changes_only_under_drift(
+        RecipesSite, lambda site: "/api/reviews?recipe=vell-tea-latte", "cooking_now", level=1, calls=4
+    )
 
 
 @pytest.mark.parametrize("level", [0, 3])
@@ -135,11 +164,16 @@ def test_every_link_resolves_and_names_no_other_site(level: int) -> None:
     assert len(pages) > 40
 
 
-@pytest.mark.parametrize(("slug", "point", "colour"), [
-    ("heather-honey-cake", (120, 60), "pink"),
-    ("vell-tea-latte", (96, 40), "purple"),
-])
-def test_photo_facts_are_only_in_the_picture(site: RecipesSite, slug: str, point: tuple[int, int], colour: str) -> None:
+@pytest.mark.parametrize(
+    ("slug", "point", "colour"),
+    [
+        ("heather-honey-cake", (120, 60), "pink"),
+        ("vell-tea-latte", (96, 40), "purple"),
+    ],
+)
+def test_photo_facts_are_only_in_the_picture(
+    site: RecipesSite, slug: str, point: tuple[int, int], colour: str
+) -> None:
     photo = Image.open(io.BytesIO(get(site, f"/photos/{slug}.png").body))
     assert photo.getpixel(point) == rgb(colour)
     text = get(site, f"/recipe/{slug}").body.decode() + get(site, f"/api/reviews?recipe={slug}").body.decode()

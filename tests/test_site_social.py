@@ -3,6 +3,7 @@
 Requests go straight to ``SocialSite.handle``; one test goes through a real ``FixtureWeb`` to
 check the site is discovered and served under its host name.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,30 +46,43 @@ def site() -> SocialSite:
     return SocialSite(0)
 
 
-@pytest.mark.parametrize(("url", "status", "content_type", "expected"), [
-    ("/", 200, HTML, "Popular on Gulfchat"),
-    ("/?sort=top&page=4", 200, HTML, "Page 4 of 4"),
-    ("/communities", 200, HTML, "c/photography"),
-    ("/c/ostrand", 200, HTML, "c/ostrand: Ostrand"),
-    ("/c/ostrand?sort=new", 200, HTML, "Sort posts"),
-    (post_path(SocialSite(0).drift, BAKERY), 200, HTML, "Load more comments"),
-    (f"/c/ostrand/comments/{BAKERY.pid}", 301, HTML, "has moved"),
-    ("/u/nils_p", 200, HTML, "28 January 2017"),
-    ("/search?q=ferry", 200, HTML, "Can you take bikes on the Gulf ferry?"),
-    ("/search", 200, HTML, "Type a word"),
-    (f"/media/{BUS.pid}.png", 200, "image/png", ""),
-    (f"/api/comments?post={BAKERY.pid}&offset=10", 200, JSON, "Brindle and Crumb"),
-    ("/api/online?c=karos", 200, JSON, "online"),
-])
+@pytest.mark.parametrize(
+    ("url", "status", "content_type", "expected"),
+    [
+        ("/", 200, HTML, "Popular on Gulfchat"),
+        ("/?sort=top&page=4", 200, HTML, "Page 4 of 4"),
+        ("/communities", 200, HTML, "c/photography"),
+        ("/c/ostrand", 200, HTML, "c/ostrand: Ostrand"),
+        ("/c/ostrand?sort=new", 200, HTML, "Sort posts"),
+        (post_path(SocialSite(0).drift, BAKERY), 200, HTML, "Load more comments"),
+        (f"/c/ostrand/comments/{BAKERY.pid}", 301, HTML, "has moved"),
+        ("/u/nils_p", 200, HTML, "28 January 2017"),
+        ("/search?q=ferry", 200, HTML, "Can you take bikes on the Gulf ferry?"),
+        ("/search", 200, HTML, "Type a word"),
+        (f"/media/{BUS.pid}.png", 200, "image/png", ""),
+        (f"/api/comments?post={BAKERY.pid}&offset=10", 200, JSON, "Brindle and Crumb"),
+        ("/api/online?c=karos", 200, JSON, "online"),
+    ],
+)
 def test_routes(site: SocialSite, url: str, status: int, content_type: str, expected: str) -> None:
     assert_page(get(site, url), status, content_type, expected)
 
 
-@pytest.mark.parametrize("url", [
-    "/nothing", "/c/atlantis", "/?page=5", "/?page=0", "/c/karos/comments/zzzzzz/x",
-    f"/c/karos/comments/{BAKERY.pid}/x", f"/v3/c/ostrand/comments/{BAKERY.pid}/x", "/u/nobody",
-    f"/media/{BAKERY.pid}.png", "/media/zzzzzz.png",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/nothing",
+        "/c/atlantis",
+        "/?page=5",
+        "/?page=0",
+        "/c/karos/comments/zzzzzz/x",
+        f"/c/karos/comments/{BAKERY.pid}/x",
+        f"/v3/c/ostrand/comments/{BAKERY.pid}/x",
+        "/u/nobody",
+        f"/media/{BAKERY.pid}.png",
+        "/media/zzzzzz.png",
+    ],
+)
 def test_unknown_pages_are_404(site: SocialSite, url: str) -> None:
     assert_page(get(site, url), 404, HTML)
 
@@ -87,7 +101,12 @@ def test_threads_start_with_ten_comments_and_load_the_rest(site: SocialSite) -> 
     assert page.count("<li><p>u/") == 10 and "Brindle" not in page
     second = json.loads(get(site, f"/api/comments?post={BAKERY.pid}&offset=10").body)
     third = json.loads(get(site, f"/api/comments?post={BAKERY.pid}&offset=20").body)
-    assert (len(second["comments"]), second["next"], len(third["comments"]), third["next"]) == (10, 20, 4, None)
+    assert (len(second["comments"]), second["next"], len(third["comments"]), third["next"]) == (
+        10,
+        20,
+        4,
+        None,
+    )
 
 
 def test_sorts_and_labelled_dropdown(site: SocialSite) -> None:
@@ -109,9 +128,21 @@ def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
         site = SocialSite(drift)
         pid = post_id(site.drift, BUS)
-        assert_same_bytes(SocialSite, drift, ("/", "/?sort=top", "/c/karos", "/u/marit_k", "/search?q=the",
-                                              post_path(site.drift, BUS), f"/media/{pid}.png",
-                                              f"/api/comments?post={pid}&offset=10", "/api/online?c=karos"))
+        assert_same_bytes(
+            SocialSite,
+            drift,
+            (
+                "/",
+                "/?sort=top",
+                "/c/karos",
+                "/u/marit_k",
+                "/search?q=the",
+                post_path(site.drift, BUS),
+                f"/media/{pid}.png",
+                f"/api/comments?post={pid}&offset=10",
+                "/api/online?c=karos",
+            ),
+        )
 
 
 def test_drift_changes_order_scores_ids_and_urls() -> None:
@@ -131,7 +162,10 @@ def test_old_addresses_redirect_from_level_3() -> None:
     moved = SocialSite(3)
     target = post_path(moved.drift, BAKERY)
     assert target.startswith("/v3/c/ostrand/comments/")
-    for old in (post_path(SocialSite(0).drift, BAKERY), f"/c/ostrand/comments/{post_id(moved.drift, BAKERY)}"):
+    for old in (
+        post_path(SocialSite(0).drift, BAKERY),
+        f"/c/ostrand/comments/{post_id(moved.drift, BAKERY)}",
+    ):
         assert_redirect(get(moved, old), target)
     assert get(moved, target).status == 200
 
@@ -144,7 +178,9 @@ def test_fragments_are_well_formed(site: SocialSite) -> None:
     fragments = well_formed_fragments(site)
     for fragment in fragments:
         assert fragment.keyword == "social" and fragment.site == "social"
-        assert not fragment.city or (fragment.city in CITIES_BY_SLUG and f"/c/{fragment.city}/" in fragment.reference_url)
+        assert not fragment.city or (
+            fragment.city in CITIES_BY_SLUG and f"/c/{fragment.city}/" in fragment.reference_url
+        )
         assert fragment.script[0]["url"].startswith("http://social.mmina.test/")
         html = reference_page(site, fragment).lower()
         url = fragment.reference_url

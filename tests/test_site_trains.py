@@ -1,4 +1,5 @@
 """``trains.mmina.test``: planner, timetables, journey pages, route maps, boards and delays."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,11 @@ def test_direct_filter_and_same_station() -> None:
 def test_halts_and_line_colour_are_only_on_the_map() -> None:
     site = TrainsSite()
     for service in SERVICES[:20]:
-        page = visible(text(site, f"/journey/2026-02-12/{service.origin.slug}/{service.destination.slug}/{service.ident}"))
+        page = visible(
+            text(
+                site, f"/journey/2026-02-12/{service.origin.slug}/{service.destination.slug}/{service.ident}"
+            )
+        )
         assert all(halt not in page for halt in service.halts) and service.line not in page.lower()
     assert render_route_map(("A", "B", "C"), "teal") != render_route_map(("A", "B", "C", "D"), "teal")
     assert get(site, f"/maps/{SERVICES[0].ident}.png").content_type == "image/png"

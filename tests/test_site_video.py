@@ -3,6 +3,7 @@
 Requests go straight to ``VideoSite.handle``; one test goes through a real ``FixtureWeb`` to
 check the site is discovered and served under its host name.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,28 +47,41 @@ def site() -> VideoSite:
     return VideoSite(0)
 
 
-@pytest.mark.parametrize(("url", "status", "content_type", "expected"), [
-    ("/", 200, HTML, "Trending on StreamTide"),
-    (f"/watch?v={RADIO.vid}", 200, HTML, "Repairing a 1970s valve radio"),
-    ("/@norvalenature", 200, HTML, "238,000 subscribers"),
-    ("/@reedandthread?page=2", 200, HTML, "Folding paper birds"),
-    ("/@norvalenature?sort=popular", 200, HTML, "Most popular"),
-    ("/place/calder-bay", 200, HTML, "Videos filmed in Calder Bay"),
-    ("/results?q=tram", 200, HTML, "2 videos"),
-    ("/results?q=zzzz", 200, HTML, "No videos found"),
-    ("/results", 200, HTML, "Type what you want"),
-    (f"/thumbs/{RADIO.vid}.png", 200, "image/png", ""),
-    (f"/api/comments?v={DEPOT.vid}&page=2", 200, JSON, "Line 14"),
-    (f"/api/live?v={DEPOT.vid}", 200, JSON, "watching"),
-])
+@pytest.mark.parametrize(
+    ("url", "status", "content_type", "expected"),
+    [
+        ("/", 200, HTML, "Trending on StreamTide"),
+        (f"/watch?v={RADIO.vid}", 200, HTML, "Repairing a 1970s valve radio"),
+        ("/@norvalenature", 200, HTML, "238,000 subscribers"),
+        ("/@reedandthread?page=2", 200, HTML, "Folding paper birds"),
+        ("/@norvalenature?sort=popular", 200, HTML, "Most popular"),
+        ("/place/calder-bay", 200, HTML, "Videos filmed in Calder Bay"),
+        ("/results?q=tram", 200, HTML, "2 videos"),
+        ("/results?q=zzzz", 200, HTML, "No videos found"),
+        ("/results", 200, HTML, "Type what you want"),
+        (f"/thumbs/{RADIO.vid}.png", 200, "image/png", ""),
+        (f"/api/comments?v={DEPOT.vid}&page=2", 200, JSON, "Line 14"),
+        (f"/api/live?v={DEPOT.vid}", 200, JSON, "watching"),
+    ],
+)
 def test_routes(site: VideoSite, url: str, status: int, content_type: str, expected: str) -> None:
     assert_page(get(site, url), status, content_type, expected)
 
 
-@pytest.mark.parametrize("url", [
-    "/nothing", "/watch", "/watch?v=nothing", f"/v3/watch?v={RADIO.vid}", "/@nobody", "/@reedandthread?page=3",
-    "/place/atlantis", "/place/velmora-x", "/thumbs/nothing.png",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/nothing",
+        "/watch",
+        "/watch?v=nothing",
+        f"/v3/watch?v={RADIO.vid}",
+        "/@nobody",
+        "/@reedandthread?page=3",
+        "/place/atlantis",
+        "/place/velmora-x",
+        "/thumbs/nothing.png",
+    ],
+)
 def test_unknown_pages_are_404(site: VideoSite, url: str) -> None:
     assert_page(get(site, url), 404, HTML)
 
@@ -102,9 +116,20 @@ def test_same_drift_same_bytes() -> None:
     for drift in (0, 2):
         site = VideoSite(drift)
         vid = video_id(site.drift, RADIO)
-        assert_same_bytes(VideoSite, drift, ("/", "/results?q=the", "/@streetbeats", "/place/ostrand",
-                                             watch_path(site.drift, RADIO), f"/thumbs/{vid}.png",
-                                             f"/api/comments?v={vid}", f"/api/live?v={vid}"))
+        assert_same_bytes(
+            VideoSite,
+            drift,
+            (
+                "/",
+                "/results?q=the",
+                "/@streetbeats",
+                "/place/ostrand",
+                watch_path(site.drift, RADIO),
+                f"/thumbs/{vid}.png",
+                f"/api/comments?v={vid}",
+                f"/api/live?v={vid}",
+            ),
+        )
 
 
 def test_drift_changes_order_views_ids_and_urls() -> None:
@@ -130,7 +155,9 @@ def test_old_addresses_redirect_from_level_3() -> None:
 
 
 def test_watching_now_changes_on_every_call_only_under_drift() -> None:
-    assert_changes_only_under_drift(VideoSite, lambda site: f"/api/live?v={video_id(site.drift, RADIO)}", "watching")
+    assert_changes_only_under_drift(
+        VideoSite, lambda site: f"/api/live?v={video_id(site.drift, RADIO)}", "watching"
+    )
 
 
 def test_comments_come_in_pages(site: VideoSite) -> None:

@@ -6,6 +6,7 @@ deliveries and observations (``mmina.replayer.turns``).
 The same rules on real applications (socket.io with long-polling and an upgrade, a plain
 WebSocket dashboard, Gradio's status region) are in ``tests/test_realweb_apps.py``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,10 @@ one; what it tells apart is an opening at once from one 1.3 s later)."""
 
 def _body(*messages: tuple[str, float, Any]) -> bytes:
     """JSON lines as Playwright's HAR keeps a socket: (direction, seconds after opening, data)."""
-    return "".join(json.dumps({"type": kind, "time": OPENED_MS + at * 1e3, "opcode": 1, "data": data}) + "\n"
-                   for kind, at, data in messages).encode()
+    return "".join(
+        json.dumps({"type": kind, "time": OPENED_MS + at * 1e3, "opcode": 1, "data": data}) + "\n"
+        for kind, at, data in messages
+    ).encode()
 
 
 def _play(*messages: tuple[str, float, Any]) -> SocketPlay:
@@ -51,9 +54,14 @@ def _play(*messages: tuple[str, float, Any]) -> SocketPlay:
 
 
 def test_messages_are_timed_from_the_socket_opening_and_binary_data_is_decoded() -> None:
-    body = _body(("receive", 0.5, "hello")) + json.dumps(
-        {"type": "send", "time": OPENED_MS + 700, "opcode": 2, "data": "AAE="}).encode()
-    assert parse_messages(body, OPENED_MS) == [Message("receive", "hello", 0.5), Message("send", b"\x00\x01", 0.7)]
+    body = (
+        _body(("receive", 0.5, "hello"))
+        + json.dumps({"type": "send", "time": OPENED_MS + 700, "opcode": 2, "data": "AAE="}).encode()
+    )
+    assert parse_messages(body, OPENED_MS) == [
+        Message("receive", "hello", 0.5),
+        Message("send", b"\x00\x01", 0.7),
+    ]
 
 
 def test_a_greeting_and_a_push_no_page_message_caused_go_at_their_time_since_the_socket_opened() -> None:
@@ -64,7 +72,9 @@ def test_a_greeting_and_a_push_no_page_message_caused_go_at_their_time_since_the
 
 
 def test_a_reply_waits_for_the_page_message_it_followed_then_for_its_recorded_delay() -> None:
-    play = _play(("send", 1.0, '42["event",{"id":10,"args":["Book"]}]'), ("receive", 2.25, '42["update","Berth 7"]'))
+    play = _play(
+        ("send", 1.0, '42["event",{"id":10,"args":["Book"]}]'), ("receive", 2.25, '42["update","Berth 7"]')
+    )
     assert play.due(105.0) == []  # the click has not happened yet
     assert play.heard('42["event",{"id":31,"args":["Book"]}]', 106.0) == []  # another id: the same message
     assert play.due(107.0) == [] and play.next_time() == 107.25
@@ -72,8 +82,12 @@ def test_a_reply_waits_for_the_page_message_it_followed_then_for_its_recorded_de
 
 
 def test_a_reply_keeps_its_delay_after_a_page_message_said_early() -> None:
-    play = _play(("send", 2.9, '42["rerun",{"name":"Mira"}]'), ("receive", 3.2, '42["update","Berth for Mira"]'))
-    play.heard('42["rerun",{"name":"Mira"}]', 101.0)  # 1.9 s earlier after opening than recorded (a slow load)
+    play = _play(
+        ("send", 2.9, '42["rerun",{"name":"Mira"}]'), ("receive", 3.2, '42["update","Berth for Mira"]')
+    )
+    play.heard(
+        '42["rerun",{"name":"Mira"}]', 101.0
+    )  # 1.9 s earlier after opening than recorded (a slow load)
     assert play.next_time() == 101.3  # 0.3 s after it, as recorded: not at its time since opening
 
 
@@ -84,21 +98,42 @@ def test_a_message_whose_page_message_never_comes_does_not_stall_the_script() ->
 
 
 def test_heartbeats_are_answered_in_kind_and_never_hold_the_script_up() -> None:
-    assert [heartbeat_kind(m) for m in ("2", "3", "2probe", '{"type":"ping"}', '{"op":"PONG"}', "42[]", b"2")] == \
-           ["ping", "pong", "ping", "ping", "pong", None, None]
-    acks = ('42["ack",{"next_message_id":3}]', '{"type": "ack", "id": 4}', '42/ns,7["heartbeat"]', '42["event",{}]')
+    assert [
+        heartbeat_kind(m) for m in ("2", "3", "2probe", '{"type":"ping"}', '{"op":"PONG"}', "42[]", b"2")
+    ] == ["ping", "pong", "ping", "ping", "pong", None, None]
+    acks = (
+        '42["ack",{"next_message_id":3}]',
+        '{"type": "ack", "id": 4}',
+        '42/ns,7["heartbeat"]',
+        '42["event",{}]',
+    )
     assert [heartbeat_kind(m) for m in acks] == ["pong", "pong", "ping", None]  # acks: what the page received
-    assert answer_in_kind(acks[0]) is None and answer_in_kind("2") == "3" and answer_in_kind("2probe") == "3probe"
-    assert answer_in_kind('{"type": "ping", "n": 3}') == '{"type": "pong", "n": 3}' and answer_in_kind("3") is None
-    play = _play(("send", 1.0, "hello server"), ("receive", 1.1, "hi page"), ("send", 3.0, "2"),
-                 ("receive", 3.01, "3"), ("receive", 4.0, "pushed"))
+    assert (
+        answer_in_kind(acks[0]) is None
+        and answer_in_kind("2") == "3"
+        and answer_in_kind("2probe") == "3probe"
+    )
+    assert (
+        answer_in_kind('{"type": "ping", "n": 3}') == '{"type": "pong", "n": 3}'
+        and answer_in_kind("3") is None
+    )
+    play = _play(
+        ("send", 1.0, "hello server"),
+        ("receive", 1.1, "hi page"),
+        ("send", 3.0, "2"),
+        ("receive", 3.01, "3"),
+        ("receive", 4.0, "pushed"),
+    )
     play.heard("hello server", 101.0)
     assert play.heard("2", 101.05) == []  # the recorded ping: its pong comes from the script
     assert play.due(101.2) == ["hi page", "3"]
     assert play.heard("2", 101.3) == ["3"]  # a ping the recording has no counterpart for
     assert play.due(104.0) == ["pushed"]  # after "hello server" (3 s), not after a heartbeat
-    acked = _play(("send", 1.0, '42["click"]'), ("send", 1.5, '42["ack",{"next_message_id":1}]'),
-                  ("receive", 2.0, '42["result"]'))
+    acked = _play(
+        ("send", 1.0, '42["click"]'),
+        ("send", 1.5, '42["ack",{"next_message_id":1}]'),
+        ("receive", 2.0, '42["result"]'),
+    )
     acked.heard('42["click"]', 101.0)
     assert acked.due(102.0) == ['42["result"]']  # 1 s after the click; the page's ack never came
 
@@ -109,18 +144,25 @@ def test_a_server_ping_keeps_its_own_clock() -> None:
 
 
 def test_a_socket_io_ack_carries_the_id_the_page_used() -> None:
-    play = _play(("send", 1.0, '421["handshake",{"tab":"a"}]'), ("receive", 1.1, '431[true]'))
+    play = _play(("send", 1.0, '421["handshake",{"tab":"a"}]'), ("receive", 1.1, "431[true]"))
     play.heard('427["handshake",{"tab":"a"}]', 101.0)
-    assert play.due(102.0) == ['437[true]']
+    assert play.due(102.0) == ["437[true]"]
 
 
 def test_page_messages_are_matched_by_content_with_volatile_parts_normalised() -> None:
-    assert normalised('{"sid":"B_lVc7eVAPqjVzzRAAAA","n":12,"id":"3a9ea1c3-7a36-487e-bdd4-5a9d4c9b8cd0"}') == \
-           '{"sid":"0","n":0,"id":"0"}'
-    assert normalised("40") != normalised("5") and normalised('421["go"]') == normalised('427["go"]') != \
-        normalised('431["go"]')
-    play = _play(("send", 1.0, "open A"), ("receive", 1.5, "A opened"), ("send", 2.0, "open B"),
-                 ("receive", 2.5, "B opened"))
+    assert (
+        normalised('{"sid":"B_lVc7eVAPqjVzzRAAAA","n":12,"id":"3a9ea1c3-7a36-487e-bdd4-5a9d4c9b8cd0"}')
+        == '{"sid":"0","n":0,"id":"0"}'
+    )
+    assert normalised("40") != normalised("5") and normalised('421["go"]') == normalised(
+        '427["go"]'
+    ) != normalised('431["go"]')
+    play = _play(
+        ("send", 1.0, "open A"),
+        ("receive", 1.5, "A opened"),
+        ("send", 2.0, "open B"),
+        ("receive", 2.5, "B opened"),
+    )
     play.heard("open B", 100.5)  # said first now: it is still "open B"
     assert play.due(105.0) == []  # "A opened" comes first and waits for "open A"
     play.heard("open A", 105.5)
@@ -129,8 +171,11 @@ def test_page_messages_are_matched_by_content_with_volatile_parts_normalised() -
 
 def test_sockets_are_compared_message_by_message() -> None:
     recorded = [Message("send", "q 1", 0.1), Message("receive", "a", 0.2), Message("receive", "b", 0.3)]
-    assert compare_sockets("ws://x/", recorded, [Message("send", "q 9", 5.0), Message("receive", "a", 5.1),
-                                                 Message("receive", "b", 5.2)]).faithful
+    assert compare_sockets(
+        "ws://x/",
+        recorded,
+        [Message("send", "q 9", 5.0), Message("receive", "a", 5.1), Message("receive", "b", 5.2)],
+    ).faithful
     late = compare_sockets("ws://x/", recorded, [Message("send", "q 1", 0), Message("receive", "b", 0)])
     assert (late.recorded, late.replayed, late.equal) == (3, 2, 1) and not late.faithful
     assert late.first_difference == "server → page message 1: recorded `a`, replayed `b`"
@@ -138,22 +183,42 @@ def test_sockets_are_compared_message_by_message() -> None:
     assert compare_sockets("ws://x/", said_before(recorded, 0.25), said_before(ended, 5.2)).faithful
     assert not compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(ended, 5.2)).faithful
     upgraded = [Message("send", "5", 0.05), Message("send", '42["e",1]', 0.06), Message("receive", "a", 0.2)]
-    polled_first = [Message("send", '42["e",2]', 0.04), Message("send", "5", 0.05), Message("receive", "a", 0.2)]
+    polled_first = [
+        Message("send", '42["e",2]', 0.04),
+        Message("send", "5", 0.05),
+        Message("receive", "a", 0.2),
+    ]
     assert compare_sockets("ws://x/", upgraded, polled_first).faithful  # the page's messages by content
-    assert compare_sockets("ws://x/", upgraded, polled_first[1:]).first_difference == \
-           'page → server message 2: recorded `42["e",0]`, not said in the replay'
-    assert compare_sockets("ws://x/", upgraded[1:], polled_first).first_difference == \
-           "page → server: replayed `5` (message 2), not said when recorded"
-    acked = [*recorded, Message("send", "ack b", 0.31)]  # said during the last tree read: it changed nothing seen
+    assert (
+        compare_sockets("ws://x/", upgraded, polled_first[1:]).first_difference
+        == 'page → server message 2: recorded `42["e",0]`, not said in the replay'
+    )
+    assert (
+        compare_sockets("ws://x/", upgraded[1:], polled_first).first_difference
+        == "page → server: replayed `5` (message 2), not said when recorded"
+    )
+    acked = [
+        *recorded,
+        Message("send", "ack b", 0.31),
+    ]  # said during the last tree read: it changed nothing seen
     assert compare_sockets("ws://x/", said_before(recorded, 0.35), said_before(acked, 0.35)).faithful
 
 
 def test_heartbeats_are_left_out_of_the_socket_comparison() -> None:
     """A ping's place among the page's messages follows the transport's clock, not the page."""
-    recorded = [Message("receive", "2", 0.1), Message("send", "3", 0.2), Message("send", '42["click"]', 0.3),
-                Message("receive", '42["result"]', 1.3)]
-    replayed = [Message("send", '42["click"]', 0.3), Message("receive", '42["result"]', 1.3),
-                Message("receive", "2", 5.0), Message("send", "3", 5.1), Message("send", '{"type": "ping"}', 6.0)]
+    recorded = [
+        Message("receive", "2", 0.1),
+        Message("send", "3", 0.2),
+        Message("send", '42["click"]', 0.3),
+        Message("receive", '42["result"]', 1.3),
+    ]
+    replayed = [
+        Message("send", '42["click"]', 0.3),
+        Message("receive", '42["result"]', 1.3),
+        Message("receive", "2", 5.0),
+        Message("send", "3", 5.1),
+        Message("send", '{"type": "ping"}', 6.0),
+    ]
     compared = compare_sockets("ws://x/", recorded, replayed)
     assert compared.faithful and (compared.recorded, compared.replayed) == (2, 2)
     assert not compare_sockets("ws://x/", recorded, replayed[:1]).faithful
@@ -162,8 +227,11 @@ def test_heartbeats_are_left_out_of_the_socket_comparison() -> None:
 def test_a_reply_waits_for_a_page_message_the_recording_posted_over_long_polling() -> None:
     """engine.io upgrades when the page does: a message posted over a poll when recorded may go
     over the socket when replayed (or the other way round); the reply that followed it waits for it."""
-    socket = [Message("send", "2probe", 10.0), Message("receive", "3probe", 10.01),
-              Message("receive", '42["components"]', 10.2)]
+    socket = [
+        Message("send", "2probe", 10.0),
+        Message("receive", "3probe", 10.01),
+        Message("receive", '42["components"]', 10.2),
+    ]
     polled = [Message("send", '42["event",{"id":12}]', 10.15)]
     play = SocketPlay(session_script(socket, polled, opened_s=10.0), opened=100.0)
     play.heard("2probe", 100.0)
@@ -176,8 +244,12 @@ def test_a_page_message_posted_over_long_polling_is_matched_by_content_only() ->
     """A socket.io connect the page posts while its WebSocket probes (after the socket opened, as
     the router may see it) must not stand for the upgrade's ``5``: the reply to ``5`` would reach
     the probing socket, and engine.io closes a probing WebSocket on any packet but ``3probe``."""
-    play = _play(("send", 0.01, "2probe"), ("receive", 0.02, "3probe"), ("send", 0.06, "5"),
-                 ("receive", 0.064, '40{"sid":"abc"}'))
+    play = _play(
+        ("send", 0.01, "2probe"),
+        ("receive", 0.02, "3probe"),
+        ("send", 0.06, "5"),
+        ("receive", 0.064, '40{"sid":"abc"}'),
+    )
     play.heard("2probe", 100.0)
     play.heard('40{"token":"x"}', 100.01, by_order=False)  # posted over the session's poll
     assert play.due(100.1) == ["3probe"]
@@ -187,15 +259,30 @@ def test_a_page_message_posted_over_long_polling_is_matched_by_content_only() ->
 
 # ---------------------------------------------------------------- the order of deliveries and observations
 
+
 def test_a_recorded_session_holds_what_its_page_posted_over_long_polling() -> None:
     polling = "http://h/socket.io/?EIO=4&transport=polling&sid=abc"
-    exchanges = [Exchange(0, "POST", polling, 200, request_body=b'42["before"]', started_ms=OPENED_MS - 500),
-                 Exchange(1, "GET", polling.replace("polling", "websocket").replace("http", "ws"), 101, body=_body(("receive", 1.0, '42["tick"]')),
-                          started_ms=OPENED_MS),
-                 Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500)]
+    exchanges = [
+        Exchange(0, "POST", polling, 200, request_body=b'42["before"]', started_ms=OPENED_MS - 500),
+        Exchange(
+            1,
+            "GET",
+            polling.replace("polling", "websocket").replace("http", "ws"),
+            101,
+            body=_body(("receive", 1.0, '42["tick"]')),
+            started_ms=OPENED_MS,
+        ),
+        Exchange(2, "POST", polling, 200, request_body=b'42["click"]\x1e3', started_ms=OPENED_MS + 500),
+    ]
     [compared] = ArchiveRouter(Archive(exchanges), datetime.now(UTC)).socket_fidelity()
-    assert (compared.recorded, compared.replayed) == (3, 0)  # before and after the upgrade; the pong is a heartbeat
-    assert compared.first_difference == 'page → server message 1: recorded `42["before"]`, not said in the replay'
+    assert (compared.recorded, compared.replayed) == (
+        3,
+        0,
+    )  # before and after the upgrade; the pong is a heartbeat
+    assert (
+        compared.first_difference
+        == 'page → server message 1: recorded `42["before"]`, not said in the replay'
+    )
 
 
 def test_a_socket_opened_early_on_the_timeline_opens_at_its_first_recorded_message(monkeypatch) -> None:
@@ -204,8 +291,14 @@ def test_a_socket_opened_early_on_the_timeline_opens_at_its_first_recorded_messa
     until τ reaches the first recorded message — past an observation held in between, which must
     be taken first — and one that asks later, or a socket without messages, opens at once."""
     start = datetime.fromtimestamp(OPENED_MS / 1e3 - 1.0, UTC)  # the socket: 1 s into the episode
-    socket = Exchange(0, "GET", "ws://nb.test/api/kernels/k/channels", 101, started_ms=OPENED_MS - 800,
-                      body=_body(("send", 0.3, '{"msg_type": "kernel_info_request"}')))
+    socket = Exchange(
+        0,
+        "GET",
+        "ws://nb.test/api/kernels/k/channels",
+        101,
+        started_ms=OPENED_MS - 800,
+        body=_body(("send", 0.3, '{"msg_type": "kernel_info_request"}')),
+    )
 
     async def opening(timeline: Timeline, exchange: Exchange, observed_after: float | None = None) -> float:
         router = ArchiveRouter(Archive([exchange]), start, timeline=timeline)
@@ -269,8 +362,11 @@ def test_a_delivery_is_held_until_the_replay_took_the_observations_recorded_befo
 
 
 def test_a_socket_message_is_not_sent_before_its_turn() -> None:
-    play = SocketPlay(parse_messages(_body(("receive", 1.0, "Reading 1"), ("receive", 2.0, "Reading 2")), OPENED_MS),
-                      opened=100.0, slots=[0, 1])
+    play = SocketPlay(
+        parse_messages(_body(("receive", 1.0, "Reading 1"), ("receive", 2.0, "Reading 2")), OPENED_MS),
+        opened=100.0,
+        slots=[0, 1],
+    )
     assert play.due(103.0, taken=0) == ["Reading 1"]  # "Reading 2" came after observation 0 when recorded
     assert play.next_slot() == 1 and play.next_time() == 102.0
     assert play.due(103.0, taken=1) == ["Reading 2"]
@@ -300,8 +396,12 @@ def test_after_a_delivery_the_page_gets_as_long_as_the_recording_had_before_its_
     for delivered_at, observed_by in ((0.95, 1.0 + MARGIN_S), (1.3, 1.3 + 0.05 + MARGIN_S)):
         clock = _Clock()
         paced = _pace(clock)
-        paced.turns.expect("push", 0, due=delivered_at, recorded=START.timestamp() + 0.95)  # 0.05 s before observation 0
-        clock.events.append((delivered_at, lambda at=delivered_at, paced=paced: paced.turns.delivered("push", at)))
+        paced.turns.expect(
+            "push", 0, due=delivered_at, recorded=START.timestamp() + 0.95
+        )  # 0.05 s before observation 0
+        clock.events.append(
+            (delivered_at, lambda at=delivered_at, paced=paced: paced.turns.delivered("push", at))
+        )
         clock.now = 0.9
         paced.before_observe(_Page(clock, ready_at=99.0), 0)
         assert paced.turns.recorded_gap is not None and abs(paced.turns.recorded_gap - 0.05) < 1e-6
@@ -310,8 +410,16 @@ def test_after_a_delivery_the_page_gets_as_long_as_the_recording_had_before_its_
 
 def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None:
     clock = _Clock()
-    rows = [{"started_at": START + timedelta(seconds=1), "acted_at": START + timedelta(seconds=3), "url": "",
-             "tree_text": "", "frozen_ms": 1200.0, "tree_ms": 20.0}]
+    rows = [
+        {
+            "started_at": START + timedelta(seconds=1),
+            "acted_at": START + timedelta(seconds=3),
+            "url": "",
+            "tree_text": "",
+            "frozen_ms": 1200.0,
+            "tree_ms": 20.0,
+        }
+    ]
     pace = RecordedPace.of(START, rows, POLLING)
     assert pace is not None and pace.observed_at == [START.timestamp() + 1.01]  # the middle of the tree read
     paced = PacedSteps(pace, clock, clock.sleep)
@@ -322,7 +430,9 @@ def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None
     assert page.frozen == [(0.6, 1.2, 3.0)]  # frozen from 3.0 - 1.2 s until the recorded action
     assert timing == {"frozen_ms": 1200.0}
     clock.now = 3.5  # running late: no wait, no freeze
-    assert paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {} and len(page.frozen) == 1
+    assert (
+        paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {} and len(page.frozen) == 1
+    )
 
 
 # ---------------------------------------------------------------- the recorded pace
@@ -374,8 +484,14 @@ class _Page:
 
 
 def _request(at: float, **row: Any) -> dict[str, Any]:
-    return {"started_at": START + timedelta(seconds=at), "status": 200, "url": "http://app.test/poll",
-            "mime_type": "application/json", "response_headers": [], **row}
+    return {
+        "started_at": START + timedelta(seconds=at),
+        "status": 200,
+        "url": "http://app.test/poll",
+        "mime_type": "application/json",
+        "response_headers": [],
+        **row,
+    }
 
 
 POLLING = [_request(2.0), _request(5.0)]
@@ -383,10 +499,20 @@ POLLING = [_request(2.0), _request(5.0)]
 
 
 def _pace(clock: _Clock, requests: list[dict[str, Any]] = POLLING) -> PacedSteps:
-    rows = [{"started_at": START + timedelta(seconds=1), "acted_at": START + timedelta(seconds=3),
-             "url": "http://app.test/", "tree_text": "status: Ready"},
-            {"started_at": START + timedelta(seconds=4), "acted_at": START + timedelta(seconds=6),
-             "url": "http://app.test/", "tree_text": "status: Ready"}]
+    rows = [
+        {
+            "started_at": START + timedelta(seconds=1),
+            "acted_at": START + timedelta(seconds=3),
+            "url": "http://app.test/",
+            "tree_text": "status: Ready",
+        },
+        {
+            "started_at": START + timedelta(seconds=4),
+            "acted_at": START + timedelta(seconds=6),
+            "url": "http://app.test/",
+            "tree_text": "status: Ready",
+        },
+    ]
     pace = RecordedPace.of(START, rows, requests)
     assert pace is not None
     paced = PacedSteps(pace, clock, clock.sleep)
@@ -399,7 +525,9 @@ def test_an_action_waits_for_its_recorded_moment_and_stop_does_not() -> None:
     paced = _pace(clock)
     page = _Page(clock, ready_at=0.0)
     clock.now = 1.2
-    assert paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {}  # nothing frozen when recorded
+    assert (
+        paced.before_action(page, 0, Action(ActionKind.CLICK, element_id="1")) == {}
+    )  # nothing frozen when recorded
     assert clock.now == 3.0 and page.frozen == []  # the agent's thinking, given to the page
     clock.now = 6.5  # a replay running late never waits to catch up
     paced.before_action(page, 1, Action(ActionKind.CLICK, element_id="1"))
@@ -411,15 +539,24 @@ def test_an_action_waits_for_its_recorded_moment_and_stop_does_not() -> None:
 
 def test_a_thinking_time_the_recorded_page_spent_idle_is_not_waited_for() -> None:
     clock = _Clock()
-    _pace(clock, requests=[_request(0.5)]).before_action(_Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1"))
+    _pace(clock, requests=[_request(0.5)]).before_action(
+        _Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1")
+    )
     assert clock.now == 0.0  # nothing asked, nothing can arrive unasked: act at once
-    for unasked in (_request(0.2, status=101, url="ws://app.test/socket"), _request(0.2, mime_type="text/event-stream")):
+    for unasked in (
+        _request(0.2, status=101, url="ws://app.test/socket"),
+        _request(0.2, mime_type="text/event-stream"),
+    ):
         clock = _Clock()
-        _pace(clock, requests=[unasked]).before_action(_Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1"))
+        _pace(clock, requests=[unasked]).before_action(
+            _Page(clock, 0.0), 0, Action(ActionKind.CLICK, element_id="1")
+        )
         assert clock.now == 3.0  # a socket or a stream may push anything meanwhile
 
 
-def test_an_observation_waits_until_the_page_shows_the_recorded_state_never_past_its_moment_plus_margin() -> None:
+def test_an_observation_waits_until_the_page_shows_the_recorded_state_never_past_its_moment_plus_margin() -> (
+    None
+):
     clock = _Clock()
     paced = _pace(clock)
     page = _Page(clock, ready_at=0.5)
@@ -454,5 +591,7 @@ def test_with_a_socket_the_timeline_is_kept_from_the_moment_it_opens() -> None:
 
 
 def test_a_store_without_action_times_keeps_no_pace() -> None:
-    assert RecordedPace.of(START, [{"started_at": START, "acted_at": None, "url": "", "tree_text": ""}]) is None
+    assert (
+        RecordedPace.of(START, [{"started_at": START, "acted_at": None, "url": "", "tree_text": ""}]) is None
+    )
     assert RecordedPace.of(START, []) is None

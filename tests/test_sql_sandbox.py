@@ -7,6 +7,7 @@ files, the marker, added a Parquet file to a table and wrote outside the store;
 ``glob('/root/**')`` returned data; a non-UTF-8 byte gave a traceback; SIGINT did not stop
 a query) are named cases; Hypothesis generates the rest. Real DuckDB, real files.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,11 @@ SLOW = "select count(*) from range(100000000) a(i), range(100000000) b(j) where 
 
 def files_of(root: Path) -> dict[str, str]:
     """Every file under ``root`` (hidden ones too) by its content's hash."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +71,33 @@ def canary_in_environment() -> None:
 def targets(world: dict[str, Path]) -> list[str]:
     """Where an attack writes: a committed file, the marker, a new file in a table, outside."""
     store, committed = world["store"], next(world["store"].glob("episodes/run_id=r1/ep0.*.parquet"))
-    return [str(committed), str(store / "mmina-store.json"), str(store / "episodes/run_id=r1/extra.v4.parquet"),
-            str(world["outside"] / "written.csv"), "mmina://episodes/run_id=r1/ep0.v4.parquet",
-            "mmina://mmina-store.json", "mmina://steps/run_id=r1/extra.v4.parquet", "mmina://../escaped.csv",
-            "/tmp/mmina-sandbox-escape.csv"]
+    return [
+        str(committed),
+        str(store / "mmina-store.json"),
+        str(store / "episodes/run_id=r1/extra.v4.parquet"),
+        str(world["outside"] / "written.csv"),
+        "mmina://episodes/run_id=r1/ep0.v4.parquet",
+        "mmina://mmina-store.json",
+        "mmina://steps/run_id=r1/extra.v4.parquet",
+        "mmina://../escaped.csv",
+        "/tmp/mmina-sandbox-escape.csv",
+    ]
 
 
 def secret_paths(world: dict[str, Path]) -> list[str]:
     outside = world["outside"]
-    return ["/proc/self/environ", "/etc/passwd", "/root/**", str(outside / "canary.txt"), str(outside / "*"),
-            f"file://{outside}/canary.csv", "mmina://link.txt", "mmina://../outside/canary.txt",
-            f"mmina://{outside}/canary.txt", "mmina://../../../../../../etc/passwd"]
+    return [
+        "/proc/self/environ",
+        "/etc/passwd",
+        "/root/**",
+        str(outside / "canary.txt"),
+        str(outside / "*"),
+        f"file://{outside}/canary.csv",
+        "mmina://link.txt",
+        "mmina://../outside/canary.txt",
+        f"mmina://{outside}/canary.txt",
+        "mmina://../../../../../../etc/passwd",
+    ]
 
 
 def attacks(world: dict[str, Path]) -> list[str]:
@@ -86,8 +106,11 @@ def attacks(world: dict[str, Path]) -> list[str]:
 
 def unchanged(world: dict[str, Path], before: dict[str, str]) -> bool:
     escaped = [Path("/tmp/mmina-sandbox-escape.csv"), world["store"].parent / "escaped.csv"]
-    return files_of(world["store"]) == before and sorted(os.listdir(world["outside"])) == ["canary.csv", "canary.txt"] \
+    return (
+        files_of(world["store"]) == before
+        and sorted(os.listdir(world["outside"])) == ["canary.csv", "canary.txt"]
         and not any(p.exists() for p in escaped)
+    )
 
 
 def check(world: dict[str, Path], query: str, before: dict[str, str]) -> None:
@@ -97,7 +120,10 @@ def check(world: dict[str, Path], query: str, before: dict[str, str]) -> None:
     except MminaError as exc:
         assert "\n" not in str(exc) and not leaks(str(exc), [CANARY, "root:x:0"]), str(exc)
     else:
-        assert not any(leaks(v, [CANARY, "root:x:0"]) for row in result.rows for v in row), (query, result.rows)
+        assert not any(leaks(v, [CANARY, "root:x:0"]) for row in result.rows for v in row), (
+            query,
+            result.rows,
+        )
     assert unchanged(world, before), query
 
 
@@ -134,13 +160,23 @@ def test_the_issue_reproduction_runs_no_write(world: dict[str, Path]) -> None:
     assert files_of(world["store"]) == before
 
 
-@pytest.mark.parametrize("query", ["select * from read_text('/proc/self/environ')",
-                                   "select * from read_csv('/etc/passwd')", "select * from read_blob('/etc/passwd')",
-                                   "select * from glob('/root/**')", "select * from glob('/etc/*')"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select * from read_text('/proc/self/environ')",
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_blob('/etc/passwd')",
+        "select * from glob('/root/**')",
+        "select * from glob('/etc/*')",
+    ],
+)
 def test_nothing_outside_the_store_is_read(world: dict[str, Path], query: str) -> None:
     result = CliRunner().invoke(cli, ["sql", query, "--store", str(world["store"])])
     assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr.startswith("Error: mmina sql reads the store's own files only") and result.stderr.count("\n") == 1
+    assert (
+        result.stderr.startswith("Error: mmina sql reads the store's own files only")
+        and result.stderr.count("\n") == 1
+    )
     assert CANARY not in result.output and "root:x:0" not in result.output
 
 
@@ -159,7 +195,10 @@ def test_the_filesystem_holds_even_without_the_statement_check(world: dict[str, 
     committed = {str(p) for p in world["store"].rglob("*.parquet")}
     db = connect(Store.open(world["store"]))
     try:
-        for query in [*writes([t for t in targets(world) if t not in committed]), *outside_reads(secret_paths(world))]:
+        for query in [
+            *writes([t for t in targets(world) if t not in committed]),
+            *outside_reads(secret_paths(world)),
+        ]:
             try:
                 rows = db.connection.execute(query).fetchall()
             except duckdb.Error:
@@ -170,12 +209,25 @@ def test_the_filesystem_holds_even_without_the_statement_check(world: dict[str, 
     assert unchanged(world, before)
 
 
-@settings(max_examples=sized(50, 150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=statements(["copy (select 1) to 'mmina://episodes/run_id=r1/ep9.v4.parquet'",
-                         "copy (select 1) to '/tmp/mmina-sandbox-escape.csv'", "export database 'mmina://x'",
-                         "select * from read_text('/proc/self/environ')", "select * from glob('/root/**')",
-                         "select * from read_text('mmina://link.txt')", "select * from read_csv('/etc/passwd')",
-                         "insert into episodes select * from episodes", "select count(*) from steps", *OTHER]))
+@settings(
+    max_examples=sized(50, 150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=statements(
+        [
+            "copy (select 1) to 'mmina://episodes/run_id=r1/ep9.v4.parquet'",
+            "copy (select 1) to '/tmp/mmina-sandbox-escape.csv'",
+            "export database 'mmina://x'",
+            "select * from read_text('/proc/self/environ')",
+            "select * from glob('/root/**')",
+            "select * from read_text('mmina://link.txt')",
+            "select * from read_csv('/etc/passwd')",
+            "insert into episodes select * from episodes",
+            "select count(*) from steps",
+            *OTHER,
+        ]
+    )
+)
 def test_generated_statements_never_write_nor_read_outside(world: dict[str, Path], query: str) -> None:
     check(world, query, files_of(world["store"]))
 
@@ -183,22 +235,36 @@ def test_generated_statements_never_write_nor_read_outside(world: dict[str, Path
 # -- what a read may do ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("select count(*) from episodes;", [(3,)]),
-    ("with s as (select episode_id from steps) select count(distinct episode_id) from s", [(3,)]),
-    ("from episodes select count(*)", [(3,)]),
-    ("pivot (select episode_id, 1 as one from episodes) on episode_id in ('ep0') using sum(one)", [(1,)]),
-    ("select count(*) from glob('mmina://episodes/*/*.parquet')", [(3,)]),
-    ("select json_extract_string(content, '$.format') from read_text('mmina://mmina-store.json')", [("mmina-store",)]),
-    ("/* a comment */ select 1 -- and another", [(1,)]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("select count(*) from episodes;", [(3,)]),
+        ("with s as (select episode_id from steps) select count(distinct episode_id) from s", [(3,)]),
+        ("from episodes select count(*)", [(3,)]),
+        ("pivot (select episode_id, 1 as one from episodes) on episode_id in ('ep0') using sum(one)", [(1,)]),
+        ("select count(*) from glob('mmina://episodes/*/*.parquet')", [(3,)]),
+        (
+            "select json_extract_string(content, '$.format') from read_text('mmina://mmina-store.json')",
+            [("mmina-store",)],
+        ),
+        ("/* a comment */ select 1 -- and another", [(1,)]),
+    ],
+)
 def test_reads_run(world: dict[str, Path], query: str, expected: list[tuple]) -> None:
     assert run_query(Store.open(world["store"]), query).rows == expected
 
 
-@pytest.mark.parametrize("query", ["explain select count(*) from steps", "explain analyze select count(*) from steps",
-                                   "explain (format json) select 1", "describe steps", "summarize episodes",
-                                   "show tables"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "explain select count(*) from steps",
+        "explain analyze select count(*) from steps",
+        "explain (format json) select 1",
+        "describe steps",
+        "summarize episodes",
+        "show tables",
+    ],
+)
 def test_explain_and_describe_run(world: dict[str, Path], query: str) -> None:
     assert run_query(Store.open(world["store"]), query).rows
 
@@ -213,8 +279,9 @@ def test_max_rows_cuts_the_result(world: dict[str, Path]) -> None:
 
 
 def mmina(*args: str | bytes, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "mmina", *args], capture_output=True, cwd=REPO_ROOT, timeout=240,
-                          **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "mmina", *args], capture_output=True, cwd=REPO_ROOT, timeout=240, **kwargs
+    )
 
 
 def test_a_byte_that_is_not_utf8_is_one_line(world: dict[str, Path]) -> None:
@@ -223,9 +290,25 @@ def test_a_byte_that_is_not_utf8_is_one_line(world: dict[str, Path]) -> None:
     assert proc.stderr == b"Error: the query is not valid UTF-8: byte 0xff at character 9\n"
 
 
-@pytest.mark.parametrize("query", ["", "   ", ";", "-- nothing", "selec 1", "select (" * 2000, "select '\x1b[2J'::int",
-                                   "explain", "explain analyze", "explain (format json)", "explain explain",
-                                   "select 1; selec 2", "\ud83d", "select 1 " + "+ 1 " * 20000])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "   ",
+        ";",
+        "-- nothing",
+        "selec 1",
+        "select (" * 2000,
+        "select '\x1b[2J'::int",
+        "explain",
+        "explain analyze",
+        "explain (format json)",
+        "explain explain",
+        "select 1; selec 2",
+        "\ud83d",
+        "select 1 " + "+ 1 " * 20000,
+    ],
+)
 def test_odd_queries_are_one_line(world: dict[str, Path], query: str) -> None:
     result = CliRunner().invoke(cli, ["sql", "--store", str(world["store"]), "--", query])
     assert result.exit_code == 1 and result.stdout == "", result.output
@@ -243,9 +326,13 @@ def test_a_query_past_its_deadline_is_stopped(world: dict[str, Path]) -> None:
 
 
 def test_ctrl_c_stops_a_running_query(world: dict[str, Path]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "mmina", "sql", SLOW, "--timeout", "0", "--store", str(world["store"])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmina", "sql", SLOW, "--timeout", "0", "--store", str(world["store"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO_ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(5)  # started, and inside the query (or still starting: Ctrl-C must work there too)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

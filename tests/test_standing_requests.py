@@ -3,6 +3,7 @@ answers and a SharedWorker (whose script request gets no response event a page c
 flight for the whole episode; only the settling of the load that started them may wait for them,
 as for any request, and every later step settles as fast as on a page without them
 (``python -m bench --only realweb`` compares the two)."""
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,14 @@ from tests.realweb.standing_site import StandingSite
 def test_a_step_on_a_page_with_requests_that_never_end_is_not_held(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "store", create=True)
     with StandingSite() as site:
-        summary = record_run(store, RecordConfig(tasks=str(site.suite(tmp_path / "tasks")), agent="oracle",
-                                                 browser=BrowserConfig(screenshots=False, set_of_marks=False)))
+        summary = record_run(
+            store,
+            RecordConfig(
+                tasks=str(site.suite(tmp_path / "tasks")),
+                agent="oracle",
+                browser=BrowserConfig(screenshots=False, set_of_marks=False),
+            ),
+        )
     assert summary.episodes[0].status == "completed"
     steps = sorted(store.read("steps", run_id=summary.run_id).to_pylist(), key=lambda r: r["step_index"])
     assert "High at noon" in steps[2]["tree_text"]

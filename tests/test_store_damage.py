@@ -4,6 +4,7 @@ changed, duplicated and unreadable files through the manifests written at commit
 whose folder became a file, or that is read-only, gives one-line errors. Real Parquet, real
 DuckDB, the real command line (in its own process where a process matters).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -32,8 +33,11 @@ from tests.test_sql_sandbox import files_of
 
 V = f".v{SCHEMA_VERSION}.parquet"
 GOLDEN = Path(__file__).parent / "golden" / "store-v1"
-DAMAGE = {"truncated": lambda data: data[: len(data) // 2], "random bytes": lambda data: os.urandom(len(data)),
-          "empty": lambda data: b""}
+DAMAGE = {
+    "truncated": lambda data: data[: len(data) // 2],
+    "random bytes": lambda data: os.urandom(len(data)),
+    "empty": lambda data: b"",
+}
 
 
 @pytest.fixture
@@ -72,12 +76,24 @@ def test_an_unreadable_file_is_skipped_with_a_warning(root: Path, table: str, da
     assert {t["name"]: t["unreadable"] for t in json.loads(info.stdout)["tables"]}[table] == 1
     assert info.stderr.startswith(f"Warning: skipped {path}: ") and "Traceback" not in info.output
     episodes = 6 if table == "episodes" else 7  # an episode whose row cannot be read is not committed
-    expected = {"episodes": episodes, "steps": 3 * (6 if table in ("steps", "episodes") else 7),
-                "requests": 2 * (6 if table in ("requests", "episodes") else 7), "blobs": 6 if table == "blobs" else 7}
-    result = invoke("sql", "select (select count(*) from episodes), (select count(*) from steps), "
-                           "(select count(*) from requests), (select count(*) from blobs)",
-                    "--store", str(root), "--format", "json")
-    assert result.exit_code == 0 and result.stderr.count("\n") == 1 and str(path) in result.stderr, result.output
+    expected = {
+        "episodes": episodes,
+        "steps": 3 * (6 if table in ("steps", "episodes") else 7),
+        "requests": 2 * (6 if table in ("requests", "episodes") else 7),
+        "blobs": 6 if table == "blobs" else 7,
+    }
+    result = invoke(
+        "sql",
+        "select (select count(*) from episodes), (select count(*) from steps), "
+        "(select count(*) from requests), (select count(*) from blobs)",
+        "--store",
+        str(root),
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0 and result.stderr.count("\n") == 1 and str(path) in result.stderr, (
+        result.output
+    )
     assert list(json.loads(result.stdout)[0].values()) == list(expected.values())
     with pytest.warns(StoreWarning, match=str(path)):
         assert Store.open(root).read(table).num_rows == expected[table]
@@ -91,8 +107,12 @@ def test_each_view_alone_skips_an_unreadable_file_of_any_table(root: Path, damag
     skips the unreadable file with the warning, whichever table it is in (issue 35, item 3)."""
     path = file_of(root, damaged, "ep3")
     path.write_bytes(DAMAGE["truncated"](path.read_bytes()))
-    lost = {"episodes": ("episodes", "steps", "requests"), "steps": ("steps",), "requests": ("requests",),
-            "blobs": ("blobs",)}[damaged]
+    lost = {
+        "episodes": ("episodes", "steps", "requests"),
+        "steps": ("steps",),
+        "requests": ("requests",),
+        "blobs": ("blobs",),
+    }[damaged]
     per_episode = {"episodes": 1, "steps": 3, "requests": 2, "blobs": 1}
     for view, rows in per_episode.items():
         result = invoke("sql", f"select count(*) as n from {view}", "--store", str(root), "--format", "json")
@@ -119,15 +139,29 @@ def test_an_unreadable_pack_leaves_the_other_blobs_readable(root: Path) -> None:
 def test_an_episodes_file_replaced_by_a_steps_file(root: Path) -> None:
     episodes = file_of(root, "episodes", "ep3")
     shutil.copy(file_of(root, "steps", "ep3"), episodes)
-    result = invoke("sql", "select count(*), count(distinct episode_id) from episodes", "--store", str(root),
-                    "--format", "csv")
+    result = invoke(
+        "sql",
+        "select count(*), count(distinct episode_id) from episodes",
+        "--store",
+        str(root),
+        "--format",
+        "csv",
+    )
     assert result.exit_code == 0 and result.stdout.splitlines()[1] == "6,6", result.output  # not 12 for 7
-    assert result.stderr == f"Warning: skipped {episodes}: it holds steps rows, not episodes rows; the rest is read " \
-                            f"(see `mmina store verify`)\n"
+    assert (
+        result.stderr
+        == f"Warning: skipped {episodes}: it holds steps rows, not episodes rows; the rest is read "
+        f"(see `mmina store verify`)\n"
+    )
     with pytest.warns(StoreWarning, match="holds steps rows"):
-        assert sorted(Store.open(root).read("episodes")["episode_id"].to_pylist()) == [f"ep{i}" for i in (0, 1, 2, 4, 5, 6)]
+        assert sorted(Store.open(root).read("episodes")["episode_id"].to_pylist()) == [
+            f"ep{i}" for i in (0, 1, 2, 4, 5, 6)
+        ]
     [problem] = [p for p in verify_store(Store.open(root)).problems]
-    assert (problem.kind, problem.path) == ("corrupt", str(episodes)) and "holds steps rows" in problem.message
+    assert (problem.kind, problem.path) == (
+        "corrupt",
+        str(episodes),
+    ) and "holds steps rows" in problem.message
 
 
 def test_rescore_and_resume_read_past_a_replaced_episodes_file(recorded_copy: Path) -> None:
@@ -138,9 +172,27 @@ def test_rescore_and_resume_read_past_a_replaced_episodes_file(recorded_copy: Pa
     rescore = invoke("rescore", "--evaluator", "hops", "--store", str(recorded_copy), "--format", "json")
     assert "Traceback" not in rescore.output and "KeyError" not in rescore.output, rescore.output
     assert rescore.stderr.startswith(f"Warning: skipped {episodes}: it holds steps rows"), rescore.output
-    resume = subprocess.run([sys.executable, "-m", "mmina", "record", "--task", "normal/1", "--run-id", run_id,
-                             "--resume", "--store", str(recorded_copy), "--format", "json"],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    resume = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmina",
+            "record",
+            "--task",
+            "normal/1",
+            "--run-id",
+            run_id,
+            "--resume",
+            "--store",
+            str(recorded_copy),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
     assert resume.returncode == 0 and "Traceback" not in resume.stderr, resume.stderr
     assert [e["status"] for e in json.loads(resume.stdout)["episodes"]] == ["completed"]  # recorded again
     assert resume.stderr.startswith(f"Warning: skipped {episodes}")
@@ -152,23 +204,40 @@ def test_resuming_a_run_whose_runs_file_is_damaged_names_the_file_and_the_way_ou
     runs.write_bytes(DAMAGE["truncated"](runs.read_bytes()))
     named = invoke("record", "--task", "normal/1", "--run-id", "r1", "--resume", "--store", str(root))
     assert named.exit_code == 1 and "Traceback" not in named.output
-    assert f"Error: run r1 cannot be reopened: its runs file {runs} cannot be read (" in named.output, named.output
-    assert "another process" not in named.output and "--run-id" in named.output and "store verify" in named.output
+    assert f"Error: run r1 cannot be reopened: its runs file {runs} cannot be read (" in named.output, (
+        named.output
+    )
+    assert (
+        "another process" not in named.output
+        and "--run-id" in named.output
+        and "store verify" in named.output
+    )
     latest = invoke("record", "--task", "normal/1", "--resume", "--store", str(root))
-    assert latest.exit_code == 1 and f"nothing to resume: the runs file {runs} cannot be read (" in latest.output
+    assert (
+        latest.exit_code == 1 and f"nothing to resume: the runs file {runs} cannot be read (" in latest.output
+    )
     assert len(list(root.glob("episodes/run_id=*/*.parquet"))) == 7  # nothing written
 
 
 def test_a_duplicated_episodes_file_is_counted_once_and_reported(root: Path) -> None:
     copy = file_of(root, "episodes", "ep3-copy")
     shutil.copy(file_of(root, "episodes", "ep3"), copy)
-    result = invoke("sql", "select count(*), count(distinct episode_id) from episodes", "--store", str(root),
-                    "--format", "csv")
+    result = invoke(
+        "sql",
+        "select count(*), count(distinct episode_id) from episodes",
+        "--store",
+        str(root),
+        "--format",
+        "csv",
+    )
     assert result.stdout.splitlines()[1] == "7,7", result.output  # not 8 rows for 7 ids
     assert Store.open(root).read("episodes").num_rows == 7 and count(root, "steps") == 21
     verify = invoke("store", "verify", "--store", str(root))
     assert verify.exit_code == 1
-    assert f"duplicate: {copy}: episode ep3 also committed in {file_of(root, 'episodes', 'ep3')}" in verify.stdout
+    assert (
+        f"duplicate: {copy}: episode ep3 also committed in {file_of(root, 'episodes', 'ep3')}"
+        in verify.stdout
+    )
 
 
 def test_a_deleted_steps_file_is_missing(root: Path) -> None:
@@ -223,12 +292,19 @@ def test_the_episodes_folder_replaced_by_a_file(root: Path) -> None:
     shutil.rmtree(root / "episodes")
     (root / "episodes").write_text("not a folder")
     before = files_of(root)
-    for args in (["sql", "select count(*) from episodes"], ["store", "info"], ["rescore", "--evaluator", "hops"],
-                 ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")]):
+    for args in (
+        ["sql", "select count(*) from episodes"],
+        ["store", "info"],
+        ["rescore", "--evaluator", "hops"],
+        ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
+    ):
         result = invoke(*args, "--store", str(root))
         assert result.exit_code == 1, (args, result.output)
-        assert result.stderr == f"Error: {root / 'episodes'} is a file where the store keeps a folder: the store is " \
-                                f"damaged (move the file away; see `mmina store verify`)\n", (args, result.output)
+        assert (
+            result.stderr
+            == f"Error: {root / 'episodes'} is a file where the store keeps a folder: the store is "
+            f"damaged (move the file away; see `mmina store verify`)\n"
+        ), (args, result.output)
     verify = invoke("store", "verify", "--store", str(root))
     assert verify.exit_code == 1 and f"not_a_folder: {root / 'episodes'}: " in verify.stdout
     assert files_of(root) == before
@@ -243,19 +319,34 @@ def without_file_rights() -> None:
             raise OSError(ctypes.get_errno(), "cannot drop the capability")
 
 
-def test_a_read_only_store_reads_and_refuses_writes_in_one_line(recorded: tuple[Path, RunSummary],
-                                                                tmp_path: Path) -> None:
+def test_a_read_only_store_reads_and_refuses_writes_in_one_line(
+    recorded: tuple[Path, RunSummary], tmp_path: Path
+) -> None:
     root = shutil.copytree(recorded[0], tmp_path / "store")
     for path in [root, *root.rglob("*")]:
         path.chmod(path.stat().st_mode & 0o555)
     before = files_of(root)
-    reads = [["sql", "select count(*) from steps"], ["store", "info"], ["store", "verify"],
-             ["report", "--format", "json"]]
-    writes = [["rescore", "--evaluator", "hops"], ["store", "compact"], ["store", "verify", "--repair"],
-              ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
-              ["record", "--task", "normal/1", "--run-id", "more"]]
-    proc = subprocess.run([sys.executable, "-c", COMMANDS_IN_ONE_PROCESS, str(root), json.dumps(reads + writes)],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600, preexec_fn=without_file_rights)
+    reads = [
+        ["sql", "select count(*) from steps"],
+        ["store", "info"],
+        ["store", "verify"],
+        ["report", "--format", "json"],
+    ]
+    writes = [
+        ["rescore", "--evaluator", "hops"],
+        ["store", "compact"],
+        ["store", "verify", "--repair"],
+        ["import", "mind2web", str(REPO_ROOT / "tests" / "data" / "mind2web" / "sample.json")],
+        ["record", "--task", "normal/1", "--run-id", "more"],
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", COMMANDS_IN_ONE_PROCESS, str(root), json.dumps(reads + writes)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
+        preexec_fn=without_file_rights,
+    )
     assert proc.returncode == 0, proc.stderr
     results = dict(zip(map(tuple, reads + writes), json.loads(proc.stdout)))
     for args in reads:
@@ -263,8 +354,9 @@ def test_a_read_only_store_reads_and_refuses_writes_in_one_line(recorded: tuple[
     for args in writes:
         code, stderr = results[tuple(args)]
         assert code == 1 and stderr.count("\n") == 1, (args, stderr)
-        assert stderr.startswith(f"Error: cannot write to the store {root}: Permission denied") and \
-            stderr.endswith(": the store can be read but not written\n"), (args, stderr)
+        assert stderr.startswith(
+            f"Error: cannot write to the store {root}: Permission denied"
+        ) and stderr.endswith(": the store can be read but not written\n"), (args, stderr)
     assert files_of(root) == before
 
 

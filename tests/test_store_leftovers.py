@@ -2,6 +2,7 @@
 orphans of a writer killed between its renames are removed by ``store verify --repair`` and
 by the next writer, never while their writer lives or a commit is under way, so ``store
 verify`` is clean after any kill and ``--resume``. Real processes, really killed."""
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,9 @@ def test_repair_removes_the_temporary_files_of_a_killed_writer(tmp_path: Path) -
     assert left and verify(root).exit_code == 1
     repaired = verify(root, "--repair")
     assert repaired.exit_code == 0, repaired.output
-    assert [line.split(": ")[1] for line in repaired.stdout.splitlines() if line.startswith("removed partial: ")] == \
-        [str(p) for p in left]
+    assert [
+        line.split(": ")[1] for line in repaired.stdout.splitlines() if line.startswith("removed partial: ")
+    ] == [str(p) for p in left]
     assert temporary_files(root) == [] and verify(root).exit_code == 0
     assert run_query(Store.open(root), "select episode_id from episodes").rows == [("ep-done-a",)]
 
@@ -106,8 +108,14 @@ def test_a_live_writers_files_are_left_alone(tmp_path: Path) -> None:
         live = temporary_files(root)
         result = verify(root, "--repair", "--format", "json")
         report = json.loads(result.stdout)
-        assert result.exit_code == 0 and report["repaired"] == [] and report["in_progress"] == [str(p) for p in live]
-        write_episode(Store.open(root), "r1", "ep-beside", [b"beside"], n_steps=1)  # a writer starting meanwhile
+        assert (
+            result.exit_code == 0
+            and report["repaired"] == []
+            and report["in_progress"] == [str(p) for p in live]
+        )
+        write_episode(
+            Store.open(root), "r1", "ep-beside", [b"beside"], n_steps=1
+        )  # a writer starting meanwhile
         assert temporary_files(root) == live and all(p.exists() for p in live)
     finally:
         proc.kill()
@@ -125,14 +133,22 @@ def killed_between_renames(root: Path) -> list[Path]:
 def test_orphans_of_a_writer_killed_between_renames_are_removed(tmp_path: Path) -> None:
     root = tmp_path / "store"
     orphans = killed_between_renames(root)
-    assert [p.parent.name if p.parent.name == "blobs" else p.parent.parent.name for p in orphans] == \
-        ["blobs", "requests", "steps"]
+    assert [p.parent.name if p.parent.name == "blobs" else p.parent.parent.name for p in orphans] == [
+        "blobs",
+        "requests",
+        "steps",
+    ]
     [unfinished] = temporary_files(root)  # its episodes file, written but not renamed
-    assert sorted((p.kind, p.path) for p in verify_store(Store.open(root)).problems) == \
-        [*(("orphan", str(p)) for p in orphans), ("partial", str(unfinished))]
+    assert sorted((p.kind, p.path) for p in verify_store(Store.open(root)).problems) == [
+        *(("orphan", str(p)) for p in orphans),
+        ("partial", str(unfinished)),
+    ]
     write_episode(Store.open(root), "r1", "ep-next", [b"next"], n_steps=1)  # the next writer cleans up
     assert not any(p.exists() for p in [*orphans, unfinished]) and verify_store(Store.open(root)).ok
-    assert sorted(run_query(Store.open(root), "select episode_id from episodes").rows) == [("ep-done",), ("ep-next",)]
+    assert sorted(run_query(Store.open(root), "select episode_id from episodes").rows) == [
+        ("ep-done",),
+        ("ep-next",),
+    ]
 
 
 def test_orphans_are_kept_while_a_commit_may_be_under_way(tmp_path: Path) -> None:
@@ -141,7 +157,9 @@ def test_orphans_are_kept_while_a_commit_may_be_under_way(tmp_path: Path) -> Non
     holder = spawn(HOLDS_THE_COMMIT_LOCK.format(root=str(root)))
     try:
         wait_for_line(holder, "READY")
-        write_episode(Store.open(root), "r1", "ep-next", [b"next"], n_steps=1)  # commits beside it, removes nothing
+        write_episode(
+            Store.open(root), "r1", "ep-next", [b"next"], n_steps=1
+        )  # commits beside it, removes nothing
         assert all(p.exists() for p in orphans)
     finally:
         holder.kill()
@@ -153,19 +171,33 @@ def test_orphans_are_kept_while_a_commit_may_be_under_way(tmp_path: Path) -> Non
 
 def test_a_killed_recording_resumes_to_a_clean_verify(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    command = [sys.executable, "-m", "mmina", "record", "--task", "normal/1,normal/2,normal/3", "--run-id", "k",
-               "--store", str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "mmina",
+        "record",
+        "--task",
+        "normal/1,normal/2,normal/3",
+        "--run-id",
+        "k",
+        "--store",
+        str(root),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT)
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None and \
-                not list(root.glob("episodes/run_id=k/*.parquet")):
+        while (
+            time.monotonic() < deadline
+            and proc.poll() is None
+            and not list(root.glob("episodes/run_id=k/*.parquet"))
+        ):
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    resumed = subprocess.run([*command, "--resume", "--format", "json"], capture_output=True, text=True,
-                             cwd=REPO_ROOT, timeout=600)
+    resumed = subprocess.run(
+        [*command, "--resume", "--format", "json"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600
+    )
     assert resumed.returncode == 0, resumed.stderr
     rows = run_query(Store.open(root), "select task_id, count(*) from episodes group by 1 order by 1").rows
     assert rows == [("normal/1", 1), ("normal/2", 1), ("normal/3", 1)]

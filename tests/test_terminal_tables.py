@@ -5,6 +5,7 @@ columns wide. A run id stays whole on one line (copyable), no header is broken i
 no line is wider than the terminal, columns left out are named, ``--wide`` shows them all; every
 command summary of ``mmina --help`` (and of its groups) is whole at 80 and 120 columns.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -46,7 +47,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     opened = Store.open(root, create=True)
     for day, run_id in enumerate(RUNS):
         model = "gpt-4o-mini-2024-07-18-with-a-long-name" if "openai" in run_id else None
-        row = run_row(created_at=T0 + timedelta(days=day), agent=run_id.split("-")[2], model=model, task_count=2)
+        row = run_row(
+            created_at=T0 + timedelta(days=day), agent=run_id.split("-")[2], model=model, task_count=2
+        )
         opened.begin_run(run_id, row, TASKS)
         for number, task in enumerate(("normal/1", "normal/2")):
             writer = opened.episode_writer(run_id, f"{task.replace('/', '-')}-{day}{number}")
@@ -60,10 +63,22 @@ def terminal(columns: int, *args: str) -> str:
     """What ``mmina ARGS`` shows on a terminal ``columns`` wide (colours off, escapes removed)."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm", "NO_COLOR": "1",
-           "PYTHONPATH": str(REPO_ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "mmina", *args], stdin=subprocess.DEVNULL, stdout=child,
-                               stderr=subprocess.DEVNULL, env=env, cwd=REPO_ROOT)
+    env = {
+        **os.environ,
+        "COLUMNS": str(columns),
+        "LINES": "40",
+        "TERM": "xterm",
+        "NO_COLOR": "1",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mmina", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=child,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     os.close(child)
     output, deadline = b"", time.monotonic() + TIMEOUT_S
     try:
@@ -108,8 +123,17 @@ def test_runs_at_80_columns_shows_whole_run_ids(store: Path) -> None:
 
 def test_wide_shows_every_column_and_120_columns_more_than_80(store: Path) -> None:
     wide = terminal(80, "runs", "--wide", "--store", str(store))
-    for column in ("run_id", "started", "agent", "model", "tasks_done", "episodes", "errors", "task_sr",
-                   "status"):
+    for column in (
+        "run_id",
+        "started",
+        "agent",
+        "model",
+        "tasks_done",
+        "episodes",
+        "errors",
+        "task_sr",
+        "status",
+    ):
         assert column in wide
     assert "gpt-4o-mini-2024-07-18-with-a-long-name" in wide and not left_out(wide)
     assert widest(wide) > 80
@@ -134,8 +158,14 @@ def test_report_headers_are_never_broken_inside_a_word(store: Path) -> None:
 
 
 def test_sql_results_fit_and_keep_ids_whole(store: Path) -> None:
-    out = terminal(80, "sql", "select run_id, episode_id, task_id, final_answer, status, n_steps, error, "
-                              "started_at from episodes order by episode_id", "--store", str(store))
+    out = terminal(
+        80,
+        "sql",
+        "select run_id, episode_id, task_id, final_answer, status, n_steps, error, "
+        "started_at from episodes order by episode_id",
+        "--store",
+        str(store),
+    )
     assert widest(out) <= 80, out
     for run_id in RUNS:
         assert run_id in out

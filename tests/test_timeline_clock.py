@@ -7,6 +7,7 @@ recorded from the live page, then replayed with the bundle reaching the page 2.5
 loaded machine served a 6 MB body 0.8–2.8 s late in the issue's runs), once in the recording's
 time and once, as a control, with the page clock on the wall clock (replay before issue 56).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
     store = Store.open(folder / "store", create=True)
     with TimelineSite() as site:
         suite = scripted_suite(folder, "board", site.url, "Refresh the harbour board twice.", SCRIPT)
-        summary = record_run(store, RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle",
-                                                 browser=BROWSER))
+        summary = record_run(
+            store,
+            RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER),
+        )
     return store, summary
 
 
@@ -141,7 +144,9 @@ def test_a_cap_never_lifted_stops_holding_and_time_goes_on_from_it() -> None:
 def test_a_request_the_page_has_not_asked_for_holds_time_at_its_recorded_moment() -> None:
     now = [0.0]
     timeline = Timeline(lambda: now[0])
-    timeline.expect([("data", 0.2, "/data"), ("never", 0.5, "/poll"), ("again", 1.0, "/poll"), ("later", 4.0, "/x")])
+    timeline.expect(
+        [("data", 0.2, "/data"), ("never", 0.5, "/poll"), ("again", 1.0, "/poll"), ("later", 4.0, "/x")]
+    )
     now[0] = 1.0
     assert timeline.now() == 0.2  # the page is slower to ask than the recording's was
     timeline.arrived("data")
@@ -165,5 +170,7 @@ def test_a_response_reaches_the_page_at_its_recorded_moment() -> None:
     assert due_on_timeline(0.9, 0.2, 1.2) == 1.2  # asked early (a faster click): waits for it
     assert due_on_timeline(0.0, 0.2, 5.0) == 0.2 + ALIGN_MAX_S  # but not for long
     assert due_on_timeline(3.0, 0.2, None) == 3.2  # no recorded moment: as long as it took
-    assert due_on_timeline(0.9, 0.2, 1.2, observed=1.15) == pytest.approx(1.1)  # not past the observation it preceded
+    assert due_on_timeline(0.9, 0.2, 1.2, observed=1.15) == pytest.approx(
+        1.1
+    )  # not past the observation it preceded
     assert due_on_timeline(0.9, 0.2, 1.2, observed=1.5) == 1.2

@@ -3,6 +3,7 @@
 The check is incremental: its cache lives in the system's temporary folder, one per checkout,
 so a run after a small change re-checks only what the change touches (a few seconds; the first
 run of a checkout takes about twenty)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,12 @@ def cache_dir() -> Path:
 
 
 def test_mypy_finds_no_problem_in_mmina() -> None:
-    run = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache_dir()), "--no-error-summary"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(cache_dir()), "--no-error-summary"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout == "", run.stdout

@@ -1,5 +1,6 @@
 """``type`` as keystrokes, as the official harness types: a page that listens to ``keyup`` (an
 autocomplete) reacts, which Playwright's ``fill`` does not make it do (checked on the same page)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -46,7 +47,10 @@ def test_fill_does_not_trigger_the_keyup_autocomplete(site: HarbourSite) -> None
         page.goto(site.url("/search"))
         page.get_by_role("textbox", name="Find a tea").fill("oo")
         page.wait_for_timeout(500)
-        assert page.locator("#suggestions li").count() == 0 and page.locator("#keys").text_content() == "no keys yet"
+        assert (
+            page.locator("#suggestions li").count() == 0
+            and page.locator("#keys").text_content() == "no keys yet"
+        )
         chromium.close()
 
 

@@ -1,6 +1,7 @@
 """An unmatched request gets an answer its client can read (issue 56, item 5b): the status and
 content type the same site and path answered with when recorded, a body in that format (a JSON
 error object for a JSON API), never mmina's own plain text where the page parses data."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,28 @@ API = "https://notebook.example/api/sessions"
 
 
 def _archive() -> Archive:
-    return Archive([
-        Exchange(0, "GET", "https://notebook.example/lab", 200, (("Content-Type", "text/html"),), b"<html></html>"),
-        Exchange(1, "POST", API, 201, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
-        Exchange(2, "GET", f"{API}/a1", 200, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
-        Exchange(3, "GET", "https://notebook.example/static/app.js", 200,
-                 (("Content-Type", "application/javascript"),), b"run()"),
-    ])
+    return Archive(
+        [
+            Exchange(
+                0,
+                "GET",
+                "https://notebook.example/lab",
+                200,
+                (("Content-Type", "text/html"),),
+                b"<html></html>",
+            ),
+            Exchange(1, "POST", API, 201, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
+            Exchange(2, "GET", f"{API}/a1", 200, (("Content-Type", "application/json"),), b'{"id": "a1"}'),
+            Exchange(
+                3,
+                "GET",
+                "https://notebook.example/static/app.js",
+                200,
+                (("Content-Type", "application/javascript"),),
+                b"run()",
+            ),
+        ]
+    )
 
 
 def _reply(method: str, url: str):
@@ -52,9 +68,11 @@ def test_nothing_of_that_site_and_path_recorded_keeps_the_plain_404() -> None:
         assert reply.status == NOT_ARCHIVED_STATUS and reply.headers["content-type"].startswith("text/plain")
 
 
-@given(st.sampled_from(["GET", "POST", "DELETE", "PATCH"]),
-       st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), max_size=4),
-       st.text(max_size=20))
+@given(
+    st.sampled_from(["GET", "POST", "DELETE", "PATCH"]),
+    st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), max_size=4),
+    st.text(max_size=20),
+)
 def test_any_unmatched_request_gets_a_well_formed_answer(method: str, path: list[str], query: str) -> None:
     url = "https://notebook.example/" + "/".join(path) + ("?" + query if query else "")
     reply = _reply(method, url)
@@ -73,15 +91,21 @@ def test_each_step_lists_its_nearest_and_synthetic_answers_with_what_served_them
     from mmina.replayer.router import Served
 
     start = datetime(2026, 12, 6, tzinfo=UTC)
+
     def served_at(seconds: float, method: str, url: str, kind: MatchKind, **recorded: Any) -> Served:
-        return Served(at=start + timedelta(seconds=seconds), method=method, url=url, kind=kind, status=200, **recorded)
+        return Served(
+            at=start + timedelta(seconds=seconds), method=method, url=url, kind=kind, status=200, **recorded
+        )
 
     served = [
-        served_at(0.5, "GET", f"{API}?page=2", MatchKind.NEAREST, recorded_url=f"{API}?page=1", recorded_order=4),
+        served_at(
+            0.5, "GET", f"{API}?page=2", MatchKind.NEAREST, recorded_url=f"{API}?page=1", recorded_order=4
+        ),
         served_at(0.6, "GET", f"{API}/a1", MatchKind.EXACT, recorded_url=f"{API}/a1", recorded_order=5),
         served_at(2.5, "DELETE", f"{API}/b2", MatchKind.UNMATCHED),
     ]
     traced = _traced_by_step(served, [start + timedelta(seconds=1), start + timedelta(seconds=2)])
-    assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == \
-        [("nearest", f"{API}?page=2", f"{API}?page=1", 4)]  # the initial load's; the exact one is not listed
+    assert [(m.kind, m.url, m.recorded_url, m.recorded_order) for m in traced[-1]] == [
+        ("nearest", f"{API}?page=2", f"{API}?page=1", 4)
+    ]  # the initial load's; the exact one is not listed
     assert [(m.kind, m.method, m.recorded_url) for m in traced[1]] == [("unmatched", "DELETE", None)]

@@ -1,4 +1,5 @@
 """The HTML report and the episode viewer opened in a real headless Chromium, offline."""
+
 from __future__ import annotations
 
 import io
@@ -16,21 +17,53 @@ from mmina.recorder.browser import QUIET_ARGS, find_chromium
 from mmina.store.marks import PALETTE
 from tests.test_report import recorded_store
 
-SECTIONS = ("summary", "sr-by-bucket", "hop-positions", "first-failures", "failure-modes", "per-site", "actions",
-            "cost", "episodes", "viewer")
-CHARTS = ("chart-sr-by-bucket", "chart-hop-heatmap", "chart-hop-heatmap-conditional", "chart-first-failures",
-          "chart-failure-modes", "chart-actions")
+SECTIONS = (
+    "summary",
+    "sr-by-bucket",
+    "hop-positions",
+    "first-failures",
+    "failure-modes",
+    "per-site",
+    "actions",
+    "cost",
+    "episodes",
+    "viewer",
+)
+CHARTS = (
+    "chart-sr-by-bucket",
+    "chart-hop-heatmap",
+    "chart-hop-heatmap-conditional",
+    "chart-first-failures",
+    "chart-failure-modes",
+    "chart-actions",
+)
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     store, out = recorded_store(), tmp_path_factory.mktemp("html")
     runner = CliRunner()
-    result = runner.invoke(cli, ["report", "--store", str(store), "--run", "seeded", "--format", "html",
-                                 "--output", str(out / "report.html")])
+    result = runner.invoke(
+        cli,
+        [
+            "report",
+            "--store",
+            str(store),
+            "--run",
+            "seeded",
+            "--format",
+            "html",
+            "--output",
+            str(out / "report.html"),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    episode = next(p.stem for p in (store / "episodes" / "run_id=seeded").glob("normal-24-*.parquet")).split(".")[0]
-    result = runner.invoke(cli, ["view", "--episode", episode, "--store", str(store), "-o", str(out / "episode.html")])
+    episode = next(p.stem for p in (store / "episodes" / "run_id=seeded").glob("normal-24-*.parquet")).split(
+        "."
+    )[0]
+    result = runner.invoke(
+        cli, ["view", "--episode", episode, "--store", str(store), "-o", str(out / "episode.html")]
+    )
     assert result.exit_code == 0, result.output
     return out / "report.html", out / "episode.html"
 
@@ -39,7 +72,9 @@ def open_offline(path: Path, check) -> list[str]:
     """Open a file with every network request refused; returns the console errors."""
     errors: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=find_chromium(None, playwright), args=list(QUIET_ARGS))
+        browser = playwright.chromium.launch(
+            executable_path=find_chromium(None, playwright), args=list(QUIET_ARGS)
+        )
         page = browser.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -104,7 +139,9 @@ def test_report_opens_offline_with_every_section(pages: tuple[Path, Path]) -> No
     report, _ = pages
     html = report.read_text()
     files = report.parent / "report_files"
-    assert '<script src="report_files/plotly.min.js">' in html and (files / "plotly.min.js").stat().st_size > 1e6
+    assert (
+        '<script src="report_files/plotly.min.js">' in html and (files / "plotly.min.js").stat().st_size > 1e6
+    )
     shots = re.findall(r'"shot": "(report_files/[0-9a-f]+\.jpg)"', html)
     assert shots and all((report.parent / s).read_bytes()[:2] == b"\xff\xd8" for s in shots)
     assert "data:image" not in html, "the report's screenshots are files next to it, not inlined"
@@ -131,6 +168,8 @@ def test_marks_are_painted_on_the_shrunk_screenshot_where_the_full_size_boxes_ar
     red = ImageColor.getrgb(PALETTE[0])
     edge = small.convert("RGB").getpixel((400, 825))  # the box's left edge, at half the full-size place
     assert all(abs(a - b) < 40 for a, b in zip(edge, red)), edge
-    assert small.convert("RGB").getpixel((450, 825)) == pytest.approx((255, 255, 255), abs=8)  # inside: untouched
+    assert small.convert("RGB").getpixel((450, 825)) == pytest.approx(
+        (255, 255, 255), abs=8
+    )  # inside: untouched
     already = _jpeg(SHOT_WIDTH, 300)
     assert shrink(already) is already

@@ -1,6 +1,7 @@
 """Each page's window, which headless Chromium never shows, kept small (``mmina.recorder.window``):
 the page keeps its viewport and its screenshots byte for byte, a tab the page opens gets a
 small window too, and Chromium's GPU process composites far less while a page animates."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -18,11 +19,11 @@ from tests.polling import wait_until
 WIDTH, HEIGHT = 1280, 2048
 PAGES = {
     "/": "<!doctype html><title>Tall</title><h1>Top of the page</h1><p>" + "words to wrap " * 400 + "</p>"
-         "<p style='position: fixed; bottom: 0; margin: 0'>fixed to the viewport's bottom</p>",
+    "<p style='position: fixed; bottom: 0; margin: 0'>fixed to the viewport's bottom</p>",
     "/next": "<!doctype html><title>Next</title><h1>A tab the page opened</h1>",
     "/animated": "<!doctype html><title>Animated</title><style>body { margin: 0; height: 100vh; "
-                 "animation: glow 1s linear infinite alternate } @keyframes glow { to { background: gold } }</style>"
-                 "<script>window.frames_seen = 0; (function count() { frames_seen++; requestAnimationFrame(count); })();</script>",
+    "animation: glow 1s linear infinite alternate } @keyframes glow { to { background: gold } }</style>"
+    "<script>window.frames_seen = 0; (function count() { frames_seen++; requestAnimationFrame(count); })();</script>",
 }
 SEEN = """() => ({inner: [innerWidth, innerHeight], outer: [outerWidth, outerHeight], screen: [screen.width, screen.height],
   tall: matchMedia('(min-height: 2000px)').matches, bottom: document.querySelector('p[style]')?.getBoundingClientRect().bottom})"""
@@ -52,15 +53,18 @@ def _seen(browser: EpisodeBrowser, page: Any) -> dict[str, Any]:
 
 def _window_as_playwright_left_it(browser: EpisodeBrowser) -> None:
     """The active page's window back at the viewport's size, its viewport emulated again."""
+
     async def grow() -> None:
         devtools = await browser.tabs.sessions.get(browser.tabs.page)
         assert devtools is not None
         await size_window(devtools, WIDTH, HEIGHT, HEIGHT)
+
     browser.session.run(grow())
 
 
 def test_a_pages_window_is_small_and_what_the_page_and_its_screenshot_show_is_not(
-        session: BrowserSession, site: str) -> None:
+    session: BrowserSession, site: str
+) -> None:
     browser = session.episode(None, paint_marks=False)
     try:
         browser.open((site,))
@@ -71,8 +75,13 @@ def test_a_pages_window_is_small_and_what_the_page_and_its_screenshot_show_is_no
         seen_large = _seen(browser, browser.tabs.page)
     finally:
         browser.close()
-    assert seen_small == {"inner": [WIDTH, HEIGHT], "outer": [WIDTH, WINDOW_HEIGHT], "screen": [WIDTH, HEIGHT],
-                          "tall": True, "bottom": HEIGHT}
+    assert seen_small == {
+        "inner": [WIDTH, HEIGHT],
+        "outer": [WIDTH, WINDOW_HEIGHT],
+        "screen": [WIDTH, HEIGHT],
+        "tall": True,
+        "bottom": HEIGHT,
+    }
     assert seen_large == {**seen_small, "outer": [WIDTH, HEIGHT]}
     assert small.screenshot is not None and small.screenshot == large.screenshot
     assert small.tree_text == large.tree_text and small.elements == large.elements
@@ -96,7 +105,9 @@ def test_a_tab_the_page_opens_gets_a_small_window_too(session: BrowserSession, s
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU counters from /proc (Linux)")
-def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(session: BrowserSession, site: str) -> None:
+def test_an_animated_page_in_a_small_window_costs_the_gpu_process_a_fraction(
+    session: BrowserSession, site: str
+) -> None:
     """A page repainting its whole viewport every frame, 240 frames (4 s on an idle machine) in its
     small window, then as many in a window of its viewport's size (as Playwright leaves it): the
     GPU process, compositing the window every frame, must spend a third less a frame on the small

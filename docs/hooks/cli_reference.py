@@ -4,6 +4,7 @@ The page ``cli.md`` holds the marker below; every build replaces it with
 ``mmina.cli.reference.render()`` (each command's ``--help``, verbatim), so the reference
 cannot drift from the code.
 """
+
 from __future__ import annotations
 
 from typing import Any

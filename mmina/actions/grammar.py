@@ -2,6 +2,7 @@
 
 Pure and browser-free so that model output can be parsed, stored and re-scored anywhere.
 """
+
 from __future__ import annotations
 
 import re
@@ -99,7 +100,9 @@ def _bracketed(rest: str, text: str) -> str:
 def _parse_type(rest: str, text: str) -> Action:
     found = re.match(_ID + r"\s*\[(.*)\]\s*\[\s*(?:press_enter_after\s*=\s*)?([01])\s*\]$", rest, re.DOTALL)
     if found is not None:
-        return Action(ActionKind.TYPE, element_id=found.group(1), text=found.group(2), press_enter=found.group(3) == "1")
+        return Action(
+            ActionKind.TYPE, element_id=found.group(1), text=found.group(2), press_enter=found.group(3) == "1"
+        )
     found = _match(_ID + r"\s*\[(.*)\]$", rest, text)
     return Action(ActionKind.TYPE, element_id=found.group(1), text=found.group(2), press_enter=True)
 

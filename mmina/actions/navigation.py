@@ -9,6 +9,7 @@ before the browser is asked anything (a refused ``javascript:`` URL never runs),
 of an episode is checked again when it lands somewhere (so a page cannot take it to a local
 file either). Pure: the recorder's acting and tab modules apply it.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,10 @@ def refusal(url: str, allowed: Iterable[str] = (), also: Iterable[str] = ()) -> 
     if scheme in NEVER_ALLOWED:
         why = NEVER_ALLOWED[scheme]
         return f"navigation to {scheme}: is refused ({shown!r}): {why} (goto takes a page's URL)"
-    return (f"navigation to {scheme}: is refused ({shown!r}): agents stay on the web (http, https, about:blank; "
-            f"allow more with --allow-scheme {scheme})")
+    return (
+        f"navigation to {scheme}: is refused ({shown!r}): agents stay on the web (http, https, about:blank; "
+        f"allow more with --allow-scheme {scheme})"
+    )
 
 
 def is_web_url(url: str) -> bool:
@@ -76,7 +79,9 @@ def check_schemes(schemes: Iterable[str]) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(s.strip().lower().rstrip(":") for s in schemes))
     bad = [n for n in names if not _SCHEME_NAME.fullmatch(n)]
     if bad:
-        raise MminaError(f"not a URL scheme: {bad[0]!r} (a scheme is a letter, then letters, digits, '+', '-' or '.')")
+        raise MminaError(
+            f"not a URL scheme: {bad[0]!r} (a scheme is a letter, then letters, digits, '+', '-' or '.')"
+        )
     never = [n for n in names if n in NEVER_ALLOWED]
     if never:
         raise MminaError(f"the {never[0]}: scheme cannot be allowed: {NEVER_ALLOWED[never[0]]}")

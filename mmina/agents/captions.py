@@ -3,6 +3,7 @@
 A captioner turns each image the agent sees into a few words; the recorder stores them on the
 step (``steps.images[].caption``) and the ``openai`` agent's ``caption`` input mode shows them.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,8 +55,12 @@ class OpenAICaptioner:
     def _ask(self, crop: bytes) -> str:
         content = [{"type": "text", "text": "Describe this image in one short sentence."}, image_part(crop)]
         try:
-            reply = self.client.complete(model=self.model, messages=[{"role": "user", "content": content}],
-                                         max_tokens=self.max_tokens, temperature=0.0)
+            reply = self.client.complete(
+                model=self.model,
+                messages=[{"role": "user", "content": content}],
+                max_tokens=self.max_tokens,
+                temperature=0.0,
+            )
         except ModelError as exc:
             if exc.infrastructure:
                 raise  # the endpoint's failure, not the agent's (down past its patience: the run stops, resumable)
@@ -72,7 +77,9 @@ def make_captioner(settings: AgentSettings) -> Captioner | None:
         if not model:
             raise AgentError("--captioner openai needs --caption-model NAME (or --model)")
         require_api_key("talking to a model", AgentError)
-        return OpenAICaptioner(ModelClient(settings.base_url, settings.deadlines, "captioning endpoint"), model)
+        return OpenAICaptioner(
+            ModelClient(settings.base_url, settings.deadlines, "captioning endpoint"), model
+        )
     if settings.captioner != "none":
         raise AgentError(f"unknown captioner {settings.captioner!r}: use {', '.join(CAPTIONERS)}")
     return None
@@ -86,8 +93,12 @@ def image_part(jpeg: bytes) -> dict[str, Any]:
 def _crop(screenshot: bytes, image: PageImage) -> bytes | None:
     """The image's box cut out of the viewport screenshot, as JPEG (None when nothing of it is visible)."""
     with Image.open(io.BytesIO(screenshot)) as page:
-        box = (max(0, round(image.x)), max(0, round(image.y)), min(page.width, round(image.x + image.width)),
-               min(page.height, round(image.y + image.height)))
+        box = (
+            max(0, round(image.x)),
+            max(0, round(image.y)),
+            min(page.width, round(image.x + image.width)),
+            min(page.height, round(image.y + image.height)),
+        )
         if box[2] <= box[0] or box[3] <= box[1]:
             return None
         out = io.BytesIO()

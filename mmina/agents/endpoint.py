@@ -16,6 +16,7 @@ every prompt carries plus an observation cut at its limit, at about four charact
 (mmina ships no tokenizer; the real counts are recorded per step), and a reply of up to
 ``max_tokens``.
 """
+
 from __future__ import annotations
 
 import time
@@ -52,15 +53,19 @@ class EndpointCheck:
         text = f"model endpoint {self.base_url} answers for model {self.model} ({self.seconds:.1f} s)"
         if self.step_cost_usd is None:
             return text
-        return (f"{text}; at the given prices a step costs at most ${self.step_cost_usd:.4f} (up to "
-                f"~{self.step_prompt_tokens:,} prompt and {self.step_completion_tokens:,} completion tokens)")
+        return (
+            f"{text}; at the given prices a step costs at most ${self.step_cost_usd:.4f} (up to "
+            f"~{self.step_prompt_tokens:,} prompt and {self.step_completion_tokens:,} completion tokens)"
+        )
 
 
 def check_endpoint(settings: AgentSettings) -> EndpointCheck:
     """Send the one-token request; :class:`AgentError` naming the URL and model when it fails."""
     check_settings(settings)
     model = settings.model or ""
-    deadlines = Deadlines(min(CHECK_S, settings.model_deadline_s), settings.max_retries)  # retried as a call is
+    deadlines = Deadlines(
+        min(CHECK_S, settings.model_deadline_s), settings.max_retries
+    )  # retried as a call is
     client = ModelClient(settings.base_url, deadlines)
     where = without_userinfo(client.base_url or OPENAI_URL)
     started = time.perf_counter()
@@ -92,7 +97,9 @@ def _reason(message: str) -> str:
 
 def step_prompt_tokens() -> int:
     """The most prompt tokens a step sends, estimated from characters (screenshots not counted)."""
-    fixed = sum(len(part) for part in (prompts.INTRO, prompts.OBSERVATION_HELP, prompts.ACTIONS, prompts.RULES))
+    fixed = sum(
+        len(part) for part in (prompts.INTRO, prompts.OBSERVATION_HELP, prompts.ACTIONS, prompts.RULES)
+    )
     examples = sum(len(question) + len(answer) for question, answer in prompts.EXAMPLES)
     return (fixed + examples + MAX_OBSERVATION_CHARS) // CHARS_PER_TOKEN
 
@@ -101,4 +108,3 @@ def _step_cost(settings: AgentSettings, prompt_tokens: int) -> float | None:
     if not (settings.price_input or settings.price_output):
         return None
     return (prompt_tokens * settings.price_input + settings.max_tokens * settings.price_output) / 1e6
-

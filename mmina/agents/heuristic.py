@@ -27,6 +27,7 @@ The rules, step by step:
    question — among lines with a digit when the question asks for a number, amount, price,
    time or date — or nothing when no line shares a word.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,11 +45,40 @@ STOP_WORDS = frozenset(
     "a an and are as at be by do does did for from has have how in is it its of on or the then that this these "
     "those to was were what when where which who whom why with you your use open find look up list search site "
     "page answer report step steps following order there their them into out about each both every than one all "
-    "tell give show write separated semicolon question questions".split())
-NUMBER_HINTS = ("how many", "how much", "how long", "price", "cost", "number", "what time", "when", "date", "year",
-                "rate", "total", "digits", "count")
-ANSWER_ROLES = ("paragraph", "cell", "listitem", "heading", "text", "generic", "term", "definition", "strong",
-                "rowheader", "columnheader", "caption", "figure", "img")
+    "tell give show write separated semicolon question questions".split()
+)
+NUMBER_HINTS = (
+    "how many",
+    "how much",
+    "how long",
+    "price",
+    "cost",
+    "number",
+    "what time",
+    "when",
+    "date",
+    "year",
+    "rate",
+    "total",
+    "digits",
+    "count",
+)
+ANSWER_ROLES = (
+    "paragraph",
+    "cell",
+    "listitem",
+    "heading",
+    "text",
+    "generic",
+    "term",
+    "definition",
+    "strong",
+    "rowheader",
+    "columnheader",
+    "caption",
+    "figure",
+    "img",
+)
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&.-]*")
 _URL = re.compile(r"https?://[^\s)\"']+")
 _PART = re.compile(r"\((\d+)\)\s*")
@@ -190,13 +220,23 @@ def _on_site(hop: _Hop, url: str) -> bool:
 
 
 def _search_box(elements: list[Element]) -> Element | None:
-    return next((e for e in elements if e.role in ("searchbox", "textbox", "combobox") and
-                 ("search" in e.name.lower() or e.role == "searchbox")), None)
+    return next(
+        (
+            e
+            for e in elements
+            if e.role in ("searchbox", "textbox", "combobox")
+            and ("search" in e.name.lower() or e.role == "searchbox")
+        ),
+        None,
+    )
 
 
 def _best_link(elements: list[Element], hop: _Hop) -> Element | None:
     wanted = set(words(hop.question))
-    scored = [(overlap(e.name, wanted), -i, e) for i, e in enumerate(elements)
-              if e.role == "link" and e.name and e.name not in hop.clicked]
+    scored = [
+        (overlap(e.name, wanted), -i, e)
+        for i, e in enumerate(elements)
+        if e.role == "link" and e.name and e.name not in hop.clicked
+    ]
     best = max(scored, default=None, key=lambda s: s[:2])
     return best[2] if best is not None and best[0] > 0 else None

@@ -8,6 +8,7 @@ step's action error and the episode goes on. End of input ends the episode as er
 One person types for one episode at a time: do not combine it with ``--workers`` above 1
 (worker processes have no terminal, so each of their episodes would end with "no more input").
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,16 +40,22 @@ class HumanAgent:
         return cls(sys.stdin, sys.stderr)
 
     def reset(self, task: Task) -> None:
-        self._print(f"\n=== task {task.task_id}: {task.intent}\n{ACTIONS}"
-                    "Type one action per step, e.g. click [12]; end of input (Ctrl-D) ends the episode.")
+        self._print(
+            f"\n=== task {task.task_id}: {task.intent}\n{ACTIONS}"
+            "Type one action per step, e.g. click [12]; end of input (Ctrl-D) ends the episode."
+        )
 
     def take_over(self, handover: Handover) -> None:
         """Say where the person takes over, and (unless hidden) the steps taken for them."""
-        lines = [f"=== you take over at hop {handover.start_hop + 1} after {len(handover.actions)} step(s) "
-                 "replayed from a reference"]
+        lines = [
+            f"=== you take over at hop {handover.start_hop + 1} after {len(handover.actions)} step(s) "
+            "replayed from a reference"
+        ]
         if handover.show_actions:
-            lines += [f"  {i}. {action} (on {url})" for i, (action, url)
-                      in enumerate(zip(handover.actions, handover.urls), start=1)]
+            lines += [
+                f"  {i}. {action} (on {url})"
+                for i, (action, url) in enumerate(zip(handover.actions, handover.urls), start=1)
+            ]
         self._print("\n".join(lines))
 
     def act(self, observation: Observation) -> AgentReply:
@@ -73,7 +80,11 @@ class HumanAgent:
 
 def render_observation(observation: Observation) -> str:
     """The step as text: objective, URL, tabs and the accessibility tree (no screenshots in a terminal)."""
-    tabs = "\n".join(f"  [{i}] {t.title or t.url} - {t.url}{' (active)' if i == observation.active_tab else ''}"
-                     for i, t in enumerate(observation.tabs))
-    return (f"\n--- step {observation.step_index}\nOBJECTIVE: {observation.intent}\nURL: {observation.url}\n"
-            f"OPEN TABS:\n{tabs}\nOBSERVATION:\n{observation.tree_text}")
+    tabs = "\n".join(
+        f"  [{i}] {t.title or t.url} - {t.url}{' (active)' if i == observation.active_tab else ''}"
+        for i, t in enumerate(observation.tabs)
+    )
+    return (
+        f"\n--- step {observation.step_index}\nOBJECTIVE: {observation.intent}\nURL: {observation.url}\n"
+        f"OPEN TABS:\n{tabs}\nOBSERVATION:\n{observation.tree_text}"
+    )

@@ -5,6 +5,7 @@ The client comes from :mod:`mmina.models.model_client` (``--base-url``, else ``O
 ``--model-deadline``). When it gives up, the agent raises :class:`AgentError`: the episode is
 recorded as errored and the run goes on.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,13 +30,22 @@ class OpenAIAgent:
 
     name = "openai"
 
-    def __init__(self, settings: AgentSettings, client: ModelClient, captioner: Captioner | None = None,
-                 max_observation_chars: int = MAX_OBSERVATION_CHARS, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        client: ModelClient,
+        captioner: Captioner | None = None,
+        max_observation_chars: int = MAX_OBSERVATION_CHARS,
+        store: Store | None = None,
+    ) -> None:
         self.settings, self.client = settings, client
         self.captioner = captioner or AltTextCaptioner()
         self.max_observation_chars = max_observation_chars
-        self.memory = (TrajectoryMemory(store, settings.memory, settings.memory_by, exclude_run=settings.run_id)
-                       if settings.memory else None)
+        self.memory = (
+            TrajectoryMemory(store, settings.memory, settings.memory_by, exclude_run=settings.run_id)
+            if settings.memory
+            else None
+        )
         self._system = ""
         self._history: list[str] = []
         self._seed: int | None = None
@@ -76,8 +86,12 @@ class OpenAIAgent:
 
     def request(self, observation: Observation) -> dict[str, Any]:
         """The keyword arguments of this step's ``chat.completions.create`` call (stored with the step)."""
-        request = {"model": self.settings.model, "messages": self.messages(observation),
-                   "temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
+        request = {
+            "model": self.settings.model,
+            "messages": self.messages(observation),
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens,
+        }
         return request if self._seed is None else {**request, "seed": self._seed}
 
     def messages(self, observation: Observation) -> list[dict[str, Any]]:
@@ -90,9 +104,19 @@ class OpenAIAgent:
 
     def _user_content(self, observation: Observation) -> str | list[dict[str, Any]]:
         mode = self.settings.input_mode
-        captions = [prompts.caption_line(i.alt, i.x, i.y, i.caption or self.captioner.caption(i, observation.screenshot))
-                     for i in observation.images] if mode == "caption" else []
-        text = prompts.user_text(observation, self._history[-HISTORY_ACTIONS:], self.max_observation_chars, captions)
+        captions = (
+            [
+                prompts.caption_line(
+                    i.alt, i.x, i.y, i.caption or self.captioner.caption(i, observation.screenshot)
+                )
+                for i in observation.images
+            ]
+            if mode == "caption"
+            else []
+        )
+        text = prompts.user_text(
+            observation, self._history[-HISTORY_ACTIONS:], self.max_observation_chars, captions
+        )
         if mode != "multimodal":
             return text
         screenshot = observation.screenshot_som or observation.screenshot
@@ -109,7 +133,10 @@ class OpenAIAgent:
             raise AgentError(str(exc)) from None
 
     def _reply(self, reply: ModelReply, request: dict[str, Any]) -> AgentReply:
-        cost = (reply.prompt_tokens * self.settings.price_input + reply.completion_tokens * self.settings.price_output) / 1e6
+        cost = (
+            reply.prompt_tokens * self.settings.price_input
+            + reply.completion_tokens * self.settings.price_output
+        ) / 1e6
         return AgentReply(
             output=reply.text,
             prompt_tokens=reply.prompt_tokens,

@@ -13,6 +13,7 @@ fewer than K earlier trajectories, the best of the other suites fill up. Ranking
 (``episodes.ended_at``, newest first) or by similarity (token Jaccard of the intents: cheap,
 deterministic, no model), ties broken by recency and then by episode id.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,12 +26,33 @@ from mmina.store import Store
 from mmina.tasks.task import Task
 
 RANKINGS = ("similarity", "recency")
-HEADING = ("Earlier trajectories of similar tasks (the element ids were those of the pages back then; "
-           "use them as a guide to the procedure, not as ids to click now):")
-_EPISODE_COLUMNS = ["run_id", "episode_id", "task_id", "status", "stop_reason", "final_answer", "n_steps",
-                    "n_hops", "live_hops", "ended_at"]
-_FROM_EPISODE = ("run_id", "episode_id", "task_id", "stop_reason", "final_answer", "n_steps", "n_hops", "live_hops",
-                 "ended_at")
+HEADING = (
+    "Earlier trajectories of similar tasks (the element ids were those of the pages back then; "
+    "use them as a guide to the procedure, not as ids to click now):"
+)
+_EPISODE_COLUMNS = [
+    "run_id",
+    "episode_id",
+    "task_id",
+    "status",
+    "stop_reason",
+    "final_answer",
+    "n_steps",
+    "n_hops",
+    "live_hops",
+    "ended_at",
+]
+_FROM_EPISODE = (
+    "run_id",
+    "episode_id",
+    "task_id",
+    "stop_reason",
+    "final_answer",
+    "n_steps",
+    "n_hops",
+    "live_hops",
+    "ended_at",
+)
 """The fields of a :class:`Trajectory` its episode's row holds as they are."""
 _STEP_COLUMNS = ["episode_id", "step_index", "url", "action", "action_error"]
 
@@ -64,8 +86,15 @@ class MemoryLimits:
 class TrajectoryMemory:
     """Chooses and renders earlier trajectories for each task, from a snapshot of the store."""
 
-    def __init__(self, store: Store | None, k: int, by: str = "similarity", limits: MemoryLimits = MemoryLimits(),
-                 cutoff: datetime | None = None, exclude_run: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        k: int,
+        by: str = "similarity",
+        limits: MemoryLimits = MemoryLimits(),
+        cutoff: datetime | None = None,
+        exclude_run: str | None = None,
+    ) -> None:
         self.store, self.k, self.by, self.limits = store, k, by, limits
         self.cutoff = cutoff or datetime.now(UTC)
         self.exclude_run = exclude_run
@@ -99,14 +128,18 @@ class TrajectoryMemory:
 
 def read_candidates(store: Store, cutoff: datetime) -> list[Trajectory]:
     """Committed, non-errored episodes with steps that ended before ``cutoff``, with their task's intent."""
-    tasks = {(r["run_id"], r["task_id"]): r for r in
-             store.read("tasks", columns=["run_id", "task_id", "suite", "intent"]).to_pylist()}
+    tasks = {
+        (r["run_id"], r["task_id"]): r
+        for r in store.read("tasks", columns=["run_id", "task_id", "suite", "intent"]).to_pylist()
+    }
     found = []
     for row in store.read("episodes", columns=_EPISODE_COLUMNS).to_pylist():
         task = tasks.get((row["run_id"], row["task_id"]))
         if task is None or row["status"] == "error" or not row["n_steps"] or row["ended_at"] >= cutoff:
             continue
-        found.append(Trajectory(suite=task["suite"], intent=task["intent"], **{k: row[k] for k in _FROM_EPISODE}))
+        found.append(
+            Trajectory(suite=task["suite"], intent=task["intent"], **{k: row[k] for k in _FROM_EPISODE})
+        )
     return found
 
 
@@ -123,10 +156,14 @@ def read_steps(store: Store | None, run_id: str) -> dict[str, list[dict]]:
 
 def rank(candidates: Sequence[Trajectory], task: Task, k: int, by: str) -> list[Trajectory]:
     """The ``k`` best: the task's own suite first, then the others, each in ranking order."""
+
     def key(t: Trajectory) -> tuple:
         recency = -t.ended_at.timestamp()
-        return (-similarity(task.intent, t.intent), recency, t.episode_id) if by == "similarity" \
+        return (
+            (-similarity(task.intent, t.intent), recency, t.episode_id)
+            if by == "similarity"
             else (recency, t.episode_id)
+        )
 
     family = sorted((t for t in candidates if t.suite == task.suite), key=key)
     others = sorted((t for t in candidates if t.suite != task.suite), key=key)
@@ -149,16 +186,19 @@ def render(trajectories: Sequence[Trajectory], steps: Sequence[list[dict]], limi
     for number, (trajectory, rows) in enumerate(zip(trajectories, steps), start=1):
         block = render_trajectory(number, trajectory, rows, limits)
         if len(text) + len(block) + 1 > limits.max_chars:
-            return text if number > 1 else f"{text}\n{block}"[:limits.max_chars]
+            return text if number > 1 else f"{text}\n{block}"[: limits.max_chars]
         text = f"{text}\n{block}"
     return text
 
 
 def render_trajectory(number: int, trajectory: Trajectory, rows: list[dict], limits: MemoryLimits) -> str:
     """Intent, the actions with the page each was taken on, and the outcome, in a few lines."""
-    lines = [f"Trajectory {number} (task {trajectory.task_id}, run {trajectory.run_id}, {trajectory.n_steps} steps):",
-             f"  Objective: {_clip(trajectory.intent, limits.max_line_chars * 2)}", "  Actions:"]
-    shown = rows if len(rows) <= limits.max_actions else [*rows[:limits.max_actions - 1], None, rows[-1]]
+    lines = [
+        f"Trajectory {number} (task {trajectory.task_id}, run {trajectory.run_id}, {trajectory.n_steps} steps):",
+        f"  Objective: {_clip(trajectory.intent, limits.max_line_chars * 2)}",
+        "  Actions:",
+    ]
+    shown = rows if len(rows) <= limits.max_actions else [*rows[: limits.max_actions - 1], None, rows[-1]]
     for row in shown:
         if row is None:
             lines.append(f"    ... ({len(rows) - limits.max_actions} more steps)")
@@ -178,10 +218,12 @@ def _action_line(row: dict) -> str:
 
 def _outcome(trajectory: Trajectory) -> str:
     answer = f'answer "{trajectory.final_answer}"' if trajectory.final_answer is not None else "no answer"
-    return (f"ended by {trajectory.stop_reason}, {trajectory.live_hops}/{trajectory.n_hops} hops reached "
-            f"(live URL tracking), {answer}")
+    return (
+        f"ended by {trajectory.stop_reason}, {trajectory.live_hops}/{trajectory.n_hops} hops reached "
+        f"(live URL tracking), {answer}"
+    )
 
 
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

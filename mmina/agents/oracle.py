@@ -1,4 +1,5 @@
 """The ``oracle`` agent: a task's reference script, played on the live observation."""
+
 from __future__ import annotations
 
 from random import Random

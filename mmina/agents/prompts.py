@@ -6,6 +6,7 @@ message per step with the objective, URL, tabs, observation and previous actions
 
 Everything here is pure text building, so a prompt can be checked without a model or browser.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,7 +32,10 @@ FIXTURE_WEBSITES: tuple[tuple[str, str], ...] = (
     ("http://trains.mmina.test/", "Gulf Rail"),
     ("http://video.mmina.test/", "StreamTide"),
     ("http://wiki.mmina.test/kiwix/", "MMInA Wiki"),
-    ("http://kiwix.mmina.test/viewer#mmina_wiki_en_all_2026-01/A/Main_Page", "MMInA Wiki in the Kiwix viewer"),
+    (
+        "http://kiwix.mmina.test/viewer#mmina_wiki_en_all_2026-01/A/Main_Page",
+        "MMInA Wiki in the Kiwix viewer",
+    ),
 )
 """The local fixture web's sites, shown to the agent on tasks that start there (a plain list: the
 agent does not import the fixture web; a test checks that the list matches what it serves)."""
@@ -44,7 +48,7 @@ SEES = {
     "text": "",
     "caption": "The images visible on the page: one line each with the image's alt text, position and a caption.\n",
     "multimodal": "A screenshot of the page, with each element's id painted on it (the same ids as in the "
-                  "accessibility tree).\n",
+    "accessibility tree).\n",
 }
 
 OBSERVATION_HELP = """Here's the information you'll have:
@@ -132,8 +136,13 @@ wiki part of the objective. The flights are on another website, so I will go to 
 
 def system_prompt(task: Task, input_mode: str, memory: str = "") -> str:
     """Instructions, observation format, actions, rules, reference websites and optional memory."""
-    parts = [INTRO, OBSERVATION_HELP.format(sees=SEES[input_mode]), ACTIONS, RULES,
-             "Reference websites:\n" + reference_websites(task)]
+    parts = [
+        INTRO,
+        OBSERVATION_HELP.format(sees=SEES[input_mode]),
+        ACTIONS,
+        RULES,
+        "Reference websites:\n" + reference_websites(task),
+    ]
     if memory:
         parts.append(memory)
     return "\n\n".join(part.strip() for part in parts)
@@ -150,13 +159,20 @@ def reference_websites(task: Task) -> str:
     return "\n".join(lines)
 
 
-def user_text(observation: Observation, history: Sequence[str], max_chars: int,
-              captions: Sequence[str] = ()) -> str:
+def user_text(
+    observation: Observation, history: Sequence[str], max_chars: int, captions: Sequence[str] = ()
+) -> str:
     """The per-step message: objective, URL, tabs, observation (truncated), images, previous actions."""
-    tabs = "\n".join(f"[{i}] {t.title or t.url}{' (active)' if i == observation.active_tab else ''}"
-                     for i, t in enumerate(observation.tabs))
-    sections = [f"OBJECTIVE: {observation.intent}", f"URL: {observation.url}", f"OPEN TABS:\n{tabs or '(none)'}",
-                f"OBSERVATION:\n{truncate(observation.tree_text, max_chars)}"]
+    tabs = "\n".join(
+        f"[{i}] {t.title or t.url}{' (active)' if i == observation.active_tab else ''}"
+        for i, t in enumerate(observation.tabs)
+    )
+    sections = [
+        f"OBJECTIVE: {observation.intent}",
+        f"URL: {observation.url}",
+        f"OPEN TABS:\n{tabs or '(none)'}",
+        f"OBSERVATION:\n{truncate(observation.tree_text, max_chars)}",
+    ]
     if captions:
         sections.append("IMAGES:\n" + "\n".join(captions))
     previous = "\n".join(f"{i}. {a}" for i, a in enumerate(history, start=1)) or "None"
@@ -173,7 +189,7 @@ def truncate(text: str, max_chars: int) -> str:
     if len(text) <= max_chars:
         return text
     cut = text.rfind("\n", 0, max_chars + 1)
-    kept = text[:cut if cut > 0 else max_chars]
+    kept = text[: cut if cut > 0 else max_chars]
     return f"{kept}\n[... {len(text) - len(kept)} more characters of the page not shown]"
 
 

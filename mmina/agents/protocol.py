@@ -15,6 +15,7 @@ before each ``reset`` with a seed of the task and its repeat (``mmina record --r
 each repeat of a task gets its own, the same in every run), so repeats differ and a run can
 be drawn again alike.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -119,8 +120,15 @@ def checked_reply(reply: AgentReply | str) -> AgentReply:
     completion, completion_note = token_count(reply.completion_tokens, "completion_tokens")
     cost, cost_note = _cost(reply.cost_usd)
     notes = [n for n in (reply.note, prompt_note, completion_note, cost_note) if n]
-    return replace(reply, output=escaped(str(reply.output)), prompt_tokens=prompt, completion_tokens=completion,
-                   cost_usd=cost, note="; ".join(notes) or None, request=mapped_text(reply.request))
+    return replace(
+        reply,
+        output=escaped(str(reply.output)),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
+        note="; ".join(notes) or None,
+        request=mapped_text(reply.request),
+    )
 
 
 def _cost(value: Any) -> tuple[float, str | None]:

@@ -1,4 +1,5 @@
 """Creating agents from the ``--agent`` option: the built-ins by name, or ``module:Class``."""
+
 from __future__ import annotations
 
 import importlib
@@ -39,8 +40,15 @@ def make_agent(spec: str, settings: AgentSettings | None = None, store: Store | 
         return BUILTIN_AGENTS[spec](settings, store)
     if ":" not in spec:
         known = sorted(BUILTIN_AGENTS)
-        raise AgentError(not_found("agent", spec, None, known, listing=f"agents: {', '.join(known)}, or "
-                                   "module:Class for your own"))
+        raise AgentError(
+            not_found(
+                "agent",
+                spec,
+                None,
+                known,
+                listing=f"agents: {', '.join(known)}, or module:Class for your own",
+            )
+        )
     return _user_agent(spec)
 
 
@@ -58,8 +66,10 @@ def _user_agent(spec: str) -> Agent:
     except (ImportError, AttributeError, ValueError) as exc:
         raise AgentError(f"cannot load agent {spec}: {first_line(exc)}") from None
     if not isinstance(found, type):
-        raise AgentError(f"agent {spec} is {_what(found)}, not a class: name your agent class "
-                         "(package.module:Class, instantiated without arguments)")
+        raise AgentError(
+            f"agent {spec} is {_what(found)}, not a class: name your agent class "
+            "(package.module:Class, instantiated without arguments)"
+        )
     try:
         agent = found()
     except Exception as exc:  # noqa: BLE001 - the user's own code failed: one line, never a traceback
@@ -72,5 +82,7 @@ def _user_agent(spec: str) -> Agent:
         if not hasattr(agent, "name"):
             agent.name = spec
     except (AttributeError, TypeError):
-        raise AgentError(f"agent {spec} is not an object mmina can use: give a class with act(observation)") from None
+        raise AgentError(
+            f"agent {spec} is not an object mmina can use: give a class with act(observation)"
+        ) from None
     return agent

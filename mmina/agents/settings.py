@@ -1,4 +1,5 @@
 """What an agent may be configured with: one frozen, picklable record for every built-in."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

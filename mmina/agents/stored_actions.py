@@ -1,4 +1,5 @@
 """The ``replay`` agent: the actions of stored episodes, step by step, on a live or archived web."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -27,8 +28,12 @@ class StoredStep:
 
 def stored_steps(rows: Iterable[Mapping[str, Any]]) -> list[StoredStep]:
     """The replayable steps of stored step rows (``action``, ``model_output``, ``tree_text``), in order."""
-    return [StoredStep(r["action"], r.get("tree_text") or "") if r["action"]
-            else StoredStep(r.get("model_output") or "") for r in rows]
+    return [
+        StoredStep(r["action"], r.get("tree_text") or "")
+        if r["action"]
+        else StoredStep(r.get("model_output") or "")
+        for r in rows
+    ]
 
 
 def aimed(step: StoredStep, observation: Observation) -> str:
@@ -61,7 +66,9 @@ class ReplayAgent:
     name = "replay"
     uses_marks = False
 
-    def __init__(self, actions_by_task: dict[str, list[StoredStep]], only: list[StoredStep] | None = None) -> None:
+    def __init__(
+        self, actions_by_task: dict[str, list[StoredStep]], only: list[StoredStep] | None = None
+    ) -> None:
         self.actions_by_task, self.only = actions_by_task, only
         self._queue: list[StoredStep] = []
 
@@ -72,8 +79,11 @@ class ReplayAgent:
         if store is None:
             raise AgentError("the replay agent reads its actions from a store, and there is none")
         from_run = store.resolve_run(settings.from_run) if settings.from_run else None
-        steps = store.read("steps", run_id=from_run,
-                           columns=["episode_id", "step_index", "action", "model_output", "tree_text"])
+        steps = store.read(
+            "steps",
+            run_id=from_run,
+            columns=["episode_id", "step_index", "action", "model_output", "tree_text"],
+        )
         if settings.from_episode:
             steps = steps.filter(pc.equal(steps.column("episode_id"), settings.from_episode))
         if not steps.num_rows:
@@ -85,8 +95,13 @@ class ReplayAgent:
         actions = {episode: stored_steps(episode_rows) for episode, episode_rows in rows.items()}
         if settings.from_episode:
             return cls({}, actions[settings.from_episode])
-        return cls({task: actions[episode] for task, episode in _latest_episodes(store, from_run).items()
-                    if episode in actions})
+        return cls(
+            {
+                task: actions[episode]
+                for task, episode in _latest_episodes(store, from_run).items()
+                if episode in actions
+            }
+        )
 
     def reset(self, task: Task) -> None:
         if self.only is not None:

@@ -13,6 +13,7 @@ A side is an evaluator name, whose current verdicts are its latest batch per epi
 each labeller's latest batch per episode, an item taking the labellers' verdict when they all
 agree and ``unclear`` when they differ — or ``human:NAME``, one labeller's.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -131,12 +132,26 @@ class Group:
 
     def as_json(self) -> dict[str, Any]:
         c = self.confusion
-        return {"level": self.level, "by": self.by, "group": self.group, "items": self.items, "pairs": c.n,
-                "agreement": c.agreement, "kappa": c.kappa, "kappa_lo": self.kappa_lo, "kappa_hi": self.kappa_hi,
-                "precision": c.precision, "recall": c.recall, "f1": c.f1, **asdict(c),
-                "unsure_evaluator": self.unsure_evaluator, "unsure_reference": self.unsure_reference,
-                "missing_evaluator": self.missing_evaluator, "missing_reference": self.missing_reference,
-                "matrix": {ev: dict(row) for ev, row in self.matrix.items()}}
+        return {
+            "level": self.level,
+            "by": self.by,
+            "group": self.group,
+            "items": self.items,
+            "pairs": c.n,
+            "agreement": c.agreement,
+            "kappa": c.kappa,
+            "kappa_lo": self.kappa_lo,
+            "kappa_hi": self.kappa_hi,
+            "precision": c.precision,
+            "recall": c.recall,
+            "f1": c.f1,
+            **asdict(c),
+            "unsure_evaluator": self.unsure_evaluator,
+            "unsure_reference": self.unsure_reference,
+            "missing_evaluator": self.missing_evaluator,
+            "missing_reference": self.missing_reference,
+            "matrix": {ev: dict(row) for ev, row in self.matrix.items()},
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,17 +179,31 @@ class Agreement:
         return next((g for g in self.groups if (g.level, g.by, g.group) == (level, by, group)), None)
 
     def as_json(self) -> dict[str, Any]:
-        return {"evaluator": str(self.evaluator), "reference": str(self.reference), "runs": list(self.runs),
-                "bootstrap_resamples": self.resamples, "groups": [g.as_json() for g in self.groups],
-                "disagreements": [asdict(d) for d in self.disagreements]}
+        return {
+            "evaluator": str(self.evaluator),
+            "reference": str(self.reference),
+            "runs": list(self.runs),
+            "bootstrap_resamples": self.resamples,
+            "groups": [g.as_json() for g in self.groups],
+            "disagreements": [asdict(d) for d in self.disagreements],
+        }
 
 
-def agreement(store: Store, runs: Sequence[str], evaluator: str, reference: str, resamples: int = DEFAULT_RESAMPLES,
-              seed: int = 0, serve_url: str = DEFAULT_SERVE_URL) -> Agreement:
+def agreement(
+    store: Store,
+    runs: Sequence[str],
+    evaluator: str,
+    reference: str,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    serve_url: str = DEFAULT_SERVE_URL,
+) -> Agreement:
     """``evaluator`` against ``reference`` over the episodes of ``runs`` (default: every run)."""
     sides = Side.parse(evaluator), Side.parse(reference)
     if sides[0] == sides[1]:
-        raise AnalysisError(f"the evaluator and the reference are both {sides[0]}: compare two different ones")
+        raise AnalysisError(
+            f"the evaluator and the reference are both {sides[0]}: compare two different ones"
+        )
     chosen = select_runs(store, runs)
     db = connect(store, chosen, only=VIEWS)
     try:
@@ -194,9 +223,11 @@ def side_verdicts(db: StoreConnection, side: Side, runs: Sequence[str]) -> dict[
     if side.evaluator != HUMAN:
         found = {_key(r): r["verdict"] for r in query(db, EVALUATOR_SQL, {"evaluator": side.evaluator})}
         if not found:
-            raise AnalysisError(f"no {side} verdicts in run(s) {', '.join(runs)}"
-                                f"{stored_evaluators(db, side.evaluator)}: run "
-                                f"`{rescore_hint(side.evaluator, runs)}` first")
+            raise AnalysisError(
+                f"no {side} verdicts in run(s) {', '.join(runs)}"
+                f"{stored_evaluators(db, side.evaluator)}: run "
+                f"`{rescore_hint(side.evaluator, runs)}` first"
+            )
         return found
     rows = query(db, LABELS_SQL, {"labeller": side.labeller})
     if not rows:
@@ -207,7 +238,9 @@ def side_verdicts(db: StoreConnection, side: Side, runs: Sequence[str]) -> dict[
 def _no_labels(db: StoreConnection, side: Side, runs: Sequence[str]) -> str:
     where = f"run(s) {', '.join(runs)}"
     if side.labeller is None:
-        return f"no human labels in {where}: label episodes in `mmina serve` or with `mmina import labels FILE`"
+        return (
+            f"no human labels in {where}: label episodes in `mmina serve` or with `mmina import labels FILE`"
+        )
     names = [r["labeller"] for r in query(db, LABELLERS_SQL, {})]
     return f"no labels by {side.labeller} in {where} (labellers there: {', '.join(names) or 'none'})"
 
@@ -245,14 +278,26 @@ def partitions(items: Sequence[Item]) -> Iterator[tuple[str, str, str, list[Item
         yield from ((level, by, name, part) for by, name, part in parts if part)
 
 
-def _groups(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str], resamples: int,
-            seed: int) -> list[Group]:
+def _groups(
+    items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str], resamples: int, seed: int
+) -> list[Group]:
     """Statistics per level: overall, by bucket, and (hops) by position."""
-    return [_group(level, by, name, part, ours, theirs, resamples, seed) for level, by, name, part in partitions(items)]
+    return [
+        _group(level, by, name, part, ours, theirs, resamples, seed)
+        for level, by, name, part in partitions(items)
+    ]
 
 
-def _group(level: str, by: str, name: str, items: Sequence[Item], ours: Mapping[Key, str],
-           theirs: Mapping[Key, str], resamples: int, seed: int) -> Group:
+def _group(
+    level: str,
+    by: str,
+    name: str,
+    items: Sequence[Item],
+    ours: Mapping[Key, str],
+    theirs: Mapping[Key, str],
+    resamples: int,
+    seed: int,
+) -> Group:
     counts = Counter((ours.get(item_key(i), "missing"), theirs.get(item_key(i), "missing")) for i in items)
     matrix = {ev: {ref: counts[(ev, ref)] for ref in VERDICTS} for ev in VERDICTS}
     group = Group(level=level, by=by, group=name, matrix=matrix, kappa_lo=None, kappa_hi=None)
@@ -264,8 +309,9 @@ def item_key(item: Item) -> Key:
     return item.episode_id, item.hop
 
 
-def _disagreements(items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str],
-                   serve_url: str) -> list[Disagreement]:
+def _disagreements(
+    items: Sequence[Item], ours: Mapping[Key, str], theirs: Mapping[Key, str], serve_url: str
+) -> list[Disagreement]:
     """Items both sides decided differently, in run, task and hop order, with a link into ``mmina serve``."""
     found = []
     for item in items:

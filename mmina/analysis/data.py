@@ -3,6 +3,7 @@
 Everything comes from DuckDB over the store's views (``episode_scores``, ``latest_scores``,
 ``tasks``, ``steps``), so the report's numbers are the ones ``mmina sql`` gives.
 """
+
 from __future__ import annotations
 
 import json
@@ -209,7 +210,9 @@ def stored_evaluators(db: StoreConnection, evaluator: str) -> str:
     names = [r["evaluator"] for r in query(db, "SELECT DISTINCT evaluator FROM scores ORDER BY 1", {})]
     if evaluator in names or not names:
         return ""
-    return f"; the store holds verdicts of {', '.join(names)}, and `mmina rescore --list` names every evaluator"
+    return (
+        f"; the store holds verdicts of {', '.join(names)}, and `mmina rescore --list` names every evaluator"
+    )
 
 
 TASKLESS_SQL = """
@@ -227,9 +230,11 @@ def check_tasks(store: Store, db: StoreConnection, runs: Sequence[str]) -> None:
         store.read("tasks", run_id=row["run_id"], columns=["task_id"])
         damaged = store.unreadable("tasks", row["run_id"])
         if damaged:
-            raise AnalysisError(f"{row['taskless']} episode(s) of run {row['run_id']} have no task: "
-                                f"{unreadable_file('tasks', *damaged[0])}; {DAMAGED_RUN_HINT} (or report the "
-                                "other runs with --run)")
+            raise AnalysisError(
+                f"{row['taskless']} episode(s) of run {row['run_id']} have no task: "
+                f"{unreadable_file('tasks', *damaged[0])}; {DAMAGED_RUN_HINT} (or report the "
+                "other runs with --run)"
+            )
 
 
 def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Scored:
@@ -245,12 +250,21 @@ def load(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUA
         check_scored(db, {"evaluator": evaluator, "runs": list(chosen)})
         check_tasks(store, db, chosen)
         episodes = scored_episodes(db, chosen, evaluator)
-        agents = {r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})}
+        agents = {
+            r["run_id"]: (r["agent"], r["model"]) for r in query(db, AGENTS_SQL, {"runs": list(chosen)})
+        }
         (left_out,) = query(db, LEFT_OUT_SQL, {"evaluator": evaluator, "runs": list(chosen)})
     finally:
         db.close()
-    return Scored(chosen, evaluator, tuple(replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1])
-                                           if e.run_id in agents else e for e in episodes), **left_out)
+    return Scored(
+        chosen,
+        evaluator,
+        tuple(
+            replace(e, agent=agents[e.run_id][0], model=agents[e.run_id][1]) if e.run_id in agents else e
+            for e in episodes
+        ),
+        **left_out,
+    )
 
 
 def scored_episodes(db: StoreConnection, runs: Sequence[str], evaluator: str) -> tuple[Episode, ...]:
@@ -267,8 +281,9 @@ def _hops(rows: list[dict[str, Any]]) -> dict[str, tuple[HopVerdict, ...]]:
     found: dict[str, list[HopVerdict]] = defaultdict(list)
     for row in rows:
         step = json.loads(row["detail_json"] or "{}").get("completed_step")
-        found[row["episode_id"]].append(HopVerdict(row["hop_index"], bool(row["passed"]),
-                                                   step if isinstance(step, int) else None))
+        found[row["episode_id"]].append(
+            HopVerdict(row["hop_index"], bool(row["passed"]), step if isinstance(step, int) else None)
+        )
     return {k: tuple(v) for k, v in found.items()}
 
 

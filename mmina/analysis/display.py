@@ -2,6 +2,7 @@
 
 The terminal and HTML renderings use this; JSON and CSV keep the raw columns.
 """
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -38,7 +39,9 @@ def fold_flags(table: Table) -> Table:
     if not flags:
         return table
     keep = [i for i in range(len(table.columns)) if i not in flags]
-    rows = tuple((*(r[i] for i in keep), ", ".join(table.columns[i] for i in flags if r[i])) for r in table.rows)
+    rows = tuple(
+        (*(r[i] for i in keep), ", ".join(table.columns[i] for i in flags if r[i])) for r in table.rows
+    )
     return Table(table.name, table.title, (*(table.columns[i] for i in keep), "modes"), rows)
 
 
@@ -58,6 +61,8 @@ def display(table: Table) -> tuple[list[str], list[list[str]]]:
         else:
             columns.append(name)
             picks.append((i,))
-    rows = [[rate_cell(*(row[j] for j in pick)) if len(pick) == 3 else cell(row[pick[0]]) for pick in picks]
-            for row in table.rows]
+    rows = [
+        [rate_cell(*(row[j] for j in pick)) if len(pick) == 3 else cell(row[pick[0]]) for pick in picks]
+        for row in table.rows
+    ]
     return columns, rows

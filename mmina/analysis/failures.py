@@ -5,6 +5,7 @@ The *anchor* is the step whose URL completed the last hop before the first faile
 evaluator's ``completed_step``, else the live-tracked ``hop_steps``); with no hop completed
 it is step 0. The anchor's *site* is the host of that step's URL.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,7 +51,8 @@ def wandered(episode: Episode, anchor: int | None) -> bool:
     home = _step_host(episode.steps, start)
     return home is not None and any(
         s.step_index > start and host(s.url) not in ("", home) and keyword not in s.url.lower()
-        for s in episode.steps)
+        for s in episode.steps
+    )
 
 
 def lingered(episode: Episode, anchor: int | None) -> bool:

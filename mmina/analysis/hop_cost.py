@@ -9,6 +9,7 @@ episode ended, and the hops after it are not reached. The cost of a passed hop i
 spent on that hop position (passed or not) over the hops that passed there. Hop-conditioned
 episodes (``record --prefix-run``) are left out: their prefix steps are the reference's.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -19,8 +20,21 @@ from dataclasses import dataclass, field
 from mmina.analysis.data import Episode, StepRow
 from mmina.analysis.tables import Table
 
-COLUMNS = ("n_hops", "hop", "reached", "passed", "mean_steps", "mean_tokens", "mean_model_s", "mean_wall_s",
-           "mean_cost_usd", "steps_per_pass", "tokens_per_pass", "wall_s_per_pass", "cost_per_pass_usd")
+COLUMNS = (
+    "n_hops",
+    "hop",
+    "reached",
+    "passed",
+    "mean_steps",
+    "mean_tokens",
+    "mean_model_s",
+    "mean_wall_s",
+    "mean_cost_usd",
+    "steps_per_pass",
+    "tokens_per_pass",
+    "wall_s_per_pass",
+    "cost_per_pass_usd",
+)
 
 
 @dataclass
@@ -39,8 +53,10 @@ class HopSpend:
 
     def row(self) -> tuple[int | float | None, ...]:
         steps, tokens, model_ms, wall_ms, cost = self.sums
-        means = [v / self.reached if self.reached else None for v in (steps, tokens, model_ms / 1e3, wall_ms / 1e3,
-                                                                      cost)]
+        means = [
+            v / self.reached if self.reached else None
+            for v in (steps, tokens, model_ms / 1e3, wall_ms / 1e3, cost)
+        ]
         per_pass = [v / self.passed if self.passed else None for v in (steps, tokens, wall_ms / 1e3, cost)]
         return (self.reached, self.passed, *means, *per_pass)
 
@@ -50,8 +66,13 @@ def completions(episode: Episode) -> list[int]:
     steps = []
     for verdict in sorted(episode.hops, key=lambda h: h.hop_index):
         live = episode.live_hop_steps
-        step = verdict.completed_step if verdict.completed_step is not None else \
-            live[verdict.hop_index] if verdict.hop_index < len(live) else None
+        step = (
+            verdict.completed_step
+            if verdict.completed_step is not None
+            else live[verdict.hop_index]
+            if verdict.hop_index < len(live)
+            else None
+        )
         if not verdict.passed or step is None:
             break
         steps.append(step)
@@ -70,7 +91,9 @@ def episode_spend(episode: Episode) -> dict[int, HopSpend]:
     first, last = episode.first_hop, max(h.hop_index for h in episode.hops)
     done = completions(episode)
     passed = {h.hop_index for h in episode.hops if h.passed}
-    spend = {index + 1: HopSpend(1, index in passed) for index in range(first, min(first + len(done), last) + 1)}
+    spend = {
+        index + 1: HopSpend(1, index in passed) for index in range(first, min(first + len(done), last) + 1)
+    }
     for step in episode.steps:
         cell = spend.setdefault(hop_of(step, done, first, last) + 1, HopSpend(1))
         values = (1, step.tokens, step.agent_ms, step.wall_ms, step.cost_usd)
@@ -95,5 +118,10 @@ def hop_cost(episodes: Sequence[Episode]) -> Table:
     rows += [("all", hop, *spend.row()) for hop, spend in sorted(by_hop.items())]
     if cells:
         rows.append(("all", "all", *total.row()))
-    return Table("hop_cost", "Cost per hop position (beside Table 3): means over the episodes that reached the "
-                 "hop; per pass: all spent at that position / hops passed there", COLUMNS, tuple(rows))
+    return Table(
+        "hop_cost",
+        "Cost per hop position (beside Table 3): means over the episodes that reached the "
+        "hop; per pass: all spent at that position / hops passed there",
+        COLUMNS,
+        tuple(rows),
+    )

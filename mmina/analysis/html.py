@@ -5,6 +5,7 @@ report is a page plus a folder next to it (``<name>_files/``) holding plotly.js 
 viewer's screenshots, shrunk and stored once by content: the page stays a few megabytes
 whatever the number of steps, and opens at once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -167,27 +168,43 @@ def page(title: str, nav: list[tuple[str, str]], body: str, script_src: str | No
     """A complete document, loading ``script_src`` (plotly.js next to the report) when given."""
     script = f'<script src="{escape(script_src)}"></script>' if script_src else ""
     links = "".join(f'<a href="#{i}">{escape(t)}</a>' for i, t in nav)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f'<style>{STYLE}</style>{script}</head>'
-            f'<body><h1>{escape(title)}</h1><nav>{links}</nav>{body}</body></html>')
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{STYLE}</style>{script}</head>"
+        f"<body><h1>{escape(title)}</h1><nav>{links}</nav>{body}</body></html>"
+    )
 
 
 def viewer_section(trajectories: list[dict[str, Any]]) -> str:
-    return section("viewer", "Trajectory viewer", VIEWER_HTML, _json_script("trajectories", trajectories),
-                   f"<script>{VIEWER_JS}</script>")
+    return section(
+        "viewer",
+        "Trajectory viewer",
+        VIEWER_HTML,
+        _json_script("trajectories", trajectories),
+        f"<script>{VIEWER_JS}</script>",
+    )
 
 
 def _episode_list(report: Report, shown: set[str]) -> str:
     rows = []
     for e in report.scored.episodes:
-        link = (f'<a href="#viewer" onclick="mminaShowEpisode({escape(json.dumps(e.episode_id))})">view</a>'
-                if e.episode_id in shown else "")
+        link = (
+            f'<a href="#viewer" onclick="mminaShowEpisode({escape(json.dumps(e.episode_id))})">view</a>'
+            if e.episode_id in shown
+            else ""
+        )
         verdict = f'<span class="{"pass" if e.passed else "fail"}">{escape(e.verdict)}</span>'
-        rows.append(f"<tr><td>{escape(e.run_id)}</td><td>{escape(e.task_id)}</td><td>{e.n_hops}</td>"
-                    f"<td>{e.hops_passed}/{e.hops_total}</td><td>{verdict}</td><td>{escape(e.stop_reason)}</td>"
-                    f"<td>{e.n_steps}</td><td>{link}</td></tr>")
-    head = "".join(f"<th>{c}</th>" for c in ("run", "task", "hops", "hops passed", "verdict", "stop", "steps", ""))
-    return f'<table data-table="episodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        rows.append(
+            f"<tr><td>{escape(e.run_id)}</td><td>{escape(e.task_id)}</td><td>{e.n_hops}</td>"
+            f"<td>{e.hops_passed}/{e.hops_total}</td><td>{verdict}</td><td>{escape(e.stop_reason)}</td>"
+            f"<td>{e.n_steps}</td><td>{link}</td></tr>"
+        )
+    head = "".join(
+        f"<th>{c}</th>" for c in ("run", "task", "hops", "hops passed", "verdict", "stop", "steps", "")
+    )
+    return (
+        f'<table data-table="episodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
 
 
 SECTIONS = (
@@ -217,8 +234,10 @@ def report_sections(report: Report) -> list[tuple[str, str, str]]:
 def _charts(report: Report) -> dict[str, list[str]]:
     from mmina.analysis import charts
 
-    parts = {name: [charts.to_div(figure, element) for element, figure in figures]
-             for name, figures in charts.report_charts(report).items()}
+    parts = {
+        name: [charts.to_div(figure, element) for element, figure in figures]
+        for name, figures in charts.report_charts(report).items()
+    }
     parts["failure_modes"].append(table_html(report.table("episode_failures")))
     return parts
 
@@ -227,22 +246,33 @@ def report_html(report: Report, trajectories: list[dict[str, Any]], plotly_src: 
     """The whole report: summary, every table with its chart, the episode list and the viewer;
     ``plotly_src`` is where the page finds plotly.js."""
     scored = report.scored
-    summary = section("summary", "Summary", f"<p>Runs: {escape(', '.join(scored.runs))}; evaluator "
-                      f"<code>{escape(scored.evaluator)}</code>; {len(scored.episodes)} task(s). Rates carry their "
-                      "95% Wilson interval in brackets.</p>")
+    summary = section(
+        "summary",
+        "Summary",
+        f"<p>Runs: {escape(', '.join(scored.runs))}; evaluator "
+        f"<code>{escape(scored.evaluator)}</code>; {len(scored.episodes)} task(s). Rates carry their "
+        "95% Wilson interval in brackets.</p>",
+    )
     extra = _charts(report)
     sections = report_sections(report)
     parts = [section(i, t, table_html(report.table(name)), *extra.get(name, [])) for i, t, name in sections]
     shown = {t["episode_id"] for t in trajectories}
     episodes = section("episodes", "Episodes", _episode_list(report, shown))
-    nav = [("summary", "Summary"), *((i, t) for i, t, _ in sections), ("episodes", "Episodes"), ("viewer", "Viewer")]
+    nav = [
+        ("summary", "Summary"),
+        *((i, t) for i, t, _ in sections),
+        ("episodes", "Episodes"),
+        ("viewer", "Viewer"),
+    ]
     body = summary + "".join(parts) + episodes + viewer_section(trajectories)
     return page(f"mmina report: {', '.join(scored.runs)} ({scored.evaluator})", nav, body, plotly_src)
 
 
 def episode_html(trajectory: dict[str, Any]) -> str:
     """One episode's viewer as a page of its own (``mmina view``)."""
-    return page(f"mmina episode {trajectory['episode_id']}", [("viewer", "Viewer")], viewer_section([trajectory]))
+    return page(
+        f"mmina episode {trajectory['episode_id']}", [("viewer", "Viewer")], viewer_section([trajectory])
+    )
 
 
 def viewer_episodes(report: Report, limit: int) -> list[str]:
@@ -293,4 +323,6 @@ def write_report(store: Store, report: Report, out: Path, viewer_limit: int) -> 
         shown = trajectories(store, viewer_episodes(report, viewer_limit), images.place, pool.map)
     html = report_html(report, shown, f"{quote(folder.name)}/{PLOTLY_FILE}").encode()
     out.write_bytes(html)
-    return WrittenReport(out, len(html), folder, len(plotly) + sum(images.written.values()), len(images.written))
+    return WrittenReport(
+        out, len(html), folder, len(plotly) + sum(images.written.values()), len(images.written)
+    )

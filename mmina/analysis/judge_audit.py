@@ -23,6 +23,7 @@ protocol ClawBench asks for):
   prefer its own model's answers), fewer than three evaluators or three runs, fewer than two
   labellers.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -126,19 +127,28 @@ class Audit:
     warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"runs": list(self.runs), "evaluators": self.evaluators, "labellers": self.labellers,
-                "bootstrap_resamples": self.resamples, "baseline": [asdict(b) for b in self.baseline],
-                "ranking": [asdict(r) for r in self.ranking], "taus": [asdict(t) for t in self.taus],
-                "warnings": self.warnings}
+        return {
+            "runs": list(self.runs),
+            "evaluators": self.evaluators,
+            "labellers": self.labellers,
+            "bootstrap_resamples": self.resamples,
+            "baseline": [asdict(b) for b in self.baseline],
+            "ranking": [asdict(r) for r in self.ranking],
+            "taus": [asdict(t) for t in self.taus],
+            "warnings": self.warnings,
+        }
 
 
-def audit(store: Store, runs: Sequence[str], evaluators: Sequence[str], resamples: int = 1000,
-          seed: int = 0) -> Audit:
+def audit(
+    store: Store, runs: Sequence[str], evaluators: Sequence[str], resamples: int = 1000, seed: int = 0
+) -> Audit:
     """The judge audit of ``evaluators`` over the episodes of ``runs`` (default: every run)."""
     sides = list(dict.fromkeys(Side.parse(e) for e in evaluators))
     if len(sides) < 2:
-        raise AnalysisError("an audit compares evaluators: name two or more (--evaluator A --evaluator B ...; "
-                            "three or more to see whether the ranking depends on the judge)")
+        raise AnalysisError(
+            "an audit compares evaluators: name two or more (--evaluator A --evaluator B ...; "
+            "three or more to see whether the ranking depends on the judge)"
+        )
     chosen = select_runs(store, runs)
     db = connect(store, chosen, only=(*VIEWS, "runs"))
     try:
@@ -174,8 +184,14 @@ def _judge_models(db: StoreConnection, evaluator: str) -> set[str]:
 # -- human baseline ---------------------------------------------------------------------------
 
 
-def baselines(evaluator: str, items: Sequence[Item], judge: Mapping[Key, str], labels: Mapping[str, Mapping[Key, str]],
-              resamples: int, seed: int) -> list[Baseline]:
+def baselines(
+    evaluator: str,
+    items: Sequence[Item],
+    judge: Mapping[Key, str],
+    labels: Mapping[str, Mapping[Key, str]],
+    resamples: int,
+    seed: int,
+) -> list[Baseline]:
     """The judge's agreement with each labeller beside the labellers' with each other, per group
     (groups where the judge decided no item — a level it gives no verdict for — left out)."""
     names = sorted(labels)
@@ -192,8 +208,14 @@ def _decided(verdict: str | None) -> str:
     return verdict if verdict in ("pass", "fail") else "-"
 
 
-def baseline(evaluator: str, names: Sequence[str], counts: Mapping[Pattern, int], where: tuple[str, str, str],
-             resamples: int, seed: int) -> Baseline:
+def baseline(
+    evaluator: str,
+    names: Sequence[str],
+    counts: Mapping[Pattern, int],
+    where: tuple[str, str, str],
+    resamples: int,
+    seed: int,
+) -> Baseline:
     """One group's figures: rater 0 of each pattern is the judge, the others the labellers ``names``."""
     human, judge, pairs = _kappas(counts, evaluator, names)
     draw, humans, judges, differences = Random(seed), [], [], []
@@ -202,7 +224,9 @@ def baseline(evaluator: str, names: Sequence[str], counts: Mapping[Pattern, int]
         humans += [h] if h is not None else []
         judges += [j] if j is not None else []
         differences += [j - h] if h is not None and j is not None else []
-    difference = Estimate(None if human is None or judge is None else judge - human, *percentile_interval(differences))
+    difference = Estimate(
+        None if human is None or judge is None else judge - human, *percentile_interval(differences)
+    )
     level, by, group = where
     return Baseline(
         evaluator=evaluator,
@@ -218,12 +242,17 @@ def baseline(evaluator: str, names: Sequence[str], counts: Mapping[Pattern, int]
     )
 
 
-def _kappas(counts: Mapping[Pattern, int], evaluator: str, names: Sequence[str]
-            ) -> tuple[float | None, float | None, dict[str, float | None]]:
+def _kappas(
+    counts: Mapping[Pattern, int], evaluator: str, names: Sequence[str]
+) -> tuple[float | None, float | None, dict[str, float | None]]:
     """Mean human–human κ, mean judge–human κ, and each pair's κ."""
-    pairs = {f"{names[a - 1]}~{names[b - 1]}": pair_kappa(counts, a, b)
-             for a, b in combinations(range(1, len(names) + 1), 2)}
-    judged = {f"{evaluator}~{name}": pair_kappa(counts, 0, index) for index, name in enumerate(names, start=1)}
+    pairs = {
+        f"{names[a - 1]}~{names[b - 1]}": pair_kappa(counts, a, b)
+        for a, b in combinations(range(1, len(names) + 1), 2)
+    }
+    judged = {
+        f"{evaluator}~{name}": pair_kappa(counts, 0, index) for index, name in enumerate(names, start=1)
+    }
     return _mean(pairs.values()), _mean(judged.values()), {**pairs, **judged}
 
 
@@ -232,8 +261,9 @@ def pair_kappa(counts: Mapping[Pattern, int], a: int, b: int) -> float | None:
     cells: Counter[tuple[str, str]] = Counter()
     for pattern, count in counts.items():
         cells[(pattern[a], pattern[b])] += count
-    return Confusion(cells[("pass", "pass")], cells[("pass", "fail")], cells[("fail", "pass")],
-                     cells[("fail", "fail")]).kappa
+    return Confusion(
+        cells[("pass", "pass")], cells[("pass", "fail")], cells[("fail", "pass")], cells[("fail", "fail")]
+    ).kappa
 
 
 def _mean(values: Any) -> float | None:
@@ -250,8 +280,13 @@ def _place(difference: Estimate) -> str:
 # -- rankings ---------------------------------------------------------------------------------
 
 
-def rankings(episodes: Sequence[Mapping[str, Any]], verdicts: Mapping[str, Mapping[Key, str]],
-             models: Mapping[str, str | None], resamples: int, seed: int) -> tuple[list[Ranked], list[Tau]]:
+def rankings(
+    episodes: Sequence[Mapping[str, Any]],
+    verdicts: Mapping[str, Mapping[Key, str]],
+    models: Mapping[str, str | None],
+    resamples: int,
+    seed: int,
+) -> tuple[list[Ranked], list[Tau]]:
     """Each run's success rate and rank under every evaluator over the episodes all of them
     judged, and Kendall's τ-b between every two evaluators' rankings with its interval."""
     names = list(verdicts)
@@ -262,16 +297,28 @@ def rankings(episodes: Sequence[Mapping[str, Any]], verdicts: Mapping[str, Mappi
             counts[e["run_id"]][tuple(v == "pass" for v in given)] += 1
     runs = [r for r in dict.fromkeys(e["run_id"] for e in episodes) if counts[r]]
     rates = _rates(counts, runs, len(names))
-    ranked = [Ranked(run, models.get(run), sum(counts[run].values()), dict(zip(names, rates[run])),
-                     {n: _rank(rates, runs, i, run) for i, n in enumerate(names)}) for run in runs]
+    ranked = [
+        Ranked(
+            run,
+            models.get(run),
+            sum(counts[run].values()),
+            dict(zip(names, rates[run])),
+            {n: _rank(rates, runs, i, run) for i, n in enumerate(names)},
+        )
+        for run in runs
+    ]
     draw = Random(seed)
-    resampled = [_rates({r: resample_counts(draw, counts[r]) for r in runs}, runs, len(names)) for _ in range(resamples)]
+    resampled = [
+        _rates({r: resample_counts(draw, counts[r]) for r in runs}, runs, len(names))
+        for _ in range(resamples)
+    ]
     taus = [_tau(names, i, j, runs, rates, resampled) for i, j in combinations(range(len(names)), 2)]
     return ranked, taus
 
 
-def _rates(counts: Mapping[str, Mapping[tuple[bool, ...], int]], runs: Sequence[str], width: int
-           ) -> dict[str, list[float]]:
+def _rates(
+    counts: Mapping[str, Mapping[tuple[bool, ...], int]], runs: Sequence[str], width: int
+) -> dict[str, list[float]]:
     """Each run's success rate under each evaluator (position ``i`` of the patterns)."""
     rates = {}
     for run in runs:
@@ -285,8 +332,14 @@ def _rank(rates: Mapping[str, Sequence[float]], runs: Sequence[str], index: int,
     return 1 + sum(rates[other][index] > rates[run][index] for other in runs)
 
 
-def _tau(names: Sequence[str], i: int, j: int, runs: Sequence[str], rates: Mapping[str, Sequence[float]],
-         resampled: Sequence[Mapping[str, Sequence[float]]]) -> Tau:
+def _tau(
+    names: Sequence[str],
+    i: int,
+    j: int,
+    runs: Sequence[str],
+    rates: Mapping[str, Sequence[float]],
+    resampled: Sequence[Mapping[str, Sequence[float]]],
+) -> Tau:
     def tau(by_run: Mapping[str, Sequence[float]]) -> float | None:
         return kendall_tau([by_run[r][i] for r in runs], [by_run[r][j] for r in runs])
 
@@ -297,29 +350,40 @@ def _tau(names: Sequence[str], i: int, j: int, runs: Sequence[str], rates: Mappi
 # -- warnings ---------------------------------------------------------------------------------
 
 
-def _warnings(result: Audit, labels: Mapping[str, Any], judges: Mapping[str, set[str]],
-              models: Mapping[str, str | None]) -> list[str]:
+def _warnings(
+    result: Audit, labels: Mapping[str, Any], judges: Mapping[str, set[str]], models: Mapping[str, str | None]
+) -> list[str]:
     ranked = {r.run_id for r in result.ranking}
-    found = [f"{evaluator}'s judge model {model} is also the model of ranked run {run}: a judge tends to prefer "
-             f"its own model's answers — judge with another model, or report it"
-             for evaluator, used in judges.items() for model in sorted(used)
-             for run, run_model in models.items() if run in ranked and same_model(model, run_model)]
+    found = [
+        f"{evaluator}'s judge model {model} is also the model of ranked run {run}: a judge tends to prefer "
+        f"its own model's answers — judge with another model, or report it"
+        for evaluator, used in judges.items()
+        for model in sorted(used)
+        for run, run_model in models.items()
+        if run in ranked and same_model(model, run_model)
+    ]
     if len(result.evaluators) < 3:
-        found.append(f"{len(result.evaluators)} evaluators: the protocol compares the ranking under three or more")
+        found.append(
+            f"{len(result.evaluators)} evaluators: the protocol compares the ranking under three or more"
+        )
     if len(result.ranking) < 3:
-        found.append(f"{len(result.ranking)} run(s) ranked on commonly judged episodes: Kendall's tau needs three "
-                     "or more to say much")
+        found.append(
+            f"{len(result.ranking)} run(s) ranked on commonly judged episodes: Kendall's tau needs three "
+            "or more to say much"
+        )
     if len(labels) < 2:
-        found.append(f"human-human agreement needs two labellers on the same episodes (labellers: "
-                     f"{', '.join(sorted(labels)) or 'none'}): label with another name in mmina serve or "
-                     "`mmina import labels FILE --labeller NAME`")
+        found.append(
+            f"human-human agreement needs two labellers on the same episodes (labellers: "
+            f"{', '.join(sorted(labels)) or 'none'}): label with another name in mmina serve or "
+            "`mmina import labels FILE --labeller NAME`"
+        )
     return found
 
 
 def same_model(a: str | None, b: str | None) -> bool:
     """Whether two model names name the same model (case, spaces and a ``provider/`` prefix aside)."""
+
     def bare(name: str) -> str:
         return name.strip().lower().rsplit("/", 1)[-1]
 
     return bool(a and b) and bare(a or "") == bare(b or "")
-

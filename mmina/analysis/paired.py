@@ -6,6 +6,7 @@ other (a repeat only one side has is listed apart, as a task only one side has).
 pairs whose verdict differs; McNemar's exact test asks whether the two sides' success rates
 differ beyond chance, using only the discordant pairs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -50,34 +51,101 @@ class Comparison:
         return mcnemar_exact(self.count(True, False), self.count(False, True))
 
     def flips(self) -> Table:
-        rows = tuple((x["task_id"], "pass→fail" if x["passed"] else "fail→pass", x["episode_id"], y["episode_id"],
-                      x["hops_passed"], x["hops_total"], y["hops_passed"], y["hops_total"], x["attempt"])
-                     for x, y in self.pairs if x["passed"] != y["passed"])
-        return Table("flips", f"Tasks whose verdict differs: {self.a.label} → {self.b.label}",
-                     ("task_id", "direction", "episode_a", "episode_b", "hops_passed_a", "hops_total_a",
-                      "hops_passed_b", "hops_total_b", "repeat"), rows)
+        rows = tuple(
+            (
+                x["task_id"],
+                "pass→fail" if x["passed"] else "fail→pass",
+                x["episode_id"],
+                y["episode_id"],
+                x["hops_passed"],
+                x["hops_total"],
+                y["hops_passed"],
+                y["hops_total"],
+                x["attempt"],
+            )
+            for x, y in self.pairs
+            if x["passed"] != y["passed"]
+        )
+        return Table(
+            "flips",
+            f"Tasks whose verdict differs: {self.a.label} → {self.b.label}",
+            (
+                "task_id",
+                "direction",
+                "episode_a",
+                "episode_b",
+                "hops_passed_a",
+                "hops_total_a",
+                "hops_passed_b",
+                "hops_total_b",
+                "repeat",
+            ),
+            rows,
+        )
 
     def summary(self) -> Table:
         n = len(self.pairs)
-        rows = [self._side_row("a", self.a, [x for x, _ in self.pairs]),
-                self._side_row("b", self.b, [y for _, y in self.pairs])]
-        return Table("comparison", f"Paired by task (and repeat): {n} pair(s) scored on both sides",
-                     ("side", "run_id", "evaluator", "tasks", "passed", "task_sr", "task_sr_lo", "task_sr_hi",
-                      "hops", "hops_passed", "hop_sr", "hop_sr_lo", "hop_sr_hi"), tuple(rows))
+        rows = [
+            self._side_row("a", self.a, [x for x, _ in self.pairs]),
+            self._side_row("b", self.b, [y for _, y in self.pairs]),
+        ]
+        return Table(
+            "comparison",
+            f"Paired by task (and repeat): {n} pair(s) scored on both sides",
+            (
+                "side",
+                "run_id",
+                "evaluator",
+                "tasks",
+                "passed",
+                "task_sr",
+                "task_sr_lo",
+                "task_sr_hi",
+                "hops",
+                "hops_passed",
+                "hop_sr",
+                "hop_sr_lo",
+                "hop_sr_hi",
+            ),
+            tuple(rows),
+        )
 
     @staticmethod
     def _side_row(name: str, side: Side, rows: list[dict[str, Any]]) -> tuple[Any, ...]:
-        passed, hops, hops_passed = sum(r["passed"] for r in rows), sum(r["hops_total"] for r in rows), \
-            sum(r["hops_passed"] for r in rows)
-        return (name, side.run_id, side.evaluator, len(rows), passed, rate(passed, len(rows)),
-                *wilson(passed, len(rows)), hops, hops_passed, rate(hops_passed, hops), *wilson(hops_passed, hops))
+        passed, hops, hops_passed = (
+            sum(r["passed"] for r in rows),
+            sum(r["hops_total"] for r in rows),
+            sum(r["hops_passed"] for r in rows),
+        )
+        return (
+            name,
+            side.run_id,
+            side.evaluator,
+            len(rows),
+            passed,
+            rate(passed, len(rows)),
+            *wilson(passed, len(rows)),
+            hops,
+            hops_passed,
+            rate(hops_passed, hops),
+            *wilson(hops_passed, hops),
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {"a": vars(self.a), "b": vars(self.b), "paired_tasks": len(self.pairs),
-                "both_passed": self.count(True, True), "both_failed": self.count(False, False),
-                "pass_to_fail": self.count(True, False), "fail_to_pass": self.count(False, True),
-                "mcnemar_p": self.p_value, "only_in_a": list(self.only_a), "only_in_b": list(self.only_b),
-                "sides": self.summary().records(), "flips": self.flips().records()}
+        return {
+            "a": vars(self.a),
+            "b": vars(self.b),
+            "paired_tasks": len(self.pairs),
+            "both_passed": self.count(True, True),
+            "both_failed": self.count(False, False),
+            "pass_to_fail": self.count(True, False),
+            "fail_to_pass": self.count(False, True),
+            "mcnemar_p": self.p_value,
+            "only_in_a": list(self.only_a),
+            "only_in_b": list(self.only_b),
+            "sides": self.summary().records(),
+            "flips": self.flips().records(),
+        }
 
 
 Key = tuple[str, int]

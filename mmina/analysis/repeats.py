@@ -8,6 +8,7 @@ k repeats passes) and pass^k (all k pass), each task's unbiased estimate average
 tasks with at least k repeats. Hop-conditioned episodes are not repeats of a run's task: they
 are left out here.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,8 +23,20 @@ from mmina.tasks.task import BUCKETS
 Repeats = dict[tuple[str, str], list[Episode]]
 """(run, task) → its scored repeats, in attempt order."""
 
-REPEAT_COLUMNS = ("run_id", "agent", "bucket", "tasks", "repeats", "episodes", *rate_columns("task_sr"),
-                  "task_sr_min", "task_sr_max", *rate_columns("hop_sr"), "hop_sr_min", "hop_sr_max")
+REPEAT_COLUMNS = (
+    "run_id",
+    "agent",
+    "bucket",
+    "tasks",
+    "repeats",
+    "episodes",
+    *rate_columns("task_sr"),
+    "task_sr_min",
+    "task_sr_max",
+    *rate_columns("hop_sr"),
+    "hop_sr_min",
+    "hop_sr_max",
+)
 
 
 def repeats_of(episodes: Iterable[Episode]) -> Repeats:
@@ -58,8 +71,12 @@ def _rates(groups: Sequence[list[Episode]], cell: Callable[[Episode], Cell]) -> 
             per_repeat[episode.attempt][0] += n
             per_repeat[episode.attempt][1] += d
     single = [n / d for n, d in per_repeat.values() if d]
-    return (rate(int(numerator), int(denominator)), *nested_bootstrap(cells),
-            min(single, default=None), max(single, default=None))
+    return (
+        rate(int(numerator), int(denominator)),
+        *nested_bootstrap(cells),
+        min(single, default=None),
+        max(single, default=None),
+    )
 
 
 def _task_cell(episode: Episode) -> Cell:
@@ -81,11 +98,26 @@ def repeat_rates(episodes: Sequence[Episode]) -> Table:
             buckets[group[0].bucket].append(group)
         overall = ("overall", list(repeats.values()))
         for bucket, groups in [*((b, buckets[b]) for b in BUCKETS if b in buckets), overall]:
-            rows.append((run_id, agent, bucket, len(groups), max(len(g) for g in groups), sum(len(g) for g in groups),
-                         *_rates(groups, _task_cell), *_rates(groups, _hop_cell)))
-    return Table("repeats", "Success over repeated runs (record --repeats): rates over every repeat with a "
-                 "bootstrap 95% interval over tasks and repeats; min/max: the rate of the worst and best single "
-                 "repeat", REPEAT_COLUMNS, tuple(rows))
+            rows.append(
+                (
+                    run_id,
+                    agent,
+                    bucket,
+                    len(groups),
+                    max(len(g) for g in groups),
+                    sum(len(g) for g in groups),
+                    *_rates(groups, _task_cell),
+                    *_rates(groups, _hop_cell),
+                )
+            )
+    return Table(
+        "repeats",
+        "Success over repeated runs (record --repeats): rates over every repeat with a "
+        "bootstrap 95% interval over tasks and repeats; min/max: the rate of the worst and best single "
+        "repeat",
+        REPEAT_COLUMNS,
+        tuple(rows),
+    )
 
 
 def consistency(episodes: Sequence[Episode]) -> Table:
@@ -98,9 +130,13 @@ def consistency(episodes: Sequence[Episode]) -> Table:
             at = [v for n, c in counts if (v := pass_at_k(n, c, k)) is not None]
             hat = [v for n, c in counts if (v := pass_hat_k(n, c, k)) is not None]
             rows.append((run_id, k, len(at), sum(at) / len(at), sum(hat) / len(hat)))
-    return Table("consistency", "Consistency over repeats: pass@k (at least one of k repeats passes) and pass^k "
-                 "(all k pass), unbiased estimates averaged over tasks", ("run_id", "k", "tasks", "pass_at_k",
-                                                                          "pass_hat_k"), tuple(rows))
+    return Table(
+        "consistency",
+        "Consistency over repeats: pass@k (at least one of k repeats passes) and pass^k "
+        "(all k pass), unbiased estimates averaged over tasks",
+        ("run_id", "k", "tasks", "pass_at_k", "pass_hat_k"),
+        tuple(rows),
+    )
 
 
 def flaky_tasks(episodes: Sequence[Episode]) -> Table:
@@ -111,12 +147,34 @@ def flaky_tasks(episodes: Sequence[Episode]) -> Table:
         passed = [e.attempt for e in group if e.passed]
         if 0 < len(passed) < len(group):
             hops = sum(e.hops_passed for e in group) / len(group)
-            rows.append((run_id, task_id, group[0].n_hops, len(group), len(passed), len(passed) / len(group),
-                         hops, ",".join(map(str, passed))))
+            rows.append(
+                (
+                    run_id,
+                    task_id,
+                    group[0].n_hops,
+                    len(group),
+                    len(passed),
+                    len(passed) / len(group),
+                    hops,
+                    ",".join(map(str, passed)),
+                )
+            )
     rows.sort(key=lambda r: (-r[5] * (1 - r[5]), r[0], r[1]))
-    return Table("flaky_tasks", "Flaky tasks: repeats that disagree, the flakiest first",
-                 ("run_id", "task_id", "n_hops", "repeats", "passed", "pass_rate", "mean_hops_passed",
-                  "passed_repeats"), tuple(rows))
+    return Table(
+        "flaky_tasks",
+        "Flaky tasks: repeats that disagree, the flakiest first",
+        (
+            "run_id",
+            "task_id",
+            "n_hops",
+            "repeats",
+            "passed",
+            "pass_rate",
+            "mean_hops_passed",
+            "passed_repeats",
+        ),
+        tuple(rows),
+    )
 
 
 def repeat_tables(episodes: Sequence[Episode]) -> list[Table]:

@@ -8,6 +8,7 @@ over the tasks both of its runs scored, and the change; over the agents: Kendall
 the live and the archived rates, with a bootstrap interval (each run's task outcomes resampled
 within the run), and whether the order is the same.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -57,8 +58,12 @@ class AgentPair:
         return self.archived.rate - self.live.rate
 
     def as_json(self) -> dict[str, Any]:
-        return {"agent": self.agent, "live": self.live.as_json(), "archived": self.archived.as_json(),
-                "change": self.change}
+        return {
+            "agent": self.agent,
+            "live": self.live.as_json(),
+            "archived": self.archived.as_json(),
+            "change": self.change,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,12 +76,23 @@ class RankingShift:
     same_order: bool
 
     def as_json(self) -> dict[str, Any]:
-        return {"evaluator": self.evaluator, "agents": [a.as_json() for a in self.agents], "tau": self.tau,
-                "tau_low": self.low, "tau_high": self.high, "same_order": self.same_order}
+        return {
+            "evaluator": self.evaluator,
+            "agents": [a.as_json() for a in self.agents],
+            "tau": self.tau,
+            "tau_low": self.low,
+            "tau_high": self.high,
+            "same_order": self.same_order,
+        }
 
 
-def replay_rankings(store: Store, pairs: Sequence[tuple[str, str]], evaluator: str = DEFAULT_EVALUATOR,
-                    resamples: int = 1000, seed: int = 0) -> RankingShift:
+def replay_rankings(
+    store: Store,
+    pairs: Sequence[tuple[str, str]],
+    evaluator: str = DEFAULT_EVALUATOR,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> RankingShift:
     """The live and archived success of each agent (``pairs``: live run, archived run) and how
     far the archived web keeps their ranking (see the module)."""
     if len(pairs) < 2:
@@ -84,21 +100,28 @@ def replay_rankings(store: Store, pairs: Sequence[tuple[str, str]], evaluator: s
     resolved = [(store.resolve_run(live), store.resolve_run(archived)) for live, archived in pairs]
     outcomes, labels = _outcomes(store, [run for pair in resolved for run in pair], evaluator)
     counts = [_common(outcomes.get(live, {}), outcomes.get(archived, {})) for live, archived in resolved]
-    agents = tuple(AgentPair(labels.get(live, live), _side(live, c[0]), _side(archived, c[1]))
-                   for (live, archived), c in zip(resolved, counts))
+    agents = tuple(
+        AgentPair(labels.get(live, live), _side(live, c[0]), _side(archived, c[1]))
+        for (live, archived), c in zip(resolved, counts)
+    )
     empty = [a.agent for a in agents if not a.live.tasks]
     if empty:
-        raise AnalysisError(f"no task scored by {evaluator} in both runs of {empty[0]}: rescore them, or pair "
-                            "runs of the same tasks")
+        raise AnalysisError(
+            f"no task scored by {evaluator} in both runs of {empty[0]}: rescore them, or pair "
+            "runs of the same tasks"
+        )
     tau = kendall_tau([a.live.rate for a in agents], [a.archived.rate for a in agents])
     draw = Random(seed)
     values = [t for t in (_resampled_tau(draw, counts) for _ in range(resamples)) if t is not None]
     low, high = percentile_interval(values)
-    return RankingShift(evaluator=evaluator, agents=agents, tau=tau, low=low, high=high, same_order=_same_order(agents))
+    return RankingShift(
+        evaluator=evaluator, agents=agents, tau=tau, low=low, high=high, same_order=_same_order(agents)
+    )
 
 
-def _outcomes(store: Store, runs: Sequence[str], evaluator: str
-              ) -> tuple[dict[str, dict[str, list[bool]]], dict[str, str]]:
+def _outcomes(
+    store: Store, runs: Sequence[str], evaluator: str
+) -> tuple[dict[str, dict[str, list[bool]]], dict[str, str]]:
     """Each run's task outcomes (every repeat) and its agent's label."""
     db = connect(store, list(dict.fromkeys(runs)))
     try:
@@ -111,7 +134,9 @@ def _outcomes(store: Store, runs: Sequence[str], evaluator: str
     return outcomes, {r["run_id"]: agent_label(r["agent"], r["model"]) for r in rows}
 
 
-def _common(live: Mapping[str, list[bool]], archived: Mapping[str, list[bool]]) -> tuple[Counter[bool], Counter[bool]]:
+def _common(
+    live: Mapping[str, list[bool]], archived: Mapping[str, list[bool]]
+) -> tuple[Counter[bool], Counter[bool]]:
     """Pass and fail counts of each run over the tasks both scored."""
     tasks = live.keys() & archived.keys()
     return (Counter(v for t in tasks for v in live[t]), Counter(v for t in tasks for v in archived[t]))
@@ -133,8 +158,12 @@ def _resampled_tau(draw: Random, counts: Sequence[tuple[Counter[bool], Counter[b
 
 def _same_order(agents: Sequence[AgentPair]) -> bool:
     """Whether every two agents are ordered alike live and archived (a tie on one side only is a change)."""
+
     def sign(value: float) -> int:
         return (value > 0) - (value < 0)
 
-    return all(sign(a.live.rate - b.live.rate) == sign(a.archived.rate - b.archived.rate)
-               for i, a in enumerate(agents) for b in agents[i + 1:])
+    return all(
+        sign(a.live.rate - b.live.rate) == sign(a.archived.rate - b.archived.rate)
+        for i, a in enumerate(agents)
+        for b in agents[i + 1 :]
+    )

@@ -1,4 +1,5 @@
 """``mmina report``: every table of the analysis for some runs under one evaluator."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -38,14 +39,22 @@ class Report:
         """The tables named (every table when none are), in report order."""
         missing = [n for n in names if n in self.absent]
         if missing:
-            raise AnalysisError(not_found("table", missing[0], "this report", listing=self.absent[missing[0]]))
+            raise AnalysisError(
+                not_found("table", missing[0], "this report", listing=self.absent[missing[0]])
+            )
         return [t for t in self.tables if not names or t.name in names]
 
     def as_json(self, names: Sequence[str] = ()) -> dict[str, Any]:
-        return {"runs": list(self.scored.runs), "evaluator": self.scored.evaluator,
-                "tasks": len(self.scored.episodes), "repeats": self.repeats,
-                "not_applicable": self.scored.not_applicable, "infrastructure_errors": self.scored.infrastructure,
-                "blocked": self.scored.blocked, "tables": {t.name: t.records() for t in self.chosen(names)}}
+        return {
+            "runs": list(self.scored.runs),
+            "evaluator": self.scored.evaluator,
+            "tasks": len(self.scored.episodes),
+            "repeats": self.repeats,
+            "not_applicable": self.scored.not_applicable,
+            "infrastructure_errors": self.scored.infrastructure,
+            "blocked": self.scored.blocked,
+            "tables": {t.name: t.records() for t in self.chosen(names)},
+        }
 
 
 def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAULT_EVALUATOR) -> Report:
@@ -56,8 +65,10 @@ def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAUL
     if has_repeats(scored.episodes):
         tables[1:1] = repeat_tables(scored.episodes)  # beside Table 2
     else:
-        absent |= dict.fromkeys(REPEAT_TABLES, "every task of the runs has one episode (record several with "
-                                "`mmina record --repeats K`)")
+        absent |= dict.fromkeys(
+            REPEAT_TABLES,
+            "every task of the runs has one episode (record several with `mmina record --repeats K`)",
+        )
     if evaluator == OFFICIAL_EVALUATOR:  # the runner's own log figures first: what a paper table quotes
         tables.insert(0, runner_log_table(store, scored.runs))
     else:
@@ -66,8 +77,10 @@ def build_report(store: Store, runs: Sequence[str] = (), evaluator: str = DEFAUL
     if conditioned:
         tables.append(conditioned_hops(conditioned, free_running(store, scored, conditioned)))
     else:
-        absent["conditioned_hops"] = ("the runs hold no hop-conditioned episode (record some with "
-                                      "`mmina record --prefix-run RUN --at-hop all`)")
+        absent["conditioned_hops"] = (
+            "the runs hold no hop-conditioned episode (record some with "
+            "`mmina record --prefix-run RUN --at-hop all`)"
+        )
     return Report(scored, tuple(tables), absent)
 
 

@@ -6,6 +6,7 @@ The rates are the report's overall ones (:func:`mmina.analysis.tables.sr_by_buck
 latest verdict of the evaluator per task, n/a verdicts left out; a run the evaluator has not
 scored shows none.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,8 +41,19 @@ LEFT JOIN (SELECT run_id, count(*) AS scored, count(passed) AS judged, count(*) 
            FROM episode_scores WHERE evaluator = $evaluator GROUP BY run_id) s ON s.run_id = r.run_id
 ORDER BY r.created_at DESC NULLS LAST, r.run_id DESC
 """
-COLUMNS = ("run_id", "started", "agent", "model", "tasks", "tasks_done", "episodes", "errors",
-           *rate_columns("task_sr"), *rate_columns("hop_sr"), "status")
+COLUMNS = (
+    "run_id",
+    "started",
+    "agent",
+    "model",
+    "tasks",
+    "tasks_done",
+    "episodes",
+    "errors",
+    *rate_columns("task_sr"),
+    *rate_columns("hop_sr"),
+    "status",
+)
 
 
 def list_runs(store: Store, evaluator: str = DEFAULT_EVALUATOR) -> Table:
@@ -51,13 +63,25 @@ def list_runs(store: Store, evaluator: str = DEFAULT_EVALUATOR) -> Table:
         rows = query(db, RUNS_SQL, {"evaluator": evaluator})
     finally:
         db.close()
-    return Table("runs", f"Runs of {store.root} ({evaluator} verdicts)", COLUMNS, tuple(_row(r) for r in rows))
+    return Table(
+        "runs", f"Runs of {store.root} ({evaluator} verdicts)", COLUMNS, tuple(_row(r) for r in rows)
+    )
 
 
 def _row(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["run_id"], row["started"], row["agent"], row["model"], row["task_count"], row["tasks_done"],
-            row["episodes"], row["errors"], *rate_values(row["passed"], row["judged"]),
-            *rate_values(int(row["hops_passed"]), int(row["hops_total"])), _status(row))
+    return (
+        row["run_id"],
+        row["started"],
+        row["agent"],
+        row["model"],
+        row["task_count"],
+        row["tasks_done"],
+        row["episodes"],
+        row["errors"],
+        *rate_values(row["passed"], row["judged"]),
+        *rate_values(int(row["hops_passed"]), int(row["hops_total"])),
+        _status(row),
+    )
 
 
 def _status(row: dict[str, Any]) -> str:

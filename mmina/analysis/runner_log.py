@@ -9,6 +9,7 @@ each episode's outcome, numerator and denominator in its task row's detail; this
 per rule set and over all, and sets the clean ``hops`` figures of the same episodes beside.
 Hop-conditioned episodes (``record --prefix-run``) have no place in it: see ``LOG_SQL``.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,37 +47,68 @@ def log_totals(details: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     denominator = sum(int(d.get("denominator") or 0) for d in details)
     tasks, passed = len(details), outcomes.count("pass")
     task_sr, logged = rate_values(passed, tasks), rate_values(numerator, denominator)
-    return {"tasks": tasks, **{o: outcomes.count(o) for o in OUTCOMES}, **dict(zip(rate_columns("task_sr"), task_sr)),
-            "all_pass": numerator, "all_all": denominator, **dict(zip(rate_columns("logged_hop_rate"), logged))}
+    return {
+        "tasks": tasks,
+        **{o: outcomes.count(o) for o in OUTCOMES},
+        **dict(zip(rate_columns("task_sr"), task_sr)),
+        "all_pass": numerator,
+        "all_all": denominator,
+        **dict(zip(rate_columns("logged_hop_rate"), logged)),
+    }
 
 
 def clean_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The ``hops`` figures of the same episodes (over those with a ``hops`` verdict)."""
     scored = [r for r in rows if r["clean_passed"] is not None]
     passed = sum(bool(r["clean_passed"]) for r in scored)
-    hops, hops_passed = sum(r["clean_hops_total"] for r in scored), sum(r["clean_hops_passed"] for r in scored)
-    return {"hops_scored": len(scored), **dict(zip(rate_columns("hops_task_sr"), rate_values(passed, len(scored)))),
-            **dict(zip(rate_columns("hops_hop_sr"), rate_values(hops_passed, hops)))}
+    hops, hops_passed = (
+        sum(r["clean_hops_total"] for r in scored),
+        sum(r["clean_hops_passed"] for r in scored),
+    )
+    return {
+        "hops_scored": len(scored),
+        **dict(zip(rate_columns("hops_task_sr"), rate_values(passed, len(scored)))),
+        **dict(zip(rate_columns("hops_hop_sr"), rate_values(hops_passed, hops))),
+    }
 
 
-COLUMNS = ("rule_set", "tasks", "pass", "fail", "no_result", "unclear", *rate_columns("task_sr"), "all_pass",
-           "all_all", *rate_columns("logged_hop_rate"), "hops_scored", *rate_columns("hops_task_sr"),
-           *rate_columns("hops_hop_sr"))
+COLUMNS = (
+    "rule_set",
+    "tasks",
+    "pass",
+    "fail",
+    "no_result",
+    "unclear",
+    *rate_columns("task_sr"),
+    "all_pass",
+    "all_all",
+    *rate_columns("logged_hop_rate"),
+    "hops_scored",
+    *rate_columns("hops_task_sr"),
+    *rate_columns("hops_hop_sr"),
+)
 
 
 def runner_log_table(store: Store, runs: Sequence[str]) -> Table:
     """One row per rule set present, then ``all``: the runner's log figures and the clean ones."""
     db = connect(store)
     try:
-        rows = query(db, LOG_SQL, {"official": OFFICIAL_EVALUATOR, "clean": CLEAN_EVALUATOR, "runs": list(runs)})
+        rows = query(
+            db, LOG_SQL, {"official": OFFICIAL_EVALUATOR, "clean": CLEAN_EVALUATOR, "runs": list(runs)}
+        )
     finally:
         db.close()
     for row in rows:
         row["detail"] = json.loads(row["detail_json"] or "{}")
     groups = [(name, [r for r in rows if r["detail"].get("rule_set") == name]) for name in RULE_SETS]
     table_rows = [_row(name, group) for name, group in [*groups, ("all", rows)] if group or name == "all"]
-    return Table("runner_log", "The official runner's log (task SR = PASS lines / tasks; logged hop rate = "
-                 "all_pass/all_all, END never counted) beside the clean hops figures", COLUMNS, tuple(table_rows))
+    return Table(
+        "runner_log",
+        "The official runner's log (task SR = PASS lines / tasks; logged hop rate = "
+        "all_pass/all_all, END never counted) beside the clean hops figures",
+        COLUMNS,
+        tuple(table_rows),
+    )
 
 
 def _row(name: str, rows: Iterable[Mapping[str, Any]]) -> tuple[Any, ...]:

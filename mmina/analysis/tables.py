@@ -3,6 +3,7 @@
 Each rate comes with its 95 % Wilson interval (``*_lo``, ``*_hi``) and the count behind it.
 Hop positions are 1-based (the paper's "hop 1"); ``hop_index`` in the store is 0-based.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -50,12 +51,31 @@ def _with_overall(episodes: Sequence[Episode]) -> list[tuple[str, list[Episode]]
 def sr_by_bucket(episodes: Sequence[Episode]) -> Table:
     rows = []
     for bucket, group in _with_overall(episodes):
-        passed, hops, hops_passed = sum(e.passed for e in group), sum(e.hops_total for e in group), \
-            sum(e.hops_passed for e in group)
-        rows.append((bucket, len(group), passed, *rate_values(passed, len(group)),
-                     hops, hops_passed, *rate_values(hops_passed, hops)))
-    columns = ("bucket", "tasks", "tasks_passed", *rate_columns("task_sr"), "hops", "hops_passed",
-               *rate_columns("hop_sr"))
+        passed, hops, hops_passed = (
+            sum(e.passed for e in group),
+            sum(e.hops_total for e in group),
+            sum(e.hops_passed for e in group),
+        )
+        rows.append(
+            (
+                bucket,
+                len(group),
+                passed,
+                *rate_values(passed, len(group)),
+                hops,
+                hops_passed,
+                *rate_values(hops_passed, hops),
+            )
+        )
+    columns = (
+        "bucket",
+        "tasks",
+        "tasks_passed",
+        *rate_columns("task_sr"),
+        "hops",
+        "hops_passed",
+        *rate_columns("hop_sr"),
+    )
     return Table("sr_by_bucket", "Task SR and hop SR by hop count (paper Table 2)", columns, tuple(rows))
 
 
@@ -71,11 +91,23 @@ def hop_positions(episodes: Sequence[Episode]) -> Table:
             cell[1] += ok
             cell[2] += reached
             cell[3] += ok and reached
-    rows = tuple((n, hop, tasks, ok, *rate_values(ok, tasks), reached, ok_after, *rate_values(ok_after, reached))
-                 for (n, hop), (tasks, ok, reached, ok_after) in sorted(cells.items()))
-    columns = ("n_hops", "hop", "tasks", "passed", *rate_columns("sr"), "reached", "passed_after_previous",
-               *rate_columns("conditional_sr"))
-    return Table("hop_positions", "Success per hop position by total hop count (paper Table 3)", columns, rows)
+    rows = tuple(
+        (n, hop, tasks, ok, *rate_values(ok, tasks), reached, ok_after, *rate_values(ok_after, reached))
+        for (n, hop), (tasks, ok, reached, ok_after) in sorted(cells.items())
+    )
+    columns = (
+        "n_hops",
+        "hop",
+        "tasks",
+        "passed",
+        *rate_columns("sr"),
+        "reached",
+        "passed_after_previous",
+        *rate_columns("conditional_sr"),
+    )
+    return Table(
+        "hop_positions", "Success per hop position by total hop count (paper Table 3)", columns, rows
+    )
 
 
 def conditioned_hops(conditioned: Sequence[Episode], free: Sequence[Episode]) -> Table:
@@ -98,17 +130,48 @@ def conditioned_hops(conditioned: Sequence[Episode], free: Sequence[Episode]) ->
         cell[0] += 1
         cell[1] += any(h.passed for h in episode.hops if h.hop_index == episode.first_hop)
     rows = tuple(_conditioned_row(key, counts, table3.get(key)) for key, counts in sorted(cells.items()))
-    columns = ("agent", "n_hops", "hop", "episodes", "passed", *rate_columns("sr"), "left_out", "free_tasks",
-               "free_passed", *rate_columns("free_sr"), *rate_columns("free_conditional_sr"), "gap")
-    return Table("conditioned_hops", "Hop success given a correct prefix (hop-conditioned episodes) beside the "
-                 "free-running Table 3 of the same agent; gap = sr - free_sr", columns, rows)
+    columns = (
+        "agent",
+        "n_hops",
+        "hop",
+        "episodes",
+        "passed",
+        *rate_columns("sr"),
+        "left_out",
+        "free_tasks",
+        "free_passed",
+        *rate_columns("free_sr"),
+        *rate_columns("free_conditional_sr"),
+        "gap",
+    )
+    return Table(
+        "conditioned_hops",
+        "Hop success given a correct prefix (hop-conditioned episodes) beside the "
+        "free-running Table 3 of the same agent; gap = sr - free_sr",
+        columns,
+        rows,
+    )
 
 
-def _conditioned_row(key: tuple[str, int, int], counts: list[int], free: dict[str, Any] | None) -> tuple[Any, ...]:
+def _conditioned_row(
+    key: tuple[str, int, int], counts: list[int], free: dict[str, Any] | None
+) -> tuple[Any, ...]:
     episodes, passed, left_out = counts
     sr = rate_values(passed, episodes)
-    free_cells = (free["tasks"], free["passed"], free["sr"], free["sr_lo"], free["sr_hi"], free["conditional_sr"],
-                  free["conditional_sr_lo"], free["conditional_sr_hi"]) if free else (None,) * 8
+    free_cells = (
+        (
+            free["tasks"],
+            free["passed"],
+            free["sr"],
+            free["sr_lo"],
+            free["sr_hi"],
+            free["conditional_sr"],
+            free["conditional_sr_lo"],
+            free["conditional_sr_hi"],
+        )
+        if free
+        else (None,) * 8
+    )
     gap = sr[0] - free["sr"] if free and sr[0] is not None else None
     return (*key, episodes, passed, *sr, left_out, *free_cells, gap)
 
@@ -122,14 +185,27 @@ def first_failures(episodes: Sequence[Episode]) -> Table:
     for n_hops, group in _groups(episodes, lambda e: e.n_hops).items():
         counts = _groups(group, lambda e: e.first_failure)
         for value in sorted(counts, key=_failure_order):
-            rows.append((n_hops, value, len(counts[value]), len(group), *rate_values(len(counts[value]), len(group))))
+            rows.append(
+                (n_hops, value, len(counts[value]), len(group), *rate_values(len(counts[value]), len(group)))
+            )
     columns = ("n_hops", "first_failure", "tasks", "of_tasks", *rate_columns("share"))
     return Table("first_failures", "Where tasks first fail, by total hop count", columns, tuple(rows))
 
 
 def episode_failures(episodes: Sequence[Episode]) -> Table:
-    rows = tuple((e.run_id, e.episode_id, e.task_id, e.n_hops, e.hops_passed, e.stop_reason,
-                  *failures.modes(e).values()) for e in episodes if not e.passed)
+    rows = tuple(
+        (
+            e.run_id,
+            e.episode_id,
+            e.task_id,
+            e.n_hops,
+            e.hops_passed,
+            e.stop_reason,
+            *failures.modes(e).values(),
+        )
+        for e in episodes
+        if not e.passed
+    )
     columns = ("run_id", "episode_id", "task_id", "n_hops", "hops_passed", "stop_reason", *failures.MODES)
     return Table("episode_failures", "Failure modes of each failed episode", columns, rows)
 
@@ -140,8 +216,12 @@ def failure_modes(per_episode: Table) -> Table:
     for mode in failures.MODES:
         count = sum(bool(r[mode]) for r in per_episode.records())
         rows.append((mode, count, failed, *rate_values(count, failed)))
-    return Table("failure_modes", "Failure modes over failed episodes (an episode may have several)",
-                 ("mode", "episodes", "failed", *rate_columns("share")), tuple(rows))
+    return Table(
+        "failure_modes",
+        "Failure modes over failed episodes (an episode may have several)",
+        ("mode", "episodes", "failed", *rate_columns("share")),
+        tuple(rows),
+    )
 
 
 def per_site(episodes: Sequence[Episode]) -> Table:
@@ -152,9 +232,16 @@ def per_site(episodes: Sequence[Episode]) -> Table:
             counts[site][0] += 1
             counts[site][1] += hop.passed
             counts[site][2].add((episode.run_id, episode.task_id))
-    rows = tuple((site, len(tasks), hops, ok, *rate_values(ok, hops)) for site, (hops, ok, tasks) in sorted(counts.items()))
-    return Table("per_site", "Hop success per site (the hop's procedure keyword)",
-                 ("site", "tasks", "hops", "hops_passed", *rate_columns("sr")), rows)
+    rows = tuple(
+        (site, len(tasks), hops, ok, *rate_values(ok, hops))
+        for site, (hops, ok, tasks) in sorted(counts.items())
+    )
+    return Table(
+        "per_site",
+        "Hop success per site (the hop's procedure keyword)",
+        ("site", "tasks", "hops", "hops_passed", *rate_columns("sr")),
+        rows,
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -165,21 +252,63 @@ def actions_by_hops(episodes: Sequence[Episode]) -> Table:
     rows = []
     for n_hops, group in _groups(episodes, lambda e: e.n_hops).items():
         steps = [e.n_steps for e in group]
-        rows.append((n_hops, len(group), _mean(steps), min(steps), max(steps),
-                     _mean([e.n_steps for e in group if e.passed]), _mean([e.n_steps for e in group if not e.passed])))
-    columns = ("n_hops", "tasks", "mean_steps", "min_steps", "max_steps", "mean_steps_passed", "mean_steps_failed")
-    return Table("actions_by_hops", "Actions (steps) per task by hop count (paper Fig. 3)", columns, tuple(rows))
+        rows.append(
+            (
+                n_hops,
+                len(group),
+                _mean(steps),
+                min(steps),
+                max(steps),
+                _mean([e.n_steps for e in group if e.passed]),
+                _mean([e.n_steps for e in group if not e.passed]),
+            )
+        )
+    columns = (
+        "n_hops",
+        "tasks",
+        "mean_steps",
+        "min_steps",
+        "max_steps",
+        "mean_steps_passed",
+        "mean_steps_failed",
+    )
+    return Table(
+        "actions_by_hops", "Actions (steps) per task by hop count (paper Fig. 3)", columns, tuple(rows)
+    )
 
 
 def cost(episodes: Sequence[Episode]) -> Table:
-    rows = tuple((bucket, len(group), _mean([e.prompt_tokens for e in group]),
-                  _mean([e.completion_tokens for e in group]), _mean([e.cost_usd for e in group]),
-                  sum(e.cost_usd for e in group)) for bucket, group in _with_overall(episodes))
-    columns = ("bucket", "tasks", "mean_prompt_tokens", "mean_completion_tokens", "mean_cost_usd", "total_cost_usd")
+    rows = tuple(
+        (
+            bucket,
+            len(group),
+            _mean([e.prompt_tokens for e in group]),
+            _mean([e.completion_tokens for e in group]),
+            _mean([e.cost_usd for e in group]),
+            sum(e.cost_usd for e in group),
+        )
+        for bucket, group in _with_overall(episodes)
+    )
+    columns = (
+        "bucket",
+        "tasks",
+        "mean_prompt_tokens",
+        "mean_completion_tokens",
+        "mean_cost_usd",
+        "total_cost_usd",
+    )
     return Table("cost", "Tokens and cost per task", columns, rows)
 
 
 def all_tables(episodes: Sequence[Episode]) -> list[Table]:
     per_episode = episode_failures(episodes)
-    return [sr_by_bucket(episodes), hop_positions(episodes), first_failures(episodes), failure_modes(per_episode),
-            per_episode, per_site(episodes), actions_by_hops(episodes), cost(episodes)]
+    return [
+        sr_by_bucket(episodes),
+        hop_positions(episodes),
+        first_failures(episodes),
+        failure_modes(per_episode),
+        per_episode,
+        per_site(episodes),
+        actions_by_hops(episodes),
+        cost(episodes),
+    ]

@@ -10,6 +10,7 @@ the store has it. Screenshots are shrunk to ``SHOT_WIDTH`` pixels; where they go
 caller's choice: inlined (``mmina view``: the page stands alone), files next to the report, or
 URLs of ``mmina serve``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -67,8 +68,9 @@ def target_line(tree_text: str | None, action: str | None, kind: str | None) -> 
     return found.group(0).strip() if found else None
 
 
-def shrink(image: bytes, width: int = SHOT_WIDTH, quality: int = QUALITY,
-           marks: Sequence[Mapping[str, Any]] = ()) -> bytes:
+def shrink(
+    image: bytes, width: int = SHOT_WIDTH, quality: int = QUALITY, marks: Sequence[Mapping[str, Any]] = ()
+) -> bytes:
     """A screenshot as a JPEG at most ``width`` pixels wide, with ``marks`` (``steps.marks``,
     measured on the full-size screenshot) painted on it. A JPEG decodes at a reduced scale where
     it can (half a 1280-pixel viewport is :data:`SHOT_WIDTH`: no resizing), and one already small
@@ -95,16 +97,27 @@ def box_share(box: dict[str, float] | None, width: int | None, height: int | Non
     """The target box as shares of the screenshot (left, top, width, height in 0..1), to draw at any size."""
     if not box or not width or not height:
         return None
-    return {"left": box["x"] / width, "top": box["y"] / height, "width": box["width"] / width,
-            "height": box["height"] / height}
+    return {
+        "left": box["x"] / width,
+        "top": box["y"] / height,
+        "width": box["width"] / width,
+        "height": box["height"] / height,
+    }
 
 
 def message_text(message: dict[str, Any]) -> str:
     """One stored message as text: its role, then its text parts; images by the start of their hash."""
     content = message.get("content")
-    parts = [content] if isinstance(content, str) else [
-        part.get("text", "") if part.get("type") == "text" else f"[image {part.get('image_url', {}).get('blob', '')[:12]}]"
-        for part in content or []]
+    parts = (
+        [content]
+        if isinstance(content, str)
+        else [
+            part.get("text", "")
+            if part.get("type") == "text"
+            else f"[image {part.get('image_url', {}).get('blob', '')[:12]}]"
+            for part in content or []
+        ]
+    )
     text = "\n".join(parts)
     return f"--- {message.get('role', '?')}\n{text[:MESSAGE_CHARS]}"
 
@@ -123,7 +136,9 @@ def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[s
         same = len(digests) - len(new)
         head = f"model {document['model']}, {json.dumps(document['parameters'], sort_keys=True)}"
         note = [f"({same} message(s) as in the step before)"] if same else []
-        shown.append("\n".join([head, *note, *(message_text(json.loads(blobs[d])) for d in new if d in blobs)]))
+        shown.append(
+            "\n".join([head, *note, *(message_text(json.loads(blobs[d])) for d in new if d in blobs)])
+        )
         previous = digests
     return shown
 
@@ -131,11 +146,20 @@ def model_inputs(steps: list[dict[str, Any]], blobs: dict[str, bytes]) -> list[s
 def step_data(row: dict[str, Any], model_input: str | None, shot: str | None) -> dict[str, Any]:
     """One step as the viewer shows it; ``shot`` is where its image is (a data URI, a file, a URL)."""
     tree = row["tree_text"] or ""
-    return {"index": row["step_index"], "url": row["url"] or "", "action": row["action"],
-            "error": row["action_error"], "output": row["model_output"] or "", "live_hops": row["live_hops"],
-            "live_hop_completed": bool(row["live_hop_completed"]), "target": target_line(tree, row["action"], row["action_kind"]),
-            "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
-            "input": model_input, "tree": tree[:TREE_CHARS], "shot": shot}
+    return {
+        "index": row["step_index"],
+        "url": row["url"] or "",
+        "action": row["action"],
+        "error": row["action_error"],
+        "output": row["model_output"] or "",
+        "live_hops": row["live_hops"],
+        "live_hop_completed": bool(row["live_hop_completed"]),
+        "target": target_line(tree, row["action"], row["action_kind"]),
+        "box": box_share(row["target_box"], row["screenshot_width"], row["screenshot_height"]),
+        "input": model_input,
+        "tree": tree[:TREE_CHARS],
+        "shot": shot,
+    }
 
 
 def step_image(row: dict[str, Any], blobs: dict[str, bytes]) -> bytes | None:
@@ -158,15 +182,27 @@ HIDDEN = ("blob_packs", "final_tree_text", "final_screenshot")
 TERMINAL = "(the page after the last action: the terminal observation)"
 
 
-def terminal_step(episode: dict[str, Any], last: dict[str, Any] | None, shot: str | None) -> dict[str, Any] | None:
+def terminal_step(
+    episode: dict[str, Any], last: dict[str, Any] | None, shot: str | None
+) -> dict[str, Any] | None:
     """The terminal observation as a last entry after the steps, when the store has it (the page
     a budget's last action reached is seen nowhere else); ``shot`` is where its image is."""
     if episode["final_url"] is None:
         return None
-    return {"index": (last["index"] + 1) if last else 0, "url": episode["final_url"], "action": TERMINAL,
-            "error": None, "output": "", "live_hops": last["live_hops"] if last else 0, "live_hop_completed": False,
-            "target": None, "box": None, "input": None, "tree": (episode["final_tree_text"] or "")[:TREE_CHARS],
-            "shot": shot}
+    return {
+        "index": (last["index"] + 1) if last else 0,
+        "url": episode["final_url"],
+        "action": TERMINAL,
+        "error": None,
+        "output": "",
+        "live_hops": last["live_hops"] if last else 0,
+        "live_hop_completed": False,
+        "target": None,
+        "box": None,
+        "input": None,
+        "tree": (episode["final_tree_text"] or "")[:TREE_CHARS],
+        "shot": shot,
+    }
 
 
 UNREADABLE_IMAGE = (OSError, ValueError, Image.DecompressionBombError)
@@ -182,8 +218,9 @@ def data_uri(image: bytes) -> str:
         return ""
 
 
-def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
-                 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def episode_rows(
+    db: StoreConnection, episode_ids: Sequence[str]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The episodes (by id), their steps in order and their current verdicts."""
     params = {"episodes": list(episode_ids)}
     episodes = {e["episode_id"]: e for e in query(db, EPISODES_SQL, params)}
@@ -193,28 +230,39 @@ def episode_rows(db: StoreConnection, episode_ids: Sequence[str]
 def input_texts(store: Store, steps: list[dict[str, Any]], packs: Sequence[str] | None) -> list[str | None]:
     """Each step's model input as text (:func:`model_inputs`), its blobs read from ``packs``."""
     blobs = store.read_blobs([s["model_input"] for s in steps if s["model_input"]], packs)
-    messages = {d for s in steps if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])}
+    messages = {
+        d for s in steps if s["model_input"] in blobs for d in message_digests(blobs[s["model_input"]])
+    }
     blobs |= store.read_blobs(sorted(messages), packs) if messages else {}
     return model_inputs(steps, blobs)
 
 
-def episode_data(episode: dict[str, Any], steps: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                 inputs: list[str | None], shots: list[str | None], final_shot: str | None = None) -> dict[str, Any]:
+def episode_data(
+    episode: dict[str, Any],
+    steps: list[dict[str, Any]],
+    verdicts: list[dict[str, Any]],
+    inputs: list[str | None],
+    shots: list[str | None],
+    final_shot: str | None = None,
+) -> dict[str, Any]:
     """One episode as the viewer shows it: its row, its steps (the terminal observation last,
     its image at ``final_shot``) and its verdicts."""
     shown = [step_data(s, text, shot) for s, text, shot in zip(steps, inputs, shots)]
     final = terminal_step(episode, shown[-1] if shown else None, final_shot)
-    return {**{k: v for k, v in episode.items() if k not in HIDDEN},
-            "procedure": list(episode["procedure"] or ()),
-            "steps": shown + ([final] if final else []),
-            "verdicts": [{k: v for k, v in r.items() if k != "episode_id"} for r in verdicts]}
+    return {
+        **{k: v for k, v in episode.items() if k not in HIDDEN},
+        "procedure": list(episode["procedure"] or ()),
+        "steps": shown + ([final] if final else []),
+        "verdicts": [{k: v for k, v in r.items() if k != "episode_id"} for r in verdicts],
+    }
 
 
 Mapper = Callable[[Callable[[dict[str, Any]], str | None], list[dict[str, Any]]], Iterable[str | None]]
 
 
-def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[bytes], str] = data_uri,
-                 mapper: Mapper = map) -> list[dict[str, Any]]:
+def trajectories(
+    store: Store, episode_ids: Sequence[str], place: Callable[[bytes], str] = data_uri, mapper: Mapper = map
+) -> list[dict[str, Any]]:
     """Viewer data of the episodes, in the order given. ``place`` puts a step's image where
     the page finds it (inline by default) and returns its reference; ``mapper`` (e.g. a thread
     pool's ``map``) runs that over an episode's steps, as painting and shrinking take a while."""
@@ -233,14 +281,26 @@ def trajectories(store: Store, episode_ids: Sequence[str], place: Callable[[byte
     by_episode: dict[str, list[dict[str, Any]]] = {e: [] for e in episode_ids}
     for row in steps:
         by_episode[row["episode_id"]].append(row)
-    return [_trajectory(store, episodes[e], by_episode[e], [v for v in verdicts if v["episode_id"] == e], place,
-                        mapper) for e in episode_ids]
+    return [
+        _trajectory(
+            store, episodes[e], by_episode[e], [v for v in verdicts if v["episode_id"] == e], place, mapper
+        )
+        for e in episode_ids
+    ]
 
 
-def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                place: Callable[[bytes], str], mapper: Mapper) -> dict[str, Any]:
+def _trajectory(
+    store: Store,
+    episode: dict[str, Any],
+    steps: list[dict[str, Any]],
+    verdicts: list[dict[str, Any]],
+    place: Callable[[bytes], str],
+    mapper: Mapper,
+) -> dict[str, Any]:
     packs, final = episode["blob_packs"], episode["final_screenshot"]
-    wanted = [s[c] for s in steps for c in ("screenshot_som", "screenshot") if s[c]] + ([final] if final else [])
+    wanted = [s[c] for s in steps for c in ("screenshot_som", "screenshot") if s[c]] + (
+        [final] if final else []
+    )
     images = store.read_blobs(wanted, packs)
 
     def shot(row: dict[str, Any]) -> str | None:
@@ -251,5 +311,6 @@ def _trajectory(store: Store, episode: dict[str, Any], steps: list[dict[str, Any
         return place(image) if image else None
 
     final_shot = place(images[final]) if final in images else None
-    return episode_data(episode, steps, verdicts, input_texts(store, steps, packs), list(mapper(shot, steps)),
-                        final_shot)
+    return episode_data(
+        episode, steps, verdicts, input_texts(store, steps, packs), list(mapper(shot, steps)), final_shot
+    )

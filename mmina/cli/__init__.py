@@ -1,4 +1,5 @@
 """The ``mmina`` command line: a thin layer over the library (one module per command group)."""
+
 from __future__ import annotations
 
 import gc
@@ -36,8 +37,11 @@ COMMANDS = {
 used, so ``mmina --help`` starts fast. A new command is one line here."""
 
 
-@click.group(cls=MminaGroup, lazy=COMMANDS,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=MminaGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="mmina")
 def cli() -> None:
     """Record, replay, re-score and analyse web agents on multihop, multimodal (MMInA) tasks.
@@ -67,8 +71,11 @@ def main(args: list[str] | None = None, prog_name: str = "mmina") -> None:
         if os.environ.get(TRACEBACK_ENV):
             raise
         message = first_line(exc).encode("utf-8", "backslashreplace").decode("utf-8")
-        click.echo(f"Error: unexpected {type(exc).__name__}: {message} (a bug in mmina; set {TRACEBACK_ENV}=1 "
-                   "to see where)", err=True)
+        click.echo(
+            f"Error: unexpected {type(exc).__name__}: {message} (a bug in mmina; set {TRACEBACK_ENV}=1 "
+            "to see where)",
+            err=True,
+        )
         sys.exit(1)
     finally:
         # The command is done: its output is written (or "Interrupted." said). A Ctrl-C from now

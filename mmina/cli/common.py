@@ -1,4 +1,5 @@
 """What every command shares: the command registry's group, options, the store, errors."""
+
 from __future__ import annotations
 
 import importlib
@@ -63,7 +64,9 @@ class LazyGroup(click.Group):
             self.add_command(load_command(self.lazy[cmd_name]), cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         """As click's, but a mistyped name is offered the nearest of every command, not only
         those loaded already ("Did you mean 'record'?")."""
         try:
@@ -102,8 +105,14 @@ class MminaGroup(LazyGroup):
             ctx.exit(130)
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: Any = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     if issubclass(category, MminaWarning):
         from mmina.redaction.redact import redact_message
 
@@ -125,9 +134,12 @@ class Bounded(click.FloatRange):
 
 def store_option(func):
     return click.option(
-        "--store", "store_path", metavar="DIR|URL", default=None,
+        "--store",
+        "store_path",
+        metavar="DIR|URL",
+        default=None,
         help=f"Store: a directory or an object-store URL such as s3://bucket/prefix (any fsspec URL; "
-             f"credentials from the environment, e.g. AWS_ACCESS_KEY_ID) (default: ${STORE_ENV}, else ./mmina-store).",
+        f"credentials from the environment, e.g. AWS_ACCESS_KEY_ID) (default: ${STORE_ENV}, else ./mmina-store).",
     )(func)
 
 
@@ -139,9 +151,15 @@ def format_option(*choices: str):
 
     def decorator(func):
         func = wide_option(func) if "table" in offered else func
-        return click.option("--format", "fmt", type=click.Choice(offered), default=offered[0], show_default=True,
-                            help=f"Output format; {scripts} {'are' if ' and ' in scripts else 'is'} for "
-                                 "scripts (the values as stored).")(func)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(offered),
+            default=offered[0],
+            show_default=True,
+            help=f"Output format; {scripts} {'are' if ' and ' in scripts else 'is'} for "
+            "scripts (the values as stored).",
+        )(func)
 
     return decorator
 
@@ -154,17 +172,24 @@ def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 def wide_option(func):
     """``--wide``: every table shows all its columns, whole, however narrow the terminal (the
     rule that fits a table otherwise: :mod:`mmina.cli.fitting`)."""
-    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
-                        help="Tables show every column, whole, however narrow the terminal (which then "
-                             "wraps their lines); without it a table fits the terminal.")(func)
+    return click.option(
+        "--wide",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_wide,
+        help="Tables show every column, whole, however narrow the terminal (which then "
+        "wraps their lines); without it a table fits the terminal.",
+    )(func)
 
 
 RUN_REF = "a run id, an unambiguous prefix of one, or latest"
 """What a ``--run`` option accepts (see :meth:`mmina.store.Store.resolve_run`)."""
 
 
-SUITE_HELP = ("Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 "
-              "(default: the whole built-in suite).")
+SUITE_HELP = (
+    "Task file or folder in the MMInA format, or a built-in suite folder name such as multi567 "
+    "(default: the whole built-in suite)."
+)
 """What ``--tasks PATH`` takes, on every command that reads a suite."""
 
 
@@ -172,16 +197,24 @@ def old_arguments(values: tuple[str, ...], old: str, new: str) -> tuple[str, ...
     """Values given as positional arguments, as a command took them before it took options like
     every other command (still accepted, with a warning; ``old`` and ``new`` name both forms)."""
     if values:
-        echo(f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
-             err=True)
+        echo(
+            f"Warning: {old} as arguments is an old form; use {new} (the old one will go in a later version)",
+            err=True,
+        )
     return values
 
 
 def run_option(what: str, multiple: bool = False, required: bool = False):
     """``--run RUN``: a run of the store, by id, unambiguous prefix or ``latest`` (``what``:
     the help text before that; ``multiple``: repeatable)."""
-    return click.option("--run", "runs" if multiple else "run_id", multiple=multiple, required=required,
-                        metavar="RUN", help=f"{what} ({RUN_REF}{'; repeatable' if multiple else ''}).")
+    return click.option(
+        "--run",
+        "runs" if multiple else "run_id",
+        multiple=multiple,
+        required=required,
+        metavar="RUN",
+        help=f"{what} ({RUN_REF}{'; repeatable' if multiple else ''}).",
+    )
 
 
 _RENAMED = "mmina.renamed"
@@ -196,7 +229,10 @@ def renamed_option(name: str, dest: str, old: str, short: str | None = None, **k
 
     def keep_old(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value is not None and value != ():
-            echo(f"Warning: {old} is an old name; use {name} (the old one will go in a later version)", err=True)
+            echo(
+                f"Warning: {old} is an old name; use {name} (the old one will go in a later version)",
+                err=True,
+            )
             ctx.meta.setdefault(_RENAMED, {})[dest] = value
         return value
 
@@ -210,9 +246,18 @@ def renamed_option(name: str, dest: str, old: str, short: str | None = None, **k
 
     def decorator(func: Any) -> Any:
         func = click.option(*([short] if short else []), name, dest, callback=take_old, **kwargs)(func)
-        return click.option(old, f"renamed_{dest}", hidden=True, is_eager=True, expose_value=False,
-                            callback=keep_old, type=kwargs.get("type"), metavar=kwargs.get("metavar"),
-                            multiple=kwargs.get("multiple", False), is_flag=kwargs.get("is_flag"))(func)
+        return click.option(
+            old,
+            f"renamed_{dest}",
+            hidden=True,
+            is_eager=True,
+            expose_value=False,
+            callback=keep_old,
+            type=kwargs.get("type"),
+            metavar=kwargs.get("metavar"),
+            multiple=kwargs.get("multiple", False),
+            is_flag=kwargs.get("is_flag"),
+        )(func)
 
     return decorator
 
@@ -221,15 +266,20 @@ FILE, FOLDER, FILE_OR_FOLDER = "FILE", "DIR", "PATH"
 """What ``-o/--output`` writes (its metavar)."""
 
 
-def output_option(help: str, writes: str = FILE, required: bool = False, checked: bool = True,
-                  old: str | None = None):
+def output_option(
+    help: str, writes: str = FILE, required: bool = False, checked: bool = True, old: str | None = None
+):
     """``-o/--output``: one name for what every command writes (``writes``: a FILE, a DIR, or
     either, a PATH, which click checks unless ``checked`` is false and the command does, with
     :func:`mmina.outputs.output_path`; ``old``: the name this command took before, still
     accepted with a warning)."""
     kind = {"file_okay": writes != FOLDER, "dir_okay": writes != FILE} if checked else {}
-    kwargs: dict[str, Any] = {"type": click.Path(path_type=Path, **kind), "metavar": writes, "required": required,
-                              "help": help}
+    kwargs: dict[str, Any] = {
+        "type": click.Path(path_type=Path, **kind),
+        "metavar": writes,
+        "required": required,
+        "help": help,
+    }
     if old:
         return renamed_option("--output", "output", old, short="-o", **kwargs)
     return click.option("-o", "--output", "output", **kwargs)

@@ -1,5 +1,6 @@
 """``mmina export warc|wacz|har|inspect|dataset|atif``: stored episodes in the neighbours' formats (thin: the work is
 ``mmina.interchange``, imported when a command runs)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -40,19 +41,28 @@ def export() -> None:
 
 
 def _output(default_suffix: str):
-    return output_option(f"File to write (default: <run or episode>{default_suffix} here); written whole or not "
-                         "at all.")
+    return output_option(
+        f"File to write (default: <run or episode>{default_suffix} here); written whole or not at all."
+    )
 
 
 @export.command(name="warc")
 @click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
-@click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
+@click.option(
+    "--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run)."
+)
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
 @_output(".warc.gz")
 @store_option
 @format_option("table", "json")
-def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, fmt: str,
-         store_path: str | None) -> None:
+def warc(
+    run: str | None,
+    episodes: tuple[str, ...],
+    tasks: tuple[str, ...],
+    output: Path | None,
+    fmt: str,
+    store_path: str | None,
+) -> None:
     """Export episodes as a WARC 1.1 file (gzip per record). It is read by pywb, ReplayWeb.page
     and warcio.
 
@@ -75,22 +85,35 @@ def warc(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], out
     store, selection, total, target = _selected(run, episodes, tasks, output, ".warc.gz", store_path)
     with _progress(total) as advance:
         result = export_warc(store, selection, target, advance)
-    _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
-                                   f"exchange(s), {result.records} record(s) ({result.revisits} revisit(s), "
-                                   f"{result.sockets} socket(s) with {result.socket_frames} frame(s), "
-                                   f"{result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
+    _render(
+        result.as_json(),
+        fmt,
+        f"wrote {result.path}: {result.episodes} episode(s), {result.exchanges} "
+        f"exchange(s), {result.records} record(s) ({result.revisits} revisit(s), "
+        f"{result.sockets} socket(s) with {result.socket_frames} frame(s), "
+        f"{result.redacted} with redactions, {result.missing_bodies} body(ies) missing)",
+    )
 
 
 @export.command(name="wacz")
 @click.option("--run", "run", metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
-@click.option("--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run).")
+@click.option(
+    "--episode", "episodes", multiple=True, metavar="ID", help="An episode (repeatable; without --run)."
+)
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
 @click.option("--title", metavar="TEXT", help="The package's title (default: the run's id).")
 @_output(".wacz")
 @store_option
 @format_option("table", "json")
-def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], title: str | None, output: Path | None,
-         fmt: str, store_path: str | None) -> None:
+def wacz(
+    run: str | None,
+    episodes: tuple[str, ...],
+    tasks: tuple[str, ...],
+    title: str | None,
+    output: Path | None,
+    fmt: str,
+    store_path: str | None,
+) -> None:
     """Export episodes as a WACZ 1.1.1 package for ReplayWeb.page. One page per step.
 
     The package holds the WARC of `export warc` (every body in full), its CDXJ index,
@@ -109,9 +132,13 @@ def wacz(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], tit
     store, selection, total, target = _selected(run, episodes, tasks, output, ".wacz", store_path)
     with _progress(total) as advance:
         result = export_wacz(store, selection, target, advance, title)
-    _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
-                                   f"{result.indexed} indexed response(s), {result.records} WARC record(s) "
-                                   f"({result.sockets} socket(s)), {result.bytes} bytes")
+    _render(
+        result.as_json(),
+        fmt,
+        f"wrote {result.path}: {result.episodes} episode(s), {result.pages} page(s), "
+        f"{result.indexed} indexed response(s), {result.records} WARC record(s) "
+        f"({result.sockets} socket(s)), {result.bytes} bytes",
+    )
 
 
 @export.command(name="har")
@@ -133,14 +160,25 @@ def har(episode: str, output: Path | None, fmt: str, store_path: str | None) -> 
     from mmina.interchange.har_export import export_har
 
     result = export_har(open_store(store_path), episode, output or Path(f"{episode}.har"))
-    _render(result.as_json(), fmt, f"wrote {result.path}: {result.entries} entr(ies) over {result.pages} step(s) "
-                                   f"({result.redacted} with redactions, {result.missing_bodies} body(ies) missing)")
+    _render(
+        result.as_json(),
+        fmt,
+        f"wrote {result.path}: {result.entries} entr(ies) over {result.pages} step(s) "
+        f"({result.redacted} with redactions, {result.missing_bodies} body(ies) missing)",
+    )
 
 
 @export.command(name="inspect")
-@click.option("--run", "run", required=True, metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'.")
-@click.option("--evaluator", default="hops", show_default=True, metavar="NAME",
-              help="Whose verdicts become the samples' scores (the latest batch, as `mmina report` reads it).")
+@click.option(
+    "--run", "run", required=True, metavar="REF", help="A run id, an unambiguous prefix of one, or 'latest'."
+)
+@click.option(
+    "--evaluator",
+    default="hops",
+    show_default=True,
+    metavar="NAME",
+    help="Whose verdicts become the samples' scores (the latest batch, as `mmina report` reads it).",
+)
 @_output(".eval")
 @store_option
 @format_option("table", "json")
@@ -166,13 +204,23 @@ def inspect(run: str, evaluator: str, output: Path | None, fmt: str, store_path:
     with _progress(count_episodes(store, Selection(run=run_id))) as advance:
         result = export_inspect(store, run_id, output or Path(f"{run_id}.eval"), evaluator, advance)
     rates = f"task success {result.task_success:.1%}" if result.task_success is not None else "no verdicts"
-    _render(result.as_json(), fmt, f"wrote {result.path}: {result.samples} sample(s), {result.scored} scored by "
-                                   f"{result.evaluator} ({rates}), {result.input_tokens + result.output_tokens} "
-                                   f"token(s)")
+    _render(
+        result.as_json(),
+        fmt,
+        f"wrote {result.path}: {result.samples} sample(s), {result.scored} scored by "
+        f"{result.evaluator} ({rates}), {result.input_tokens + result.output_tokens} "
+        f"token(s)",
+    )
 
 
-def _selected(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...], output: Path | None, suffix: str,
-              store_path: Any) -> tuple[Store, Selection, int, Path]:
+def _selected(
+    run: str | None,
+    episodes: tuple[str, ...],
+    tasks: tuple[str, ...],
+    output: Path | None,
+    suffix: str,
+    store_path: Any,
+) -> tuple[Store, Selection, int, Path]:
     """The store, the selection (checked: it holds episodes), how many, and the file to write
     (by default the run's or the first episode's id with ``suffix``, here)."""
     from mmina.interchange.stored import Selection, count_episodes, selected_runs
@@ -180,7 +228,12 @@ def _selected(run: str | None, episodes: tuple[str, ...], tasks: tuple[str, ...]
     store = open_store(store_path)
     selection = Selection(run, episodes, tasks)
     total = count_episodes(store, selection)
-    return store, selection, total, output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}{suffix}")
+    return (
+        store,
+        selection,
+        total,
+        output or Path(f"{selected_runs(store, selection)[0] if run else episodes[0]}{suffix}"),
+    )
 
 
 def _render(data: dict[str, Any], fmt: str, line: str) -> None:

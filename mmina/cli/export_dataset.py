@@ -1,5 +1,6 @@
 """``mmina export dataset``: runs as a folder ready to publish on the Hugging Face Hub (thin: the
 work is ``mmina.interchange.dataset_export``, imported when the command runs)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,18 +15,45 @@ from mmina.cli.export import _progress, _render
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @output_option("A new (or empty) folder to write; written whole or not at all.", FOLDER, required=True)
 @click.option("--task", "tasks", multiple=True, metavar="ID", help="Only episodes of this task (repeatable).")
-@click.option("--requests", is_flag=True,
-              help="Add the network trace: a requests config, and its bodies in blobs (enough to replay).")
-@click.option("--max-shard-mb", default=256.0, show_default=True, type=click.FloatRange(min=0.1), metavar="MB",
-              help="Start a new Parquet shard before one grows past this size.")
+@click.option(
+    "--requests",
+    is_flag=True,
+    help="Add the network trace: a requests config, and its bodies in blobs (enough to replay).",
+)
+@click.option(
+    "--max-shard-mb",
+    default=256.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    metavar="MB",
+    help="Start a new Parquet shard before one grows past this size.",
+)
 @click.option("--title", default="mmina episodes", show_default=True, help="The dataset's name on its card.")
-@click.option("--license", "license_", default="cc-by-4.0", show_default=True, metavar="ID",
-              help="The card's license (a Hugging Face license id).")
-@click.option("--author", "authors", multiple=True, metavar="NAME", help="An author for CITATION.cff (repeatable).")
+@click.option(
+    "--license",
+    "license_",
+    default="cc-by-4.0",
+    show_default=True,
+    metavar="ID",
+    help="The card's license (a Hugging Face license id).",
+)
+@click.option(
+    "--author", "authors", multiple=True, metavar="NAME", help="An author for CITATION.cff (repeatable)."
+)
 @store_option
 @format_option("table", "json")
-def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], requests: bool, max_shard_mb: float,
-            title: str, license_: str, authors: tuple[str, ...], fmt: str, store_path: str | None) -> None:
+def dataset(
+    runs: tuple[str, ...],
+    output: Path,
+    tasks: tuple[str, ...],
+    requests: bool,
+    max_shard_mb: float,
+    title: str,
+    license_: str,
+    authors: tuple[str, ...],
+    fmt: str,
+    store_path: str | None,
+) -> None:
     """Export runs as a Hugging Face dataset folder. Parquet shards per config and a dataset card.
 
     Configs: episodes, steps (the screenshot as an Image feature), scores, tasks, runs,
@@ -54,5 +82,9 @@ def dataset(runs: tuple[str, ...], output: Path, tasks: tuple[str, ...], request
     configs = ", ".join(f"{name} {tally.rows}" for name, tally in result.configs.items())
     shards = sum(len(tally.files) for tally in result.configs.values())
     missing = f"; {result.missing_blobs} blob(s) missing from the store" if result.missing_blobs else ""
-    _render(result.as_json(), fmt, f"wrote {result.path}: {result.episodes} episode(s), {result.steps} step(s) in "
-                                   f"{shards} shard(s), {result.bytes / 1e6:.1f} MB (rows: {configs}){missing}")
+    _render(
+        result.as_json(),
+        fmt,
+        f"wrote {result.path}: {result.episodes} episode(s), {result.steps} step(s) in "
+        f"{shards} shard(s), {result.bytes / 1e6:.1f} MB (rows: {configs}){missing}",
+    )

@@ -18,6 +18,7 @@ One rule for every table a command prints on a terminal:
 
 Off a terminal (a pipe, a file) and with ``--wide`` every column is shown at its full width.
 """
+
 from __future__ import annotations
 
 import re
@@ -104,8 +105,12 @@ def measure(name: str, cells: Sequence[str]) -> Column:
     return Column(name, natural, min(natural, max(_longest_word(name), words, 1)), False)
 
 
-def fit(columns: Sequence[str], rows: Sequence[Sequence[str]], available: int | None,
-        secondary: Sequence[str] = ()) -> Fit:
+def fit(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    available: int | None,
+    secondary: Sequence[str] = (),
+) -> Fit:
     """Which columns to show and how wide, for a terminal ``available`` cells wide (None: as
     wide as the table needs, every column shown whole)."""
     measured = [measure(name, [row[i] for row in rows]) for i, name in enumerate(columns)]
@@ -134,6 +139,7 @@ def _kept(columns: Sequence[Column], available: int, secondary: Sequence[str]) -
 def _spread(columns: Sequence[Column], room: int) -> tuple[int, ...]:
     """Content widths that fill ``room`` cells: every column at least its ``least``, the widest
     ones narrowed first (one cap for all, found by bisection), what is left given to the capped."""
+
     def widths(cap: int) -> list[int]:
         return [max(c.least, min(c.natural, cap)) for c in columns]
 

@@ -1,4 +1,5 @@
 """``mmina fixtures serve``: the local fixture web, for trying agents by hand."""
+
 from __future__ import annotations
 
 import shlex
@@ -20,9 +21,20 @@ def fixtures() -> None:
 
 
 @fixtures.command()
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free port).")
-@click.option("--drift", type=click.IntRange(0, MAX_DRIFT), default=0, show_default=True,
-              help=f"Site version: 0 is the reference state (0..{MAX_DRIFT}).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port on 127.0.0.1 (0: any free port).",
+)
+@click.option(
+    "--drift",
+    type=click.IntRange(0, MAX_DRIFT),
+    default=0,
+    show_default=True,
+    help=f"Site version: 0 is the reference state (0..{MAX_DRIFT}).",
+)
 def serve(port: int, drift: int) -> None:
     """Serve every fixture site on one local port until Ctrl-C.
 
@@ -43,10 +55,18 @@ def serve(port: int, drift: int) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     try:  # entered before anything is printed, so a Ctrl-C right after the output still stops cleanly
-        click.echo(f"serving {len(web.hosts)} sites on 127.0.0.1:{web.port} (drift {drift}): {', '.join(web.hosts)}")
+        click.echo(
+            f"serving {len(web.hosts)} sites on 127.0.0.1:{web.port} (drift {drift}): {', '.join(web.hosts)}"
+        )
         click.echo(f"browser flag: {shlex.quote(web.chromium_args()[0])}")
-        click.echo(f"kiwix viewer: {viewer_url()} " + (f"(not available: {web.kiwix.reason})" if web.kiwix.reason
-                                                       else "(a real kiwix-serve, started on the first visit)"))
+        click.echo(
+            f"kiwix viewer: {viewer_url()} "
+            + (
+                f"(not available: {web.kiwix.reason})"
+                if web.kiwix.reason
+                else "(a real kiwix-serve, started on the first visit)"
+            )
+        )
         threading.Event().wait()
     except KeyboardInterrupt:
         click.echo("stopped")

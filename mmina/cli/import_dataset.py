@@ -1,5 +1,6 @@
 """``mmina import dataset``: a folder written by ``mmina export dataset`` back into a store (thin:
 the work is ``mmina.interchange.dataset_import``, imported when the command runs)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,11 +30,16 @@ def dataset(folder: Path, fmt: str, store_path: str | None) -> None:
     """
     from mmina.interchange.dataset_import import import_dataset
 
-    progress = (lambda done: click.echo(f"\rimported {done} episode(s)", err=True, nl=False)) \
-        if stderr_is_terminal() else None
+    progress = (
+        (lambda done: click.echo(f"\rimported {done} episode(s)", err=True, nl=False))
+        if stderr_is_terminal()
+        else None
+    )
     result = import_dataset(open_store(store_path, create=True), folder, progress)
     if fmt == "json":
         print_json(result.as_json())
         return
-    echo(f"imported {', '.join(result.runs)}: {result.episodes} episode(s), {result.steps} step(s), "
-         f"{result.requests} request(s), {result.scores} score(s), {result.blobs} blob(s); stored in {result.store}")
+    echo(
+        f"imported {', '.join(result.runs)}: {result.episodes} episode(s), {result.steps} step(s), "
+        f"{result.requests} request(s), {result.scores} score(s), {result.blobs} blob(s); stored in {result.store}"
+    )

@@ -1,4 +1,5 @@
 """``mmina import harness``: runs of the official MMInA / WebArena harness as episodes of a new run."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -16,11 +17,20 @@ if TYPE_CHECKING:
 
 @click.command(name="harness")
 @click.argument("path", type=click.Path(path_type=str))
-@click.option("--run-id", metavar="NAME", help="Run to import into (default: time and 'harness'); the same "
-                                               "folder into the same run skips the episodes already there.")
-@click.option("--log", "logs", multiple=True, metavar="FILE",
-              help="A harness log with [Result] lines kept elsewhere (repeatable). Logs under PATH and those "
-                   "listed in PATH/log_files.txt are found by themselves.")
+@click.option(
+    "--run-id",
+    metavar="NAME",
+    help="Run to import into (default: time and 'harness'); the same "
+    "folder into the same run skips the episodes already there.",
+)
+@click.option(
+    "--log",
+    "logs",
+    multiple=True,
+    metavar="FILE",
+    help="A harness log with [Result] lines kept elsewhere (repeatable). Logs under PATH and those "
+    "listed in PATH/log_files.txt are found by themselves.",
+)
 @store_option
 @format_option("table", "json")
 def harness(path: str, logs: tuple[str, ...], fmt: str, run_id: str | None, store_path: str | None) -> None:
@@ -54,9 +64,11 @@ def harness(path: str, logs: tuple[str, ...], fmt: str, run_id: str | None, stor
 def _print_summary(result: ImportResult) -> None:
     verdicts = result.passed + result.failed
     sr = f"{result.task_sr:.1%} ({result.passed}/{verdicts})" if result.task_sr is not None else "-"
-    echo(f"run {result.run_id}: {result.imported} episode(s) imported from {result.files} render file(s) "
-         f"({result.already} already there, {len(result.skipped)} skipped); task SR by the harness log {sr}, "
-         f"{len(result.without_result)} without a [Result] line; stored in {result.store}")
+    echo(
+        f"run {result.run_id}: {result.imported} episode(s) imported from {result.files} render file(s) "
+        f"({result.already} already there, {len(result.skipped)} skipped); task SR by the harness log {sr}, "
+        f"{len(result.without_result)} without a [Result] line; stored in {result.store}"
+    )
     for task_id in result.without_result:
         echo(f"  no verdict in the logs: {task_id} (scored unclear)")
     for file, reason in result.skipped:

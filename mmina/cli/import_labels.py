@@ -1,4 +1,5 @@
 """``mmina import labels``: a person's labels made elsewhere (CSV or JSON), as ``human`` verdicts."""
+
 from __future__ import annotations
 
 import click
@@ -9,8 +10,11 @@ from mmina.cli.render import echo, print_json
 
 @click.command(name="labels")
 @click.argument("path", type=click.Path(path_type=str))
-@click.option("--labeller", metavar="NAME", help="Who labelled, for rows without a labeller column "
-                                                 "(default: the operating-system user).")
+@click.option(
+    "--labeller",
+    metavar="NAME",
+    help="Who labelled, for rows without a labeller column (default: the operating-system user).",
+)
 @store_option
 @format_option("table", "json")
 def labels(path: str, labeller: str | None, fmt: str, store_path: str | None) -> None:
@@ -33,9 +37,21 @@ def labels(path: str, labeller: str | None, fmt: str, store_path: str | None) ->
 
     saved = import_labels(open_store(store_path), path, labeller or default_labeller())
     if fmt == "json":
-        print_json([{"batch_id": s.batch_id, "labeller": s.labeller, "labels": s.labels, "episodes": s.episodes,
-                     "runs": list(s.runs)} for s in saved])
+        print_json(
+            [
+                {
+                    "batch_id": s.batch_id,
+                    "labeller": s.labeller,
+                    "labels": s.labels,
+                    "episodes": s.episodes,
+                    "runs": list(s.runs),
+                }
+                for s in saved
+            ]
+        )
         return
     for batch in saved:
-        echo(f"{batch.labeller}: {batch.labels} label(s) of {batch.episodes} episode(s) in run(s) "
-                   f"{', '.join(batch.runs)} — batch {batch.batch_id}")
+        echo(
+            f"{batch.labeller}: {batch.labels} label(s) of {batch.episodes} episode(s) in run(s) "
+            f"{', '.join(batch.runs)} — batch {batch.batch_id}"
+        )

@@ -1,4 +1,5 @@
 """``mmina import mind2web``: Multimodal-Mind2Web samples as single-step episodes of a new run."""
+
 from __future__ import annotations
 
 import click
@@ -9,8 +10,12 @@ from mmina.cli.render import echo, print_json, stderr_is_terminal
 
 @click.command(name="mind2web")
 @click.argument("path", type=click.Path(path_type=str))
-@click.option("--run-id", metavar="NAME", help="Run to import into (default: time and 'mind2web'); the same "
-                                               "files into the same run skip the samples already there.")
+@click.option(
+    "--run-id",
+    metavar="NAME",
+    help="Run to import into (default: time and 'mind2web'); the same "
+    "files into the same run skip the samples already there.",
+)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Import at most N samples.")
 @store_option
 @format_option("table", "json")
@@ -33,15 +38,19 @@ def mind2web(path: str, fmt: str, run_id: str | None, limit: int | None, store_p
     """
     from mmina.importers.mind2web import import_mind2web
 
-    progress = (lambda done, total: echo(f"imported {done}/{total}\r", err=True, nl=False)) if stderr_is_terminal() \
+    progress = (
+        (lambda done, total: echo(f"imported {done}/{total}\r", err=True, nl=False))
+        if stderr_is_terminal()
         else None
-    result = import_mind2web(open_store(store_path, create=True), path, run_id, limit,
-                             progress)
+    )
+    result = import_mind2web(open_store(store_path, create=True), path, run_id, limit, progress)
     if fmt == "json":
         print_json(result.as_json())
         return
-    echo(f"run {result.run_id}: {result.imported} sample(s) imported as single-step episodes of "
-         f"{result.tasks} task(s) ({result.already} already there, {result.without_screenshot} without "
-         f"screenshot, {len(result.skipped)} skipped); stored in {result.store}")
+    echo(
+        f"run {result.run_id}: {result.imported} sample(s) imported as single-step episodes of "
+        f"{result.tasks} task(s) ({result.already} already there, {result.without_screenshot} without "
+        f"screenshot, {len(result.skipped)} skipped); stored in {result.store}"
+    )
     for uid, reason in result.skipped:
         echo(f"  skipped {uid}: {reason}")

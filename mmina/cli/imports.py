@@ -1,4 +1,5 @@
 """``mmina import``: bring results recorded elsewhere into a store (one module per source format)."""
+
 from __future__ import annotations
 
 import click

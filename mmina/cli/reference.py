@@ -4,6 +4,7 @@ The documentation site's CLI page is this rendering, made at build time by the M
 ``docs/hooks/cli_reference.py``: each command's section is exactly what ``--help`` prints, so
 the reference cannot drift from the code.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -15,8 +16,9 @@ WIDTH = 100
 group asks for); click leaves two columns free, hence ``WIDTH - 2`` below."""
 
 
-def walk(command: click.Command, parent: click.Context | None = None,
-         name: str = "mmina") -> Iterator[tuple[click.Context, click.Command]]:
+def walk(
+    command: click.Command, parent: click.Context | None = None, name: str = "mmina"
+) -> Iterator[tuple[click.Context, click.Command]]:
     """Every command under ``command`` (itself first), each with the context ``--help`` would get,
     so usage lines read ``mmina store verify [OPTIONS]``."""
     settings = {**command.context_settings, "terminal_width": WIDTH - 2, "max_content_width": WIDTH}

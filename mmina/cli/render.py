@@ -8,6 +8,7 @@ cursor or hide text; newlines stay line breaks. And when stdout is not a termina
 wrapped: lines stay whole and a table is as wide as its widest row (scripts that read the
 output should still ask for ``--format csv`` or ``json``, which keep the raw values).
 """
+
 from __future__ import annotations
 
 import base64
@@ -97,8 +98,13 @@ def progress_bar(*fields: str, eta: bool = False) -> Iterator[Progress | None]:
         TimeRemainingColumn,
     )
 
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               *(TextColumn(f"{{task.fields[{name}]}}") for name in fields), TimeElapsedColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *(TextColumn(f"{{task.fields[{name}]}}") for name in fields),
+        TimeElapsedColumn(),
+    ]
     if eta:
         columns += [TextColumn("ETA"), TimeRemainingColumn()]
     with Progress(*columns, console=err_console(), transient=True) as bar:
@@ -128,8 +134,10 @@ def words_to_width(text: str, width: int | None) -> str:
         return text
     import textwrap
 
-    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
-                     for line in text.splitlines())
+    return "\n".join(
+        textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False)
+        for line in text.splitlines()
+    )
 
 
 def terminal_width() -> int | None:
@@ -205,8 +213,13 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     click.echo(csv_text(columns, rows), nl=False, color=True)
 
 
-def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
-                title: str | None = None, secondary: Sequence[str] = ()) -> None:
+def render_rows(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: str = "table",
+    title: str | None = None,
+    secondary: Sequence[str] = (),
+) -> None:
     """Rows as a table for people (``secondary``: the columns a narrow terminal leaves out
     first), CSV, or a JSON list of objects."""
     if fmt == "json":
@@ -217,8 +230,13 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str 
         print_table(columns, [[cell_text(v) for v in row] for row in rows], title, secondary=secondary)
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None,
-                title_justify: JustifyMethod = "center", secondary: Sequence[str] = ()) -> None:
+def print_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    title: str | None = None,
+    title_justify: JustifyMethod = "center",
+    secondary: Sequence[str] = (),
+) -> None:
     """Text cells as a terminal table fitted to the terminal (:mod:`mmina.cli.fitting`: ids
     whole, headers unbroken, columns named in ``secondary`` left out first); an empty one is one
     line saying so."""

@@ -1,4 +1,5 @@
 """``mmina report``, ``mmina compare``, ``mmina view``: the analysis over the store."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,11 @@ if TYPE_CHECKING:
 def _write_csv(tables: Sequence[Table], out: Path | None) -> None:
     texts = {t.name: csv_text(t.columns, t.rows) for t in tables}
     if out is None:
-        click.echo("\n".join((f"# {name}\n" if len(texts) > 1 else "") + text for name, text in texts.items()),
-                   nl=False, color=True)
+        click.echo(
+            "\n".join((f"# {name}\n" if len(texts) > 1 else "") + text for name, text in texts.items()),
+            nl=False,
+            color=True,
+        )
     elif len(tables) == 1:
         output_path(out).write_text(*texts.values())
     else:
@@ -47,27 +51,62 @@ def _write_html(store: Store, report: Report, out: Path, limit: int) -> None:
 
     with status("rendering the HTML report"):
         written = write_report(store, report, out, limit)
-    echo(f"wrote {written.page} ({written.page_bytes / 1e6:.1f} MB) and its files in {written.folder} "
-         f"(plotly.js and {written.images} screenshot(s), {written.folder_bytes / 1e6:.1f} MB)", err=True)
+    echo(
+        f"wrote {written.page} ({written.page_bytes / 1e6:.1f} MB) and its files in {written.folder} "
+        f"(plotly.js and {written.images} screenshot(s), {written.folder_bytes / 1e6:.1f} MB)",
+        err=True,
+    )
 
 
 @click.command()
 @run_option("Run to analyse (default: every run)", multiple=True)
-@click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
-              help="Whose verdicts to analyse (the latest batch of `mmina rescore --evaluator NAME`).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json", "csv", "html")), default="table",
-              show_default=True, help="Terminal tables, JSON or CSV for scripts, or an HTML page (its plotly.js "
-                                      "and screenshots go to a folder <name>_files next to it).")
-@output_option("Write here instead of stdout (html: default mmina-report.html; csv with every table: a folder).",
-               FILE_OR_FOLDER, checked=False, old="--out")
-@click.option("--table", "table_names", multiple=True, type=click.Choice(TABLE_NAMES),
-              help="Only this table (repeatable; table, json and csv formats).")
-@click.option("--viewer-episodes", type=click.IntRange(0), default=50, show_default=True,
-              help="Episodes in the HTML trajectory viewer (failed ones first).")
+@click.option(
+    "--evaluator",
+    default=DEFAULT_EVALUATOR,
+    show_default=True,
+    metavar="NAME",
+    help="Whose verdicts to analyse (the latest batch of `mmina rescore --evaluator NAME`).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "json", "csv", "html")),
+    default="table",
+    show_default=True,
+    help="Terminal tables, JSON or CSV for scripts, or an HTML page (its plotly.js "
+    "and screenshots go to a folder <name>_files next to it).",
+)
+@output_option(
+    "Write here instead of stdout (html: default mmina-report.html; csv with every table: a folder).",
+    FILE_OR_FOLDER,
+    checked=False,
+    old="--out",
+)
+@click.option(
+    "--table",
+    "table_names",
+    multiple=True,
+    type=click.Choice(TABLE_NAMES),
+    help="Only this table (repeatable; table, json and csv formats).",
+)
+@click.option(
+    "--viewer-episodes",
+    type=click.IntRange(0),
+    default=50,
+    show_default=True,
+    help="Episodes in the HTML trajectory viewer (failed ones first).",
+)
 @store_option
 @wide_option
-def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None, table_names: tuple[str, ...],
-           viewer_episodes: int, store_path: str | None) -> None:
+def report(
+    runs: tuple[str, ...],
+    evaluator: str,
+    fmt: str,
+    output: Path | None,
+    table_names: tuple[str, ...],
+    viewer_episodes: int,
+    store_path: str | None,
+) -> None:
     """Hop-by-hop analysis of scored runs. SR by hop count, hop positions, early failure, failure
     modes, per-site success, actions, tokens and cost, each rate with its 95% CI.
 
@@ -92,8 +131,10 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None,
 
     store = open_store(store_path)
     if output is not None and (fmt == "table" or evaluator == STEP_EVALUATOR):
-        raise click.UsageError(f"-o/--output writes --format json, csv or html{IN_TERMINAL}: give one of "
-                               "those formats with it, or leave it out")
+        raise click.UsageError(
+            f"-o/--output writes --format json, csv or html{IN_TERMINAL}: give one of "
+            "those formats with it, or leave it out"
+        )
     if evaluator == STEP_EVALUATOR:
         _step_report(store, runs, fmt)
         return
@@ -110,8 +151,10 @@ def report(runs: tuple[str, ...], evaluator: str, fmt: str, output: Path | None,
         _emit_json(result.as_json(table_names), output)
     else:
         repeats = f" (episodes: up to {result.repeats} repeats of a task)" if result.repeats > 1 else ""
-        say(f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
-            f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals")
+        say(
+            f"runs: {', '.join(result.scored.runs)} — evaluator {evaluator} — {len(result.scored.episodes)} task(s)"
+            f"{repeats}{_left_out(result.scored)}; rates with 95% Wilson intervals"
+        )
         print_tables(tables)
 
 
@@ -122,8 +165,10 @@ def _left_out(scored: Scored) -> str:
     if scored.blocked:
         parts.append(f"{scored.blocked} blocked by the environment (a site down, a bot check, a login wall)")
     if scored.infrastructure:
-        parts.append(f"{scored.infrastructure} ended by an infrastructure error (`mmina record --resume` records "
-                     "them again)")
+        parts.append(
+            f"{scored.infrastructure} ended by an infrastructure error (`mmina record --resume` records "
+            "them again)"
+        )
     return f" (and {' and '.join(parts)}: in no rate)" if parts else ""
 
 
@@ -137,8 +182,10 @@ def _step_report(store: Store, runs: tuple[str, ...], fmt: str) -> None:
     from mmina.stepeval import stored_report
 
     if len(runs) != 1 or fmt not in ("table", "json"):
-        raise click.UsageError(f"--evaluator {STEP_EVALUATOR} reports one run's eval-steps figures: "
-                               "pass one --run and --format table or json")
+        raise click.UsageError(
+            f"--evaluator {STEP_EVALUATOR} reports one run's eval-steps figures: "
+            "pass one --run and --format table or json"
+        )
     stored = stored_report(store, runs[0])
     if fmt == "json":
         print_json(stored.as_json())
@@ -157,7 +204,9 @@ def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Si
     from mmina.analysis.paired import Side
 
     if not runs:
-        raise click.UsageError("name the run(s) to compare: --run A --run B, or one --run with two --evaluator")
+        raise click.UsageError(
+            "name the run(s) to compare: --run A --run B, or one --run with two --evaluator"
+        )
     if len(runs) > 2 or len(evaluators) > 2:
         raise click.UsageError("give at most two runs and at most two --evaluator values")
     names = evaluators or (DEFAULT_EVALUATOR,)
@@ -168,9 +217,11 @@ def _sides(runs: tuple[str, ...], evaluators: tuple[str, ...]) -> tuple[Side, Si
 def _print_comparison(result: Comparison) -> None:
     print_tables([result.summary()])
     data = result.as_json()
-    echo(f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
-         f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
-         f"McNemar exact p = {data['mcnemar_p']:.4g}")
+    echo(
+        f"paired tasks {data['paired_tasks']}: both passed {data['both_passed']}, both failed "
+        f"{data['both_failed']}, pass→fail {data['pass_to_fail']}, fail→pass {data['fail_to_pass']}; "
+        f"McNemar exact p = {data['mcnemar_p']:.4g}"
+    )
     for side, tasks in (("a", result.only_a), ("b", result.only_b)):
         if tasks:
             echo(f"only in {side}: {', '.join(tasks)}")
@@ -181,14 +232,30 @@ def _print_comparison(result: Comparison) -> None:
 @click.command()
 @click.argument("old_runs", nargs=-1, metavar="")
 @run_option("Run of a side: give --run twice (A, then B), or once with two --evaluator", multiple=True)
-@click.option("--evaluator", "evaluators", multiple=True, metavar="NAME",
-              help=f"Evaluator (default {DEFAULT_EVALUATOR}); give it twice to compare two evaluators (on one run).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table", show_default=True,
-              help="csv prints the flips.")
+@click.option(
+    "--evaluator",
+    "evaluators",
+    multiple=True,
+    metavar="NAME",
+    help=f"Evaluator (default {DEFAULT_EVALUATOR}); give it twice to compare two evaluators (on one run).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "json", "csv")),
+    default="table",
+    show_default=True,
+    help="csv prints the flips.",
+)
 @store_option
 @wide_option
-def compare(old_runs: tuple[str, ...], runs: tuple[str, ...], evaluators: tuple[str, ...], fmt: str,
-            store_path: str | None) -> None:
+def compare(
+    old_runs: tuple[str, ...],
+    runs: tuple[str, ...],
+    evaluators: tuple[str, ...],
+    fmt: str,
+    store_path: str | None,
+) -> None:
     """Paired per-task comparison of two runs or two evaluators. Two runs, or two evaluators on one
     run: success of each side, the tasks that flipped either way, and McNemar's exact test.
 
@@ -239,4 +306,3 @@ def view(old_episode: str | None, episode: str | None, output: Path | None, stor
         found = trajectories(store, [episode])
     target.write_text(episode_html(found[0]), encoding="utf-8")
     echo(f"wrote {target}", err=True)
-

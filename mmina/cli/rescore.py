@@ -1,4 +1,5 @@
 """``mmina rescore``: new verdicts for stored episodes with any evaluator, without a browser."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -17,28 +18,57 @@ if TYPE_CHECKING:
     from mmina.analysis.tables import Table
     from mmina.evaluators.rescore import RescoreResult
 
-OLD_JUDGE_NAMES = {"--judge-base-url": "--base-url", "--judge-concurrency": "--concurrency",
-                   "--judge-deadline": "--model-deadline", "--judge-retries": "--model-retries"}
+OLD_JUDGE_NAMES = {
+    "--judge-base-url": "--base-url",
+    "--judge-concurrency": "--concurrency",
+    "--judge-deadline": "--model-deadline",
+    "--judge-retries": "--model-retries",
+}
 """What rescore called the judge's options before every command spoke of the judge alike."""
 
 
 @click.command()
 @click.option("--evaluator", metavar="NAME", help="Evaluator to score with (see --list).")
 @run_option("Run to score (default: every run)", multiple=True)
-@click.option("--episode", "episodes", multiple=True, metavar="ID", help="Score only this episode (repeatable).")
-@click.option("--arg", "evaluator_args", multiple=True, metavar="KEY=VALUE",
-              help="Evaluator argument (repeatable; JSON values such as 3 or true are parsed).")
-@JudgeOptions.options(scope="fuzzy, keypoints (and task with fuzzy_match references)", renamed=OLD_JUDGE_NAMES)
-@click.option("--action", type=click.Choice(ACTIONS), default="append", show_default=True,
-              help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.")
+@click.option(
+    "--episode", "episodes", multiple=True, metavar="ID", help="Score only this episode (repeatable)."
+)
+@click.option(
+    "--arg",
+    "evaluator_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Evaluator argument (repeatable; JSON values such as 3 or true are parsed).",
+)
+@JudgeOptions.options(
+    scope="fuzzy, keypoints (and task with fuzzy_match references)", renamed=OLD_JUDGE_NAMES
+)
+@click.option(
+    "--action",
+    type=click.Choice(ACTIONS),
+    default="append",
+    show_default=True,
+    help="append: add a batch; overwrite: add a batch that marks the earlier ones superseded.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the known evaluators and exit.")
-@ScaleOptions.options(omit=("concurrency",),
-                      workers="Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.")
+@ScaleOptions.options(
+    omit=("concurrency",),
+    workers="Worker processes (or Ray actors) scoring groups of runs side by side into the same batch.",
+)
 @store_option
 @format_option()
-def rescore(evaluator: str | None, runs: tuple[str, ...], episodes: tuple[str, ...], evaluator_args: tuple[str, ...],
-            judge: JudgeOptions, action: str, list_only: bool, scale: ScaleOptions, store_path: str | None,
-            fmt: str) -> None:
+def rescore(
+    evaluator: str | None,
+    runs: tuple[str, ...],
+    episodes: tuple[str, ...],
+    evaluator_args: tuple[str, ...],
+    judge: JudgeOptions,
+    action: str,
+    list_only: bool,
+    scale: ScaleOptions,
+    store_path: str | None,
+    fmt: str,
+) -> None:
     """Score stored episodes with an evaluator; append the verdicts. They go to the store as a new
     batch.
 
@@ -75,8 +105,14 @@ def rescore(evaluator: str | None, runs: tuple[str, ...], episodes: tuple[str, .
         return
     if not evaluator:
         raise click.UsageError("give --evaluator NAME (mmina rescore --list shows the names)")
-    config = RescoreConfig(evaluator=evaluator, args=parse_args(evaluator_args), runs=runs, episodes=episodes,
-                           action=action, judge=judge.settings())
+    config = RescoreConfig(
+        evaluator=evaluator,
+        args=parse_args(evaluator_args),
+        runs=runs,
+        episodes=episodes,
+        action=action,
+        judge=judge.settings(),
+    )
     with _progress() as progress:
         result = run_rescore(open_store(store_path), config, progress, scale.layout())
     if fmt == "json":
@@ -132,11 +168,31 @@ def _buckets_table(result: RescoreResult) -> Table:
     """SR by hop-count bucket with 95% intervals; n/a episodes are counted apart and in no rate."""
     from mmina.analysis.tables import Table, rate_columns, rate_values
 
-    rows = tuple((b.name, b.episodes, b.tasks_passed, b.tasks_unclear, b.tasks_na,
-                  *rate_values(b.tasks_passed, b.judged), b.hops_passed, b.hops_total,
-                  *rate_values(b.hops_passed, b.hops_total)) for b in result.buckets())
-    columns = ("bucket", "episodes", "passed", "unclear", "n/a", *rate_columns("task_sr"), "hops_passed",
-               "hops_total", *rate_columns("hop_sr"))
+    rows = tuple(
+        (
+            b.name,
+            b.episodes,
+            b.tasks_passed,
+            b.tasks_unclear,
+            b.tasks_na,
+            *rate_values(b.tasks_passed, b.judged),
+            b.hops_passed,
+            b.hops_total,
+            *rate_values(b.hops_passed, b.hops_total),
+        )
+        for b in result.buckets()
+    )
+    columns = (
+        "bucket",
+        "episodes",
+        "passed",
+        "unclear",
+        "n/a",
+        *rate_columns("task_sr"),
+        "hops_passed",
+        "hops_total",
+        *rate_columns("hop_sr"),
+    )
     return Table("rescore", f"{result.evaluator} v{result.version} — batch {result.batch_id}", columns, rows)
 
 
@@ -147,19 +203,26 @@ def _print_buckets(result: RescoreResult, fmt: str) -> None:
         return
     print_tables([table])
     if result.flips:
-        render_rows(["episode", "task", "before", "after", "previous batch"],
-                    [(f.episode_id, f.task_id, f.before, f.after, f.previous_batch) for f in result.flips], "table",
-                    title=f"{len(result.flips)} verdict(s) flipped against the previous {result.evaluator} scoring")
+        render_rows(
+            ["episode", "task", "before", "after", "previous batch"],
+            [(f.episode_id, f.task_id, f.before, f.after, f.previous_batch) for f in result.flips],
+            "table",
+            title=f"{len(result.flips)} verdict(s) flipped against the previous {result.evaluator} scoring",
+        )
     else:
         echo(f"no task verdict flipped against the previous {result.evaluator} scoring")
     if result.judge_cached or result.judge_requested:
-        echo(f"judge: {result.judge_cached} cached, {result.judge_requested} requested, "
-             f"{result.judge_failed} failed{_spend(result)}")
+        echo(
+            f"judge: {result.judge_cached} cached, {result.judge_requested} requested, "
+            f"{result.judge_failed} failed{_spend(result)}"
+        )
     if result.judge_config:
         judge = result.judge_config
         asked = ", ".join(f"{k} {v:g}" for k, v in judge["asked"].items() if v is not None)
-        echo(f"judge: {judge['model']} at {judge['endpoint']}, prompt {judge['prompt_version']}"
-             f"{f', {asked}' if asked else ''} (each verdict's judge_json has its whole configuration)")
+        echo(
+            f"judge: {judge['model']} at {judge['endpoint']}, prompt {judge['prompt_version']}"
+            f"{f', {asked}' if asked else ''} (each verdict's judge_json has its whole configuration)"
+        )
     written = sum(s.written for s in result.scored)
     echo(f"{written} episode(s) scored, {len(result.files)} file(s) written ({result.action})")
 
@@ -179,7 +242,10 @@ def _report_unscored(result: RescoreResult) -> None:
     if not result.unscored:
         return
     runs = sorted({u.run_id for u in result.unscored})
-    echo(f"Error: {len(result.unscored)} episode(s) could not be scored; nothing written for run(s) "
-         f"{', '.join(runs)}", err=True)
+    echo(
+        f"Error: {len(result.unscored)} episode(s) could not be scored; nothing written for run(s) "
+        f"{', '.join(runs)}",
+        err=True,
+    )
     for item in result.unscored:
         echo(f"  unscored {item.episode_id} ({item.task_id}): {item.reason}", err=True)

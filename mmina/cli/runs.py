@@ -1,4 +1,5 @@
 """``mmina runs``: the runs of a store, the latest first."""
+
 from __future__ import annotations
 
 import click
@@ -9,8 +10,13 @@ from mmina.cli.render import print_json, print_tables, write_csv
 
 
 @click.command()
-@click.option("--evaluator", default=DEFAULT_EVALUATOR, show_default=True, metavar="NAME",
-              help="Whose verdicts give the task and hop SR (the latest batch per episode).")
+@click.option(
+    "--evaluator",
+    default=DEFAULT_EVALUATOR,
+    show_default=True,
+    metavar="NAME",
+    help="Whose verdicts give the task and hop SR (the latest batch per episode).",
+)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the N latest runs.")
 @store_option
 @format_option()

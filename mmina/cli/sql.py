@@ -1,4 +1,5 @@
 """``mmina sql``: read-only DuckDB SQL over the store, and the columns it can read."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -18,17 +19,38 @@ STDIN = "-"
 
 @click.command()
 @click.argument("args", nargs=-1, metavar="[QUERY | - | NAME...]")
-@click.option("-f", "--file", "query_file", metavar="FILE",
-              help="Read the query from FILE (-: standard input) instead of the command line.")
-@click.option("--schema", is_flag=True,
-              help="Show the tables and views instead of querying: each column's type and meaning (only the "
-                   "tables and views NAMEd, if any).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S, show_default=True,
-              metavar="SECONDS", help="Stop the query after this long (0: no limit). Ctrl-C stops it too.")
+@click.option(
+    "-f",
+    "--file",
+    "query_file",
+    metavar="FILE",
+    help="Read the query from FILE (-: standard input) instead of the command line.",
+)
+@click.option(
+    "--schema",
+    is_flag=True,
+    help="Show the tables and views instead of querying: each column's type and meaning (only the "
+    "tables and views NAMEd, if any).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop the query after this long (0: no limit). Ctrl-C stops it too.",
+)
 @store_option
 @format_option()
-def sql(args: tuple[str, ...], query_file: str | None, schema: bool, timeout_s: float, store_path: str | None,
-        fmt: str) -> None:
+def sql(
+    args: tuple[str, ...],
+    query_file: str | None,
+    schema: bool,
+    timeout_s: float,
+    store_path: str | None,
+    fmt: str,
+) -> None:
     """Run a read-only SQL QUERY (DuckDB) over the store's tables. It runs in a sandbox.
 
     The query is the argument, the content of a file (-f FILE), or standard input (-). Views
@@ -74,8 +96,9 @@ def _query(args: tuple[str, ...], query_file: str | None) -> str:
     if args and query_file is not None:
         raise click.UsageError("give a QUERY or -f FILE, not both")
     if not args and query_file is None:
-        raise click.UsageError("give a QUERY, -f FILE, or - to read it from standard input "
-                               "(--schema shows the tables and views)")
+        raise click.UsageError(
+            "give a QUERY, -f FILE, or - to read it from standard input (--schema shows the tables and views)"
+        )
     if args and args[0] != STDIN:
         return args[0]
     if query_file is not None and query_file != STDIN:
@@ -93,9 +116,11 @@ def _print_schema(names: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         print_json([_relation_json(r) for r in relations])
     elif fmt == "csv":
-        render_rows(["name", "kind", "column", "type", "meaning", "from"],
-                    [(r.name, r.kind, c.name, c.type, c.meaning, c.source) for r in relations for c in r.columns],
-                    "csv")
+        render_rows(
+            ["name", "kind", "column", "type", "meaning", "from"],
+            [(r.name, r.kind, c.name, c.type, c.meaning, c.source) for r in relations for c in r.columns],
+            "csv",
+        )
     else:
         for position, relation in enumerate(relations):
             if position:
@@ -110,11 +135,21 @@ def _print_relation(relation: Relation) -> None:
 
     view = relation.kind == VIEW
     rows = [[c.name, c.type, c.meaning, *([c.source] if view else [])] for c in relation.columns]
-    print_table(["column", "type", "meaning", *(["from"] if view else [])], rows,
-                title=f"{relation.name} ({relation.kind}): {relation.doc}", title_justify="left")
+    print_table(
+        ["column", "type", "meaning", *(["from"] if view else [])],
+        rows,
+        title=f"{relation.name} ({relation.kind}): {relation.doc}",
+        title_justify="left",
+    )
 
 
 def _relation_json(relation: Relation) -> dict[str, Any]:
-    return {"name": relation.name, "kind": relation.kind, "doc": relation.doc,
-            "columns": [{"name": c.name, "type": c.type, "meaning": c.meaning, "from": c.source or None}
-                        for c in relation.columns]}
+    return {
+        "name": relation.name,
+        "kind": relation.kind,
+        "doc": relation.doc,
+        "columns": [
+            {"name": c.name, "type": c.type, "meaning": c.meaning, "from": c.source or None}
+            for c in relation.columns
+        ],
+    }

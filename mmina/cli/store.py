@@ -1,4 +1,5 @@
 """``mmina store info``, ``verify`` and ``compact``."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -44,24 +45,38 @@ def info(store_path: str | None, fmt: str) -> None:
         print_json({**asdict(result), "total_bytes": result.total_bytes})
         return
     if fmt == "csv":
-        render_rows(["table", "files", "rows", "bytes", "unreadable"],
-                    [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables], "csv")
+        render_rows(
+            ["table", "files", "rows", "bytes", "unreadable"],
+            [(t.name, t.files, t.rows, t.bytes, t.unreadable) for t in result.tables],
+            "csv",
+        )
         return
-    say(f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
+    say(
+        f"store {result.root} (schema version {result.schema_version}): {plural(result.runs, 'run')}, "
         f"{plural(result.episodes, 'episode')}, {plural(result.steps, 'step')}, {human_bytes(result.total_bytes)}; "
-        "`mmina runs` lists the runs")
-    render_rows(["table", "files", "rows", "bytes", "unreadable"],
-                [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables], "table")
+        "`mmina runs` lists the runs"
+    )
+    render_rows(
+        ["table", "files", "rows", "bytes", "unreadable"],
+        [(t.name, t.files, t.rows, human_bytes(t.bytes), t.unreadable) for t in result.tables],
+        "table",
+    )
 
 
 @store.command()
 @store_option
-@click.option("--repair", is_flag=True,
-              help="First remove what writers that are gone left behind: unfinished temporary files, files of "
-                   "episodes never committed, abandoned uploads. Damaged or missing data is reported, never touched.")
-@click.option("--redacted", is_flag=True,
-              help="Also list the response bodies redaction changed (stored other than the browser received them: "
-                   "a replay serves other bytes there). Listed, not counted as problems.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First remove what writers that are gone left behind: unfinished temporary files, files of "
+    "episodes never committed, abandoned uploads. Damaged or missing data is reported, never touched.",
+)
+@click.option(
+    "--redacted",
+    is_flag=True,
+    help="Also list the response bodies redaction changed (stored other than the browser received them: "
+    "a replay serves other bytes there). Listed, not counted as problems.",
+)
 @format_option()
 def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> None:
     """Read every file and report what is damaged or missing. Duplicated and left-over files too;
@@ -87,7 +102,9 @@ def verify(store_path: str | None, repair: bool, redacted: bool, fmt: str) -> No
     if fmt == "json":
         print_json({**asdict(report), "ok": report.ok})
     elif fmt == "csv":
-        render_rows(["kind", "path", "message"], [(p.kind, p.path, p.message) for p in report.problems], "csv")
+        render_rows(
+            ["kind", "path", "message"], [(p.kind, p.path, p.message) for p in report.problems], "csv"
+        )
     else:
         _print_report(report)
     if not report.ok:
@@ -105,8 +122,10 @@ def _print_report(report: VerifyReport) -> None:
     for note in report.unchecked:
         echo(f"not checked: {note}")
     for body in report.redacted_bodies or ():
-        echo(f"redacted body: run {body.run_id} episode {body.episode_id} step {body.step_index}: {body.url} "
-             f"({body.mime_type or 'no type'}, {body.received_size} bytes received, {body.stored_size} stored)")
+        echo(
+            f"redacted body: run {body.run_id} episode {body.episode_id} step {body.step_index}: {body.url} "
+            f"({body.mime_type or 'no type'}, {body.received_size} bytes received, {body.stored_size} stored)"
+        )
     if report.redacted_bodies is not None:
         echo(f"{len(report.redacted_bodies)} response bodies changed by redaction")
     verdict = "OK" if report.ok else f"{len(report.problems)} problem(s)"
@@ -140,10 +159,29 @@ def compact(store_path: str | None, runs: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         print_json([asdict(r) for r in results])
     elif fmt == "csv":
-        render_rows(columns, [(r.run_id, r.episodes, r.files_before, r.files_after, r.bytes_before, r.bytes_after)
-                              for r in results], "csv")
+        render_rows(
+            columns,
+            [
+                (r.run_id, r.episodes, r.files_before, r.files_after, r.bytes_before, r.bytes_after)
+                for r in results
+            ],
+            "csv",
+        )
     elif not results:
         echo("nothing to compact: every run is already one file per table")
     else:
-        render_rows(columns, [(r.run_id, r.episodes, r.files_before, r.files_after, human_bytes(r.bytes_before),
-                               human_bytes(r.bytes_after)) for r in results], "table")
+        render_rows(
+            columns,
+            [
+                (
+                    r.run_id,
+                    r.episodes,
+                    r.files_before,
+                    r.files_after,
+                    human_bytes(r.bytes_before),
+                    human_bytes(r.bytes_after),
+                )
+                for r in results
+            ],
+            "table",
+        )

@@ -1,4 +1,5 @@
 """``mmina tasks validate`` and ``mmina tasks list``: task files in the MMInA format."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -60,12 +61,24 @@ def validate(old_path: str | None, tasks_path: str | None, fmt: str) -> None:
     checked = check_suite(_suite_path(tasks_path, old_path))
     root, problems, bad = checked.root, checked.problems, checked.errors
     if fmt == "json":
-        print_json({"path": str(root), "ok": not bad, "errors": len(bad), "warnings": len(problems) - len(bad),
-                    "problems": [{"file": p.file, "field": p.field, "message": p.message, "severity": p.severity}
-                                 for p in problems]})
+        print_json(
+            {
+                "path": str(root),
+                "ok": not bad,
+                "errors": len(bad),
+                "warnings": len(problems) - len(bad),
+                "problems": [
+                    {"file": p.file, "field": p.field, "message": p.message, "severity": p.severity}
+                    for p in problems
+                ],
+            }
+        )
     elif fmt == "csv":
-        render_rows(["file", "field", "severity", "message"], [(p.file, p.field, p.severity, p.message)
-                                                               for p in problems], "csv")
+        render_rows(
+            ["file", "field", "severity", "message"],
+            [(p.file, p.field, p.severity, p.message) for p in problems],
+            "csv",
+        )
     else:
         for problem in problems:
             echo(str(problem))
@@ -96,8 +109,16 @@ def list_tasks(old_path: str | None, tasks_path: str | None, fmt: str) -> None:
     if fmt == "json":
         print_json([_task_json(t) for t in suite.tasks])
         return
-    rows = [(t.task_id, t.n_hops, " > ".join(h.keyword or "?" for h in t.hops), ", ".join(t.eval_types),
-             ", ".join(sorted(t.reference_answers))) for t in suite.tasks]
+    rows = [
+        (
+            t.task_id,
+            t.n_hops,
+            " > ".join(h.keyword or "?" for h in t.hops),
+            ", ".join(t.eval_types),
+            ", ".join(sorted(t.reference_answers)),
+        )
+        for t in suite.tasks
+    ]
     render_rows(["task", "hops", "sites", "eval", "answers"], rows, fmt)
 
 

@@ -9,6 +9,7 @@ The deterministic built-ins (``trace_evaluator.py``) are defined over a :class:`
 task, final answer, step URLs — and return :class:`ScoreRow` tuples: one definition serves
 an episode (``score``) and a whole rescoring, column by column (``score_batch``).
 """
+
 from __future__ import annotations
 
 import json
@@ -142,9 +143,15 @@ class Trace(NamedTuple):
     @classmethod
     def of(cls, episode: EpisodeView) -> Trace:
         row = episode.episode
-        return cls(episode.task, episode.final_answer, [s.step_index for s in episode.steps],
-                   [s.url for s in episode.steps], row.get("final_url"), row.get("prefix_hop_steps") or (),
-                   row.get("prefix_steps") or 0)
+        return cls(
+            episode.task,
+            episode.final_answer,
+            [s.step_index for s in episode.steps],
+            [s.url for s in episode.steps],
+            row.get("final_url"),
+            row.get("prefix_hop_steps") or (),
+            row.get("prefix_steps") or 0,
+        )
 
     @property
     def final_url(self) -> str | None:
@@ -184,7 +191,12 @@ def not_applicable(reason: str) -> ScoreRow:
 
 def task_result(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> ScoreRow:
     """A task-level row; the value is 1 for pass, else 0, unless the evaluator says otherwise."""
-    return ScoreRow(verdict=verdict, value=float(value if value is not None else verdict == "pass"), level="task", detail=dict(detail))
+    return ScoreRow(
+        verdict=verdict,
+        value=float(value if value is not None else verdict == "pass"),
+        level="task",
+        detail=dict(detail),
+    )
 
 
 def task_score(verdict: str, detail: Mapping[str, Any], value: float | None = None) -> Score:
@@ -251,12 +263,16 @@ class BuiltinEvaluator:
         unknown = sorted(set(args) - set(self.ARGS))
         if unknown:
             known = ", ".join(sorted(self.ARGS)) or "none"
-            raise EvaluatorError(f"evaluator {self.name} has no argument {', '.join(unknown)} (its arguments: {known})")
+            raise EvaluatorError(
+                f"evaluator {self.name} has no argument {', '.join(unknown)} (its arguments: {known})"
+            )
         self.args: dict[str, Any] = {**self.ARGS, **args}
         for key, allowed in self.CHOICES.items():
             if self.args[key] not in allowed:
-                raise EvaluatorError(f"evaluator {self.name}: {key} must be one of "
-                                     f"{', '.join(map(str, allowed))}, not {self.args[key]!r}")
+                raise EvaluatorError(
+                    f"evaluator {self.name}: {key} must be one of "
+                    f"{', '.join(map(str, allowed))}, not {self.args[key]!r}"
+                )
 
     def score(self, episode: EpisodeView) -> list[Score]:
         raise NotImplementedError
@@ -277,7 +293,11 @@ def step_fields(evaluator: object) -> tuple[str, ...]:
     :data:`DEFAULT_STEP_FIELDS`); the others are None in the views it gets, and their columns
     are not read."""
     fields = tuple(getattr(evaluator, "step_fields", DEFAULT_STEP_FIELDS))
-    return fields if {"step_index", "url"} <= set(fields) else tuple(dict.fromkeys(("step_index", "url", *fields)))
+    return (
+        fields
+        if {"step_index", "url"} <= set(fields)
+        else tuple(dict.fromkeys(("step_index", "url", *fields)))
+    )
 
 
 def episode_fields(evaluator: object) -> tuple[str, ...] | None:

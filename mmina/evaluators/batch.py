@@ -11,6 +11,7 @@ append-only, so an *overwriting* batch is written like any other and lists, in e
 :class:`ScoreColumns` and writes it through :func:`score_table` (the same rows, built column
 by column).
 """
+
 from __future__ import annotations
 
 import re
@@ -47,8 +48,13 @@ class ScoreBatch:
     """For an overwriting batch: each episode's earlier batch ids of this evaluator (None: appending)."""
 
     @classmethod
-    def new(cls, evaluator: str, version: object, args: Mapping[str, Any],
-            supersedes: Mapping[str, Sequence[str]] | None = None) -> ScoreBatch:
+    def new(
+        cls,
+        evaluator: str,
+        version: object,
+        args: Mapping[str, Any],
+        supersedes: Mapping[str, Sequence[str]] | None = None,
+    ) -> ScoreBatch:
         """A batch starting now, with a fresh id."""
         return cls(
             batch_id=new_batch_id(evaluator),
@@ -66,7 +72,11 @@ class ScoreBatch:
 
     def extra(self, episode_id: str) -> dict[str, Any]:
         """What an overwriting batch adds to the detail of each of the episode's rows."""
-        return {"supersedes": sorted(set(self.supersedes.get(episode_id, ())))} if self.supersedes is not None else {}
+        return (
+            {"supersedes": sorted(set(self.supersedes.get(episode_id, ())))}
+            if self.supersedes is not None
+            else {}
+        )
 
 
 def stored_hop(hop_index: int | None) -> int | None:
@@ -80,16 +90,30 @@ def score_rows(view: EpisodeView, scores: Sequence[Score], batch: ScoreBatch) ->
     return episode_score_rows(view.episode_id, view.task.task_id, scores, batch)
 
 
-def episode_score_rows(episode_id: str, task_id: str, scores: Sequence[Score], batch: ScoreBatch
-                       ) -> list[dict[str, Any]]:
+def episode_score_rows(
+    episode_id: str, task_id: str, scores: Sequence[Score], batch: ScoreBatch
+) -> list[dict[str, Any]]:
     """:func:`score_rows` by the episode's and task's ids (for verdicts given without a view,
     such as a person's labels)."""
     extra = batch.extra(episode_id)
-    return [{"episode_id": episode_id, "task_id": task_id, "evaluator": batch.evaluator,
-             "evaluator_version": batch.version, "args_json": batch.args_json, "level": s.level,
-             "hop": stored_hop(s.hop_index), "step_index": s.step_index, "verdict": s.verdict, "value": float(s.value),
-             "detail_json": stored_detail(s.detail, extra), "batch_id": batch.batch_id, "scored_at": batch.scored_at}
-            for s in scores]
+    return [
+        {
+            "episode_id": episode_id,
+            "task_id": task_id,
+            "evaluator": batch.evaluator,
+            "evaluator_version": batch.version,
+            "args_json": batch.args_json,
+            "level": s.level,
+            "hop": stored_hop(s.hop_index),
+            "step_index": s.step_index,
+            "verdict": s.verdict,
+            "value": float(s.value),
+            "detail_json": stored_detail(s.detail, extra),
+            "batch_id": batch.batch_id,
+            "scored_at": batch.scored_at,
+        }
+        for s in scores
+    ]
 
 
 class Outcome(NamedTuple):
@@ -134,8 +158,9 @@ class ScoreColumns:
             return
         self._next(position)
         cost = task.detail.get("cost_usd") if isinstance(task.detail, Mapping) else None
-        self.outcomes[position] = Outcome(task.verdict, task.value, passed, hops,
-                                          float(cost) if isinstance(cost, (int, float)) else None)
+        self.outcomes[position] = Outcome(
+            task.verdict, task.value, passed, hops, float(cost) if isinstance(cost, (int, float)) else None
+        )
         self.rows[position] = (len(self.scores), len(self.scores) + len(rows))
         if judge is not None:
             self.judge[position] = judge
@@ -148,33 +173,55 @@ class ScoreColumns:
 
     def _next(self, position: int) -> None:
         if position <= self._last:
-            raise EvaluatorError(f"episode {position} given after episode {self._last}: add episodes in batch order")
+            raise EvaluatorError(
+                f"episode {position} given after episode {self._last}: add episodes in batch order"
+            )
         self._last = position
 
 
-def score_table(columns: ScoreColumns, episode_ids: Sequence[str], task_ids: Sequence[str],
-                batch: ScoreBatch) -> pa.Table:
+def score_table(
+    columns: ScoreColumns, episode_ids: Sequence[str], task_ids: Sequence[str], batch: ScoreBatch
+) -> pa.Table:
     """The ``scores`` rows of ``columns`` in ``batch`` (what :func:`score_rows` gives for
     each episode, in the same order); ``episode_ids`` and ``task_ids`` by episode position."""
     positions = pa.array(columns.position, pa.int64())
-    verdict, value, level, hop_index, step_index, detail = zip(*columns.scores) if columns.scores else [()] * 6
+    verdict, value, level, hop_index, step_index, detail = (
+        zip(*columns.scores) if columns.scores else [()] * 6
+    )
     values: dict[str, Any] = {
         "episode_id": pa.array(episode_ids, pa.string()).take(positions),
-        "task_id": pa.array(task_ids, pa.string()).take(positions), "level": level,
+        "task_id": pa.array(task_ids, pa.string()).take(positions),
+        "level": level,
         "hop": [stored_hop(h) for h in hop_index],
-        "step_index": step_index, "verdict": verdict, "value": list(map(float, value)),
-        "detail_json": _details(detail, [episode_ids[p] for p in columns.position] if batch.supersedes is not None else (),
-                                batch),
-        "judge_json": [columns.judge.get(p) for p in columns.position] if columns.judge else
-        pa.nulls(len(positions), pa.string())}
-    constants = {"evaluator": batch.evaluator, "evaluator_version": batch.version, "args_json": batch.args_json,
-                 "batch_id": batch.batch_id, "scored_at": batch.scored_at}
-    arrays = [pa.array(values[f.name], f.type) if f.name in values
-              else pa.repeat(pa.scalar(constants[f.name], f.type), len(positions)) for f in SCORES.schema]
+        "step_index": step_index,
+        "verdict": verdict,
+        "value": list(map(float, value)),
+        "detail_json": _details(
+            detail, [episode_ids[p] for p in columns.position] if batch.supersedes is not None else (), batch
+        ),
+        "judge_json": [columns.judge.get(p) for p in columns.position]
+        if columns.judge
+        else pa.nulls(len(positions), pa.string()),
+    }
+    constants = {
+        "evaluator": batch.evaluator,
+        "evaluator_version": batch.version,
+        "args_json": batch.args_json,
+        "batch_id": batch.batch_id,
+        "scored_at": batch.scored_at,
+    }
+    arrays = [
+        pa.array(values[f.name], f.type)
+        if f.name in values
+        else pa.repeat(pa.scalar(constants[f.name], f.type), len(positions))
+        for f in SCORES.schema
+    ]
     return pa.Table.from_arrays(arrays, schema=SCORES.schema)
 
 
-def _details(details: Sequence[Mapping[str, Any]], episode_ids: Sequence[str], batch: ScoreBatch) -> list[str]:
+def _details(
+    details: Sequence[Mapping[str, Any]], episode_ids: Sequence[str], batch: ScoreBatch
+) -> list[str]:
     """Each row's ``detail_json``; ``episode_ids`` (of each row) are needed only by an overwriting batch."""
     if batch.supersedes is None:
         return [detail_json(d) for d in details]

@@ -9,6 +9,7 @@ no for any, and is unclear otherwise; a task without references of the kind aske
 ``fuzzy_match`` of ``"N/A"`` is WebArena's marker of an unachievable task: as there, the answer
 passes iff it is ``N/A`` itself (exact match, no judge).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -39,7 +40,9 @@ def fuzzy_prompts(episode: EpisodeView, refs: list[str]) -> list[str]:
     return [judge_prompt(episode.final_answer, r) for r in refs]
 
 
-def fuzzy_verdict(episode: EpisodeView, refs: list[str], key: str = "fuzzy_match") -> tuple[str, dict[str, Any]]:
+def fuzzy_verdict(
+    episode: EpisodeView, refs: list[str], key: str = "fuzzy_match"
+) -> tuple[str, dict[str, Any]]:
     """The judged verdict over all references (see the module docstring); n/a without any."""
     if not refs:
         return NOT_APPLICABLE, {"reason": f"the task has no {key} reference for the judge"}
@@ -47,7 +50,10 @@ def fuzzy_verdict(episode: EpisodeView, refs: list[str], key: str = "fuzzy_match
     if answer is None:
         return "fail", {"reason": "the agent gave no final answer", "references": refs}
     if refs == [UNACHIEVABLE]:
-        return verdict_of(exact_match(answer, UNACHIEVABLE)), {"answer": answer, "reason": "unachievable-task marker"}
+        return verdict_of(exact_match(answer, UNACHIEVABLE)), {
+            "answer": answer,
+            "reason": "unachievable-task marker",
+        }
     judged = [_judged(episode.judgments, answer, r) for r in refs]
     return combine([j["verdict"] for j in judged]), {"answer": answer, "judgments": judged}
 
@@ -113,8 +119,10 @@ class TaskEval(BuiltinEvaluator):
     def score(self, episode: EpisodeView) -> list[Score]:
         results = {kind: _check(kind, episode) for kind in checks_of(episode.task)}
         verdict = combine([v for v, _ in results.values()])
-        detail = {"eval_types": list(episode.task.eval_types),
-                  "checks": {kind: {"verdict": v, **d} for kind, (v, d) in results.items()}}
+        detail = {
+            "eval_types": list(episode.task.eval_types),
+            "checks": {kind: {"verdict": v, **d} for kind, (v, d) in results.items()},
+        }
         return [task_score(verdict, detail)]
 
 

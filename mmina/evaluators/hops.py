@@ -34,6 +34,7 @@ detail names the start hop and the steps of the given hops.
 
 ``mmina_official`` (the official runner's rules) is in :mod:`mmina.evaluators.official`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -96,10 +97,14 @@ def hop_conditions(task: Task) -> list[HopCondition]:
     """One condition per hop: the fixture's reference URL, else the official fields."""
     fixture = fixture_hops(task)
     if fixture is not None:
-        return [HopCondition(h.keyword, f.get("reference_url") or None, answer=f.get("answer"))
-                for h, f in zip(task.hops, fixture)]
-    return [HopCondition(h.keyword, requires=_requirements(task, h.keyword, h.index == task.n_hops - 1))
-            for h in task.hops]
+        return [
+            HopCondition(h.keyword, f.get("reference_url") or None, answer=f.get("answer"))
+            for h, f in zip(task.hops, fixture)
+        ]
+    return [
+        HopCondition(h.keyword, requires=_requirements(task, h.keyword, h.index == task.n_hops - 1))
+        for h in task.hops
+    ]
 
 
 def _requirements(task: Task, keyword: str, last: bool) -> tuple[str, ...]:
@@ -122,14 +127,22 @@ def last_hop_answer_ok(task: Task, condition: HopCondition, answer: str | None) 
     return answer_verdict(task, answer) is True
 
 
-def hop_rows(conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]],
-             start: int = 0) -> list[ScoreRow]:
+def hop_rows(
+    conditions: Sequence[HopCondition], completed: dict[int, tuple[int, str]], start: int = 0
+) -> list[ScoreRow]:
     """One row per hop from ``start`` on (the hops before it were given, see the module)."""
     rows = []
     for index, condition in enumerate(conditions[start:], start):
         step, how = completed.get(index, (None, None))
-        rows.append(ScoreRow(verdict=verdict_of(index in completed), value=float(index in completed), level="hop", hop_index=index,
-                             detail={**condition.description, "completed_step": step, "by": how}))
+        rows.append(
+            ScoreRow(
+                verdict=verdict_of(index in completed),
+                value=float(index in completed),
+                level="hop",
+                hop_index=index,
+                detail={**condition.description, "completed_step": step, "by": how},
+            )
+        )
     return rows
 
 
@@ -176,9 +189,14 @@ class Hops(TraceEvaluator):
         all_hops = len(completed) == len(conditions) - start
         to_do = len(conditions) - start
         value = len(completed) / to_do if to_do else float(answer_ok is not False)
-        detail = {"hops_completed": len(completed), "n_hops": len(conditions),
-                  "hop_steps": [completed[i][0] for i in sorted(completed)], "answer": trace.final_answer,
-                  "answer_ok": answer_ok, "first_failed_hop": None if all_hops else start + len(completed) + 1}
+        detail = {
+            "hops_completed": len(completed),
+            "n_hops": len(conditions),
+            "hop_steps": [completed[i][0] for i in sorted(completed)],
+            "answer": trace.final_answer,
+            "answer_ok": answer_ok,
+            "first_failed_hop": None if all_hops else start + len(completed) + 1,
+        }
         if trace.given:
             detail |= {"hops_given": start, "given_hop_steps": list(trace.given)}
         passed = all_hops and answer_ok is not False
@@ -201,7 +219,10 @@ def walk_queue(conditions: Sequence[HopCondition], trace: Trace) -> dict[int, tu
             completed[head] = (step_index, "url")
             head += 1
     rest = conditions[head:]
-    if rest and (len(rest) == 1 or all(c.by_answer_only for c in rest)) and \
-            last_hop_answer_ok(trace.task, rest[-1], trace.final_answer):
+    if (
+        rest
+        and (len(rest) == 1 or all(c.by_answer_only for c in rest))
+        and last_hop_answer_ok(trace.task, rest[-1], trace.final_answer)
+    ):
         completed |= {index: (indexes[-1], "answer") for index in range(head, len(conditions))}
     return completed

@@ -22,6 +22,7 @@ and a token budget. Its cached ``prompt`` is the request as canonical JSON, imag
 so the same request is the same cache key; the screenshots are read from the store only when
 the request has to be sent.
 """
+
 from __future__ import annotations
 
 import base64
@@ -100,33 +101,56 @@ class JudgeConfig:
     def of(cls, settings: JudgeSettings, prompt_version: str = FUZZY_PROMPT_VERSION) -> JudgeConfig:
         temperature = None if settings.temperature is None else float(settings.temperature)
         top_p = None if settings.top_p is None else float(settings.top_p)
-        return cls(settings.model or "", endpoint_host(settings.base_url), prompt_version, temperature, top_p,
-                   settings.seed)
+        return cls(
+            settings.model or "",
+            endpoint_host(settings.base_url),
+            prompt_version,
+            temperature,
+            top_p,
+            settings.seed,
+        )
 
     def sampling(self, max_tokens: int) -> dict[str, Any]:
         """The parameters a call sends: those set, and the reply's token budget."""
-        given = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "max_tokens": max_tokens}
+        given = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_tokens": max_tokens,
+        }
         return {name: value for name, value in given.items() if value is not None}
 
     def key(self, prompt: str, max_tokens: int) -> str:
         """The cache key of ``prompt`` asked with this configuration: SHA-256 of both as canonical JSON."""
-        asked = {"model": self.model, "endpoint": self.endpoint, "prompt_version": self.prompt_version,
-                 "sampling": self.sampling(max_tokens), "prompt": prompt}
+        asked = {
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "prompt_version": self.prompt_version,
+            "sampling": self.sampling(max_tokens),
+            "prompt": prompt,
+        }
         return hashlib.sha256(canonical(asked).encode()).hexdigest()
 
     def summary(self, calls: Sequence[Mapping[str, Any]], cached: int) -> dict[str, Any]:
         """A verdict's ``judge_json``: this configuration and what the ``calls`` it rests on (their
         ``judge_cache.judge_json``) sent and were told — refused parameters, the models the replies
         reported."""
+
         def distinct(name: str) -> list[Any]:
             return sorted({c[name] for c in calls if c.get(name) is not None})
 
-        return {"model": self.model, "endpoint": self.endpoint, "prompt_version": self.prompt_version,
-                "asked": {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed},
-                "max_tokens": sorted({c.get("sent", {}).get("max_tokens") for c in calls} - {None}),
-                "refused": sorted({p for c in calls for p in c.get("refused", ())}),
-                "reply_models": distinct("reply_model"), "fingerprints": distinct("fingerprint"),
-                "calls": len(calls), "cached": cached}
+        return {
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "prompt_version": self.prompt_version,
+            "asked": {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed},
+            "max_tokens": sorted({c.get("sent", {}).get("max_tokens") for c in calls} - {None}),
+            "refused": sorted({p for c in calls for p in c.get("refused", ())}),
+            "reply_models": distinct("reply_model"),
+            "fingerprints": distinct("fingerprint"),
+            "calls": len(calls),
+            "cached": cached,
+        }
 
 
 def canonical(value: Any) -> str:
@@ -144,7 +168,12 @@ def parse_verdict(reply: str | None) -> str:
 
 Usage = tuple[int, int]
 """The tokens a reply cost: (prompt, completion)."""
-IMAGE_TYPES = {b"\xff\xd8\xff": "image/jpeg", b"\x89PNG": "image/png", b"GIF8": "image/gif", b"RIFF": "image/webp"}
+IMAGE_TYPES = {
+    b"\xff\xd8\xff": "image/jpeg",
+    b"\x89PNG": "image/png",
+    b"GIF8": "image/gif",
+    b"RIFF": "image/webp",
+}
 
 
 class JudgeRequest(NamedTuple):
@@ -167,11 +196,20 @@ class JudgeRequest(NamedTuple):
     def prompt(self) -> str:
         """What is cached and hashed: a plain question's text itself (so the fuzzy judge's cache
         keys are as they always were), else the request as canonical JSON, images by hash."""
-        if self.parts and len(self.parts) == 1 and self.parts[0][0] == "text" and not self.system \
-                and self.max_tokens == MAX_TOKENS:
+        if (
+            self.parts
+            and len(self.parts) == 1
+            and self.parts[0][0] == "text"
+            and not self.system
+            and self.max_tokens == MAX_TOKENS
+        ):
             return self.parts[0][1]
-        return json.dumps({"system": self.system, "parts": [list(p) for p in self.parts], "max_tokens": self.max_tokens},
-                          ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return json.dumps(
+            {"system": self.system, "parts": [list(p) for p in self.parts], "max_tokens": self.max_tokens},
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+        )
 
     @property
     def images(self) -> list[str]:
@@ -179,8 +217,10 @@ class JudgeRequest(NamedTuple):
 
     def messages(self, images: Mapping[str, bytes]) -> list[dict[str, Any]]:
         """The chat messages to send, each image inlined as a data URL."""
-        content = [{"type": "text", "text": value} if kind == "text" else _image_part(value, images)
-                   for kind, value in self.parts]
+        content = [
+            {"type": "text", "text": value} if kind == "text" else _image_part(value, images)
+            for kind, value in self.parts
+        ]
         system = [{"role": "system", "content": self.system}] if self.system else []
         if len(content) == 1 and content[0]["type"] == "text":
             return [*system, {"role": "user", "content": content[0]["text"]}]
@@ -192,7 +232,10 @@ def _image_part(digest: str, images: Mapping[str, bytes]) -> dict[str, Any]:
     if data is None:
         raise ModelError(f"screenshot {digest[:12]}… is missing from the store")
     media = next((kind for magic, kind in IMAGE_TYPES.items() if data.startswith(magic)), "image/jpeg")
-    return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{base64.b64encode(data).decode()}"}}
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{media};base64,{base64.b64encode(data).decode()}"},
+    }
 
 
 @dataclass
@@ -235,8 +278,13 @@ def read_cache(store: Store, model: str) -> dict[str, Cached]:
     return cache
 
 
-def resolve(store: Store, prompts: Iterable[str | JudgeRequest], settings: JudgeSettings,
-            progress: Progress | None = None, prompt_version: str = FUZZY_PROMPT_VERSION) -> JudgeOutcome:
+def resolve(
+    store: Store,
+    prompts: Iterable[str | JudgeRequest],
+    settings: JudgeSettings,
+    progress: Progress | None = None,
+    prompt_version: str = FUZZY_PROMPT_VERSION,
+) -> JudgeOutcome:
     """Every request's reply (by its ``prompt``; a text is a plain question): from the cache,
     else from the endpoint (concurrently), asked with the configuration ``settings`` and
     ``prompt_version`` make.
@@ -264,11 +312,20 @@ def resolve(store: Store, prompts: Iterable[str | JudgeRequest], settings: Judge
     return outcome
 
 
-def _ask_all(store: Store, requests: list[JudgeRequest], settings: JudgeSettings, outcome: JudgeOutcome,
-             progress: Progress | None) -> None:
+def _ask_all(
+    store: Store,
+    requests: list[JudgeRequest],
+    settings: JudgeSettings,
+    outcome: JudgeOutcome,
+    progress: Progress | None,
+) -> None:
     require_api_key("asking the judge", EvaluatorError, settings.api_key_env)
-    client = ModelClient(settings.base_url, Deadlines(settings.deadline_s, settings.max_retries), "judge endpoint",
-                         settings.api_key_env)
+    client = ModelClient(
+        settings.base_url,
+        Deadlines(settings.deadline_s, settings.max_retries),
+        "judge endpoint",
+        settings.api_key_env,
+    )
     images = read_images(store, requests)
     refused: set[str] = set()
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
@@ -300,8 +357,13 @@ def read_images(store: Store, requests: Iterable[JudgeRequest]) -> dict[str, byt
     return found
 
 
-def ask(client: ModelClient, config: JudgeConfig, request: JudgeRequest | str,
-        images: Mapping[str, bytes] | None = None, refused: set[str] | None = None) -> dict[str, Any]:
+def ask(
+    client: ModelClient,
+    config: JudgeConfig,
+    request: JudgeRequest | str,
+    images: Mapping[str, bytes] | None = None,
+    refused: set[str] | None = None,
+) -> dict[str, Any]:
     """One judge call, as a ``judge_cache`` row. A sampling parameter the endpoint refuses is
     dropped and the call asked again without it; ``refused`` (shared by a batch's calls) keeps
     such parameters from being sent again, and the row says which were dropped."""
@@ -318,9 +380,22 @@ def ask(client: ModelClient, config: JudgeConfig, request: JudgeRequest | str,
             if exc.param not in DROPPABLE or exc.param not in sent:
                 raise
             refused.add(exc.param)
-    call = {"model": config.model, "endpoint": config.endpoint, "prompt_version": config.prompt_version,
-            "sent": sent, "refused": sorted(set(wanted) - set(sent)), "reply_model": reply.model,
-            "fingerprint": reply.fingerprint}
-    return {"prompt_sha256": config.key(request.prompt, request.max_tokens), "model": config.model,
-            "prompt": request.prompt, "response": reply.text, "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens, "created_at": utcnow(), "judge_json": canonical(call)}
+    call = {
+        "model": config.model,
+        "endpoint": config.endpoint,
+        "prompt_version": config.prompt_version,
+        "sent": sent,
+        "refused": sorted(set(wanted) - set(sent)),
+        "reply_model": reply.model,
+        "fingerprint": reply.fingerprint,
+    }
+    return {
+        "prompt_sha256": config.key(request.prompt, request.max_tokens),
+        "model": config.model,
+        "prompt": request.prompt,
+        "response": reply.text,
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "created_at": utcnow(),
+        "judge_json": canonical(call),
+    }

@@ -15,6 +15,7 @@ what depends on it is ``unclear``; a reply is never guessed at. Steps are number
 the questions (step N is ``steps.step_index`` N-1); the episode's final page, when stored, is
 the step after the last.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,10 @@ PROMPT_VERSION = "keypoints-1"
 """The version of these questions and of the reading of their replies: a new one with any change
 to this module's questions or parsers (a test pins it to the module's text), so that no verdict
 or cached reply of one version is taken for another's."""
-SYSTEM = ("You check whether a web agent completed a multi-hop task on the web. A hop is one part of the task, done "
-          "on one website, in order. You reply with JSON only, exactly in the form asked for, with no other text.")
+SYSTEM = (
+    "You check whether a web agent completed a multi-hop task on the web. A hop is one part of the task, done "
+    "on one website, in order. You reply with JSON only, exactly in the form asked for, with no other text."
+)
 MAX_KEY_POINTS = 8
 MAX_SCORE = 5
 TREE_CHARS = 1500
@@ -58,13 +61,17 @@ class Page:
         return self.number - 1
 
     def line(self) -> str:
-        action = f" — action: {_short(self.action)}" if self.action else " — the final page (after the last action)"
-        return f"Step {self.number}: {_short(self.url)} — \"{_short(self.title)}\"{action}"
+        action = (
+            f" — action: {_short(self.action)}"
+            if self.action
+            else " — the final page (after the last action)"
+        )
+        return f'Step {self.number}: {_short(self.url)} — "{_short(self.title)}"{action}'
 
 
 def _short(text: str | None) -> str:
     text = " ".join((text or "").split())
-    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
 
 
 # -- the questions ----------------------------------------------------------------------------
@@ -84,32 +91,48 @@ def task_text(task: Task) -> str:
 
 def key_points_question(task: Task) -> str:
     example = json.dumps({"hops": [{"hop": 1, "key_points": ["..."]}]})
-    return (f"{task_text(task)}\n\nList, for each of the {task.n_hops} hop(s), the key points a trajectory must show "
-            "for that hop to count as done: the page that must be reached, the item to find or the information to "
-            "read there, and the task's constraints (places, dates, quantities, prices). The last hop also needs the "
-            f"final answer to be right. At most {MAX_KEY_POINTS} short key points per hop.\n"
-            f"Reply with JSON only: {example}")
+    return (
+        f"{task_text(task)}\n\nList, for each of the {task.n_hops} hop(s), the key points a trajectory must show "
+        "for that hop to count as done: the page that must be reached, the item to find or the information to "
+        "read there, and the task's constraints (places, dates, quantities, prices). The last hop also needs the "
+        f"final answer to be right. At most {MAX_KEY_POINTS} short key points per hop.\n"
+        f"Reply with JSON only: {example}"
+    )
 
 
 def relevance_question(task: Task, points: Sequence[Sequence[str]], pages: Sequence[Page]) -> str:
     example = json.dumps({"relevance": [{"hop": 1, "step": 2, "score": 4}]})
     steps = "\n".join(p.line() for p in pages) or "(the agent took no step)"
-    return (f"{task_text(task)}\n\nKey points per hop:\n{_points(points)}\n\nThe agent's steps (the page it saw, "
-            f"then the action it took there):\n{steps}\n\nFor each hop, rate how strongly each step's screenshot "
-            f"would show evidence for or against the hop's key points, from 0 (unrelated) to {MAX_SCORE} (shows it "
-            f"directly). List only steps rated 1 or more.\nReply with JSON only: {example}")
+    return (
+        f"{task_text(task)}\n\nKey points per hop:\n{_points(points)}\n\nThe agent's steps (the page it saw, "
+        f"then the action it took there):\n{steps}\n\nFor each hop, rate how strongly each step's screenshot "
+        f"would show evidence for or against the hop's key points, from 0 (unrelated) to {MAX_SCORE} (shows it "
+        f"directly). List only steps rated 1 or more.\nReply with JSON only: {example}"
+    )
 
 
-def verdict_question(task: Task, hop: int, points: Sequence[str], answer: str | None, evidence: Sequence[Page],
-                     images: bool) -> list[tuple[str, str]]:
+def verdict_question(
+    task: Task, hop: int, points: Sequence[str], answer: str | None, evidence: Sequence[Page], images: bool
+) -> list[tuple[str, str]]:
     """The verdict question of hop ``hop`` (0-based) as message parts: text, and the evidence
     steps' screenshots (or their tree text, without images or without a screenshot)."""
     site = task.hops[hop].keyword
     said = f'"{answer}"' if answer is not None else "(the agent gave no final answer)"
-    head = (f"{task_text(task)}\n\nThis is hop {hop + 1} of {task.n_hops}{f' ({site})' if site else ''}. Its key "
-            f"points:\n{_points([points], numbered=False)}\nThe agent's final answer: {said}\n\n")
-    parts: list[tuple[str, str]] = [("text", head + ("Evidence: the steps most relevant to this hop." if evidence
-                                                     else "Evidence: no step was judged relevant to this hop."))]
+    head = (
+        f"{task_text(task)}\n\nThis is hop {hop + 1} of {task.n_hops}{f' ({site})' if site else ''}. Its key "
+        f"points:\n{_points([points], numbered=False)}\nThe agent's final answer: {said}\n\n"
+    )
+    parts: list[tuple[str, str]] = [
+        (
+            "text",
+            head
+            + (
+                "Evidence: the steps most relevant to this hop."
+                if evidence
+                else "Evidence: no step was judged relevant to this hop."
+            ),
+        )
+    ]
     for page in evidence:
         parts.append(("text", page.line()))
         if images and page.screenshot:
@@ -117,9 +140,14 @@ def verdict_question(task: Task, hop: int, points: Sequence[str], answer: str | 
         elif page.tree_text:
             parts.append(("text", f"Its page as text:\n{page.tree_text[:TREE_CHARS]}"))
     example = json.dumps({"verdict": "pass", "reasons": "... step 3 shows ...", "steps": [3]})
-    parts.append(("text", f"Did the agent complete hop {hop + 1}: does the evidence show every key point satisfied? "
-                          "Judge only from what is shown: a key point not shown is not satisfied. Cite the steps your "
-                          f"reasons rest on.\nReply with JSON only, verdict \"pass\" or \"fail\": {example}"))
+    parts.append(
+        (
+            "text",
+            f"Did the agent complete hop {hop + 1}: does the evidence show every key point satisfied? "
+            "Judge only from what is shown: a key point not shown is not satisfied. Cite the steps your "
+            f'reasons rest on.\nReply with JSON only, verdict "pass" or "fail": {example}',
+        )
+    )
     return parts
 
 
@@ -152,14 +180,20 @@ def key_points(reply: str, n_hops: int) -> list[list[str]]:
     ``MAX_KEY_POINTS`` non-empty texts."""
     hops = json_reply(reply).get("hops")
     if not isinstance(hops, list) or len(hops) != n_hops:
-        raise Malformed(f"the judge listed key points for {len(hops) if isinstance(hops, list) else 'no'} hop(s), "
-                        f"not {n_hops}")
+        raise Malformed(
+            f"the judge listed key points for {len(hops) if isinstance(hops, list) else 'no'} hop(s), "
+            f"not {n_hops}"
+        )
     found = []
     for number, hop in enumerate(hops, start=1):
         points = hop.get("key_points") if isinstance(hop, dict) else None
-        if not isinstance(hop, dict) or hop.get("hop") != number or not isinstance(points, list) \
-                or not 1 <= len(points) <= MAX_KEY_POINTS \
-                or not all(isinstance(p, str) and p.strip() for p in points):
+        if (
+            not isinstance(hop, dict)
+            or hop.get("hop") != number
+            or not isinstance(points, list)
+            or not 1 <= len(points) <= MAX_KEY_POINTS
+            or not all(isinstance(p, str) and p.strip() for p in points)
+        ):
             raise Malformed(f"the judge's key points of hop {number} are not 1 to {MAX_KEY_POINTS} texts")
         found.append([p.strip() for p in points])
     return found
@@ -170,13 +204,20 @@ def relevance(reply: str, n_hops: int, numbers: Sequence[int]) -> dict[int, dict
     whole score 0..``MAX_SCORE``, each (hop, step) once."""
     entries = json_reply(reply).get("relevance")
     if not isinstance(entries, list):
-        raise Malformed("the judge's relevance reply has no \"relevance\" list")
+        raise Malformed('the judge\'s relevance reply has no "relevance" list')
     scores: dict[int, dict[int, int]] = {hop: {} for hop in range(n_hops)}
     for entry in entries:
         hop, step, score = _entry(entry)
-        if not 1 <= hop <= n_hops or step not in numbers or not 0 <= score <= MAX_SCORE or step in scores[hop - 1]:
-            raise Malformed(f"the judge's relevance entry {json.dumps(entry)[:120]} names no hop, shown step and "
-                            f"score 0 to {MAX_SCORE} (once)")
+        if (
+            not 1 <= hop <= n_hops
+            or step not in numbers
+            or not 0 <= score <= MAX_SCORE
+            or step in scores[hop - 1]
+        ):
+            raise Malformed(
+                f"the judge's relevance entry {json.dumps(entry)[:120]} names no hop, shown step and "
+                f"score 0 to {MAX_SCORE} (once)"
+            )
         scores[hop - 1][step] = score
     return scores
 
@@ -193,11 +234,13 @@ def verdict(reply: str, shown: Sequence[int]) -> tuple[str, str, list[int]]:
     value = json_reply(reply)
     said, reasons, steps = value.get("verdict"), value.get("reasons"), value.get("steps", [])
     if said not in ("pass", "fail"):
-        raise Malformed(f"the judge's verdict is {json.dumps(said)[:60]}, not \"pass\" or \"fail\"")
+        raise Malformed(f'the judge\'s verdict is {json.dumps(said)[:60]}, not "pass" or "fail"')
     if not isinstance(reasons, str) or not reasons.strip():
         raise Malformed("the judge gave no reasons")
     if not isinstance(steps, list) or not all(_whole(s) and s in shown for s in steps):
-        raise Malformed(f"the judge cited steps {json.dumps(steps)[:80]}, not steps it was shown ({list(shown)})")
+        raise Malformed(
+            f"the judge cited steps {json.dumps(steps)[:80]}, not steps it was shown ({list(shown)})"
+        )
     return said, reasons.strip(), list(steps)
 
 

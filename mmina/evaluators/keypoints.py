@@ -19,6 +19,7 @@ Arguments: ``judge_model``; ``per_hop`` (steps shown per hop, default 3); ``min_
 (0-5, default 3); ``images`` (false: the steps' accessibility tree instead of screenshots, for
 a text-only judge); ``price_in`` / ``price_out`` (USD per million tokens, for the cost).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -64,20 +65,36 @@ class KeyPoints(BuiltinEvaluator):
     (scored for relevance), and a verdict per hop with reasons citing steps (LLM judge, cached)."""
 
     name = "keypoints"
-    ARGS = {"judge_model": None, "per_hop": 3, "min_relevance": 3, "images": True, "price_in": 0.0, "price_out": 0.0}
+    ARGS = {
+        "judge_model": None,
+        "per_hop": 3,
+        "min_relevance": 3,
+        "images": True,
+        "price_in": 0.0,
+        "price_out": 0.0,
+    }
     CHOICES = {"per_hop": tuple(range(1, 11)), "min_relevance": tuple(range(0, 6)), "images": (True, False)}
     uses_judge: ClassVar[bool] = True
     requires_judge: ClassVar[bool] = True
     prompt_version: ClassVar[str] = ask.PROMPT_VERSION
     step_fields = ("step_index", "url", "action", "title", "screenshot", "tree_text")
-    episode_fields = ("final_answer", "final_url", "final_title", "final_screenshot", "final_tree_text", "blob_packs")
+    episode_fields = (
+        "final_answer",
+        "final_url",
+        "final_title",
+        "final_screenshot",
+        "final_tree_text",
+        "blob_packs",
+    )
 
     def __init__(self, **args: Any) -> None:
         super().__init__(**args)
         for key in ("price_in", "price_out"):
             price = self.args[key]
             if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price <= 10_000:
-                raise EvaluatorError(f"evaluator keypoints: {key} is USD per million tokens (0 to 10000), not {price!r}")
+                raise EvaluatorError(
+                    f"evaluator keypoints: {key} is USD per million tokens (0 to 10000), not {price!r}"
+                )
 
     def judge_requests(self, episode: EpisodeView) -> list[JudgeRequest]:
         return self._walk(episode)[0]
@@ -85,7 +102,9 @@ class KeyPoints(BuiltinEvaluator):
     def score(self, episode: EpisodeView) -> list[Score]:
         wanted, rows = self._walk(episode)
         if rows is None:
-            raise EvaluatorError(f"no judge reply yet for {len(wanted)} question(s) of episode {episode.episode_id}")
+            raise EvaluatorError(
+                f"no judge reply yet for {len(wanted)} question(s) of episode {episode.episode_id}"
+            )
         return rows
 
     def _request(self, episode: EpisodeView, parts: list[tuple[str, str]], kind: str) -> JudgeRequest:
@@ -95,7 +114,10 @@ class KeyPoints(BuiltinEvaluator):
     def _walk(self, episode: EpisodeView) -> tuple[list[JudgeRequest], list[Score] | None]:
         """The questions still to ask, or (all answered) the rows: key points, then relevance,
         then every hop's verdict, each stage asked once the one before is answered."""
-        task, spent = episode.task, Spent(episode.judge_usage, (self.args["price_in"], self.args["price_out"]))
+        task, spent = (
+            episode.task,
+            Spent(episode.judge_usage, (self.args["price_in"], self.args["price_out"])),
+        )
         points_request = self._request(episode, [("text", ask.key_points_question(task))], "key_points")
         reply = episode.judgments.get(points_request.prompt)
         if reply is None:
@@ -107,7 +129,8 @@ class KeyPoints(BuiltinEvaluator):
             return [], self._unclear(task.n_hops, f"key points: {exc}", reply, spent)
         pages = pages_of(episode)
         relevance_request = self._request(
-            episode, [("text", ask.relevance_question(task, points, pages))], "relevance")
+            episode, [("text", ask.relevance_question(task, points, pages))], "relevance"
+        )
         reply = episode.judgments.get(relevance_request.prompt)
         if reply is None:
             return [relevance_request], None
@@ -118,46 +141,93 @@ class KeyPoints(BuiltinEvaluator):
             return [], self._unclear(task.n_hops, f"relevance: {exc}", reply, spent, points)
         return self._verdicts(episode, points, pages, scores, spent)
 
-    def _verdicts(self, episode: EpisodeView, points: list[list[str]], pages: list[Page],
-                  scores: dict[int, dict[int, int]], spent: Spent) -> tuple[list[JudgeRequest], list[Score] | None]:
+    def _verdicts(
+        self,
+        episode: EpisodeView,
+        points: list[list[str]],
+        pages: list[Page],
+        scores: dict[int, dict[int, int]],
+        spent: Spent,
+    ) -> tuple[list[JudgeRequest], list[Score] | None]:
         by_number = {p.number: p for p in pages}
-        shown = [[by_number[n] for n in ask.chosen(scores[hop], self.args["per_hop"], self.args["min_relevance"])]
-                 for hop in range(len(points))]
-        requests = [self._request(episode, ask.verdict_question(episode.task, hop, points[hop], episode.final_answer,
-                                                                shown[hop], self.args["images"]), "verdict")
-                    for hop in range(len(points))]
+        shown = [
+            [by_number[n] for n in ask.chosen(scores[hop], self.args["per_hop"], self.args["min_relevance"])]
+            for hop in range(len(points))
+        ]
+        requests = [
+            self._request(
+                episode,
+                ask.verdict_question(
+                    episode.task, hop, points[hop], episode.final_answer, shown[hop], self.args["images"]
+                ),
+                "verdict",
+            )
+            for hop in range(len(points))
+        ]
         missing = [r for r in requests if r.prompt not in episode.judgments]
         if missing:
             return missing, None
-        hops = [self._hop(hop, points[hop], shown[hop], scores[hop], episode.judgments[r.prompt], spent.add(r))
-                for hop, r in enumerate(requests)]
+        hops = [
+            self._hop(hop, points[hop], shown[hop], scores[hop], episode.judgments[r.prompt], spent.add(r))
+            for hop, r in enumerate(requests)
+        ]
         return [], [*hops, _task_row(hops, spent)]
 
-    def _hop(self, hop: int, points: list[str], shown: list[Page], scores: Mapping[int, int], reply: str,
-             cost: dict[str, Any]) -> Score:
-        detail: dict[str, Any] = {"key_points": points, "evidence": [p.step_index for p in shown],
-                                  "relevance": {str(n - 1): s for n, s in sorted(scores.items())}, **cost}
+    def _hop(
+        self,
+        hop: int,
+        points: list[str],
+        shown: list[Page],
+        scores: Mapping[int, int],
+        reply: str,
+        cost: dict[str, Any],
+    ) -> Score:
+        detail: dict[str, Any] = {
+            "key_points": points,
+            "evidence": [p.step_index for p in shown],
+            "relevance": {str(n - 1): s for n, s in sorted(scores.items())},
+            **cost,
+        }
         try:
             verdict, reasons, cited = ask.verdict(reply, [p.number for p in shown])
         except Malformed as exc:
-            return Score("unclear", 0.0, "hop", hop, detail={**detail, "reason": str(exc), "reply": reply[:REPLY_KEPT]})
-        return Score(verdict, float(verdict == "pass"), "hop", hop,
-                     detail={**detail, "reasons": reasons, "cited_steps": [n - 1 for n in cited]})
+            return Score(
+                "unclear", 0.0, "hop", hop, detail={**detail, "reason": str(exc), "reply": reply[:REPLY_KEPT]}
+            )
+        return Score(
+            verdict,
+            float(verdict == "pass"),
+            "hop",
+            hop,
+            detail={**detail, "reasons": reasons, "cited_steps": [n - 1 for n in cited]},
+        )
 
-    def _unclear(self, n_hops: int, reason: str, reply: str, spent: Spent,
-                 points: list[list[str]] | None = None) -> list[Score]:
+    def _unclear(
+        self, n_hops: int, reason: str, reply: str, spent: Spent, points: list[list[str]] | None = None
+    ) -> list[Score]:
         """Every hop unclear, for a reply the later questions needed and could not read."""
-        hops = [Score("unclear", 0.0, "hop", hop, detail={"reason": reason, **({"key_points": points[hop]}
-                                                                              if points else {})})
-                for hop in range(n_hops)]
+        hops = [
+            Score(
+                "unclear",
+                0.0,
+                "hop",
+                hop,
+                detail={"reason": reason, **({"key_points": points[hop]} if points else {})},
+            )
+            for hop in range(n_hops)
+        ]
         return [*hops, _task_row(hops, spent, {"reason": reason, "reply": reply[:REPLY_KEPT]})]
 
 
 def _task_row(hops: list[Score], spent: Spent, extra: Mapping[str, Any] | None = None) -> Score:
     passed = sum(h.verdict == "pass" for h in hops)
     value = passed / len(hops) if hops else 0.0
-    return Score(combine([h.verdict for h in hops]), value, "task",
-                 detail={"hops_passed": passed, "hops": len(hops), **spent.total(), **(extra or {})})
+    return Score(
+        combine([h.verdict for h in hops]),
+        value,
+        "task",
+        detail={"hops_passed": passed, "hops": len(hops), **spent.total(), **(extra or {})},
+    )
 
 
 def pages_of(episode: EpisodeView) -> list[Page]:

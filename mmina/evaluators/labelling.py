@@ -11,6 +11,7 @@ a save replaces that labeller's earlier labels of the episode, never anyone else
 
 Hop positions are 1-based wherever a person sees or writes them (:class:`Label.hop`).
 """
+
 from __future__ import annotations
 
 import getpass
@@ -90,7 +91,9 @@ def checked_labeller(name: str) -> str:
     """A labeller's name, stripped: 1 to ``MAX_NAME`` printable characters."""
     name = (name or "").strip()
     if not name or len(name) > MAX_NAME or not _NAME.match(name):
-        raise LabelError(f"a labeller's name is 1 to {MAX_NAME} printable characters, not {name[:MAX_NAME]!r}")
+        raise LabelError(
+            f"a labeller's name is 1 to {MAX_NAME} printable characters, not {name[:MAX_NAME]!r}"
+        )
     return name
 
 
@@ -108,8 +111,10 @@ def episode_refs(store: Store, episode_ids: Iterable[str]) -> dict[str, EpisodeR
     wanted = pa.array(sorted(set(episode_ids)), pa.string())
     table = store.read("episodes", columns=["episode_id", "run_id", "task_id", "n_hops"])
     table = table.filter(pc.is_in(table.column("episode_id"), wanted))
-    return {row["episode_id"]: EpisodeRef(row["episode_id"], row["run_id"], row["task_id"], row["n_hops"] or 0)
-            for row in table.to_pylist()}
+    return {
+        row["episode_id"]: EpisodeRef(row["episode_id"], row["run_id"], row["task_id"], row["n_hops"] or 0)
+        for row in table.to_pylist()
+    }
 
 
 def check_labels(labels: Sequence[Label], refs: Mapping[str, EpisodeRef]) -> None:
@@ -124,16 +129,25 @@ def check_labels(labels: Sequence[Label], refs: Mapping[str, EpisodeRef]) -> Non
             raise LabelError(not_found("episode", label.episode_id[:100], "the store", refs, SEE_EPISODES))
         checked_label(label.label)
         if label.hop is not None and not 1 <= label.hop <= ref.n_hops:
-            raise LabelError(f"episode {ref.episode_id} ({ref.task_id}) has hops 1 to {ref.n_hops}, not hop {label.hop}")
+            raise LabelError(
+                f"episode {ref.episode_id} ({ref.task_id}) has hops 1 to {ref.n_hops}, not hop {label.hop}"
+            )
         if len(label.note) > MAX_NOTE:
-            raise LabelError(f"a note is at most {MAX_NOTE} characters ({label.item} of episode {ref.episode_id})")
+            raise LabelError(
+                f"a note is at most {MAX_NOTE} characters ({label.item} of episode {ref.episode_id})"
+            )
         if (label.episode_id, label.hop) in seen:
             raise LabelError(f"{label.item} of episode {ref.episode_id} is labelled twice")
         seen.add((label.episode_id, label.hop))
 
 
-def write_labels(store: Store, labels: Sequence[Label], labeller: str, source: str,
-                 refs: Mapping[str, EpisodeRef] | None = None) -> Saved:
+def write_labels(
+    store: Store,
+    labels: Sequence[Label],
+    labeller: str,
+    source: str,
+    refs: Mapping[str, EpisodeRef] | None = None,
+) -> Saved:
     """Check the labels, then append them as one ``human`` batch (a file per run); ``source``
     (``serve``, ``import:FILE``) is kept in each row's detail. Nothing is written when any
     label is refused."""
@@ -144,7 +158,9 @@ def write_labels(store: Store, labels: Sequence[Label], labeller: str, source: s
     by_run: dict[str, list[dict[str, object]]] = defaultdict(list)
     for episode_id, own in _by_episode(labels).items():
         ref = refs[episode_id]
-        by_run[ref.run_id] += episode_score_rows(episode_id, ref.task_id, [_score(label, source) for label in own], batch)
+        by_run[ref.run_id] += episode_score_rows(
+            episode_id, ref.task_id, [_score(label, source) for label in own], batch
+        )
     for run_id, rows in by_run.items():
         store.append("scores", rows, stem=batch.batch_id, run_id=run_id)
     return Saved(batch.batch_id, labeller, len(labels), len(_by_episode(labels)), tuple(by_run))
@@ -155,12 +171,19 @@ def _by_episode(labels: Sequence[Label]) -> dict[str, list[Label]]:
     found: dict[str, list[Label]] = defaultdict(list)
     for label in labels:
         found[label.episode_id].append(label)
-    return {e: sorted(own, key=lambda label: -1 if label.hop is None else label.hop) for e, own in found.items()}
+    return {
+        e: sorted(own, key=lambda label: -1 if label.hop is None else label.hop) for e, own in found.items()
+    }
 
 
 def _score(label: Label, source: str) -> Score:
     """A label as a verdict row: pass 1, fail, unsure and blocked 0; the label, note and source in the detail."""
     value = checked_label(label.label)
     detail = {"label": value, "source": source, **({"note": label.note} if label.note else {})}
-    return Score(VERDICTS[value], float(value == "pass"), "task" if label.hop is None else "hop",
-                 None if label.hop is None else label.hop - 1, detail=detail)
+    return Score(
+        VERDICTS[value],
+        float(value == "pass"),
+        "task" if label.hop is None else "hop",
+        None if label.hop is None else label.hop - 1,
+        detail=detail,
+    )

@@ -6,6 +6,7 @@ column: an evaluator with ``score_batch`` walks those lists, run by run (:func:`
 the next runs' steps are read while one is scored), any other one gets an
 :class:`EpisodeView` per episode, all at once (:func:`load_batch`).
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
@@ -78,8 +79,13 @@ class EpisodeBatch:
 
     def part(self, start: int, end: int, steps: StepColumns) -> EpisodeBatch:
         """Episodes ``start`` to ``end``, with these steps."""
-        return EpisodeBatch(self.run_ids[start:end], self.episode_ids[start:end], self.tasks[start:end],
-                            self.episodes.slice(start, end - start), steps)
+        return EpisodeBatch(
+            self.run_ids[start:end],
+            self.episode_ids[start:end],
+            self.tasks[start:end],
+            self.episodes.slice(start, end - start),
+            steps,
+        )
 
     @cached_property
     def final_answers(self) -> list[str | None]:
@@ -99,36 +105,60 @@ class EpisodeBatch:
         if "prefix_hop_steps" not in names or "prefix_steps" not in names:
             return [((), 0)] * len(self)
         steps = self.episodes.column("prefix_steps").to_pylist()
-        return [(given or (), count or 0) for given, count in
-                zip(self.episodes.column("prefix_hop_steps").to_pylist(), steps)]
+        return [
+            (given or (), count or 0)
+            for given, count in zip(self.episodes.column("prefix_hop_steps").to_pylist(), steps)
+        ]
 
     def trace(self, position: int) -> Trace:
         """What the deterministic built-ins read of the episode at ``position``."""
         start, end = self.steps.offsets[position], self.steps.offsets[position + 1]
         columns = self.steps.columns
-        return Trace(self.tasks[position], self.final_answers[position], columns["step_index"][start:end],
-                     columns["url"][start:end], self.final_urls[position], *self.prefixes[position])
+        return Trace(
+            self.tasks[position],
+            self.final_answers[position],
+            columns["step_index"][start:end],
+            columns["url"][start:end],
+            self.final_urls[position],
+            *self.prefixes[position],
+        )
 
     def views(self) -> list[EpisodeView]:
         """One :class:`EpisodeView` per episode (steps in order; none when none were read)."""
         rows, steps, offsets = _Columns(self.episodes), self.steps.views(), self.steps.offsets
-        return [EpisodeView(run_id, episode_id, task, Row(rows, index), tuple(steps[offsets[index]:offsets[index + 1]]))
-                for index, (run_id, episode_id, task) in enumerate(zip(self.run_ids, self.episode_ids, self.tasks))]
+        return [
+            EpisodeView(
+                run_id, episode_id, task, Row(rows, index), tuple(steps[offsets[index] : offsets[index + 1]])
+            )
+            for index, (run_id, episode_id, task) in enumerate(
+                zip(self.run_ids, self.episode_ids, self.tasks)
+            )
+        ]
 
 
-def load_batch(store: Store, runs: Iterable[str], only: set[str] | None = None, evaluator: Evaluator | None = None,
-               every: bool | None = None) -> EpisodeBatch:
+def load_batch(
+    store: Store,
+    runs: Iterable[str],
+    only: set[str] | None = None,
+    evaluator: Evaluator | None = None,
+    every: bool | None = None,
+) -> EpisodeBatch:
     """The episodes of ``runs`` (only those in ``only`` when given) with tasks and, when
     ``evaluator`` reads them, steps — only the fields and episode columns it reads. ``every``:
     whether ``runs`` are all the store's runs, when the caller knows."""
     runs = list(dict.fromkeys(runs))
     every = set(runs) == set(store.run_ids()) if every is None else every
     episodes = load_episodes(store, runs, only, evaluator, every)
-    return episodes if evaluator is not None and not needs_steps(evaluator) else \
-        with_steps(store, episodes, evaluator, every)
+    return (
+        episodes
+        if evaluator is not None and not needs_steps(evaluator)
+        else with_steps(store, episodes, evaluator, every)
+    )
 
 
-def with_steps(store: Store, episodes: EpisodeBatch, evaluator: Evaluator | None, every: bool) -> EpisodeBatch:
+def with_steps(
+    store: Store, episodes: EpisodeBatch, evaluator: Evaluator | None, every: bool
+) -> EpisodeBatch:
     """``episodes`` with their steps (the fields ``evaluator`` reads), read at once."""
     wanted = _wanted_steps(evaluator)
     runs = list(dict.fromkeys(episodes.run_ids))
@@ -138,13 +168,16 @@ def with_steps(store: Store, episodes: EpisodeBatch, evaluator: Evaluator | None
     return episodes.part(0, len(episodes), _step_columns(steps, len(episodes), wanted))
 
 
-def load_episodes(store: Store, runs: list[str], only: set[str] | None, evaluator: Evaluator | None,
-                  every: bool) -> EpisodeBatch:
+def load_episodes(
+    store: Store, runs: list[str], only: set[str] | None, evaluator: Evaluator | None, every: bool
+) -> EpisodeBatch:
     """:func:`load_batch` without steps (each episode has none)."""
     fields = episode_fields(evaluator)
     columns = None if fields is None else list(dict.fromkeys([*ORDER_COLUMNS, *fields]))
     episodes = _episodes_in_order(_read(store, "episodes", runs, columns, every), runs, only)
-    run_ids, episode_ids, task_ids = (episodes.column(n).to_pylist() for n in ("run_id", "episode_id", "task_id"))
+    run_ids, episode_ids, task_ids = (
+        episodes.column(n).to_pylist() for n in ("run_id", "episode_id", "task_id")
+    )
     tasks = _tasks_of(store, _tasks(store, runs, every), run_ids, episode_ids, task_ids)
     return EpisodeBatch(run_ids, episode_ids, tasks, episodes, StepColumns.none(len(episode_ids)))
 
@@ -190,12 +223,20 @@ def _episodes_in_order(episodes: pa.Table, runs: list[str], only: set[str] | Non
     if only:
         episodes = episodes.filter(pc.is_in(episodes.column("episode_id"), pa.array(sorted(only))))
     rank = pc.index_in(episodes.column("run_id"), pa.array(runs))
-    return episodes.append_column("_rank", rank).sort_by(
-        [("_rank", "ascending"), ("started_at", "ascending"), ("episode_id", "ascending")]).drop_columns(["_rank"])
+    return (
+        episodes.append_column("_rank", rank)
+        .sort_by([("_rank", "ascending"), ("started_at", "ascending"), ("episode_id", "ascending")])
+        .drop_columns(["_rank"])
+    )
 
 
-def _tasks_of(store: Store, tasks: Mapping[tuple[str, str], Task], run_ids: list[str], episode_ids: list[str],
-              task_ids: list[str]) -> list[Task]:
+def _tasks_of(
+    store: Store,
+    tasks: Mapping[tuple[str, str], Task],
+    run_ids: list[str],
+    episode_ids: list[str],
+    task_ids: list[str],
+) -> list[Task]:
     found = [tasks.get(key) for key in zip(run_ids, task_ids)]
     for run_id, episode_id, task_id, task in zip(run_ids, episode_ids, task_ids, found):
         if task is None:
@@ -243,14 +284,22 @@ class Row(Mapping[str, Any]):
         return len(self._columns.names)
 
 
-def _read(store: Store, table: str, runs: list[str], columns: Sequence[str] | None = None,
-          every: bool | None = None, where: Mapping[str, Any] | None = None) -> pa.Table:
+def _read(
+    store: Store,
+    table: str,
+    runs: list[str],
+    columns: Sequence[str] | None = None,
+    every: bool | None = None,
+    where: Mapping[str, Any] | None = None,
+) -> pa.Table:
     """A table restricted to ``runs`` (with its ``run_id`` column), read in one pass;
     ``every``: whether ``runs`` are all the store's runs, when the caller knows."""
     wanted = [*columns, "run_id"] if columns else None
     if every if every is not None else set(runs) == set(store.run_ids()):
         return store.read(table, columns=wanted, where=where)
-    return pa.concat_tables([store.read(table, run_id=run_id, columns=wanted, where=where) for run_id in runs])
+    return pa.concat_tables(
+        [store.read(table, run_id=run_id, columns=wanted, where=where) for run_id in runs]
+    )
 
 
 def _tasks(store: Store, runs: list[str], every: bool) -> dict[tuple[str, str], Task]:
@@ -258,8 +307,10 @@ def _tasks(store: Store, runs: list[str], every: bool) -> dict[tuple[str, str], 
     a task's JSON is read only from the run holding its first copy."""
     table = _read(store, "tasks", runs, ["task_id", "task_sha256"], every)
     runs_of, sums = table.column("run_id").to_pylist(), table.column("task_sha256").to_pylist()
-    keys = [(task_id, digest or f"row {index}")  # no checksum: that row on its own
-            for index, (task_id, digest) in enumerate(zip(table.column("task_id").to_pylist(), sums))]
+    keys = [
+        (task_id, digest or f"row {index}")  # no checksum: that row on its own
+        for index, (task_id, digest) in enumerate(zip(table.column("task_id").to_pylist(), sums))
+    ]
     first: dict[tuple[str, str], tuple[str, int, str | None]] = {}  # key -> (run, row in that run, checksum)
     nth: Counter[str] = Counter()
     for run_id, key, digest in zip(runs_of, keys, sums):
@@ -269,12 +320,19 @@ def _tasks(store: Store, runs: list[str], every: bool) -> dict[tuple[str, str], 
     return {(run_id, key[0]): parsed[key] for run_id, key in zip(runs_of, keys)}
 
 
-def _parse_first_copies(store: Store, first: Mapping[tuple[str, str], tuple[str, int, str | None]]
-                        ) -> dict[tuple[str, str], Task]:
-    texts = {run_id: store.read("tasks", run_id=run_id, columns=["original_json"]).column("original_json")
-             for run_id in dict.fromkeys(run_id for run_id, _, _ in first.values())}
-    return {key: task_from_row({"task_id": key[0], "task_sha256": digest, "original_json": texts[run_id][row].as_py()})
-            for key, (run_id, row, digest) in first.items()}
+def _parse_first_copies(
+    store: Store, first: Mapping[tuple[str, str], tuple[str, int, str | None]]
+) -> dict[tuple[str, str], Task]:
+    texts = {
+        run_id: store.read("tasks", run_id=run_id, columns=["original_json"]).column("original_json")
+        for run_id in dict.fromkeys(run_id for run_id, _, _ in first.values())
+    }
+    return {
+        key: task_from_row(
+            {"task_id": key[0], "task_sha256": digest, "original_json": texts[run_id][row].as_py()}
+        )
+        for key, (run_id, row, digest) in first.items()
+    }
 
 
 def _sorted_steps(table: pa.Table, episode_ids: list[str]) -> pa.Table:
@@ -297,13 +355,22 @@ def _step_columns(table: pa.Table, episodes: int, fields: Sequence[str]) -> Step
     return StepColumns([0, *accumulate(counts)], columns)
 
 
-def previous_batches(store: Store, runs: Iterable[str], evaluator: str, every: bool | None = None
-                     ) -> dict[str, list[Earlier]]:
+def previous_batches(
+    store: Store, runs: Iterable[str], evaluator: str, every: bool | None = None
+) -> dict[str, list[Earlier]]:
     """Earlier task-level verdicts of ``evaluator`` by episode: (batch_id, verdict), oldest
     first (only the ``scores`` row groups that may hold that evaluator's task rows are read)."""
-    table = _read(store, "scores", list(dict.fromkeys(runs)), ["episode_id", "batch_id", "verdict", "scored_at"],
-                  every, where={"evaluator": evaluator, "level": "task"})
-    table = table.sort_by([("episode_id", "ascending"), ("scored_at", "ascending"), ("batch_id", "ascending")])
+    table = _read(
+        store,
+        "scores",
+        list(dict.fromkeys(runs)),
+        ["episode_id", "batch_id", "verdict", "scored_at"],
+        every,
+        where={"evaluator": evaluator, "level": "task"},
+    )
+    table = table.sort_by(
+        [("episode_id", "ascending"), ("scored_at", "ascending"), ("batch_id", "ascending")]
+    )
     found: dict[str, list[Earlier]] = defaultdict(list)
     columns = [table.column(name).to_pylist() for name in ("episode_id", "batch_id", "verdict")]
     for episode_id, batch_id, verdict in zip(*columns):

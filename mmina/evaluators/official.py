@@ -38,6 +38,7 @@ notion of a given prefix, and its code would credit the prefix's hops like any o
 Analysis leaves out the rows of the given hops (``episode_scores``), and the runner's log
 figures leave conditioned episodes out (``mmina.analysis.runner_log``).
 """
+
 from __future__ import annotations
 
 import re
@@ -56,14 +57,33 @@ from mmina.evaluators.base import (
 )
 from mmina.tasks.task import Task
 
-RULE_SETS = {"compare": "multihop", "multi567": "multihop", "multipro": "multihop", "normal": "2hop",
-             "shopping": "singlehop", "wikipedia": "singlehop"}
+RULE_SETS = {
+    "compare": "multihop",
+    "multi567": "multihop",
+    "multipro": "multihop",
+    "normal": "2hop",
+    "shopping": "singlehop",
+    "wikipedia": "singlehop",
+}
 """``is_domain_type`` (run.py:565-571): the runner's ``--domain`` picks one of three rule sets."""
 DOMAINS = tuple(RULE_SETS)
 
 # Action types of browser_env/actions.py:241-271 (ActionTypes) that the runner compares.
-NONE, SCROLL, KEY_PRESS, CLICK, TYPE, HOVER, PAGE_FOCUS, NEW_TAB, GO_BACK, GO_FORWARD, GOTO_URL, PAGE_CLOSE, STOP = (
-    0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17)
+(
+    NONE,
+    SCROLL,
+    KEY_PRESS,
+    CLICK,
+    TYPE,
+    HOVER,
+    PAGE_FOCUS,
+    NEW_TAB,
+    GO_BACK,
+    GO_FORWARD,
+    GOTO_URL,
+    PAGE_CLOSE,
+    STOP,
+) = (0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17)
 
 
 class OfficialAction(NamedTuple):
@@ -167,8 +187,12 @@ class EarlyStop:
         if action.kind == TYPE:
             repeated = self.typed[action.key] = self.typed.get(action.key, 0) + 1
         limits = self.limits
-        if self.plain and self.taken < limits.max_steps and self.failures < limits.parsing_failure \
-                and repeated < limits.repeating_action:
+        if (
+            self.plain
+            and self.taken < limits.max_steps
+            and self.failures < limits.parsing_failure
+            and repeated < limits.repeating_action
+        ):
             return None  # the usual case, decided without building a message
         return self.reason()
 
@@ -233,7 +257,7 @@ class TwoHop:
     """The ``2hop`` rules (``normal``): run.py:304-310 (setup) and 338-348 (each page)."""
 
     def __init__(self, config: Any) -> None:
-        self.reference = config['eval']['reference_answers']['must_include']  # run.py:309
+        self.reference = config["eval"]["reference_answers"]["must_include"]  # run.py:309
         self.nxt = self.reference[0]  # run.py:310
         self.cnt_cl = 2  # run.py:306
 
@@ -262,10 +286,10 @@ class MultiHop:
     (setup) and 350-369 (each page)."""
 
     def __init__(self, config: Any) -> None:
-        self.check_list = config['procedure']  # run.py:315-318, in this order
-        self.city = config['city']
-        self.flight = config['flight']
-        self.shop = config['shop']
+        self.check_list = config["procedure"]  # run.py:315-318, in this order
+        self.city = config["city"]
+        self.flight = config["flight"]
+        self.shop = config["shop"]
         self.cnt_cl = len(self.check_list)  # run.py:319: END counts in the denominator
 
     def check(self, state: Counter, current_url: str, step: int) -> None:
@@ -278,8 +302,12 @@ class MultiHop:
         check_list, city = self.check_list, self.city
         now_url = check_list[state.cnt_ans]  # run.py:351 (IndexError once past the end)
         if state.flag:
-            if "kiwix" not in current_url and current_url != None and "kiwix" in now_url \
-                    and check_list[state.cnt_ans + 1] in current_url:  # noqa: E711 - as written (run.py:353)
+            if (
+                "kiwix" not in current_url
+                and current_url != None
+                and "kiwix" in now_url
+                and check_list[state.cnt_ans + 1] in current_url
+            ):  # noqa: E711 - as written (run.py:353)
                 state.credit(step)
                 state.flag = False
             if "momondo" in current_url and "momondo" in now_url:
@@ -364,15 +392,27 @@ class Outcome:
 
     def detail(self, domain: str) -> dict[str, Any]:
         state = self.state
-        return {"outcome": self.outcome, "rule_set": self.rule_set, "domain": domain, "error": self.error,
-                "hops_credited": state.cnt_ans if self.started else None, "credited_at": state.credited_at,
-                "numerator": state.numerator,
-                "denominator": state.denominator, "stop": self.stop, "score": self.score, "pending": self.pending,
-                "pages_checked": self.pages_checked, "final_page": self.final_page,
-                "final_state_unknown": self.final_state_unknown}
+        return {
+            "outcome": self.outcome,
+            "rule_set": self.rule_set,
+            "domain": domain,
+            "error": self.error,
+            "hops_credited": state.cnt_ans if self.started else None,
+            "credited_at": state.credited_at,
+            "numerator": state.numerator,
+            "denominator": state.denominator,
+            "stop": self.stop,
+            "score": self.score,
+            "pending": self.pending,
+            "pages_checked": self.pages_checked,
+            "final_page": self.final_page,
+            "final_state_unknown": self.final_state_unknown,
+        }
 
 
-def run_task(config: Any, rule_set: str, trajectory: Trajectory, limits: Thresholds = Thresholds()) -> Outcome:
+def run_task(
+    config: Any, rule_set: str, trajectory: Trajectory, limits: Thresholds = Thresholds()
+) -> Outcome:
     """One pass of the runner's loop body (run.py:264-497) over a recorded episode."""
     result = Outcome(rule_set)
     try:
@@ -520,8 +560,10 @@ def _judge_arguments(pred: str, reference: Any, question: Any) -> None:
     or intent that is not text raises before any request."""
     for name, value in (("reference", reference), ("question", question)):
         if not isinstance(value, str):
-            raise RunnerError("BeartypeCallHintParamViolation",
-                              f"llm_fuzzy_match() parameter {name}={value!r} violates type hint <class 'str'>")
+            raise RunnerError(
+                "BeartypeCallHintParamViolation",
+                f"llm_fuzzy_match() parameter {name}={value!r} violates type hint <class 'str'>",
+            )
 
 
 def url_score(config: Any, answer: str, page_url: str | None) -> float | None:
@@ -549,9 +591,11 @@ def page_score(config: Any, answer: str, page_url: str | None) -> float | None:
     return None
 
 
-PENDING = {string_score: "the LLM judge (fuzzy_match)",
-           url_score: "the page after the last action (unknown in this store)",
-           page_score: "the live page (program_html)"}
+PENDING = {
+    string_score: "the LLM judge (fuzzy_match)",
+    url_score: "the page after the last action (unknown in this store)",
+    page_score: "the live page (program_html)",
+}
 """Why an evaluator's score cannot be computed from the store, when it cannot."""
 
 
@@ -560,8 +604,10 @@ def rule_set_of(task: Task, domain: str) -> tuple[str, str]:
     one forced by the evaluator's ``domain`` argument."""
     chosen = task.suite if domain == "auto" else domain
     if chosen not in RULE_SETS:
-        raise EvaluatorError(f"task {task.task_id} is not in one of the runner's domain folders "
-                             f"({', '.join(DOMAINS)}): pass --arg domain=NAME to score it with that domain's rules")
+        raise EvaluatorError(
+            f"task {task.task_id} is not in one of the runner's domain folders "
+            f"({', '.join(DOMAINS)}): pass --arg domain=NAME to score it with that domain's rules"
+        )
     return chosen, RULE_SETS[chosen]
 
 
@@ -582,8 +628,12 @@ class MminaOfficial(BuiltinEvaluator):
         super().__init__(**args)
         for key in ("max_steps", "parsing_failure", "repeating_action"):
             if not isinstance(self.args[key], int) or isinstance(self.args[key], bool) or self.args[key] < 0:
-                raise EvaluatorError(f"evaluator {self.name}: {key} must be a whole number, not {self.args[key]!r}")
-        self.limits = Thresholds(self.args["max_steps"], self.args["parsing_failure"], self.args["repeating_action"])
+                raise EvaluatorError(
+                    f"evaluator {self.name}: {key} must be a whole number, not {self.args[key]!r}"
+                )
+        self.limits = Thresholds(
+            self.args["max_steps"], self.args["parsing_failure"], self.args["repeating_action"]
+        )
 
     def rows(self, task: Task, trajectory: Trajectory) -> list[ScoreRow]:
         domain, rule_set = rule_set_of(task, self.args["domain"])
@@ -592,8 +642,12 @@ class MminaOfficial(BuiltinEvaluator):
 
     def score(self, episode: EpisodeView) -> list[Score]:
         steps = episode.steps
-        trajectory = Trajectory([s.step_index for s in steps], [s.url for s in steps], [s.action for s in steps],
-                                episode.episode.get("final_url"))
+        trajectory = Trajectory(
+            [s.step_index for s in steps],
+            [s.url for s in steps],
+            [s.action for s in steps],
+            episode.episode.get("final_url"),
+        )
         return [Score(*row) for row in self.rows(episode.task, trajectory)]
 
     def score_batch(self, batch: Any, out: Any) -> None:
@@ -603,8 +657,10 @@ class MminaOfficial(BuiltinEvaluator):
         for position, task in enumerate(batch.tasks):
             start, end = offsets[position], offsets[position + 1]
             try:
-                rows = self.rows(task, Trajectory(indexes[start:end], urls[start:end], actions[start:end],
-                                                  finals[position]))
+                rows = self.rows(
+                    task,
+                    Trajectory(indexes[start:end], urls[start:end], actions[start:end], finals[position]),
+                )
             except Exception as exc:  # as in rescoring one episode: that episode is unscored
                 out.fail(position, failure(exc))
                 continue
@@ -618,9 +674,16 @@ def official_rows(result: Outcome, domain: str) -> list[ScoreRow]:
     """One hop row per unit the runner adds to its logged denominator, the first ``numerator``
     passed (with the step whose page credited it), then the task row with the whole detail."""
     state = result.state
-    hops = [ScoreRow(verdict="pass" if i < state.numerator else "fail", value=float(i < state.numerator), level="hop", hop_index=i,
-                     detail={"completed_step": state.credited_at[i] if i < state.numerator else None})
-            for i in range(state.denominator)]
+    hops = [
+        ScoreRow(
+            verdict="pass" if i < state.numerator else "fail",
+            value=float(i < state.numerator),
+            level="hop",
+            hop_index=i,
+            detail={"completed_step": state.credited_at[i] if i < state.numerator else None},
+        )
+        for i in range(state.denominator)
+    ]
     detail = result.detail(domain)
     value = 1.0 if result.outcome == "pass" else 0.0
     return [*hops, task_result(VERDICT[result.outcome], detail, value)]

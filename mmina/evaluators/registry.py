@@ -6,6 +6,7 @@ keyword arguments and returns an :class:`~mmina.evaluators.base.Evaluator`. Entr
 are looked up only when a name is not built in (or when all names are listed), so a
 broken third-party package never slows down or breaks the built-ins.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,11 +28,24 @@ ENTRY_POINT_GROUP = "mmina.evaluators"
 EvaluatorFactory = Callable[..., Evaluator]
 
 BUILTINS: dict[str, EvaluatorFactory] = {
-    cls.name: cls for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval, KeyPoints)}
+    cls.name: cls
+    for cls in (ExactMatch, MustInclude, UrlMatch, Fuzzy, Hops, MminaOfficial, TaskEval, KeyPoints)
+}
 _registered: dict[str, EvaluatorFactory] = {}
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "EpisodeView", "Evaluator", "EvaluatorError", "Score", "factory", "get",
-           "names", "parse_args", "register"]
+__all__ = [
+    "BUILTINS",
+    "ENTRY_POINT_GROUP",
+    "EpisodeView",
+    "Evaluator",
+    "EvaluatorError",
+    "Score",
+    "factory",
+    "get",
+    "names",
+    "parse_args",
+    "register",
+]
 
 
 def register(name: str, factory: EvaluatorFactory) -> None:
@@ -58,15 +72,22 @@ def factory(name: str) -> EvaluatorFactory:
         return _registered[name]
     found = [ep for ep in _entry_points() if ep.name == name]
     if not found and name == HUMAN:
-        raise EvaluatorError("human verdicts are people's labels, not computed: label episodes in `mmina serve` or "
-                             "with `mmina import labels FILE`, and compare a judge with them in `mmina agreement`")
+        raise EvaluatorError(
+            "human verdicts are people's labels, not computed: label episodes in `mmina serve` or "
+            "with `mmina import labels FILE`, and compare a judge with them in `mmina agreement`"
+        )
     if not found:
-        raise EvaluatorError(not_found("evaluator", name, None, names(), "mmina rescore --list",
-                                       f"evaluators: {', '.join(names())}"))
+        raise EvaluatorError(
+            not_found(
+                "evaluator", name, None, names(), "mmina rescore --list", f"evaluators: {', '.join(names())}"
+            )
+        )
     try:
         loaded = found[0].load()
     except Exception as exc:  # a broken third-party package must not show a traceback
-        raise EvaluatorError(f"cannot load evaluator {name} from {found[0].value}: {type(exc).__name__}: {exc}") from None
+        raise EvaluatorError(
+            f"cannot load evaluator {name} from {found[0].value}: {type(exc).__name__}: {exc}"
+        ) from None
     _registered[name] = loaded
     return loaded
 

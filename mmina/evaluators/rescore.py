@@ -11,6 +11,7 @@ With ``--workers N`` (and ``--executor ray``) groups of runs are scored side by 
 by a :class:`RescoreJob` in a process or Ray actor of its own, into the same batch: one id
 and time, one file per run, exactly the rows one process would have written.
 """
+
 from __future__ import annotations
 
 import gc
@@ -143,7 +144,10 @@ class JudgeSpend:
         for prompt, (given, taken) in outcome.usage.items():
             self.tokens[0], self.tokens[1] = self.tokens[0] + given, self.tokens[1] + taken
             if prompt in asked:
-                self.new_tokens[0], self.new_tokens[1] = self.new_tokens[0] + given, self.new_tokens[1] + taken
+                self.new_tokens[0], self.new_tokens[1] = (
+                    self.new_tokens[0] + given,
+                    self.new_tokens[1] + taken,
+                )
 
     def merge(self, other: JudgeSpend) -> None:
         self.tokens = [a + b for a, b in zip(self.tokens, other.tokens)]
@@ -153,9 +157,14 @@ class JudgeSpend:
         return round((tokens[0] * self.prices[0] + tokens[1] * self.prices[1]) / 1e6, 8)
 
     def as_json(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.tokens[0], "completion_tokens": self.tokens[1], "cost_usd": self.cost(self.tokens),
-                "new_prompt_tokens": self.new_tokens[0], "new_completion_tokens": self.new_tokens[1],
-                "spent_usd": self.cost(self.new_tokens)}
+        return {
+            "prompt_tokens": self.tokens[0],
+            "completion_tokens": self.tokens[1],
+            "cost_usd": self.cost(self.tokens),
+            "new_prompt_tokens": self.new_tokens[0],
+            "new_completion_tokens": self.new_tokens[1],
+            "spent_usd": self.cost(self.new_tokens),
+        }
 
 
 @dataclass
@@ -185,13 +194,27 @@ class RescoreResult:
     def as_json(self) -> dict[str, Any]:
         """The result for scripts (``--format json``)."""
         buckets = [{**asdict(b), "task_sr": b.task_sr, "hop_sr": b.hop_sr} for b in self.buckets()]
-        return {"batch_id": self.batch_id, "evaluator": self.evaluator, "version": self.version, "args": self.args,
-                "action": self.action, "ok": self.ok, "buckets": buckets, "flips": [asdict(f) for f in self.flips],
-                "unscored": [asdict(u) for u in self.unscored], "episodes": [asdict(s) for s in self.scored],
-                "files": self.files, "judge": {"cached": self.judge_cached, "requested": self.judge_requested,
-                                                "failed": self.judge_failed},
-                "judge_usage": self.judge_spend.as_json(), "judge_changes": self.judge_changes,
-                "judge_config": self.judge_config}
+        return {
+            "batch_id": self.batch_id,
+            "evaluator": self.evaluator,
+            "version": self.version,
+            "args": self.args,
+            "action": self.action,
+            "ok": self.ok,
+            "buckets": buckets,
+            "flips": [asdict(f) for f in self.flips],
+            "unscored": [asdict(u) for u in self.unscored],
+            "episodes": [asdict(s) for s in self.scored],
+            "files": self.files,
+            "judge": {
+                "cached": self.judge_cached,
+                "requested": self.judge_requested,
+                "failed": self.judge_failed,
+            },
+            "judge_usage": self.judge_spend.as_json(),
+            "judge_changes": self.judge_changes,
+            "judge_config": self.judge_config,
+        }
 
     def buckets(self) -> list[Bucket]:
         """SR by hop-count bucket, then overall, over the episodes whose rows were written."""
@@ -223,8 +246,10 @@ def build_evaluator(config: RescoreConfig) -> Evaluator:
     for name, price in (("price_in", config.judge.price_in), ("price_out", config.judge.price_out)):
         if price is not None and name not in args:
             if name not in getattr(make, "ARGS", {}):
-                raise EvaluatorError(f"evaluator {config.evaluator} records no cost: --judge-price-in and "
-                                     "--judge-price-out are for evaluators that do (keypoints)")
+                raise EvaluatorError(
+                    f"evaluator {config.evaluator} records no cost: --judge-price-in and "
+                    "--judge-price-out are for evaluators that do (keypoints)"
+                )
             args[name] = price
     if getattr(make, "requires_judge", False) and not args.get("judge_model"):
         raise EvaluatorError(f"evaluator {config.evaluator} asks an LLM judge: pass --judge-model NAME")
@@ -237,8 +262,9 @@ def prices_of(scorer: Evaluator | ScoreBatch) -> tuple[float, float]:
     return float(args.get("price_in") or 0.0), float(args.get("price_out") or 0.0)
 
 
-def rescore(store: Store, config: RescoreConfig, progress: Progress | None = None,
-            layout: Layout = Layout()) -> RescoreResult:
+def rescore(
+    store: Store, config: RescoreConfig, progress: Progress | None = None, layout: Layout = Layout()
+) -> RescoreResult:
     """Score the selected episodes, append the rows, report SR, flips and unscored episodes;
     ``layout``: how many workers score groups of runs side by side, and where."""
     if config.action not in ACTIONS:
@@ -283,15 +309,25 @@ class Share:
         return self.batch.batch_id if self.part is None else f"{self.batch.batch_id}-{self.part}"
 
 
-def score_runs(store: Store, config: RescoreConfig, evaluator: Evaluator, share: Share,
-               progress: Progress | None) -> RescoreResult:
+def score_runs(
+    store: Store, config: RescoreConfig, evaluator: Evaluator, share: Share, progress: Progress | None
+) -> RescoreResult:
     """Score the episodes of ``share.runs`` into its batch and write a file per run."""
     episodes = load_episodes(store, share.runs, set(config.episodes), evaluator, share.every)
     previous = previous_batches(store, share.runs, config.evaluator, share.every)
-    batch = share.batch if config.action != "overwrite" else \
-        replace(share.batch, supersedes={e: [b for b, _ in earlier] for e, earlier in previous.items()})
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
-                           judge_spend=JudgeSpend(prices_of(evaluator)))
+    batch = (
+        share.batch
+        if config.action != "overwrite"
+        else replace(share.batch, supersedes={e: [b for b, _ in earlier] for e, earlier in previous.items()})
+    )
+    result = RescoreResult(
+        batch.batch_id,
+        batch.evaluator,
+        batch.version,
+        dict(batch.args),
+        config.action,
+        judge_spend=JudgeSpend(prices_of(evaluator)),
+    )
     with ThreadPoolExecutor(1) as writer:  # a file is compressed and flushed while the next run is scored
         saved: list[Future[PurePath]] = []
         for part, columns in _scored(store, evaluator, episodes, config.judge, share, result, progress):
@@ -310,9 +346,11 @@ class RescoreJob:
         self.evaluator = build_evaluator(config)
         self.batch = batch
         if str(self.evaluator.version) != batch.version:
-            raise EvaluatorError(f"evaluator {config.evaluator} is version {self.evaluator.version} on this worker "
-                                 f"but {batch.version} where the rescoring started: install the same mmina "
-                                 "and evaluators everywhere")
+            raise EvaluatorError(
+                f"evaluator {config.evaluator} is version {self.evaluator.version} on this worker "
+                f"but {batch.version} where the rescoring started: install the same mmina "
+                "and evaluators everywhere"
+            )
 
     def work(self, share: Share) -> RescoreResult:
         """Score the share's runs; those written already (by a worker lost after writing them,
@@ -322,22 +360,38 @@ class RescoreJob:
         todo = [run for run in share.runs if run not in written]
         if todo:
             with cycle_collector_paused():
-                _merge(result, score_runs(self.store, self.config, self.evaluator, replace(share, runs=todo), None))
+                _merge(
+                    result,
+                    score_runs(self.store, self.config, self.evaluator, replace(share, runs=todo), None),
+                )
         return result
 
     def stored(self, runs: Sequence[str]) -> RescoreResult:
         """The batch's rows of ``runs`` as written, as a result (no flips: they were counted
         where they were scored)."""
         batch = self.batch
-        result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), self.config.action,
-                               judge_spend=JudgeSpend(prices_of(batch)))
+        result = RescoreResult(
+            batch.batch_id,
+            batch.evaluator,
+            batch.version,
+            dict(batch.args),
+            self.config.action,
+            judge_spend=JudgeSpend(prices_of(batch)),
+        )
         for run_id in runs:
-            n_hops = {r["task_id"]: r["n_hops"] for r in self.store.read("tasks", run_id=run_id,
-                                                                           columns=["task_id", "n_hops"]).to_pylist()}
-            rows = [r for r in self.store.read("scores", run_id=run_id).to_pylist() if r["batch_id"] == batch.batch_id]
+            n_hops = {
+                r["task_id"]: r["n_hops"]
+                for r in self.store.read("tasks", run_id=run_id, columns=["task_id", "n_hops"]).to_pylist()
+            }
+            rows = [
+                r
+                for r in self.store.read("scores", run_id=run_id).to_pylist()
+                if r["batch_id"] == batch.batch_id
+            ]
             result.scored += stored_episodes(run_id, rows, n_hops)
-            result.files.append(str(table_dir(self.store.root, SCORES, run_id) / data_name(batch.batch_id,
-                                                                                             SCHEMA_VERSION)))
+            result.files.append(
+                str(table_dir(self.store.root, SCORES, run_id) / data_name(batch.batch_id, SCHEMA_VERSION))
+            )
         return result
 
     def close(self) -> None:
@@ -348,23 +402,40 @@ SHARES_PER_WORKER = 4
 """Runs are cut into this many shares per worker, so that a worker done early takes more."""
 
 
-def _spread(store: Store, config: RescoreConfig, whole: Share, layout: Layout,
-            progress: Progress | None) -> RescoreResult:
+def _spread(
+    store: Store, config: RescoreConfig, whole: Share, layout: Layout, progress: Progress | None
+) -> RescoreResult:
     """Shares of the runs scored by workers where ``layout`` says, merged in run order."""
     count = min(len(whole.runs), layout.workers * SHARES_PER_WORKER)
-    shares = [Share(whole.runs[i * len(whole.runs) // count:(i + 1) * len(whole.runs) // count], False,
-                    whole.batch, i) for i in range(count)]
+    shares = [
+        Share(
+            whole.runs[i * len(whole.runs) // count : (i + 1) * len(whole.runs) // count],
+            False,
+            whole.batch,
+            i,
+        )
+        for i in range(count)
+    ]
     done: dict[int, RescoreResult] = {}
-    settled = partial(_written, store, whole.batch.batch_id)  # a lost worker's share: again, unless all written
-    for share, part in spread(partial(RescoreJob, store.location, config, whole.batch), shares, layout,
-                              settled=settled):
+    settled = partial(
+        _written, store, whole.batch.batch_id
+    )  # a lost worker's share: again, unless all written
+    for share, part in spread(
+        partial(RescoreJob, store.location, config, whole.batch), shares, layout, settled=settled
+    ):
         assert share.part is not None  # every share of a spread rescoring has its number
         done[share.part] = part
         if progress:
             progress("runs", sum(len(shares[i].runs) for i in done), len(whole.runs))
     batch = whole.batch
-    result = RescoreResult(batch.batch_id, batch.evaluator, batch.version, dict(batch.args), config.action,
-                           judge_spend=JudgeSpend(prices_of(batch)))
+    result = RescoreResult(
+        batch.batch_id,
+        batch.evaluator,
+        batch.version,
+        dict(batch.args),
+        config.action,
+        judge_spend=JudgeSpend(prices_of(batch)),
+    )
     for index in sorted(done):
         _merge(result, done[index])
     return result
@@ -374,7 +445,9 @@ def _written(store: Store, batch_id: str, share: Share) -> bool:
     return all(store.holds("scores", batch_id, run) for run in share.runs)
 
 
-def stored_episodes(run_id: str, rows: Sequence[Mapping[str, Any]], n_hops: Mapping[str, int]) -> list[ScoredEpisode]:
+def stored_episodes(
+    run_id: str, rows: Sequence[Mapping[str, Any]], n_hops: Mapping[str, int]
+) -> list[ScoredEpisode]:
     """The episodes of one run's written score rows (of one batch): the task row's verdict and
     value, and the hop rows passed of all."""
     hops: dict[str, list[bool]] = defaultdict(list)
@@ -422,9 +495,11 @@ def check_applicable(store: Store, evaluator: Evaluator, runs: Sequence[str]) ->
     tasks = [task_from_row(r) for r in rows]
     reasons = [missing_reference(evaluator, t) for t in tasks]
     if tasks and all(reasons):
-        raise EvaluatorError(f"evaluator {evaluator.name} has nothing to judge in {len(tasks)} task(s): "
-                             f"{reasons[0]}{'' if len(set(reasons)) == 1 else ' (or the like)'}; "
-                             f"{reference_hint(evaluator, tasks)}")
+        raise EvaluatorError(
+            f"evaluator {evaluator.name} has nothing to judge in {len(tasks)} task(s): "
+            f"{reasons[0]}{'' if len(set(reasons)) == 1 else ' (or the like)'}; "
+            f"{reference_hint(evaluator, tasks)}"
+        )
 
 
 def reference_hint(evaluator: Evaluator, tasks: Sequence[Task]) -> str:
@@ -446,8 +521,11 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     if not episodes:
         return chosen
     table = store.read("episodes", columns=["episode_id", "run_id"])
-    where = {e: r for e, r in zip(table.column("episode_id").to_pylist(), table.column("run_id").to_pylist())
-             if r in chosen}
+    where = {
+        e: r
+        for e, r in zip(table.column("episode_id").to_pylist(), table.column("run_id").to_pylist())
+        if r in chosen
+    }
     missing = [e for e in episodes if e not in where]
     if missing:
         scope = f"run(s) {', '.join(runs)}" if runs else str(store.root)
@@ -456,8 +534,15 @@ def select_runs(store: Store, runs: Sequence[str], episodes: Sequence[str]) -> l
     return list(dict.fromkeys(where[e] for e in episodes))
 
 
-def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings: JudgeSettings, share: Share,
-            result: RescoreResult, progress: Progress | None) -> Iterator[tuple[EpisodeBatch, ScoreColumns]]:
+def _scored(
+    store: Store,
+    evaluator: Evaluator,
+    episodes: EpisodeBatch,
+    settings: JudgeSettings,
+    share: Share,
+    result: RescoreResult,
+    progress: Progress | None,
+) -> Iterator[tuple[EpisodeBatch, ScoreColumns]]:
     """The episodes with their rows (or the reasons they cannot be scored): run by run
     through the evaluator's ``score_batch`` when it has one and asks no judge, else all at
     once, view by view (the judge is asked for every episode's prompts together)."""
@@ -465,7 +550,9 @@ def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings
     if batched is None:
         episodes = with_steps(store, episodes, evaluator, share.every) if needs_steps(evaluator) else episodes
         columns = ScoreColumns()
-        judged = _with_judgments(store, evaluator, episodes.views(), settings, share.judge_stem, result, progress)
+        judged = _with_judgments(
+            store, evaluator, episodes.views(), settings, share.judge_stem, result, progress
+        )
         _score_views(evaluator, judged, columns, progress)
         yield episodes, columns
         return
@@ -479,15 +566,29 @@ def _scored(store: Store, evaluator: Evaluator, episodes: EpisodeBatch, settings
             progress("score", done, len(episodes))
 
 
-def _score_views(evaluator: Evaluator, judged: list[Judged], columns: ScoreColumns,
-                 progress: Progress | None) -> None:
+def _score_views(
+    evaluator: Evaluator, judged: list[Judged], columns: ScoreColumns, progress: Progress | None
+) -> None:
     for done, (view, problem, judge) in enumerate(judged, start=1):
         rows, problem = (None, problem) if problem else _score_one(evaluator, view)
         if rows is None:
             columns.fail(done - 1, problem or "unknown")
         else:
-            columns.add(done - 1, [ScoreRow(verdict=s.verdict, value=s.value, level=s.level, hop_index=s.hop_index, step_index=s.step_index, detail=s.detail)
-                                   for s in rows], judge)
+            columns.add(
+                done - 1,
+                [
+                    ScoreRow(
+                        verdict=s.verdict,
+                        value=s.value,
+                        level=s.level,
+                        hop_index=s.hop_index,
+                        step_index=s.step_index,
+                        detail=s.detail,
+                    )
+                    for s in rows
+                ],
+                judge,
+            )
         if progress:
             progress("score", done, len(judged))
 
@@ -530,9 +631,14 @@ class Calls:
         made = [c for by_prompt in self.made.values() for c in by_prompt.values()]
         refused = sorted({p for c in made for p in c.get("refused", ())})
         models = sorted({c["reply_model"] for c in made if c.get("reply_model") not in (None, config.model)})
-        return ([f"the judge endpoint refused {', '.join(refused)}: dropped from the calls that it refused "
-                 "(their verdicts say so in judge_json.refused)"] if refused else []) + \
-               ([f"the judge's replies say {', '.join(models)} answered, not {config.model}"] if models else [])
+        return (
+            [
+                f"the judge endpoint refused {', '.join(refused)}: dropped from the calls that it refused "
+                "(their verdicts say so in judge_json.refused)"
+            ]
+            if refused
+            else []
+        ) + ([f"the judge's replies say {', '.join(models)} answered, not {config.model}"] if models else [])
 
     def judge_json(self, config: JudgeConfig, episode_id: str) -> str:
         return canonical(config.summary(list(self.made[episode_id].values()), self.cached[episode_id]))
@@ -548,8 +654,15 @@ def judge_asker(evaluator: object) -> Asker | None:
     return None if prompts is None else (lambda view: [JudgeRequest.plain(p) for p in prompts(view)])
 
 
-def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView], settings: JudgeSettings,
-                    stem: str, result: RescoreResult, progress: Progress | None) -> list[Judged]:
+def _with_judgments(
+    store: Store,
+    evaluator: Evaluator,
+    views: list[EpisodeView],
+    settings: JudgeSettings,
+    stem: str,
+    result: RescoreResult,
+    progress: Progress | None,
+) -> list[Judged]:
     """Each episode with its judge replies, or with the reason it cannot be scored, and the
     judge's configuration its rows carry. Requests are asked in rounds, all episodes' at once,
     until no episode needs another (new replies are cached in a ``judge_cache`` file per round,
@@ -568,10 +681,19 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
         if round_number == MAX_ROUNDS:
             problems |= {e: f"the evaluator still asked the judge after {MAX_ROUNDS} rounds" for e in wanted}
             break
-        outcome = resolve(store, [r for rs in wanted.values() for r in rs], replace(settings, model=model),
-                          (lambda done, total: progress("judge", done, total)) if progress else None, version)
+        outcome = resolve(
+            store,
+            [r for rs in wanted.values() for r in rs],
+            replace(settings, model=model),
+            (lambda done, total: progress("judge", done, total)) if progress else None,
+            version,
+        )
         if outcome.new_rows:
-            store.append("judge_cache", outcome.new_rows, stem=stem if round_number == 0 else f"{stem}-{round_number + 1}")
+            store.append(
+                "judge_cache",
+                outcome.new_rows,
+                stem=stem if round_number == 0 else f"{stem}-{round_number + 1}",
+            )
         result.judge_cached += outcome.cached
         result.judge_requested += outcome.requested
         result.judge_failed += len(outcome.failures)
@@ -585,12 +707,19 @@ def _with_judgments(store: Store, evaluator: Evaluator, views: list[EpisodeView]
     if config:
         result.judge_changes = calls.changes(config)
         result.judge_config = {k: v for k, v in config.summary([], 0).items() if k in JUDGE_CONFIG_KEYS}
-    return [Judged(judged[v.episode_id], problems.get(v.episode_id),
-                   calls.judge_json(config, v.episode_id) if config else None) for v in views]
+    return [
+        Judged(
+            judged[v.episode_id],
+            problems.get(v.episode_id),
+            calls.judge_json(config, v.episode_id) if config else None,
+        )
+        for v in views
+    ]
 
 
-def _still_wanted(asker: Asker | None, judged: Mapping[str, EpisodeView], problems: Mapping[str, str]
-                  ) -> dict[str, list[JudgeRequest]]:
+def _still_wanted(
+    asker: Asker | None, judged: Mapping[str, EpisodeView], problems: Mapping[str, str]
+) -> dict[str, list[JudgeRequest]]:
     """The requests each episode (not given up on) needs that it has no reply to yet."""
     if asker is None:
         return {}
@@ -603,14 +732,18 @@ def _still_wanted(asker: Asker | None, judged: Mapping[str, EpisodeView], proble
     return wanted
 
 
-def _judged(view: EpisodeView, requests: list[JudgeRequest], outcome: JudgeOutcome
-            ) -> tuple[EpisodeView, str | None]:
+def _judged(
+    view: EpisodeView, requests: list[JudgeRequest], outcome: JudgeOutcome
+) -> tuple[EpisodeView, str | None]:
     failed = [outcome.failures[r.prompt] for r in requests if r.prompt in outcome.failures]
     if failed:
         return view, failed[0]
     prompts = [r.prompt for r in requests]
-    return replace(view, judgments={**view.judgments, **{p: outcome.replies[p] for p in prompts}},
-                   judge_usage={**view.judge_usage, **{p: outcome.usage[p] for p in prompts}}), None
+    return replace(
+        view,
+        judgments={**view.judgments, **{p: outcome.replies[p] for p in prompts}},
+        judge_usage={**view.judge_usage, **{p: outcome.usage[p] for p in prompts}},
+    ), None
 
 
 def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | None, str | None]:
@@ -625,13 +758,26 @@ def _score_one(evaluator: Evaluator, view: EpisodeView) -> tuple[list[Score] | N
     return rows, None
 
 
-def _write(store: Store, batch: ScoreBatch, episodes: EpisodeBatch, columns: ScoreColumns,
-           previous: Mapping[str, list[Earlier]], result: RescoreResult, writer: Executor) -> list[Future[PurePath]]:
+def _write(
+    store: Store,
+    batch: ScoreBatch,
+    episodes: EpisodeBatch,
+    columns: ScoreColumns,
+    previous: Mapping[str, list[Earlier]],
+    result: RescoreResult,
+    writer: Executor,
+) -> list[Future[PurePath]]:
     """One file per run with every episode scored, written by ``writer``; runs with an
     unscored episode get none."""
     for position, reason in columns.failures.items():
-        result.unscored.append(Unscored(episodes.run_ids[position], episodes.episode_ids[position],
-                                        episodes.tasks[position].task_id, reason))
+        result.unscored.append(
+            Unscored(
+                episodes.run_ids[position],
+                episodes.episode_ids[position],
+                episodes.tasks[position].task_id,
+                reason,
+            )
+        )
     blocked = {u.run_id for u in result.unscored}
     table = score_table(columns, episodes.episode_ids, [t.task_id for t in episodes.tasks], batch)
     saved = []
@@ -639,11 +785,20 @@ def _write(store: Store, batch: ScoreBatch, episodes: EpisodeBatch, columns: Sco
         written = run_id not in blocked
         if written:
             start, end = columns.rows[positions[0]][0], columns.rows[positions[-1]][1]
-            saved.append(writer.submit(store.append_arrow, "scores", table.slice(start, end - start), batch.batch_id,
-                                       run_id))
+            saved.append(
+                writer.submit(
+                    store.append_arrow, "scores", table.slice(start, end - start), batch.batch_id, run_id
+                )
+            )
         for position in positions:
-            _record(result, episodes, position, columns.outcomes[position],
-                    previous.get(episodes.episode_ids[position], []), written)
+            _record(
+                result,
+                episodes,
+                position,
+                columns.outcomes[position],
+                previous.get(episodes.episode_ids[position], []),
+                written,
+            )
     return saved
 
 
@@ -655,9 +810,19 @@ def _by_run(positions: Iterable[int], run_ids: Sequence[str]) -> dict[str, list[
     return runs
 
 
-def _record(result: RescoreResult, episodes: EpisodeBatch, position: int, outcome: Outcome,
-            previous: list[Earlier], written: bool) -> None:
-    run_id, episode_id, task = episodes.run_ids[position], episodes.episode_ids[position], episodes.tasks[position]
+def _record(
+    result: RescoreResult,
+    episodes: EpisodeBatch,
+    position: int,
+    outcome: Outcome,
+    previous: list[Earlier],
+    written: bool,
+) -> None:
+    run_id, episode_id, task = (
+        episodes.run_ids[position],
+        episodes.episode_ids[position],
+        episodes.tasks[position],
+    )
     result.scored.append(
         ScoredEpisode(
             run_id=run_id,
@@ -673,4 +838,13 @@ def _record(result: RescoreResult, episodes: EpisodeBatch, position: int, outcom
         )
     )
     if written and previous and previous[-1][1] != outcome.verdict:
-        result.flips.append(Flip(run_id=run_id, episode_id=episode_id, task_id=task.task_id, before=previous[-1][1], after=outcome.verdict, previous_batch=previous[-1][0]))
+        result.flips.append(
+            Flip(
+                run_id=run_id,
+                episode_id=episode_id,
+                task_id=task.task_id,
+                before=previous[-1][1],
+                after=outcome.verdict,
+                previous_batch=previous[-1][0],
+            )
+        )

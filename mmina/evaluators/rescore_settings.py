@@ -1,6 +1,7 @@
 """What a rescore is asked to do: the evaluator and its arguments, which runs and episodes, the
 LLM judge, the batch action. Plain records the command line fills in (and shows the defaults
 of) without loading Arrow."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

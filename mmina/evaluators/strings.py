@@ -3,6 +3,7 @@
 The string rules are the live ones of :mod:`mmina.tasks.answers` (so rescoring agrees with
 what ``mmina record`` printed); here they become stored, versioned verdicts.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,8 +44,12 @@ class ExactMatch(TraceEvaluator):
         refs = references(trace.task, "exact_match")
         answer = trace.final_answer
         passed = answer is not None and any(exact_match(answer, r) for r in refs)
-        return [task_result(verdict_of(passed), {"answer": answer, "normalized": normalize(answer or ""),
-                                                  "references": refs})]
+        return [
+            task_result(
+                verdict_of(passed),
+                {"answer": answer, "normalized": normalize(answer or ""), "references": refs},
+            )
+        ]
 
 
 class MustInclude(TraceEvaluator):
@@ -64,8 +69,11 @@ class MustInclude(TraceEvaluator):
         keywords = references(trace.task, "must_include")
         missing = missing_keywords(trace.final_answer or "", keywords)
         passed = trace.final_answer is not None and not missing
-        return [task_result(verdict_of(passed), {"answer": trace.final_answer, "keywords": keywords,
-                                                  "missing": missing})]
+        return [
+            task_result(
+                verdict_of(passed), {"answer": trace.final_answer, "keywords": keywords, "missing": missing}
+            )
+        ]
 
 
 def gold_urls(task: Task) -> list[str]:
@@ -103,7 +111,13 @@ class UrlMatch(TraceEvaluator):
         golds = gold_urls(trace.task)
         steps = list(zip(*trace.pages()))
         checked = [(steps[-1][0], trace.final_url)] if self.args["where"] == "final" and steps else steps
-        match = next(((index, url) for index, url in checked for g in golds if url_matches(g, url or "")), None)
-        detail: dict[str, Any] = {"gold": golds, "where": self.args["where"], "final_url": trace.final_url,
-                                  "matched_step": match[0] if match else None}
+        match = next(
+            ((index, url) for index, url in checked for g in golds if url_matches(g, url or "")), None
+        )
+        detail: dict[str, Any] = {
+            "gold": golds,
+            "where": self.args["where"],
+            "final_url": trace.final_url,
+            "matched_step": match[0] if match else None,
+        }
         return [task_result(verdict_of(match is not None), detail)]

@@ -4,6 +4,7 @@ scoring one episode (``score``) or a whole rescoring column by column (``score_b
 It sits above ``base.py``, ``batch.py`` and ``loading.py``: a batch is what those two build, so
 the protocol of ``base.py`` need not know them.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

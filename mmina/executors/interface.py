@@ -8,6 +8,7 @@ once. An :class:`Executor` hands the items to ``workers`` such jobs and yields `
 as each finishes; :func:`mmina.executors.spread.spread` picks it from the :class:`Layout`.
 Executors import this module and nothing of each other.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
@@ -55,8 +56,15 @@ def never() -> bool:
 class Executor(Protocol):
     """Jobs built and worked on away from this process (``--executor``)."""
 
-    def spread(self, make: Callable[[], Job], items: Sequence[T], layout: Layout, settled: Settled | None = None,
-               stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+    def spread(
+        self,
+        make: Callable[[], Job],
+        items: Sequence[T],
+        layout: Layout,
+        settled: Settled | None = None,
+        stop: Callable[[], bool] = never,
+        on_workers: OnWorkers | None = None,
+    ) -> Iterator[tuple[T, Any]]:
         """Every item worked on by ``layout.workers`` jobs ``make()`` builds, each taking
         ``layout.concurrency`` items at once, yielded as they finish. With ``settled``, the items
         a lost worker had in flight are worked on again by another; once ``stop()`` (asked as

@@ -3,6 +3,7 @@
 A job (see ``mmina.executors.interface``) is worked on from up to ``concurrency`` threads at
 once (:func:`in_flight`); with more workers, each is a process of its own (:class:`LocalExecutor`).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -28,8 +29,9 @@ MAX_LOST = 16
 _END: Any = object()
 
 
-def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
-              stop: Callable[[], bool] = never) -> Iterator[tuple[T, R]]:
+def in_flight(
+    work: Callable[[T], R], items: Iterable[T], concurrency: int, stop: Callable[[], bool] = never
+) -> Iterator[tuple[T, R]]:
     """``work`` on each item, ``concurrency`` at a time on a pool of threads (on the calling
     thread when 1), yielding ``(item, result)`` as they come; none is taken once ``stop()``."""
     if concurrency == 1:
@@ -60,15 +62,28 @@ def in_flight(work: Callable[[T], R], items: Iterable[T], concurrency: int,
 class LocalExecutor:
     """``--executor local``: each worker a process of this machine (spawned), with a pipe of its own."""
 
-    def spread(self, make: Callable[[], Job], items: Sequence[T], layout: Layout, settled: Settled | None = None,
-               stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+    def spread(
+        self,
+        make: Callable[[], Job],
+        items: Sequence[T],
+        layout: Layout,
+        settled: Settled | None = None,
+        stop: Callable[[], bool] = never,
+        on_workers: OnWorkers | None = None,
+    ) -> Iterator[tuple[T, Any]]:
         workers = min(layout.workers, -(-len(items) // layout.concurrency))
         return in_processes(make, items, workers, layout.concurrency, settled, stop, on_workers)
 
 
-def in_processes(make: Callable[[], Job], items: Sequence[T], workers: int, concurrency: int,
-                 settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never,
-                 on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+def in_processes(
+    make: Callable[[], Job],
+    items: Sequence[T],
+    workers: int,
+    concurrency: int,
+    settled: Callable[[T], bool] | None = None,
+    stop: Callable[[], bool] = never,
+    on_workers: OnWorkers | None = None,
+) -> Iterator[tuple[T, Any]]:
     """``workers`` processes (spawned), each building one job and working on the items this
     process hands it over a pipe of its own, at most ``concurrency`` at a time.
 
@@ -101,8 +116,9 @@ class _Hand:
 class _Processes:
     """The worker processes and what each holds."""
 
-    def __init__(self, context: Any, make: Callable[[], Job], concurrency: int,
-                 on_workers: OnWorkers | None = None) -> None:
+    def __init__(
+        self, context: Any, make: Callable[[], Job], concurrency: int, on_workers: OnWorkers | None = None
+    ) -> None:
         self.context, self.make, self.concurrency, self.on_workers = context, make, concurrency, on_workers
         self.hands: list[_Hand] = []
         self.lost = 0
@@ -160,8 +176,13 @@ def _receive(conn: Any) -> Any:
         return None
 
 
-def _collect(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]],
-             settled: Callable[[T], bool] | None, stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
+def _collect(
+    crew: _Processes,
+    items: Sequence[T],
+    todo: deque[tuple[int, T]],
+    settled: Callable[[T], bool] | None,
+    stop: Callable[[], bool],
+) -> Iterator[tuple[T, Any]]:
     waiting = set(range(len(items)))
     while waiting:
         stopping = stop()
@@ -177,8 +198,13 @@ def _collect(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]],
         _mend(crew, items, todo, settled, waiting)
 
 
-def _mend(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]], settled: Callable[[T], bool] | None,
-          waiting: set[int]) -> None:
+def _mend(
+    crew: _Processes,
+    items: Sequence[T],
+    todo: deque[tuple[int, T]],
+    settled: Callable[[T], bool] | None,
+    waiting: set[int],
+) -> None:
     """The processes that ended: what they held goes to the others or to a new process, those
     settled meanwhile aside (see :func:`in_processes`)."""
     for hand in [h for h in crew.hands if not h.process.is_alive()]:
@@ -186,8 +212,9 @@ def _mend(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]], sett
         if not hand.holds:
             continue
         if settled is None or crew.lost >= MAX_LOST:
-            raise MminaError(f"a worker process exited before {len(waiting)} of {len(items)} item(s) finished: "
-                             f"{AGAIN}")
+            raise MminaError(
+                f"a worker process exited before {len(waiting)} of {len(items)} item(s) finished: {AGAIN}"
+            )
         crew.lost += 1
         for index, item in hand.holds.items():
             if settled(item):
@@ -197,11 +224,17 @@ def _mend(crew: _Processes, items: Sequence[T], todo: deque[tuple[int, T]], sett
         if not any(not h.ended for h in crew.hands):
             crew.start()
         crew.counted()
-        warnings.warn(MminaWarning(f"a worker process was lost (exit code {hand.process.exitcode}); what it had in "
-                                   f"flight is worked on again ({crew.lost} lost so far)"), stacklevel=1)
+        warnings.warn(
+            MminaWarning(
+                f"a worker process was lost (exit code {hand.process.exitcode}); what it had in "
+                f"flight is worked on again ({crew.lost} lost so far)"
+            ),
+            stacklevel=1,
+        )
     if waiting and not crew.hands:
-        raise MminaError(f"the worker processes exited before {len(waiting)} of {len(items)} item(s) "
-                         f"finished: {AGAIN}")
+        raise MminaError(
+            f"the worker processes exited before {len(waiting)} of {len(items)} item(s) finished: {AGAIN}"
+        )
 
 
 def _results(hand: _Hand) -> list[tuple[int, Any]]:

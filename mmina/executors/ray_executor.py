@@ -24,6 +24,7 @@ Without an address ``ray.init()`` starts a local cluster; ``--ray-address`` (or
 credentials set where the command runs reach the workers. Ray is an optional extra:
 ``pip install 'mmina[ray]'``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,12 @@ def connect(address: str | None, workers: int) -> None:
     require_ray()
     if ray.is_initialized():
         return
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                               "logging_level": logging.ERROR, "configure_logging": True}
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+        "configure_logging": True,
+    }
     if address:
         options["address"] = address
     else:
@@ -75,15 +80,24 @@ def connect(address: str | None, workers: int) -> None:
     try:
         ray.init(**options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise MminaError(f"cannot start or join the Ray cluster{f' at {address}' if address else ''}: "
-                         f"{str(exc).splitlines()[0]}") from None
+        raise MminaError(
+            f"cannot start or join the Ray cluster{f' at {address}' if address else ''}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
 
 
 class RayExecutor:
     """``--executor ray``: each worker a Ray actor (see the module)."""
 
-    def spread(self, make: Callable[[], Job], items: Sequence[T], layout: Layout, settled: Settled | None = None,
-               stop: Callable[[], bool] = never, on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+    def spread(
+        self,
+        make: Callable[[], Job],
+        items: Sequence[T],
+        layout: Layout,
+        settled: Settled | None = None,
+        stop: Callable[[], bool] = never,
+        on_workers: OnWorkers | None = None,
+    ) -> Iterator[tuple[T, Any]]:
         """Every item worked on by ``layout.workers`` actors, each holding ``make()`` and taking
         ``layout.concurrency`` items at once, yielded as they finish; with ``settled``, a lost
         actor's items are worked on again elsewhere (see the module)."""
@@ -158,8 +172,9 @@ class _Crew:
         return True
 
 
-def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None,
-              stop: Callable[[], bool]) -> Iterator[tuple[T, Any]]:
+def _dispatch(
+    crew: _Crew, items: Iterable[T], settled: Settled | None, stop: Callable[[], bool]
+) -> Iterator[tuple[T, Any]]:
     """Each item to an actor with room, results as they finish; a lost actor's items go to the
     others (see the module). On an error or when the consumer stops, nothing new starts and
     what runs finishes."""
@@ -173,9 +188,13 @@ def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None,
                 return
             if not running and not crew.hiring:
                 raise WorkerLost(f"every Ray worker was lost with {len(todo)} item(s) left: {AGAIN}")
-            ready, _ = ray.wait([*running, *crew.hiring], num_returns=1, timeout=None if running else REPLACE_S)
+            ready, _ = ray.wait(
+                [*running, *crew.hiring], num_returns=1, timeout=None if running else REPLACE_S
+            )
             if not ready:
-                raise WorkerLost(f"every Ray worker was lost and none could start again within {REPLACE_S:g} s: {AGAIN}")
+                raise WorkerLost(
+                    f"every Ray worker was lost and none could start again within {REPLACE_S:g} s: {AGAIN}"
+                )
             if ready[0] in crew.hiring:
                 crew.started(ready[0])
                 continue
@@ -197,8 +216,13 @@ def _dispatch(crew: _Crew, items: Iterable[T], settled: Settled | None,
 def _lost(crew: _Crew, actor: int, item: T, todo: deque[T], settled: Settled) -> None:
     """An item whose actor died: worked on again unless it settled first; the actor replaced."""
     if crew.fire(actor):
-        warnings.warn(MminaWarning(f"a Ray worker was lost ({crew.lost} so far); what it had in flight is worked "
-                                   f"on again elsewhere (Ray's logs: /tmp/ray/session_latest/logs)"), stacklevel=1)
+        warnings.warn(
+            MminaWarning(
+                f"a Ray worker was lost ({crew.lost} so far); what it had in flight is worked "
+                f"on again elsewhere (Ray's logs: /tmp/ray/session_latest/logs)"
+            ),
+            stacklevel=1,
+        )
         crew.hire(1, ready=False)
     if not settled(item):
         todo.appendleft(item)
@@ -229,7 +253,9 @@ def _stop(crew: _Crew) -> None:
     """Let each actor at work close its job (its browser), then end every actor hired."""
     closing = [actor.close.remote() for actor in crew.live.values()]
     if closing:
-        ray.wait(closing, num_returns=len(closing), timeout=60)  # one that died or hangs is killed below all the same
+        ray.wait(
+            closing, num_returns=len(closing), timeout=60
+        )  # one that died or hangs is killed below all the same
     for actor in crew.everyone:
         try:
             ray.kill(actor)

@@ -4,6 +4,7 @@ Whatever runs where, each item is worked on once and independently, so results d
 on the layout. On an error or Ctrl-C in the consumer no new item starts and the items in flight
 finish first (an episode in flight commits, so ``--resume`` has nothing half-done to redo).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
@@ -24,9 +25,15 @@ def executor(name: str) -> Executor:
     return LocalExecutor()
 
 
-def spread(make: Callable[[], Job], items: Sequence[T], layout: Layout, here: Job | None = None,
-           settled: Callable[[T], bool] | None = None, stop: Callable[[], bool] = never,
-           on_workers: OnWorkers | None = None) -> Iterator[tuple[T, Any]]:
+def spread(
+    make: Callable[[], Job],
+    items: Sequence[T],
+    layout: Layout,
+    here: Job | None = None,
+    settled: Callable[[T], bool] | None = None,
+    stop: Callable[[], bool] = never,
+    on_workers: OnWorkers | None = None,
+) -> Iterator[tuple[T, Any]]:
     """Every item worked on by jobs ``make()`` builds where ``layout`` says (``here``, a job
     already built in this process, is used when the work stays in this process); elsewhere by
     the layout's :class:`~mmina.executors.interface.Executor` (see its ``spread``)."""

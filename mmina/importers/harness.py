@@ -30,6 +30,7 @@ grammar. Its log verdict becomes the ``scores`` rows of evaluator ``harness``: a
 equals the task's. Files are checked before anything is written; a file that cannot be read is
 listed and skipped; importing again into the same run skips the episodes already there.
 """
+
 from __future__ import annotations
 
 import ast
@@ -71,6 +72,7 @@ class HarnessError(MminaError):
 
 # ---------------------------------------------------------------- the render file
 
+
 @dataclass(frozen=True)
 class Screenshot:
     media_type: str
@@ -98,9 +100,13 @@ BODY = re.compile(r"<body>(.*)</body>", re.S)
 CONFIG_DUMP = re.compile(r"^\s*<pre>(.*?)</pre>", re.S)
 NEW_PAGE = "<h2>New Page</h2>"
 URL = re.compile(r"<h3 class='url'><a href=[^>]*>URL: (.*?)</a></h3>", re.S)
-OBSERVATION = re.compile(r"<div class='state_obv'><pre>(.*)</pre><div>\s*(?=<img |<div class='prev_action')", re.S)
+OBSERVATION = re.compile(
+    r"<div class='state_obv'><pre>(.*)</pre><div>\s*(?=<img |<div class='prev_action')", re.S
+)
 IMAGE = re.compile(r"<img src='data:(image/[A-Za-z0-9.+-]+);base64,([^']*)'")
-RAW = re.compile(r"<div class='raw_parsed_prediction'[^>]*><pre>(.*)</pre></div>(?=<div class='action_object')", re.S)
+RAW = re.compile(
+    r"<div class='raw_parsed_prediction'[^>]*><pre>(.*)</pre></div>(?=<div class='action_object')", re.S
+)
 PARSED = re.compile(r"<div class='parsed_action'[^>]*><pre>(.*)</pre></div>", re.S)
 CONFIG_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ?(.*)$")
 
@@ -135,7 +141,11 @@ def parse_config_dump(text: str) -> dict[str, Any]:
 
 
 def _literal(value: str) -> Any:
-    if value[:1] in ("[", "{", "(") or value in ("True", "False", "None") or re.fullmatch(r"-?\d+(\.\d+)?", value):
+    if (
+        value[:1] in ("[", "{", "(")
+        or value in ("True", "False", "None")
+        or re.fullmatch(r"-?\d+(\.\d+)?", value)
+    ):
         try:
             return ast.literal_eval(value)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -151,9 +161,13 @@ def _step(block: str, number: int, with_images: bool) -> HarnessStep:
     if raw is None and parsed is None:
         raise HarnessError(f"step {number}: no prediction (cut off while written?)")
     image = IMAGE.search(block)
-    return HarnessStep(html.unescape(url.group(1)).strip(), html.unescape(observation.group(1)),
-                       _screenshot(image.group(1), image.group(2), number, with_images) if image else None,
-                       html.unescape(raw.group(1)) if raw else "", html.unescape(parsed.group(1)) if parsed else None)
+    return HarnessStep(
+        html.unescape(url.group(1)).strip(),
+        html.unescape(observation.group(1)),
+        _screenshot(image.group(1), image.group(2), number, with_images) if image else None,
+        html.unescape(raw.group(1)) if raw else "",
+        html.unescape(parsed.group(1)) if parsed else None,
+    )
 
 
 def _screenshot(declared: str, encoded: str, number: int, keep: bool) -> Screenshot:
@@ -169,9 +183,12 @@ def _screenshot(declared: str, encoded: str, number: int, keep: bool) -> Screens
 # ---------------------------------------------------------------- actions
 
 TARGETED = re.compile(r"(click|hover|type) \[([^\]]+)\](.*?)(?: where \[\2\] is .*)?$", re.S)
-EARLY_STOPS = (("Early stop: Reach max steps", "max_steps"), ("Early stop: Same action", "repeated_action"),
-               ("Early stop: Same typing action", "repeated_action"),
-               ("Early stop: Failed to parse actions", "unparsable_output"))
+EARLY_STOPS = (
+    ("Early stop: Reach max steps", "max_steps"),
+    ("Early stop: Same action", "repeated_action"),
+    ("Early stop: Same typing action", "repeated_action"),
+    ("Early stop: Failed to parse actions", "unparsable_output"),
+)
 
 
 def convert_action(parsed: str) -> Action:
@@ -190,8 +207,12 @@ def convert_action(parsed: str) -> Action:
         typed = re.fullmatch(r"\s*\[(.*)\]\s*", rest, re.S)
         if typed is None:
             raise ActionParseError(f"malformed type action {text!r}")
-        return Action(ActionKind.TYPE, element_id=element, text=typed.group(1).removesuffix("\n"),
-                      press_enter=typed.group(1).endswith("\n"))
+        return Action(
+            ActionKind.TYPE,
+            element_id=element,
+            text=typed.group(1).removesuffix("\n"),
+            press_enter=typed.group(1).endswith("\n"),
+        )
     if text == "none":
         raise ActionParseError("the harness parsed no action from the model output (none)")
     return parse_action(re.sub(r"^page_focus\b", "tab_focus", text))
@@ -214,10 +235,18 @@ def ending(last: Action | None, crash: str | None) -> dict[str, Any]:
         if answer.startswith("ERROR: "):
             return {"status": "error", "stop_reason": "error", "final_answer": None, "error": answer[7:]}
         reason = next((r for prefix, r in EARLY_STOPS if answer.startswith(prefix)), None)
-        return {"status": "completed", "stop_reason": reason or "stop", "final_answer": None if reason else answer,
-                "error": None}
-    return {"status": "error", "stop_reason": "error", "final_answer": None,
-            "error": crash or "the render file ends without a stop action (the harness stopped mid-episode)"}
+        return {
+            "status": "completed",
+            "stop_reason": reason or "stop",
+            "final_answer": None if reason else answer,
+            "error": None,
+        }
+    return {
+        "status": "error",
+        "stop_reason": "error",
+        "final_answer": None,
+        "error": crash or "the render file ends without a stop action (the harness stopped mid-episode)",
+    }
 
 
 # ---------------------------------------------------------------- the logs
@@ -242,7 +271,9 @@ class Outcome:
     ended: datetime | None = None
 
 
-def parse_log(lines: Iterable[str], log: str, outcomes: dict[str, Outcome] | None = None) -> dict[str, Outcome]:
+def parse_log(
+    lines: Iterable[str], log: str, outcomes: dict[str, Outcome] | None = None
+) -> dict[str, Outcome]:
     """Outcomes by config file path; a task run again later in the logs replaces the earlier run."""
     outcomes = {} if outcomes is None else outcomes
     current: str | None = None
@@ -263,12 +294,14 @@ def _log_line(line: str) -> tuple[datetime | None, str]:
     if found is None:
         return None, line.strip()
     when = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S").replace(
-        microsecond=int(found.group(2)) * 1000, tzinfo=UTC)
+        microsecond=int(found.group(2)) * 1000, tzinfo=UTC
+    )
     return when, found.group(3)
 
 
-def _apply(outcomes: dict[str, Outcome], current: str | None, when: datetime | None, message: str,
-           log: str) -> str | None:
+def _apply(
+    outcomes: dict[str, Outcome], current: str | None, when: datetime | None, message: str, log: str
+) -> str | None:
     """Fold one message into the outcome of the task it is about; returns the current task."""
     result, hops, crash = RESULT.search(message), HOPS.search(message), CRASH.search(message)
     if result:
@@ -284,6 +317,7 @@ def _apply(outcomes: dict[str, Outcome], current: str | None, when: datetime | N
 
 
 # ---------------------------------------------------------------- finding the files
+
 
 def render_files(path: Path) -> list[Path]:
     """The render files of a result folder (or one render file)."""
@@ -321,7 +355,9 @@ def log_files(folder: Path, extra: Sequence[str | Path] = ()) -> list[Path]:
         raise HarnessError(f"log file {missing[0]} does not exist")
     found = [*folder.rglob("*.log"), *folder.rglob("merged_log.txt")]
     for listing in folder.rglob("log_files.txt"):
-        names = [n.strip() for n in listing.read_text(encoding="utf-8", errors="replace").splitlines() if n.strip()]
+        names = [
+            n.strip() for n in listing.read_text(encoding="utf-8", errors="replace").splitlines() if n.strip()
+        ]
         found += [p for p in (resolve(n, listing.parent) for n in names) if p is not None]
     ordered = sorted(found, key=lambda p: (p.name, str(p))) + [Path(name) for name in extra]
     return list(dict.fromkeys(p.resolve() for p in ordered))
@@ -346,6 +382,7 @@ def harness_settings(folder: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- planning the import
+
 
 @dataclass(frozen=True)
 class Planned:
@@ -380,14 +417,19 @@ class ImportResult:
 
     def as_json(self) -> dict[str, Any]:
         """The import for scripts (``--format json``)."""
-        return {**asdict(self), "task_sr": self.task_sr,
-                "skipped": [{"file": f, "reason": r} for f, r in self.skipped]}
+        return {
+            **asdict(self),
+            "task_sr": self.task_sr,
+            "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
+        }
 
 
 def _outcome_for(outcomes: dict[str, Outcome], harness_id: str, suite: str) -> Outcome | None:
     """The log outcome of a render's task: config files named ``<id>.json``, the run's suite first."""
     named = [o for name, o in outcomes.items() if Path(name).stem == harness_id]
-    return next((o for o in reversed(named) if Path(o.config_file).parent.name == suite), named[-1] if named else None)
+    return next(
+        (o for o in reversed(named) if Path(o.config_file).parent.name == suite), named[-1] if named else None
+    )
 
 
 def _task(harness_id: str, render: Render, outcome: Outcome | None, folder: Path, domain: str) -> Task:
@@ -409,8 +451,13 @@ def episode_id(run_id: str, task_id: str) -> str:
     return f"{slug}-{hashlib.sha256(run_id.encode()).hexdigest()[:10]}"
 
 
-def plan(folder: Path, files: Sequence[Path], outcomes: dict[str, Outcome], run_id: str,
-         progress: Progress | None = None) -> tuple[list[Planned], list[tuple[str, str]]]:
+def plan(
+    folder: Path,
+    files: Sequence[Path],
+    outcomes: dict[str, Outcome],
+    run_id: str,
+    progress: Progress | None = None,
+) -> tuple[list[Planned], list[tuple[str, str]]]:
     """Check every render file; the readable ones planned, the others listed with the reason."""
     domain = str(harness_settings(folder).get("domain") or "")
     planned: dict[str, Planned] = {}
@@ -428,13 +475,16 @@ def plan(folder: Path, files: Sequence[Path], outcomes: dict[str, Outcome], run_
             if progress:
                 progress("checking", done, len(files))
         if task.task_id in planned:
-            skipped.append((str(path), f"task {task.task_id} again (also in {planned[task.task_id].path.name})"))
+            skipped.append(
+                (str(path), f"task {task.task_id} again (also in {planned[task.task_id].path.name})")
+            )
             continue
         planned[task.task_id] = Planned(path, task, episode_id(run_id, task.task_id), outcome, render.steps)
     return list(planned.values()), skipped
 
 
 # ---------------------------------------------------------------- rows
+
 
 def task_row(task: Task) -> dict[str, Any]:
     """The ``tasks`` row; a task without a procedure (WebArena) counts as one hop."""
@@ -444,12 +494,26 @@ def task_row(task: Task) -> dict[str, Any]:
 def harness_run_row(folder: Path, tasks: Sequence[dict[str, Any]], logs: Sequence[Path]) -> dict[str, Any]:
     """The run: the harness's settings and a checksum of its tasks (re-importing them resumes it)."""
     settings = harness_settings(folder)
-    config = {"mode": "import", "source": "harness", "path": str(folder), "logs": [str(p) for p in logs],
-              "harness_config": settings}
-    suite = SuiteRef(str(settings.get("domain") or "harness"), str(folder),
-                     suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks))
-    return run_row(AGENT, settings.get("model"), config, suite, len(tasks),
-                   viewport=(_int(settings.get("viewport_width")), _int(settings.get("viewport_height"))))
+    config = {
+        "mode": "import",
+        "source": "harness",
+        "path": str(folder),
+        "logs": [str(p) for p in logs],
+        "harness_config": settings,
+    }
+    suite = SuiteRef(
+        str(settings.get("domain") or "harness"),
+        str(folder),
+        suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks),
+    )
+    return run_row(
+        AGENT,
+        settings.get("model"),
+        config,
+        suite,
+        len(tasks),
+        viewport=(_int(settings.get("viewport_width")), _int(settings.get("viewport_height"))),
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -463,13 +527,30 @@ def step_rows(item: Planned, digests: Sequence[str | None]) -> list[dict[str, An
         action, error = step_action(step)
         completed = tracker.observe(step.url, index)
         shot = step.screenshot
-        rows.append({"step_index": index, "url": step.url, "title": "", "tabs": [{"url": step.url, "title": ""}],
-                     "active_tab": 0, "tree_text": step.observation, "screenshot": digest, "screenshot_som": None,
-                     "screenshot_width": shot.width if shot else None, "screenshot_height": shot.height if shot else None,
-                     "images": [], "model_output": step.raw_prediction or step.parsed_action or "",
-                     "action": action.render() if action else None, "action_kind": action.kind.value if action else None,
-                     "action_error": error, "live_hops": tracker.current, "live_hop_completed": completed,
-                     "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0})
+        rows.append(
+            {
+                "step_index": index,
+                "url": step.url,
+                "title": "",
+                "tabs": [{"url": step.url, "title": ""}],
+                "active_tab": 0,
+                "tree_text": step.observation,
+                "screenshot": digest,
+                "screenshot_som": None,
+                "screenshot_width": shot.width if shot else None,
+                "screenshot_height": shot.height if shot else None,
+                "images": [],
+                "model_output": step.raw_prediction or step.parsed_action or "",
+                "action": action.render() if action else None,
+                "action_kind": action.kind.value if action else None,
+                "action_error": error,
+                "live_hops": tracker.current,
+                "live_hop_completed": completed,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+            }
+        )
     return rows
 
 
@@ -478,32 +559,65 @@ def episode_row(item: Planned, steps: Sequence[dict[str, Any]], modified: dateti
     started, ended = outcome.started or modified, outcome.ended or outcome.started or modified
     last, _ = step_action(item.steps[-1])
     completed = [s["step_index"] for s in steps if s["live_hop_completed"]]
-    return {"episode_id": item.episode_id, "task_id": item.task.task_id, "attempt": 1, "n_steps": len(steps),
-            **ending(last, outcome.error), "n_hops": max(item.task.n_hops, 1), "live_hops": len(completed),
-            "hop_steps": completed, "started_at": started, "ended_at": max(started, ended),
-            "duration_ms": max((ended - started).total_seconds() * 1000, 0.0), "prompt_tokens": 0,
-            "completion_tokens": 0, "cost_usd": 0.0}
+    return {
+        "episode_id": item.episode_id,
+        "task_id": item.task.task_id,
+        "attempt": 1,
+        "n_steps": len(steps),
+        **ending(last, outcome.error),
+        "n_hops": max(item.task.n_hops, 1),
+        "live_hops": len(completed),
+        "hop_steps": completed,
+        "started_at": started,
+        "ended_at": max(started, ended),
+        "duration_ms": max((ended - started).total_seconds() * 1000, 0.0),
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }
 
 
 def harness_scores(item: Planned) -> list[Score]:
     """The log's verdict as a task row, and hop rows when the logged hop count is the task's."""
     outcome = item.outcome
     passed = outcome.passed if outcome else None
-    detail = {"config_file": outcome.config_file, "log": outcome.log, "hops_logged": outcome.hops,
-              "error": outcome.error} if outcome else {"reason": "no [Result] line for this task in the logs"}
+    detail = (
+        {
+            "config_file": outcome.config_file,
+            "log": outcome.log,
+            "hops_logged": outcome.hops,
+            "error": outcome.error,
+        }
+        if outcome
+        else {"reason": "no [Result] line for this task in the logs"}
+    )
     verdict = "unclear" if passed is None else "pass" if passed else "fail"
     scores = [Score(verdict, 1.0 if passed else 0.0, detail=detail)]
     n_hops = max(item.task.n_hops, 1)
     if outcome and outcome.hops and outcome.hops[1] == n_hops:
-        scores += [Score("pass" if k < outcome.hops[0] else "fail", 1.0 if k < outcome.hops[0] else 0.0, "hop",
-                         hop_index=k, detail={"hops_logged": outcome.hops}) for k in range(n_hops)]
+        scores += [
+            Score(
+                "pass" if k < outcome.hops[0] else "fail",
+                1.0 if k < outcome.hops[0] else 0.0,
+                "hop",
+                hop_index=k,
+                detail={"hops_logged": outcome.hops},
+            )
+            for k in range(n_hops)
+        ]
     return scores
 
 
 # ---------------------------------------------------------------- into the store
 
-def import_harness(store: Store, path: str | Path, run_id: str | None = None,
-                   logs: Sequence[str | Path] = (), progress: Progress | None = None) -> ImportResult:
+
+def import_harness(
+    store: Store,
+    path: str | Path,
+    run_id: str | None = None,
+    logs: Sequence[str | Path] = (),
+    progress: Progress | None = None,
+) -> ImportResult:
     """Check every render file, then write one run: the episodes in one batch, then their scores."""
     folder = Path(path)
     files = render_files(folder)
@@ -514,8 +628,15 @@ def import_harness(store: Store, path: str | Path, run_id: str | None = None,
     if not planned:
         raise HarnessError(f"nothing importable in {path}: {skipped[0][0]}: {skipped[0][1]}")
     tasks = [task_row(p.task) for p in planned]
-    result = ImportResult(run_id=run_id, store=str(store.root), path=str(folder), logs=[str(p) for p in found_logs], files=len(files), tasks=len(tasks),
-                          skipped=skipped)
+    result = ImportResult(
+        run_id=run_id,
+        store=str(store.root),
+        path=str(folder),
+        logs=[str(p) for p in found_logs],
+        files=len(files),
+        tasks=len(tasks),
+        skipped=skipped,
+    )
     store.begin_run(run_id, harness_run_row(folder, tasks, found_logs), tasks)
     existing = store.committed_episode_ids()
     new = [p for p in planned if p.episode_id not in existing]
@@ -545,8 +666,10 @@ def _write_episodes(store: Store, run_id: str, planned: Sequence[Planned], progr
     try:
         for done, item in enumerate(planned, start=1):
             render = parse_render(item.path.read_text(encoding="utf-8"))
-            digests = [batch.put_blob(s.screenshot.data, s.screenshot.media_type) if s.screenshot else None
-                       for s in render.steps]
+            digests = [
+                batch.put_blob(s.screenshot.data, s.screenshot.media_type) if s.screenshot else None
+                for s in render.steps
+            ]
             steps = step_rows(replace(item, steps=render.steps), digests)
             modified = datetime.fromtimestamp(item.path.stat().st_mtime, UTC)
             batch.add_episode(*redact_episode(episode_row(item, steps, modified), steps))
@@ -569,6 +692,11 @@ def _write_scores(store: Store, run_id: str, planned: Sequence[Planned]) -> None
     if not planned:
         return
     batch = ScoreBatch.new(EVALUATOR, VERSION, {"source": "harness logs"})
-    rows = [row for item in planned
-            for row in score_rows(EpisodeView(run_id, item.episode_id, item.task, {}, ()), harness_scores(item), batch)]
+    rows = [
+        row
+        for item in planned
+        for row in score_rows(
+            EpisodeView(run_id, item.episode_id, item.task, {}, ()), harness_scores(item), batch
+        )
+    ]
     store.append("scores", rows, stem=batch.batch_id, run_id=run_id)

@@ -13,6 +13,7 @@ Every row is checked before anything is written; one batch per labeller is appen
 :mod:`mmina.evaluators.labelling`), so for each episode the file names, it replaces that
 labeller's earlier labels of the episode.
 """
+
 from __future__ import annotations
 
 import csv
@@ -70,7 +71,10 @@ def import_labels(store: Store, path: str | Path, labeller: str) -> list[Saved]:
             check_labels(labels, refs)
         except LabelError as exc:
             raise LabelError(f"{path}: labeller {name}: {exc}") from None
-    return [write_labels(store, labels, name, f"import:{Path(path).name}", refs) for name, labels in groups.items()]
+    return [
+        write_labels(store, labels, name, f"import:{Path(path).name}", refs)
+        for name, labels in groups.items()
+    ]
 
 
 def read_rows(path: Path, labeller: str) -> Iterator[Row]:
@@ -105,7 +109,7 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, Mapping[str, Any
         raise LabelError(f"{path}: not valid JSON ({exc})") from None
     records = data.get("labels") if isinstance(data, dict) else data
     if not isinstance(records, list):
-        raise LabelError(f"{path}: expected a JSON list of labels (or an object with a \"labels\" list)")
+        raise LabelError(f'{path}: expected a JSON list of labels (or an object with a "labels" list)')
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise LabelError(f"{path} item {number}: a label is a JSON object, not {type(record).__name__}")
@@ -117,8 +121,10 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[str, Mapping[str, Any]
     header = [name.strip() for name in reader.fieldnames or []]
     missing = [name for name in REQUIRED if name not in header]
     if missing:
-        raise LabelError(f"{path}: the header needs the columns {', '.join(REQUIRED)} (missing {', '.join(missing)}; "
-                         f"known: {', '.join(COLUMNS)})")
+        raise LabelError(
+            f"{path}: the header needs the columns {', '.join(REQUIRED)} (missing {', '.join(missing)}; "
+            f"known: {', '.join(COLUMNS)})"
+        )
     reader.fieldnames = header
     try:
         for record in reader:
@@ -132,8 +138,12 @@ def _row(where: str, record: Mapping[str, Any], labeller: str) -> Row:
         episode = _text_field(record, "episode_id")
         if not episode:
             raise LabelError("episode_id is empty")
-        label = Label(episode, checked_label(_text_field(record, "label")), _hop(record.get("hop")),
-                      _text_field(record, "note"))
+        label = Label(
+            episode,
+            checked_label(_text_field(record, "label")),
+            _hop(record.get("hop")),
+            _text_field(record, "note"),
+        )
         name = _text_field(record, "labeller")
         return Row(where, checked_labeller(name) if name else labeller, label)
     except LabelError as exc:

@@ -18,6 +18,7 @@ lines, the screenshot as a blob, and the recorded action in the grammar (CLICK â
 candidate is skipped and listed. Importing again into the same ``--run-id`` skips the rows
 already there.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,8 +43,15 @@ from mmina.store.runs import SuiteRef, run_row
 from mmina.store.store import utcnow
 from mmina.tasks.task import suite_sha256
 
-REQUIRED = ("action_uid", "annotation_id", "confirmed_task", "cleaned_html", "operation", "pos_candidates",
-            "target_action_index")
+REQUIRED = (
+    "action_uid",
+    "annotation_id",
+    "confirmed_task",
+    "cleaned_html",
+    "operation",
+    "pos_candidates",
+    "target_action_index",
+)
 OPTIONAL = ("website", "domain", "subdomain", "action_reprs", "screenshot")
 SUFFIXES = (".parquet", ".json", ".jsonl")
 OPS = ("CLICK", "TYPE", "SELECT")
@@ -101,6 +109,7 @@ class ImportResult:
 
 # ---------------------------------------------------------------- reading the files
 
+
 def data_files(path: Path) -> list[Path]:
     """The Parquet/JSON files at ``path`` (one file, or every one below a folder)."""
     if not path.exists():
@@ -134,8 +143,11 @@ def _parquet_rows(path: Path, columns: Sequence[str]) -> Iterator[dict[str, Any]
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
     text = path.read_text(encoding="utf-8")
-    data = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" \
+    data = (
+        [json.loads(line) for line in text.splitlines() if line.strip()]
+        if path.suffix == ".jsonl"
         else json.loads(text)
+    )
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
@@ -191,8 +203,9 @@ def _target(candidates: Any, where: str) -> str | None:
         raise Mind2WebError(f"{where}: pos_candidates is not a list")
     for candidate in candidates:
         parsed = _json(candidate, where, "a pos_candidates entry")
-        node = parsed.get("backend_node_id") or _json(parsed.get("attributes") or "{}", where,
-                                                      "candidate attributes").get("backend_node_id")
+        node = parsed.get("backend_node_id") or _json(
+            parsed.get("attributes") or "{}", where, "candidate attributes"
+        ).get("backend_node_id")
         if node:
             return str(node)
     return None
@@ -207,12 +220,51 @@ def _action(op: str, target: str, value: str) -> Action:
 # ---------------------------------------------------------------- the HTML, reduced
 
 INTERACTIVE_TAGS = frozenset({"a", "button", "input", "select", "textarea", "option"})
-INTERACTIVE_ROLES = frozenset({"button", "link", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
-                               "tab", "switch", "textbox", "searchbox", "slider", "spinbutton"})
-VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
-                       "track", "wbr"})
-INPUT_ROLES = {"checkbox": "checkbox", "radio": "radio", "submit": "button", "button": "button", "reset": "button",
-               "image": "button", "search": "searchbox"}
+INTERACTIVE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "checkbox",
+        "radio",
+        "combobox",
+        "listbox",
+        "option",
+        "menuitem",
+        "tab",
+        "switch",
+        "textbox",
+        "searchbox",
+        "slider",
+        "spinbutton",
+    }
+)
+VOID_TAGS = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    }
+)
+INPUT_ROLES = {
+    "checkbox": "checkbox",
+    "radio": "radio",
+    "submit": "button",
+    "button": "button",
+    "reset": "button",
+    "image": "button",
+    "search": "searchbox",
+}
 TAG_ROLES = {"a": "link", "button": "button", "select": "combobox", "textarea": "textbox", "option": "option"}
 MAX_NAME = 100
 
@@ -245,9 +297,17 @@ class _Reducer(HTMLParser):
     def handle_starttag(self, tag: str, attr_list: list[tuple[str, str | None]]) -> None:
         attrs = {k: v or "" for k, v in attr_list}
         node = attrs.get("backend_node_id")
-        kept = bool(node) and (tag in INTERACTIVE_TAGS or attrs.get("role") in INTERACTIVE_ROLES or node in self.keep)
-        entry = {"tag": tag, "attrs": attrs, "kept": kept, "text": [], "line": len(self.lines),
-                 "depth": sum(e["kept"] for e in self.stack)}
+        kept = bool(node) and (
+            tag in INTERACTIVE_TAGS or attrs.get("role") in INTERACTIVE_ROLES or node in self.keep
+        )
+        entry = {
+            "tag": tag,
+            "attrs": attrs,
+            "kept": kept,
+            "text": [],
+            "line": len(self.lines),
+            "depth": sum(e["kept"] for e in self.stack),
+        }
         if kept:
             self.lines.append("")
         if tag in VOID_TAGS:
@@ -279,14 +339,31 @@ class _Reducer(HTMLParser):
             return
         attrs = entry["attrs"]
         text = " ".join(" ".join(entry["text"]).split())
-        name = next((v for v in (attrs.get("aria_label"), attrs.get("aria-label"), text, attrs.get("placeholder"),
-                                 attrs.get("value"), attrs.get("title"), attrs.get("alt"), attrs.get("name")) if v), "")
+        name = next(
+            (
+                v
+                for v in (
+                    attrs.get("aria_label"),
+                    attrs.get("aria-label"),
+                    text,
+                    attrs.get("placeholder"),
+                    attrs.get("value"),
+                    attrs.get("title"),
+                    attrs.get("alt"),
+                    attrs.get("name"),
+                )
+                if v
+            ),
+            "",
+        )
         name = " ".join(name.split())[:MAX_NAME].replace('"', '\\"')
-        self.lines[entry["line"]] = "\t" * entry["depth"] + \
-            f'[{attrs["backend_node_id"]}] {_role(entry["tag"], attrs)} "{name}"'
+        self.lines[entry["line"]] = (
+            "\t" * entry["depth"] + f'[{attrs["backend_node_id"]}] {_role(entry["tag"], attrs)} "{name}"'
+        )
 
 
 # ---------------------------------------------------------------- screenshots
+
 
 def screenshot_bytes(value: Any, base: Path) -> bytes | None:
     """An image struct (``bytes`` or ``path``), base64 text, or a path relative to the file."""
@@ -307,7 +384,9 @@ def screenshot_bytes(value: Any, base: Path) -> bytes | None:
     try:
         return base64.b64decode(str(value), validate=True)
     except ValueError:
-        raise Mind2WebError(f"screenshot {str(value)[:60]!r} is neither a file next to the data nor base64") from None
+        raise Mind2WebError(
+            f"screenshot {str(value)[:60]!r} is neither a file next to the data nor base64"
+        ) from None
 
 
 def image_info(data: bytes) -> tuple[str, int | None, int | None]:
@@ -322,6 +401,7 @@ def image_info(data: bytes) -> tuple[str, int | None, int | None]:
 
 
 # ---------------------------------------------------------------- into the store
+
 
 def load_samples(files: Sequence[Path], limit: int | None) -> tuple[list[Sample], list[tuple[str, str]]]:
     """Every sample of the files (validated), and the rows skipped for want of a target."""
@@ -364,29 +444,60 @@ def task_rows(samples: Sequence[Sample]) -> list[dict[str, Any]]:
 
 
 def _task_row(sample: Sample) -> dict[str, Any]:
-    original = {"intent": sample.task, "start_url": "", "procedure": [sample.website or "site", "end"], "cnt_hop": 2,
-                "eval": {"eval_types": [], "reference_answers": {}, "reference_url": ""},
-                "recorded_actions": list(sample.action_reprs),
-                "mind2web": {"annotation_id": sample.annotation_id, "website": sample.website,
-                             "domain": sample.domain, "subdomain": sample.subdomain}}
+    original = {
+        "intent": sample.task,
+        "start_url": "",
+        "procedure": [sample.website or "site", "end"],
+        "cnt_hop": 2,
+        "eval": {"eval_types": [], "reference_answers": {}, "reference_url": ""},
+        "recorded_actions": list(sample.action_reprs),
+        "mind2web": {
+            "annotation_id": sample.annotation_id,
+            "website": sample.website,
+            "domain": sample.domain,
+            "subdomain": sample.subdomain,
+        },
+    }
     text = json.dumps(original, sort_keys=True, ensure_ascii=False)
-    return redact_configured({
-        "task_id": sample.task_id, "suite": "mind2web", "intent": sample.task, "start_urls": [], "cnt_hop": 2,
-        "n_hops": 1, "procedure": original["procedure"], "eval_types": [], "reference_answers_json": "{}",
-        "reference_url": "", "city": "", "flight": "", "shop": "", "original_json": text,
-        "task_sha256": hashlib.sha256(text.encode()).hexdigest()})
+    return redact_configured(
+        {
+            "task_id": sample.task_id,
+            "suite": "mind2web",
+            "intent": sample.task,
+            "start_urls": [],
+            "cnt_hop": 2,
+            "n_hops": 1,
+            "procedure": original["procedure"],
+            "eval_types": [],
+            "reference_answers_json": "{}",
+            "reference_url": "",
+            "city": "",
+            "flight": "",
+            "shop": "",
+            "original_json": text,
+            "task_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+    )
 
 
 def mind2web_run_row(tasks: Sequence[dict[str, Any]], files: Sequence[Path]) -> dict[str, Any]:
     """The run: the files it came from and a checksum of its tasks (re-importing them resumes it)."""
-    suite = SuiteRef("mind2web", str(files[0].parent if len(files) > 1 else files[0]),
-                     suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks))
+    suite = SuiteRef(
+        "mind2web",
+        str(files[0].parent if len(files) > 1 else files[0]),
+        suite_sha256((t["task_id"], t["task_sha256"]) for t in tasks),
+    )
     config = {"mode": "import", "source": "multimodal-mind2web", "files": [str(f) for f in files]}
     return run_row(AGENT, None, config, suite, len(tasks))
 
 
-def import_mind2web(store: Store, path: str | Path, run_id: str | None = None, limit: int | None = None,
-                    progress: Progress | None = None) -> ImportResult:
+def import_mind2web(
+    store: Store,
+    path: str | Path,
+    run_id: str | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
     """Validate every sample, then write one run with one single-step episode per sample."""
     files = data_files(Path(path))
     run_id = check_id("run id", run_id) if run_id else f"{utcnow():%Y%m%d-%H%M%S}-mind2web"
@@ -398,7 +509,9 @@ def import_mind2web(store: Store, path: str | Path, run_id: str | None = None, l
     store.begin_run(run_id, mind2web_run_row(tasks, files), tasks)
     existing = store.committed_episode_ids()
     batch = store.batch_writer(run_id)
-    for done, (sample, shot) in enumerate(_with_screenshots(files, {s.action_uid: s for s in samples}), start=1):
+    for done, (sample, shot) in enumerate(
+        _with_screenshots(files, {s.action_uid: s for s in samples}), start=1
+    ):
         if sample.episode_id in existing:
             result.already += 1
         else:
@@ -412,7 +525,9 @@ def import_mind2web(store: Store, path: str | Path, run_id: str | None = None, l
     return result
 
 
-def _with_screenshots(files: Sequence[Path], by_uid: dict[str, Sample]) -> Iterator[tuple[Sample, bytes | None]]:
+def _with_screenshots(
+    files: Sequence[Path], by_uid: dict[str, Sample]
+) -> Iterator[tuple[Sample, bytes | None]]:
     """Each sample with its screenshot, read in a second pass (screenshots are most of the bytes)."""
     for path in files:
         for raw in rows(path, ["action_uid", "screenshot"]):
@@ -428,21 +543,58 @@ def _add_episode(batch: BatchWriter, sample: Sample, shot: bytes | None, result:
     digest = batch.put_blob(shot, media or "image/jpeg") if shot else None
     result.without_screenshot += shot is None
     now = utcnow()
-    batch.add_episode(*redact_episode(
-        {"episode_id": sample.episode_id, "task_id": sample.task_id, "attempt": 1, "status": "completed",
-         "stop_reason": "script_end", "final_answer": None, "n_steps": 1, "n_hops": 1, "live_hops": 1,
-         "hop_steps": [sample.index], "started_at": now, "ended_at": now, "duration_ms": 0.0, "prompt_tokens": 0,
-         "completion_tokens": 0, "cost_usd": 0.0, "error": None},
-        [_step_row(sample, digest, width, height)]))
+    batch.add_episode(
+        *redact_episode(
+            {
+                "episode_id": sample.episode_id,
+                "task_id": sample.task_id,
+                "attempt": 1,
+                "status": "completed",
+                "stop_reason": "script_end",
+                "final_answer": None,
+                "n_steps": 1,
+                "n_hops": 1,
+                "live_hops": 1,
+                "hop_steps": [sample.index],
+                "started_at": now,
+                "ended_at": now,
+                "duration_ms": 0.0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+                "error": None,
+            },
+            [_step_row(sample, digest, width, height)],
+        )
+    )
     result.imported += 1
 
 
-def _step_row(sample: Sample, screenshot: str | None, width: int | None, height: int | None) -> dict[str, Any]:
+def _step_row(
+    sample: Sample, screenshot: str | None, width: int | None, height: int | None
+) -> dict[str, Any]:
     action = sample.action
     assert action is not None
-    return {"step_index": sample.index, "started_at": utcnow(), "url": "", "title": sample.website,
-            "tabs": [{"url": "", "title": sample.website}], "active_tab": 0, "tree_text": sample.tree_text,
-            "screenshot": screenshot, "screenshot_som": None, "screenshot_width": width, "screenshot_height": height,
-            "images": [], "model_output": sample.repr or action.render(), "action": action.render(),
-            "action_kind": action.kind.value, "action_error": None, "live_hops": 0, "live_hop_completed": False,
-            "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    return {
+        "step_index": sample.index,
+        "started_at": utcnow(),
+        "url": "",
+        "title": sample.website,
+        "tabs": [{"url": "", "title": sample.website}],
+        "active_tab": 0,
+        "tree_text": sample.tree_text,
+        "screenshot": screenshot,
+        "screenshot_som": None,
+        "screenshot_width": width,
+        "screenshot_height": height,
+        "images": [],
+        "model_output": sample.repr or action.render(),
+        "action": action.render(),
+        "action_kind": action.kind.value,
+        "action_error": None,
+        "live_hops": 0,
+        "live_hop_completed": False,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }

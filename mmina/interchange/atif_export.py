@@ -21,6 +21,7 @@ trajectory file). What maps to what (docs/interchange.md says what is lost):
   reason, answer, hops), every evaluator's current verdict with its hop verdicts, the
   provenance and the redaction note.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,15 +58,26 @@ OnEpisode = Callable[[StoredEpisode], None]
 
 def _tool(name: str, doc: str, **arguments: tuple[str, str]) -> dict[str, Any]:
     properties = {arg: {"type": kind, "description": text} for arg, (kind, text) in arguments.items()}
-    return {"type": "function", "function": {"name": name, "description": doc, "parameters": {
-        "type": "object", "properties": properties, "required": list(arguments)}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": doc,
+            "parameters": {"type": "object", "properties": properties, "required": list(arguments)},
+        },
+    }
 
 
 ELEMENT = ("string", "the element's id, as [id] in the observation")
 TOOLS = [
     _tool("click", "Click an element.", id=ELEMENT),
-    _tool("type", "Type text into an element.", id=ELEMENT, text=("string", "the text"),
-          press_enter_after=("integer", "1 to press Enter after typing, else 0")),
+    _tool(
+        "type",
+        "Type text into an element.",
+        id=ELEMENT,
+        text=("string", "the text"),
+        press_enter_after=("integer", "1 to press Enter after typing, else 0"),
+    ),
     _tool("hover", "Hover over an element.", id=ELEMENT),
     _tool("press", "Press a key combination.", key_comb=("string", "e.g. Control+a")),
     _tool("scroll", "Scroll the page.", direction=("string", "up or down")),
@@ -87,9 +99,13 @@ def tool_arguments(action: Action) -> dict[str, Any]:
         return {"id": action.element_id}
     if kind is ActionKind.TYPE:
         return {"id": action.element_id, "text": action.text, "press_enter_after": int(action.press_enter)}
-    named = {ActionKind.PRESS: ("key_comb", action.key), ActionKind.SCROLL: ("direction", action.direction),
-             ActionKind.TAB_FOCUS: ("index", action.tab_index), ActionKind.GOTO: ("url", action.url),
-             ActionKind.STOP: ("answer", action.text)}
+    named = {
+        ActionKind.PRESS: ("key_comb", action.key),
+        ActionKind.SCROLL: ("direction", action.direction),
+        ActionKind.TAB_FOCUS: ("index", action.tab_index),
+        ActionKind.GOTO: ("url", action.url),
+        ActionKind.STOP: ("answer", action.text),
+    }
     return dict([named[kind]]) if kind in named else {}
 
 
@@ -123,19 +139,32 @@ class _Run:
 def _read_run(store: Store, run_id: str) -> _Run:
     row = store.read("runs", run_id=run_id).to_pylist()[0]
     tasks = {t["task_id"]: t for t in store.read("tasks", run_id=run_id).to_pylist()}
-    evaluators = sorted(set(store.read("scores", run_id=run_id, columns=["evaluator"]).column("evaluator").to_pylist()))
+    evaluators = sorted(
+        set(store.read("scores", run_id=run_id, columns=["evaluator"]).column("evaluator").to_pylist())
+    )
     about = {k: v for k, v in provenance(store).items() if k != "store"}
-    return _Run({**row, "run_id": run_id}, tasks, {name: read_verdicts(store, run_id, name) for name in evaluators},
-                about)
+    return _Run(
+        {**row, "run_id": run_id},
+        tasks,
+        {name: read_verdicts(store, run_id, name) for name in evaluators},
+        about,
+    )
 
 
 # ---------------------------------------------------------------- one trajectory
 
+
 def observation_text(row: Row, prefix: str = "") -> str:
     """What the agent was shown of a page, as text: URL, title, tabs, the accessibility tree."""
-    tabs = " | ".join(f"{i}: {t.get('title') or ''} ({t.get('url') or ''})" for i, t in enumerate(row.get("tabs") or ()))
-    lines = [f"URL: {row.get('url') or ''}", f"Title: {row.get('title') or ''}", *([f"Tabs: {tabs}"] if tabs else []),
-             row.get("tree_text") or ""]
+    tabs = " | ".join(
+        f"{i}: {t.get('title') or ''} ({t.get('url') or ''})" for i, t in enumerate(row.get("tabs") or ())
+    )
+    lines = [
+        f"URL: {row.get('url') or ''}",
+        f"Title: {row.get('title') or ''}",
+        *([f"Tabs: {tabs}"] if tabs else []),
+        row.get("tree_text") or "",
+    ]
     return prefix + "\n".join(lines)
 
 
@@ -143,14 +172,21 @@ def _final_observation(episode: Row) -> Row | None:
     """The episode's terminal observation in a step's shape; None when unknown."""
     if episode.get("final_url") is None:
         return None
-    return {"url": episode["final_url"], "title": episode.get("final_title"), "tabs": episode.get("final_tabs"),
-            "tree_text": episode.get("final_tree_text"), "screenshot": episode.get("final_screenshot")}
+    return {
+        "url": episode["final_url"],
+        "title": episode.get("final_title"),
+        "tabs": episode.get("final_tabs"),
+        "tree_text": episode.get("final_tree_text"),
+        "screenshot": episode.get("final_screenshot"),
+    }
 
 
 class _Trajectory:
     """Builds one episode's trajectory (images written by ``image``)."""
 
-    def __init__(self, episode: StoredEpisode, run: _Run, reader: BlobReader, image: Callable[[str], str | None]):
+    def __init__(
+        self, episode: StoredEpisode, run: _Run, reader: BlobReader, image: Callable[[str], str | None]
+    ):
         self.episode, self.run, self.reader, self.image = episode, run, reader, image
         self.task = run.tasks.get(episode.row["task_id"], {})
 
@@ -159,13 +195,17 @@ class _Trajectory:
         path = self.image(observed["screenshot"]) if observed and observed.get("screenshot") else None
         if path is None:
             return text
-        return [{"type": "text", "text": text},
-                {"type": "image", "source": {"media_type": "image/jpeg", "path": path}}]
+        return [
+            {"type": "text", "text": text},
+            {"type": "image", "source": {"media_type": "image/jpeg", "path": path}},
+        ]
 
     def blob(self, digest: str) -> bytes:
         found = self.reader.read(self.episode, [digest])
         if digest not in found:
-            raise InterchangeError(f"episode {self.episode.episode_id}: blob {digest[:12]} is missing from the store")
+            raise InterchangeError(
+                f"episode {self.episode.episode_id}: blob {digest[:12]} is missing from the store"
+            )
         return found[digest]
 
     def system_prompt(self) -> str | None:
@@ -182,7 +222,11 @@ class _Trajectory:
         if first is None:
             return {"source": "user", "message": intent}
         text = observation_text(first, f"{intent}\n\nObservation of step 0:\n")
-        return {"source": "user", "timestamp": _iso(first["started_at"]), "message": self.content(text, first)}
+        return {
+            "source": "user",
+            "timestamp": _iso(first["started_at"]),
+            "message": self.content(text, first),
+        }
 
     def agent_step(self, step: Row, observed: Row | None) -> dict[str, Any]:
         call_id = f"step-{step['step_index']}"
@@ -195,16 +239,27 @@ class _Trajectory:
         elif error:
             result["content"] = error.strip()
         built: dict[str, Any] = {
-            "source": "agent", "timestamp": _iso(step.get("acted_at") or step["started_at"]),
-            "message": step.get("model_output") or "", "observation": {"results": [result]},
-            "llm_call_count": 1 if called else 0, "extra": _step_extra(step)}
+            "source": "agent",
+            "timestamp": _iso(step.get("acted_at") or step["started_at"]),
+            "message": step.get("model_output") or "",
+            "observation": {"results": [result]},
+            "llm_call_count": 1 if called else 0,
+            "extra": _step_extra(step),
+        }
         if action:
-            built["tool_calls"] = [{"tool_call_id": call_id, "function_name": action.kind.value,
-                                    "arguments": tool_arguments(action)}]
+            built["tool_calls"] = [
+                {
+                    "tool_call_id": call_id,
+                    "function_name": action.kind.value,
+                    "arguments": tool_arguments(action),
+                }
+            ]
         if called:
-            built["metrics"] = {"prompt_tokens": step.get("prompt_tokens") or 0,
-                                "completion_tokens": step.get("completion_tokens") or 0,
-                                "cost_usd": step.get("cost_usd") or 0.0}
+            built["metrics"] = {
+                "prompt_tokens": step.get("prompt_tokens") or 0,
+                "completion_tokens": step.get("completion_tokens") or 0,
+                "cost_usd": step.get("cost_usd") or 0.0,
+            }
         return built
 
     def build(self) -> dict[str, Any]:
@@ -215,47 +270,104 @@ class _Trajectory:
         built += [self.agent_step(step, after) for step, after in zip(steps, observed)]
         for number, step in enumerate(built, start=1):
             step["step_id"] = number
-        return {"schema_version": ATIF_VERSION, "session_id": row["run_id"], "trajectory_id": row["episode_id"],
-                "agent": self.agent(), "steps": built, "notes": self.notes(len(built) - len(steps)),
-                "final_metrics": {"total_prompt_tokens": row.get("prompt_tokens") or 0,
-                                  "total_completion_tokens": row.get("completion_tokens") or 0,
-                                  "total_cost_usd": row.get("cost_usd") or 0.0, "total_steps": len(built),
-                                  "extra": {"mmina_steps": len(steps), "duration_ms": row.get("duration_ms")}},
-                "extra": self.extra()}
+        return {
+            "schema_version": ATIF_VERSION,
+            "session_id": row["run_id"],
+            "trajectory_id": row["episode_id"],
+            "agent": self.agent(),
+            "steps": built,
+            "notes": self.notes(len(built) - len(steps)),
+            "final_metrics": {
+                "total_prompt_tokens": row.get("prompt_tokens") or 0,
+                "total_completion_tokens": row.get("completion_tokens") or 0,
+                "total_cost_usd": row.get("cost_usd") or 0.0,
+                "total_steps": len(built),
+                "extra": {"mmina_steps": len(steps), "duration_ms": row.get("duration_ms")},
+            },
+            "extra": self.extra(),
+        }
 
     def agent(self) -> dict[str, Any]:
         run = self.run.row
-        return {"name": str(run.get("agent") or "agent"), "version": str(run.get("mmina_version") or "unknown"),
-                **({"model_name": run["model"]} if run.get("model") else {}), "tool_definitions": TOOLS,
-                "extra": {"recorder": "mmina", "browser": run.get("browser_version"),
-                          "viewport": [run.get("viewport_width"), run.get("viewport_height")],
-                          "config": _json(run.get("config_json"))}}
+        return {
+            "name": str(run.get("agent") or "agent"),
+            "version": str(run.get("mmina_version") or "unknown"),
+            **({"model_name": run["model"]} if run.get("model") else {}),
+            "tool_definitions": TOOLS,
+            "extra": {
+                "recorder": "mmina",
+                "browser": run.get("browser_version"),
+                "viewport": [run.get("viewport_width"), run.get("viewport_height")],
+                "config": _json(run.get("config_json")),
+            },
+        }
 
     def notes(self, leading: int) -> str:
-        return (f"Converted by mmina from run {self.run.row['run_id']}: the first {leading} step(s) give the task "
-                f"(and the system prompt); each later step is one mmina step: its message the raw model output, its "
-                f"tool call the parsed action, its observation the page the action led to. total_steps counts "
-                f"these steps; final_metrics.extra.mmina_steps the agent's.")
+        return (
+            f"Converted by mmina from run {self.run.row['run_id']}: the first {leading} step(s) give the task "
+            f"(and the system prompt); each later step is one mmina step: its message the raw model output, its "
+            f"tool call the parsed action, its observation the page the action led to. total_steps counts "
+            f"these steps; final_metrics.extra.mmina_steps the agent's."
+        )
 
     def extra(self) -> dict[str, Any]:
         row, task = self.episode.row, self.task
-        episode_keys = ("episode_id", "task_id", "attempt", "status", "stop_reason", "final_answer", "n_steps",
-                        "n_hops", "live_hops", "hop_steps", "error", "error_kind", "supersedes", "hops_given",
-                        "prefix_episode")
-        verdicts = {name: episode_verdict(by_episode.get(row["episode_id"]), row)
-                    for name, by_episode in self.run.verdicts.items()}
-        return {"task": {"task_id": task.get("task_id"), "intent": task.get("intent"),
-                         "start_urls": task.get("start_urls"), "n_hops": task.get("n_hops"),
-                         "procedure": task.get("procedure"), "eval_types": task.get("eval_types"),
-                         "reference_answers": _json(task.get("reference_answers_json"))},
-                "episode": {k: row.get(k) for k in episode_keys},
-                "verdicts": {name: v for name, v in verdicts.items() if v is not None},
-                "mmina": self.run.about, "redaction": REDACTION_NOTE}
+        episode_keys = (
+            "episode_id",
+            "task_id",
+            "attempt",
+            "status",
+            "stop_reason",
+            "final_answer",
+            "n_steps",
+            "n_hops",
+            "live_hops",
+            "hop_steps",
+            "error",
+            "error_kind",
+            "supersedes",
+            "hops_given",
+            "prefix_episode",
+        )
+        verdicts = {
+            name: episode_verdict(by_episode.get(row["episode_id"]), row)
+            for name, by_episode in self.run.verdicts.items()
+        }
+        return {
+            "task": {
+                "task_id": task.get("task_id"),
+                "intent": task.get("intent"),
+                "start_urls": task.get("start_urls"),
+                "n_hops": task.get("n_hops"),
+                "procedure": task.get("procedure"),
+                "eval_types": task.get("eval_types"),
+                "reference_answers": _json(task.get("reference_answers_json")),
+            },
+            "episode": {k: row.get(k) for k in episode_keys},
+            "verdicts": {name: v for name, v in verdicts.items() if v is not None},
+            "mmina": self.run.about,
+            "redaction": REDACTION_NOTE,
+        }
 
 
 def _step_extra(step: Row) -> dict[str, Any]:
-    keys = ("step_index", "url", "title", "action", "action_kind", "action_error", "live_hops", "live_hop_completed",
-            "target_box", "screenshot", "screenshot_som", "model_input", "observe_ms", "agent_ms", "action_ms")
+    keys = (
+        "step_index",
+        "url",
+        "title",
+        "action",
+        "action_kind",
+        "action_error",
+        "live_hops",
+        "live_hop_completed",
+        "target_box",
+        "screenshot",
+        "screenshot_som",
+        "model_input",
+        "observe_ms",
+        "agent_ms",
+        "action_ms",
+    )
     return {f"mmina_{k}" if k == "step_index" else k: step.get(k) for k in keys}
 
 
@@ -270,7 +382,9 @@ def _parsed(action: str | None) -> Action | None:
 
 def _text(content: Any) -> str:
     if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
     return str(content or "")
 
 
@@ -287,8 +401,10 @@ def _iso(moment: datetime | None) -> str | None:
 
 # ---------------------------------------------------------------- the folder
 
-def export_atif(store: Store, selection: Selection, output: Path, images: bool = True,
-                on_episode: OnEpisode | None = None) -> AtifExport:
+
+def export_atif(
+    store: Store, selection: Selection, output: Path, images: bool = True, on_episode: OnEpisode | None = None
+) -> AtifExport:
     """Write the selected episodes as ATIF trajectories into the folder ``output`` (new or
     empty), one file per episode and each screenshot once; the folder appears whole or not at all."""
     selected_runs(store, selection)
@@ -299,15 +415,23 @@ def export_atif(store: Store, selection: Selection, output: Path, images: bool =
     return report
 
 
-def _write(store: Store, selection: Selection, folder: Path, images: bool, report: AtifExport,
-           on_episode: OnEpisode | None) -> None:
+def _write(
+    store: Store,
+    selection: Selection,
+    folder: Path,
+    images: bool,
+    report: AtifExport,
+    on_episode: OnEpisode | None,
+) -> None:
     runs: dict[str, _Run] = {}
     reader, written = BlobReader(store), set[str]()
     for episode in stream_episodes(store, selection, request_columns=["seq"]):
         if episode.run_id not in runs:
             runs[episode.run_id] = _read_run(store, episode.run_id)
         run = runs[episode.run_id]
-        shots = reader.read(episode, [s.get("screenshot") for s in episode.steps] + [episode.row.get("final_screenshot")])
+        shots = reader.read(
+            episode, [s.get("screenshot") for s in episode.steps] + [episode.row.get("final_screenshot")]
+        )
 
         def image(digest: str) -> str | None:
             if not images or digest not in shots:  # noqa: B023 (used within the iteration)
@@ -319,8 +443,9 @@ def _write(store: Store, selection: Selection, folder: Path, images: bool, repor
             return f"images/{digest}.jpg"
 
         trajectory = _Trajectory(episode, run, reader, image).build()
-        (folder / f"{episode.episode_id}.json").write_text(json.dumps(trajectory, ensure_ascii=False, default=str,
-                                                                      indent=1))
+        (folder / f"{episode.episode_id}.json").write_text(
+            json.dumps(trajectory, ensure_ascii=False, default=str, indent=1)
+        )
         report.trajectories += 1
         report.steps += len(trajectory["steps"])
         report.evaluators = sorted({*report.evaluators, *run.verdicts})

@@ -6,6 +6,7 @@ Features follow ``datasets`` 4 and later (``List`` for lists, ``Image`` for a
 ``{bytes, path}`` struct); the YAML header is written here, block style, with every string
 JSON-quoted (a JSON string is a YAML double-quoted scalar), so no YAML library is needed.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ MMINA_TITLE = "MMInA: Benchmarking Multihop Multimodal Internet Agents"
 MMINA_AUTHORS = ("Ziniu Zhang", "Shulin Tian", "Liangyu Chen", "Ziwei Liu")
 MMINA_YEAR, MMINA_ARXIV = 2024, "2404.09992"
 """The benchmark the recorded tasks come from (cited by every exported card)."""
-SPDX = {"cc-by-4.0": "CC-BY-4.0", "cc-by-sa-4.0": "CC-BY-SA-4.0", "cc-by-nc-4.0": "CC-BY-NC-4.0", "cc0-1.0": "CC0-1.0",
-        "mit": "MIT", "apache-2.0": "Apache-2.0", "odc-by": "ODC-By-1.0", "odbl": "ODbL-1.0"}
+SPDX = {
+    "cc-by-4.0": "CC-BY-4.0",
+    "cc-by-sa-4.0": "CC-BY-SA-4.0",
+    "cc-by-nc-4.0": "CC-BY-NC-4.0",
+    "cc0-1.0": "CC0-1.0",
+    "mit": "MIT",
+    "apache-2.0": "Apache-2.0",
+    "odc-by": "ODC-By-1.0",
+    "odbl": "ODbL-1.0",
+}
 """Hugging Face license ids and their SPDX spelling (what ``CITATION.cff`` takes); another id is
 left out of the CFF file (it stays in the card)."""
 
@@ -50,12 +59,19 @@ class CardText:
 
 # ---------------------------------------------------------------- features
 
+
 def _value_dtype(kind: pa.DataType) -> str:
     if pa.types.is_timestamp(kind):
         zone = f", tz={kind.tz}" if kind.tz else ""
         return f"timestamp[{kind.unit}{zone}]"
-    names = {pa.string(): "string", pa.int32(): "int32", pa.int64(): "int64", pa.float64(): "float64",
-             pa.bool_(): "bool", pa.binary(): "binary"}
+    names = {
+        pa.string(): "string",
+        pa.int32(): "int32",
+        pa.int64(): "int64",
+        pa.float64(): "float64",
+        pa.bool_(): "bool",
+        pa.binary(): "binary",
+    }
     if kind not in names:
         raise TypeError(f"no Hugging Face feature for {kind}")
     return names[kind]
@@ -78,7 +94,10 @@ def feature_yaml(name: str, kind: pa.DataType, image: bool = False) -> dict[str,
         return {"name": name, "dtype": "image"}
     if pa.types.is_list(kind):
         inner = kind.value_type
-        return {"name": name, "list": _struct_yaml(inner) if pa.types.is_struct(inner) else _value_dtype(inner)}
+        return {
+            "name": name,
+            "list": _struct_yaml(inner) if pa.types.is_struct(inner) else _value_dtype(inner),
+        }
     if pa.types.is_struct(kind):
         return {"name": name, "struct": _struct_yaml(kind)}
     return {"name": name, "dtype": _value_dtype(kind)}
@@ -96,6 +115,7 @@ def hf_metadata(schema: pa.Schema, images: frozenset[str]) -> dict[bytes, bytes]
 
 
 # ---------------------------------------------------------------- YAML
+
 
 def yaml_block(value: Any, indent: int = 0) -> list[str]:
     """``value`` (mappings, lists, strings, numbers, booleans) as block-style YAML lines."""
@@ -133,6 +153,7 @@ def _yaml_scalar(value: Any) -> str:
 
 # ---------------------------------------------------------------- the card
 
+
 def card_header(configs: Sequence[CardConfig], text: CardText, episodes: int) -> dict[str, Any]:
     """The card's YAML header: license, configs (``data_files`` per config, episodes the
     default) and ``dataset_info`` (features and the one split of each config)."""
@@ -141,17 +162,34 @@ def card_header(configs: Sequence[CardConfig], text: CardText, episodes: int) ->
         "pretty_name": text.title,
         "tags": ["mmina", "web-agents", "agent-trajectories", "multimodal", "screenshots"],
         "size_categories": [_size_category(episodes)],
-        "configs": [{"config_name": c.name, "data_files": [{"split": "train", "path": f"data/{c.name}/train-*.parquet"}],
-                     **({"default": True} if c.name == "episodes" else {})} for c in configs],
-        "dataset_info": [{"config_name": c.name,
-                          "features": [feature_yaml(f.name, f.type, f.name in c.images) for f in c.schema],
-                          "splits": [{"name": "train", "num_bytes": c.bytes, "num_examples": c.rows}],
-                          "download_size": c.bytes, "dataset_size": c.bytes} for c in configs],
+        "configs": [
+            {
+                "config_name": c.name,
+                "data_files": [{"split": "train", "path": f"data/{c.name}/train-*.parquet"}],
+                **({"default": True} if c.name == "episodes" else {}),
+            }
+            for c in configs
+        ],
+        "dataset_info": [
+            {
+                "config_name": c.name,
+                "features": [feature_yaml(f.name, f.type, f.name in c.images) for f in c.schema],
+                "splits": [{"name": "train", "num_bytes": c.bytes, "num_examples": c.rows}],
+                "download_size": c.bytes,
+                "dataset_size": c.bytes,
+            }
+            for c in configs
+        ],
     }
 
 
 def _size_category(count: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+    for limit, name in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
         if count < limit:
             return name
     return "1M<n<10M"
@@ -162,16 +200,19 @@ def card_text(configs: Sequence[CardConfig], text: CardText, about: Mapping[str,
     where it came from, what was redacted, and how to cite it."""
     header = "\n".join(["---", *yaml_block(card_header(configs, text, about["episodes"])), "---"])
     rows = "\n".join(f"| `{c.name}` | {c.rows:,} | {c.bytes / 1e6:,.1f} MB | {c.doc} |" for c in configs)
-    redacted = "\n".join(f"| `{name}` | {count:,} |" for name, count in about["redacted"].items()) or "| (none) | 0 |"
+    redacted = (
+        "\n".join(f"| `{name}` | {count:,} |" for name, count in about["redacted"].items())
+        or "| (none) | 0 |"
+    )
     return f"""{header}
 
 # {text.title}
 
 Web-agent episodes on multihop, multimodal tasks of the MMInA benchmark, recorded by
-mmina {about['mmina_version']}: what the agent saw at every step
+mmina {about["mmina_version"]}: what the agent saw at every step
 (URL, accessibility tree with element ids, screenshot), what it answered and did, and the
-evaluators' verdicts. Runs: {', '.join(f'`{r}`' for r in about['runs'])}; {about['episodes']:,} episode(s),
-{about['steps']:,} step(s).
+evaluators' verdicts. Runs: {", ".join(f"`{r}`" for r in about["runs"])}; {about["episodes"]:,} episode(s),
+{about["steps"]:,} step(s).
 
 | config | rows | size | what a row is |
 |---|---|---|---|
@@ -185,20 +226,20 @@ steps[0]["screenshot_image"]  # a PIL image
 
 Rows join on `run_id`, `episode_id` (and `step_index`); `scores.level` is `task`, `hop` or `step`, and
 the latest batch of an evaluator (`scored_at`, `batch_id`) is its current verdict. Column meanings are
-mmina's store schema (version {about['schema_version']}, see mmina's docs/store.md); `*_image`
+mmina's store schema (version {about["schema_version"]}, see mmina's docs/store.md); `*_image`
 columns are the screenshots whose SHA-256 the column without the suffix holds. `mmina import
 dataset <folder>` turns the dataset back into an mmina store (`mmina.json` states versions and
 files).
 
 ## Provenance
 
-* mmina {about['mmina_version']}, store schema version {about['schema_version']} (the store read was at
-  version {about['store_schema_version']}).
-* Recorded by mmina {', '.join(about['recorded_by']) or 'unknown'}, browser {', '.join(about['browsers']) or 'unknown'}.
+* mmina {about["mmina_version"]}, store schema version {about["schema_version"]} (the store read was at
+  version {about["store_schema_version"]}).
+* Recorded by mmina {", ".join(about["recorded_by"]) or "unknown"}, browser {", ".join(about["browsers"]) or "unknown"}.
 
 ## Redaction
 
-{about['redaction']}
+{about["redaction"]}
 
 Rows (and blobs) that carry a redaction marker:
 
@@ -209,17 +250,29 @@ Rows (and blobs) that carry a redaction marker:
 ## Citation
 
 See `CITATION.cff`. The tasks are MMInA's: {MMINA_TITLE}
-({', '.join(MMINA_AUTHORS)}, {MMINA_YEAR}, arXiv:{MMINA_ARXIV}).
+({", ".join(MMINA_AUTHORS)}, {MMINA_YEAR}, arXiv:{MMINA_ARXIV}).
 """
 
 
 def citation_cff(text: CardText, version: str, released: str) -> str:
     """``CITATION.cff`` (Citation File Format 1.2.0) for the dataset, citing MMInA's paper."""
     authors = [{"name": name} for name in text.authors] or [{"name": "mmina users"}]
-    paper = {"type": "article", "title": MMINA_TITLE, "year": MMINA_YEAR,
-             "authors": [{"name": name} for name in MMINA_AUTHORS],
-             "identifiers": [{"type": "other", "value": f"arXiv:{MMINA_ARXIV}"}]}
-    document = {"cff-version": "1.2.0", "message": "If you use this dataset, please cite it as below.",
-                "type": "dataset", "title": text.title, "authors": authors,
-                **({"license": SPDX[text.license]} if text.license in SPDX else {}), "version": version, "date-released": released, "references": [paper]}
+    paper = {
+        "type": "article",
+        "title": MMINA_TITLE,
+        "year": MMINA_YEAR,
+        "authors": [{"name": name} for name in MMINA_AUTHORS],
+        "identifiers": [{"type": "other", "value": f"arXiv:{MMINA_ARXIV}"}],
+    }
+    document = {
+        "cff-version": "1.2.0",
+        "message": "If you use this dataset, please cite it as below.",
+        "type": "dataset",
+        "title": text.title,
+        "authors": authors,
+        **({"license": SPDX[text.license]} if text.license in SPDX else {}),
+        "version": version,
+        "date-released": released,
+        "references": [paper],
+    }
     return "\n".join(yaml_block(document)) + "\n"

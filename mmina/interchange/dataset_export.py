@@ -16,6 +16,7 @@ groups of at most :data:`ROW_GROUP_ROWS` rows; a shard is closed before it grows
 (a blob is written once per run) and the run's score rows. The folder is written under a
 temporary name and renamed when complete: it appears whole or not at all.
 """
+
 from __future__ import annotations
 
 import json
@@ -211,10 +212,15 @@ def _marked(row: Row) -> bool:
 
 # ---------------------------------------------------------------- blobs of an episode
 
+
 def _sniff(data: bytes) -> str:
     """An image's media type from its first bytes (in-view images carry none in the store)."""
-    for magic, media in ((b"\xff\xd8", "image/jpeg"), (b"\x89PNG", "image/png"), (b"GIF8", "image/gif"),
-                         (b"RIFF", "image/webp")):
+    for magic, media in (
+        (b"\xff\xd8", "image/jpeg"),
+        (b"\x89PNG", "image/png"),
+        (b"GIF8", "image/gif"),
+        (b"RIFF", "image/webp"),
+    ):
         if data.startswith(magic):
             return media
     return "application/octet-stream"
@@ -251,8 +257,9 @@ class _EpisodeBlobs:
         if digest:
             self.media.setdefault(digest, media)
 
-    def _children(self, found: Mapping[str, bytes], kind: str, names: Callable[[Any], Iterable[Any]],
-                  media: str | None) -> set[str]:
+    def _children(
+        self, found: Mapping[str, bytes], kind: str, names: Callable[[Any], Iterable[Any]], media: str | None
+    ) -> set[str]:
         """The blobs named inside the found blobs of media type ``kind``."""
         children: set[str] = set()
         for digest in [d for d, m in self.media.items() if m == kind and d in found]:
@@ -275,8 +282,11 @@ class _EpisodeBlobs:
 def _message_images(message: Any) -> list[tuple[str, str]]:
     content = message.get("content") if isinstance(message, dict) else None
     parts = content if isinstance(content, list) else []
-    return [(p["image_url"]["blob"], p["image_url"].get("media_type") or "image/jpeg") for p in parts
-            if isinstance(p, dict) and isinstance(p.get("image_url"), dict) and p["image_url"].get("blob")]
+    return [
+        (p["image_url"]["blob"], p["image_url"].get("media_type") or "image/jpeg")
+        for p in parts
+        if isinstance(p, dict) and isinstance(p.get("image_url"), dict) and p["image_url"].get("blob")
+    ]
 
 
 def _header(headers: Sequence[Mapping[str, str]] | None, name: str) -> str:
@@ -284,6 +294,7 @@ def _header(headers: Sequence[Mapping[str, str]] | None, name: str) -> str:
 
 
 # ---------------------------------------------------------------- the export
+
 
 class _Writer:
     """Every config's shards in the partial folder, and the per-run memory of blobs written."""
@@ -299,18 +310,40 @@ class _Writer:
 
     def episode(self, episode: StoredEpisode, blobs: _EpisodeBlobs, requests: bool) -> None:
         run_id = episode.run_id
-        self.add("episodes", {**_without(episode.row, DROPPED["episodes"]),
-                              "final_screenshot_image": blobs.image(episode.row.get("final_screenshot"))})
+        self.add(
+            "episodes",
+            {
+                **_without(episode.row, DROPPED["episodes"]),
+                "final_screenshot_image": blobs.image(episode.row.get("final_screenshot")),
+            },
+        )
         for step in episode.steps:
-            self.add("steps", {**step, "run_id": run_id, "screenshot_image": blobs.image(step.get("screenshot")),
-                               "screenshot_som_image": blobs.image(step.get("screenshot_som"))})
+            self.add(
+                "steps",
+                {
+                    **step,
+                    "run_id": run_id,
+                    "screenshot_image": blobs.image(step.get("screenshot")),
+                    "screenshot_som_image": blobs.image(step.get("screenshot_som")),
+                },
+            )
         for request in episode.requests if requests else ():
             self.add("requests", {**request, "run_id": run_id})
-        shown = {episode.row.get("final_screenshot")} | {s.get(c) for s in episode.steps for c in IMAGE_COLUMNS["steps"]}
+        shown = {episode.row.get("final_screenshot")} | {
+            s.get(c) for s in episode.steps for c in IMAGE_COLUMNS["steps"]
+        }
         for digest in sorted(blobs.data.keys() - shown - self.written):
             data = blobs.data[digest]
-            self.add("blobs", {"run_id": run_id, "sha256": digest, "media_type": blobs.media_type(digest),
-                               "size": len(data), "data": data})
+            self.add(
+                "blobs",
+                {
+                    "run_id": run_id,
+                    "sha256": digest,
+                    "media_type": blobs.media_type(digest),
+                    "size": len(data),
+                    "data": data,
+                },
+            )
             self.written.add(digest)
 
     def close(self) -> dict[str, ConfigTally]:
@@ -321,8 +354,13 @@ def _without(row: Row, names: Iterable[str]) -> Row:
     return {k: v for k, v in row.items() if k not in names}
 
 
-def export_dataset(store: Store, runs: Sequence[str], output: Path, options: DatasetOptions = DatasetOptions(),
-                   on_episode: OnEpisode | None = None) -> DatasetExport:
+def export_dataset(
+    store: Store,
+    runs: Sequence[str],
+    output: Path,
+    options: DatasetOptions = DatasetOptions(),
+    on_episode: OnEpisode | None = None,
+) -> DatasetExport:
     """Write runs ``runs`` (ids, prefixes or ``latest``) as a Hugging Face dataset folder (see
     the module); the folder appears whole or not at all."""
     run_ids = list(dict.fromkeys(store.resolve_run(run) for run in runs))
@@ -350,8 +388,15 @@ class _About:
     browsers: set[str] = field(default_factory=set)
 
 
-def _export_run(store: Store, run_id: str, writer: _Writer, options: DatasetOptions, report: DatasetExport,
-                about: _About, on_episode: OnEpisode | None) -> None:
+def _export_run(
+    store: Store,
+    run_id: str,
+    writer: _Writer,
+    options: DatasetOptions,
+    report: DatasetExport,
+    about: _About,
+    on_episode: OnEpisode | None,
+) -> None:
     run_row = store.read("runs", run_id=run_id).to_pylist()[0]
     writer.add("runs", {**run_row, "run_id": run_id})
     about.recorded_by.add(run_row.get("mmina_version") or "unknown")
@@ -377,19 +422,44 @@ def _export_run(store: Store, run_id: str, writer: _Writer, options: DatasetOpti
             writer.add("scores", {**score, "run_id": run_id})
 
 
-def _write_card(store: Store, folder: Path, report: DatasetExport, options: DatasetOptions, about: _About) -> None:
+def _write_card(
+    store: Store, folder: Path, report: DatasetExport, options: DatasetOptions, about: _About
+) -> None:
     versions = provenance(store)
     redacted = {name: tally.redacted for name, tally in report.configs.items() if tally.redacted}
-    facts = {"mmina_version": versions["mmina_version"], "schema_version": versions["schema_version"],
-             "store_schema_version": versions["store_schema_version"], "runs": report.runs,
-             "episodes": report.episodes, "steps": report.steps, "recorded_by": sorted(about.recorded_by),
-             "browsers": sorted(about.browsers), "redaction": REDACTION_NOTE, "redacted": redacted}
-    configs = [CardConfig(name=name, schema=config_schema(name), images=image_columns(name), rows=tally.rows, bytes=tally.bytes, doc=CONFIG_DOCS[name])
-               for name, tally in report.configs.items()]
+    facts = {
+        "mmina_version": versions["mmina_version"],
+        "schema_version": versions["schema_version"],
+        "store_schema_version": versions["store_schema_version"],
+        "runs": report.runs,
+        "episodes": report.episodes,
+        "steps": report.steps,
+        "recorded_by": sorted(about.recorded_by),
+        "browsers": sorted(about.browsers),
+        "redaction": REDACTION_NOTE,
+        "redacted": redacted,
+    }
+    configs = [
+        CardConfig(
+            name=name,
+            schema=config_schema(name),
+            images=image_columns(name),
+            rows=tally.rows,
+            bytes=tally.bytes,
+            doc=CONFIG_DOCS[name],
+        )
+        for name, tally in report.configs.items()
+    ]
     (folder / "README.md").write_text(card_text(configs, options.card, facts))
     today = datetime.now(UTC).date().isoformat()
     (folder / "CITATION.cff").write_text(citation_cff(options.card, versions["mmina_version"], today))
-    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, **facts, "exported_at": today,
-                "configs": {name: {"rows": t.rows, "bytes": t.bytes, "files": t.files}
-                            for name, t in report.configs.items()}}
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        **facts,
+        "exported_at": today,
+        "configs": {
+            name: {"rows": t.rows, "bytes": t.bytes, "files": t.files} for name, t in report.configs.items()
+        },
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

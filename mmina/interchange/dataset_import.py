@@ -8,6 +8,7 @@ files (the same migrations); a newer one is refused. Every run is checked to be 
 store before anything is written; a run's episodes are committed together (one batch), so an
 import that fails leaves at most a run with no episodes, never half an episode.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,9 @@ class _Dataset:
                     data = pa.Table.from_batches([batch])
                     yield data if run_id is None else data.filter(pc.equal(data.column("run_id"), run_id))
             except (OSError, pa.ArrowException) as exc:
-                raise InterchangeError(f"cannot read {self.folder / name}: {str(exc).splitlines()[0]}") from None
+                raise InterchangeError(
+                    f"cannot read {self.folder / name}: {str(exc).splitlines()[0]}"
+                ) from None
 
     def rows(self, config: str, table: Table | None, run_id: str | None = None) -> Iterator[tuple[Row, Row]]:
         """Each row as the store's table has it (upgraded from the dataset's schema version), with
@@ -87,7 +90,9 @@ def open_dataset(folder: Path) -> _Dataset:
     """The exported folder at ``folder``, its manifest checked (format, versions, files)."""
     path = folder / MANIFEST
     if not path.is_file():
-        raise InterchangeError(f"{folder} is not an mmina dataset: no {MANIFEST} (write one with `mmina export dataset`)")
+        raise InterchangeError(
+            f"{folder} is not an mmina dataset: no {MANIFEST} (write one with `mmina export dataset`)"
+        )
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -95,8 +100,10 @@ def open_dataset(folder: Path) -> _Dataset:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise InterchangeError(f"{path} does not describe an mmina dataset")
     if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
-        raise InterchangeError(f"{path} is dataset format {manifest['format_version']}; this mmina reads up to "
-                               f"{FORMAT_VERSION} (pip install -U mmina)")
+        raise InterchangeError(
+            f"{path} is dataset format {manifest['format_version']}; this mmina reads up to "
+            f"{FORMAT_VERSION} (pip install -U mmina)"
+        )
     check_readable(int(manifest.get("schema_version", 0)), str(folder))
     for config in ("runs", "tasks", "episodes"):
         if config not in manifest.get("configs", {}):
@@ -114,7 +121,9 @@ def import_dataset(store: Store, folder: Path, progress: Progress | None = None)
     run_ids = [str(r) for batch in dataset.batches("runs") for r in batch.column("run_id").to_pylist()]
     existing = set(run_ids) & set(store.run_ids())
     if existing:
-        raise InterchangeError(f"run {min(existing)} is already in {store.location}: import into another store")
+        raise InterchangeError(
+            f"run {min(existing)} is already in {store.location}: import into another store"
+        )
     report = DatasetImport(store.location)
     for run_id, (run_row, _) in zip(run_ids, dataset.rows("runs", RUNS)):
         tasks = [row for row, _ in dataset.rows("tasks", TASKS, run_id)]
@@ -129,8 +138,11 @@ def import_dataset(store: Store, folder: Path, progress: Progress | None = None)
     return report
 
 
-BLOB_COLUMNS = {"steps": ("screenshot", "screenshot_som", "model_input"), "episodes": ("final_screenshot",),
-                "requests": ("request_body", "response_body")}
+BLOB_COLUMNS = {
+    "steps": ("screenshot", "screenshot_som", "model_input"),
+    "episodes": ("final_screenshot",),
+    "requests": ("request_body", "response_body"),
+}
 """The hash columns whose blobs an episode's ``blob_packs`` should name."""
 
 
@@ -152,8 +164,11 @@ class _RunImport:
             for row, images in self.dataset.rows("episodes", EPISODES, self.run_id):
                 self._images(row, images)
                 children = steps.pop(row["episode_id"], []), requests.pop(row["episode_id"], [])
-                packs = self._packs([row], "episodes") | self._packs(children[0], "steps") | \
-                    self._packs(children[1], "requests")
+                packs = (
+                    self._packs([row], "episodes")
+                    | self._packs(children[0], "steps")
+                    | self._packs(children[1], "requests")
+                )
                 self.writer.add_episode({**row, "blob_packs": sorted(packs)}, *children)
                 self.report.episodes += 1
                 self.report.steps += len(children[0])
@@ -168,8 +183,9 @@ class _RunImport:
         """Put one blob, checked against the hash the dataset names it by."""
         digest = self.writer.put_blob(data, media_type or "application/octet-stream")
         if expected is not None and digest != expected:
-            raise InterchangeError(f"{what} of run {self.run_id} does not match its hash {expected}: the dataset is "
-                                   f"damaged")
+            raise InterchangeError(
+                f"{what} of run {self.run_id} does not match its hash {expected}: the dataset is damaged"
+            )
         if digest not in self.writer.index:  # not in the store before: in this batch's pack
             self.new.add(digest)
         self.report.blobs += 1
@@ -188,7 +204,9 @@ class _RunImport:
         found: dict[str, list[Row]] = {}
         for row, images in self.dataset.rows(config, table, self.run_id):
             self._images(row, images)
-            found.setdefault(row["episode_id"], []).append({k: v for k, v in row.items() if k != "episode_id"})
+            found.setdefault(row["episode_id"], []).append(
+                {k: v for k, v in row.items() if k != "episode_id"}
+            )
             self.report.requests += table is REQUESTS
         return found
 

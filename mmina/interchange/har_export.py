@@ -11,6 +11,7 @@ are dropped from the headers (a HAR's ``content`` is decoded too), and secrets r
 says what redaction does). mmina's own headers (``x-mmina-*``) move to ``_mmina_chunks`` and
 ``_mmina_body_missing``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -73,14 +74,24 @@ def export_har(store: Store, episode_id: str, output: Path) -> HarExport:
     return report
 
 
-def _write(store: Store, episode: StoredEpisode, browser: str | None, sink: TextIO, report: HarExport) -> None:
+def _write(
+    store: Store, episode: StoredEpisode, browser: str | None, sink: TextIO, report: HarExport
+) -> None:
     """The log object with its entries streamed into the ``entries`` array."""
     name, _space, version = (browser or "chromium").partition(" ")
-    head = {"version": "1.2", "creator": {"name": "mmina", "version": __version__},
-            "browser": {"name": name, "version": version}, "comment": REDACTION_NOTE,
-            "_mmina": {**provenance(store), "run_id": episode.run_id, "episode_id": episode.episode_id,
-                       "task_id": episode.row["task_id"]},
-            "pages": [_page(step) for step in episode.steps]}
+    head = {
+        "version": "1.2",
+        "creator": {"name": "mmina", "version": __version__},
+        "browser": {"name": name, "version": version},
+        "comment": REDACTION_NOTE,
+        "_mmina": {
+            **provenance(store),
+            "run_id": episode.run_id,
+            "episode_id": episode.episode_id,
+            "task_id": episode.row["task_id"],
+        },
+        "pages": [_page(step) for step in episode.steps],
+    }
     report.pages = len(head["pages"])
     text = json.dumps({"log": {**head, "entries": []}}, ensure_ascii=False, default=str)
     opening, closing = text.rsplit('"entries": []', 1)
@@ -91,14 +102,30 @@ def _write(store: Store, episode: StoredEpisode, browser: str | None, sink: Text
 
 
 def _page(step: Row) -> dict[str, Any]:
-    return {"startedDateTime": _iso(step["started_at"]), "id": f"step_{step['step_index']}",
-            "title": step.get("title") or step.get("url") or "", "pageTimings": {},
-            "_mmina_step": {k: step.get(k) for k in ("step_index", "url", "action", "action_error", "model_output",
-                                                      "live_hops", "screenshot")}}
+    return {
+        "startedDateTime": _iso(step["started_at"]),
+        "id": f"step_{step['step_index']}",
+        "title": step.get("title") or step.get("url") or "",
+        "pageTimings": {},
+        "_mmina_step": {
+            k: step.get(k)
+            for k in (
+                "step_index",
+                "url",
+                "action",
+                "action_error",
+                "model_output",
+                "live_hops",
+                "screenshot",
+            )
+        },
+    }
 
 
 def _entries(store: Store, episode: StoredEpisode, report: HarExport) -> Iterator[dict[str, Any]]:
-    blobs = BlobReader(store).read(episode, [r[c] for r in episode.requests for c in ("request_body", "response_body")])
+    blobs = BlobReader(store).read(
+        episode, [r[c] for r in episode.requests for c in ("request_body", "response_body")]
+    )
     last = max((s["step_index"] for s in episode.steps), default=0)
     for request in episode.requests:
         request_body = blobs.get(request["request_body"] or "")
@@ -110,21 +137,37 @@ def _entries(store: Store, episode: StoredEpisode, report: HarExport) -> Iterato
         yield entry
 
 
-def _entry(request: Row, request_body: bytes | None, response_body: bytes | None, page: int) -> dict[str, Any]:
+def _entry(
+    request: Row, request_body: bytes | None, response_body: bytes | None, page: int
+) -> dict[str, Any]:
     url = request["url"]
     entry: dict[str, Any] = {
-        "pageref": f"step_{page}", "startedDateTime": _iso(request["started_at"]), "time": request["time_ms"] or 0,
-        "request": {"method": request["method"], "url": url, "httpVersion": "HTTP/1.1", "cookies": [],
-                    "headers": _headers(request.get("request_headers"), DROPPED - {"content-length"}),
-                    "queryString": [{"name": n, "value": v}
-                                    for n, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)],
-                    "headersSize": -1, "bodySize": request["request_body_size"] or 0},
+        "pageref": f"step_{page}",
+        "startedDateTime": _iso(request["started_at"]),
+        "time": request["time_ms"] or 0,
+        "request": {
+            "method": request["method"],
+            "url": url,
+            "httpVersion": "HTTP/1.1",
+            "cookies": [],
+            "headers": _headers(request.get("request_headers"), DROPPED - {"content-length"}),
+            "queryString": [
+                {"name": n, "value": v} for n, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+            ],
+            "headersSize": -1,
+            "bodySize": request["request_body_size"] or 0,
+        },
         "response": _response(request, response_body),
-        "cache": {}, "timings": {"send": 0, "wait": request["time_ms"] or 0, "receive": 0},
-        "_mmina_step": request["step_index"], "_mmina_seq": request["seq"]}
+        "cache": {},
+        "timings": {"send": 0, "wait": request["time_ms"] or 0, "receive": 0},
+        "_mmina_step": request["step_index"],
+        "_mmina_seq": request["seq"],
+    }
     if request_body is not None:
-        entry["request"]["postData"] = {"mimeType": _header(request.get("request_headers"), "content-type"),
-                                        "text": request_body.decode("utf-8", "replace")}
+        entry["request"]["postData"] = {
+            "mimeType": _header(request.get("request_headers"), "content-type"),
+            "text": request_body.decode("utf-8", "replace"),
+        }
     redacted = redacted_parts(request, request_body, response_body)
     if redacted:
         entry["_mmina_redacted"] = redacted
@@ -141,12 +184,23 @@ def _response(request: Row, body: bytes | None) -> dict[str, Any]:
     content: dict[str, Any] = {"size": len(body) if body else 0, "mimeType": mime}
     if body:
         text = _text(body, mime)
-        content.update({"text": text} if text is not None else {"text": base64.b64encode(body).decode(),
-                                                                  "encoding": "base64"})
+        content.update(
+            {"text": text}
+            if text is not None
+            else {"text": base64.b64encode(body).decode(), "encoding": "base64"}
+        )
     status = request["status"]
-    return {"status": status, "statusText": reason(status) if status else "", "httpVersion": "HTTP/1.1",
-            "cookies": [], "headers": _headers(request.get("response_headers"), DROPPED), "content": content,
-            "redirectURL": request.get("redirect_url") or "", "headersSize": -1, "bodySize": len(body) if body else 0}
+    return {
+        "status": status,
+        "statusText": reason(status) if status else "",
+        "httpVersion": "HTTP/1.1",
+        "cookies": [],
+        "headers": _headers(request.get("response_headers"), DROPPED),
+        "content": content,
+        "redirectURL": request.get("redirect_url") or "",
+        "headersSize": -1,
+        "bodySize": len(body) if body else 0,
+    }
 
 
 def _text(body: bytes, mime: str) -> str | None:
@@ -159,8 +213,11 @@ def _text(body: bytes, mime: str) -> str | None:
 
 
 def _headers(headers: list[dict[str, str]] | None, dropped: frozenset[str]) -> list[dict[str, str]]:
-    return [{"name": h["name"], "value": h["value"]} for h in headers or ()
-            if h["name"].lower() not in dropped and not h["name"].lower().startswith(MMINA_HEADERS)]
+    return [
+        {"name": h["name"], "value": h["value"]}
+        for h in headers or ()
+        if h["name"].lower() not in dropped and not h["name"].lower().startswith(MMINA_HEADERS)
+    ]
 
 
 def _header(headers: list[dict[str, str]] | None, name: str) -> str:

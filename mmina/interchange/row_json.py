@@ -5,6 +5,7 @@ Timestamps become ISO 8601 strings (UTC, microseconds) and come back as aware da
 every other value of the store's tables is JSON already (strings, numbers, booleans, lists and
 structs of them). Columns a reader does not know are dropped, columns it misses are null.
 """
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

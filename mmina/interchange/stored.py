@@ -5,6 +5,7 @@ Exports stream: episodes are read file by file (an episode's own files, or one e
 time out of a batch file, whose row groups the episode id narrows), so a run of 100,000
 episodes costs the memory of one episode and the list of its file names, never its size.
 """
+
 from __future__ import annotations
 
 import os
@@ -92,40 +93,77 @@ def selected_runs(store: Store, selection: Selection) -> list[str]:
     return list(dict.fromkeys(runs[e] for e in selection.episodes))
 
 
-def stream_episodes(store: Store, selection: Selection, step_columns: Sequence[str] | None = None,
-                    request_columns: Sequence[str] | None = None) -> Iterator[StoredEpisode]:
+def stream_episodes(
+    store: Store,
+    selection: Selection,
+    step_columns: Sequence[str] | None = None,
+    request_columns: Sequence[str] | None = None,
+) -> Iterator[StoredEpisode]:
     """The selected episodes one at a time (file order, then start time within a file), each
     with its steps and requests; an unreadable file is skipped with a warning (as reads do)."""
     wanted = set(selection.episodes) or None
     tasks = set(selection.tasks) or None
     seen: set[str] = set()
     for run_id in selected_runs(store, selection):
-        children = {table: {file_stem(p): p for p in store.files(table.name, run_id)} for table in (STEPS, REQUESTS)}
+        children = {
+            table: {file_stem(p): p for p in store.files(table.name, run_id)} for table in (STEPS, REQUESTS)
+        }
         for path in store.files("episodes", run_id):
-            rows = [r for r in _rows(store, path, EPISODES) if r["episode_id"] not in seen
-                    and (wanted is None or r["episode_id"] in wanted) and (tasks is None or r["task_id"] in tasks)]
+            rows = [
+                r
+                for r in _rows(store, path, EPISODES)
+                if r["episode_id"] not in seen
+                and (wanted is None or r["episode_id"] in wanted)
+                and (tasks is None or r["task_id"] in tasks)
+            ]
             for row in sorted(rows, key=lambda r: (r["started_at"], r["episode_id"])):
                 seen.add(row["episode_id"])
                 yield _episode(store, run_id, row, children, path, step_columns, request_columns)
 
 
-def _episode(store: Store, run_id: str, row: Row, children: dict[Table, dict[str, PurePath]], path: PurePath,
-             step_columns: Sequence[str] | None, request_columns: Sequence[str] | None) -> StoredEpisode:
+def _episode(
+    store: Store,
+    run_id: str,
+    row: Row,
+    children: dict[Table, dict[str, PurePath]],
+    path: PurePath,
+    step_columns: Sequence[str] | None,
+    request_columns: Sequence[str] | None,
+) -> StoredEpisode:
     """One episode with its child rows, read from the files of its stem (narrowed to it)."""
     stem = file_stem(path)
     where = {"episode_id": row["episode_id"]}
     steps = _rows(store, children[STEPS].get(stem), STEPS, step_columns, where)
     requests = _rows(store, children[REQUESTS].get(stem), REQUESTS, request_columns, where)
-    return StoredEpisode(run_id, {**row, "run_id": run_id}, sorted(steps, key=lambda s: s["step_index"]),
-                         sorted(requests, key=lambda r: r["seq"]))
+    return StoredEpisode(
+        run_id,
+        {**row, "run_id": run_id},
+        sorted(steps, key=lambda s: s["step_index"]),
+        sorted(requests, key=lambda r: r["seq"]),
+    )
 
 
-def _rows(store: Store, path: PurePath | None, table: Table, columns: Sequence[str] | None = None,
-          where: dict[str, Any] | None = None) -> list[Row]:
+def _rows(
+    store: Store,
+    path: PurePath | None,
+    table: Table,
+    columns: Sequence[str] | None = None,
+    where: dict[str, Any] | None = None,
+) -> list[Row]:
     if path is None:
         return []
-    needed = None if columns is None else sorted({*columns, "episode_id", *(["step_index"] if table is STEPS else []),
-                                                   *(["seq"] if table is REQUESTS else [])})
+    needed = (
+        None
+        if columns is None
+        else sorted(
+            {
+                *columns,
+                "episode_id",
+                *(["step_index"] if table is STEPS else []),
+                *(["seq"] if table is REQUESTS else []),
+            }
+        )
+    )
     try:
         data: pa.Table = read_file(path, table, needed, store.migrations, store.backend.arrow, where)
     except CorruptFileError as exc:
@@ -140,7 +178,11 @@ def count_episodes(store: Store, selection: Selection) -> int:
     wanted, tasks = set(selection.episodes), set(selection.tasks)
     for run_id in selected_runs(store, selection):
         rows = store.read("episodes", run_id=run_id, columns=["episode_id", "task_id"]).to_pylist()
-        total += sum(1 for r in rows if (not wanted or r["episode_id"] in wanted) and (not tasks or r["task_id"] in tasks))
+        total += sum(
+            1
+            for r in rows
+            if (not wanted or r["episode_id"] in wanted) and (not tasks or r["task_id"] in tasks)
+        )
     if not total:
         raise InterchangeError("the selection holds no finished episode")
     return total
@@ -148,30 +190,42 @@ def count_episodes(store: Store, selection: Selection) -> int:
 
 def provenance(store: Store) -> dict[str, Any]:
     """What an export states about where it came from."""
-    return {"software": f"mmina {__version__}", "mmina_version": __version__, "schema_version": SCHEMA_VERSION,
-            "store_schema_version": store.marker_version(), "store": store.location}
+    return {
+        "software": f"mmina {__version__}",
+        "mmina_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "store_schema_version": store.marker_version(),
+        "store": store.location,
+    }
 
 
-REDACTION_NOTE = ("secrets were redacted by mmina before they reached the store (credentials in headers, cookies, "
-                  "secret query values and body fields, typed secrets): each is replaced by [REDACTED] "
-                  "(%5BREDACTED%5D inside URLs); every other byte is as the browser received it. Bodies are "
-                  "decoded (no Content-Encoding); a body the recording could not keep is absent.")
+REDACTION_NOTE = (
+    "secrets were redacted by mmina before they reached the store (credentials in headers, cookies, "
+    "secret query values and body fields, typed secrets): each is replaced by [REDACTED] "
+    "(%5BREDACTED%5D inside URLs); every other byte is as the browser received it. Bodies are "
+    "decoded (no Content-Encoding); a body the recording could not keep is absent."
+)
 
 
 def redacted_parts(request: Row, request_body: bytes | None, response_body: bytes | None) -> list[str]:
     """Which parts of one exchange carry a redaction marker (url, request-headers, request-body,
     response-headers, response-body): what the export says per record."""
-    parts = {"url": _marked(request.get("url")),
-             "request-headers": any(_marked(h["value"]) for h in request.get("request_headers") or ()),
-             "request-body": _marked_bytes(request_body),
-             "response-headers": any(_marked(h["value"]) for h in request.get("response_headers") or ()),
-             "response-body": _marked_bytes(response_body)}
+    parts = {
+        "url": _marked(request.get("url")),
+        "request-headers": any(_marked(h["value"]) for h in request.get("request_headers") or ()),
+        "request-body": _marked_bytes(request_body),
+        "response-headers": any(_marked(h["value"]) for h in request.get("response_headers") or ()),
+        "response-body": _marked_bytes(response_body),
+    }
     return [name for name, marked in parts.items() if marked]
 
 
 def body_missing(request: Row) -> bool:
     """The recording had a response body it could not keep (``x-mmina-body: missing``)."""
-    return any(h["name"].lower() == BODY_HEADER and h["value"] == MISSING for h in request.get("response_headers") or ())
+    return any(
+        h["name"].lower() == BODY_HEADER and h["value"] == MISSING
+        for h in request.get("response_headers") or ()
+    )
 
 
 def _marked(text: str | None) -> bool:

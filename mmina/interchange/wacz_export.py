@@ -19,6 +19,7 @@ files already compressed, so a player reads a record by range); the JSON files a
 The WARC goes to a temporary file beside the output first (the ZIP needs its hash before
 listing it); the output appears whole or not at all.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,10 +69,16 @@ def page_lines(episode: StoredEpisode) -> Iterator[dict[str, Any]]:
     for step in episode.steps:
         url = step.get("url") or ""
         if url.lower().startswith(("http://", "https://")):
-            yield {"id": f"{episode.episode_id}/{step['step_index']}", "url": url, "ts": _rfc3339(step["started_at"]),
-                   "title": step.get("title") or url, "text": page_text(step.get("tree_text") or ""),
-                   "mmina_episode": episode.episode_id, "mmina_task": episode.row["task_id"],
-                   "mmina_step": step["step_index"]}
+            yield {
+                "id": f"{episode.episode_id}/{step['step_index']}",
+                "url": url,
+                "ts": _rfc3339(step["started_at"]),
+                "title": step.get("title") or url,
+                "text": page_text(step.get("tree_text") or ""),
+                "mmina_episode": episode.episode_id,
+                "mmina_task": episode.row["task_id"],
+                "mmina_step": step["step_index"],
+            }
 
 
 def page_text(tree: str) -> str:
@@ -87,8 +94,13 @@ def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def export_wacz(store: Store, selection: Selection, output: Path, on_episode: OnEpisode | None = None,
-                title: str | None = None) -> WaczExport:
+def export_wacz(
+    store: Store,
+    selection: Selection,
+    output: Path,
+    on_episode: OnEpisode | None = None,
+    title: str | None = None,
+) -> WaczExport:
     """Write the selected episodes as a WACZ package at ``output`` (see the module)."""
     runs = selected_runs(store, selection)
     report = WaczExport(str(output))
@@ -97,19 +109,30 @@ def export_wacz(store: Store, selection: Selection, output: Path, on_episode: On
         index = CdxjIndex(WARC_NAME)
         first: list[Row] = []
         with warc.open("wb") as sink, pages.open("w", encoding="utf-8") as page_file:
-            page_file.write(json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n")
+            page_file.write(
+                json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n"
+            )
             counted = _pages_writer(page_file, report, first, on_episode)
             warc_report = WarcExport(str(warc))
             write_warc(store, selection, WarcWriter(sink, index), warc_report, runs, counted, revisits=False)
-        report.records, report.sockets, report.indexed = warc_report.records, warc_report.sockets, len(index.lines)
-        package = {"title": title or f"mmina run {', '.join(runs)}", "runs": runs, "first": first[0] if first else None}
+        report.records, report.sockets, report.indexed = (
+            warc_report.records,
+            warc_report.sockets,
+            len(index.lines),
+        )
+        package = {
+            "title": title or f"mmina run {', '.join(runs)}",
+            "runs": runs,
+            "first": first[0] if first else None,
+        }
         _zip(partial, warc, index.text(), pages.read_bytes(), package)
     report.bytes = output.stat().st_size
     return report
 
 
-def _pages_writer(sink: IO[str], report: WaczExport, first: list[Row],
-                  on_episode: OnEpisode | None) -> Callable[[StoredEpisode], None]:
+def _pages_writer(
+    sink: IO[str], report: WaczExport, first: list[Row], on_episode: OnEpisode | None
+) -> Callable[[StoredEpisode], None]:
     def written(episode: StoredEpisode) -> None:
         for page in page_lines(episode):
             sink.write(json.dumps(page, ensure_ascii=False) + "\n")
@@ -119,6 +142,7 @@ def _pages_writer(sink: IO[str], report: WaczExport, first: list[Row],
         report.episodes += 1
         if on_episode:
             on_episode(episode)
+
     return written
 
 
@@ -137,16 +161,23 @@ def _scratch(output: Path) -> Iterator[Path]:
 
 def _zip(path: Path, warc: Path, index: bytes, pages: bytes, package: dict[str, Any]) -> None:
     """The package: the WARC stored, the rest deflated, the data package listing every file."""
-    resources = [_resource(f"archive/{WARC_NAME}", *_file_hash(warc)),
-                 _resource("indexes/index.cdxj", hashlib.sha256(index).hexdigest(), len(index)),
-                 _resource("pages/pages.jsonl", hashlib.sha256(pages).hexdigest(), len(pages))]
+    resources = [
+        _resource(f"archive/{WARC_NAME}", *_file_hash(warc)),
+        _resource("indexes/index.cdxj", hashlib.sha256(index).hexdigest(), len(index)),
+        _resource("pages/pages.jsonl", hashlib.sha256(pages).hexdigest(), len(pages)),
+    ]
     datapackage = json.dumps(_datapackage(resources, package), indent=2).encode()
-    digest = json.dumps({"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(datapackage).hexdigest()},
-                        indent=2).encode()
+    digest = json.dumps(
+        {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(datapackage).hexdigest()}, indent=2
+    ).encode()
     with zipfile.ZipFile(path, "w", allowZip64=True) as package_zip:
         package_zip.write(warc, f"archive/{WARC_NAME}", compress_type=zipfile.ZIP_STORED)
-        for name, data in (("indexes/index.cdxj", index), ("pages/pages.jsonl", pages),
-                           ("datapackage.json", datapackage), ("datapackage-digest.json", digest)):
+        for name, data in (
+            ("indexes/index.cdxj", index),
+            ("pages/pages.jsonl", pages),
+            ("datapackage.json", datapackage),
+            ("datapackage-digest.json", digest),
+        ):
             package_zip.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
 
 
@@ -166,8 +197,16 @@ def _datapackage(resources: list[dict[str, Any]], package: dict[str, Any]) -> di
     now = _rfc3339(utcnow())
     first = package["first"]
     main = {"mainPageUrl": first["url"], "mainPageDate": first["ts"]} if first else {}
-    return {"profile": "data-package", "wacz_version": WACZ_VERSION, "title": package["title"],
-            "description": "Web-agent episodes recorded by mmina: one page per step. Secrets were redacted before "
-                           "they reached mmina's store (see the WARC's warcinfo record).",
-            "created": now, "modified": now, "software": f"mmina {__version__}", **main,
-            "mmina": {"runs": package["runs"]}, "resources": resources}
+    return {
+        "profile": "data-package",
+        "wacz_version": WACZ_VERSION,
+        "title": package["title"],
+        "description": "Web-agent episodes recorded by mmina: one page per step. Secrets were redacted before "
+        "they reached mmina's store (see the WARC's warcinfo record).",
+        "created": now,
+        "modified": now,
+        "software": f"mmina {__version__}",
+        **main,
+        "mmina": {"runs": package["runs"]},
+        "resources": resources,
+    }

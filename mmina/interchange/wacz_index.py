@@ -8,6 +8,7 @@ body as warcio.js's ``postToGetUrl`` makes it (what ReplayWeb.page's wabac.js co
 page's request): a form as it is, JSON flattened into its leaves' ``key=value`` (a repeated key
 as ``key.2_``), a multipart form's fields, anything else ``__wb_post_data=`` in base64.
 """
+
 from __future__ import annotations
 
 import base64
@@ -48,23 +49,32 @@ class CdxjIndex:
         message = parse_http(record.block)
         method = message.start.split(" ", 1)[0].upper()
         if method != "GET":
-            self.requests[record.headers["warc-record-id"]] = (method, post_query(message.body,
-                                                                                  message.header("content-type")))
+            self.requests[record.headers["warc-record-id"]] = (
+                method,
+                post_query(message.body, message.header("content-type")),
+            )
 
     def _line(self, record: Written, uri: str) -> str:
         message = parse_http(record.block) if record.kind == "response" else None
         kind = message.header("content-type") if message else record.headers.get("content-type", "")
-        entry: dict[str, Any] = {"url": uri, "mime": kind.split(";")[0].strip(),
-                                 **({"status": str(message.status)} if message else {}),
-                                 "digest": record.headers.get("warc-payload-digest") or record.headers.get(
-                                     "warc-block-digest", ""),
-                                 "length": str(record.length), "offset": str(record.offset), "filename": self.filename}
+        entry: dict[str, Any] = {
+            "url": uri,
+            "mime": kind.split(";")[0].strip(),
+            **({"status": str(message.status)} if message else {}),
+            "digest": record.headers.get("warc-payload-digest")
+            or record.headers.get("warc-block-digest", ""),
+            "length": str(record.length),
+            "offset": str(record.offset),
+            "filename": self.filename,
+        }
         key = uri
         request = self.requests.pop(record.headers.get("warc-concurrent-to", ""), None)
         if request is not None:
             entry.update(method=request[0], requestBody=request[1])
             key = with_request_query(uri, decode_uri(request[1]), request[0])
-        return f"{surt(key)} {_timestamp(record.headers['warc-date'])} {json.dumps(entry, ensure_ascii=False)}"
+        return (
+            f"{surt(key)} {_timestamp(record.headers['warc-date'])} {json.dumps(entry, ensure_ascii=False)}"
+        )
 
     def text(self) -> bytes:
         return "".join(line + "\n" for line in sorted(self.lines)).encode()
@@ -93,10 +103,15 @@ def with_request_query(url: str, query: str, method: str) -> str:
 def decode_uri(text: str) -> str:
     """JavaScript's ``decodeURI``: escapes decoded but those of reserved characters; "" for a
     malformed one (warcio.js keys a request so)."""
+
     def one(found: re.Match[str]) -> str:
         decoded = bytes(int(h, 16) for h in found[0][1:].split("%")).decode("utf-8")
-        return "".join(found[0][3 * i:3 * i + 3] if c in _RESERVED else c for i, c in enumerate(decoded)) \
-            if decoded.isascii() else decoded
+        return (
+            "".join(found[0][3 * i : 3 * i + 3] if c in _RESERVED else c for i, c in enumerate(decoded))
+            if decoded.isascii()
+            else decoded
+        )
+
     try:
         return _ESCAPES.sub(one, text)
     except (UnicodeDecodeError, ValueError):

@@ -23,6 +23,7 @@ are given: the run, its tasks, every episode with its own steps, screenshots and
 Other records (``warcinfo``, other ``metadata`` and ``resource`` records, ``conversion``)
 are counted and skipped.
 """
+
 from __future__ import annotations
 
 import os
@@ -193,7 +194,9 @@ class _Reader:
         if message.status == 101 and frames is not None:
             self._add_socket(frames, record, message.headers)
             return
-        stored = self._revisited(record, message) if record.kind == "revisit" else self._response(message, record)
+        stored = (
+            self._revisited(record, message) if record.kind == "revisit" else self._response(message, record)
+        )
         if stored is None:
             self._skip("revisit of a record not in the file(s)")
             return
@@ -215,8 +218,14 @@ class _Reader:
         log = stored_log(frames.block, opened)
         body = self._put(self.redactor.body(log.body, SOCKET_MIME), SOCKET_MIME) if log.body else None
         stored = _Stored(101, tuple(headers), body, len(log.body), SOCKET_MIME)
-        self.rows.append({**self._row(handshake, stored), "url": self.redactor.text(_uri(frames)) or "",
-                          "started_at": opened, "method": "GET"})
+        self.rows.append(
+            {
+                **self._row(handshake, stored),
+                "url": self.redactor.text(_uri(frames)) or "",
+                "started_at": opened,
+                "method": "GET",
+            }
+        )
         self.report.sockets += 1
         self.report.socket_frames += log.frames
         self.report.control_frames += log.control
@@ -255,15 +264,24 @@ class _Reader:
 
     def _revisited(self, record: WarcRecord, message: HttpMessage) -> _Stored | None:
         self.report.revisits += 1
-        original = self.by_record.get(record.get("warc-refers-to")) \
-            or self.by_digest.get(record.get("warc-payload-digest")) \
-            or self.by_uri.get((record.get("warc-refers-to-target-uri").strip("<>"), record.get("warc-refers-to-date")))
+        original = (
+            self.by_record.get(record.get("warc-refers-to"))
+            or self.by_digest.get(record.get("warc-payload-digest"))
+            or self.by_uri.get(
+                (record.get("warc-refers-to-target-uri").strip("<>"), record.get("warc-refers-to-date"))
+            )
+        )
         if original is None:
             return None
         if message.status in (0, 304) or not message.headers:
             return original
-        return _Stored(message.status, tuple(message.headers), original.body, original.size,
-                       message.header("content-type") or original.mime)
+        return _Stored(
+            message.status,
+            tuple(message.headers),
+            original.body,
+            original.size,
+            message.header("content-type") or original.mime,
+        )
 
     def _remember(self, record: WarcRecord, stored: _Stored) -> None:
         self.by_record[record.get("warc-record-id")] = stored
@@ -272,20 +290,39 @@ class _Reader:
         self.by_uri[(_uri(record), record.get("warc-date"))] = stored
 
     def _row(self, record: WarcRecord, stored: _Stored) -> Row:
-        request = self.requests.get(record.get("warc-record-id")) \
-            or self.requests.get(self.request_for.get(record.get("warc-record-id"), "")) \
-            or next((self.requests[r] for r in record.concurrent() if r in self.requests), _Request("GET", (), None))
+        request = (
+            self.requests.get(record.get("warc-record-id"))
+            or self.requests.get(self.request_for.get(record.get("warc-record-id"), ""))
+            or next(
+                (self.requests[r] for r in record.concurrent() if r in self.requests),
+                _Request("GET", (), None),
+            )
+        )
         request_type = next((v for n, v in request.headers if n.lower() == "content-type"), "")
-        request_body = self._put(self.redactor.body(request.body, request_type, response=False), request_type) \
-            if request.body else None
+        request_body = (
+            self._put(self.redactor.body(request.body, request_type, response=False), request_type)
+            if request.body
+            else None
+        )
         location = next((v for n, v in stored.headers if n.lower() == "location"), "")
-        return {"seq": len(self.rows), "step_index": -1, "started_at": _date(record.get("warc-date")),
-                "method": request.method, "url": self.redactor.text(_uri(record)) or "", "status": stored.status,
-                "request_headers": self.redactor.headers(request.headers),
-                "response_headers": self.redactor.headers(stored.headers), "request_body": request_body,
-                "request_body_size": len(request.body or b""), "response_body": stored.body,
-                "response_body_size": stored.size, "mime_type": stored.mime,
-                "redirect_url": self.redactor.text(location) or "", "time_ms": 0.0, **exchange_columns(record)}
+        return {
+            "seq": len(self.rows),
+            "step_index": -1,
+            "started_at": _date(record.get("warc-date")),
+            "method": request.method,
+            "url": self.redactor.text(_uri(record)) or "",
+            "status": stored.status,
+            "request_headers": self.redactor.headers(request.headers),
+            "response_headers": self.redactor.headers(stored.headers),
+            "request_body": request_body,
+            "request_body_size": len(request.body or b""),
+            "response_body": stored.body,
+            "response_body_size": stored.size,
+            "mime_type": stored.mime,
+            "redirect_url": self.redactor.text(location) or "",
+            "time_ms": 0.0,
+            **exchange_columns(record),
+        }
 
 
 def _uri(record: WarcRecord) -> str:
@@ -300,8 +337,14 @@ def _date(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run_id: str | None = None,
-                task_ids: Sequence[str] = (), progress: Progress | None = None) -> WarcImport:
+def import_warc(
+    store: Store,
+    paths: Sequence[Path],
+    tasks_path: str | None,
+    run_id: str | None = None,
+    task_ids: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> WarcImport:
     """Import ``paths`` as a run over the tasks of ``tasks_path``, or, without tasks, restore
     the run an mmina export holds (see the module); the files are read completely before
     anything is written, so a bad file writes nothing."""
@@ -312,20 +355,26 @@ def import_warc(store: Store, paths: Sequence[Path], tasks_path: str | None, run
         raise InterchangeError("--task picks tasks of --tasks: give --tasks too")
     suite = load_suite(tasks_path, list(task_ids) or None) if tasks_path else None
     run_id = check_id("run id", run_id) if run_id else None
-    report = WarcImport(run_id or "", store.location, files=len(paths), tasks=len(suite.tasks) if suite else 0)
+    report = WarcImport(
+        run_id or "", store.location, files=len(paths), tasks=len(suite.tasks) if suite else 0
+    )
     reader = _learnt(_Reader(report), paths)
     if suite is None and not reader.restore.found:
-        raise InterchangeError(f"{', '.join(str(p) for p in paths)}: not written by mmina export warc (no "
-                               "urn:mmina:run record), so there is no run to restore: give --tasks")
+        raise InterchangeError(
+            f"{', '.join(str(p) for p in paths)}: not written by mmina export warc (no "
+            "urn:mmina:run record), so there is no run to restore: give --tasks"
+        )
     reader.restore.active = suite is None
-    report.run_id = run_id or (reader.restore.run_id() if suite is None
-                               else f"{datetime.now(UTC):%Y%m%d-%H%M%S}-warc")
+    report.run_id = run_id or (
+        reader.restore.run_id() if suite is None else f"{datetime.now(UTC):%Y%m%d-%H%M%S}-warc"
+    )
     reader.writer = writer = store.batch_writer(report.run_id)
     try:
         rows = _read(reader, paths, report, progress)
         if suite is None:
-            report.restored_episodes = reader.restore.commit(store, writer, rows, reader.redactor.row,
-                                                             [os.path.abspath(p) for p in paths])
+            report.restored_episodes = reader.restore.commit(
+                store, writer, rows, reader.redactor.row, [os.path.abspath(p) for p in paths]
+            )
             report.tasks = len(reader.restore.tasks())
         else:
             _commit(store, writer, suite, [_without_origin(r) for r in rows], paths, report)
@@ -351,7 +400,9 @@ def _read(reader: _Reader, paths: Sequence[Path], report: WarcImport, progress: 
             if progress:
                 progress(report.records)
     if not reader.rows:
-        raise InterchangeError(f"no response records in {', '.join(str(p) for p in paths)}: nothing to replay")
+        raise InterchangeError(
+            f"no response records in {', '.join(str(p) for p in paths)}: nothing to replay"
+        )
     rows = sorted(reader.rows, key=lambda r: (r["started_at"], r["seq"]))
     return [{**row, "seq": seq} for seq, row in enumerate(rows)]
 
@@ -360,27 +411,53 @@ def _without_origin(row: Row) -> Row:
     return {k: v for k, v in row.items() if k != ORIGIN}
 
 
-def _commit(store: Store, writer: BatchWriter, suite: Any, rows: list[Row], paths: Sequence[Path],
-            report: WarcImport) -> None:
+def _commit(
+    store: Store, writer: BatchWriter, suite: Any, rows: list[Row], paths: Sequence[Path], report: WarcImport
+) -> None:
     """The run (its tasks from the suite) and one episode per task holding every exchange."""
-    config = {"mode": "import", "source": "warc", "files": [os.path.abspath(p) for p in paths],
-              "records": report.records, "exchanges": report.exchanges}
-    row = run_row(AGENT, None, config, SuiteRef(suite.name, suite.path, suite.sha256), len(suite.tasks),
-                  viewport=DEFAULT_VIEWPORT)
+    config = {
+        "mode": "import",
+        "source": "warc",
+        "files": [os.path.abspath(p) for p in paths],
+        "records": report.records,
+        "exchanges": report.exchanges,
+    }
+    row = run_row(
+        AGENT,
+        None,
+        config,
+        SuiteRef(suite.name, suite.path, suite.sha256),
+        len(suite.tasks),
+        viewport=DEFAULT_VIEWPORT,
+    )
     if not store.begin_run(report.run_id, row, [task_row(t) for t in suite.tasks]):
         raise InterchangeError(f"run {report.run_id} already exists in {store.root}; choose another --run-id")
     started, ended = rows[0]["started_at"], rows[-1]["started_at"]
     packs: list[str] | None = None
     for task in suite.tasks:
-        writer.add_episode({**_episode_row(task, started, ended), **({"blob_packs": packs} if packs else {})},
-                           requests=rows)
+        writer.add_episode(
+            {**_episode_row(task, started, ended), **({"blob_packs": packs} if packs else {})}, requests=rows
+        )
         packs = packs or writer.episodes[-1]["blob_packs"]  # the bodies were put once, with the first episode
     writer.commit()
 
 
 def _episode_row(task: Task, started: datetime, ended: datetime) -> Row:
-    return {"episode_id": f"{id_slug(task.task_id)}-warc-{os.urandom(8).hex()}", "task_id": task.task_id,
-            "attempt": 1, "status": "completed", "stop_reason": None, "final_answer": None, "n_steps": 0,
-            "n_hops": task.n_hops, "live_hops": 0, "hop_steps": [], "started_at": started, "ended_at": ended,
-            "duration_ms": (ended - started).total_seconds() * 1e3, "prompt_tokens": 0, "completion_tokens": 0,
-            "cost_usd": 0.0}
+    return {
+        "episode_id": f"{id_slug(task.task_id)}-warc-{os.urandom(8).hex()}",
+        "task_id": task.task_id,
+        "attempt": 1,
+        "status": "completed",
+        "stop_reason": None,
+        "final_answer": None,
+        "n_steps": 0,
+        "n_hops": task.n_hops,
+        "live_hops": 0,
+        "hop_steps": [],
+        "started_at": started,
+        "ended_at": ended,
+        "duration_ms": (ended - started).total_seconds() * 1e3,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }

@@ -4,6 +4,7 @@ Written one gzip member per record (what pywb, warcio and Browsertrix write: a r
 to any record). Read from a file gzipped per record, gzipped whole or plain, one record at a
 time. Digests are ``sha256:`` in base32, the labelled form WARC 1.1 and warcio use.
 """
+
 from __future__ import annotations
 
 import base64
@@ -70,8 +71,14 @@ class WarcWriter:
     def write(self, kind: str, rid: str, date: str, headers: Headers, block: bytes) -> None:
         """One record of ``kind`` with its id, date, further headers (a ``WARC-Payload-Digest``
         among them for HTTP records) and block."""
-        lines = [("WARC-Type", kind), ("WARC-Record-ID", rid), ("WARC-Date", date), *headers,
-                 ("WARC-Block-Digest", digest(block)), ("Content-Length", str(len(block)))]
+        lines = [
+            ("WARC-Type", kind),
+            ("WARC-Record-ID", rid),
+            ("WARC-Date", date),
+            *headers,
+            ("WARC-Block-Digest", digest(block)),
+            ("Content-Length", str(len(block))),
+        ]
         head = VERSION + CRLF + b"".join(f"{n}: {_field(v)}".encode() + CRLF for n, v in lines) + CRLF
         member = gzip.compress(head + block + CRLF + CRLF, compresslevel=6, mtime=0)
         self.sink.write(member)
@@ -87,6 +94,7 @@ def _field(value: str) -> str:
 
 
 # ---------------------------------------------------------------- HTTP messages
+
 
 def http_request(method: str, url_path: str, headers: Headers, body: bytes) -> bytes:
     start = f"{method} {url_path} HTTP/1.1".encode()
@@ -157,7 +165,7 @@ def dechunk(data: bytes) -> bytes:
         size = int(size_text, 16)
         if size == 0:
             break
-        out.write(data[end + 2:end + 2 + size])
+        out.write(data[end + 2 : end + 2 + size])
         position = end + 2 + size + 2
     return out.getvalue()
 
@@ -165,7 +173,9 @@ def dechunk(data: bytes) -> bytes:
 def decode_content(data: bytes, encodings: Sequence[str]) -> bytes:
     """The entity with its content codings undone, last applied first (gzip, deflate, and br
     when the ``brotli`` package is installed); raises for one that cannot be undone."""
-    for coding in reversed([c.strip().lower() for c in encodings if c.strip() and c.strip().lower() != "identity"]):
+    for coding in reversed(
+        [c.strip().lower() for c in encodings if c.strip() and c.strip().lower() != "identity"]
+    ):
         data = _decode_one(data, coding)
     return data
 
@@ -195,6 +205,7 @@ def _brotli() -> Any:
 
 
 # ---------------------------------------------------------------- reading records
+
 
 @dataclass(frozen=True)
 class WarcRecord:
@@ -226,7 +237,7 @@ def read_records(path: Path) -> Iterator[WarcRecord]:
     try:
         with path.open("rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rb") if gzipped else path.open("rb")) as stream:
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
             yield from _records(stream, path)  # type: ignore[arg-type]
     except (OSError, EOFError, zlib.error) as exc:
         raise InterchangeError(f"{path} cannot be read as WARC: {exc}") from None

@@ -12,6 +12,7 @@ to (``WARC-Mmina-Episode``, ``-Seq``, ``-Step``) with what HTTP cannot say (``-T
 What the WARC does not hold is left out of the restored rows: a blob reference (set-of-marks
 screenshot, model input, an in-view image) whose bytes are not in the file becomes null.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,11 @@ def exchange_columns(record: WarcRecord) -> Row:
     if len(received) == 2:
         columns.update(received_body_sha256=received[0], received_body_size=_number(received[1], int))
     if record.get("warc-mmina-episode"):
-        columns[ORIGIN] = (record.get("warc-mmina-episode"), _number(record.get("warc-mmina-seq"), int),
-                           _number(record.get("warc-mmina-step"), int))
+        columns[ORIGIN] = (
+            record.get("warc-mmina-episode"),
+            _number(record.get("warc-mmina-seq"), int),
+            _number(record.get("warc-mmina-step"), int),
+        )
     return columns
 
 
@@ -110,7 +114,9 @@ class Restore:
             self.steps.setdefault(str(content.get("episode_id")), []).append(content)
         return True
 
-    def commit(self, store: Store, writer: BatchWriter, rows: list[Row], redact: Redact, files: list[str]) -> int:
+    def commit(
+        self, store: Store, writer: BatchWriter, rows: list[Row], redact: Redact, files: list[str]
+    ) -> int:
         """Write the restored run (``writer``'s) and its episodes, their rows redacted by
         ``redact`` as a recording's are (the traffic's secrets, learnt by the import); how many.
         The run's settings say where it came from (``restored_from``: the files, the run id)."""
@@ -118,15 +124,22 @@ class Restore:
             raise InterchangeError("the mmina export holds no episode to restore")
         run_id = writer.run_id
         run = row_from_json(RUNS, self.runs[0]["run"])
-        run["config_json"] = json.dumps({**run_config(run.get("config_json")), "restored_from": {
-            "files": files, "run_id": self.run_id()}}, sort_keys=True)
+        run["config_json"] = json.dumps(
+            {
+                **run_config(run.get("config_json")),
+                "restored_from": {"files": files, "run_id": self.run_id()},
+            },
+            sort_keys=True,
+        )
         if not store.begin_run(run_id, run, self.tasks()):
             raise InterchangeError(f"run {run_id} already exists in {store.root}; choose another --run-id")
         requests: dict[str, list[Row]] = {}
         for row in rows:
             episode, seq, step = row.pop(ORIGIN, (None, 0, -1))
-            received = {"received_body_sha256": row["response_body"],  # no WARC-Mmina-Received: not redacted
-                        "received_body_size": row["response_body_size"] if row["response_body"] else None}
+            received = {
+                "received_body_sha256": row["response_body"],  # no WARC-Mmina-Received: not redacted
+                "received_body_size": row["response_body_size"] if row["response_body"] else None,
+            }
             requests.setdefault(str(episode), []).append({**received, **row, "seq": seq, "step_index": step})
         for content in self.episodes:
             self._episode(writer, content, requests, redact)
@@ -140,11 +153,16 @@ class Restore:
         tasks = {t["task_id"]: row_from_json(TASKS, t) for run in self.runs for t in run.get("tasks") or ()}
         return list(tasks.values())
 
-    def _episode(self, writer: BatchWriter, content: Row, requests: dict[str, list[Row]], redact: Redact) -> None:
+    def _episode(
+        self, writer: BatchWriter, content: Row, requests: dict[str, list[Row]], redact: Redact
+    ) -> None:
         row = redact(row_from_json(EPISODES, content.get("row") or {}))
         episode_id = row["episode_id"] = row["episode_id"] or content.get("episode_id")
         row["final_screenshot"] = self._known(row.get("final_screenshot"))
-        steps = [redact(self._step(s)) for s in sorted(self.steps.get(str(episode_id), []), key=lambda s: s["step_index"])]
+        steps = [
+            redact(self._step(s))
+            for s in sorted(self.steps.get(str(episode_id), []), key=lambda s: s["step_index"])
+        ]
         mine = sorted(requests.get(str(episode_id), []), key=lambda r: r["seq"])
         writer.add_episode({k: v for k, v in row.items() if k != "blob_packs"}, steps, mine)
 
@@ -152,7 +170,9 @@ class Restore:
         row = row_from_json(STEPS, {**(content.get("row") or {}), "tree_text": content.get("tree_text")})
         for name in ("screenshot", "screenshot_som", "model_input"):
             row[name] = self._known(row.get(name))
-        row["images"] = [{**image, "blob": self._known(image.get("blob"))} for image in row.get("images") or ()]
+        row["images"] = [
+            {**image, "blob": self._known(image.get("blob"))} for image in row.get("images") or ()
+        ]
         return row
 
     def _known(self, digest: str | None) -> str | None:

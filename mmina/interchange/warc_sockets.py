@@ -13,6 +13,7 @@ mmina stores a socket as a ``requests`` row whose body is the conversation in Pl
 HAR form (``{"type": "send" | "receive", "time": wall-clock ms, "opcode", "data"}``, see
 ``mmina.replayer.sockets``); these functions turn one into the other and back.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,9 +67,13 @@ def _frame(message: dict[str, Any], start_ms: float) -> dict[str, Any] | None:
     time = message.get("time")
     if direction is None or not isinstance(time, (int, float)):
         return None
-    frame = {"ts": round(max(0.0, time - start_ms) / 1e3, 6), "type": direction,
-             "opcode": CLOSE_OPCODE if closed else int(message.get("opcode") or 1), "mask": direction == "send",
-             "payloadData": "" if closed else str(message.get("data", ""))}
+    frame = {
+        "ts": round(max(0.0, time - start_ms) / 1e3, 6),
+        "type": direction,
+        "opcode": CLOSE_OPCODE if closed else int(message.get("opcode") or 1),
+        "mask": direction == "send",
+        "payloadData": "" if closed else str(message.get("data", "")),
+    }
     if closed:
         frame.update(closeCode=message.get("code"), closeReason=message.get("reason") or "")
     return frame
@@ -100,12 +105,29 @@ def stored_log(block: bytes, opened: datetime) -> StoredLog:
         elif opcode not in DATA_OPCODES:
             control += 1
             if opcode == CLOSE_OPCODE:
-                out.append(_line({"type": CLOSE, "direction": direction, "time": round(start_ms + ts * 1e3, 4),
-                                  "code": frame.get("closeCode"), "reason": frame.get("closeReason") or ""}))
+                out.append(
+                    _line(
+                        {
+                            "type": CLOSE,
+                            "direction": direction,
+                            "time": round(start_ms + ts * 1e3, 4),
+                            "code": frame.get("closeCode"),
+                            "reason": frame.get("closeReason") or "",
+                        }
+                    )
+                )
         else:
             data = frame.get("payloadData", frame.get("data", ""))
-            out.append(_line({"type": direction, "time": round(start_ms + ts * 1e3, 4), "opcode": opcode,
-                              "data": str(data)}))
+            out.append(
+                _line(
+                    {
+                        "type": direction,
+                        "time": round(start_ms + ts * 1e3, 4),
+                        "opcode": opcode,
+                        "data": str(data),
+                    }
+                )
+            )
             frames += 1
     return StoredLog("".join(out).encode(), frames, control, unreadable)
 

@@ -20,6 +20,7 @@ by every call to that endpoint (``mmina.models.model_client``). It does two thin
 Each call keeps a :class:`Tally` (retries, 429s, seconds waited) that goes with its reply to its
 step and the run's summary; the gate keeps the same counts for the endpoint, and its outages.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -102,11 +103,15 @@ class EndpointGate:
             return
         left = self.down_since + self.patience_s - loop.time()
         if left <= 0:
-            raise EndpointUnavailable(f"{what} gave no answer for {self.patience_s:g} s (--endpoint-patience)")
+            raise EndpointUnavailable(
+                f"{what} gave no answer for {self.patience_s:g} s (--endpoint-patience)"
+            )
         started = loop.time()
         async with self.changed:
             try:
-                await asyncio.wait_for(self.changed.wait_for(lambda: self.down_since is None), min(tally.backoff_s, left))
+                await asyncio.wait_for(
+                    self.changed.wait_for(lambda: self.down_since is None), min(tally.backoff_s, left)
+                )
             except TimeoutError:
                 pass  # this call's turn to try again
         waited = loop.time() - started
@@ -168,4 +173,3 @@ def gate_for(endpoint: str, patience_s: float) -> EndpointGate:
     """The gate of ``endpoint`` in this process (one per patience: a judge and an agent at the
     same endpoint may have different ones). Called on the model client's event loop only."""
     return _GATES.setdefault((endpoint, patience_s), EndpointGate(patience_s))
-

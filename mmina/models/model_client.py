@@ -21,6 +21,7 @@ Calls run as coroutines on one event loop thread shared by the process (so cance
 at its deadline really stops its socket). ``openai`` is imported on first use: the import takes
 seconds that commands without a model should not pay.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -96,8 +97,10 @@ class Deadlines:
 
     def __post_init__(self) -> None:
         if not 0 < self.call_s <= MAX_CALL_S or not 0 <= self.max_retries <= MAX_RETRIES:
-            raise ModelError(f"a model call's deadline is 0..{MAX_CALL_S:g} s and its retries 0..{MAX_RETRIES}, "
-                             f"not {self.call_s:g} s and {self.max_retries}")
+            raise ModelError(
+                f"a model call's deadline is 0..{MAX_CALL_S:g} s and its retries 0..{MAX_RETRIES}, "
+                f"not {self.call_s:g} s and {self.max_retries}"
+            )
         if not 0 <= self.patience_s <= MAX_PATIENCE_S:
             raise ModelError(f"the endpoint patience is 0..{MAX_PATIENCE_S:g} s, not {self.patience_s:g} s")
 
@@ -136,15 +139,22 @@ def openai_module() -> Any:
 def require_api_key(purpose: str, error: type[MminaError], env: str = API_KEY_ENV) -> None:
     """Refuse early, as ``error``, when no key is set in ``env`` (``purpose``: what needs the model)."""
     if not os.environ.get(env):
-        raise error(f"{purpose} needs an API key: set {env} "
-                    "(a local endpoint that ignores keys accepts any non-empty value)")
+        raise error(
+            f"{purpose} needs an API key: set {env} "
+            "(a local endpoint that ignores keys accepts any non-empty value)"
+        )
 
 
 class ModelClient:
     """Chat completions from one endpoint, each call within its deadline (safe from many threads)."""
 
-    def __init__(self, base_url: str | None, deadlines: Deadlines = Deadlines(), what: str = "model endpoint",
-                 api_key_env: str = API_KEY_ENV) -> None:
+    def __init__(
+        self,
+        base_url: str | None,
+        deadlines: Deadlines = Deadlines(),
+        what: str = "model endpoint",
+        api_key_env: str = API_KEY_ENV,
+    ) -> None:
         self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         self.deadlines, self.what, self.api_key_env = deadlines, what, api_key_env
         if self.base_url is not None and not is_web_url(self.base_url):
@@ -184,22 +194,26 @@ class ModelClient:
         openai = openai_module()
         try:
             async with gate.slot():
-                response = await asyncio.wait_for(self._async_client().chat.completions.create(**request),
-                                                  self.deadlines.call_s)
+                response = await asyncio.wait_for(
+                    self._async_client().chat.completions.create(**request), self.deadlines.call_s
+                )
         except TimeoutError:
             raise ModelError(self._late()) from None
         except openai.APIError as exc:
             refused = refused_param(exc, request)
             if refused is not None:
-                raise ParameterRefused(failure_line(self.what, exc, self.deadlines.max_retries), refused) from None
+                raise ParameterRefused(
+                    failure_line(self.what, exc, self.deadlines.max_retries), refused
+                ) from None
             fault = is_endpoint_fault(exc)
             if fault and gate.failed(tally, getattr(exc, "status_code", None) == 429):
                 return None
             failed = EndpointFailed if fault and not tally.own else ModelError
             raise failed(failure_line(self.what, exc, self.deadlines.max_retries)) from None
         except Exception as exc:  # noqa: BLE001 - whatever the endpoint sent, the caller gets one line
-            raise ModelError(f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: "
-                             f"{first_line(exc)}") from None
+            raise ModelError(
+                f"{self.what} sent a reply that cannot be read: {type(exc).__name__}: {first_line(exc)}"
+            ) from None
         if not isinstance(getattr(response, "choices", None), list):  # e.g. a proxy's HTML page, read as text
             from mmina.redaction.redact import Redactor, configured_secrets
 
@@ -212,14 +226,21 @@ class ModelClient:
         if self._client is None:
             openai = openai_module()
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=os.environ.get(self.api_key_env, ""), max_retries=self.deadlines.max_retries,
+                base_url=self.base_url,
+                api_key=os.environ.get(self.api_key_env, ""),
+                max_retries=self.deadlines.max_retries,
                 timeout=min(ATTEMPT_S, self.deadlines.call_s),
-                http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_seen, _escape_undecodable]}))
+                http_client=openai.DefaultAsyncHttpxClient(
+                    event_hooks={"response": [_seen, _escape_undecodable]}
+                ),
+            )
         return self._client
 
     def _late(self) -> str:
-        return (f"{self.what} gave no complete answer within {self.deadlines.call_s:g} s "
-                f"(the deadline of a model call, retries included)")
+        return (
+            f"{self.what} gave no complete answer within {self.deadlines.call_s:g} s "
+            f"(the deadline of a model call, retries included)"
+        )
 
 
 def is_endpoint_fault(exc: Exception) -> bool:
@@ -246,7 +267,9 @@ def failure_line(what: str, exc: Exception, retries: int) -> str:
         configured_secrets,
     )
 
-    message = Redactor(configured_secrets()).scrub(first_line(exc))  # an endpoint may quote the key it refused
+    message = Redactor(configured_secrets()).scrub(
+        first_line(exc)
+    )  # an endpoint may quote the key it refused
     after = f" after {plural(retries, 'retry', 'retries')}" if retried else ""
     return f"{what} failed{after}: {message}"
 
@@ -265,8 +288,14 @@ def reply_of(response: Any) -> ModelReply:
     from mmina.redaction.redact import Redactor, configured_secrets
 
     text = Redactor(configured_secrets()).scrub(escaped(text if isinstance(text, str) else str(text)))
-    return ModelReply(text, prompt, completion, "; ".join(notes) or None, model=_reported(response, "model"),
-                      fingerprint=_reported(response, "system_fingerprint"))
+    return ModelReply(
+        text,
+        prompt,
+        completion,
+        "; ".join(notes) or None,
+        model=_reported(response, "model"),
+        fingerprint=_reported(response, "system_fingerprint"),
+    )
 
 
 def _reported(response: Any, name: str) -> str | None:
@@ -290,7 +319,7 @@ def _escape_byte(error: UnicodeError) -> tuple[str, int]:
     string still parses, and shows the byte escaped). It is registered for decoding only."""
     if not isinstance(error, UnicodeDecodeError):
         raise error
-    bad = error.object[error.start:error.end]
+    bad = error.object[error.start : error.end]
     return "".join(f"\\\\x{b:02x}" for b in bad), error.end
 
 

@@ -18,6 +18,7 @@ step (and in every episode with the same memory), so each is stored once. JSON i
 canonically (sorted keys, no spaces), so equal messages are equal bytes.
 :func:`load_request` rebuilds the request exactly as it was sent, images as data URLs again.
 """
+
 from __future__ import annotations
 
 import base64
@@ -48,11 +49,14 @@ def store_request(request: Mapping[str, Any], put_blob: PutBlob, redactor: Redac
     every secret of the episode); images are stored as they were sent.
     """
     redactor = redactor or Redactor()
-    messages = [put_blob(canonical(_redacted_message(m, redactor)), MESSAGE_TYPE)
-                for m in with_image_blobs(request, put_blob)["messages"]]
+    messages = [
+        put_blob(canonical(_redacted_message(m, redactor)), MESSAGE_TYPE)
+        for m in with_image_blobs(request, put_blob)["messages"]
+    ]
     parameters = redactor.value({k: v for k, v in request.items() if k not in ("model", "messages")})
-    return put_blob(canonical({"model": request.get("model"), "parameters": parameters, "messages": messages}),
-                    INPUT_TYPE)
+    return put_blob(
+        canonical({"model": request.get("model"), "parameters": parameters, "messages": messages}), INPUT_TYPE
+    )
 
 
 def _redacted_message(message: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:

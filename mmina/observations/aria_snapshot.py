@@ -22,6 +22,7 @@ Python's ``str.splitlines`` would split on. A line that does not have this shape
 Playwright writing something new) is kept as an ``AriaLine`` of role ``""`` with its text as
 the value, so an observation never fails on it.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,25 @@ Box = tuple[float, float, float, float]
 
 _ATTRIBUTE = re.compile(r" \[(?P<attribute>[^\]]*)\]")
 _ROLE = re.compile(r"[A-Za-z/][\w/-]*")
-_DOUBLE_ESCAPES = {"\\": "\\", '"': '"', "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-                   "0": "\0", "a": "\a", "v": "\v", "e": "\x1b", " ": " ", "N": "\x85", "_": "\xa0",
-                   "L": "\u2028", "P": "\u2029"}
+_DOUBLE_ESCAPES = {
+    "\\": "\\",
+    '"': '"',
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "0": "\0",
+    "a": "\a",
+    "v": "\v",
+    "e": "\x1b",
+    " ": " ",
+    "N": "\x85",
+    "_": "\xa0",
+    "L": "\u2028",
+    "P": "\u2029",
+}
 _HEX_ESCAPE = {"x": 2, "u": 4, "U": 8}
 _DOUBLE_QUOTED_RUN = re.compile(r'[^"\\]*')
 _JSON = json.JSONDecoder()
@@ -101,7 +118,9 @@ def read_key(depth: int, key: str) -> tuple[AriaLine, int]:
             box = (x, y, width, height)
         elif text != "cursor=pointer":  # how the mouse looks over it: not part of what the agent reads
             attributes.append(text)
-    return AriaLine(depth=depth, role=role.group(), name=name, attributes=tuple(attributes), ref=ref, box=box), end
+    return AriaLine(
+        depth=depth, role=role.group(), name=name, attributes=tuple(attributes), ref=ref, box=box
+    ), end
 
 
 def scalar(text: str) -> str:
@@ -163,7 +182,7 @@ def single_quoted(text: str) -> tuple[str, str]:
     while (quote := text.find("'", index)) >= 0:
         parts.append(text[index:quote])
         if not text.startswith("''", quote):
-            return "".join(parts), text[quote + 1:]
+            return "".join(parts), text[quote + 1 :]
         parts.append("'")
         index = quote + 2
     raise ValueError("a single-quoted scalar is not closed")
@@ -180,7 +199,7 @@ def _double_quoted(text: str) -> tuple[str, str]:
         if index >= len(text):
             raise ValueError("a double-quoted scalar is not closed")
         if text[index] == '"':
-            return "".join(parts), text[index + 1:]
+            return "".join(parts), text[index + 1 :]
         decoded, index = _escape(text, index + 1)
         parts.append(decoded)
 
@@ -188,11 +207,11 @@ def _double_quoted(text: str) -> tuple[str, str]:
 def _escape(text: str, index: int) -> tuple[str, int]:
     """The character of the escape starting at ``text[index]`` (after the backslash) and where
     the text goes on; YAML's whole escape set, of which Playwright writes a part."""
-    code = text[index:index + 1]
+    code = text[index : index + 1]
     if code in _DOUBLE_ESCAPES:
         return _DOUBLE_ESCAPES[code], index + 1
     width = _HEX_ESCAPE.get(code)
-    digits = text[index + 1:index + 1 + width] if width else ""
+    digits = text[index + 1 : index + 1 + width] if width else ""
     if not width or len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
         raise ValueError(f"unknown escape \\{code}")
     return chr(int(digits, 16)), index + 1 + width

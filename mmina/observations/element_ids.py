@@ -19,6 +19,7 @@ WebArena's observations show DOM node ids. Two elements whose numbers collide ar
 the order of their identities' hashes (never by page order): the first keeps the number, the
 other takes the next number its hash gives, so ids are unique within an observation.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,9 @@ LOAD = 8
 def assign_ids(lines: Sequence[AriaLine]) -> dict[int, str]:
     """Index of each line with a browser ref → the id shown for its element."""
     identities = _identities(lines)
-    referenced = {index: identities[index] for index, line in enumerate(lines) if line.ref and index in identities}
+    referenced = {
+        index: identities[index] for index, line in enumerate(lines) if line.ref and index in identities
+    }
     digits = id_digits(len(referenced))
     low, span = 10 ** (digits - 1), 9 * 10 ** (digits - 1)
     taken: set[int] = set()
@@ -89,7 +92,9 @@ def _properties(lines: Sequence[AriaLine], index: int) -> dict[str, str]:
     """The ``/url`` and ``/placeholder`` properties written right under the node at ``index``."""
     found: dict[str, str] = {}
     depth, following = lines[index].depth + 1, index + 1
-    while following < len(lines) and lines[following].depth == depth and lines[following].role.startswith("/"):
+    while (
+        following < len(lines) and lines[following].depth == depth and lines[following].role.startswith("/")
+    ):
         found[lines[following].role] = lines[following].value or ""
         following += 1
     return found

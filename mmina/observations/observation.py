@@ -15,6 +15,7 @@ character or a lone surrogate (escaped as ``\\ud83d``, as mmina records such tex
 element stays on one line and a stored line reads back exactly.
 Ids come from the elements themselves (:mod:`mmina.observations.element_ids`), never from timing.
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,9 @@ from mmina.observations.aria_snapshot import AriaLine, parse_snapshot, read_key,
 from mmina.observations.element_ids import assign_ids
 
 _ID = re.compile(r"\[(?P<id>[^\]\s]+)\] ")
-_WEBARENA = re.compile(r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$")
+_WEBARENA = re.compile(
+    r"(?P<role>[A-Za-z][\w-]*) (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?P<rest>.*)$"
+)
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 _LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 """What a line shows escaped: line breaks, control characters, lone surrogates (no UTF-8 holds them)."""
@@ -139,7 +142,11 @@ def flatten_snapshot(snapshot: str) -> tuple[str, list[Element]]:
         if box is not None and line.role == "iframe":
             frames.append((line.depth, box[0], box[1]))
         if index in ids:
-            elements.append(Element(id=ids[index], role=line.role, name=line.name, depth=line.depth, box=box, ref=line.ref))
+            elements.append(
+                Element(
+                    id=ids[index], role=line.role, name=line.name, depth=line.depth, box=box, ref=line.ref
+                )
+            )
         text.append(render_line(line, ids.get(index)))
     return "\n".join(text), elements
 
@@ -173,7 +180,7 @@ def parse_tree_line(raw: str) -> tuple[str | None, AriaLine]:
     depth = len(raw) - len(body)
     found = _ID.match(body)
     element_id = found["id"] if found else None
-    body = body[found.end():] if found else body
+    body = body[found.end() :] if found else body
     try:
         if body.startswith("'"):  # stored before this format: the key YAML-quoted as Playwright wrote it
             key, rest = single_quoted(body)
@@ -202,8 +209,11 @@ def _webarena_line(depth: int, body: str) -> AriaLine:
 
 def elements_from_tree(tree_text: str) -> list[Element]:
     """The addressable elements of a stored tree text, in order, without boxes or refs."""
-    return [Element(id=element_id, role=line.role, name=line.name, depth=line.depth)
-            for element_id, line in tree_lines(tree_text) if element_id is not None and line.role]
+    return [
+        Element(id=element_id, role=line.role, name=line.name, depth=line.depth)
+        for element_id, line in tree_lines(tree_text)
+        if element_id is not None and line.role
+    ]
 
 
 def counterpart(tree_text: str, element_id: str, elements: Sequence[Element]) -> Element | None:
@@ -215,7 +225,7 @@ def counterpart(tree_text: str, element_id: str, elements: Sequence[Element]) ->
     target = next((e for e in stored if e.id == element_id), None)
     if target is None:
         return None
-    nth = sum(e.role == target.role and e.name == target.name for e in stored[:stored.index(target)])
+    nth = sum(e.role == target.role and e.name == target.name for e in stored[: stored.index(target)])
     matches = [e for e in elements if e.role == target.role and e.name == target.name]
     return matches[nth] if nth < len(matches) else None
 
@@ -255,8 +265,9 @@ def _one_line(text: str) -> str:
     return _LINE_BREAKING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _moved(box: tuple[float, float, float, float] | None,
-           offset: tuple[float, float]) -> tuple[float, float, float, float] | None:
+def _moved(
+    box: tuple[float, float, float, float] | None, offset: tuple[float, float]
+) -> tuple[float, float, float, float] | None:
     if box is None:
         return None
     x, y, width, height = box

@@ -3,6 +3,7 @@
 An action that cannot be done raises :class:`ActionFailed` with a one-line reason; it is
 recorded on its step and the episode goes on.
 """
+
 from __future__ import annotations
 
 import time
@@ -164,7 +165,11 @@ async def _focused(tabs: Tabs, selector: str) -> bool:
     """Whether the focus is in the element (False once typing took it off the page, or its
     document away: a submission as the text went in)."""
     try:
-        return bool(await tabs.page.eval_on_selector(selector, "e => e.getRootNode().activeElement === e", strict=True))
+        return bool(
+            await tabs.page.eval_on_selector(
+                selector, "e => e.getRootNode().activeElement === e", strict=True
+            )
+        )
     except PlaywrightError as exc:
         if NOT_FOUND not in str(exc) and STALE_FRAME not in str(exc):
             raise

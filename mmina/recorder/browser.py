@@ -12,6 +12,7 @@ This module, ``browser_loop.py``, ``chromium.py``, ``episode_browser.py``, ``tab
 ``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``, ``freezing.py``, ``streams.py``
 and ``har.py`` are the only recorder modules that touch Playwright.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,10 +61,28 @@ from mmina.recorder.settling import (
 from mmina.recorder.tabs import BrowserGone, Capture, Tabs, connection_closed
 from mmina.store.marks import DEFAULT_QUALITY
 
-__all__ = ["ACTION_DEADLINE_S", "DISABLE_FEATURES", "LOCAL_NETWORK_FEATURES", "MMINA_DISABLED_FEATURES",
-           "OBSERVE_DEADLINE_S", "PLAYWRIGHT_DISABLED_FEATURES", "QUIET_ARGS", "REDIRECT_MARK", "UNSHOWN_UI_FEATURES",
-           "ActionFailed", "BrowserConfig", "BrowserGone", "BrowserSession", "ContextAbandoned", "ContextHook",
-           "DeadlinePassed", "EpisodeBrowser", "RestartingSession", "find_chromium", "launch_args"]
+__all__ = [
+    "ACTION_DEADLINE_S",
+    "DISABLE_FEATURES",
+    "LOCAL_NETWORK_FEATURES",
+    "MMINA_DISABLED_FEATURES",
+    "OBSERVE_DEADLINE_S",
+    "PLAYWRIGHT_DISABLED_FEATURES",
+    "QUIET_ARGS",
+    "REDIRECT_MARK",
+    "UNSHOWN_UI_FEATURES",
+    "ActionFailed",
+    "BrowserConfig",
+    "BrowserGone",
+    "BrowserSession",
+    "ContextAbandoned",
+    "ContextHook",
+    "DeadlinePassed",
+    "EpisodeBrowser",
+    "RestartingSession",
+    "find_chromium",
+    "launch_args",
+]
 
 T = TypeVar("T")
 ContextHook = Callable[[BrowserContext], Awaitable[None]]
@@ -115,8 +134,9 @@ class BrowserConfig:
 
     @property
     def capture(self) -> Capture:
-        return Capture(self.viewport_width, self.viewport_height, self.screenshots, self.set_of_marks,
-                       self.jpeg_quality)
+        return Capture(
+            self.viewport_width, self.viewport_height, self.screenshots, self.set_of_marks, self.jpeg_quality
+        )
 
 
 class BrowserSession:
@@ -131,7 +151,8 @@ class BrowserSession:
         self._loop = BrowserLoop()
         try:
             self._playwright, self.browser, self._driver, self.executable = self._loop.run(
-                _launch(config), time.monotonic() + LAUNCH_DEADLINE_S, "starting the browser")
+                _launch(config), time.monotonic() + LAUNCH_DEADLINE_S, "starting the browser"
+            )
         except BaseException:
             self._loop.stop()
             self._painter.shutdown(wait=False)
@@ -147,11 +168,17 @@ class BrowserSession:
     def connected(self) -> bool:
         """False once the browser process has crashed or been killed, or Playwright's driver has,
         or the driver (or the session's event loop) stopped answering."""
-        return (not self._closed and not self._unresponsive and not self._loop.wedged
-                and self.browser.is_connected() and not connection_closed(self._playwright))
+        return (
+            not self._closed
+            and not self._unresponsive
+            and not self._loop.wedged
+            and self.browser.is_connected()
+            and not connection_closed(self._playwright)
+        )
 
-    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None,
-            doing: str = "a browser call") -> T:
+    def run(
+        self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call"
+    ) -> T:
         """Run a coroutine on the session's event loop (where its Playwright objects live), never
         past ``deadline`` (see :meth:`BrowserLoop.run`)."""
         return self._loop.run(coroutine, deadline, doing)
@@ -169,10 +196,16 @@ class BrowserSession:
             self._unresponsive = True
             return False
 
-    def episode(self, har_path: Path | None, prepare: ContextHook | None = None,
-                offline: Offline | None = None, paint_marks: bool = True, seed: Seeding | None = None,
-                options: Mapping[str, Any] | None = None,
-                page_time: Callable[[], float] = time.monotonic) -> EpisodeBrowser:
+    def episode(
+        self,
+        har_path: Path | None,
+        prepare: ContextHook | None = None,
+        offline: Offline | None = None,
+        paint_marks: bool = True,
+        seed: Seeding | None = None,
+        options: Mapping[str, Any] | None = None,
+        page_time: Callable[[], float] = time.monotonic,
+    ) -> EpisodeBrowser:
         """A fresh context for one episode, recording its traffic to ``har_path`` (if given);
         ``prepare`` runs on it before the first page opens (replay uses it to route every
         request to the archive and set its clock). An ``offline`` context cannot reach the
@@ -183,19 +216,34 @@ class BrowserSession:
         is the pages' time in seconds (a replay's runs on its recording's timeline), which settling
         reads to tell a long-lived request from an answer held back."""
         capture = replace(self.config.capture, set_of_marks=self.config.set_of_marks and paint_marks)
-        tabs = self.run(self._new_tabs(har_path, prepare, offline, capture, seed, options or {}, page_time),
-                        time.monotonic() + ACTION_DEADLINE_S + GRACE_S, "opening a browser context")
+        tabs = self.run(
+            self._new_tabs(har_path, prepare, offline, capture, seed, options or {}, page_time),
+            time.monotonic() + ACTION_DEADLINE_S + GRACE_S,
+            "opening a browser context",
+        )
         return EpisodeBrowser(self, tabs)
 
-    async def _new_tabs(self, har_path: Path | None, prepare: ContextHook | None, offline: Offline | None,
-                        capture: Capture, seed: Seeding | None, options: Mapping[str, Any],
-                        page_time: Callable[[], float]) -> Tabs:
+    async def _new_tabs(
+        self,
+        har_path: Path | None,
+        prepare: ContextHook | None,
+        offline: Offline | None,
+        capture: Capture,
+        seed: Seeding | None,
+        options: Mapping[str, Any],
+        page_time: Callable[[], float],
+    ) -> Tabs:
         context = await self.browser.new_context(
-            proxy=offline.proxy() if offline else None, ignore_https_errors=offline is not None,  # type: ignore[arg-type]
+            proxy=offline.proxy() if offline else None,
+            ignore_https_errors=offline is not None,  # type: ignore[arg-type]
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale="en-US", timezone_id="UTC", service_workers="block",
-            record_har_path=str(har_path) if har_path else None, record_har_content="attach" if har_path else None,
-            **options)
+            locale="en-US",
+            timezone_id="UTC",
+            service_workers="block",
+            record_har_path=str(har_path) if har_path else None,
+            record_har_content="attach" if har_path else None,
+            **options,
+        )
         try:
             if seed is not None:
                 await seed_random(context, seed)
@@ -216,8 +264,11 @@ class BrowserSession:
             if self._unresponsive or self._loop.wedged:
                 self._kill_driver()  # known not to answer: asking it to stop would wait in vain
             else:
-                self._loop.run(shut_down(self._playwright, self.browser), time.monotonic() + CLOSE_DEADLINE_S,
-                               "stopping the browser")
+                self._loop.run(
+                    shut_down(self._playwright, self.browser),
+                    time.monotonic() + CLOSE_DEADLINE_S,
+                    "stopping the browser",
+                )
         except DeadlinePassed:
             self._kill_driver()
         finally:
@@ -278,7 +329,9 @@ class RestartingSession:
         self.session.close()
 
 
-async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None, str]:
+async def _launch(
+    config: BrowserConfig,
+) -> tuple[Playwright, Browser, asyncio.subprocess.Process | None, str]:
     """Playwright's driver and Chromium, the driver's process (to kill it if it stops
     answering: Playwright keeps it in a private attribute, read with care) and the executable."""
     manager = async_playwright()
@@ -294,4 +347,9 @@ async def _launch(config: BrowserConfig) -> tuple[Playwright, Browser, asyncio.s
     except BaseException:
         await playwright.stop()
         raise
-    return playwright, browser, process if isinstance(process, asyncio.subprocess.Process) else None, executable
+    return (
+        playwright,
+        browser,
+        process if isinstance(process, asyncio.subprocess.Process) else None,
+        executable,
+    )

@@ -5,6 +5,7 @@ Every Playwright object of a session lives on one asyncio loop running on a daem
 each wait bounded on the caller's side (:meth:`BrowserLoop.run`). Playwright's driver, which
 starts Chromium, runs in a session of its own so that Ctrl-C at a terminal does not kill it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,7 +52,9 @@ class BrowserLoop:
         self._thread = threading.Thread(target=self.loop.run_forever, name="mmina-browser", daemon=True)
         self._thread.start()
 
-    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call") -> T:
+    def run(
+        self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call"
+    ) -> T:
         """The coroutine's result, waited for until ``deadline`` (``time.monotonic()``; default
         ``CALL_DEADLINE_S`` from now). Past it the coroutine is cancelled and
         :class:`DeadlinePassed` says what was ``doing`` and where it waited."""
@@ -85,7 +88,9 @@ class BrowserLoop:
             self.wedged = True
             return "before it started: the browser's event loop does not answer"
         try:
-            return asyncio.run_coroutine_threadsafe(_describe(task_box[0]), self.loop).result(timeout=PROBE_DEADLINE_S)
+            return asyncio.run_coroutine_threadsafe(_describe(task_box[0]), self.loop).result(
+                timeout=PROBE_DEADLINE_S
+            )
         except FutureTimeout:
             self.wedged = True
             return "and the browser's event loop does not answer"
@@ -116,7 +121,7 @@ async def _describe(task: asyncio.Task[Any]) -> str:
     playwright_call = mmina_function = ""
     awaited: Any = task.get_coro()
     while awaited is not None and hasattr(awaited, "cr_code"):
-        module = (awaited.cr_frame.f_globals.get("__name__", "") if awaited.cr_frame else "")
+        module = awaited.cr_frame.f_globals.get("__name__", "") if awaited.cr_frame else ""
         name = f"{module}.{awaited.cr_code.co_qualname}"
         if module.startswith("playwright.async_api"):
             playwright_call = awaited.cr_code.co_qualname
@@ -125,8 +130,10 @@ async def _describe(task: asyncio.Task[Any]) -> str:
         awaited = awaited.cr_await
     if not (playwright_call or mmina_function):
         return "(it had finished or not started)"
-    parts = [f"waiting for {playwright_call}" if playwright_call else "waiting",
-             f"in {mmina_function}" if mmina_function else ""]
+    parts = [
+        f"waiting for {playwright_call}" if playwright_call else "waiting",
+        f"in {mmina_function}" if mmina_function else "",
+    ]
     return " ".join(p for p in parts if p)
 
 

@@ -7,6 +7,7 @@ headless shell renders pages with the same engine as the full browser, without i
 what Playwright itself launches for headless runs, and it costs less CPU per step (measured in
 ``docs/performance.md``: observations, screenshots and replay fidelity are the same).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,16 +26,36 @@ SYSTEM_HEADLESS_SHELLS = ("/usr/lib/chromium/chromium-headless-shell",)
 SYSTEM_CHROMIUMS = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser")
 SHELL_COMMANDS = ("chromium-headless-shell",)
 SYSTEM_COMMANDS = ("chromium", "chromium-browser", "google-chrome")
-PLAYWRIGHT_SHELL = ("chromium_headless_shell-*/chrome-*/*headless*shell", "chromium_headless_shell-*/*/*headless*shell")
+PLAYWRIGHT_SHELL = (
+    "chromium_headless_shell-*/chrome-*/*headless*shell",
+    "chromium_headless_shell-*/*/*headless*shell",
+)
 """Where Playwright keeps its own headless shell, beside its Chromium (``playwright install
 chromium`` brings both; Playwright launches the shell for headless runs when it picks the browser)."""
-QUIET_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"]
+QUIET_ARGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 DISABLE_FEATURES = "--disable-features="
 PLAYWRIGHT_DISABLED_FEATURES = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
-    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
-    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
 )
 """The features Playwright's own ``--disable-features`` switch turns off (Playwright 1.65;
 ``tests/test_browser_args.py`` compares it with the installed Playwright's). Chromium keeps only
@@ -73,8 +94,14 @@ def find_chromium(explicit: str | None, playwright: Any) -> str:
             raise BrowserNotFoundError(f"browser executable {explicit} {problem}{POINT_AT_CHROMIUM}")
         return explicit
     own = playwright.chromium.executable_path
-    candidates = [*playwright_shells(own), *SYSTEM_HEADLESS_SHELLS, *[shutil.which(c) or "" for c in SHELL_COMMANDS],
-                  own, *SYSTEM_CHROMIUMS, *[shutil.which(c) or "" for c in SYSTEM_COMMANDS]]
+    candidates = [
+        *playwright_shells(own),
+        *SYSTEM_HEADLESS_SHELLS,
+        *[shutil.which(c) or "" for c in SHELL_COMMANDS],
+        own,
+        *SYSTEM_CHROMIUMS,
+        *[shutil.which(c) or "" for c in SYSTEM_COMMANDS],
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return candidate
@@ -107,13 +134,15 @@ def is_headless_shell(executable: str) -> bool:
     return "headless" in Path(executable).name and "shell" in Path(executable).name
 
 
-async def launch_chromium(playwright: Playwright, executable: str, extra_args: tuple[str, ...],
-                          back_forward_cache: bool) -> Browser:
+async def launch_chromium(
+    playwright: Playwright, executable: str, extra_args: tuple[str, ...], back_forward_cache: bool
+) -> Browser:
     """Chromium with mmina's arguments (see :func:`launch_args`); Playwright's own
     ``--disable-features`` switch is replaced by mmina's, which includes it."""
     ignored = [DISABLE_FEATURES + ",".join(PLAYWRIGHT_DISABLED_FEATURES)]
     return await playwright.chromium.launch(
-        executable_path=executable, args=launch_args(extra_args),
+        executable_path=executable,
+        args=launch_args(extra_args),
         ignore_default_args=[*ignored, "--disable-back-forward-cache"] if back_forward_cache else ignored,
     )
 
@@ -126,7 +155,7 @@ def launch_args(extra_args: tuple[str, ...]) -> list[str]:
     others = []
     for arg in extra_args:
         if arg.startswith(DISABLE_FEATURES):
-            features += [f for f in arg[len(DISABLE_FEATURES):].split(",") if f]
+            features += [f for f in arg[len(DISABLE_FEATURES) :].split(",") if f]
         else:
             others.append(arg)
     return [*QUIET_ARGS, *others, DISABLE_FEATURES + ",".join(dict.fromkeys(features))]
@@ -149,6 +178,8 @@ def launch_failure(executable: str, error: str) -> str:
     """Why Chromium did not start (Playwright's first line, ``error``), and what to do: a program
     that is no Chromium exits before Playwright reaches it, which Playwright calls "closed"."""
     if executable and ("has been closed" in error or "Browser closed" in error):
-        return (f"the browser {executable} could not be started: it exited before Playwright could connect "
-                f"to it (is it a Chromium executable?){POINT_AT_CHROMIUM}")
+        return (
+            f"the browser {executable} could not be started: it exited before Playwright could connect "
+            f"to it (is it a Chromium executable?){POINT_AT_CHROMIUM}"
+        )
     return f"cannot start Chromium{' ' + executable if executable else ''}: {error}"

@@ -16,6 +16,7 @@ a navigation's cost. mmina's scripts take JSON and give JSON, which ``Runtime.ev
 without any of that. (Playwright's injected script in its isolated world stays: the
 accessibility tree and the actions' locators need it.)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -97,8 +98,11 @@ async def _body_keeper(context: BrowserContext, page: Page) -> CDPSession | None
     no longer hands over what a stream had received before it was asked."""
     try:
         keeper = await asyncio.wait_for(context.new_cdp_session(page), SEND_TIMEOUT_S)
-        await send(keeper, "Network.configureDurableMessages",
-                   {"maxTotalBufferSize": DURABLE_BYTES, "maxResourceBufferSize": DURABLE_BYTES})
+        await send(
+            keeper,
+            "Network.configureDurableMessages",
+            {"maxTotalBufferSize": DURABLE_BYTES, "maxResourceBufferSize": DURABLE_BYTES},
+        )
     except (TimeoutError, PlaywrightError):
         return None
     return keeper
@@ -108,8 +112,9 @@ class PageScriptError(PlaywrightError):
     """A script mmina ran in a page threw, or its value could not be returned."""
 
 
-async def send(session: CDPSession, method: str, params: dict[str, Any] | None = None,
-               seconds: float = SEND_TIMEOUT_S) -> dict[str, Any]:
+async def send(
+    session: CDPSession, method: str, params: dict[str, Any] | None = None, seconds: float = SEND_TIMEOUT_S
+) -> dict[str, Any]:
     """The answer to one DevTools call of mmina's, within ``seconds`` (else ``asyncio.TimeoutError``)."""
     return await asyncio.wait_for(session.send(method, params), seconds)
 
@@ -119,11 +124,17 @@ async def evaluate(session: CDPSession, expression: str, seconds: float = SEND_T
     ``seconds``. A page that navigates away meanwhile, or a session gone, raises Playwright's
     ``Error``, as the script throwing does (:class:`PageScriptError`); past ``seconds``,
     ``asyncio.TimeoutError``."""
-    reply = await send(session, "Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                     "returnByValue": True}, seconds)
+    reply = await send(
+        session,
+        "Runtime.evaluate",
+        {"expression": expression, "awaitPromise": True, "returnByValue": True},
+        seconds,
+    )
     if "exceptionDetails" in reply:
         details = reply["exceptionDetails"]
-        raise PageScriptError((details.get("exception") or {}).get("description") or details.get("text", "script failed"))
+        raise PageScriptError(
+            (details.get("exception") or {}).get("description") or details.get("text", "script failed")
+        )
     return (reply.get("result") or {}).get("value")
 
 
@@ -143,8 +154,11 @@ async def response_body(session: CDPSession, request_id: str) -> bytes | None:
     return None
 
 
-BETWEEN_DOCUMENTS = ("Inspected target navigated", "Execution context was destroyed",
-                     "Cannot find default execution context")
+BETWEEN_DOCUMENTS = (
+    "Inspected target navigated",
+    "Execution context was destroyed",
+    "Cannot find default execution context",
+)
 """How Chromium answers a script asked of a page whose document is being replaced."""
 
 

@@ -1,4 +1,5 @@
 """One episode: open the task, loop observe → act → execute under budgets, store it all."""
+
 from __future__ import annotations
 
 import json
@@ -161,12 +162,23 @@ class EpisodeRecorder:
     ``more_traffic`` gives the traffic the browser's HAR cannot have (see :data:`MoreTraffic`).
     """
 
-    def __init__(self, session: BrowserSession, agent: Agent, task: Task, writer: EpisodeWriter[Store],
-                 limits: Limits, workdir: Path, captioner: Captioner | None = None,
-                 prepare: ContextHook | None = None, offline: Offline | None = None,
-                 seed: Seeding | None = None,
-                 tracker: HopTracker | None = None, columns: ExtraColumns | None = None,
-                 pacer: Pacer | None = None, more_traffic: MoreTraffic | None = None) -> None:
+    def __init__(
+        self,
+        session: BrowserSession,
+        agent: Agent,
+        task: Task,
+        writer: EpisodeWriter[Store],
+        limits: Limits,
+        workdir: Path,
+        captioner: Captioner | None = None,
+        prepare: ContextHook | None = None,
+        offline: Offline | None = None,
+        seed: Seeding | None = None,
+        tracker: HopTracker | None = None,
+        columns: ExtraColumns | None = None,
+        pacer: Pacer | None = None,
+        more_traffic: MoreTraffic | None = None,
+    ) -> None:
         self.session, self.agent, self.task, self.writer = session, agent, task, writer
         self.pacer, self.more_traffic = pacer, more_traffic
         self.captioner, self.prepare, self.offline, self.columns = captioner, prepare, offline, columns
@@ -191,9 +203,15 @@ class EpisodeRecorder:
         options, refused = _context_options(self.task)
         if self.pacer is not None:
             self.pacer.begin()
-        browser = self.session.episode(self.har, self.prepare, offline=self.offline,
-                                       paint_marks=uses_marks(self.agent), seed=self.seed, options=options,
-                                       page_time=self.pacer.page_time if self.pacer is not None else time.monotonic)
+        browser = self.session.episode(
+            self.har,
+            self.prepare,
+            offline=self.offline,
+            paint_marks=uses_marks(self.agent),
+            seed=self.seed,
+            options=options,
+            page_time=self.pacer.page_time if self.pacer is not None else time.monotonic,
+        )
         status, error, kind, stop_reason, answer, final = "completed", None, None, "error", None, None
         blocked: Blocked | None = None
         try:
@@ -218,8 +236,14 @@ class EpisodeRecorder:
             status, error, kind = "error", closed, INFRASTRUCTURE
         terminal = self._terminal_columns(final)
         redactor = self._redactor(browser.secrets, error, terminal)
-        requests = capture(self.har, self.step_starts, self.writer.put_blob, redactor, browser.streams,
-                           self.more_traffic() if self.more_traffic else RoutedTraffic())
+        requests = capture(
+            self.har,
+            self.step_starts,
+            self.writer.put_blob,
+            redactor,
+            browser.streams,
+            self.more_traffic() if self.more_traffic else RoutedTraffic(),
+        )
         self.har.unlink(missing_ok=True)
         self._store_model_inputs(redactor)
         self._redact_task(redactor)
@@ -253,24 +277,36 @@ class EpisodeRecorder:
             supersedes=supersedes,
         )
         extra = self.columns(self.writer.steps) if self.columns else {}
-        row = redactor.row({**self._episode_row(result, started), **terminal, **extra,
-                            "blocked": json.dumps(blocked.as_json()) if blocked else None})
+        row = redactor.row(
+            {
+                **self._episode_row(result, started),
+                **terminal,
+                **extra,
+                "blocked": json.dumps(blocked.as_json()) if blocked else None,
+            }
+        )
         self.writer.commit(row)
-        rows = write_verdicts(self.writer.store, episode_view(self.writer.run_id, result.episode_id, self.task, row,
-                                                              self.writer.steps))
+        rows = write_verdicts(
+            self.writer.store,
+            episode_view(self.writer.run_id, result.episode_id, self.task, row, self.writer.steps),
+        )
         verdict, passed = verdict_summary(rows)
         return replace(result, verdict=verdict, hops_passed=passed)
 
-    def _blocked_at_end(self, final: tuple[Observation, datetime] | None,
-                        requests: list[dict[str, Any]]) -> Blocked | None:
+    def _blocked_at_end(
+        self, final: tuple[Observation, datetime] | None, requests: list[dict[str, Any]]
+    ) -> Blocked | None:
         """Whether the environment was in the agent's way where the episode ended (``mmina.tasks.blocking``)."""
         if final is None:
             return None
         observation = final[0]
         answered = [r for r in requests if r["url"] == observation.url]
-        redirect = next((r["url"] for r in reversed(requests) if r.get("redirect_url") == observation.url), None)
-        last_error = next((e for e in (step.get("action_error") for step in reversed(self.writer.steps[-2:])) if e),
-                          None)  # the agent's last action, or the one before a stop
+        redirect = next(
+            (r["url"] for r in reversed(requests) if r.get("redirect_url") == observation.url), None
+        )
+        last_error = next(
+            (e for e in (step.get("action_error") for step in reversed(self.writer.steps[-2:])) if e), None
+        )  # the agent's last action, or the one before a stop
         page = FinalPage(
             url=observation.url,
             title=observation.title or "",
@@ -279,7 +315,9 @@ class EpisodeRecorder:
             error=last_error,
             redirected_from=redirect,
         )
-        return blocked_at_end(page, self.task.intent, self.task.start_urls, [h.keyword for h in self.task.hops])
+        return blocked_at_end(
+            page, self.task.intent, self.task.start_urls, [h.keyword for h in self.task.hops]
+        )
 
     def _terminal(self, browser: EpisodeBrowser) -> tuple[Observation, datetime] | None:
         """The terminal observation: the page after the episode's last action (a stop's page, the
@@ -299,10 +337,17 @@ class EpisodeRecorder:
         if final is None:
             return {}
         observation, observed_at = final
-        screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
-        return {"final_url": observation.url, "final_title": observation.title,
-                "final_tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
-                "final_tree_text": observation.tree_text, "final_screenshot": screenshot, "final_observed_at": observed_at}
+        screenshot = (
+            self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        )
+        return {
+            "final_url": observation.url,
+            "final_title": observation.title,
+            "final_tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
+            "final_tree_text": observation.tree_text,
+            "final_screenshot": screenshot,
+            "final_observed_at": observed_at,
+        }
 
     def _redactor(self, typed: list[str], error: str | None, terminal: dict[str, Any]) -> Redactor:
         """Every secret the episode knows before its rows are redacted: the configured keys,
@@ -344,7 +389,9 @@ class EpisodeRecorder:
             try:
                 with browser.thinking(self.session.config.freeze_after_s) as frozen:
                     reply = checked_reply(self.agent.act(observation))
-                    thought = time.perf_counter() - agent_start - reply.endpoint_wait_s  # a wait for the endpoint neither
+                    thought = (
+                        time.perf_counter() - agent_start - reply.endpoint_wait_s
+                    )  # a wait for the endpoint neither
                     timings["agent_ms"] = max(thought, 0.0) * 1e3  # the thaw is not the agent's
             except ScriptEnd:
                 self.step_starts.pop()
@@ -356,7 +403,9 @@ class EpisodeRecorder:
             timings.update(frozen)
             action, error, acted_at = self._run_action(browser, reply, timings)
             self._typed_secrets += typed_secret(observation, action, error)
-            error = "; ".join(e for e in (reply.note, error) if e) or None  # usage not believed, then the action's
+            error = (
+                "; ".join(e for e in (reply.note, error) if e) or None
+            )  # usage not believed, then the action's
             if browser.observe_error:  # the step is kept, with why its observation is empty
                 error = f"{browser.observe_error}; {error}" if error else browser.observe_error
             self._store_step(observation, reply, action, error, completed, timings, acted_at)
@@ -371,14 +420,16 @@ class EpisodeRecorder:
         if self.captioner is None or not observation.images:
             return
         started = time.perf_counter()
-        observation.images = [replace(i, caption=self.captioner.caption(i, observation.screenshot))
-                              for i in observation.images]
+        observation.images = [
+            replace(i, caption=self.captioner.caption(i, observation.screenshot)) for i in observation.images
+        ]
         elapsed = (time.perf_counter() - started) * 1e3
         timings["images_ms"] = timings.get("images_ms", 0.0) + elapsed
         timings["observe_ms"] = timings.get("observe_ms", 0.0) + elapsed
 
-    def _run_action(self, browser: EpisodeBrowser, reply: AgentReply,
-                    timings: dict[str, float]) -> tuple[Action | None, str | None, datetime | None]:
+    def _run_action(
+        self, browser: EpisodeBrowser, reply: AgentReply, timings: dict[str, float]
+    ) -> tuple[Action | None, str | None, datetime | None]:
         """Parse and execute; both failures are data on the step, not episode errors. Also when
         the action was sent to the page (after the pacer's wait; None when it did not parse)."""
         started, action, acted_at = time.perf_counter(), None, None
@@ -395,49 +446,68 @@ class EpisodeRecorder:
         finally:
             timings["action_ms"] = (time.perf_counter() - started) * 1e3
 
-    def _store_step(self, observation: Observation, reply: AgentReply, action: Action | None, error: str | None,
-                    completed: bool, timings: dict[str, float], acted_at: datetime | None) -> None:
+    def _store_step(
+        self,
+        observation: Observation,
+        reply: AgentReply,
+        action: Action | None,
+        error: str | None,
+        completed: bool,
+        timings: dict[str, float],
+        acted_at: datetime | None,
+    ) -> None:
         """The step as observed; redacted with the whole episode's secrets when it ends."""
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
         self.endpoint_retries += reply.endpoint_retries
         self.endpoint_wait_s += reply.endpoint_wait_s
         self.cost += reply.cost_usd
-        screenshot = self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        screenshot = (
+            self.writer.put_blob(observation.screenshot, "image/jpeg") if observation.screenshot else None
+        )
         painted = observation.resolve_marks()
         som = self.writer.put_blob(painted, "image/jpeg") if painted else None
         config = self.session.config
-        marks = mark_rows(observation.elements, config.viewport_width, config.viewport_height) if screenshot else None
-        self.writer.add_step({
-            "step_index": observation.step_index,
-            "started_at": self.step_starts[-1],
-            "url": observation.url,
-            "title": observation.title,
-            "tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
-            "active_tab": observation.active_tab,
-            "tree_text": observation.tree_text,
-            "screenshot": screenshot,
-            "screenshot_som": som,
-            "marks": marks,
-            "screenshot_width": config.viewport_width if screenshot else None,
-            "screenshot_height": config.viewport_height if screenshot else None,
-            "images": [{"blob": None, **asdict(i), "caption": i.caption or None}
-                       for i in observation.images],
-            "model_output": reply.output,
-            "action": action.render() if action else None,
-            "action_kind": action.kind.value if action else None,
-            "action_error": error,
-            "target_box": target_box(observation, action),
-            "live_hops": self.tracker.current,
-            "live_hop_completed": completed,
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-            "cost_usd": reply.cost_usd,
-            "acted_at": acted_at,
-            **timings,
-        })
+        marks = (
+            mark_rows(observation.elements, config.viewport_width, config.viewport_height)
+            if screenshot
+            else None
+        )
+        self.writer.add_step(
+            {
+                "step_index": observation.step_index,
+                "started_at": self.step_starts[-1],
+                "url": observation.url,
+                "title": observation.title,
+                "tabs": [{"url": t.url, "title": t.title} for t in observation.tabs],
+                "active_tab": observation.active_tab,
+                "tree_text": observation.tree_text,
+                "screenshot": screenshot,
+                "screenshot_som": som,
+                "marks": marks,
+                "screenshot_width": config.viewport_width if screenshot else None,
+                "screenshot_height": config.viewport_height if screenshot else None,
+                "images": [
+                    {"blob": None, **asdict(i), "caption": i.caption or None} for i in observation.images
+                ],
+                "model_output": reply.output,
+                "action": action.render() if action else None,
+                "action_kind": action.kind.value if action else None,
+                "action_error": error,
+                "target_box": target_box(observation, action),
+                "live_hops": self.tracker.current,
+                "live_hop_completed": completed,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "cost_usd": reply.cost_usd,
+                "acted_at": acted_at,
+                **timings,
+            }
+        )
         if reply.request is not None:
-            self._requests.append((self.writer.steps[-1], with_image_blobs(reply.request, self.writer.put_blob)))
+            self._requests.append(
+                (self.writer.steps[-1], with_image_blobs(reply.request, self.writer.put_blob))
+            )
 
     def _episode_row(self, result: EpisodeResult, started: datetime) -> dict[str, Any]:
         return {
@@ -477,7 +547,9 @@ def error_kind(exc: BaseException, browser_connected: bool) -> str:
     whose call passed its deadline)."""
     if getattr(exc, "infrastructure", False) or not browser_connected:
         return INFRASTRUCTURE
-    return INFRASTRUCTURE if isinstance(exc, PlaywrightError) and any(w in str(exc) for w in CRASHED) else AGENT
+    return (
+        INFRASTRUCTURE if isinstance(exc, PlaywrightError) and any(w in str(exc) for w in CRASHED) else AGENT
+    )
 
 
 def typed_secret(observation: Observation, action: Action | None, error: str | None) -> list[str]:
@@ -486,7 +558,11 @@ def typed_secret(observation: Observation, action: Action | None, error: str | N
     if action is None or action.kind is not ActionKind.TYPE or not action.text:
         return []
     target = next((e for e in observation.elements if e.id == action.element_id), None)
-    return [action.text] if typed_text_is_secret(action.text, error is not None, target.name if target else None) else []
+    return (
+        [action.text]
+        if typed_text_is_secret(action.text, error is not None, target.name if target else None)
+        else []
+    )
 
 
 def link_images(steps: list[dict[str, Any]], requests: list[dict[str, Any]]) -> None:

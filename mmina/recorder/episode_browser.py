@@ -4,6 +4,7 @@
 (``mmina.recorder.browser_loop``) within the deadline of its part of a step, and freezes the
 episode's pages while its agent thinks (``mmina.recorder.freezing``).
 """
+
 from __future__ import annotations
 
 import time
@@ -39,8 +40,9 @@ class Session(Protocol):
     """What an episode asks of its browser session (:class:`~mmina.recorder.browser.BrowserSession`
     is one): to run a call on the session's event loop by a deadline, and whether the browser answers."""
 
-    def run(self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None,
-            doing: str = "a browser call") -> T: ...
+    def run(
+        self, coroutine: Coroutine[Any, Any, T], deadline: float | None = None, doing: str = "a browser call"
+    ) -> T: ...
 
     def answers(self) -> bool: ...
 
@@ -116,7 +118,9 @@ class EpisodeBrowser:
         """Whether the active page runs a trivial script within ``PROBE_DEADLINE_S`` (a renderer
         stuck in a script loop does not; a page navigating or gone is left to the call)."""
         try:
-            self.session.run(self.tabs.page.evaluate("1"), time.monotonic() + PROBE_DEADLINE_S, "asking the page")
+            self.session.run(
+                self.tabs.page.evaluate("1"), time.monotonic() + PROBE_DEADLINE_S, "asking the page"
+            )
         except DeadlinePassed:
             return False
         except PlaywrightError:
@@ -131,10 +135,14 @@ class EpisodeBrowser:
         self._call(self.tabs.settle(deadline), max(0.0, seconds), "waiting for the page to settle")
 
     def observe(self, step_index: int, intent: str) -> tuple[Observation, dict[str, float]]:
-        return self._call(observing.observe(self.tabs, step_index, intent), OBSERVE_DEADLINE_S, "observing the page")
+        return self._call(
+            observing.observe(self.tabs, step_index, intent), OBSERVE_DEADLINE_S, "observing the page"
+        )
 
     def tree(self) -> tuple[str, list[Element]]:
-        return self._call(observing.read_tree(self.tabs), OBSERVE_DEADLINE_S, "reading the accessibility tree")
+        return self._call(
+            observing.read_tree(self.tabs), OBSERVE_DEADLINE_S, "reading the accessibility tree"
+        )
 
     @contextmanager
     def thinking(self, freeze_after: float | None) -> Iterator[dict[str, float]]:
@@ -144,7 +152,9 @@ class EpisodeBrowser:
         if freeze_after is None:
             yield timing
             return
-        self._call(self.tabs.freezing.after(self.tabs.pages, freeze_after), PROBE_DEADLINE_S, "scheduling a freeze")
+        self._call(
+            self.tabs.freezing.after(self.tabs.pages, freeze_after), PROBE_DEADLINE_S, "scheduling a freeze"
+        )
         try:
             yield timing
         finally:
@@ -158,9 +168,13 @@ class EpisodeBrowser:
         """Close the context (this also writes the HAR file); one that cannot be closed by
         ``CLOSE_DEADLINE_S`` is abandoned (:class:`ContextAbandoned`)."""
         if self.stuck is not None and not self.session.answers():
-            raise ContextAbandoned(f"the browser stopped answering ({self.stuck}); the context was abandoned "
-                                   "and its network trace (HAR) is lost")
+            raise ContextAbandoned(
+                f"the browser stopped answering ({self.stuck}); the context was abandoned "
+                "and its network trace (HAR) is lost"
+            )
         try:
             self.session.run(self.tabs.close(), time.monotonic() + CLOSE_DEADLINE_S, "closing the context")
         except DeadlinePassed as exc:
-            raise ContextAbandoned(f"{exc}; the context was abandoned and its network trace (HAR) is lost") from None
+            raise ContextAbandoned(
+                f"{exc}; the context was abandoned and its network trace (HAR) is lost"
+            ) from None

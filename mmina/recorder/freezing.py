@@ -65,6 +65,7 @@ What this does and does not change:
   that keeps the recorded pace between steps can freeze them for as long (it does so by itself
   when its agent waits inside ``act`` as long as the recorded one did).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -166,12 +167,15 @@ def _each_running_animation(which: str, change: str) -> str:
 })()""" % (FRAMES, which, change)
 
 
-ANIMATING = """() => {
+ANIMATING = (
+    """() => {
   %s
   for (const document of documents(window))
     if (document.getAnimations().some(a => a.playState === 'running' && a.playbackRate !== 0)) return true;
   return false;
-}""" % FRAMES
+}"""
+    % FRAMES
+)
 """A script: whether an animation runs (at a rate other than 0) where :data:`HOLD` would hold
 it. An observation asks it (``observing.PAGE_FACTS``), so a page seen still gets no hold."""
 HOLD = _each_running_animation("animation.playbackRate !== 0", "animation.playbackRate = 0")
@@ -220,7 +224,9 @@ class _Frozen:
         have come back)."""
         self.answers = True
         if self.held is not None:
-            await self._send("Runtime.callFunctionOn", {"objectId": self.held, "functionDeclaration": RELEASE})
+            await self._send(
+                "Runtime.callFunctionOn", {"objectId": self.held, "functionDeclaration": RELEASE}
+            )
             await self._send("Runtime.releaseObjectGroup", {"objectGroup": HELD})
         elif self.held_unknown:
             await self._send("Runtime.evaluate", {"expression": RELEASE_UNKNOWN, "returnByValue": True})

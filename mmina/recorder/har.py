@@ -11,6 +11,7 @@ Two headers of mmina's own go into a row's ``response_headers`` (no store column
 * ``x-mmina-body: missing``: a response that had a body which neither the HAR nor a tap kept;
   its replay is a fidelity defect, and the report counts it as one.
 """
+
 from __future__ import annotations
 
 import base64
@@ -34,7 +35,9 @@ BODY_HEADER = MMINA_HEADERS + "body"
 MISSING = "missing"
 NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
 
-if TYPE_CHECKING:  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
+if (
+    TYPE_CHECKING
+):  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
     from mmina.recorder.left_behind import LeftBody
     from mmina.recorder.streams import EventStreams, Tapped
 
@@ -73,8 +76,14 @@ def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
         return [], None
 
 
-def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: EventStreams | None = None, routed: RoutedTraffic = RoutedTraffic()) -> list[dict[str, Any]]:
+def capture(
+    path: Path,
+    step_starts: list[datetime],
+    put_blob: PutBlob,
+    redactor: Redactor,
+    streams: EventStreams | None = None,
+    routed: RoutedTraffic = RoutedTraffic(),
+) -> list[dict[str, Any]]:
     """Request rows (one per HAR entry, in start order, assigned to the step that issued them).
 
     ``streams`` gives the bodies the HAR lacks (see the module); ``routed`` what the context's
@@ -89,18 +98,26 @@ def capture(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor
         for entry in entries:
             learn_entry(redactor, entry, archive)
         extra = {key: list(columns) for key, columns in routed.columns.items()}
-        return [{**_row(seq, e, step_starts, put_blob, archive, redactor), **_next_columns(extra, e)}
-                for seq, e in enumerate(entries)]
+        return [
+            {**_row(seq, e, step_starts, put_blob, archive, redactor), **_next_columns(extra, e)}
+            for seq, e in enumerate(entries)
+        ]
     finally:
         if archive is not None:
             archive.close()
 
 
-def completed(entries: list[dict[str, Any]], archive: zipfile.ZipFile | None, streams: EventStreams | None = None,
-              routed: RoutedTraffic = RoutedTraffic()) -> list[dict[str, Any]]:
+def completed(
+    entries: list[dict[str, Any]],
+    archive: zipfile.ZipFile | None,
+    streams: EventStreams | None = None,
+    routed: RoutedTraffic = RoutedTraffic(),
+) -> list[dict[str, Any]]:
     """The HAR's entries with what it misses: the router's traffic, each request named by the URL
     the page asked for, in start order, and the bodies ``streams`` kept (see the module)."""
-    entries = sorted([*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"])
+    entries = sorted(
+        [*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"]
+    )
     if streams is not None:
         fill_streams(entries, streams.bodies())
         fill_tapped(entries, streams.taps.bodies(), archive)
@@ -108,7 +125,9 @@ def completed(entries: list[dict[str, Any]], archive: zipfile.ZipFile | None, st
     return entries
 
 
-def _next_columns(extra: dict[tuple[str, str], list[Mapping[str, Any]]], entry: dict[str, Any]) -> Mapping[str, Any]:
+def _next_columns(
+    extra: dict[tuple[str, str], list[Mapping[str, Any]]], entry: dict[str, Any]
+) -> Mapping[str, Any]:
     """The next further columns given for this entry's method and URL (none left: none)."""
     request = entry.get("request") or {}
     waiting = extra.get((request.get("method", "GET"), request.get("url", "")))
@@ -158,14 +177,22 @@ def fill_streams(entries: list[dict[str, Any]], streams: dict[str, list[bytes]])
     for entry in entries:
         content = (entry.get("response") or {}).get("content") or {}
         bodies = pending.get(entry["request"].get("url", ""))
-        if entry.get("_resourceType") != "eventsource" or content.get("_file") or content.get("text") or not bodies:
+        if (
+            entry.get("_resourceType") != "eventsource"
+            or content.get("_file")
+            or content.get("text")
+            or not bodies
+        ):
             continue
         _give_body(entry.setdefault("response", {}), bodies.pop(0))
         entry["response"]["status"] = entry["response"].get("status") or 200
 
 
-def fill_tapped(entries: list[dict[str, Any]], tapped: dict[tuple[str, str], list[Tapped]],
-                archive: zipfile.ZipFile | None) -> None:
+def fill_tapped(
+    entries: list[dict[str, Any]],
+    tapped: dict[tuple[str, str], list[Tapped]],
+    archive: zipfile.ZipFile | None,
+) -> None:
     """Give each fetch/XHR entry the next body tapped for its method and URL: as its body when
     the HAR kept none, and its chunk timing when it came in more than one chunk."""
     pending = {key: list(bodies) for key, bodies in tapped.items()}
@@ -190,16 +217,22 @@ LEFT_MATCH_S = 1.0
 most this far apart."""
 
 
-def fill_left(entries: list[dict[str, Any]], left: dict[tuple[str, str], list[LeftBody]],
-              archive: zipfile.ZipFile | None) -> None:
+def fill_left(
+    entries: list[dict[str, Any]],
+    left: dict[tuple[str, str], list[LeftBody]],
+    archive: zipfile.ZipFile | None,
+) -> None:
     """Give each entry whose body the HAR lost the body mmina's session read as its page moved
     on (``left_behind.py``): of those for its method and URL, the one sent nearest it."""
     pending = {key: list(bodies) for key, bodies in left.items()}
     for entry in entries:
         response = entry.get("response") or {}
         candidates = pending.get((entry["request"].get("method", "GET"), entry["request"].get("url", "")))
-        if not candidates or response_body(response.get("content") or {}, archive) is not None \
-                or not body_missing(entry, None):
+        if (
+            not candidates
+            or response_body(response.get("content") or {}, archive) is not None
+            or not body_missing(entry, None)
+        ):
             continue
         sent = _started(entry).timestamp()
         nearest = min(candidates, key=lambda k: abs(k.sent - sent))
@@ -209,8 +242,12 @@ def fill_left(entries: list[dict[str, Any]], left: dict[tuple[str, str], list[Le
 
 
 def _give_body(response: dict[str, Any], body: bytes) -> None:
-    response["content"] = {**(response.get("content") or {}), "size": len(body), "encoding": "base64",
-                           "text": base64.b64encode(body).decode()}
+    response["content"] = {
+        **(response.get("content") or {}),
+        "size": len(body),
+        "encoding": "base64",
+        "text": base64.b64encode(body).decode(),
+    }
 
 
 def _started(entry: dict[str, Any]) -> datetime:
@@ -229,8 +266,14 @@ def body_missing(entry: dict[str, Any], body: bytes | None) -> bool:
     return size != 0
 
 
-def _row(seq: int, entry: dict[str, Any], step_starts: list[datetime], put_blob: PutBlob,
-         archive: zipfile.ZipFile | None, redactor: Redactor) -> dict[str, Any]:
+def _row(
+    seq: int,
+    entry: dict[str, Any],
+    step_starts: list[datetime],
+    put_blob: PutBlob,
+    archive: zipfile.ZipFile | None,
+    redactor: Redactor,
+) -> dict[str, Any]:
     request, response = entry["request"], entry.get("response") or {}
     started = _started(entry)
     content = response.get("content") or {}
@@ -288,8 +331,9 @@ def request_text(request: dict[str, Any], archive: zipfile.ZipFile | None) -> tu
     return text or None, post.get("mimeType") or "application/octet-stream"
 
 
-def _request_body(request: dict[str, Any], put_blob: PutBlob, redactor: Redactor,
-                  archive: zipfile.ZipFile | None) -> tuple[str | None, int]:
+def _request_body(
+    request: dict[str, Any], put_blob: PutBlob, redactor: Redactor, archive: zipfile.ZipFile | None
+) -> tuple[str | None, int]:
     """The redacted request body's blob and the size the browser sent."""
     text, mime = request_text(request, archive)
     if not text:

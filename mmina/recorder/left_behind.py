@@ -16,6 +16,7 @@ makes a page work is read (``LEFT_TYPES``), and only in that moment: a page whos
 before acting finished its loads long before, so a step costs nothing more. ``har.fill_left``
 gives each HAR entry without its body the one read for it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -120,7 +121,9 @@ class LeftBehind:
 
     def _finish(self, session: CDPSession, sent: _Sent, event: dict[str, Any]) -> None:
         """The response of ``event`` is done as far as its frame leaving goes (DevTools seconds)."""
-        self._finished.setdefault((session, sent.frame), {})[event["requestId"]] = float(event.get("timestamp") or 0.0)
+        self._finished.setdefault((session, sent.frame), {})[event["requestId"]] = float(
+            event.get("timestamp") or 0.0
+        )
 
     def _read_now(self, session: CDPSession, request_id: str) -> None:
         if request_id not in self._asked:  # read as its frame left, then its load finished
@@ -146,7 +149,9 @@ class LeftBehind:
         """The bodies read so far, by (method, URL), in the order they were asked for."""
         found: dict[tuple[str, str], list[LeftBody]] = {}
         for read in self._read:
-            left = read.result() if read.done() and not read.cancelled() and read.exception() is None else None
+            left = (
+                read.result() if read.done() and not read.cancelled() and read.exception() is None else None
+            )
             if left is not None:
                 found.setdefault((left.method, left.url), []).append(left)
         return found

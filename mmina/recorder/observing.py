@@ -8,6 +8,7 @@ core-milliseconds one episode at a time whatever it asks (mmina's Python, Playwr
 the browser). The screenshot's own question (may a caret show? ``shots.py``) stays a call of its
 own, side by side with it, so the capture never waits for the images' layout.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,7 +53,9 @@ class PageFacts:
         if not isinstance(value, dict) or not isinstance(value.get("images"), list):
             return cls()
         title = value.get("title")
-        return cls(value["images"], title if isinstance(title, str) else None, value.get("animating") is not False)
+        return cls(
+            value["images"], title if isinstance(title, str) else None, value.get("animating") is not False
+        )
 
 
 class _Timer:
@@ -126,8 +129,11 @@ async def _observe(tabs: Tabs, step_index: int, intent: str) -> tuple[Observatio
     facts = asyncio.ensure_future(page_facts(tabs))
     try:
         (tree_text, elements), images, screenshot, titles = await _side_by_side(
-            timer.time("tree_ms", read_tree(tabs)), timer.time("images_ms", _images(tabs, facts)),
-            timer.time("screenshot_ms", _screenshot(tabs)), _titles(tabs, facts))
+            timer.time("tree_ms", read_tree(tabs)),
+            timer.time("images_ms", _images(tabs, facts)),
+            timer.time("screenshot_ms", _screenshot(tabs)),
+            _titles(tabs, facts),
+        )
     finally:
         facts.cancel()  # when the caller's deadline cancelled the parts before it ended
     if (known := facts.result()) is not None:
@@ -174,8 +180,9 @@ async def _titles(tabs: Tabs, facts: Awaitable[PageFacts | None]) -> list[str]:
     """Every tab's title: the active one's from its facts, when they were read."""
     known, active = await facts, tabs.page
     title = known.title if known is not None else None
-    return await asyncio.gather(*(_known(title) if title is not None and page is active else title_of(page)
-                                  for page in tabs.pages))
+    return await asyncio.gather(
+        *(_known(title) if title is not None and page is active else title_of(page) for page in tabs.pages)
+    )
 
 
 async def _known(value: T) -> T:
@@ -191,7 +198,9 @@ async def images_in_view(tabs: Tabs, main: list[dict[str, Any]] | None = None) -
         if offset is None:
             continue
         try:
-            images = main if main is not None and frame is tabs.page.main_frame else await _images_of(tabs, frame)
+            images = (
+                main if main is not None and frame is tabs.page.main_frame else await _images_of(tabs, frame)
+            )
         except (TimeoutError, PlaywrightError):  # the frame went away while we looked
             continue
         found += [image for i in images if (image := page_image(i, offset)) is not None]
@@ -207,8 +216,11 @@ def page_image(value: Any, offset: tuple[float, float]) -> PageImage | None:
     except (TypeError, KeyError):
         return None
     numbers = (x, y, width, height)
-    if not isinstance(src, str) or not isinstance(alt, str) \
-            or not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
+    if (
+        not isinstance(src, str)
+        or not isinstance(alt, str)
+        or not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers)
+    ):
         return None
     return PageImage(src=src, alt=alt, x=x + offset[0], y=y + offset[1], width=width, height=height)
 
@@ -232,7 +244,9 @@ async def _screenshot(tabs: Tabs) -> bytes | None:
 
 def _marks(capture: Capture, screenshot: bytes, elements: list[Element], timings: dict[str, float]) -> bytes:
     started = time.perf_counter()
-    painted = paint(screenshot, elements, capture.viewport_width, capture.viewport_height, capture.jpeg_quality)
+    painted = paint(
+        screenshot, elements, capture.viewport_width, capture.viewport_height, capture.jpeg_quality
+    )
     timings["som_ms"] = (time.perf_counter() - started) * 1e3
     return painted
 
@@ -265,4 +279,3 @@ async def _side_by_side(*parts: Awaitable[Any]) -> list[Any]:
     if failed:
         raise failed[0]
     return results
-

@@ -1,4 +1,5 @@
 """A recording run: tasks in, one committed episode per task and repeat out, resumable."""
+
 from __future__ import annotations
 
 import time
@@ -144,21 +145,34 @@ class RunSummary:
     def endpoint(self) -> dict[str, float | int]:
         """What the model endpoint's faults cost this session: retried attempts, seconds waited
         for it to come back, and the episodes that waited (none of them failed for it)."""
-        return {"retries": sum(e.endpoint_retries for e in self.episodes),
-                "waited_s": round(sum(e.endpoint_wait_s for e in self.episodes), 3),
-                "episodes_held": sum(e.endpoint_wait_s > 0 for e in self.episodes)}
+        return {
+            "retries": sum(e.endpoint_retries for e in self.episodes),
+            "waited_s": round(sum(e.endpoint_wait_s for e in self.episodes), 3),
+            "episodes_held": sum(e.endpoint_wait_s > 0 for e in self.episodes),
+        }
 
     def totals(self) -> dict[str, float | int]:
-        return {"hop_sr": self.hop_sr, "task_sr": self.task_sr, "live_hop_sr": self.live_hop_sr,
-                "errors": self.errors, "infrastructure_errors": self.infrastructure_errors, "tokens": self.tokens,
-                "cost_usd": self.cost_usd,
-                "duration_s": self.duration_s}
+        return {
+            "hop_sr": self.hop_sr,
+            "task_sr": self.task_sr,
+            "live_hop_sr": self.live_hop_sr,
+            "errors": self.errors,
+            "infrastructure_errors": self.infrastructure_errors,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "duration_s": self.duration_s,
+        }
 
     def as_json(self) -> dict[str, Any]:
         """The summary for scripts (``--format json``): the run, each episode and the totals."""
         episodes = [{**asdict(e), "success": e.success} for e in self.episodes]
-        return {**asdict(self), "episodes": episodes, "finished": len(self.episodes), **self.totals(),
-                "endpoint_faults": self.endpoint}
+        return {
+            **asdict(self),
+            "episodes": episodes,
+            "finished": len(self.episodes),
+            **self.totals(),
+            "endpoint_faults": self.endpoint,
+        }
 
 
 OnEpisode = Callable[[Task, EpisodeResult], None]
@@ -169,8 +183,13 @@ def new_run_id(agent: str) -> str:
     return f"{utcnow():%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:6]}"
 
 
-def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int], None] | None = None,
-               on_episode: OnEpisode | None = None, on_workers: OnWorkers | None = None) -> RunSummary:
+def record_run(
+    store: Store,
+    config: RecordConfig,
+    on_start: Callable[[str, int], None] | None = None,
+    on_episode: OnEpisode | None = None,
+    on_workers: OnWorkers | None = None,
+) -> RunSummary:
     """Record every selected task of the suite into ``store``, ``repeats`` times; with ``resume``,
     skip the repeats already done (see :func:`reruns_due`). ``on_workers`` is told how many worker
     processes or Ray actors are at work and lost, as that changes.
@@ -187,7 +206,14 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
             summary, todo = _open_run(store, config, plan, session.version)
             if on_start:
                 on_start(summary.run_id, len(todo))
-            setup = WorkerSetup(agent=config.agent, settings=plan.settings, store=store.location, run_id=summary.run_id, limits=config.limits, browser=browser)
+            setup = WorkerSetup(
+                agent=config.agent,
+                settings=plan.settings,
+                store=store.location,
+                run_id=summary.run_id,
+                limits=config.limits,
+                browser=browser,
+            )
 
             def spent() -> bool:
                 summary.stopped = config.spent(summary.cost_usd, time.perf_counter() - started)
@@ -199,8 +225,16 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                     on_workers(alive, lost)
 
             try:
-                for item, result in _episodes(setup, session, store, plan, longest_first(todo, config.layout),
-                                              config.layout, spent, workers):
+                for item, result in _episodes(
+                    setup,
+                    session,
+                    store,
+                    plan,
+                    longest_first(todo, config.layout),
+                    config.layout,
+                    spent,
+                    workers,
+                ):
                     summary.episodes.append(result)
                     if on_episode:
                         on_episode(item.task, result)
@@ -210,11 +244,14 @@ def record_run(store: Store, config: RecordConfig, on_start: Callable[[str, int]
                 raise EndpointUnavailable(
                     f"{exc}: the run stopped, {len(summary.episodes)} episode(s) of this session stored and "
                     f"{len(todo) - len(summary.episodes)} task(s) left; once the endpoint answers again: "
-                    f"mmina record --resume --run-id {summary.run_id}") from None
+                    f"mmina record --resume --run-id {summary.run_id}"
+                ) from None
         finally:
             session.close()
     order = {t.task_id: i for i, t in enumerate(plan.suite.tasks)}
-    summary.episodes.sort(key=lambda e: (e.attempt, order.get(e.task_id, len(order))))  # a task the suite lost: last
+    summary.episodes.sort(
+        key=lambda e: (e.attempt, order.get(e.task_id, len(order)))
+    )  # a task the suite lost: last
     summary.duration_s = time.perf_counter() - started
     return summary
 
@@ -248,17 +285,33 @@ def _plan(store: Store, config: RecordConfig) -> _Plan:
     """The selected tasks, run id, agent and captioner, once each is known to be good."""
     suite = load_suite(config.tasks, list(config.task_ids) or None).head(config.limit)
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
-        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
+        raise AgentError(
+            f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1"
+        )
     run_id = choose_run_id(store, config)
     repeats = run_repeats(store, run_id, config.repeats) if config.resume else config.repeats or 1
     settings = replace(config.agent_settings, run_id=run_id)
     agent = make_agent(config.agent, settings, store)
-    return _Plan(suite=suite, run_id=run_id, settings=settings, agent=agent, captioner=make_captioner(settings), repeats=repeats)
+    return _Plan(
+        suite=suite,
+        run_id=run_id,
+        settings=settings,
+        agent=agent,
+        captioner=make_captioner(settings),
+        repeats=repeats,
+    )
 
 
-def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _Plan, items: list[Repeat],
-              layout: Layout, stop: Callable[[], bool],
-              on_workers: OnWorkers | None = None) -> Iterator[tuple[Repeat, EpisodeResult]]:
+def _episodes(
+    setup: WorkerSetup,
+    session: BrowserSession,
+    store: Store,
+    plan: _Plan,
+    items: list[Repeat],
+    layout: Layout,
+    stop: Callable[[], bool],
+    on_workers: OnWorkers | None = None,
+) -> Iterator[tuple[Repeat, EpisodeResult]]:
     """Work that stays in this process uses the browser, store and agent already at hand;
     processes and Ray actors start their own. A worker lost with episodes in flight (a process
     killed, a Ray node gone) has them recorded again by another, unless they were committed."""
@@ -267,11 +320,19 @@ def _episodes(setup: WorkerSetup, session: BrowserSession, store: Store, plan: _
         yield from spread(partial(Worker, setup), items, layout, here, stop=stop)
         return
     session.close()
-    yield from spread(partial(Worker, setup), items, layout, settled=partial(_committed, store, plan.run_id),
-                      stop=stop, on_workers=on_workers)
+    yield from spread(
+        partial(Worker, setup),
+        items,
+        layout,
+        settled=partial(_committed, store, plan.run_id),
+        stop=stop,
+        on_workers=on_workers,
+    )
 
 
-def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: str) -> tuple[RunSummary, list[Repeat]]:
+def _open_run(
+    store: Store, config: RecordConfig, plan: _Plan, browser_version: str
+) -> tuple[RunSummary, list[Repeat]]:
     """Create the run (or reopen it with ``resume``); returns the repeats of tasks still to record:
     those not committed, and those recorded again (an error ended their episode: :func:`reruns_due`)."""
     row = _run_row(config, plan.suite, browser_version)
@@ -281,13 +342,21 @@ def _open_run(store: Store, config: RecordConfig, plan: _Plan, browser_version: 
     tasks = plan.suite.tasks if created else own_tasks(store, plan.run_id, plan.suite.tasks, config.task_ids)
     latest = latest_episodes(store, plan.run_id)
     reruns = reruns_due(latest, config.rerun_errors)
-    items = [Repeat(task, attempt, reruns.get((task.task_id, attempt)))
-             for attempt in range(1, plan.repeats + 1) for task in tasks]
+    items = [
+        Repeat(task, attempt, reruns.get((task.task_id, attempt)))
+        for attempt in range(1, plan.repeats + 1)
+        for task in tasks
+    ]
     done = set(latest) - set(reruns)
-    summary = RunSummary(plan.run_id, str(store.root), skipped=[i.label for i in items if i.key in done],
-                         task_warnings=list(plan.suite.warnings),
-                         verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
-                         repeats=plan.repeats, rerun=[i.label for i in items if i.supersedes])
+    summary = RunSummary(
+        plan.run_id,
+        str(store.root),
+        skipped=[i.label for i in items if i.key in done],
+        task_warnings=list(plan.suite.warnings),
+        verdicts_added=[] if created else add_missing_verdicts(store, plan.run_id),
+        repeats=plan.repeats,
+        rerun=[i.label for i in items if i.supersedes],
+    )
     return summary, [i for i in items if i.key not in done]
 
 
@@ -295,10 +364,14 @@ def run_repeats(store: Store, run_id: str, asked: int | None) -> int:
     """A resumed run's repeats (its ``--repeats``, 1 for runs before it); asking for others is an error."""
     rows = store.read("runs", run_id=run_id, columns=["config_json"]).column(0).to_pylist()
     recorded = run_config(rows[0] if rows else None).get("repeats")
-    repeats = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1 else 1
+    repeats = (
+        recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1 else 1
+    )
     if asked is not None and asked != repeats:
-        raise StoreError(f"run {run_id} was recorded with --repeats {repeats}: a resumed run keeps its repeats "
-                         f"(leave --repeats out, or start a new run for {asked})")
+        raise StoreError(
+            f"run {run_id} was recorded with --repeats {repeats}: a resumed run keeps its repeats "
+            f"(leave --repeats out, or start a new run for {asked})"
+        )
     return repeats
 
 
@@ -309,22 +382,32 @@ def own_tasks(store: Store, run_id: str, loaded: Sequence[Task], asked: Sequence
     rows = {r["task_id"]: r for r in store.read("tasks", run_id=run_id).to_pylist()}
     stranger = [task_id for task_id in asked if task_id not in rows]
     if stranger:
-        raise StoreError(f"run {run_id} has no task {stranger[0]} (it has {len(rows)}): a resumed run records "
-                         "only its own tasks; start a new run for others")
+        raise StoreError(
+            f"run {run_id} has no task {stranger[0]} (it has {len(rows)}): a resumed run records "
+            "only its own tasks; start a new run for others"
+        )
     suite_path = store.read("runs", run_id=run_id, columns=["task_suite_path"]).column(0)[0].as_py()
     by_id = {t.task_id: t for t in loaded}
-    return [by_id[task_id] if task_id in by_id and by_id[task_id].sha256 == row["task_sha256"]
-            else replace(task_from_row(row), folder=task_folder(suite_path, task_id))
-            for task_id, row in rows.items()]
+    return [
+        by_id[task_id]
+        if task_id in by_id and by_id[task_id].sha256 == row["task_sha256"]
+        else replace(task_from_row(row), folder=task_folder(suite_path, task_id))
+        for task_id, row in rows.items()
+    ]
 
 
 def choose_run_id(store: Store, config: RecordConfig) -> str:
     """``--run-id``, else (with ``--resume``) the store's latest run, else a new id."""
     if config.run_id:
         run_id = check_id("run id", config.run_id)
-        if config.resume and not store.read("runs", run_id=run_id, columns=["run_id"]).num_rows \
-                and not store.unreadable("runs", run_id):
-            raise StoreError(f"nothing to resume: {store.root} has no run {run_id} (leave out --resume to start it)")
+        if (
+            config.resume
+            and not store.read("runs", run_id=run_id, columns=["run_id"]).num_rows
+            and not store.unreadable("runs", run_id)
+        ):
+            raise StoreError(
+                f"nothing to resume: {store.root} has no run {run_id} (leave out --resume to start it)"
+            )
         return run_id
     if config.resume:
         runs = store.read("runs", columns=["run_id", "created_at"]).sort_by([("created_at", "descending")])
@@ -345,8 +428,11 @@ Key = tuple[str, int]
 
 def latest_episodes(store: Store, run_id: str) -> dict[Key, dict[str, Any]]:
     """Each task's and repeat's latest episode in the run (its status and ``error_kind``)."""
-    rows = store.read("episodes", run_id=run_id,
-                      columns=["episode_id", "task_id", "attempt", "status", "error_kind", "started_at"]).to_pylist()
+    rows = store.read(
+        "episodes",
+        run_id=run_id,
+        columns=["episode_id", "task_id", "attempt", "status", "error_kind", "started_at"],
+    ).to_pylist()
     return {(row["task_id"], row["attempt"]): row for row in sorted(rows, key=lambda r: r["started_at"])}
 
 
@@ -354,8 +440,11 @@ def reruns_due(latest: dict[Key, dict[str, Any]], rerun_errors: bool) -> dict[Ke
     """The repeats of tasks ``--resume`` records again, each with the episode it supersedes: those
     whose latest episode an infrastructure error ended (with ``rerun_errors``, any error). The new
     episode is the same repeat (the same ``attempt``); the old one stays, counted in no table."""
-    return {key: row["episode_id"] for key, row in latest.items()
-            if row["status"] == "error" and (row["error_kind"] == INFRASTRUCTURE or rerun_errors)}
+    return {
+        key: row["episode_id"]
+        for key, row in latest.items()
+        if row["status"] == "error" and (row["error_kind"] == INFRASTRUCTURE or rerun_errors)
+    }
 
 
 def _committed(store: Store, run_id: str, item: Repeat) -> bool:
@@ -377,9 +466,24 @@ def fixture_web(tasks: Sequence[Task], drift: int) -> Iterator[list[str]]:
 
 
 def _run_row(config: RecordConfig, suite: TaskSuite, browser_version: str) -> dict[str, Any]:
-    settings = {"agent": config.agent, "tasks": config.tasks, "task_ids": list(config.task_ids), "limit": config.limit,
-                "repeats": config.repeats or 1,
-                "limits": asdict(config.limits), "browser": asdict(config.browser), "drift": config.drift,
-                **config.layout.describe(), "agent_settings": asdict(config.agent_settings)}
-    return run_row(config.agent, config.agent_settings.model, with_verdicts_due(settings), suite, len(suite.tasks),
-                   browser_version, (config.browser.viewport_width, config.browser.viewport_height))
+    settings = {
+        "agent": config.agent,
+        "tasks": config.tasks,
+        "task_ids": list(config.task_ids),
+        "limit": config.limit,
+        "repeats": config.repeats or 1,
+        "limits": asdict(config.limits),
+        "browser": asdict(config.browser),
+        "drift": config.drift,
+        **config.layout.describe(),
+        "agent_settings": asdict(config.agent_settings),
+    }
+    return run_row(
+        config.agent,
+        config.agent_settings.model,
+        with_verdicts_due(settings),
+        suite,
+        len(suite.tasks),
+        browser_version,
+        (config.browser.viewport_width, config.browser.viewport_height),
+    )

@@ -25,6 +25,7 @@ that ran once more), and the draws past :data:`TURN_BUDGET` in one turn, which c
 turn's last stream without reading their stack (a replay's clock may run several timers in one
 turn where the recording ran each in its own).
 """
+
 from __future__ import annotations
 
 import hashlib

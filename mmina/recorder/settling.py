@@ -11,6 +11,7 @@ driver enforces: a driver that stops answering, or a call Playwright gives no ti
 bounds every call as well (``mmina.recorder.browser``): a step's part gets its deadline here
 plus ``GRACE_S``, and past it the call is cancelled and :class:`DeadlinePassed` raised.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -106,7 +107,8 @@ holds settling."""
 REAL_TIMERS = "const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;"
 """The browser's own timers and ``performance``, not the replay clock's (which may stand still:
 ``mmina.replayer.page_clock``): mmina's waits in a page count real time."""
-PAGE_TURN = """(soonLimit, streamLimit, longLived) => new Promise(done => {
+PAGE_TURN = (
+    """(soonLimit, streamLimit, longLived) => new Promise(done => {
   %s
   const started = real.performance.now(), timeline = window.__mminaTimeline;
   const stopped = () => !!(timeline && timeline.capped());
@@ -118,7 +120,9 @@ PAGE_TURN = """(soonLimit, streamLimit, longLived) => new Promise(done => {
   const check = () => busy() ? turn() : done();
   real.setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
   turn();
-})""" % REAL_TIMERS
+})"""
+    % REAL_TIMERS
+)
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
 (for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers; none while
 the replay clock stands still, when no page timer can fire) and no replayed stream still flowing
@@ -157,8 +161,13 @@ class DeadlinePassed(MminaError):
 class Settling:
     """Counts a context's requests in flight and waits for its active page to settle."""
 
-    def __init__(self, context: BrowserContext, page: Callable[[], Page], sessions: PageSessions,
-                 page_time: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        context: BrowserContext,
+        page: Callable[[], Page],
+        sessions: PageSessions,
+        page_time: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._page, self._sessions = page, sessions
         self._page_time = page_time
         """The page's time in seconds, which says how long a request stood (a replay's runs on its
@@ -263,8 +272,11 @@ class Settling:
             now = self._page_time()
             with self._lock:
                 self._standing = set(self._in_flight)
-                self._long_lived |= {_endpoint(r) for r, started in self._in_flight.items()
-                                     if r.resource_type != "document" and now - started >= LONG_LIVED_S}
+                self._long_lived |= {
+                    _endpoint(r)
+                    for r, started in self._in_flight.items()
+                    if r.resource_type != "document" and now - started >= LONG_LIVED_S
+                }
 
     async def _settle(self, deadline: float | None) -> None:
         now = time.monotonic()
@@ -328,7 +340,9 @@ class Settling:
         if page in self._new_documents:
             self._new_documents.discard(page)
             try:
-                await asyncio.wait_for(page.locator("body").count(), max(0.0, min(LOAD_MAX_S, deadline - started)))
+                await asyncio.wait_for(
+                    page.locator("body").count(), max(0.0, min(LOAD_MAX_S, deadline - started))
+                )
             except (TimeoutError, PlaywrightError):
                 pass  # a renderer busy in a script loop does not answer: the caller's deadline decides
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))

@@ -18,6 +18,7 @@ until the page next paints — ~20 MB for a 1280×2048 page, held all the time i
 so ~20 MB more per episode in flight. From the view it costs ~6 core-ms more per capture
 (``docs/performance.md``, "The screenshot").
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,8 +28,23 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.devtools import PageSessions, evaluate, send
 
-NO_CARET_INPUTS = ("checkbox", "radio", "range", "color", "file", "submit", "button", "reset", "image", "hidden",
-                   "date", "time", "datetime-local", "month", "week")
+NO_CARET_INPUTS = (
+    "checkbox",
+    "radio",
+    "range",
+    "color",
+    "file",
+    "submit",
+    "button",
+    "reset",
+    "image",
+    "hidden",
+    "date",
+    "time",
+    "datetime-local",
+    "month",
+    "week",
+)
 """The input types Chromium draws no caret in (measured: screenshots of each focused for 1.5 s).
 Any other input, one of a type Chromium does not know included, is a text field with a caret."""
 
@@ -74,4 +90,3 @@ async def _caret_may_show(session: CDPSession) -> bool:
         return await evaluate(session, CARET_MAY_SHOW) is not False
     except (PlaywrightError, TimeoutError):
         return True
-

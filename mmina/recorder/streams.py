@@ -13,6 +13,7 @@ tried first: its request events for the stream went missing in about a third of 
 after a ``retry`` field long enough that the browser, when the replayed body ends, does not
 reconnect within the episode (as the recorded stream, still open, did not).
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -7,6 +7,7 @@ Every method here runs on the browser's event loop (see ``mmina.recorder.browser
 many episodes share: a wait is an ``await``, never a blocking call, so one episode waiting on
 its page never holds up another.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,8 +64,15 @@ async def title_of(page: Page) -> str:
 class Tabs:
     """The tabs of one episode's context (observed by ``observing.py``, acted on by ``acting.py``)."""
 
-    def __init__(self, context: BrowserContext, capture: Capture, streams: EventStreams, painter: Executor,
-                 allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        context: BrowserContext,
+        capture: Capture,
+        streams: EventStreams,
+        painter: Executor,
+        allowed_schemes: tuple[str, ...] = (),
+        page_time: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.context, self.capture, self.streams, self.painter = context, capture, streams, painter
         self.allowed_schemes = allowed_schemes
         """URL schemes the user allows beyond the web (``mmina.actions.navigation``)."""
@@ -86,8 +94,14 @@ class Tabs:
         """Freezes the tabs while the agent thinks (see ``freezing.py``)."""
 
     @classmethod
-    async def start(cls, context: BrowserContext, capture: Capture, painter: Executor,
-                    allowed_schemes: tuple[str, ...] = (), page_time: Callable[[], float] = time.monotonic) -> Tabs:
+    async def start(
+        cls,
+        context: BrowserContext,
+        capture: Capture,
+        painter: Executor,
+        allowed_schemes: tuple[str, ...] = (),
+        page_time: Callable[[], float] = time.monotonic,
+    ) -> Tabs:
         """The tabs of a new context; ``painter`` paints set-of-marks images (the session's threads);
         ``page_time`` is the pages' time in seconds (a replay's: its recording's timeline)."""
         await Settling.prepare(context)
@@ -124,12 +138,16 @@ class Tabs:
             try:
                 response = await page.goto(url, wait_until="commit")
             except PlaywrightError as exc:
-                raise StartPageError(f"cannot open the start page {url}: {_reason(exc)}", url,
-                                     error=_reason(exc)) from None
+                raise StartPageError(
+                    f"cannot open the start page {url}: {_reason(exc)}", url, error=_reason(exc)
+                ) from None
             if response is not None and response.status >= 500:
                 await _wait_for_dom(page)
-                raise StartPageError(f"cannot open the start page {url}: HTTP {response.status} ({await title_of(page)})",
-                                     url, response.status)
+                raise StartPageError(
+                    f"cannot open the start page {url}: HTTP {response.status} ({await title_of(page)})",
+                    url,
+                    response.status,
+                )
         self.active = 0
         await self.page.bring_to_front()
         await self.settle(deadline)

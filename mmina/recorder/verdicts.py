@@ -13,6 +13,7 @@ reports such an episode and ``record --resume`` writes them from the stored rows
 it did not expect) gives an ``unclear`` verdict whose detail holds the error: the episode,
 already committed, is never lost to its scoring.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -43,8 +44,9 @@ def step_view(row: Mapping[str, Any]) -> StepView:
     return StepView(**fields)
 
 
-def episode_view(run_id: str, episode_id: str, task: Task, episode: Mapping[str, Any],
-                 steps: Sequence[Mapping[str, Any]]) -> EpisodeView:
+def episode_view(
+    run_id: str, episode_id: str, task: Task, episode: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]
+) -> EpisodeView:
     """The episode as evaluators see it, from the rows about to be (or just) stored."""
     views = tuple(step_view({**row, "url": row.get("url") or ""}) for row in steps)
     return EpisodeView(run_id, episode_id, task, episode, views)
@@ -65,8 +67,11 @@ def verdict_rows(view: EpisodeView) -> list[dict[str, Any]]:
                 continue
             scores = list(evaluator.score(view))
         except Exception as exc:  # noqa: BLE001 - a task field no evaluator expected: the episode is stored
-            scores = [task_score("unclear", {"error": f"the evaluator failed: {type(exc).__name__}: "
-                                                      f"{first_line(exc)}"})]
+            scores = [
+                task_score(
+                    "unclear", {"error": f"the evaluator failed: {type(exc).__name__}: {first_line(exc)}"}
+                )
+            ]
         rows += score_rows(view, scores, ScoreBatch.new(name, evaluator.version, evaluator.args))
     return rows
 
@@ -89,7 +94,9 @@ def add_missing_verdicts(store: Store, run_id: str) -> list[str]:
     episodes = {row["episode_id"]: row for row in store.read("episodes", run_id=run_id).to_pylist()}
     for episode_id in missing:
         episode = episodes[episode_id]
-        steps = store.read("steps", run_id=run_id, columns=list(StepView._fields), where={"episode_id": episode_id})
+        steps = store.read(
+            "steps", run_id=run_id, columns=list(StepView._fields), where={"episode_id": episode_id}
+        )
         rows = sorted(steps.to_pylist(), key=lambda step: step["step_index"])
         write_verdicts(store, episode_view(run_id, episode_id, tasks[episode["task_id"]], episode, rows))
     return missing
@@ -103,4 +110,6 @@ def verdict_summary(rows: list[dict[str, Any]]) -> tuple[str | None, int | None]
     """The ``hops`` task verdict and hops passed among the rows (None, None without them)."""
     mine = [r for r in rows if r["evaluator"] == SUMMARY_EVALUATOR]
     task = next((r["verdict"] for r in mine if r["level"] == "task"), None)
-    return task, (sum(r["verdict"] == "pass" for r in mine if r["level"] == "hop") if task is not None else None)
+    return task, (
+        sum(r["verdict"] == "pass" for r in mine if r["level"] == "hop") if task is not None else None
+    )

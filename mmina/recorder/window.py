@@ -12,6 +12,7 @@ viewport (``innerWidth``, ``innerHeight``, media queries, ``screen``) and its sc
 ``outerHeight`` — the height of a window nobody sees — reads ``WINDOW_HEIGHT``, as with
 Puppeteer, whose headless window stays at Chromium's 800×600 whatever the viewport.
 """
+
 from __future__ import annotations
 
 from playwright.async_api import CDPSession
@@ -52,11 +53,20 @@ async def size_window(session: CDPSession, width: int, height: int, window_heigh
 
 
 async def _bounds(session: CDPSession, window: int, width: int, height: int) -> None:
-    await send(session, "Browser.setWindowBounds", {"windowId": window, "bounds": {"width": width, "height": height}})
+    await send(
+        session, "Browser.setWindowBounds", {"windowId": window, "bounds": {"width": width, "height": height}}
+    )
 
 
 def viewport_metrics(width: int, height: int) -> dict[str, object]:
     """``Emulation.setDeviceMetricsOverride``'s parameters as Playwright sends them for a desktop
     context with this viewport (the screen as large as the viewport)."""
-    return {"mobile": False, "width": width, "height": height, "screenWidth": width, "screenHeight": height,
-            "deviceScaleFactor": 1, "screenOrientation": {"angle": 0, "type": "landscapePrimary"}}
+    return {
+        "mobile": False,
+        "width": width,
+        "height": height,
+        "screenWidth": width,
+        "screenHeight": height,
+        "deviceScaleFactor": 1,
+        "screenOrientation": {"angle": 0, "type": "landscapePrimary"},
+    }

@@ -6,6 +6,7 @@ temporary folder. ``--workers P`` runs P of them, in processes of their own or a
 Workers share nothing but the store (whose writers are safe side by side), so an episode's
 result does not depend on how many workers or threads ran, or which one took it.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -74,8 +75,14 @@ class Worker:
     made (used by the first thread); otherwise it builds its own from the :class:`WorkerSetup`.
     """
 
-    def __init__(self, setup: WorkerSetup, session: BrowserSession | None = None, store: Store | None = None,
-                 agent: Agent | None = None, captioner: Captioner | None = None) -> None:
+    def __init__(
+        self,
+        setup: WorkerSetup,
+        session: BrowserSession | None = None,
+        store: Store | None = None,
+        agent: Agent | None = None,
+        captioner: Captioner | None = None,
+    ) -> None:
         self.setup = setup
         self.browsers = RestartingSession(setup.browser, session)
         self._given = (agent, captioner, store) if agent is not None and store is not None else None
@@ -88,8 +95,15 @@ class Worker:
         hands = self._thread_hands()
         writer = hands.store.episode_writer(self.setup.run_id, new_episode_id(item.task))
         try:
-            return EpisodeRecorder(self.browsers.alive(), hands.agent, item.task, writer, self.setup.limits,
-                                   Path(hands.workdir.name), hands.captioner).record(item.attempt, item.supersedes)
+            return EpisodeRecorder(
+                self.browsers.alive(),
+                hands.agent,
+                item.task,
+                writer,
+                self.setup.limits,
+                Path(hands.workdir.name),
+                hands.captioner,
+            ).record(item.attempt, item.supersedes)
         except BaseException:  # Ctrl-C or a bug: leave no partial file of this episode behind
             writer.abort()
             raise

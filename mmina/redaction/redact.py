@@ -20,6 +20,7 @@ Redaction is deterministic (one marker, no hashes: equal inputs give equal outpu
 replayer's matcher relies on: a recorded ``[REDACTED]`` matches any value) and idempotent
 (redacting twice changes nothing more).
 """
+
 from __future__ import annotations
 
 import base64
@@ -189,8 +190,11 @@ class Redactor:
         return pattern.sub(self._replacement_bytes, data) if pattern else data
 
     def _replacement_bytes(self, match: re.Match[bytes]) -> bytes:
-        return f"[{REDACTED}]".encode() if match.group(0).decode("utf-8", "surrogateescape") in self._bracketed \
+        return (
+            f"[{REDACTED}]".encode()
+            if match.group(0).decode("utf-8", "surrogateescape") in self._bracketed
             else REDACTED.encode()
+        )
 
     def _pattern(self, everywhere: bool, as_bytes: bool) -> re.Pattern[Any] | None:
         """The compiled trie of the known values of one tier (built once per set of values)."""
@@ -200,7 +204,9 @@ class Redactor:
         key = (everywhere, as_bytes)
         if key not in self._patterns:
             pattern = literal_pattern(values)
-            self._patterns[key] = re.compile(pattern.encode("utf-8", "surrogatepass") if as_bytes else pattern)
+            self._patterns[key] = re.compile(
+                pattern.encode("utf-8", "surrogatepass") if as_bytes else pattern
+            )
         return self._patterns[key]
 
     def _scrub_strings(self, value: Any) -> Any:
@@ -240,9 +246,28 @@ def _trie_pattern(node: dict[str, Any]) -> str:
     return chain + (f"{body}?" if "" in node else body)
 
 
-REFERENCES = frozenset({"episode_id", "run_id", "task_id", "task_sha256", "task_suite_sha256", "screenshot",
-                        "screenshot_som", "final_screenshot", "model_input", "blob", "request_body", "response_body",
-                        "blob_packs", "worker", "prompt_sha256", "batch_id", "prefix_run", "prefix_episode"})
+REFERENCES = frozenset(
+    {
+        "episode_id",
+        "run_id",
+        "task_id",
+        "task_sha256",
+        "task_suite_sha256",
+        "screenshot",
+        "screenshot_som",
+        "final_screenshot",
+        "model_input",
+        "blob",
+        "request_body",
+        "response_body",
+        "blob_packs",
+        "worker",
+        "prompt_sha256",
+        "batch_id",
+        "prefix_run",
+        "prefix_episode",
+    }
+)
 """Columns that are ids and content hashes, not text: never rewritten (a scrubbed hash would
 point nowhere)."""
 
@@ -283,7 +308,11 @@ def configured_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     ``user:PASS@``, also as the ``Basic`` credential a client sends for it): an endpoint may
     echo them, and none of them belongs in a store. Paths (``SSH_AUTH_SOCK``) are not secrets."""
     environ = os.environ if environ is None else environ
-    values = [v for k, v in environ.items() if k not in NOT_SECRET_ENV and is_secret_name(k) and not os.path.exists(v)]
+    values = [
+        v
+        for k, v in environ.items()
+        if k not in NOT_SECRET_ENV and is_secret_name(k) and not os.path.exists(v)
+    ]
     return values + [s for v in environ.values() if "://" in v and "@" in v for s in userinfo_secrets(v)]
 
 
@@ -291,7 +320,7 @@ def userinfo_secrets(url: str) -> list[str]:
     """The secrets of a URL's userinfo: the password (or a lone user, a token), ``user:password``
     and its base64 (what an HTTP client sends as ``Authorization: Basic``)."""
     scheme = SCHEME.match(url)
-    authority = url[scheme.end():].partition("/")[0] if scheme else ""
+    authority = url[scheme.end() :].partition("/")[0] if scheme else ""
     if "@" not in authority:
         return []
     userinfo = unquote_plus(authority.rpartition("@")[0])
@@ -305,8 +334,9 @@ def redact_configured(row: Mapping[str, Any]) -> dict[str, Any]:
     return Redactor(configured_secrets()).row(row)
 
 
-def redact_episode(episode: Mapping[str, Any], steps: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any],
-                                                                                         list[dict[str, Any]]]:
+def redact_episode(
+    episode: Mapping[str, Any], steps: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """An episode written without traffic (an import): what its own rows show in secret places
     and the configured secrets, redacted from all of them."""
     steps = list(steps)
@@ -323,6 +353,7 @@ def redact_message(text: str) -> str:
 
 
 # -- typed text -------------------------------------------------------------------------------
+
 
 def typed_text_is_secret(text: str, failed: bool, target_name: str | None) -> bool:
     """Whether the text of a ``type`` action is a secret: when the target as observed is named

@@ -5,6 +5,7 @@ Re-serialising a whole document for one secret would change every byte around it
 an OpenAPI description, a translation file served to a page would no longer be what the browser
 received). The caller decides per value (:data:`Leaf`); this module only finds the literals.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ Leaf = Callable[[Any, "str | None"], Any]
 SecretKey = Callable[[str], "str | None"]
 """A key → the kind of secret name it is (``secret_names.name_kind``)."""
 
-_TOKEN = re.compile(r'"(?:[^"\\]+|\\.)*"|-?(?:\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null|[{}\[\]:,]')
+_TOKEN = re.compile(
+    r'"(?:[^"\\]+|\\.)*"|-?(?:\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null|[{}\[\]:,]'
+)
 
 
 def splice(text: str, leaf: Leaf, secret_key: SecretKey, inherit: bool = True) -> str:
@@ -28,13 +31,17 @@ def splice(text: str, leaf: Leaf, secret_key: SecretKey, inherit: bool = True) -
     ``inherit`` — of any object's key it is nested in (``{"credentials": {"user": ...}}``)."""
     parts: list[str] = []
     done = 0
-    stack: list[tuple[bool, str | None]] = []  # per open container: (is an object, the secret name it is under)
+    stack: list[
+        tuple[bool, str | None]
+    ] = []  # per open container: (is an object, the secret name it is under)
     key, expecting_key = "", False
     for match in _TOKEN.finditer(text):
         token = match.group(0)
         if token in "{[":
             is_object = token == "{"
-            stack.append((is_object, _secret_here(stack, key, secret_key) if inherit or not is_object else None))
+            stack.append(
+                (is_object, _secret_here(stack, key, secret_key) if inherit or not is_object else None)
+            )
             expecting_key = token == "{"
         elif token in "}]":
             stack.pop()
@@ -47,7 +54,7 @@ def splice(text: str, leaf: Leaf, secret_key: SecretKey, inherit: bool = True) -
             value = json.loads(token)
             new = leaf(value, _secret_here(stack, key, secret_key))
             if new != value or type(new) is not type(value):
-                parts += [text[done:match.start()], _literal(new, token)]
+                parts += [text[done : match.start()], _literal(new, token)]
                 done = match.end()
     return "".join(parts) + text[done:] if parts else text
 

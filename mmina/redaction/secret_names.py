@@ -13,39 +13,166 @@ word means one only sometimes — ``key``, ``session``, ``sid``, ``sig``, ``pin`
 inside a longer name (``orderByKey``, ``session_id``) — so a value under it is a secret only when
 it is credential-shaped (``secret_shapes.py``), wherever it is.
 """
+
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-SECRET_WORDS = frozenset({
-    "pass", "passwd", "password", "passwords", "passphrase", "passcode", "pwd", "pin", "otp", "cvv", "cvc",
-    "secret", "secrets", "token", "auth", "authorization", "authentication", "credential", "credentials", "cred",
-    "creds", "session", "sess", "sessid", "sessionid", "sid", "cookie", "cookies", "csrf", "xsrf", "apikey", "key",
-    "sig", "signature", "jwt", "bearer", "saml"})
-SECRET_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "sessid", "sessionid", "cookie", "csrf", "xsrf")
+SECRET_WORDS = frozenset(
+    {
+        "pass",
+        "passwd",
+        "password",
+        "passwords",
+        "passphrase",
+        "passcode",
+        "pwd",
+        "pin",
+        "otp",
+        "cvv",
+        "cvc",
+        "secret",
+        "secrets",
+        "token",
+        "auth",
+        "authorization",
+        "authentication",
+        "credential",
+        "credentials",
+        "cred",
+        "creds",
+        "session",
+        "sess",
+        "sessid",
+        "sessionid",
+        "sid",
+        "cookie",
+        "cookies",
+        "csrf",
+        "xsrf",
+        "apikey",
+        "key",
+        "sig",
+        "signature",
+        "jwt",
+        "bearer",
+        "saml",
+    }
+)
+SECRET_ENDINGS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "sessid",
+    "sessionid",
+    "cookie",
+    "csrf",
+    "xsrf",
+)
 """A run-together word ending so is secret too: ``accesstoken``, ``PHPSESSID``, ``clientsecret``."""
-SECRET_COMPOUNDS = frozenset({"authkey", "secretkey", "accesskey", "privatekey", "sessionkey", "clientkey", "appkey"})
-QUALIFIERS = frozenset({
-    "count", "counts", "type", "types", "length", "len", "limit", "max", "min", "size", "url", "uri", "urls",
-    "endpoint", "env", "name", "names", "field", "fields", "header", "headers", "param", "params", "policy",
-    "format", "kind", "version", "hint", "label", "placeholder", "timeout", "ttl", "expires", "expiry",
-    "expiration", "required", "enabled", "disabled", "mode", "method", "path", "file", "dir", "prefix", "suffix",
-    "strength", "reset", "valid", "usage", "arn", "arns", "spec", "specs", "at", "date", "time", "used", "created",
-    "updated", "changed", "age"})
+SECRET_COMPOUNDS = frozenset(
+    {"authkey", "secretkey", "accesskey", "privatekey", "sessionkey", "clientkey", "appkey"}
+)
+QUALIFIERS = frozenset(
+    {
+        "count",
+        "counts",
+        "type",
+        "types",
+        "length",
+        "len",
+        "limit",
+        "max",
+        "min",
+        "size",
+        "url",
+        "uri",
+        "urls",
+        "endpoint",
+        "env",
+        "name",
+        "names",
+        "field",
+        "fields",
+        "header",
+        "headers",
+        "param",
+        "params",
+        "policy",
+        "format",
+        "kind",
+        "version",
+        "hint",
+        "label",
+        "placeholder",
+        "timeout",
+        "ttl",
+        "expires",
+        "expiry",
+        "expiration",
+        "required",
+        "enabled",
+        "disabled",
+        "mode",
+        "method",
+        "path",
+        "file",
+        "dir",
+        "prefix",
+        "suffix",
+        "strength",
+        "reset",
+        "valid",
+        "usage",
+        "arn",
+        "arns",
+        "spec",
+        "specs",
+        "at",
+        "date",
+        "time",
+        "used",
+        "created",
+        "updated",
+        "changed",
+        "age",
+    }
+)
 """A name ending in one of these describes a secret without holding it: ``token_type``, ``api_key_env``,
 ``KmsKeyArn``, ``CustomerMasterKeySpec``, ``PasswordLastUsed``."""
 IDS = frozenset({"id", "ids"})
 """A name ending so names the id of a key or a secret, not the secret (``KeyId``, ``SecretId``,
 ``private_key_id``) — but ``session_id`` may be the session (see :data:`SESSION_WORDS`)."""
 SESSION_WORDS = frozenset({"session", "sess"})
-SEQUENCE_TOKENS = frozenset({"next", "page", "continuation", "pagination", "change", "sync", "resume", "cursor",
-                             "idempotency"})
+SEQUENCE_TOKENS = frozenset(
+    {"next", "page", "continuation", "pagination", "change", "sync", "resume", "cursor", "idempotency"}
+)
 """``token`` after one of these is a place in a sequence, not a credential (``NextToken``,
 ``nextPageToken``, ``ChangeToken``, ``IdempotencyToken``): a replay must match it, too."""
-PUBLIC_KEYS = frozenset({"public", "sort", "primary", "foreign", "cache", "partition", "row", "object",
-                         "idempotency", "lookup", "map", "dict", "hash", "group", "shortcut", "hot"})
+PUBLIC_KEYS = frozenset(
+    {
+        "public",
+        "sort",
+        "primary",
+        "foreign",
+        "cache",
+        "partition",
+        "row",
+        "object",
+        "idempotency",
+        "lookup",
+        "map",
+        "dict",
+        "hash",
+        "group",
+        "shortcut",
+        "hot",
+    }
+)
 """``key`` after one of these is not a credential (``public_key``, ``sort_key``)."""
 
 
@@ -53,8 +180,23 @@ CREDENTIAL = "credential"
 AMBIGUOUS = "ambiguous"
 AMBIGUOUS_WORDS = frozenset({"key", "session", "sess", "sid", "sig", "signature", "pin", "auth"})
 """Words that name a secret only sometimes (``orderByKey``, ``session_id``, ``sig`` of a share link)."""
-KEY_OWNERS = frozenset({"api", "private", "secret", "access", "client", "auth", "session", "app", "signing",
-                        "master", "encryption", "license", "subscription"})
+KEY_OWNERS = frozenset(
+    {
+        "api",
+        "private",
+        "secret",
+        "access",
+        "client",
+        "auth",
+        "session",
+        "app",
+        "signing",
+        "master",
+        "encryption",
+        "license",
+        "subscription",
+    }
+)
 """``key`` after one of these is a credential's (``api_key``, ``private_key``); after another word, ambiguous."""
 _RANK = {None: 0, AMBIGUOUS: 1, CREDENTIAL: 2}
 

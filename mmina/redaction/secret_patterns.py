@@ -2,6 +2,7 @@
 pair, a script's ``key: "value"``, an auth scheme, a tag or a form field looks like in text, and
 the small scanners that read around a match. Pure text: no decision about what is a secret.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,17 +14,20 @@ SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _MARKER = r"\[REDACTED\]|%5BREDACTED%5D|"
 TEXT_PARAM = re.compile(
     rf"(?P<lead>[?#&](?:amp;)?)(?P<key>[A-Za-z0-9_%\-\[\]]+)=(?!=)"
-    rf"(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)")
+    rf"(?P<value>{_MARKER}[^&#\s\"'<>\\`()\[\]{{}},;|]+)"
+)
 """``?token=...`` or ``&token=...`` outside a whole URL; not ``&&keyCode==k`` (a script's comparison,
 see :meth:`Rules._text_param`). The pattern starts with its lead character so a long text is
 scanned at the speed of a character search."""
 ASSIGNMENT = re.compile(
-    rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)")
+    rf"(?<![\w.\-?&#%\[/])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,63}})=(?P<value>{_MARKER}[^\s&#?\"'<>,;)\]}}]+)"
+)
 """``password=hunter2`` in prose, ``;jsessionid=...`` in a URL (not a ``/key=x/`` path segment)."""
 _KEY = r"(?P<key>[A-Za-z0-9_.\-\[\] ]{1,64})"
 QUOTED_PAIR = re.compile(  # "key": "value" (JSON, scripts), 'key': 'value' (Python reprs), "key": 12
     rf"""(?P<q>["']){_KEY}(?P=q)\s*:\s*(?:(?P<vq>["'])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""
-    r"""|(?P<number>-?\d[\d.]*))""")
+    r"""|(?P<number>-?\d[\d.]*))"""
+)
 CODE_VALUE = re.compile(r"""[:=]\s*(?P<vq>["'`])(?P<value>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)""")
 """The value of ``{apiKey:"..."}`` or ``e.apiKey="..."`` (a script's object literal or assignment),
 found from its ``:``/``=`` (the key is read backwards: :meth:`Rules._code_pairs`). In a response
@@ -31,10 +35,12 @@ body only, where the value must also look like a credential (``{token:"keyword"}
 ``a?b:"x"`` in a ternary stay)."""
 IDENTIFIER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
 ESCAPED_PAIR = re.compile(  # \"key\":\"value\" (JSON inside a string)
-    rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)""")
+    rf"""\\(?P<q>["']){_KEY}\\(?P=q)\s*:\s*\\(?P<vq>["'])(?P<value>(?:(?!\\(?P=vq))[^\n])*?)\\(?P=vq)"""
+)
 SAID = re.compile(
     r"""(?<![\w\-])(?P<key>[Pp]ass(?:word|wd|code|phrase)|PASSWORD|PIN|[Aa][Pp][Ii][ _-]?[Kk]ey|[Tt]oken|[Ss]ecret)"""
-    r"""(?:\s+(?:is|was))?(?:\s*[:=]\s*|\s+)(?P<q>["'`]?)(?P<value>[^\s"'`\[\]]*[^\s"'`\[\].,;:!?)])(?P=q)""")
+    r"""(?:\s+(?:is|was))?(?:\s*[:=]\s*|\s+)(?P<q>["'`]?)(?P<value>[^\s"'`\[\]]*[^\s"'`\[\].,;:!?)])(?P=q)"""
+)
 """A secret given in a sentence (a task's intent: ``log in with the password Tr0ub4dor&3``):
 prose only, and only a token (``the password you were given`` names none)."""
 LABELLED = re.compile(r'"(?P<key>[^"\n]{1,64})": (?P<value>[^\n"]+)$', re.M)
@@ -44,10 +50,14 @@ AUTH_WORDS = ("earer", "EARER", "Basic", "BASIC")
 """Substrings without which :data:`AUTH_SCHEME` cannot match (a substring search is ~50x faster)."""
 _TOKEN_LIKE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 TAG = re.compile(r"<(?:input|meta)\b[^>]*>", re.I)
-ATTRIBUTE = re.compile(r"""(?P<name>[\w:-]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'=<>`]+))""")
+ATTRIBUTE = re.compile(
+    r"""(?P<name>[\w:-]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s"'=<>`]+))"""
+)
 MULTIPART_FIELD = re.compile(
     r"""(?P<head>Content-Disposition:[^\r\n]*?\bname="(?P<name>[^"]*)"(?![^\r\n]*filename=)[^\r\n]*\r?\n"""
-    r"""(?:[^\r\n]+\r?\n)*\r?\n)(?P<value>.*?)(?=\r?\n--)""", re.I | re.S)
+    r"""(?:[^\r\n]+\r?\n)*\r?\n)(?P<value>.*?)(?=\r?\n--)""",
+    re.I | re.S,
+)
 
 
 def identifier_before(text: str, at: int) -> str:
@@ -77,8 +87,12 @@ def scheme_start(text: str, at: int, floor: int) -> int | None:
 
 def token_like(value: str) -> bool:
     """After ``Bearer`` in mmina's own texts: a token rather than a word (``Basic understanding``)."""
-    classes = (any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value),
-               any(not c.isalnum() for c in value))
+    classes = (
+        any(c.islower() for c in value),
+        any(c.isupper() for c in value),
+        any(c.isdigit() for c in value),
+        any(not c.isalnum() for c in value),
+    )
     return sum(classes) >= 2 and not _TOKEN_LIKE.fullmatch(value)
 
 
@@ -86,7 +100,7 @@ def replace_group(m: re.Match[str], group: str, replacement: str) -> str:
     """The whole match with one group's text replaced."""
     start, end = m.span(group)
     whole = m.group(0)
-    return whole[:start - m.start()] + replacement + whole[end - m.start():]
+    return whole[: start - m.start()] + replacement + whole[end - m.start() :]
 
 
 def attribute_value(match: re.Match[str] | None) -> str:

@@ -15,6 +15,7 @@ kept: a URL stays a URL (``%5BREDACTED%5D``, i.e. :data:`REDACTED` percent-encod
 the same JSON but for the secret's literal, a header keeps its name (``Bearer [REDACTED]``,
 ``sid=[REDACTED]; Path=/``).
 """
+
 from __future__ import annotations
 
 import html
@@ -78,8 +79,19 @@ MAX_NESTING = 4
 SOCKET_TYPE = "x-mmina/socket-messages"
 """How the recorder names a WebSocket's recorded messages to the redactor (the browser's archive
 says ``x-unknown``): JSON lines ``{"type": "send"|"receive", "opcode": 1|2, "data": ...}``."""
-TEXT_TYPES = ("text/", "json", "javascript", "ecmascript", "xml", "x-www-form-urlencoded", "multipart/form-data",
-              "graphql", "event-stream", "x-ndjson", SOCKET_TYPE)
+TEXT_TYPES = (
+    "text/",
+    "json",
+    "javascript",
+    "ecmascript",
+    "xml",
+    "x-www-form-urlencoded",
+    "multipart/form-data",
+    "graphql",
+    "event-stream",
+    "x-ndjson",
+    SOCKET_TYPE,
+)
 CODE_TYPES = ("javascript", "ecmascript", "text/css")
 """Bodies that are code: never read as one JSON document, whatever their first character."""
 
@@ -124,7 +136,12 @@ class Rules:
         a response too, unless it is no token at all (a word of letters: a form's label); under an
         ambiguous one only when credential-shaped, everywhere."""
         plain = unquote_plus(value) if in_url else value
-        if kind == CREDENTIAL and (self.strict or data_token(plain)) or kind == AMBIGUOUS and credential_shaped(plain):
+        if (
+            kind == CREDENTIAL
+            and (self.strict or data_token(plain))
+            or kind == AMBIGUOUS
+            and credential_shaped(plain)
+        ):
             return self.found(value, in_url)
         return value
 
@@ -147,13 +164,13 @@ class Rules:
         scheme = SCHEME.match(base)
         if not scheme:
             return base
-        authority, slash, path = base[scheme.end():].partition("/")
+        authority, slash, path = base[scheme.end() :].partition("/")
         if "@" not in authority:
             return base
         userinfo, _, host = authority.rpartition("@")
         user, colon, password = userinfo.partition(":")
         userinfo = f"{user}:{self.secret(password, True)}" if colon else self.secret(user, True)
-        return f"{base[:scheme.end()]}{userinfo}@{host}{slash}{path}"
+        return f"{base[: scheme.end()]}{userinfo}@{host}{slash}{path}"
 
     def params(self, part: str, depth: int = 0) -> str:
         """``a=1&token=x`` with secret-named values replaced; everything else byte for byte
@@ -183,9 +200,11 @@ class Rules:
 
     def multipart(self, body: str) -> str:
         """``multipart/form-data`` fields with secret names (file parts are left alone)."""
+
         def field(m: re.Match[str]) -> str:
             value = self.named(m["value"], False, self.kind(m["name"]))
             return m["head"] + value
+
         return MULTIPART_FIELD.sub(field, body)
 
     # JSON
@@ -200,7 +219,9 @@ class Rules:
         return self._json(value, None)
 
     def _json(self, value: Any, kind: str | None) -> Any:
-        if isinstance(value, dict):  # what a page received inherits no name through an object (see json_value)
+        if isinstance(
+            value, dict
+        ):  # what a page received inherits no name through an object (see json_value)
             inherited = kind if self.strict else None
             return {k: self._json(v, stronger(inherited, self.kind(str(k)))) for k, v in value.items()}
         if isinstance(value, list):
@@ -263,8 +284,12 @@ class Rules:
         if "<" in text:
             text = TAG.sub(self._tag, text)
         if prose:
-            text = ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
-            text = LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            text = (
+                ASSIGNMENT.sub(lambda m: self._secret_group(m, "value", False), text) if "=" in text else text
+            )
+            text = (
+                LABELLED.sub(lambda m: self._secret_group(m, "value", False), text) if '":' in text else text
+            )
             text = SAID.sub(self._said, text)
         return text
 
@@ -286,7 +311,7 @@ class Rules:
             if start is None or rest is None:
                 at = text.find("://", at + 3)
                 continue
-            url, floor = text[start:rest.end()], rest.end()
+            url, floor = text[start : rest.end()], rest.end()
             redacted = self.url(url) if any(c in url for c in "?#@") else url
             if redacted != url:
                 parts += [text[done:start], redacted]
@@ -320,7 +345,7 @@ class Rules:
 
     def _text_param(self, m: re.Match[str]) -> str:
         """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL."""
-        if m["lead"] == "&" and m.string[m.start() - 1:m.start()] == "&":
+        if m["lead"] == "&" and m.string[m.start() - 1 : m.start()] == "&":
             return m.group(0)  # a && b=c: an expression
         if m["key"] == TRANSPORT_ID and in_engine_io_query(m.string, m.start()):
             return m.group(0)
@@ -349,7 +374,11 @@ class Rules:
         ``<meta name="csrf-token" content="...">``."""
         tag = m.group(0)
         attributes = {a["name"].lower(): a for a in ATTRIBUTE.finditer(tag)}
-        names = [attribute_value(attributes[k]) for k in ("name", "id", "autocomplete", "property") if k in attributes]
+        names = [
+            attribute_value(attributes[k])
+            for k in ("name", "id", "autocomplete", "property")
+            if k in attributes
+        ]
         password = attribute_value(attributes.get("type")).lower() == "password"
         target = attributes.get("value") or attributes.get("content")
         if not (password or any(is_secret_name(n) for n in names)) or target is None:
@@ -412,7 +441,9 @@ class Rules:
         if kind == SOCKET_TYPE:
             return self._socket_lines(text)
         if is_packets(text):
-            return PACKET_SEPARATOR.join(self._as(self.strict, True).message(p) for p in text.split(PACKET_SEPARATOR))
+            return PACKET_SEPARATOR.join(
+                self._as(self.strict, True).message(p) for p in text.split(PACKET_SEPARATOR)
+            )
         stripped = text.lstrip()
         if "json" in kind or stripped[:1] in ("{", "["):
             return self.json_text(text, otherwise=self._json_lines)  # one document, or NDJSON
@@ -420,28 +451,39 @@ class Rules:
 
     def _event_stream(self, text: str) -> str:
         """Server-sent events: each ``data:`` line's payload as JSON (or text), the rest as it is."""
+
         def line(piece: str) -> str:
             field, colon, payload = piece.partition(":")
             if field != "data" or not colon:
                 return piece
             stripped = payload.lstrip(" ")
-            return f"data:{payload[:len(payload) - len(stripped)]}{self.json_text(stripped)}"
+            return f"data:{payload[: len(payload) - len(stripped)]}{self.json_text(stripped)}"
+
         return "\n".join(line(piece) for piece in text.split("\n"))
 
     def _socket_lines(self, text: str) -> str:
         """A recorded socket: each text message read as one (:meth:`message`), what the page sent
         by the rules of what a page sends (strict), what it received by those of a response;
         binary messages and every other byte of a line kept."""
+
         def line(piece: str) -> str:
             try:
                 record = json.loads(piece)
             except ValueError:
                 return piece
-            if not isinstance(record, dict) or record.get("opcode") != 1 or not isinstance(record.get("data"), str):
+            if (
+                not isinstance(record, dict)
+                or record.get("opcode") != 1
+                or not isinstance(record.get("data"), str)
+            ):
                 return piece
             rules = self._as(strict=record.get("type") == "send", connection=True)
-            return splice(piece, lambda value, _kind: rules.message(value) if isinstance(value, str) else value,
-                          lambda key: None)
+            return splice(
+                piece,
+                lambda value, _kind: rules.message(value) if isinstance(value, str) else value,
+                lambda key: None,
+            )
+
         return "\n".join(line(piece) if piece.strip() else piece for piece in text.split("\n"))
 
     def _as(self, strict: bool, connection: bool = False) -> Rules:
@@ -495,7 +537,8 @@ def is_packets(text: str) -> bool:
         return False
     packets = text.split(PACKET_SEPARATOR)
     return any(_PACKET.match(p) for p in packets) and all(
-        p.isdigit() or _PACKET.match(p) and json_start(p) is not None for p in packets)
+        p.isdigit() or _PACKET.match(p) and json_start(p) is not None for p in packets
+    )
 
 
 def collecting(strict: bool = True) -> tuple[Rules, list[str]]:
@@ -508,6 +551,7 @@ def collecting(strict: bool = True) -> tuple[Rules, list[str]]:
         if in_url:
             found.append(unquote_plus(value))
         return value
+
     return Rules(collect, strict), found
 
 

@@ -12,6 +12,7 @@ A run is random-looking when it changes between lower case, upper case and digit
 entropy); a run of words (``sha256WithRSAEncryption``: sha 256 With RSA Encryption) has long
 segments. Values of the well-known formats (:data:`KNOWN_KEYS`) are credentials whatever else.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,9 +30,23 @@ KNOWN_KEYS = re.compile(
     r"|\bsk-(?:[A-Za-z0-9]+-)*(?=[A-Za-z]*[0-9])[A-Za-z0-9]{16,}"  # OpenAI-style keys (sk-..., sk-proj-...): drawn
     # at random, with digits (a CSS animation named ``sk-circleBounceDelay`` in Dash's bundle is not one)
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_\-]{35}"  # AWS access key ids, Google API keys
-    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})"
+)
 """Keys of a well-known format, secrets wherever they are (a page's code included)."""
-KEY_PREFIXES = ("eyJ", "sk-", "AKIA", "ASIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox")
+KEY_PREFIXES = (
+    "eyJ",
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+)
 """What every :data:`KNOWN_KEYS` match starts with."""
 
 
@@ -52,12 +67,16 @@ _RUN = re.compile(r"[A-Za-z0-9_\-+/]+")
 _NUMBER_LITERAL = re.compile(r"0[xX][0-9a-fA-F]{1,16}n?|0[bB][01]+n?|0[oO][0-7]+n?")
 """A script's number literal of 64 bits at most (``0x6a09e667f3bcc908``, ``0b0111n``): a
 hex token beginning ``0b`` (1 in 256 of them) is not one, a 0x-prefixed key of 32 bytes neither."""
-_FILE = re.compile(r"[\w.\-/]*[\w\-]\.(?:[mc]?js|css|map|json|html?|png|jpe?g|gif|svg|webp|ico|woff2?|ttf|otf|wasm"
-                   r"|txt|xml|ya?ml|py|ts|tsx|vue|md|pdf|zip|gz|csv|parquet)")
+_FILE = re.compile(
+    r"[\w.\-/]*[\w\-]\.(?:[mc]?js|css|map|json|html?|png|jpe?g|gif|svg|webp|ico|woff2?|ttf|otf|wasm"
+    r"|txt|xml|ya?ml|py|ts|tsx|vue|md|pdf|zip|gz|csv|parquet)"
+)
 """A file's name or path (``0763704a3becbcec20722167680ff91b/table.js``, ``index-4f3c2a1b9e8d.js``): a
 content-hashed asset is named by a random-looking hash, but a credential has no file extension."""
 _SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_HEX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{16,}|(?=[0-9A-F]*[0-9])(?=[0-9A-F]*[A-F])[0-9A-F]{16,}")
+_HEX = re.compile(
+    r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{16,}|(?=[0-9A-F]*[0-9])(?=[0-9A-F]*[A-F])[0-9A-F]{16,}"
+)
 MIN_RANDOM_RUN = 8
 MIN_DIGIT_GROUPS = 3
 """A run with this many separate groups of digits among letters is random (``Zq81fKx02LmA9w``,
@@ -78,8 +97,10 @@ MIN_TOKEN = 6
 """Shorter values under a credential's name in a response are no token (``"pin": "1"``, a flag)."""
 
 
-_VERSION_OR_NUMBER = re.compile(r"[~^<>=vV]*\d[\d.:/\-]*(?:[-+.][0-9A-Za-z.\-]*)?|[\d.:/\-+ ]+"
-                                r"|\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?")
+_VERSION_OR_NUMBER = re.compile(
+    r"[~^<>=vV]*\d[\d.:/\-]*(?:[-+.][0-9A-Za-z.\-]*)?|[\d.:/\-+ ]+"
+    r"|\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?"
+)
 """A version (``^4.6.6``, ``v1.2.30``, ``6.0.0-beta1``), a date, a time (``2016-09-08T21:47:36Z``),
 an address: data."""
 
@@ -108,7 +129,11 @@ def credential_shaped(value: str) -> bool:
     """Whether ``value`` looks like a credential (see the module): one token of
     :data:`MIN_CREDENTIAL` to :data:`MAX_CREDENTIAL` characters holding a well-known key or a
     random-looking run of letters and digits."""
-    if not MIN_CREDENTIAL <= len(value) <= MAX_CREDENTIAL or "REDACTED" in value or any(c.isspace() for c in value):
+    if (
+        not MIN_CREDENTIAL <= len(value) <= MAX_CREDENTIAL
+        or "REDACTED" in value
+        or any(c.isspace() for c in value)
+    ):
         return False
     if KNOWN_KEYS.search(value) or _UUID.search(value):
         return True
@@ -124,7 +149,9 @@ def _encoded_text(value: str) -> bool:
     if not _BASE64.fullmatch(value):
         return False
     try:
-        decoded = base64.urlsafe_b64decode(value.replace("+", "-").replace("/", "_") + "=" * (-len(value) % 4))
+        decoded = base64.urlsafe_b64decode(
+            value.replace("+", "-").replace("/", "_") + "=" * (-len(value) % 4)
+        )
     except (binascii.Error, ValueError):
         return False
     return bool(decoded) and all(32 <= byte < 127 or byte in (9, 10, 13) for byte in decoded)
@@ -162,5 +189,12 @@ def _entropy(text: str) -> float:
 
 def variants(value: str) -> set[str]:
     """How a value appears in the texts we store: as is, percent-encoded, JSON- and HTML-escaped."""
-    return {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value, safe="/:@"),
-            json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value)}
+    return {
+        value,
+        quote(value, safe=""),
+        quote_plus(value, safe=""),
+        quote(value, safe="/:@"),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        html.escape(value),
+    }

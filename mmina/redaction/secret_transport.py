@@ -1,5 +1,6 @@
 """engine.io's transport session id, which redaction keeps where engine.io puts it (see
 :data:`TRANSPORT_ID`): the secret rules ask here whether a ``sid`` is that one."""
+
 from __future__ import annotations
 
 import re

@@ -49,6 +49,7 @@ keep theirs. Passing it over instead would hand its turn's request the *next* re
 moment is an observation later: a paced replay then holds it for that observation
 (``mmina.replayer.turns``), and the page is observed still waiting for it.
 """
+
 from __future__ import annotations
 
 import html
@@ -63,13 +64,16 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 from mmina.recorder.har import BODY_HEADER, CHUNKS_HEADER, MISSING, MMINA_HEADERS
 from mmina.redaction.redact import REDACTED
 
-VOLATILE_NAMES = frozenset({"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random",
-                            "nocache", "nonce"})
+VOLATILE_NAMES = frozenset(
+    {"_", "t", "ts", "timestamp", "cb", "cachebust", "cachebuster", "rand", "random", "nocache", "nonce"}
+)
 EPOCH_S = (946_684_800, 4_102_444_800)
 """2000-01-01 and 2100-01-01 in Unix seconds: digits in this range look like a clock reading."""
 _RANDOM_VALUE = re.compile(r"^0\.\d{6,}$")
 _FORM_BODY = re.compile(r"^[^=&\s]+=[^&\s]*(&[^=&\s]+=[^&\s]*)*$")
-DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
+DROPPED_HEADERS = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"}
+)
 """Bodies are stored decoded and the browser frames the fulfilled body itself."""
 
 
@@ -169,7 +173,11 @@ def is_volatile(name: str, value: str) -> bool:
     lowered = name.lower()
     if lowered in VOLATILE_NAMES or "cache" in lowered or lowered.startswith("utm_"):
         return True
-    return _looks_like_clock(value) or bool(_RANDOM_VALUE.match(value)) or (not value and _looks_like_clock(name))
+    return (
+        _looks_like_clock(value)
+        or bool(_RANDOM_VALUE.match(value))
+        or (not value and _looks_like_clock(name))
+    )
 
 
 def _looks_like_clock(value: str) -> bool:
@@ -270,8 +278,9 @@ class Archive:
         self.failures: dict[tuple[str, str], list[Exchange]] = {}
         """Requests that got no response when recorded, by method and endpoint (see the module)."""
         for failed in (e for e in exchanges if e.status <= 0):
-            self.failures.setdefault((failed.method.upper(), shape(failed.method, failed.url, None).endpoint),
-                                     []).append(failed)
+            self.failures.setdefault(
+                (failed.method.upper(), shape(failed.method, failed.url, None).endpoint), []
+            ).append(failed)
         self.shapes = tuple(shape(e.method, e.url, e.request_body, e.request_type) for e in self.exchanges)
         self.bodiless = frozenset(i for i, e in enumerate(self.exchanges) if e.body_missing)
         """Exchanges whose body the recording could not keep (see :meth:`Matcher._with_body`)."""
@@ -299,7 +308,11 @@ class Archive:
             if (parts.scheme, parts.netloc) != (live.scheme, live.netloc):
                 continue
             segments = [part for part in parts.path.split("/") if part]
-            score = (_shared(wanted, segments), exchange.method.upper() == method.upper(), len(segments) == len(wanted))
+            score = (
+                _shared(wanted, segments),
+                exchange.method.upper() == method.upper(),
+                len(segments) == len(wanted),
+            )
             if score[0] and score > best:
                 best, found = score, exchange
         return found
@@ -311,8 +324,15 @@ class Archive:
         cached alike). Any other exchange is itself."""
         if exchange.status != 304:
             return exchange
-        earlier = [e for e in self.exchanges if e.order < exchange.order and e.method == exchange.method
-                   and e.url == exchange.url and 200 <= e.status < 300 and e.body]
+        earlier = [
+            e
+            for e in self.exchanges
+            if e.order < exchange.order
+            and e.method == exchange.method
+            and e.url == exchange.url
+            and 200 <= e.status < 300
+            and e.body
+        ]
         return replace(earlier[-1], status=200) if earlier else exchange
 
 
@@ -388,9 +408,17 @@ class Matcher:
         if not kept:
             return exchange
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
-        return replace(exchange, status=donor.status, headers=donor.headers, body=donor.body,
-                       mime_type=donor.mime_type, redirect_url=donor.redirect_url, redacted_body=donor.redacted_body,
-                       body_of=donor.order, cache_hit=_same_resource(exchange, donor))
+        return replace(
+            exchange,
+            status=donor.status,
+            headers=donor.headers,
+            body=donor.body,
+            mime_type=donor.mime_type,
+            redirect_url=donor.redirect_url,
+            redacted_body=donor.redacted_body,
+            body_of=donor.order,
+            cache_hit=_same_resource(exchange, donor),
+        )
 
 
 CACHE_HIT_MS = 3.0
@@ -400,11 +428,17 @@ CACHE_HIT_MS = 3.0
 def _same_resource(lost: Exchange, donor: Exchange) -> bool:
     """Whether ``lost`` was a cache hit (``CACHE_HIT_MS``) that ``donor`` answers with the same
     resource: the same URL and status, a body as long as ``lost``'s headers said (``Exchange.cache_hit``)."""
+
     def length(exchange: Exchange) -> str:
         return header_value(({"name": n, "value": v} for n, v in exchange.headers), "content-length")
 
-    return 0 <= lost.time_ms <= CACHE_HIT_MS and lost.url == donor.url and lost.status == donor.status \
-        and length(lost) != "" and length(lost) == length(donor)
+    return (
+        0 <= lost.time_ms <= CACHE_HIT_MS
+        and lost.url == donor.url
+        and lost.status == donor.status
+        and length(lost) != ""
+        and length(lost) == length(donor)
+    )
 
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -481,7 +515,9 @@ def unmatched_reply(method: str, url: str, kin: Exchange | None = None) -> Reply
     turn mmina's own words into its error dialog)."""
     why = f"mmina replay: {method} {url} is not in the archive"
     kind = (reply_for(kin).headers.get("content-type", "") if kin else "") or "text/plain; charset=utf-8"
-    status = kin.status if kin and (200 <= kin.status < 300 or 400 <= kin.status < 500) else NOT_ARCHIVED_STATUS
+    status = (
+        kin.status if kin and (200 <= kin.status < 300 or 400 <= kin.status < 500) else NOT_ARCHIVED_STATUS
+    )
     headers = {"content-type": kind, "x-mmina-replay": "not-archived"}
     return Reply(status, headers, b"" if status in (204, 205, 304) else _readable(why, kind))
 
@@ -502,23 +538,26 @@ def _readable(why: str, kind: str) -> bytes:
 
 def exchanges_from_rows(rows: Iterable[dict], blobs: dict[str, bytes], start: int = 0) -> list[Exchange]:
     """``requests`` rows (in recorded order) and their body blobs as archive exchanges."""
-    return [Exchange(
-        order=start + offset,
-        method=row["method"],
-        url=row["url"],
-        status=row["status"],
-        headers=tuple((h["name"], h["value"]) for h in row.get("response_headers") or ()),
-        body=blobs.get(row["response_body"], b"") if row.get("response_body") else b"",
-        request_body=blobs.get(row["request_body"]) if row.get("request_body") else None,
-        request_type=header_value(row.get("request_headers") or (), "content-type"),
-        redirect_url=row.get("redirect_url") or "",
-        mime_type=row.get("mime_type") or "",
-        episode_id=row.get("episode_id") or "",
-        seq=row.get("seq"),
-        redacted_body=body_redacted(row),
-        started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
-        time_ms=float(row.get("time_ms") or 0.0),
-    ) for offset, row in enumerate(rows)]
+    return [
+        Exchange(
+            order=start + offset,
+            method=row["method"],
+            url=row["url"],
+            status=row["status"],
+            headers=tuple((h["name"], h["value"]) for h in row.get("response_headers") or ()),
+            body=blobs.get(row["response_body"], b"") if row.get("response_body") else b"",
+            request_body=blobs.get(row["request_body"]) if row.get("request_body") else None,
+            request_type=header_value(row.get("request_headers") or (), "content-type"),
+            redirect_url=row.get("redirect_url") or "",
+            mime_type=row.get("mime_type") or "",
+            episode_id=row.get("episode_id") or "",
+            seq=row.get("seq"),
+            redacted_body=body_redacted(row),
+            started_ms=row["started_at"].timestamp() * 1e3 if row.get("started_at") else None,
+            time_ms=float(row.get("time_ms") or 0.0),
+        )
+        for offset, row in enumerate(rows)
+    ]
 
 
 def body_redacted(row: dict) -> bool:

@@ -21,6 +21,7 @@ server); a router told otherwise (``trusted_tls`` false) fulfills ``https:`` bod
 Chromium's Local Network Access checks, which would block a public page's request to a loopback
 address, are off in every browser mmina launches (``mmina.recorder.chromium.LOCAL_NETWORK_FEATURES``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -68,7 +69,11 @@ class BodyServer:
         """Whether ``reply`` to a request for ``url`` goes through this server: a body of ``large``
         bytes or more, for an ``http:`` URL, or an ``https:`` one when ``tls`` (the context takes
         the server's certificate)."""
-        return len(reply.body) >= large and reply.status >= 200 and _scheme(url) in (SCHEMES if tls else SCHEMES[:1])
+        return (
+            len(reply.body) >= large
+            and reply.status >= 200
+            and _scheme(url) in (SCHEMES if tls else SCHEMES[:1])
+        )
 
     async def offer(self, url: str, reply: Reply) -> tuple[str, str]:
         """The address that serves ``reply`` to the request for ``url`` once (of the same scheme),
@@ -76,8 +81,11 @@ class BodyServer:
         scheme = _scheme(url)
         if scheme not in self._servers:
             self._servers[scheme] = await asyncio.start_server(
-                self._serve, sock=self._sockets[scheme], limit=HEAD_LIMIT,
-                ssl=server_context() if scheme == "https" else None)
+                self._serve,
+                sock=self._sockets[scheme],
+                limit=HEAD_LIMIT,
+                ssl=server_context() if scheme == "https" else None,
+            )
         key = secrets.token_urlsafe(16)
         self._offers[key] = _Offer(reply, asyncio.get_running_loop().create_future())
         return f"{scheme}://{self.addresses[scheme]}{PATH_PREFIX}{key}", key
@@ -123,7 +131,13 @@ class BodyServer:
             await writer.drain()
             if offer is not None and not offer.sent.done():
                 offer.sent.set_result(None)
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ssl.SSLError):
+        except (
+            TimeoutError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            ssl.SSLError,
+        ):
             pass  # not a browser's request, or the browser hung up: nothing was delivered
         finally:
             writer.close()
@@ -137,7 +151,7 @@ def _key(head: bytes) -> str:
     """The offer's key in a request head's target (``GET /mmina-body/<key> HTTP/1.1``), or ""."""
     parts = head.split(b"\r\n", 1)[0].split(b" ")
     target = parts[1].decode("latin-1") if len(parts) == 3 else ""
-    return target[len(PATH_PREFIX):] if target.startswith(PATH_PREFIX) else ""
+    return target[len(PATH_PREFIX) :] if target.startswith(PATH_PREFIX) else ""
 
 
 async def _discard(reader: asyncio.StreamReader, size: int) -> None:

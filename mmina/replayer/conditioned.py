@@ -14,6 +14,7 @@ agent, settings, budget, workers and concurrency of the ``record`` command. Epis
 nothing but the store, so results do not depend on ``--workers`` or ``--concurrency``; with
 ``--resume`` the (task, start hop, prefix length) already recorded in the run are skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,9 +62,16 @@ class ConditionedEpisode:
     handed: dict[str, Any] | None
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self.result), "success": self.result.success, "hops_given": self.prefix.start_hop,
-                "prefix_episode": self.prefix.source.episode_id, "prefix_steps": self.prefix.steps,
-                "prefix": self.check.as_json(), "prefix_requests": asdict(self.requests), "handover": self.handed}
+        return {
+            **asdict(self.result),
+            "success": self.result.success,
+            "hops_given": self.prefix.start_hop,
+            "prefix_episode": self.prefix.source.episode_id,
+            "prefix_steps": self.prefix.steps,
+            "prefix": self.check.as_json(),
+            "prefix_requests": asdict(self.requests),
+            "handover": self.handed,
+        }
 
 
 @dataclass
@@ -88,9 +96,14 @@ class ConditionedSummary:
 
     def as_json(self) -> dict[str, Any]:
         """The summary for scripts (``--format json``)."""
-        return {**self.run.as_json(), "prefix_run": self.prefix_run,
-                "episodes": [e.as_json() for e in self.episodes], "skipped_prefixes": [asdict(s) for s in self.skipped],
-                "prefix_fidelity": self.prefix_fidelity, "faithful_prefixes": self.faithful_episodes}
+        return {
+            **self.run.as_json(),
+            "prefix_run": self.prefix_run,
+            "episodes": [e.as_json() for e in self.episodes],
+            "skipped_prefixes": [asdict(s) for s in self.skipped],
+            "prefix_fidelity": self.prefix_fidelity,
+            "faithful_prefixes": self.faithful_episodes,
+        }
 
 
 class ConditionedJob(AgentJobBase):
@@ -105,8 +118,12 @@ class ConditionedJob(AgentJobBase):
         task = self.source.task(prefix.task_id)
         session = self.browsers.alive()
         router = HandOverRouter(self.source.archive(self.store, [prefix.source]), prefix.source.started_at)
-        agent = PrefixedAgent(self.thread_agent(), prefix, lambda: session.run(router.hand_over()),
-                              self.setup.settings.show_prefix)
+        agent = PrefixedAgent(
+            self.thread_agent(),
+            prefix,
+            lambda: session.run(router.hand_over()),
+            self.setup.settings.show_prefix,
+        )
         checked: list[PrefixCheck] = []
 
         def columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -116,16 +133,32 @@ class ConditionedJob(AgentJobBase):
         result = self._record(task, session, agent, router, prefix, columns)
         return ConditionedEpisode(prefix, result, checked[-1], counts(router.served), agent.handed)
 
-    def _record(self, task: Task, session: BrowserSession, agent: Agent, router: HandOverRouter, prefix: Prefix,
-                columns: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> EpisodeResult:
+    def _record(
+        self,
+        task: Task,
+        session: BrowserSession,
+        agent: Agent,
+        router: HandOverRouter,
+        prefix: Prefix,
+        columns: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    ) -> EpisodeResult:
         """One episode in a context routed to the prefix's archive until the hand-over (never
         offline: the agent goes on on the live web); a failure leaves nothing of it in the store."""
         writer = self.thread_store().episode_writer(self.setup.replay_id, new_episode_id(task))
         with tempfile.TemporaryDirectory(prefix="mmina-conditioned-") as workdir:
-            recorder = EpisodeRecorder(session, agent, task, writer, self.setup.limits or Limits(), Path(workdir),
-                                       self.thread_captioner(), prepare=router.prepare,
-                                       seed=prefix.source.seeding(),
-                                       tracker=HopTracker(task, prefix.given, prefix.steps), columns=columns)
+            recorder = EpisodeRecorder(
+                session,
+                agent,
+                task,
+                writer,
+                self.setup.limits or Limits(),
+                Path(workdir),
+                self.thread_captioner(),
+                prepare=router.prepare,
+                seed=prefix.source.seeding(),
+                tracker=HopTracker(task, prefix.given, prefix.steps),
+                columns=columns,
+            )
             try:
                 return recorder.record(attempt=1)
             except BaseException:
@@ -133,14 +166,21 @@ class ConditionedJob(AgentJobBase):
                 raise
 
 
-def prefix_columns(prefix_run: str, prefix: Prefix, check: PrefixCheck, handed: dict[str, Any] | None
-                   ) -> dict[str, Any]:
+def prefix_columns(
+    prefix_run: str, prefix: Prefix, check: PrefixCheck, handed: dict[str, Any] | None
+) -> dict[str, Any]:
     """The ``episodes.prefix_*`` columns of a conditioned episode (store schema 6; ``hops_given``
     since 7)."""
-    return {"prefix_run": prefix_run, "prefix_episode": prefix.source.episode_id, "prefix_steps": prefix.steps,
-            "hops_given": prefix.start_hop, "prefix_hop_steps": list(prefix.given), "prefix_faithful": check.faithful,
-            "prefix_mismatch": check.mismatch,
-            "handover_json": json.dumps(handed, sort_keys=True) if handed is not None else None}
+    return {
+        "prefix_run": prefix_run,
+        "prefix_episode": prefix.source.episode_id,
+        "prefix_steps": prefix.steps,
+        "hops_given": prefix.start_hop,
+        "prefix_hop_steps": list(prefix.given),
+        "prefix_faithful": check.faithful,
+        "prefix_mismatch": check.mismatch,
+        "handover_json": json.dumps(handed, sort_keys=True) if handed is not None else None,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,9 +195,13 @@ class _Plan:
     agent: Agent
 
 
-def record_conditioned(store: Store, config: RecordConfig, spec: PrefixSpec,
-                       on_start: Callable[[str, int], None] | None = None,
-                       on_episode: OnEpisode | None = None) -> ConditionedSummary:
+def record_conditioned(
+    store: Store,
+    config: RecordConfig,
+    spec: PrefixSpec,
+    on_start: Callable[[str, int], None] | None = None,
+    on_episode: OnEpisode | None = None,
+) -> ConditionedSummary:
     """Record one hop-conditioned episode per selected task of ``spec.run_id`` and hop asked
     (see the module); everything that can fail on user input is checked before the first write."""
     started = time.perf_counter()
@@ -194,26 +238,41 @@ def _browser(plan: _Plan, config: RecordConfig, extra_args: list[str]) -> Browse
     caller says (with the fixture web's arguments), tabs allowed the schemes of both."""
     launch = replace(config.browser, extra_args=(*config.browser.extra_args, *extra_args))
     recorded = plan.source.browser_config(launch)
-    return replace(recorded, allowed_schemes=tuple(dict.fromkeys((*recorded.allowed_schemes,
-                                                                  *config.browser.allowed_schemes))))
+    return replace(
+        recorded,
+        allowed_schemes=tuple(dict.fromkeys((*recorded.allowed_schemes, *config.browser.allowed_schemes))),
+    )
 
 
 def _plan(store: Store, config: RecordConfig, spec: PrefixSpec) -> _Plan:
     """The reference's selected tasks, the prefixes, the run id and the agent, each checked."""
     if config.tasks is not None:
-        raise StoreError("--prefix-run records the reference run's tasks: select among them with --task, "
-                         "--task-ids or --limit, not --tasks")
+        raise StoreError(
+            "--prefix-run records the reference run's tasks: select among them with --task, "
+            "--task-ids or --limit, not --tasks"
+        )
     if config.agent in INTERACTIVE_AGENTS and config.layout != Layout():
-        raise AgentError(f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1")
+        raise AgentError(
+            f"the {config.agent} agent reads the terminal: use it with --workers 1 --concurrency 1"
+        )
     rows = store.read("tasks", run_id=spec.run_id).to_pylist()
     if not rows:
-        raise StoreError(f"run {spec.run_id} has no tasks in {store.root} (--prefix-run names the reference run)")
+        raise StoreError(
+            f"run {spec.run_id} has no tasks in {store.root} (--prefix-run names the reference run)"
+        )
     tasks = _selected([task_from_row(r) for r in rows], config.task_ids, config.limit)
     prefixes, skipped = plan_prefixes(store, spec, {t.task_id: t for t in tasks}, config.limits.max_steps)
     source = SourceRun.load(store, spec.run_id, {p.source.episode_id for p in prefixes})
     run_id = choose_run_id(store, config)
     settings = replace(config.agent_settings, run_id=run_id)
-    return _Plan(source=source, tasks=tasks, prefixes=prefixes, skipped=skipped, run_id=run_id, agent=make_agent(config.agent, settings, store))
+    return _Plan(
+        source=source,
+        tasks=tasks,
+        prefixes=prefixes,
+        skipped=skipped,
+        run_id=run_id,
+        agent=make_agent(config.agent, settings, store),
+    )
 
 
 def _selected(tasks: list[Task], task_ids: tuple[str, ...], limit: int | None) -> list[Task]:
@@ -227,17 +286,20 @@ def _selected(tasks: list[Task], task_ids: tuple[str, ...], limit: int | None) -
 
 
 @contextmanager
-def _new_run(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, spec: PrefixSpec
-             ) -> Iterator[tuple[BrowserSession | None, list[Prefix], ConditionedSummary]]:
+def _new_run(
+    store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, spec: PrefixSpec
+) -> Iterator[tuple[BrowserSession | None, list[Prefix], ConditionedSummary]]:
     """Start a browser, create the run (or reopen it with ``resume``); yields the session when
     the work stays in this process, the prefixes still to record, and the summary to fill."""
     session = BrowserSession(setup.browser)
     try:
         done = _begin(store, setup, plan, config, spec, session.version)
         todo = [p for p in plan.prefixes if p.key not in done]
-        summary = ConditionedSummary(RunSummary(plan.run_id, str(store.root),
-                                                skipped=[f"{k[0]}@{k[1] + 1}" for k in sorted(done)]),
-                                     spec.run_id, skipped=list(plan.skipped))
+        summary = ConditionedSummary(
+            RunSummary(plan.run_id, str(store.root), skipped=[f"{k[0]}@{k[1] + 1}" for k in sorted(done)]),
+            spec.run_id,
+            skipped=list(plan.skipped),
+        )
         if not config.layout.in_this_process(len(todo)):
             session.close()
         yield (session if config.layout.in_this_process(len(todo)) else None), todo, summary
@@ -245,18 +307,40 @@ def _new_run(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig
         session.close()
 
 
-def _begin(store: Store, setup: ReplaySetup, plan: _Plan, config: RecordConfig, spec: PrefixSpec,
-           browser_version: str) -> set[tuple[str, int, int]]:
+def _begin(
+    store: Store,
+    setup: ReplaySetup,
+    plan: _Plan,
+    config: RecordConfig,
+    spec: PrefixSpec,
+    browser_version: str,
+) -> set[tuple[str, int, int]]:
     """Create the run (the reference's suite and tasks, this run's agent); with ``resume``,
     reopen it: the keys of the episodes it already holds."""
     recorded = plan.source.row
     suite = SuiteRef(recorded["task_suite"], recorded["task_suite_path"], recorded["task_suite_sha256"])
-    settings = {"mode": "conditioned", **spec.describe(), "agent": config.agent, "clock": CLOCK,
-                "reference_episodes": sorted(setup.episodes), "task_ids": [t.task_id for t in plan.tasks],
-                "limits": asdict(config.limits), "drift": config.drift, "browser": asdict(setup.browser),
-                **config.layout.describe(), "agent_settings": asdict(replace(setup.settings, run_id=None))}
-    row = run_row(config.agent, setup.settings.model, with_verdicts_due(settings), suite, len(plan.tasks),
-                  browser_version, (recorded["viewport_width"], recorded["viewport_height"]))
+    settings = {
+        "mode": "conditioned",
+        **spec.describe(),
+        "agent": config.agent,
+        "clock": CLOCK,
+        "reference_episodes": sorted(setup.episodes),
+        "task_ids": [t.task_id for t in plan.tasks],
+        "limits": asdict(config.limits),
+        "drift": config.drift,
+        "browser": asdict(setup.browser),
+        **config.layout.describe(),
+        "agent_settings": asdict(replace(setup.settings, run_id=None)),
+    }
+    row = run_row(
+        config.agent,
+        setup.settings.model,
+        with_verdicts_due(settings),
+        suite,
+        len(plan.tasks),
+        browser_version,
+        (recorded["viewport_width"], recorded["viewport_height"]),
+    )
     tasks = [{k: v for k, v in plan.source.tasks[t.task_id].items() if k != "run_id"} for t in plan.tasks]
     if not store.begin_run(plan.run_id, row, tasks):
         _check_resumable(store, plan.run_id, spec, config.resume)
@@ -272,5 +356,7 @@ def _check_resumable(store: Store, run_id: str, spec: PrefixSpec, resume: bool) 
     (row,) = store.read("runs", run_id=run_id, columns=["config_json"]).to_pylist()
     config = run_config(row["config_json"])
     if config.get("mode") != "conditioned" or config.get("prefix_run") != spec.run_id:
-        raise StoreError(f"run {run_id} is not a hop-conditioned run on prefixes of run {spec.run_id}; "
-                         "resume it as it was recorded, or use a new run id")
+        raise StoreError(
+            f"run {run_id} is not a hop-conditioned run on prefixes of run {spec.run_id}; "
+            "resume it as it was recorded, or use a new run id"
+        )

@@ -24,6 +24,7 @@ another — and each document's values are places of their own (``json0/msg_id``
 ``json1/msg_id``). A binary reply gets an echoed id only where the page's id has the recorded
 one's length in bytes (a UUID for a UUID): the frame's offsets stay right.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,12 @@ def id_like(value: Any) -> bool:
         return False
     if isinstance(value, (int, float)):
         return True
-    return isinstance(value, str) and len(value) >= MIN_ID and any(c.isdigit() for c in value) \
+    return (
+        isinstance(value, str)
+        and len(value) >= MIN_ID
+        and any(c.isdigit() for c in value)
         and not any(c.isspace() for c in value)
+    )
 
 
 def places(url: str | None, body: bytes | str | None) -> dict[str, Any]:
@@ -146,8 +151,14 @@ def _key(place: str) -> str:
 def differing(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The places where the replayed request holds another id-like value than the recorded one:
     (recorded, replayed) by place (none, for a request matched exactly)."""
-    return {place: (old, replayed[place]) for place, old in recorded.items()
-            if place in replayed and replayed[place] != old and type(replayed[place]) is type(old) and id_like(old)}
+    return {
+        place: (old, replayed[place])
+        for place, old in recorded.items()
+        if place in replayed
+        and replayed[place] != old
+        and type(replayed[place]) is type(old)
+        and id_like(old)
+    }
 
 
 class Echoes:
@@ -166,7 +177,9 @@ class Echoes:
         for place, (old, new) in differing(recorded, replayed).items():
             if isinstance(old, str) and old in reply:
                 self.strings[old] = str(new)
-            elif isinstance(old, (int, float)) and re.search(rf'"{re.escape(_key(place))}"\s*:\s*{re.escape(json.dumps(old))}', reply):
+            elif isinstance(old, (int, float)) and re.search(
+                rf'"{re.escape(_key(place))}"\s*:\s*{re.escape(json.dumps(old))}', reply
+            ):
                 self.numbers[(_key(place), old)] = new
 
     def rewrite(self, reply: str) -> str:
@@ -178,10 +191,15 @@ class Echoes:
                 reply = reply.replace(old, self.strings[old])
         for (key, number), new in list(self.numbers.items()):
             literal = json.dumps(new)
-            reply, changed = re.subn(rf'("{re.escape(key)}"\s*:\s*){re.escape(json.dumps(number))}(?=\s*[,}}\]])',
-                                     lambda m: f"{m.group(1)}{literal}", reply)  # noqa: B023 - used at once
+            reply, changed = re.subn(
+                rf'("{re.escape(key)}"\s*:\s*){re.escape(json.dumps(number))}(?=\s*[,}}\]])',
+                lambda m: f"{m.group(1)}{literal}",
+                reply,
+            )  # noqa: B023 - used at once
             if changed:
-                del self.numbers[(key, number)]  # a number is echoed once (a call's id), then means anything again
+                del self.numbers[
+                    (key, number)
+                ]  # a number is echoed once (a call's id), then means anything again
         return reply
 
     def rewrite_bytes(self, reply: bytes) -> bytes:

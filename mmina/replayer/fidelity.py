@@ -35,6 +35,7 @@ can be judged again later, or a live re-run compared with its recording the same
   The screenshot-identical fraction is reported next to it (over steps with screenshots on
   both sides).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -96,11 +97,19 @@ class RequestCounts:
         return RequestCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @classmethod
-    def of(cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0,
-           redacted_body: int = 0) -> RequestCounts:
+    def of(
+        cls, kinds: Iterable[MatchKind], missing_body: int = 0, failed: int = 0, redacted_body: int = 0
+    ) -> RequestCounts:
         found = Counter(kinds)
-        return cls(found[MatchKind.EXACT], found[MatchKind.FUZZY], found[MatchKind.NEAREST], found[MatchKind.UNMATCHED],
-                   missing_body, failed, redacted_body)
+        return cls(
+            found[MatchKind.EXACT],
+            found[MatchKind.FUZZY],
+            found[MatchKind.NEAREST],
+            found[MatchKind.UNMATCHED],
+            missing_body,
+            failed,
+            redacted_body,
+        )
 
 
 @dataclass(frozen=True)
@@ -162,8 +171,10 @@ def compare_sockets(url: str, recorded: Sequence[Message], replayed: Sequence[Me
     recorded, replayed = _said(recorded), _said(replayed)
     old = [normalised(m.data) for m in recorded if m.direction == SERVER]
     new = [normalised(m.data) for m in replayed if m.direction == SERVER]
-    page_equal, first = _by_content([normalised(m.data) for m in recorded if m.direction == PAGE],
-                                    [normalised(m.data) for m in replayed if m.direction == PAGE])
+    page_equal, first = _by_content(
+        [normalised(m.data) for m in recorded if m.direction == PAGE],
+        [normalised(m.data) for m in replayed if m.direction == PAGE],
+    )
     same = [a == b for a, b in zip(old, new)]
     if not first and (False in same or len(old) != len(new)):
         index = same.index(False) if False in same else min(len(old), len(new))
@@ -183,11 +194,16 @@ def _by_content(old: Sequence[str | bytes], new: Sequence[str | bytes]) -> tuple
         else:
             missing.append(index)
     if missing:
-        return len(old) - len(missing), f"page → server message {missing[0] + 1}: recorded {_message(old, missing[0])}, " \
-                                        "not said in the replay"
+        return (
+            len(old) - len(missing),
+            f"page → server message {missing[0] + 1}: recorded {_message(old, missing[0])}, "
+            "not said in the replay",
+        )
     extra = next((i for i, m in enumerate(new) if left[m] > 0), None)
     if extra is not None:
-        return len(old), f"page → server: replayed {_message(new, extra)} (message {extra + 1}), not said when recorded"
+        return len(
+            old
+        ), f"page → server: replayed {_message(new, extra)} (message {extra + 1}), not said when recorded"
     return len(old), ""
 
 
@@ -242,11 +258,19 @@ class EpisodeFidelity:
     def as_json(self) -> dict[str, Any]:
         """The episode with every step's comparison and the derived counts."""
         data = asdict(self)
-        data["steps"] = [{**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
-                         for s in self.steps]
+        data["steps"] = [
+            {**asdict(s), "faithful": s.faithful, "screenshot_identical": s.screenshot_identical}
+            for s in self.steps
+        ]
         data["sockets"] = [{**asdict(s), "faithful": s.faithful} for s in self.sockets]
-        return {**data, "fidelity": self.fidelity, "url_equal": self.url_equal, "tree_equal": self.tree_equal,
-                "screenshots_compared": self.screenshots_compared, "screenshots_identical": self.screenshots_identical}
+        return {
+            **data,
+            "fidelity": self.fidelity,
+            "url_equal": self.url_equal,
+            "tree_equal": self.tree_equal,
+            "screenshots_compared": self.screenshots_compared,
+            "screenshots_identical": self.screenshots_identical,
+        }
 
 
 def summarize(episodes: Sequence[EpisodeFidelity]) -> dict[str, Any]:
@@ -261,14 +285,18 @@ def summarize(episodes: Sequence[EpisodeFidelity]) -> dict[str, Any]:
         "url_equal": sum(e.url_equal for e in episodes),
         "tree_equal": sum(e.tree_equal for e in episodes),
         "screenshots_compared": compared,
-        "screenshots_identical": (sum(e.screenshots_identical for e in episodes) / compared) if compared else None,
+        "screenshots_identical": (sum(e.screenshots_identical for e in episodes) / compared)
+        if compared
+        else None,
         "requests": requests,
     }
 
 
 def tree_diff(recorded: str | None, replayed: str | None, limit: int = MAX_DIFF_LINES) -> str:
     """A unified diff of two accessibility trees' lines without ids, cut after ``limit`` lines."""
-    lines = list(difflib.unified_diff(_shown(recorded), _shown(replayed), "recorded", "replayed", lineterm="", n=1))
+    lines = list(
+        difflib.unified_diff(_shown(recorded), _shown(replayed), "recorded", "replayed", lineterm="", n=1)
+    )
     if len(lines) > limit:
         lines = [*lines[:limit], f"... ({len(lines) - limit} more diff lines)"]
     return "\n".join(lines)
@@ -282,9 +310,14 @@ def tree_change(recorded: str | None, replayed: str | None) -> str:
         return ""
     start = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
     where = _path(old, start) or _path(new, start)
-    parts = [f"first difference at line {start + 1}{f' (in {where})' if where else ''}: "
-             f"recorded {_described(old, start)}, replayed {_described(new, start)}"]
-    counts = Counter(_element(line) for line in old if line.is_node), Counter(_element(line) for line in new if line.is_node)
+    parts = [
+        f"first difference at line {start + 1}{f' (in {where})' if where else ''}: "
+        f"recorded {_described(old, start)}, replayed {_described(new, start)}"
+    ]
+    counts = (
+        Counter(_element(line) for line in old if line.is_node),
+        Counter(_element(line) for line in new if line.is_node),
+    )
     for side, only in (("recording", counts[0] - counts[1]), ("replay", counts[1] - counts[0])):
         if only:
             parts.append(f"{sum(only.values())} element(s) only in the {side}: {_named(only)}")
@@ -323,7 +356,7 @@ def _element(line: AriaLine) -> str:
 
 
 def _cut(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _named(counts: Counter[str]) -> str:
@@ -353,6 +386,7 @@ ScreenshotDiff = Callable[[str | None, str | None], float | None]
 
 def screenshot_differ(blobs: Mapping[str, bytes], tolerance: int = PIXEL_TOLERANCE) -> ScreenshotDiff:
     """Compares screenshots by digest; equal digests never get decoded."""
+
     def compare(first: str | None, second: str | None) -> float | None:
         if first is None or second is None or first not in blobs or second not in blobs:
             return None
@@ -361,17 +395,28 @@ def screenshot_differ(blobs: Mapping[str, bytes], tolerance: int = PIXEL_TOLERAN
     return compare
 
 
-def compare_steps(recorded: Sequence[StepView], replayed: Sequence[StepView], screenshots: ScreenshotDiff,
-                  requests: Mapping[int, RequestCounts] | None = None) -> tuple[StepFidelity, ...]:
+def compare_steps(
+    recorded: Sequence[StepView],
+    replayed: Sequence[StepView],
+    screenshots: ScreenshotDiff,
+    requests: Mapping[int, RequestCounts] | None = None,
+) -> tuple[StepFidelity, ...]:
     """Step-by-step comparison by step index; a step missing on one side is not faithful."""
     by_index = ({s.step_index: s for s in recorded}, {s.step_index: s for s in replayed})
     indexes = sorted(by_index[0].keys() | by_index[1].keys())
-    return tuple(_compare(by_index[0].get(i), by_index[1].get(i), i, screenshots, (requests or {}).get(i - 1))
-                 for i in indexes)
+    return tuple(
+        _compare(by_index[0].get(i), by_index[1].get(i), i, screenshots, (requests or {}).get(i - 1))
+        for i in indexes
+    )
 
 
-def _compare(old: StepView | None, new: StepView | None, index: int, screenshots: ScreenshotDiff,
-             requests: RequestCounts | None) -> StepFidelity:
+def _compare(
+    old: StepView | None,
+    new: StepView | None,
+    index: int,
+    screenshots: ScreenshotDiff,
+    requests: RequestCounts | None,
+) -> StepFidelity:
     if old is None or new is None:
         note = "(step missing in the replay)" if new is None else "(step not in the recording)"
         return StepFidelity(

@@ -26,6 +26,7 @@ never values; keys named so that redaction by name leaves them readable) is retu
 prefix's actions and then hands the page to the agent under test; :func:`check_prefix` says
 whether the replayed prefix was faithful (``episodes.prefix_faithful``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -79,8 +80,12 @@ class HandOverRouter(ArchiveRouter):
         handed_at = datetime.now(UTC)
         await context.clock.set_system_time(handed_at)
         await context.unroute("**/*")
-        return {"handed_over_at": handed_at.isoformat(), "clock": CLOCK, **await handed_state(context),
-                "dropped_cookie_names": dropped}
+        return {
+            "handed_over_at": handed_at.isoformat(),
+            "clock": CLOCK,
+            **await handed_state(context),
+            "dropped_cookie_names": dropped,
+        }
 
 
 async def drop_redacted_cookies(context: BrowserContext) -> list[str]:
@@ -88,7 +93,9 @@ async def drop_redacted_cookies(context: BrowserContext) -> list[str]:
     dropped = []
     for cookie in await context.cookies():
         if any(marker in cookie.get("value", "") for marker in MARKERS):
-            await context.clear_cookies(name=cookie["name"], domain=cookie.get("domain"), path=cookie.get("path"))
+            await context.clear_cookies(
+                name=cookie["name"], domain=cookie.get("domain"), path=cookie.get("path")
+            )
             dropped.append(cookie["name"])
     return dropped
 
@@ -97,8 +104,14 @@ async def handed_state(context: BrowserContext) -> dict[str, Any]:
     """Tabs (URL, history length), cookie names and web-storage keys per origin; no values."""
     state = await context.storage_state()
     tabs = [{"url": page.url, "history": await _history_length(page)} for page in context.pages]
-    storage = {o["origin"]: sorted(item["name"] for item in o.get("localStorage", [])) for o in state["origins"]}
-    return {"tabs": tabs, "cookie_names": sorted(c["name"] for c in state["cookies"]), "local_storage": storage}
+    storage = {
+        o["origin"]: sorted(item["name"] for item in o.get("localStorage", [])) for o in state["origins"]
+    }
+    return {
+        "tabs": tabs,
+        "cookie_names": sorted(c["name"] for c in state["cookies"]),
+        "local_storage": storage,
+    }
 
 
 async def _history_length(page: Any) -> int | None:
@@ -116,8 +129,13 @@ class PrefixedAgent:
     archive) and before ``agent`` sees it; its result is kept in ``handed``.
     """
 
-    def __init__(self, agent: Agent, prefix: Prefix, hand_over_page: Callable[[], dict[str, Any]],
-                 show_actions: bool = True) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        prefix: Prefix,
+        hand_over_page: Callable[[], dict[str, Any]],
+        show_actions: bool = True,
+    ) -> None:
         self.agent, self.prefix, self.show_actions = agent, prefix, show_actions
         self.name = getattr(agent, "name", "agent")
         self._hand_over_page = hand_over_page
@@ -157,8 +175,12 @@ class PrefixCheck:
         return self.handed_over and self.mismatch is None
 
     def as_json(self) -> dict[str, Any]:
-        return {"compared": self.compared, "faithful_steps": self.faithful_steps, "faithful": self.faithful,
-                "mismatch": self.mismatch}
+        return {
+            "compared": self.compared,
+            "faithful_steps": self.faithful_steps,
+            "faithful": self.faithful,
+            "mismatch": self.mismatch,
+        }
 
 
 def check_prefix(prefix: Prefix, steps: Sequence[Mapping[str, Any]], handed_over: bool) -> PrefixCheck:
@@ -166,12 +188,21 @@ def check_prefix(prefix: Prefix, steps: Sequence[Mapping[str, Any]], handed_over
     agent's first step was stored) with the reference's; the first difference is named."""
     rows = {row["step_index"]: row for row in steps if row["step_index"] <= prefix.steps}
     if not handed_over:
-        return PrefixCheck(0, 0, f"the episode ended after {len(rows)} of the prefix's {prefix.steps} step(s), "
-                                 "before the hand-over", handed_over=False)
-    pairs = [(expected, rows.get(i)) for i, expected in enumerate(prefix.expected)
-             if expected is not None and (i < prefix.steps or i in rows)]
-    compared = compare_steps([e for e, _ in pairs], [StepView.from_row(r) for _, r in pairs if r is not None],
-                             lambda _a, _b: None)
+        return PrefixCheck(
+            0,
+            0,
+            f"the episode ended after {len(rows)} of the prefix's {prefix.steps} step(s), "
+            "before the hand-over",
+            handed_over=False,
+        )
+    pairs = [
+        (expected, rows.get(i))
+        for i, expected in enumerate(prefix.expected)
+        if expected is not None and (i < prefix.steps or i in rows)
+    ]
+    compared = compare_steps(
+        [e for e, _ in pairs], [StepView.from_row(r) for _, r in pairs if r is not None], lambda _a, _b: None
+    )
     first = next((s for s in compared if not s.faithful), None)
     return PrefixCheck(len(compared), sum(s.faithful for s in compared), _mismatch(first) if first else None)
 

@@ -57,6 +57,7 @@ only ever shorten what is left of the recorded interval, so a replay takes about
 recording and no longer (``python -m bench --only realweb`` prints the ratio). Stores recorded
 before schema version 7 have no ``acted_at``: their replays keep no pace (as before).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -140,8 +141,12 @@ class RecordedPace:
         return [self.started + step.observed + step.read for step in self.steps]
 
     @classmethod
-    def of(cls, episode_started: datetime, rows: Sequence[Mapping[str, Any]],
-           requests: Sequence[Mapping[str, Any]] = ()) -> RecordedPace | None:
+    def of(
+        cls,
+        episode_started: datetime,
+        rows: Sequence[Mapping[str, Any]],
+        requests: Sequence[Mapping[str, Any]] = (),
+    ) -> RecordedPace | None:
         """The pace of an episode's step rows and its ``requests`` rows; None for a store that
         kept none (before schema 7)."""
         if not rows or all(r.get("acted_at") is None for r in rows):
@@ -174,8 +179,12 @@ def _seconds(start: datetime, moment: datetime) -> float:
 def _unasked(request: Mapping[str, Any]) -> bool:
     """A socket or a stream: what comes over it comes unasked, at any time."""
     headers = {h["name"].lower() for h in request.get("response_headers") or ()}
-    return (request.get("status") == 101 or str(request.get("url", "")).startswith(("ws:", "wss:"))
-            or "event-stream" in (request.get("mime_type") or "") or CHUNKS_HEADER in headers)
+    return (
+        request.get("status") == 101
+        or str(request.get("url", "")).startswith(("ws:", "wss:"))
+        or "event-stream" in (request.get("mime_type") or "")
+        or CHUNKS_HEADER in headers
+    )
 
 
 def _quiet(started: Sequence[datetime], since: datetime, until: datetime | None) -> bool:
@@ -187,8 +196,13 @@ class PacedSteps:
     """Holds a replayed episode to its recording's pace (the ``pacer`` of ``EpisodeRecorder``);
     with a ``timeline``, in the recording's time (see the module)."""
 
-    def __init__(self, recorded: RecordedPace, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, timeline: Timeline | None = None) -> None:
+    def __init__(
+        self,
+        recorded: RecordedPace,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        timeline: Timeline | None = None,
+    ) -> None:
         self.recorded, self._clock, self._sleep = recorded, clock, sleep
         self.timeline = timeline
         self._start = clock()
@@ -321,7 +335,9 @@ class PacedSteps:
         """Wait (until ``bound`` at most) for every delivery on its way that the recording's page
         received before this observation read the page; when the last delivery since the previous
         observation reached the page (None: none did)."""
-        while (due := self.turns.awaited(step_index, now := self._clock(), bound)) is not None and now < bound:
+        while (
+            due := self.turns.awaited(step_index, now := self._clock(), bound)
+        ) is not None and now < bound:
             self._wait(min(POLL_S, max(DELIVERY_POLL_S, due - now)))
         return self.turns.delivered_at
 

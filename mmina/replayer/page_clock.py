@@ -23,6 +23,7 @@ This leans on the inside of Playwright's injected clock (``__pwClock.controller`
 script does nothing, and the page clock runs with real time as before
 (``tests/test_timeline_clock.py`` fails then).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -111,7 +112,11 @@ class PageClock:
         """(τ, cap, version) as a page reads them: whole epoch milliseconds, as a page's clock
         counts (no cap: None)."""
         at, cap, version = self.timeline.state()
-        return math.floor(self._start_ms + at * 1e3), None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3), version
+        return (
+            math.floor(self._start_ms + at * 1e3),
+            None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3),
+            version,
+        )
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """A document response's headers with the timeline's news for its clock (``Server-Timing``)."""

@@ -16,6 +16,7 @@ the hops the reference's verdicts completed by step N are given, the next one is
 Each task's reference is the run's latest finished episode of it (a resumed run may hold
 several). Everything here reads the store; nothing touches a browser.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,18 @@ from mmina.tasks.task import Task
 PREFIX_EVALUATOR = "hops"
 """Whose verdicts say where each hop of the reference started."""
 STEP_COLUMNS = ["episode_id", "step_index", "url", "tree_text", "action", "action_kind", "model_output"]
-EPISODE_COLUMNS = ["episode_id", "task_id", "started_at", "ended_at", "blob_packs", "n_steps", "final_url",
-                   "final_tree_text", "hops_given", "random_seeding"]
+EPISODE_COLUMNS = [
+    "episode_id",
+    "task_id",
+    "started_at",
+    "ended_at",
+    "blob_packs",
+    "n_steps",
+    "final_url",
+    "final_tree_text",
+    "hops_given",
+    "random_seeding",
+]
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,11 @@ class PrefixSpec:
 
     def describe(self) -> dict[str, Any]:
         """The spec as the run's configuration records it."""
-        at = {"at_step": self.step} if self.step is not None else {"at_hop": "all" if self.every_hop else list(self.hops)}
+        at = (
+            {"at_step": self.step}
+            if self.step is not None
+            else {"at_hop": "all" if self.every_hop else list(self.hops)}
+        )
         return {"prefix_run": self.run_id, **at, "prefix_evaluator": PREFIX_EVALUATOR}
 
 
@@ -110,8 +125,9 @@ class Reference:
     """Hop index -> the step that completed it (passed hops only); None: no verdicts."""
 
 
-def plan_prefixes(store: Store, spec: PrefixSpec, tasks: Mapping[str, Task],
-                  max_steps: int) -> tuple[list[Prefix], list[Skipped]]:
+def plan_prefixes(
+    store: Store, spec: PrefixSpec, tasks: Mapping[str, Task], max_steps: int
+) -> tuple[list[Prefix], list[Skipped]]:
     """One prefix per selected task and hop (or step), and the ones that cannot be given."""
     references = read_references(store, spec.run_id, set(tasks))
     prefixes: list[Prefix] = []
@@ -119,8 +135,11 @@ def plan_prefixes(store: Store, spec: PrefixSpec, tasks: Mapping[str, Task],
     for task_id, task in tasks.items():
         for hop in _hops_asked(spec, task):
             reference = references.get(task_id)
-            found = _prefix(task, reference, spec, hop, max_steps) if reference else \
-                f"run {spec.run_id} has no finished episode of it"
+            found = (
+                _prefix(task, reference, spec, hop, max_steps)
+                if reference
+                else f"run {spec.run_id} has no finished episode of it"
+            )
             if isinstance(found, Prefix):
                 prefixes.append(found)
             else:
@@ -135,15 +154,21 @@ def _hops_asked(spec: PrefixSpec, task: Task) -> Iterable[int | None]:
     return range(1, task.n_hops + 1) if spec.every_hop else spec.hops
 
 
-def _prefix(task: Task, reference: Reference, spec: PrefixSpec, hop: int | None, max_steps: int) -> Prefix | str:
+def _prefix(
+    task: Task, reference: Reference, spec: PrefixSpec, hop: int | None, max_steps: int
+) -> Prefix | str:
     """The prefix of ``reference`` that hands over at ``hop`` (or ``spec.step``), or why there is none."""
     if reference.row.get("hops_given") is not None:
         return "its reference episode is itself hop-conditioned"
     if reference.completed is None:
-        return f"its reference episode has no {PREFIX_EVALUATOR} verdicts (run `mmina rescore --evaluator " \
-               f"{PREFIX_EVALUATOR} --run {spec.run_id}`)"
+        return (
+            f"its reference episode has no {PREFIX_EVALUATOR} verdicts (run `mmina rescore --evaluator "
+            f"{PREFIX_EVALUATOR} --run {spec.run_id}`)"
+        )
     if spec.step is not None and spec.step > len(reference.steps):
-        return f"its reference episode has only {len(reference.steps)} step(s), fewer than the {spec.step} asked"
+        return (
+            f"its reference episode has only {len(reference.steps)} step(s), fewer than the {spec.step} asked"
+        )
     given = _given(task, reference.completed, hop, spec.step)
     if isinstance(given, str):
         return given
@@ -158,8 +183,10 @@ def _given(task: Task, completed: dict[int, int], hop: int | None, step: int | N
             return f"the task has {task.n_hops} hop(s), no hop {hop}"
         missing = [i + 1 for i in range(hop - 1) if i not in completed]
         if missing:
-            return f"its reference episode did not pass hop {missing[0]} (by its {PREFIX_EVALUATOR} verdicts), " \
-                   f"so it cannot give a correct prefix up to hop {hop}"
+            return (
+                f"its reference episode did not pass hop {missing[0]} (by its {PREFIX_EVALUATOR} verdicts), "
+                f"so it cannot give a correct prefix up to hop {hop}"
+            )
         return tuple(completed[i] for i in range(hop - 1))
     given: list[int] = []
     while len(given) in completed and completed[len(given)] <= (step or 0):
@@ -169,23 +196,35 @@ def _given(task: Task, completed: dict[int, int], hop: int | None, step: int | N
     return tuple(given)
 
 
-def _checked(task: Task, reference: Reference, given: tuple[int, ...], steps: int, max_steps: int) -> Prefix | str:
+def _checked(
+    task: Task, reference: Reference, given: tuple[int, ...], steps: int, max_steps: int
+) -> Prefix | str:
     """The prefix of ``steps`` steps, unless the reference cannot give it or the budget has no room."""
     recorded = reference.steps
     if steps > len(recorded):  # verdicts naming a step the episode does not have (a damaged store)
         return f"its reference's {PREFIX_EVALUATOR} verdicts name step {steps}, past its last step"
     if steps >= max_steps:
         return f"the prefix has {steps} step(s): no step of the --max-steps {max_steps} budget is left for the agent"
-    stop = next((r["step_index"] for r in recorded[:steps] if r["action_kind"] == ActionKind.STOP.value), None)
+    stop = next(
+        (r["step_index"] for r in recorded[:steps] if r["action_kind"] == ActionKind.STOP.value), None
+    )
     if stop is not None:
         return f"its reference episode stopped at step {stop}, inside the prefix"
     row = reference.row
-    expected: list[StepView | None] = [StepView.from_row(r) for r in recorded[:steps + 1]]
+    expected: list[StepView | None] = [StepView.from_row(r) for r in recorded[: steps + 1]]
     if steps == len(recorded):  # handed over on the terminal page (the last action reached the hop)
-        expected.append(StepView(steps, row["final_url"], row["final_tree_text"], None)
-                        if row.get("final_url") is not None else None)
-    source = Source(row["episode_id"], row["task_id"], row["started_at"], tuple(row["blob_packs"] or ()),
-                    random_seeding=row["random_seeding"])
+        expected.append(
+            StepView(steps, row["final_url"], row["final_tree_text"], None)
+            if row.get("final_url") is not None
+            else None
+        )
+    source = Source(
+        row["episode_id"],
+        row["task_id"],
+        row["started_at"],
+        tuple(row["blob_packs"] or ()),
+        random_seeding=row["random_seeding"],
+    )
     return Prefix(
         task_id=task.task_id,
         source=source,
@@ -201,19 +240,35 @@ def read_references(store: Store, run_id: str, task_ids: set[str]) -> dict[str, 
     """Each task's latest finished episode in ``run_id`` (an existing run's id), with its steps
     and ``hops`` verdicts."""
     episodes = store.read("episodes", run_id=run_id, columns=EPISODE_COLUMNS)
-    latest = {row["task_id"]: row for row in episodes.sort_by("ended_at").to_pylist() if row["task_id"] in task_ids}
+    latest = {
+        row["task_id"]: row for row in episodes.sort_by("ended_at").to_pylist() if row["task_id"] in task_ids
+    }
     chosen = {row["episode_id"] for row in latest.values()}
     steps = by_episode(store, "steps", run_id, "step_index", chosen, STEP_COLUMNS)
     verdicts = completed_hops(store, run_id, chosen)
-    return {task_id: Reference(row, steps.get(row["episode_id"], []), verdicts.get(row["episode_id"]))
-            for task_id, row in latest.items()}
+    return {
+        task_id: Reference(row, steps.get(row["episode_id"], []), verdicts.get(row["episode_id"]))
+        for task_id, row in latest.items()
+    }
 
 
 def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, dict[int, int]]:
     """Episode -> {hop index (0-based): completing step} of the passed hops in its latest ``hops``
     batch (an episode with no such batch is absent)."""
-    scores = store.read("scores", run_id=run_id, columns=["episode_id", "evaluator", "level", "hop", "verdict",
-                                                          "detail_json", "batch_id", "scored_at"])
+    scores = store.read(
+        "scores",
+        run_id=run_id,
+        columns=[
+            "episode_id",
+            "evaluator",
+            "level",
+            "hop",
+            "verdict",
+            "detail_json",
+            "batch_id",
+            "scored_at",
+        ],
+    )
     scores = scores.filter(pc.equal(scores.column("evaluator"), PREFIX_EVALUATOR))
     latest: dict[str, tuple[Any, str]] = {}
     rows = scores.sort_by([("scored_at", "ascending"), ("batch_id", "ascending")]).to_pylist()
@@ -222,8 +277,11 @@ def completed_hops(store: Store, run_id: str, episodes: set[str]) -> dict[str, d
             latest[row["episode_id"]] = (row["scored_at"], row["batch_id"])
     found: dict[str, dict[int, int]] = {episode: {} for episode in latest}
     for row in rows:
-        if latest.get(row["episode_id"], (None, None))[1] == row["batch_id"] and row["level"] == "hop" \
-                and row["verdict"] == "pass":
+        if (
+            latest.get(row["episode_id"], (None, None))[1] == row["batch_id"]
+            and row["level"] == "hop"
+            and row["verdict"] == "pass"
+        ):
             step = _completed_step(row["detail_json"])
             if step is not None:
                 found[row["episode_id"]][row["hop"] - 1] = step

@@ -11,6 +11,7 @@ timeline (``timeline.py``; a new agent's replay: it starts at the recorded start
 ``Math.random`` and ``crypto`` are seeded from the source episode id. Episodes run in one browser,
 a fresh context each, one after another or ``concurrency`` at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
@@ -64,9 +65,13 @@ class ReplayReport:
     def as_json(self) -> dict[str, Any]:
         """The report for scripts (``--format json``): the summary and every episode's steps."""
         summary = self.summary()
-        return {"source_run": self.source_run, "replay_run": self.replay_run, "store": self.store,
-                "summary": {**summary, "requests": asdict(summary["requests"])},
-                "episodes": [e.as_json() for e in self.episodes]}
+        return {
+            "source_run": self.source_run,
+            "replay_run": self.replay_run,
+            "store": self.store,
+            "summary": {**summary, "requests": asdict(summary["requests"])},
+            "episodes": [e.as_json() for e in self.episodes],
+        }
 
 
 @dataclass
@@ -88,19 +93,41 @@ class AgentReplayReport:
 
     def as_json(self) -> dict[str, Any]:
         """The report for scripts (``--format json``)."""
-        episodes = [{**asdict(e.result), "success": e.result.success, "requests": asdict(e.requests),
-                     "coverage_gaps": list(e.coverage_gaps)} for e in self.episodes]
-        return {"source_run": self.source_run, "replay_run": self.replay_run, "store": self.store,
-                "agent": self.agent, "episodes": episodes, "coverage_gaps": self.coverage_gaps,
-                "unmatched": self.unmatched}
+        episodes = [
+            {
+                **asdict(e.result),
+                "success": e.result.success,
+                "requests": asdict(e.requests),
+                "coverage_gaps": list(e.coverage_gaps),
+            }
+            for e in self.episodes
+        ]
+        return {
+            "source_run": self.source_run,
+            "replay_run": self.replay_run,
+            "store": self.store,
+            "agent": self.agent,
+            "episodes": episodes,
+            "coverage_gaps": self.coverage_gaps,
+            "unmatched": self.unmatched,
+        }
 
 
 # ---------------------------------------------------------------- replaying stored episodes
 
-def replay_run(store: Store, run_id: str | None = None, episode_id: str | None = None, *,
-               browser: BrowserConfig | None = None, new_run: str | None = None,
-               tolerance: int = PIXEL_TOLERANCE, layout: Layout = Layout(), on_start: OnStart | None = None,
-               on_episode: Callable[[EpisodeFidelity], None] | None = None) -> ReplayReport:
+
+def replay_run(
+    store: Store,
+    run_id: str | None = None,
+    episode_id: str | None = None,
+    *,
+    browser: BrowserConfig | None = None,
+    new_run: str | None = None,
+    tolerance: int = PIXEL_TOLERANCE,
+    layout: Layout = Layout(),
+    on_start: OnStart | None = None,
+    on_episode: Callable[[EpisodeFidelity], None] | None = None,
+) -> ReplayReport:
     """Re-drive every episode of ``run_id`` (or the one ``episode_id``) from the archive.
 
     Each episode gets its own archive (its own recorded requests), a fresh context, the stored
@@ -112,13 +139,28 @@ def replay_run(store: Store, run_id: str | None = None, episode_id: str | None =
     episodes = frozenset(s.episode_id for s in sources)
     source = SourceRun.load(store, source_run, set(episodes))
     replay_id = _check_new_run(new_run) or new_run_id("replay")
-    settings = {"mode": "replay", "source_run": source_run, "source_episodes": [s.episode_id for s in sources],
-                "clock": "each source episode's recorded timeline (mmina.replayer.timeline)", "limits": asdict(source.limits),
-                "archive": "per episode", **layout.describe()}
-    setup = ReplaySetup(store=store.location, replay_id=replay_id, source_run=source_run, episodes=episodes, browser=source.browser_config(browser), tolerance=tolerance)
+    settings = {
+        "mode": "replay",
+        "source_run": source_run,
+        "source_episodes": [s.episode_id for s in sources],
+        "clock": "each source episode's recorded timeline (mmina.replayer.timeline)",
+        "limits": asdict(source.limits),
+        "archive": "per episode",
+        **layout.describe(),
+    }
+    setup = ReplaySetup(
+        store=store.location,
+        replay_id=replay_id,
+        source_run=source_run,
+        episodes=episodes,
+        browser=source.browser_config(browser),
+        tolerance=tolerance,
+    )
     report = ReplayReport(source_run, replay_id, str(store.root))
     items = list(_numbered(sources))
-    with _new_run(store, setup, source, [s.task_id for s in sources], None, settings, layout, len(items)) as session:
+    with _new_run(
+        store, setup, source, [s.task_id for s in sources], None, settings, layout, len(items)
+    ) as session:
         if on_start:
             on_start(replay_id, len(sources))
         here = StoredActionsJob(setup, session, store, source) if session else None
@@ -155,11 +197,22 @@ def _numbered(sources: Sequence[Source]) -> Iterator[tuple[int, Source]]:
 
 # ---------------------------------------------------------------- a new agent on the archived web
 
-def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id: str | None = None, *,
-                 settings: AgentSettings | None = None, limits: Limits | None = None,
-                 task_ids: Sequence[str] = (), browser: BrowserConfig | None = None, new_run: str | None = None,
-                 layout: Layout = Layout(), on_start: OnStart | None = None,
-                 on_episode: Callable[[AgentEpisode], None] | None = None) -> AgentReplayReport:
+
+def replay_agent(
+    store: Store,
+    agent: str,
+    run_id: str | None = None,
+    episode_id: str | None = None,
+    *,
+    settings: AgentSettings | None = None,
+    limits: Limits | None = None,
+    task_ids: Sequence[str] = (),
+    browser: BrowserConfig | None = None,
+    new_run: str | None = None,
+    layout: Layout = Layout(),
+    on_start: OnStart | None = None,
+    on_episode: Callable[[AgentEpisode], None] | None = None,
+) -> AgentReplayReport:
     """Run ``agent`` on each task of the source against that task's archived web.
 
     The archive of a task pools every source episode of it (in recorded order); the clock
@@ -177,12 +230,27 @@ def replay_agent(store: Store, agent: str, run_id: str | None = None, episode_id
     settings = replace(settings, run_id=replay_id)
     the_agent = make_agent(agent, settings, store)
     limits = limits or Limits()
-    config = {"mode": "agent", "source_run": source_run, "agent": agent,
-              "source_episodes": [s.episode_id for group in by_task.values() for s in group],
-              "clock": "starts at the first source episode's start, runs in real time", "limits": asdict(limits),
-              "agent_settings": asdict(replace(settings, run_id=None)), "archive": "per task", **layout.describe()}
-    setup = ReplaySetup(store=store.location, replay_id=replay_id, source_run=source_run, episodes=episodes, browser=source.browser_config(browser),
-                        agent=agent, settings=settings, limits=limits)
+    config = {
+        "mode": "agent",
+        "source_run": source_run,
+        "agent": agent,
+        "source_episodes": [s.episode_id for group in by_task.values() for s in group],
+        "clock": "starts at the first source episode's start, runs in real time",
+        "limits": asdict(limits),
+        "agent_settings": asdict(replace(settings, run_id=None)),
+        "archive": "per task",
+        **layout.describe(),
+    }
+    setup = ReplaySetup(
+        store=store.location,
+        replay_id=replay_id,
+        source_run=source_run,
+        episodes=episodes,
+        browser=source.browser_config(browser),
+        agent=agent,
+        settings=settings,
+        limits=limits,
+    )
     report = AgentReplayReport(source_run, replay_id, str(store.root), agent)
     items = [(task_id, tuple(group)) for task_id, group in by_task.items()]
     with _new_run(store, setup, source, list(by_task), settings.model, config, layout, len(items)) as session:
@@ -211,15 +279,32 @@ def _by_task(sources: list[Source], task_ids: Sequence[str], source_run: str) ->
 
 # ---------------------------------------------------------------- shared machinery
 
+
 @contextmanager
-def _new_run(store: Store, setup: ReplaySetup, source: SourceRun, task_ids: list[str], model: str | None,
-             config: dict[str, Any], layout: Layout, items: int) -> Iterator[BrowserSession | None]:
+def _new_run(
+    store: Store,
+    setup: ReplaySetup,
+    source: SourceRun,
+    task_ids: list[str],
+    model: str | None,
+    config: dict[str, Any],
+    layout: Layout,
+    items: int,
+) -> Iterator[BrowserSession | None]:
     """Start a browser (for its version, and for the work if it stays in this process: then it
     is yielded, else None), create the replay run, and always close the browser again."""
     session = BrowserSession(setup.browser)
     try:
-        _begin(store, setup.replay_id, source, task_ids, setup.agent, model,
-               with_verdicts_due({**config, "browser": asdict(setup.browser)}), session.version)
+        _begin(
+            store,
+            setup.replay_id,
+            source,
+            task_ids,
+            setup.agent,
+            model,
+            with_verdicts_due({**config, "browser": asdict(setup.browser)}),
+            session.version,
+        )
         if not layout.in_this_process(items):
             session.close()
         yield session if layout.in_this_process(items) else None
@@ -231,37 +316,72 @@ def _check_new_run(run_id: str | None) -> str | None:
     return check_id("run id", run_id) if run_id else None
 
 
-def _begin(store: Store, run_id: str, source: SourceRun, task_ids: list[str], agent: str, model: str | None,
-           config: dict[str, Any], browser_version: str) -> None:
+def _begin(
+    store: Store,
+    run_id: str,
+    source: SourceRun,
+    task_ids: list[str],
+    agent: str,
+    model: str | None,
+    config: dict[str, Any],
+    browser_version: str,
+) -> None:
     """Create the replay run: the source's suite and tasks, this machine's software."""
     tasks = [{k: v for k, v in source.tasks[t].items() if k != "run_id"} for t in dict.fromkeys(task_ids)]
     recorded = source.row
     suite = SuiteRef(recorded["task_suite"], recorded["task_suite_path"], recorded["task_suite_sha256"])
-    row = run_row(agent, model, config, suite, len(tasks), browser_version,
-                  (recorded["viewport_width"], recorded["viewport_height"]))
+    row = run_row(
+        agent,
+        model,
+        config,
+        suite,
+        len(tasks),
+        browser_version,
+        (recorded["viewport_width"], recorded["viewport_height"]),
+    )
     if not store.begin_run(run_id, row, tasks):
         raise StoreError(f"run {run_id} already exists in {store.root}; choose another --run-id")
 
 
 # ---------------------------------------------------------------- comparing two stored runs
 
-def compare_runs(store: Store, recorded_run: str, other_run: str,
-                 tolerance: int = PIXEL_TOLERANCE) -> list[EpisodeFidelity]:
+
+def compare_runs(
+    store: Store, recorded_run: str, other_run: str, tolerance: int = PIXEL_TOLERANCE
+) -> list[EpisodeFidelity]:
     """Each task's latest episode in ``other_run`` compared step by step with its latest in
     ``recorded_run`` (e.g. a live re-run on a drifted site); no request counts."""
     latest = {run: _latest_by_task(store, run) for run in (recorded_run, other_run)}
     tasks = [t for t in latest[recorded_run] if t in latest[other_run]]
     pairs = [(latest[recorded_run][t], latest[other_run][t]) for t in tasks]
-    steps = {run: by_episode(store, "steps", run, "step_index", {p[i] for p in pairs}, STEP_COLUMNS)
-             for i, run in enumerate((recorded_run, other_run))}
-    digests = {r["screenshot"] for group in steps.values() for rows in group.values() for r in rows if r["screenshot"]}
+    steps = {
+        run: by_episode(store, "steps", run, "step_index", {p[i] for p in pairs}, STEP_COLUMNS)
+        for i, run in enumerate((recorded_run, other_run))
+    }
+    digests = {
+        r["screenshot"]
+        for group in steps.values()
+        for rows in group.values()
+        for r in rows
+        if r["screenshot"]
+    }
     differ = screenshot_differ(store.read_blobs(sorted(digests)), tolerance)
     result = []
     for task, (old, new) in zip(tasks, pairs):
         recorded, replayed = steps[recorded_run].get(old, []), steps[other_run].get(new, [])
-        compared = compare_steps([StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in replayed],
-                                 differ)
-        result.append(EpisodeFidelity(task_id=task, source_episode=old, replay_episode=new, recorded_steps=len(recorded), replayed_steps=len(replayed), steps=compared))
+        compared = compare_steps(
+            [StepView.from_row(r) for r in recorded], [StepView.from_row(r) for r in replayed], differ
+        )
+        result.append(
+            EpisodeFidelity(
+                task_id=task,
+                source_episode=old,
+                replay_episode=new,
+                recorded_steps=len(recorded),
+                replayed_steps=len(replayed),
+                steps=compared,
+            )
+        )
     return result
 
 

@@ -32,6 +32,7 @@ the replay has taken that observation, and the pacer waits for those received be
 (``mmina.replayer.turns``): a stream's chunks ask for their turn through a binding
 (``__mminaChunk``), named by the ``x-mmina-stream`` header of their response.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -161,8 +162,11 @@ class Served:
 
     def columns(self) -> dict[str, object]:
         """The replay's ``requests`` columns saying how this request was answered."""
-        return {"replay_match": "failed" if self.failed else self.kind.value,
-                "replay_source_episode": self.recorded_episode, "replay_source_seq": self.recorded_seq}
+        return {
+            "replay_match": "failed" if self.failed else self.kind.value,
+            "replay_source_episode": self.recorded_episode,
+            "replay_source_seq": self.recorded_seq,
+        }
 
 
 @dataclass(frozen=True)
@@ -202,8 +206,11 @@ class ArchiveRouter:
         self.clock = PageClock(self.timeline, self.starts_at) if self.timeline is not None else None
         if self.timeline is not None:
             start_ms = self.starts_at.timestamp() * 1e3
-            self.timeline.expect((("request", e.order), (e.started_ms - start_ms) / 1e3, shape(e.method, e.url, None).endpoint)
-                                 for e in self.archive.exchanges if e.started_ms is not None)
+            self.timeline.expect(
+                (("request", e.order), (e.started_ms - start_ms) / 1e3, shape(e.method, e.url, None).endpoint)
+                for e in self.archive.exchanges
+                if e.started_ms is not None
+            )
         self.matcher = Matcher(self.archive)
         self._last_match: Exchange | None = None
         self.sockets: list[SocketPlayer] = []
@@ -241,7 +248,9 @@ class ArchiveRouter:
             await socket.close(code=1011, reason="mmina replay: no such socket in the archive")
             return
         await self._open_on_timeline(exchange)
-        self.sockets.append(SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange), self.echoes))
+        self.sockets.append(
+            SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange), self.echoes)
+        )
         if self.on_socket is not None:
             self.on_socket()
 
@@ -268,8 +277,9 @@ class ArchiveRouter:
         finally:
             self.timeline.lift(cap)
 
-    def socket_fidelity(self, recorded_until: float | None = None,
-                        replayed_until: float | None = None) -> tuple[SocketFidelity, ...]:
+    def socket_fidelity(
+        self, recorded_until: float | None = None, replayed_until: float | None = None
+    ) -> tuple[SocketFidelity, ...]:
         """Every recorded socket compared with the one the page opened again (message by
         message; one the page never opened again has every message missing). Only what was said
         before the episode's last observation (``recorded_until``: when the recording's read the
@@ -278,16 +288,25 @@ class ArchiveRouter:
         what comes later can change no observation, and a replay, which does not wait for
         ``stop``, ends sooner than its recording did."""
         played = {player.exchange.order: player for player in self.sockets}
-        return tuple(compare_sockets(e.url, said_before(self._session(e), recorded_until),
-                                     said_before(self._replayed_session(played[e.order]), replayed_until)
-                                     if e.order in played else [])
-                     for e in self.archive.exchanges if e.url.startswith(SOCKET_SCHEMES))
+        return tuple(
+            compare_sockets(
+                e.url,
+                said_before(self._session(e), recorded_until),
+                said_before(self._replayed_session(played[e.order]), replayed_until)
+                if e.order in played
+                else [],
+            )
+            for e in self.archive.exchanges
+            if e.url.startswith(SOCKET_SCHEMES)
+        )
 
     def _session(self, socket: Exchange) -> list[Message]:
         """A recorded socket's session: its messages and what the page posted over long-polling
         in the same session, before its upgrade or after (wall-clock seconds): which transport
         carried a page message follows when the page upgraded, which a replay need not repeat."""
-        return sorted([*parse_messages(socket.body, 0.0), *self._polled(socket, since_open=False)], key=lambda m: m.at)
+        return sorted(
+            [*parse_messages(socket.body, 0.0), *self._polled(socket, since_open=False)], key=lambda m: m.at
+        )
 
     def _replayed_session(self, player: SocketPlayer) -> list[Message]:
         """A replayed socket's session, as :meth:`_session` has the recording's."""
@@ -302,10 +321,16 @@ class ArchiveRouter:
         if sid is None or socket.started_ms is None:
             return []
         opened = socket.started_ms if since_open else 0.0
-        return [Message(PAGE, packet, e.started_ms / 1e3) for e in self.archive.exchanges
-                if e.method == "POST" and e.request_body and e.started_ms and e.started_ms >= opened
-                and _polling_sid(e.url) == sid
-                for packet in e.request_body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)]
+        return [
+            Message(PAGE, packet, e.started_ms / 1e3)
+            for e in self.archive.exchanges
+            if e.method == "POST"
+            and e.request_body
+            and e.started_ms
+            and e.started_ms >= opened
+            and _polling_sid(e.url) == sid
+            for packet in e.request_body.decode("utf-8", "replace").split(ENGINE_IO_SEPARATOR)
+        ]
 
     def traffic(self) -> RoutedTraffic:
         """The sockets played, as HAR entries (a routed socket has none in the context's HAR),
@@ -422,9 +447,17 @@ class ArchiveRouter:
         now = asyncio.get_running_loop().time()
         stream = reply.headers.get(STREAM_HEADER)
         if stream is not None:
-            offsets = [float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")]
-            chunks = [Expected(self.turns.slot(reply.arrived_at + offset) + held.shift, now + offset,
-                               reply.arrived_at + offset) for offset in offsets]
+            offsets = [
+                float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")
+            ]
+            chunks = [
+                Expected(
+                    self.turns.slot(reply.arrived_at + offset) + held.shift,
+                    now + offset,
+                    reply.arrived_at + offset,
+                )
+                for offset in offsets
+            ]
             self._streams[stream] = chunks
             self.turns.expect(("stream", stream), *astuple(chunks[0]))  # before: never a moment with neither
         self.turns.delivered(held.name, now)
@@ -470,12 +503,19 @@ class ArchiveRouter:
             return replace(reply, recorded_s=took, landed_at=asked + took if asked is not None else None)
         if exchange.chunks and request.resource_type == "fetch" and reply.status < 300:
             stream = {STREAM_HEADER: str(next(self._names))} if self.turns is not None else {}
-            reply = Reply(reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body)
+            reply = Reply(
+                reply.status, {**reply.headers, CHUNKS_HEADER: exchange.chunks, **stream}, reply.body
+            )
         until_headers = _until_headers(exchange) / 1e3
         asked = exchange.started_ms / 1e3 if exchange.started_ms else None
         arrived = asked + until_headers if asked is not None else None
-        return replace(reply, recorded_s=min(until_headers, MAX_HOLD_S), arrived_at=arrived, asked_at=asked,
-                       landed_at=arrived)
+        return replace(
+            reply,
+            recorded_s=min(until_headers, MAX_HOLD_S),
+            arrived_at=arrived,
+            asked_at=asked,
+            landed_at=arrived,
+        )
 
     def _failed(self, request: Request, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
@@ -489,8 +529,11 @@ class ArchiveRouter:
                 failed=True,
             )
         )
-        return Reply(status, {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
-                     f"mmina replay: could not answer {request.url}: {why}\n".encode())
+        return Reply(
+            status,
+            {"content-type": "text/plain; charset=utf-8", "x-mmina-replay": "router-error"},
+            f"mmina replay: could not answer {request.url}: {why}\n".encode(),
+        )
 
     def _answer(self, request: Request) -> Reply:
         method, url, body = request.method, request.url, request.post_data_buffer
@@ -503,7 +546,9 @@ class ArchiveRouter:
     def _echoed(self, reply: Reply, exchange: Exchange | None, url: str, body: bytes | None) -> Reply:
         """``reply`` with the ids the page sent in place of the recorded ones it echoes
         (``mmina.replayer.echoes``): learned from this request and the episode's before it."""
-        recorded, replayed = (places(exchange.url, exchange.request_body), places(url, body)) if exchange else ({}, {})
+        recorded, replayed = (
+            (places(exchange.url, exchange.request_body), places(url, body)) if exchange else ({}, {})
+        )
         learning = bool(differing(recorded, replayed))
         if not (learning or self.echoes) or not is_text_type(reply.headers.get("content-type", "")):
             return reply  # nothing to learn or rewrite: a body (a multi-MB bundle) is not read at all
@@ -543,8 +588,11 @@ class ArchiveRouter:
             return redirect_loop_reply()  # never hand the browser a 3xx: fail it, as when recorded
         if method != "GET":  # a 307/308 keeps its method: a page cannot re-send it, serve the end
             return self._follow(method, url, body, self._match(method, url, body, ""))
-        headers = {"content-type": "text/html; charset=utf-8", "cache-control": "no-store",
-                   "x-mmina-replay": "redirect"}
+        headers = {
+            "content-type": "text/html; charset=utf-8",
+            "cache-control": "no-store",
+            "x-mmina-replay": "redirect",
+        }
         if cookies:
             headers["set-cookie"] = "\n".join(cookies)
         return Reply(200, headers, (REDIRECT_PAGE % json.dumps(url).replace("<", "\\u003c")).encode())
@@ -555,7 +603,11 @@ class ArchiveRouter:
         for _hop in range(MAX_REDIRECTS + 1):
             target = redirect_target(exchange, url) if exchange else None
             if exchange is None or target is None:
-                return reply_for(exchange) if exchange else unmatched_reply(method, url, self.archive.kin(method, url))
+                return (
+                    reply_for(exchange)
+                    if exchange
+                    else unmatched_reply(method, url, self.archive.kin(method, url))
+                )
             next_method = redirected_method(exchange.status, method)
             body = body if next_method == method else None
             method, url = next_method, target
@@ -569,14 +621,25 @@ class ArchiveRouter:
             self.timeline.arrived(("request", match.exchange.order))
         exchange = self.archive.revalidated(match.exchange) if match.exchange else None
         status = exchange.status if exchange else NOT_ARCHIVED_STATUS
-        missing = exchange is not None and (exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit))
+        missing = exchange is not None and (
+            exchange.body_missing or (exchange.body_of is not None and not exchange.cache_hit)
+        )
         source = match.exchange
-        self.served.append(Served(at=datetime.now(UTC), method=method, url=url, kind=match.kind, status=status, missing_body=missing,
-                                  redacted_body=exchange is not None and exchange.redacted_body,
-                                  recorded_url=source.url if source else None,
-                                  recorded_order=source.order if source else None,
-                                  recorded_episode=source.episode_id or None if source else None,
-                                  recorded_seq=source.seq if source else None))
+        self.served.append(
+            Served(
+                at=datetime.now(UTC),
+                method=method,
+                url=url,
+                kind=match.kind,
+                status=status,
+                missing_body=missing,
+                redacted_body=exchange is not None and exchange.redacted_body,
+                recorded_url=source.url if source else None,
+                recorded_order=source.order if source else None,
+                recorded_episode=source.episode_id or None if source else None,
+                recorded_seq=source.seq if source else None,
+            )
+        )
         self._last_match = exchange
         return exchange
 
@@ -615,7 +678,10 @@ def said_before(messages: list[Message], until: float | None) -> list[Message]:
     if until is None:
         return messages
     said = [m for m in messages if m.at < until]
-    last = max((i for i, m in enumerate(said) if m.direction == SERVER and heartbeat_kind(m.data) is None), default=-1)
+    last = max(
+        (i for i, m in enumerate(said) if m.direction == SERVER and heartbeat_kind(m.data) is None),
+        default=-1,
+    )
     return [m for i, m in enumerate(said) if m.direction == SERVER or i < last]
 
 
@@ -626,8 +692,10 @@ def _until_headers(exchange: Exchange) -> float:
     return max(0.0, exchange.time_ms - max(offsets, default=0.0))
 
 
-REDIRECT_PAGE = ('<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'
-                 '<script>(t => location.replace(new URL(t).hash ? t : t + location.hash))(%s)</script></head></html>')
+REDIRECT_PAGE = (
+    '<!doctype html><html><head><meta charset="utf-8"><meta name="' + REDIRECT_MARK + '">'
+    "<script>(t => location.replace(new URL(t).hash ? t : t + location.hash))(%s)</script></head></html>"
+)
 """The stand-in for a recorded redirect of a navigation; ``EpisodeBrowser.settle`` waits while
 the page shows it (the meta tag names it). A target without a fragment keeps the fragment of
 the URL that was redirected, as a browser does (Fetch standard; a form posted to ``/new#ticket``

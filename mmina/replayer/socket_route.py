@@ -8,6 +8,7 @@ on the browser's event loop; it keeps a log
 of both directions in Playwright's HAR format, because a routed socket leaves no entry in the
 context's HAR: the replay run's ``requests`` get the socket's row from :meth:`har_entry`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,18 +52,39 @@ class SocketPlayer:
     _task: asyncio.Task[None] | None = None
 
     @classmethod
-    def start(cls, socket: WebSocketRoute, exchange: Exchange, turns: Turns | None = None,
-              polled: list[Message] | None = None, echoes: Echoes | None = None) -> SocketPlayer:
+    def start(
+        cls,
+        socket: WebSocketRoute,
+        exchange: Exchange,
+        turns: Turns | None = None,
+        polled: list[Message] | None = None,
+        echoes: Echoes | None = None,
+    ) -> SocketPlayer:
         """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), with
         the page messages its session ``polled`` meanwhile (``sockets.session_script``), in the
         recorded order with the observations when ``turns`` keeps it."""
         loop = asyncio.get_running_loop()
         opened_s = (exchange.started_ms or 0.0) / 1e3
         said = parse_messages(exchange.body, 0.0)
-        messages = session_script(said, polled or [], opened_s) if exchange.started_ms else parse_messages(exchange.body)
-        slots = [turns.slot(opened_s + m.at) for m in messages] if turns is not None and exchange.started_ms else []
-        player = cls(socket, exchange, SocketPlay(messages, loop.time(), slots), datetime.now(UTC), turns,
-                     recorded_opened=opened_s if exchange.started_ms else None, echoes=echoes or Echoes())
+        messages = (
+            session_script(said, polled or [], opened_s)
+            if exchange.started_ms
+            else parse_messages(exchange.body)
+        )
+        slots = (
+            [turns.slot(opened_s + m.at) for m in messages]
+            if turns is not None and exchange.started_ms
+            else []
+        )
+        player = cls(
+            socket,
+            exchange,
+            SocketPlay(messages, loop.time(), slots),
+            datetime.now(UTC),
+            turns,
+            recorded_opened=opened_s if exchange.started_ms else None,
+            echoes=echoes or Echoes(),
+        )
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
         if turns is not None:
@@ -93,8 +115,11 @@ class SocketPlayer:
     def _server_text(self) -> str:
         """What the recorded server said on the socket, as one text (where an echo is looked for;
         a binary message's bytes as text, its framed JSON with them)."""
-        return "\n".join(m.data if isinstance(m.data, str) else m.data.decode("utf-8", "replace")
-                         for m in self.play.messages if m.direction == SERVER)
+        return "\n".join(
+            m.data if isinstance(m.data, str) else m.data.decode("utf-8", "replace")
+            for m in self.play.messages
+            if m.direction == SERVER
+        )
 
     def heard_elsewhere(self, data: Data) -> None:
         """The page said ``data`` on another transport of the same session (a long-poll before
@@ -145,8 +170,14 @@ class SocketPlayer:
             self._logged(SERVER, data)
         if messages and recorded and self.turns is not None:
             due = self.play.next_time()
-            upcoming = Expected(self.play.next_slot(), due, self._recorded(self.play.next_at())) if due is not None else None
-            self.turns.delivered(self.key, asyncio.get_running_loop().time(), upcoming, self._recorded(self.play.sent_at))
+            upcoming = (
+                Expected(self.play.next_slot(), due, self._recorded(self.play.next_at()))
+                if due is not None
+                else None
+            )
+            self.turns.delivered(
+                self.key, asyncio.get_running_loop().time(), upcoming, self._recorded(self.play.sent_at)
+            )
 
     def _recorded(self, at: float | None) -> float | None:
         """A script time as when the recording had it (wall-clock seconds; None: unknown)."""
@@ -154,8 +185,14 @@ class SocketPlayer:
 
     def _logged(self, direction: str, data: Data) -> None:
         binary = isinstance(data, bytes)
-        self.log.append({"type": direction, "time": time.time() * 1e3, "opcode": 2 if binary else 1,
-                         "data": base64.b64encode(data).decode() if isinstance(data, bytes) else data})
+        self.log.append(
+            {
+                "type": direction,
+                "time": time.time() * 1e3,
+                "opcode": 2 if binary else 1,
+                "data": base64.b64encode(data).decode() if isinstance(data, bytes) else data,
+            }
+        )
 
     def body(self) -> str:
         """What was said on the socket, as JSON lines in Playwright's HAR format."""
@@ -169,8 +206,14 @@ class SocketPlayer:
         """The socket as Playwright's HAR would have it: its URL, a 101, and the messages of both
         directions as JSON lines (the body a recorded socket's row has)."""
         body = self.body()
-        return {"startedDateTime": self.opened_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), "time": 0.0,
-                "_resourceType": "websocket",
-                "request": {"method": "GET", "url": self.socket.url, "headers": []},
-                "response": {"status": 101, "headers": [],
-                             "content": {"size": len(body), "mimeType": "x-unknown", "text": body}}}
+        return {
+            "startedDateTime": self.opened_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": 0.0,
+            "_resourceType": "websocket",
+            "request": {"method": "GET", "url": self.socket.url, "headers": []},
+            "response": {
+                "status": 101,
+                "headers": [],
+                "content": {"size": len(body), "mimeType": "x-unknown", "text": body},
+            },
+        }

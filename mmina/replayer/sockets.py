@@ -40,6 +40,7 @@ while the WebSocket probes must not stand for the upgrade's ``5`` (the server's 
 would reach the page mid-probe, and engine.io drops a probing WebSocket on any other packet). A socket.io acknowledgement
 (``43<id>``) is sent with the id the page used in the message it acknowledges.
 """
+
 from __future__ import annotations
 
 import base64
@@ -60,7 +61,9 @@ _VOLATILE = re.compile(re.escape(REDACTED) + "|" + _UUID + r"|[A-Za-z0-9_\-]{16,
 replayed page sends in clear), a UUID, a long token, a number."""
 _VOLATILE_BYTES = re.compile(_VOLATILE.pattern.encode())
 """The same in a binary message (the JSON a binary frame carries: Jupyter's kernel messages)."""
-HEARTBEAT_WORDS = frozenset({"ping", "pong", "heartbeat", "keepalive", "keep-alive", "2", "3", "2probe", "3probe"})
+HEARTBEAT_WORDS = frozenset(
+    {"ping", "pong", "heartbeat", "keepalive", "keep-alive", "2", "3", "2probe", "3probe"}
+)
 ANSWER_WORDS = frozenset({"3", "3probe", "pong", "ack"})
 """Heartbeat-like messages that answer something (never answered in kind)."""
 _SOCKET_IO_EVENT = re.compile(r"^4[25](/[^,\[{]*,)?\d*(\[.*)$", re.DOTALL)
@@ -96,11 +99,18 @@ def parse_messages(body: bytes, opened_ms: float | None = None) -> list[Message]
             continue
         data = str(message.get("data", ""))
         time = message.get("time")
-        parsed.append((message["type"], base64.b64decode(data) if message.get("opcode") == 2 else data,
-                       float(time) if isinstance(time, (int, float)) and time >= 0 else None))
+        parsed.append(
+            (
+                message["type"],
+                base64.b64decode(data) if message.get("opcode") == 2 else data,
+                float(time) if isinstance(time, (int, float)) and time >= 0 else None,
+            )
+        )
     times = [t for _, _, t in parsed if t is not None]
     start = opened_ms if opened_ms is not None else (min(times) if times else 0.0)
-    return [Message(kind, data, max(0.0, (t - start) / 1e3) if t is not None else 0.0) for kind, data, t in parsed]
+    return [
+        Message(kind, data, max(0.0, (t - start) / 1e3) if t is not None else 0.0) for kind, data, t in parsed
+    ]
 
 
 def session_script(socket: Sequence[Message], polled: Sequence[Message], opened_s: float) -> list[Message]:
@@ -153,7 +163,9 @@ def _json_kind(text: str) -> str | None:
         kinds = [str(value[k]).lower() for k in _KIND_KEYS if k in value]
     else:
         return None
-    return next((k for k in kinds if k in (HEARTBEAT_WORDS | ANSWER_WORDS) - {"2", "3", "2probe", "3probe"}), None)
+    return next(
+        (k for k in kinds if k in (HEARTBEAT_WORDS | ANSWER_WORDS) - {"2", "3", "2probe", "3probe"}), None
+    )
 
 
 def answer_in_kind(data: Data) -> Data | None:
@@ -227,8 +239,11 @@ class SocketPlay:
     def _find(self, data: Data, by_order: bool = True) -> int | None:
         """The recorded page message this one repeats (see the module), or None."""
         beat = heartbeat_kind(data) is not None
-        pages = [i for i, m in enumerate(self.messages) if m.direction == PAGE and i not in self._matched
-                 and (heartbeat_kind(m.data) is not None) == beat]
+        pages = [
+            i
+            for i, m in enumerate(self.messages)
+            if m.direction == PAGE and i not in self._matched and (heartbeat_kind(m.data) is not None) == beat
+        ]
         wanted = normalised(data)
         same = next((i for i in pages if normalised(self.messages[i].data) == wanted), None)
         if same is not None or beat or not by_order:
@@ -239,7 +254,9 @@ class SocketPlay:
         """The server messages due by ``now``, in recorded order, none of a slot past ``taken``
         (the observations the replay took)."""
         sent: list[Data] = []
-        while (at := self._time_of_next()) is not None and at <= now and self.slots[self._next_server] <= taken:
+        while (
+            (at := self._time_of_next()) is not None and at <= now and self.slots[self._next_server] <= taken
+        ):
             sent.append(self._with_ack_id(self._next_server))
             self.sent_at = self.messages[self._next_server].at
             self._next_server = self._following_server(self._next_server + 1)
@@ -292,4 +309,4 @@ class SocketPlay:
             return data
         found = _SOCKET_IO_ACK.match(data)
         assert found is not None
-        return data[:found.start(3)] + ack + data[found.end(3):]
+        return data[: found.start(3)] + ack + data[found.end(3) :]

@@ -1,4 +1,5 @@
 """What a replay reads of the recorded run: its row, settings, tasks, episodes and traffic."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -70,15 +71,23 @@ class SourceRun:
         launch = {"executable", "extra_args", "back_forward_cache"}
         known = {f.name for f in fields(BrowserConfig)} - launch
         recorded = {k: v for k, v in self.browser.items() if k in known}
-        recorded.update(viewport_width=self.row["viewport_width"], viewport_height=self.row["viewport_height"])
+        recorded.update(
+            viewport_width=self.row["viewport_width"], viewport_height=self.row["viewport_height"]
+        )
         override = override or BrowserConfig()
-        return BrowserConfig(**recorded, executable=override.executable, extra_args=tuple(override.extra_args),
-                             back_forward_cache=override.back_forward_cache)
+        return BrowserConfig(
+            **recorded,
+            executable=override.executable,
+            extra_args=tuple(override.extra_args),
+            back_forward_cache=override.back_forward_cache,
+        )
 
     def task(self, task_id: str) -> Task:
         """A recorded task, with the folder its file was read from (a relative ``storage_state``
         is found there again)."""
-        return replace(task_from_row(self.tasks[task_id]), folder=task_folder(self.row.get("task_suite_path"), task_id))
+        return replace(
+            task_from_row(self.tasks[task_id]), folder=task_folder(self.row.get("task_suite_path"), task_id)
+        )
 
     def archive(self, store: Store, sources: Sequence[Source]) -> Archive:
         """The recorded requests of ``sources`` (pooled, in the sources' order) with their bodies."""
@@ -93,8 +102,16 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
     out as every table leaves them (or just ``episode_id``)."""
     if bool(run_id) == bool(episode_id):
         raise StoreError("name exactly one source: --run ID or --episode ID")
-    columns = ["episode_id", "task_id", "started_at", "blob_packs", "run_id", "attempt", "supersedes",
-               "random_seeding"]
+    columns = [
+        "episode_id",
+        "task_id",
+        "started_at",
+        "blob_packs",
+        "run_id",
+        "attempt",
+        "supersedes",
+        "random_seeding",
+    ]
     if episode_id:
         every = store.read("episodes", columns=columns)
         episodes = every.filter(pc.equal(every.column("episode_id"), episode_id))
@@ -108,13 +125,28 @@ def select_sources(store: Store, run_id: str | None, episode_id: str | None) -> 
             raise StoreError(f"run {run_id} has no finished episodes to replay")
     rows = episodes.sort_by("started_at").to_pylist()
     superseded = {r["supersedes"] for r in rows if r["supersedes"]}
-    return rows[0]["run_id"], [Source(r["episode_id"], r["task_id"], r["started_at"], tuple(r["blob_packs"] or ()),
-                                      r["attempt"] or 1, r["random_seeding"])
-                                 for r in rows if r["episode_id"] not in superseded]
+    return rows[0]["run_id"], [
+        Source(
+            r["episode_id"],
+            r["task_id"],
+            r["started_at"],
+            tuple(r["blob_packs"] or ()),
+            r["attempt"] or 1,
+            r["random_seeding"],
+        )
+        for r in rows
+        if r["episode_id"] not in superseded
+    ]
 
 
-def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes: set[str],
-                columns: list[str] | None = None) -> Rows:
+def by_episode(
+    store: Store,
+    table_name: str,
+    run_id: str,
+    order: str,
+    episodes: set[str],
+    columns: list[str] | None = None,
+) -> Rows:
     """One table's rows of a run, grouped by episode, each group in ``order`` (read once per run)."""
     table = store.read(table_name, run_id=run_id, columns=columns)
     table = table.filter(pc.is_in(table.column("episode_id"), pa.array(sorted(episodes), pa.string())))
@@ -122,5 +154,3 @@ def by_episode(store: Store, table_name: str, run_id: str, order: str, episodes:
     for row in table.sort_by([("episode_id", "ascending"), (order, "ascending")]).to_pylist():
         grouped.setdefault(row["episode_id"], []).append(row)
     return grouped
-
-

@@ -29,6 +29,7 @@ an observation (a caller that failed before lifting it must not freeze the page 
 ``EXPECTED_MAX_S`` for a request the page has not asked for (one the replay's page never makes
 must not hold the replay long). τ then goes on from the cap (no jump).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -105,8 +106,10 @@ class Timeline:
     def held_at(self, kind: str) -> float | None:
         """The earliest moment a cap of ``kind`` (its key's first item: ``observe``) holds τ at, if any."""
         with self._lock:
-            return min((c.at for key, c in self._caps.items() if isinstance(key, tuple) and key[:1] == (kind,)),
-                       default=None)
+            return min(
+                (c.at for key, c in self._caps.items() if isinstance(key, tuple) and key[:1] == (kind,)),
+                default=None,
+            )
 
     def on_lowered(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (from whichever thread lowered it) when the cap comes down: a page
@@ -140,7 +143,9 @@ class Timeline:
         and until the page asks for a recorded request again, no other holds τ (a page that left
         the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make)."""
         with self._lock:
-            self._expected = sorted(((at, key, group) for key, at, group in requests), key=lambda item: item[0])
+            self._expected = sorted(
+                ((at, key, group) for key, at, group in requests), key=lambda item: item[0]
+            )
             self._expecting = None
             self.version += 1
 

@@ -37,6 +37,7 @@ The two sides run on different threads: deliveries on the browser's event loop, 
 on the episode's thread. Waits are bounded on both sides (``TURN_MAX_S``), so a replay that
 stops observing (an error) never holds the page's traffic for long.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -125,7 +126,9 @@ class Turns:
         with self._lock:
             self._expected[key] = Expected(slot, due, recorded)
 
-    def delivered(self, key: Hashable, now: float, more: Expected | None = None, recorded: float | None = None) -> None:
+    def delivered(
+        self, key: Hashable, now: float, more: Expected | None = None, recorded: float | None = None
+    ) -> None:
         """``key``'s delivery reached the page at ``now``; ``more``: its source's next one, if any;
         ``recorded``: when the recording received it (default: as expected)."""
         with self._lock:
@@ -134,8 +137,11 @@ class Turns:
                 self._expected[key] = more
             recorded = recorded if recorded is not None else expected.recorded if expected else None
             self.delivered_at = now
-            self.recorded_gap = (self._observed[self.taken] - recorded
-                                 if recorded is not None and self.taken < len(self._observed) else None)
+            self.recorded_gap = (
+                self._observed[self.taken] - recorded
+                if recorded is not None and self.taken < len(self._observed)
+                else None
+            )
 
     def dropped(self, key: Hashable) -> None:
         """``key`` will deliver nothing more (its socket closed, its stream was cancelled)."""
@@ -148,8 +154,11 @@ class Turns:
         """When the next delivery observation ``index`` must wait for is due (None: nothing to
         wait for): one of its slot or lower, due by ``until`` and not overdue."""
         with self._lock:
-            due = [e.due for e in self._expected.values()
-                   if e.slot <= index and now - OVERDUE_S <= e.due <= until]
+            due = [
+                e.due
+                for e in self._expected.values()
+                if e.slot <= index and now - OVERDUE_S <= e.due <= until
+            ]
         return min(due, default=None)
 
     def observed(self, index: int) -> None:

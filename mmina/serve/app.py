@@ -7,6 +7,7 @@ a bad parameter is a 400 and an unknown episode a 404, each as ``{"error": "one 
 that the page shows; an unexpected failure is a 500 with a one-line message (the server's
 log keeps the details), never a stack trace in the browser.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -126,7 +127,10 @@ class Gate:
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
             return response
         bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if any(hmac.compare_digest(v.encode(), self.token.encode()) for v in (bearer, request.cookies.get(TOKEN_COOKIE, ""))):
+        if any(
+            hmac.compare_digest(v.encode(), self.token.encode())
+            for v in (bearer, request.cookies.get(TOKEN_COOKIE, ""))
+        ):
             return None
         return error(401, "this server needs its token: open the address it printed (ending in ?token=...)")
 
@@ -142,8 +146,12 @@ def image_response(data: bytes, etag: str, request: Request, download: bool = Fa
     """Bytes that never change under their address: cached for good, and a 304 when the
     browser has them. Anything but an image is sent as an attachment (or as text), so a
     stored page never runs as this server's page."""
-    headers = {"ETag": f'"{etag}"', "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff",
-               "Content-Security-Policy": "default-src 'none'; sandbox"}
+    headers = {
+        "ETag": f'"{etag}"',
+        "Cache-Control": IMMUTABLE,
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+    }
     if request.headers.get("if-none-match") == headers["ETag"]:
         return Response(status_code=304, headers=headers)
     media = next((kind for magic, kind in IMAGE_TYPES.items() if data.startswith(magic)), None)
@@ -196,11 +204,16 @@ class Endpoints:
     def episode(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("evaluator",))
-        return Json(payloads.episode_page(self.catalog, self.watcher, request.path_params["episode_id"],
-                                          self._evaluator(given)))
+        return Json(
+            payloads.episode_page(
+                self.catalog, self.watcher, request.path_params["episode_id"], self._evaluator(given)
+            )
+        )
 
     def _evaluator(self, given: params.Params) -> str:
-        return params.one(given, "evaluator", self.watcher.default_evaluator) or self.watcher.default_evaluator
+        return (
+            params.one(given, "evaluator", self.watcher.default_evaluator) or self.watcher.default_evaluator
+        )
 
     def _episode(self, episode_id: str) -> StoredEpisode:
         """The episode's rows (its run looked up in the index, when it is there)."""
@@ -236,15 +249,24 @@ class Endpoints:
         given = _multi(request)
         params.check_known(given, ("a", "b", "ea", "eb"))
         default = self.watcher.default_evaluator
-        sides = [Side(_required(given, run), params.one(given, ev, default) or default)
-                 for run, ev in (("a", "ea"), ("b", "eb"))]
+        sides = [
+            Side(_required(given, run), params.one(given, ev, default) or default)
+            for run, ev in (("a", "ea"), ("b", "eb"))
+        ]
         return Json(payloads.compare_page(self.catalog, *sides))
 
     def compare_steps(self, request: Request) -> Response:
         given = _multi(request)
         params.check_known(given, ("a", "b", "evaluator"))
-        return Json(payloads.side_by_side(self.catalog, self.watcher, _required(given, "a"), _required(given, "b"),
-                                          self._evaluator(given)))
+        return Json(
+            payloads.side_by_side(
+                self.catalog,
+                self.watcher,
+                _required(given, "a"),
+                _required(given, "b"),
+                self._evaluator(given),
+            )
+        )
 
     async def sql(self, request: Request) -> Response:
         query = await _sql_query(request)
@@ -257,8 +279,11 @@ class Endpoints:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(result.columns)
         writer.writerows([_csv_cell(v) for v in row] for row in result.rows)
-        return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": 'attachment; filename="mmina-query.csv"'})
+        return Response(
+            out.getvalue(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="mmina-query.csv"'},
+        )
 
     def label_config(self, request: Request) -> Response:
         return Json(self.labelling.config(request))
@@ -275,8 +300,11 @@ class Endpoints:
     def plotly(self, request: Request) -> Response:
         if self._plotly is None:
             self._plotly = get_plotlyjs().encode()
-        return Response(self._plotly, media_type="text/javascript",
-                        headers={"Cache-Control": "public, max-age=86400", "ETag": f'"plotly-{__version__}"'})
+        return Response(
+            self._plotly,
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=86400", "ETag": f'"plotly-{__version__}"'},
+        )
 
 
 def _multi(request: Request) -> dict[str, list[str]]:
@@ -296,10 +324,10 @@ async def _sql_query(request: Request) -> str:
     try:
         body = json.loads(await request.body() or b"null")
     except ValueError:
-        raise BadRequest("send the query as JSON: {\"query\": \"select ...\"}") from None
+        raise BadRequest('send the query as JSON: {"query": "select ..."}') from None
     query = body.get("query") if isinstance(body, dict) else None
     if not isinstance(query, str) or not query.strip():
-        raise BadRequest("send the query as JSON: {\"query\": \"select ...\"}")
+        raise BadRequest('send the query as JSON: {"query": "select ..."}')
     return query
 
 
@@ -311,8 +339,14 @@ def _csv_cell(value: Any) -> Any:
     return plain(value)
 
 
-def create_app(store: Store, token: str | None = None, hosts: Sequence[str] | None = LOOPBACK_HOSTS,
-               evaluator: str = DEFAULT_EVALUATOR, labeller: str | None = None, writable: bool = True) -> Starlette:
+def create_app(
+    store: Store,
+    token: str | None = None,
+    hosts: Sequence[str] | None = LOOPBACK_HOSTS,
+    evaluator: str = DEFAULT_EVALUATOR,
+    labeller: str | None = None,
+    writable: bool = True,
+) -> Starlette:
     """The application over ``store``: ``token`` (if any) is asked of every request, and
     ``hosts`` (if any) are the only Host names answered; labels are saved under ``labeller``
     (default: the operating-system user) unless the page names another, and not at all
@@ -328,8 +362,11 @@ def create_app(store: Store, token: str | None = None, hosts: Sequence[str] | No
         finally:
             handlers.watcher.stop()
 
-    app = Starlette(routes=_routes(handlers), lifespan=lifespan,
-                    exception_handlers={MminaError: mmina_error, HTTPException: http_error, Exception: unexpected})
+    app = Starlette(
+        routes=_routes(handlers),
+        lifespan=lifespan,
+        exception_handlers={MminaError: mmina_error, HTTPException: http_error, Exception: unexpected},
+    )
     app.add_middleware(Gate, token=token, hosts=hosts)
     app.state.endpoints = handlers
     return app
@@ -337,7 +374,8 @@ def create_app(store: Store, token: str | None = None, hosts: Sequence[str] | No
 
 def _routes(handlers: Endpoints) -> list[Route | Mount]:
     page: Callable[[Request], Response] = lambda request: FileResponse(  # noqa: E731
-        _static_file("index.html"), headers={"Cache-Control": "no-cache"})
+        _static_file("index.html"), headers={"Cache-Control": "no-cache"}
+    )
     return [
         Route("/", page),
         Route("/favicon.ico", lambda request: Response(status_code=204)),

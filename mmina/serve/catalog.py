@@ -9,6 +9,7 @@ so an episode's rows, steps and requests are kept for a while once read, and so 
 blobs and painted set-of-marks images; verdicts, which a rescore may add, are always read
 afresh.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -146,7 +147,9 @@ class Catalog:
         finally:
             cursor.close()
 
-    def rows(self, sql: str, params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self, sql: str, params: dict[str, Any] | None = None, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """Rows of one query over the store's views (or over one run's). A query that fails is
         tried once more on new views: the store may have changed under the old ones (an
         object store's listings, kept a few seconds, may name a file its lookups miss)."""
@@ -172,7 +175,10 @@ class Catalog:
         run = run_id or self.run_of(episode_id)
         listed = {"episodes": [episode_id]}
         episodes = {e["episode_id"]: e for e in self.rows(EPISODES_SQL, listed, run)}
-        steps, requests = self.rows(STEPS_SQL, listed, run), self.rows(REQUESTS_SQL, {"episode": episode_id}, run)
+        steps, requests = (
+            self.rows(STEPS_SQL, listed, run),
+            self.rows(REQUESTS_SQL, {"episode": episode_id}, run),
+        )
         if episode_id not in episodes:
             raise NotFound(not_found("episode", episode_id, str(self.store.root)))
         return self._episodes.put(episode_id, StoredEpisode(episodes[episode_id], steps, requests))

@@ -8,6 +8,7 @@ steps), so the index of a million steps is a few megabytes. Episodes the report 
 count (one recorded again for the same repeat, no verdict yet) are listed too, with ``counted`` false. A run is
 indexed again whenever its files change (see ``watcher.py``); queries never wait for it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -27,19 +28,56 @@ from mmina.store.sqltypes import duckdb_type
 from mmina.store.views import connect
 
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
-    ("run_id", pa.string()), ("episode_id", pa.string()), ("task_id", pa.string()), ("attempt", pa.int32()),
-    ("counted", pa.bool_()), ("status", pa.string()), ("stop_reason", pa.string()), ("final_answer", pa.string()),
-    ("error", pa.string()), ("n_steps", pa.int32()), ("n_hops", pa.int32()), ("bucket", pa.string()),
-    ("sites", pa.list_(pa.string())), ("verdict", pa.string()), ("hops_passed", pa.int32()),
-    ("hops_total", pa.int32()), ("first_failure", pa.string()), ("modes", pa.list_(pa.string())),
-    ("started_at", pa.timestamp("us", tz="UTC")), ("ended_at", pa.timestamp("us", tz="UTC")),
-    ("duration_ms", pa.float64()), ("cost_usd", pa.float64()), ("tokens", pa.int64()),
+    ("run_id", pa.string()),
+    ("episode_id", pa.string()),
+    ("task_id", pa.string()),
+    ("attempt", pa.int32()),
+    ("counted", pa.bool_()),
+    ("status", pa.string()),
+    ("stop_reason", pa.string()),
+    ("final_answer", pa.string()),
+    ("error", pa.string()),
+    ("n_steps", pa.int32()),
+    ("n_hops", pa.int32()),
+    ("bucket", pa.string()),
+    ("sites", pa.list_(pa.string())),
+    ("verdict", pa.string()),
+    ("hops_passed", pa.int32()),
+    ("hops_total", pa.int32()),
+    ("first_failure", pa.string()),
+    ("modes", pa.list_(pa.string())),
+    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("ended_at", pa.timestamp("us", tz="UTC")),
+    ("duration_ms", pa.float64()),
+    ("cost_usd", pa.float64()),
+    ("tokens", pa.int64()),
     ("blob_packs", pa.list_(pa.string())),
 )
 SCHEMA = pa.schema(COLUMNS)
-LISTED = ("run_id", "episode_id", "task_id", "attempt", "counted", "status", "stop_reason", "final_answer", "error",
-          "n_steps", "n_hops", "bucket", "sites", "verdict", "hops_passed", "hops_total", "first_failure", "modes",
-          "started_at", "duration_ms", "cost_usd", "tokens")
+LISTED = (
+    "run_id",
+    "episode_id",
+    "task_id",
+    "attempt",
+    "counted",
+    "status",
+    "stop_reason",
+    "final_answer",
+    "error",
+    "n_steps",
+    "n_hops",
+    "bucket",
+    "sites",
+    "verdict",
+    "hops_passed",
+    "hops_total",
+    "first_failure",
+    "modes",
+    "started_at",
+    "duration_ms",
+    "cost_usd",
+    "tokens",
+)
 """The columns the episodes table shows."""
 
 INDEX_VIEWS = ("tasks", "episodes", "steps", "scores", "latest_scores", "episode_scores")
@@ -54,9 +92,14 @@ LEFT JOIN latest_scores s ON s.episode_id = e.episode_id AND s.evaluator = $eval
 ORDER BY e.episode_id
 """
 CLAUSES = {
-    "bucket": "bucket = $bucket", "n_hops": "n_hops = $n_hops", "first_failure": "first_failure = $first_failure",
-    "mode": "list_contains(modes, $mode)", "site": "list_contains(sites, $site)", "verdict": "verdict = $verdict",
-    "status": "status = $status", "error": "contains(lower(coalesce(error, '')), lower($error))",
+    "bucket": "bucket = $bucket",
+    "n_hops": "n_hops = $n_hops",
+    "first_failure": "first_failure = $first_failure",
+    "mode": "list_contains(modes, $mode)",
+    "site": "list_contains(sites, $site)",
+    "verdict": "verdict = $verdict",
+    "status": "status = $status",
+    "error": "contains(lower(coalesce(error, '')), lower($error))",
     "answer": "contains(lower(coalesce(final_answer, '')), lower($answer))",
     "task": "contains(lower(task_id), lower($task))",
 }
@@ -88,20 +131,38 @@ def run_table(store: Store, run_id: str, evaluator: str) -> pa.Table:
         scored = {e.episode_id: e for e in scored_episodes(db, [run_id], evaluator)}
     finally:
         db.close()
-    return pa.Table.from_pylist([index_row(row, scored.get(row["episode_id"])) for row in base], schema=SCHEMA)
+    return pa.Table.from_pylist(
+        [index_row(row, scored.get(row["episode_id"])) for row in base], schema=SCHEMA
+    )
 
 
 def index_row(row: dict[str, Any], episode: Episode | None) -> dict[str, Any]:
     """An episode's index row: its own columns, its sites (the task's procedure keywords) and,
     when the report counts it, its verdict, hops, first failure and failure modes."""
     procedure = list(row.pop("procedure") or ())
-    sites = procedure[:procedure.index("end")] if "end" in procedure else procedure
+    sites = procedure[: procedure.index("end")] if "end" in procedure else procedure
     if episode is None:
-        return {**row, "sites": sites, "counted": False, "verdict": row["verdict"] or "unscored", "hops_passed": None,
-                "hops_total": None, "first_failure": None, "modes": []}
+        return {
+            **row,
+            "sites": sites,
+            "counted": False,
+            "verdict": row["verdict"] or "unscored",
+            "hops_passed": None,
+            "hops_total": None,
+            "first_failure": None,
+            "modes": [],
+        }
     found = [name for name, on in modes(episode).items() if on]
-    return {**row, "sites": sites, "counted": True, "verdict": episode.verdict, "hops_passed": episode.hops_passed,
-            "hops_total": episode.hops_total, "first_failure": episode.first_failure, "modes": found}
+    return {
+        **row,
+        "sites": sites,
+        "counted": True,
+        "verdict": episode.verdict,
+        "hops_passed": episode.hops_passed,
+        "hops_total": episode.hops_total,
+        "first_failure": episode.first_failure,
+        "modes": found,
+    }
 
 
 def where(runs: tuple[str, ...], filters: Mapping[str, str | int]) -> tuple[str, dict[str, Any]]:
@@ -122,7 +183,9 @@ class EpisodeIndex:
         self.indexed: dict[str, str] = {}
         """run → fingerprint of the files it was indexed from."""
         self._db = duckdb.connect(":memory:")
-        self._db.execute("CREATE TABLE idx (" + ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in COLUMNS) + ")")
+        self._db.execute(
+            "CREATE TABLE idx (" + ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in COLUMNS) + ")"
+        )
         self._lock = threading.Lock()
 
     def index_run(self, run_id: str, fingerprint: str) -> None:
@@ -158,8 +221,11 @@ class EpisodeIndex:
         total = self.rows(f"SELECT count(*) AS n FROM idx{clause}", params)[0]["n"]
         order = f'"{request.sort}" {"DESC" if request.descending else "ASC"} NULLS LAST, episode_id'
         columns = ", ".join(f'"{c}"' for c in LISTED)
-        page = self.rows(f"SELECT {columns} FROM idx{clause} ORDER BY {order} LIMIT {request.limit} "
-                         f"OFFSET {request.offset}", params)
+        page = self.rows(
+            f"SELECT {columns} FROM idx{clause} ORDER BY {order} LIMIT {request.limit} "
+            f"OFFSET {request.offset}",
+            params,
+        )
         return total, page
 
     def facets(self, runs: tuple[str, ...]) -> dict[str, list[tuple[str, int]]]:
@@ -177,9 +243,15 @@ class EpisodeIndex:
         for row in self.rows(RATES_SQL):
             task_lo, task_hi = wilson(row["passed"], row["tasks_scored"])
             hop_lo, hop_hi = wilson(row["hops_passed"], row["hops_total"])
-            found[row["run_id"]] = {**row, "task_sr": rate(row["passed"], row["tasks_scored"]), "task_sr_lo": task_lo,
-                                    "task_sr_hi": task_hi, "hop_sr": rate(row["hops_passed"], row["hops_total"]),
-                                    "hop_sr_lo": hop_lo, "hop_sr_hi": hop_hi}
+            found[row["run_id"]] = {
+                **row,
+                "task_sr": rate(row["passed"], row["tasks_scored"]),
+                "task_sr_lo": task_lo,
+                "task_sr_hi": task_hi,
+                "hop_sr": rate(row["hops_passed"], row["hops_total"]),
+                "hop_sr_lo": hop_lo,
+                "hop_sr_hi": hop_hi,
+            }
         return found
 
     def episode(self, episode_id: str) -> dict[str, Any] | None:

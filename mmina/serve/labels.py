@@ -13,6 +13,7 @@ The queue is the episodes of some runs (all by default), of one hop-count bucket
 two evaluators judge differently, in a fixed order (run, task, start time, id); its next
 episode is the first after the current one that the labeller has not labelled yet.
 """
+
 from __future__ import annotations
 
 import json
@@ -113,9 +114,14 @@ class LabelEndpoints:
         labeller = checked_labeller(params.one(given, "labeller", self.labeller) or "")
         rows = self.catalog.rows(LABELS_SQL, {"episode": ref.episode_id}, ref.run_id)
         mine = [_label(row) for row in rows if row["labeller"] == labeller]
-        return {"episode_id": ref.episode_id, "n_hops": ref.n_hops, "labeller": labeller, "labels": mine,
-                "note": next((m["note"] for m in mine if m["note"]), ""),
-                "labellers": sorted({row["labeller"] for row in rows})}
+        return {
+            "episode_id": ref.episode_id,
+            "n_hops": ref.n_hops,
+            "labeller": labeller,
+            "labels": mine,
+            "note": next((m["note"] for m in mine if m["note"]), ""),
+            "labellers": sorted({row["labeller"] for row in rows}),
+        }
 
     async def save(self, request: Request) -> dict[str, Any]:
         """Store one episode's labels as a new ``human`` batch. Its run's views are made again
@@ -125,8 +131,9 @@ class LabelEndpoints:
         ref = self._episode(_text(body, "episode_id"))
         labeller = checked_labeller(_text(body, "labeller") or self.labeller)
         labels = _labels(body, ref.episode_id)
-        saved = await run_in_threadpool(write_labels, self.catalog.store, labels, labeller, "serve",
-                                        {ref.episode_id: ref})
+        saved = await run_in_threadpool(
+            write_labels, self.catalog.store, labels, labeller, "serve", {ref.episode_id: ref}
+        )
         self.catalog.forget(ref.run_id)
         self.saved.add((labeller, ref.episode_id))
         return {"batch_id": saved.batch_id, "labeller": saved.labeller, "saved": saved.labels}
@@ -136,13 +143,27 @@ class LabelEndpoints:
         given = _given(request)
         params.check_known(given, QUEUE_PARAMS)
         chosen, labeller = _queue(given), checked_labeller(params.one(given, "labeller", self.labeller) or "")
-        rows = self.catalog.rows(QUEUE_SQL, {"runs": list(chosen.runs), "bucket": chosen.bucket,
-                                             "evaluators": list(chosen.disagree), "labeller": labeller})
-        order = [(row["episode_id"], bool(row["labelled"]) or (labeller, row["episode_id"]) in self.saved)
-                 for row in rows]
+        rows = self.catalog.rows(
+            QUEUE_SQL,
+            {
+                "runs": list(chosen.runs),
+                "bucket": chosen.bucket,
+                "evaluators": list(chosen.disagree),
+                "labeller": labeller,
+            },
+        )
+        order = [
+            (row["episode_id"], bool(row["labelled"]) or (labeller, row["episode_id"]) in self.saved)
+            for row in rows
+        ]
         done = sum(labelled for _, labelled in order)
-        return {"total": len(order), "labelled": done, "left": len(order) - done, "labeller": labeller,
-                "next": next_unlabelled(order, params.one(given, "after"))}
+        return {
+            "total": len(order),
+            "labelled": done,
+            "left": len(order) - done,
+            "labeller": labeller,
+            "next": next_unlabelled(order, params.one(given, "after")),
+        }
 
     def _episode(self, episode_id: str) -> EpisodeRef:
         found = self.catalog.rows(EPISODE_SQL, {"episode": episode_id})
@@ -175,8 +196,7 @@ def _queue(given: params.Params) -> Queue:
 
 def _label(row: dict[str, Any]) -> dict[str, Any]:
     detail = json.loads(row["detail_json"] or "{}")
-    return {"hop": row["hop"], "label": detail.get("label", row["verdict"]),
-            "note": detail.get("note", "")}
+    return {"hop": row["hop"], "label": detail.get("label", row["verdict"]), "note": detail.get("note", "")}
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -207,8 +227,12 @@ def _labels(body: dict[str, Any], episode_id: str) -> list[Label]:
     found = []
     for item in items:
         hop = item.get("hop") if isinstance(item, dict) else "?"
-        if not isinstance(item, dict) or not (hop is None or (isinstance(hop, int) and not isinstance(hop, bool))):
-            raise BadRequest('each label is {"hop": null or a hop position, "label": "pass" | "fail" | "unsure" | '
-                             '"blocked"}')
+        if not isinstance(item, dict) or not (
+            hop is None or (isinstance(hop, int) and not isinstance(hop, bool))
+        ):
+            raise BadRequest(
+                'each label is {"hop": null or a hop position, "label": "pass" | "fail" | "unsure" | '
+                '"blocked"}'
+            )
         found.append(Label(episode_id, _text(item, "label"), hop, note))
     return found

@@ -5,6 +5,7 @@ other address makes the store readable (and labels writable) by whoever reaches 
 so it needs an explicit ``expose`` and a token (one is made up when none is given); every
 request must then carry it. The port is taken before uvicorn starts, so a port in use is one clear error.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -53,8 +54,10 @@ def check_access(host: str, expose: bool, token: str | None) -> str | None:
     if is_loopback(host):
         return token
     if not expose:
-        raise ServeError(f"binding to {host} lets anyone who can reach this machine read the store: pass --expose "
-                         "to mean it (every request then needs a token: --token, or one is made up and printed)")
+        raise ServeError(
+            f"binding to {host} lets anyone who can reach this machine read the store: pass --expose "
+            "to mean it (every request then needs a token: --token, or one is made up and printed)"
+        )
     return token or secrets.token_urlsafe(24)
 
 
@@ -66,7 +69,9 @@ def open_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError as exc:
-        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)") from None
+        raise ServeError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)"
+        ) from None
     except (ValueError, OverflowError) as exc:
         raise ServeError(f"cannot listen on {host}:{port}: {exc}") from None
     return sock
@@ -80,8 +85,16 @@ class Labelling:
     writable: bool = True
 
 
-def serve(store: Store, host: str, port: int, token: str | None, expose: bool, evaluator: str,
-          ready: Callable[[Binding], None], labelling: Labelling = Labelling()) -> None:
+def serve(
+    store: Store,
+    host: str,
+    port: int,
+    token: str | None,
+    expose: bool,
+    evaluator: str,
+    ready: Callable[[Binding], None],
+    labelling: Labelling = Labelling(),
+) -> None:
     """Serve ``store`` until interrupted; ``ready`` is told the address once it is listening."""
     import uvicorn  # here: uvicorn's package brings click, which only the command line may load
 

@@ -3,6 +3,7 @@
 The server answers :class:`BadRequest` with 400 and :class:`NotFound` with 404, each as
 ``{"error": "..."}`` (see ``app.py``).
 """
+
 from __future__ import annotations
 
 import re
@@ -17,9 +18,36 @@ MAX_TEXT = 500
 """Longest text a filter accepts (a URL of that length is still well under any limit)."""
 MAX_PAGE = 500
 VERDICTS = ("pass", "fail", "unclear", "n/a", "blocked", "unscored")
-SORTABLE = ("run_id", "task_id", "episode_id", "attempt", "status", "stop_reason", "n_steps", "n_hops", "bucket",
-            "verdict", "hops_passed", "first_failure", "started_at", "duration_ms", "cost_usd", "tokens")
-FILTERS = ("bucket", "n_hops", "first_failure", "mode", "site", "verdict", "status", "error", "answer", "task")
+SORTABLE = (
+    "run_id",
+    "task_id",
+    "episode_id",
+    "attempt",
+    "status",
+    "stop_reason",
+    "n_steps",
+    "n_hops",
+    "bucket",
+    "verdict",
+    "hops_passed",
+    "first_failure",
+    "started_at",
+    "duration_ms",
+    "cost_usd",
+    "tokens",
+)
+FILTERS = (
+    "bucket",
+    "n_hops",
+    "first_failure",
+    "mode",
+    "site",
+    "verdict",
+    "status",
+    "error",
+    "answer",
+    "task",
+)
 """Filters of the episodes table, in the order the page shows them."""
 _FIRST_FAILURE = re.compile(r"^(passed|answer|[1-9][0-9]{0,2})$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -119,10 +147,15 @@ QUERY_PARAMS = ("run", "evaluator", *FILTERS, "sort", "order", "offset", "limit"
 def episode_query(params: Params, default_evaluator: str) -> EpisodeQuery:
     """The episodes-table query of a request, every value checked."""
     check_known(params, QUERY_PARAMS)
-    return EpisodeQuery(runs=many(params, "run"), evaluator=one(params, "evaluator", default_evaluator) or "",
-                        filters=_filters(params), sort=choice(params, "sort", SORTABLE, "run_id") or "run_id",
-                        descending=choice(params, "order", ("asc", "desc"), "asc") == "desc",
-                        offset=integer(params, "offset", 0, 0, 10**9), limit=integer(params, "limit", 50, 1, MAX_PAGE))
+    return EpisodeQuery(
+        runs=many(params, "run"),
+        evaluator=one(params, "evaluator", default_evaluator) or "",
+        filters=_filters(params),
+        sort=choice(params, "sort", SORTABLE, "run_id") or "run_id",
+        descending=choice(params, "order", ("asc", "desc"), "asc") == "desc",
+        offset=integer(params, "offset", 0, 0, 10**9),
+        limit=integer(params, "limit", 50, 1, MAX_PAGE),
+    )
 
 
 def _filters(params: Params) -> dict[str, str | int]:

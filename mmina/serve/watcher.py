@@ -6,6 +6,7 @@ store). A run whose files changed is indexed again (``episode_index.py``), the r
 followed first, and every change bumps a version that open pages wait on (``/api/changes``),
 so a run being recorded updates on screen as its episodes commit. Listing only reads.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,8 +54,11 @@ def list_store(store: Store) -> Listing:
         for path in data_files(store.backend, table):
             names[run_of(path) or ""].append(f"{table.name}/{path.name}")
             versions.add((table.name, file_version(path)))
-    fingerprints = {run: hashlib.sha256("\n".join(sorted(found)).encode()).hexdigest()[:24]
-                    for run, found in names.items() if run}
+    fingerprints = {
+        run: hashlib.sha256("\n".join(sorted(found)).encode()).hexdigest()[:24]
+        for run, found in names.items()
+        if run
+    }
     return Listing(fingerprints, frozenset(versions))
 
 
@@ -119,7 +123,10 @@ class StoreWatcher:
         listing = self.listing
         if self._evaluators is None or self._evaluators[0] is not listing:
             found = [row["evaluator"] for row in self.catalog.rows(EVALUATORS_SQL)]
-            self._evaluators = (listing, [self.default_evaluator, *(e for e in found if e != self.default_evaluator)])
+            self._evaluators = (
+                listing,
+                [self.default_evaluator, *(e for e in found if e != self.default_evaluator)],
+            )
         return self._evaluators[1]
 
     def index(self, evaluator: str | None = None) -> EpisodeIndex:
@@ -127,10 +134,13 @@ class StoreWatcher:
         name = evaluator or self.default_evaluator
         if name not in self._indexes:
             if name not in self.evaluators():
-                raise BadRequest(f"no verdicts of evaluator {name} in the store (it has: {', '.join(self.evaluators())})")
+                raise BadRequest(
+                    f"no verdicts of evaluator {name} in the store (it has: {', '.join(self.evaluators())})"
+                )
             if len(self._indexes) >= EVALUATORS_KEPT:
-                raise BadRequest(f"at most {EVALUATORS_KEPT} evaluators are followed at once: "
-                                 f"{', '.join(self._indexes)}")
+                raise BadRequest(
+                    f"at most {EVALUATORS_KEPT} evaluators are followed at once: {', '.join(self._indexes)}"
+                )
             self._indexes[name] = EpisodeIndex(self.store, name)
             self.changes.bump()
         return self._indexes[name]
@@ -187,8 +197,10 @@ class StoreWatcher:
         runs = self.listing.runs
         for gone in set(index.indexed) - set(runs):
             index.drop_run(gone)
-        pending = sorted((r for r, mark in runs.items() if index.indexed.get(r) != mark),
-                         key=lambda r: (r not in index.indexed, _newest_first(r)))
+        pending = sorted(
+            (r for r, mark in runs.items() if index.indexed.get(r) != mark),
+            key=lambda r: (r not in index.indexed, _newest_first(r)),
+        )
         deadline = time.monotonic() + WORK_S
         for run in pending:
             if time.monotonic() > deadline:

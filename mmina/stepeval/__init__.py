@@ -2,6 +2,7 @@
 
 The names below are imported on first use (:mod:`mmina.lazy`).
 """
+
 from typing import TYPE_CHECKING
 
 from mmina.lazy import lazy_names
@@ -18,9 +19,33 @@ if TYPE_CHECKING:
         stored_report,
     )
 
-__all__ = ["EVALUATOR", "EvalConfig", "EvalResult", "StepReport", "StoredBatch", "build_report", "eval_steps",
-           "stored_details", "stored_report"]
-__getattr__ = lazy_names(__name__, {"StepReport": "step_report", "build_report": "step_report",
-                                    **dict.fromkeys(("EVALUATOR", "EvalConfig", "EvalResult", "StoredBatch",
-                                                     "eval_steps", "stored_details", "stored_report"),
-                                                    "teacher_forced")})
+__all__ = [
+    "EVALUATOR",
+    "EvalConfig",
+    "EvalResult",
+    "StepReport",
+    "StoredBatch",
+    "build_report",
+    "eval_steps",
+    "stored_details",
+    "stored_report",
+]
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "StepReport": "step_report",
+        "build_report": "step_report",
+        **dict.fromkeys(
+            (
+                "EVALUATOR",
+                "EvalConfig",
+                "EvalResult",
+                "StoredBatch",
+                "eval_steps",
+                "stored_details",
+                "stored_report",
+            ),
+            "teacher_forced",
+        ),
+    },
+)

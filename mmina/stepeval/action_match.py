@@ -13,6 +13,7 @@ An action is reduced to three facts, as Multimodal-Mind2Web scores steps:
 The whole action is right when the operation is, and the target and value are wherever the
 recorded action has them. ``press_enter_after`` is not scored.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -28,10 +29,23 @@ SELECT_ROLES = frozenset({"combobox", "listbox"})
 TEXT_VALUE_OPS = frozenset({"type", "select", "stop"})
 
 _OP_OF_KIND = {
-    ActionKind.CLICK: "click", ActionKind.HOVER: "click", ActionKind.PRESS: "click", ActionKind.TYPE: "type",
-    ActionKind.SCROLL: "scroll", ActionKind.STOP: "stop",
-    **{k: "navigation" for k in (ActionKind.GOTO, ActionKind.GO_BACK, ActionKind.GO_FORWARD, ActionKind.NEW_TAB,
-                                 ActionKind.TAB_FOCUS, ActionKind.CLOSE_TAB)},
+    ActionKind.CLICK: "click",
+    ActionKind.HOVER: "click",
+    ActionKind.PRESS: "click",
+    ActionKind.TYPE: "type",
+    ActionKind.SCROLL: "scroll",
+    ActionKind.STOP: "stop",
+    **{
+        k: "navigation"
+        for k in (
+            ActionKind.GOTO,
+            ActionKind.GO_BACK,
+            ActionKind.GO_FORWARD,
+            ActionKind.NEW_TAB,
+            ActionKind.TAB_FOCUS,
+            ActionKind.CLOSE_TAB,
+        )
+    },
 }
 
 
@@ -92,8 +106,12 @@ Judge = Callable[[str, str], bool | None]
 def score(reference: ActionFacts, predicted: ActionFacts | None, judge: Judge | None = None) -> StepScore:
     """Compare a prediction (None when it did not parse) with the recorded action."""
     if predicted is None:
-        return StepScore(False, None if reference.target is None else False,
-                         None if reference.value is None else False, None)
+        return StepScore(
+            False,
+            None if reference.target is None else False,
+            None if reference.value is None else False,
+            None,
+        )
     op_ok = predicted.op == reference.op
     target_ok = None if reference.target is None else predicted.target == reference.target
     if reference.value is None:
@@ -110,9 +128,16 @@ def score(reference: ActionFacts, predicted: ActionFacts | None, judge: Judge | 
 
 def judge_pairs(pairs: Sequence[tuple[ActionFacts, ActionFacts | None]]) -> list[tuple[str, str]]:
     """The (predicted, reference) values the fuzzy judge must see: text values that differ exactly."""
-    return [(p.value, r.value) for r, p in pairs
-            if p is not None and p.op == r.op and r.op in TEXT_VALUE_OPS and r.value is not None
-            and p.value is not None and not values_equal(r.value, p.value)]
+    return [
+        (p.value, r.value)
+        for r, p in pairs
+        if p is not None
+        and p.op == r.op
+        and r.op in TEXT_VALUE_OPS
+        and r.value is not None
+        and p.value is not None
+        and not values_equal(r.value, p.value)
+    ]
 
 
 def element_label(element_id: str | None, elements: dict[str, Element]) -> str | None:
@@ -120,4 +145,6 @@ def element_label(element_id: str | None, elements: dict[str, Element]) -> str |
     if element_id is None:
         return None
     element = elements.get(element_id)
-    return f'[{element_id}] {element.role} "{element.name}"' if element else f"[{element_id}] (not on the page)"
+    return (
+        f'[{element_id}] {element.role} "{element.name}"' if element else f"[{element_id}] (not on the page)"
+    )

@@ -6,6 +6,7 @@ used through a subclass that shows the recorded actions (not its own earlier rep
 PREVIOUS ACTIONS. An agent with ``needs_screenshot = True`` (the openai agent in the
 multimodal input mode) is not asked about steps recorded without a screenshot.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,12 +39,16 @@ def make_step_agent(spec: str, settings: AgentSettings, history: int, store: Sto
     """``openai`` or ``module:Class``; scripted built-ins (oracle, replay, human) cannot predict a step."""
     if spec == "openai":
         if history > HISTORY_ACTIONS:
-            raise StepEvalError(f"the openai agent shows at most {HISTORY_ACTIONS} previous actions: "
-                                f"use --history 0..{HISTORY_ACTIONS}")
+            raise StepEvalError(
+                f"the openai agent shows at most {HISTORY_ACTIONS} previous actions: "
+                f"use --history 0..{HISTORY_ACTIONS}"
+            )
         return StepOpenAIAgent.from_settings(settings, store)
     if spec in BUILTIN_AGENTS:
-        raise StepEvalError(f"the {spec} agent follows a script and cannot predict single steps: "
-                            "use --agent openai or --agent module:Class")
+        raise StepEvalError(
+            f"the {spec} agent follows a script and cannot predict single steps: "
+            "use --agent openai or --agent module:Class"
+        )
     return make_agent(spec, settings, store)
 
 

@@ -6,6 +6,7 @@ a 95% Wilson score interval (``mmina.stats.wilson``, the one ``mmina report`` us
 operation, target and value accuracy are given next to it (target and value over the steps
 whose recorded action has one).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -66,11 +67,18 @@ class Accuracy:
 
     def as_dict(self) -> dict[str, Any]:
         low, high = self.interval
-        return {"group": self.group, "key": self.key, "steps": self.steps, "correct": self.correct,
-                "accuracy": self.accuracy, "ci_low": low, "ci_high": high,
-                "op_accuracy": _share(self.op_correct, self.steps),
-                "target_accuracy": _share(self.target_correct, self.target_steps),
-                "value_accuracy": _share(self.value_correct, self.value_steps)}
+        return {
+            "group": self.group,
+            "key": self.key,
+            "steps": self.steps,
+            "correct": self.correct,
+            "accuracy": self.accuracy,
+            "ci_low": low,
+            "ci_high": high,
+            "op_accuracy": _share(self.op_correct, self.steps),
+            "target_accuracy": _share(self.target_correct, self.target_steps),
+            "value_accuracy": _share(self.value_correct, self.value_steps),
+        }
 
 
 def _share(k: int, n: int) -> float | None:
@@ -112,17 +120,24 @@ def confusion(records: Iterable[Record]) -> list[dict[str, Any]]:
     """One row per recorded operation: how often each operation (or no parsable action) was predicted."""
     counts = Counter((r["reference_op"], r.get("predicted_op") or UNPARSABLE) for r in records)
     references = [op for op in OPS if any(ref == op for ref, _ in counts)]
-    return [{"reference": ref, **{pred: counts.get((ref, pred), 0) for pred in (*OPS, UNPARSABLE)}}
-            for ref in references]
+    return [
+        {"reference": ref, **{pred: counts.get((ref, pred), 0) for pred in (*OPS, UNPARSABLE)}}
+        for ref in references
+    ]
 
 
 def wrong_targets(records: Iterable[Record], limit: int = 10) -> list[dict[str, Any]]:
     """The most common (recorded target, predicted target) pairs among steps where the agent
     named an element, but not the recorded one."""
-    counts = Counter((r.get("reference_target_label") or "", r["predicted_target_label"])
-                     for r in records if r.get("target_ok") is False and r.get("predicted_target_label"))
-    return [{"reference_target": ref, "predicted_target": pred, "steps": n}
-            for (ref, pred), n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
+    counts = Counter(
+        (r.get("reference_target_label") or "", r["predicted_target_label"])
+        for r in records
+        if r.get("target_ok") is False and r.get("predicted_target_label")
+    )
+    return [
+        {"reference_target": ref, "predicted_target": pred, "steps": n}
+        for (ref, pred), n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    ]
 
 
 def cost(records: Sequence[Record]) -> dict[str, Any]:
@@ -131,8 +146,14 @@ def cost(records: Sequence[Record]) -> dict[str, Any]:
     completion = sum(int(r.get("completion_tokens") or 0) for r in records)
     usd = sum(float(r.get("cost_usd") or 0.0) for r in records)
     n = len(records)
-    return {"steps": n, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": usd,
-            "cost_usd_per_step": usd / n if n else None, "tokens_per_step": (prompt + completion) / n if n else None}
+    return {
+        "steps": n,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cost_usd": usd,
+        "cost_usd_per_step": usd / n if n else None,
+        "tokens_per_step": (prompt + completion) / n if n else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -144,12 +165,21 @@ class StepReport:
     cost: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"overall": self.overall.as_dict(),
-                "groups": {g: [a.as_dict() for a in rows] for g, rows in self.groups.items()},
-                "confusion": self.confusion, "wrong_targets": self.wrong_targets, "cost": self.cost}
+        return {
+            "overall": self.overall.as_dict(),
+            "groups": {g: [a.as_dict() for a in rows] for g, rows in self.groups.items()},
+            "confusion": self.confusion,
+            "wrong_targets": self.wrong_targets,
+            "cost": self.cost,
+        }
 
 
 def build_report(records: Sequence[Record], groups: Sequence[str] = GROUPS) -> StepReport:
     """Everything ``mmina eval-steps`` prints, from the step details."""
-    return StepReport(accuracy("overall", "all", records), {g: by_group(records, g) for g in groups},
-                      confusion(records), wrong_targets(records), cost(records))
+    return StepReport(
+        accuracy("overall", "all", records),
+        {g: by_group(records, g) for g in groups},
+        confusion(records),
+        wrong_targets(records),
+        cost(records),
+    )

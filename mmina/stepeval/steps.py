@@ -5,6 +5,7 @@ A step is a reference when its episode succeeded (status ``completed``, every ho
 by live tracking, and the final answer passes the task's string references, the recorder's
 live verdict) — or, with ``all_steps``, any step — and it has a parsed action.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,8 +24,22 @@ from mmina.store.marks import marked_screenshot
 from mmina.tasks.answers import answer_verdict
 from mmina.tasks.task import Task, task_from_row
 
-STEP_COLUMNS = ["episode_id", "step_index", "url", "title", "tabs", "active_tab", "tree_text", "screenshot",
-                "screenshot_som", "marks", "images", "action", "model_output", "live_hops"]
+STEP_COLUMNS = [
+    "episode_id",
+    "step_index",
+    "url",
+    "title",
+    "tabs",
+    "active_tab",
+    "tree_text",
+    "screenshot",
+    "screenshot_som",
+    "marks",
+    "images",
+    "action",
+    "model_output",
+    "live_hops",
+]
 RECORDED_ACTIONS = "recorded_actions"
 """Task JSON key (an mmina extension): the demonstration's actions as text, by position, for
 positions the episode does not store (imported single-step episodes)."""
@@ -72,24 +87,42 @@ class ReferenceStep:
 
 def episode_succeeded(row: dict[str, Any], task: Task) -> bool:
     """The recorder's live verdict: completed, every hop reached, the answer not wrong."""
-    return (row["status"] == "completed" and row["live_hops"] == row["n_hops"]
-            and answer_verdict(task, row["final_answer"]) is not False)
+    return (
+        row["status"] == "completed"
+        and row["live_hops"] == row["n_hops"]
+        and answer_verdict(task, row["final_answer"]) is not False
+    )
 
 
-def load_reference_steps(store: Store, run_id: str, all_steps: bool = False,
-                         episodes: Sequence[str] = ()) -> list[ReferenceStep]:
+def load_reference_steps(
+    store: Store, run_id: str, all_steps: bool = False, episodes: Sequence[str] = ()
+) -> list[ReferenceStep]:
     """Every reference step of the run, in (episode start, step) order."""
     run_id = store.resolve_run(run_id)
     tasks = _tasks(store, run_id)
-    rows = store.read("episodes", run_id=run_id).sort_by([("started_at", "ascending"), ("episode_id", "ascending")])
+    rows = store.read("episodes", run_id=run_id).sort_by(
+        [("started_at", "ascending"), ("episode_id", "ascending")]
+    )
     chosen = [e for e in rows.to_pylist() if not episodes or e["episode_id"] in episodes]
     missing = set(episodes) - {e["episode_id"] for e in chosen}
     if missing:
-        raise StepEvalError(not_found("episode", sorted(missing)[0], f"run {run_id}", [e["episode_id"] for e in rows.to_pylist()], SEE_EPISODES))
+        raise StepEvalError(
+            not_found(
+                "episode",
+                sorted(missing)[0],
+                f"run {run_id}",
+                [e["episode_id"] for e in rows.to_pylist()],
+                SEE_EPISODES,
+            )
+        )
     if not all_steps:
         chosen = [e for e in chosen if episode_succeeded(e, tasks[e["task_id"]])]
     steps = _steps(store, run_id, [e["episode_id"] for e in chosen])
-    return [ref for e in chosen for ref in _episode_steps(run_id, e, tasks[e["task_id"]], steps.get(e["episode_id"], []))]
+    return [
+        ref
+        for e in chosen
+        for ref in _episode_steps(run_id, e, tasks[e["task_id"]], steps.get(e["episode_id"], []))
+    ]
 
 
 def _tasks(store: Store, run_id: str) -> dict[str, Task]:
@@ -106,8 +139,9 @@ def _steps(store: Store, run_id: str, episode_ids: list[str]) -> dict[str, list[
     return grouped
 
 
-def _episode_steps(run_id: str, episode: dict[str, Any], task: Task,
-                   rows: list[dict[str, Any]]) -> list[ReferenceStep]:
+def _episode_steps(
+    run_id: str, episode: dict[str, Any], task: Task, rows: list[dict[str, Any]]
+) -> list[ReferenceStep]:
     """The episode's steps with a parsed action, each with the actions recorded before it."""
     stored = {r["step_index"]: r["action"] or NO_ACTION for r in rows}
     demo = [str(a) for a in task.original.get(RECORDED_ACTIONS) or []]
@@ -145,14 +179,31 @@ def observation(step: ReferenceStep, blobs: dict[str, bytes]) -> Observation:
     """The observation as recorded: tree, elements, tabs, images, screenshots, the task's intent."""
     row = step.row
     return Observation(
-        step_index=step.step_index, url=row["url"] or "", title=row["title"] or "",
-        tabs=[Tab(t["url"] or "", t["title"] or "") for t in row["tabs"] or []], active_tab=row["active_tab"] or 0,
-        tree_text=row["tree_text"] or "", elements=elements_from_tree(row["tree_text"] or ""),
-        screenshot=blobs.get(row["screenshot"] or ""), intent=step.task.intent,
-        screenshot_som=marked_screenshot(blobs.get(row["screenshot_som"] or ""), blobs.get(row["screenshot"] or ""),
-                                         row["marks"]),
-        images=[PageImage(src=i["src"] or "", alt=i["alt"] or "", x=i["x"], y=i["y"], width=i["width"], height=i["height"], caption=i["caption"] or "")
-                for i in row["images"] or []])
+        step_index=step.step_index,
+        url=row["url"] or "",
+        title=row["title"] or "",
+        tabs=[Tab(t["url"] or "", t["title"] or "") for t in row["tabs"] or []],
+        active_tab=row["active_tab"] or 0,
+        tree_text=row["tree_text"] or "",
+        elements=elements_from_tree(row["tree_text"] or ""),
+        screenshot=blobs.get(row["screenshot"] or ""),
+        intent=step.task.intent,
+        screenshot_som=marked_screenshot(
+            blobs.get(row["screenshot_som"] or ""), blobs.get(row["screenshot"] or ""), row["marks"]
+        ),
+        images=[
+            PageImage(
+                src=i["src"] or "",
+                alt=i["alt"] or "",
+                x=i["x"],
+                y=i["y"],
+                width=i["width"],
+                height=i["height"],
+                caption=i["caption"] or "",
+            )
+            for i in row["images"] or []
+        ],
+    )
 
 
 def screenshots(store: Store, steps: Sequence[ReferenceStep]) -> dict[str, bytes]:

@@ -8,6 +8,7 @@ Steps the agent could not be asked about (endpoint failure, judge failure) are l
 failed and get no row; steps without a screenshot under an agent that needs one are
 listed as skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,11 +48,34 @@ EVALUATOR = "step_action"
 VERSION = "1"
 CHUNK = 32
 DETAIL_KEYS = (
-    "reference_action", "reference_op", "reference_target", "reference_target_label", "reference_value",
-    "predicted_action", "predicted_op", "predicted_target", "predicted_target_label", "predicted_value",
-    "raw_output", "parse_error", "op_ok", "target_ok", "value_ok", "value_method", "action_ok",
-    "prompt_tokens", "completion_tokens", "cost_usd", "agent_ms", "history", "history_shown",
-    "previous_actions", "website", "hop", "position", "n_steps",
+    "reference_action",
+    "reference_op",
+    "reference_target",
+    "reference_target_label",
+    "reference_value",
+    "predicted_action",
+    "predicted_op",
+    "predicted_target",
+    "predicted_target_label",
+    "predicted_value",
+    "raw_output",
+    "parse_error",
+    "op_ok",
+    "target_ok",
+    "value_ok",
+    "value_method",
+    "action_ok",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "agent_ms",
+    "history",
+    "history_shown",
+    "previous_actions",
+    "website",
+    "hop",
+    "position",
+    "n_steps",
 )
 Progress = Callable[[int, int], None]
 
@@ -71,10 +95,18 @@ class EvalConfig:
     def args(self) -> dict[str, Any]:
         """What rebuilds the batch: recorded as the rows' ``args_json``."""
         s = self.settings
-        return {"agent": self.agent, "model": s.model, "input_mode": s.input_mode, "temperature": s.temperature,
-                "history": self.history, "sample": self.sample, "seed": self.seed,
-                "references": "all" if self.all_steps else "succeeded", "episodes": list(self.episodes),
-                "value_judge": self.judge.model}
+        return {
+            "agent": self.agent,
+            "model": s.model,
+            "input_mode": s.input_mode,
+            "temperature": s.temperature,
+            "history": self.history,
+            "sample": self.sample,
+            "seed": self.seed,
+            "references": "all" if self.all_steps else "succeeded",
+            "episodes": list(self.episodes),
+            "value_judge": self.judge.model,
+        }
 
 
 @dataclass(frozen=True)
@@ -104,9 +136,17 @@ class EvalResult:
 
     def as_json(self) -> dict[str, Any]:
         """The batch for scripts (``--format json``): its figures, files and problems."""
-        return {"batch_id": self.batch_id, "run_id": self.run_id, "args": self.args, "ok": self.ok,
-                "references": self.references, **self.report().as_dict(), "files": self.files,
-                "skipped": [asdict(s) for s in self.skipped], "failed": [asdict(f) for f in self.failed]}
+        return {
+            "batch_id": self.batch_id,
+            "run_id": self.run_id,
+            "args": self.args,
+            "ok": self.ok,
+            "references": self.references,
+            **self.report().as_dict(),
+            "files": self.files,
+            "skipped": [asdict(s) for s in self.skipped],
+            "failed": [asdict(f) for f in self.failed],
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,8 +167,10 @@ def eval_steps(store: Store, config: EvalConfig, progress: Progress | None = Non
     config = replace(config, run_id=store.resolve_run(config.run_id))
     references = load_reference_steps(store, config.run_id, config.all_steps, config.episodes)
     if not references:
-        raise StepEvalError(f"run {config.run_id} has no reference steps: no episode succeeded "
-                            "(pass --all-steps to use every step)")
+        raise StepEvalError(
+            f"run {config.run_id} has no reference steps: no episode succeeded "
+            "(pass --all-steps to use every step)"
+        )
     agent = make_step_agent(config.agent, config.settings, config.history, store)
     batch = ScoreBatch.new(EVALUATOR, VERSION, config.args())
     result = EvalResult(batch.batch_id, config.run_id, dict(batch.args), len(references))
@@ -140,21 +182,30 @@ def eval_steps(store: Store, config: EvalConfig, progress: Progress | None = Non
     return result
 
 
-def _skip_without_screenshot(steps: list[ReferenceStep], needed: bool, result: EvalResult) -> list[ReferenceStep]:
+def _skip_without_screenshot(
+    steps: list[ReferenceStep], needed: bool, result: EvalResult
+) -> list[ReferenceStep]:
     if not needed:
         return steps
     for step in steps:
         if not step.has_screenshot:
-            result.skipped.append(StepProblem(step.episode_id, step.step_index,
-                                              "no screenshot recorded (the agent needs one)"))
+            result.skipped.append(
+                StepProblem(step.episode_id, step.step_index, "no screenshot recorded (the agent needs one)")
+            )
     return [s for s in steps if s.has_screenshot]
 
 
-def _ask_all(store: Store, agent: Any, steps: list[ReferenceStep], k: int, result: EvalResult,
-             progress: Progress | None) -> list[_Asked]:
+def _ask_all(
+    store: Store,
+    agent: Any,
+    steps: list[ReferenceStep],
+    k: int,
+    result: EvalResult,
+    progress: Progress | None,
+) -> list[_Asked]:
     asked = []
     for start in range(0, len(steps), CHUNK):
-        chunk = steps[start:start + CHUNK]
+        chunk = steps[start : start + CHUNK]
         blobs = screenshots(store, chunk)
         for step in chunk:
             try:
@@ -178,31 +229,51 @@ def _ask(agent: Any, step: ReferenceStep, k: int, blobs: dict[str, bytes]) -> _A
         predicted = compare.facts(parse_agent_output(prediction.reply.output), roles)
     except MminaError as exc:
         error = str(exc)
-    labels = {"reference_target_label": compare.element_label(reference.target, elements),
-              "predicted_target_label": compare.element_label(predicted.target if predicted else None, elements)}
-    return _Asked(step=step, history=history, prediction=prediction, reference=reference, predicted=predicted, parse_error=error, labels=labels)
+    labels = {
+        "reference_target_label": compare.element_label(reference.target, elements),
+        "predicted_target_label": compare.element_label(predicted.target if predicted else None, elements),
+    }
+    return _Asked(
+        step=step,
+        history=history,
+        prediction=prediction,
+        reference=reference,
+        predicted=predicted,
+        parse_error=error,
+        labels=labels,
+    )
 
 
 Scored = tuple[_Asked, StepScore, str | None]
 """A step, its verdict, and the ``judge_json`` of its row (the value judge's configuration; None without one)."""
 
 
-def _score_all(store: Store, asked: list[_Asked], settings: JudgeSettings, result: EvalResult) -> list[Scored]:
+def _score_all(
+    store: Store, asked: list[_Asked], settings: JudgeSettings, result: EvalResult
+) -> list[Scored]:
     """Verdicts of every asked step; values that differ go to the fuzzy judge when one is set."""
     outcome = _judge(store, asked, settings, result.batch_id)
     replies = outcome.replies if outcome else {}
     scored = []
     for item in asked:
         prompts = [judge_prompt(p, r) for p, r in compare.judge_pairs([(item.reference, item.predicted)])]
-        failure = next((outcome.failures[p] for p in prompts if p in outcome.failures), None) if outcome else None
+        failure = (
+            next((outcome.failures[p] for p in prompts if p in outcome.failures), None) if outcome else None
+        )
         if failure:
             result.failed.append(StepProblem(item.step.episode_id, item.step.step_index, failure))
             continue
+
         def judge(pred: str, ref: str) -> bool | None:
             return {"pass": True, "fail": False}.get(parse_verdict(replies.get(judge_prompt(pred, ref))))
 
-        scored.append((item, compare.score(item.reference, item.predicted, judge if settings.model else None),
-                       _judge_json(outcome, prompts, settings)))
+        scored.append(
+            (
+                item,
+                compare.score(item.reference, item.predicted, judge if settings.model else None),
+                _judge_json(outcome, prompts, settings),
+            )
+        )
     return scored
 
 
@@ -210,7 +281,9 @@ def _judge(store: Store, asked: list[_Asked], settings: JudgeSettings, batch_id:
     """Judge replies (cached in ``judge_cache``) and failures by prompt; None without a judge."""
     if not settings.model:
         return None
-    prompts = [judge_prompt(p, r) for p, r in compare.judge_pairs([(a.reference, a.predicted) for a in asked])]
+    prompts = [
+        judge_prompt(p, r) for p, r in compare.judge_pairs([(a.reference, a.predicted) for a in asked])
+    ]
     outcome = resolve(store, prompts, settings)
     if outcome.new_rows:
         store.append("judge_cache", outcome.new_rows, stem=batch_id)
@@ -231,18 +304,33 @@ def detail(item: _Asked, verdict: StepScore, k: int) -> dict[str, Any]:
     """The ``detail_json`` of one step row (keys: :data:`DETAIL_KEYS`)."""
     reference, predicted, reply, step = item.reference, item.predicted, item.prediction.reply, item.step
     return {
-        "reference_action": reference.action, "reference_op": reference.op, "reference_target": reference.target,
+        "reference_action": reference.action,
+        "reference_op": reference.op,
+        "reference_target": reference.target,
         "reference_value": reference.value,
-        "predicted_action": predicted.action if predicted else None, "predicted_op": predicted.op if predicted else None,
+        "predicted_action": predicted.action if predicted else None,
+        "predicted_op": predicted.op if predicted else None,
         "predicted_target": predicted.target if predicted else None,
-        "predicted_value": predicted.value if predicted else None, **item.labels,
-        "raw_output": reply.output, "parse_error": item.parse_error,
-        "op_ok": verdict.op_ok, "target_ok": verdict.target_ok, "value_ok": verdict.value_ok,
-        "value_method": verdict.value_method, "action_ok": verdict.action_ok,
-        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
-        "agent_ms": item.prediction.agent_ms, "history": k, "history_shown": len(item.history),
-        "previous_actions": item.history, "website": step.website, "hop": _hop(step),
-        "position": step.step_index, "n_steps": step.n_steps,
+        "predicted_value": predicted.value if predicted else None,
+        **item.labels,
+        "raw_output": reply.output,
+        "parse_error": item.parse_error,
+        "op_ok": verdict.op_ok,
+        "target_ok": verdict.target_ok,
+        "value_ok": verdict.value_ok,
+        "value_method": verdict.value_method,
+        "action_ok": verdict.action_ok,
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "cost_usd": reply.cost_usd,
+        "agent_ms": item.prediction.agent_ms,
+        "history": k,
+        "history_shown": len(item.history),
+        "previous_actions": item.history,
+        "website": step.website,
+        "hop": _hop(step),
+        "position": step.step_index,
+        "n_steps": step.n_steps,
     }
 
 
@@ -253,7 +341,9 @@ def _hop(step: ReferenceStep) -> int | None:
     return None if live is None else min(live + 1, max(step.task.n_hops, 1))
 
 
-def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[Scored], result: EvalResult) -> None:
+def _write(
+    store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[Scored], result: EvalResult
+) -> None:
     """One ``scores`` file for the run, rows in stored step order."""
     if not scored:
         return
@@ -262,13 +352,19 @@ def _write(store: Store, batch: ScoreBatch, config: EvalConfig, scored: list[Sco
         info = detail(item, verdict, config.history)
         result.details.append(info)
         view = EpisodeView(item.step.run_id, item.step.episode_id, item.step.task, {}, ())
-        score = Score("pass" if verdict.action_ok else "fail", 1.0 if verdict.action_ok else 0.0, "step",
-                      step_index=item.step.step_index, detail=info)
+        score = Score(
+            "pass" if verdict.action_ok else "fail",
+            1.0 if verdict.action_ok else 0.0,
+            "step",
+            step_index=item.step.step_index,
+            detail=info,
+        )
         rows += [{**row, "judge_json": judge} for row in score_rows(view, [score], batch)]
     result.files.append(str(store.append("scores", rows, stem=result.batch_id, run_id=config.run_id)))
 
 
 # ---------------------------------------------------------------- reading stored batches
+
 
 @dataclass(frozen=True)
 class StoredBatch:
@@ -289,17 +385,36 @@ def stored_report(store: Store, run_id: str, batch_id: str | None = None) -> Sto
     return StoredBatch(run_id, chosen, build_report(details))
 
 
-def stored_details(store: Store, run_id: str, batch_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+def stored_details(
+    store: Store, run_id: str, batch_id: str | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """The step details of one ``step_action`` batch of the run (the latest when not named)."""
-    rows = [r for r in store.read("scores", run_id=run_id, columns=["evaluator", "level", "batch_id", "scored_at",
-                                                                      "episode_id", "step_index", "detail_json"]
-                                  ).to_pylist() if r["evaluator"] == EVALUATOR and r["level"] == "step"]
+    rows = [
+        r
+        for r in store.read(
+            "scores",
+            run_id=run_id,
+            columns=[
+                "evaluator",
+                "level",
+                "batch_id",
+                "scored_at",
+                "episode_id",
+                "step_index",
+                "detail_json",
+            ],
+        ).to_pylist()
+        if r["evaluator"] == EVALUATOR and r["level"] == "step"
+    ]
     if not rows:
         raise StepEvalError(f"run {run_id} has no step scores: run mmina eval-steps --run {run_id} first")
     batches = sorted({(r["scored_at"], r["batch_id"]) for r in rows})
     chosen = batch_id or batches[-1][1]
     if chosen not in {b for _, b in batches}:
-        raise StepEvalError(f"no eval-steps batch {chosen} in run {run_id} (batches: "
-                            f"{', '.join(b for _, b in batches)})")
-    picked = sorted((r for r in rows if r["batch_id"] == chosen), key=lambda r: (r["episode_id"], r["step_index"]))
+        raise StepEvalError(
+            f"no eval-steps batch {chosen} in run {run_id} (batches: {', '.join(b for _, b in batches)})"
+        )
+    picked = sorted(
+        (r for r in rows if r["batch_id"] == chosen), key=lambda r: (r["episode_id"], r["step_index"])
+    )
     return chosen, [json.loads(r["detail_json"]) for r in picked]

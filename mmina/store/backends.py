@@ -7,6 +7,7 @@ nothing visible when aborted or when its process dies. On a local disk that is a
 temporary file, fsynced and renamed; on an object store, where there is no rename, a
 conditional PUT of the whole object at its final key (see :mod:`mmina.store.objects`).
 """
+
 from __future__ import annotations
 
 import errno
@@ -177,8 +178,10 @@ class LocalBackend(Backend):
 
     def check_folder(self, path: PurePath) -> None:
         if Path(path).exists() and not Path(path).is_dir():
-            raise StoreError(f"{path} is a file where the store keeps a folder: the store is damaged "
-                             f"(move the file away; see `mmina store verify`)")
+            raise StoreError(
+                f"{path} is a file where the store keeps a folder: the store is damaged "
+                f"(move the file away; see `mmina store verify`)"
+            )
 
     def files(self, base: PurePath, depth: int) -> list[PurePath]:
         self.check_folder(base)
@@ -387,5 +390,10 @@ class Unfinished:
 
 def _scan(parents: list[Path], folders: bool) -> list[Path]:
     """The folders (or the files) directly in each of ``parents`` that exists."""
-    return [Path(e.path) for parent in parents if parent.is_dir() for e in os.scandir(parent) if e.is_dir() == folders]
-
+    return [
+        Path(e.path)
+        for parent in parents
+        if parent.is_dir()
+        for e in os.scandir(parent)
+        if e.is_dir() == folders
+    ]

@@ -5,6 +5,7 @@ step's screenshot is cheap to fetch) and skips every blob whose hash the store a
 holds. Two writers that see the same new content at the same moment may both pack it;
 the copies are identical by construction, so readers take any.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +48,9 @@ class BlobIndex:
         for path in data_files(self.backend, BLOBS):
             if path not in self._seen and file_stem(path) in committed:
                 try:
-                    hashes = read_file(path, BLOBS, columns=["sha256"], filesystem=self.backend.arrow).column("sha256")
+                    hashes = read_file(path, BLOBS, columns=["sha256"], filesystem=self.backend.arrow).column(
+                        "sha256"
+                    )
                 except CorruptFileError as exc:
                     self.skip(path, exc.reason)
                     self._seen.add(path)
@@ -88,7 +91,9 @@ class PackWriter:
             return
         if self._writer is None:
             self._file = self.backend.create(self.final)
-            self._writer = pq.ParquetWriter(self._file.sink, with_metadata(BLOBS, BLOBS.schema), compression="zstd")
+            self._writer = pq.ParquetWriter(
+                self._file.sink, with_metadata(BLOBS, BLOBS.schema), compression="zstd"
+            )
         digests, types, blobs = zip(*self._buffer)
         batch = pa.table(
             [list(digests), list(types), [len(b) for b in blobs], list(blobs)], schema=BLOBS.schema
@@ -113,7 +118,9 @@ class PackWriter:
             self._file = None
 
 
-def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | None, skip: Skip) -> dict[str, bytes]:
+def read_blobs(
+    backend: Backend, digests: Iterable[str], packs: Iterable[str] | None, skip: Skip
+) -> dict[str, bytes]:
     """Fetch blobs by hash; ``packs`` (relative paths) narrows the search when known. Only the
     row groups that may hold them are read (range reads, on a disk or an object store). An
     unreadable pack is skipped (``skip``): its blobs are missing from the result."""
@@ -124,8 +131,12 @@ def read_blobs(backend: Backend, digests: Iterable[str], packs: Iterable[str] | 
         if not wanted - found.keys():
             break
         try:
-            table = pq.read_table(str(path), columns=["sha256", "data"], filesystem=backend.arrow,
-                                  filters=[("sha256", "in", list(wanted - found.keys()))])
+            table = pq.read_table(
+                str(path),
+                columns=["sha256", "data"],
+                filesystem=backend.arrow,
+                filters=[("sha256", "in", list(wanted - found.keys()))],
+            )
         except (OSError, pa.ArrowException) as exc:
             failure = read_failure(path, exc)
             if not isinstance(failure, CorruptFileError) or isinstance(exc, FileNotFoundError):
@@ -177,7 +188,9 @@ class PackReader:
             try:
                 directory = self._directory(pack)
                 for group in sorted({directory[d] for d in missing if d in directory}):
-                    found.update((d, b) for d, b in read_row_group(self.backend, pack, group).items() if d in wanted)
+                    found.update(
+                        (d, b) for d, b in read_row_group(self.backend, pack, group).items() if d in wanted
+                    )
             except (OSError, pa.ArrowException):
                 found.update(read_blobs(self.backend, missing, [pack], self.skip))
         return found

@@ -13,6 +13,7 @@ crash at any point leaves either the old or the new folder live; the leftovers u
 ``.compact/`` are invisible and removed by the next compaction. Blob packs are not
 merged: other episodes refer to them by path.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,13 +54,16 @@ class Compacted:
     bytes_after: int
 
 
-def compact_store(store: Store, run_ids: list[str] | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[Compacted]:
+def compact_store(
+    store: Store, run_ids: list[str] | None = None, progress: Callable[[str], None] | None = None
+) -> list[Compacted]:
     """Compact the given runs (default: all); runs already in one file per table are skipped.
     Only local stores: an object store cannot swap folders atomically (it has no rename)."""
     if not store.backend.local:
-        raise StoreError(f"mmina store compact works on local stores only: {store.root} is on object storage, which "
-                         f"cannot swap a folder atomically (compact a local copy, or write batches with the batch writer)")
+        raise StoreError(
+            f"mmina store compact works on local stores only: {store.root} is on object storage, which "
+            f"cannot swap a folder atomically (compact a local copy, or write batches with the batch writer)"
+        )
     chosen = store.select_runs(run_ids or ())
     store.ensure_writable()
     results = []
@@ -78,8 +82,10 @@ def compact_store(store: Store, run_ids: list[str] | None = None,
 def _compact_run(store: Store, run_id: str) -> Compacted | None:
     live = {table: _local_files(store, table, run_id) for table in COMPACTED}
     committed = store.committed_stems()
-    merge = {table: [p for p in files if table in STANDALONE or file_stem(p) in committed]
-             for table, files in live.items()}
+    merge = {
+        table: [p for p in files if table in STANDALONE or file_stem(p) in committed]
+        for table, files in live.items()
+    }
     tables = [table for table in COMPACTED if len(merge[table]) > 1]
     if not tables:
         return None
@@ -87,20 +93,45 @@ def _compact_run(store: Store, run_id: str) -> Compacted | None:
         tables.append(EPISODES)  # its manifest must list the merged files
     before = (_count(live), _size(live))
     stem = batch_stem()
-    built = {table: _build(store, table, run_id, stem, merge[table], live[table]) for table in tables
-             if table is not EPISODES}
+    built = {
+        table: _build(store, table, run_id, stem, merge[table], live[table])
+        for table in tables
+        if table is not EPISODES
+    }
     if EPISODES in tables:
         children = {table: w for table, w in built.items() if table in (STEPS, REQUESTS)}
-        _build(store, EPISODES, run_id, stem, merge[EPISODES], live[EPISODES], _manifest(store, run_id, merge, children))
+        _build(
+            store,
+            EPISODES,
+            run_id,
+            stem,
+            merge[EPISODES],
+            live[EPISODES],
+            _manifest(store, run_id, merge, children),
+        )
     for table in tables:
         _exchange(_work_dir(store, table, run_id), Path(table_dir(store.root, table, run_id)))
     after = {table: _local_files(store, table, run_id) for table in COMPACTED}
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).num_rows
-    return Compacted(run_id=run_id, episodes=episodes, files_before=before[0], files_after=_count(after), bytes_before=before[1], bytes_after=_size(after))
+    return Compacted(
+        run_id=run_id,
+        episodes=episodes,
+        files_before=before[0],
+        files_after=_count(after),
+        bytes_before=before[1],
+        bytes_after=_size(after),
+    )
 
 
-def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path], live: list[Path],
-           metadata: dict[bytes, bytes] | None = None) -> Written:
+def _build(
+    store: Store,
+    table: Table,
+    run_id: str,
+    stem: str,
+    merge: list[Path],
+    live: list[Path],
+    metadata: dict[bytes, bytes] | None = None,
+) -> Written:
     """The new partition folder: the merged file, plus hard links to every file not merged."""
     work = _work_dir(store, table, run_id)
     work.mkdir(parents=True)
@@ -108,15 +139,24 @@ def _build(store: Store, table: Table, run_id: str, stem: str, merge: list[Path]
         if path not in merge:
             os.link(path, work / path.name)
     data = _merged(store, table, merge)
-    written = write_new(store.backend, work / data_name(stem, SCHEMA_VERSION), table, data,
-                        row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None, metadata=metadata)
+    written = write_new(
+        store.backend,
+        work / data_name(stem, SCHEMA_VERSION),
+        table,
+        data,
+        row_group_size=BATCH_STEP_ROW_GROUP if table is STEPS else None,
+        metadata=metadata,
+    )
     if read_file(written.path, table, ["episode_id"]).num_rows != data.num_rows:
-        raise StoreError(f"compacted {table.name} file of run {run_id} did not read back; nothing was changed")
+        raise StoreError(
+            f"compacted {table.name} file of run {run_id} did not read back; nothing was changed"
+        )
     return written
 
 
-def _manifest(store: Store, run_id: str, merge: dict[Table, list[Path]],
-              children: dict[Table, Written]) -> dict[bytes, bytes] | None:
+def _manifest(
+    store: Store, run_id: str, merge: dict[Table, list[Path]], children: dict[Table, Written]
+) -> dict[bytes, bytes] | None:
     """The manifest of the compacted ``episodes`` file: the merged files where they will be,
     and what the merged episodes' manifests listed that stays (blob packs, files not merged;
     not the files of an earlier compaction that died before swapping them in);
@@ -127,16 +167,25 @@ def _manifest(store: Store, run_id: str, merge: dict[Table, list[Path]],
         listed = read_manifest(pq.read_schema(path).metadata)
         if listed is None:
             return None
-        kept += [entry for entry in listed if entry.path not in merged and Path(store.root, entry.path).exists()]
-    final = [Listed((table_dir(store.root, table, run_id) / w.path.name).relative_to(store.root).as_posix(), w.rows,
-                    w.bytes) for table, w in children.items()]
+        kept += [
+            entry for entry in listed if entry.path not in merged and Path(store.root, entry.path).exists()
+        ]
+    final = [
+        Listed(
+            (table_dir(store.root, table, run_id) / w.path.name).relative_to(store.root).as_posix(),
+            w.rows,
+            w.bytes,
+        )
+        for table, w in children.items()
+    ]
     return manifest_metadata(store.root, [*final, *kept])
 
 
 def _merged(store: Store, table: Table, paths: list[Path]) -> pa.Table:
     """All rows of ``paths`` at the current schema version, grouped by episode (stable order)."""
-    data = pa.concat_tables(read_file(path, table, migrations=store.migrations).select(table.column_names)
-                            for path in paths)
+    data = pa.concat_tables(
+        read_file(path, table, migrations=store.migrations).select(table.column_names) for path in paths
+    )
     return data.take(pc.sort_indices(data, [("episode_id", "ascending")]))
 
 
@@ -160,7 +209,11 @@ def _exchange(new: Path, live: Path) -> None:
         live.mkdir(parents=True)
     if renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(live), _RENAME_EXCHANGE) != 0:
         code = ctypes.get_errno()
-        hint = " (this file system cannot swap folders atomically)" if code in (errno.EINVAL, errno.ENOSYS) else ""
+        hint = (
+            " (this file system cannot swap folders atomically)"
+            if code in (errno.EINVAL, errno.ENOSYS)
+            else ""
+        )
         raise StoreError(f"could not swap {live} with its compacted version: {os.strerror(code)}{hint}")
 
 

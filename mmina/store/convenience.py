@@ -6,6 +6,7 @@ are described here, one line each; those it passes through from a table keep tha
 meaning (``like``). ``mmina sql --schema`` and docs/store.md show both, and a test fails
 when a column of a view has no meaning or a meaning names no column.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,7 +18,9 @@ from mmina.tasks.task import HOP_BUCKETS
 
 def bucket_sql(column: str) -> str:
     """SQL giving the hop-count bucket of ``column`` (the same rule as :func:`mmina.tasks.task.hop_bucket`)."""
-    bounded = " ".join(f"WHEN {column} <= {most} THEN '{name}'" for name, most in HOP_BUCKETS if most is not None)
+    bounded = " ".join(
+        f"WHEN {column} <= {most} THEN '{name}'" for name, most in HOP_BUCKETS if most is not None
+    )
     return f"CASE {bounded} ELSE '{HOP_BUCKETS[-1][0]}' END"
 
 
@@ -44,8 +47,11 @@ class View:
         return table.column_docs[column] if table is not None else self.columns.get(column, "")
 
 
-BUCKET_DOC = ("Hop-count bucket of the task, as the MMInA paper groups tasks: "
-              + ", ".join(f"`{name}`" for name, _ in HOP_BUCKETS) + ".")
+BUCKET_DOC = (
+    "Hop-count bucket of the task, as the MMInA paper groups tasks: "
+    + ", ".join(f"`{name}`" for name, _ in HOP_BUCKETS)
+    + "."
+)
 
 EPISODE_HOPS = View(
     "One row per episode per hop (`hop` 1-based, as every table numbers hops): the hop's keyword, whether the "
@@ -163,14 +169,14 @@ EPISODE_SCORES = View(
     """,
     {
         "attempt": "The repeat scored (1..K of `mmina record --repeats K`); an episode recorded again for the "
-                   "same repeat (`record --resume` after an error) supersedes the earlier one.",
+        "same repeat (`record --resume` after an error) supersedes the earlier one.",
         "bucket": BUCKET_DOC,
         "verdict": "The current task-level verdict of `evaluator`: `pass`, `fail`, `unclear` or `n/a`; `blocked` "
-                   "when the environment was in the agent's way where the episode ended (`episodes.blocked`) and "
-                   "it did not pass, or a person labelled it so.",
+        "when the environment was in the agent's way where the episode ended (`episodes.blocked`) and "
+        "it did not pass, or a person labelled it so.",
         "passed": "Whether `verdict` is `pass`; null when it is `n/a` (nothing to judge) or `blocked` (the "
-                  "environment's failure), or the episode ended in an infrastructure error (`error_kind`): the task "
-                  "is then in no rate.",
+        "environment's failure), or the episode ended in an infrastructure error (`error_kind`): the task "
+        "is then in no rate.",
         "hops_passed": "Hop verdicts `pass` of `evaluator` (hops a prefix gave left out).",
         "hops_total": "Hop verdicts of `evaluator` (0 when it judges no hops; hops a prefix gave left out).",
         "first_failed_hop": "The first hop (1-based) whose verdict is not `pass`; null when none failed.",

@@ -1,6 +1,7 @@
 """Where a store is when none is named, and how long a query may run: the store's defaults
 that the command line shows in its help, kept free of Arrow and DuckDB so that showing them
 loads neither."""
+
 from __future__ import annotations
 
 import os

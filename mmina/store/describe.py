@@ -5,6 +5,7 @@ The types are DuckDB's own, from ``DESCRIBE`` of the views created over empty ta
 user's ``describe episode_scores`` shows, whatever the view's SQL computes, so they cannot
 drift from the SQL. The meanings come from ``schema.py`` (tables) and ``convenience.py`` (views).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -59,8 +60,10 @@ def describe(names: Sequence[str] = ()) -> list[Relation]:
     wanted = list(dict.fromkeys(name.lower() for name in names)) or relation_names()
     unknown = [name for name in wanted if name not in relation_names()]
     if unknown:
-        raise UnknownRelationError(f"no table or view named {', '.join(map(repr, unknown))} (tables: "
-                                   f"{', '.join(TABLES)}; views: {', '.join(CONVENIENCE_VIEWS)})")
+        raise UnknownRelationError(
+            f"no table or view named {', '.join(map(repr, unknown))} (tables: "
+            f"{', '.join(TABLES)}; views: {', '.join(CONVENIENCE_VIEWS)})"
+        )
     types = column_types()
     return [_relation(name, types[name]) for name in wanted]
 
@@ -75,8 +78,10 @@ def column_types() -> dict[str, tuple[tuple[str, str], ...]]:
             connection.execute(f"CREATE VIEW {table.name} AS {empty_table_sql(table)}")
         for name, view in CONVENIENCE_VIEWS.items():
             connection.execute(f"CREATE VIEW {name} AS {view.sql}")
-        return {name: tuple((row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall())
-                for name in relation_names()}
+        return {
+            name: tuple((row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall())
+            for name in relation_names()
+        }
     finally:
         connection.close()
 
@@ -88,8 +93,12 @@ def _relation(name: str, types: tuple[tuple[str, str], ...]) -> Relation:
         docs = TABLES[name].column_docs
         return Relation(name, TABLE, TABLES[name].doc, tuple(ColumnInfo(c, t, docs[c]) for c, t in types))
     view = CONVENIENCE_VIEWS[name]
-    return Relation(name, VIEW, view.doc, tuple(ColumnInfo(c, t, view.column_doc(c), _name(view.source(c)))
-                                                for c, t in types))
+    return Relation(
+        name,
+        VIEW,
+        view.doc,
+        tuple(ColumnInfo(c, t, view.column_doc(c), _name(view.source(c))) for c, t in types),
+    )
 
 
 def _name(table: Table | None) -> str:

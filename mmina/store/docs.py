@@ -3,6 +3,7 @@
 The tables in docs/store.md between the ``schema`` markers are this rendering; a test
 fails when they differ, so the document cannot drift from the code.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,8 +23,10 @@ def render() -> str:
     relations = describe()
     parts = [f"Schema version **{SCHEMA_VERSION}**. Types are DuckDB's, as `describe TABLE` shows them.\n"]
     parts += [_table(r) for r in relations if r.kind == TABLE]
-    parts.append("### Convenience views\n\nViews over the tables, defined in every connection `mmina sql` "
-                 "opens (`mmina.store.convenience`).\n")
+    parts.append(
+        "### Convenience views\n\nViews over the tables, defined in every connection `mmina sql` "
+        "opens (`mmina.store.convenience`).\n"
+    )
     parts += [_view(r) for r in relations if r.kind != TABLE]
     return "\n".join(parts)
 
@@ -52,8 +55,12 @@ def _passed_through(columns: tuple[ColumnInfo, ...]) -> str:
     for column in columns:
         if column.source:
             by_table.setdefault(column.source, []).append(column.name)
-    parts = [f"every column of `{name}`" if sorted(names) == sorted(TABLES[name].column_docs)
-             else f"{', '.join(f'`{n}`' for n in names)} as in `{name}`" for name, names in by_table.items()]
+    parts = [
+        f"every column of `{name}`"
+        if sorted(names) == sorted(TABLES[name].column_docs)
+        else f"{', '.join(f'`{n}`' for n in names)} as in `{name}`"
+        for name, names in by_table.items()
+    ]
     return f"With {'; '.join(parts)}.\n" if parts else ""
 
 

@@ -1,4 +1,5 @@
 """Reading and writing single Parquet files of the store, atomically and versioned, through its backend."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -46,18 +47,29 @@ class Written:
 
 
 def with_metadata(table: Table, schema: pa.Schema, extra: Mapping[bytes, bytes] | None = None) -> pa.Schema:
-    return schema.with_metadata({META_VERSION: str(SCHEMA_VERSION).encode(), META_TABLE: table.name.encode(),
-                                 **(extra or {})})
+    return schema.with_metadata(
+        {META_VERSION: str(SCHEMA_VERSION).encode(), META_TABLE: table.name.encode(), **(extra or {})}
+    )
 
 
-def write_new(backend: Backend, path: PurePath, table: Table, data: pa.Table,
-              row_group_size: int | None = None, metadata: Mapping[bytes, bytes] | None = None) -> Written:
+def write_new(
+    backend: Backend,
+    path: PurePath,
+    table: Table,
+    data: pa.Table,
+    row_group_size: int | None = None,
+    metadata: Mapping[bytes, bytes] | None = None,
+) -> Written:
     """Write ``data`` as a new file that appears whole (see :meth:`Backend.create`), never
     replacing one: the store is append-only. ``metadata`` joins the file's key-value metadata."""
     new = backend.create(path)
     try:
-        pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema, metadata).metadata), new.sink,
-                       row_group_size=row_group_size, compression="zstd")
+        pq.write_table(
+            data.replace_schema_metadata(with_metadata(table, data.schema, metadata).metadata),
+            new.sink,
+            row_group_size=row_group_size,
+            compression="zstd",
+        )
         size = new.commit()
     except BaseException as exc:
         new.abort()
@@ -71,7 +83,9 @@ def replace_file(backend: Backend, path: PurePath, table: Table, data: pa.Table)
     """Write ``data`` over an existing file, whole and at once (a rename on disk, one PUT on an
     object store). Only a run's ``tasks`` file is ever rewritten (see ``Store.redact_tasks``)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(data.replace_schema_metadata(with_metadata(table, data.schema).metadata), sink, compression="zstd")
+    pq.write_table(
+        data.replace_schema_metadata(with_metadata(table, data.schema).metadata), sink, compression="zstd"
+    )
     try:
         backend.replace(path, sink.getvalue().to_pybytes())
     except OSError as exc:
@@ -127,9 +141,14 @@ def _about_bytes(exc: OSError) -> bool:
     return any(word in text for word in ("thrift", "parquet", "magic", "footer", "corrupt", "deserializ"))
 
 
-def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None,
-              migrations: Sequence[Migration] = MIGRATIONS, filesystem: Any = None,
-              where: Mapping[str, Any] | None = None) -> pa.Table:
+def read_file(
+    path: PurePath,
+    table: Table,
+    columns: Sequence[str] | None = None,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    filesystem: Any = None,
+    where: Mapping[str, Any] | None = None,
+) -> pa.Table:
     """Read one store file, rejecting newer versions and upgrading older ones; ``filesystem``
     is the store backend's ``arrow`` (None for a local store).
 
@@ -144,8 +163,11 @@ def read_file(path: PurePath, table: Table, columns: Sequence[str] | None = None
             check_readable(version, str(path))
             current = version == SCHEMA_VERSION
             threads = decode_threads(filesystem)
-            data = _read_current(parquet, columns, where, threads) if current \
+            data = (
+                _read_current(parquet, columns, where, threads)
+                if current
                 else parquet.read(use_threads=threads).replace_schema_metadata(None)
+            )
     except (OSError, pa.ArrowException) as exc:
         raise read_failure(path, exc) from None
     if not current:
@@ -161,8 +183,9 @@ def decode_threads(filesystem: Any) -> bool:
     return not isinstance(filesystem, PyFileSystem)
 
 
-def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where: Mapping[str, Any],
-                  threads: bool) -> pa.Table:
+def _read_current(
+    parquet: pq.ParquetFile, columns: Sequence[str] | None, where: Mapping[str, Any], threads: bool
+) -> pa.Table:
     """The columns asked for (and those ``where`` tests), from the row groups that may match."""
     wanted = None if columns is None else list(dict.fromkeys([*columns, *where]))
     if wanted == []:  # only the row count (a table without columns loses it when its metadata is replaced)
@@ -173,8 +196,10 @@ def _read_current(parquet: pq.ParquetFile, columns: Sequence[str] | None, where:
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     tested = {leaves[name]: value for name, value in where.items() if name in leaves}
     groups = [g for g in range(metadata.num_row_groups) if _may_match(metadata.row_group(g), tested)]
-    return _matching(parquet.read_row_groups(groups, columns=wanted, use_threads=threads).replace_schema_metadata(None),
-                     where)
+    return _matching(
+        parquet.read_row_groups(groups, columns=wanted, use_threads=threads).replace_schema_metadata(None),
+        where,
+    )
 
 
 def _may_match(group: pq.RowGroupMetaData, tested: Mapping[int, Any]) -> bool:

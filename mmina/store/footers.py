@@ -10,6 +10,7 @@ fails, the files are halved until the unreadable ones are found, so a healthy st
 one query and a damaged one a few more. Errors that are not about a file's bytes (a
 network failure) are raised, never taken for damage.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
@@ -51,12 +52,17 @@ def _files(store: Store, table: Table, runs: Collection[str] | None) -> list[Pur
     return [path for run in sorted(runs) for path in store.files(table.name, run)]
 
 
-def table_files(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
-                checked: Collection[Table]) -> dict[str, dict[int, list[str]]]:
+def table_files(
+    store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]], checked: Collection[Table]
+) -> dict[str, dict[int, list[str]]]:
     """For each table, the names DuckDB reads the files of its view by, by schema version.
     Only the files of ``checked`` tables have their footers read (the tables a query uses);
     the others are routed by the version in their names, as they are written."""
-    names = {sandbox.filesystem.uri(path, store.root): (table, path) for table, paths in listed.items() for path in paths}
+    names = {
+        sandbox.filesystem.uri(path, store.root): (table, path)
+        for table, paths in listed.items()
+        for path in paths
+    }
     for uri, (_, path) in list(names.items()):
         if not sandbox.filesystem.reachable(path, store.root):
             store.skip_file(path, "it leads out of the store (a symbolic link)")
@@ -110,7 +116,8 @@ def _query_footers(connection: duckdb.DuckDBPyConnection, uris: Sequence[str]) -
     listing = "[" + ", ".join("'" + uri.replace("'", "''") + "'" for uri in uris) + "]"
     rows = connection.execute(
         f"SELECT file_name, decode(key), decode(value) FROM parquet_kv_metadata({listing}) "
-        f"WHERE decode(key) IN ('{META_VERSION.decode()}', '{META_TABLE.decode()}')").fetchall()
+        f"WHERE decode(key) IN ('{META_VERSION.decode()}', '{META_TABLE.decode()}')"
+    ).fetchall()
     found: dict[str, Footer | str] = {uri: {} for uri in uris}
     for name, key, value in rows:
         footer = found.setdefault(name, {})

@@ -14,6 +14,7 @@ writers that are gone are removed first (``leftovers.py``); damaged data is neve
 With ``redacted``, it also lists the response bodies redaction changed (:func:`redacted_bodies`):
 not damage, but what a replay serves differs there from what the browser received.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -69,7 +70,14 @@ def store_info(store: Store) -> StoreInfo:
     committed = store.committed_stems()
     tables = [_table_info(store, table, committed) for table in TABLES.values()]
     rows = {t.name: t.rows for t in tables}
-    return StoreInfo(root=str(store.root), schema_version=store.marker_version(), runs=rows["runs"], episodes=rows["episodes"], steps=rows["steps"], tables=tables)
+    return StoreInfo(
+        root=str(store.root),
+        schema_version=store.marker_version(),
+        runs=rows["runs"],
+        episodes=rows["episodes"],
+        steps=rows["steps"],
+        tables=tables,
+    )
 
 
 def _table_info(store: Store, table: Table, committed: set[str]) -> TableInfo:
@@ -144,8 +152,11 @@ class FileFacts:
     """The columns of :data:`KEPT_COLUMNS` (a run's configuration, the verdicts' keys)."""
 
 
-BLOB_COLUMNS = {BLOBS.name: ("sha256",), STEPS.name: ("screenshot", "screenshot_som"),
-                REQUESTS.name: ("request_body", "response_body")}
+BLOB_COLUMNS = {
+    BLOBS.name: ("sha256",),
+    STEPS.name: ("screenshot", "screenshot_som"),
+    REQUESTS.name: ("request_body", "response_body"),
+}
 KEPT_COLUMNS = {RUNS.name: ("config_json",), SCORES.name: ("episode_id", "evaluator", "level")}
 
 
@@ -174,8 +185,18 @@ def verify_store(store: Store, repair: bool = False, redacted: bool = False) -> 
     return report
 
 
-REDACTED_COLUMNS = ["run_id", "episode_id", "step_index", "seq", "url", "mime_type", "response_body",
-                    "response_body_size", "received_body_sha256", "received_body_size"]
+REDACTED_COLUMNS = [
+    "run_id",
+    "episode_id",
+    "step_index",
+    "seq",
+    "url",
+    "mime_type",
+    "response_body",
+    "response_body_size",
+    "received_body_sha256",
+    "received_body_size",
+]
 
 
 def redacted_bodies(store: Store) -> list[RedactedBody]:
@@ -183,7 +204,9 @@ def redacted_bodies(store: Store) -> list[RedactedBody]:
     (``received_body_sha256`` is not the stored blob's hash), in run, episode and request order."""
     data = store.read("requests", columns=REDACTED_COLUMNS)
     received = data.column("received_body_sha256")
-    changed = pc.and_(pc.is_valid(received), pc.not_equal(received, pc.fill_null(data.column("response_body"), "")))
+    changed = pc.and_(
+        pc.is_valid(received), pc.not_equal(received, pc.fill_null(data.column("response_body"), ""))
+    )
     rows = data.filter(pc.fill_null(changed, False)).to_pylist()
     return sorted(
         (
@@ -209,8 +232,12 @@ def _check_unfinished(store: Store, report: VerifyReport) -> None:
             report.in_progress.append(str(item.path))
         else:
             kind = "partial" if store.backend.local else "upload"
-            report.add(item.path, kind, f"unfinished file of a writer that is gone ({item.writer}); ignored by "
-                                        f"readers, removed by `mmina store verify --repair`")
+            report.add(
+                item.path,
+                kind,
+                f"unfinished file of a writer that is gone ({item.writer}); ignored by "
+                f"readers, removed by `mmina store verify --repair`",
+            )
 
 
 def _read_table(store: Store, table: Table, report: VerifyReport) -> dict[PurePath, FileFacts]:
@@ -257,7 +284,9 @@ def _read_fully(path: PurePath, table: Table, content: bytes) -> FileFacts:
             version = version_in(metadata, path, table)
             check_readable(version, str(path))
             if version != file_version(path):
-                raise MminaError(f"file name says version {file_version(path)} but its metadata says {version}")
+                raise MminaError(
+                    f"file name says version {file_version(path)} but its metadata says {version}"
+                )
             data = parquet.read()
     except (OSError, pa.ArrowException) as exc:
         raise read_failure(path, exc) from None
@@ -266,7 +295,14 @@ def _read_fully(path: PurePath, table: Table, content: bytes) -> FileFacts:
         raise MminaError(f"missing column(s) {', '.join(sorted(missing))}")
     ids = data.column("episode_id").to_pylist() if table is EPISODES else []
     kept = {c: data.column(c).to_pylist() for c in KEPT_COLUMNS.get(table.name, ()) if c in data.column_names}
-    return FileFacts(rows=data.num_rows, size=len(content), metadata=metadata, episode_ids=ids, blobs=_blob_hashes(table, data), values=kept)
+    return FileFacts(
+        rows=data.num_rows,
+        size=len(content),
+        metadata=metadata,
+        episode_ids=ids,
+        blobs=_blob_hashes(table, data),
+        values=kept,
+    )
 
 
 def _blob_hashes(table: Table, data: pa.Table) -> frozenset[str]:
@@ -286,8 +322,12 @@ def _check_episodes(readable: Readable, report: VerifyReport) -> None:
     for path, facts in sorted(readable[EPISODES.name].items(), key=_original_first):
         twice = sorted({i for i in facts.episode_ids if i in first})
         if twice:
-            report.add(path, "duplicate", f"episode {twice[0]}{f' and {len(twice) - 1} more' if len(twice) > 1 else ''} "
-                                          f"also committed in {first[twice[0]]}; readers count the first")
+            report.add(
+                path,
+                "duplicate",
+                f"episode {twice[0]}{f' and {len(twice) - 1} more' if len(twice) > 1 else ''} "
+                f"also committed in {first[twice[0]]}; readers count the first",
+            )
         for episode_id in facts.episode_ids:
             first.setdefault(episode_id, path)
 
@@ -310,8 +350,12 @@ def _check_orphans(store: Store, report: VerifyReport) -> None:
         if not store.backend.local and store.backend.age_s(path) < ORPHAN_GRACE_S:
             report.in_progress.append(str(path))
             continue
-        report.add(path, "orphan", f"a file of {file_stem(path)}, which was never committed; ignored by readers, "
-                                   f"removed by `mmina store verify --repair`")
+        report.add(
+            path,
+            "orphan",
+            f"a file of {file_stem(path)}, which was never committed; ignored by readers, "
+            f"removed by `mmina store verify --repair`",
+        )
 
 
 def _check_manifests(store: Store, readable: Readable, report: VerifyReport) -> None:
@@ -335,19 +379,29 @@ def _check_manifests(store: Store, readable: Readable, report: VerifyReport) -> 
             _check_listed(store, readable, path, entry, report)
     _check_unlisted(store, readable, listed, report)
     if without:
-        report.unchecked.append(f"{without} episodes file(s) written before manifests: files missing from their "
-                                f"episodes cannot be detected (steps, requests and packs are still read whole)")
+        report.unchecked.append(
+            f"{without} episodes file(s) written before manifests: files missing from their "
+            f"episodes cannot be detected (steps, requests and packs are still read whole)"
+        )
 
 
-def _check_listed(store: Store, readable: Readable, owner: PurePath, entry: Listed, report: VerifyReport) -> None:
+def _check_listed(
+    store: Store, readable: Readable, owner: PurePath, entry: Listed, report: VerifyReport
+) -> None:
     path = store.root / entry.path
     facts = readable.get(entry.path.split("/", 1)[0], {}).get(path)  # read whole: its size is known
     if facts is None and not store.backend.exists(path):
-        report.add(path, "missing", f"listed by {owner} ({entry.rows} rows) but gone: that commit is incomplete")
+        report.add(
+            path, "missing", f"listed by {owner} ({entry.rows} rows) but gone: that commit is incomplete"
+        )
         return
     if facts is not None and (facts.rows, facts.size) != (entry.rows, entry.bytes):
-        report.add(path, "changed", f"{facts.rows} rows and {facts.size} bytes, but {owner} committed {entry.rows} "
-                                    f"rows and {entry.bytes} bytes")
+        report.add(
+            path,
+            "changed",
+            f"{facts.rows} rows and {facts.size} bytes, but {owner} committed {entry.rows} "
+            f"rows and {entry.bytes} bytes",
+        )
 
 
 def _compacting(store: Store, report: VerifyReport) -> set[str | None]:
@@ -355,8 +409,10 @@ def _compacting(store: Store, report: VerifyReport) -> set[str | None]:
     work = store.root / WORK_DIR
     runs = {run_of(p) for p in store.backend.files(work, 3)} if store.backend.local else set()
     for run in sorted(r for r in runs if r):
-        report.unchecked.append(f"run {run}: a compaction died between its swaps (its work is in {work}); readers see "
-                                f"the same rows, the next `mmina store compact` finishes it; manifests not checked")
+        report.unchecked.append(
+            f"run {run}: a compaction died between its swaps (its work is in {work}); readers see "
+            f"the same rows, the next `mmina store compact` finishes it; manifests not checked"
+        )
     return runs
 
 
@@ -367,7 +423,11 @@ def _check_unlisted(store: Store, readable: Readable, listed: dict[str, Any], re
         for path in readable[table.name]:
             relative = path.relative_to(store.root).as_posix()
             if relative not in listed and file_stem(path) in manifested:
-                report.add(path, "unlisted", f"a {table.name} file of {file_stem(path)} that its commit did not write")
+                report.add(
+                    path,
+                    "unlisted",
+                    f"a {table.name} file of {file_stem(path)} that its commit did not write",
+                )
 
 
 def _check_verdicts(store: Store, readable: Readable, report: VerifyReport) -> None:
@@ -386,12 +446,17 @@ def _check_verdicts(store: Store, readable: Readable, report: VerifyReport) -> N
         missing = unscored(episodes.get(run_id, []), scores.get(run_id, []), expected)
         if missing:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            report.add(store.root / SCORES.name / f"run_id={run_id}", "unscored",
-                       f"episode {missing[0]}{more} committed without a {'/'.join(expected)} verdict (a crash between "
-                       f"the commit and its verdicts): `mmina record --resume --run-id {run_id}` adds them")
+            report.add(
+                store.root / SCORES.name / f"run_id={run_id}",
+                "unscored",
+                f"episode {missing[0]}{more} committed without a {'/'.join(expected)} verdict (a crash between "
+                f"the commit and its verdicts): `mmina record --resume --run-id {run_id}` adds them",
+            )
 
 
-def unscored(episode_ids: Sequence[str], scores: Iterable[tuple[Any, ...]], evaluators: Sequence[str]) -> list[str]:
+def unscored(
+    episode_ids: Sequence[str], scores: Iterable[tuple[Any, ...]], evaluators: Sequence[str]
+) -> list[str]:
     """The episodes (once each, in order) lacking a task verdict of any of ``evaluators``;
     ``scores`` are (episode id, evaluator, level) of the scores rows."""
     scored = {(episode, evaluator) for episode, evaluator, level in scores if level == "task"}
@@ -402,7 +467,9 @@ def unscored_episodes(store: Store, run_id: str, evaluators: Sequence[str]) -> l
     """:func:`unscored` for one run of the store, read through its readers."""
     scores = store.read("scores", run_id=run_id, columns=list(KEPT_COLUMNS[SCORES.name]))
     episodes = store.read("episodes", run_id=run_id, columns=["episode_id"]).column("episode_id").to_pylist()
-    return unscored(episodes, zip(*(scores.column(c).to_pylist() for c in KEPT_COLUMNS[SCORES.name])), evaluators)
+    return unscored(
+        episodes, zip(*(scores.column(c).to_pylist() for c in KEPT_COLUMNS[SCORES.name])), evaluators
+    )
 
 
 def _check_blob_refs(readable: Readable, report: VerifyReport) -> None:
@@ -412,4 +479,8 @@ def _check_blob_refs(readable: Readable, report: VerifyReport) -> None:
         for path, facts in readable[table.name].items():
             missing = facts.blobs - stored
             if missing:
-                report.add(path, "missing_blob", f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}")
+                report.add(
+                    path,
+                    "missing_blob",
+                    f"{len(missing)} referenced blob(s) not in any pack, e.g. {min(missing)}",
+                )

@@ -12,6 +12,7 @@ an object store they are PUT whole at their final key (see ``backends.py`` and `
 The store may be a folder or an object-store prefix: every path here is a ``PurePath``
 (an ``ObjectPath`` for object stores) and every access goes through the store's backend.
 """
+
 from __future__ import annotations
 
 import re
@@ -90,4 +91,3 @@ def data_files(backend: Backend, table: Table, run_id: str | None = None) -> lis
     else:
         base, depth = backend.root / table.name, 2 if table.partitioned_by_run else 1
     return sorted(p for p in backend.files(base, depth) if file_version(p) is not None)
-

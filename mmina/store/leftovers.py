@@ -19,6 +19,7 @@ process starts writing to a store (:func:`remove_leftovers` from ``Store.ensure_
 Orphans are kept while an ``episodes`` batch file cannot be read: the episodes it holds
 are unknown, and their files may be among what looks orphaned.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,7 +48,12 @@ def orphans(store: WritableStore) -> tuple[list[PurePath], bool]:
     orphans (False while a batch ``episodes`` file cannot be read)."""
     committed = store.committed_stems()
     unknown = any(is_batch(p) and str(p) in store.skipped for p in data_files(store.backend, EPISODES))
-    found = [p for table in EPISODE_FILES for p in data_files(store.backend, table) if file_stem(p) not in committed]
+    found = [
+        p
+        for table in EPISODE_FILES
+        for p in data_files(store.backend, table)
+        if file_stem(p) not in committed
+    ]
     return found, not unknown
 
 
@@ -55,9 +61,15 @@ def remove_leftovers(store: WritableStore, wait: bool) -> list[Leftover]:
     """Remove what writers that are gone left behind; what was removed. On a disk, orphans
     are removed under the exclusive commit lock: ``wait`` waits for it (``verify --repair``),
     otherwise orphans are left alone while a commit holds it."""
-    removed = [Leftover(str(item.path), "upload" if not store.backend.local else "partial",
-                        f"left by {item.writer}, which is gone")
-               for item in store.backend.unfinished() if not item.alive and store.backend.drop_unfinished(item)]
+    removed = [
+        Leftover(
+            str(item.path),
+            "upload" if not store.backend.local else "partial",
+            f"left by {item.writer}, which is gone",
+        )
+        for item in store.backend.unfinished()
+        if not item.alive and store.backend.drop_unfinished(item)
+    ]
     if store.backend.local and wait:
         with store.commit_lock(exclusive=True):
             return removed + _remove_orphans(store, grace_s=0)
@@ -79,5 +91,7 @@ def _remove_orphans(store: WritableStore, grace_s: float) -> list[Leftover]:
             store.backend.remove(path)
         except StoreError:
             continue  # e.g. a read-only store: verify still reports it
-        removed.append(Leftover(str(path), "orphan", f"a file of {file_stem(path)}, which was never committed"))
+        removed.append(
+            Leftover(str(path), "orphan", f"a file of {file_stem(path)}, which was never committed")
+        )
     return removed

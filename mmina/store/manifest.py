@@ -9,6 +9,7 @@ change: older readers ignore it, and files written before manifests simply have 
 (``verify`` then says what it could not check). Compaction writes the manifest of the
 files it merges into.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,10 @@ class Listed:
 def manifest_metadata(root: PurePath, files: Sequence[Written | Listed]) -> dict[bytes, bytes]:
     """The key-value metadata that lists ``files`` (made under ``root``)."""
     listed = [_listed(root, f) for f in files]
-    document = {"format": FORMAT, "files": [{"path": f.path, "rows": f.rows, "bytes": f.bytes} for f in listed]}
+    document = {
+        "format": FORMAT,
+        "files": [{"path": f.path, "rows": f.rows, "bytes": f.bytes} for f in listed],
+    }
     return {MANIFEST: json.dumps(document, sort_keys=True).encode()}
 
 

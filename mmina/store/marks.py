@@ -6,6 +6,7 @@ painted element, in painting order). The screenshot and its marks are enough to 
 image again, byte for byte at the recording's JPEG quality (:func:`repaint`), so the image
 itself is stored only for the agents that were shown it.
 """
+
 from __future__ import annotations
 
 import io
@@ -17,10 +18,25 @@ from PIL import Image, ImageDraw, ImageFont
 
 from mmina.observations.observation import Element
 
-MARKED_ROLES = frozenset({
-    "link", "button", "textbox", "searchbox", "combobox", "checkbox", "radio", "spinbutton", "slider",
-    "switch", "tab", "menuitem", "option", "listbox", "img",
-})
+MARKED_ROLES = frozenset(
+    {
+        "link",
+        "button",
+        "textbox",
+        "searchbox",
+        "combobox",
+        "checkbox",
+        "radio",
+        "spinbutton",
+        "slider",
+        "switch",
+        "tab",
+        "menuitem",
+        "option",
+        "listbox",
+        "img",
+    }
+)
 PALETTE = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#008080", "#9a6324", "#800000")
 DEFAULT_QUALITY = 80
 """The JPEG quality the recorder encodes screenshots and set-of-marks images at."""
@@ -72,19 +88,23 @@ def draw_on(image: Image.Image, marks: Iterable[tuple[str, Box]], scale: float =
         draw.text((x + 3, label_y + 1), label, fill="white", font=font)
 
 
-def paint(screenshot: bytes, elements: Iterable[Element], width: int, height: int,
-          quality: int = DEFAULT_QUALITY) -> bytes:
+def paint(
+    screenshot: bytes, elements: Iterable[Element], width: int, height: int, quality: int = DEFAULT_QUALITY
+) -> bytes:
     """The set-of-marks image of a viewport, as the recorder paints it."""
     return repaint(screenshot, mark_rows(elements, width, height), quality)
 
 
 def repaint(screenshot: bytes, marks: Sequence[Mapping[str, Any]], quality: int = DEFAULT_QUALITY) -> bytes:
     """The set-of-marks image again, from a stored screenshot and its stored ``steps.marks``."""
-    return draw_marks(screenshot, [(m["id"], (m["x"], m["y"], m["width"], m["height"])) for m in marks], quality)
+    return draw_marks(
+        screenshot, [(m["id"], (m["x"], m["y"], m["width"], m["height"])) for m in marks], quality
+    )
 
 
-def marked_screenshot(stored: bytes | None, screenshot: bytes | None,
-                      marks: Sequence[Mapping[str, Any]] | None) -> bytes | None:
+def marked_screenshot(
+    stored: bytes | None, screenshot: bytes | None, marks: Sequence[Mapping[str, Any]] | None
+) -> bytes | None:
     """A step's set-of-marks image: the stored one, else painted again from the screenshot and
     its marks (None without both)."""
     if stored is not None:

@@ -6,6 +6,7 @@ views, where ``{inner}`` is the older files' relation). A column added in a vers
 a migration too (:func:`added_columns`): the Arrow side fills it with nulls by itself, but
 a view over only older files would not know the column at all.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -40,24 +41,37 @@ class Migration:
     view_sql: str = "SELECT * FROM ({inner})"
 
 
-def added_columns(table: Table, from_version: int, *names: str, renamed_since: Mapping[str, str] | None = None
-                  ) -> Migration:
+def added_columns(
+    table: Table, from_version: int, *names: str, renamed_since: Mapping[str, str] | None = None
+) -> Migration:
     """The migration of a purely additive change: the new columns read as typed NULLs
     (``renamed_since``: the names a later version gave some of them, where their type is found)."""
     later = renamed_since or {}
     types = {c.name: c.type for c in table.columns}
     nulls = ", ".join(f'NULL::{duckdb_type(types[later.get(n, n)])} AS "{n}"' for n in names)
-    return Migration(table.name, from_version, f"{table.name}: added {', '.join(names)}",
-                     upgrade=lambda data: data, view_sql=f"SELECT *, {nulls} FROM ({{inner}})")
+    return Migration(
+        table.name,
+        from_version,
+        f"{table.name}: added {', '.join(names)}",
+        upgrade=lambda data: data,
+        view_sql=f"SELECT *, {nulls} FROM ({{inner}})",
+    )
 
 
-def renamed_and_added(table: Table, from_version: int, renamed: dict[str, str], *added: str,
-                      shifted: Mapping[str, int] | None = None) -> Migration:
+def renamed_and_added(
+    table: Table,
+    from_version: int,
+    renamed: dict[str, str],
+    *added: str,
+    shifted: Mapping[str, int] | None = None,
+) -> Migration:
     """Columns renamed (``old -> new``) and columns added (typed NULLs: unknown) in one version;
     ``shifted`` adds a number to a renamed integer column (``{"hop": 1}``: 0-based became 1-based)."""
     types = {c.name: c.type for c in table.columns}
     shift = dict(shifted or {})
-    moved = ", ".join(f'"{old}"{f" + {shift[new]}" if new in shift else ""} AS "{new}"' for old, new in renamed.items())
+    moved = ", ".join(
+        f'"{old}"{f" + {shift[new]}" if new in shift else ""} AS "{new}"' for old, new in renamed.items()
+    )
     nulls = "".join(f', NULL::{duckdb_type(types[n])} AS "{n}"' for n in added)
     kept = ", ".join(f'"{old}"' for old in renamed)
 
@@ -69,22 +83,39 @@ def renamed_and_added(table: Table, from_version: int, renamed: dict[str, str], 
                 data = data.set_column(data.column_names.index(name), name, column)
         return data
 
-    changes = [f"{old} renamed {new}{f' (+{shift[new]})' if new in shift else ''}" for old, new in renamed.items()]
+    changes = [
+        f"{old} renamed {new}{f' (+{shift[new]})' if new in shift else ''}" for old, new in renamed.items()
+    ]
     changes += [f"added {', '.join(added)}"] if added else []
-    return Migration(table.name, from_version, f"{table.name}: {'; '.join(changes)}", upgrade=upgrade,
-                     view_sql=f"SELECT * EXCLUDE ({kept}), {moved}{nulls} FROM ({{inner}})")
+    return Migration(
+        table.name,
+        from_version,
+        f"{table.name}: {'; '.join(changes)}",
+        upgrade=upgrade,
+        view_sql=f"SELECT * EXCLUDE ({kept}), {moved}{nulls} FROM ({{inner}})",
+    )
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     added_columns(STEPS, 1, "som_ms", "images_ms"),
     added_columns(STEPS, 2, "model_input", "target_box"),
     added_columns(STEPS, 3, "marks"),
-    renamed_and_added(EPISODES, 4, {"hops_completed": "live_hops"}, "final_url", "final_title", "final_tabs",
-                      "final_tree_text", "final_screenshot", "final_observed_at"),
+    renamed_and_added(
+        EPISODES,
+        4,
+        {"hops_completed": "live_hops"},
+        "final_url",
+        "final_title",
+        "final_tabs",
+        "final_tree_text",
+        "final_screenshot",
+        "final_observed_at",
+    ),
     added_columns(EPISODES, 5, *V6_PREFIX_COLUMNS, renamed_since={"start_hop": "hops_given"}),
     renamed_and_added(EPISODES, 6, {"start_hop": "hops_given"}),
-    renamed_and_added(STEPS, 6, {"hop_index": "live_hops", "hop_completed": "live_hop_completed"}, "acted_at",
-                      "frozen_ms"),
+    renamed_and_added(
+        STEPS, 6, {"hop_index": "live_hops", "hop_completed": "live_hop_completed"}, "acted_at", "frozen_ms"
+    ),
     added_columns(REQUESTS, 6, "received_body_sha256", "received_body_size"),
     renamed_and_added(SCORES, 6, {"hop_index": "hop"}, shifted={"hop": 1}),
     added_columns(REQUESTS, 7, "replay_match", "replay_source_episode", "replay_source_seq"),
@@ -112,7 +143,9 @@ def chain(table: Table, from_version: int, migrations: Sequence[Migration] = MIG
     return [steps[v] for v in range(from_version, SCHEMA_VERSION) if v in steps]
 
 
-def upgrade(table: Table, data: pa.Table, from_version: int, migrations: Sequence[Migration] = MIGRATIONS) -> pa.Table:
+def upgrade(
+    table: Table, data: pa.Table, from_version: int, migrations: Sequence[Migration] = MIGRATIONS
+) -> pa.Table:
     """Apply the migration chain, then conform to the current schema (missing columns as nulls)."""
     for migration in chain(table, from_version, migrations):
         data = migration.upgrade(data)

@@ -15,6 +15,7 @@ Credentials and the endpoint come from where the filesystem's own client looks (
 ``AWS_ENDPOINT_URL_S3``, ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``~/.aws``), never from the
 URL: a URL carrying credentials is refused, so none can reach a message, a log or the store.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,10 +41,16 @@ SPOOL_BYTES = 32 << 20
 """A file being written stays in memory up to this size, then spills to a local temporary file."""
 BUCKETED = {"s3", "s3a", "gs", "gcs"}
 """Schemes whose first path part is a bucket that must exist before a store is made in it."""
-EXTRA = {"s3": "pip install 'mmina[s3]'", "s3a": "pip install 'mmina[s3]'", "gs": "pip install gcsfs",
-         "gcs": "pip install gcsfs"}
-CREDENTIALS_HINT = ("credentials and endpoint come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
-                    "AWS_ENDPOINT_URL, AWS_DEFAULT_REGION) or ~/.aws")
+EXTRA = {
+    "s3": "pip install 'mmina[s3]'",
+    "s3a": "pip install 'mmina[s3]'",
+    "gs": "pip install gcsfs",
+    "gcs": "pip install gcsfs",
+}
+CREDENTIALS_HINT = (
+    "credentials and endpoint come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "AWS_ENDPOINT_URL, AWS_DEFAULT_REGION) or ~/.aws"
+)
 Result = TypeVar("Result")
 
 
@@ -90,17 +97,23 @@ class ObjectBackend(Backend):
         if parts.username is not None or parts.password is not None:
             raise StoreError(f"the store URL must not carry credentials: {CREDENTIALS_HINT}")
         if parts.query or parts.fragment:
-            raise StoreError(f"the store URL {parts.scheme}://{parts.netloc}{parts.path} takes no '?' or '#' part")
+            raise StoreError(
+                f"the store URL {parts.scheme}://{parts.netloc}{parts.path} takes no '?' or '#' part"
+            )
         location = f"{parts.netloc}{parts.path}".strip("/")
         if not location:
-            raise StoreError(f"the store URL {url!r} names no bucket: use e.g. {parts.scheme}://bucket/prefix")
+            raise StoreError(
+                f"the store URL {url!r} names no bucket: use e.g. {parts.scheme}://bucket/prefix"
+            )
         scheme = parts.scheme.lower()
         return cls(_filesystem(scheme), ObjectPath(f"{scheme}:", location))
 
     def access_error(self, exc: BaseException) -> StoreError:
         if isinstance(exc, PermissionError):
             return StoreError(f"access to {self.root} denied: {first_line(exc)} ({CREDENTIALS_HINT})")
-        return StoreError(f"cannot reach {self.root}: {type(exc).__name__}: {first_line(exc)} ({CREDENTIALS_HINT})")
+        return StoreError(
+            f"cannot reach {self.root}: {type(exc).__name__}: {first_line(exc)} ({CREDENTIALS_HINT})"
+        )
 
     @_remote
     def names(self) -> list[str] | None:
@@ -116,7 +129,9 @@ class ObjectBackend(Backend):
     def _check_bucket(self) -> None:
         bucket = self.root.parts[1]
         if self.scheme in BUCKETED and not self.fs.exists(bucket):
-            raise StoreNotFoundError(f"no bucket {bucket} for {self.root} (create it first; {CREDENTIALS_HINT})")
+            raise StoreNotFoundError(
+                f"no bucket {bucket} for {self.root} (create it first; {CREDENTIALS_HINT})"
+            )
 
     @_remote
     def exists(self, path: PurePath) -> bool:
@@ -128,7 +143,7 @@ class ObjectBackend(Backend):
         return [p for p in found if base in p.parents and len(p.relative_to(base).parts) == depth]
 
     def _path(self, key: str) -> ObjectPath:
-        relative = self.fs._strip_protocol(key)[len(self._root_key):].strip("/")
+        relative = self.fs._strip_protocol(key)[len(self._root_key) :].strip("/")
         return self.root / relative if relative else self.root
 
     @_remote
@@ -172,16 +187,26 @@ class ObjectBackend(Backend):
         if not hasattr(self.fs, "call_s3"):
             return []
         bucket, _, prefix = self._root_key.partition("/")
-        uploads = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=f"{prefix}/").get("Uploads", [])
-        return [Unfinished(self._path(f"{bucket}/{u['Key']}"), f"upload {u['UploadId']}",
-                           time.time() - u["Initiated"].timestamp() < UPLOAD_GRACE_S) for u in uploads]
+        uploads = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=f"{prefix}/").get(
+            "Uploads", []
+        )
+        return [
+            Unfinished(
+                self._path(f"{bucket}/{u['Key']}"),
+                f"upload {u['UploadId']}",
+                time.time() - u["Initiated"].timestamp() < UPLOAD_GRACE_S,
+            )
+            for u in uploads
+        ]
 
     @_remote
     def drop_unfinished(self, item: Unfinished) -> bool:
         if item.alive:
             return False
         bucket, _, key = self.fs._strip_protocol(str(item.path)).partition("/")
-        self.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=item.writer.removeprefix("upload "))
+        self.fs.call_s3(
+            "abort_multipart_upload", Bucket=bucket, Key=key, UploadId=item.writer.removeprefix("upload ")
+        )
         return True
 
     def reading_filesystem(self) -> tuple[Any, str]:
@@ -228,8 +253,10 @@ def _filesystem(scheme: str, **options: Any) -> Any:
     try:
         filesystem = fsspec.get_filesystem_class(scheme)
     except ValueError:
-        raise StoreError(f"unknown store URL scheme {scheme}:// (use a local path, s3://, gs://, memory://, "
-                         f"or another fsspec protocol)") from None
+        raise StoreError(
+            f"unknown store URL scheme {scheme}:// (use a local path, s3://, gs://, memory://, "
+            f"or another fsspec protocol)"
+        ) from None
     except ImportError as exc:
         hint = EXTRA.get(scheme, "install its fsspec implementation")
         raise StoreError(f"{scheme}:// stores need an extra package ({hint}): {first_line(exc)}") from None

@@ -4,6 +4,7 @@ Run ids are long (``20261127-101502-oracle-d29014``); a prefix that names one ru
 ``latest`` is the run created last. An id that exists is always taken as itself, even when it
 is also a prefix of another id (or is the word ``latest``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -25,8 +26,10 @@ def resolve_run_ref(ref: str, runs: Sequence[str], where: object) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise UnknownRunError(f"run {ref!r} is ambiguous in {where}: it starts {len(matches)} run ids "
-                              f"({_listing(matches)}); give more of the id")
+        raise UnknownRunError(
+            f"run {ref!r} is ambiguous in {where}: it starts {len(matches)} run ids "
+            f"({_listing(matches)}); give more of the id"
+        )
     raise UnknownRunError(not_found("run", ref, str(where), runs, SEE_RUNS, _known(runs)))
 
 

@@ -3,6 +3,7 @@
 Recording, replay and the importers all describe their run here, so the columns mean the
 same whatever made the run.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,29 +51,37 @@ class NamedSuite(Protocol):
     def sha256(self) -> str: ...
 
 
-def run_row(agent: str, model: str | None, config: Mapping[str, Any], suite: NamedSuite, task_count: int,
-            browser_version: str | None = None,
-            viewport: tuple[int | None, int | None] = (None, None)) -> dict[str, Any]:
+def run_row(
+    agent: str,
+    model: str | None,
+    config: Mapping[str, Any],
+    suite: NamedSuite,
+    task_count: int,
+    browser_version: str | None = None,
+    viewport: tuple[int | None, int | None] = (None, None),
+) -> dict[str, Any]:
     """The ``runs`` row of a run starting now on this machine; ``browser_version`` is None for
     runs that drove no browser (imports), and then so is the Playwright version. Redacted:
     a configuration may hold an endpoint's ``user:PASS@`` or a key (see ``redact.py``)."""
-    return redact_configured({
-        "created_at": datetime.now(UTC),
-        "agent": agent,
-        "model": model,
-        "config_json": json.dumps(dict(config), sort_keys=True, default=str),
-        "task_suite": suite.name,
-        "task_suite_path": suite.path,
-        "task_suite_sha256": suite.sha256,
-        "task_count": task_count,
-        "mmina_version": __version__,
-        "python_version": platform.python_version(),
-        "playwright_version": _playwright_version() if browser_version is not None else None,
-        "browser_version": browser_version,
-        "viewport_width": viewport[0],
-        "viewport_height": viewport[1],
-        "hostname": socket.gethostname(),
-    })
+    return redact_configured(
+        {
+            "created_at": datetime.now(UTC),
+            "agent": agent,
+            "model": model,
+            "config_json": json.dumps(dict(config), sort_keys=True, default=str),
+            "task_suite": suite.name,
+            "task_suite_path": suite.path,
+            "task_suite_sha256": suite.sha256,
+            "task_count": task_count,
+            "mmina_version": __version__,
+            "python_version": platform.python_version(),
+            "playwright_version": _playwright_version() if browser_version is not None else None,
+            "browser_version": browser_version,
+            "viewport_width": viewport[0],
+            "viewport_height": viewport[1],
+            "hostname": socket.gethostname(),
+        }
+    )
 
 
 def run_config(config_json: str | None) -> dict[str, Any]:

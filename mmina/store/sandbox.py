@@ -17,6 +17,7 @@ runs; extensions are neither installed nor loaded. What stays reachable:
   small files. Overwriting one of them would need a statement that the filter missed;
 * a private temporary folder DuckDB spills to, removed when the connection closes.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,13 @@ from fsspec.spec import AbstractFileSystem
 from mmina.store.backends import Backend
 
 PROTOCOL = "mmina"
-SETTINGS: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-                            "allow_community_extensions": False, "allow_persistent_secrets": False,
-                            "python_enable_replacements": False}
+SETTINGS: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_persistent_secrets": False,
+    "python_enable_replacements": False,
+}
 """DuckDB settings given when the connection opens (the rest is set, then locked, by SQL)."""
 
 
@@ -99,7 +104,7 @@ class StoreFileSystem(AbstractFileSystem):
         name = self.inner._strip_protocol(entry["name"])
         if not _within(name, self.base) or not self._inside(name):
             return None
-        return {**entry, "name": name[len(self.base):].lstrip("/")}
+        return {**entry, "name": name[len(self.base) :].lstrip("/")}
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         entries = [e for e in map(self._outer, self.inner.ls(self._inner_path(path), detail=True)) if e]
@@ -112,8 +117,14 @@ class StoreFileSystem(AbstractFileSystem):
             raise FileNotFoundError(path)
         return entry
 
-    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False,
-             **kwargs: Any) -> Any:
+    def find(
+        self,
+        path: str,
+        maxdepth: int | None = None,
+        withdirs: bool = False,
+        detail: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """One listing of the inner filesystem (on an object store, a flat listing)."""
         found = self.inner.find(self._inner_path(path), maxdepth=maxdepth, withdirs=withdirs, detail=True)
         entries = {e["name"]: e for e in map(self._outer, found.values()) if e}
@@ -128,7 +139,9 @@ class StoreFileSystem(AbstractFileSystem):
         if mode != "rb":
             raise PermissionError(f"the store is read-only here: cannot open {path} to write")
         inner = self._inner_path(path)
-        known = {"size": self._known[inner]["size"]} if inner in self._known else {}  # no request for the size
+        known = (
+            {"size": self._known[inner]["size"]} if inner in self._known else {}
+        )  # no request for the size
         return PerThreadFile(lambda: self.inner.open(inner, "rb", **known))
 
 
@@ -173,7 +186,7 @@ class PerThreadFile:
 def _relative(path: PurePath, root: PurePath) -> str:
     """``path`` relative to ``root``, with ``/`` (string work: it runs for every file of a store)."""
     text, prefix = str(path), str(root).rstrip("/") + "/"
-    return text[len(prefix):] if text.startswith(prefix) else path.relative_to(root).as_posix()
+    return text[len(prefix) :] if text.startswith(prefix) else path.relative_to(root).as_posix()
 
 
 def _within(path: str, base: str) -> bool:
@@ -204,7 +217,9 @@ def open_sandbox(backend: Backend, files: Sequence[PurePath] = ()) -> Sandbox:
         connection.register_filesystem(filesystem)
         paths = [filesystem.uri(path, backend.root) for path in files] if backend.local else []
         connection.execute("LOAD parquet")  # built in: nothing is read or fetched
-        connection.execute("SET parquet_metadata_cache = true")  # footers checked once, then reused by the query
+        connection.execute(
+            "SET parquet_metadata_cache = true"
+        )  # footers checked once, then reused by the query
         connection.execute("SET allowed_directories = $1", [[f"{PROTOCOL}://"]])
         connection.execute("SET allowed_paths = $1", [paths])
         connection.execute("SET enable_external_access = false")

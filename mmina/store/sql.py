@@ -8,6 +8,7 @@ the query is interrupted (DuckDB checks for that between steps of its work) and 
 ends with a one-line error (or the ``KeyboardInterrupt``). Nothing is shared between calls,
 so a server may run several at once.
 """
+
 from __future__ import annotations
 
 import threading
@@ -41,8 +42,9 @@ class QueryTimeoutError(QueryError):
     """A query ran past its deadline and was stopped."""
 
 
-def run_query(store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOUT_S,
-              max_rows: int | None = None) -> QueryResult:
+def run_query(
+    store: Store, query: str, timeout_s: float | None = DEFAULT_TIMEOUT_S, max_rows: int | None = None
+) -> QueryResult:
     """Run ``query`` (one read statement) and return its result, at most ``max_rows`` rows of
     it. Raises :class:`QueryError` for SQL that is not a read, holds several statements, is
     invalid or failing, and :class:`QueryTimeoutError` past ``timeout_s`` seconds."""
@@ -122,8 +124,10 @@ class Job:
             raise
         if self.running:
             self._interrupt(db)
-            raise QueryTimeoutError(f"the query ran longer than {timeout_s:g} s and was stopped "
-                                    f"(give it more time with --timeout SECONDS, or --timeout 0 for no limit)")
+            raise QueryTimeoutError(
+                f"the query ran longer than {timeout_s:g} s and was stopped "
+                f"(give it more time with --timeout SECONDS, or --timeout 0 for no limit)"
+            )
         if "error" in self._outcome:
             raise self._outcome["error"]
         return self._outcome["result"]

@@ -7,6 +7,7 @@ unless every query node in it is a plain read; EXPLAIN (ANALYZE runs what it exp
 allowed around such a query only. This is the first line of defence, the one that gives a
 clear message; the sandbox's read-only filesystem (``sandbox.py``) is the one that holds.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,11 @@ def read_statements(connection: duckdb.DuckDBPyConnection, query: str) -> list[d
     for statement in statements:
         check_statement(connection, statement.query, statement.type)
     if len(statements) > 1:
-        raise QueryError(f"the query holds {len(statements)} statements and mmina sql shows one result: "
-                         "give one statement (run the others on their own, or combine them with UNION ALL or "
-                         "a join)")
+        raise QueryError(
+            f"the query holds {len(statements)} statements and mmina sql shows one result: "
+            "give one statement (run the others on their own, or combine them with UNION ALL or "
+            "a join)"
+        )
     return statements
 
 
@@ -49,12 +52,15 @@ def check_text(query: str) -> None:
     """Only text DuckDB can parse: UTF-8 (a byte that is not arrives as a surrogate)."""
     for position, char in enumerate(query):
         if 0xD800 <= ord(char) <= 0xDFFF:
-            what = f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else f"U+{ord(char):04X}"
+            what = (
+                f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else f"U+{ord(char):04X}"
+            )
             raise QueryError(f"the query is not valid UTF-8: {what} at character {position + 1}")
 
 
-def check_statement(connection: duckdb.DuckDBPyConnection, text: str, kind: duckdb.StatementType,
-                    depth: int = 0) -> None:
+def check_statement(
+    connection: duckdb.DuckDBPyConnection, text: str, kind: duckdb.StatementType, depth: int = 0
+) -> None:
     if kind == duckdb.StatementType.SELECT:
         _check_tree(connection, text)
     elif kind == duckdb.StatementType.EXPLAIN and depth < MAX_EXPLAIN_DEPTH:
@@ -87,10 +93,14 @@ def _check_tree(connection: duckdb.DuckDBPyConnection, text: str) -> None:
     for node in _nodes(tree):
         kind, function = node.get("type"), node.get("function_name")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in READ_NODES:
-            raise QueryError(f"mmina sql is read-only: a {kind.removesuffix('_NODE').replace('_QUERY', '')} "
-                             f"inside a query is not allowed; {ALLOWED}")
+            raise QueryError(
+                f"mmina sql is read-only: a {kind.removesuffix('_NODE').replace('_QUERY', '')} "
+                f"inside a query is not allowed; {ALLOWED}"
+            )
         if "info_type" in node or function in HIDDEN_SQL_FUNCTIONS:
-            raise QueryError(f"mmina sql is read-only: {function or node['info_type']} is not allowed; {ALLOWED}")
+            raise QueryError(
+                f"mmina sql is read-only: {function or node['info_type']} is not allowed; {ALLOWED}"
+            )
 
 
 def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
@@ -118,7 +128,7 @@ def _explained(text: str) -> str:
         index = _after_parentheses(tokens, index)
     if index >= len(tokens):
         raise QueryError("mmina sql is read-only: EXPLAIN of nothing")
-    return text[tokens[index][0]:]
+    return text[tokens[index][0] :]
 
 
 def _tokens(text: str) -> list[tuple[int, str]]:
@@ -126,8 +136,11 @@ def _tokens(text: str) -> list[tuple[int, str]]:
     (the one kind of token whose parentheses nest)."""
     raw = duckdb.tokenize(text)
     ends = [start for start, _ in raw[1:]] + [len(text)]
-    return [(start, _token_text(text[start:end].strip(), kind)) for (start, kind), end in zip(raw, ends)
-            if kind != duckdb.token_type.comment]
+    return [
+        (start, _token_text(text[start:end].strip(), kind))
+        for (start, kind), end in zip(raw, ends)
+        if kind != duckdb.token_type.comment
+    ]
 
 
 def _token_text(text: str, kind: Any) -> str:

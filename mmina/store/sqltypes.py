@@ -1,4 +1,5 @@
 """DuckDB type names of the schema's Arrow types (for typed empty views, migrations and docs)."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -13,6 +14,12 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
         return f"STRUCT({fields})"
     if pa.types.is_timestamp(arrow_type):
         return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz else "TIMESTAMP"
-    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
-              pa.bool_(): "BOOLEAN", pa.binary(): "BLOB"}
+    simple = {
+        pa.string(): "VARCHAR",
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float64(): "DOUBLE",
+        pa.bool_(): "BOOLEAN",
+        pa.binary(): "BLOB",
+    }
     return simple[arrow_type]

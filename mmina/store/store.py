@@ -6,6 +6,7 @@ Episodes are written by the writers of ``writers.py``, whose commit point is the
 Every file access goes through the store's backend (``backends.py``: a local folder, or an
 object store through fsspec).
 """
+
 from __future__ import annotations
 
 import json
@@ -86,7 +87,9 @@ class Store:
     a write method runs. ``root`` is its location: a ``Path``, or an ``ObjectPath`` whose
     ``str()`` is the URL (``s3://bucket/prefix``)."""
 
-    def __init__(self, location: Backend | str | os.PathLike[str], migrations: Sequence[Migration] = MIGRATIONS) -> None:
+    def __init__(
+        self, location: Backend | str | os.PathLike[str], migrations: Sequence[Migration] = MIGRATIONS
+    ) -> None:
         self.backend = location if isinstance(location, Backend) else open_backend(location)
         self.root = self.backend.root
         self.migrations = tuple(migrations)
@@ -97,8 +100,12 @@ class Store:
         """Files left out of reads because they cannot be read (path → why), each warned about once."""
 
     @classmethod
-    def open(cls, location: str | os.PathLike[str], create: bool = False,
-             migrations: Sequence[Migration] = MIGRATIONS) -> Store:
+    def open(
+        cls,
+        location: str | os.PathLike[str],
+        create: bool = False,
+        migrations: Sequence[Migration] = MIGRATIONS,
+    ) -> Store:
         """Open an existing store (a folder, or a URL such as ``s3://bucket/prefix``); with
         ``create``, also one still to be made (a missing or empty folder or prefix), which its
         first write creates — so a command that fails before writing leaves nothing behind.
@@ -106,7 +113,9 @@ class Store:
         backend = open_backend(location)
         names = backend.names()
         if names is None and not create:
-            raise StoreNotFoundError(f"no store at {backend.root} (record one with `mmina record`, or pass --store)")
+            raise StoreNotFoundError(
+                f"no store at {backend.root} (record one with `mmina record`, or pass --store)"
+            )
         if names is not None and MARKER not in names and (not create or _foreign(names)):
             raise NotAStoreError(f"{backend.root} is not an mmina store (no {MARKER}); refusing to use it")
         store = cls(backend, migrations)
@@ -150,8 +159,12 @@ class Store:
                 return  # another process made it first, maybe writing its first files already
             if _foreign(names):
                 raise NotAStoreError(f"{self.root} is not an mmina store (no {MARKER}); refusing to use it")
-            content = {"format": "mmina-store", "schema_version": SCHEMA_VERSION,
-                       "created_at": utcnow().isoformat(), "created_by": f"mmina {__version__}"}
+            content = {
+                "format": "mmina-store",
+                "schema_version": SCHEMA_VERSION,
+                "created_at": utcnow().isoformat(),
+                "created_by": f"mmina {__version__}",
+            }
             try:
                 self.backend.put(self.root / MARKER, _marker_bytes(content))
             except AlreadyExistsError:
@@ -181,7 +194,9 @@ class Store:
             raise SchemaVersionError(f"store {self.root} was written by a newer mmina; refusing to write")
         if version < SCHEMA_VERSION:
             with self.lock():
-                self.backend.replace(self.root / MARKER, _marker_bytes({**self.marker(), "schema_version": SCHEMA_VERSION}))
+                self.backend.replace(
+                    self.root / MARKER, _marker_bytes({**self.marker(), "schema_version": SCHEMA_VERSION})
+                )
         self._writable = True
         remove_leftovers(self, wait=False)
 
@@ -200,8 +215,12 @@ class Store:
                 return False
             self._write_tasks(run_id, task_rows)
             try:
-                write_new(self.backend, table_dir(self.root, RUNS, run_id) / data_name("run", SCHEMA_VERSION), RUNS,
-                          to_arrow(RUNS, [run_row]))
+                write_new(
+                    self.backend,
+                    table_dir(self.root, RUNS, run_id) / data_name("run", SCHEMA_VERSION),
+                    RUNS,
+                    to_arrow(RUNS, [run_row]),
+                )
             except AlreadyExistsError:
                 return not self._run_exists(run_id, run_row)
         return True
@@ -214,8 +233,10 @@ class Store:
             unreadable = self.unreadable("runs", run_id)
             if unreadable:
                 path, reason = unreadable[0]
-                raise StoreError(f"run {run_id} cannot be reopened: its runs file {path} cannot be read ({reason}); "
-                                 f"{DAMAGED_RUN_HINT}")
+                raise StoreError(
+                    f"run {run_id} cannot be reopened: its runs file {path} cannot be read ({reason}); "
+                    f"{DAMAGED_RUN_HINT}"
+                )
             return False
         if existing.column("task_suite_sha256")[0].as_py() != run_row.get("task_suite_sha256"):
             raise StoreError(f"run {run_id} was recorded with a different task suite; use a new run id")
@@ -229,10 +250,12 @@ class Store:
             write_new(self.backend, path, TASKS, to_arrow(TASKS, task_rows))
         except AlreadyExistsError:
             written = read_file(path, TASKS, ["task_id", "task_sha256"], self.migrations, self.backend.arrow)
-            if sorted(zip(written["task_id"].to_pylist(), written["task_sha256"].to_pylist())) != \
-                    sorted((row["task_id"], row["task_sha256"]) for row in task_rows):
-                raise StoreError(f"run {run_id} is being created by another process with other tasks; "
-                                 f"use a new run id") from None
+            if sorted(zip(written["task_id"].to_pylist(), written["task_sha256"].to_pylist())) != sorted(
+                (row["task_id"], row["task_sha256"]) for row in task_rows
+            ):
+                raise StoreError(
+                    f"run {run_id} is being created by another process with other tasks; use a new run id"
+                ) from None
 
     def redact_tasks(self, run_id: str, redact: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
         """Apply ``redact`` to every row of the run's ``tasks`` and rewrite the files it changed;
@@ -256,7 +279,9 @@ class Store:
         self.ensure_writable()
         check_id("run id", run_id)
         if check_id("episode id", episode_id).startswith(BATCH_PREFIX):
-            raise StoreError(f"invalid episode id {episode_id!r}: ids starting with {BATCH_PREFIX!r} are reserved")
+            raise StoreError(
+                f"invalid episode id {episode_id!r}: ids starting with {BATCH_PREFIX!r} are reserved"
+            )
         if self.episode_exists(episode_id):
             raise StoreError(f"episode {episode_id} already exists in {self.root}: the store is append-only")
         return EpisodeWriter(self, run_id, episode_id)
@@ -298,21 +323,27 @@ class Store:
     def _ids_in_batch(self, path: PurePath) -> frozenset[str]:
         if path not in self._batch_ids:
             try:
-                ids = read_file(path, EPISODES, ["episode_id"], self.migrations, self.backend.arrow).column("episode_id")
+                ids = read_file(path, EPISODES, ["episode_id"], self.migrations, self.backend.arrow).column(
+                    "episode_id"
+                )
             except CorruptFileError as exc:
                 self.skip_file(path, exc.reason)
                 return frozenset()
             self._batch_ids[path] = frozenset(ids.to_pylist())
         return self._batch_ids[path]
 
-    def append(self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None) -> PurePath:
+    def append(
+        self, table_name: str, rows: Sequence[dict[str, Any]], stem: str, run_id: str | None = None
+    ) -> PurePath:
         """Append rows as one new file of a table (used for scores and the judge cache)."""
         return self.append_arrow(table_name, to_arrow(TABLES[table_name], rows), stem, run_id)
 
     def holds(self, table_name: str, stem: str, run_id: str | None = None) -> bool:
         """Whether the store has the file :meth:`append` writes for ``stem`` (and ``run_id``):
         files appear whole or not at all, so a writer that died left none."""
-        return self.backend.exists(table_dir(self.root, TABLES[table_name], run_id) / data_name(stem, SCHEMA_VERSION))
+        return self.backend.exists(
+            table_dir(self.root, TABLES[table_name], run_id) / data_name(stem, SCHEMA_VERSION)
+        )
 
     def append_arrow(self, table_name: str, data: pa.Table, stem: str, run_id: str | None = None) -> PurePath:
         """:meth:`append` for rows already in Arrow, with exactly the table's columns and types."""
@@ -337,12 +368,18 @@ class Store:
         one bad file must not hide the rest of its table."""
         if str(path) not in self.skipped:
             self.skipped[str(path)] = reason
-            warnings.warn(StoreWarning(f"skipped {path}: {reason}; the rest is read (see `mmina store verify`)"),
-                          stacklevel=2)
+            warnings.warn(
+                StoreWarning(f"skipped {path}: {reason}; the rest is read (see `mmina store verify`)"),
+                stacklevel=2,
+            )
 
     def unreadable(self, table_name: str, run_id: str | None = None) -> list[tuple[PurePath, str]]:
         """The table's files (of ``run_id``) that reading skipped so far, with why."""
-        return [(path, self.skipped[str(path)]) for path in self.files(table_name, run_id) if str(path) in self.skipped]
+        return [
+            (path, self.skipped[str(path)])
+            for path in self.files(table_name, run_id)
+            if str(path) in self.skipped
+        ]
 
     def why_no_episode(self, episode_id: str) -> str:
         """Why the store shows no episode ``episode_id`` when its ``episodes`` file is there but
@@ -353,8 +390,10 @@ class Store:
         if not damaged:
             return ""
         path, why = damaged[0]
-        return (f": {unreadable_file('episodes', path, why)}; `mmina record --resume --run-id "
-                f"{run_of(path)}` records that episode again, and `mmina store verify` lists every damaged file")
+        return (
+            f": {unreadable_file('episodes', path, why)}; `mmina record --resume --run-id "
+            f"{run_of(path)}` records that episode again, and `mmina store verify` lists every damaged file"
+        )
 
     def files(self, table_name: str, run_id: str | None = None) -> list[PurePath]:
         return data_files(self.backend, TABLES[table_name], run_id)
@@ -400,11 +439,20 @@ class Store:
     def _runs_by_creation(self) -> list[str]:
         """Run ids, the earliest created first (ties by id)."""
         rows = self.read("runs", columns=["run_id", "created_at"]).to_pylist()
-        return [r["run_id"] for r in sorted(rows, key=lambda r: (r["created_at"] is not None, r["created_at"] or 0,
-                                                                 r["run_id"]))]
+        return [
+            r["run_id"]
+            for r in sorted(
+                rows, key=lambda r: (r["created_at"] is not None, r["created_at"] or 0, r["run_id"])
+            )
+        ]
 
-    def read(self, table_name: str, run_id: str | None = None, columns: Sequence[str] | None = None,
-             where: Mapping[str, Any] | None = None) -> pa.Table:
+    def read(
+        self,
+        table_name: str,
+        run_id: str | None = None,
+        columns: Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> pa.Table:
         """A whole table as Arrow (committed episodes only), with ``run_id`` for run tables;
         ``where``: only the rows whose columns equal these values (see :func:`read_file`)."""
         table = TABLES[table_name]
@@ -428,8 +476,9 @@ class Store:
             paths = [path for path in paths if file_stem(path) in committed]
         return paths
 
-    def _read_parts(self, table: Table, paths: list[PurePath], columns: list[str] | None,
-                    where: Mapping[str, Any] | None) -> list[pa.Table]:
+    def _read_parts(
+        self, table: Table, paths: list[PurePath], columns: list[str] | None, where: Mapping[str, Any] | None
+    ) -> list[pa.Table]:
         """The files in order, read side by side (Arrow decodes without holding the GIL, and a
         table of many runs is many small files, whose fixed costs would otherwise add up);
         an unreadable file is skipped with a warning."""
@@ -443,10 +492,14 @@ class Store:
                 self.skip_file(path, result.reason)
         return [result for result in results if isinstance(result, pa.Table)]
 
-    def _read_part(self, table: Table, path: PurePath, columns: list[str] | None,
-                   where: Mapping[str, Any] | None = None) -> pa.Table | CorruptFileError:
-        needed = columns if columns is None or table not in (*EPISODE_CHILDREN, EPISODES) \
+    def _read_part(
+        self, table: Table, path: PurePath, columns: list[str] | None, where: Mapping[str, Any] | None = None
+    ) -> pa.Table | CorruptFileError:
+        needed = (
+            columns
+            if columns is None or table not in (*EPISODE_CHILDREN, EPISODES)
             else sorted({*columns, "episode_id"})
+        )
         try:
             data = read_file(path, table, needed, self.migrations, self.backend.arrow, where)
         except CorruptFileError as exc:

@@ -6,6 +6,7 @@ they are, older ones through their migrations' SQL, and all are unioned by colum
 Steps and requests of uncommitted episodes (a writer killed between renames) are filtered
 out, and an episode whose row is in two files (a copied file) is shown once.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,14 +33,16 @@ def _quote(text: str) -> str:
 
 
 def _read_parquet(table: Table, uris: list[str]) -> str:
-    hive = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
+    hive = (
+        ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if table.partitioned_by_run else ""
+    )
     filename = ", filename = true" if table is EPISODES else ""
     return f"SELECT * FROM read_parquet([{', '.join(map(_quote, uris))}]{hive}{filename})"
 
 
 def empty_table_sql(table: Table) -> str:
     """A SELECT of no rows with the columns and types of ``table``'s view."""
-    columns = [f"NULL::{duckdb_type(c.type)} AS \"{c.name}\"" for c in table.columns]
+    columns = [f'NULL::{duckdb_type(c.type)} AS "{c.name}"' for c in table.columns]
     if table.partitioned_by_run:
         columns.append('NULL::VARCHAR AS "run_id"')
     return f"SELECT {', '.join(columns)} WHERE false"
@@ -68,15 +71,20 @@ def _view_columns(table: Table) -> list[str]:
     return [*table.column_names, *(["run_id"] if table.partitioned_by_run else [])]
 
 
-def views_sql(store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]],
-              checked: Collection[Table]) -> dict[str, str]:
+def views_sql(
+    store: Store, sandbox: Sandbox, listed: dict[Table, list[PurePath]], checked: Collection[Table]
+) -> dict[str, str]:
     """CREATE VIEW statements for every table and convenience view, over the ``listed`` files
     (those of ``checked`` tables found readable)."""
     files = table_files(store, sandbox, listed, checked)
-    statements = {t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
-                  for t in TABLES.values()}
-    statements |= {name: f"CREATE OR REPLACE VIEW {name} AS {view.sql.strip()}"
-                   for name, view in CONVENIENCE_VIEWS.items()}
+    statements = {
+        t.name: f"CREATE OR REPLACE VIEW {t.name} AS {table_sql(t, files[t.name], store)}"
+        for t in TABLES.values()
+    }
+    statements |= {
+        name: f"CREATE OR REPLACE VIEW {name} AS {view.sql.strip()}"
+        for name, view in CONVENIENCE_VIEWS.items()
+    }
     return statements
 
 
@@ -121,8 +129,12 @@ def _token_texts(sql: str) -> list[str]:
     return [sql[start:end] for (start, _), end in zip(tokens, ends)]
 
 
-def connect(store: Store, runs: Collection[str] | None = None, only: Collection[str] | None = None,
-            sql: str | None = None) -> StoreConnection:
+def connect(
+    store: Store,
+    runs: Collection[str] | None = None,
+    only: Collection[str] | None = None,
+    sql: str | None = None,
+) -> StoreConnection:
     """An in-memory DuckDB connection over the store that can read its files and nothing else
     (see ``sandbox.py``); an object store is read through the same fsspec filesystem mmina
     uses (credentials from the environment), so DuckDB needs no httpfs extension.
@@ -133,8 +145,13 @@ def connect(store: Store, runs: Collection[str] | None = None, only: Collection[
     are made (e.g. for a server that keeps a connection per run). With ``sql`` (what will run),
     only the tables it uses have every file's footer checked (see ``footers.py``)."""
     listed = candidates(store, runs)
-    checked = used_tables(sql) if sql is not None else used_tables(" ".join(only)) if only is not None \
+    checked = (
+        used_tables(sql)
+        if sql is not None
+        else used_tables(" ".join(only))
+        if only is not None
         else list(TABLES.values())
+    )
     sandbox = open_sandbox(store.backend, [path for paths in listed.values() for path in paths])
     db = StoreConnection(sandbox.connection, sandbox=sandbox)
     try:
@@ -155,13 +172,17 @@ def read_error(exc: duckdb.Error) -> MminaError:
     """A DuckDB error as one line: unreadable store files point to ``store verify``."""
     message = one_line(exc)
     lowered = message.lower()
-    if "parquet" in lowered and any(w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")):
+    if "parquet" in lowered and any(
+        w in lowered for w in ("corrupt", "magic", "too small", "no magic", "invalid")
+    ):
         return CorruptFileError(f"cannot read the store: {message} (run `mmina store verify`)")
     if isinstance(exc, duckdb.PermissionException) or message.startswith("PermissionError"):
         return QueryError(f"mmina sql reads the store's own files only, and never writes: {message}")
     if isinstance(exc, (duckdb.CatalogException, duckdb.BinderException)):
-        return QueryError(f"{message}{_nearest_relation(message)} (`mmina sql --schema` lists every table and view "
-                          "with its columns)")
+        return QueryError(
+            f"{message}{_nearest_relation(message)} (`mmina sql --schema` lists every table and view "
+            "with its columns)"
+        )
     return QueryError(message)
 
 

@@ -4,6 +4,7 @@
 A :class:`~mmina.store.store.Store` is one; the writers and the leftover cleanup take it through
 this interface, so the store can build them without their modules importing it back.
 """
+
 from __future__ import annotations
 
 from contextlib import AbstractContextManager

@@ -10,6 +10,7 @@ when an ``episodes`` file of the same stem exists, so readers never see half an 
 On a disk, commits hold the store's commit lock in shared mode, so compaction (exclusive)
 never swaps files under a writer; object stores need no lock (they cannot be compacted).
 """
+
 from __future__ import annotations
 
 import time
@@ -92,14 +93,28 @@ class _Writer(Generic[S]):
             self.index.add_pack(pack.path, self.pack.hashes)
             written.append(pack)
         children: tuple[tuple[Table, Sequence[Row], int | None], ...] = (
-            (STEPS, steps, self.step_row_group), (REQUESTS, requests, None))
+            (STEPS, steps, self.step_row_group),
+            (REQUESTS, requests, None),
+        )
         for table, rows, row_group in children:
             if rows:
-                written.append(write_new(backend, table_dir(backend.root, table, self.run_id) / name, table,
-                                         to_arrow(table, rows), row_group))
+                written.append(
+                    write_new(
+                        backend,
+                        table_dir(backend.root, table, self.run_id) / name,
+                        table,
+                        to_arrow(table, rows),
+                        row_group,
+                    )
+                )
         _check_deadline(self.store, self.stem, started)
-        write_new(backend, table_dir(backend.root, EPISODES, self.run_id) / name, EPISODES, to_arrow(EPISODES, episodes),
-                  metadata=manifest_metadata(backend.root, written))
+        write_new(
+            backend,
+            table_dir(backend.root, EPISODES, self.run_id) / name,
+            EPISODES,
+            to_arrow(EPISODES, episodes),
+            metadata=manifest_metadata(backend.root, written),
+        )
 
     def abort(self) -> None:
         """Drop what was written: nothing of it becomes visible."""
@@ -113,8 +128,10 @@ def _check_deadline(store: WritableStore, stem: str, started: float) -> None:
     they are ``ORPHAN_GRACE_S`` old, and must never remove those of a commit under way."""
     elapsed = time.monotonic() - started
     if not store.backend.local and elapsed > COMMIT_DEADLINE_S:
-        raise StoreError(f"the commit of {stem} took {elapsed:.0f} s, more than {COMMIT_DEADLINE_S:.0f} s: it was not "
-                         f"completed (its files are left for `mmina store verify --repair`); record it again")
+        raise StoreError(
+            f"the commit of {stem} took {elapsed:.0f} s, more than {COMMIT_DEADLINE_S:.0f} s: it was not "
+            f"completed (its files are left for `mmina store verify --repair`); record it again"
+        )
 
 
 class EpisodeWriter(_Writer[S]):
@@ -136,9 +153,16 @@ class EpisodeWriter(_Writer[S]):
     def commit(self, episode_row: Row) -> None:
         if self.store.episode_exists(self.episode_id):
             self.abort()
-            raise StoreError(f"episode {self.episode_id} already exists in {self.store.root}: the store is append-only")
-        row = {"episode_id": self.episode_id, "blob_packs": self._episode_packs(), "worker": worker_name(),
-               "n_requests": len(self.requests), **episode_row}
+            raise StoreError(
+                f"episode {self.episode_id} already exists in {self.store.root}: the store is append-only"
+            )
+        row = {
+            "episode_id": self.episode_id,
+            "blob_packs": self._episode_packs(),
+            "worker": worker_name(),
+            "n_requests": len(self.requests),
+            **episode_row,
+        }
         self._commit([row], self.steps, self.requests)
 
 
@@ -164,8 +188,14 @@ class BatchWriter(_Writer[S]):
         if episode_id in self._ids:
             raise StoreError(f"episode {episode_id} appears twice in one batch")
         self._ids.add(episode_id)
-        self.episodes.append({"blob_packs": self._episode_packs(), "worker": worker_name(),
-                              "n_requests": len(requests), **episode_row})
+        self.episodes.append(
+            {
+                "blob_packs": self._episode_packs(),
+                "worker": worker_name(),
+                "n_requests": len(requests),
+                **episode_row,
+            }
+        )
         self.steps.extend({**row, "episode_id": episode_id} for row in steps)
         self.requests.extend({**row, "episode_id": episode_id} for row in requests)
 
@@ -176,7 +206,9 @@ class BatchWriter(_Writer[S]):
         existing = self._ids & self.store.committed_episode_ids()
         if existing:
             self.abort()
-            raise StoreError(f"episode {min(existing)} already exists in {self.store.root}: the store is append-only")
+            raise StoreError(
+                f"episode {min(existing)} already exists in {self.store.root}: the store is append-only"
+            )
         if self.episodes:
             self._commit(self.episodes, self.steps, self.requests)
         else:

@@ -4,6 +4,7 @@
 ``must_include``: every reference keyword is a substring of the lowercased answer.
 Fuzzy references need an LLM judge and are left to ``mmina rescore``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

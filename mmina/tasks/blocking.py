@@ -25,6 +25,7 @@ episode ends and only when it did not end with an answer that passed:
 
 Pure rules over what an episode stored: the recorder applies them as an episode ends.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,15 +39,22 @@ BLOCKED = "blocked"
 START_PAGE, SITE_DOWN, BOT_WALL, LOGIN_WALL = "start_page", "site_down", "bot_wall", "login_wall"
 RULES = (START_PAGE, SITE_DOWN, BOT_WALL, LOGIN_WALL)
 
-UNREACHABLE = re.compile(r"net::ERR_(CONNECTION_(REFUSED|RESET|CLOSED|TIMED_OUT|FAILED)|ADDRESS_UNREACHABLE|"
-                         r"TIMED_OUT|EMPTY_RESPONSE|SSL_PROTOCOL_ERROR)")
+UNREACHABLE = re.compile(
+    r"net::ERR_(CONNECTION_(REFUSED|RESET|CLOSED|TIMED_OUT|FAILED)|ADDRESS_UNREACHABLE|"
+    r"TIMED_OUT|EMPTY_RESPONSE|SSL_PROTOCOL_ERROR)"
+)
 """Chromium's words for a site that did not answer (not ``NAME_NOT_RESOLVED``: a typo's)."""
 AT_URL = re.compile(r"net::ERR_[A-Z_]+ at (\S+)")
-BOT_CHECK = re.compile(r"\b(captcha|recaptcha|hcaptcha|verify (that )?you are (a )?human|are you a robot|"
-                       r"i'?m not a robot|unusual traffic|checking (if the site connection is secure|your browser)|"
-                       r"just a moment\.\.\.|attention required! \| cloudflare|press (&|and) hold)\b", re.IGNORECASE)
+BOT_CHECK = re.compile(
+    r"\b(captcha|recaptcha|hcaptcha|verify (that )?you are (a )?human|are you a robot|"
+    r"i'?m not a robot|unusual traffic|checking (if the site connection is secure|your browser)|"
+    r"just a moment\.\.\.|attention required! \| cloudflare|press (&|and) hold)\b",
+    re.IGNORECASE,
+)
 LOGIN_PATH = re.compile(r"(log-?in|sign-?in|signon|auth|account/?login|session/new)", re.IGNORECASE)
-PASSWORD_FIELD = re.compile(r"textbox \"[^\"\n]*(password|passwort|mot de passe|contraseña)[^\"\n]*\"", re.IGNORECASE)
+PASSWORD_FIELD = re.compile(
+    r"textbox \"[^\"\n]*(password|passwort|mot de passe|contraseña)[^\"\n]*\"", re.IGNORECASE
+)
 ASKS_TO_LOG_IN = re.compile(r"\b(log ?in|sign ?in|sign up|account|password|credentials)\b", re.IGNORECASE)
 MAX_TEXT = 300
 """At most this much of a page's text is kept as evidence."""
@@ -81,7 +89,9 @@ class Blocked:
 
 def start_page_blocked(url: str, status: int | None, error: str | None) -> Blocked:
     """The start page could not be opened (``status``: its 5xx; ``error``: Chromium's)."""
-    return Blocked(START_PAGE, url, {k: v for k, v in (("status", status), ("error", error)) if v is not None})
+    return Blocked(
+        START_PAGE, url, {k: v for k, v in (("status", status), ("error", error)) if v is not None}
+    )
 
 
 def task_hosts(start_urls: Sequence[str]) -> frozenset[str]:
@@ -94,8 +104,9 @@ def on_task_site(url: str, hosts: frozenset[str], hop_keywords: Sequence[str]) -
     return bool(host) and (host in hosts or any(k and k.lower() in host.lower() for k in hop_keywords))
 
 
-def blocked_at_end(page: FinalPage, intent: str, start_urls: Sequence[str],
-                   hop_keywords: Sequence[str]) -> Blocked | None:
+def blocked_at_end(
+    page: FinalPage, intent: str, start_urls: Sequence[str], hop_keywords: Sequence[str]
+) -> Blocked | None:
     """The rule (see the module) that finds the environment in the way where an episode ended, or None."""
     hosts = task_hosts(start_urls)
     if page.status is not None and page.status >= 500 and on_task_site(page.url, hosts, hop_keywords):
@@ -109,7 +120,13 @@ def blocked_at_end(page: FinalPage, intent: str, start_urls: Sequence[str],
     check = BOT_CHECK.search(page.title) or BOT_CHECK.search(page.text)
     if check is not None:
         return Blocked(BOT_WALL, page.url, {"matched": check.group(0), "title": page.title[:MAX_TEXT]})
-    if (page.redirected_from is not None and LOGIN_PATH.search(urlsplit(page.url).path + "?" + urlsplit(page.url).query)
-            and PASSWORD_FIELD.search(page.text) and not ASKS_TO_LOG_IN.search(intent)):
-        return Blocked(LOGIN_WALL, page.url, {"asked_for": page.redirected_from, "title": page.title[:MAX_TEXT]})
+    if (
+        page.redirected_from is not None
+        and LOGIN_PATH.search(urlsplit(page.url).path + "?" + urlsplit(page.url).query)
+        and PASSWORD_FIELD.search(page.text)
+        and not ASKS_TO_LOG_IN.search(intent)
+    ):
+        return Blocked(
+            LOGIN_WALL, page.url, {"asked_for": page.redirected_from, "title": page.title[:MAX_TEXT]}
+        )
     return None

@@ -1,4 +1,5 @@
 """Episode budgets: the reasons an episode ends without the agent stopping."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ class Budget:
         """Count a step; ``action`` is the canonical action text, None when unparsable."""
         self.steps += 1
         self._unparsable = self._unparsable + 1 if action is None else 0
-        self._last_actions = (self._last_actions + [action])[-self.limits.max_repeats:] if action else []
+        self._last_actions = (self._last_actions + [action])[-self.limits.max_repeats :] if action else []
 
     @property
     def exceeded(self) -> str | None:

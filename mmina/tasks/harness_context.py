@@ -24,6 +24,7 @@ permission to read it, so a page that asks is refused (Chromium: "User denied Ge
 every task of the release has ``null`` there, so no published number depends on it. mmina
 grants the permission when a task gives a position, so the page sees the position the task says.
 """
+
 from __future__ import annotations
 
 import json
@@ -97,9 +98,13 @@ def read_state(path: Path) -> dict[str, Any]:
         state = json.loads(data.decode("utf-8-sig")) if len(data) <= MAX_STATE_BYTES else None
     except (UnicodeDecodeError, ValueError, RecursionError):
         state = None
-    if not isinstance(state, dict) or not all(isinstance(state.get(k, []), list) for k in ("cookies", "origins")):
-        raise TaskError(f"{STATE_FIELD}: {path} is not a storage state (the JSON Playwright's "
-                        "context.storage_state(path=...) writes: cookies and origins)")
+    if not isinstance(state, dict) or not all(
+        isinstance(state.get(k, []), list) for k in ("cookies", "origins")
+    ):
+        raise TaskError(
+            f"{STATE_FIELD}: {path} is not a storage state (the JSON Playwright's "
+            "context.storage_state(path=...) writes: cookies and origins)"
+        )
     return {"cookies": state.get("cookies", []), "origins": state.get("origins", [])}
 
 
@@ -110,14 +115,20 @@ def geolocation_of(raw: dict[str, Any]) -> Geolocation | None:
         return None
     if not isinstance(value, dict):
         raise TaskError(f"{GEOLOCATION_FIELD}: not an object with latitude and longitude")
-    numbers: dict[str, Any] = {key: value.get(key, 0.0 if key == "accuracy" else None)
-                               for key in ("latitude", "longitude", "accuracy")}
+    numbers: dict[str, Any] = {
+        key: value.get(key, 0.0 if key == "accuracy" else None)
+        for key in ("latitude", "longitude", "accuracy")
+    }
     if not all(_is_number(n) for n in numbers.values()):
-        raise TaskError(f"{GEOLOCATION_FIELD}: latitude and longitude (and accuracy, if given) must be numbers")
+        raise TaskError(
+            f"{GEOLOCATION_FIELD}: latitude and longitude (and accuracy, if given) must be numbers"
+        )
     latitude, longitude, accuracy = (float(numbers[k]) for k in ("latitude", "longitude", "accuracy"))
     if not (-90 <= latitude <= 90 and -180 <= longitude <= 180 and accuracy >= 0):
-        raise TaskError(f"{GEOLOCATION_FIELD}: latitude must be within -90..90, longitude within -180..180, "
-                        "accuracy at least 0")
+        raise TaskError(
+            f"{GEOLOCATION_FIELD}: latitude must be within -90..90, longitude within -180..180, "
+            "accuracy at least 0"
+        )
     return Geolocation(latitude, longitude, accuracy)
 
 
@@ -138,9 +149,17 @@ def context_findings(raw: dict[str, Any], folder: str = "") -> list[tuple[str, s
     if value in (None, ""):
         return []
     if not isinstance(value, str):
-        return [("warning", STATE_FIELD, "not a path: ignored (the episode runs without a logged-in session)")]
+        return [
+            ("warning", STATE_FIELD, "not a path: ignored (the episode runs without a logged-in session)")
+        ]
     if state_file(raw, folder) is None:
-        return [("warning", STATE_FIELD, f"{value.strip()}: no such file (looked in the current folder, the task "
-                                         "file's folder and the folders above it): the episode runs without "
-                                         "the logged-in session")]
+        return [
+            (
+                "warning",
+                STATE_FIELD,
+                f"{value.strip()}: no such file (looked in the current folder, the task "
+                "file's folder and the folders above it): the episode runs without "
+                "the logged-in session",
+            )
+        ]
     return []

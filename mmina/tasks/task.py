@@ -11,6 +11,7 @@ become empty strings; numbers given as text are read as numbers.
 Reading task files (which files, how much, what JSON) and checking them is
 ``mmina.tasks.taskcheck``'s: one path for ``mmina tasks validate`` and ``mmina record``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -85,9 +86,11 @@ class Task:
     @cached_property
     def hops(self) -> tuple[Hop, ...]:
         if not self.procedure:
-            return tuple(Hop(i, "") for i in range(max(min(self.cnt_hop, MAX_HOPS + 1) - 1,
-                                                       SUITE_HOPS.get(self.suite, 1))))
-        keywords = self.procedure[:self.procedure.index(END)] if END in self.procedure else self.procedure
+            return tuple(
+                Hop(i, "")
+                for i in range(max(min(self.cnt_hop, MAX_HOPS + 1) - 1, SUITE_HOPS.get(self.suite, 1)))
+            )
+        keywords = self.procedure[: self.procedure.index(END)] if END in self.procedure else self.procedure
         return tuple(Hop(i, k) for i, k in enumerate(keywords))
 
     @cached_property
@@ -201,7 +204,9 @@ def task_from_dict(raw: dict[str, Any], task_id: str, sha256: str = "") -> Task:
         task_id=task_id,
         suite=task_id.split("/")[0] if "/" in task_id else "",
         intent=raw["intent"] if isinstance(raw.get("intent"), str) else _text(raw.get("intent")),
-        start_urls=tuple(u.strip() for u in _text(raw.get("start_url")).split(START_URL_SEPARATOR) if u.strip()),
+        start_urls=tuple(
+            u.strip() for u in _text(raw.get("start_url")).split(START_URL_SEPARATOR) if u.strip()
+        ),
         eval_types=tuple(t for t in _list(evaluation.get("eval_types")) if isinstance(t, str)),
         reference_answers={k: _reference(v) for k, v in answers.items()} if isinstance(answers, dict) else {},
         reference_url=_text(evaluation.get("reference_url"), strip=False),
@@ -243,8 +248,11 @@ def _text(value: Any, strip: bool = True) -> str:
 
 def _json_text(value: Any) -> str:
     """A non-string JSON value as text: a number as JSON writes it, anything else as its JSON."""
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else \
-        json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return (
+        str(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    )
 
 
 def _reference(value: Any) -> Any:
@@ -320,20 +328,22 @@ def task_folder(suite_path: str | None, task_id: str) -> str:
 def task_row(task: Task) -> dict[str, Any]:
     """The store's ``tasks`` row of a task (the recorder, importers and the bench write the same),
     redacted (a start URL may carry ``?api_key=``; see ``redact.py``)."""
-    return redact_configured({
-        "task_id": task.task_id,
-        "suite": task.suite,
-        "intent": task.intent,
-        "start_urls": list(task.start_urls),
-        "cnt_hop": task.cnt_hop,
-        "n_hops": task.n_hops,
-        "procedure": list(task.procedure),
-        "eval_types": list(task.eval_types),
-        "reference_answers_json": json.dumps(task.reference_answers, sort_keys=True, ensure_ascii=False),
-        "reference_url": task.reference_url,
-        "city": task.city,
-        "flight": task.flight,
-        "shop": task.shop,
-        "original_json": task.original_json,
-        "task_sha256": task.sha256,
-    })
+    return redact_configured(
+        {
+            "task_id": task.task_id,
+            "suite": task.suite,
+            "intent": task.intent,
+            "start_urls": list(task.start_urls),
+            "cnt_hop": task.cnt_hop,
+            "n_hops": task.n_hops,
+            "procedure": list(task.procedure),
+            "eval_types": list(task.eval_types),
+            "reference_answers_json": json.dumps(task.reference_answers, sort_keys=True, ensure_ascii=False),
+            "reference_url": task.reference_url,
+            "city": task.city,
+            "flight": task.flight,
+            "shop": task.shop,
+            "original_json": task.original_json,
+            "task_sha256": task.sha256,
+        }
+    )

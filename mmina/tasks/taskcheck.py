@@ -18,6 +18,7 @@ A task that passes is built by :func:`mmina.tasks.task.task_from_dict` from the 
 so whatever validate accepts, record runs. Pure (stdlib only), so suites can be checked anywhere
 before a browser starts.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,7 +56,9 @@ from mmina.unicode import has_surrogate, valid_text
 
 ERROR, WARNING = "error", "warning"
 EVAL_TYPES = frozenset({"string_match", "url_match", "program_html"})
-UNUSABLE_EVAL_TYPES = {"trip_match": "the official router lists it but never implemented it (NotImplementedError)"}
+UNUSABLE_EVAL_TYPES = {
+    "trip_match": "the official router lists it but never implemented it (NotImplementedError)"
+}
 ANSWER_KINDS = frozenset({"exact_match", "must_include", "fuzzy_match"})
 UNACHIEVABLE = "N/A"
 MAX_FILE_BYTES = 16 * 2**20
@@ -127,11 +130,19 @@ def load_suite(path: str | Path | None = None, task_ids: list[str] | None = None
     checked = check_suite(path)
     bad = checked.errors
     if bad:
-        more = f" (and {len(bad) - 1} more; run `mmina tasks validate --tasks {checked.root}`)" if len(bad) > 1 else ""
+        more = (
+            f" (and {len(bad) - 1} more; run `mmina tasks validate --tasks {checked.root}`)"
+            if len(bad) > 1
+            else ""
+        )
         raise TaskError(f"{bad[0]}{more}")
-    suite = TaskSuite("builtin" if path is None else checked.root.name, str(checked.root), checked.tasks,
-                      suite_sha256((t.task_id, t.sha256) for t in checked.tasks),
-                      tuple(str(p) for p in checked.problems))
+    suite = TaskSuite(
+        "builtin" if path is None else checked.root.name,
+        str(checked.root),
+        checked.tasks,
+        suite_sha256((t.task_id, t.sha256) for t in checked.tasks),
+        tuple(str(p) for p in checked.problems),
+    )
     return suite.select(task_ids)
 
 
@@ -158,8 +169,11 @@ def suite_files(root: Path) -> tuple[list[Path], list[TaskProblem]]:
     if not os.access(root, os.R_OK | os.X_OK):
         raise _path_error(root, "cannot be read (permission denied)")
     found = sorted(_named_json(root), key=_natural_key(root))
-    problems = [TaskProblem(_shown(p), "-", "not a regular file (a FIFO, a folder...): skipped", WARNING)
-                for p in found if not p.is_file()]
+    problems = [
+        TaskProblem(_shown(p), "-", "not a regular file (a FIFO, a folder...): skipped", WARNING)
+        for p in found
+        if not p.is_file()
+    ]
     files = [p for p in found if p.is_file()]
     if not files:
         raise _path_error(root, "holds no task files (*.json)")
@@ -178,15 +192,20 @@ def _path_error(root: Path, what: str) -> SuitePathError:
 def _named_json(root: Path) -> list[Path]:
     """Everything named ``*.json`` below ``root``; folders that cannot be read, or vanish while
     they are walked (``/proc``), are passed over, and links to folders are not followed."""
-    return [Path(folder) / name for folder, folders, files in os.walk(root)
-            for name in (*files, *folders) if name.endswith(".json")]
+    return [
+        Path(folder) / name
+        for folder, folders, files in os.walk(root)
+        for name in (*files, *folders)
+        if name.endswith(".json")
+    ]
 
 
 def _natural_key(root: Path) -> Callable[[Path], tuple[Any, ...]]:
     def key(path: Path) -> tuple[Any, ...]:
         rel = path.relative_to(root).with_suffix("")
-        return tuple((0, int(p), "") if p.isascii() and p.isdigit() and len(p) < 10 else (1, 0, p)
-                     for p in rel.parts)
+        return tuple(
+            (0, int(p), "") if p.isascii() and p.isdigit() and len(p) < 10 else (1, 0, p) for p in rel.parts
+        )
 
     return key
 
@@ -213,8 +232,10 @@ def check_file(path: Path, base: Path) -> tuple[Task | None, list[TaskProblem]]:
         task = task_from_dict(raw, task_id, hashlib.sha256(data).hexdigest())
         return replace(task, folder=str(path.parent)), problems
     except Exception as exc:  # noqa: BLE001 - a task the checks missed is refused, never a traceback
-        return None, [*problems, TaskProblem(_shown(path), "-", f"cannot be loaded: {type(exc).__name__}: "
-                                                                 f"{first_line(exc)}")]
+        return None, [
+            *problems,
+            TaskProblem(_shown(path), "-", f"cannot be loaded: {type(exc).__name__}: {first_line(exc)}"),
+        ]
 
 
 def read_task_json(path: Path) -> tuple[bytes, Any]:
@@ -274,7 +295,7 @@ def check_task(raw: dict[str, Any], suite: str = "") -> list[Finding]:
 def _shorten(value: Any) -> str:
     """A value as shown in a message: its repr, cut to ``SHOWN_CHARS``."""
     text = valid_text(repr(value))
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def _error(field: str, message: str) -> Finding:
@@ -302,8 +323,13 @@ def _text_problem(raw: dict[str, Any], name: str) -> str:
 
 def _kind(value: Any) -> str:
     """A JSON value's kind, as a message names it."""
-    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "a list"),
-             (dict, "an object"))
+    kinds = (
+        (bool, "a boolean"),
+        (int, "a number"),
+        (float, "a number"),
+        (list, "a list"),
+        (dict, "an object"),
+    )
     return next((name for kind, name in kinds if isinstance(value, kind)), "a string")
 
 
@@ -321,8 +347,13 @@ def _start_url(raw: dict[str, Any], _suite: str) -> list[Finding]:
 def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     evaluation = raw.get("eval")
     if not isinstance(evaluation, dict):
-        return [_warning("eval", "missing or not an object: the task's own verdict (evaluator task) will be "
-                                 "n/a (nothing to judge); hops are still judged")]
+        return [
+            _warning(
+                "eval",
+                "missing or not an object: the task's own verdict (evaluator task) will be "
+                "n/a (nothing to judge); hops are still judged",
+            )
+        ]
     findings = _eval_types(evaluation.get("eval_types"))
     answers = evaluation.get("reference_answers")
     if isinstance(answers, dict):
@@ -332,43 +363,85 @@ def _eval(raw: dict[str, Any], _suite: str) -> list[Finding]:
     listed = evaluation.get("eval_types")
     types = listed if isinstance(listed, list) else []
     if "string_match" in types and not (isinstance(answers, dict) and answers):
-        findings.append(_warning("eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"))
+        findings.append(
+            _warning(
+                "eval.reference_answers", "string_match without reference answers: n/a (nothing to judge)"
+            )
+        )
     reference = evaluation.get("reference_url")
-    urls = [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()] if isinstance(reference, str) else []
+    urls = (
+        [u.strip() for u in reference.split(URL_ALTERNATIVES) if u.strip()]
+        if isinstance(reference, str)
+        else []
+    )
     if "url_match" in types and not (urls or reference not in (None, "") and not isinstance(reference, str)):
-        findings.append(_warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)"))
+        findings.append(
+            _warning("eval.reference_url", "url_match without a reference URL: n/a (nothing to judge)")
+        )
     if reference is not None and not isinstance(reference, str):
         findings.append(_warning("eval.reference_url", "not a string: used as text"))
-    findings += [_warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
-                 for url in urls if not is_web_url(url)]
+    findings += [
+        _warning("eval.reference_url", f"not an http(s) URL: {_shorten(url)} ({URL_AS_TEXT})")
+        for url in urls
+        if not is_web_url(url)
+    ]
     return findings
 
 
 def _eval_types(types: Any) -> list[Finding]:
     if types is None or types == []:
-        return [_warning("eval.eval_types", "missing or empty: the task's own verdict will be n/a (nothing to judge)")]
+        return [
+            _warning(
+                "eval.eval_types", "missing or empty: the task's own verdict will be n/a (nothing to judge)"
+            )
+        ]
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
         return [_error("eval.eval_types", "must be a list of evaluation types")]
     known = ", ".join(sorted(EVAL_TYPES))
-    return [_error("eval.eval_types", f"{t!r} cannot be evaluated: {UNUSABLE_EVAL_TYPES[t]}" if t in UNUSABLE_EVAL_TYPES
-                   else f"unknown type {t!r} (known: {known})") for t in types if t not in EVAL_TYPES]
+    return [
+        _error(
+            "eval.eval_types",
+            f"{t!r} cannot be evaluated: {UNUSABLE_EVAL_TYPES[t]}"
+            if t in UNUSABLE_EVAL_TYPES
+            else f"unknown type {t!r} (known: {known})",
+        )
+        for t in types
+        if t not in EVAL_TYPES
+    ]
 
 
 def _answers(answers: dict[str, Any]) -> list[Finding]:
-    findings = [_warning(f"eval.reference_answers.{_shorten(k)[1:-1]}",
-                         f"unknown kind, ignored (known: {', '.join(sorted(ANSWER_KINDS))})")
-                for k in answers if k not in ANSWER_KINDS]
+    findings = [
+        _warning(
+            f"eval.reference_answers.{_shorten(k)[1:-1]}",
+            f"unknown kind, ignored (known: {', '.join(sorted(ANSWER_KINDS))})",
+        )
+        for k in answers
+        if k not in ANSWER_KINDS
+    ]
     exact = answers.get("exact_match")
     if exact is not None and not isinstance(exact, str):
-        findings.append(_warning("eval.reference_answers.exact_match", f"not a string: compared as text {_shorten(exact)}"))
+        findings.append(
+            _warning(
+                "eval.reference_answers.exact_match", f"not a string: compared as text {_shorten(exact)}"
+            )
+        )
     for kind in ("must_include", "fuzzy_match"):
         value = answers.get(kind)
         if value == UNACHIEVABLE:
-            findings.append(_warning(f"eval.reference_answers.{kind}", "'N/A' (WebArena's unachievable-task "
-                                                                       "marker): only the answer N/A passes"))
+            findings.append(
+                _warning(
+                    f"eval.reference_answers.{kind}",
+                    "'N/A' (WebArena's unachievable-task marker): only the answer N/A passes",
+                )
+            )
         elif value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            findings.append(_warning(f"eval.reference_answers.{kind}", "not a list of strings: compared as text "
-                                                                       "(null entries dropped)"))
+            findings.append(
+                _warning(
+                    f"eval.reference_answers.{kind}",
+                    "not a list of strings: compared as text (null entries dropped)",
+                )
+            )
     return findings
 
 
@@ -391,13 +464,24 @@ def _without_procedure(raw: dict[str, Any], suite: str) -> list[Finding]:
         return [_error("procedure", f"{missing}: the hops of a {suite} task come from its procedure")]
     name, value = _count_field(raw)
     if value is not None and value > MAX_HOPS + 1:
-        return [_error(name, f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
-                             f"marker): a task has at most {MAX_HOPS}")]
+        return [
+            _error(
+                name,
+                f"{_shorten(value)} would be {_shorten(value - 1)} hops (cnt_hop counts the END "
+                f"marker): a task has at most {MAX_HOPS}",
+            )
+        ]
     unread = [_warning(name, f"{_count_problem(raw[name])}: ignored")] if name and value is None else []
     if suite in SINGLE_HOP_SUITES:
         return unread
-    return [_warning("procedure", f"{missing}: the hops are counted from cnt_hop (else the suite) and judged "
-                                  "by the final answer alone (a passing answer completes them all)"), *unread]
+    return [
+        _warning(
+            "procedure",
+            f"{missing}: the hops are counted from cnt_hop (else the suite) and judged "
+            "by the final answer alone (a passing answer completes them all)",
+        ),
+        *unread,
+    ]
 
 
 def _count_field(raw: dict[str, Any]) -> tuple[str, int | None]:
@@ -428,12 +512,18 @@ def _keywords(procedure: list[str]) -> list[Finding]:
     normalized = [p.strip().lower() for p in procedure]
     findings = []
     if any(p != n for p, n in zip(procedure, normalized)):
-        findings.append(_warning("procedure", "keywords with upper case or spaces: compared lower-case, stripped"))
+        findings.append(
+            _warning("procedure", "keywords with upper case or spaces: compared lower-case, stripped")
+        )
     if END not in normalized:
         findings.append(_warning("procedure", f"no {END!r} marker: every entry is a hop"))
     elif normalized[0] == END:
-        findings.append(_warning("procedure", f"no site keyword before {END!r}: the task has no hop (its answer "
-                                              "alone is judged)"))
+        findings.append(
+            _warning(
+                "procedure",
+                f"no site keyword before {END!r}: the task has no hop (its answer alone is judged)",
+            )
+        )
     elif normalized.index(END) != len(normalized) - 1:
         findings.append(_warning("procedure", f"entries after {END!r} are ignored"))
     return findings
@@ -446,8 +536,13 @@ def _cnt_hop(raw: dict[str, Any], entries: int) -> list[Finding]:
     if value is None:
         return [_warning(name, f"{_count_problem(raw[name])}: ignored")]
     if value != entries:
-        return [_warning(name, f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
-                               "marker); the procedure decides")]
+        return [
+            _warning(
+                name,
+                f"is {_shorten(value)} but procedure has {entries} entries (cnt_hop counts the END "
+                "marker); the procedure decides",
+            )
+        ]
     return []
 
 
@@ -456,25 +551,51 @@ def _fixture_hops(raw: dict[str, Any], _suite: str) -> list[Finding]:
     hops = raw.get("mmina_hops")
     if hops is None or isinstance(hops, list) and all(isinstance(h, dict) for h in hops):
         return []
-    return [_warning("mmina_hops", "not a list of objects (one per hop): ignored, the hops are judged by their "
-                                   "procedure keywords")]
+    return [
+        _warning(
+            "mmina_hops",
+            "not a list of objects (one per hop): ignored, the hops are judged by their procedure keywords",
+        )
+    ]
 
 
 def _surrogates(raw: dict[str, Any], _suite: str) -> list[Finding]:
     if not has_surrogate(raw):
         return []
-    return [_warning("-", "text with a lone surrogate (such as \\ud83d: not Unicode): U+FFFD is used in its place")]
+    return [
+        _warning(
+            "-", "text with a lone surrogate (such as \\ud83d: not Unicode): U+FFFD is used in its place"
+        )
+    ]
 
 
 def _places(raw: dict[str, Any], _suite: str) -> list[Finding]:
-    return [_warning(k, f"not a string: used as text {_shorten(raw[k])}") for k in ("city", "flight", "shop")
-            if raw.get(k) is not None and not isinstance(raw[k], str)]
+    return [
+        _warning(k, f"not a string: used as text {_shorten(raw[k])}")
+        for k in ("city", "flight", "shop")
+        if raw.get(k) is not None and not isinstance(raw[k], str)
+    ]
 
 
-_SCRIPT_FIELDS = {"click": ("target",), "hover": ("target",), "type": ("target", "text"), "press": ("key",),
-                  "scroll": ("direction",), "goto": ("url",), "tab_focus": ("tab",), "stop": ("answer",)}
-_SCRIPT_TYPES: dict[str, tuple[type, ...]] = {"text": (str,), "answer": (str,), "key": (str,), "url": (str,),
-                                             "direction": (str,), "tab": (int,), "enter": (bool, int)}
+_SCRIPT_FIELDS = {
+    "click": ("target",),
+    "hover": ("target",),
+    "type": ("target", "text"),
+    "press": ("key",),
+    "scroll": ("direction",),
+    "goto": ("url",),
+    "tab_focus": ("tab",),
+    "stop": ("answer",),
+}
+_SCRIPT_TYPES: dict[str, tuple[type, ...]] = {
+    "text": (str,),
+    "answer": (str,),
+    "key": (str,),
+    "url": (str,),
+    "direction": (str,),
+    "tab": (int,),
+    "enter": (bool, int),
+}
 _ACTIONS = frozenset(k.value for k in ActionKind)
 
 
@@ -485,8 +606,11 @@ def _script(raw: dict[str, Any], _suite: str) -> list[Finding]:
         return []
     if not isinstance(script, list) or not script:
         return [_error("reference_script", "must be a non-empty list of steps")]
-    return [_error(f"reference_script[{index}]", message) for index, step in enumerate(script)
-            for message in _script_step(step)]
+    return [
+        _error(f"reference_script[{index}]", message)
+        for index, step in enumerate(script)
+        for message in _script_step(step)
+    ]
 
 
 def _script_step(step: Any) -> list[str]:
@@ -495,12 +619,15 @@ def _script_step(step: Any) -> list[str]:
     if not isinstance(action, str) or action not in _ACTIONS:
         return [f"unknown action {_shorten(action)}"]
     problems = [f"{action} needs {name!r}" for name in _SCRIPT_FIELDS.get(action, ()) if name not in step]
-    problems += [f"{name} must be {' or '.join(t.__name__ for t in types)}, not {_shorten(step[name])}"
-                 for name, types in _SCRIPT_TYPES.items()
-                 if step.get(name) is not None and (not isinstance(step[name], types) or _negative(step[name]))]
+    problems += [
+        f"{name} must be {' or '.join(t.__name__ for t in types)}, not {_shorten(step[name])}"
+        for name, types in _SCRIPT_TYPES.items()
+        if step.get(name) is not None and (not isinstance(step[name], types) or _negative(step[name]))
+    ]
     target = step.get("target")
-    if target is not None and not (isinstance(target, dict) and all(isinstance(target.get(k), str)
-                                                                    for k in ("role", "name"))):
+    if target is not None and not (
+        isinstance(target, dict) and all(isinstance(target.get(k), str) for k in ("role", "name"))
+    ):
         problems.append("target needs 'role' and 'name' (strings)")
     if action == "scroll" and step.get("direction") not in (None, "up", "down"):
         problems.append(f"direction must be 'up' or 'down', not {_shorten(step['direction'])}")
@@ -511,5 +638,13 @@ def _negative(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value < 0
 
 
-CHECKS: tuple[Callable[[dict[str, Any], str], list[Finding]], ...] = (_intent, _start_url, _eval, _hops, _places,
-                                                                      _script, _fixture_hops, _surrogates)
+CHECKS: tuple[Callable[[dict[str, Any], str], list[Finding]], ...] = (
+    _intent,
+    _start_url,
+    _eval,
+    _hops,
+    _places,
+    _script,
+    _fixture_hops,
+    _surrogates,
+)

@@ -4,6 +4,7 @@ Prints the Chromium flag that maps shop.indie.test to it and a task folder for
 ``mmina record --tasks``; stops on Ctrl-C. For the CLI, which has no flag for extra Chromium
 arguments, point ``--browser`` at a wrapper script that adds the printed flag.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@
 click Catalog, go_back, click Today's deals (through the 302 -> 301 chain), go_back, type a
 search and press Enter (the POST form with its CSRF field), stop.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,12 @@ SCRIPT = [
     {"action": "go_back"},
     {"action": "click", "target": {"role": "link", "name": "Today's deals"}},
     {"action": "go_back"},
-    {"action": "type", "target": {"role": "searchbox", "name": "Search the shop"}, "text": "oolong", "enter": True},
+    {
+        "action": "type",
+        "target": {"role": "searchbox", "name": "Search the shop"},
+        "text": "oolong",
+        "enter": True,
+    },
     {"action": "stop", "answer": "Oolong Breeze and Oolong Reserve"},
 ]
 
@@ -49,11 +55,16 @@ def task(script: list[dict] | None = None) -> dict:
     return {
         "task_id": 1,
         "intent": "Look at the catalog and today's deals of the Corner Tea Shop, then search it for oolong teas. "
-                  "Which oolong teas does it sell?",
+        "Which oolong teas does it sell?",
         "start_url": f"http://{HOST}/",
-        "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["Oolong"]},
-                 "reference_url": f"http://{HOST}/search", "program_html": [], "string_note": "",
-                 "reference_answer_raw_annotation": "Oolong Breeze, Oolong Reserve"},
+        "eval": {
+            "eval_types": ["string_match"],
+            "reference_answers": {"must_include": ["Oolong"]},
+            "reference_url": f"http://{HOST}/search",
+            "program_html": [],
+            "string_note": "",
+            "reference_answer_raw_annotation": "Oolong Breeze, Oolong Reserve",
+        },
         "cnt_hop": 2,
         "procedure": ["shop", "end"],
         "reference_script": script or SCRIPT,

@@ -18,6 +18,7 @@ a restarted shop serves different bytes on the same URLs. The browser reaches th
 one fixed host name (``HOST``) mapped to whatever port the server got
 (:meth:`IndieShop.chromium_args`), so recorded URLs stay valid across restarts.
 """
+
 from __future__ import annotations
 
 import html
@@ -152,10 +153,12 @@ class ShopHandler(BaseHTTPRequestHandler):
         token = secrets.token_urlsafe(12)
         with self.state.lock:
             self.state.csrf.add(token)
-        return ('<form method="post" action="/search" role="search">'
-                f'<input type="hidden" name="csrf" value="{token}">'
-                '<input type="search" name="q" aria-label="Search the shop">'
-                '<button type="submit">Search</button></form>')
+        return (
+            '<form method="post" action="/search" role="search">'
+            f'<input type="hidden" name="csrf" value="{token}">'
+            '<input type="search" name="q" aria-label="Search the shop">'
+            '<button type="submit">Search</button></form>'
+        )
 
     def _record_hit(self) -> None:
         with self.state.lock:
@@ -166,9 +169,16 @@ class ShopHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._record_hit()
         parts = urlsplit(self.path)
-        route = {"/": self._home, "/catalog": self._catalog, "/deals": self._deals, "/deals-tmp": self._deals_tmp,
-                 "/deals/today": self._deals_today, "/api/featured": self._featured, "/api/stock": self._stock,
-                 "/favicon.ico": self._not_found}.get(parts.path, self._not_found)
+        route = {
+            "/": self._home,
+            "/catalog": self._catalog,
+            "/deals": self._deals,
+            "/deals-tmp": self._deals_tmp,
+            "/deals/today": self._deals_today,
+            "/api/featured": self._featured,
+            "/api/stock": self._stock,
+            "/favicon.ico": self._not_found,
+        }.get(parts.path, self._not_found)
         route()
 
     def do_POST(self) -> None:
@@ -188,17 +198,19 @@ class ShopHandler(BaseHTTPRequestHandler):
 
     def _home(self) -> None:
         session = secrets.token_hex(16)
-        body = (f"<p>Welcome! Loose-leaf teas since 1987.</p>{self._search_form()}"
-                '<section><h2>Featured</h2><ul id="featured"><li>Loading featured teas</li></ul></section>'
-                "<script>\n"
-                "fetch('/api/featured?_=' + Date.now()).then(r => r.json()).then(items => {\n"
-                "  document.getElementById('featured').innerHTML =\n"
-                "    items.map(i => '<li>' + i.name + ', $' + i.price + '</li>').join('');\n"
-                "});\n"
-                "fetch('/api/beacon', {method: 'POST', headers: {'Content-Type': 'application/json'},\n"
-                "  body: JSON.stringify({event: 'view', page: 'home', ts: Date.now(),\n"
-                "                        nonce: Math.random().toString(36).slice(2)})});\n"
-                "</script>")
+        body = (
+            f"<p>Welcome! Loose-leaf teas since 1987.</p>{self._search_form()}"
+            '<section><h2>Featured</h2><ul id="featured"><li>Loading featured teas</li></ul></section>'
+            "<script>\n"
+            "fetch('/api/featured?_=' + Date.now()).then(r => r.json()).then(items => {\n"
+            "  document.getElementById('featured').innerHTML =\n"
+            "    items.map(i => '<li>' + i.name + ', $' + i.price + '</li>').join('');\n"
+            "});\n"
+            "fetch('/api/beacon', {method: 'POST', headers: {'Content-Type': 'application/json'},\n"
+            "  body: JSON.stringify({event: 'view', page: 'home', ts: Date.now(),\n"
+            "                        nonce: Math.random().toString(36).slice(2)})});\n"
+            "</script>"
+        )
         self._page("Home", body, {"Set-Cookie": f"sid={session}; Path=/; SameSite=Lax"})
 
     def _featured(self) -> None:
@@ -214,18 +226,20 @@ class ShopHandler(BaseHTTPRequestHandler):
 
     def _catalog(self) -> None:
         rows = "".join(f"<li>{html.escape(tea)}, ${self.state.prices[tea]}</li>" for tea in TEAS)
-        body = (f"<ul>{rows}</ul><p id=\"stock\">Checking stock</p>"
-                "<script>\n"
-                "let checks = 0;\n"
-                "function poll() {\n"
-                "  fetch('/api/stock').then(r => r.json()).then(s => {\n"
-                "    checks += 1;\n"
-                "    document.getElementById('stock').textContent = s.count + ' tins in stock (check ' + checks + ')';\n"
-                "    if (checks < 3) poll();\n"
-                "  });\n"
-                "}\n"
-                "poll();\n"
-                "</script>")
+        body = (
+            f'<ul>{rows}</ul><p id="stock">Checking stock</p>'
+            "<script>\n"
+            "let checks = 0;\n"
+            "function poll() {\n"
+            "  fetch('/api/stock').then(r => r.json()).then(s => {\n"
+            "    checks += 1;\n"
+            "    document.getElementById('stock').textContent = s.count + ' tins in stock (check ' + checks + ')';\n"
+            "    if (checks < 3) poll();\n"
+            "  });\n"
+            "}\n"
+            "poll();\n"
+            "</script>"
+        )
         self._page("Catalog", body)
 
     def _stock(self) -> None:
@@ -251,5 +265,8 @@ class ShopHandler(BaseHTTPRequestHandler):
             return
         query = (form.get("q") or [""])[0].strip()
         found = [tea for tea in TEAS if query.lower() in tea.lower()] if query else []
-        rows = "".join(f"<li>{html.escape(tea)}, ${self.state.prices[tea]}</li>" for tea in found) or "<li>No teas</li>"
+        rows = (
+            "".join(f"<li>{html.escape(tea)}, ${self.state.prices[tea]}</li>" for tea in found)
+            or "<li>No teas</li>"
+        )
         self._page(f"Results for {query}", f"{self._search_form()}<ul>{rows}</ul>")

@@ -1,4 +1,5 @@
 """The scripted agent of the real-web runs: the oracle, with a model's pace."""
+
 from __future__ import annotations
 
 import time

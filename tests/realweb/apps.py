@@ -10,6 +10,7 @@ a replay must make none — is counted.
 The scripts find their targets by role and name in the observation (the oracle agent's
 ``reference_script``), never by element id.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,26 @@ START_TIMEOUT_S = 180.0
 """Until an application answers its first request (Gradio and Streamlit import a lot)."""
 THINK_S = (0.8, 2.0)
 """The scripted agent thinks this long before each action (``agents.ThinkingOracle``)."""
-WORDS = ("harbour", "kittiwake", "lantern", "mooring", "tide", "gull", "anchor", "ferry", "pier", "beacon",
-         "buoy", "quay", "saltmarsh", "trawler", "skiff", "dune", "estuary", "jetty")
+WORDS = (
+    "harbour",
+    "kittiwake",
+    "lantern",
+    "mooring",
+    "tide",
+    "gull",
+    "anchor",
+    "ferry",
+    "pier",
+    "beacon",
+    "buoy",
+    "quay",
+    "saltmarsh",
+    "trawler",
+    "skiff",
+    "dune",
+    "estuary",
+    "jetty",
+)
 
 
 def click(name: str, role: str = "link") -> dict[str, Any]:
@@ -84,16 +103,23 @@ class App:
         """The script with the agent's thinking before each step (``think`` seconds, drawn
         per application between ``THINK_S``): the held-out runs' agent took seconds per step."""
         draw = random.Random(self.name)
-        return tuple({**step, "think": round(draw.uniform(*THINK_S), 2)} for step in [*self.script, stop("done")])
+        return tuple(
+            {**step, "think": round(draw.uniform(*THINK_S), 2)} for step in [*self.script, stop("done")]
+        )
 
     def task(self, task_id: int) -> dict[str, Any]:
         return {
             "task_id": task_id,
             "intent": f"Real web, {self.name} ({self.kind}): follow the script.",
             "start_url": f"http://{self.host}{self.path}",
-            "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["done"]},
-                     "reference_url": "", "program_html": [], "string_note": "",
-                     "reference_answer_raw_annotation": "done"},
+            "eval": {
+                "eval_types": ["string_match"],
+                "reference_answers": {"must_include": ["done"]},
+                "reference_url": "",
+                "program_html": [],
+                "string_note": "",
+                "reference_answer_raw_annotation": "done",
+            },
             "procedure": ["realweb", "end"],
             "reference_script": list(self.thinking()),
         }
@@ -102,9 +128,10 @@ class App:
 def app_file(source: str) -> Callable[[Path, random.Random], None]:
     """The state of an application that is one small file: the file, and a new random salt that
     it reads (``HARBOUR_SALT``) to draw its content."""
+
     def prepare(folder: Path, draw: random.Random) -> None:
         (folder / "app.py").write_text(source)
-        (folder / "salt").write_text(f"{draw.randint(0, 16 ** 6):06x}")
+        (folder / "salt").write_text(f"{draw.randint(0, 16**6):06x}")
 
     return prepare
 
@@ -116,35 +143,61 @@ def run_app_file(bin_: Path, state: Path, port: int) -> list[str]:
 
 # ---------------------------------------------------------------- Datasette: a data browser
 
+
 def _datasette_state(folder: Path, draw: random.Random) -> None:
     """A harbour database with random boats and captains."""
     database = sqlite3.connect(folder / "harbour.db")
     database.execute("create table captains (id integer primary key, name text, since integer)")
-    database.execute("create table boats (id integer primary key, name text, captain_id integer "
-                     "references captains(id), length_m real, berth text)")
+    database.execute(
+        "create table boats (id integer primary key, name text, captain_id integer "
+        "references captains(id), length_m real, berth text)"
+    )
     for number in range(1, 9):
-        database.execute("insert into captains values (?, ?, ?)",
-                         (number, f"{draw.choice(WORDS).title()} {draw.choice(WORDS).title()}", draw.randint(1980, 2024)))
+        database.execute(
+            "insert into captains values (?, ?, ?)",
+            (number, f"{draw.choice(WORDS).title()} {draw.choice(WORDS).title()}", draw.randint(1980, 2024)),
+        )
     for number in range(1, 41):
-        database.execute("insert into boats values (?, ?, ?, ?, ?)",
-                         (number, f"{draw.choice(WORDS).title()} {draw.randint(1, 999)}", draw.randint(1, 8),
-                          round(draw.uniform(4, 40), 1), f"{draw.choice('ABCD')}{draw.randint(1, 60)}"))
+        database.execute(
+            "insert into boats values (?, ?, ?, ?, ?)",
+            (
+                number,
+                f"{draw.choice(WORDS).title()} {draw.randint(1, 999)}",
+                draw.randint(1, 8),
+                round(draw.uniform(4, 40), 1),
+                f"{draw.choice('ABCD')}{draw.randint(1, 60)}",
+            ),
+        )
     database.commit()
     database.close()
     (folder / "secret").write_text(secrets.token_hex(16))
 
 
 DATASETTE = App(
-    "datasette", "data browser (server-rendered tables, JSON, a little JS)", ("datasette==0.65.5",),
+    "datasette",
+    "data browser (server-rendered tables, JSON, a little JS)",
+    ("datasette==0.65.5",),
     _datasette_state,
-    lambda bin_, state, port: [str(bin_ / "datasette"), "serve", str(state / "harbour.db"), "--host", "127.0.0.1",
-                               "--port", str(port), "--secret", (state / "secret").read_text(),
-                               "--setting", "suggest_facets", "off"],
+    lambda bin_, state, port: [
+        str(bin_ / "datasette"),
+        "serve",
+        str(state / "harbour.db"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--secret",
+        (state / "secret").read_text(),
+        "--setting",
+        "suggest_facets",
+        "off",
+    ],
     (click("harbour"), click("boats"), click("1"), BACK, BACK, click("captains"), click("1")),
 )
 
 
 # ---------------------------------------------------------------- Trac: a classic server-rendered app
+
 
 def _trac_state(folder: Path, draw: random.Random) -> None:
     """Random project words; the environment itself (new secrets, anonymous users allowed to
@@ -153,8 +206,9 @@ def _trac_state(folder: Path, draw: random.Random) -> None:
 
 
 def _trac_admin(bin_: Path, state: Path, *args: str) -> None:
-    subprocess.run([str(bin_ / "trac-admin"), str(state / "env"), *args], check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [str(bin_ / "trac-admin"), str(state / "env"), *args], check=True, capture_output=True, timeout=120
+    )
 
 
 def _trac_command(bin_: Path, state: Path, port: int) -> list[str]:
@@ -168,11 +222,20 @@ def _trac_command(bin_: Path, state: Path, port: int) -> list[str]:
 
 
 TRAC = App(
-    "trac", "classic server-rendered issue tracker (sessions, forms, CSRF __FORM_TOKEN)", ("trac==1.6",),
-    _trac_state, _trac_command,
-    (click("New Ticket"), type_into("Summary:", "The harbour light is out"),
-     type_into("Keywords:", "lighthouse pier"),
-     click("Create ticket", role="button"), click("View Tickets"), click("Timeline"), click("Wiki")),
+    "trac",
+    "classic server-rendered issue tracker (sessions, forms, CSRF __FORM_TOKEN)",
+    ("trac==1.6",),
+    _trac_state,
+    _trac_command,
+    (
+        click("New Ticket"),
+        type_into("Summary:", "The harbour light is out"),
+        type_into("Keywords:", "lighthouse pier"),
+        click("Create ticket", role="button"),
+        click("View Tickets"),
+        click("Timeline"),
+        click("Wiki"),
+    ),
 )
 
 
@@ -190,29 +253,49 @@ def _mkdocs_state(folder: Path, draw: random.Random) -> None:
     for page in DOCS_PAGES:
         words = " ".join(draw.choice(WORDS) for _ in range(60))
         title = "Harbour guide" if page == "index" else page.title()
-        (docs / f"{page}.md").write_text(f"# {title}\n\n{words}\n\n## Moorings\n\n"
-                                         f"The {draw.choice(WORDS)} is at berth {draw.randint(1, 99)}.\n")
-    (folder / "mkdocs.yml").write_text(textwrap.dedent(f"""\
+        (docs / f"{page}.md").write_text(
+            f"# {title}\n\n{words}\n\n## Moorings\n\n"
+            f"The {draw.choice(WORDS)} is at berth {draw.randint(1, 99)}.\n"
+        )
+    (folder / "mkdocs.yml").write_text(
+        textwrap.dedent(f"""\
         site_name: Harbour docs {draw.randint(1, 9999)}
         site_url: http://{MKDOCS_HOST}/
         theme:
           name: material
           features: [navigation.instant, search.suggest]
         plugins: [search]
-        nav: [{', '.join(f'{p}.md' for p in DOCS_PAGES)}]
-        """))
+        nav: [{", ".join(f"{p}.md" for p in DOCS_PAGES)}]
+        """)
+    )
 
 
 def _mkdocs_command(bin_: Path, state: Path, port: int) -> list[str]:
     if not (state / "site").exists():
-        subprocess.run([str(bin_ / "mkdocs"), "build", "-q", "-f", str(state / "mkdocs.yml"), "-d", str(state / "site")],
-                       check=True, capture_output=True, timeout=300)
-    return [str(bin_ / "python"), "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(state / "site")]
+        subprocess.run(
+            [str(bin_ / "mkdocs"), "build", "-q", "-f", str(state / "mkdocs.yml"), "-d", str(state / "site")],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return [
+        str(bin_ / "python"),
+        "-m",
+        "http.server",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "-d",
+        str(state / "site"),
+    ]
 
 
 MKDOCS = App(
-    "mkdocs", "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
-    ("mkdocs-material==9.8.2",), _mkdocs_state, _mkdocs_command,
+    "mkdocs",
+    "static documentation site (instant navigation, anchors, its search index in a Web Worker, RxJS)",
+    ("mkdocs-material==9.8.2",),
+    _mkdocs_state,
+    _mkdocs_command,
     (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD),
 )
 
@@ -227,18 +310,36 @@ def _livedocs_state(folder: Path, draw: random.Random) -> None:
     whose search runs in a Web Worker; ``mkdocs serve`` builds it when it starts."""
     _mkdocs_state(folder, draw)
     config = (folder / "mkdocs.yml").read_text().replace(MKDOCS_HOST, LIVEDOCS_HOST)
-    config = config.replace("  name: material\n  features: [navigation.instant, search.suggest]\n", "  name: readthedocs\n")
+    config = config.replace(
+        "  name: material\n  features: [navigation.instant, search.suggest]\n", "  name: readthedocs\n"
+    )
     (folder / "mkdocs.yml").write_text(config)
 
 
 LIVEDOCS = App(
-    "livedocs", "documentation dev server (mkdocs serve): every page holds a live-reload long-poll its server answers "
+    "livedocs",
+    "documentation dev server (mkdocs serve): every page holds a live-reload long-poll its server answers "
     "only after 60 s or a rebuild, and the search index is built in a Web Worker",
-    MKDOCS.requirements, _livedocs_state,
-    lambda bin_, state, port: [str(bin_ / "mkdocs"), "serve", "-f", str(state / "mkdocs.yml"), "-a", f"127.0.0.1:{port}",
-                               "--livereload"],
-    (click("Setup"), click("Usage"), click("Moorings"), click("Reference"), BACK, FORWARD,
-     type_into("Search docs", "harbour", enter=True)),
+    MKDOCS.requirements,
+    _livedocs_state,
+    lambda bin_, state, port: [
+        str(bin_ / "mkdocs"),
+        "serve",
+        "-f",
+        str(state / "mkdocs.yml"),
+        "-a",
+        f"127.0.0.1:{port}",
+        "--livereload",
+    ],
+    (
+        click("Setup"),
+        click("Usage"),
+        click("Moorings"),
+        click("Reference"),
+        BACK,
+        FORWARD,
+        type_into("Search docs", "harbour", enter=True),
+    ),
     venv="mkdocs",
 )
 
@@ -273,11 +374,18 @@ demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"])
 
 
 GRADIO = App(
-    "gradio", "SPA (Svelte) whose queue streams server-sent events over fetch", ("gradio==6.31.0",),
+    "gradio",
+    "SPA (Svelte) whose queue streams server-sent events over fetch",
+    ("gradio==6.31.0",),
     app_file(GRADIO_APP),
     run_app_file,
-    (type_into("Your name", "Mira"), click("Greet", role="button"), click("Read tides", role="button"),
-     type_into("Your name", "Ola"), click("Greet", role="button")),
+    (
+        type_into("Your name", "Mira"),
+        click("Greet", role="button"),
+        click("Read tides", role="button"),
+        type_into("Your name", "Ola"),
+        click("Greet", role="button"),
+    ),
 )
 
 
@@ -298,12 +406,33 @@ st.write(f"Boats in harbour: {random.Random(SALT).randint(10, 60)}")
 
 
 STREAMLIT = App(
-    "streamlit", "dashboard app talking over a WebSocket", ("streamlit==1.67.0",), app_file(STREAMLIT_APP),
-    lambda bin_, state, port: [str(bin_ / "streamlit"), "run", str(state / "app.py"), "--server.port", str(port),
-                               "--server.address", "127.0.0.1", "--server.headless", "true",
-                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-    (type_into("Skipper", "Mira", enter=True), click("Open", role="button"), click("Sea Holly", role="option"),
-     type_into("Skipper", "Ola", enter=True), click("Open", role="button"), click("Morning Star", role="option")),
+    "streamlit",
+    "dashboard app talking over a WebSocket",
+    ("streamlit==1.67.0",),
+    app_file(STREAMLIT_APP),
+    lambda bin_, state, port: [
+        str(bin_ / "streamlit"),
+        "run",
+        str(state / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ],
+    (
+        type_into("Skipper", "Mira", enter=True),
+        click("Open", role="button"),
+        click("Sea Holly", role="option"),
+        type_into("Skipper", "Ola", enter=True),
+        click("Open", role="button"),
+        click("Morning Star", role="option"),
+    ),
     ready_path="/_stcore/health",
 )
 
@@ -352,12 +481,20 @@ ui.run(host="127.0.0.1", port=int(os.environ["PORT"]), reload=False, show=False,
 
 
 NICEGUI = App(
-    "nicegui", "Vue/Quasar app over socket.io (long-polling, then the WebSocket upgrade): server pushes, a one-shot and a "
+    "nicegui",
+    "Vue/Quasar app over socket.io (long-polling, then the WebSocket upgrade): server pushes, a one-shot and a "
     "repeating timer, results 1 s later",
-    ("nicegui==3.18.0",), app_file(NICEGUI_APP),
+    ("nicegui==3.18.0",),
+    app_file(NICEGUI_APP),
     run_app_file,
-    (type_into("Vessel", "Kittiwake"), click("Book berth", role="button"), click("Add arrival", role="button"),
-     type_into("Vessel", "Morning Star"), click("Book berth", role="button"), click("Add arrival", role="button")),
+    (
+        type_into("Vessel", "Kittiwake"),
+        click("Book berth", role="button"),
+        click("Add arrival", role="button"),
+        type_into("Vessel", "Morning Star"),
+        click("Book berth", role="button"),
+        click("Add arrival", role="button"),
+    ),
 )
 
 
@@ -404,12 +541,27 @@ app = App(app_ui, server)
 
 
 SHINY = App(
-    "shiny", "dashboard framework over a plain WebSocket: a server timer every 3 s, a result 1 s after a click",
-    ("shiny==1.8.0",), app_file(SHINY_APP),
-    lambda bin_, state, port: [str(bin_ / "shiny"), "run", str(state / "app.py"), "--host", "127.0.0.1",
-                               "--port", str(port)],
-    (type_into("Skipper", "Mira"), click("Book mooring", role="button"), type_into("Skipper", "Ola"),
-     click("Book mooring", role="button"), type_into("Skipper", "Ines"), click("Book mooring", role="button")),
+    "shiny",
+    "dashboard framework over a plain WebSocket: a server timer every 3 s, a result 1 s after a click",
+    ("shiny==1.8.0",),
+    app_file(SHINY_APP),
+    lambda bin_, state, port: [
+        str(bin_ / "shiny"),
+        "run",
+        str(state / "app.py"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ],
+    (
+        type_into("Skipper", "Mira"),
+        click("Book mooring", role="button"),
+        type_into("Skipper", "Ola"),
+        click("Book mooring", role="button"),
+        type_into("Skipper", "Ines"),
+        click("Book mooring", role="button"),
+    ),
 )
 
 
@@ -437,10 +589,19 @@ demo.queue().launch(server_name="127.0.0.1", server_port=int(os.environ["PORT"])
 
 
 GRADIO_STATUS = App(
-    "gradiostatus", "Gradio Blocks app with a loading status region and toasts (aria-live)", GRADIO.requirements,
-    app_file(GRADIO_STATUS_APP), run_app_file,
-    (type_into("Port", "Whitby"), click("Get forecast", role="button"), type_into("Port", "Oban"),
-     click("Get forecast", role="button"), type_into("Port", "Cobh"), click("Get forecast", role="button")),
+    "gradiostatus",
+    "Gradio Blocks app with a loading status region and toasts (aria-live)",
+    GRADIO.requirements,
+    app_file(GRADIO_STATUS_APP),
+    run_app_file,
+    (
+        type_into("Port", "Whitby"),
+        click("Get forecast", role="button"),
+        type_into("Port", "Oban"),
+        click("Get forecast", role="button"),
+        type_into("Port", "Cobh"),
+        click("Get forecast", role="button"),
+    ),
     venv="gradio",
 )
 
@@ -486,12 +647,19 @@ def _swagger_state(folder: Path, draw: random.Random) -> None:
 
 
 SWAGGER = App(
-    "swagger", "API explorer SPA (Swagger UI's 1.5 MB minified bundle) over a FastAPI server",
-    ("fastapi==0.163.2", "uvicorn==0.54.0"), _swagger_state,
+    "swagger",
+    "API explorer SPA (Swagger UI's 1.5 MB minified bundle) over a FastAPI server",
+    ("fastapi==0.163.2", "uvicorn==0.54.0"),
+    _swagger_state,
     lambda bin_, state, port: [str(bin_ / "uvicorn"), "app:app", "--host", "127.0.0.1", "--port", str(port)],
-    (click("GET /berths List the free berths", role="button"), click("Try it out", role="button"),
-     click("Execute", role="button"), click("GET /tides Read the tide table", role="button"),
-     click("Try it out", role="button"), click("Execute", role="button")),
+    (
+        click("GET /berths List the free berths", role="button"),
+        click("Try it out", role="button"),
+        click("Execute", role="button"),
+        click("GET /tides Read the tide table", role="button"),
+        click("Try it out", role="button"),
+        click("Execute", role="button"),
+    ),
 )
 
 
@@ -544,55 +712,104 @@ app.run(host="127.0.0.1", port=int(os.environ["PORT"]), debug=False)
 
 
 DASH = App(
-    "dash", "Plotly Dash dashboard: a multi-MB plotly.js bundle, then data it stamps when it arrived "
-    "(\"Last updated 12:04:31\") and relative times it computes as it renders them (\"12 seconds ago\")",
-    ("dash==4.4.1",), app_file(DASH_APP), run_app_file,
-    (click("Refresh", role="button"), click("Reload tides", role="button"), click("Refresh", role="button"),
-     click("Reload tides", role="button"), click("Refresh", role="button")),
+    "dash",
+    "Plotly Dash dashboard: a multi-MB plotly.js bundle, then data it stamps when it arrived "
+    '("Last updated 12:04:31") and relative times it computes as it renders them ("12 seconds ago")',
+    ("dash==4.4.1",),
+    app_file(DASH_APP),
+    run_app_file,
+    (
+        click("Refresh", role="button"),
+        click("Reload tides", role="button"),
+        click("Refresh", role="button"),
+        click("Reload tides", role="button"),
+        click("Refresh", role="button"),
+    ),
 )
 
 
 # ---------------------------------------------------------------- JupyterLab: ids the page draws, echoed by the kernel
 
+
 def _jupyter_state(folder: Path, draw: random.Random) -> None:
     """A notebook with random numbers in its cells (the kernel prints them when they run)."""
-    cells = [f"tide = {draw.randint(100, 999)}\nprint(f'Tide gauge reads {{tide}} cm at berth {draw.choice(WORDS)}')",
-             f"sorted({[draw.randint(1, 60) for _ in range(5)]})",
-             f"'{draw.choice(WORDS)}'.upper() * {draw.randint(2, 3)}"]
-    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"cell-{number}", "metadata": {},
-                           "outputs": [], "source": source} for number, source in enumerate(cells)],
-                "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                                            "name": "python3"}},
-                "nbformat": 4, "nbformat_minor": 5}
+    cells = [
+        f"tide = {draw.randint(100, 999)}\nprint(f'Tide gauge reads {{tide}} cm at berth {draw.choice(WORDS)}')",
+        f"sorted({[draw.randint(1, 60) for _ in range(5)]})",
+        f"'{draw.choice(WORDS)}'.upper() * {draw.randint(2, 3)}",
+    ]
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{number}",
+                "metadata": {},
+                "outputs": [],
+                "source": source,
+            }
+            for number, source in enumerate(cells)
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     settings = folder / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))  # no news prompt
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false"})
+    )  # no news prompt
     (folder / "notebooks").mkdir()
     (folder / "notebooks" / "harbour.ipynb").write_text(json.dumps(notebook, indent=1))
 
 
 def _server_options(state: Path, port: int) -> list[str]:
     """jupyter_server on ``port`` serving ``state/notebooks``, no token, reached under its host name."""
-    return ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={state / 'notebooks'}", "--IdentityProvider.token=",
-            "--ServerApp.password=", "--ServerApp.allow_remote_access=True", "--ServerApp.terminals_enabled=False"]
+    return [
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={state / 'notebooks'}",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        "--ServerApp.allow_remote_access=True",
+        "--ServerApp.terminals_enabled=False",
+    ]
 
 
 def _jupyter_command(bin_: Path, state: Path, port: int) -> list[str]:
     app = "--JupyterNotebookApp"
-    return [str(bin_ / "jupyter-notebook"), *_server_options(state, port), f"{app}.user_settings_dir={state / 'settings'}",
-            f"{app}.news_url=None", f"{app}.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    return [
+        str(bin_ / "jupyter-notebook"),
+        *_server_options(state, port),
+        f"{app}.user_settings_dir={state / 'settings'}",
+        f"{app}.news_url=None",
+        f"{app}.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
 
 
 RUN_CELL = "Run this cell and advance (Shift+Enter)"
 JUPYTER = App(
-    "jupyter", "notebook (Jupyter Notebook 7 over jupyter_server): the page draws session and message ids and the "
+    "jupyter",
+    "notebook (Jupyter Notebook 7 over jupyter_server): the page draws session and message ids and the "
     "kernel's WebSocket, binary-framed JSON, echoes them in its replies' parent headers",
-    ("notebook==7.6.5", "ipykernel==7.4.0"), _jupyter_state, _jupyter_command,
-    (click(RUN_CELL, role="button"), click(RUN_CELL, role="button"),
-     click("Save and create checkpoint (Ctrl+S)", role="button"), click(RUN_CELL, role="button"),
-     click("Restart the kernel and run all cells", role="button"), click("Confirm Kernel Restart", role="button")),
-    path="/notebooks/harbour.ipynb", ready_path="/api/status",
+    ("notebook==7.6.5", "ipykernel==7.4.0"),
+    _jupyter_state,
+    _jupyter_command,
+    (
+        click(RUN_CELL, role="button"),
+        click(RUN_CELL, role="button"),
+        click("Save and create checkpoint (Ctrl+S)", role="button"),
+        click(RUN_CELL, role="button"),
+        click("Restart the kernel and run all cells", role="button"),
+        click("Confirm Kernel Restart", role="button"),
+    ),
+    path="/notebooks/harbour.ipynb",
+    ready_path="/api/status",
 )
 
 
@@ -614,48 +831,89 @@ def _running_kernel(bin_: Path, state: Path, port: int) -> None:
     base = f"http://127.0.0.1:{port}"
     opener.open(f"{base}/tree", timeout=30).read()  # sets the _xsrf cookie a POST must echo
     xsrf = next(c.value or "" for c in cookies.cookiejar if c.name == "_xsrf")
-    body = json.dumps({"path": "harbour.ipynb", "name": "harbour.ipynb", "type": "notebook",
-                       "kernel": {"name": "python3"}}).encode()
-    request = urllib.request.Request(f"{base}/api/sessions", body, {"Content-Type": "application/json",
-                                                                     "X-XSRFToken": xsrf}, method="POST")
+    body = json.dumps(
+        {"path": "harbour.ipynb", "name": "harbour.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    ).encode()
+    request = urllib.request.Request(
+        f"{base}/api/sessions", body, {"Content-Type": "application/json", "X-XSRFToken": xsrf}, method="POST"
+    )
     kernel = json.loads(opener.open(request, timeout=120).read())["kernel"]["id"]
     connection = state / ".local" / "share" / "jupyter" / "runtime" / f"kernel-{kernel}.json"
     deadline = time.monotonic() + START_TIMEOUT_S
     while not connection.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    done = subprocess.run([str(bin_ / "python"), "-c", KERNEL_READY, str(connection)], capture_output=True, text=True,
-                          timeout=150, env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"})
+    done = subprocess.run(
+        [str(bin_ / "python"), "-c", KERNEL_READY, str(connection)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env={"HOME": str(state), "PATH": f"{bin_}:/usr/bin:/bin"},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"the notebook's kernel did not answer:\n{done.stderr[-2000:]}")
 
 
 NBCLASSIC = App(
-    "nbclassic", "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS) whose kernel runs: the page "
+    "nbclassic",
+    "classic notebook (NbClassic over jupyter_server, jQuery and RequireJS) whose kernel runs: the page "
     "draws its kernel session and message ids, and the kernel's WebSocket echoes them in JSON replies",
-    ("nbclassic==1.3.3", "ipykernel==7.4.0"), _jupyter_state,
+    ("nbclassic==1.3.3", "ipykernel==7.4.0"),
+    _jupyter_state,
     lambda bin_, state, port: [str(bin_ / "jupyter-nbclassic"), *_server_options(state, port)],
-    (click("Run", role="button"), click("Run", role="button"), click("File"),
-     click("Save and Checkpoint Ctrl-S", role="menuitem"), click("Run", role="button"),
-     click("Don't show anymore", role="button")),
-    path="/notebooks/harbour.ipynb", ready_path="/api/status", warm=_running_kernel,
+    (
+        click("Run", role="button"),
+        click("Run", role="button"),
+        click("File"),
+        click("Save and Checkpoint Ctrl-S", role="menuitem"),
+        click("Run", role="button"),
+        click("Don't show anymore", role="button"),
+    ),
+    path="/notebooks/harbour.ipynb",
+    ready_path="/api/status",
+    warm=_running_kernel,
 )
 
 
 # ---------------------------------------------------------------- a hand-written shop: history navigation
 
 SHOP = App(
-    "shop", "hand-written server-rendered shop over HTTP/1.0 without cache headers (history navigation, beacons)",
-    (), lambda _folder, _draw: None,
+    "shop",
+    "hand-written server-rendered shop over HTTP/1.0 without cache headers (history navigation, beacons)",
+    (),
+    lambda _folder, _draw: None,
     lambda _bin, _state, port: [sys.executable, str(Path(__file__).with_name("shop_site.py")), str(port)],
-    (click("Kittiwake lamp"), BACK, FORWARD, click("Add to cart"), click("Your cart"), type_into("Name", "Mira"),
-     click("Place order", role="button"), BACK, BACK),
+    (
+        click("Kittiwake lamp"),
+        BACK,
+        FORWARD,
+        click("Add to cart"),
+        click("Your cart"),
+        type_into("Name", "Mira"),
+        click("Place order", role="button"),
+        BACK,
+        BACK,
+    ),
 )
 """Not from a registry: written to reproduce a held-out shop whose history navigation hung a
 replay (issue 30, item 3; see ``shop_site.py``). Its random state is drawn by the server itself."""
 
 
-APPS: tuple[App, ...] = (DATASETTE, TRAC, MKDOCS, GRADIO, STREAMLIT, NICEGUI, SHINY, GRADIO_STATUS, SWAGGER, SHOP,
-                         DASH, JUPYTER, LIVEDOCS, NBCLASSIC)
+APPS: tuple[App, ...] = (
+    DATASETTE,
+    TRAC,
+    MKDOCS,
+    GRADIO,
+    STREAMLIT,
+    NICEGUI,
+    SHINY,
+    GRADIO_STATUS,
+    SWAGGER,
+    SHOP,
+    DASH,
+    JUPYTER,
+    LIVEDOCS,
+    NBCLASSIC,
+)
 SAMPLE = ("datasette",)
 """What the test suite runs by default: one application that replays the same way on a busy machine
 (server-rendered pages, JSON, history navigation; no push whose timing a loaded machine shifts).
@@ -665,6 +923,7 @@ application."""
 
 
 # ---------------------------------------------------------------- running one
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -749,8 +1008,9 @@ class RunningApp:
         self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -759,13 +1019,21 @@ class RunningApp:
         state.mkdir(parents=True)
         self.app.prepare(state, random.Random(secrets.randbits(64)))
         port = free_port()
-        environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(state), "PORT": str(port),
-                       "HARBOUR_SALT": (state / "salt").read_text() if (state / "salt").exists() else "",
-                       "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-                       "SWAGGER_DIST": str(state / "dist")}
+        environment = {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "HOME": str(state),
+            "PORT": str(port),
+            "HARBOUR_SALT": (state / "salt").read_text() if (state / "salt").exists() else "",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "SWAGGER_DIST": str(state / "dist"),
+        }
         command = self.app.command(self.bin, state, port)
         log = (state / "server.log").open("wb")
-        self._process = subprocess.Popen(command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        self._process = subprocess.Popen(
+            command, cwd=state, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
         try:
             _wait_until_up(port, self.app.ready_path, self._process, state / "server.log")
             if self.app.warm is not None:
@@ -806,7 +1074,9 @@ def _wait_until_up(port: int, path: str, process: subprocess.Popen[bytes], log: 
         except OSError:
             time.sleep(0.3)
     process.kill()
-    raise RuntimeError(f"the application did not answer within {START_TIMEOUT_S:.0f} s:\n{log.read_text()[-2000:]}")
+    raise RuntimeError(
+        f"the application did not answer within {START_TIMEOUT_S:.0f} s:\n{log.read_text()[-2000:]}"
+    )
 
 
 def write_suite(folder: Path, apps: tuple[App, ...]) -> Path:

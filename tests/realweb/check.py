@@ -6,6 +6,7 @@ fidelity report, the connections that reached the restarted application during t
 (there must be none), and how long the recording and the replay took. The agent is the oracle
 with a model's pace (``agents.ThinkingOracle``): it thinks before each action.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,11 @@ from tests.realweb.apps import App, RunningApp, write_suite
 AGENT = "tests.realweb.agents:ThinkingOracle"
 LARGE_BODY = 256 * 1024
 """A body this large is one whose serving time a replay may stretch (a multi-MB bundle)."""
-DRAWN_ID = re.compile(rb"(?<![0-9A-Za-z])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-                      rb"|[0-9A-F]{32})(?![0-9A-Za-z])", re.IGNORECASE)
+DRAWN_ID = re.compile(
+    rb"(?<![0-9A-Za-z])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    rb"|[0-9A-F]{32})(?![0-9A-Za-z])",
+    re.IGNORECASE,
+)
 """An id a page draws: a UUID (``crypto.randomUUID``, lumino's ``uuid4``) or 32 hex digits (NbClassic's)."""
 
 
@@ -93,15 +97,27 @@ def _check_one(folder: Path, app: App) -> Outcome:
     steps = rows_by_episode(store.read("steps", run_id=recorded.run_id).to_pylist(), "step_index")
     replayed = rows_by_episode(store.read("steps", run_id=report.replay_run).to_pylist(), "step_index")
     fidelity = report.episodes[0]
-    took = {r["episode_id"]: r["duration_ms"] / 1e3 for run in (recorded.run_id, report.replay_run)
-            for r in store.read("episodes", run_id=run, columns=["episode_id", "duration_ms"]).to_pylist()}
-    requests = {run: store.read("requests", run_id=run).to_pylist() for run in (recorded.run_id, report.replay_run)}
+    took = {
+        r["episode_id"]: r["duration_ms"] / 1e3
+        for run in (recorded.run_id, report.replay_run)
+        for r in store.read("episodes", run_id=run, columns=["episode_id", "duration_ms"]).to_pylist()
+    }
+    requests = {
+        run: store.read("requests", run_id=run).to_pylist() for run in (recorded.run_id, report.replay_run)
+    }
     sockets = [r for r in requests[report.replay_run] if r["status"] == 101]
-    return Outcome(app, steps.get(fidelity.source_episode, []), fidelity, replayed.get(fidelity.replay_episode, []),
-                   live, took[fidelity.source_episode], took[fidelity.replay_episode], sockets,
-                   _large_bodies(requests[recorded.run_id], requests[report.replay_run]),
-                   _alike(sent_ids(store, requests[recorded.run_id]),
-                          sent_ids(store, requests[report.replay_run])))
+    return Outcome(
+        app,
+        steps.get(fidelity.source_episode, []),
+        fidelity,
+        replayed.get(fidelity.replay_episode, []),
+        live,
+        took[fidelity.source_episode],
+        took[fidelity.replay_episode],
+        sockets,
+        _large_bodies(requests[recorded.run_id], requests[report.replay_run]),
+        _alike(sent_ids(store, requests[recorded.run_id]), sent_ids(store, requests[report.replay_run])),
+    )
 
 
 def sent_ids(store: Store, requests: list[dict[str, Any]]) -> set[bytes]:
@@ -112,8 +128,11 @@ def sent_ids(store: Store, requests: list[dict[str, Any]]) -> set[bytes]:
     blobs = store.read_blobs(sorted({r["response_body"] for r in sockets}))
     said = [urlsplit(r["url"]).query.encode() for r in sockets]
     for socket in sockets:
-        said += [m.data if isinstance(m.data, bytes) else m.data.encode()
-                 for m in parse_messages(blobs.get(socket["response_body"], b"")) if m.direction == PAGE]
+        said += [
+            m.data if isinstance(m.data, bytes) else m.data.encode()
+            for m in parse_messages(blobs.get(socket["response_body"], b""))
+            if m.direction == PAGE
+        ]
     return {found.lower() for text in said for found in DRAWN_ID.findall(text)}
 
 
@@ -125,8 +144,11 @@ def _large_bodies(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]
     """The large bodies of the recording (each URL's first), with the replay's time for the same URL."""
     served = {r["url"]: r["time_ms"] for r in reversed(replayed)}
     large = {r["url"]: r for r in reversed(recorded) if (r["response_body_size"] or 0) >= LARGE_BODY}
-    return tuple(BodyTime(url, r["response_body_size"], r["time_ms"], served[url])
-                 for url, r in sorted(large.items(), key=lambda item: -item[1]["response_body_size"]) if url in served)
+    return tuple(
+        BodyTime(url, r["response_body_size"], r["time_ms"], served[url])
+        for url, r in sorted(large.items(), key=lambda item: -item[1]["response_body_size"])
+        if url in served
+    )
 
 
 def _browser(running: RunningApp) -> BrowserConfig:

@@ -6,6 +6,7 @@ Served with the two libraries as npm installs them (``installs.npm_packages``) b
 ``http.server`` on a free port; ``/api/search`` answers with a random token drawn anew at every
 start, so a replay that asked the live server would show other words.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,8 +80,10 @@ class ClockSite(LocalSite):
             query = parse_qs(parts.query).get("q", [""])[0].lower()
             boats = [f"{b} ({self.token})" for b in BOATS if query and query in b.lower()]
             return 200, "application/json", json.dumps({"boats": boats}).encode()
-        files = {"/vendor/rxjs.umd.min.js": self.modules / "rxjs/dist/bundles/rxjs.umd.min.js",
-                 "/vendor/lodash.min.js": self.modules / "lodash/lodash.min.js"}
+        files = {
+            "/vendor/rxjs.umd.min.js": self.modules / "rxjs/dist/bundles/rxjs.umd.min.js",
+            "/vendor/lodash.min.js": self.modules / "lodash/lodash.min.js",
+        }
         if parts.path in files:
             return 200, "text/javascript", Path(files[parts.path]).read_bytes()
         return 404, "text/plain", b"not found"

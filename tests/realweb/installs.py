@@ -7,6 +7,7 @@ installed once: a second call finds it ready (a marker file is written last, so 
 short is done again), by one process at a time (the test run's workers may ask together). Only
 the package registries are needed, through pip and npm.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,18 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
             return folder / "bin"
         shutil.rmtree(folder, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(folder)], name)
-        _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              *requirements], name)
+        _run(
+            [
+                str(folder / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                *requirements,
+            ],
+            name,
+        )
         marker.write_text(wanted)
     return folder / "bin"
 
@@ -63,7 +74,9 @@ def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
         if shutil.which("npm") is None:
             raise InstallFailed("npm is not installed (apt-get install -y npm)")
         folder.mkdir(parents=True, exist_ok=True)
-        _run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm")
+        _run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *specs], "npm"
+        )
         marker.write_text(wanted)
     return folder / "node_modules"
 

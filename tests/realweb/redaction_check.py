@@ -9,6 +9,7 @@ learned (cookies, a bearer JWT, an API key in a URL, a JSON login reply, typed p
 credential and words — and the environment's keys). Shared by ``tests/test_redaction_corpus.py``
 and ``bench --only redaction``.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,9 +21,15 @@ from mmina.redaction.redact import Redactor, configured_secrets
 from tests.realweb.npm_corpus import mime_of
 
 SESSION = "x8k2m9qz4w7r1t5y3u6i0o2p8a4s6d1f"
-JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0MiIsIm5hbWUiOiJBZGEifQ.Xq3vL9mN2bR7tY5wK8jH4gF6dS1aZ0cV"
-EPISODE_ENV = {"OPENAI_API_KEY": "sk-proj-7Hq2Lm9Xv4Rt8Kw1Zp6Nc3Bd5Fg0Js", "DB_PASSWORD": "postgres",
-               "SECRET_KEY": "django-insecure-3k9!x2@q7#m4", "HOME": "/root"}
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0MiIsIm5hbWUiOiJBZGEifQ.Xq3vL9mN2bR7tY5wK8jH4gF6dS1aZ0cV"
+)
+EPISODE_ENV = {
+    "OPENAI_API_KEY": "sk-proj-7Hq2Lm9Xv4Rt8Kw1Zp6Nc3Bd5Fg0Js",
+    "DB_PASSWORD": "postgres",
+    "SECRET_KEY": "django-insecure-3k9!x2@q7#m4",
+    "HOME": "/root",
+}
 """Keys a user's environment holds (a word among them: scrubbed from rows, never from bodies)."""
 TYPED = ("Tr0ub4dor&3", "admin", "default", "1234")
 """Passwords typed into password fields: a credential, two words and a PIN."""
@@ -33,12 +40,20 @@ ALSO_SERVED_AS = ("text/plain; charset=utf-8",)
 def episode_redactor() -> Redactor:
     """A redactor that learned a realistic episode's secrets through the recorder's own calls."""
     redactor = Redactor(configured_secrets(EPISODE_ENV))
-    redactor.learn_headers([("Cookie", f"sessionid={SESSION}; csrftoken=Vb7Kq2Lx9Zt4Wn8Rm3Pc6Hd1Fy5Js0Ga; lang=en"),
-                            ("Authorization", f"Bearer {JWT}"),
-                            ("Set-Cookie", "XSRF-TOKEN=0f3a9c1e7b2d4f6a8c0e1b3d5f7a9c2e; Path=/")])
+    redactor.learn_headers(
+        [
+            ("Cookie", f"sessionid={SESSION}; csrftoken=Vb7Kq2Lx9Zt4Wn8Rm3Pc6Hd1Fy5Js0Ga; lang=en"),
+            ("Authorization", f"Bearer {JWT}"),
+            ("Set-Cookie", "XSRF-TOKEN=0f3a9c1e7b2d4f6a8c0e1b3d5f7a9c2e; Path=/"),
+        ]
+    )
     redactor.learn_text("https://api.example.com/v2/search?api_key=4f3c2a1b9e8d7c6b5a49f0e1&q=tea")
-    redactor.learn_body(b'{"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc3Hd6Jf1Gs0Ya", "token_type": "bearer", '
-                        b'"refresh_token": "Mz8Qp3Lx6Wt1Rk9Vb4Nc7Hd2Jf5Gs0Ye"}', "application/json", response=True)
+    redactor.learn_body(
+        b'{"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc3Hd6Jf1Gs0Ya", "token_type": "bearer", '
+        b'"refresh_token": "Mz8Qp3Lx6Wt1Rk9Vb4Nc7Hd2Jf5Gs0Ye"}',
+        "application/json",
+        response=True,
+    )
     for text in TYPED:
         redactor.learn_secret(text)
     return redactor

@@ -18,6 +18,7 @@ Documents carry a repeated header (``Link``, twice). Responses are HTTP/1.0 with
 and without ``Cache-Control``, ``Expires``, ``ETag`` or ``Last-Modified``. Run as a script
 (``python shop_site.py PORT``) for the real-web check, or in-process with :class:`ShopSite`.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ if __package__ in (None, ""):  # run as a script (the real-web check starts it s
 from tests.local_site import LocalSite  # noqa: E402 - after the path is set
 
 ITEMS = ("Kittiwake lamp", "Mooring rope", "Tide clock")
-LINKS = (("Link", "</api/cart>; rel=\"https://api.shop.test/\""), ("Link", "</?p=1>; rel=shortlink"))
+LINKS = (("Link", '</api/cart>; rel="https://api.shop.test/"'), ("Link", "</?p=1>; rel=shortlink"))
 """A page's ``Link`` header twice, as WordPress sends them: a response Chromium serves from its
 cache (a history navigation's document) reaches the recording with the two joined by a newline."""
 PAGE_SCRIPT = """<script>
@@ -71,32 +72,40 @@ class Shop:
         self.lock = threading.Lock()
 
     def page(self, title: str, body: str) -> bytes:
-        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
-                f"<h1>{title}</h1><p id='cart'>Cart: loading</p><p id='stock'>Lamps in stock: ?</p>{body}"
-                f"<p><a href='/'>Home</a> <a href='/cart'>Your cart</a></p>{PAGE_SCRIPT}</body></html>").encode()
+        return (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+            f"<h1>{title}</h1><p id='cart'>Cart: loading</p><p id='stock'>Lamps in stock: ?</p>{body}"
+            f"<p><a href='/'>Home</a> <a href='/cart'>Your cart</a></p>{PAGE_SCRIPT}</body></html>"
+        ).encode()
 
     def home(self, order: str) -> bytes:
-        links = "".join(f"<li><a href='/item/{n}'>{item}</a> ({self.prices[item]:.2f} EUR)</li>"
-                        for n, item in enumerate(ITEMS, start=1))
+        links = "".join(
+            f"<li><a href='/item/{n}'>{item}</a> ({self.prices[item]:.2f} EUR)</li>"
+            for n, item in enumerate(ITEMS, start=1)
+        )
         placed = f"<p>{self.orders[order]}</p>" if order in self.orders else ""
         return self.page(f"Harbour shop {self.salt}", f"{placed}<ul>{links}</ul>")
 
     def item(self, number: int) -> bytes:
         item = ITEMS[number - 1]
         add = f"/add?item={number}&r={secrets.token_hex(4)}"
-        return self.page(item, f"<p>Price {self.prices[item]:.2f} EUR</p><p><a href='{add}'>Add to cart</a></p>")
+        return self.page(
+            item, f"<p>Price {self.prices[item]:.2f} EUR</p><p><a href='{add}'>Add to cart</a></p>"
+        )
 
     def cart(self, session: str) -> bytes:
         lines = "".join(f"<li>{item}</li>" for item in self.carts.get(session, [])) or "<li>Nothing yet</li>"
-        form = (f"<form method='post' action='/checkout'><input type='hidden' name='csrf' "
-                f"value='{secrets.token_hex(12)}'><label>Name <input name='name'></label>"
-                "<button>Place order</button></form>")
+        form = (
+            f"<form method='post' action='/checkout'><input type='hidden' name='csrf' "
+            f"value='{secrets.token_hex(12)}'><label>Name <input name='name'></label>"
+            "<button>Place order</button></form>"
+        )
         return self.page("Your cart", f"<ul>{lines}</ul>{form}")
 
     def checkout(self, session: str, fields: dict[str, list[str]]) -> str:
         """Places the order (the cart is emptied); its number, for the page redirected to."""
         who = fields.get("name", ["nobody"])[0]
-        order = f"{self.salt}-{secrets.randbelow(10 ** 6)}"
+        order = f"{self.salt}-{secrets.randbelow(10**6)}"
         self.orders[order] = f"Order {order} for {who}: {len(self.carts.pop(session, []))} items"
         return order
 
@@ -119,7 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
         cookie = self.headers.get("Cookie") or ""
         session = next((c.split("=", 1)[1] for c in cookie.split("; ") if c.startswith("shop_session=")), "")
         new_session = "" if session else secrets.token_hex(8)
-        status, headers, content = self._route(parts.path, parse_qs(parts.query), session or new_session, body)
+        status, headers, content = self._route(
+            parts.path, parse_qs(parts.query), session or new_session, body
+        )
         self.send_response(status)
         for name, value in headers:
             self.send_header(name, value)
@@ -128,8 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()  # HTTP/1.0, no Content-Length: the body ends when the connection closes
         self.wfile.write(content)
 
-    def _route(self, path: str, query: dict[str, list[str]], session: str,
-               body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _route(
+        self, path: str, query: dict[str, list[str]], session: str, body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         html = [("Content-Type", "text/html; charset=utf-8"), *LINKS]
         shop = self.shop
         if path == "/":
@@ -149,7 +161,11 @@ class _Handler(BaseHTTPRequestHandler):
             order = shop.checkout(session, parse_qs(body.decode()))
             return 302, [("Location", f"/thanks?order={order}&r={secrets.token_hex(4)}")], b""
         if path == "/api/cart":
-            return 200, [("Content-Type", "application/json")], json.dumps({"count": len(shop.carts.get(session, []))}).encode()
+            return (
+                200,
+                [("Content-Type", "application/json")],
+                json.dumps({"count": len(shop.carts.get(session, []))}).encode(),
+            )
         if path == "/api/stock":
             return 200, [("Content-Type", "application/json")], json.dumps({"stock": shop.stock}).encode()
         if path == "/beacon":

@@ -5,6 +5,7 @@ answers and a SharedWorker (whose script request gets no response event a page c
 no settling deadline; ``python -m bench --only realweb`` compares a step's cost with and without
 them. Served by a plain ``http.server`` on a free port.
 """
+
 from __future__ import annotations
 
 import threading
@@ -16,10 +17,12 @@ from tests.local_site import LocalSite, answering_handler, scripted_suite
 PAGES = {
     "/": "<h1>Harbour</h1><a href='/two'>Tides</a>",
     "/two": "<h1>Tides</h1><button onclick=\"document.querySelector('p').textContent='High at noon'\">Read</button>"
-            "<p>Not read</p><a href='/'>Harbour</a>",
+    "<p>Not read</p><a href='/'>Harbour</a>",
 }
-NEVER_ENDING = ("<script>new SharedWorker('/worker.js');"
-                "fetch('/poll?since=' + Date.now()).then(r => r.text()).catch(() => {});</script>")
+NEVER_ENDING = (
+    "<script>new SharedWorker('/worker.js');"
+    "fetch('/poll?since=' + Date.now()).then(r => r.text()).catch(() => {});</script>"
+)
 SCRIPT = [
     {"action": "click", "target": {"role": "link", "name": "Tides"}},
     {"action": "click", "target": {"role": "button", "name": "Read"}},
@@ -41,8 +44,9 @@ class StandingSite(LocalSite):
         """The episode as ``repeats`` tasks of an MMInA-format suite in ``folder``; the suite's folder."""
         return scripted_suite(folder, "standing", self.url, "Read the tides.", SCRIPT, repeats=repeats)
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.release.set()
         super().__exit__(kind, error, trace)
 

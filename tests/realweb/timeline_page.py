@@ -12,6 +12,7 @@ Served by a plain ``http.server`` on a free port; the data's times are drawn fro
 own clock at every request, and the bundle is a real library from npm (lodash, about 0.5 MB)
 padded to ``BUNDLE_MB`` with the kind of comment a big minified bundle carries.
 """
+
 from __future__ import annotations
 
 import json

@@ -17,6 +17,7 @@ messages of real applications, and JSON shipped in packages. Two passes:
 
 Shared by ``tests/test_redaction_traffic.py`` and ``bench --only redaction``.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,27 +37,95 @@ from tests.realweb.redaction_check import TYPED, episode_redactor
 from tests.realweb.traffic_corpus import REQUEST, SOCKET, URL, Item
 
 MARKERS = re.compile(r"\[REDACTED\]|%5BREDACTED%5D")
-CREDENTIAL_PLANTS = ("access_token", "refresh_token", "id_token", "client_secret", "password", "api_key", "apiKey",
-                     "private_key", "privateKey", "auth_token", "authToken", "session_token", "sessionToken",
-                     "csrf_token", "csrfmiddlewaretoken", "X-CSRF-Token", "secret", "clientSecret", "passwd",
-                     "accessToken", "jwt")
+CREDENTIAL_PLANTS = (
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "client_secret",
+    "password",
+    "api_key",
+    "apiKey",
+    "private_key",
+    "privateKey",
+    "auth_token",
+    "authToken",
+    "session_token",
+    "sessionToken",
+    "csrf_token",
+    "csrfmiddlewaretoken",
+    "X-CSRF-Token",
+    "secret",
+    "clientSecret",
+    "passwd",
+    "accessToken",
+    "jwt",
+)
 """Credentials' names: a value under one is a secret by place alone, whatever it looks like."""
-AMBIGUOUS_PLANTS = ("key", "session", "sid", "sig", "signature", "pin", "auth", "session_id", "sessionId",
-                    "connect.sid", "access_key")
+AMBIGUOUS_PLANTS = (
+    "key",
+    "session",
+    "sid",
+    "sig",
+    "signature",
+    "pin",
+    "auth",
+    "session_id",
+    "sessionId",
+    "connect.sid",
+    "access_key",
+)
 """Ambiguous names: a value under one is a secret when it looks like a credential — but a
 session's id in a WebSocket's own URL or messages names the connection (``connection_kind``)."""
 CONNECTION_PLANTS = tuple(name for name in AMBIGUOUS_PLANTS if connection_kind(name))
-CREDENTIAL_NAMES_SEEN = frozenset({
-    "__form_token", "trac_form_token", "csrftoken", "ds_csrftoken", "_xsrf", "xsrf", "secretaccesskey",
-    "sessiontoken", "password", "newpassword", "oldpassword", "masteruserpassword", "token", "access_token",
-    "authtoken", "secret", "client_secret", "refresh_token", "id_token", "apikey", "api_key", "csrf", "session_hash",
-    "signature", "webidentitytoken", "samlassertion", "tokencode", "localconsolepassword", "activationkey",
-    "secrettoauthenticateinitiator", "secrettoauthenticatetarget"})
+CREDENTIAL_NAMES_SEEN = frozenset(
+    {
+        "__form_token",
+        "trac_form_token",
+        "csrftoken",
+        "ds_csrftoken",
+        "_xsrf",
+        "xsrf",
+        "secretaccesskey",
+        "sessiontoken",
+        "password",
+        "newpassword",
+        "oldpassword",
+        "masteruserpassword",
+        "token",
+        "access_token",
+        "authtoken",
+        "secret",
+        "client_secret",
+        "refresh_token",
+        "id_token",
+        "apikey",
+        "api_key",
+        "csrf",
+        "session_hash",
+        "signature",
+        "webidentitytoken",
+        "samlassertion",
+        "tokencode",
+        "localconsolepassword",
+        "activationkey",
+        "secrettoauthenticateinitiator",
+        "secrettoauthenticatetarget",
+    }
+)
 """Names (lower case) that hold real credentials in the corpus — a Trac form's token, Datasette's
 CSRF token, the example credentials of AWS API examples (``SecretAccessKey``, ``Password``) —
 reviewed by hand: a value redaction takes from under another name is a changed non-secret."""
-TOKEN_NAMED_DATA = frozenset({"purchasetoken", "clientrequesttoken", "lifecycleactiontoken", "verificationtoken",
-                              "granttoken", "clienttoken", "subjectfromwebidentitytoken"})
+TOKEN_NAMED_DATA = frozenset(
+    {
+        "purchasetoken",
+        "clientrequesttoken",
+        "lifecycleactiontoken",
+        "verificationtoken",
+        "granttoken",
+        "clienttoken",
+        "subjectfromwebidentitytoken",
+    }
+)
 """Names (lower case) in AWS's API examples of values that are not credentials but that a name
 alone cannot tell from one (an idempotency token, a purchase token, a public verification
 record): the price of taking a value under a ``…Token`` name by place alone. The package
@@ -107,7 +176,9 @@ def check_traffic(items: Iterable[Item], seed: int = 56) -> TrafficResult:
         result.bytes += sum(len(i.text.encode("utf-8", "surrogatepass")) for i in batch)
         result.sources.add(source)
         as_is = _as_is(batch)
-        result.replaced += judged([r for item, redacted in zip(batch, as_is) for r in replaced_values(item, redacted)])
+        result.replaced += judged(
+            [r for item, redacted in zip(batch, as_is) for r in replaced_values(item, redacted)]
+        )
         for item, redacted in zip(batch, as_is):
             _planted(item, redacted, draw, result)
     result.cpu_s = time.process_time() - started
@@ -115,6 +186,7 @@ def check_traffic(items: Iterable[Item], seed: int = 56) -> TrafficResult:
 
 
 # ---------------------------------------------------------------- as the recorder does it
+
 
 def _as_is(items: list[Item]) -> list[str]:
     """One episode's redactor over every item: learn all, then redact each."""
@@ -154,8 +226,11 @@ def _mime(item: Item) -> str:
 def socket_line(message: str, direction: str) -> str:
     """A text message as the browser's archive records it (one JSON line of the socket's body,
     which the recorder gives the redactor as ``SOCKET_TYPE``)."""
-    return json.dumps({"type": direction, "time": 1764000000000.5, "opcode": 1, "data": message},
-                      separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        {"type": direction, "time": 1764000000000.5, "opcode": 1, "data": message},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 def replaced_values(item: Item, redacted: str) -> list[Replaced]:
@@ -167,8 +242,11 @@ def replaced_values(item: Item, redacted: str) -> list[Replaced]:
     match = re.fullmatch(pattern, item.text, re.S)
     if match is None:  # something else moved: report the whole item
         return [Replaced(item.source, item.place, "?", item.text[:200])]
-    return [Replaced(item.source, item.place, _name_before(item.text, match.start(i + 1)), match.group(i + 1))
-            for i in range(len(pieces) - 1) if match.group(i + 1) not in ("[REDACTED]", "%5BREDACTED%5D")]
+    return [
+        Replaced(item.source, item.place, _name_before(item.text, match.start(i + 1)), match.group(i + 1))
+        for i in range(len(pieces) - 1)
+        if match.group(i + 1) not in ("[REDACTED]", "%5BREDACTED%5D")
+    ]
 
 
 def judged(replaced: list[Replaced]) -> list[Replaced]:
@@ -176,15 +254,19 @@ def judged(replaced: list[Replaced]) -> list[Replaced]:
     a key of a well-known format (``AKIA…``) is one wherever it is, and so is a password the
     episode typed (``admin``: scrubbed from what a page sent, by design)."""
     credentials = {r.value for r in replaced if r.name.lower() in CREDENTIAL_NAMES_SEEN} | set(TYPED)
-    return [replace(r, credential=r.value in credentials or KNOWN_KEYS.search(r.value) is not None) for r in replaced]
+    return [
+        replace(r, credential=r.value in credentials or KNOWN_KEYS.search(r.value) is not None)
+        for r in replaced
+    ]
 
 
 def _name_before(text: str, at: int) -> str:
-    found = _NAME_BEFORE.search(text[max(0, at - 80):at].replace('\\"', '"'))
+    found = _NAME_BEFORE.search(text[max(0, at - 80) : at].replace('\\"', '"'))
     return found.group(1) if found else ""
 
 
 # ---------------------------------------------------------------- planted credentials
+
 
 def plant_value(draw: random.Random, shaped: bool) -> str:
     """A credential to plant: shaped like one (24 letters and digits: under an ambiguous name),
@@ -225,8 +307,12 @@ class Planter:
 def planted(item: Item, draw: random.Random) -> tuple[str, list[tuple[str, str]]]:
     """The item's text with credentials planted in its structured places, and what was planted."""
     packets = is_packets(item.text)
-    connection = item.place == SOCKET or packets or item.place == URL and item.text[:6].lower().startswith(
-        ("ws://", "wss://"))
+    connection = (
+        item.place == SOCKET
+        or packets
+        or item.place == URL
+        and item.text[:6].lower().startswith(("ws://", "wss://"))
+    )
     planter = Planter(draw, connection)
     if item.place == URL:
         return _plant_query(item.text, planter)
@@ -235,8 +321,13 @@ def planted(item: Item, draw: random.Random) -> tuple[str, list[tuple[str, str]]
         return "&".join(fields), plants
     if "event-stream" in item.mime:
         return _plant_lines(item.text, planter, "data:")
-    if item.place == SOCKET or "json" in item.mime or json_start(item.text) == 0 or packets and \
-            PACKET_SEPARATOR not in item.text:
+    if (
+        item.place == SOCKET
+        or "json" in item.mime
+        or json_start(item.text) == 0
+        or packets
+        and PACKET_SEPARATOR not in item.text
+    ):
         return _plant_json_anywhere(item.text, planter)
     return item.text, []  # HTML, plain text: no structured place (the npm corpus checks code)
 
@@ -254,9 +345,9 @@ def _plant_lines(text: str, planter: Planter, prefix: str = "") -> tuple[str, li
     """NDJSON lines, or an event stream's ``data:`` lines: each JSON one planted."""
     lines, plants = [], []
     for line in text.split("\n"):
-        body = line[len(prefix):].lstrip(" ") if line.startswith(prefix) else ""
+        body = line[len(prefix) :].lstrip(" ") if line.startswith(prefix) else ""
         new, more = _plant_json(body, planter) if body else (body, [])
-        lines.append(line[:len(line) - len(body)] + new if more else line)
+        lines.append(line[: len(line) - len(body)] + new if more else line)
         plants += more
     return "\n".join(lines), plants
 
@@ -280,9 +371,9 @@ def _plant_json(text: str, planter: Planter) -> tuple[str, list[tuple[str, str]]
     plants = []
     for at in chosen:
         name, value = planter.pair()
-        rest = text[at + 1:].lstrip()
+        rest = text[at + 1 :].lstrip()
         pair = json.dumps(name) + ": " + json.dumps(value) + ("" if rest.startswith("}") else ", ")
-        text = text[:at + 1] + pair + text[at + 1:]
+        text = text[: at + 1] + pair + text[at + 1 :]
         plants.append((name, value))
     return text, plants
 

@@ -20,6 +20,7 @@ Each piece is an :class:`Item`: where it was (:data:`PLACES`), its type, its tex
 ``tests/realweb/traffic_check.py`` passes them through the redactor with and without planted
 credentials.
 """
+
 from __future__ import annotations
 
 import base64
@@ -92,6 +93,7 @@ def kind_of(source: str) -> str:
 
 # ---------------------------------------------------------------- the applications' traffic
 
+
 def app_items(apps: Iterable[App] = APPS) -> list[Item]:
     """The traffic of each application's recorded episode (recorded once, then read from the cache)."""
     return [item for app in apps for item in _cached(f"{app.name}-{_version(app)}", partial(_record, app))]
@@ -137,8 +139,14 @@ def raw_traffic() -> Iterator[list[dict[str, Any]]]:
     taken: list[dict[str, Any]] = []
     capture = episode_module.capture
 
-    def tee(path: Path, step_starts: list[datetime], put_blob: PutBlob, redactor: Redactor,
-            streams: EventStreams | None = None, routed: RoutedTraffic = RoutedTraffic()) -> list[dict[str, Any]]:
+    def tee(
+        path: Path,
+        step_starts: list[datetime],
+        put_blob: PutBlob,
+        redactor: Redactor,
+        streams: EventStreams | None = None,
+        routed: RoutedTraffic = RoutedTraffic(),
+    ) -> list[dict[str, Any]]:
         entries, archive = read_har(path)
         try:
             taken.extend(_inlined(e, archive) for e in completed(entries, archive, streams, routed))
@@ -160,9 +168,14 @@ def _inlined(entry: dict[str, Any], archive: zipfile.ZipFile | None) -> dict[str
     text, mime = request_text(request, archive)
     content = response.get("content") or {}
     body = response_body(content, archive)
-    return {"url": request.get("url", ""), "request_text": text, "request_mime": mime,
-            "response_mime": content.get("mimeType") or "", "socket": entry.get("_resourceType") == "websocket",
-            "response_body": base64.b64encode(body).decode() if body else None}
+    return {
+        "url": request.get("url", ""),
+        "request_text": text,
+        "request_mime": mime,
+        "response_mime": content.get("mimeType") or "",
+        "socket": entry.get("_resourceType") == "websocket",
+        "response_body": base64.b64encode(body).decode() if body else None,
+    }
 
 
 def entry_items(source: str, entry: dict[str, Any]) -> list[Item]:
@@ -246,9 +259,17 @@ def _exchange_items(source: str, exchange: dict[str, Any]) -> list[Item]:
 
 # ---------------------------------------------------------------- JSON shipped in packages
 
-PACKAGE_GLOBS = ("**/botocore/data/*/*/examples-1.json", "**/*openapi*.json", "**/*swagger*.json", "**/schemas/**/*.json",
-                 "**/*.schema.json", "**/package.json", "**/package-lock.json", "**/*fixture*/**/*.json",
-                 "**/tests/**/*.json")
+PACKAGE_GLOBS = (
+    "**/botocore/data/*/*/examples-1.json",
+    "**/*openapi*.json",
+    "**/*swagger*.json",
+    "**/schemas/**/*.json",
+    "**/*.schema.json",
+    "**/package.json",
+    "**/package-lock.json",
+    "**/*fixture*/**/*.json",
+    "**/tests/**/*.json",
+)
 """Real JSON in installed packages: API examples (requests and responses), OpenAPI and JSON
 schema documents, npm manifests and lock files, test fixtures."""
 PACKAGE_ROOTS = ("venvs", NPM_FOLDER, SAMPLE_FOLDER, "npm")
@@ -268,7 +289,7 @@ def _package_items(roots: Iterable[Path]) -> list[Item]:
     for root in roots:
         for pattern in PACKAGE_GLOBS:
             files = sorted(p for p in root.glob(pattern) if p.is_file() and p.stat().st_size <= MAX_ITEM)
-            for path in files[::max(1, len(files) // PER_GLOB)][:PER_GLOB]:
+            for path in files[:: max(1, len(files) // PER_GLOB)][:PER_GLOB]:
                 chosen.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), path)
     items = []
     for path in sorted(chosen.values(), key=str):
@@ -291,7 +312,7 @@ def _package_of(path: Path) -> str:
     for marker in ("site-packages", "node_modules"):
         if marker in parts:
             at = len(parts) - 1 - parts[::-1].index(marker)
-            return f"{parts[at + 1]}:{'/'.join(parts[at + 2:])}"
+            return f"{parts[at + 1]}:{'/'.join(parts[at + 2 :])}"
     return f"{path.parent.name}:{path.name}"
 
 

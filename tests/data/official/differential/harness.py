@@ -21,6 +21,7 @@ the ``[Unhandled Error]`` text, ``cnt_ans`` and ``cnt_cl`` (read from the loop's
 it logs), and this task's share of ``[Result] all success rate: all_pass/all_all``.
 Trajectories whose task needs the LLM judge or ``program_html`` are reported but marked.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,12 +35,20 @@ from pathlib import Path
 
 def stub_modules() -> None:
     """Modules imported at load time by the runner but not used on this path."""
+
     class Anything:
-        def __init__(self, *args, **kwargs): pass
-        def __call__(self, *args, **kwargs): return Anything()
-        def __getattr__(self, name): return Anything()
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __call__(self, *args, **kwargs):
+            return Anything()
+
+        def __getattr__(self, name):
+            return Anything()
+
         @classmethod
-        def from_pretrained(cls, *args, **kwargs): return Anything()
+        def from_pretrained(cls, *args, **kwargs):
+            return Anything()
 
     for name in ("torch", "transformers", "cairosvg", "bs4", "vllm"):
         module = types.ModuleType(name)
@@ -47,9 +56,15 @@ def stub_modules() -> None:
         sys.modules[name] = module
 
 
-SITES = {"SHOPPING": "http://localhost:7770", "SHOPPING_ADMIN": "http://localhost:7780/admin",
-         "REDDIT": "http://localhost:9999", "GITLAB": "http://localhost:8023", "MAP": "http://localhost:3000",
-         "WIKIPEDIA": "http://localhost:8888", "HOMEPAGE": "http://localhost:4399"}
+SITES = {
+    "SHOPPING": "http://localhost:7770",
+    "SHOPPING_ADMIN": "http://localhost:7780/admin",
+    "REDDIT": "http://localhost:9999",
+    "GITLAB": "http://localhost:8023",
+    "MAP": "http://localhost:3000",
+    "WIKIPEDIA": "http://localhost:8888",
+    "HOMEPAGE": "http://localhost:4399",
+}
 
 
 def load_runner(checkout: Path):
@@ -59,6 +74,7 @@ def load_runner(checkout: Path):
         os.environ.setdefault(name, url)
     stub_modules()
     import run  # noqa: E402 - the official run.py
+
     return run
 
 
@@ -74,9 +90,15 @@ class Probe(logging.Handler):
         while frame is not None and frame.f_code.co_name != "test":
             frame = frame.f_back
         local = dict(frame.f_locals) if frame is not None else {}
-        self.records.append({"message": record.getMessage(), "cnt_ans": local.get("cnt_ans"),
-                             "cnt_cl": local.get("cnt_cl"), "all_pass": local.get("all_pass"),
-                             "all_all": local.get("all_all")})
+        self.records.append(
+            {
+                "message": record.getMessage(),
+                "cnt_ans": local.get("cnt_ans"),
+                "cnt_cl": local.get("cnt_cl"),
+                "all_pass": local.get("all_pass"),
+                "all_all": local.get("all_all"),
+            }
+        )
 
 
 def build(run, trajectories: dict[str, dict], workdir: Path):
@@ -101,8 +123,11 @@ def build(run, trajectories: dict[str, dict], workdir: Path):
         return {"text": "", "image": None, "current_url": url}
 
     def info(url: str) -> dict:
-        return {"page": DetachedPage(url, ""), "fail_error": "",
-                "observation_metadata": {"text": {"obs_nodes_info": {}}, "image": {}}}
+        return {
+            "page": DetachedPage(url, ""),
+            "fail_error": "",
+            "observation_metadata": {"text": {"obs_nodes_info": {}}, "image": {}},
+        }
 
     class RecordedEnv:
         def __init__(self, **kwargs) -> None:
@@ -161,32 +186,58 @@ def build(run, trajectories: dict[str, dict], workdir: Path):
 
 def run_one(run, agent, probe: Probe, key: str, trajectory: dict, workdir: Path) -> dict:
     import argparse
+
     args = argparse.Namespace(**BASE_ARGS, domain=trajectory["domain"], result_dir=str(workdir / "results"))
     agent.set_action_set_tag("id_accessibility_tree")
     probe.records.clear()
     try:
         run.test(args, agent, [key])
-    except (ZeroDivisionError, UnboundLocalError):  # after the task's lines: the run's closing average of no score
+    except (
+        ZeroDivisionError,
+        UnboundLocalError,
+    ):  # after the task's lines: the run's closing average of no score
         pass
     return summarize(probe.records)
 
 
-BASE_ARGS = {"render": False, "slow_mo": 0, "action_set_tag": "id_accessibility_tree",
-             "observation_type": "accessibility_tree", "current_viewport_only": True, "viewport_width": 1280,
-             "viewport_height": 720, "save_trace_enabled": False, "sleep_after_execution": 0.0, "max_steps": 30,
-             "parsing_failure_th": 3, "repeating_action_failure_th": 3, "provider": "openai", "caption": False,
-             "caption_name": "captions.txt", "task_cnt": 0, "hop_cnt": 0, "render_screenshot": False}
+BASE_ARGS = {
+    "render": False,
+    "slow_mo": 0,
+    "action_set_tag": "id_accessibility_tree",
+    "observation_type": "accessibility_tree",
+    "current_viewport_only": True,
+    "viewport_width": 1280,
+    "viewport_height": 720,
+    "save_trace_enabled": False,
+    "sleep_after_execution": 0.0,
+    "max_steps": 30,
+    "parsing_failure_th": 3,
+    "repeating_action_failure_th": 3,
+    "provider": "openai",
+    "caption": False,
+    "caption_name": "captions.txt",
+    "task_cnt": 0,
+    "hop_cnt": 0,
+    "render_screenshot": False,
+}
 
 
 def summarize(records: list[dict]) -> dict:
-    result = {"outcome": "no_result", "error": None, "cnt_ans": None, "cnt_cl": None, "numerator": 0, "denominator": 0}
+    result = {
+        "outcome": "no_result",
+        "error": None,
+        "cnt_ans": None,
+        "cnt_cl": None,
+        "numerator": 0,
+        "denominator": 0,
+    }
     for record in records:
         message = record["message"]
         if message.startswith("[Result] (PASS)") or message.startswith("[Result] (FAIL)"):
             result["outcome"] = "pass" if "(PASS)" in message else "fail"
             result["cnt_ans"], result["cnt_cl"] = record["cnt_ans"], record["cnt_cl"]
         elif message.startswith("[Unhandled Error]"):
-            result["error"] = message[len("[Unhandled Error] "):].rstrip("]")
+            result["error"] = message[len("[Unhandled Error] ") :].rstrip("]")
             result["cnt_ans"], result["cnt_cl"] = record["cnt_ans"], record["cnt_cl"]
         elif message.startswith("[Result] all success rate:"):
             numerator, denominator = message.split(":", 1)[1].strip().split("/")
@@ -204,8 +255,12 @@ def main(argv: list[str]) -> int:
         results = run_all(checkout, corpus, workdir)
     finally:
         sys.stdout = stdout
-    json.dump({"runner": "shulin16/MMInA@9b0a707 run.py test()", "results": results}, sys.stdout, indent=1,
-              sort_keys=True)
+    json.dump(
+        {"runner": "shulin16/MMInA@9b0a707 run.py test()", "results": results},
+        sys.stdout,
+        indent=1,
+        sort_keys=True,
+    )
     return 0
 
 
@@ -214,8 +269,11 @@ def run_all(checkout: Path, corpus: dict, workdir: Path) -> dict:
     probe = Probe()
     logging.getLogger("logger").addHandler(probe)
     for handler in list(logging.getLogger("logger").handlers):
-        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) \
-                and handler is not probe:
+        if (
+            isinstance(handler, logging.StreamHandler)
+            and not isinstance(handler, logging.FileHandler)
+            and handler is not probe
+        ):
             logging.getLogger("logger").removeHandler(handler)
     trajectories, files = {}, {}
     for index, trajectory in enumerate(corpus["trajectories"]):
