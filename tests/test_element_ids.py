@@ -159,8 +159,8 @@ def _as_first_seen(trees: list[str], actions: list[str | None]) -> tuple[list[st
             seen[(element.role, element.name)] += 1
             renumbered[element.id] = numbers.setdefault(key, str(len(numbers) + 1))
         old_trees.append(
-            re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M)
-        )  # noqa: B023 (called at once)
+            re.sub(r"^(\t*)\[(\d+)\] ", lambda m: f"{m[1]}[{renumbered[m[2]]}] ", tree, flags=re.M)  # noqa: B023
+        )
         parsed = parse_action(action) if action else None
         old_actions.append(
             action

@@ -304,10 +304,10 @@ class MultiHop:
         if state.flag:
             if (
                 "kiwix" not in current_url
-                and current_url != None
+                and current_url != None  # noqa: E711 - as written (run.py:353)
                 and "kiwix" in now_url
                 and check_list[state.cnt_ans + 1] in current_url
-            ):  # noqa: E711 - as written (run.py:353)
+            ):
                 state.credit(step)
                 state.flag = False
             if "momondo" in current_url and "momondo" in now_url:

@@ -193,9 +193,9 @@ class Echoes:
             literal = json.dumps(new)
             reply, changed = re.subn(
                 rf'("{re.escape(key)}"\s*:\s*){re.escape(json.dumps(number))}(?=\s*[,}}\]])',
-                lambda m: f"{m.group(1)}{literal}",
+                lambda m: f"{m.group(1)}{literal}",  # noqa: B023 - used at once
                 reply,
-            )  # noqa: B023 - used at once
+            )
             if changed:
                 del self.numbers[
                     (key, number)
