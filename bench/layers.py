@@ -47,6 +47,7 @@ from mmina.errors import MminaError
 from mmina.executors.pool import in_flight as in_flight_on_threads
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode_browser import EpisodeBrowser
+from mmina.recorder.seeding import RECORDED_SEEDING, Seeding
 from mmina.store import Store
 from mmina.store.sql import run_query
 
@@ -262,7 +263,11 @@ def _through_recorder(
 
     def one(numbered: tuple[int, Episode]) -> None:
         number, steps = numbered
-        browser = session.episode(folder / f"{way}-{number}.har.zip", paint_marks=False, seed=0)
+        browser = session.episode(
+            folder / f"{way}-{number}.har.zip",
+            paint_marks=False,
+            seed=Seeding(seed=0, scheme=RECORDED_SEEDING),
+        )
         try:
             _recorder_episode(browser, steps, think_s, session.config.freeze_after_s, acting)
         finally:

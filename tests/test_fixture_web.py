@@ -409,3 +409,27 @@ def test_reference_script_solves_task_in_chromium(web: FixtureWeb) -> None:
     answer = task["reference_script"][-1]["answer"]
     for keyword in task["eval"]["reference_answers"]["must_include"]:
         assert keyword in final_text and keyword in answer
+
+
+def test_a_client_gone_mid_answer_prints_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    """A lost worker's browser goes away mid-answer: the site says nothing of the broken pipe (a
+    `record --workers` run printed socketserver's traceback for it), and still prints any other
+    error of its own."""
+    from mmina.fixtures.web.server import _Server
+
+    server = _Server(("127.0.0.1", 0), lambda host, request: None)  # type: ignore[arg-type, return-value]
+    with socket.socket() as client:
+        try:
+            for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+                try:
+                    raise gone
+                except ConnectionError:
+                    server.handle_error(client, ("127.0.0.1", 1))
+            assert capfd.readouterr().err == ""
+            try:
+                raise ValueError("the site's own bug")
+            except ValueError:
+                server.handle_error(client, ("127.0.0.1", 1))
+            assert "ValueError: the site's own bug" in capfd.readouterr().err
+        finally:
+            server.server_close()

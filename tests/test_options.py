@@ -117,7 +117,7 @@ def test_an_unexpected_error_is_one_line_from_the_script() -> None:
 @pytest.mark.parametrize(
     "agent, message",
     [
-        ("os:system", "Error: cannot create agent os:system: TypeError: system() missing required argument"),
+        ("os:system", "Error: agent os:system is a function, not a class: name your agent class"),
         ("builtins:int", "Error: agent builtins:int has no act(observation) method"),
         ("os:...", "Error: cannot load agent os:...: module 'os' has no attribute '...'"),
         ("no such module:X", "Error: cannot load agent no such module:X: No module named 'no such module'"),
