@@ -26,6 +26,7 @@ from bench.interchange import interchange_section
 from bench.judges import judges_section
 from bench.machine import described, machine
 from bench.objectstore import objectstore_section
+from bench.quiet import quiet_section
 from bench.rankings import rankings_section
 from bench.realweb import realweb_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
@@ -58,6 +59,7 @@ SECTIONS = (
     "judges",
     "rankings",
     "seeding",
+    "quiet",
 )
 EVIDENCE_TASKS = (
     "normal/1",
@@ -175,6 +177,8 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
         if "seeding" in parts:
             log("Math.random and crypto drawn unseeded and under each seeding scheme (cost per draw)")
             sections.append(seeding_section())
+        if "quiet" in parts:
+            sections.append(quiet_section(log, args.quick))
     return sections
 
 

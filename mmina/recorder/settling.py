@@ -62,10 +62,29 @@ SOON_MS = 500
 """A timer a page sets for at most this long is work the page is about to do: settling waits
 for it (a debounced search, a ``setTimeout(0)`` follow-up), up to ``SOON_MAX_S``."""
 SOON_MAX_S = 1.5
+LONG_TASK_QUIET_MS = 0
+"""With more than 0, settling also waits until the page's main thread has run no long task (50 ms
+or more) for this long, up to ``LONG_TASK_MAX_S``, in the recording and in the replay alike, so a
+client that builds its interface with the CPU after ``load`` is observed built. Off: measured with
+250 ms (``python -m bench --only quiet``, docs/recording.md) it cost a fixture-web step 15–27 % under
+load and changed no real application's fidelity (Notebook 7's build pauses ~1 s for its kernel)."""
+LONG_TASK_MAX_S = 3.0
+LONG_TASK_GAP_MS = 100
+"""A turn of settling's own loop (two frames and a macrotask, ~35 ms) that took this long means the
+main thread may have been held by a long task the page's ``PerformanceObserver`` has not reported
+yet: one more turn lets it (a machine under load stretches turns too, so a held turn alone does
+not count as a long task)."""
 PENDING_TIMERS = """(() => {
   if (window.__mminaSoon) return;
   const soon = new Set();
   Object.defineProperty(window, '__mminaSoon', {value: soon});
+  const tasks = {last: 0};
+  Object.defineProperty(window, '__mminaLongTasks', {value: tasks});
+  try {
+    new PerformanceObserver(list => {
+      for (const entry of list.getEntries()) tasks.last = Math.max(tasks.last, entry.startTime + entry.duration);
+    }).observe({type: 'longtask', buffered: true});
+  } catch (e) {}
   for (const [set, clear] of [['setTimeout', 'clearTimeout'], ['setInterval', 'clearInterval']]) {
     const native = window[set], nativeClear = window[clear];
     window[set] = function (handler, delay, ...rest) {
@@ -108,27 +127,36 @@ REAL_TIMERS = "const real = (globalThis.__pwClock && globalThis.__pwClock.builti
 """The browser's own timers and ``performance``, not the replay clock's (which may stand still:
 ``mmina.replayer.page_clock``): mmina's waits in a page count real time."""
 PAGE_TURN = (
-    """(soonLimit, streamLimit, longLived) => new Promise(done => {
+    """(soonLimit, streamLimit, longLived, taskQuiet, taskLimit) => new Promise(done => {
   %s
   const started = real.performance.now(), timeline = window.__mminaTimeline;
+  const tasks = window.__mminaLongTasks || {last: 0};
+  let turned = started;
+  const working = now => taskQuiet > 0 && now - tasks.last < taskQuiet && now - started < taskLimit;
   const stopped = () => !!(timeline && timeline.capped());
   const standing = token => token.at < started - soonLimit || longLived.includes(token.url);
   const waiting = () => [...(window.__mminaSoon || [])].some(token => !standing(token));
   const busy = () => (waiting() && !stopped() && real.performance.now() - started < soonLimit)
     || ((window.__mminaStreams || new Set()).size > 0 && real.performance.now() - started < streamLimit);
   const turn = () => real.requestAnimationFrame(() => real.requestAnimationFrame(() => real.setTimeout(check, 0)));
-  const check = () => busy() ? turn() : done();
-  real.setTimeout(done, Math.max(soonLimit, streamLimit) + 200);
+  const check = () => {
+    const now = real.performance.now(), held = now - turned > %d;
+    turned = now;
+    busy() || working(now) || (held && taskQuiet > 0 && now - started < taskLimit) ? turn() : done();
+  };
+  real.setTimeout(done, Math.max(soonLimit, streamLimit, taskLimit) + 200);
   turn();
 })"""
-    % REAL_TIMERS
+    % (REAL_TIMERS, LONG_TASK_GAP_MS)
 )
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
 (for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers; none while
 the replay clock stands still, when no page timer can fire) and no replayed stream still flowing
 (at most ``streamLimit`` ms; see ``mmina.replayer.router``). A fetch or XHR unanswered for longer
 than ``soonLimit`` already (a long-poll, a stream), or to one of the ``longLived`` endpoints (URLs
-without their query), is *standing*: it holds no later settling."""
+without their query), is *standing*: it holds no later settling. And (for at most ``taskLimit``
+ms) until the main thread has run no long task for ``taskQuiet`` ms (``LONG_TASK_QUIET_MS``): the
+page's ``PerformanceObserver`` entries (after a turn held ``LONG_TASK_GAP_MS``, one more turn)."""
 READY = """(limit) => new Promise(done => {
   %s
   const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
@@ -315,9 +343,13 @@ class Settling:
         within the deadline; whether the network stayed quiet meanwhile."""
         left = max(0.0, deadline - time.monotonic())
         limits = [min(SOON_MAX_S, left) * 1e3, min(SETTLE_MAX_S, left) * 1e3]
+        task_limit = min(LONG_TASK_MAX_S, left) * 1e3
         try:
             long_lived = sorted({url for _method, url in self._long_lived})
-            await self._run(call(PAGE_TURN, *limits, long_lived), max(limits) / 1e3 + 1.0)
+            await self._run(
+                call(PAGE_TURN, *limits, long_lived, LONG_TASK_QUIET_MS, task_limit),
+                max(*limits, task_limit) / 1e3 + 1.0,
+            )
         except (TimeoutError, PlaywrightError):
             pass  # navigating away, or a renderer that does not answer: the network decides
         return self._quiet() and self._last_activity == activity

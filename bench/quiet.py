@@ -1,0 +1,132 @@
+"""What settling's wait for a main thread free of long tasks would cost a step (issue 56; off by
+default, ``settling.LONG_TASK_QUIET_MS``).
+
+The oracle's episodes of a few fixture-web tasks are acted out (no capture, no store), each step's
+action and the settling after it timed, with the wait on (a ``QUIET_MS`` window) and off, in
+alternating rounds so both see the same machine; then ``tests/busy_site.py``'s pages are opened
+the same way: one that builds its interface in long tasks after ``load`` (is it observed built?),
+one whose long tasks and animation never end (it costs the bound, ``LONG_TASK_MAX_S``), a plain one.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from mmina.actions.grammar import ActionKind, parse_agent_output
+from mmina.agents import OracleAgent, ScriptEnd
+from mmina.fixtures.web import FixtureWeb
+from mmina.observations.observation import Observation
+from mmina.recorder import settling
+from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
+from mmina.tasks.task import Task
+from mmina.tasks.taskcheck import load_suite
+from tests.busy_site import BUILT, BusySite
+
+from bench.results import Section, Target
+
+TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
+ROUNDS = 3
+PAGE_ROUNDS = 3
+QUIET_MS = 250
+"""The quiet window measured (``settling.LONG_TASK_QUIET_MS``, off by default)."""
+MODES = {"on": QUIET_MS, "off": 0}
+
+
+@contextmanager
+def quiet(ms: int) -> Iterator[None]:
+    """Settling with a quiet window of ``ms`` (0: no wait for long tasks)."""
+    kept = settling.LONG_TASK_QUIET_MS
+    settling.LONG_TASK_QUIET_MS = ms
+    try:
+        yield
+    finally:
+        settling.LONG_TASK_QUIET_MS = kept
+
+
+def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
+    section = Section("quiet")
+    tasks = [t for t in load_suite().tasks if t.task_id in TASKS]
+    steps: dict[str, list[float]] = {mode: [] for mode in MODES}
+    with FixtureWeb() as web:
+        session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False,
+                                               extra_args=tuple(web.chromium_args())))
+        try:
+            for round_ in range(1 if quick else ROUNDS):
+                for mode, ms in MODES.items():
+                    log(f"fixture-web steps, long-task wait {mode} (round {round_ + 1})")
+                    with quiet(ms):
+                        for task in tasks:
+                            steps[mode] += _step_times(session, task)
+        finally:
+            session.close()
+    on, off = statistics.mean(steps["on"]), statistics.mean(steps["off"])
+    section.add("fixture-web step (action + settling), wait off", round(off * 1e3), "ms",
+                note=f"{len(steps['off'])} steps, median {statistics.median(steps['off']) * 1e3:.0f} ms")
+    section.add("fixture-web step (action + settling), wait on", round(on * 1e3), "ms",
+                note=f"{len(steps['on'])} steps, median {statistics.median(steps['on']) * 1e3:.0f} ms,"
+                     f" slowest {max(steps['on']) * 1e3:.0f} ms")
+    section.add("fixture-web step: on / off", round(on / off, 3), "", Target(1.1))
+    _add_pages(section, log, 1 if quick else PAGE_ROUNDS)
+    return section
+
+
+def _step_times(session: BrowserSession, task: Task) -> list[float]:
+    """Each step's action and settling (the start page's opening first), in seconds."""
+    browser, agent = session.episode(None), OracleAgent()
+    started = time.perf_counter()
+    try:
+        browser.open(task.start_urls)
+        times = [time.perf_counter() - started]
+        agent.reset(task)
+        for step in range(30):
+            tree, elements = browser.tree()
+            try:
+                reply = agent.act(Observation(step_index=step, url=browser.url, title="", tabs=[], active_tab=0,
+                                              tree_text=tree, elements=elements, intent=task.intent))
+            except ScriptEnd:
+                break
+            action = parse_agent_output(reply.output)
+            if action.kind is ActionKind.STOP:
+                break
+            started = time.perf_counter()
+            try:
+                browser.execute(action)
+            except ActionFailed:
+                pass
+            times.append(time.perf_counter() - started)
+        return times
+    finally:
+        browser.close()
+
+
+def _add_pages(section: Section, log: Callable[[str], None], rounds: int) -> None:
+    with BusySite() as site:
+        session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False))
+        try:
+            for page in ("plain", "build", "busy"):
+                for mode, ms in MODES.items():
+                    log(f"the {page} page, long-task wait {mode}")
+                    with quiet(ms):
+                        opened = [_open(session, site.url + page) for _ in range(rounds)]
+                    seconds = [s for s, _built in opened]
+                    built = sum(b for _s, b in opened)
+                    note = f"{rounds} opening(s), {min(seconds):.2f}–{max(seconds):.2f} s"
+                    if page == "build":
+                        note += f"; observed built in {built} of {rounds}"
+                    section.add(f"{page} page opened and settled, wait {mode}", round(statistics.mean(seconds), 2),
+                                "s", Target(settling.LONG_TASK_MAX_S + 2.0) if page == "busy" else None, note)
+        finally:
+            session.close()
+
+
+def _open(session: BrowserSession, url: str) -> tuple[float, bool]:
+    browser = session.episode(None, paint_marks=False)
+    try:
+        started = time.perf_counter()
+        browser.open((url,))
+        seconds = time.perf_counter() - started
+        return seconds, BUILT in browser.tree()[0]
+    finally:
+        browser.close()
