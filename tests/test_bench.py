@@ -54,6 +54,7 @@ SECTIONS = {
     "judges",
     "rankings",
     "seeding",
+    "quiet",
 }
 SAMPLE_PARTS = ("evidence", "scale")
 """The bench's parts (``--only``) the default run tries, and the sections they report."""
