@@ -7,6 +7,7 @@ alternating rounds so both see the same machine; then ``tests/busy_site.py``'s p
 the same way: one that builds its interface in long tasks after ``load`` (is it observed built?),
 one whose long tasks and animation never end (it costs the bound, ``LONG_TASK_MAX_S``), a plain one.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from bench.results import Section, Target
 from mmina.actions.grammar import ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.fixtures.web import FixtureWeb
@@ -23,8 +25,6 @@ from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
 from mmina.tasks.task import Task
 from mmina.tasks.taskcheck import load_suite
 from tests.busy_site import BUILT, BusySite
-
-from bench.results import Section, Target
 
 TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
 ROUNDS = 3
@@ -50,8 +50,9 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
     tasks = [t for t in load_suite().tasks if t.task_id in TASKS]
     steps: dict[str, list[float]] = {mode: [] for mode in MODES}
     with FixtureWeb() as web:
-        session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False,
-                                               extra_args=tuple(web.chromium_args())))
+        session = BrowserSession(
+            BrowserConfig(screenshots=False, set_of_marks=False, extra_args=tuple(web.chromium_args()))
+        )
         try:
             for round_ in range(1 if quick else ROUNDS):
                 for mode, ms in MODES.items():
@@ -62,12 +63,22 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
         finally:
             session.close()
     on, off = statistics.mean(steps["on"]), statistics.mean(steps["off"])
-    section.add("fixture-web step (action + settling), wait off", round(off * 1e3), "ms",
-                note=f"{len(steps['off'])} steps, median {statistics.median(steps['off']) * 1e3:.0f} ms")
-    section.add("fixture-web step (action + settling), wait on", round(on * 1e3), "ms",
-                note=f"{len(steps['on'])} steps, median {statistics.median(steps['on']) * 1e3:.0f} ms,"
-                     f" slowest {max(steps['on']) * 1e3:.0f} ms")
-    section.add("fixture-web step: on / off", round(on / off, 3), "", note="no target: the wait is off by default")
+    section.add(
+        "fixture-web step (action + settling), wait off",
+        round(off * 1e3),
+        "ms",
+        note=f"{len(steps['off'])} steps, median {statistics.median(steps['off']) * 1e3:.0f} ms",
+    )
+    section.add(
+        "fixture-web step (action + settling), wait on",
+        round(on * 1e3),
+        "ms",
+        note=f"{len(steps['on'])} steps, median {statistics.median(steps['on']) * 1e3:.0f} ms,"
+        f" slowest {max(steps['on']) * 1e3:.0f} ms",
+    )
+    section.add(
+        "fixture-web step: on / off", round(on / off, 3), "", note="no target: the wait is off by default"
+    )
     _add_pages(section, log, 1 if quick else PAGE_ROUNDS)
     return section
 
@@ -83,8 +94,18 @@ def _step_times(session: BrowserSession, task: Task) -> list[float]:
         for step in range(30):
             tree, elements = browser.tree()
             try:
-                reply = agent.act(Observation(step_index=step, url=browser.url, title="", tabs=[], active_tab=0,
-                                              tree_text=tree, elements=elements, intent=task.intent))
+                reply = agent.act(
+                    Observation(
+                        step_index=step,
+                        url=browser.url,
+                        title="",
+                        tabs=[],
+                        active_tab=0,
+                        tree_text=tree,
+                        elements=elements,
+                        intent=task.intent,
+                    )
+                )
             except ScriptEnd:
                 break
             action = parse_agent_output(reply.output)
@@ -115,8 +136,13 @@ def _add_pages(section: Section, log: Callable[[str], None], rounds: int) -> Non
                     note = f"{rounds} opening(s), {min(seconds):.2f}–{max(seconds):.2f} s"
                     if page == "build":
                         note += f"; observed built in {built} of {rounds}"
-                    section.add(f"{page} page opened and settled, wait {mode}", round(statistics.mean(seconds), 2),
-                                "s", Target(settling.LONG_TASK_MAX_S + 2.0) if page == "busy" else None, note)
+                    section.add(
+                        f"{page} page opened and settled, wait {mode}",
+                        round(statistics.mean(seconds), 2),
+                        "s",
+                        Target(settling.LONG_TASK_MAX_S + 2.0) if page == "busy" else None,
+                        note,
+                    )
         finally:
             session.close()
 

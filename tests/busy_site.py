@@ -7,6 +7,7 @@ animation never end, and a plain one.
 on the second; ``python -m bench --only quiet`` measures what the wait costs a step. Served by a
 plain ``http.server`` on a free port.
 """
+
 from __future__ import annotations
 
 from tests.local_site import LocalSite, pages_handler
@@ -15,16 +16,18 @@ SPIN = "const spin = ms => { const end = performance.now() + ms; while (performa
 BUILD_TASKS = 14
 """Long tasks of 80 ms each that build the page (about 1.1 s of CPU)."""
 PAGES = {
-    "/build": "<!doctype html><title>Notebook</title><h1 id=state>Building</h1><script>" + SPIN
-              + "const channel = new MessageChannel(); let built = 0;"
-              "channel.port1.onmessage = () => { spin(80);"
-              f" if (++built < {BUILD_TASKS}) channel.port2.postMessage(0);"
-              " else document.getElementById('state').textContent = 'Interface ready'; };"
-              "addEventListener('load', () => channel.port2.postMessage(0));</script>",
-    "/busy": "<!doctype html><title>Ticker</title><h1>Ticker</h1><div id=bar>Moving</div><script>" + SPIN
-             + "setInterval(() => spin(70), 150);"
-             "const frame = () => { document.getElementById('bar').style.marginLeft = (performance.now() % 300) + 'px';"
-             " requestAnimationFrame(frame); }; frame();</script>",
+    "/build": "<!doctype html><title>Notebook</title><h1 id=state>Building</h1><script>"
+    + SPIN
+    + "const channel = new MessageChannel(); let built = 0;"
+    "channel.port1.onmessage = () => { spin(80);"
+    f" if (++built < {BUILD_TASKS}) channel.port2.postMessage(0);"
+    " else document.getElementById('state').textContent = 'Interface ready'; };"
+    "addEventListener('load', () => channel.port2.postMessage(0));</script>",
+    "/busy": "<!doctype html><title>Ticker</title><h1>Ticker</h1><div id=bar>Moving</div><script>"
+    + SPIN
+    + "setInterval(() => spin(70), 150);"
+    "const frame = () => { document.getElementById('bar').style.marginLeft = (performance.now() % 300) + 'px';"
+    " requestAnimationFrame(frame); }; frame();</script>",
     "/plain": "<!doctype html><title>Harbour</title><h1>Harbour</h1><p>Tides at noon.</p>",
 }
 BUILT = "Interface ready"

@@ -3,6 +3,7 @@ for a short while (issue 56; ``settling.LONG_TASK_QUIET_MS``, off by default: se
 for what it costs): with it, a client that builds its interface with the CPU after ``load`` is
 observed built, a page whose long tasks and animation never end still settles within the bound;
 without it (the default) such a page costs a step no more than a plain one."""
+
 from __future__ import annotations
 
 import time
@@ -10,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder import settling
+from mmina.recorder.browser import BrowserConfig, BrowserSession, EpisodeBrowser
 from mmina.recorder.settling import LONG_TASK_MAX_S
 from tests.busy_site import BUILT, BusySite
 
@@ -40,8 +41,9 @@ def _opened(session: BrowserSession, url: str) -> tuple[EpisodeBrowser, float]:
     return browser, time.monotonic() - started
 
 
-def test_a_page_building_in_long_tasks_after_load_is_observed_built(site: BusySite, session: BrowserSession,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_building_in_long_tasks_after_load_is_observed_built(
+    site: BusySite, session: BrowserSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(settling, "LONG_TASK_QUIET_MS", QUIET_MS)
     browser, _seconds = _opened(session, site.url + "build")
     try:
@@ -51,8 +53,9 @@ def test_a_page_building_in_long_tasks_after_load_is_observed_built(site: BusySi
         browser.close()
 
 
-def test_a_page_whose_long_tasks_never_end_settles_within_the_bound(site: BusySite, session: BrowserSession,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_whose_long_tasks_never_end_settles_within_the_bound(
+    site: BusySite, session: BrowserSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(settling, "LONG_TASK_QUIET_MS", QUIET_MS)
     browser, seconds = _opened(session, site.url + "busy")
     try:

@@ -126,8 +126,7 @@ holds settling."""
 REAL_TIMERS = "const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;"
 """The browser's own timers and ``performance``, not the replay clock's (which may stand still:
 ``mmina.replayer.page_clock``): mmina's waits in a page count real time."""
-PAGE_TURN = (
-    """(soonLimit, streamLimit, longLived, taskQuiet, taskLimit) => new Promise(done => {
+PAGE_TURN = """(soonLimit, streamLimit, longLived, taskQuiet, taskLimit) => new Promise(done => {
   %s
   const started = real.performance.now(), timeline = window.__mminaTimeline;
   const tasks = window.__mminaLongTasks || {last: 0};
@@ -146,9 +145,7 @@ PAGE_TURN = (
   };
   real.setTimeout(done, Math.max(soonLimit, streamLimit, taskLimit) + 200);
   turn();
-})"""
-    % (REAL_TIMERS, LONG_TASK_GAP_MS)
-)
+})""" % (REAL_TIMERS, LONG_TASK_GAP_MS)
 """Resolves once the page has painted twice and run a macrotask with no timer due soon left
 (for at most ``soonLimit`` ms: a page polling every 100 ms never runs out of timers; none while
 the replay clock stands still, when no page timer can fire) and no replayed stream still flowing
