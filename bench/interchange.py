@@ -42,7 +42,8 @@ from mmina.interchange.wacz_export import export_wacz
 kind, store, run, out, tasks = sys.argv[1], Store.open(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), sys.argv[5:]
 started, cpu = time.perf_counter(), time.process_time()
 exports = {"warc": export_warc, "wacz": export_wacz}
-result = exports[kind](store, Selection(run=run, tasks=tuple(tasks)), out) if kind in exports else export_inspect(store, run, out)
+result = exports[kind](store, Selection(run=run, tasks=tuple(tasks)), out) \
+if kind in exports else export_inspect(store, run, out)
 episodes = result.samples if kind == "inspect" else result.episodes
 peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 print(json.dumps({"episodes": episodes, "wall": time.perf_counter() - started, "cpu": time.process_time() - cpu,

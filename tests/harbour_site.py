@@ -57,7 +57,8 @@ q.addEventListener('keyup', (event) => {
   if (event.key === 'Enter') { document.getElementById('searched').textContent = 'searched for ' + q.value; return; }
   fetch('/suggest?q=' + encodeURIComponent(q.value)).then(r => r.json()).then(names => {
     const list = document.getElementById('suggestions');
-    list.replaceChildren(...names.map(n => { const li = document.createElement('li'); li.textContent = n; return li; }));
+    list.replaceChildren(...names.map(n => { \
+const li = document.createElement('li'); li.textContent = n; return li; }));
   });
 });
 </script></body></html>"""

@@ -189,7 +189,8 @@ def validate_har(path: Path) -> list[str]:
     script = (
         "const v=require(process.argv[1]);const fs=require('fs');"
         "v.har(JSON.parse(fs.readFileSync(process.argv[2],'utf8')))"
-        ".then(()=>console.log('[]'),e=>console.log(JSON.stringify((e.errors||[e]).map(x=>x.message+' '+(x.dataPath||x.instancePath||'')))))"
+        ".then(()=>console.log('[]'),e=>console.log(JSON.stringify((e.errors||[e])"
+        ".map(x=>x.message+' '+(x.dataPath||x.instancePath||'')))))"
     )
     done = subprocess.run(
         ["node", "-e", script, str(modules / "har-validator"), str(path)],

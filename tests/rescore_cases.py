@@ -9,8 +9,9 @@ padded, unicode, missing or empty; zero to ten steps whose URLs come from the ta
 URLs, keywords, city, codes, gold URLs, in changing case), with gaps, repeats and rows stored
 out of order, null URLs; statuses with errors. Runs: two of the same suite (tasks shared),
 one whose tasks have no checksum, and ``broken``, whose references are not text (compared
-as text since task normalization turns them into text; older versions left them unscored). Deterministic; importable by older mmina versions too (it only uses
-the store writer), so their verdicts can be compared.
+as text since task normalization turns them into text; older versions left them unscored).
+Deterministic; importable by older mmina versions too (it only uses the store writer), so their
+verdicts can be compared.
 """
 
 from __future__ import annotations

@@ -110,7 +110,10 @@ def test_bad_task_files(tmp_path: Path) -> None:
 
 
 def test_snapshot_flattening() -> None:
-    snapshot = '- main [ref=e1]:\n  - link "Tea \\"green\\"" [ref=f2e12] [cursor=pointer]:\n    - /url: /tea\n  - text: hi'
+    snapshot = (
+        '- main [ref=e1]:\n  - link "Tea \\"green\\"" [ref=f2e12] [cursor=pointer]:\n'
+        "    - /url: /tea\n  - text: hi"
+    )
     text, elements = flatten_snapshot(snapshot)
     main, tea = elements
     assert text.splitlines() == [

@@ -28,9 +28,11 @@ BUSY = """<!doctype html><html><body>
 <p id=ticks>0</p><div id=spin style="width:300px;height:300px;background:linear-gradient(red,blue);
 animation: spin 0.5s linear infinite"></div>
 <div id=held style="animation: spin 0.5s linear infinite; animation-play-state: paused">held by the page</div>
-<iframe id=inner srcdoc="<style>@keyframes fade { to { opacity: 0 } }</style><b style='animation: fade 1s infinite'>inner</b>"></iframe>
+<iframe id=inner srcdoc="<style>@keyframes fade { to { opacity: 0 } }</style>\
+<b style='animation: fade 1s infinite'>inner</b>"></iframe>
 <style>@keyframes spin { from { transform: rotate(0deg) } to { transform: rotate(360deg) } }</style>
-<script>window.pulse = document.getElementById('held').animate([{opacity: 1}, {opacity: 0.5}], {duration: 800, iterations: Infinity});</script>
+<script>window.pulse = document.getElementById('held').animate([{opacity: 1}, {opacity: 0.5}], \
+{duration: 800, iterations: Infinity});</script>
 <script>
 let ticks = 0;
 setInterval(() => { document.getElementById('ticks').textContent = ++ticks; }, 50);
@@ -276,7 +278,8 @@ def test_a_page_that_sets_a_global_length_is_observed_and_held(
 
 
 RATES = """() => ({page: document.getAnimations().map(a => `${a.playState} ${a.playbackRate}`).join(', '),
-  inner: document.getElementById('inner').contentDocument.getAnimations().map(a => `${a.playState} ${a.playbackRate}`).join(', '),
+  inner: document.getElementById('inner').contentDocument.getAnimations()\
+.map(a => `${a.playState} ${a.playbackRate}`).join(', '),
   globals: Object.keys(window).length, mutations: window.mutations})"""
 """What a script of the page can read of the freeze: its animations' play states and rates (the
 spinner, the held one, the Web Animation), the frame's, its globals, DOM changes since it counted them."""

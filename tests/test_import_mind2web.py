@@ -28,7 +28,8 @@ REPRS = [
     "[textbox]  From -> TYPE: Ostrand",
     "[combobox]  Cabin -> SELECT: Business",
 ]
-PAGE = """<html backend_node_id="1"><body backend_node_id="2"><div backend_node_id="3"><text backend_node_id="4">Welcome</text>
+PAGE = """<html backend_node_id="1"><body backend_node_id="2"><div backend_node_id="3">\
+<text backend_node_id="4">Welcome</text>
 <a backend_node_id="101" href="/flights"><text backend_node_id="102">Flights</text></a>
 <input backend_node_id="205" type="text" placeholder="From"/>
 <select backend_node_id="310" aria_label="Cabin"><option backend_node_id="311">Economy</option>

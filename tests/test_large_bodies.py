@@ -37,10 +37,12 @@ ROWS = json.dumps(
 ).encode()
 PAGE = """<!doctype html><title>Tide atlas</title><h1>Tide atlas</h1><script src="/bundle.js"></script>
 <p id="bundle">Bundle missing</p><button id="load">Load stations</button><p id="rows">No stations</p><script>
-document.getElementById('bundle').textContent = 'Bundle of ' + window.WORDS.length + ' characters, ending ' + window.WORDS.slice(-8);
+document.getElementById('bundle').textContent = 'Bundle of ' + window.WORDS.length + \
+' characters, ending ' + window.WORDS.slice(-8);
 document.getElementById('load').addEventListener('click', () => {
   fetch(API + '/stations').then(r => r.json().then(rows => [r.headers.get('x-tide'), rows])).then(([tide, rows]) => {
-    document.getElementById('rows').textContent = rows.length + ' stations (' + tide + '), last ' + rows[rows.length - 1].station;
+    document.getElementById('rows').textContent = rows.length + ' stations (' + tide + \
+'), last ' + rows[rows.length - 1].station;
   });
 });
 </script>"""

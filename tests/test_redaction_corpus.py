@@ -72,12 +72,25 @@ AWS_SECRET = "9Qx7/Ke2Lm+Zr4TbV8nW1pYc0HsJ6dFgA3uE5kMi"
 HOSTILE = {
     'const AWS={accessKeyId:"AKIAQ3EGRZ7TLM4XKP2B",secretAccessKey:"%s",region:"us-east-1"};'
     % AWS_SECRET: f'const AWS={{accessKeyId:"{REDACTED}",secretAccessKey:"{REDACTED}",region:"us-east-1"}};',
-    'fetch("https://maps.googleapis.com/maps/api/js?key=AIzaSyD9tSrke72PouQMnMXa7eZSW0jkFMBWYq&libraries=places")': f'fetch("https://maps.googleapis.com/maps/api/js?key={URL_REDACTED}&libraries=places")',
-    'x.setRequestHeader("Authorization","Bearer 9f2aXk3Lq8Zr7Yt5");a?b:"c"': f'x.setRequestHeader("Authorization","Bearer {REDACTED}");a?b:"c"',
-    'h="Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N";': f'h="Authorization: Bearer {REDACTED}";',
-    'u="https://api.example.com/v1/parts?api_key=4f3c2a1b9e8d7c6b5a49&q=1",e.apiKey = "Zq81fKx02LmA9w";': f'u="https://api.example.com/v1/parts?api_key={URL_REDACTED}&q=1",e.apiKey = "{REDACTED}";',
-    'cb({"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc", "token_type": "bearer", "expires_in": 3600});': f'cb({{"access_token": "{REDACTED}", "token_type": "bearer", "expires_in": 3600}});',
-    'var k="sk-proj-Ab12Cd34Ef56Gh78Ij90",t=n?"authorization_code":"authorizationCode";': f'var k="{REDACTED}",t=n?"authorization_code":"authorizationCode";',
+    (
+        'fetch("https://maps.googleapis.com/maps/api/js?key=AIzaSyD9tSrke72PouQMnMXa7eZSW0jkFMBWYq'
+        '&libraries=places")'
+    ): f'fetch("https://maps.googleapis.com/maps/api/js?key={URL_REDACTED}&libraries=places")',
+    'x.setRequestHeader("Authorization","Bearer 9f2aXk3Lq8Zr7Yt5");a?b:"c"': (
+        f'x.setRequestHeader("Authorization","Bearer {REDACTED}");a?b:"c"'
+    ),
+    'h="Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N";': (
+        f'h="Authorization: Bearer {REDACTED}";'
+    ),
+    'u="https://api.example.com/v1/parts?api_key=4f3c2a1b9e8d7c6b5a49&q=1",e.apiKey = "Zq81fKx02LmA9w";': (
+        f'u="https://api.example.com/v1/parts?api_key={URL_REDACTED}&q=1",e.apiKey = "{REDACTED}";'
+    ),
+    'cb({"access_token": "Kp4Xw9Lm2Qz7Rt5Vn8Bc", "token_type": "bearer", "expires_in": 3600});': (
+        f'cb({{"access_token": "{REDACTED}", "token_type": "bearer", "expires_in": 3600}});'
+    ),
+    'var k="sk-proj-Ab12Cd34Ef56Gh78Ij90",t=n?"authorization_code":"authorizationCode";': (
+        f'var k="{REDACTED}",t=n?"authorization_code":"authorizationCode";'
+    ),
 }
 """Minified-looking code holding real secrets → what must be stored (everything else as it was)."""
 

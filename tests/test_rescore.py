@@ -831,7 +831,8 @@ class Constant:
         self.args = {"verdict": verdict}
 
     def score(self, episode):
-        return [Score(self.args["verdict"], float(self.args["verdict"] == "pass"), detail={"steps": len(episode.steps)})]
+        return [Score(self.args["verdict"], float(self.args["verdict"] == "pass"), \
+detail={"steps": len(episode.steps)})]
 '''
 
 

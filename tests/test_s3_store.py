@@ -543,7 +543,8 @@ while not os.path.exists({go!r}):
     time.sleep(0.005)
 created = begin(store, "shared-run")
 for i in range({episodes}):
-    write_episode(store, "shared-run", f"w{k}-ep{{i}}", [b"common asset" * 500, b"page %d" % i * 300, b"own {k} %d" % i],
+    write_episode(store, "shared-run", f"w{k}-ep{{i}}", \
+[b"common asset" * 500, b"page %d" % i * 300, b"own {k} %d" % i],
                   n_steps=3, n_requests=1)
 print(created, flush=True)
 """

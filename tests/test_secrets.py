@@ -124,7 +124,8 @@ fetch('/api/form', {{method: 'POST', headers: {{'Content-Type': 'application/x-w
   body: 'user=ada&refresh_token={P["FORM_TOKEN"]}'}});
 const socket = new WebSocket('ws://' + location.host + '/ws');
 socket.onopen = () => socket.send(JSON.stringify({{type: 'hello', password: '{P["WS_SENT"]}'}}));
-socket.onmessage = event => {{ document.getElementById('socket').textContent = 'socket ' + JSON.parse(event.data).type; }};
+socket.onmessage = event => {{ document.getElementById('socket').textContent = \
+'socket ' + JSON.parse(event.data).type; }};
 </script><p id="socket">socket closed</p></main></body></html>"""
 LANDING = f"""<!doctype html><html><head><title>Landing</title></head><body><main><h1>Welcome back</h1>
 <p>Your token is {P["REDIRECT_TOKEN"]}</p><a href="/doc?auth_token={P["HTML_TOKEN"]}">Docs</a></main></body></html>"""
@@ -247,7 +248,8 @@ def _task(folder: Path, site: str) -> Path:
     (folder / "1.json").write_text(
         json.dumps(
             {
-                "intent": f"Sign in with the key you were given and the password {P['PASSWORD']}, and count the orders.",
+                "intent": f"Sign in with the key you were given and the password {P['PASSWORD']}, "
+                "and count the orders.",
                 "start_url": f"{site}/?api_key={P['START_KEY']}",
                 "eval": {
                     "eval_types": ["string_match"],
@@ -680,7 +682,10 @@ def test_typed_text_rule_and_labels_in_response_bodies() -> None:
     short.learn_secret("42")
     assert short.text("type [7] [42] [press_enter_after=0]") == f"type [7] [{REDACTED}] [press_enter_after=0]"
     assert short.text("page 42 of 420") == "page 42 of 420", "a short secret only in its bracketed form"
-    body = b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, "token": "tok-9f2aXk3Lq8Zr7"}'
+    body = (
+        b'{"labels": {"password": "Password", "session": "Session expired, log in again."}, '
+        b'"token": "tok-9f2aXk3Lq8Zr7"}'
+    )
     kept = json.loads(Redactor().body(body, "application/json"))
     assert kept == {
         "labels": {"password": "Password", "session": "Session expired, log in again."},
@@ -747,7 +752,9 @@ def test_free_text_rules() -> None:
     redactor = Redactor()
     cases = {
         "goto [http://x/?token=abc]": f"goto [http://x/?token={URL_REDACTED}]",
-        "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3Dabc ok": "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3D%255BREDACTED%255D ok",
+        "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3Dabc ok": (
+            "see /cb?next=https%3A%2F%2Fx%2F%3Ftoken%3D%255BREDACTED%255D ok"
+        ),
         "Authorization: Bearer abcdef12345": f"Authorization: Bearer {REDACTED}",
         "Basic understanding is good": "Basic understanding is good",
         "the password=hunter2 works": f"the password={REDACTED} works",

@@ -219,12 +219,14 @@ def test_the_queue_follows_runs_buckets_and_disagreements(app: Served) -> None:
 
 ATTACK = """<!DOCTYPE html><html><body>
 <form id="f" method="POST" action="{target}/api/labels" enctype="text/plain">
-<input name='{{"episode_id": "e1", "labeller": "victim", "labels": [{{"hop": null, "label": "fail"}}], "x": "' value='"}}'>
+<input name='{{"episode_id": "e1", "labeller": "victim", \
+"labels": [{{"hop": null, "label": "fail"}}], "x": "' value='"}}'>
 </form>
 <script>
 const body = JSON.stringify({{episode_id: 'e1', labeller: 'victim', labels: [{{hop: null, label: 'fail'}}]}});
 window.tried = Promise.allSettled([
-  fetch('{target}/api/labels', {{method: 'POST', mode: 'no-cors', headers: {{'Content-Type': 'application/json'}}, body}}),
+  fetch('{target}/api/labels', {{method: 'POST', mode: 'no-cors', \
+headers: {{'Content-Type': 'application/json'}}, body}}),
   fetch('{target}/api/labels', {{method: 'POST', headers: {{'Content-Type': 'application/json'}}, body}}),
   fetch('{target}/api/labels', {{method: 'POST', mode: 'no-cors', headers: {{'Content-Type': 'text/plain'}}, body}}),
 ]).then(results => results.map(r => r.status));

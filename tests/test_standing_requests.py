@@ -38,7 +38,8 @@ def test_a_step_on_a_page_with_requests_that_never_end_is_not_held(tmp_path: Pat
 
 
 SLOW_PAGE = """<!doctype html><title>Stock</title><p id="stock">Stock: ?</p>
-<script>fetch('/api/stock').then(r => r.text()).then(t => { document.getElementById('stock').textContent = t; });</script>"""
+<script>fetch('/api/stock').then(r => r.text()).then(t => { \
+document.getElementById('stock').textContent = t; });</script>"""
 
 
 def test_an_answer_held_while_the_page_time_stands_still_is_not_taken_for_a_long_poll() -> None:

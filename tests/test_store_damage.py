@@ -365,6 +365,7 @@ import json, sys
 from click.testing import CliRunner
 from mmina.cli import cli
 store, commands = sys.argv[1], json.loads(sys.argv[2])
-print(json.dumps([[r.exit_code, r.stderr] for r in (CliRunner().invoke(cli, [*c, "--store", store]) for c in commands)]))
+print(json.dumps([[r.exit_code, r.stderr] \
+for r in (CliRunner().invoke(cli, [*c, "--store", store]) for c in commands)]))
 """
 """The commands one after another in one process (the process lacks the rights; one start-up, not nine)."""

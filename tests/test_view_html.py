@@ -129,7 +129,10 @@ def check_viewer(page: Page) -> None:
     # the last entry is the terminal observation: the page after the stop (the stop's own page)
     assert page.inner_text("#step-action") == TERMINAL
     final_url = page.inner_text("#step-url")
-    back = "() => { document.getElementById('prev-step').click(); return document.getElementById('step-action').textContent }"
+    back = (
+        "() => { document.getElementById('prev-step').click(); "
+        "return document.getElementById('step-action').textContent }"
+    )
     assert page.evaluate(back).startswith("stop [") and page.inner_text("#step-url") == final_url
     assert "goto [http://video.mmina.test/]" in page.evaluate(back)
     assert page.locator("#step-hops span.done").count() == 1

@@ -25,8 +25,10 @@ PAGES = {
     "animation: glow 1s linear infinite alternate } @keyframes glow { to { background: gold } }</style>"
     "<script>window.frames_seen = 0; (function count() { frames_seen++; requestAnimationFrame(count); })();</script>",
 }
-SEEN = """() => ({inner: [innerWidth, innerHeight], outer: [outerWidth, outerHeight], screen: [screen.width, screen.height],
-  tall: matchMedia('(min-height: 2000px)').matches, bottom: document.querySelector('p[style]')?.getBoundingClientRect().bottom})"""
+SEEN = """() => ({inner: [innerWidth, innerHeight], outer: [outerWidth, outerHeight], \
+screen: [screen.width, screen.height],
+  tall: matchMedia('(min-height: 2000px)').matches, \
+bottom: document.querySelector('p[style]')?.getBoundingClientRect().bottom})"""
 """What a page reads of its viewport, screen and window."""
 MEASURED_FRAMES = 240
 """The frames whose compositing is measured in each window (4 s at 60 frames a second)."""

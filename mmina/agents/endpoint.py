@@ -4,12 +4,13 @@ and does it run the model?
 A wrong ``--base-url`` or model name otherwise fails every episode of a run, one after another,
 each after its retries. The check is retried as a run's calls are (``--model-retries``, a 429's
 ``Retry-After`` honoured), so a burst of 429s or 503s at the start does not end a run; only an
-answer that is a chat completion passes (an HTML page from a proxy does not). The check is a chat completion of one token (``max_tokens=1``), sent the
-way the agent's own calls are: the same route (``/chat/completions``), key and model name. It is
-not ``models.list``: OpenAI-compatible servers list models differently from how they accept them
-(llama.cpp lists the file it loaded and answers to any name; Ollama answers ``llama3`` for
-``llama3:latest``; gateways and some proxies do not serve ``/models`` at all), so a listing can
-refuse a model that works and accept a route that does not. The request costs a dozen tokens.
+answer that is a chat completion passes (an HTML page from a proxy does not). The check is a
+chat completion of one token (``max_tokens=1``), sent the way the agent's own calls are: the
+same route (``/chat/completions``), key and model name. It is not ``models.list``:
+OpenAI-compatible servers list models differently from how they accept them (llama.cpp lists the
+file it loaded and answers to any name; Ollama answers ``llama3`` for ``llama3:latest``;
+gateways and some proxies do not serve ``/models`` at all), so a listing can refuse a model that
+works and accept a route that does not. The request costs a dozen tokens.
 
 With prices given, the check also says what a step costs at most: the instructions and examples
 every prompt carries plus an observation cut at its limit, at about four characters a token

@@ -120,7 +120,8 @@ class Scored:
     """Episodes an infrastructure error ended (``episodes.error_kind``; not superseded by a re-run):
     not the agent's failure, so in no rate and not in ``episodes``."""
     blocked: int = 0
-    """Episodes the environment blocked (verdict ``blocked``, ``mmina.tasks.blocking``): in no rate, not in ``episodes``."""
+    """Episodes the environment blocked (verdict ``blocked``, ``mmina.tasks.blocking``): in no rate,
+    not in ``episodes``."""
 
 
 EPISODES_SQL = """

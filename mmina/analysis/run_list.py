@@ -24,7 +24,8 @@ SELECT r.run_id, r.created_at AS started, r.agent, r.model, r.task_count,
        greatest(coalesce(try_cast(json_extract_string(r.config_json, '$.repeats') AS INTEGER), 1), 1) AS repeats,
        coalesce(e.endpoint_retries, 0) AS endpoint_retries, coalesce(e.endpoint_wait_s, 0) AS endpoint_wait_s,
        coalesce(s.judged, 0) AS judged, coalesce(s.passed, 0) AS passed,
-       coalesce(s.hops_passed, 0) AS hops_passed, coalesce(s.hops_total, 0) AS hops_total, s.scored IS NOT NULL AS scored
+       coalesce(s.hops_passed, 0) AS hops_passed, coalesce(s.hops_total, 0) AS hops_total, \
+s.scored IS NOT NULL AS scored
 FROM runs r
 LEFT JOIN (SELECT run_id, count(*) AS episodes,
                   count(DISTINCT task_id) FILTER (WHERE current AND error_kind IS DISTINCT FROM 'infrastructure')

@@ -60,10 +60,10 @@ TRACEBACK_ENV = "MMINA_TRACEBACK"
 
 
 def main(args: list[str] | None = None, prog_name: str = "mmina") -> None:
-    """The ``mmina`` script (``args``: the command line's, by default). Ctrl-C interrupts it however it was started (``ctrl_c_interrupts``).
-    Library errors are one line already (``MminaGroup``); anything else is a bug in mmina, and
-    still one line with its type (``MMINA_TRACEBACK=1`` re-raises it, traceback and all, for a
-    bug report)."""
+    """The ``mmina`` script (``args``: the command line's, by default). Ctrl-C interrupts it
+    however it was started (``ctrl_c_interrupts``). Library errors are one line already
+    (``MminaGroup``); anything else is a bug in mmina, and still one line with its type
+    (``MMINA_TRACEBACK=1`` re-raises it, traceback and all, for a bug report)."""
     ctrl_c_interrupts()
     try:
         cli(args, prog_name=prog_name)

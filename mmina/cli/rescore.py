@@ -91,7 +91,8 @@ def rescore(
       mmina rescore --run mine --evaluator mmina_official --arg domain=multi567
       mmina rescore --evaluator url_match --arg where=any
       mmina rescore --evaluator fuzzy --judge-model gpt-4o-mini --judge-concurrency 8
-      mmina rescore --evaluator fuzzy --arg reference=must_include --judge-base-url http://localhost:8000/v1 --judge-model m
+      mmina rescore --evaluator fuzzy --arg reference=must_include \
+--judge-base-url http://localhost:8000/v1 --judge-model m
       mmina rescore --evaluator keypoints --judge-model gpt-4o --judge-price-in 2.5 --judge-price-out 10
       mmina rescore --evaluator task --action overwrite
       mmina rescore --evaluator hops --workers 4 --executor ray --store s3://bucket/evals

@@ -45,8 +45,9 @@ def validate(old_path: str | None, tasks_path: str | None, fmt: str) -> None:
 
     Errors make a task impossible to run (no intent, no start URL, a procedure that is not a
     list, an evaluation type nobody can evaluate, a file that is not JSON) and exit 1; `mmina
-    record` reads and checks the files the same way and refuses such a suite. Warnings (`file: field: warning: ...`) are odd but runnable, as the official MMInA
-    release is (lower-case codes, empty or null fields, cnt_hop disagreeing with procedure).
+    record` reads and checks the files the same way and refuses such a suite. Warnings
+    (`file: field: warning: ...`) are odd but runnable, as the official MMInA release is
+    (lower-case codes, empty or null fields, cnt_hop disagreeing with procedure).
     --tasks is a suite folder, one task file, or the name of a built-in suite folder such as
     `normal` (default: the whole built-in suite).
 

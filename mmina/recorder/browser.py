@@ -234,8 +234,8 @@ class BrowserSession:
         page_time: Callable[[], float],
     ) -> Tabs:
         context = await self.browser.new_context(
-            proxy=offline.proxy() if offline else None,
-            ignore_https_errors=offline is not None,  # type: ignore[arg-type]
+            proxy=offline.proxy() if offline else None,  # type: ignore[arg-type]
+            ignore_https_errors=offline is not None,
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale="en-US",
             timezone_id="UTC",

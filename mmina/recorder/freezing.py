@@ -180,8 +180,12 @@ ANIMATING = (
 it. An observation asks it (``observing.PAGE_FACTS``), so a page seen still gets no hold."""
 HOLD = _each_running_animation("animation.playbackRate !== 0", "animation.playbackRate = 0")
 """Sets every running animation's playback rate to 0; the held animations with their own rates."""
-RELEASE = """function () { for (const [animation, rate] of this) if (animation.playbackRate === 0) animation.playbackRate = rate; }"""
-"""Gives each held animation (``this``: what :data:`HOLD` gave) its rate back, unless the page set another meanwhile."""
+RELEASE = (
+    "function () { for (const [animation, rate] of this) "
+    "if (animation.playbackRate === 0) animation.playbackRate = rate; }"
+)
+"""Gives each held animation (``this``: what :data:`HOLD` gave) its rate back, unless the page
+set another meanwhile."""
 RELEASE_UNKNOWN = _each_running_animation("animation.playbackRate === 0", "animation.playbackRate = 1")
 """Rate 1 for every running animation at rate 0: the thaw of a tab whose hold ran, or may have,
 but whose answer was lost (a renderer that did not answer within ``devtools.SEND_TIMEOUT_S``)."""

@@ -30,8 +30,10 @@ T = TypeVar("T")
 IMAGES_IN_VIEW = """() => Array.from(document.images)
   .filter(i => i.complete && i.naturalWidth > 0)
   .map(i => { const r = i.getBoundingClientRect();
-              return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, width: r.width, height: r.height}; })
-  .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && b.x + b.width > 0 && b.y + b.height > 0)"""
+              return {src: i.currentSrc || i.src, alt: i.alt || "", x: r.x, y: r.y, \
+width: r.width, height: r.height}; })
+  .filter(b => b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight && \
+b.x + b.width > 0 && b.y + b.height > 0)"""
 PAGE_FACTS = f"""({{images: ({IMAGES_IN_VIEW})(), title: document.title, animating: ({ANIMATING})()}})"""
 """The active page's main document, asked in one call: its images in view, its title and
 whether an animation runs in it."""

@@ -2,8 +2,9 @@
 
 A page has settled when its document is ready, the network has been quiet briefly (XHR
 content arrived), and the page has run the work it set itself to do right after (timers due
-within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more. Every wait here ends by a deadline, so a page that never settles costs a
-step at most ``ACTION_DEADLINE_S``.
+within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more. Every
+wait here ends by a deadline, so a page that never settles costs a step at most
+``ACTION_DEADLINE_S``.
 
 Those waits run on the browser's event loop and lean on Playwright's own timeouts, which the
 driver enforces: a driver that stops answering, or a call Playwright gives no timeout
@@ -88,15 +89,18 @@ PENDING_TIMERS = """(() => {
   for (const [set, clear] of [['setTimeout', 'clearTimeout'], ['setInterval', 'clearInterval']]) {
     const native = window[set], nativeClear = window[clear];
     window[set] = function (handler, delay, ...rest) {
-      if (typeof handler !== 'function' || !(Number(delay || 0) <= %(soon)d)) return native.call(this, handler, delay, ...rest);
-      const id = native.call(this, function (...args) { soon.delete(id); return handler.apply(this, args); }, delay, ...rest);
+      if (typeof handler !== 'function' || !(Number(delay || 0) <= %(soon)d)) \
+return native.call(this, handler, delay, ...rest);
+      const id = native.call(this, function (...args) { soon.delete(id); \
+return handler.apply(this, args); }, delay, ...rest);
       soon.add(id);
       return id;
     };
     window[clear] = function (id) { soon.delete(id); return nativeClear.call(this, id); };
   }
   const real = (globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis;
-  const endpoint = url => { try { return new URL(url, location.href).href.split(/[?#]/)[0]; } catch (e) { return ''; } };
+  const endpoint = url => { try { return new URL(url, location.href).href.split(/[?#]/)[0]; } \
+catch (e) { return ''; } };
   const since = url => ({at: real.performance.now(), url: endpoint(url)});
   const nativeFetch = window.fetch;
   if (nativeFetch) {
@@ -110,7 +114,8 @@ PENDING_TIMERS = """(() => {
     };
   }
   const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
-  XMLHttpRequest.prototype.open = function (...args) { this.__mminaUrl = String(args[1]); return open.apply(this, args); };
+  XMLHttpRequest.prototype.open = function (...args) { this.__mminaUrl = String(args[1]); \
+return open.apply(this, args); };
   XMLHttpRequest.prototype.send = function (...args) {
     const token = since(this.__mminaUrl);
     soon.add(token);
@@ -158,7 +163,8 @@ READY = """(limit) => new Promise(done => {
   %s
   const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
   const started = real.performance.now();
-  const check = () => ready() ? done(true) : real.performance.now() - started > limit ? done(false) : real.setTimeout(check, 20);
+  const check = () => ready() ? done(true) : \
+real.performance.now() - started > limit ? done(false) : real.setTimeout(check, 20);
   check();
 })""" % (REAL_TIMERS, REDIRECT_MARK)
 """Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""

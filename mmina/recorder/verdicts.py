@@ -9,9 +9,10 @@ evaluator holds the current verdicts). A task whose own evaluation asks the LLM 
 between the commit and this write leaves the episode without them; the run's configuration
 says they are due (:data:`mmina.store.runs.VERDICTS_KEY`: ``hops``, never judged), so ``store verify``
 reports such an episode and ``record --resume`` writes them from the stored rows
-(:func:`add_missing_verdicts`), which are the rows they would have been computed from. An evaluator that fails on an odd task (a field of a type
-it did not expect) gives an ``unclear`` verdict whose detail holds the error: the episode,
-already committed, is never lost to its scoring.
+(:func:`add_missing_verdicts`), which are the rows they would have been computed from. An
+evaluator that fails on an odd task (a field of a type it did not expect) gives an ``unclear``
+verdict whose detail holds the error: the episode, already committed, is never lost to its
+scoring.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ the episode (a session id drawn once comes back in later replies too).
 
 Only values that can stand for an id are followed (:func:`id_like`): a string of six characters
 or more with a digit in it (``7f3a9c2e-…``, ``s_84a1c2``), or a number under the same key in the
-reply as in the request (JSON-RPC's ``id``), rewritten in the next reply that has it only: a word that differs (a nearest match's
-other search term) is never rewritten into a reply. Replies are changed in place: only the echoed
-literals change, every other byte stays.
+reply as in the request (JSON-RPC's ``id``), rewritten in the next reply that has it only: a
+word that differs (a nearest match's other search term) is never rewritten into a reply. Replies
+are changed in place: only the echoed literals change, every other byte stays.
 
 A binary message (a socket frame) is searched for the JSON documents it carries between its own
 bytes — Jupyter's kernel protocol ``v1.kernel.websocket.jupyter.org`` frames a message as binary

@@ -9,9 +9,10 @@ can be judged again later, or a live re-run compared with its recording the same
   ids within one id scheme, and a recording stored with an older scheme still compares by
   what it showed. A differing tree comes with ``tree_change``, which names the first line
   that differs (with the elements it sits in) and the elements found on one side only, by
-  role and name, and a unified diff of the lines without ids (recorded → replayed). Its **URL** is equal when the texts are, or
-  when they differ only in query values that change on every load (clock readings, random
-  cache-busters: ``archive.same_page``), which a replay under the frozen clock cannot repeat.
+  role and name, and a unified diff of the lines without ids (recorded → replayed). Its **URL**
+  is equal when the texts are, or when they differ only in query values that change on every
+  load (clock readings, random cache-busters: ``archive.same_page``), which a replay under the
+  frozen clock cannot repeat.
 * A step's **screenshot difference** is the fraction of pixels that differ: Pillow's
   ``ImageChops.difference`` of the two decoded screenshots, where a pixel differs when any
   channel differs by more than ``PIXEL_TOLERANCE`` of 255. Screenshots are JPEG (q80), and a

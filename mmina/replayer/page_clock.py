@@ -162,7 +162,10 @@ class PageClock:
         if self._context is None:
             return
         at, cap, version = self.news()
-        script = f"globalThis.__mminaTimeline && __mminaTimeline.news({at}, {'null' if cap is None else cap}, {version})"
+        script = (
+            f"globalThis.__mminaTimeline && __mminaTimeline.news({at}, "
+            f"{'null' if cap is None else cap}, {version})"
+        )
         frames = [frame for page in self._context.pages for frame in page.frames]
         await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
 

@@ -88,7 +88,8 @@ STREAMED_FETCH = """(() => {
     const chunks = timing.split(',').map(part => part.split('@').map(Number));
     const flowing = window.__mminaStreams = window.__mminaStreams || new Set();
     const key = response.headers.get(STREAM);
-    const turn = index => (key && window.__mminaChunk ? window.__mminaChunk(key, index) : Promise.resolve()).catch(() => {});
+    const turn = index => (key && window.__mminaChunk ? \
+window.__mminaChunk(key, index) : Promise.resolve()).catch(() => {});
     let inTurn = Promise.resolve();
     const body = new ReadableStream({start(controller) {
       let offset = 0;

@@ -31,14 +31,15 @@ recorded delay after that cause has passed:
 
 A page message is matched to the recorded one it repeats **by content**, with volatile parts
 normalised (:func:`normalised`: numbers, UUIDs and long random tokens — ids, sids, counters,
-timestamps — and values the recording redacted, which the replayed page sends in clear); the first recorded page message not matched yet with the same normalised content
-is taken (a heartbeat is matched among heartbeats only). A message said on the socket that
-matches none is taken as the first recorded one not matched yet (in order, as before content
-matching), unless it is a heartbeat; one the page posted over long-polling (its session's other
-transport, which carries its handshake too) is taken by content only: a socket.io connect posted
-while the WebSocket probes must not stand for the upgrade's ``5`` (the server's reply to it
-would reach the page mid-probe, and engine.io drops a probing WebSocket on any other packet). A socket.io acknowledgement
-(``43<id>``) is sent with the id the page used in the message it acknowledges.
+timestamps — and values the recording redacted, which the replayed page sends in clear); the
+first recorded page message not matched yet with the same normalised content is taken (a
+heartbeat is matched among heartbeats only). A message said on the socket that matches none is
+taken as the first recorded one not matched yet (in order, as before content matching), unless
+it is a heartbeat; one the page posted over long-polling (its session's other transport, which
+carries its handshake too) is taken by content only: a socket.io connect posted while the
+WebSocket probes must not stand for the upgrade's ``5`` (the server's reply to it would reach
+the page mid-probe, and engine.io drops a probing WebSocket on any other packet). A socket.io
+acknowledgement (``43<id>``) is sent with the id the page used in the message it acknowledges.
 """
 
 from __future__ import annotations

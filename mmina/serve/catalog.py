@@ -4,10 +4,10 @@ One DuckDB connection holds the store's views for the server's life (each reques
 through a cursor of its own); it is made again when the store's files change (the SQL
 sandbox gives a connection the files listed when it was made, and no others). What concerns
 one episode is read through a connection whose views see that episode's run only (a few
-runs' are kept), so it costs the same in a store of one run or of a thousand. Committed episodes never change (the store is append-only),
-so an episode's rows, steps and requests are kept for a while once read, and so are recent
-blobs and painted set-of-marks images; verdicts, which a rescore may add, are always read
-afresh.
+runs' are kept), so it costs the same in a store of one run or of a thousand. Committed episodes
+never change (the store is append-only), so an episode's rows, steps and requests are kept for a
+while once read, and so are recent blobs and painted set-of-marks images; verdicts, which a
+rescore may add, are always read afresh.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 One invocation is one batch of ``scores`` rows (evaluator ``step_action``, ``level`` =
 ``step``, ``step_index`` set), one file per run, written by
-:func:`mmina.evaluators.batch.score_rows`. Each row's ``detail_json`` holds the prediction, the raw output, tokens, cost and
-the verdicts (keys in :data:`DETAIL_KEYS`); ``verdict``/``value`` are the whole action's.
-Steps the agent could not be asked about (endpoint failure, judge failure) are listed as
-failed and get no row; steps without a screenshot under an agent that needs one are
-listed as skipped.
+:func:`mmina.evaluators.batch.score_rows`. Each row's ``detail_json`` holds the prediction, the
+raw output, tokens, cost and the verdicts (keys in :data:`DETAIL_KEYS`); ``verdict``/``value``
+are the whole action's. Steps the agent could not be asked about (endpoint failure, judge
+failure) are listed as failed and get no row; steps without a screenshot under an agent that
+needs one are listed as skipped.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ commit's manifest lists that are gone or differ (``missing``, ``changed``), file
 committed stem its manifest does not list (``unlisted``), an episode committed in two files
 (``duplicate``), blobs referred to but stored nowhere (``missing_blob``), a file where a folder
 belongs (``not_a_folder``) and committed episodes without a verdict their run stores with each
-episode (``unscored``: a crash between the commit and the verdicts; ``record --resume`` adds it). Episodes committed before manifests cannot be checked
-for missing files; the report says how many (``unchecked``). With ``repair``, leftovers of
-writers that are gone are removed first (``leftovers.py``); damaged data is never touched.
-With ``redacted``, it also lists the response bodies redaction changed (:func:`redacted_bodies`):
-not damage, but what a replay serves differs there from what the browser received.
+episode (``unscored``: a crash between the commit and the verdicts; ``record --resume`` adds
+it). Episodes committed before manifests cannot be checked for missing files; the report says
+how many (``unchecked``). With ``repair``, leftovers of writers that are gone are removed first
+(``leftovers.py``); damaged data is never touched. With ``redacted``, it also lists the response
+bodies redaction changed (:func:`redacted_bodies`): not damage, but what a replay serves differs
+there from what the browser received.
 """
 
 from __future__ import annotations

@@ -443,19 +443,22 @@ STEPS = Table(
         (
             "observe_ms",
             F64,
-            "Observation capture time on the step's critical path (tree, images and screenshot, read side by side; the set-of-marks wait only for agents that read it), in milliseconds.",
+            "Observation capture time on the step's critical path (tree, images and screenshot, "
+            "read side by side; the set-of-marks wait only for agents that read it), in milliseconds.",
         ),
         ("tree_ms", F64, "Accessibility-tree capture time in milliseconds (overlaps the screenshot's)."),
         ("screenshot_ms", F64, "Screenshot capture time in milliseconds."),
         (
             "som_ms",
             F64,
-            "Time to paint the set-of-marks screenshot, in milliseconds; done on a worker thread while the agent chooses (since schema version 2).",
+            "Time to paint the set-of-marks screenshot, in milliseconds; done on a worker thread "
+            "while the agent chooses (since schema version 2).",
         ),
         (
             "images_ms",
             F64,
-            "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds (since schema version 2).",
+            "Time to list (and, with a captioner, caption) the in-viewport images, in milliseconds "
+            "(since schema version 2).",
         ),
         ("agent_ms", F64, "Time the agent took to choose the action, in milliseconds."),
         ("action_ms", F64, "Time to execute the action, in milliseconds."),

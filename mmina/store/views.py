@@ -61,7 +61,10 @@ def table_sql(table: Table, files: dict[int, list[str]], store: Store) -> str:
     body = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
     columns = ", ".join(f'"{name}"' for name in _view_columns(table))
     if table is EPISODES:  # one row per episode, the first file's, even if a file was copied
-        return f"SELECT {columns} FROM ({body}) QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY filename) = 1"
+        return (
+            f"SELECT {columns} FROM ({body}) "
+            "QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY filename) = 1"
+        )
     where = " WHERE episode_id IN (SELECT episode_id FROM episodes)" if table in EPISODE_CHILDREN else ""
     return f"SELECT {columns} FROM ({body}){where}"
 

@@ -14,9 +14,10 @@ session cookie, CSRF fields, order numbers), and the pages add their own clock a
 * "Add to cart" goes through a 302 then a 301, each with a random query;
 * a POST checkout form with a random CSRF field.
 
-Documents carry a repeated header (``Link``, twice). Responses are HTTP/1.0 without ``Content-Length`` (the body ends when the connection closes)
-and without ``Cache-Control``, ``Expires``, ``ETag`` or ``Last-Modified``. Run as a script
-(``python shop_site.py PORT``) for the real-web check, or in-process with :class:`ShopSite`.
+Documents carry a repeated header (``Link``, twice). Responses are HTTP/1.0 without
+``Content-Length`` (the body ends when the connection closes) and without ``Cache-Control``,
+``Expires``, ``ETag`` or ``Last-Modified``. Run as a script (``python shop_site.py PORT``) for
+the real-web check, or in-process with :class:`ShopSite`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ PAGE_SCRIPT = """<script>
   const cart = () => {
     const xhr = new XMLHttpRequest();
     xhr.open('GET', '/api/cart?_=' + Date.now());
-    xhr.onload = () => { document.getElementById('cart').textContent = 'Cart: ' + JSON.parse(xhr.responseText).count + ' items'; };
+    xhr.onload = () => { document.getElementById('cart').textContent = \
+'Cart: ' + JSON.parse(xhr.responseText).count + ' items'; };
     xhr.send();
   };
   const poll = () => fetch('/api/stock?since=' + Date.now()).then(r => r.json()).then(data => {

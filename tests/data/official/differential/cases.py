@@ -108,7 +108,8 @@ def two_hop_cases() -> list[dict[str, Any]]:
             2,
             2,
             "run.py:339-348: the events page is not kiwix and holds must_include[0] "
-            "('eventbrite'): hop 1; every item is in it and cnt_ans is 1: hop 2 on the same page. PASS is cnt_ans == 2.",
+            "('eventbrite'): hop 1; every item is in it and cnt_ans is 1: hop 2 on the same page. "
+            "PASS is cnt_ans == 2.",
         ),
         case(
             "2hop/answer-ignored",
