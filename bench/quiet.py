@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from bench.recording import oracle_episode, try_action
 from bench.results import Section, Target
-from mmina.actions.grammar import ActionKind, parse_agent_output
-from mmina.agents import OracleAgent, ScriptEnd
+from mmina.actions.grammar import Action
 from mmina.fixtures.web import FixtureWeb
-from mmina.observations.observation import Observation
 from mmina.recorder import settling
-from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
+from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.tasks.task import Task
 from mmina.tasks.taskcheck import load_suite
 from tests.busy_site import BUILT, BusySite
@@ -85,38 +85,18 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
 
 def _step_times(session: BrowserSession, task: Task) -> list[float]:
     """Each step's action and settling (the start page's opening first), in seconds."""
-    browser, agent = session.episode(None), OracleAgent()
+    browser = session.episode(None)
     started = time.perf_counter()
     try:
         browser.open(task.start_urls)
         times = [time.perf_counter() - started]
-        agent.reset(task)
-        for step in range(30):
-            tree, elements = browser.tree()
-            try:
-                reply = agent.act(
-                    Observation(
-                        step_index=step,
-                        url=browser.url,
-                        title="",
-                        tabs=[],
-                        active_tab=0,
-                        tree_text=tree,
-                        elements=elements,
-                        intent=task.intent,
-                    )
-                )
-            except ScriptEnd:
-                break
-            action = parse_agent_output(reply.output)
-            if action.kind is ActionKind.STOP:
-                break
-            started = time.perf_counter()
-            try:
-                browser.execute(action)
-            except ActionFailed:
-                pass
-            times.append(time.perf_counter() - started)
+
+        def timed(page: EpisodeBrowser, action: Action) -> None:
+            begun = time.perf_counter()
+            try_action(page, action)
+            times.append(time.perf_counter() - begun)
+
+        oracle_episode(browser, task, timed)
         return times
     finally:
         browser.close()

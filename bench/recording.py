@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.results import AT_LEAST, Section, Target, ratio
-from mmina.actions.grammar import ActionKind, parse_agent_output
+from mmina.actions.grammar import Action, ActionKind, parse_agent_output
 from mmina.agents import OracleAgent, ScriptEnd
 from mmina.agents.settings import AgentSettings
 from mmina.executors.interface import Layout
 from mmina.fixtures.web import FixtureWeb
 from mmina.observations.observation import Observation
 from mmina.recorder.browser import ActionFailed, BrowserConfig, BrowserSession
+from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer.fidelity import summarize
 from mmina.replayer.replays import compare_runs, replay_run
@@ -71,37 +72,49 @@ def act_without_capture(tasks: list[Task]) -> tuple[float, dict[str, list[str]]]
 
 
 def _act(session: BrowserSession, config: BrowserConfig, task: Task) -> list[str]:
-    browser, agent, done = session.episode(None), OracleAgent(), []
+    browser = session.episode(None)
     try:
         browser.open(task.start_urls)
-        agent.reset(task)
-        for step in range(30):
-            tree, elements = browser.tree()
-            try:
-                reply = agent.act(
-                    Observation(
-                        step_index=step,
-                        url=browser.url,
-                        title="",
-                        tabs=[],
-                        active_tab=0,
-                        tree_text=tree,
-                        elements=elements,
-                        intent=task.intent,
-                    )
-                )
-            except ScriptEnd:
-                break
-            action = parse_agent_output(reply.output)
-            done.append(action.render())
-            if action.kind is ActionKind.STOP:
-                break
-            try:
-                browser.execute(action)
-            except ActionFailed:
-                pass
+        return oracle_episode(browser, task, try_action)
     finally:
         browser.close()
+
+
+def try_action(browser: EpisodeBrowser, action: Action) -> None:
+    """Do ``action``; one that fails is the page's (the episode goes on, as a recording's does)."""
+    try:
+        browser.execute(action)
+    except ActionFailed:
+        pass
+
+
+def oracle_episode(
+    browser: EpisodeBrowser, task: Task, act: Callable[[EpisodeBrowser, Action], None]
+) -> list[str]:
+    """The oracle's episode of ``task`` in ``browser`` (open at the task's start pages), each of its
+    actions done by ``act`` up to its stop: the actions rendered, the stop included."""
+    agent, done = OracleAgent(), []
+    agent.reset(task)
+    for step in range(30):
+        tree, elements = browser.tree()
+        observation = Observation(
+            step_index=step,
+            url=browser.url,
+            title="",
+            tabs=[],
+            active_tab=0,
+            tree_text=tree,
+            elements=elements,
+            intent=task.intent,
+        )
+        try:
+            action = parse_agent_output(agent.act(observation).output)
+        except ScriptEnd:
+            break
+        done.append(action.render())
+        if action.kind is ActionKind.STOP:
+            break
+        act(browser, action)
     return done
 
 
