@@ -4,7 +4,9 @@ pacing of a replayed episode's steps on a clock of the test's own, and the recor
 deliveries and observations (``mmina.replayer.turns``).
 
 The same rules on real applications (socket.io with long-polling and an upgrade, a plain
-WebSocket dashboard, Gradio's status region) are in ``tests/test_realweb_apps.py``.
+WebSocket dashboard, Gradio's status region) are in ``tests/test_realweb_apps.py``. At the end, one
+rule with a browser (issue 56): a reply waits for its page message on the page's time, recorded
+from a WebSocket server of the test's own and replayed with the archive late.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from mmina.actions.grammar import Action, ActionKind
+from mmina.fixtures.hardweb.server import websocket_accept, websocket_receive, websocket_send
+from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.archive import Archive, Exchange
 from mmina.replayer.fidelity import compare_sockets
 from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
+from mmina.replayer.replays import replay_run
 from mmina.replayer.router import ArchiveRouter, said_before
 from mmina.replayer.sockets import (
     STALL_S,
@@ -34,6 +41,10 @@ from mmina.replayer.sockets import (
 )
 from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import OVERDUE_S, Turns
+from mmina.store import Store
+from tests.local_site import LocalSite, scripted_suite, tree_lines
+
+BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 
 OPENED_MS = 1_795_000_000_000.0
 LOOP_LATE_S = 0.5
@@ -95,6 +106,19 @@ def test_a_message_whose_page_message_never_comes_does_not_stall_the_script() ->
     play = _play(("send", 1.0, "subscribe"), ("receive", 1.5, "welcome"), ("receive", 2.0, "tick"))
     assert play.next_time() == 100.0 + 1.5 + STALL_S
     assert play.due(100.0 + 1.5 + STALL_S) == ["welcome"]
+
+
+def test_a_page_message_is_given_up_on_after_stall_s_of_the_page_s_time_not_of_the_socket_s() -> None:
+    """A paced replay whose page time stood still 3 s since the socket opened (the archive late) has
+    a page 3 s late to say what it said, not one that says less: its reply waits 3 s more."""
+    play = _play(("send", 1.0, "book"), ("receive", 1.01, "Berth 7 booked"))
+    assert play.waits_for_page()
+    play.behind = 3.0
+    assert play.next_time() == 100.0 + 1.01 + STALL_S + 3.0
+    assert play.due(100.0 + 1.01 + STALL_S + 1.0) == []  # the old rule's moment: still waiting
+    play.heard("book", 105.5)  # said 4.5 s after its recorded time since opening
+    assert not play.waits_for_page() and play.next_time() == 105.5 + 0.01
+    assert play.due(105.51) == ["Berth 7 booked"]
 
 
 def test_heartbeats_are_answered_in_kind_and_never_hold_the_script_up() -> None:
@@ -408,6 +432,31 @@ def test_after_a_delivery_the_page_gets_as_long_as_the_recording_had_before_its_
         assert abs(clock.now - observed_by) < 0.11 and clock.now < delivered_at + RENDER_S
 
 
+def test_an_observation_waiting_for_the_reply_to_what_the_page_has_not_said_lets_the_page_work() -> None:
+    """The recording's page sent a debounced message before observation 0 and had its reply; the
+    replay's typing took longer, so the debounce (on the page's time) ends 0.2 s past the moment,
+    where τ is held: the page gets its work due up to ``MARGIN_S`` past it, says it, and the reply
+    comes — not a wait for the observation's bound with the page's time standing still."""
+    clock = _Clock()
+    timeline = Timeline(clock)
+    pace = _pace(clock).recorded
+    paced = PacedSteps(pace, clock, clock.sleep, timeline=timeline)
+    paced.begin()
+    turns = paced.turns
+    turns.expect("socket", 0, due=1.0 + STALL_S, on_page=True)  # due only when the page is given up on
+    said: list[float] = []
+
+    def page_works() -> None:
+        if not said and timeline.now() >= 1.2:  # the debounce fires on the page's time
+            said.append(clock.now)
+            turns.delivered("socket", clock.now)  # the reply follows at once
+
+    clock.events += [(round(0.05 * n, 2), page_works) for n in range(1, 200)]
+    paced.before_observe(_Page(clock, ready_at=0.0), 0)
+    assert said and said[0] < 1.5 and clock.now < 1.5 + 0.11  # not the bound: 1.0 + LOADING_MAX_S
+    assert timeline.now() <= 1.0 + MARGIN_S + 1e-9
+
+
 def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None:
     clock = _Clock()
     rows = [
@@ -595,3 +644,89 @@ def test_a_store_without_action_times_keeps_no_pace() -> None:
         RecordedPace.of(START, [{"started_at": START, "acted_at": None, "url": "", "tree_text": ""}]) is None
     )
     assert RecordedPace.of(START, []) is None
+
+
+# ---------------------------------------------------------------- with a browser: a WebSocket server of our own
+
+BERTHS = """<!doctype html><title>Berths</title><h1>Berths</h1><p id="chart">No chart yet</p>
+<button id="book">Book berth</button><p id="answer">No berth yet</p><script>
+const socket = new WebSocket('ws://' + location.host + '/socket');
+socket.onopen = () => {
+  socket.send('hello');
+  fetch('/chart.txt').then(r => r.text()).then(t => { document.getElementById('chart').textContent = t; });
+};
+socket.onmessage = e => { if (e.data.startsWith('Berth')) document.getElementById('answer').textContent = e.data; };
+document.getElementById('book').addEventListener('click', () => socket.send('book'));
+</script>"""
+ANSWERS = {"hello": "Welcome aboard", "book": "Berth 7 booked"}
+TEST_STALL_S = 3.0
+"""``STALL_S`` in the browser test (5 s in earnest): the archive need be late only 2 s more than this."""
+ARCHIVE_LATE_S = TEST_STALL_S + 2.0
+"""How late the replay serves the page's chart, the page's time standing still meanwhile."""
+
+
+class _Berths(BaseHTTPRequestHandler):
+    """The page, its chart, and a WebSocket that answers each message at once (``ANSWERS``)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            websocket_accept(self)
+            while (message := websocket_receive(self.rfile)) is not None:
+                websocket_send(self.wfile, ANSWERS.get(message, "?"))
+            self.close_connection = True
+            return
+        chart = self.path == "/chart.txt"
+        body = b"Chart: high water 14:05" if chart else BERTHS.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain" if chart else "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def test_a_reply_waits_for_its_page_message_on_the_page_s_time_when_the_replay_stood_still(
+    tmp_path, monkeypatch
+) -> None:
+    """The page opens its socket, fetches its chart, and the agent thinks 1 s before booking; the
+    server answers "book" at once. The replay serves the chart ``ARCHIVE_LATE_S`` late (a loaded
+    machine), so the page's time stands still that long after the socket opened, and the click comes
+    that much later on the socket's clock: the reply must still come after the click (before the
+    fix it went ``STALL_S`` after its recorded time on the socket's clock, before the page asked,
+    and the replay repeated 3 of the 4 socket messages: Shiny's occasional 57 of 58)."""
+    script: list[dict[str, Any]] = [
+        {"action": "click", "target": {"role": "button", "name": "Book berth"}, "think": 1.0},
+        {"action": "stop", "answer": "done"},
+    ]
+    store = Store.open(tmp_path / "store", create=True)
+    with LocalSite(_Berths) as site:
+        suite = scripted_suite(tmp_path / "tasks", "berths", site.url, "Book a berth.", script)
+        recorded = record_run(
+            store,
+            RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER),
+        )
+    assert any("Berth 7 booked" in line for line in tree_lines(store, recorded.run_id, "Berth 7"))
+    monkeypatch.setattr("mmina.replayer.sockets.STALL_S", TEST_STALL_S)
+    deliver = ArchiveRouter._deliver
+
+    async def late(self: ArchiveRouter, route: Any, reply: Any) -> None:
+        if route.request.url.endswith("/chart.txt"):
+            await asyncio.sleep(ARCHIVE_LATE_S)
+        await deliver(self, route, reply)
+
+    monkeypatch.setattr(ArchiveRouter, "_deliver", late)
+    report = replay_run(store, recorded.run_id, browser=BROWSER)
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]
+    assert [(s.recorded, s.equal) for s in episode.sockets] == [(4, 4)], episode.sockets
+    socket = next(
+        r for r in store.read("requests", run_id=report.replay_run).to_pylist() if r["status"] == 101
+    )
+    said = [
+        m.data for m in parse_messages(store.read_blobs([socket["response_body"]])[socket["response_body"]])
+    ]
+    assert said.index("book") < said.index("Berth 7 booked"), said

@@ -287,7 +287,7 @@ class PacedSteps:
         moment = step.observed + step.read
         self._until(moment)
         reached = self._clock()
-        delivered = self._deliveries(step_index, reached + LOADING_MAX_S)
+        delivered = self._deliveries(step_index, reached + LOADING_MAX_S, moment)
         rendered = max(reached, delivered or reached) + FROZEN_RENDER_S
         while not self._shows(page, step):
             now = self._clock()
@@ -331,13 +331,22 @@ class PacedSteps:
         else:
             self._wait(self._start + moment - self._clock())
 
-    def _deliveries(self, step_index: int, bound: float) -> float | None:
+    def _deliveries(self, step_index: int, bound: float, moment: float | None = None) -> float | None:
         """Wait (until ``bound`` at most) for every delivery on its way that the recording's page
         received before this observation read the page; when the last delivery since the previous
-        observation reached the page (None: none did)."""
+        observation reached the page (None: none did). On the timeline (τ held at the observation's
+        ``moment``), a delivery that waits for the page to say something first (a socket's reply to
+        a message a debounce sends: the replay's action took longer than the recording's) gets the
+        page's own work due up to ``MARGIN_S`` past the moment, as a page that does not show the
+        recorded state does: held at the moment, the page would never say it."""
+        released = False
         while (
             due := self.turns.awaited(step_index, now := self._clock(), bound)
         ) is not None and now < bound:
+            if not released and moment is not None and self.turns.awaits_page(step_index, now, bound):
+                assert self.timeline is not None
+                self.timeline.hold(("observe", step_index), moment + MARGIN_S)
+                released = True
             self._wait(min(POLL_S, max(DELIVERY_POLL_S, due - now)))
         return self.turns.delivered_at
 

@@ -250,7 +250,9 @@ class ArchiveRouter:
             return
         await self._open_on_timeline(exchange)
         self.sockets.append(
-            SocketPlayer.start(socket, exchange, self.turns, self._polled(exchange), self.echoes)
+            SocketPlayer.start(
+                socket, exchange, self.turns, self._polled(exchange), self.echoes, self.timeline
+            )
         )
         if self.on_socket is not None:
             self.on_socket()

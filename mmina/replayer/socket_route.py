@@ -15,7 +15,7 @@ import asyncio
 import base64
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -26,6 +26,7 @@ from playwright.async_api import WebSocketRoute
 from mmina.replayer.archive import Exchange
 from mmina.replayer.echoes import Echoes, places
 from mmina.replayer.sockets import PAGE, SERVER, Data, Message, SocketPlay, parse_messages, session_script
+from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import Expected, Turns
 
 IDLE_CHECK_S = 1.0
@@ -47,6 +48,11 @@ class SocketPlayer:
     """When the recorded socket opened (wall-clock seconds; None: unknown), to time its messages."""
     echoes: Echoes = field(default_factory=Echoes)
     """The ids the page sent in place of the recorded ones (shared with the episode's router)."""
+    timeline: Timeline | None = None
+    """The page's time in a paced replay: a page message not said yet is given up on after
+    ``STALL_S`` of it, not of this socket's clock (``SocketPlay.behind``)."""
+    _stood_at_open: float = 0.0
+    """How long τ had stood still when the socket opened (``Timeline.stalled_s``)."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _stopped: bool = False
     _task: asyncio.Task[None] | None = None
@@ -59,10 +65,12 @@ class SocketPlayer:
         turns: Turns | None = None,
         polled: list[Message] | None = None,
         echoes: Echoes | None = None,
+        timeline: Timeline | None = None,
     ) -> SocketPlayer:
         """Play ``exchange``'s conversation to ``socket`` from now (on the browser's loop), with
         the page messages its session ``polled`` meanwhile (``sockets.session_script``), in the
-        recorded order with the observations when ``turns`` keeps it."""
+        recorded order with the observations when ``turns`` keeps it, a page message not said
+        yet waited for on the ``timeline``'s time when there is one."""
         loop = asyncio.get_running_loop()
         opened_s = (exchange.started_ms or 0.0) / 1e3
         said = parse_messages(exchange.body, 0.0)
@@ -84,6 +92,8 @@ class SocketPlayer:
             turns,
             recorded_opened=opened_s if exchange.started_ms else None,
             echoes=echoes or Echoes(),
+            timeline=timeline,
+            _stood_at_open=_stood(timeline),
         )
         socket.on_message(player._heard)
         socket.on_close(lambda _code, _reason: player.stop())
@@ -131,6 +141,7 @@ class SocketPlayer:
         loop = asyncio.get_running_loop()
         try:
             while not self._stopped:
+                self.play.behind = _stood(self.timeline) - self._stood_at_open
                 self._send(self.play.due(loop.time(), self.turns.taken if self.turns else 0))
                 if self.play.finished:
                     return
@@ -155,7 +166,13 @@ class SocketPlayer:
     def _expect(self, due: float | None) -> None:
         """Tell the observations when the next recorded server message is due (its cause heard or not)."""
         if self.turns is not None and due is not None:
-            self.turns.expect(self.key, self.play.next_slot(), due, self._recorded(self.play.next_at()))
+            self.turns.expect(self.key, *astuple(self._upcoming(due)))
+
+    def _upcoming(self, due: float) -> Expected:
+        """The next recorded server message as a delivery on its way, due at ``due``."""
+        return Expected(
+            self.play.next_slot(), due, self._recorded(self.play.next_at()), self.play.waits_for_page()
+        )
 
     def _send(self, messages: list[Data], recorded: bool = True) -> None:
         """Send ``messages`` (``recorded``: the script's, whose delivery the observations wait for;
@@ -170,11 +187,7 @@ class SocketPlayer:
             self._logged(SERVER, data)
         if messages and recorded and self.turns is not None:
             due = self.play.next_time()
-            upcoming = (
-                Expected(self.play.next_slot(), due, self._recorded(self.play.next_at()))
-                if due is not None
-                else None
-            )
+            upcoming = self._upcoming(due) if due is not None else None
             self.turns.delivered(
                 self.key, asyncio.get_running_loop().time(), upcoming, self._recorded(self.play.sent_at)
             )
@@ -217,3 +230,11 @@ class SocketPlayer:
                 "content": {"size": len(body), "mimeType": "x-unknown", "text": body},
             },
         }
+
+
+def _stood(timeline: Timeline | None) -> float:
+    """How long τ has stood still so far (0 without a timeline)."""
+    if timeline is None:
+        return 0.0
+    timeline.now()  # brings its account up to this moment
+    return timeline.stalled_s

@@ -15,7 +15,10 @@ recorded delay after that cause has passed:
 * a server message before any page message (a greeting, a timer's push, a push 1 s after
   connecting), and a server's ping, is sent at its recorded time since the socket opened;
 * a server message whose page message never comes is sent ``STALL_S`` after its recorded time
-  since the socket opened, so a page that says less than it did never stalls the script;
+  since the socket opened, so a page that says less than it did never stalls the script — counted
+  on the page's time (:attr:`SocketPlay.behind`): a paced replay whose page time stood still
+  (the archive or the page slower than live) has a page that is late to say it, not one that says
+  less, and its reply must not reach the page before the page asked;
 * heartbeats (engine.io ``2``/``3``, ``2probe``/``3probe``, ``ping``/``pong``, JSON messages whose
   ``type``/``event``/``op``/``msg`` says ping, pong, heartbeat or keepalive, socket.io events so
   named) and acknowledgements of what the page received (such messages or events named
@@ -203,6 +206,11 @@ class SocketPlay:
     _said: dict[int, Data] = field(default_factory=dict)
     """Recorded page message index → what the page said instead (for ack ids)."""
     _next_server: int = 0
+    behind: float = 0.0
+    """How far the page's time has fallen behind this clock since the socket opened (a paced
+    replay's τ stood still that long: ``Timeline.stalled_s``); the caller keeps it current. A page
+    message not said yet is given up on ``STALL_S`` after its server message's recorded time *of
+    the page's time*, so this much later on this clock."""
     sent_at: float | None = None
     """The recorded time (as ``messages`` are timed) of the last server message sent."""
     last_heard: int | None = None
@@ -272,6 +280,15 @@ class SocketPlay:
         index = self._following_server(self._next_server)
         return self.messages[index].at if index < len(self.messages) else None
 
+    def waits_for_page(self) -> bool:
+        """The next server message waits for a page message the page has not said yet (what it
+        is due by is then only when the page is given up on: the page's own work may come first)."""
+        index = self._following_server(self._next_server)
+        if index >= len(self.messages):
+            return False
+        cause = self._causes[index]
+        return cause is not None and cause not in self._matched
+
     def next_slot(self) -> int:
         """The slot of the next server message (that of the last message when none is left)."""
         index = self._following_server(self._next_server)
@@ -291,7 +308,7 @@ class SocketPlay:
         if cause is None:
             return since_open
         if cause not in self._matched:
-            return since_open + STALL_S
+            return since_open + STALL_S + max(0.0, self.behind)
         return self._matched[cause] + self.messages[index].at - self.messages[cause].at
 
     def _following_server(self, index: int) -> int:

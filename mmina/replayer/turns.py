@@ -60,6 +60,9 @@ class Expected:
     slot: int
     due: float
     recorded: float | None = None
+    on_page: bool = False
+    """It waits for something the page has not said yet (a socket's reply to a page message):
+    ``due`` is only when the page is given up on, and the page's own work may have to run first."""
 
 
 class Turns:
@@ -120,11 +123,14 @@ class Turns:
         self._loop = asyncio.get_running_loop()
         self._listeners.append(listener)
 
-    def expect(self, key: Hashable, slot: int, due: float, recorded: float | None = None) -> None:
+    def expect(
+        self, key: Hashable, slot: int, due: float, recorded: float | None = None, on_page: bool = False
+    ) -> None:
         """A delivery (``key``: its source) is on its way, due at ``due`` (received by the recording
-        at ``recorded``); replaces the source's last."""
+        at ``recorded``; ``on_page``: once the page has said something, see :class:`Expected`);
+        replaces the source's last."""
         with self._lock:
-            self._expected[key] = Expected(slot, due, recorded)
+            self._expected[key] = Expected(slot, due, recorded, on_page)
 
     def delivered(
         self, key: Hashable, now: float, more: Expected | None = None, recorded: float | None = None
@@ -153,13 +159,18 @@ class Turns:
     def awaited(self, index: int, now: float, until: float) -> float | None:
         """When the next delivery observation ``index`` must wait for is due (None: nothing to
         wait for): one of its slot or lower, due by ``until`` and not overdue."""
+        return min((e.due for e in self._awaited(index, now, until)), default=None)
+
+    def awaits_page(self, index: int, now: float, until: float) -> bool:
+        """Whether a delivery observation ``index`` waits for (see :meth:`awaited`) waits for the
+        page to say something first (``Expected.on_page``)."""
+        return any(e.on_page for e in self._awaited(index, now, until))
+
+    def _awaited(self, index: int, now: float, until: float) -> list[Expected]:
         with self._lock:
-            due = [
-                e.due
-                for e in self._expected.values()
-                if e.slot <= index and now - OVERDUE_S <= e.due <= until
+            return [
+                e for e in self._expected.values() if e.slot <= index and now - OVERDUE_S <= e.due <= until
             ]
-        return min(due, default=None)
 
     def observed(self, index: int) -> None:
         """The replay took observation ``index``: deliveries of the next slot may go."""
