@@ -134,3 +134,20 @@ def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:
     return [
         line.strip() for r in rows for line in r["tree_text"].splitlines() if any(w in line for w in words)
     ]
+
+
+def serve_late(monkeypatch: Any, suffix: str, seconds: float) -> None:
+    """Make a replay hand the page every response whose URL ends with ``suffix`` ``seconds`` later
+    than it would (as a loaded machine serves a large body late), for the rest of the test."""
+    import asyncio
+
+    from mmina.replayer.router import ArchiveRouter
+
+    deliver = ArchiveRouter._deliver
+
+    async def late(self: ArchiveRouter, route: Any, reply: Any) -> None:
+        if route.request.url.endswith(suffix):
+            await asyncio.sleep(seconds)
+        await deliver(self, route, reply)
+
+    monkeypatch.setattr(ArchiveRouter, "_deliver", late)

@@ -42,7 +42,7 @@ from mmina.replayer.sockets import (
 from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import OVERDUE_S, Turns
 from mmina.store import Store
-from tests.local_site import LocalSite, scripted_suite, tree_lines
+from tests.local_site import LocalSite, scripted_suite, serve_late, tree_lines
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 
@@ -711,14 +711,7 @@ def test_a_reply_waits_for_its_page_message_on_the_page_s_time_when_the_replay_s
         )
     assert any("Berth 7 booked" in line for line in tree_lines(store, recorded.run_id, "Berth 7"))
     monkeypatch.setattr("mmina.replayer.sockets.STALL_S", TEST_STALL_S)
-    deliver = ArchiveRouter._deliver
-
-    async def late(self: ArchiveRouter, route: Any, reply: Any) -> None:
-        if route.request.url.endswith("/chart.txt"):
-            await asyncio.sleep(ARCHIVE_LATE_S)
-        await deliver(self, route, reply)
-
-    monkeypatch.setattr(ArchiveRouter, "_deliver", late)
+    serve_late(monkeypatch, "/chart.txt", ARCHIVE_LATE_S)
     report = replay_run(store, recorded.run_id, browser=BROWSER)
     episode = report.episodes[0]
     assert episode.fidelity == 1.0, [s.tree_diff for s in episode.steps]

@@ -10,22 +10,18 @@ time and once, as a control, with the page clock on the wall clock (replay befor
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 
 import pytest
-from playwright.async_api import Route
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
 from mmina.replayer import jobs
-from mmina.replayer.archive import Reply
 from mmina.replayer.replays import replay_run
-from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.timeline import EXPECTED_MAX_S, Timeline
 from mmina.store import Store
-from tests.local_site import scripted_suite
+from tests.local_site import scripted_suite, serve_late
 from tests.realweb.timeline_page import TimelineSite
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -53,14 +49,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, RunSummar
 @pytest.fixture
 def late_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
     """The replay hands the 6 MB bundle to the page ``LATE_S`` later than it would."""
-    deliver = ArchiveRouter._deliver
-
-    async def late(self: ArchiveRouter, route: Route, reply: Reply) -> None:
-        if route.request.url.endswith("/bundle.js"):
-            await asyncio.sleep(LATE_S)
-        await deliver(self, route, reply)
-
-    monkeypatch.setattr(ArchiveRouter, "_deliver", late)
+    serve_late(monkeypatch, "/bundle.js", LATE_S)
 
 
 def _readings(store: Store, run_id: str) -> list[list[float]]:
