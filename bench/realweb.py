@@ -49,8 +49,8 @@ archive or the page slower than live); half as long again is the most we accept.
 
 def realweb_section(root: Path, quick: bool = False) -> Section:
     """All the applications ``RUNS`` times each, or with ``quick`` the test suite's sample once."""
-    section = Section("realweb")
     apps = chosen_apps(quick)
+    section = Section("realweb", partial=apps != APPS and not quick)
     seeding.RECORDED_SEEDING = int(os.environ.get("MMINA_REALWEB_SEEDING") or seeding.RECORDED_SEEDING)
     for app in apps:
         _add(section, [_run(root / f"run-{number}", app) for number in range(1 if quick else RUNS)])

@@ -55,6 +55,9 @@ class Section:
 
     name: str
     figures: list[Figure] = field(default_factory=list)
+    partial: bool = False
+    """Measured for part of what the section covers (``MMINA_REALWEB`` naming some applications):
+    written into an existing results file, its figures replace only those of the same name."""
 
     def add(
         self,

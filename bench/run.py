@@ -11,6 +11,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -219,7 +220,8 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     }
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.only and old:
-        data = merged(old, data, args.only)
+        partial = {s.name for s in sections if s.partial}
+        data = merged(old, data, args.only, partial)
     if "previous_release" in old:
         data["previous_release"] = old["previous_release"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -227,10 +229,16 @@ def write_json(args: argparse.Namespace, sections: list[Section], seconds: float
     console.print(f"figures written to {args.out}")
 
 
-def merged(old: dict, new: dict, parts: list[str]) -> dict:
-    """``old`` with the figures of the sections in ``new`` replaced by ``new``'s."""
-    fresh = {f["section"] for f in new["figures"]}
-    kept = [f for f in old.get("figures", []) if f["section"] not in fresh]
+def merged(old: dict, new: dict, parts: list[str], partial: Collection[str] = ()) -> dict:
+    """``old`` with the figures of the sections in ``new`` replaced by ``new``'s; of a ``partial``
+    section, only the figures ``new`` measured again (by name) are replaced, the others kept."""
+    fresh = {f["section"] for f in new["figures"]} - set(partial)
+    again = {(f["section"], f["name"]) for f in new["figures"]}
+    kept = [
+        f
+        for f in old.get("figures", [])
+        if f["section"] not in fresh and (f["section"], f["name"]) not in again
+    ]
     updated = {
         "parts": parts,
         "measured_at": new["measured_at"],

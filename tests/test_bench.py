@@ -173,3 +173,36 @@ def test_the_bench_records_the_machines_huge_pages(tmp_path: Path) -> None:
     line = described({**here, "transparent huge pages": pages})
     assert line.endswith("anonymous always, shared never, sizes always 64 kB")
     assert not HUGE_PAGES.exists() or here["transparent huge pages"]["anon"] in {"always", "madvise", "never"}
+
+
+def test_a_partial_section_replaces_only_the_figures_measured_again() -> None:
+    """``MMINA_REALWEB=shiny`` measures one application: the others' figures in results.json stay."""
+    from bench.run import merged
+
+    def figure(section: str, name: str, value: float) -> dict[str, Any]:
+        return {"section": section, "name": name, "value": value}
+
+    old = {
+        "figures": [
+            figure("realweb", "shiny: fidelity", 86.0),
+            figure("realweb", "dash: fidelity", 100.0),
+            figure("view", "gone", 1.0),
+            figure("size", "kept", 2.0),
+        ]
+    }
+    new = {
+        "measured_at": "now",
+        "quick": False,
+        "seconds": 1.0,
+        "machine": {},
+        "figures": [figure("realweb", "shiny: fidelity", 100.0), figure("view", "new", 0.5)],
+    }
+    data = merged(old, new, ["realweb", "view"], partial={"realweb"})
+    assert sorted((f["section"], f["name"], f["value"]) for f in data["figures"]) == [
+        ("realweb", "dash: fidelity", 100.0),
+        ("realweb", "shiny: fidelity", 100.0),
+        ("size", "kept", 2.0),
+        ("view", "new", 0.5),
+    ]
+    whole = merged(old, new, ["realweb", "view"])
+    assert ("realweb", "dash: fidelity") not in {(f["section"], f["name"]) for f in whole["figures"]}
