@@ -9,6 +9,7 @@ level and reads ``Date.now()``; the page shows them.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext
@@ -24,7 +25,7 @@ from tests.local_site import record_scripted, tree_lines
 from tests.worker_site import KINDS, worker_site
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {"action": "click", "target": {"role": "button", "name": "Show the workers"}},
     {"action": "stop", "answer": "done"},
 ]

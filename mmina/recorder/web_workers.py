@@ -5,15 +5,22 @@ Playwright has init scripts for documents only, and no hook before a worker runs
 each worker at its start through DevTools, as a debugger does:
 
 * a page's DevTools session of mmina's own (``devtools.py``, opened before the page loads
-  anything) auto-attaches to the page's dedicated workers, and one browser-wide session to the
-  shared workers, both with ``waitForDebuggerOnStart`` and the flat protocol: Chromium then does
-  not start the worker (it does not even fetch its script) until that session lets it go;
+  anything) auto-attaches to the page's dedicated workers with ``waitForDebuggerOnStart`` and the
+  flat protocol: Chromium then does not start the worker (it does not even fetch its script) until
+  that session lets it go;
 * meanwhile a second session to the worker, in the non-flat protocol (Playwright's
   ``CDPSession`` routes no flat child session, but passes ``Target.sendMessageToTarget``), sends
   the worker's scripts (``Runtime.evaluate``) and ``Runtime.runIfWaitingForDebugger``: queued
-  before the worker exists, they are the first thing it runs;
+  before the worker exists, they are the first thing it runs — before its global scope is
+  complete, so a script may not read ``location`` (that crashed the renderer in Chromium 156) nor
+  use ``queueMicrotask`` (not defined yet);
 * then the held session is detached, and the worker starts. The second session stays, for what
   the scripts are told later (:meth:`WorkerScripts.tell`: a replay's clock news).
+
+Shared workers are attached the same way by one browser-wide session, but that does not hold
+them: Playwright's own browser-wide session releases them at once, so a SharedWorker's first turn
+runs before or after its scripts as the browser's fetch of its script and mmina's messages race
+(a replay's router holds that request until the scripts are in: :meth:`WorkerScripts.ready`).
 
 Nothing in the page changes: the worker's URL, origin, module or classic type, CSP and sharing
 are the page's own. A context that has no worker scripts attaches to nothing. Workers that a
@@ -233,6 +240,7 @@ class _SharedWatch:
         """Learn the DevTools id of the context behind ``page`` (a page's session), and watch."""
         info = (await send(page, "Target.getTargetInfo")).get("targetInfo") or {}
         if info.get("browserContextId"):
+            self.contexts = {k: v for k, v in self.contexts.items() if v() is not None}  # closed ones go
             self.contexts[info["browserContextId"]] = weakref.ref(scripts)
         if self._started is None:
             self._started = asyncio.get_running_loop().create_task(self._start())
