@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext
+from playwright.sync_api import sync_playwright
 
 from mmina.recorder import seeding
 from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.chromium import find_chromium
 from mmina.recorder.seeding import PER_CALL_SITE, WORKERS_TOO, Seeding
 from mmina.recorder.web_workers import worker_scripts
 from mmina.replayer import worker_clock
@@ -104,3 +106,42 @@ def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorde
     report = replay_run(store, run_id, browser=BROWSER)
     replayed = tree_lines(store, report.replay_run, *DEDICATED)
     assert len(replayed) == 3 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+
+
+CLOCK_CHECK = """(async () => {
+  const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const seen = {start: Date.now()};
+  await wait(400);
+  seen.capped = Date.now();
+  seen.perf = performance.now();
+  __mminaTimeline.news(1000, null, 0);  // older news: not heard
+  __mminaTimeline.news(900000, 1000500, 2);  // behind: no jump back; a later cap
+  seen.uncapped = Date.now();
+  await wait(700);
+  seen.later = Date.now();
+  seen.dates = [new Date().getTime() === Date.now(), new Date(0).getTime(), typeof Date(), new Date() instanceof Date];
+  postMessage(seen);
+})();"""
+
+
+def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> None:
+    """The worker clock alone, in a real worker: started at τ = 1,000,000 ms with the cap 200 ms on,
+    it reads the cap after 400 ms; news of a later cap lets it run on from there, never back."""
+    script = worker_clock.WORKER_CLOCK % {"at": 1_000_000, "cap": 1_000_200, "version": 1}
+    body = script + "\n" + CLOCK_CHECK
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(None, playwright))
+        page = browser.new_page()
+        seen = page.evaluate(
+            """(body) => new Promise((resolve) => {
+              const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
+              worker.onmessage = ({data}) => resolve(data);
+            })""",
+            body,
+        )
+        browser.close()
+    assert seen["start"] - 1_000_000 < 100
+    assert seen["capped"] == 1_000_200  # stood still at the cap
+    assert seen["uncapped"] == 1_000_200  # news from behind moves nothing back or forth
+    assert 1_000_490 <= seen["later"] <= 1_000_500  # ran on with real time, up to the new cap
+    assert seen["dates"] == [True, 0, "string", True]

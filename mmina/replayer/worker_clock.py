@@ -29,7 +29,7 @@ POLL_S = 0.02
 """How often the workers' news is looked at (a change is sent once)."""
 WORKER_CLOCK = """(() => {
   if (globalThis.__mminaTimeline) return;
-  const NativeDate = Date, perf = performance, real = perf.now.bind(perf);
+  const NativeDate = globalThis.Date, perf = performance, real = perf.now.bind(perf);
   const state = {time: %(at)d, cap: %(cap)s, version: %(version)d, last: real()};
   const sync = () => {
     const at = real(), since = at - state.last;
@@ -45,17 +45,17 @@ WORKER_CLOCK = """(() => {
   };
   const current = () => { sync(); return Math.floor(state.time); };
   const origin = state.time - real();
-  function Date(...args) {
+  const ClockDate = function Date(...args) {
     if (!new.target) return new NativeDate(current()).toString();
     return Reflect.construct(NativeDate, args.length ? args : [current()], new.target);
-  }
-  Date.prototype = NativeDate.prototype;
-  Object.defineProperties(Date, {
+  };
+  ClockDate.prototype = NativeDate.prototype;
+  Object.defineProperties(ClockDate, {
     now: {value: function now() { return current(); }, writable: true, configurable: true},
     parse: {value: NativeDate.parse, writable: true, configurable: true},
     UTC: {value: NativeDate.UTC, writable: true, configurable: true},
   });
-  globalThis.Date = Date;
+  globalThis.Date = ClockDate;
   perf.now = function now() { sync(); return state.time - origin; };
   Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
 })();"""
