@@ -70,11 +70,11 @@ def add_worker_starts(section: Section) -> None:
         f"held {1e3 * statistics.median(held):.1f} ms (median of {len(held)})",
     )
     section.add(
-        "a SharedWorker's start, held and seeded",
+        "a SharedWorker's start, seeded (not held)",
         round(scripted["shared"], 1),
         "ms",
         None,
-        f"{plain['shared']:.1f} ms not held; its first turn seeded in {sum(first_turns)} of "
+        f"{plain['shared']:.1f} ms unseeded; its first turn seeded in {sum(first_turns)} of "
         f"{len(first_turns)} starts (a recording holds it only while the browser fetches its script)",
     )
 
