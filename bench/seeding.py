@@ -2,7 +2,8 @@
 million ``Math.random()`` calls in one turn, one draw in each of 20,000 turns (scheme 2 reads
 the calling stack at a turn's draws, up to its budget), and 10,000 ``crypto.randomUUID()`` calls;
 unseeded, scheme 1 (one stream per document) and scheme 2 (a stream per calling place). Each
-figure is the best of ``ROUNDS`` rounds (the machine is shared)."""
+figure is the best of ``ROUNDS`` rounds (the machine is shared). Then what seeding Web Workers
+(scheme 3) costs each worker's start (``bench.web_workers``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from playwright.sync_api import Request, Route, sync_playwright
 
 from bench.results import Section, Target
+from bench.web_workers import add_worker_starts
 from mmina.recorder.chromium import find_chromium
 from mmina.recorder.seeding import PER_CALL_SITE, PER_EPISODE, Seeding
 
@@ -60,6 +62,7 @@ def seeding_section() -> Section:
         Target(50.0),
         f"unseeded {base['uuid_us']:.2f}, scheme 1 {old['uuid_us']:.2f} µs",
     )
+    add_worker_starts(section)
     return section
 
 

@@ -3,9 +3,10 @@ stream per calling place, so an id drawn after another number of draws elsewhere
 other scripts in another order, comes out as recorded; scheme 1 (stores before schema version
 10) replays as it always did.
 
-The fixture page stands for a page whose draws depend on timing: an unseeded Web Worker (nothing
-in a worker is seeded) decides how many numbers an animation draws first (1 to 2^20) and in
-which order two scripts draw their ids; each id is shown and sent to the server, which echoes it.
+The fixture page stands for a page whose draws depend on timing: an unseeded Web Worker (the
+episodes here are recorded under schemes 2 and 1, which leave workers unseeded) decides how many
+numbers an animation draws first (1 to 2^20) and in which order two scripts draw their ids; each
+id is shown and sent to the server, which echoes it.
 Recorded live and replayed from the archive in real Chromium: the worker decides anew in the
 replay, as timing would.
 """

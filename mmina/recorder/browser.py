@@ -9,8 +9,8 @@ Chromium and one Playwright driver, and a model call or a slow page of one never
 others. Which Chromium, and with which arguments, is ``mmina.recorder.chromium``'s.
 
 This module, ``browser_loop.py``, ``chromium.py``, ``episode_browser.py``, ``tabs.py``,
-``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``, ``freezing.py``, ``streams.py``
-and ``har.py`` are the only recorder modules that touch Playwright.
+``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``, ``freezing.py``, ``streams.py``,
+``web_workers.py`` and ``har.py`` are the only recorder modules that touch Playwright.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ history length (the same in the replay), so that two pages of an episode do not 
 ``crypto.randomUUID()`` (an idempotency key, a request id) to a live server (a URL holding a
 secret is replayed redacted, so its page draws other ids). It is a stream of its own, so
 ``Math.random`` draws what it drew before ``crypto`` was seeded (stores recorded then replay
-the same). Web Workers and ``crypto.subtle`` keys are not seeded: a browser under evaluation
-needs reproducible pages, not secrets, but nothing in it should be used for real credentials.
+the same). ``crypto.subtle`` keys are not seeded: a browser under evaluation needs reproducible
+pages, not secrets, but nothing in it should be used for real credentials.
 
-**Two schemes** (``episodes.random_seeding``; a replay uses its source episode's, so a store
+**Three schemes** (``episodes.random_seeding``; a replay uses its source episode's, so a store
 recorded before replays exactly as it did). ``1`` (:data:`PER_EPISODE`, stores before schema
 version 10): one stream per document for ``Math.random`` and one for ``crypto``, so what a draw
 gets depends on how many draws the page made before it — on load order and timing: a replayed
@@ -23,15 +23,23 @@ line and column), so a draw gets the same value whatever other scripts drew befo
 which order they ran. What still differs: a place drawn from more or fewer times before (a poll
 that ran once more), and the draws past :data:`TURN_BUDGET` in one turn, which continue the
 turn's last stream without reading their stack (a replay's clock may run several timers in one
-turn where the recording ran each in its own).
+turn where the recording ran each in its own). Under schemes 1 and 2 Web Workers are not seeded.
+``3`` (:data:`WORKERS_TOO`): scheme 2 in documents, and every Web Worker, dedicated or shared, seeded
+the same way before its own code runs (``web_workers.py``), its place named by its kind, its
+script's URL and how many workers of that URL its page (a shared worker: its context) started
+before it; a ``blob:`` URL is named without its random part, in the worker's place and in its
+calling frames, as the browser draws that part anew in every document.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from playwright.async_api import BrowserContext
+
+from mmina.recorder.web_workers import unblobbed, worker_scripts
 
 DOCUMENT_ID = "__mminaDocument"
 """A global naming the document, drawn unseeded before ``crypto`` is seeded: mmina's own
@@ -90,8 +98,10 @@ SEEDED_RANDOM = """(() => {
 PER_EPISODE = 1
 """One stream per document for ``Math.random`` and one for ``crypto`` (:data:`SEEDED_RANDOM`)."""
 PER_CALL_SITE = 2
-"""A stream per turn's first calling stack (:data:`SEEDED_BY_CALL_SITE`)."""
-RECORDED_SEEDING = PER_CALL_SITE
+"""A stream per turn's first calling stack (:data:`SEEDED_BY_CALL_SITE`), in documents only."""
+WORKERS_TOO = 3
+"""Scheme 2 in documents and in Web Workers (:meth:`Seeding.worker_script`)."""
+RECORDED_SEEDING = WORKERS_TOO
 """The scheme a new recording uses (read at each episode: ``python -m bench --only realweb`` sets it to
 compare the schemes, ``MMINA_REALWEB_SEEDING``)."""
 STACK_DEPTH = 10
@@ -104,7 +114,7 @@ SEEDED_BY_CALL_SITE = """(() => {
     for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0;
     return h;
   };
-  const base = hash((%(seed)d ^ 0x9E3779B9) >>> 0, location.href + "#" + history.length);
+  const base = hash((%(seed)d ^ 0x9E3779B9) >>> 0, %(place)s);
   const mulberry = (state) => () => {
     state = (state + 0x6D2B79F5) >>> 0;
     let t = state;
@@ -128,7 +138,7 @@ SEEDED_BY_CALL_SITE = """(() => {
       // a frame without a URL is the browser's own or an injected script's (the replay's clock, its sockets,
       // Playwright's evaluate): only the page's own scripts name the place
       const frames = String(holder.stack).split("\\n").slice(1).map(located);
-      return frames.filter(at => scripted.test(at)).join("\\n");
+      return frames.filter(at => scripted.test(at)).join("\\n")%(unblob)s;
     } catch (error) {
       return "";
     } finally {
@@ -139,7 +149,7 @@ SEEDED_BY_CALL_SITE = """(() => {
   const streams = new Map();  // a place's key -> its stream
   const last = [null, null];  // this turn's last stream: Math.random's, crypto's
   let drawn = 0;  // draws this turn
-  const defer = queueMicrotask.bind(globalThis);
+  const defer = %(defer)s;
   const endTurn = () => { drawn = 0; last[0] = last[1] = null; };
   const draw = (kind, entry) => {
     if (drawn++ === 0) defer(endTurn);
@@ -190,6 +200,16 @@ without a URL, such as the replay's clock and socket, left out),
 the rest: a loop of a million draws costs what scheme 1 costs."""
 
 
+DOCUMENT_PLACE = 'location.href + "#" + history.length'
+"""A document's place (the same in a recording and its replay)."""
+UNBLOBBED = r'.replace(/\bblob:([a-z][a-z0-9+.-]*:\/\/[^\s\/]+)\/[0-9a-f-]{36}/gi, "blob:$1")'
+"""Drops the random part of ``blob:`` URLs from a worker's calling frames (scheme 3)."""
+WORKER_DEFER = "(task) => Promise.resolve().then(task)"
+"""A turn's end in a worker: its script runs before the worker's global scope is complete, where
+``queueMicrotask`` is not defined yet (nor ``location``, whose mere reading crashed the renderer in
+Chromium 156: the worker's place is named from outside)."""
+
+
 @dataclass(frozen=True)
 class Seeding:
     """How a context's ``Math.random`` and ``crypto`` are seeded: the seed and the scheme."""
@@ -205,9 +225,30 @@ class Seeding:
 
     def script(self) -> str:
         """The init script that seeds a document."""
-        template = SEEDED_RANDOM if self.scheme == PER_EPISODE else SEEDED_BY_CALL_SITE
-        names = {"seed": self.seed, "document": DOCUMENT_ID, "depth": STACK_DEPTH, "budget": TURN_BUDGET}
-        return template % names
+        if self.scheme == PER_EPISODE:
+            return SEEDED_RANDOM % {"seed": self.seed, "document": DOCUMENT_ID}
+        return self._by_call_site(DOCUMENT_PLACE, "", "queueMicrotask.bind(globalThis)")
+
+    def worker_script(self, kind: str, url: str, ordinal: int) -> str | None:
+        """The script that seeds a Web Worker (``kind``: ``worker`` or ``shared_worker``) of
+        script ``url``, the ``ordinal``-th of that URL its page (or context) started; None under
+        schemes 1 and 2, which left workers unseeded."""
+        if self.scheme < WORKERS_TOO:
+            return None
+        place = f"{kind} {unblobbed(url)}#{ordinal}"
+        return self._by_call_site(json.dumps(place), UNBLOBBED, WORKER_DEFER)
+
+    def _by_call_site(self, place: str, unblob: str, defer: str) -> str:
+        names = {
+            "seed": self.seed,
+            "document": DOCUMENT_ID,
+            "depth": STACK_DEPTH,
+            "budget": TURN_BUDGET,
+            "place": place,
+            "unblob": unblob,
+            "defer": defer,
+        }
+        return SEEDED_BY_CALL_SITE % names
 
 
 def recording_seeding(name: str) -> Seeding:
@@ -221,5 +262,8 @@ def seed_for(text: str) -> int:
 
 
 async def seed_random(context: BrowserContext, seeding: Seeding) -> None:
-    """Seed ``Math.random`` and ``crypto`` in every document of ``context`` (before any page opens)."""
+    """Seed ``Math.random`` and ``crypto`` in every document of ``context`` (before any page opens),
+    and under scheme 3 in every Web Worker (``web_workers.py``)."""
     await context.add_init_script(seeding.script())
+    if seeding.scheme >= WORKERS_TOO:
+        worker_scripts(context).add(lambda start: seeding.worker_script(start.kind, start.url, start.ordinal))

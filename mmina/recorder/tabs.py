@@ -27,6 +27,7 @@ from mmina.recorder.freezing import Freezing
 from mmina.recorder.settling import ACTION_DEADLINE_S, ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, Settling
 from mmina.recorder.shots import Screenshots
 from mmina.recorder.streams import EventStreams
+from mmina.recorder.web_workers import watch_page
 from mmina.recorder.window import keep_window_small
 
 
@@ -110,6 +111,7 @@ class Tabs:
     async def _listen(self, session: CDPSession) -> None:
         await self.streams.listen(session)
         await keep_window_small(session, self.capture.viewport_width, self.capture.viewport_height)
+        await watch_page(self.context, session)  # its workers get the context's worker scripts
 
     def _on_page(self, page: Page) -> None:
         """New tabs (``new_tab`` or a link opening one) become the active tab; their DevTools

@@ -49,6 +49,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER, RoutedTraffic
+from mmina.recorder.web_workers import WorkerScripts
 from mmina.redaction.redact import is_text_type
 from mmina.replayer.archive import (
     MAX_REDIRECTS,
@@ -73,6 +74,7 @@ from mmina.replayer.socket_route import SocketPlayer
 from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_messages
 from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import Expected, Turns
+from mmina.replayer.worker_clock import clock_in_workers
 
 STREAM_HEADER = "x-mmina-stream"
 """Names a paced replay's stream for its chunks' turns (``__mminaChunk``); the page never sees it."""
@@ -227,6 +229,8 @@ class ArchiveRouter:
         """Serves the large bodies (``mmina.replayer.body_server``)."""
         self.aliases: dict[str, str] = {}
         """The body server's addresses, each with the URL it answered for (the context's HAR has the former)."""
+        self.workers: WorkerScripts | None = None
+        """The context's Web Worker scripts (``mmina.recorder.web_workers``), once prepared."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -234,6 +238,7 @@ class ArchiveRouter:
         await context.clock.install(time=self.starts_at)
         if self.clock is not None:
             await self.clock.prepare(context)
+        self.workers = clock_in_workers(context, self.clock, self.starts_at)
         await context.add_init_script(STREAMED_FETCH)
         if self.turns is not None:
             await context.expose_binding("__mminaChunk", self._chunk)
@@ -356,6 +361,8 @@ class ArchiveRouter:
         ready within ``ROUTE_DEADLINE_S`` with a 504, never left pending.
         """
         request = route.request
+        if self.workers is not None:
+            await self.workers.ready(request.url)  # a SharedWorker's script: once its scripts are in
         asked = asyncio.get_running_loop().time()
         asked_at = self.timeline.now() if self.timeline is not None else 0.0
         self._feed_sockets(request)

@@ -276,10 +276,11 @@ EPISODES = Table(
             "random_seeding",
             I32,
             "How the pages' `Math.random` and `crypto` were seeded (a replay seeds as its "
-            "source episode was): `2`, a stream per place a draw is called from (the page's "
+            "source episode was): `3`, as `2` in documents and in Web Workers (dedicated and "
+            "shared) too; `2`, a stream per place a draw is called from (the page's "
             "calling stack), so a draw does not depend on how many draws other scripts made "
-            "before it; `1` (and null: stores before schema version 10), one stream per document "
-            'for each (docs/replay.md, "Random draws").',
+            "before it, workers unseeded; `1` (and null: stores before schema version 10), one "
+            'stream per document for each (docs/replay.md, "Random draws").',
         ),
         ("n_requests", I32, "Number of network requests recorded for the episode."),
         (

@@ -1,0 +1,111 @@
+"""A replay's clock in Web Workers: ``Date`` and ``performance.now()`` of every worker, dedicated or
+shared, read the page's time — the recording's timeline τ (``mmina.replayer.timeline``) — as the
+documents' clock does (``mmina.replayer.page_clock``).
+
+Playwright's clock covers documents only, so a worker gets :data:`WORKER_CLOCK` before its own code
+(``mmina.recorder.web_workers``): its time starts where the page's is at that moment, runs with
+real time up to the cap the worker knows, and stands still there until news comes. News is sent
+to every worker whenever the timeline changes (looked at every ``POLL_S``); a worker does not ask
+for it. Its timers, like a worker's ``requestAnimationFrame``, still run on the wall clock: while
+τ stands still a worker's timer fires, and reads the time τ stands at.
+
+A replay without a timeline (a new agent on the archive) gives workers the time of its page clock,
+the recorded start plus the time since the clock was installed, running with real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from datetime import datetime
+
+from playwright.async_api import BrowserContext
+
+from mmina.recorder.web_workers import WorkerScripts, worker_scripts
+from mmina.replayer.page_clock import PageClock
+
+POLL_S = 0.02
+"""How often the workers' news is looked at (a change is sent once)."""
+WORKER_CLOCK = """(() => {
+  if (globalThis.__mminaTimeline) return;
+  const NativeDate = globalThis.Date, perf = performance, real = perf.now.bind(perf);
+  const state = {time: %(at)d, cap: %(cap)s, version: %(version)d, last: real()};
+  const sync = () => {
+    const at = real(), since = at - state.last;
+    state.last = at;
+    if (since > 0) state.time = Math.max(state.time, Math.min(state.time + since, state.cap));
+  };
+  state.news = (at, cap, version) => {
+    if (version < state.version) return;
+    sync();
+    state.version = version;
+    state.cap = cap === null ? Infinity : cap;
+    if (at > state.time) state.time = at;
+  };
+  const current = () => { sync(); return Math.floor(state.time); };
+  const origin = state.time - real();
+  const ClockDate = function Date(...args) {
+    if (!new.target) return new NativeDate(current()).toString();
+    return Reflect.construct(NativeDate, args.length ? args : [current()], new.target);
+  };
+  ClockDate.prototype = NativeDate.prototype;
+  Object.defineProperties(ClockDate, {
+    now: {value: function now() { return current(); }, writable: true, configurable: true},
+    parse: {value: NativeDate.parse, writable: true, configurable: true},
+    UTC: {value: NativeDate.UTC, writable: true, configurable: true},
+  });
+  globalThis.Date = ClockDate;
+  perf.now = function now() { sync(); return state.time - origin; };
+  Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
+})();"""
+"""Makes a worker's ``Date`` and ``performance.now()`` follow the news it is given (see the module)."""
+NEWS = "globalThis.__mminaTimeline && __mminaTimeline.news(%d, %s, %d)"
+
+
+def clock_in_workers(context: BrowserContext, clock: PageClock | None, starts_at: datetime) -> WorkerScripts:
+    """Every worker of ``context`` reads the page's time (``clock``'s timeline; without one, the
+    recorded start plus real time since now, as Playwright's clock installed now reads); the
+    context's worker scripts."""
+    scripts = worker_scripts(context)
+    if clock is None:
+        installed, start_ms = time.monotonic(), starts_at.timestamp() * 1e3
+        scripts.add(
+            lambda _start: _script((math.floor(start_ms + (time.monotonic() - installed) * 1e3), None, 0))
+        )
+        return scripts
+    scripts.add(lambda _start: _script(clock.news()))
+    teller = _Teller(scripts, clock)
+    teller.start()
+    context.on("close", lambda _context: teller.stop())
+    return scripts
+
+
+def _script(news: tuple[int, int | None, int]) -> str:
+    at, cap, version = news
+    return WORKER_CLOCK % {"at": at, "cap": "Infinity" if cap is None else cap, "version": version}
+
+
+class _Teller:
+    """Sends the timeline's news to the context's workers whenever it changes."""
+
+    def __init__(self, scripts: WorkerScripts, clock: PageClock) -> None:
+        self.scripts, self.clock = scripts, clock
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tell())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _tell(self) -> None:
+        told = -1
+        await self.scripts.scripted.wait()
+        while True:
+            await asyncio.sleep(POLL_S)
+            if not self.scripts.channels or self.clock.timeline.version == told:
+                continue
+            at, cap, told = self.clock.news()
+            await self.scripts.tell(NEWS % (at, "null" if cap is None else cap, told))

@@ -1,0 +1,147 @@
+"""Web Workers follow the documents' rules (issue 56, items 1 and 5): under seeding scheme 3 every
+worker — dedicated, module, from a ``blob:`` URL, shared — draws from the episode's seed before any
+of its own code runs, and in a replay its ``Date`` reads the recording's timeline.
+
+Real Chromium, a real local server (``tests/worker_site.py``): each worker draws ids at its top
+level and reads ``Date.now()``; the page shows them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.async_api import BrowserContext
+from playwright.sync_api import sync_playwright
+
+from mmina.recorder import seeding
+from mmina.recorder.browser import BrowserConfig, BrowserSession
+from mmina.recorder.chromium import find_chromium
+from mmina.recorder.seeding import PER_CALL_SITE, WORKERS_TOO, Seeding
+from mmina.recorder.web_workers import worker_scripts
+from mmina.replayer import worker_clock
+from mmina.replayer.replays import replay_run
+from mmina.store import Store
+from tests.local_site import record_scripted, tree_lines
+from tests.worker_site import KINDS, worker_site
+
+BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
+SCRIPT: list[dict[str, Any]] = [
+    {"action": "click", "target": {"role": "button", "name": "Show the workers"}},
+    {"action": "stop", "answer": "done"},
+]
+DEDICATED = KINDS[:3]
+"""The workers that replay: dedicated ones, classic, module and from a ``blob:`` URL."""
+SHOWN = "Array.from(document.querySelectorAll('#out li'), li => li.textContent)"
+
+
+async def _shown(context: BrowserContext) -> list[str]:
+    page = context.pages[0]
+    await page.wait_for_function(
+        "['dedicated', 'module', 'blob', 'shared'].every(n => n in got)", timeout=10_000
+    )
+    await page.click("#show")
+    return await page.evaluate(SHOWN)
+
+
+def _draws(session: BrowserSession, url: str, seed: Seeding) -> tuple[list[str], list[float]]:
+    """What the page's workers drew in a fresh context seeded with ``seed``, and how long each was held."""
+    browser = session.episode(None, seed=seed)
+    try:
+        browser.open((url,))
+        shown = session.run(_shown(browser.context))
+        return [re.sub(r" clock .*", "", line) for line in shown], worker_scripts(browser.context).hold_s
+    finally:
+        browser.close()
+
+
+def test_every_kind_of_worker_draws_from_the_episode_seed() -> None:
+    """Two contexts with the same seed draw the same in every worker; another seed, or scheme 2
+    (workers unseeded, as recorded before scheme 3), draws otherwise."""
+    session = BrowserSession(BROWSER)
+    try:
+        with worker_site() as site:
+            first, held = _draws(session, site.url, Seeding(7, WORKERS_TOO))
+            again, _ = _draws(session, site.url, Seeding(7, WORKERS_TOO))
+            other, _ = _draws(session, site.url, Seeding(8, WORKERS_TOO))
+            unseeded = [_draws(session, site.url, Seeding(7, PER_CALL_SITE))[0] for _ in range(2)]
+    finally:
+        session.close()
+    assert [line.split(":")[0] + ":" for line in first] == list(KINDS)
+    assert not any("nothing" in line for line in first), first
+    assert first == again
+    assert all(a != b for a, b in zip(first, other, strict=True)), (first, other)
+    assert all(a != b for a, b in zip(*unseeded, strict=True)), unseeded
+    assert len(held) == 4  # every worker was held at its start, and let go
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
+    """An episode recorded live under scheme 3 (every new recording's)."""
+    assert seeding.RECORDED_SEEDING == WORKERS_TOO
+    folder = tmp_path_factory.mktemp("workers")
+    with worker_site() as site:
+        store, summary = record_scripted(folder, site.url, "workers", "Show the workers.", SCRIPT, BROWSER)
+    return store, summary.run_id
+
+
+def test_a_replayed_worker_draws_as_recorded_and_reads_the_recorded_time(recorded) -> None:
+    """Replayed from the archive: every dedicated worker's ids are the recorded ones, and its clock
+    is the page's (the recording's time), though the replay runs seconds after the recording.
+    (A SharedWorker does not replay at all: Chromium hands its script's response to the worker
+    only, so the recording keeps no body for it — status 0 — and the replayed page shows
+    "shared: nothing".)"""
+    store, run_id = recorded
+    shown = tree_lines(store, run_id, *KINDS)
+    assert len(shown) == 4 and all(line.endswith("clock 0 s") for line in shown), shown
+    report = replay_run(store, run_id, browser=BROWSER)
+    assert tree_lines(store, report.replay_run, *DEDICATED) == tree_lines(store, run_id, *DEDICATED)
+
+
+def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorded, monkeypatch) -> None:
+    """The control: workers left on the wall clock read a later time than their page (the recording's)."""
+    store, run_id = recorded
+    monkeypatch.setattr(worker_clock, "WORKER_CLOCK", "void 0")
+    report = replay_run(store, run_id, browser=BROWSER)
+    replayed = tree_lines(store, report.replay_run, *DEDICATED)
+    assert len(replayed) == 3 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+
+
+CLOCK_CHECK = """(async () => {
+  const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const seen = {start: Date.now()};
+  await wait(400);
+  seen.capped = Date.now();
+  seen.perf = performance.now();
+  __mminaTimeline.news(1000, null, 0);  // older news: not heard
+  __mminaTimeline.news(900000, 1000500, 2);  // behind: no jump back; a later cap
+  seen.uncapped = Date.now();
+  await wait(700);
+  seen.later = Date.now();
+  seen.dates = [new Date().getTime() === Date.now(), new Date(0).getTime(), typeof Date(), new Date() instanceof Date];
+  postMessage(seen);
+})();"""
+
+
+def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> None:
+    """The worker clock alone, in a real worker: started at τ = 1,000,000 ms with the cap 200 ms on,
+    it reads the cap after 400 ms; news of a later cap lets it run on from there, never back."""
+    script = worker_clock.WORKER_CLOCK % {"at": 1_000_000, "cap": 1_000_200, "version": 1}
+    body = script + "\n" + CLOCK_CHECK
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(None, playwright))
+        page = browser.new_page()
+        seen = page.evaluate(
+            """(body) => new Promise((resolve) => {
+              const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
+              worker.onmessage = ({data}) => resolve(data);
+            })""",
+            body,
+        )
+        browser.close()
+    assert seen["start"] - 1_000_000 < 100
+    assert seen["capped"] == 1_000_200  # stood still at the cap
+    assert seen["uncapped"] == 1_000_200  # news from behind moves nothing back or forth
+    assert 1_000_490 <= seen["later"] <= 1_000_500  # ran on with real time, up to the new cap
+    assert seen["dates"] == [True, 0, "string", True]

@@ -1,0 +1,66 @@
+"""A page whose Web Workers draw ids and read the time: a dedicated worker (classic), a module
+worker, a worker from a ``blob:`` URL and a SharedWorker, each drawing ``Math.random``,
+``crypto.getRandomValues`` and ``crypto.randomUUID`` at its top level, before anything else runs, and
+reading ``Date.now()``. The page shows what each sent once "Show the workers" is pressed: the ids,
+and how far the worker's clock was from the page's as its message arrived, in whole seconds. The
+SharedWorker shows what it draws half a second after a page connects (a recording holds it at its
+start only as long as the browser takes to fetch its script: its first turn may run unseeded);
+what it drew in its first turn is kept beside (``first``)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.local_site import LocalSite, pages_handler
+
+DRAW = """const drawn = {
+  id: Math.random().toString(36).slice(2, 10),
+  words: Array.from(crypto.getRandomValues(new Uint32Array(2))).join('.'),
+  uuid: crypto.randomUUID(),
+  now: Date.now(),
+  perf: performance.now(),
+};"""
+WORKER = DRAW + "\npostMessage(drawn);"
+MODULE = "import {extra} from './extra.js';\n" + DRAW + "\ndrawn.extra = extra;\npostMessage(drawn);"
+EXTRA = "export const extra = Math.random().toString(36).slice(2, 8);"
+SHARED = (
+    "const seeded = Math.random.toString().includes('draw');\n"
+    + DRAW.replace("const drawn", "const first")
+    + "\nfirst.seeded = seeded;"
+    + "\nonconnect = (event) => setTimeout(() => {\n"
+    + DRAW
+    + "\nevent.ports[0].postMessage({...drawn, first});\n}, 500);"
+)
+PAGE = """<!doctype html><title>Harbour workers</title><h1>Harbour workers</h1>
+<button id="show">Show the workers</button><ul id="out"></ul><script>
+const got = {};
+const heard = (name) => ({data}) => { got[name] = {...data, heard: Date.now()}; };
+new Worker('/worker.js').onmessage = heard('dedicated');
+new Worker('/module.js', {type: 'module'}).onmessage = heard('module');
+new Worker(URL.createObjectURL(new Blob([%(blob)s], {type: 'text/javascript'}))).onmessage = heard('blob');
+const shared = new SharedWorker('/shared.js');
+shared.port.onmessage = heard('shared');
+shared.port.start();
+document.getElementById('show').addEventListener('click', () => {
+  const out = document.getElementById('out');
+  out.textContent = '';
+  for (const name of ['dedicated', 'module', 'blob', 'shared']) {
+    const d = got[name];
+    const line = document.createElement('li');
+    line.textContent = d ? `${name}: ${d.id} ${d.words} ${d.uuid}${d.extra ? ' ' + d.extra : ''} ` +
+      `clock ${Math.round((d.now - d.heard) / 1000)} s` : `${name}: nothing`;
+    out.append(line);
+  }
+});
+</script>""" % {"blob": json.dumps(WORKER)}
+KINDS = ("dedicated:", "module:", "blob:", "shared:")
+
+
+def _kind(path: str) -> str:
+    return "text/javascript" if path.endswith(".js") else "text/html; charset=utf-8"
+
+
+def worker_site() -> LocalSite:
+    """The page at ``/`` (not started: use it in ``with``)."""
+    pages = {"/": PAGE, "/worker.js": WORKER, "/module.js": MODULE, "/extra.js": EXTRA, "/shared.js": SHARED}
+    return LocalSite(pages_handler(pages, _kind))
