@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,35 +41,41 @@ from mmina.replayer.timeline import Timeline
 
 ASK_WAIT_S = 0.5
 """A page at its cap is answered once the cap moved, or after this (it then asks again)."""
+CHANGE_POLL_S = 0.05
+"""A page's question also looks at the timeline this often (a cap that ran out of its limit says nothing)."""
 FOLLOW = """(() => {
   const pw = globalThis.__pwClock, c = pw && pw.controller;
   if (!c || globalThis.__mminaTimeline || typeof c._syncRealTime !== 'function' || typeof c._advanceNow !== 'function'
-      || !c._now || !c._embedder) return;
+      || !c._now || !c._embedder || !pw.builtins || !pw.builtins.Date) return;
   const state = {cap: Infinity, version: -1, asking: false};
   const jump = at => { if (at > c._now.time) c._advanceNow(c._now.ticks + (at - c._now.time)); };
-  state.news = (at, cap, version) => {
+  // news was sent at `sent` (wall-clock ms, this machine's): τ ran since, up to the cap
+  const since = sent => sent ? Math.max(0, pw.builtins.Date.now() - sent) : 0;
+  const step = asking => {
+    if (!c._realTime) return;
+    const now = c._embedder.performanceNow();
+    const elapsed = now - c._realTime.lastSyncTicks;
+    if (elapsed <= 0) return;
+    const room = Math.max(0, state.cap - c._now.time);
+    c._advanceNow(c._now.ticks + Math.min(elapsed, room));
+    c._realTime.lastSyncTicks = now;
+    if (asking && elapsed >= room) ask();
+  };
+  state.news = (at, cap, version, sent) => {
     if (version < state.version) return;
+    step(false);  // up to now under the cap it knew: the time it stood stays stood
     state.version = version;
     state.cap = cap === null ? Infinity : cap;
-    jump(at);
+    jump(Math.min(state.cap, at + Math.floor(since(sent))));
   };
   state.capped = () => c._now.time >= state.cap;
   const ask = () => {
     if (state.asking || typeof globalThis.__mminaClock !== 'function') return;
     state.asking = true;
-    globalThis.__mminaClock(state.version).then(n => { state.asking = false; state.news(n.at, n.cap, n.version); },
-                                                () => { state.asking = false; });
+    globalThis.__mminaClock(state.version).then(
+      n => { state.asking = false; state.news(n.at, n.cap, n.version, n.sent); }, () => { state.asking = false; });
   };
-  c._syncRealTime = function () {
-    if (!this._realTime) return;
-    const now = this._embedder.performanceNow();
-    const since = now - this._realTime.lastSyncTicks;
-    if (since <= 0) return;
-    const room = Math.max(0, state.cap - this._now.time);
-    this._advanceNow(this._now.ticks + Math.min(since, room));
-    this._realTime.lastSyncTicks = now;
-    if (since >= room) ask();
-  };
+  c._syncRealTime = () => step(true);
   c.now();  // Playwright's clock sets itself up on its first read: before the time is set below
   const entry = pw.builtins.performance.getEntriesByType('navigation')[0];
   const timing = {};
@@ -75,9 +83,9 @@ FOLLOW = """(() => {
   let parent = null;
   try { parent = window.parent !== window && window.parent.__mminaTimeline ? window.parent : null; } catch (e) {}
   if ('mmina-at' in timing) {
-    c._now.time = timing['mmina-at'];
     state.cap = 'mmina-cap' in timing ? timing['mmina-cap'] : Infinity;
     state.version = timing['mmina-version'] || 0;
+    c._now.time = Math.min(state.cap, timing['mmina-at'] + Math.floor(since(timing['mmina-sent'])));
   } else if (parent) {
     c._now.time = parent.__pwClock.controller.now();
     state.cap = parent.__mminaTimeline.cap;
@@ -100,60 +108,82 @@ class PageClock:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._telling: set[asyncio.Task[None]] = set()
         """The pushes under way (held here: a task nobody holds may be collected)."""
+        self._change: asyncio.Future[None] | None = None
+        """Resolved (and replaced) when the timeline changed: the pages asking hear of it at once."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """After ``context.clock.install``: every document's clock follows the timeline."""
         self._context, self._loop = context, asyncio.get_running_loop()
         await context.add_init_script(FOLLOW)
         await context.expose_binding("__mminaClock", self._asked)
-        self.timeline.on_lowered(self._lowered)
+        self.timeline.on_lowered(lambda: self._on_loop(self.tell_soon))
+        self.timeline.on_changed(lambda: self._on_loop(self._changed))
 
-    def news(self) -> tuple[int, int | None, int]:
-        """(τ, cap, version) as a page reads them: whole epoch milliseconds, as a page's clock
-        counts (no cap: None)."""
+    def news(self) -> News:
+        """What a page's clock is told: τ and the cap as a page reads them (whole epoch milliseconds,
+        as a page's clock counts; no cap: None), the version, and when it was sent (wall-clock epoch
+        milliseconds of this machine, which the page reads too: it adds the time the news took)."""
         at, cap, version = self.timeline.state()
-        return (
+        return News(
             math.floor(self._start_ms + at * 1e3),
             None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3),
             version,
+            round(time.time() * 1e3, 3),
         )
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """A document response's headers with the timeline's news for its clock (``Server-Timing``)."""
-        at, cap, version = self.news()
-        parts = [f"mmina-at;dur={at}", f"mmina-version;dur={version}"]
-        if cap is not None:
-            parts.append(f"mmina-cap;dur={cap}")
+        news = self.news()
+        parts = [f"mmina-at;dur={news.at}", f"mmina-version;dur={news.version}", f"mmina-sent;dur={news.sent}"]
+        if news.cap is not None:
+            parts.append(f"mmina-cap;dur={news.cap}")
         ours = ", ".join(parts)
         recorded = headers.get("server-timing")
         return {**headers, "server-timing": f"{recorded}, {ours}" if recorded else ours}
 
+    async def resume(self) -> None:
+        """Tell every frame the news now, and return once they have it: a response whose cap held
+        τ (its page's clock stands there) is handed over after this, so the page's time runs again
+        as the page reads it, as the recording's did (not only once its next question is answered)."""
+        await self._tell()
+
     async def _asked(self, _source: Any, version: int) -> dict[str, Any]:
-        """A page at its cap asks for news: answered once there is some, or after ``ASK_WAIT_S``."""
+        """A page at its cap asks for news: answered as soon as there is some (a lift, a request
+        asked for), or after ``ASK_WAIT_S``."""
         loop = asyncio.get_running_loop()
         until = loop.time() + ASK_WAIT_S
-        while self.timeline.version <= version and loop.time() < until:
-            await asyncio.sleep(0.01)
-        at, cap, now = self.news()
-        return {"at": at, "cap": cap, "version": now}
+        while self.timeline.version <= version and (left := until - loop.time()) > 0:
+            if self._change is None or self._change.done():
+                self._change = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._change), min(left, CHANGE_POLL_S))
+            except TimeoutError:
+                pass  # a cap that ran out of its limit changes nothing until read: look again
+        return self.news().page()
 
-    def _lowered(self) -> None:
-        """The cap came down (any thread): every frame hears it at once."""
+    def _changed(self) -> None:
+        if self._change is not None and not self._change.done():
+            self._change.set_result(None)
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the context's event loop (from any thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
             if asyncio.get_running_loop() is loop:
-                self._start_telling()
+                call()
                 return
         except RuntimeError:
             pass  # another thread
         try:
-            loop.call_soon_threadsafe(self._start_telling)
+            loop.call_soon_threadsafe(call)
         except RuntimeError:
             pass  # the loop closed meanwhile: no page is left to tell
 
-    def _start_telling(self) -> None:
+    def tell_soon(self) -> None:
+        """Every frame hears the news at once, not waited for (the cap came down, a document's
+        cap was lifted); on the context's event loop."""
         task = asyncio.get_running_loop().create_task(self._tell())
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
@@ -161,13 +191,26 @@ class PageClock:
     async def _tell(self) -> None:
         if self._context is None:
             return
-        at, cap, version = self.news()
+        news = self.news()
         script = (
-            f"globalThis.__mminaTimeline && __mminaTimeline.news({at}, "
-            f"{'null' if cap is None else cap}, {version})"
+            f"globalThis.__mminaTimeline && __mminaTimeline.news({news.at}, "
+            f"{'null' if news.cap is None else news.cap}, {news.version}, {news.sent})"
         )
         frames = [frame for page in self._context.pages for frame in page.frames]
         await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
+
+
+@dataclass(frozen=True)
+class News:
+    """The timeline as a page's clock is told it (see :meth:`PageClock.news`)."""
+
+    at: int
+    cap: int | None
+    version: int
+    sent: float
+
+    def page(self) -> dict[str, Any]:
+        return {"at": self.at, "cap": self.cap, "version": self.version, "sent": self.sent}
 
 
 async def _quietly(call: Any) -> None:

@@ -132,6 +132,8 @@ MAX_HOLD_S = 60.0
 """No answer is held longer than this, whatever the recording says."""
 OPEN_ALIGN_MAX_S = 5.0
 """On the timeline, a socket the page opens early waits for its recorded opening at most this long."""
+RESUME_MAX_S = 0.25
+"""How long a response whose cap held τ waits for the page's frames to hear that time goes on."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -368,6 +370,7 @@ class ArchiveRouter:
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
         held = await self._hold(reply, asked, asked_at, request.resource_type) if self.paced else None
         try:
+            await self._resume(held, request.resource_type)
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
             else:
@@ -381,6 +384,27 @@ class ArchiveRouter:
                 self.timeline.lift(held.cap)
         if held is not None and held.name is not None:
             self._answered(held, reply)
+
+    async def _resume(self, held: Held | None, kind: str) -> None:
+        """A response is handed over once its cap is lifted and, where the cap held τ (the page's
+        clock stands at it too), once every frame has heard so (for at most ``RESUME_MAX_S``): the
+        page's time then runs while the response reaches it and the page works on it, as the
+        recording's page's did, instead of standing at the arrival until the page's next question
+        is answered (a dashboard stamped its data with the arrival itself, the milliseconds the
+        recording's page took to render them missing; a second's rest crossed, "35 seconds ago"
+        read "34"). A document is not waited for: its frame has no page to tell until it has it,
+        and it reads the news from its own headers."""
+        if held is None or held.cap is None or self.timeline is None:
+            return
+        if not self.timeline.lift(held.cap) or self.clock is None:
+            return
+        if kind == "document":
+            self.clock.tell_soon()
+            return
+        try:
+            await asyncio.wait_for(self.clock.resume(), RESUME_MAX_S)
+        except TimeoutError:
+            pass  # a frame busy or going away: it hears the news when it asks
 
     async def _deliver(self, route: Route, reply: Reply) -> None:
         """Hand ``reply`` to the browser: a large body through the loopback body server (once the
