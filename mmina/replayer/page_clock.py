@@ -27,9 +27,10 @@ script does nothing, and the page clock runs with real time as before
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -119,16 +120,17 @@ class PageClock:
         self.timeline.on_lowered(lambda: self._on_loop(self.tell_soon))
         self.timeline.on_changed(lambda: self._on_loop(self._changed))
 
-    def news(self) -> News:
+    def news(self, state: tuple[float, float, int] | None = None, sent: bool = True) -> News:
         """What a page's clock is told: τ and the cap as a page reads them (whole epoch milliseconds,
         as a page's clock counts; no cap: None), the version, and when it was sent (wall-clock epoch
-        milliseconds of this machine, which the page reads too: it adds the time the news took)."""
-        at, cap, version = self.timeline.state()
+        milliseconds of this machine, which the page reads too: it adds the time the news took; None
+        for news of a τ that stands until the page has it). ``state``: the timeline's, by default now."""
+        at, cap, version = state or self.timeline.state()
         return News(
             math.floor(self._start_ms + at * 1e3),
             None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3),
             version,
-            round(time.time() * 1e3, 3),
+            math.floor(time.time() * 1e3) if sent else None,
         )
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
@@ -141,11 +143,13 @@ class PageClock:
         recorded = headers.get("server-timing")
         return {**headers, "server-timing": f"{recorded}, {ours}" if recorded else ours}
 
-    async def resume(self) -> None:
-        """Tell every frame the news now, and return once they have it: a response whose cap held
-        τ (its page's clock stands there) is handed over after this, so the page's time runs again
-        as the page reads it, as the recording's did (not only once its next question is answered)."""
-        await self._tell()
+    async def resume(self, key: Hashable) -> None:
+        """Tell every frame, τ standing at ``key``'s cap, that time goes on from there once it is
+        lifted, and return once they have heard it: a response whose cap held τ (its page's clock
+        stands there too) is then lifted and handed over, so the page's time runs as the response
+        reaches it and the page works on it, as the recording's page's did (not only once its next
+        question is answered; see ``ArchiveRouter._resume``)."""
+        await self._tell(self.news(self.timeline.lifted_state(key), sent=False))
 
     async def _asked(self, _source: Any, version: int) -> dict[str, Any]:
         """A page at its cap asks for news: answered as soon as there is some (a lift, a request
@@ -188,13 +192,13 @@ class PageClock:
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _tell(self) -> None:
+    async def _tell(self, news: News | None = None) -> None:
         if self._context is None:
             return
-        news = self.news()
+        news = news or self.news()
         script = (
             f"globalThis.__mminaTimeline && __mminaTimeline.news({news.at}, "
-            f"{'null' if news.cap is None else news.cap}, {news.version}, {news.sent})"
+            f"{'null' if news.cap is None else news.cap}, {news.version}, {json.dumps(news.sent)})"
         )
         frames = [frame for page in self._context.pages for frame in page.frames]
         await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
@@ -207,7 +211,7 @@ class News:
     at: int
     cap: int | None
     version: int
-    sent: float
+    sent: int | None
 
     def page(self) -> dict[str, Any]:
         return {"at": self.at, "cap": self.cap, "version": self.version, "sent": self.sent}

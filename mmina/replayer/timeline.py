@@ -104,6 +104,25 @@ class Timeline:
             at = self._advance(self._clock())
             return at, self._binding()[0], self.version
 
+    def lifted_state(self, key: Hashable) -> tuple[float, float, int]:
+        """(τ, cap, version) as :meth:`state` will read them once ``key``'s cap is lifted (τ standing
+        still until then): what a page may be told before the lift."""
+        with self._lock:
+            at = self._advance(self._clock())
+            cap = self._caps.pop(key, None)
+            try:
+                return at, self._binding()[0], self.version + (cap is not None)
+            finally:
+                if cap is not None:
+                    self._caps[key] = cap
+
+    def standing_at(self, key: Hashable) -> bool:
+        """Whether τ stands at ``key``'s cap now (it reached it, and it holds)."""
+        with self._lock:
+            self._advance(self._clock())
+            cap = self._caps.get(key)
+            return cap is not None and cap.reached is not None and self._binding()[1] is cap
+
     def held_at(self, kind: str) -> float | None:
         """The earliest moment a cap of ``kind`` (its key's first item: ``observe``) holds τ at, if any."""
         with self._lock:
