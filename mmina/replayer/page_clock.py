@@ -31,7 +31,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -62,19 +62,50 @@ FOLLOW = """(() => {
     c._realTime.lastSyncTicks = now;
     if (asking && elapsed >= room) ask();
   };
-  state.news = (at, cap, version, sent) => {
+  state.news = (at, cap, version, sent, asks, then) => {
     if (version < state.version) return;
     step(false);  // up to now under the cap it knew: the time it stood stays stood
     state.version = version;
     state.cap = cap === null ? Infinity : cap;
+    state.asks = asks ? {endpoint: asks, cap: then === null ? Infinity : then} : null;
     jump(Math.min(state.cap, at + Math.floor(since(sent))));
   };
+  // the cap is where the recording's page asked for a request this page has not asked for yet:
+  // asking for it (its endpoint) lifts it here and now, as the router will on hearing of it
+  const asking = url => {
+    const next = state.asks;
+    if (!next) return;
+    let endpoint = null;
+    try { const u = new URL(url, location.href); endpoint = u.protocol + '//' + u.host.toLowerCase() + u.pathname; }
+    catch (e) { return; }
+    if (endpoint !== next.endpoint) return;
+    step(false);
+    state.asks = null;
+    state.cap = Math.max(state.cap, next.cap);
+  };
+  const fetch = globalThis.fetch;
+  if (typeof fetch === 'function') {
+    globalThis.fetch = function (input, init) {
+      try { asking(input && input.url ? input.url : String(input)); } catch (e) {}
+      return fetch.apply(this, arguments);
+    };
+  }
+  const XHR = globalThis.XMLHttpRequest && globalThis.XMLHttpRequest.prototype;
+  if (XHR) {
+    const open = XHR.open, send = XHR.send;
+    XHR.open = function (method, url) { this.__mminaAsks = url; return open.apply(this, arguments); };
+    XHR.send = function () {
+      try { asking(String(this.__mminaAsks)); } catch (e) {}
+      return send.apply(this, arguments);
+    };
+  }
   state.capped = () => c._now.time >= state.cap;
   const ask = () => {
     if (state.asking || typeof globalThis.__mminaClock !== 'function') return;
     state.asking = true;
     globalThis.__mminaClock(state.version).then(
-      n => { state.asking = false; state.news(n.at, n.cap, n.version, n.sent); }, () => { state.asking = false; });
+      n => { state.asking = false; state.news(n.at, n.cap, n.version, n.sent, n.asks, n.then); },
+      () => { state.asking = false; });
   };
   c._syncRealTime = () => step(true);
   c.now();  // Playwright's clock sets itself up on its first read: before the time is set below
@@ -120,23 +151,35 @@ class PageClock:
         self.timeline.on_lowered(lambda: self._on_loop(self.tell_soon))
         self.timeline.on_changed(lambda: self._on_loop(self._changed))
 
-    def news(self, state: tuple[float, float, int] | None = None, sent: bool = True) -> News:
+    def news(self, state: tuple[float, float, int, tuple[Hashable, float] | None] | None = None) -> News:
         """What a page's clock is told: τ and the cap as a page reads them (whole epoch milliseconds,
-        as a page's clock counts; no cap: None), the version, and when it was sent (wall-clock epoch
-        milliseconds of this machine, which the page reads too: it adds the time the news took; None
-        for news of a τ that stands until the page has it). ``state``: the timeline's, by default now."""
-        at, cap, version = state or self.timeline.state()
+        as a page's clock counts; no cap: None), the version, when it was sent (wall-clock epoch
+        milliseconds of this machine, which the page reads too: it adds the time the news took), and
+        where the cap is a request's recorded moment, the request's endpoint and the cap once asked.
+        ``state``: the timeline's once a cap is lifted (:meth:`Timeline.lifted_state`), τ standing
+        until the page has it (sent: None, nothing to add); by default the timeline's now."""
+        at, cap, version, asked = state or (*self.timeline.state(), self.timeline.asked_next())
         return News(
             math.floor(self._start_ms + at * 1e3),
-            None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3),
+            self._ms(cap),
             version,
-            math.floor(time.time() * 1e3) if sent else None,
+            None if state else math.floor(time.time() * 1e3),
+            str(asked[0]) if asked else None,
+            self._ms(asked[1]) if asked else None,
         )
+
+    def _ms(self, at: float) -> int | None:
+        """A moment on the timeline as a page's clock reads it (whole epoch ms; never: None)."""
+        return None if math.isinf(at) else math.floor(self._start_ms + at * 1e3)
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """A document response's headers with the timeline's news for its clock (``Server-Timing``)."""
         news = self.news()
-        parts = [f"mmina-at;dur={news.at}", f"mmina-version;dur={news.version}", f"mmina-sent;dur={news.sent}"]
+        parts = [
+            f"mmina-at;dur={news.at}",
+            f"mmina-version;dur={news.version}",
+            f"mmina-sent;dur={news.sent}",
+        ]
         if news.cap is not None:
             parts.append(f"mmina-cap;dur={news.cap}")
         ours = ", ".join(parts)
@@ -149,7 +192,7 @@ class PageClock:
         stands there too) is then lifted and handed over, so the page's time runs as the response
         reaches it and the page works on it, as the recording's page's did (not only once its next
         question is answered; see ``ArchiveRouter._resume``)."""
-        await self._tell(self.news(self.timeline.lifted_state(key), sent=False))
+        await self._tell(self.news(self.timeline.lifted_state(key)))
 
     async def _asked(self, _source: Any, version: int) -> dict[str, Any]:
         """A page at its cap asks for news: answered as soon as there is some (a lift, a request
@@ -198,7 +241,8 @@ class PageClock:
         news = news or self.news()
         script = (
             f"globalThis.__mminaTimeline && __mminaTimeline.news({news.at}, "
-            f"{'null' if news.cap is None else news.cap}, {news.version}, {json.dumps(news.sent)})"
+            f"{json.dumps(news.cap)}, {news.version}, {json.dumps(news.sent)}, {json.dumps(news.asks)}, "
+            f"{json.dumps(news.then)})"
         )
         frames = [frame for page in self._context.pages for frame in page.frames]
         await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
@@ -212,9 +256,13 @@ class News:
     cap: int | None
     version: int
     sent: int | None
+    asks: str | None = None
+    """Where the cap is a request's recorded moment: its endpoint, which the page's asking for lifts..."""
+    then: int | None = None
+    """... to this cap (None: none)."""
 
     def page(self) -> dict[str, Any]:
-        return {"at": self.at, "cap": self.cap, "version": self.version, "sent": self.sent}
+        return asdict(self)
 
 
 async def _quietly(call: Any) -> None:

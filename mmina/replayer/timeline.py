@@ -104,17 +104,26 @@ class Timeline:
             at = self._advance(self._clock())
             return at, self._binding()[0], self.version
 
-    def lifted_state(self, key: Hashable) -> tuple[float, float, int]:
-        """(τ, cap, version) as :meth:`state` will read them once ``key``'s cap is lifted (τ standing
-        still until then): what a page may be told before the lift."""
+    def lifted_state(self, key: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
+        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``key``'s cap is
+        lifted (τ standing still until then): what a page may be told before the lift."""
         with self._lock:
             at = self._advance(self._clock())
             cap = self._caps.pop(key, None)
             try:
-                return at, self._binding()[0], self.version + (cap is not None)
+                return at, self._binding()[0], self.version + (cap is not None), self._asked_next()
             finally:
                 if cap is not None:
                     self._caps[key] = cap
+
+    def asked_next(self) -> tuple[Hashable, float] | None:
+        """Where the cap is the moment the recording's page asked for a request the page has not
+        asked for yet: that request's group (its endpoint) and the cap once it is asked for, so a
+        page may go on at once when it asks (a page that renders right after asking reads the time
+        the recording's did, not the cap until the router heard it)."""
+        with self._lock:
+            self._advance(self._clock())
+            return self._asked_next()
 
     def standing_at(self, key: Hashable) -> bool:
         """Whether τ stands at ``key``'s cap now (it reached it, and it holds)."""
@@ -239,6 +248,18 @@ class Timeline:
         caps = [c for c in (*self._caps.values(), *([expecting] if expecting else [])) if c.at >= self._at]
         lowest = min(caps, key=lambda c: c.at, default=None)
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
+
+    def _asked_next(self) -> tuple[Hashable, float] | None:
+        _at, binding = self._binding()
+        if binding is None or binding is not self._expecting:
+            return None
+        first = self._expected.pop(0)
+        self._expecting = None
+        try:
+            return first[2], self._binding()[0]
+        finally:
+            self._expected.insert(0, first)
+            self._expecting = binding
 
     def _first_expected(self) -> _Cap | None:
         """The cap of the first recorded request not asked for yet, if it lies ahead of τ (one
