@@ -228,3 +228,23 @@ def test_a_response_reaches_the_page_at_its_recorded_moment() -> None:
         1.1
     )  # not past the observation it preceded
     assert due_on_timeline(0.9, 0.2, 1.2, observed=1.5) == 1.2
+
+
+def test_a_page_is_told_what_lifts_its_cap_before_it_is_lifted() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.expect([("data", 1.0, "/data"), ("more", 3.0, "/more")])
+    timeline.hold(("observe", 0), 5.0)
+    assert timeline.asked_next() == ("/data", 3.0)  # the cap is /data's moment; once asked, /more's
+    timeline.hold("answer", 0.5)
+    assert timeline.asked_next() is None  # an answer's cap: the page's asking lifts nothing
+    now[0] = 0.8
+    assert timeline.standing_at("answer") and not timeline.standing_at(("observe", 0))
+    version = timeline.version
+    # what a page is told before the answer is handed over: time goes on from it, up to /data's moment
+    assert timeline.lifted_state("answer") == (0.5, 1.0, version + 1, ("/data", 3.0))
+    now[0] = 0.9
+    assert timeline.now() == 0.5 and timeline.version == version  # τ stands until the lift
+    assert timeline.lift("answer") and timeline.version == version + 1
+    now[0] = 1.1
+    assert timeline.now() == pytest.approx(0.7)
