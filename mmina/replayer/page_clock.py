@@ -14,9 +14,16 @@ page's time stands still, and its timers with it. The page hears of the cap thre
 * a page whose time reached its cap asks for news (the ``__mminaClock`` binding, answered once
   the cap moved, or after ``ASK_WAIT_S``);
 * a lower cap (a response the page now waits for, due earlier than anything it waited for) is
-  sent to every frame at once.
+  sent to every frame at once;
+* a page's own data whose cap held τ (a fetch or XHR answer) is handed over only once every frame
+  has heard that time goes on from its arrival (``ArchiveRouter._resume``): the page works on it
+  with its clock running, as the recording's did.
 
-News carries τ too: a page behind it (it waited for an answer) jumps forward, never back.
+News carries τ too: a page behind it (it waited for an answer) jumps forward, never back; and
+when it was sent (this machine's wall clock, which the page reads as well), so the page adds the
+time the news took, up to the cap. Where the cap is the recorded moment of a request the page
+has not asked for yet, news name that request's endpoint and the cap after it: the page's own
+``fetch``/XHR to that endpoint lifts the cap as it asks, before the router hears of it.
 
 This leans on the inside of Playwright's injected clock (``__pwClock.controller`` and its
 ``_syncRealTime``, ``_advanceNow`` and ``_now``): where a Playwright release changed them, the
