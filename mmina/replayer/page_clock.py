@@ -14,9 +14,16 @@ page's time stands still, and its timers with it. The page hears of the cap thre
 * a page whose time reached its cap asks for news (the ``__mminaClock`` binding, answered once
   the cap moved, or after ``ASK_WAIT_S``);
 * a lower cap (a response the page now waits for, due earlier than anything it waited for) is
-  sent to every frame at once.
+  sent to every frame at once;
+* a page's own data whose cap held τ (a fetch or XHR answer) is handed over only once every frame
+  has heard that time goes on from its arrival (``ArchiveRouter._resume``): the page works on it
+  with its clock running, as the recording's did.
 
-News carries τ too: a page behind it (it waited for an answer) jumps forward, never back.
+News carries τ too: a page behind it (it waited for an answer) jumps forward, never back; and
+when it was sent (this machine's wall clock, which the page reads as well), so the page adds the
+time the news took, up to the cap. Where the cap is the recorded moment of a request the page
+has not asked for yet, news name that request's endpoint and the cap after it: the page's own
+``fetch``/XHR to that endpoint lifts the cap as it asks, before the router hears of it.
 
 This leans on the inside of Playwright's injected clock (``__pwClock.controller`` and its
 ``_syncRealTime``, ``_advanceNow`` and ``_now``): where a Playwright release changed them, the
@@ -27,8 +34,11 @@ script does nothing, and the page clock runs with real time as before
 from __future__ import annotations
 
 import asyncio
+import json
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,35 +49,72 @@ from mmina.replayer.timeline import Timeline
 
 ASK_WAIT_S = 0.5
 """A page at its cap is answered once the cap moved, or after this (it then asks again)."""
+CHANGE_POLL_S = 0.05
+"""A page's question also looks at the timeline this often (a cap that ran out of its limit says nothing)."""
 FOLLOW = """(() => {
   const pw = globalThis.__pwClock, c = pw && pw.controller;
   if (!c || globalThis.__mminaTimeline || typeof c._syncRealTime !== 'function' || typeof c._advanceNow !== 'function'
-      || !c._now || !c._embedder) return;
+      || !c._now || !c._embedder || !pw.builtins || !pw.builtins.Date) return;
   const state = {cap: Infinity, version: -1, asking: false};
   const jump = at => { if (at > c._now.time) c._advanceNow(c._now.ticks + (at - c._now.time)); };
-  state.news = (at, cap, version) => {
+  // news was sent at `sent` (wall-clock ms, this machine's): τ ran since, up to the cap
+  const since = sent => sent ? Math.max(0, pw.builtins.Date.now() - sent) : 0;
+  const step = asking => {
+    if (!c._realTime) return;
+    const now = c._embedder.performanceNow();
+    const elapsed = now - c._realTime.lastSyncTicks;
+    if (elapsed <= 0) return;
+    const room = Math.max(0, state.cap - c._now.time);
+    c._advanceNow(c._now.ticks + Math.min(elapsed, room));
+    c._realTime.lastSyncTicks = now;
+    if (asking && elapsed >= room) ask();
+  };
+  state.news = (at, cap, version, sent, asks, then) => {
     if (version < state.version) return;
+    step(false);  // up to now under the cap it knew: the time it stood stays stood
     state.version = version;
     state.cap = cap === null ? Infinity : cap;
-    jump(at);
+    state.asks = asks ? {endpoint: asks, cap: then === null ? Infinity : then} : null;
+    jump(Math.min(state.cap, at + Math.floor(since(sent))));
   };
+  // the cap is where the recording's page asked for a request this page has not asked for yet:
+  // asking for it (its endpoint) lifts it here and now, as the router will on hearing of it
+  const asking = url => {
+    const next = state.asks;
+    if (!next) return;
+    let endpoint = null;
+    try { const u = new URL(url, location.href); endpoint = u.protocol + '//' + u.host.toLowerCase() + u.pathname; }
+    catch (e) { return; }
+    if (endpoint !== next.endpoint) return;
+    step(false);
+    state.asks = null;
+    state.cap = Math.max(state.cap, next.cap);
+  };
+  const fetch = globalThis.fetch;
+  if (typeof fetch === 'function') {
+    globalThis.fetch = function (input, init) {
+      try { asking(input && input.url ? input.url : String(input)); } catch (e) {}
+      return fetch.apply(this, arguments);
+    };
+  }
+  const XHR = globalThis.XMLHttpRequest && globalThis.XMLHttpRequest.prototype;
+  if (XHR) {
+    const open = XHR.open, send = XHR.send;
+    XHR.open = function (method, url) { this.__mminaAsks = url; return open.apply(this, arguments); };
+    XHR.send = function () {
+      try { asking(String(this.__mminaAsks)); } catch (e) {}
+      return send.apply(this, arguments);
+    };
+  }
   state.capped = () => c._now.time >= state.cap;
   const ask = () => {
     if (state.asking || typeof globalThis.__mminaClock !== 'function') return;
     state.asking = true;
-    globalThis.__mminaClock(state.version).then(n => { state.asking = false; state.news(n.at, n.cap, n.version); },
-                                                () => { state.asking = false; });
+    globalThis.__mminaClock(state.version).then(
+      n => { state.asking = false; state.news(n.at, n.cap, n.version, n.sent, n.asks, n.then); },
+      () => { state.asking = false; });
   };
-  c._syncRealTime = function () {
-    if (!this._realTime) return;
-    const now = this._embedder.performanceNow();
-    const since = now - this._realTime.lastSyncTicks;
-    if (since <= 0) return;
-    const room = Math.max(0, state.cap - this._now.time);
-    this._advanceNow(this._now.ticks + Math.min(since, room));
-    this._realTime.lastSyncTicks = now;
-    if (since >= room) ask();
-  };
+  c._syncRealTime = () => step(true);
   c.now();  // Playwright's clock sets itself up on its first read: before the time is set below
   const entry = pw.builtins.performance.getEntriesByType('navigation')[0];
   const timing = {};
@@ -75,9 +122,9 @@ FOLLOW = """(() => {
   let parent = null;
   try { parent = window.parent !== window && window.parent.__mminaTimeline ? window.parent : null; } catch (e) {}
   if ('mmina-at' in timing) {
-    c._now.time = timing['mmina-at'];
     state.cap = 'mmina-cap' in timing ? timing['mmina-cap'] : Infinity;
     state.version = timing['mmina-version'] || 0;
+    c._now.time = Math.min(state.cap, timing['mmina-at'] + Math.floor(since(timing['mmina-sent'])));
   } else if (parent) {
     c._now.time = parent.__pwClock.controller.now();
     state.cap = parent.__mminaTimeline.cap;
@@ -100,74 +147,129 @@ class PageClock:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._telling: set[asyncio.Task[None]] = set()
         """The pushes under way (held here: a task nobody holds may be collected)."""
+        self._change: asyncio.Future[None] | None = None
+        """Resolved (and replaced) when the timeline changed: the pages asking hear of it at once."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """After ``context.clock.install``: every document's clock follows the timeline."""
         self._context, self._loop = context, asyncio.get_running_loop()
         await context.add_init_script(FOLLOW)
         await context.expose_binding("__mminaClock", self._asked)
-        self.timeline.on_lowered(self._lowered)
+        self.timeline.on_lowered(lambda: self._on_loop(self.tell_soon))
+        self.timeline.on_changed(lambda: self._on_loop(self._changed))
 
-    def news(self) -> tuple[int, int | None, int]:
-        """(τ, cap, version) as a page reads them: whole epoch milliseconds, as a page's clock
-        counts (no cap: None)."""
-        at, cap, version = self.timeline.state()
-        return (
+    def news(self, state: tuple[float, float, int, tuple[Hashable, float] | None] | None = None) -> News:
+        """What a page's clock is told: τ and the cap as a page reads them (whole epoch milliseconds,
+        as a page's clock counts; no cap: None), the version, when it was sent (wall-clock epoch
+        milliseconds of this machine, which the page reads too: it adds the time the news took), and
+        where the cap is a request's recorded moment, the request's endpoint and the cap once asked.
+        ``state``: the timeline's once a cap is lifted (:meth:`Timeline.lifted_state`), τ standing
+        until the page has it (sent: None, nothing to add); by default the timeline's now."""
+        at, cap, version, asked = state or (*self.timeline.state(), self.timeline.asked_next())
+        return News(
             math.floor(self._start_ms + at * 1e3),
-            None if math.isinf(cap) else math.floor(self._start_ms + cap * 1e3),
+            self._ms(cap),
             version,
+            None if state else math.floor(time.time() * 1e3),
+            str(asked[0]) if asked else None,
+            self._ms(asked[1]) if asked else None,
         )
+
+    def _ms(self, at: float) -> int | None:
+        """A moment on the timeline as a page's clock reads it (whole epoch ms; never: None)."""
+        return None if math.isinf(at) else math.floor(self._start_ms + at * 1e3)
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """A document response's headers with the timeline's news for its clock (``Server-Timing``)."""
-        at, cap, version = self.news()
-        parts = [f"mmina-at;dur={at}", f"mmina-version;dur={version}"]
-        if cap is not None:
-            parts.append(f"mmina-cap;dur={cap}")
+        news = self.news()
+        parts = [
+            f"mmina-at;dur={news.at}",
+            f"mmina-version;dur={news.version}",
+            f"mmina-sent;dur={news.sent}",
+        ]
+        if news.cap is not None:
+            parts.append(f"mmina-cap;dur={news.cap}")
         ours = ", ".join(parts)
         recorded = headers.get("server-timing")
         return {**headers, "server-timing": f"{recorded}, {ours}" if recorded else ours}
 
+    async def resume(self, key: Hashable) -> None:
+        """Tell every frame, τ standing at ``key``'s cap, that time goes on from there once it is
+        lifted, and return once they have heard it: a response whose cap held τ (its page's clock
+        stands there too) is then lifted and handed over, so the page's time runs as the response
+        reaches it and the page works on it, as the recording's page's did (not only once its next
+        question is answered; see ``ArchiveRouter._resume``)."""
+        await self._tell(self.news(self.timeline.lifted_state(key)))
+
     async def _asked(self, _source: Any, version: int) -> dict[str, Any]:
-        """A page at its cap asks for news: answered once there is some, or after ``ASK_WAIT_S``."""
+        """A page at its cap asks for news: answered as soon as there is some (a lift, a request
+        asked for), or after ``ASK_WAIT_S``."""
         loop = asyncio.get_running_loop()
         until = loop.time() + ASK_WAIT_S
-        while self.timeline.version <= version and loop.time() < until:
-            await asyncio.sleep(0.01)
-        at, cap, now = self.news()
-        return {"at": at, "cap": cap, "version": now}
+        while self.timeline.version <= version and (left := until - loop.time()) > 0:
+            if self._change is None or self._change.done():
+                self._change = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._change), min(left, CHANGE_POLL_S))
+            except TimeoutError:
+                pass  # a cap that ran out of its limit changes nothing until read: look again
+        return self.news().page()
 
-    def _lowered(self) -> None:
-        """The cap came down (any thread): every frame hears it at once."""
+    def _changed(self) -> None:
+        if self._change is not None and not self._change.done():
+            self._change.set_result(None)
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the context's event loop (from any thread)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
             if asyncio.get_running_loop() is loop:
-                self._start_telling()
+                call()
                 return
         except RuntimeError:
             pass  # another thread
         try:
-            loop.call_soon_threadsafe(self._start_telling)
+            loop.call_soon_threadsafe(call)
         except RuntimeError:
             pass  # the loop closed meanwhile: no page is left to tell
 
-    def _start_telling(self) -> None:
+    def tell_soon(self) -> None:
+        """Every frame hears the news at once, not waited for (the cap came down, a document's
+        cap was lifted); on the context's event loop."""
         task = asyncio.get_running_loop().create_task(self._tell())
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _tell(self) -> None:
+    async def _tell(self, news: News | None = None) -> None:
         if self._context is None:
             return
-        at, cap, version = self.news()
+        news = news or self.news()
         script = (
-            f"globalThis.__mminaTimeline && __mminaTimeline.news({at}, "
-            f"{'null' if cap is None else cap}, {version})"
+            f"globalThis.__mminaTimeline && __mminaTimeline.news({news.at}, "
+            f"{json.dumps(news.cap)}, {news.version}, {json.dumps(news.sent)}, {json.dumps(news.asks)}, "
+            f"{json.dumps(news.then)})"
         )
         frames = [frame for page in self._context.pages for frame in page.frames]
         await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
+
+
+@dataclass(frozen=True)
+class News:
+    """The timeline as a page's clock is told it (see :meth:`PageClock.news`)."""
+
+    at: int
+    cap: int | None
+    version: int
+    sent: int | None
+    asks: str | None = None
+    """Where the cap is a request's recorded moment: its endpoint, which the page's asking for lifts..."""
+    then: int | None = None
+    """... to this cap (None: none)."""
+
+    def page(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 async def _quietly(call: Any) -> None:

@@ -127,6 +127,8 @@ ENGINE_IO_SEPARATOR = "\x1e"
 HELD_TYPES = frozenset({"fetch", "xhr"})
 """What a paced replay answers in its recorded time: a page's own requests, whose latency it shows
 (a loading bar, a status region, a long-poll held by its server until something happened)."""
+RESUMED_TYPES = HELD_TYPES | {"document"}
+"""What the page's clock runs on as it is handed over (``ArchiveRouter._resume``): what a page computes from."""
 ALIGN_MAX_S = 1.0
 """On the timeline, how much longer than its exchange took a response may be held to reach the
 page at its recorded moment, when the page asked for it early (``due_on_timeline``)."""
@@ -134,6 +136,8 @@ MAX_HOLD_S = 60.0
 """No answer is held longer than this, whatever the recording says."""
 OPEN_ALIGN_MAX_S = 5.0
 """On the timeline, a socket the page opens early waits for its recorded opening at most this long."""
+RESUME_MAX_S = 0.25
+"""How long a response whose cap held τ waits for the page's frames to hear that time goes on."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -377,6 +381,7 @@ class ArchiveRouter:
             reply = self._failed(request, 500, f"{type(exc).__name__}: {exc}")
         held = await self._hold(reply, asked, asked_at, request.resource_type) if self.paced else None
         try:
+            await self._resume(held, request.resource_type, reply)
             if reply.status <= 0:  # no response when recorded: fail it again
                 await route.abort("failed")
             else:
@@ -390,6 +395,29 @@ class ArchiveRouter:
                 self.timeline.lift(held.cap)
         if held is not None and held.name is not None:
             self._answered(held, reply)
+
+    async def _resume(self, held: Held | None, kind: str, reply: Reply) -> None:
+        """A page's own data (a document, a fetch or XHR answer, fulfilled at once: not a large
+        body) is handed over once its cap is lifted and, where the cap holds τ (the page's clock
+        stands at it too), once every frame has heard, τ standing still meanwhile, that time goes on
+        from there (for at most ``RESUME_MAX_S``): the page's time then runs while the response
+        reaches it and the page works on it, as the recording's page's did, instead of standing at
+        the arrival until the page's next question is answered (a dashboard stamped its data with
+        the arrival itself, the milliseconds the recording's page took to render it missing; a
+        second's rest crossed, "35 seconds ago" read "34"). A document's frame has no page to tell
+        until it has it: it reads the news from its own headers, the cap lifted. Scripts, styles,
+        images and large bodies keep their cap until handed over (a 6 MB bundle served late must
+        not move the page's time on)."""
+        if held is None or held.cap is None or self.timeline is None:
+            return
+        if kind not in RESUMED_TYPES or len(reply.body) >= self.large_body:
+            return
+        if kind != "document" and self.clock is not None and self.timeline.standing_at(held.cap):
+            try:
+                await asyncio.wait_for(self.clock.resume(held.cap), RESUME_MAX_S)
+            except TimeoutError:
+                pass  # a frame busy or going away: it hears the news when it can, τ stood meanwhile
+        self.timeline.lift(held.cap)
 
     async def _deliver(self, route: Route, reply: Reply) -> None:
         """Hand ``reply`` to the browser: a large body through the loopback body server (once the

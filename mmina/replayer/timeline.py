@@ -78,6 +78,7 @@ class Timeline:
         self.version = 0
         """Counts the changes of the caps and jumps, so a page can tell newer news from older."""
         self._lowered: list[Callable[[], None]] = []
+        self._changed: list[Callable[[], None]] = []
         self.stalled_s = 0.0
         """Real seconds τ stood still at a cap (how much slower than the recording the replay was)."""
 
@@ -103,6 +104,34 @@ class Timeline:
             at = self._advance(self._clock())
             return at, self._binding()[0], self.version
 
+    def lifted_state(self, key: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
+        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``key``'s cap is
+        lifted (τ standing still until then): what a page may be told before the lift."""
+        with self._lock:
+            at = self._advance(self._clock())
+            cap = self._caps.pop(key, None)
+            try:
+                return at, self._binding()[0], self.version + (cap is not None), self._asked_next()
+            finally:
+                if cap is not None:
+                    self._caps[key] = cap
+
+    def asked_next(self) -> tuple[Hashable, float] | None:
+        """Where the cap is the moment the recording's page asked for a request the page has not
+        asked for yet: that request's group (its endpoint) and the cap once it is asked for, so a
+        page may go on at once when it asks (a page that renders right after asking reads the time
+        the recording's did, not the cap until the router heard it)."""
+        with self._lock:
+            self._advance(self._clock())
+            return self._asked_next()
+
+    def standing_at(self, key: Hashable) -> bool:
+        """Whether τ stands at ``key``'s cap now (it reached it, and it holds)."""
+        with self._lock:
+            self._advance(self._clock())
+            cap = self._caps.get(key)
+            return cap is not None and cap.reached is not None and self._binding()[1] is cap
+
     def held_at(self, kind: str) -> float | None:
         """The earliest moment a cap of ``kind`` (its key's first item: ``observe``) holds τ at, if any."""
         with self._lock:
@@ -116,6 +145,11 @@ class Timeline:
         whose clock runs up to the cap it knows must hear of a lower one at once."""
         self._lowered.append(listener)
 
+    def on_changed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from whichever thread) when a cap was lifted or a request arrived: a
+        page standing at its cap hears at once that it may go on, not at its next look."""
+        self._changed.append(listener)
+
     def hold(self, key: Hashable, at: float, limit: float = CAP_MAX_S) -> None:
         """τ may not pass ``at`` until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it
         reached it); replaces ``key``'s cap."""
@@ -126,15 +160,24 @@ class Timeline:
             self.version += 1
             lowered = self._binding()[0] < before
         if lowered:
-            for listener in self._lowered:
-                listener()
+            self._tell(self._lowered)
 
-    def lift(self, key: Hashable) -> None:
-        """``key``'s cap no longer holds (its response reached the page, its observation was taken)."""
+    @staticmethod
+    def _tell(listeners: list[Callable[[], None]]) -> None:
+        for listener in listeners:
+            listener()
+
+    def lift(self, key: Hashable) -> bool:
+        """``key``'s cap no longer holds (its response reached the page, its observation was taken);
+        whether τ stood at it (the page's clock stands there too, until it hears of this)."""
         with self._lock:
             self._advance(self._clock())
-            if self._caps.pop(key, None) is not None:
+            cap = self._caps.pop(key, None)
+            if cap is not None:
                 self.version += 1
+        if cap is not None:
+            self._tell(self._changed)
+        return cap is not None and cap.reached is not None
 
     def expect(self, requests: Iterable[tuple[Hashable, float, Hashable]]) -> None:
         """The recorded requests ``(key, moment asked, group)`` the page is expected to ask for
@@ -163,14 +206,18 @@ class Timeline:
             if index == 0:
                 self._expecting = None
             self.version += 1
+        self._tell(self._changed)
 
     def advance_to(self, at: float) -> None:
         """τ jumps to ``at`` if it is behind (never backwards)."""
         with self._lock:
             self._advance(self._clock())
-            if at > self._at:
+            jumped = at > self._at
+            if jumped:
                 self._at = at
                 self.version += 1
+        if jumped:
+            self._tell(self._changed)
 
     def wait_until(self, at: float, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until τ reaches ``at`` (every cap ends: this ends)."""
@@ -201,6 +248,18 @@ class Timeline:
         caps = [c for c in (*self._caps.values(), *([expecting] if expecting else [])) if c.at >= self._at]
         lowest = min(caps, key=lambda c: c.at, default=None)
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
+
+    def _asked_next(self) -> tuple[Hashable, float] | None:
+        _at, binding = self._binding()
+        if binding is None or binding is not self._expecting:
+            return None
+        first = self._expected.pop(0)
+        self._expecting = None
+        try:
+            return first[2], self._binding()[0]
+        finally:
+            self._expected.insert(0, first)
+            self._expecting = binding
 
     def _first_expected(self) -> _Cap | None:
         """The cap of the first recorded request not asked for yet, if it lies ahead of τ (one
