@@ -30,7 +30,9 @@ PAGE = f"""<!doctype html><html><head><title>Redraws</title><style>.hidden {{ di
 const shell = document.getElementById('shell'), target = document.getElementById('target');
 const state = document.getElementById('state'), channel = new MessageChannel();
 let redraws = 0, lost = 0, data = null;
-const done = () => {{ if (redraws >= {REDRAWS} && data) state.textContent = lost ? `{LOST} ${{lost}}` : `{KEPT}, ${{data}}`; }};
+const done = () => {{
+  if (redraws >= {REDRAWS} && data) state.textContent = lost ? `{LOST} ${{lost}}` : `{KEPT}, ${{data}}`;
+}};
 target.addEventListener('focusout', () => {{ lost = lost || redraws + 1; }});
 channel.port1.onmessage = () => {{
   shell.classList.add('hidden');

@@ -5,13 +5,14 @@ The only replayer module that touches Playwright. ``ArchiveRouter.prepare`` is h
 opens (``Math.random`` and ``crypto`` are seeded by the recorder, with the source episode's seed).
 
 **The clock.** ``clock.install`` starts the page's clock (``Date``, ``performance.now``,
-timers; animation frames keep the browser's rendering steps, ``page_clock.FRAMES``) at the recorded episode's start, and it then runs in real time: it
-is not pinned with ``set_fixed_time``. A pinned ``Date.now()`` with running timers breaks code
-that compares the time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and
-``throttle`` re-arm forever and never fire. So a page reads the recorded start plus the time the
-replay has taken so far (a page that prints the time when it loads shows the recorded one, to
-the second when it loads as promptly as it did). Real time, not the recorded pace: see
-docs/replay.md, "The replay clock".
+timers; animation frames keep the browser's rendering steps, ``page_clock.FRAMES``) at the
+recorded episode's start, and it then runs in real time: it is not pinned with
+``set_fixed_time``. A pinned ``Date.now()`` with running timers breaks code that compares the
+time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and ``throttle`` re-arm
+forever and never fire. So a page reads the recorded start plus the time the replay has taken
+so far (a page that prints the time when it loads shows the recorded one, to the second when it
+loads as promptly as it did). Real time, not the recorded pace: see docs/replay.md, "The replay
+clock".
 
 **The recorded pace.** In a paced replay (stored actions, ``mmina.replayer.pace``) a fetch or
 XHR is answered no sooner than its recorded exchange took (at most ``MAX_HOLD_S``): a loading
