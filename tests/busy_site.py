@@ -1,7 +1,8 @@
 """Pages whose main thread is busy after ``load`` (issue 56): one that builds its interface in long
 tasks for about a second, scheduled over a ``MessageChannel`` as React's scheduler does (no timer,
 no request: nothing but the main thread says it is still working), one whose long tasks and
-animation never end, and a plain one.
+animation never end, one that fetches for about 4 s after ``load`` and builds its interface after a
+pause, and a plain one.
 
 ``tests/test_long_tasks.py`` checks that settling waits for the first and stays within its bound
 on the second; ``python -m bench --only quiet`` measures what the wait costs a step. Served by a
@@ -13,6 +14,11 @@ from __future__ import annotations
 from tests.local_site import LocalSite, pages_handler
 
 SPIN = "const spin = ms => { const end = performance.now() + ms; while (performance.now() < end); };"
+FETCHES = 90
+"""Requests one after another, 30 ms apart, for about 4 s after ``load`` (never 50 ms without one)."""
+PAUSE_MS = 700
+"""Then the page builds its interface after this pause (longer than a timer settling waits for)."""
+BUILT = "Interface ready"
 BUILD_TASKS = 14
 """Long tasks of 80 ms each that build the page (about 1.1 s of CPU)."""
 PAGES = {
@@ -29,8 +35,12 @@ PAGES = {
     "const frame = () => { document.getElementById('bar').style.marginLeft = (performance.now() % 300) + 'px';"
     " requestAnimationFrame(frame); }; frame();</script>",
     "/plain": "<!doctype html><title>Harbour</title><h1>Harbour</h1><p>Tides at noon.</p>",
+    "/fetching": "<!doctype html><title>Notebook</title><h1 id=state>Fetching</h1><script>"
+    f"let asked = 0; const next = () => ++asked < {FETCHES} ? fetch('/plain?part=' + asked)"
+    ".then(() => setTimeout(next, 30)) : setTimeout(() => {"
+    f" document.getElementById('state').textContent = '{BUILT}'; }}, {PAUSE_MS});"
+    "addEventListener('load', next);</script>",
 }
-BUILT = "Interface ready"
 
 
 class BusySite(LocalSite):

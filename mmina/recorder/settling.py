@@ -75,6 +75,14 @@ LONG_TASK_GAP_MS = 100
 main thread may have been held by a long task the page's ``PerformanceObserver`` has not reported
 yet: one more turn lets it (a machine under load stretches turns too, so a held turn alone does
 not count as a long task)."""
+BUILD_STILL_MS = 0
+"""With more than 0: a new document whose requests never paused for ``SETTLE_QUIET_S`` before
+settling's network bound (``SETTLE_MAX_S`` after it was ready: a client still building its
+interface, fetching as it goes) is then waited on until it has been still this long — no request
+started or ended, no change to its DOM, no long task — at most ``BUILD_MAX_S`` more, in the
+recording and the replay alike. Off: measured on Jupyter Notebook 7 (docs/replay.md, "The first
+observation of a page still building") but not across the applications and the fixture web."""
+BUILD_MAX_S = 6.0
 PENDING_TIMERS = """(() => {
   if (window.__mminaSoon) return;
   const soon = new Set();
@@ -168,6 +176,27 @@ real.performance.now() - started > limit ? done(false) : real.setTimeout(check, 
   check();
 })""" % (REAL_TIMERS, REDIRECT_MARK)
 """Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""
+STILL = (
+    """(quiet, limit) => new Promise(done => {
+  %s
+  const tasks = window.__mminaLongTasks || {last: 0}, started = real.performance.now();
+  let moved = started;
+  const observer = new MutationObserver(() => { moved = real.performance.now(); });
+  observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  const asked = () => Math.max(0, ...[...(window.__mminaSoon || [])].map(token => (token && token.at) || 0));
+  const check = () => {
+    const now = real.performance.now();
+    if (now - Math.max(moved, tasks.last, asked()) >= quiet || now - started >= limit) {
+      observer.disconnect();
+      done(true);
+    } else real.setTimeout(check, 50);
+  };
+  real.setTimeout(check, 50);
+})"""
+    % REAL_TIMERS
+)
+"""Resolves once the page has been still for ``quiet`` ms (no DOM change, long task or fetch/XHR
+started; watched from the call on), or after ``limit`` ms."""
 
 
 LONG_LIVED_S = SETTLE_MAX_S - 0.5
@@ -311,7 +340,9 @@ class Settling:
 
     async def _settle(self, deadline: float | None) -> None:
         now = time.monotonic()
+        outer = deadline or now + LOAD_MAX_S + SETTLE_MAX_S + BUILD_MAX_S
         deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
+        new_document = self._page() in self._new_documents
         ready = self._last_activity if await self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None
         await self._idle_work(SETTLE_QUIET_S, deadline)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
@@ -326,6 +357,20 @@ class Settling:
                         return
                     ready = activity if self._last_activity == activity else ready
             await asyncio.sleep(SETTLE_POLL_S)
+        if new_document and BUILD_STILL_MS > 0:
+            await self._still(min(outer, time.monotonic() + BUILD_MAX_S))
+
+    async def _still(self, until: float) -> None:
+        """A new document that reached the network bound: until it has been still for
+        ``BUILD_STILL_MS`` (``STILL``, and no request event meanwhile) or ``until``."""
+        quiet = BUILD_STILL_MS / 1e3
+        while (left := until - time.monotonic()) > 0:
+            try:
+                await self._run(call(STILL, BUILD_STILL_MS, left * 1e3), left + 1.0)
+            except (TimeoutError, PlaywrightError):
+                return  # navigating away, or a renderer that does not answer
+            if time.monotonic() - self._last_activity >= quiet:
+                return
 
     async def _wait_ready(self, until: float) -> bool:
         """Wait until the document is ready (see :meth:`settle`) or ``until``; whether it is. A

@@ -25,6 +25,17 @@ time the news took, up to the cap. Where the cap is the recorded moment of a req
 has not asked for yet, news name that request's endpoint and the cap after it: the page's own
 ``fetch``/XHR to that endpoint lifts the cap as it asks, before the router hears of it.
 
+**Animation frames stay the browser's.** Playwright's clock makes ``requestAnimationFrame`` a timer of
+its own, due at the next 16 ms of its time and run as a task of its own, so the browser may render
+between a script's change and the frame callback that undoes it — which a live page never does (the
+callbacks run in the rendering step, before style and layout). JupyterLab's theme manager hides its
+shell and shows it again in the next frame: rendered hidden in between, the focused element inside
+lost the focus, and Notebook 7's replayed page never focused its cell (the root ``[active]`` in 8 of 8
+runs, the recorded cell never). :data:`FRAMES` (an init script, after the clock's) gives
+``requestAnimationFrame`` back to the browser, as in the recording; its callbacks read the page
+clock's time as their timestamp (one per frame), so while τ stands still a frame still comes, its
+time standing still.
+
 This leans on the inside of Playwright's injected clock (``__pwClock.controller`` and its
 ``_syncRealTime``, ``_advanceNow`` and ``_now``): where a Playwright release changed them, the
 script does nothing, and the page clock runs with real time as before
@@ -135,6 +146,18 @@ FOLLOW = """(() => {
   Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
 })();"""
 """Makes Playwright's clock follow the timeline in every document (see the module)."""
+
+
+FRAMES = """(() => {
+  const real = globalThis.__pwClock && globalThis.__pwClock.builtins, clock = globalThis.performance;
+  if (!real || typeof real.requestAnimationFrame !== 'function' || globalThis.__mminaFrames) return;
+  let frame = null, stamp = 0;
+  const at = native => { if (native !== frame) { frame = native; stamp = clock.now(); } return stamp; };
+  globalThis.requestAnimationFrame = callback => real.requestAnimationFrame(native => callback(at(native)));
+  globalThis.cancelAnimationFrame = id => real.cancelAnimationFrame(id);
+  Object.defineProperty(globalThis, '__mminaFrames', {value: true});
+})();"""
+"""Gives ``requestAnimationFrame`` back to the browser under Playwright's clock (see the module)."""
 
 
 class PageClock:

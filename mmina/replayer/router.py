@@ -5,13 +5,14 @@ The only replayer module that touches Playwright. ``ArchiveRouter.prepare`` is h
 opens (``Math.random`` and ``crypto`` are seeded by the recorder, with the source episode's seed).
 
 **The clock.** ``clock.install`` starts the page's clock (``Date``, ``performance.now``,
-timers, animation frames) at the recorded episode's start, and it then runs in real time: it
-is not pinned with ``set_fixed_time``. A pinned ``Date.now()`` with running timers breaks code
-that compares the time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and
-``throttle`` re-arm forever and never fire. So a page reads the recorded start plus the time the
-replay has taken so far (a page that prints the time when it loads shows the recorded one, to
-the second when it loads as promptly as it did). Real time, not the recorded pace: see
-docs/replay.md, "The replay clock".
+timers; animation frames keep the browser's rendering steps, ``page_clock.FRAMES``) at the
+recorded episode's start, and it then runs in real time: it is not pinned with
+``set_fixed_time``. A pinned ``Date.now()`` with running timers breaks code that compares the
+time with a due time — RxJS ``debounceTime``, lodash ``debounce`` and ``throttle`` re-arm
+forever and never fire. So a page reads the recorded start plus the time the replay has taken
+so far (a page that prints the time when it loads shows the recorded one, to the second when it
+loads as promptly as it did). Real time, not the recorded pace: see docs/replay.md, "The replay
+clock".
 
 **The recorded pace.** In a paced replay (stored actions, ``mmina.replayer.pace``) a fetch or
 XHR is answered no sooner than its recorded exchange took (at most ``MAX_HOLD_S``): a loading
@@ -69,7 +70,7 @@ from mmina.replayer.archive import (
 from mmina.replayer.body_server import LARGE_BODY, BodyServer
 from mmina.replayer.echoes import Echoes, differing, places
 from mmina.replayer.fidelity import SocketFidelity, compare_sockets
-from mmina.replayer.page_clock import PageClock
+from mmina.replayer.page_clock import FRAMES, PageClock
 from mmina.replayer.socket_route import SocketPlayer
 from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_messages
 from mmina.replayer.timeline import Timeline
@@ -240,6 +241,7 @@ class ArchiveRouter:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
         see the module). ``Math.random`` is seeded as in the recording (``recorder/seeding.py``)."""
         await context.clock.install(time=self.starts_at)
+        await context.add_init_script(FRAMES)  # animation frames stay the browser's (page_clock.py)
         if self.clock is not None:
             await self.clock.prepare(context)
         self.workers = clock_in_workers(context, self.clock, self.starts_at)
