@@ -138,7 +138,8 @@ def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:
 
 def serve_late(monkeypatch: Any, suffix: str, seconds: float) -> None:
     """Make a replay hand the page every response whose URL ends with ``suffix`` ``seconds`` later
-    than it would (as a loaded machine serves a large body late), for the rest of the test."""
+    than it would, the page's time standing still meanwhile (as a loaded machine serves a large
+    body late, its cap held until delivered), for the rest of the test."""
     import asyncio
 
     from mmina.replayer.router import ArchiveRouter
@@ -147,7 +148,14 @@ def serve_late(monkeypatch: Any, suffix: str, seconds: float) -> None:
 
     async def late(self: ArchiveRouter, route: Any, reply: Any) -> None:
         if route.request.url.endswith(suffix):
-            await asyncio.sleep(seconds)
+            late_cap = ("late", route.request.url)
+            if self.timeline is not None:
+                self.timeline.hold(late_cap)
+            try:
+                await asyncio.sleep(seconds)
+            finally:
+                if self.timeline is not None:
+                    self.timeline.lift(late_cap)
         await deliver(self, route, reply)
 
     monkeypatch.setattr(ArchiveRouter, "_deliver", late)

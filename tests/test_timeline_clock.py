@@ -174,6 +174,18 @@ def test_the_timeline_holds_at_its_cap_and_never_goes_back() -> None:
     assert timeline.stalled_s == pytest.approx(2.5)
 
 
+def test_a_cap_held_where_time_is_stands_it_still_there() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    now[0] = 1.25
+    timeline.hold("late")  # τ read under the same lock: it cannot have run past the cap meanwhile
+    now[0] = 4.0
+    assert timeline.now() == 1.25 and timeline.cap() == 1.25
+    timeline.lift("late")
+    now[0] = 4.5
+    assert timeline.now() == 1.75
+
+
 def test_a_cap_never_lifted_stops_holding_and_time_goes_on_from_it() -> None:
     now = [0.0]
     timeline = Timeline(lambda: now[0])

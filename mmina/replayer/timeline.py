@@ -150,13 +150,14 @@ class Timeline:
         page standing at its cap hears at once that it may go on, not at its next look."""
         self._changed.append(listener)
 
-    def hold(self, key: Hashable, at: float, limit: float = CAP_MAX_S) -> None:
-        """τ may not pass ``at`` until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it
-        reached it); replaces ``key``'s cap."""
+    def hold(self, key: Hashable, at: float | None = None, limit: float = CAP_MAX_S) -> None:
+        """τ may not pass ``at`` (None: where τ is now, read under the same lock, so it stands still
+        from here) until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it reached it);
+        replaces ``key``'s cap."""
         with self._lock:
             before = self._binding()[0]
-            self._advance(self._clock())
-            self._caps[key] = _Cap(at, limit)
+            now = self._advance(self._clock())
+            self._caps[key] = _Cap(now if at is None else at, limit)
             self.version += 1
             lowered = self._binding()[0] < before
         if lowered:

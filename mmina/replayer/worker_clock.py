@@ -23,7 +23,7 @@ from datetime import datetime
 from playwright.async_api import BrowserContext
 
 from mmina.recorder.web_workers import WorkerScripts, worker_scripts
-from mmina.replayer.page_clock import PageClock
+from mmina.replayer.page_clock import News, PageClock
 
 POLL_S = 0.02
 """How often the workers' news is looked at (a change is sent once)."""
@@ -71,18 +71,21 @@ def clock_in_workers(context: BrowserContext, clock: PageClock | None, starts_at
     if clock is None:
         installed, start_ms = time.monotonic(), starts_at.timestamp() * 1e3
         scripts.add(
-            lambda _start: _script((math.floor(start_ms + (time.monotonic() - installed) * 1e3), None, 0))
+            lambda _start: _script(math.floor(start_ms + (time.monotonic() - installed) * 1e3), None, 0)
         )
         return scripts
-    scripts.add(lambda _start: _script(clock.news()))
+    scripts.add(lambda _start: _told(clock.news()))
     teller = _Teller(scripts, clock)
     teller.start()
     context.on("close", lambda _context: teller.stop())
     return scripts
 
 
-def _script(news: tuple[int, int | None, int]) -> str:
-    at, cap, version = news
+def _told(news: News) -> str:
+    return _script(news.at, news.cap, news.version)
+
+
+def _script(at: int, cap: int | None, version: int) -> str:
     return WORKER_CLOCK % {"at": at, "cap": "Infinity" if cap is None else cap, "version": version}
 
 
@@ -107,5 +110,6 @@ class _Teller:
             await asyncio.sleep(POLL_S)
             if not self.scripts.channels or self.clock.timeline.version == told:
                 continue
-            at, cap, told = self.clock.news()
-            await self.scripts.tell(NEWS % (at, "null" if cap is None else cap, told))
+            news = self.clock.news()
+            told = news.version
+            await self.scripts.tell(NEWS % (news.at, "null" if news.cap is None else news.cap, told))
