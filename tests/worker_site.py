@@ -3,9 +3,10 @@ worker, a worker from a ``blob:`` URL and a SharedWorker, each drawing ``Math.ra
 ``crypto.getRandomValues`` and ``crypto.randomUUID`` at its top level, before anything else runs, and
 reading ``Date.now()``. The page shows what each sent once "Show the workers" is pressed: the ids,
 and how far the worker's clock was from the page's as its message arrived, in whole seconds. The
-SharedWorker shows what it draws half a second after a page connects (a recording holds it at its
-start only as long as the browser takes to fetch its script: its first turn may run unseeded);
-what it drew in its first turn is kept beside (``first``)."""
+SharedWorker shows what it draws half a second after a page connects (mmina holds it at its start
+by its script's response, ``mmina.recorder.shared_workers``: its first turn is seeded too); what it drew in its first turn is kept beside (``first``). The SharedWorker also imports a script
+(``/tally.js``) and fetches ``/numbers.json`` itself, and the page shows the sum it computes from
+them (``sum 24``; a site made with ``factor`` 3 serves another tally: ``sum 36``)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,15 @@ SHARED = (
     "const seeded = Math.random.toString().includes('draw');\n"
     + DRAW.replace("const drawn", "const first")
     + "\nfirst.seeded = seeded;"
-    + "\nonconnect = (event) => setTimeout(() => {\n"
+    + "\nimportScripts('/tally.js');"
+    + "\nonconnect = (event) => setTimeout(async () => {\n"
     + DRAW
+    + "\nconst numbers = await (await fetch('/numbers.json')).json();"
+    + "\ndrawn.extra = `sum ${tally(numbers)}`;"
     + "\nevent.ports[0].postMessage({...drawn, first});\n}, 500);"
 )
+TALLY = "const tally = (numbers) => numbers.reduce((a, b) => a + b, 0) * %d;"
+NUMBERS = "[3, 4, 5]"
 PAGE = """<!doctype html><title>Harbour workers</title><h1>Harbour workers</h1>
 <button id="show">Show the workers</button><ul id="out"></ul><script>
 const got = {};
@@ -57,10 +63,20 @@ KINDS = ("dedicated:", "module:", "blob:", "shared:")
 
 
 def _kind(path: str) -> str:
+    if path.endswith(".json"):
+        return "application/json"
     return "text/javascript" if path.endswith(".js") else "text/html; charset=utf-8"
 
 
-def worker_site() -> LocalSite:
-    """The page at ``/`` (not started: use it in ``with``)."""
-    pages = {"/": PAGE, "/worker.js": WORKER, "/module.js": MODULE, "/extra.js": EXTRA, "/shared.js": SHARED}
+def worker_site(factor: int = 2) -> LocalSite:
+    """The page at ``/`` (not started: use it in ``with``); the SharedWorker's tally multiplies by ``factor``."""
+    pages = {
+        "/": PAGE,
+        "/worker.js": WORKER,
+        "/module.js": MODULE,
+        "/extra.js": EXTRA,
+        "/shared.js": SHARED,
+        "/tally.js": TALLY % factor,
+        "/numbers.json": NUMBERS,
+    }
     return LocalSite(pages_handler(pages, _kind))
