@@ -1,15 +1,18 @@
-"""Web Workers follow the documents' rules (issue 56, items 1 and 5): under seeding scheme 3 every
-worker — dedicated, module, from a ``blob:`` URL, shared — draws from the episode's seed before any
-of its own code runs, and in a replay its ``Date`` reads the recording's timeline.
+"""Web Workers follow the documents' rules (issue 56, items 1, 3, 5 and 8): under seeding scheme 3
+every worker — dedicated, module, from a ``blob:`` URL, shared — draws from the episode's seed before
+any of its own code runs, and in a replay its ``Date`` reads the recording's timeline; a SharedWorker's
+script and its own requests are recorded, and replayed from the archive.
 
 Real Chromium, a real local server (``tests/worker_site.py``): each worker draws ids at its top
-level and reads ``Date.now()``; the page shows them.
+level and reads ``Date.now()``; the page shows them, and the sum the SharedWorker computes from a
+script it imports and JSON it fetches.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.async_api import BrowserContext
@@ -24,15 +27,15 @@ from mmina.replayer import worker_clock
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import record_scripted, tree_lines
-from tests.worker_site import KINDS, worker_site
+from tests.worker_site import KINDS, NUMBERS, SHARED, worker_site
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 SCRIPT: list[dict[str, Any]] = [
     {"action": "click", "target": {"role": "button", "name": "Show the workers"}},
     {"action": "stop", "answer": "done"},
 ]
-DEDICATED = KINDS[:3]
-"""The workers that replay: dedicated ones, classic, module and from a ``blob:`` URL."""
+WORKER_OWN = ("/tally.js", "/numbers.json")
+"""What the SharedWorker asks for itself (the browser's HAR has none of it)."""
 SHOWN = "Array.from(document.querySelectorAll('#out li'), li => li.textContent)"
 
 
@@ -87,16 +90,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
 
 
 def test_a_replayed_worker_draws_as_recorded_and_reads_the_recorded_time(recorded) -> None:
-    """Replayed from the archive: every dedicated worker's ids are the recorded ones, and its clock
-    is the page's (the recording's time), though the replay runs seconds after the recording.
-    (A SharedWorker does not replay at all: Chromium hands its script's response to the worker
-    only, so the recording keeps no body for it — status 0 — and the replayed page shows
-    "shared: nothing".)"""
+    """Replayed from the archive: every worker's ids are the recorded ones (a SharedWorker's first
+    turn's too), and its clock is the page's (the recording's time), though the replay runs seconds
+    after the recording."""
     store, run_id = recorded
     shown = tree_lines(store, run_id, *KINDS)
     assert len(shown) == 4 and all(line.endswith("clock 0 s") for line in shown), shown
     report = replay_run(store, run_id, browser=BROWSER)
-    assert tree_lines(store, report.replay_run, *DEDICATED) == tree_lines(store, run_id, *DEDICATED)
+    assert tree_lines(store, report.replay_run, *KINDS) == shown
 
 
 def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorded, monkeypatch) -> None:
@@ -104,8 +105,45 @@ def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorde
     store, run_id = recorded
     monkeypatch.setattr(worker_clock, "WORKER_CLOCK", "void 0")
     report = replay_run(store, run_id, browser=BROWSER)
-    replayed = tree_lines(store, report.replay_run, *DEDICATED)
-    assert len(replayed) == 3 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+    replayed = tree_lines(store, report.replay_run, *KINDS)
+    assert len(replayed) == 4 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+
+
+def _rows(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
+    """A run's requests by path (the last of a path)."""
+    rows = store.read("requests", run_id=run_id).to_pylist()
+    return {urlsplit(row["url"]).path: row for row in rows if row["url"].startswith("http")}
+
+
+def _body(store: Store, row: dict[str, Any]) -> bytes:
+    return store.read_blobs([row["response_body"]])[row["response_body"]]
+
+
+def test_a_shared_worker_is_recorded_and_replayed_from_the_archive(recorded) -> None:
+    """A SharedWorker's script is stored with its body (before: status 0, no body, time -1), and so
+    are the requests the worker makes itself; replayed with the site serving other content on the
+    same address, the worker runs from the archive — its script and its own requests answered
+    exactly, nothing asked of the site — and computes what it computed when recorded (``sum 24``,
+    where the site's tally now makes ``sum 36``), every step equal."""
+    store, run_id = recorded
+    rows = _rows(store, run_id)
+    script = rows["/shared.js"]
+    assert script["status"] == 200 and script["time_ms"] >= 0, script
+    assert _body(store, script) == SHARED.encode()
+    assert _body(store, rows["/numbers.json"]) == NUMBERS.encode()
+    assert all(rows[path]["status"] == 200 for path in WORKER_OWN)
+    assert any("sum 24" in line for line in tree_lines(store, run_id, "shared:"))
+    port = int(urlsplit(script["url"]).port or 0)
+    asked: list[str] = []
+    with worker_site(factor=3, port=port, asked=asked):
+        report = replay_run(store, run_id, browser=BROWSER)
+    assert asked == []
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0 and episode.requests.unmatched == 0, episode
+    replayed = _rows(store, report.replay_run)
+    for path in ("/shared.js", *WORKER_OWN):
+        assert replayed[path]["replay_match"] == "exact" and replayed[path]["status"] == 200, replayed[path]
+    assert any("sum 24" in line for line in tree_lines(store, report.replay_run, "shared:"))
 
 
 CLOCK_CHECK = """(async () => {

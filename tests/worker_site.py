@@ -3,8 +3,9 @@ worker, a worker from a ``blob:`` URL and a SharedWorker, each drawing ``Math.ra
 ``crypto.getRandomValues`` and ``crypto.randomUUID`` at its top level, before anything else runs, and
 reading ``Date.now()``. The page shows what each sent once "Show the workers" is pressed: the ids,
 and how far the worker's clock was from the page's as its message arrived, in whole seconds. The
-SharedWorker shows what it draws half a second after a page connects (mmina holds it at its start
-by its script's response, ``mmina.recorder.shared_workers``: its first turn is seeded too); what it drew in its first turn is kept beside (``first``). The SharedWorker also imports a script
+SharedWorker shows what it draws half a second after a page connects, and what it drew in its first
+turn (``first``: mmina holds it at its start by its script's response,
+``mmina.recorder.shared_workers``, so that turn is seeded too). It also imports a script
 (``/tally.js``) and fetches ``/numbers.json`` itself, and the page shows the sum it computes from
 them (``sum 24``; a site made with ``factor`` 3 serves another tally: ``sum 36``)."""
 
@@ -53,8 +54,9 @@ document.getElementById('show').addEventListener('click', () => {
   for (const name of ['dedicated', 'module', 'blob', 'shared']) {
     const d = got[name];
     const line = document.createElement('li');
+    const first = d && d.first ? `first ${d.first.id} ` : '';
     line.textContent = d ? `${name}: ${d.id} ${d.words} ${d.uuid}${d.extra ? ' ' + d.extra : ''} ` +
-      `clock ${Math.round((d.now - d.heard) / 1000)} s` : `${name}: nothing`;
+      `${first}clock ${Math.round((d.now - d.heard) / 1000)} s` : `${name}: nothing`;
     out.append(line);
   }
 });
@@ -68,8 +70,9 @@ def _kind(path: str) -> str:
     return "text/javascript" if path.endswith(".js") else "text/html; charset=utf-8"
 
 
-def worker_site(factor: int = 2) -> LocalSite:
-    """The page at ``/`` (not started: use it in ``with``); the SharedWorker's tally multiplies by ``factor``."""
+def worker_site(factor: int = 2, port: int = 0, asked: list[str] | None = None) -> LocalSite:
+    """The page at ``/`` (not started: use it in ``with``) on ``port`` (0: a free one); the
+    SharedWorker's tally multiplies by ``factor``; each request's path is added to ``asked``."""
     pages = {
         "/": PAGE,
         "/worker.js": WORKER,
@@ -79,4 +82,12 @@ def worker_site(factor: int = 2) -> LocalSite:
         "/tally.js": TALLY % factor,
         "/numbers.json": NUMBERS,
     }
-    return LocalSite(pages_handler(pages, _kind))
+    handler = pages_handler(pages, _kind)
+
+    class Counted(handler):  # type: ignore[valid-type,misc]
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            if asked is not None:
+                asked.append(self.path)
+            super().do_GET()
+
+    return LocalSite(Counted, port)
