@@ -18,12 +18,16 @@ each worker at its start through DevTools, as a debugger does:
   the scripts are told later (:meth:`WorkerScripts.tell`: a replay's clock news).
 
 Shared workers are attached the same way by one browser-wide session, but that does not hold
-them: Playwright's own browser-wide session releases them at once, so a SharedWorker's first turn
-runs before or after its scripts as the browser's fetch of its script and mmina's messages race
-(a replay's router holds that request until the scripts are in: :meth:`WorkerScripts.ready`).
+them: Playwright's own browser-wide session releases them at once. What holds a SharedWorker is its
+script's response, which the page's session of mmina's own pauses until the worker has its scripts
+(``shared_workers.py``, with :meth:`WorkerScripts.ready`), as a replay's router holds its script's
+request. Before its scripts, a SharedWorker's channel runs the context's hooks (:data:`SharedHook`:
+``shared_workers.py`` enables its Network domain; a replay's router its Fetch domain, to answer the
+worker's own requests): :class:`WorkerChannel` sends calls to the worker and hands back its answers
+and events.
 
 Nothing in the page changes: the worker's URL, origin, module or classic type, CSP and sharing
-are the page's own. A context that has no worker scripts attaches to nothing. Workers that a
+are the page's own. A context that has no worker scripts nor hooks attaches to nothing. Workers that a
 worker starts (nested dedicated workers) are not held, and service workers are blocked (the
 browser context is made with ``service_workers="block"``, ``browser.py``).
 """

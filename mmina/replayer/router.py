@@ -22,6 +22,10 @@ its server held it. Documents, scripts, styles and images are answered at once.
 **Sockets.** A WebSocket the page opens is played from its recorded conversation by the clock
 (``mmina.replayer.sockets``), and what was said on it is kept for the replay run's ``requests``.
 
+**SharedWorkers.** Playwright routes a SharedWorker's script (the page's request) but not the
+requests the worker makes itself: those are paused in the worker (``Fetch`` on its DevTools
+channel, from before it runs) and answered here like any other (``mmina.replayer.worker_route``).
+
 **Streams.** A fetch/XHR body recorded in chunks (``x-mmina-chunks``) is fulfilled whole, with
 that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
 ``fetch`` in its recorded chunks at its recorded pace, so a page reading a stream sees what it
