@@ -10,6 +10,7 @@ script it imports and JSON it fetches.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ from mmina.recorder.web_workers import worker_scripts
 from mmina.replayer import worker_clock
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import record_scripted, tree_lines
+from tests.local_site import LocalSite, pages_handler, record_scripted, tree_lines
 from tests.worker_site import KINDS, NUMBERS, SHARED, worker_site
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -183,3 +184,35 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     assert seen["uncapped"] == 1_000_200  # news from behind moves nothing back or forth
     assert 1_000_490 <= seen["later"] <= 1_000_500  # ran on with real time, up to the new cap
     assert seen["dates"] == [True, 0, "string", True]
+
+
+SECRET = "Zq81fKx02LmA9wTokenValue"
+SESSION_PAGE = """<!doctype html><title>Session</title><p id="out">waiting</p><script>
+const worker = new SharedWorker('/session-worker.js');
+worker.port.onmessage = ({data}) => { document.getElementById('out').textContent = data; };
+worker.port.start();
+</script>"""
+SESSION_WORKER = """onconnect = async (event) => {
+  const session = await (await fetch('/session.json')).json();
+  event.ports[0].postMessage(`signed in, token of ${session.access_token.length} characters`);
+};"""
+
+
+def test_a_shared_workers_bodies_are_redacted_like_any_other(tmp_path) -> None:
+    """A secret in a response only the SharedWorker fetched (a JSON ``access_token``) is redacted
+    from the stored body, as in any response the page fetched; the row says redaction changed it."""
+    pages = {
+        "/": SESSION_PAGE,
+        "/session-worker.js": SESSION_WORKER,
+        "/session.json": f'{{"access_token": "{SECRET}"}}',
+    }
+    kinds = {"/": "text/html", "/session-worker.js": "text/javascript", "/session.json": "application/json"}
+    script = [{"action": "stop", "answer": "done"}]
+    with LocalSite(pages_handler(pages, lambda path: kinds.get(path, "text/plain"))) as site:
+        store, summary = record_scripted(tmp_path, site.url, "session", "Sign in.", script, BROWSER)
+    assert any("token of 24 characters" in line for line in tree_lines(store, summary.run_id, "signed in"))
+    row = _rows(store, summary.run_id)["/session.json"]
+    stored = _body(store, row)
+    assert row["status"] == 200 and SECRET.encode() not in stored and b"access_token" in stored, stored
+    assert row["received_body_size"] == len(pages["/session.json"])
+    assert row["received_body_sha256"] != hashlib.sha256(stored).hexdigest()  # what replay flags as changed
