@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -119,8 +119,13 @@ class SharedWorkers:
         await send(session, "Fetch.enable", {"patterns": [SCRIPT_PATTERN]})
 
     def entries(self) -> list[dict[str, Any]]:
-        """The workers' own requests as HAR entries."""
-        return [exchange.har_entry() for exchange in self.exchanges]
+        """The workers' own requests as HAR entries; one still in flight has no response (as the
+        HAR has a page's: a long-poll replays as it was, unanswered)."""
+        unfinished = {id(exchange) for exchange, _sent in self._open.values()}
+        return [
+            (replace(e, status=-1, headers=[], body=None, size=0) if id(e) in unfinished else e).har_entry()
+            for e in self.exchanges
+        ]
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)
