@@ -243,6 +243,9 @@ class ArchiveRouter:
         """The context's Web Worker scripts (``mmina.recorder.web_workers``), once prepared."""
         self._worker_routes: set[asyncio.Task[None]] = set()
         """SharedWorkers' own requests being answered (``mmina.replayer.worker_route``)."""
+        self._worker_channels: list[WorkerChannel] = []
+        self._workers_live = False
+        """Whether SharedWorkers' own requests go to the network (:meth:`let_workers_go`)."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -263,14 +266,30 @@ class ArchiveRouter:
     async def _shared_worker(self, _start: WorkerStart, channel: WorkerChannel) -> None:
         """A SharedWorker's own requests are answered from the archive too, through its channel
         (``mmina.replayer.worker_route``), from before it runs."""
+        if self._workers_live:
+            return
 
         def paused(event: dict[str, object]) -> None:
-            task = asyncio.get_running_loop().create_task(self._handle(WorkerRoute(channel, event)))
+            route = WorkerRoute(channel, event)
+            work = _continued(route) if self._workers_live else self._handle(route)
+            task = asyncio.get_running_loop().create_task(work)
             self._worker_routes.add(task)
             task.add_done_callback(self._worker_routes.discard)
 
         channel.on("Fetch.requestPaused", paused)
+        self._worker_channels.append(channel)
         await channel.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+
+    async def let_workers_go(self) -> None:
+        """From now on SharedWorkers' own requests go to the network, as the context's do once it
+        is no longer routed (a hand-over to the live web: ``mmina.replayer.handover``)."""
+        self._workers_live = True
+        channels, self._worker_channels = self._worker_channels, []
+        for channel in channels:
+            try:
+                await channel.call("Fetch.disable")
+            except (TimeoutError, PlaywrightError):
+                pass  # the worker went away meanwhile
 
     async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, played in time
@@ -702,6 +721,14 @@ class ArchiveRouter:
         )
         self._last_match = exchange
         return exchange
+
+
+async def _continued(route: WorkerRoute) -> None:
+    """A SharedWorker's request let go to the network (after a hand-over)."""
+    try:
+        await route.continue_()
+    except PlaywrightError:
+        pass  # the worker went away meanwhile
 
 
 def due_on_timeline(asked: float, took: float, landed: float | None, observed: float | None = None) -> float:
