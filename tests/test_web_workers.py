@@ -25,6 +25,8 @@ from mmina.recorder.chromium import find_chromium
 from mmina.recorder.seeding import PER_CALL_SITE, WORKERS_TOO, Seeding
 from mmina.recorder.web_workers import worker_scripts
 from mmina.replayer import worker_clock
+from mmina.replayer.archive import Archive, exchanges_from_rows
+from mmina.replayer.handover import HandOverRouter
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, pages_handler, record_scripted, tree_lines
@@ -216,3 +218,39 @@ def test_a_shared_workers_bodies_are_redacted_like_any_other(tmp_path) -> None:
     assert row["status"] == 200 and SECRET.encode() not in stored and b"access_token" in stored, stored
     assert row["received_body_size"] == len(pages["/session.json"])
     assert row["received_body_sha256"] != hashlib.sha256(stored).hexdigest()  # what replay flags as changed
+
+
+def test_after_a_hand_over_a_shared_workers_own_requests_go_live(recorded) -> None:
+    """A hop-conditioned episode's prefix runs the SharedWorker from the archive (the site is asked
+    nothing); after the hand-over the worker, still alive, sends its next fetch to the live site."""
+    store, run_id = recorded
+    rows = store.read("requests", run_id=run_id).to_pylist()
+    digests = sorted({row["response_body"] for row in rows if row["response_body"]})
+    archive = Archive(exchanges_from_rows(rows, store.read_blobs(digests)))
+    router = HandOverRouter(archive, store.read("episodes", run_id=run_id).to_pylist()[0]["started_at"])
+    url = _rows(store, run_id)["/"]["url"]
+    asked: list[str] = []
+    session = BrowserSession(BROWSER)
+    try:
+        with worker_site(factor=3, port=int(urlsplit(url).port or 0), asked=asked):
+            browser = session.episode(None, router.prepare)
+            try:
+                browser.open((url,))
+                session.run(browser.context.pages[0].wait_for_function("'shared' in got", timeout=10_000))
+                in_prefix = list(asked)
+                session.run(router.hand_over())
+                second = session.run(_connect_again(browser.context, url))
+            finally:
+                browser.close()
+    finally:
+        session.close()
+    assert in_prefix == []
+    assert "/numbers.json" in asked and "/shared.js" not in asked, asked  # the same worker, now live
+    assert second == "sum 24"  # its tally was imported in the prefix; the live numbers are the same
+
+
+async def _connect_again(context: BrowserContext, url: str) -> str:
+    page = await context.new_page()
+    await page.goto(url)
+    await page.wait_for_function("'shared' in got", timeout=10_000)
+    return await page.evaluate("got.shared.extra")
