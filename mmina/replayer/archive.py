@@ -44,10 +44,11 @@ recorded, e.g. because routing turns off the HTTP cache). A candidate whose body
 could not keep (a poll of a page that went into the back-forward cache while its answer came, a
 fetch whose page navigated away before the recorder read the body) still takes its own place in
 that order, with its own timing, but is answered with the body of the nearest candidate that kept
-one (the next, else the previous; where a request matched it alone, exactly, of its own repeats): the page that reads it gets a body, and the exchanges after it
-keep theirs. Passing it over instead would hand its turn's request the *next* recorded answer, whose
-moment is an observation later: a paced replay then holds it for that observation
-(``mmina.replayer.turns``), and the page is observed still waiting for it.
+one (the next, else the previous; where a request matched it alone, exactly, of its own repeats):
+the page that reads it gets a body, and the exchanges after it keep theirs. Passing it over
+instead would hand its turn's request the *next* recorded answer, whose moment is an observation
+later: a paced replay then holds it for that observation (``mmina.replayer.turns``), and the page
+is observed still waiting for it.
 """
 
 from __future__ import annotations
