@@ -159,3 +159,22 @@ def serve_late(monkeypatch: Any, suffix: str, seconds: float) -> None:
         await deliver(self, route, reply)
 
     monkeypatch.setattr(ArchiveRouter, "_deliver", late)
+
+
+def hand_chunks_late(monkeypatch: Any, seconds: float) -> None:
+    """Make a paced replay hand the page each chunk of a stream recorded in chunks ``seconds``
+    later than it would (as a loaded machine answers each chunk's ``__mminaChunk`` call late: the
+    page asks for the next one only once it has this one), the page's time running meanwhile, for
+    the rest of the test."""
+    import asyncio
+
+    from mmina.replayer.router import ArchiveRouter
+
+    hand = ArchiveRouter._chunk
+
+    async def late(self: ArchiveRouter, source: object, stream: str, index: int) -> None:
+        if index >= 0:
+            await asyncio.sleep(seconds)
+        await hand(self, source, stream, index)
+
+    monkeypatch.setattr(ArchiveRouter, "_chunk", late)

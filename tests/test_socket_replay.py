@@ -26,7 +26,7 @@ from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.archive import Archive, Exchange
 from mmina.replayer.fidelity import compare_sockets
-from mmina.replayer.pace import LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
+from mmina.replayer.pace import FROZEN_RENDER_S, LOADING_MAX_S, MARGIN_S, RENDER_S, PacedSteps, RecordedPace
 from mmina.replayer.replays import replay_run
 from mmina.replayer.router import ArchiveRouter, said_before
 from mmina.replayer.sockets import (
@@ -455,6 +455,60 @@ def test_an_observation_waiting_for_the_reply_to_what_the_page_has_not_said_lets
     paced.before_observe(_Page(clock, ready_at=0.0), 0)
     assert said and said[0] < 1.5 and clock.now < 1.5 + 0.11  # not the bound: 1.0 + LOADING_MAX_S
     assert timeline.now() <= 1.0 + MARGIN_S + 1e-9
+
+
+def _on_timeline(clock: _Clock) -> PacedSteps:
+    paced = PacedSteps(_pace(clock).recorded, clock, clock.sleep, timeline=Timeline(clock))
+    paced.begin()
+    return paced
+
+
+def test_a_delivery_is_overdue_on_the_page_s_time_not_on_the_machine_s() -> None:
+    """A stream's chunk due 0.3 s into the replay (the recording had it before observation 0, at
+    1.0 s) reaches the page at 3.5 s on the machine's clock (a loaded machine hands it over late),
+    the page's time standing at the observation's moment from 1.0 s: it is 0.7 s late on the page's
+    time, never more, and observation 0 waits for it (before, it gave up at 2.3 s, the chunk "2 s
+    overdue", and read the page without it). A delivery already ``OVERDUE_S`` late on the page's
+    time (τ ran past it) is still not waited for."""
+    clock = _Clock()
+    paced = _on_timeline(clock)
+    turns = paced.turns
+    turns.expect(("stream", "queue"), 0, due=0.3)
+    turns.expect(("stream", "abandoned"), 0, due=1.0 - OVERDUE_S - 0.5)  # τ ran 2.5 s past it
+    clock.events.append((3.5, lambda: turns.delivered(("stream", "queue"), 3.5)))
+    paced.before_observe(_Page(clock, ready_at=3.5), 0)  # the page shows the chunk once it has it
+    assert turns.delivered_at == 3.5
+    assert 3.5 <= clock.now < 3.5 + 0.11  # not the bound, 1.0 + LOADING_MAX_S: the abandoned one
+    assert paced.timeline is not None and paced.timeline.now() == 1.0  # the page's time stood
+
+
+def test_a_delivery_late_on_the_page_s_time_is_overdue_however_long_the_page_stood_before() -> None:
+    """The page's time stood 3 s before the chunk's due moment was reckoned (a response served
+    late): that standing does not excuse it; the page's time then ran 2.5 s past it, so it is
+    overdue and observation 0 does not wait for it."""
+    clock = _Clock()
+    paced = _on_timeline(clock)
+    assert paced.timeline is not None
+    paced.timeline.hold("late", 0.0)
+    clock.now = 3.0
+    paced.timeline.lift("late")
+    turns = paced.turns
+    assert abs(turns.stood() - 3.0) < 1e-9
+    turns.expect(("stream", "abandoned"), 0, due=3.0 - 1.5)  # reckoned now: due 1.5 s ago
+    clock.now = 4.0  # τ reaches observation 0's moment (1.0) only now, the chunk 2.5 s late on it
+    paced.before_observe(_Page(clock, ready_at=0.0), 0)
+    assert turns.delivered_at is None and clock.now < 4.0 + FROZEN_RENDER_S + 0.11
+
+
+def test_a_delivery_that_never_comes_is_waited_for_no_longer_than_the_observation_s_bound() -> None:
+    """A stream the page abandoned 0.5 s before the observation's moment, the page's time then
+    standing at the moment: never overdue on the page's time, and waited for only until the
+    observation's own bound (``LOADING_MAX_S`` after its moment)."""
+    clock = _Clock()
+    paced = _on_timeline(clock)
+    paced.turns.expect(("stream", "abandoned"), 0, due=0.5)
+    paced.before_observe(_Page(clock, ready_at=0.0), 0)
+    assert 1.0 + LOADING_MAX_S <= clock.now < 1.0 + LOADING_MAX_S + FROZEN_RENDER_S + 0.11
 
 
 def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None:

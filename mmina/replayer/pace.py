@@ -207,8 +207,9 @@ class PacedSteps:
         self.timeline = timeline
         self._start = clock()
         self._anchored = False
-        self.turns = Turns(recorded.observed_at)
-        """The order of deliveries and observations, shared with the episode's router (see the module)."""
+        self.turns = Turns(recorded.observed_at, timeline.stood_still if timeline is not None else None)
+        """The order of deliveries and observations, shared with the episode's router (see the
+        module); on the timeline, a delivery's lateness is counted on the page's time."""
         self.observed_until: float | None = None
         """When the replay's last observation was taken (wall-clock seconds, as traffic is timed):
         what reached the page before it is what the observations could show."""

@@ -529,11 +529,13 @@ class ArchiveRouter:
             offsets = [
                 float(part.partition("@")[2] or 0) / 1e3 for part in reply.headers[CHUNKS_HEADER].split(",")
             ]
+            stood = self.turns.stood()  # the chunks are due on the page's clock from now
             chunks = [
                 Expected(
                     self.turns.slot(reply.arrived_at + offset) + held.shift,
                     now + offset,
                     reply.arrived_at + offset,
+                    stood=stood,
                 )
                 for offset in offsets
             ]

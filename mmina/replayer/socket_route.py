@@ -234,7 +234,4 @@ class SocketPlayer:
 
 def _stood(timeline: Timeline | None) -> float:
     """How long τ has stood still so far (0 without a timeline)."""
-    if timeline is None:
-        return 0.0
-    timeline.now()  # brings its account up to this moment
-    return timeline.stalled_s
+    return timeline.stood_still() if timeline is not None else 0.0

@@ -92,6 +92,14 @@ class Timeline:
         with self._lock:
             return self._advance(self._clock())
 
+    def stood_still(self) -> float:
+        """Real seconds τ has stood still at a cap so far (``stalled_s`` brought up to this moment):
+        how much later than the recording's page the replay's page is at anything timed on its
+        clock since then."""
+        with self._lock:
+            self._advance(self._clock())
+            return self.stalled_s
+
     def cap(self) -> float:
         """The moment τ may not pass now (``math.inf``: none)."""
         with self._lock:

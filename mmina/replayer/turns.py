@@ -19,8 +19,20 @@ An observation's moment is the middle of its tree read (``steps.started_at`` plu
 observation *s* waits for every delivery of slot *s* or lower that is on its way. What is on
 its way is what the replay knows it will deliver (:meth:`Turns.expect`: a socket's next
 message, a response it holds, a stream's next chunk) with the moment it expects to; a delivery
-overdue by more than ``OVERDUE_S`` is not waited for (a stream the page abandoned), and
-nothing is waited for past the observation's own bound (the pacer's).
+overdue by more than ``OVERDUE_S`` *of the page's time* is not waited for (a stream the page
+abandoned), and nothing is waited for past the observation's own bound (the pacer's).
+
+**Overdue on the page's time.** A paced replay's page time (τ, ``mmina.replayer.timeline``)
+stands still wherever the replay is slower than its recording — a response served late, an
+observation waiting at its moment for what the recording's page had by then — and what the page
+times from its clock (a stream's next chunk) comes that much later on the machine's clock. So
+how late a delivery is counts the machine's seconds since it was due *less* those in which τ
+stood still since its due moment was reckoned (:attr:`Expected.stood`, against the stall account
+``Turns`` is given: ``Timeline.stood_still``): a loaded replay whose stream reaches the page over
+3 s where it took 0.3 s is waited for, as its page's time stood still meanwhile (an observation
+waiting for it holds τ at its moment, so while it waits the chunk grows no later), while a
+stream the page abandoned is given up on once the page's time has run ``OVERDUE_S`` past it.
+Without a timeline the page's time is the machine's, and lateness is counted on it.
 
 **A request asked earlier than recorded.** A fetch's or XHR's answer has the slot it arrived in
 when recorded, but is never held for more observations after the moment the replay's page asks
@@ -44,10 +56,11 @@ import asyncio
 import bisect
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 OVERDUE_S = 2.0
-"""A delivery this late is not coming (a stream the page abandoned): observations stop waiting for it."""
+"""A delivery this late on the page's time is not coming (a stream the page abandoned):
+observations stop waiting for it (see the module)."""
 TURN_MAX_S = 60.0
 """No delivery is held longer than this for an observation (an episode that stopped observing)."""
 
@@ -63,13 +76,19 @@ class Expected:
     on_page: bool = False
     """It waits for something the page has not said yet (a socket's reply to a page message):
     ``due`` is only when the page is given up on, and the page's own work may have to run first."""
+    stood: float | None = None
+    """How long the page's time had stood still when ``due`` was reckoned (``Turns.stood``;
+    None: when it was expected): its lateness leaves out the page's standing since."""
 
 
 class Turns:
     """The order of one replayed episode's deliveries and observations (see the module)."""
 
-    def __init__(self, observed_at: Sequence[float]) -> None:
+    def __init__(self, observed_at: Sequence[float], stood: Callable[[], float] | None = None) -> None:
         self._observed = sorted(observed_at)
+        self._stood = stood
+        """How long the page's time has stood still so far (real seconds: ``Timeline.stood_still``;
+        None: it never stands, the page's time is the machine's)."""
         """When each recorded observation read the page (wall-clock seconds, as the recording's traffic is timed)."""
         self.taken = 0
         """Observations the replay has taken."""
@@ -82,6 +101,17 @@ class Turns:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: set[asyncio.Event] = set()
         self._listeners: list[Callable[[], None]] = []
+
+    def stood(self) -> float:
+        """How long the page's time has stood still so far (real seconds; 0 without a timeline)."""
+        return self._stood() if self._stood is not None else 0.0
+
+    def late(self, expected: Expected, now: float, stood: float | None = None) -> float:
+        """How late ``expected`` is at ``now`` (``time.monotonic()``) on the page's time: the
+        seconds since it was due, less those the page's time stood still since it was reckoned
+        (``stood``: :meth:`stood` read already)."""
+        since = 0.0 if expected.stood is None else (self.stood() if stood is None else stood) - expected.stood
+        return now - expected.due - max(0.0, since)
 
     def slot(self, recorded_at: float) -> int:
         """The slot of a delivery recorded at ``recorded_at`` (wall-clock seconds)."""
@@ -124,19 +154,33 @@ class Turns:
         self._listeners.append(listener)
 
     def expect(
-        self, key: Hashable, slot: int, due: float, recorded: float | None = None, on_page: bool = False
+        self,
+        key: Hashable,
+        slot: int,
+        due: float,
+        recorded: float | None = None,
+        on_page: bool = False,
+        stood: float | None = None,
     ) -> None:
         """A delivery (``key``: its source) is on its way, due at ``due`` (received by the recording
-        at ``recorded``; ``on_page``: once the page has said something, see :class:`Expected`);
-        replaces the source's last."""
+        at ``recorded``; ``on_page``: once the page has said something; ``stood``: the page's
+        standing when ``due`` was reckoned, default now; see :class:`Expected`); replaces the
+        source's last."""
+        expected = self._stamped(Expected(slot, due, recorded, on_page, stood))
         with self._lock:
-            self._expected[key] = Expected(slot, due, recorded, on_page)
+            self._expected[key] = expected
+
+    def _stamped(self, expected: Expected) -> Expected:
+        """``expected`` with its ``stood`` read now if it has none (outside the lock: the timeline
+        takes its own)."""
+        return expected if expected.stood is not None else replace(expected, stood=self.stood())
 
     def delivered(
         self, key: Hashable, now: float, more: Expected | None = None, recorded: float | None = None
     ) -> None:
         """``key``'s delivery reached the page at ``now``; ``more``: its source's next one, if any;
         ``recorded``: when the recording received it (default: as expected)."""
+        more = self._stamped(more) if more is not None else None
         with self._lock:
             expected = self._expected.pop(key, None)
             if more is not None:
@@ -158,7 +202,8 @@ class Turns:
 
     def awaited(self, index: int, now: float, until: float) -> float | None:
         """When the next delivery observation ``index`` must wait for is due (None: nothing to
-        wait for): one of its slot or lower, due by ``until`` and not overdue."""
+        wait for): one of its slot or lower, due by ``until`` and not overdue (late by more than
+        ``OVERDUE_S`` on the page's time, see the module)."""
         return min((e.due for e in self._awaited(index, now, until)), default=None)
 
     def awaits_page(self, index: int, now: float, until: float) -> bool:
@@ -168,9 +213,9 @@ class Turns:
 
     def _awaited(self, index: int, now: float, until: float) -> list[Expected]:
         with self._lock:
-            return [
-                e for e in self._expected.values() if e.slot <= index and now - OVERDUE_S <= e.due <= until
-            ]
+            due = [e for e in self._expected.values() if e.slot <= index and e.due <= until]
+        stood = self.stood()
+        return [e for e in due if self.late(e, now, stood) <= OVERDUE_S]
 
     def observed(self, index: int) -> None:
         """The replay took observation ``index``: deliveries of the next slot may go."""
