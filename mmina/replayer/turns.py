@@ -86,10 +86,10 @@ class Turns:
 
     def __init__(self, observed_at: Sequence[float], stood: Callable[[], float] | None = None) -> None:
         self._observed = sorted(observed_at)
+        """When each recorded observation read the page (wall-clock seconds, as the recording's traffic is timed)."""
         self._stood = stood
         """How long the page's time has stood still so far (real seconds: ``Timeline.stood_still``;
         None: it never stands, the page's time is the machine's)."""
-        """When each recorded observation read the page (wall-clock seconds, as the recording's traffic is timed)."""
         self.taken = 0
         """Observations the replay has taken."""
         self._lock = threading.Lock()
