@@ -93,6 +93,14 @@ async def _measure(url: str, tls: bool) -> dict[str, float]:
     return {way: statistics.median(values) for way, values in times.items()}
 
 
+def delivery_section() -> Section:
+    """``python -m bench --only delivery``: these figures alone, in the ``realweb`` section they
+    belong to (they replace only themselves in ``results.json``)."""
+    section = Section("realweb", partial=True)
+    add_delivery(section)
+    return section
+
+
 def add_delivery(section: Section) -> None:
     for scheme in ("http", "https"):
         tls = server_context() if scheme == "https" else None
