@@ -20,7 +20,7 @@ from playwright.async_api import BrowserContext, Route
 
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.recording import RecordConfig, RunSummary, record_run
-from mmina.replayer.archive import REDACTED, Archive, Exchange, Matcher, reply_for
+from mmina.replayer.archive import REDACTED, Archive, Exchange, Matcher, MatchKind, reply_for
 from mmina.replayer.replays import ReplayReport, replay_run
 from mmina.replayer.router import ArchiveRouter
 from mmina.replayer.turns import Turns
@@ -134,6 +134,18 @@ def test_a_repeated_request_whose_body_the_recording_lost_keeps_its_place_and_ge
     ]  # the last lost one: the previous kept body
     assert not any(e.body_missing for e in served) and served[1].headers == archive.exchanges[2].headers
     assert [e.body_of for e in served] == [None, 2, None, 2, 2]  # the stand-ins, for the replay report
+    news = "http://shop.test/api/news?_=17965812{}"
+    clocked = Archive(
+        [
+            Exchange(0, "GET", news.format(49094), 200, headers=lost, started_ms=1_000.0),
+            Exchange(1, "GET", news.format(50202), 200, body=b'{"items": []}', started_ms=2_000.0),
+        ]
+    )
+    exactly = Matcher(clocked).match("GET", news.format(49094))  # the page's clock read the recorded ms
+    assert exactly.kind is MatchKind.EXACT and (exactly.exchange.body, exactly.exchange.body_of) == (
+        b'{"items": []}',
+        1,
+    )  # its only candidate lost its body: a repeat's answers it
     only_lost = Matcher(Archive([Exchange(0, "GET", "http://shop.test/a", 200, headers=lost)]))
     assert only_lost.match("GET", "http://shop.test/a").exchange.body_missing  # nothing better to give
 

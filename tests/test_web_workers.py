@@ -1,15 +1,19 @@
-"""Web Workers follow the documents' rules (issue 56, items 1 and 5): under seeding scheme 3 every
-worker — dedicated, module, from a ``blob:`` URL, shared — draws from the episode's seed before any
-of its own code runs, and in a replay its ``Date`` reads the recording's timeline.
+"""Web Workers follow the documents' rules (issue 56, items 1, 3, 5 and 8): under seeding scheme 3
+every worker — dedicated, module, from a ``blob:`` URL, shared — draws from the episode's seed before
+any of its own code runs, and in a replay its ``Date`` reads the recording's timeline; a SharedWorker's
+script and its own requests are recorded, and replayed from the archive.
 
 Real Chromium, a real local server (``tests/worker_site.py``): each worker draws ids at its top
-level and reads ``Date.now()``; the page shows them.
+level and reads ``Date.now()``; the page shows them, and the sum the SharedWorker computes from a
+script it imports and JSON it fetches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.async_api import BrowserContext
@@ -21,18 +25,20 @@ from mmina.recorder.chromium import find_chromium
 from mmina.recorder.seeding import PER_CALL_SITE, WORKERS_TOO, Seeding
 from mmina.recorder.web_workers import worker_scripts
 from mmina.replayer import worker_clock
+from mmina.replayer.archive import Archive, exchanges_from_rows
+from mmina.replayer.handover import HandOverRouter
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import record_scripted, tree_lines
-from tests.worker_site import KINDS, worker_site
+from tests.local_site import LocalSite, pages_handler, record_scripted, tree_lines
+from tests.worker_site import KINDS, NUMBERS, SHARED, worker_site
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 SCRIPT: list[dict[str, Any]] = [
     {"action": "click", "target": {"role": "button", "name": "Show the workers"}},
     {"action": "stop", "answer": "done"},
 ]
-DEDICATED = KINDS[:3]
-"""The workers that replay: dedicated ones, classic, module and from a ``blob:`` URL."""
+WORKER_OWN = ("/tally.js", "/numbers.json")
+"""What the SharedWorker asks for itself (the browser's HAR has none of it)."""
 SHOWN = "Array.from(document.querySelectorAll('#out li'), li => li.textContent)"
 
 
@@ -87,16 +93,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
 
 
 def test_a_replayed_worker_draws_as_recorded_and_reads_the_recorded_time(recorded) -> None:
-    """Replayed from the archive: every dedicated worker's ids are the recorded ones, and its clock
-    is the page's (the recording's time), though the replay runs seconds after the recording.
-    (A SharedWorker does not replay at all: Chromium hands its script's response to the worker
-    only, so the recording keeps no body for it — status 0 — and the replayed page shows
-    "shared: nothing".)"""
+    """Replayed from the archive: every worker's ids are the recorded ones (a SharedWorker's first
+    turn's too), and its clock is the page's (the recording's time), though the replay runs seconds
+    after the recording."""
     store, run_id = recorded
     shown = tree_lines(store, run_id, *KINDS)
     assert len(shown) == 4 and all(line.endswith("clock 0 s") for line in shown), shown
     report = replay_run(store, run_id, browser=BROWSER)
-    assert tree_lines(store, report.replay_run, *DEDICATED) == tree_lines(store, run_id, *DEDICATED)
+    assert tree_lines(store, report.replay_run, *KINDS) == shown
 
 
 def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorded, monkeypatch) -> None:
@@ -104,8 +108,45 @@ def test_without_the_worker_clock_a_replayed_worker_reads_the_wall_clock(recorde
     store, run_id = recorded
     monkeypatch.setattr(worker_clock, "WORKER_CLOCK", "void 0")
     report = replay_run(store, run_id, browser=BROWSER)
-    replayed = tree_lines(store, report.replay_run, *DEDICATED)
-    assert len(replayed) == 3 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+    replayed = tree_lines(store, report.replay_run, *KINDS)
+    assert len(replayed) == 4 and not any(line.endswith("clock 0 s") for line in replayed), replayed
+
+
+def _rows(store: Store, run_id: str) -> dict[str, dict[str, Any]]:
+    """A run's requests by path (the last of a path)."""
+    rows = store.read("requests", run_id=run_id).to_pylist()
+    return {urlsplit(row["url"]).path: row for row in rows if row["url"].startswith("http")}
+
+
+def _body(store: Store, row: dict[str, Any]) -> bytes:
+    return store.read_blobs([row["response_body"]])[row["response_body"]]
+
+
+def test_a_shared_worker_is_recorded_and_replayed_from_the_archive(recorded) -> None:
+    """A SharedWorker's script is stored with its body (before: status 0, no body, time -1), and so
+    are the requests the worker makes itself; replayed with the site serving other content on the
+    same address, the worker runs from the archive — its script and its own requests answered
+    exactly, nothing asked of the site — and computes what it computed when recorded (``sum 24``,
+    where the site's tally now makes ``sum 36``), every step equal."""
+    store, run_id = recorded
+    rows = _rows(store, run_id)
+    script = rows["/shared.js"]
+    assert script["status"] == 200 and script["time_ms"] >= 0, script
+    assert _body(store, script) == SHARED.encode()
+    assert _body(store, rows["/numbers.json"]) == NUMBERS.encode()
+    assert all(rows[path]["status"] == 200 for path in WORKER_OWN)
+    assert any("sum 24" in line for line in tree_lines(store, run_id, "shared:"))
+    port = int(urlsplit(script["url"]).port or 0)
+    asked: list[str] = []
+    with worker_site(factor=3, port=port, asked=asked):
+        report = replay_run(store, run_id, browser=BROWSER)
+    assert asked == []
+    episode = report.episodes[0]
+    assert episode.fidelity == 1.0 and episode.requests.unmatched == 0, episode
+    replayed = _rows(store, report.replay_run)
+    for path in ("/shared.js", *WORKER_OWN):
+        assert replayed[path]["replay_match"] == "exact" and replayed[path]["status"] == 200, replayed[path]
+    assert any("sum 24" in line for line in tree_lines(store, report.replay_run, "shared:"))
 
 
 CLOCK_CHECK = """(async () => {
@@ -145,3 +186,71 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     assert seen["uncapped"] == 1_000_200  # news from behind moves nothing back or forth
     assert 1_000_490 <= seen["later"] <= 1_000_500  # ran on with real time, up to the new cap
     assert seen["dates"] == [True, 0, "string", True]
+
+
+SECRET = "Zq81fKx02LmA9wTokenValue"
+SESSION_PAGE = """<!doctype html><title>Session</title><p id="out">waiting</p><script>
+const worker = new SharedWorker('/session-worker.js');
+worker.port.onmessage = ({data}) => { document.getElementById('out').textContent = data; };
+worker.port.start();
+</script>"""
+SESSION_WORKER = """onconnect = async (event) => {
+  const session = await (await fetch('/session.json')).json();
+  event.ports[0].postMessage(`signed in, token of ${session.access_token.length} characters`);
+};"""
+
+
+def test_a_shared_workers_bodies_are_redacted_like_any_other(tmp_path) -> None:
+    """A secret in a response only the SharedWorker fetched (a JSON ``access_token``) is redacted
+    from the stored body, as in any response the page fetched; the row says redaction changed it."""
+    pages = {
+        "/": SESSION_PAGE,
+        "/session-worker.js": SESSION_WORKER,
+        "/session.json": f'{{"access_token": "{SECRET}"}}',
+    }
+    kinds = {"/": "text/html", "/session-worker.js": "text/javascript", "/session.json": "application/json"}
+    script = [{"action": "stop", "answer": "done"}]
+    with LocalSite(pages_handler(pages, lambda path: kinds.get(path, "text/plain"))) as site:
+        store, summary = record_scripted(tmp_path, site.url, "session", "Sign in.", script, BROWSER)
+    assert any("token of 24 characters" in line for line in tree_lines(store, summary.run_id, "signed in"))
+    row = _rows(store, summary.run_id)["/session.json"]
+    stored = _body(store, row)
+    assert row["status"] == 200 and SECRET.encode() not in stored and b"access_token" in stored, stored
+    assert row["received_body_size"] == len(pages["/session.json"])
+    assert row["received_body_sha256"] != hashlib.sha256(stored).hexdigest()  # what replay flags as changed
+
+
+def test_after_a_hand_over_a_shared_workers_own_requests_go_live(recorded) -> None:
+    """A hop-conditioned episode's prefix runs the SharedWorker from the archive (the site is asked
+    nothing); after the hand-over the worker, still alive, sends its next fetch to the live site."""
+    store, run_id = recorded
+    rows = store.read("requests", run_id=run_id).to_pylist()
+    digests = sorted({row["response_body"] for row in rows if row["response_body"]})
+    archive = Archive(exchanges_from_rows(rows, store.read_blobs(digests)))
+    router = HandOverRouter(archive, store.read("episodes", run_id=run_id).to_pylist()[0]["started_at"])
+    url = _rows(store, run_id)["/"]["url"]
+    asked: list[str] = []
+    session = BrowserSession(BROWSER)
+    try:
+        with worker_site(factor=3, port=int(urlsplit(url).port or 0), asked=asked):
+            browser = session.episode(None, router.prepare)
+            try:
+                browser.open((url,))
+                session.run(browser.context.pages[0].wait_for_function("'shared' in got", timeout=10_000))
+                in_prefix = list(asked)
+                session.run(router.hand_over())
+                second = session.run(_connect_again(browser.context, url))
+            finally:
+                browser.close()
+    finally:
+        session.close()
+    assert in_prefix == []
+    assert "/numbers.json" in asked and "/shared.js" not in asked, asked  # the same worker, now live
+    assert second == "sum 24"  # its tally was imported in the prefix; the live numbers are the same
+
+
+async def _connect_again(context: BrowserContext, url: str) -> str:
+    page = await context.new_page()
+    await page.goto(url)
+    await page.wait_for_function("'shared' in got", timeout=10_000)
+    return await page.evaluate("got.shared.extra")

@@ -10,7 +10,8 @@ others. Which Chromium, and with which arguments, is ``mmina.recorder.chromium``
 
 This module, ``browser_loop.py``, ``chromium.py``, ``episode_browser.py``, ``tabs.py``,
 ``settling.py``, ``observing.py``, ``acting.py``, ``shots.py``, ``freezing.py``, ``streams.py``,
-``web_workers.py`` and ``har.py`` are the only recorder modules that touch Playwright.
+``web_workers.py``, ``shared_workers.py`` and ``har.py`` are the only recorder modules that touch
+Playwright.
 """
 
 from __future__ import annotations

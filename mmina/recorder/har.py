@@ -1,8 +1,10 @@
 """From the browser's HAR archive to ``requests`` rows and body blobs, secrets redacted.
 
 Bodies the HAR lacks come from ``streams.py``: EventSource messages, fetch/XHR bodies tapped
-as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body), and the
-bodies of a page that moved on right after loading them, read by mmina's session as it did.
+as they arrived (a stream the page aborted, which Chromium's HAR keeps without a body), the
+bodies of a page that moved on right after loading them, read by mmina's session as it did, and
+a SharedWorker's traffic (``shared_workers.py``: its script's response, and the requests the
+worker makes itself, which the HAR does not have at all).
 Two headers of mmina's own go into a row's ``response_headers`` (no store column needed):
 
 * ``x-mmina-chunks``: how the body arrived, ``size@ms`` per chunk (milliseconds after the
@@ -43,6 +45,7 @@ if (
     TYPE_CHECKING
 ):  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
     from mmina.recorder.left_behind import LeftBody
+    from mmina.recorder.shared_workers import WorkerExchange
     from mmina.recorder.streams import EventStreams, Tapped
 
 PutBlob = Callable[[bytes, str], str]
@@ -127,10 +130,12 @@ def completed(
 ) -> list[dict[str, Any]]:
     """The HAR's entries with what it misses: the router's traffic, each request named by the URL
     the page asked for, in start order, and the bodies ``streams`` kept (see the module)."""
+    workers = streams.shared.entries() if streams is not None else []
     entries = sorted(
-        [*unaliased(entries, routed.aliases), *routed.entries], key=lambda e: e["startedDateTime"]
+        [*unaliased(entries, routed.aliases), *routed.entries, *workers], key=lambda e: e["startedDateTime"]
     )
     if streams is not None:
+        entries = fill_scripts(entries, streams.shared.scripts_fetched, archive)
         fill_streams(entries, streams.bodies())
         fill_tapped(entries, streams.taps.bodies(), archive)
         fill_left(entries, streams.left.bodies(), archive)
@@ -232,6 +237,35 @@ def fill_tapped(
         if len(tap.timing()) > 1:
             timing = ",".join(f"{size}@{at:g}" for size, at in tap.timing())
             response["headers"] = [*response.get("headers", []), {"name": CHUNKS_HEADER, "value": timing}]
+
+
+def fill_scripts(
+    entries: list[dict[str, Any]], scripts: Sequence[WorkerExchange], archive: zipfile.ZipFile | None
+) -> list[dict[str, Any]]:
+    """Give each SharedWorker script the HAR keeps without a response (its request only, see
+    ``shared_workers.py``) the response read as the worker got it: the first such entry of its
+    method and URL sent before it; one without an entry (a redirect's target) becomes an entry."""
+    added: list[dict[str, Any]] = []
+    for script in scripts:
+        entry = next(
+            (
+                e
+                for e in entries
+                if e["request"].get("url") == script.url
+                and e["request"].get("method", "GET") == script.method
+                and int((e.get("response") or {}).get("status") or 0) <= 0
+                and response_body((e.get("response") or {}).get("content") or {}, archive) is None
+                and _started(e).timestamp() <= script.started
+            ),
+            None,
+        )
+        answered = script.har_entry()
+        if entry is None:
+            added.append(answered)
+            continue
+        entry["response"] = answered["response"]
+        entry["time"] = max(0.0, (script.started - _started(entry).timestamp()) * 1e3)
+    return sorted([*entries, *added], key=lambda e: e["startedDateTime"]) if added else entries
 
 
 LEFT_MATCH_S = 1.0

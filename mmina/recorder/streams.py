@@ -27,6 +27,7 @@ from playwright.async_api import Error as PlaywrightError
 from mmina.recorder.devtools import response_body
 from mmina.recorder.left_behind import LeftBehind
 from mmina.recorder.seeding import DOCUMENT_ID
+from mmina.recorder.shared_workers import SharedWorkers
 
 NO_RECONNECT = b"retry: 86400000\n\n"
 BINDING = "__mminaEventSource"
@@ -69,11 +70,14 @@ class EventStreams:
         """The fetch/XHR bodies of the same context."""
         self.left = LeftBehind()
         """The bodies of documents the context's pages left as they loaded (``left_behind.py``)."""
+        self.shared = SharedWorkers()
+        """The context's SharedWorkers' traffic (``shared_workers.py``)."""
 
     @classmethod
     async def attach(cls, context: BrowserContext) -> EventStreams:
         """Listen to every EventSource the context's pages open (before any page opens)."""
         streams = cls()
+        streams.shared.attach(context)
         await context.expose_binding(BINDING, streams._heard)
         await context.add_init_script(WRAPPER)
         return streams
@@ -82,6 +86,7 @@ class EventStreams:
         """Tap the network of the page behind ``session`` as it opens (``Tabs``, ``devtools.py``)."""
         self.left.listen(session)
         await self.taps.listen(session)
+        await self.shared.listen(session)
 
     def _heard(self, _source: Any, stream: str, url: str, kind: str, data: str, event_id: str) -> None:
         if kind == "open":

@@ -18,12 +18,16 @@ each worker at its start through DevTools, as a debugger does:
   the scripts are told later (:meth:`WorkerScripts.tell`: a replay's clock news).
 
 Shared workers are attached the same way by one browser-wide session, but that does not hold
-them: Playwright's own browser-wide session releases them at once, so a SharedWorker's first turn
-runs before or after its scripts as the browser's fetch of its script and mmina's messages race
-(a replay's router holds that request until the scripts are in: :meth:`WorkerScripts.ready`).
+them: Playwright's own browser-wide session releases them at once. What holds a SharedWorker is its
+script's response, which the page's session of mmina's own pauses until the worker has its scripts
+(``shared_workers.py``, with :meth:`WorkerScripts.ready`), as a replay's router holds its script's
+request. Before its scripts, a SharedWorker's channel runs the context's hooks (:data:`SharedHook`:
+``shared_workers.py`` enables its Network domain; a replay's router its Fetch domain, to answer the
+worker's own requests): :class:`WorkerChannel` sends calls to the worker and hands back its answers
+and events.
 
 Nothing in the page changes: the worker's URL, origin, module or classic type, CSP and sharing
-are the page's own. A context that has no worker scripts attaches to nothing. Workers that a
+are the page's own. A context that has no worker scripts nor hooks attaches to nothing. Workers that a
 worker starts (nested dedicated workers) are not held, and service workers are blocked (the
 browser context is made with ``service_workers="block"``, ``browser.py``).
 """
@@ -37,7 +41,7 @@ import re
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,27 +66,78 @@ class WorkerStart:
     kind: str
     url: str
     ordinal: int
+    target_id: str = ""
+    """Its DevTools target (a SharedWorker's is also the network id of its script's request)."""
 
 
 WorkerScript = Callable[[WorkerStart], "str | None"]
 """The script a worker gets (None: none), made as it starts (a clock's news is of that moment)."""
 
 
+class WorkerCallError(PlaywrightError):
+    """A worker answered a DevTools call with an error, or went away before it answered."""
+
+
 @dataclass
-class _Channel:
-    """A non-flat DevTools session to one worker, through its parent's session."""
+class WorkerChannel:
+    """A non-flat DevTools session to one worker, through its parent's session: what is sent to
+    the worker, and what it answers and reports (``Target.receivedMessageFromTarget`` on the parent)."""
 
     parent: CDPSession
     session_id: str
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = field(default_factory=dict)
 
     async def post(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send ``method`` to the worker (its answer is not waited for: a held worker answers
         only once it runs)."""
-        message = json.dumps({"id": next(self.ids), "method": method, "params": params or {}})
+        await self._send(next(self.ids), method, params)
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, seconds: float = HOLD_MAX_S
+    ) -> dict[str, Any]:
+        """The worker's answer to ``method`` within ``seconds`` (else ``TimeoutError``); an error
+        answer, or the worker gone, raises :class:`WorkerCallError`."""
+        call_id = next(self.ids)
+        answer = self.waiting[call_id] = asyncio.get_running_loop().create_future()
+        try:
+            await self._send(call_id, method, params)
+            return await asyncio.wait_for(answer, seconds)
+        finally:
+            self.waiting.pop(call_id, None)
+
+    def on(self, event: str, listener: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``listener`` with the parameters of every ``event`` the worker reports."""
+        self.listeners.setdefault(event, []).append(listener)
+
+    async def _send(self, call_id: int, method: str, params: dict[str, Any] | None) -> None:
+        message = json.dumps({"id": call_id, "method": method, "params": params or {}})
         await send(
             self.parent, "Target.sendMessageToTarget", {"sessionId": self.session_id, "message": message}
         )
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """One message from the worker: an answer to a call, or an event."""
+        answer = self.waiting.get(message.get("id", -1))
+        if answer is not None and not answer.done():
+            if "error" in message:
+                answer.set_exception(WorkerCallError(str(message["error"].get("message", "error"))))
+            else:
+                answer.set_result(message.get("result") or {})
+        for listener in self.listeners.get(message.get("method", ""), []):
+            listener(message.get("params") or {})
+
+    def gone(self) -> None:
+        """The worker went away: no call of it will be answered."""
+        for answer in self.waiting.values():
+            if not answer.done():
+                answer.set_exception(WorkerCallError("the worker went away"))
+
+
+SharedHook = Callable[[WorkerStart, WorkerChannel], Awaitable[None]]
+"""Run on a SharedWorker held at its start, before its scripts are sent (e.g. enable a domain on
+its channel: ``mmina.recorder.shared_workers``, a replay's router)."""
 
 
 class WorkerScripts:
@@ -90,7 +145,7 @@ class WorkerScripts:
 
     def __init__(self) -> None:
         self.makers: list[WorkerScript] = []
-        self.channels: dict[str, _Channel] = {}
+        self.channels: dict[str, WorkerChannel] = {}
         """The workers that got scripts, by their session, while they live."""
         self.hold_s: list[float] = []
         """How long each worker was held at its start (seconds), for ``bench``."""
@@ -99,20 +154,26 @@ class WorkerScripts:
         self.scripted = asyncio.Event()
         """Set once a worker got scripts (what is told to workers need not be looked at before)."""
         self.starting: dict[str, asyncio.Event] = {}
-        """Shared workers being scripted, by script URL: set once their scripts are sent."""
+        """Shared workers being scripted, by script URL and by target id: set once their scripts are sent."""
+        self.shared_hooks: list[SharedHook] = []
+        """Run on every SharedWorker of the context as it starts (see :data:`SharedHook`)."""
 
     def add(self, maker: WorkerScript) -> None:
         """Give every worker started from now on ``maker``'s script (after those added before)."""
         self.makers.append(maker)
 
+    def on_shared(self, hook: SharedHook) -> None:
+        """Run ``hook`` on every SharedWorker started from now on, before its scripts."""
+        self.shared_hooks.append(hook)
+
     def scripts(self, start: WorkerStart) -> list[str]:
         return [script for maker in self.makers if (script := maker(start))]
 
-    async def ready(self, url: str) -> None:
-        """Return once a SharedWorker of script ``url`` being scripted has its scripts (at once for
-        any other request, at most ``HOLD_MAX_S``): a replay's router answers such a worker's
-        script only then (see the module)."""
-        starting = self.starting.get(url)
+    async def ready(self, key: str) -> None:
+        """Return once a SharedWorker of script URL (or target id) ``key`` being scripted has its
+        scripts (at once for any other request, at most ``HOLD_MAX_S``): a replay's router answers
+        such a worker's script only then, a recording hands it over only then (see the module)."""
+        starting = self.starting.get(key)
         if starting is not None:
             try:
                 await asyncio.wait_for(starting.wait(), HOLD_MAX_S)
@@ -143,7 +204,7 @@ async def watch_page(context: BrowserContext, session: CDPSession) -> None:
     """Hold and script the workers of the page behind ``session`` (its session of mmina's own, as it
     opens: ``Tabs``), and its context's shared workers; nothing where the context has no worker scripts."""
     scripts = _SCRIPTS.get(context)
-    if scripts is None or not scripts.makers:
+    if scripts is None or not (scripts.makers or scripts.shared_hooks):
         return
     holder = _Holder(session, lambda _info: scripts)
     await holder.start(DEDICATED)
@@ -161,10 +222,13 @@ class _Holder:
         self.session, self.scripts_of = session, scripts_of
         self.ordinals: Counter[tuple[str, str]] = Counter()
         self._busy: set[asyncio.Task[None]] = set()
+        self.channels: dict[str, WorkerChannel] = {}
+        """This session's channels to workers, by their session id, while they live."""
 
     async def start(self, kind: str) -> None:
         self.session.on("Target.attachedToTarget", self._attached)
         self.session.on("Target.detachedFromTarget", self._detached)
+        self.session.on("Target.receivedMessageFromTarget", self._message)
         params = {
             "autoAttach": True,
             "waitForDebuggerOnStart": True,
@@ -179,7 +243,8 @@ class _Holder:
         info = event.get("targetInfo") or {}
         scripts = self.scripts_of(info)
         if info.get("type") == SHARED and scripts is not None:  # before its script's request is routed
-            scripts.starting.setdefault(info.get("url", ""), asyncio.Event())
+            starting = scripts.starting.setdefault(info.get("url", ""), asyncio.Event())
+            scripts.starting.setdefault(info.get("targetId", ""), starting)
         task = asyncio.get_running_loop().create_task(self._run(event))
         self._busy.add(task)
         task.add_done_callback(self._busy.discard)
@@ -187,6 +252,17 @@ class _Holder:
     def _detached(self, event: dict[str, Any]) -> None:
         for scripts in self._all():
             scripts.channels.pop(event.get("sessionId", ""), None)
+        channel = self.channels.pop(event.get("sessionId", ""), None)
+        if channel is not None:
+            channel.gone()
+
+    def _message(self, event: dict[str, Any]) -> None:
+        channel = self.channels.get(event.get("sessionId", ""))
+        if channel is not None:
+            try:
+                channel.heard(json.loads(event.get("message") or "{}"))
+            except ValueError:
+                pass  # not JSON: nothing a channel could have asked for
 
     def _all(self) -> list[WorkerScripts]:
         return list(_SCRIPTS.values())
@@ -204,22 +280,28 @@ class _Holder:
             pass  # the worker or its page went away meanwhile: nothing left to script
         finally:
             await _quietly(send(self.session, "Target.detachFromTarget", {"sessionId": held}))
-            starting = scripts.starting.pop(info.get("url", ""), None) if scripts is not None else None
-            if starting is not None:
-                starting.set()
+            for key in (info.get("url", ""), info.get("targetId", "")):
+                starting = scripts.starting.pop(key, None) if scripts is not None else None
+                if starting is not None:
+                    starting.set()
 
     async def _script(self, info: dict[str, Any], scripts: WorkerScripts) -> None:
         kind, url = info.get("type", DEDICATED), info.get("url", "")
         counter, named = scripts.ordinals if kind == SHARED else self.ordinals, unblobbed(url)
-        start = WorkerStart(kind, url, counter[kind, named])
+        start = WorkerStart(kind, url, counter[kind, named], info.get("targetId", ""))
         counter[kind, named] += 1
-        texts = scripts.scripts(start)
-        if not texts:
+        texts, hooks = scripts.scripts(start), scripts.shared_hooks if kind == SHARED else []
+        if not texts and not hooks:
             return
         attached = await send(
             self.session, "Target.attachToTarget", {"targetId": info["targetId"], "flatten": False}
         )
-        channel = _Channel(self.session, attached["sessionId"])
+        channel = self.channels[attached["sessionId"]] = WorkerChannel(self.session, attached["sessionId"])
+        for hook in hooks:
+            try:
+                await hook(start, channel)
+            except (TimeoutError, PlaywrightError):
+                pass  # what the hook could not do is not done: the worker still gets its scripts
         for text in texts:
             await channel.post("Runtime.evaluate", {"expression": text})
         await channel.post("Runtime.runIfWaitingForDebugger")

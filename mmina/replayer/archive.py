@@ -44,10 +44,11 @@ recorded, e.g. because routing turns off the HTTP cache). A candidate whose body
 could not keep (a poll of a page that went into the back-forward cache while its answer came, a
 fetch whose page navigated away before the recorder read the body) still takes its own place in
 that order, with its own timing, but is answered with the body of the nearest candidate that kept
-one (the next, else the previous): the page that reads it gets a body, and the exchanges after it
-keep theirs. Passing it over instead would hand its turn's request the *next* recorded answer, whose
-moment is an observation later: a paced replay then holds it for that observation
-(``mmina.replayer.turns``), and the page is observed still waiting for it.
+one (the next, else the previous; where a request matched it alone, exactly, of its own repeats):
+the page that reads it gets a body, and the exchanges after it keep theirs. Passing it over
+instead would hand its turn's request the *next* recorded answer, whose moment is an observation
+later: a paced replay then holds it for that observation (``mmina.replayer.turns``), and the page
+is observed still waiting for it.
 """
 
 from __future__ import annotations
@@ -404,7 +405,7 @@ class Matcher:
         exchange = self.archive.exchanges[index]
         if index not in self.archive.bodiless:
             return exchange
-        kept = [i for i in candidates if i not in self.archive.bodiless]
+        kept = self._kept(candidates) or self._kept(self._repeats(index))
         if not kept:
             return exchange
         donor = self.archive.exchanges[next((i for i in kept if i > index), kept[-1])]
@@ -419,6 +420,18 @@ class Matcher:
             body_of=donor.order,
             cache_hit=_same_resource(exchange, donor),
         )
+
+    def _kept(self, candidates: Sequence[int]) -> list[int]:
+        return [i for i in candidates if i not in self.archive.bodiless]
+
+    def _repeats(self, index: int) -> list[int]:
+        """The recorded exchanges that repeat the one at ``index`` (its endpoint, its query and body
+        fuzzily equal): where a request matched it exactly (a page clock that reads the recorded
+        time to the millisecond asks with the recorded ``_=<now>``), its only candidate, the lost
+        body is still answered from a repeat that kept one."""
+        lost = self.archive.shapes[index]
+        group = self.archive.by_endpoint.get((lost.method, lost.endpoint), [])
+        return [i for i in group if self._fuzzy_equal(self.archive.shapes[i], lost)]
 
 
 CACHE_HIT_MS = 3.0

@@ -9,7 +9,8 @@ unloads, which outlives its routes, may reach the live site; at the hand-over
 :meth:`HandOverRouter.hand_over`
 
 * removes the archive's route, so every later request goes to the live web (the fixture web by
-  default); a WebSocket opened from then on connects to its server;
+  default), a SharedWorker's own requests included; a WebSocket opened from then on connects to
+  its server;
 * sets the page clock to the real time: the replay's clock (installed at the reference's
   start, running since) stays installed, but from then on ``Date`` reads the wall clock and
   runs with it, and timers fire in real time, as on any page; ``Math.random`` stays seeded with
@@ -80,6 +81,7 @@ class HandOverRouter(ArchiveRouter):
         handed_at = datetime.now(UTC)
         await context.clock.set_system_time(handed_at)
         await context.unroute("**/*")
+        await self.let_workers_go()  # a SharedWorker's own requests are not routed by Playwright
         return {
             "handed_over_at": handed_at.isoformat(),
             "clock": CLOCK,

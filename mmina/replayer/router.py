@@ -22,6 +22,10 @@ its server held it. Documents, scripts, styles and images are answered at once.
 **Sockets.** A WebSocket the page opens is played from its recorded conversation by the clock
 (``mmina.replayer.sockets``), and what was said on it is kept for the replay run's ``requests``.
 
+**SharedWorkers.** Playwright routes a SharedWorker's script (the page's request) but not the
+requests the worker makes itself: those are paused in the worker (``Fetch`` on its DevTools
+channel, from before it runs) and answered here like any other (``mmina.replayer.worker_route``).
+
 **Streams.** A fetch/XHR body recorded in chunks (``x-mmina-chunks``) is fulfilled whole, with
 that header, and :data:`STREAMED_FETCH` (an init script) hands it to a page that reads it with
 ``fetch`` in its recorded chunks at its recorded pace, so a page reading a stream sees what it
@@ -50,7 +54,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import REDIRECT_MARK
 from mmina.recorder.har import CHUNKS_HEADER, RoutedTraffic
-from mmina.recorder.web_workers import WorkerScripts
+from mmina.recorder.web_workers import WorkerChannel, WorkerScripts, WorkerStart
 from mmina.redaction.redact import is_text_type
 from mmina.replayer.archive import (
     MAX_REDIRECTS,
@@ -76,6 +80,7 @@ from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_
 from mmina.replayer.timeline import Timeline
 from mmina.replayer.turns import Expected, Turns
 from mmina.replayer.worker_clock import clock_in_workers
+from mmina.replayer.worker_route import WorkerRequest, WorkerRoute
 
 STREAM_HEADER = "x-mmina-stream"
 """Names a paced replay's stream for its chunks' turns (``__mminaChunk``); the page never sees it."""
@@ -241,6 +246,11 @@ class ArchiveRouter:
         """The body server's addresses, each with the URL it answered for (the context's HAR has the former)."""
         self.workers: WorkerScripts | None = None
         """The context's Web Worker scripts (``mmina.recorder.web_workers``), once prepared."""
+        self._worker_routes: set[asyncio.Task[None]] = set()
+        """SharedWorkers' own requests being answered (``mmina.replayer.worker_route``)."""
+        self._worker_channels: list[WorkerChannel] = []
+        self._workers_live = False
+        """Whether SharedWorkers' own requests go to the network (:meth:`let_workers_go`)."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """Set the clock, stream recorded chunks and route everything (before any page opens;
@@ -250,12 +260,41 @@ class ArchiveRouter:
         if self.clock is not None:
             await self.clock.prepare(context)
         self.workers = clock_in_workers(context, self.clock, self.starts_at)
+        self.workers.on_shared(self._shared_worker)
         await context.add_init_script(STREAMED_FETCH)
         if self.turns is not None:
             await context.expose_binding("__mminaChunk", self._chunk)
         await context.route("**/*", self._handle)
         await context.route_web_socket("**/*", self._socket)
         context.on("close", lambda _context: self.bodies.close())
+
+    async def _shared_worker(self, _start: WorkerStart, channel: WorkerChannel) -> None:
+        """A SharedWorker's own requests are answered from the archive too, through its channel
+        (``mmina.replayer.worker_route``), from before it runs."""
+        if self._workers_live:
+            return
+
+        def paused(event: dict[str, object]) -> None:
+            route = WorkerRoute(channel, event)
+            work = _continued(route) if self._workers_live else self._handle(route)
+            task = asyncio.get_running_loop().create_task(work)
+            self._worker_routes.add(task)
+            task.add_done_callback(self._worker_routes.discard)
+
+        channel.on("Fetch.requestPaused", paused)
+        self._worker_channels.append(channel)
+        await channel.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+
+    async def let_workers_go(self) -> None:
+        """From now on SharedWorkers' own requests go to the network, as the context's do once it
+        is no longer routed (a hand-over to the live web: ``mmina.replayer.handover``)."""
+        self._workers_live = True
+        channels, self._worker_channels = self._worker_channels, []
+        for channel in channels:
+            try:
+                await channel.call("Fetch.disable")
+            except (TimeoutError, PlaywrightError):
+                pass  # the worker went away meanwhile
 
     async def _socket(self, socket: WebSocketRoute) -> None:
         """A WebSocket the page opens talks to its recorded conversation, played in time
@@ -367,7 +406,7 @@ class ArchiveRouter:
             [player.har_entry() for player in self.sockets], dict(self.aliases), columns, handed
         )
 
-    async def _handle(self, route: Route) -> None:
+    async def _handle(self, route: Route | WorkerRoute) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
 
         A routed request left unanswered stays paused in the browser for good: its page never
@@ -432,7 +471,7 @@ class ArchiveRouter:
                 pass  # a frame busy or going away: it hears the news when it can, τ stood meanwhile
         self.timeline.lift(held.cap)
 
-    async def _deliver(self, route: Route, reply: Reply) -> None:
+    async def _deliver(self, route: Route | WorkerRoute, reply: Reply) -> None:
         """Hand ``reply`` to the browser: a large body through the loopback body server (once the
         browser has it all: ``mmina.replayer.body_server``), any other by fulfilling the route."""
         if not BodyServer.takes(route.request.url, reply, self.large_body, self.trusted_tls):
@@ -525,7 +564,7 @@ class ArchiveRouter:
         following = chunks[index + 1] if index + 1 < len(chunks) else None
         self.turns.delivered(name, asyncio.get_running_loop().time(), following)
 
-    def _feed_sockets(self, request: Request) -> None:
+    def _feed_sockets(self, request: Request | WorkerRequest) -> None:
         """A long-poll POST (engine.io's ``transport=polling``) carries page messages of a session
         whose WebSocket may be open already: that socket's script hears them as if said on it, so
         its server messages follow them whichever transport the page used (it upgrades when it
@@ -546,14 +585,14 @@ class ArchiveRouter:
         if logged is not None:
             self.served[logged] = replace(self.served[logged], handed_at=time.time())
 
-    async def _logged_reply(self, request: Request) -> tuple[Reply, int | None]:
+    async def _logged_reply(self, request: Request | WorkerRequest) -> tuple[Reply, int | None]:
         """:meth:`_reply`, and where in :attr:`served` the request itself is logged (None: nowhere).
         Its log entries are the ones :meth:`_reply` appends, before it awaits anything."""
         first = len(self.served)
         reply = await self._reply(request)
         return reply, first if len(self.served) > first else None
 
-    async def _reply(self, request: Request) -> Reply:
+    async def _reply(self, request: Request | WorkerRequest) -> Reply:
         """The archive's answer to one request; a body recorded in chunks keeps its timing
         for the page's ``fetch`` (see :data:`STREAMED_FETCH`)."""
         reply = self._answer(request)
@@ -580,7 +619,7 @@ class ArchiveRouter:
             landed_at=arrived,
         )
 
-    def _failed(self, request: Request, status: int, why: str) -> Reply:
+    def _failed(self, request: Request | WorkerRequest, status: int, why: str) -> Reply:
         """The error a request gets when the router could not answer it (logged as failed)."""
         self.served.append(
             Served(
@@ -598,7 +637,7 @@ class ArchiveRouter:
             f"mmina replay: could not answer {request.url}: {why}\n".encode(),
         )
 
-    def _answer(self, request: Request) -> Reply:
+    def _answer(self, request: Request | WorkerRequest) -> Reply:
         method, url, body = request.method, request.url, request.post_data_buffer
         exchange = self._match(method, url, body, request.headers.get("content-type", ""))
         if exchange is not None and redirect_target(exchange, url) and request.is_navigation_request():
@@ -705,6 +744,14 @@ class ArchiveRouter:
         )
         self._last_match = exchange
         return exchange
+
+
+async def _continued(route: WorkerRoute) -> None:
+    """A SharedWorker's request let go to the network (after a hand-over)."""
+    try:
+        await route.continue_()
+    except PlaywrightError:
+        pass  # the worker went away meanwhile
 
 
 def due_on_timeline(asked: float, took: float, landed: float | None, observed: float | None = None) -> float:
