@@ -32,7 +32,8 @@ from mmina.replayer.loopback_tls import server_context
 from mmina.replayer.router import ArchiveRouter
 from tests.local_site import LocalSite, answering_handler
 
-ROUNDS = 7
+ROUNDS = 15
+"""Loads of each way per scheme; under load a median of 7 swung by a third from run to run."""
 BUNDLE = b"window.done = true; /*" + b"plotly " * 900_000 + b"*/"
 PAGE = b"<!doctype html><title>Tides</title><script src='/bundle.js'></script><p>Tides</p>"
 Prepare = Callable[[BrowserContext], Awaitable[None]]
@@ -91,6 +92,14 @@ async def _measure(url: str, tls: bool) -> dict[str, float]:
                 await context.close()
         await browser.close()
     return {way: statistics.median(values) for way, values in times.items()}
+
+
+def delivery_section() -> Section:
+    """``python -m bench --only delivery``: these figures alone, in the ``realweb`` section they
+    belong to (they replace only themselves in ``results.json``)."""
+    section = Section("realweb", partial=True)
+    add_delivery(section)
+    return section
 
 
 def add_delivery(section: Section) -> None:

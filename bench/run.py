@@ -20,6 +20,7 @@ from rich.table import Table
 
 from bench.campaign import campaign_section
 from bench.capture import capture_ab_section
+from bench.delivery import delivery_section
 from bench.epoch import epoch_section
 from bench.evidence import evidence_section
 from bench.hardweb import hardweb_section
@@ -48,6 +49,7 @@ SECTIONS = (
     "evidence",
     "hardweb",
     "realweb",
+    "delivery",
     "redaction",
     "scale",
     "epoch",
@@ -142,7 +144,10 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(hardweb_section(work / "hardweb"))
         if "realweb" in parts:
             log("real applications from PyPI recorded, restarted with new state, replayed (fidelity)")
-            sections.append(realweb_section(work / "realweb", quick=args.quick))
+            sections.append(realweb_section(work / "realweb", args.quick, delivery="delivery" not in parts))
+        if "delivery" in parts:
+            log("a 6 MB script from a live server, and from its archive through a replay's router")
+            sections.append(delivery_section())
         if "redaction" in parts:
             log("the npm corpus through the redactor (files changed, throughput)")
             sections.append(redaction_section(quick=args.quick))

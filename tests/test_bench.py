@@ -206,3 +206,56 @@ def test_a_partial_section_replaces_only_the_figures_measured_again() -> None:
     ]
     whole = merged(old, new, ["realweb", "view"])
     assert ("realweb", "dash: fidelity") not in {(f["section"], f["name"]) for f in whole["figures"]}
+
+
+def test_the_large_bodies_hand_over_is_their_time_after_the_hold_against_the_recorded_one() -> None:
+    """``bench --only realweb``'s hand-over figure: a replayed large body's time less its hold
+    (``x-mmina-handed``), against its recorded exchange; the worst body of the worst run."""
+    from bench.realweb import HANDOVER_MARGIN_MS, add_handover
+    from bench.results import Section
+    from tests.realweb.check import LARGE_BODY, large_bodies
+
+    def row(url: str, size: int, time_ms: float, handed: str | None = None) -> dict[str, Any]:
+        headers = [{"name": "content-type", "value": "application/javascript"}]
+        headers += [{"name": "x-mmina-handed", "value": handed}] if handed is not None else []
+        return {"url": url, "response_body_size": size, "time_ms": time_ms, "response_headers": headers}
+
+    recorded = [
+        row("http://a.test/plotly.js", 4_800_000, 180.0),
+        row("http://a.test/small.js", LARGE_BODY - 1, 5.0),
+        row("http://a.test/dcc.js", 350_000, 70.0),
+        row("http://a.test/dcc.js", 350_000, 900.0),  # a repeat: each URL's first counts
+    ]
+    first = large_bodies(
+        recorded,
+        [
+            row("http://a.test/plotly.js", 4_800_000, 1_400.0, "1200"),  # held 1.2 s, handed over in 200 ms
+            row("http://a.test/dcc.js", 350_000, 400.0, "390"),
+            row("http://a.test/dcc.js", 350_000, 9_000.0, "10"),  # the replay's repeat: not this one
+            row("http://a.test/small.js", LARGE_BODY - 1, 500.0, "0"),
+        ],
+    )
+    assert [(b.url.rsplit("/", 1)[1], b.handover_ms, b.beyond_ms) for b in first] == [
+        ("plotly.js", 200.0, 20.0),
+        ("dcc.js", 10.0, -60.0),
+    ]
+    assert [b.ratio for b in first] == [1_400.0 / 180.0, 400.0 / 70.0]  # the whole exchange, hold and all
+    second = large_bodies(
+        recorded,
+        [row("http://a.test/plotly.js", 4_800_000, 300.0, "40"), row("http://a.test/dcc.js", 350_000, 90.0)],
+    )
+    assert [(b.handover_ms, b.beyond_ms) for b in second] == [(260.0, 80.0), (None, None)]  # dcc: not told
+    section = Section("realweb")
+    add_handover(section, "dash", [first, second, ()])
+    (figure,) = section.figures
+    assert (figure.name, figure.value, figure.unit) == (
+        "dash: large bodies' hand-over beyond their recorded exchange",
+        80,
+        "ms",
+    )
+    assert figure.target is not None and figure.target.bound == HANDOVER_MARGIN_MS and figure.met is False
+    assert "4.8 MB plotly.js handed over in 260 ms against 180 ms recorded (held 40 ms" in figure.note
+    assert "each run's worst, handed over / recorded: 200/180, 260/180 ms, of up to 2 " in figure.note
+    empty = Section("realweb")
+    add_handover(empty, "datasette", [(), ()])  # no large body: no figure
+    assert empty.figures == []

@@ -27,6 +27,7 @@ from mmina.replayer.loopback_tls import server_context
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
 from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
+from tests.realweb.check import handed_ms
 from tests.serve_helpers import Served
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
@@ -122,6 +123,10 @@ def test_large_bodies_are_served_by_the_body_server_and_replay_to_100(recorded, 
     }
     assert replayed["bundle.js"]["response_body_size"] == len(BUNDLE)
     assert replayed["stations"]["response_body_size"] == len(ROWS)
+    # the router says when it began handing each answer over: within the request's time
+    for row in replayed.values():
+        handed = handed_ms(row)
+        assert handed is not None and 0 <= handed <= row["time_ms"] + 1, (row["url"], handed, row["time_ms"])
     # item 6: every replayed request says how it was matched and by which recorded request
     source = {
         r["url"].rsplit("/", 1)[1]: r for r in store.read("requests", run_id=summary.run_id).to_pylist()

@@ -12,6 +12,9 @@ Two headers of mmina's own go into a row's ``response_headers`` (no store column
   hands it to the page in the same chunks at the same pace.
 * ``x-mmina-body: missing``: a response that had a body which neither the HAR nor a tap kept;
   its replay is a fidelity defect, and the report counts it as one.
+* ``x-mmina-handed``: in a replay's row, when its router began handing the response over (after
+  any hold for the recorded pace or the timeline), in milliseconds after the request started:
+  ``time_ms`` less it is how long the hand-over itself took, until the browser had it all.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mmina.redaction.redact import Redactor
 from mmina.redaction.secret_rules import SOCKET_TYPE, is_text_type
@@ -34,6 +37,7 @@ MMINA_HEADERS = "x-mmina-"
 """The prefix of the headers mmina adds to a row (see the module): a replay never serves them."""
 CHUNKS_HEADER = MMINA_HEADERS + "chunks"
 BODY_HEADER = MMINA_HEADERS + "body"
+HANDED_HEADER = MMINA_HEADERS + "handed"
 MISSING = "missing"
 NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
 
@@ -45,6 +49,8 @@ if (
     from mmina.recorder.streams import EventStreams, Tapped
 
 PutBlob = Callable[[bytes, str], str]
+T = TypeVar("T")
+NO_COLUMNS: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,9 @@ class RoutedTraffic:
     columns: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     """Further ``requests`` columns by method and URL, in the order the page asked (a replay's
     ``replay_match`` and its source): the n-th request for a method and URL gets the n-th."""
+    handed: Mapping[tuple[str, str], Sequence[float | None]] = field(default_factory=dict)
+    """When the router began handing each response over (wall-clock seconds; None: it did not), by
+    method and URL in the order asked as ``columns``: the row's ``x-mmina-handed`` header."""
 
 
 def read_har(path: Path) -> tuple[list[dict[str, Any]], zipfile.ZipFile | None]:
@@ -101,10 +110,13 @@ def capture(
         for entry in entries:
             learn_entry(redactor, entry, archive)
         extra = {key: list(columns) for key, columns in routed.columns.items()}
-        return [
-            {**_row(seq, e, step_starts, put_blob, archive, redactor), **_next_columns(extra, e)}
-            for seq, e in enumerate(entries)
-        ]
+        handed = {key: list(times) for key, times in routed.handed.items()}
+        rows = []
+        for seq, e in enumerate(entries):
+            further: Mapping[str, Any] = _next_for(e, extra, NO_COLUMNS)
+            row = {**_row(seq, e, step_starts, put_blob, archive, redactor), **further}
+            rows.append(_with_handed(row, _next_for(e, handed, None)))
+        return rows
     finally:
         if archive is not None:
             archive.close()
@@ -130,13 +142,23 @@ def completed(
     return entries
 
 
-def _next_columns(
-    extra: dict[tuple[str, str], list[Mapping[str, Any]]], entry: dict[str, Any]
-) -> Mapping[str, Any]:
-    """The next further columns given for this entry's method and URL (none left: none)."""
+def _next_for(entry: dict[str, Any], given: dict[tuple[str, str], list[T]], none_left: T) -> T:
+    """The next of what is ``given`` for this entry's method and URL (taken from it), or ``none_left``."""
     request = entry.get("request") or {}
-    waiting = extra.get((request.get("method", "GET"), request.get("url", "")))
-    return waiting.pop(0) if waiting else {}
+    waiting = given.get((request.get("method", "GET"), request.get("url", "")))
+    return waiting.pop(0) if waiting else none_left
+
+
+def _with_handed(row: dict[str, Any], handed_at: float | None) -> dict[str, Any]:
+    """``row`` with its ``x-mmina-handed`` header when its router handed it over at ``handed_at``
+    (wall-clock seconds): in whole milliseconds after the request started (see the module)."""
+    if handed_at is None:
+        return row
+    after_ms = max(0.0, 1e3 * (handed_at - row["started_at"].timestamp()))
+    return {
+        **row,
+        "response_headers": [*row["response_headers"], {"name": HANDED_HEADER, "value": f"{after_ms:.0f}"}],
+    }
 
 
 def unaliased(entries: list[dict[str, Any]], aliases: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -172,6 +172,11 @@ class Served:
     recorded_episode: str | None = None
     recorded_seq: int | None = None
     """That request's episode and ``requests.seq`` (the replay's ``requests.replay_source_*``)."""
+    handed_at: float | None = None
+    """When the router began handing the answer over (wall-clock seconds), after any hold for the
+    recorded pace or the timeline (None: it did not, or not yet): the replay's row keeps it
+    (``x-mmina-handed``, ``mmina.recorder.har``), so the hand-over's own time is known apart from
+    the holding."""
 
     def columns(self) -> dict[str, object]:
         """The replay's ``requests`` columns saying how this request was answered."""
@@ -393,9 +398,13 @@ class ArchiveRouter:
         for player in self.sockets:
             player.stop()
         columns: dict[tuple[str, str], list[dict[str, object]]] = {}
+        handed: dict[tuple[str, str], list[float | None]] = {}
         for served in self.served:
             columns.setdefault((served.method, served.url), []).append(served.columns())
-        return RoutedTraffic([player.har_entry() for player in self.sockets], dict(self.aliases), columns)
+            handed.setdefault((served.method, served.url), []).append(served.handed_at)
+        return RoutedTraffic(
+            [player.har_entry() for player in self.sockets], dict(self.aliases), columns, handed
+        )
 
     async def _handle(self, route: Route | WorkerRoute) -> None:
         """Answer one request from the archive; every request gets an answer, whatever happens.
@@ -411,8 +420,9 @@ class ArchiveRouter:
         asked = asyncio.get_running_loop().time()
         asked_at = self.timeline.now() if self.timeline is not None else 0.0
         self._feed_sockets(request)
+        logged: int | None = None
         try:
-            reply = await asyncio.wait_for(self._reply(request), ROUTE_DEADLINE_S)
+            reply, logged = await asyncio.wait_for(self._logged_reply(request), ROUTE_DEADLINE_S)
         except TimeoutError:
             reply = self._failed(request, 504, f"no answer within {ROUTE_DEADLINE_S:g} s")
         except asyncio.CancelledError:  # the context closed first: still a request never answered
@@ -428,6 +438,7 @@ class ArchiveRouter:
             else:
                 if self.clock is not None and request.resource_type == "document":
                     reply = replace(reply, headers=self.clock.document_headers(reply.headers))
+                self._handed(logged)
                 await self._deliver(route, reply)
         except PlaywrightError:
             pass  # the page or tab went away while we answered: nothing left to serve
@@ -570,6 +581,18 @@ class ArchiveRouter:
             if parse_qs(urlsplit(player.socket.url).query).get("sid") == [sid]:
                 for packet in packets:
                     player.heard_elsewhere(packet)
+
+    def _handed(self, logged: int | None) -> None:
+        """The answer logged at ``served[logged]`` is being handed over now (see ``Served.handed_at``)."""
+        if logged is not None:
+            self.served[logged] = replace(self.served[logged], handed_at=time.time())
+
+    async def _logged_reply(self, request: Request | WorkerRequest) -> tuple[Reply, int | None]:
+        """:meth:`_reply`, and where in :attr:`served` the request itself is logged (None: nowhere).
+        Its log entries are the ones :meth:`_reply` appends, before it awaits anything."""
+        first = len(self.served)
+        reply = await self._reply(request)
+        return reply, first if len(self.served) > first else None
 
     async def _reply(self, request: Request | WorkerRequest) -> Reply:
         """The archive's answer to one request; a body recorded in chunks keeps its timing

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from mmina.fixtures.hardweb.check import deadline_share, rows_by_episode
 from mmina.recorder.browser import BrowserConfig
+from mmina.recorder.har import HANDED_HEADER
 from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.fidelity import EpisodeFidelity
 from mmina.replayer.replays import replay_run
@@ -43,10 +44,24 @@ class BodyTime:
     size: int
     recorded_ms: float
     replayed_ms: float
+    handed_ms: float | None = None
+    """When the replay began handing it over, in ms after its request started (``x-mmina-handed``):
+    what the replayed exchange spent before that is holding (for the recorded pace, the timeline)."""
 
     @property
     def ratio(self) -> float:
         return self.replayed_ms / self.recorded_ms if self.recorded_ms > 0 else 0.0
+
+    @property
+    def handover_ms(self) -> float | None:
+        """How long handing it over took, from the replay's beginning to the browser having it all
+        (None: the replay's row does not say when it began)."""
+        return None if self.handed_ms is None else max(0.0, self.replayed_ms - self.handed_ms)
+
+    @property
+    def beyond_ms(self) -> float | None:
+        """How much longer the hand-over took than the recorded exchange (ms; negative: shorter)."""
+        return None if self.handover_ms is None else self.handover_ms - self.recorded_ms
 
 
 @dataclass(frozen=True)
@@ -115,7 +130,7 @@ def _check_one(folder: Path, app: App) -> Outcome:
         took[fidelity.source_episode],
         took[fidelity.replay_episode],
         sockets,
-        _large_bodies(requests[recorded.run_id], requests[report.replay_run]),
+        large_bodies(requests[recorded.run_id], requests[report.replay_run]),
         _alike(sent_ids(store, requests[recorded.run_id]), sent_ids(store, requests[report.replay_run])),
     )
 
@@ -140,15 +155,26 @@ def _alike(recorded: set[bytes], replayed: set[bytes]) -> tuple[int, int]:
     return len(replayed & recorded), len(replayed)
 
 
-def _large_bodies(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> tuple[BodyTime, ...]:
-    """The large bodies of the recording (each URL's first), with the replay's time for the same URL."""
-    served = {r["url"]: r["time_ms"] for r in reversed(replayed)}
+def large_bodies(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> tuple[BodyTime, ...]:
+    """The large bodies of the recording (each URL's first), largest first, with the replay's time
+    for the same URL and when the replay began handing it over (its row's ``x-mmina-handed``)."""
+    served = {r["url"]: r for r in reversed(replayed)}
     large = {r["url"]: r for r in reversed(recorded) if (r["response_body_size"] or 0) >= LARGE_BODY}
     return tuple(
-        BodyTime(url, r["response_body_size"], r["time_ms"], served[url])
+        BodyTime(url, r["response_body_size"], r["time_ms"], served[url]["time_ms"], handed_ms(served[url]))
         for url, r in sorted(large.items(), key=lambda item: -item[1]["response_body_size"])
         if url in served
     )
+
+
+def handed_ms(row: dict[str, Any]) -> float | None:
+    """When a replay's router began handing a request's response over, in ms after the request
+    started (its ``x-mmina-handed`` header; None: the row has none)."""
+    value = next((h["value"] for h in row.get("response_headers") or () if h["name"] == HANDED_HEADER), None)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _browser(running: RunningApp) -> BrowserConfig:
