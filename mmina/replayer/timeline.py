@@ -184,7 +184,8 @@ class Timeline:
                 now if at is None else at, limit, awaited=awaited, yields=yields, window=window
             )
             self.version += 1
-            lowered = self._known() < before
+            after = self._known()
+            lowered = after[0] < before[0] or after[1] < before[1]
         if lowered:
             self._tell(self._lowered)
 
@@ -291,11 +292,13 @@ class Timeline:
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
 
     def _known(self) -> tuple[float, float]:
-        """What a page may know of the caps: the binding one and, where that is a request the page
-        has not asked for, the one after it (where the page's own asking lifts it to: a new cap below
-        that one is news too, although the binding one stays)."""
+        """What a page may know of the caps: the binding one, and how far it may run on what it
+        knows — where the binding one is a request the page has not asked for, the cap after it (its
+        own asking lifts it there: a new cap below that one is news too, although the binding one
+        may stay or even rise, as when the new cap is an input's window)."""
         asked = self._asked_next()
-        return self._binding()[0], asked[1] if asked is not None else math.inf
+        binding = self._binding()[0]
+        return binding, asked[1] if asked is not None else binding
 
     def _asked_next(self) -> tuple[Hashable, float] | None:
         _at, binding = self._binding()
