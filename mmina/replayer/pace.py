@@ -15,6 +15,10 @@ the recording and the replay alike):
   sockets or streams (nothing arrives unasked) — so a server-rendered site replays faster than
   it was recorded; what an idle page still does by itself (a toast going away) is waited for
   by the next observation, as below;
+* **an action's input** (``steps.dispatch_ms``) takes the page, on the timeline, no more time
+  than the recording's did: τ is held at the input's recorded end until the replayed input is
+  dispatched (:meth:`PacedSteps._hold_dispatch`), so a debounce the last key restarts ends where
+  it ended when recorded however slower the replay types;
 * **an observation** is taken as soon as the page shows what the recording observed (URL and
   accessibility tree as fidelity compares them), and never later than the recorded moment
   plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
