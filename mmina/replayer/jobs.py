@@ -55,7 +55,6 @@ STEP_COLUMNS = [
     "acted_at",
     "frozen_ms",
     "tree_ms",
-    "dispatch_ms",
 ]
 
 
