@@ -24,8 +24,9 @@ recorded exchange time, for the body of each run furthest beyond it (target ≤
 Then ``bench.delivery``: a 6 MB script delivered by a replay against the live server that sent
 it (target ≤ 1.2).
 
-Beside them, ``standing``: a step on a page whose long-poll and SharedWorker never end, against a
-step on the same pages without them (the oracle, ``STANDING_EPISODES`` episodes each; target: within 10%).
+Beside them, ``standing`` (also alone: ``--only standing``): a step on a page whose long-poll and
+SharedWorker never end, against a step on the same pages without them (the oracle,
+``STANDING_EPISODES`` episodes each; target: within 10%).
 """
 
 from __future__ import annotations
@@ -53,17 +54,18 @@ PACE_BOUND = 1.5
 archive or the page slower than live); half as long again is the most we accept."""
 
 
-def realweb_section(root: Path, quick: bool = False, delivery: bool = True) -> Section:
+def realweb_section(root: Path, quick: bool = False, delivery: bool = True, standing: bool = True) -> Section:
     """All the applications ``RUNS`` times each, or with ``quick`` the test suite's sample once;
-    then, for all of them (or the sample), ``standing`` and, with ``delivery``, ``bench.delivery``
-    (``--only delivery`` runs it alone)."""
+    then, for all of them (or the sample), with ``standing`` the never-ending requests' figure and,
+    with ``delivery``, ``bench.delivery`` (``--only standing`` and ``--only delivery`` run them alone)."""
     apps = chosen_apps(quick)
     section = Section("realweb", partial=apps != APPS and not quick)
     seeding.RECORDED_SEEDING = int(os.environ.get("MMINA_REALWEB_SEEDING") or seeding.RECORDED_SEEDING)
     for app in apps:
         _add(section, [_run(root / f"run-{number}", app) for number in range(1 if quick else RUNS)])
     if quick or apps == APPS:  # applications named: only theirs
-        _add_standing(section, root / "standing", 1 if quick else STANDING_EPISODES)
+        if standing:
+            _add_standing(section, root / "standing", 1 if quick else STANDING_EPISODES)
         if delivery:
             add_delivery(section)
     return section
@@ -204,6 +206,14 @@ def _add_bodies(section: Section, name: str, runs: list[Outcome]) -> None:
         + " (no target: a body is held until τ reaches its recorded arrival, so a page that asked earlier "
         "than recorded waits by design; the hand-over alone is the next figure)",
     )
+
+
+def standing_section(root: Path, quick: bool = False) -> Section:
+    """``python -m bench --only standing``: the never-ending requests' figure alone, in the
+    ``realweb`` section it belongs to (it replaces only itself in ``results.json``)."""
+    section = Section("realweb", partial=True)
+    _add_standing(section, root, 1 if quick else STANDING_EPISODES)
+    return section
 
 
 def _add_standing(section: Section, folder: Path, episodes: int) -> None:

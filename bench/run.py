@@ -30,7 +30,7 @@ from bench.machine import described, machine
 from bench.objectstore import objectstore_section
 from bench.quiet import quiet_section
 from bench.rankings import rankings_section
-from bench.realweb import realweb_section
+from bench.realweb import realweb_section, standing_section
 from bench.recording import MEMORY_RUNS, MEMORY_TASKS, memory_section, run_recording
 from bench.redaction import redaction_section
 from bench.repeats import repeats_section
@@ -50,6 +50,7 @@ SECTIONS = (
     "hardweb",
     "realweb",
     "delivery",
+    "standing",
     "redaction",
     "scale",
     "epoch",
@@ -144,10 +145,20 @@ def run(args: argparse.Namespace, work: Path) -> list[Section]:
             sections.append(hardweb_section(work / "hardweb"))
         if "realweb" in parts:
             log("real applications from PyPI recorded, restarted with new state, replayed (fidelity)")
-            sections.append(realweb_section(work / "realweb", args.quick, delivery="delivery" not in parts))
+            sections.append(
+                realweb_section(
+                    work / "realweb",
+                    args.quick,
+                    delivery="delivery" not in parts,
+                    standing="standing" not in parts,
+                )
+            )
         if "delivery" in parts:
             log("a 6 MB script from a live server, and from its archive through a replay's router")
             sections.append(delivery_section())
+        if "standing" in parts:
+            log("a step beside a long-poll and a SharedWorker that never end, and without them")
+            sections.append(standing_section(work / "standing", args.quick))
         if "redaction" in parts:
             log("the npm corpus through the redactor (files changed, throughput)")
             sections.append(redaction_section(quick=args.quick))
