@@ -19,13 +19,14 @@ loaded machine can shift, are in the full set); the others are ``heavy`` (``MMIN
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.realweb.apps import APPS, SAMPLE
 from tests.realweb.check import check
-from tests.realweb.installs import INSTALL_TIMEOUT_S
+from tests.realweb.installs import INSTALL_TIMEOUT_S, _runnable
 
 CHOSEN = os.environ.get("MMINA_REALWEB", "")
 NAMES = (
@@ -62,3 +63,15 @@ def test_the_applications_are_of_different_kinds() -> None:
     assert all(
         "id" not in step.get("target", {}) for a in APPS for step in a.script
     )  # found by role and name
+
+
+def test_a_cached_virtualenv_whose_scripts_name_a_gone_folder_is_made_again(tmp_path: Path) -> None:
+    """A virtualenv made through a link that was removed since (a worktree's ``.realweb``) has scripts
+    naming an interpreter that is gone: the cache must not take it as ready."""
+    made = tmp_path / "venv" / "bin"
+    made.mkdir(parents=True)
+    (made / "pip").write_text(f"#!{tmp_path / 'gone' / 'bin' / 'python3.11'}\nimport pip\n")
+    assert not _runnable(made)
+    (made / "pip").write_text(f"#!{sys.executable}\nimport pip\n")
+    assert _runnable(made)
+    assert not _runnable(tmp_path / "nothing")

@@ -30,7 +30,9 @@ class InstallFailed(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("MMINA_REALWEB_CACHE") or ROOT / ".realweb")
+    """The cache's real path: a virtualenv writes its own path into its scripts, so one made through
+    a link (a worktree's ``.realweb`` linked to another's) must not name the link, which may go."""
+    return Path(os.environ.get("MMINA_REALWEB_CACHE") or ROOT / ".realweb").resolve()
 
 
 def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
@@ -42,7 +44,7 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
     marker = folder / ".mmina-ready"
     wanted = "\n".join(requirements)
     with _installing(folder):
-        if marker.exists() and marker.read_text() == wanted:
+        if marker.exists() and marker.read_text() == wanted and _runnable(folder / "bin"):
             return folder / "bin"
         shutil.rmtree(folder, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(folder)], name)
@@ -60,6 +62,16 @@ def app_venv(name: str, requirements: tuple[str, ...]) -> Path:
         )
         marker.write_text(wanted)
     return folder / "bin"
+
+
+def _runnable(bin_folder: Path) -> bool:
+    """Whether the virtualenv's scripts start: each names its interpreter by the path the virtualenv
+    was made at (``pip``'s first line), which a moved or linked-then-removed folder no longer has."""
+    try:
+        first = (bin_folder / "pip").read_bytes().split(b"\n", 1)[0]
+    except OSError:
+        return False
+    return first.startswith(b"#!") and Path(os.fsdecode(first[2:].strip())).exists()
 
 
 def npm_packages(specs: tuple[str, ...], name: str = "npm") -> Path:
