@@ -150,16 +150,26 @@ def test_a_shared_worker_is_recorded_and_replayed_from_the_archive(recorded) -> 
 
 
 CLOCK_CHECK = """(async () => {
-  const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-  const seen = {start: Date.now()};
-  await wait(400);
+  const pageWait = (ms) => new Promise((resolve) => { onmessage = () => resolve(); postMessage({wait: ms}); });
+  const seen = {start: Date.now(), late: null, ticks: []};
+  let ticks = 0;
+  setInterval(() => { ticks += 1; }, 50);
+  const early = new Promise((resolve) => setTimeout(() => resolve(Date.now()), 100));
+  setTimeout((at) => { seen.late = [at, Date.now()]; }, 300, 'due at 300');
+  const cleared = setTimeout(() => { seen.cleared = 'fired'; }, 10);
+  clearTimeout(cleared);
+  seen.early = await early;
+  await pageWait(400);  // real time, on the page's own clock
   seen.capped = Date.now();
   seen.perf = performance.now();
+  seen.ticks.push(ticks);
+  seen.lateAtCap = seen.late;
   __mminaTimeline.news(1000, null, 0);  // older news: not heard
   __mminaTimeline.news(900000, 1000500, 2);  // behind: no jump back; a later cap
   seen.uncapped = Date.now();
-  await wait(700);
+  await pageWait(700);
   seen.later = Date.now();
+  seen.ticks.push(ticks);
   seen.dates = [new Date().getTime() === Date.now(), new Date(0).getTime(), typeof Date(), new Date() instanceof Date];
   postMessage(seen);
 })();"""
@@ -167,7 +177,10 @@ CLOCK_CHECK = """(async () => {
 
 def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> None:
     """The worker clock alone, in a real worker: started at τ = 1,000,000 ms with the cap 200 ms on,
-    it reads the cap after 400 ms; news of a later cap lets it run on from there, never back."""
+    it reads the cap after 400 ms; news of a later cap lets it run on from there, never back. Its
+    timers run on that time: one due before the cap fires on time, one due past it waits for the
+    news, an interval of 50 ms ticks as often as the time it saw allows (not every 50 ms of the
+    wall clock while the time stood), a cleared timer never fires."""
     script = worker_clock.WORKER_CLOCK % {"at": 1_000_000, "cap": 1_000_200, "version": 1}
     body = script + "\n" + CLOCK_CHECK
     with sync_playwright() as playwright:
@@ -176,7 +189,8 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
         seen = page.evaluate(
             """(body) => new Promise((resolve) => {
               const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
-              worker.onmessage = ({data}) => resolve(data);
+              worker.onmessage = ({data}) => data.wait === undefined
+                ? resolve(data) : setTimeout(() => worker.postMessage('go'), data.wait);
             })""",
             body,
         )
@@ -186,6 +200,12 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     assert seen["uncapped"] == 1_000_200  # news from behind moves nothing back or forth
     assert 1_000_490 <= seen["later"] <= 1_000_500  # ran on with real time, up to the new cap
     assert seen["dates"] == [True, 0, "string", True]
+    assert 1_000_100 <= seen["early"] <= 1_000_200
+    assert seen["lateAtCap"] is None  # due at 300: not while the time stood at 200
+    assert seen["late"][0] == "due at 300" and 1_000_300 <= seen["late"][1] <= 1_000_500
+    assert 2 <= seen["ticks"][0] <= 4, seen["ticks"]  # 200 ms of the worker's time (8 on the wall clock)
+    assert 8 <= seen["ticks"][1] <= 10, seen["ticks"]  # 500 ms of it, after 1.1 s of the wall clock
+    assert "cleared" not in seen
 
 
 SECRET = "Zq81fKx02LmA9wTokenValue"

@@ -6,8 +6,12 @@ Playwright's clock covers documents only, so a worker gets :data:`WORKER_CLOCK` 
 (``mmina.recorder.web_workers``): its time starts where the page's is at that moment, runs with
 real time up to the cap the worker knows, and stands still there until news comes. News is sent
 to every worker whenever the timeline changes (looked at every ``POLL_S``); a worker does not ask
-for it. Its timers, like a worker's ``requestAnimationFrame``, still run on the wall clock: while
-τ stands still a worker's timer fires, and reads the time τ stands at.
+for it. Its timers (``setTimeout``, ``setInterval``) run on that time as the documents' do on
+Playwright's clock: a timer fires when the worker's time reaches its due moment, so one due past
+the cap waits for news that lets time on (a worker polling every second polls as often on τ as
+it did in the recording, however long τ stands still); each is armed with a wall-clock timer for
+what is left of it, and armed again at every news. A worker's ``requestAnimationFrame`` (of an
+``OffscreenCanvas``) stays the browser's.
 
 A replay without a timeline (a new agent on the archive) gives workers the time of its page clock,
 the recorded start plus the time since the clock was installed, running with real time.
@@ -36,12 +40,47 @@ WORKER_CLOCK = """(() => {
     state.last = at;
     if (since > 0) state.time = Math.max(state.time, Math.min(state.time + since, state.cap));
   };
+  const timers = new Map();
+  let lastId = 0, nativeSet = null, nativeClear = null;
+  const arm = (timer) => {
+    natives();
+    if (timer.native !== null) nativeClear(timer.native);
+    sync();
+    timer.native = state.time >= state.cap && timer.at > state.time
+      ? null : nativeSet(ring, Math.max(0, Math.ceil(timer.at - state.time)), timer);
+  };
+  const ring = (timer) => {
+    timer.native = null;
+    if (timers.get(timer.id) !== timer) return;
+    sync();
+    if (timer.at > state.time) return arm(timer);
+    if (timer.every === null) timers.delete(timer.id);
+    else { timer.at = state.time + timer.every; arm(timer); }
+    timer.run();
+  };
+  const add = (handler, ms, args, every) => {
+    const delay = Math.max(0, Number(ms) || 0);
+    const run = typeof handler === 'function'
+      ? () => handler.apply(globalThis, args) : () => (0, eval)(String(handler));
+    sync();
+    const timer = {id: ++lastId, run, at: state.time + delay, every: every ? Math.max(delay, 1) : null, native: null};
+    timers.set(timer.id, timer);
+    arm(timer);
+    return timer.id;
+  };
+  const clear = (id) => {
+    const timer = timers.get(id);
+    if (timer === undefined) return;
+    timers.delete(id);
+    if (timer.native !== null) nativeClear(timer.native);
+  };
   state.news = (at, cap, version) => {
     if (version < state.version) return;
     sync();
     state.version = version;
     state.cap = cap === null ? Infinity : cap;
     if (at > state.time) state.time = at;
+    timers.forEach(arm);
   };
   const current = () => { sync(); return Math.floor(state.time); };
   const origin = state.time - real();
@@ -57,9 +96,23 @@ WORKER_CLOCK = """(() => {
   });
   globalThis.Date = ClockDate;
   perf.now = function now() { sync(); return state.time - origin; };
+  const browsers = (name) => {  // the browser's own, under ours: a held worker gets it after this script
+    const ours = globalThis[name];
+    delete globalThis[name];
+    const theirs = globalThis[name];
+    globalThis[name] = ours;
+    return theirs.bind(globalThis);
+  };
+  const natives = () => {
+    if (nativeSet === null) [nativeSet, nativeClear] = [browsers('setTimeout'), browsers('clearTimeout')];
+  };
+  globalThis.setTimeout = function setTimeout(handler, ms, ...args) { return add(handler, ms, args, false); };
+  globalThis.setInterval = function setInterval(handler, ms, ...args) { return add(handler, ms, args, true); };
+  globalThis.clearTimeout = function clearTimeout(id) { clear(id); };
+  globalThis.clearInterval = function clearInterval(id) { clear(id); };
   Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
 })();"""
-"""Makes a worker's ``Date`` and ``performance.now()`` follow the news it is given (see the module)."""
+"""Makes a worker's ``Date``, ``performance.now()`` and timers follow the news it is given (see the module)."""
 NEWS = "globalThis.__mminaTimeline && __mminaTimeline.news(%d, %s, %d)"
 
 
