@@ -10,24 +10,28 @@ script it imports and JSON it fetches.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import BrowserContext
+from playwright.async_api import BrowserContext, async_playwright
 from playwright.sync_api import sync_playwright
 
 from mmina.recorder import seeding
 from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.chromium import find_chromium
 from mmina.recorder.seeding import PER_CALL_SITE, WORKERS_TOO, Seeding
-from mmina.recorder.web_workers import worker_scripts
+from mmina.recorder.web_workers import watch_page, worker_scripts
 from mmina.replayer import worker_clock
 from mmina.replayer.archive import Archive, exchanges_from_rows
 from mmina.replayer.handover import HandOverRouter
+from mmina.replayer.page_clock import PageClock
 from mmina.replayer.replays import replay_run
+from mmina.replayer.timeline import Timeline
 from mmina.store import Store
 from tests.local_site import LocalSite, pages_handler, record_scripted, tree_lines
 from tests.worker_site import KINDS, NUMBERS, SHARED, worker_site
@@ -206,6 +210,39 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     assert 2 <= seen["ticks"][0] <= 4, seen["ticks"]  # 200 ms of the worker's time (8 on the wall clock)
     assert 8 <= seen["ticks"][1] <= 10, seen["ticks"]  # 500 ms of it, after 1.1 s of the wall clock
     assert "cleared" not in seen
+
+
+TIMED_WORKER = "const t0 = Date.now(); setTimeout(() => postMessage(Date.now() - t0), 300);"
+
+
+def test_a_workers_timer_past_a_cap_fires_once_the_cap_ends_with_nobody_else_looking() -> None:
+    """A worker's timer due past a cap that ends by its limit (nobody lifts it, nothing else reads
+    the timeline) fires once it ended, on the worker's time: the news of the cap's end reaches the
+    worker though no one else asked the timeline."""
+
+    async def timed() -> Any:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=find_chromium(None, playwright))
+            context = await browser.new_context()
+            timeline = Timeline()
+            timeline.hold("an observation", at=0.1, limit=0.6)
+            worker_clock.clock_in_workers(context, PageClock(timeline, datetime.now(UTC)), datetime.now(UTC))
+            page = await context.new_page()
+            await watch_page(context, await context.new_cdp_session(page))
+            fired = await page.evaluate(
+                """(body) => new Promise((resolve) => {
+                  const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
+                  worker.onmessage = ({data}) => resolve(data);
+                  setTimeout(() => resolve('never'), 10000);
+                })""",
+                TIMED_WORKER,
+            )
+            await browser.close()
+            return fired
+
+    fired = asyncio.run(timed())
+    assert fired != "never"  # the cap's end was news to the worker
+    assert 300 <= fired < 450, fired  # on the worker's time: due 300 ms after it read t0
 
 
 SECRET = "Zq81fKx02LmA9wTokenValue"
