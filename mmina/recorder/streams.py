@@ -1,6 +1,7 @@
 """Response bodies the HAR does not keep: EventSource messages, fetch/XHR bodies tapped as they
 arrive (:class:`BodyTaps`, below), and the bodies of a document its page left as it loaded
-(``left_behind.py``).
+(``left_behind.py``); and when the page's own code got each fetch/XHR answer (:data:`TAKEN`),
+which the HAR does not know either.
 
 Playwright's HAR keeps no body for a ``text/event-stream`` response (the stream is still open,
 or was aborted, when the page moves on), so without help a replay would serve the stream empty.

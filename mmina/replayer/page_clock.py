@@ -15,6 +15,10 @@ page's time stands still, and its timers with it. The page hears of the cap thre
   the cap moved, or after ``ASK_WAIT_S``);
 * a lower cap (a response the page now waits for, due earlier than anything it waited for) is
   sent to every frame at once;
+* where the cap is the recorded moment of a request the page has not asked for yet, a page at it
+  is told so at once (``_asked``), and a timer of the page's due at most ``TIMER_GRACE_S`` past it
+  runs (the timer may be what asks: set a few milliseconds later on τ than the recording's, it
+  would never run while time stood at the cap, until the cap ran out);
 * a page's own data whose cap held τ (a fetch or XHR answer) is handed over only once every frame
   has heard that time goes on from its arrival (``ArchiveRouter._resume``): the page works on it
   with its clock running, as the recording's did.

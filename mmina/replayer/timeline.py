@@ -28,6 +28,14 @@ A cap holds τ for a bounded time of real time once τ reached it: ``CAP_MAX_S``
 an observation (a caller that failed before lifting it must not freeze the page for good), and
 ``EXPECTED_MAX_S`` for a request the page has not asked for (one the replay's page never makes
 must not hold the replay long). τ then goes on from the cap (no jump).
+
+What the page waits for that is due just past a request's cap (by at most ``GRACE_S``) may be
+what makes it ask — its own timer set a few milliseconds later on τ than the recording's, an
+answer recorded as arriving a millisecond after the page asked for the next hop of a redirect —
+so it still comes while τ stands there: the page's clock runs such a timer
+(``mmina.replayer.page_clock``), and :meth:`Timeline.reach` with a ``grace`` (the router's hold
+of an answer) ends once τ has stood there ``GRACE_STOOD_S``. Without that, τ stood
+``EXPECTED_MAX_S`` each time, and the endpoint's later requests held nothing.
 """
 
 from __future__ import annotations
