@@ -249,3 +249,25 @@ def test_a_page_is_told_what_lifts_its_cap_before_it_is_lifted() -> None:
     assert timeline.lift("answer") and timeline.version == version + 1
     now[0] = 1.1
     assert timeline.now() == pytest.approx(0.7)
+
+
+def test_what_is_due_just_past_a_request_not_asked_for_comes_once_time_stood_there() -> None:
+    from mmina.replayer.timeline import GRACE_S, GRACE_STOOD_S
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    timeline = Timeline(lambda: now[0])
+    timeline.expect([("next hop", 1.0, "/end")])
+    # a redirect's hop recorded as ending a millisecond after the page asked for the next: held to
+    # its end, it would wait for a request only its delivery makes, EXPECTED_MAX_S long
+    timeline.wait_until(1.0 + GRACE_S / 2, sleep, grace=GRACE_S)
+    assert timeline.now() == 1.0 and now[0] == pytest.approx(1.0 + GRACE_STOOD_S, abs=0.03)
+    assert timeline.cap() == 1.0  # the request still holds τ until the page asks for it
+    now[0] = 0.0
+    later = Timeline(lambda: now[0])
+    later.expect([("next hop", 1.0, "/end")])
+    later.wait_until(1.0 + 2 * GRACE_S, sleep, grace=GRACE_S)  # due further past it: no grace
+    assert now[0] >= 1.0 + EXPECTED_MAX_S

@@ -12,6 +12,10 @@ Two headers of mmina's own go into a row's ``response_headers`` (no store column
   hands it to the page in the same chunks at the same pace.
 * ``x-mmina-body: missing``: a response that had a body which neither the HAR nor a tap kept;
   its replay is a fidelity defect, and the report counts it as one.
+* ``x-mmina-taken``: for a fetch/XHR answer, when the page's own code got it (its ``fetch``
+  promise resolved, its XHR reached ``readyState`` 4), in milliseconds after the request started
+  (``streams.TAKEN``): later than the response arrived when the page was busy with its own work
+  then; a replay on the recording's timeline hands the answer over at that moment.
 * ``x-mmina-handed``: in a replay's row, when its router began handing the response over (after
   any hold for the recorded pace or the timeline), in milliseconds after the request started:
   ``time_ms`` less it is how long the hand-over itself took, until the browser had it all.
@@ -38,6 +42,10 @@ MMINA_HEADERS = "x-mmina-"
 CHUNKS_HEADER = MMINA_HEADERS + "chunks"
 BODY_HEADER = MMINA_HEADERS + "body"
 HANDED_HEADER = MMINA_HEADERS + "handed"
+TAKEN_HEADER = MMINA_HEADERS + "taken"
+TAKEN_MATCH_S = 0.5
+"""A page's report of an answer it got belongs to the request of its method and URL that started
+closest to when the page asked, within this long."""
 MISSING = "missing"
 NO_BODY_STATUSES = frozenset({101, 204, 205, 304})
 
@@ -46,7 +54,7 @@ if (
 ):  # the recorder's browser modules; this one stays free of Playwright (replay reads its names)
     from mmina.recorder.left_behind import LeftBody
     from mmina.recorder.shared_workers import WorkerExchange
-    from mmina.recorder.streams import EventStreams, Tapped
+    from mmina.recorder.streams import EventStreams, Taken, Tapped
 
 PutBlob = Callable[[bytes, str], str]
 T = TypeVar("T")
@@ -111,10 +119,12 @@ def capture(
             learn_entry(redactor, entry, archive)
         extra = {key: list(columns) for key, columns in routed.columns.items()}
         handed = {key: list(times) for key, times in routed.handed.items()}
+        taken = streams.taken() if streams is not None else {}
         rows = []
         for seq, e in enumerate(entries):
             further: Mapping[str, Any] = _next_for(e, extra, NO_COLUMNS)
             row = {**_row(seq, e, step_starts, put_blob, archive, redactor), **further}
+            row = _with_taken(row, _taken_for(e, row, taken))
             rows.append(_with_handed(row, _next_for(e, handed, None)))
         return rows
     finally:
@@ -147,6 +157,37 @@ def _next_for(entry: dict[str, Any], given: dict[tuple[str, str], list[T]], none
     request = entry.get("request") or {}
     waiting = given.get((request.get("method", "GET"), request.get("url", "")))
     return waiting.pop(0) if waiting else none_left
+
+
+def _taken_for(
+    entry: dict[str, Any], row: dict[str, Any], taken: dict[tuple[str, str], list[Taken]]
+) -> float | None:
+    """When the page's code got this fetch/XHR entry's answer (wall-clock seconds; taken from
+    ``taken``: the page's report whose asking is closest to the entry's start, within
+    ``TAKEN_MATCH_S``), or None."""
+    if entry.get("_resourceType") not in ("fetch", "xhr") or row.get("started_at") is None:
+        return None
+    request = entry.get("request") or {}
+    reports = taken.get((request.get("method", "GET"), request.get("url", "")))
+    started = row["started_at"].timestamp()
+    near = [r for r in reports or () if abs(r.asked - started) <= TAKEN_MATCH_S and r.taken >= started]
+    if not near or reports is None:
+        return None
+    chosen = min(near, key=lambda r: abs(r.asked - started))
+    reports.remove(chosen)
+    return chosen.taken
+
+
+def _with_taken(row: dict[str, Any], taken_at: float | None) -> dict[str, Any]:
+    """``row`` with its ``x-mmina-taken`` header when the page's code got its answer at ``taken_at``
+    (wall-clock seconds): in whole milliseconds after the request started (see the module)."""
+    if taken_at is None:
+        return row
+    after_ms = max(0.0, 1e3 * (taken_at - row["started_at"].timestamp()))
+    return {
+        **row,
+        "response_headers": [*row["response_headers"], {"name": TAKEN_HEADER, "value": f"{after_ms:.0f}"}],
+    }
 
 
 def _with_handed(row: dict[str, Any], handed_at: float | None) -> dict[str, Any]:

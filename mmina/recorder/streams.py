@@ -1,6 +1,7 @@
 """Response bodies the HAR does not keep: EventSource messages, fetch/XHR bodies tapped as they
 arrive (:class:`BodyTaps`, below), and the bodies of a document its page left as it loaded
-(``left_behind.py``).
+(``left_behind.py``); and when the page's own code got each fetch/XHR answer (:data:`TAKEN`),
+which the HAR does not know either.
 
 Playwright's HAR keeps no body for a ``text/event-stream`` response (the stream is still open,
 or was aborted, when the page moves on), so without help a replay would serve the stream empty.
@@ -60,12 +61,64 @@ WRAPPER = """(() => {
 })();""" % {"binding": BINDING, "document": DOCUMENT_ID}
 
 
+TAKEN_BINDING = "__mminaTaken"
+TAKEN = """(() => {
+  if (window.__mminaTakenWrapped) return;
+  Object.defineProperty(window, '__mminaTakenWrapped', {value: true});
+  // this machine's clock, not a replay's page clock (which may stand still: page_clock.py)
+  const now = () => ((globalThis.__pwClock && globalThis.__pwClock.builtins) || globalThis).Date.now();
+  const absolute = url => { try { return new URL(url, location.href).href; } catch (e) { return ''; } };
+  const report = (method, url, asked) => {
+    try { window.%(binding)s(String(method || 'GET').toUpperCase(), absolute(url), asked, now()); } catch (e) {}
+  };
+  const nativeFetch = window.fetch;
+  if (nativeFetch) {
+    window.fetch = function fetch(input, init) {
+      const request = input && typeof input === 'object' && 'url' in input ? input : null;
+      const url = request ? request.url : String(input);
+      const method = (init && init.method) || (request && request.method) || 'GET', asked = now();
+      const answer = nativeFetch.apply(this, arguments);
+      answer.then(() => report(method, url, asked), () => {});
+      return answer;
+    };
+  }
+  const XHR = window.XMLHttpRequest && window.XMLHttpRequest.prototype;
+  if (XHR) {
+    const open = XHR.open, send = XHR.send;
+    XHR.open = function (method, url) {
+      this.__mminaTakenOf = [method, String(url)];
+      return open.apply(this, arguments);
+    };
+    XHR.send = function () {
+      const of = this.__mminaTakenOf, asked = now();
+      if (of) this.addEventListener('readystatechange', () => {
+        if (this.readyState === 4 && this.status > 0) report(of[0], of[1], asked);
+      });
+      return send.apply(this, arguments);
+    };
+  }
+})();""" % {"binding": TAKEN_BINDING}
+"""Reports, in every document, when the page's own code got each answer to its ``fetch`` (the
+promise resolved) and XHR (``readyState`` 4): a page busy with its own work (a dashboard laying
+out its interface) gets an answer later than it arrived, and a replay hands it over at that
+moment (``x-mmina-taken``, ``mmina.recorder.har``)."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One fetch/XHR answer as the page's code got it (wall-clock seconds of this machine)."""
+
+    asked: float
+    taken: float
+
+
 class EventStreams:
     """EventSource messages by stream, in the order the streams were opened."""
 
     def __init__(self) -> None:
         self._urls: dict[str, str] = {}
         self._messages: dict[str, list[bytes]] = {}
+        self._taken: dict[tuple[str, str], list[Taken]] = {}
         self.taps = BodyTaps()
         """The fetch/XHR bodies of the same context."""
         self.left = LeftBehind()
@@ -80,6 +133,8 @@ class EventStreams:
         streams.shared.attach(context)
         await context.expose_binding(BINDING, streams._heard)
         await context.add_init_script(WRAPPER)
+        await context.expose_binding(TAKEN_BINDING, streams._taken_by_page)
+        await context.add_init_script(TAKEN)
         return streams
 
     async def listen(self, session: CDPSession) -> None:
@@ -87,6 +142,14 @@ class EventStreams:
         self.left.listen(session)
         await self.taps.listen(session)
         await self.shared.listen(session)
+
+    def _taken_by_page(self, _source: Any, method: str, url: str, asked_ms: float, taken_ms: float) -> None:
+        self._taken.setdefault((method, url), []).append(Taken(asked_ms / 1e3, taken_ms / 1e3))
+
+    def taken(self) -> dict[tuple[str, str], list[Taken]]:
+        """When the page's code got each fetch/XHR answer (:data:`TAKEN`), by (method, URL), in
+        the order the page asked."""
+        return {key: sorted(found, key=lambda t: t.asked) for key, found in self._taken.items()}
 
     def _heard(self, _source: Any, stream: str, url: str, kind: str, data: str, event_id: str) -> None:
         if kind == "open":

@@ -15,6 +15,10 @@ page's time stands still, and its timers with it. The page hears of the cap thre
   the cap moved, or after ``ASK_WAIT_S``);
 * a lower cap (a response the page now waits for, due earlier than anything it waited for) is
   sent to every frame at once;
+* where the cap is the recorded moment of a request the page has not asked for yet, a page at it
+  is told so at once (``_asked``), and a timer of the page's due at most ``TIMER_GRACE_S`` past it
+  runs (the timer may be what asks: set a few milliseconds later on τ than the recording's, it
+  would never run while time stood at the cap, until the cap ran out);
 * a page's own data whose cap held τ (a fetch or XHR answer) is handed over only once every frame
   has heard that time goes on from its arrival (``ArchiveRouter._resume``): the page works on it
   with its clock running, as the recording's did.
@@ -56,13 +60,17 @@ from typing import Any
 from playwright.async_api import BrowserContext
 from playwright.async_api import Error as PlaywrightError
 
-from mmina.replayer.timeline import Timeline
+from mmina.replayer.timeline import GRACE_S, Timeline
 
 ASK_WAIT_S = 0.5
 """A page at its cap is answered once the cap moved, or after this (it then asks again)."""
 CHANGE_POLL_S = 0.05
 """A page's question also looks at the timeline this often (a cap that ran out of its limit says nothing)."""
+TIMER_GRACE_S = GRACE_S
+"""Where the cap is the recorded moment of a request the page has not asked for yet, a timer of the
+page due at most this long past it still runs (see the module)."""
 FOLLOW = """(() => {
+  const GRACE = %GRACE%;
   const pw = globalThis.__pwClock, c = pw && pw.controller;
   if (!c || globalThis.__mminaTimeline || typeof c._syncRealTime !== 'function' || typeof c._advanceNow !== 'function'
       || !c._now || !c._embedder || !pw.builtins || !pw.builtins.Date) return;
@@ -70,12 +78,21 @@ FOLLOW = """(() => {
   const jump = at => { if (at > c._now.time) c._advanceNow(c._now.ticks + (at - c._now.time)); };
   // news was sent at `sent` (wall-clock ms, this machine's): τ ran since, up to the cap
   const since = sent => sent ? Math.max(0, pw.builtins.Date.now() - sent) : 0;
+  // the cap is a request this page has not asked for yet: a timer due just past it (by at most
+  // GRACE ms) may be what asks for it, so it runs (held at the cap, it would never ask)
+  const timerRoom = () => {
+    if (!state.asks || typeof c._firstTimer !== 'function') return 0;
+    const timer = c._firstTimer();
+    if (!timer) return 0;
+    const due = c._now.time + (timer.callAt - c._now.ticks);
+    return due <= state.cap + GRACE ? due - c._now.time : 0;
+  };
   const step = asking => {
     if (!c._realTime) return;
     const now = c._embedder.performanceNow();
     const elapsed = now - c._realTime.lastSyncTicks;
     if (elapsed <= 0) return;
-    const room = Math.max(0, state.cap - c._now.time);
+    const room = Math.max(0, state.cap - c._now.time, timerRoom());
     c._advanceNow(c._now.ticks + Math.min(elapsed, room));
     c._realTime.lastSyncTicks = now;
     if (asking && elapsed >= room) ask();
@@ -121,7 +138,7 @@ FOLLOW = """(() => {
   const ask = () => {
     if (state.asking || typeof globalThis.__mminaClock !== 'function') return;
     state.asking = true;
-    globalThis.__mminaClock(state.version).then(
+    globalThis.__mminaClock(state.version, !!state.asks).then(
       n => { state.asking = false; state.news(n.at, n.cap, n.version, n.sent, n.asks, n.then); },
       () => { state.asking = false; });
   };
@@ -144,7 +161,7 @@ FOLLOW = """(() => {
     ask();
   }
   Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
-})();"""
+})();""".replace("%GRACE%", str(round(TIMER_GRACE_S * 1e3)))
 """Makes Playwright's clock follow the timeline in every document (see the module)."""
 
 
@@ -224,11 +241,15 @@ class PageClock:
         question is answered; see ``ArchiveRouter._resume``)."""
         await self._tell(self.news(self.timeline.lifted_state(key)))
 
-    async def _asked(self, _source: Any, version: int) -> dict[str, Any]:
+    async def _asked(self, _source: Any, version: int, knows_asks: bool = False) -> dict[str, Any]:
         """A page at its cap asks for news: answered as soon as there is some (a lift, a request
-        asked for), or after ``ASK_WAIT_S``."""
+        asked for), or after ``ASK_WAIT_S``; at once where the cap is a request's recorded moment
+        and the page does not know it yet (``knows_asks``: it knows of one), so that its own
+        asking lifts the cap and its timers due just past it run (see the module)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + ASK_WAIT_S
+        if not knows_asks and self.timeline.asked_next() is not None:
+            return self.news().page()
         while self.timeline.version <= version and (left := until - loop.time()) > 0:
             if self._change is None or self._change.done():
                 self._change = loop.create_future()

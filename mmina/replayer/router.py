@@ -53,7 +53,7 @@ from playwright.async_api import BrowserContext, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 
 from mmina.recorder.browser import REDIRECT_MARK
-from mmina.recorder.har import CHUNKS_HEADER, RoutedTraffic
+from mmina.recorder.har import CHUNKS_HEADER, TAKEN_HEADER, RoutedTraffic
 from mmina.recorder.web_workers import WorkerChannel, WorkerScripts, WorkerStart
 from mmina.redaction.redact import is_text_type
 from mmina.replayer.archive import (
@@ -77,7 +77,7 @@ from mmina.replayer.fidelity import SocketFidelity, compare_sockets
 from mmina.replayer.page_clock import FRAMES, PageClock
 from mmina.replayer.socket_route import SocketPlayer
 from mmina.replayer.sockets import PAGE, SERVER, Message, heartbeat_kind, parse_messages
-from mmina.replayer.timeline import Timeline
+from mmina.replayer.timeline import GRACE_S, Timeline
 from mmina.replayer.turns import Expected, Turns
 from mmina.replayer.worker_clock import clock_in_workers
 from mmina.replayer.worker_route import WorkerRequest, WorkerRoute
@@ -524,7 +524,7 @@ class ArchiveRouter:
         due = due_on_timeline(asked_at, reply.recorded_s, landed, self.timeline.held_at("observe"))
         self.timeline.hold(cap, due)
         try:
-            await self.timeline.reach(due)
+            await self.timeline.reach(due, GRACE_S)
         except asyncio.CancelledError:
             self.timeline.lift(cap)
             raise
@@ -618,7 +618,7 @@ class ArchiveRouter:
             recorded_s=min(until_headers, MAX_HOLD_S),
             arrived_at=arrived,
             asked_at=asked,
-            landed_at=arrived,
+            landed_at=asked + max(until_headers, _taken_s(exchange) or 0.0) if asked is not None else None,
         )
 
     def _failed(self, request: Request | WorkerRequest, status: int, why: str) -> Reply:
@@ -795,6 +795,19 @@ def said_before(messages: list[Message], until: float | None) -> list[Message]:
         default=-1,
     )
     return [m for i, m in enumerate(said) if m.direction == SERVER or i < last]
+
+
+def _taken_s(exchange: Exchange) -> float | None:
+    """When the recording's page's code got this fetch/XHR answer, in seconds after its request
+    started (``x-mmina-taken``; None: not recorded): a page busy with its own work when it
+    arrived got it that much later, and a replay on the timeline hands it over then, so the page
+    reads the time the recording's did as it gets it (the replayed page did that work while its
+    time stood still for the archive, and would get it at its arrival)."""
+    value = next((v for name, v in exchange.headers if name.lower() == TAKEN_HEADER), None)
+    try:
+        return float(value) / 1e3 if value is not None else None
+    except ValueError:
+        return None
 
 
 def _until_headers(exchange: Exchange) -> float:

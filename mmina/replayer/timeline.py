@@ -28,6 +28,14 @@ A cap holds τ for a bounded time of real time once τ reached it: ``CAP_MAX_S``
 an observation (a caller that failed before lifting it must not freeze the page for good), and
 ``EXPECTED_MAX_S`` for a request the page has not asked for (one the replay's page never makes
 must not hold the replay long). τ then goes on from the cap (no jump).
+
+What the page waits for that is due just past a request's cap (by at most ``GRACE_S``) may be
+what makes it ask — its own timer set a few milliseconds later on τ than the recording's, an
+answer recorded as arriving a millisecond after the page asked for the next hop of a redirect —
+so it still comes while τ stands there: the page's clock runs such a timer
+(``mmina.replayer.page_clock``), and :meth:`Timeline.reach` with a ``grace`` (the router's hold
+of an answer) ends once τ has stood there ``GRACE_STOOD_S``. Without that, τ stood
+``EXPECTED_MAX_S`` each time, and the endpoint's later requests held nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +52,13 @@ CAP_MAX_S = 30.0
 """A response's or an observation's cap holds τ for at most this long in real time."""
 EXPECTED_MAX_S = 2.0
 """A request the page has not asked for holds τ at its recorded moment for at most this long."""
+GRACE_S = 0.1
+"""What the page waits for that is due at most this long past the recorded moment of a request it
+has not asked for yet still comes while τ stands there (a timer, a held response): it may be what
+makes the page ask (see the module)."""
+GRACE_STOOD_S = 0.2
+"""... once τ has stood there this long in real time (a page merely slower to ask than the
+recording's has asked by then, mostly, and its response comes at its own moment)."""
 POLL_S = 0.02
 """How often a wait whose target lies past a cap held by someone else looks again."""
 
@@ -228,22 +243,34 @@ class Timeline:
         if jumped:
             self._tell(self._changed)
 
-    def wait_until(self, at: float, sleep: Callable[[float], None] = time.sleep) -> None:
-        """Block until τ reaches ``at`` (every cap ends: this ends)."""
-        while (left := self._left(at)) > 0:
+    def wait_until(self, at: float, sleep: Callable[[float], None] = time.sleep, grace: float = 0.0) -> None:
+        """Block until τ reaches ``at`` (every cap ends: this ends); ``grace``: see :meth:`reach`."""
+        while (left := self._left(at, grace)) > 0:
             sleep(left)
 
-    async def reach(self, at: float) -> None:
-        """Wait on the running event loop until τ reaches ``at``."""
-        while (left := self._left(at)) > 0:
+    async def reach(self, at: float, grace: float = 0.0) -> None:
+        """Wait on the running event loop until τ reaches ``at``, or (``grace`` > 0) until τ has
+        stood for ``GRACE_STOOD_S`` at the recorded moment of a request the page has not asked for
+        yet that lies at most ``grace`` before ``at`` (``GRACE_S``: what the page waits for may be
+        what makes it ask: the recording's timings put a redirect's next hop a millisecond before
+        the hop before it ended)."""
+        while (left := self._left(at, grace)) > 0:
             await asyncio.sleep(left)
 
-    def _left(self, at: float) -> float:
-        """How long to sleep before looking again whether τ reached ``at`` (0: it did)."""
+    def _left(self, at: float, grace: float = 0.0) -> float:
+        """How long to sleep before looking again whether τ reached ``at`` (0: it did, or stands
+        within ``grace`` of it at a request's moment: see :meth:`reach`)."""
         with self._lock:
-            position = self._advance(self._clock())
-            cap = self._binding()[0]
-        if position >= at:
+            real = self._clock()
+            position = self._advance(real)
+            cap, binding = self._binding()
+            standing = (
+                binding is not None
+                and binding is self._expecting
+                and binding.reached is not None
+                and real - binding.reached >= GRACE_STOOD_S
+            )
+        if position >= at or (standing and at - cap <= grace):
             return 0.0
         return at - position if cap >= at else POLL_S
 

@@ -503,13 +503,16 @@ REQUESTS = Table(
             "response_headers",
             HEADERS,
             "Response headers, credentials redacted (`Set-Cookie: sid=[REDACTED]; Path=/`, "
-            "a token in `Location`). Three headers are mmina's own (never served by a "
+            "a token in `Location`). Four headers are mmina's own (never served by a "
             "replay): `x-mmina-chunks` — how a fetch/XHR body arrived, `size@ms` per chunk "
             "(milliseconds after the headers), comma-separated, when it came in more than "
             "one chunk; `x-mmina-body: missing` — the response had a body that neither the "
             "HAR nor the body tap kept; `x-mmina-handed` — in a replay's row, when the replay "
             "began handing the response over (after any hold for the recorded pace), in "
-            "milliseconds after the request started: `time_ms` less it is the hand-over's own time.",
+            "milliseconds after the request started: `time_ms` less it is the hand-over's own time; "
+            "`x-mmina-taken` — for a fetch/XHR answer, when the page's own code got it (its `fetch` "
+            "promise resolved, its XHR reached `readyState` 4), in milliseconds after the request "
+            "started: a replay on the recording's timeline hands the answer over then.",
         ),
         (
             "request_body",
