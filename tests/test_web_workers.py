@@ -185,7 +185,8 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     timers run on that time: one due before the cap fires on time, one due past it waits for the
     news, an interval of 50 ms ticks as often as the time it saw allows (not every 50 ms of the
     wall clock while the time stood), a cleared timer never fires."""
-    script = worker_clock.WORKER_CLOCK % {"at": 1_000_000, "cap": 1_000_200, "version": 1}
+    fields = {"at": 1_000_000, "cap": 1_000_200, "version": 1, "asks": "false", "grace": 100}
+    script = worker_clock.WORKER_CLOCK % fields
     body = script + "\n" + CLOCK_CHECK
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=find_chromium(None, playwright))
@@ -212,37 +213,61 @@ def test_a_workers_clock_runs_to_its_cap_stands_there_and_never_goes_back() -> N
     assert "cleared" not in seen
 
 
-TIMED_WORKER = "const t0 = Date.now(); setTimeout(() => postMessage(Date.now() - t0), 300);"
+def _in_a_worker(timeline: Timeline, body: str) -> list[Any]:
+    """What a worker running ``body`` posts (with the page's wall-clock milliseconds as each came)
+    until it posts ``"done"`` (or 10 s), its clock on ``timeline`` (which nothing else reads)."""
+
+    async def run() -> list[Any]:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=find_chromium(None, playwright))
+            context = await browser.new_context()
+            worker_clock.clock_in_workers(context, PageClock(timeline, datetime.now(UTC)), datetime.now(UTC))
+            page = await context.new_page()
+            await watch_page(context, await context.new_cdp_session(page))
+            posted = await page.evaluate(
+                """(body) => new Promise((resolve) => {
+                  const posted = [];
+                  const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
+                  worker.onmessage = ({data}) => data === 'done' ? resolve(posted) : posted.push([data, Date.now()]);
+                  setTimeout(() => resolve(posted), 10000);
+                })""",
+                body,
+            )
+            await browser.close()
+            return posted
+
+    return asyncio.run(run())
 
 
 def test_a_workers_timer_past_a_cap_fires_once_the_cap_ends_with_nobody_else_looking() -> None:
     """A worker's timer due past a cap that ends by its limit (nobody lifts it, nothing else reads
     the timeline) fires once it ended, on the worker's time: the news of the cap's end reaches the
     worker though no one else asked the timeline."""
+    timeline = Timeline()
+    timeline.hold("an observation", at=0.1, limit=0.6)
+    posted = _in_a_worker(
+        timeline, "const t0 = Date.now(); setTimeout(() => postMessage(Date.now() - t0), 300);"
+    )
+    assert posted, "the cap's end was never news to the worker"
+    assert 300 <= posted[0][0] < 450, posted  # on the worker's time: due 300 ms after it read t0
 
-    async def timed() -> Any:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=find_chromium(None, playwright))
-            context = await browser.new_context()
-            timeline = Timeline()
-            timeline.hold("an observation", at=0.1, limit=0.6)
-            worker_clock.clock_in_workers(context, PageClock(timeline, datetime.now(UTC)), datetime.now(UTC))
-            page = await context.new_page()
-            await watch_page(context, await context.new_cdp_session(page))
-            fired = await page.evaluate(
-                """(body) => new Promise((resolve) => {
-                  const worker = new Worker(URL.createObjectURL(new Blob([body], {type: 'text/javascript'})));
-                  worker.onmessage = ({data}) => resolve(data);
-                  setTimeout(() => resolve('never'), 10000);
-                })""",
-                TIMED_WORKER,
-            )
-            await browser.close()
-            return fired
 
-    fired = asyncio.run(timed())
-    assert fired != "never"  # the cap's end was news to the worker
-    assert 300 <= fired < 450, fired  # on the worker's time: due 300 ms after it read t0
+GRACED = """const cap = __mminaTimeline.cap, armed = Date.now();
+postMessage(cap - armed);
+setTimeout(() => { postMessage(Date.now() - cap); postMessage('done'); }, cap - armed + 50);"""
+
+
+def test_a_workers_timer_due_just_past_a_request_not_asked_yet_runs_at_once() -> None:
+    """Where τ stands at the recorded moment of a request not asked for yet, a worker's timer due
+    just past it (by less than ``GRACE_S``) runs — it may be what asks — rather than wait for the
+    request's limit (2 s), as a document's timer does: on the worker's time 50 ms past the cap."""
+    timeline = Timeline()
+    timeline.expect([("GET /poll", 1.0, "GET /poll")])
+    posted = _in_a_worker(timeline, GRACED)
+    assert len(posted) == 2, posted
+    (left_ms, armed_at), (past_cap_ms, fired_at) = posted
+    assert 50 <= past_cap_ms <= 60, posted  # its due moment on the worker's time
+    assert fired_at - armed_at - left_ms < 1000, posted  # not held for the request's 2 s
 
 
 SECRET = "Zq81fKx02LmA9wTokenValue"

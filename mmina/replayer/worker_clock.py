@@ -10,7 +10,9 @@ for it. Its timers (``setTimeout``, ``setInterval``) run on that time as the doc
 Playwright's clock: a timer fires when the worker's time reaches its due moment, so one due past
 the cap waits for news that lets time on (a worker polling every second polls as often on τ as
 it did in the recording, however long τ stands still); each is armed with a wall-clock timer for
-what is left of it, and armed again at every news. A worker's ``requestAnimationFrame`` (of an
+what is left of it, and armed again at every news. Where the cap is the recorded moment of a
+request not asked for yet, a timer due at most ``GRACE_S`` past it runs (the worker's time goes on
+to its due moment), as a document's does: it may be what asks. A worker's ``requestAnimationFrame`` (of an
 ``OffscreenCanvas``) stays the browser's.
 
 A replay without a timeline (a new agent on the archive) gives workers the time of its page clock,
@@ -28,13 +30,15 @@ from playwright.async_api import BrowserContext
 
 from mmina.recorder.web_workers import WorkerScripts, worker_scripts
 from mmina.replayer.page_clock import News, PageClock
+from mmina.replayer.timeline import GRACE_S
 
 POLL_S = 0.02
 """How often the workers' news is looked at (a change is sent once)."""
 WORKER_CLOCK = """(() => {
   if (globalThis.__mminaTimeline) return;
   const NativeDate = globalThis.Date, perf = performance, real = perf.now.bind(perf);
-  const state = {time: %(at)d, cap: %(cap)s, version: %(version)d, last: real()};
+  const state = {time: %(at)d, cap: %(cap)s, version: %(version)d, asks: %(asks)s, last: real()};
+  const GRACE = %(grace)d;
   const sync = () => {
     const at = real(), since = at - state.last;
     state.last = at;
@@ -42,18 +46,21 @@ WORKER_CLOCK = """(() => {
   };
   const timers = new Map();
   let lastId = 0, nativeSet = null, nativeClear = null;
+  // the cap is a request not asked for yet: a timer due just past it may be what asks, so it runs
+  const graced = (timer) => state.asks && state.time >= state.cap && timer.at <= state.cap + GRACE;
   const arm = (timer) => {
     natives();
     if (timer.native !== null) nativeClear(timer.native);
     sync();
-    timer.native = state.time >= state.cap && timer.at > state.time
+    timer.native = state.time >= state.cap && timer.at > state.time && !graced(timer)
       ? null : nativeSet(ring, Math.max(0, Math.ceil(timer.at - state.time)), timer);
   };
   const ring = (timer) => {
     timer.native = null;
     if (timers.get(timer.id) !== timer) return;
     sync();
-    if (timer.at > state.time) return arm(timer);
+    if (timer.at > state.time && !graced(timer)) return arm(timer);
+    state.time = Math.max(state.time, timer.at);
     if (timer.every === null) timers.delete(timer.id);
     else { timer.at = state.time + timer.every; arm(timer); }
     timer.run();
@@ -74,11 +81,12 @@ WORKER_CLOCK = """(() => {
     timers.delete(id);
     if (timer.native !== null) nativeClear(timer.native);
   };
-  state.news = (at, cap, version) => {
+  state.news = (at, cap, version, asks) => {
     if (version < state.version) return;
     sync();
     state.version = version;
     state.cap = cap === null ? Infinity : cap;
+    state.asks = !!asks;
     if (at > state.time) state.time = at;
     timers.forEach(arm);
   };
@@ -113,7 +121,7 @@ WORKER_CLOCK = """(() => {
   Object.defineProperty(globalThis, '__mminaTimeline', {value: state});
 })();"""
 """Makes a worker's ``Date``, ``performance.now()`` and timers follow the news it is given (see the module)."""
-NEWS = "globalThis.__mminaTimeline && __mminaTimeline.news(%d, %s, %d)"
+NEWS = "globalThis.__mminaTimeline && __mminaTimeline.news(%d, %s, %d, %s)"
 
 
 def clock_in_workers(context: BrowserContext, clock: PageClock | None, starts_at: datetime) -> WorkerScripts:
@@ -135,11 +143,21 @@ def clock_in_workers(context: BrowserContext, clock: PageClock | None, starts_at
 
 
 def _told(news: News) -> str:
-    return _script(news.at, news.cap, news.version)
+    return _script(news.at, news.cap, news.version, news.asks is not None)
 
 
-def _script(at: int, cap: int | None, version: int) -> str:
-    return WORKER_CLOCK % {"at": at, "cap": "Infinity" if cap is None else cap, "version": version}
+def _script(at: int, cap: int | None, version: int, asks: bool = False) -> str:
+    return WORKER_CLOCK % {
+        "at": at,
+        "cap": "Infinity" if cap is None else cap,
+        "version": version,
+        "asks": _js_bool(asks),
+        "grace": round(GRACE_S * 1e3),
+    }
+
+
+def _js_bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 class _Teller:
@@ -165,4 +183,5 @@ class _Teller:
                 continue  # state(), not version: it ends a cap whose limit passed (news a worker waits for)
             news = self.clock.news()
             told = news.version
-            await self.scripts.tell(NEWS % (news.at, "null" if news.cap is None else news.cap, told))
+            cap = "null" if news.cap is None else news.cap
+            await self.scripts.tell(NEWS % (news.at, cap, told, _js_bool(news.asks is not None)))
