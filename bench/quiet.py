@@ -1,11 +1,16 @@
 """What settling's wait for a main thread free of long tasks would cost a step (issue 56; off by
-default, ``settling.LONG_TASK_QUIET_MS``).
+default, ``settling.LONG_TASK_QUIET_MS``), and what its wait for a new page that fetched past the
+network bound to be still costs (on by default, ``settling.BUILD_STILL_MS``).
 
 The oracle's episodes of a few fixture-web tasks are acted out (no capture, no store), each step's
 action and the settling after it timed, with the wait on (a ``QUIET_MS`` window) and off, in
 alternating rounds so both see the same machine; then ``tests/busy_site.py``'s pages are opened
 the same way: one that builds its interface in long tasks after ``load`` (is it observed built?),
 one whose long tasks and animation never end (it costs the bound, ``LONG_TASK_MAX_S``), a plain one.
+The build wait the same way (:func:`add_build_wait`): the fixture web's steps with it and without,
+then a plain page, one held to the network bound by a long-poll and otherwise still (the wait must
+cost it nothing), one whose clock ticks for good (it costs the wait's bound, ``BUILD_MAX_S``) and
+one that builds its interface with the CPU after fetching past the bound (is it observed built?).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from mmina.recorder.browser import BrowserConfig, BrowserSession
 from mmina.recorder.episode_browser import EpisodeBrowser
 from mmina.tasks.task import Task
 from mmina.tasks.taskcheck import load_suite
-from tests.busy_site import BUILT, BusySite
+from tests.busy_site import BUILT, BUILT_PARTS, BusySite
 
 TASKS = ("normal/1", "normal/2", "shopping/6", "compare/1", "multi567/1", "wikipedia/1")
 ROUNDS = 3
@@ -32,6 +37,8 @@ PAGE_ROUNDS = 3
 QUIET_MS = 250
 """The quiet window measured (``settling.LONG_TASK_QUIET_MS``, off by default)."""
 MODES = {"on": QUIET_MS, "off": 0}
+BUILD_MODES = {"on": settling.BUILD_STILL_MS, "off": 0}
+"""The build wait as it is by default, and off."""
 
 
 @contextmanager
@@ -80,7 +87,77 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
         "fixture-web step: on / off", round(on / off, 3), "", note="no target: the wait is off by default"
     )
     _add_pages(section, log, 1 if quick else PAGE_ROUNDS)
+    add_build_wait(section, log, quick)
     return section
+
+
+@contextmanager
+def building(ms: int) -> Iterator[None]:
+    """Settling with the build wait's stillness of ``ms`` (0: off)."""
+    kept = settling.BUILD_STILL_MS
+    settling.BUILD_STILL_MS = ms
+    try:
+        yield
+    finally:
+        settling.BUILD_STILL_MS = kept
+
+
+def add_build_wait(section: Section, log: Callable[[str], None], quick: bool = False) -> None:
+    """The build wait on and off: fixture-web steps, then the busy site's pages."""
+    tasks = [t for t in load_suite().tasks if t.task_id in TASKS]
+    steps: dict[str, list[float]] = {mode: [] for mode in BUILD_MODES}
+    with FixtureWeb() as web:
+        session = BrowserSession(
+            BrowserConfig(screenshots=False, set_of_marks=False, extra_args=tuple(web.chromium_args()))
+        )
+        try:
+            for round_ in range(1 if quick else ROUNDS):
+                for mode, ms in BUILD_MODES.items():
+                    log(f"fixture-web steps, build wait {mode} (round {round_ + 1})")
+                    with building(ms):
+                        for task in tasks:
+                            steps[mode] += _step_times(session, task)
+        finally:
+            session.close()
+    on, off = statistics.mean(steps["on"]), statistics.mean(steps["off"])
+    for mode, mean in (("off", off), ("on", on)):
+        section.add(
+            f"fixture-web step (action + settling), build wait {mode}",
+            round(mean * 1e3),
+            "ms",
+            note=f"{len(steps[mode])} steps, median {statistics.median(steps[mode]) * 1e3:.0f} ms,"
+            f" slowest {max(steps[mode]) * 1e3:.0f} ms",
+        )
+    section.add("fixture-web step: build wait on / off", round(on / off, 3), "", Target(1.05))
+    _add_build_pages(section, log, 1 if quick else PAGE_ROUNDS)
+
+
+def _add_build_pages(section: Section, log: Callable[[str], None], rounds: int) -> None:
+    with BusySite() as site:
+        session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False))
+        try:
+            for page in ("plain", "polling", "ticking", "compiling"):
+                for mode, ms in BUILD_MODES.items():
+                    log(f"the {page} page, build wait {mode}")
+                    with building(ms):
+                        opened = [
+                            _open(session, site.url + page, f"Part {BUILT_PARTS}") for _ in range(rounds)
+                        ]
+                    seconds = [s for s, _built in opened]
+                    note = f"{rounds} opening(s), {min(seconds):.2f}–{max(seconds):.2f} s"
+                    if page == "compiling":
+                        note += f"; observed built in {sum(b for _s, b in opened)} of {rounds}"
+                    section.add(
+                        f"{page} page opened and settled, build wait {mode}",
+                        round(statistics.mean(seconds), 2),
+                        "s",
+                        Target(settling.SETTLE_MAX_S + settling.BUILD_MAX_S + 2.0)
+                        if page == "ticking"
+                        else None,
+                        note,
+                    )
+        finally:
+            session.close()
 
 
 def _step_times(session: BrowserSession, task: Task) -> list[float]:
@@ -127,12 +204,12 @@ def _add_pages(section: Section, log: Callable[[str], None], rounds: int) -> Non
             session.close()
 
 
-def _open(session: BrowserSession, url: str) -> tuple[float, bool]:
+def _open(session: BrowserSession, url: str, built: str = BUILT) -> tuple[float, bool]:
     browser = session.episode(None, paint_marks=False)
     try:
         started = time.perf_counter()
         browser.open((url,))
         seconds = time.perf_counter() - started
-        return seconds, BUILT in browser.tree()[0]
+        return seconds, built in browser.tree()[0]
     finally:
         browser.close()

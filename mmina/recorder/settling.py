@@ -2,9 +2,11 @@
 
 A page has settled when its document is ready, the network has been quiet briefly (XHR
 content arrived), and the page has run the work it set itself to do right after (timers due
-within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more. Every
-wait here ends by a deadline, so a page that never settles costs a step at most
-``ACTION_DEADLINE_S``.
+within ``SOON_MS``, two animation frames and a macrotask turn) without asking for more; and a new
+document whose network was still busy at settling's bound, once it has been still a moment
+(``BUILD_STILL_MS``: a client building its interface is observed when only answers and timers,
+which a replay reproduces on its timeline, can change it next). Every wait here ends by a
+deadline, so a page that never settles costs a step at most ``ACTION_DEADLINE_S``.
 
 Those waits run on the browser's event loop and lean on Playwright's own timeouts, which the
 driver enforces: a driver that stops answering, or a call Playwright gives no timeout
@@ -75,13 +77,17 @@ LONG_TASK_GAP_MS = 100
 main thread may have been held by a long task the page's ``PerformanceObserver`` has not reported
 yet: one more turn lets it (a machine under load stretches turns too, so a held turn alone does
 not count as a long task)."""
-BUILD_STILL_MS = 0
-"""With more than 0: a new document whose requests never paused for ``SETTLE_QUIET_S`` before
-settling's network bound (``SETTLE_MAX_S`` after it was ready: a client still building its
-interface, fetching as it goes) is then waited on until it has been still this long — no request
-started or ended, no change to its DOM, no long task — at most ``BUILD_MAX_S`` more, in the
-recording and the replay alike. Off: measured on Jupyter Notebook 7 (docs/replay.md, "The first
-observation of a page still building") but not across the applications and the fixture web."""
+BUILD_STILL_MS = 500
+"""A new document whose requests never paused for ``SETTLE_QUIET_S`` before settling's network
+bound (``SETTLE_MAX_S`` after it was ready: a client still building its interface, fetching as it
+goes) is then waited on until it has been still this long — no request started or ended, no
+change to its DOM, no long task, no turn of its main thread held, no font loading — at most
+``BUILD_MAX_S`` more, in the recording and the replay alike. Still is what both can reproduce: a
+page that changes next only when a response arrives or one of its timers fires changes on the
+replay's timeline as it did when recorded, whereas one still computing its interface is wherever
+its CPU got to (the replay's, given the time τ stood still, further on). Counted from when this
+settling began watching the page (``WATCH``), so a page already still at the bound waits nothing
+more; 0: off (settling ends at the bound, as before issue 56's build rule)."""
 BUILD_MAX_S = 6.0
 PENDING_TIMERS = """(() => {
   if (window.__mminaSoon) return;
@@ -167,36 +173,61 @@ than ``soonLimit`` already (a long-poll, a stream), or to one of the ``longLived
 without their query), is *standing*: it holds no later settling. And (for at most ``taskLimit``
 ms) until the main thread has run no long task for ``taskQuiet`` ms (``LONG_TASK_QUIET_MS``): the
 page's ``PerformanceObserver`` entries (after a turn held ``LONG_TASK_GAP_MS``, one more turn)."""
-READY = """(limit) => new Promise(done => {
+WATCH_S = LOAD_MAX_S + SETTLE_MAX_S + BUILD_MAX_S + 1.0
+"""How long a new document's DOM changes are watched after a settling first looks at it (``WATCH``):
+as long as that settling can last."""
+WATCH = """if (watch && (!window.__mminaMoved || !window.__mminaMoved.watching)) {
+    const moved = {last: real.performance.now(), watching: true};
+    try { Object.defineProperty(window, '__mminaMoved', {value: moved, configurable: true}); } catch (e) {}
+    try {
+      const observer = new MutationObserver(() => { moved.last = real.performance.now(); });
+      observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+      real.setTimeout(() => { observer.disconnect(); moved.watching = false; }, %d);
+    } catch (e) { moved.watching = false; }
+  }""" % (WATCH_S * 1e3)
+"""When the page's DOM last changed (``window.__mminaMoved.last``, real ms), watched for ``WATCH_S``
+from the first settling that looks at a new document: what ``STILL`` counts from, so a page already
+still at the network bound waits no more (an older document is not watched: the rule is for new
+ones)."""
+READY = """(limit, watch) => new Promise(done => {
+  %s
   %s
   const ready = () => document.readyState === 'complete' && !document.querySelector('meta[name="%s"]');
   const started = real.performance.now();
   const check = () => ready() ? done(true) : \
 real.performance.now() - started > limit ? done(false) : real.setTimeout(check, 20);
   check();
-})""" % (REAL_TIMERS, REDIRECT_MARK)
-"""Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms."""
+})""" % (REAL_TIMERS, WATCH, REDIRECT_MARK)
+"""Resolves true once the document is ready (checked every 20 ms), false after ``limit`` ms; with
+``watch``, starts watching the document's DOM changes (``WATCH``)."""
 STILL = (
-    """(quiet, limit) => new Promise(done => {
+    """(quiet, limit, gap) => new Promise(done => {
   %s
   const tasks = window.__mminaLongTasks || {last: 0}, started = real.performance.now();
-  let moved = started;
+  const watched = window.__mminaMoved && window.__mminaMoved.watching ? window.__mminaMoved : null;
+  let moved = watched ? watched.last : started, turned = started;
   const observer = new MutationObserver(() => { moved = real.performance.now(); });
   observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
   const asked = () => Math.max(0, ...[...(window.__mminaSoon || [])].map(token => (token && token.at) || 0));
+  const fonts = () => !!(document.fonts && document.fonts.status === 'loading');
   const check = () => {
     const now = real.performance.now();
-    if (now - Math.max(moved, tasks.last, asked()) >= quiet || now - started >= limit) {
+    if (now - turned > 50 + gap || fonts()) moved = now;
+    turned = now;
+    const since = Math.max(moved, tasks.last, asked());
+    if (now - since >= quiet || now - started >= limit) {
       observer.disconnect();
-      done(true);
+      done(now - since);
     } else real.setTimeout(check, 50);
   };
-  real.setTimeout(check, 50);
+  check();
 })"""
     % REAL_TIMERS
 )
-"""Resolves once the page has been still for ``quiet`` ms (no DOM change, long task or fetch/XHR
-started; watched from the call on), or after ``limit`` ms."""
+"""Resolves once the page has been still for ``quiet`` ms — no DOM change (since ``WATCH`` began,
+else since the call), long task, fetch/XHR started or font loading, and no turn of its checks
+(every 50 ms) held ``gap`` ms more (a main thread busy in a task not reported yet) — or after
+``limit`` ms; with how long it has been still (ms)."""
 
 
 LONG_LIVED_S = SETTLE_MAX_S - 0.5
@@ -254,6 +285,11 @@ class Settling:
         context.on("page", self._watch)
         self._new_documents: set[Page] = set()
         """Pages whose main frame navigated since their last settling (see :meth:`_idle_work`)."""
+        self._watched: tuple[Page, bool, int] | None = None
+        """The page this settling is for, whether it was a new document then, and its navigations."""
+        self._navigations: dict[Page, int] = {}
+        """How often each page's main frame navigated: a document that commits while a settling
+        waits is a new one too (``BUILD_STILL_MS``)."""
 
     def _watch(self, page: Page) -> None:
         page.on("websocket", self._socket)
@@ -263,6 +299,7 @@ class Settling:
     def _navigated(self, page: Page, frame: Frame) -> None:
         if frame.parent_frame is None:
             self._new_documents.add(page)
+            self._navigations[page] = self._navigations.get(page, 0) + 1
 
     def _socket(self, socket: WebSocket) -> None:
         """A message the page sends over a WebSocket is work under way until a message comes
@@ -343,6 +380,8 @@ class Settling:
         outer = deadline or now + LOAD_MAX_S + SETTLE_MAX_S + BUILD_MAX_S
         deadline = min(deadline or now + LOAD_MAX_S + SETTLE_MAX_S, now + LOAD_MAX_S + SETTLE_MAX_S)
         new_document = self._page() in self._new_documents
+        navigations = self._navigations.get(self._page(), 0)
+        self._watched = (self._page(), new_document, navigations)
         ready = self._last_activity if await self._wait_ready(min(deadline, now + LOAD_MAX_S)) else None
         await self._idle_work(SETTLE_QUIET_S, deadline)  # let events of requests just started arrive first
         quiet_until = min(deadline, time.monotonic() + SETTLE_MAX_S)
@@ -357,16 +396,29 @@ class Settling:
                         return
                     ready = activity if self._last_activity == activity else ready
             await asyncio.sleep(SETTLE_POLL_S)
-        if new_document and BUILD_STILL_MS > 0:
+        if self._watching():
             await self._still(min(outer, time.monotonic() + BUILD_MAX_S))
+
+    def _watching(self) -> bool:
+        """Whether this settling is for a new document (one that committed before it began, or
+        since), which the build rule (``BUILD_STILL_MS``) applies to."""
+        if BUILD_STILL_MS <= 0 or self._watched is None:
+            return False
+        page, new_document, navigations = self._watched
+        return page is self._page() and (new_document or self._navigations.get(page, 0) != navigations)
 
     async def _still(self, until: float) -> None:
         """A new document that reached the network bound: until it has been still for
-        ``BUILD_STILL_MS`` (``STILL``, and no request event meanwhile) or ``until``."""
+        ``BUILD_STILL_MS`` (``STILL``, and no request started or ended, no socket message, for as
+        long) or ``until``."""
         quiet = BUILD_STILL_MS / 1e3
         while (left := until - time.monotonic()) > 0:
+            network = quiet - (time.monotonic() - self._last_activity)
+            if network > 0:  # a request or a socket message just now: still for that long first
+                await asyncio.sleep(min(network, left))
+                continue
             try:
-                await self._run(call(STILL, BUILD_STILL_MS, left * 1e3), left + 1.0)
+                await self._run(call(STILL, BUILD_STILL_MS, left * 1e3, LONG_TASK_GAP_MS), left + 1.0)
             except (TimeoutError, PlaywrightError):
                 return  # navigating away, or a renderer that does not answer
             if time.monotonic() - self._last_activity >= quiet:
@@ -377,7 +429,7 @@ class Settling:
         document replaced meanwhile (a navigation committing) is asked again."""
         while (left := until - time.monotonic()) > 0:
             try:
-                return bool(await self._run(call(READY, left * 1e3), left + 1.0))
+                return bool(await self._run(call(READY, left * 1e3, self._watching()), left + 1.0))
             except PlaywrightError as exc:
                 if not between_documents(exc):
                     return False  # the page closed or crashed
