@@ -216,6 +216,44 @@ def test_a_request_the_page_has_not_asked_for_holds_time_at_its_recorded_moment(
     assert timeline.now() == pytest.approx(2.5)
 
 
+def test_no_request_holds_time_before_a_response_the_page_loading_waits_on() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    # recorded: the document streamed in from 0.07 to 0.12 s, its style sheet asked for at 0.10 s
+    # on its first bytes, a script's fetch at 0.30 s
+    timeline.expect([("style", 0.10, "/style.css"), ("data", 0.30, "/data")])
+    timeline.hold("document", 0.12, awaited=True)  # the replay hands the document over whole at 0.12
+    now[0] = 0.5
+    assert timeline.now() == 0.12  # not 0.10: held there, the page could never ask for the style sheet
+    timeline.lift("document")
+    now[0] = 0.6
+    assert timeline.now() == pytest.approx(0.22)
+    timeline.hold("answer", 0.40)  # a fetch's answer (not awaited): the requests before it hold
+    now[0] = 2.0
+    assert timeline.now() == pytest.approx(0.30)  # the fetch the page has not asked for yet
+    timeline.arrived("data")
+    now[0] = 2.2
+    assert timeline.now() == pytest.approx(0.40)
+
+
+def test_an_input_holds_time_to_its_recorded_length_and_no_request_inside_it_holds() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.expect([("preview", 1.05, "/preview"), ("next", 1.5, "/next")])
+    now[0] = 1.0
+    timeline.hold("typing", 1.2, yields=True, window=True)  # recorded: the input took 0.2 s
+    now[0] = 3.0  # the replay types slower: the page's time stands at the recorded end
+    assert timeline.now() == pytest.approx(1.2)  # the preview, not asked for yet, held nothing
+    timeline.lift("typing")
+    now[0] = 3.5  # past the window, a request not asked for holds again
+    assert timeline.now() == pytest.approx(1.5)
+    timeline.hold("click", 2.0, yields=True, window=True)
+    timeline.hold("document", 2.5, awaited=True)  # what the click's dispatch waits for (its navigation)
+    timeline.arrived("next")
+    now[0] = 10.0
+    assert timeline.now() == pytest.approx(2.5)  # the click's cap yielded to the document's
+
+
 def test_a_response_reaches_the_page_at_its_recorded_moment() -> None:
     from mmina.replayer.router import ALIGN_MAX_S, due_on_timeline
 

@@ -491,7 +491,7 @@ class ArchiveRouter:
         the page's time held at its recorded arrival until the page has it; else a fetch/XHR, in
         real time — and, when the replay keeps the order with the observations, until its turn.
         What to do once the page has it (None: nothing)."""
-        cap = await self._on_timeline(reply, asked_at) if self.timeline is not None else None
+        cap = await self._on_timeline(reply, asked_at, kind) if self.timeline is not None else None
         capped = Held(None, cap=cap) if cap is not None else None
         if kind not in HELD_TYPES:
             return capped
@@ -515,14 +515,16 @@ class ArchiveRouter:
             raise
         return held
 
-    async def _on_timeline(self, reply: Reply, asked_at: float) -> Hashable:
+    async def _on_timeline(self, reply: Reply, asked_at: float, kind: str) -> Hashable:
         """Hold ``reply`` until τ reaches the moment it reached the recording's page, the page's
-        time held there meanwhile: its cap, to lift once the page has it (see :func:`due_on_timeline`)."""
+        time held there meanwhile: its cap, to lift once the page has it (see :func:`due_on_timeline`).
+        Anything but a fetch or XHR is what the page's loading waits on (``Timeline.hold``'s
+        ``awaited``: a document, script, style, image)."""
         assert self.timeline is not None
         cap = ("answer", next(self._names))
         landed = reply.landed_at - self.starts_at.timestamp() if reply.landed_at is not None else None
         due = due_on_timeline(asked_at, reply.recorded_s, landed, self.timeline.held_at("observe"))
-        self.timeline.hold(cap, due)
+        self.timeline.hold(cap, due, awaited=kind not in HELD_TYPES)
         try:
             await self.timeline.reach(due)
         except asyncio.CancelledError:

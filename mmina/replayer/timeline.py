@@ -56,6 +56,17 @@ class _Cap:
     """How long (real seconds) it holds τ once τ reached it."""
     reached: float | None = None
     """When (real time) τ reached it."""
+    awaited: bool = False
+    """A response the page's loading waits on (a document, script, style or image): until the page
+    has it, a ``yields`` cap before its moment holds τ no longer."""
+    yields: bool = False
+    """Holds nothing while the page waits for an ``awaited`` response held for a later moment (the
+    page may need that one first: a request it has not asked for yet, an action's dispatch that
+    waits for the navigation it started)."""
+    window: bool = False
+    """The end of the replayed input's window (an action's dispatch): until it is lifted, no request
+    expected before it holds τ — the page asks for them as the replayed input reaches it, and the
+    input's own cap bounds the page's time meanwhile."""
 
 
 class Timeline:
@@ -158,16 +169,31 @@ class Timeline:
         page standing at its cap hears at once that it may go on, not at its next look."""
         self._changed.append(listener)
 
-    def hold(self, key: Hashable, at: float | None = None, limit: float = CAP_MAX_S) -> None:
+    def hold(
+        self,
+        key: Hashable,
+        at: float | None = None,
+        limit: float = CAP_MAX_S,
+        *,
+        awaited: bool = False,
+        yields: bool = False,
+        window: bool = False,
+    ) -> None:
         """τ may not pass ``at`` (None: where τ is now, read under the same lock, so it stands still
         from here) until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it reached it);
-        replaces ``key``'s cap."""
+        replaces ``key``'s cap. ``awaited``: it is a response the page's loading waits on, so no
+        request expected before it holds τ meanwhile (see :meth:`expect`), nor a cap that
+        ``yields`` (one that holds nothing while the page waits for such a response held for later);
+        ``window``: no request expected before it holds τ meanwhile (see :class:`_Cap`)."""
         with self._lock:
-            before = self._binding()[0]
+            before = self._known()
             now = self._advance(self._clock())
-            self._caps[key] = _Cap(now if at is None else at, limit)
+            self._caps[key] = _Cap(
+                now if at is None else at, limit, awaited=awaited, yields=yields, window=window
+            )
             self.version += 1
-            lowered = self._binding()[0] < before
+            after = self._known()
+            lowered = after[0] < before[0] or after[1] < before[1]
         if lowered:
             self._tell(self._lowered)
 
@@ -193,7 +219,15 @@ class Timeline:
         (see the module). One that reaches its limit unasked takes its group with it (the page
         does not ask for that endpoint as the recording's did: its later repeats hold nothing),
         and until the page asks for a recorded request again, no other holds τ (a page that left
-        the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make)."""
+        the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make).
+
+        Nor does one while the page waits for an ``awaited`` response held for a later moment: the
+        browser may not ask before it has that one — a request on a document's or a stylesheet's
+        content that the recording's page asked for as the body streamed in (a replay hands a body
+        over whole, at the end of its recorded exchange), one behind a parser-blocking script, an
+        image Chromium's scheduler holds back while styles and scripts load. Held there, τ never
+        reached the held response's moment, and the page's time stood ``EXPECTED_MAX_S`` at every
+        page of a server that streams its documents (Trac: 2 s at each of its six pages)."""
         with self._lock:
             self._expected = sorted(
                 ((at, key, group) for key, at, group in requests), key=lambda item: item[0]
@@ -254,9 +288,25 @@ class Timeline:
         passed already (a response asked for late, an observation whose page needed time past
         the one before) holds nothing."""
         expecting = None if self._astray else self._first_expected()
-        caps = [c for c in (*self._caps.values(), *([expecting] if expecting else [])) if c.at >= self._at]
+        if expecting is not None and any(c.window and c.at > expecting.at for c in self._caps.values()):
+            expecting = None  # asked for as the replayed input reaches it (see _Cap.window)
+        awaited = max((c.at for c in self._caps.values() if c.awaited), default=-math.inf)
+        caps = [
+            c
+            for c in (*self._caps.values(), *([expecting] if expecting else []))
+            if c.at >= self._at and not (c.yields and awaited > c.at)  # the page may need that one first
+        ]
         lowest = min(caps, key=lambda c: c.at, default=None)
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
+
+    def _known(self) -> tuple[float, float]:
+        """What a page may know of the caps: the binding one, and how far it may run on what it
+        knows — where the binding one is a request the page has not asked for, the cap after it (its
+        own asking lifts it there: a new cap below that one is news too, although the binding one
+        may stay or even rise, as when the new cap is an input's window)."""
+        asked = self._asked_next()
+        binding = self._binding()[0]
+        return binding, asked[1] if asked is not None else binding
 
     def _asked_next(self) -> tuple[Hashable, float] | None:
         _at, binding = self._binding()
@@ -272,12 +322,15 @@ class Timeline:
 
     def _first_expected(self) -> _Cap | None:
         """The cap of the first recorded request not asked for yet, if it lies ahead of τ (one
-        behind it, passed while τ jumped or waited elsewhere, holds nothing)."""
+        behind it, passed while τ jumped, waited elsewhere or went on past it while it yielded,
+        holds nothing)."""
+        if self._expecting is not None and self._expecting.at < self._at:
+            self._expecting = None
         if self._expecting is None:
             index = bisect.bisect_left([item[0] for item in self._expected], self._at)
             del self._expected[:index]
             if self._expected:
-                self._expecting = _Cap(self._expected[0][0], EXPECTED_MAX_S)
+                self._expecting = _Cap(self._expected[0][0], EXPECTED_MAX_S, yields=True)
         return self._expecting
 
     def _advance(self, real: float) -> float:
