@@ -283,7 +283,40 @@ def test_a_page_is_told_what_lifts_its_cap_before_it_is_lifted() -> None:
     # what a page is told before the answer is handed over: time goes on from it, up to /data's moment
     assert timeline.lifted_state("answer") == (0.5, 1.0, version + 1, ("/data", 3.0))
     now[0] = 0.9
-    assert timeline.now() == 0.5 and timeline.version == version  # τ stands until the lift
-    assert timeline.lift("answer") and timeline.version == version + 1
+    assert timeline.now() == 0.5 and timeline.standing_at("answer")  # τ stands until the lift
+    assert timeline.state() == (0.5, 1.0, version + 1)  # but any news read meanwhile leaves the cap out
+    assert timeline.lift("answer") and timeline.version > version + 1
     now[0] = 1.1
     assert timeline.now() == pytest.approx(0.7)
+
+
+def test_news_read_while_a_lift_is_under_way_never_takes_it_back() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.hold("answer", 0.5)
+    now[0] = 0.8
+    told = timeline.lifted_state("answer")  # the page is told time goes on from the answer's arrival
+    timeline.hold(("observe", 0), 2.0)  # meanwhile: a change, and a page's question answered after it
+    _at, cap, version = timeline.state()
+    assert version > told[2] and cap == 2.0  # newer, and not the arrival again (the page would stand)
+    timeline.hold("lower", 1.5)  # a lower cap is newer news still
+    assert timeline.state()[1:] == (1.5, version + 1)
+    assert timeline.now() == 0.5  # all along τ stood at the answer's arrival, until its lift
+    timeline.lift("answer")
+    now[0] = 1.0
+    assert timeline.now() == pytest.approx(0.7)
+
+
+def test_an_input_hold_is_named_and_its_lift_leaves_the_page_time() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.hold(("action", 0), 1.0, yields=True, window=True)
+    timeline.hold("answer", 0.8)  # the page's data, due before the input's recorded end
+    assert timeline.inputs() == [("action", 0)]
+    now[0] = 0.9
+    assert timeline.lifted_state("answer", ("action", 0))[1] == math.inf  # both leave the page's time
+    timeline.lift("answer")
+    timeline.lift(("action", 0))
+    assert timeline.inputs() == []
+    now[0] = 2.0
+    assert timeline.now() == pytest.approx(1.9)

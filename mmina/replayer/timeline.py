@@ -67,6 +67,9 @@ class _Cap:
     """The end of the replayed input's window (an action's dispatch): until it is lifted, no request
     expected before it holds τ — the page asks for them as the replayed input reaches it, and the
     input's own cap bounds the page's time meanwhile."""
+    releasing: bool = False
+    """Its lift is under way (:meth:`Timeline.lifted_state`): it still holds τ, but what a page is
+    told leaves it out."""
 
 
 class Timeline:
@@ -118,22 +121,31 @@ class Timeline:
             return self._binding()[0]
 
     def state(self) -> tuple[float, float, int]:
-        """(τ, cap, version) read together, for a page's clock."""
+        """(τ, cap, version) read together, for a page's clock (the cap left out of a lift under way)."""
         with self._lock:
             at = self._advance(self._clock())
-            return at, self._binding()[0], self.version
+            return at, self._binding(page=True)[0], self.version
 
-    def lifted_state(self, key: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
-        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``key``'s cap is
-        lifted (τ standing still until then): what a page may be told before the lift."""
+    def lifted_state(self, *keys: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
+        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``keys``' caps are
+        lifted, τ standing still until then: what a page may be told before the lift. From now on
+        their lift is under way: they hold τ until :meth:`lift`, but what any page is told leaves them
+        out, under a newer version — news read meanwhile (a page's question answered, a lower cap
+        pushed) would otherwise tell a page that took this news, under the same version, that its
+        time stands at them again (a page busy with the response it was just handed hears no more
+        until its work is done: it worked at a standing clock)."""
         with self._lock:
             at = self._advance(self._clock())
-            cap = self._caps.pop(key, None)
-            try:
-                return at, self._binding()[0], self.version + (cap is not None), self._asked_next()
-            finally:
-                if cap is not None:
-                    self._caps[key] = cap
+            caps = [cap for key in keys if (cap := self._caps.get(key)) is not None and not cap.releasing]
+            for cap in caps:
+                cap.releasing = True
+            self.version += bool(caps)
+            return at, self._binding(page=True)[0], self.version, self._asked_next(page=True)
+
+    def inputs(self) -> list[Hashable]:
+        """The input holds in place (``window`` caps: an action's replayed input not dispatched yet)."""
+        with self._lock:
+            return [key for key, cap in self._caps.items() if cap.window]
 
     def asked_next(self) -> tuple[Hashable, float] | None:
         """Where the cap is the moment the recording's page asked for a request the page has not
@@ -142,7 +154,7 @@ class Timeline:
         the recording's did, not the cap until the router heard it)."""
         with self._lock:
             self._advance(self._clock())
-            return self._asked_next()
+            return self._asked_next(page=True)
 
     def standing_at(self, key: Hashable) -> bool:
         """Whether τ stands at ``key``'s cap now (it reached it, and it holds)."""
@@ -283,10 +295,11 @@ class Timeline:
 
     # ------------------------------------------------------------ under the lock
 
-    def _binding(self) -> tuple[float, _Cap | None]:
+    def _binding(self, page: bool = False) -> tuple[float, _Cap | None]:
         """The lowest cap ahead of τ (``math.inf``, None: none) and what it is: a moment τ has
         passed already (a response asked for late, an observation whose page needed time past
-        the one before) holds nothing."""
+        the one before) holds nothing. ``page``: as a page is told it (a cap whose lift is under
+        way left out)."""
         expecting = None if self._astray else self._first_expected()
         if expecting is not None and any(c.window and c.at > expecting.at for c in self._caps.values()):
             expecting = None  # asked for as the replayed input reaches it (see _Cap.window)
@@ -294,7 +307,9 @@ class Timeline:
         caps = [
             c
             for c in (*self._caps.values(), *([expecting] if expecting else []))
-            if c.at >= self._at and not (c.yields and awaited > c.at)  # the page may need that one first
+            if c.at >= self._at
+            and not (c.yields and awaited > c.at)  # the page may need that one first
+            and not (page and c.releasing)
         ]
         lowest = min(caps, key=lambda c: c.at, default=None)
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
@@ -304,18 +319,18 @@ class Timeline:
         knows — where the binding one is a request the page has not asked for, the cap after it (its
         own asking lifts it there: a new cap below that one is news too, although the binding one
         may stay or even rise, as when the new cap is an input's window)."""
-        asked = self._asked_next()
-        binding = self._binding()[0]
+        asked = self._asked_next(page=True)
+        binding = self._binding(page=True)[0]
         return binding, asked[1] if asked is not None else binding
 
-    def _asked_next(self) -> tuple[Hashable, float] | None:
-        _at, binding = self._binding()
+    def _asked_next(self, page: bool = False) -> tuple[Hashable, float] | None:
+        _at, binding = self._binding(page)
         if binding is None or binding is not self._expecting:
             return None
         first = self._expected.pop(0)
         self._expecting = None
         try:
-            return first[2], self._binding()[0]
+            return first[2], self._binding(page)[0]
         finally:
             self._expected.insert(0, first)
             self._expecting = binding
