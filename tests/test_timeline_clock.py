@@ -312,11 +312,13 @@ def test_an_input_hold_is_named_and_its_lift_leaves_the_page_time() -> None:
     timeline = Timeline(lambda: now[0])
     timeline.hold(("action", 0), 1.0, yields=True, window=True)
     timeline.hold("answer", 0.8)  # the page's data, due before the input's recorded end
+    timeline.hold(("action", 9), 5.0, window=True, keys=True)  # typing: its later keys keep their hold
     assert timeline.inputs() == [("action", 0)]
     now[0] = 0.9
-    assert timeline.lifted_state("answer", ("action", 0))[1] == math.inf  # both leave the page's time
+    assert timeline.lifted_state("answer", ("action", 0))[1] == 5.0  # both leave the page's time
     timeline.lift("answer")
     timeline.lift(("action", 0))
+    timeline.lift(("action", 9))
     assert timeline.inputs() == []
     now[0] = 2.0
     assert timeline.now() == pytest.approx(1.9)

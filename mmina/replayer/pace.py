@@ -217,6 +217,8 @@ class PacedSteps:
         self.turns = Turns(recorded.observed_at, timeline.stood_still if timeline is not None else None)
         """The order of deliveries and observations, shared with the episode's router (see the
         module); on the timeline, a delivery's lateness is counted on the page's time."""
+        self._typing = False
+        """Whether the action under way types (its input's hold outlasts the page's data)."""
         self.observed_until: float | None = None
         """When the replay's last observation was taken (wall-clock seconds, as traffic is timed):
         what reached the page before it is what the observations could show."""
@@ -259,6 +261,7 @@ class PacedSteps:
         else:
             with page.thinking(max(0.0, acted - step.frozen - self._moment())) as timing:
                 self._until(acted)
+        self._typing = action.kind is ActionKind.TYPE
         self._hold_dispatch(step_index, step)
         return timing
 
@@ -280,7 +283,9 @@ class PacedSteps:
         if self.timeline is None or step.dispatch is None:
             return
         start = max(self.timeline.now(), step.acted or 0.0)
-        self.timeline.hold(("action", step_index), start + step.dispatch, yields=True, window=True)
+        self.timeline.hold(
+            ("action", step_index), start + step.dispatch, yields=True, window=True, keys=self._typing
+        )
 
     def after_dispatch(self, step_index: int) -> None:
         """The action's input was dispatched (any thread): the page's time goes on."""

@@ -466,7 +466,8 @@ class ArchiveRouter:
           recorded end or running towards it: what the input made the page ask for reached it
           (due before the input's recorded end), and the page works on it while the replayed
           input ends (a click's round trip, slower on a loaded machine) — the input's hold is
-          lifted with the response's (τ goes on from there, the rest of the input included);
+          lifted with the response's (τ goes on from there), except an input of keys (typing),
+          whose later keys must still reach the page at the recorded time;
         * where a frame may still go by a cap lifted since it heard of it (``PageClock.behind``:
           the input's hold lifted as its dispatch ended, just before the page's data came).
 

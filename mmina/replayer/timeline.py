@@ -67,6 +67,9 @@ class _Cap:
     """The end of the replayed input's window (an action's dispatch): until it is lifted, no request
     expected before it holds τ — the page asks for them as the replayed input reaches it, and the
     input's own cap bounds the page's time meanwhile."""
+    keys: bool = False
+    """A ``window`` whose input goes on with keys (typing): not lifted with the page's data (the
+    later keys must reach the page at the recorded time, see ``ArchiveRouter._resume``)."""
     releasing: bool = False
     """Its lift is under way (:meth:`Timeline.lifted_state`): it still holds τ, but what a page is
     told leaves it out."""
@@ -143,9 +146,10 @@ class Timeline:
             return at, self._binding(page=True)[0], self.version, self._asked_next(page=True)
 
     def inputs(self) -> list[Hashable]:
-        """The input holds in place (``window`` caps: an action's replayed input not dispatched yet)."""
+        """The input holds in place (``window`` caps: an action's replayed input not dispatched yet)
+        that the page's data may lift: not one of keys."""
         with self._lock:
-            return [key for key, cap in self._caps.items() if cap.window]
+            return [key for key, cap in self._caps.items() if cap.window and not cap.keys]
 
     def asked_next(self) -> tuple[Hashable, float] | None:
         """Where the cap is the moment the recording's page asked for a request the page has not
@@ -190,18 +194,20 @@ class Timeline:
         awaited: bool = False,
         yields: bool = False,
         window: bool = False,
+        keys: bool = False,
     ) -> None:
         """τ may not pass ``at`` (None: where τ is now, read under the same lock, so it stands still
         from here) until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it reached it);
         replaces ``key``'s cap. ``awaited``: it is a response the page's loading waits on, so no
         request expected before it holds τ meanwhile (see :meth:`expect`), nor a cap that
         ``yields`` (one that holds nothing while the page waits for such a response held for later);
-        ``window``: no request expected before it holds τ meanwhile (see :class:`_Cap`)."""
+        ``window``: no request expected before it holds τ meanwhile, ``keys``: its input types (see
+        :class:`_Cap`)."""
         with self._lock:
             before = self._known()
             now = self._advance(self._clock())
             self._caps[key] = _Cap(
-                now if at is None else at, limit, awaited=awaited, yields=yields, window=window
+                now if at is None else at, limit, awaited=awaited, yields=yields, window=window, keys=keys
             )
             self.version += 1
             after = self._known()
