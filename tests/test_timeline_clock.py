@@ -216,6 +216,44 @@ def test_a_request_the_page_has_not_asked_for_holds_time_at_its_recorded_moment(
     assert timeline.now() == pytest.approx(2.5)
 
 
+def test_no_request_holds_time_before_a_response_the_page_loading_waits_on() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    # recorded: the document streamed in from 0.07 to 0.12 s, its style sheet asked for at 0.10 s
+    # on its first bytes, a script's fetch at 0.30 s
+    timeline.expect([("style", 0.10, "/style.css"), ("data", 0.30, "/data")])
+    timeline.hold("document", 0.12, awaited=True)  # the replay hands the document over whole at 0.12
+    now[0] = 0.5
+    assert timeline.now() == 0.12  # not 0.10: held there, the page could never ask for the style sheet
+    timeline.lift("document")
+    now[0] = 0.6
+    assert timeline.now() == pytest.approx(0.22)
+    timeline.hold("answer", 0.40)  # a fetch's answer (not awaited): the requests before it hold
+    now[0] = 2.0
+    assert timeline.now() == pytest.approx(0.30)  # the fetch the page has not asked for yet
+    timeline.arrived("data")
+    now[0] = 2.2
+    assert timeline.now() == pytest.approx(0.40)
+
+
+def test_an_input_holds_time_to_its_recorded_length_and_no_request_inside_it_holds() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.expect([("preview", 1.05, "/preview"), ("next", 1.5, "/next")])
+    now[0] = 1.0
+    timeline.hold("typing", 1.2, yields=True, window=True)  # recorded: the input took 0.2 s
+    now[0] = 3.0  # the replay types slower: the page's time stands at the recorded end
+    assert timeline.now() == pytest.approx(1.2)  # the preview, not asked for yet, held nothing
+    timeline.lift("typing")
+    now[0] = 3.5  # past the window, a request not asked for holds again
+    assert timeline.now() == pytest.approx(1.5)
+    timeline.hold("click", 2.0, yields=True, window=True)
+    timeline.hold("document", 2.5, awaited=True)  # what the click's dispatch waits for (its navigation)
+    timeline.arrived("next")
+    now[0] = 10.0
+    assert timeline.now() == pytest.approx(2.5)  # the click's cap yielded to the document's
+
+
 def test_a_response_reaches_the_page_at_its_recorded_moment() -> None:
     from mmina.replayer.router import ALIGN_MAX_S, due_on_timeline
 
@@ -245,8 +283,9 @@ def test_a_page_is_told_what_lifts_its_cap_before_it_is_lifted() -> None:
     # what a page is told before the answer is handed over: time goes on from it, up to /data's moment
     assert timeline.lifted_state("answer") == (0.5, 1.0, version + 1, ("/data", 3.0))
     now[0] = 0.9
-    assert timeline.now() == 0.5 and timeline.version == version  # τ stands until the lift
-    assert timeline.lift("answer") and timeline.version == version + 1
+    assert timeline.now() == 0.5 and timeline.standing_at("answer")  # τ stands until the lift
+    assert timeline.state() == (0.5, 1.0, version + 1)  # but any news read meanwhile leaves the cap out
+    assert timeline.lift("answer") and timeline.version > version + 1
     now[0] = 1.1
     assert timeline.now() == pytest.approx(0.7)
 
@@ -271,3 +310,37 @@ def test_what_is_due_just_past_a_request_not_asked_for_comes_once_time_stood_the
     later.expect([("next hop", 1.0, "/end")])
     later.wait_until(1.0 + 2 * GRACE_S, sleep, grace=GRACE_S)  # due further past it: no grace
     assert now[0] >= 1.0 + EXPECTED_MAX_S
+
+
+def test_news_read_while_a_lift_is_under_way_never_takes_it_back() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.hold("answer", 0.5)
+    now[0] = 0.8
+    told = timeline.lifted_state("answer")  # the page is told time goes on from the answer's arrival
+    timeline.hold(("observe", 0), 2.0)  # meanwhile: a change, and a page's question answered after it
+    _at, cap, version = timeline.state()
+    assert version > told[2] and cap == 2.0  # newer, and not the arrival again (the page would stand)
+    timeline.hold("lower", 1.5)  # a lower cap is newer news still
+    assert timeline.state()[1:] == (1.5, version + 1)
+    assert timeline.now() == 0.5  # all along τ stood at the answer's arrival, until its lift
+    timeline.lift("answer")
+    now[0] = 1.0
+    assert timeline.now() == pytest.approx(0.7)
+
+
+def test_an_input_hold_is_named_and_its_lift_leaves_the_page_time() -> None:
+    now = [0.0]
+    timeline = Timeline(lambda: now[0])
+    timeline.hold(("action", 0), 1.0, yields=True, window=True)
+    timeline.hold("answer", 0.8)  # the page's data, due before the input's recorded end
+    timeline.hold(("action", 9), 5.0, window=True, keys=True)  # typing: its later keys keep their hold
+    assert timeline.inputs() == [("action", 0)]
+    now[0] = 0.9
+    assert timeline.lifted_state("answer", ("action", 0))[1] == 5.0  # both leave the page's time
+    timeline.lift("answer")
+    timeline.lift(("action", 0))
+    timeline.lift(("action", 9))
+    assert timeline.inputs() == []
+    now[0] = 2.0
+    assert timeline.now() == pytest.approx(1.9)

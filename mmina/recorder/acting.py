@@ -28,13 +28,26 @@ class ActionFailed(MminaError):
     """An action could not be executed; recorded on the step, the episode goes on."""
 
 
-async def execute(tabs: Tabs, action: Action) -> None:
+Dispatched = Callable[[float], None]
+"""Told, from the browser's event loop, that an action's input was dispatched (the target found,
+clicked, every key typed; a click that navigates: until the new document committed), with how long
+that took in seconds, before the page settles: a replay lets the page's time run no further than the
+recording's input took (``steps.dispatch_ms``, ``mmina.replayer.pace``)."""
+
+
+async def execute(tabs: Tabs, action: Action, dispatched: Dispatched | None = None) -> None:
     """Run one action on the browser and let the page settle, within ``ACTION_DEADLINE_S``;
     raises :class:`ActionFailed` with a one-line reason (after settling: a navigation the
-    action started may still be under way, and the next observation should see its end)."""
+    action started may still be under way, and the next observation should see its end).
+    ``dispatched`` hears when the input is done, failed or not, before settling."""
     deadline = time.monotonic() + ACTION_DEADLINE_S
+    started = time.perf_counter()
     try:
-        await _EXECUTORS[action.kind](tabs, action)
+        try:
+            await _EXECUTORS[action.kind](tabs, action)
+        finally:
+            if dispatched is not None:
+                dispatched(time.perf_counter() - started)
     except PlaywrightError as exc:
         tabs.raise_if_gone(exc)
         await tabs.settle(deadline)

@@ -144,6 +144,11 @@ class Pacer(Protocol):
         """Wait before the action; the step's timings to add (e.g. ``frozen_ms``)."""
         ...
 
+    def after_dispatch(self, step_index: int) -> None:
+        """The action's input was dispatched (called from any thread; also once more after the
+        action, whatever became of it)."""
+        ...
+
 
 MoreTraffic = Callable[[], RoutedTraffic]
 """What the context's router did that its HAR misses (a replay's sockets, which its router
@@ -433,18 +438,27 @@ class EpisodeRecorder:
         """Parse and execute; both failures are data on the step, not episode errors. Also when
         the action was sent to the page (after the pacer's wait; None when it did not parse)."""
         started, action, acted_at = time.perf_counter(), None, None
+        step, pacer = self.budget.steps, self.pacer
+
+        def dispatched(seconds: float) -> None:  # on the browser's event loop
+            timings["dispatch_ms"] = seconds * 1e3
+            if pacer is not None:
+                pacer.after_dispatch(step)
+
         try:
             action = parse_agent_output(reply.output)
-            if self.pacer is not None:
-                timings.update(self.pacer.before_action(browser, self.budget.steps, action))
+            if pacer is not None:
+                timings.update(pacer.before_action(browser, step, action))
                 started = time.perf_counter()
             acted_at = _now()
-            browser.execute(action)
+            browser.execute(action, dispatched)
             return action, None, acted_at
         except MminaError as exc:
             return action, str(exc), acted_at
         finally:
             timings["action_ms"] = (time.perf_counter() - started) * 1e3
+            if pacer is not None:
+                pacer.after_dispatch(step)
 
     def _store_step(
         self,

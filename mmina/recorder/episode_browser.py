@@ -161,8 +161,12 @@ class EpisodeBrowser:
             frozen = self._call(self.tabs.freezing.thaw(), 2 * FREEZE_CALL_S, "thawing the page")
             timing["frozen_ms"] = frozen * 1e3
 
-    def execute(self, action: Action) -> None:
-        self._call(acting.execute(self.tabs, action), ACTION_DEADLINE_S, f"the action {action.render()}")
+    def execute(self, action: Action, dispatched: acting.Dispatched | None = None) -> None:
+        """Run ``action`` and let the page settle; ``dispatched`` hears when its input is done (see
+        :data:`mmina.recorder.acting.Dispatched`)."""
+        self._call(
+            acting.execute(self.tabs, action, dispatched), ACTION_DEADLINE_S, f"the action {action.render()}"
+        )
 
     def close(self) -> None:
         """Close the context (this also writes the HAR file); one that cannot be closed by

@@ -55,6 +55,7 @@ STEP_COLUMNS = [
     "acted_at",
     "frozen_ms",
     "tree_ms",
+    "dispatch_ms",
 ]
 
 

@@ -15,6 +15,10 @@ the recording and the replay alike):
   sockets or streams (nothing arrives unasked) — so a server-rendered site replays faster than
   it was recorded; what an idle page still does by itself (a toast going away) is waited for
   by the next observation, as below;
+* **an action's input** (``steps.dispatch_ms``) takes the page, on the timeline, no more time
+  than the recording's did: τ is held at the input's recorded end until the replayed input is
+  dispatched (:meth:`PacedSteps._hold_dispatch`), so a debounce the last key restarts ends where
+  it ended when recorded however slower the replay types;
 * **an observation** is taken as soon as the page shows what the recording observed (URL and
   accessibility tree as fidelity compares them), and never later than the recorded moment
   plus ``MARGIN_S`` (a page that is late by more, or never shows that state, is observed then
@@ -122,6 +126,8 @@ class RecordedStep:
     read: float = 0.0
     """From the observation's start to the middle of its tree read (seconds): what reached the
     page before that moment is what the observed tree can show."""
+    dispatch: float | None = None
+    """How long the action's input took to dispatch (seconds; None: not kept, before schema 11)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,7 @@ class RecordedPace:
                     idle=not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
                     frozen=(r.get("frozen_ms") or 0.0) / 1e3,
                     read=(r.get("tree_ms") or 0.0) / 2e3,
+                    dispatch=r["dispatch_ms"] / 1e3 if r.get("dispatch_ms") is not None else None,
                 )
                 for r in rows
             ),
@@ -210,6 +217,8 @@ class PacedSteps:
         self.turns = Turns(recorded.observed_at, timeline.stood_still if timeline is not None else None)
         """The order of deliveries and observations, shared with the episode's router (see the
         module); on the timeline, a delivery's lateness is counted on the page's time."""
+        self._typing = False
+        """Whether the action under way types (its input's hold outlasts the page's data)."""
         self.observed_until: float | None = None
         """When the replay's last observation was taken (wall-clock seconds, as traffic is timed):
         what reached the page before it is what the observations could show."""
@@ -246,13 +255,42 @@ class PacedSteps:
             return {}
         if self.timeline is None and step.idle:
             return {}
-        acted = step.acted
+        acted, timing = step.acted, dict[str, float]()
         if step.frozen <= 0 or acted <= self._moment():
             self._until(acted)
-            return {}
-        with page.thinking(max(0.0, acted - step.frozen - self._moment())) as timing:
-            self._until(acted)
+        else:
+            with page.thinking(max(0.0, acted - step.frozen - self._moment())) as timing:
+                self._until(acted)
+        self._typing = action.kind is ActionKind.TYPE
+        self._hold_dispatch(step_index, step)
         return timing
+
+    def _hold_dispatch(self, step_index: int, step: RecordedStep) -> None:
+        """On the timeline, the action's input may take the page no more time than the recording's
+        took (``steps.dispatch_ms``): τ is held that long after the action starts until the input
+        is dispatched (:meth:`after_dispatch`). A replay types slower than its recording on a loaded
+        machine (each key a round trip to the browser: 367 ms against 191 for Trac's summary), and a
+        debounce the last key restarts would end that much later on the page's clock: a timer that
+        fired just before the next action when recorded fired just after it in the replay, and the
+        next key restarted it. A dispatch that waits for what the page awaits (a click's navigation,
+        until its document commits) does not hold τ before that response's moment (``yields``).
+        Meanwhile no request the recording's page asked for inside that window holds τ at its
+        recorded moment (``window``): the replayed input makes the page ask when it reaches it, and
+        held there, the page's time would stand still while the input went on: a debounce due a few
+        milliseconds past the recorded moment of the request it sends (the replayed input ends on the
+        page's clock where the recorded dispatch ended, a little after the recording's last key) could
+        not fire before the input restarted it (Trac's preview went out 5 ms into the next action)."""
+        if self.timeline is None or step.dispatch is None:
+            return
+        start = max(self.timeline.now(), step.acted or 0.0)
+        self.timeline.hold(
+            ("action", step_index), start + step.dispatch, yields=True, window=True, keys=self._typing
+        )
+
+    def after_dispatch(self, step_index: int) -> None:
+        """The action's input was dispatched (any thread): the page's time goes on."""
+        if self.timeline is not None:
+            self.timeline.lift(("action", step_index))
 
     def before_observe(self, page: Page, step_index: int) -> None:
         """Wait for the deliveries the recording's page had before this observation, then until

@@ -21,7 +21,9 @@ page's time stands still, and its timers with it. The page hears of the cap thre
   would never run while time stood at the cap, until the cap ran out);
 * a page's own data whose cap held τ (a fetch or XHR answer) is handed over only once every frame
   has heard that time goes on from its arrival (``ArchiveRouter._resume``): the page works on it
-  with its clock running, as the recording's did.
+  with its clock running, as the recording's did; so is one that comes while τ stands at an
+  action's input (its hold is lifted with it), or while a frame may still go by a cap lifted since
+  it heard of it (:meth:`PageClock.behind`: every news sent is kept until a push every frame heard).
 
 News carries τ too: a page behind it (it waited for an answer) jumps forward, never back; and
 when it was sent (this machine's wall clock, which the page reads as well), so the page adds the
@@ -189,6 +191,9 @@ class PageClock:
         """The pushes under way (held here: a task nobody holds may be collected)."""
         self._change: asyncio.Future[None] | None = None
         """Resolved (and replaced) when the timeline changed: the pages asking hear of it at once."""
+        self._heard: dict[int, float] = {}
+        """The news a frame may still go by, version: cap as sent (``math.inf``: none) — from the newest news
+        every frame has heard (:meth:`_tell`) on: what :meth:`behind` looks at."""
 
     async def prepare(self, context: BrowserContext) -> None:
         """After ``context.clock.install``: every document's clock follows the timeline."""
@@ -215,13 +220,28 @@ class PageClock:
             self._ms(asked[1]) if asked else None,
         )
 
+    def behind(self) -> bool:
+        """Whether a frame may still go by a cap below the timeline's: one lifted since the frame
+        heard of it (an action's input that ended, a response handed over), at which the frame's
+        clock stands when it gets there, until its next question is answered — which a page
+        working on data it was just handed cannot ask before its work is done."""
+        known = min(self._heard.values(), default=math.inf)
+        cap = self._ms(self.timeline.cap())
+        return known < (math.inf if cap is None else cap)
+
+    def _sent(self, news: News) -> News:
+        """``news`` goes to a frame, which may go by it from now on."""
+        cap = math.inf if news.cap is None else news.cap
+        self._heard[news.version] = min(cap, self._heard.get(news.version, math.inf))
+        return news
+
     def _ms(self, at: float) -> int | None:
         """A moment on the timeline as a page's clock reads it (whole epoch ms; never: None)."""
         return None if math.isinf(at) else math.floor(self._start_ms + at * 1e3)
 
     def document_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """A document response's headers with the timeline's news for its clock (``Server-Timing``)."""
-        news = self.news()
+        news = self._sent(self.news())
         parts = [
             f"mmina-at;dur={news.at}",
             f"mmina-version;dur={news.version}",
@@ -233,13 +253,14 @@ class PageClock:
         recorded = headers.get("server-timing")
         return {**headers, "server-timing": f"{recorded}, {ours}" if recorded else ours}
 
-    async def resume(self, key: Hashable) -> None:
-        """Tell every frame, τ standing at ``key``'s cap, that time goes on from there once it is
-        lifted, and return once they have heard it: a response whose cap held τ (its page's clock
-        stands there too) is then lifted and handed over, so the page's time runs as the response
-        reaches it and the page works on it, as the recording's page's did (not only once its next
-        question is answered; see ``ArchiveRouter._resume``)."""
-        await self._tell(self.news(self.timeline.lifted_state(key)))
+    async def resume(self, *keys: Hashable) -> None:
+        """Tell every frame, τ standing still, that time goes on once ``keys``' caps are lifted, and
+        return once they have heard it: a response whose cap held τ (its page's clock stands there
+        too), or that comes while τ stands at an action's input or while a frame may still go by a
+        cap lifted since (:meth:`behind`), is then handed over and the caps lifted, so the page's
+        time runs as the response reaches it and the page works on it, as the recording's page's did
+        (not only once its next question is answered; see ``ArchiveRouter._resume``)."""
+        await self._tell(self.news(self.timeline.lifted_state(*keys)))
 
     async def _asked(self, _source: Any, version: int, knows_asks: bool = False) -> dict[str, Any]:
         """A page at its cap asks for news: answered as soon as there is some (a lift, a request
@@ -257,7 +278,7 @@ class PageClock:
                 await asyncio.wait_for(asyncio.shield(self._change), min(left, CHANGE_POLL_S))
             except TimeoutError:
                 pass  # a cap that ran out of its limit changes nothing until read: look again
-        return self.news().page()
+        return self._sent(self.news()).page()
 
     def _changed(self) -> None:
         if self._change is not None and not self._change.done():
@@ -289,14 +310,16 @@ class PageClock:
     async def _tell(self, news: News | None = None) -> None:
         if self._context is None:
             return
-        news = news or self.news()
+        news = self._sent(news or self.news())
         script = (
             f"globalThis.__mminaTimeline && __mminaTimeline.news({news.at}, "
             f"{json.dumps(news.cap)}, {news.version}, {json.dumps(news.sent)}, {json.dumps(news.asks)}, "
             f"{json.dumps(news.then)})"
         )
         frames = [frame for page in self._context.pages for frame in page.frames]
-        await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
+        got = await asyncio.gather(*(_quietly(frame.evaluate(script)) for frame in frames))
+        if all(got):  # every frame has heard news this new
+            self._heard = {version: cap for version, cap in self._heard.items() if version >= news.version}
 
 
 @dataclass(frozen=True)
@@ -316,8 +339,10 @@ class News:
         return asdict(self)
 
 
-async def _quietly(call: Any) -> None:
+async def _quietly(call: Any) -> bool:
+    """Whether the frame heard it."""
     try:
         await call
     except PlaywrightError:
-        pass  # a frame going away or navigating: its next document reads its own news
+        return False  # a frame going away or navigating: its next document reads its own news
+    return True

@@ -142,8 +142,10 @@ MAX_HOLD_S = 60.0
 """No answer is held longer than this, whatever the recording says."""
 OPEN_ALIGN_MAX_S = 5.0
 """On the timeline, a socket the page opens early waits for its recorded opening at most this long."""
-RESUME_MAX_S = 0.25
-"""How long a response whose cap held τ waits for the page's frames to hear that time goes on."""
+RESUME_MAX_S = 1.0
+"""How long a page's data waits for the page's frames to hear that time goes on (``_resume``): a
+frame told late works on its data at a standing clock (telling took up to 0.24 s at load 8-13,
+beside two burners; 0.25 s was the bound before)."""
 ROUTE_DEADLINE_S = 10.0
 """A request is answered within this, whatever happens inside the router (a request left
 unanswered holds its page, and every read of the page, for good)."""
@@ -450,26 +452,50 @@ class ArchiveRouter:
 
     async def _resume(self, held: Held | None, kind: str, reply: Reply) -> None:
         """A page's own data (a document, a fetch or XHR answer, fulfilled at once: not a large
-        body) is handed over once its cap is lifted and, where the cap holds τ (the page's clock
-        stands at it too), once every frame has heard, τ standing still meanwhile, that time goes on
-        from there (for at most ``RESUME_MAX_S``): the page's time then runs while the response
-        reaches it and the page works on it, as the recording's page's did, instead of standing at
-        the arrival until the page's next question is answered (a dashboard stamped its data with
-        the arrival itself, the milliseconds the recording's page took to render it missing; a
-        second's rest crossed, "35 seconds ago" read "34"). A document's frame has no page to tell
-        until it has it: it reads the news from its own headers, the cap lifted. Scripts, styles,
-        images and large bodies keep their cap until handed over (a 6 MB bundle served late must
-        not move the page's time on)."""
+        body) is handed over once its cap is lifted and, where the page's clock may stand at a cap,
+        once every frame has heard, τ standing still meanwhile, that time goes on (for at most
+        ``RESUME_MAX_S``): the page's time then runs while the response reaches it and the page
+        works on it, as the recording's page's did, instead of standing until the page's next
+        question is answered — which a page busy with what it was just handed asks only once its
+        work is done (a dashboard stamped its data with the arrival itself, the milliseconds the
+        recording's page took to render it missing; a second's rest crossed, "35 seconds ago" read
+        "34"). The page's clock may stand at a cap (see :meth:`_caps_to_lift`):
+
+        * where its own cap holds τ;
+        * where an action's input is not dispatched yet (``steps.dispatch_ms``), τ standing at its
+          recorded end or running towards it: what the input made the page ask for reached it
+          (due before the input's recorded end), and the page works on it while the replayed
+          input ends (a click's round trip, slower on a loaded machine) — the input's hold is
+          lifted with the response's (τ goes on from there), except an input of keys (typing),
+          whose later keys must still reach the page at the recorded time;
+        * where a frame may still go by a cap lifted since it heard of it (``PageClock.behind``:
+          the input's hold lifted as its dispatch ended, just before the page's data came).
+
+        A document's frame has no page to tell until it has it: it reads the news from its own
+        headers, the cap lifted. Scripts, styles, images and large bodies keep their cap until
+        handed over (a 6 MB bundle served late must not move the page's time on)."""
         if held is None or held.cap is None or self.timeline is None:
             return
         if kind not in RESUMED_TYPES or len(reply.body) >= self.large_body:
             return
-        if kind != "document" and self.clock is not None and self.timeline.standing_at(held.cap):
+        caps = self._caps_to_lift(held.cap, kind)
+        if caps is not None and self.clock is not None:
             try:
-                await asyncio.wait_for(self.clock.resume(held.cap), RESUME_MAX_S)
+                await asyncio.wait_for(self.clock.resume(*caps), RESUME_MAX_S)
             except TimeoutError:
                 pass  # a frame busy or going away: it hears the news when it can, τ stood meanwhile
-        self.timeline.lift(held.cap)
+        for cap in caps or [held.cap]:
+            self.timeline.lift(cap)
+
+    def _caps_to_lift(self, cap: Hashable, kind: str) -> list[Hashable] | None:
+        """The caps to lift with a page's data whose cap is ``cap``, when its frames must hear of it
+        first (see :meth:`_resume`; None: they need not, only ``cap`` is lifted)."""
+        if kind == "document" or self.clock is None or self.timeline is None:
+            return None
+        inputs = self.timeline.inputs()
+        if inputs or self.timeline.standing_at(cap) or self.clock.behind():
+            return [cap, *inputs]
+        return None
 
     async def _deliver(self, route: Route | WorkerRoute, reply: Reply) -> None:
         """Hand ``reply`` to the browser: a large body through the loopback body server (once the
@@ -491,7 +517,7 @@ class ArchiveRouter:
         the page's time held at its recorded arrival until the page has it; else a fetch/XHR, in
         real time — and, when the replay keeps the order with the observations, until its turn.
         What to do once the page has it (None: nothing)."""
-        cap = await self._on_timeline(reply, asked_at) if self.timeline is not None else None
+        cap = await self._on_timeline(reply, asked_at, kind) if self.timeline is not None else None
         capped = Held(None, cap=cap) if cap is not None else None
         if kind not in HELD_TYPES:
             return capped
@@ -515,14 +541,16 @@ class ArchiveRouter:
             raise
         return held
 
-    async def _on_timeline(self, reply: Reply, asked_at: float) -> Hashable:
+    async def _on_timeline(self, reply: Reply, asked_at: float, kind: str) -> Hashable:
         """Hold ``reply`` until τ reaches the moment it reached the recording's page, the page's
-        time held there meanwhile: its cap, to lift once the page has it (see :func:`due_on_timeline`)."""
+        time held there meanwhile: its cap, to lift once the page has it (see :func:`due_on_timeline`).
+        Anything but a fetch or XHR is what the page's loading waits on (``Timeline.hold``'s
+        ``awaited``: a document, script, style, image)."""
         assert self.timeline is not None
         cap = ("answer", next(self._names))
         landed = reply.landed_at - self.starts_at.timestamp() if reply.landed_at is not None else None
         due = due_on_timeline(asked_at, reply.recorded_s, landed, self.timeline.held_at("observe"))
-        self.timeline.hold(cap, due)
+        self.timeline.hold(cap, due, awaited=kind not in HELD_TYPES)
         try:
             await self.timeline.reach(due, GRACE_S)
         except asyncio.CancelledError:

@@ -71,6 +71,23 @@ class _Cap:
     """How long (real seconds) it holds τ once τ reached it."""
     reached: float | None = None
     """When (real time) τ reached it."""
+    awaited: bool = False
+    """A response the page's loading waits on (a document, script, style or image): until the page
+    has it, a ``yields`` cap before its moment holds τ no longer."""
+    yields: bool = False
+    """Holds nothing while the page waits for an ``awaited`` response held for a later moment (the
+    page may need that one first: a request it has not asked for yet, an action's dispatch that
+    waits for the navigation it started)."""
+    window: bool = False
+    """The end of the replayed input's window (an action's dispatch): until it is lifted, no request
+    expected before it holds τ — the page asks for them as the replayed input reaches it, and the
+    input's own cap bounds the page's time meanwhile."""
+    keys: bool = False
+    """A ``window`` whose input goes on with keys (typing): not lifted with the page's data (the
+    later keys must reach the page at the recorded time, see ``ArchiveRouter._resume``)."""
+    releasing: bool = False
+    """Its lift is under way (:meth:`Timeline.lifted_state`): it still holds τ, but what a page is
+    told leaves it out."""
 
 
 class Timeline:
@@ -122,22 +139,32 @@ class Timeline:
             return self._binding()[0]
 
     def state(self) -> tuple[float, float, int]:
-        """(τ, cap, version) read together, for a page's clock."""
+        """(τ, cap, version) read together, for a page's clock (the cap left out of a lift under way)."""
         with self._lock:
             at = self._advance(self._clock())
-            return at, self._binding()[0], self.version
+            return at, self._binding(page=True)[0], self.version
 
-    def lifted_state(self, key: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
-        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``key``'s cap is
-        lifted (τ standing still until then): what a page may be told before the lift."""
+    def lifted_state(self, *keys: Hashable) -> tuple[float, float, int, tuple[Hashable, float] | None]:
+        """(τ, cap, version) as :meth:`state` reads them and :meth:`asked_next` once ``keys``' caps are
+        lifted, τ standing still until then: what a page may be told before the lift. From now on
+        their lift is under way: they hold τ until :meth:`lift`, but what any page is told leaves them
+        out, under a newer version — news read meanwhile (a page's question answered, a lower cap
+        pushed) would otherwise tell a page that took this news, under the same version, that its
+        time stands at them again (a page busy with the response it was just handed hears no more
+        until its work is done: it worked at a standing clock)."""
         with self._lock:
             at = self._advance(self._clock())
-            cap = self._caps.pop(key, None)
-            try:
-                return at, self._binding()[0], self.version + (cap is not None), self._asked_next()
-            finally:
-                if cap is not None:
-                    self._caps[key] = cap
+            caps = [cap for key in keys if (cap := self._caps.get(key)) is not None and not cap.releasing]
+            for cap in caps:
+                cap.releasing = True
+            self.version += bool(caps)
+            return at, self._binding(page=True)[0], self.version, self._asked_next(page=True)
+
+    def inputs(self) -> list[Hashable]:
+        """The input holds in place (``window`` caps: an action's replayed input not dispatched yet)
+        that the page's data may lift: not one of keys."""
+        with self._lock:
+            return [key for key, cap in self._caps.items() if cap.window and not cap.keys]
 
     def asked_next(self) -> tuple[Hashable, float] | None:
         """Where the cap is the moment the recording's page asked for a request the page has not
@@ -146,7 +173,7 @@ class Timeline:
         the recording's did, not the cap until the router heard it)."""
         with self._lock:
             self._advance(self._clock())
-            return self._asked_next()
+            return self._asked_next(page=True)
 
     def standing_at(self, key: Hashable) -> bool:
         """Whether τ stands at ``key``'s cap now (it reached it, and it holds)."""
@@ -173,16 +200,33 @@ class Timeline:
         page standing at its cap hears at once that it may go on, not at its next look."""
         self._changed.append(listener)
 
-    def hold(self, key: Hashable, at: float | None = None, limit: float = CAP_MAX_S) -> None:
+    def hold(
+        self,
+        key: Hashable,
+        at: float | None = None,
+        limit: float = CAP_MAX_S,
+        *,
+        awaited: bool = False,
+        yields: bool = False,
+        window: bool = False,
+        keys: bool = False,
+    ) -> None:
         """τ may not pass ``at`` (None: where τ is now, read under the same lock, so it stands still
         from here) until :meth:`lift` ``(key)`` (or ``limit`` real seconds after it reached it);
-        replaces ``key``'s cap."""
+        replaces ``key``'s cap. ``awaited``: it is a response the page's loading waits on, so no
+        request expected before it holds τ meanwhile (see :meth:`expect`), nor a cap that
+        ``yields`` (one that holds nothing while the page waits for such a response held for later);
+        ``window``: no request expected before it holds τ meanwhile, ``keys``: its input types (see
+        :class:`_Cap`)."""
         with self._lock:
-            before = self._binding()[0]
+            before = self._known()
             now = self._advance(self._clock())
-            self._caps[key] = _Cap(now if at is None else at, limit)
+            self._caps[key] = _Cap(
+                now if at is None else at, limit, awaited=awaited, yields=yields, window=window, keys=keys
+            )
             self.version += 1
-            lowered = self._binding()[0] < before
+            after = self._known()
+            lowered = after[0] < before[0] or after[1] < before[1]
         if lowered:
             self._tell(self._lowered)
 
@@ -208,7 +252,15 @@ class Timeline:
         (see the module). One that reaches its limit unasked takes its group with it (the page
         does not ask for that endpoint as the recording's did: its later repeats hold nothing),
         and until the page asks for a recorded request again, no other holds τ (a page that left
-        the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make)."""
+        the recorded path costs ``EXPECTED_MAX_S`` once, not once per request it does not make).
+
+        Nor does one while the page waits for an ``awaited`` response held for a later moment: the
+        browser may not ask before it has that one — a request on a document's or a stylesheet's
+        content that the recording's page asked for as the body streamed in (a replay hands a body
+        over whole, at the end of its recorded exchange), one behind a parser-blocking script, an
+        image Chromium's scheduler holds back while styles and scripts load. Held there, τ never
+        reached the held response's moment, and the page's time stood ``EXPECTED_MAX_S`` at every
+        page of a server that streams its documents (Trac: 2 s at each of its six pages)."""
         with self._lock:
             self._expected = sorted(
                 ((at, key, group) for key, at, group in requests), key=lambda item: item[0]
@@ -276,35 +328,57 @@ class Timeline:
 
     # ------------------------------------------------------------ under the lock
 
-    def _binding(self) -> tuple[float, _Cap | None]:
+    def _binding(self, page: bool = False) -> tuple[float, _Cap | None]:
         """The lowest cap ahead of τ (``math.inf``, None: none) and what it is: a moment τ has
         passed already (a response asked for late, an observation whose page needed time past
-        the one before) holds nothing."""
+        the one before) holds nothing. ``page``: as a page is told it (a cap whose lift is under
+        way left out)."""
         expecting = None if self._astray else self._first_expected()
-        caps = [c for c in (*self._caps.values(), *([expecting] if expecting else [])) if c.at >= self._at]
+        if expecting is not None and any(c.window and c.at > expecting.at for c in self._caps.values()):
+            expecting = None  # asked for as the replayed input reaches it (see _Cap.window)
+        awaited = max((c.at for c in self._caps.values() if c.awaited), default=-math.inf)
+        caps = [
+            c
+            for c in (*self._caps.values(), *([expecting] if expecting else []))
+            if c.at >= self._at
+            and not (c.yields and awaited > c.at)  # the page may need that one first
+            and not (page and c.releasing)
+        ]
         lowest = min(caps, key=lambda c: c.at, default=None)
         return (lowest.at, lowest) if lowest is not None else (math.inf, None)
 
-    def _asked_next(self) -> tuple[Hashable, float] | None:
-        _at, binding = self._binding()
+    def _known(self) -> tuple[float, float]:
+        """What a page may know of the caps: the binding one, and how far it may run on what it
+        knows — where the binding one is a request the page has not asked for, the cap after it (its
+        own asking lifts it there: a new cap below that one is news too, although the binding one
+        may stay or even rise, as when the new cap is an input's window)."""
+        asked = self._asked_next(page=True)
+        binding = self._binding(page=True)[0]
+        return binding, asked[1] if asked is not None else binding
+
+    def _asked_next(self, page: bool = False) -> tuple[Hashable, float] | None:
+        _at, binding = self._binding(page)
         if binding is None or binding is not self._expecting:
             return None
         first = self._expected.pop(0)
         self._expecting = None
         try:
-            return first[2], self._binding()[0]
+            return first[2], self._binding(page)[0]
         finally:
             self._expected.insert(0, first)
             self._expecting = binding
 
     def _first_expected(self) -> _Cap | None:
         """The cap of the first recorded request not asked for yet, if it lies ahead of τ (one
-        behind it, passed while τ jumped or waited elsewhere, holds nothing)."""
+        behind it, passed while τ jumped, waited elsewhere or went on past it while it yielded,
+        holds nothing)."""
+        if self._expecting is not None and self._expecting.at < self._at:
+            self._expecting = None
         if self._expecting is None:
             index = bisect.bisect_left([item[0] for item in self._expected], self._at)
             del self._expected[:index]
             if self._expected:
-                self._expecting = _Cap(self._expected[0][0], EXPECTED_MAX_S)
+                self._expecting = _Cap(self._expected[0][0], EXPECTED_MAX_S, yields=True)
         return self._expecting
 
     def _advance(self, real: float) -> float:

@@ -124,6 +124,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     added_columns(SCORES, 8, "judge_json"),
     added_columns(JUDGE_CACHE, 8, "judge_json"),
     added_columns(EPISODES, 9, "random_seeding"),
+    added_columns(STEPS, 10, "dispatch_ms"),
 )
 """The migrations of the released schema versions, oldest first (see ``SCHEMA_VERSION``'s history)."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The version written by this mmina; files of older versions are upgraded on read.
 
 History: 1 — first release; 2 — ``steps.som_ms`` and ``steps.images_ms`` (read as NULL in
@@ -42,7 +42,9 @@ configuration with every verdict and cached call (``scores.judge_json``, ``judge
 model, endpoint host, sampling parameters as sent, prompt version, what the provider changed or
 refused; NULL in older files and for evaluators without a judge), with a judge cache key that
 covers it; 10 — how the pages' ``Math.random`` and ``crypto`` were seeded (``episodes.random_seeding``:
-NULL in older files, read as scheme 1, which their replays keep).
+NULL in older files, read as scheme 1, which their replays keep); 11 — how long an action's input
+took to dispatch, before the page settled (``steps.dispatch_ms``: a replay lets the page's time run
+no further during the replayed input; NULL in older files, whose replays do not hold it).
 """
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -478,6 +480,15 @@ STEPS = Table(
             "milliseconds: 0 when the agent answered before the freeze (see `mmina.recorder.freezing`), "
             "null when freezing was off or the step came from a store older than version 7 (since "
             "schema version 7).",
+        ),
+        (
+            "dispatch_ms",
+            F64,
+            "How long the action's input took to dispatch (the target found, clicked, every key typed; "
+            "a click that navigates: until the new document committed), before the page settled, in "
+            "milliseconds: part of `action_ms`. A replay lets the page's time run no further than this "
+            "during the replayed input (docs/replay.md); null for a step whose action did not parse, and "
+            "in stores before schema version 11.",
         ),
     ),
 )
