@@ -115,17 +115,23 @@ def scripted_suite(
 
 
 def record_scripted(
-    folder: Path, url: str, name: str, intent: str, script: Sequence[Mapping[str, Any]], browser: Any
+    folder: Path,
+    url: str,
+    name: str,
+    intent: str,
+    script: Sequence[Mapping[str, Any]],
+    browser: Any,
+    agent: str = "oracle",
 ) -> tuple[Any, Any]:
-    """A store in ``folder`` with one run: the oracle playing ``script`` on a one-hop task at
-    ``url`` (see :func:`scripted_suite`) with ``browser`` (a ``BrowserConfig``); the store and
-    the run's summary."""
+    """A store in ``folder`` with one run: the oracle (or ``agent``, e.g. one that thinks as the
+    script says) playing ``script`` on a one-hop task at ``url`` (see :func:`scripted_suite`) with
+    ``browser`` (a ``BrowserConfig``); the store and the run's summary."""
     from mmina.recorder.recording import RecordConfig, record_run
     from mmina.store import Store
 
     store = Store.open(folder / "store", create=True)
     suite = scripted_suite(folder / "tasks", name, url, intent, script)
-    return store, record_run(store, RecordConfig(tasks=str(suite), agent="oracle", browser=browser))
+    return store, record_run(store, RecordConfig(tasks=str(suite), agent=agent, browser=browser))
 
 
 def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:

@@ -23,10 +23,9 @@ import pytest
 
 from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.har import TAKEN_HEADER
-from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, scripted_suite
+from tests.local_site import LocalSite, answering_handler, record_scripted
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 BUSY_MS = 400
@@ -61,11 +60,14 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
     folder = tmp_path_factory.mktemp("taken")
     with LocalSite(answering_handler(_answer)) as site:
-        suite = scripted_suite(folder / "tasks", "berths", site.url, "Show the berths.", SCRIPT)
-        store = Store.open(folder / "store", create=True)
-        summary = record_run(
-            store,
-            RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER),
+        store, summary = record_scripted(
+            folder,
+            site.url,
+            "berths",
+            "Show the berths.",
+            SCRIPT,
+            BROWSER,
+            agent="tests.realweb.agents:ThinkingOracle",
         )
     assert summary.episodes[0].status == "completed"
     return store, summary.run_id

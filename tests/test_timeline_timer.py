@@ -23,13 +23,12 @@ from typing import Any
 import pytest
 
 from mmina.recorder.browser import BrowserConfig
-from mmina.recorder.recording import RecordConfig, record_run
 from mmina.replayer import archive, source
 from mmina.replayer.page_clock import TIMER_GRACE_S
 from mmina.replayer.replays import replay_run
 from mmina.replayer.timeline import EXPECTED_MAX_S
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, scripted_suite
+from tests.local_site import LocalSite, answering_handler, record_scripted
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><title>Poll</title></head>
@@ -57,11 +56,14 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
     folder = tmp_path_factory.mktemp("timer")
     with LocalSite(answering_handler(_answer)) as site:
-        suite = scripted_suite(folder / "tasks", "poll", site.url, "Show the poll.", SCRIPT)
-        store = Store.open(folder / "store", create=True)
-        summary = record_run(
-            store,
-            RecordConfig(tasks=str(suite), agent="tests.realweb.agents:ThinkingOracle", browser=BROWSER),
+        store, summary = record_scripted(
+            folder,
+            site.url,
+            "poll",
+            "Show the poll.",
+            SCRIPT,
+            BROWSER,
+            agent="tests.realweb.agents:ThinkingOracle",
         )
     assert summary.episodes[0].status == "completed"
     return store, summary.run_id

@@ -124,8 +124,8 @@ def capture(
         for seq, e in enumerate(entries):
             further: Mapping[str, Any] = _next_for(e, extra, NO_COLUMNS)
             row = {**_row(seq, e, step_starts, put_blob, archive, redactor), **further}
-            row = _with_taken(row, _taken_for(e, row, taken))
-            rows.append(_with_handed(row, _next_for(e, handed, None)))
+            row = _with_moment(row, TAKEN_HEADER, _taken_for(e, row, taken))
+            rows.append(_with_moment(row, HANDED_HEADER, _next_for(e, handed, None)))
         return rows
     finally:
         if archive is not None:
@@ -178,27 +178,16 @@ def _taken_for(
     return chosen.taken
 
 
-def _with_taken(row: dict[str, Any], taken_at: float | None) -> dict[str, Any]:
-    """``row`` with its ``x-mmina-taken`` header when the page's code got its answer at ``taken_at``
-    (wall-clock seconds): in whole milliseconds after the request started (see the module)."""
-    if taken_at is None:
+def _with_moment(row: dict[str, Any], header: str, at: float | None) -> dict[str, Any]:
+    """``row`` with mmina's own ``header`` (``x-mmina-taken``: when the page's code got its answer;
+    ``x-mmina-handed``: when its router handed it over) for the moment ``at`` (wall-clock seconds),
+    in whole milliseconds after the request started (see the module); unchanged without one."""
+    if at is None:
         return row
-    after_ms = max(0.0, 1e3 * (taken_at - row["started_at"].timestamp()))
+    after_ms = max(0.0, 1e3 * (at - row["started_at"].timestamp()))
     return {
         **row,
-        "response_headers": [*row["response_headers"], {"name": TAKEN_HEADER, "value": f"{after_ms:.0f}"}],
-    }
-
-
-def _with_handed(row: dict[str, Any], handed_at: float | None) -> dict[str, Any]:
-    """``row`` with its ``x-mmina-handed`` header when its router handed it over at ``handed_at``
-    (wall-clock seconds): in whole milliseconds after the request started (see the module)."""
-    if handed_at is None:
-        return row
-    after_ms = max(0.0, 1e3 * (handed_at - row["started_at"].timestamp()))
-    return {
-        **row,
-        "response_headers": [*row["response_headers"], {"name": HANDED_HEADER, "value": f"{after_ms:.0f}"}],
+        "response_headers": [*row["response_headers"], {"name": header, "value": f"{after_ms:.0f}"}],
     }
 
 
