@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from bench.recording import oracle_episode, try_action
 from bench.results import Section, Target
@@ -42,33 +42,56 @@ BUILD_MODES = {"on": settling.BUILD_STILL_MS, "off": 0}
 
 
 @contextmanager
-def quiet(ms: int) -> Iterator[None]:
-    """Settling with a quiet window of ``ms`` (0: no wait for long tasks)."""
-    kept = settling.LONG_TASK_QUIET_MS
-    settling.LONG_TASK_QUIET_MS = ms
+def _setting(name: str, ms: int) -> Iterator[None]:
+    """Settling with its ``name`` (``LONG_TASK_QUIET_MS``, ``BUILD_STILL_MS``) set to ``ms``."""
+    kept = getattr(settling, name)
+    setattr(settling, name, ms)
     try:
         yield
     finally:
-        settling.LONG_TASK_QUIET_MS = kept
+        setattr(settling, name, kept)
 
 
-def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
-    section = Section("quiet")
+def quiet(ms: int) -> AbstractContextManager[None]:
+    """Settling with a quiet window of ``ms`` (0: no wait for long tasks)."""
+    return _setting("LONG_TASK_QUIET_MS", ms)
+
+
+def building(ms: int) -> AbstractContextManager[None]:
+    """Settling with the build wait's stillness of ``ms`` (0: off)."""
+    return _setting("BUILD_STILL_MS", ms)
+
+
+def _fixture_steps(
+    log: Callable[[str], None],
+    modes: dict[str, int],
+    switch: Callable[[int], AbstractContextManager[None]],
+    what: str,
+    rounds: int,
+) -> dict[str, list[float]]:
+    """The fixture-web tasks' step times under each of ``modes`` (``switch`` sets one), in
+    alternating rounds so every mode sees the same machine."""
     tasks = [t for t in load_suite().tasks if t.task_id in TASKS]
-    steps: dict[str, list[float]] = {mode: [] for mode in MODES}
+    steps: dict[str, list[float]] = {mode: [] for mode in modes}
     with FixtureWeb() as web:
         session = BrowserSession(
             BrowserConfig(screenshots=False, set_of_marks=False, extra_args=tuple(web.chromium_args()))
         )
         try:
-            for round_ in range(1 if quick else ROUNDS):
-                for mode, ms in MODES.items():
-                    log(f"fixture-web steps, long-task wait {mode} (round {round_ + 1})")
-                    with quiet(ms):
+            for round_ in range(rounds):
+                for mode, ms in modes.items():
+                    log(f"fixture-web steps, {what} {mode} (round {round_ + 1})")
+                    with switch(ms):
                         for task in tasks:
                             steps[mode] += _step_times(session, task)
         finally:
             session.close()
+    return steps
+
+
+def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
+    section = Section("quiet")
+    steps = _fixture_steps(log, MODES, quiet, "long-task wait", 1 if quick else ROUNDS)
     on, off = statistics.mean(steps["on"]), statistics.mean(steps["off"])
     section.add(
         "fixture-web step (action + settling), wait off",
@@ -91,34 +114,9 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
     return section
 
 
-@contextmanager
-def building(ms: int) -> Iterator[None]:
-    """Settling with the build wait's stillness of ``ms`` (0: off)."""
-    kept = settling.BUILD_STILL_MS
-    settling.BUILD_STILL_MS = ms
-    try:
-        yield
-    finally:
-        settling.BUILD_STILL_MS = kept
-
-
 def add_build_wait(section: Section, log: Callable[[str], None], quick: bool = False) -> None:
     """The build wait on and off: fixture-web steps, then the busy site's pages."""
-    tasks = [t for t in load_suite().tasks if t.task_id in TASKS]
-    steps: dict[str, list[float]] = {mode: [] for mode in BUILD_MODES}
-    with FixtureWeb() as web:
-        session = BrowserSession(
-            BrowserConfig(screenshots=False, set_of_marks=False, extra_args=tuple(web.chromium_args()))
-        )
-        try:
-            for round_ in range(1 if quick else ROUNDS):
-                for mode, ms in BUILD_MODES.items():
-                    log(f"fixture-web steps, build wait {mode} (round {round_ + 1})")
-                    with building(ms):
-                        for task in tasks:
-                            steps[mode] += _step_times(session, task)
-        finally:
-            session.close()
+    steps = _fixture_steps(log, BUILD_MODES, building, "build wait", 1 if quick else ROUNDS)
     on, off = statistics.mean(steps["on"]), statistics.mean(steps["off"])
     for mode, mean in (("off", off), ("on", on)):
         section.add(
