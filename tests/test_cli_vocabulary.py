@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmina.cli import cli
+from mmina.cli.reference import walk
 from mmina.store import Store
 from tests.fake_openai import FakeOpenAI
 from tests.store_helpers import episode_row, judged_task_row, run_row, step_row
@@ -373,10 +374,16 @@ def test_not_found_offers_the_nearest_name_only_when_one_is_close() -> None:
 
 
 def test_a_mistyped_option_is_offered_the_nearest_on_every_command() -> None:
-    """Commands are loaded lazily; each still offers click's nearest option for a typo."""
+    """Commands are loaded lazily; each still offers click's nearest option for a typo.
+
+    Each command's parameters are read in the context ``--help`` gets (from ``walk``): click caches a
+    command's help option the first time it is asked for, so a bare ``click.Context(command)`` (whose
+    help names are click's ``--help`` alone, not mmina's ``-h, --help``) would change what every later
+    ``--help`` of that command prints in this process."""
+    contexts = {tuple(ctx.command_path.split()[1:]): ctx for ctx, _ in walk(cli)}
     for path in [(), *every_command()]:
         command = _command(path)
-        known = {n for p in command.get_params(click.Context(command)) for n in p.opts}
+        known = {n for p in command.get_params(contexts[path]) for n in p.opts}
         typos = [n[:-2] + n[-1] + n[-2] for n in sorted(known) if n.startswith("--") and len(n) > 5]
         typo = next(t for t in typos if t not in known)  # the last two letters swapped
         result = CliRunner().invoke(cli, [*path, typo])
