@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import pytest
+
 from mmina.actions.grammar import Action, ActionKind
 from mmina.fixtures.hardweb.server import websocket_accept, websocket_receive, websocket_send
 from mmina.recorder.browser import BrowserConfig
@@ -524,7 +526,7 @@ def test_the_pace_wait_freezes_animations_as_long_as_the_recording_did() -> None
         }
     ]
     pace = RecordedPace.of(START, rows, POLLING)
-    assert pace is not None and pace.observed_at == [START.timestamp() + 1.01]  # the middle of the tree read
+    assert pace is not None and pace.observed_at == [pytest.approx(START.timestamp() + 1.002)]  # + SNAPSHOT_S
     paced = PacedSteps(pace, clock, clock.sleep)
     paced.begin()
     page = _Page(clock, ready_at=0.0)

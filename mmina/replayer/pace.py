@@ -95,6 +95,13 @@ FROZEN_RENDER_S = 0.3
 to render what reached it (after the moment, or the last delivery it waited for)."""
 DELIVERY_POLL_S = 0.01
 """How often an observation waiting for a delivery due now looks again."""
+SNAPSHOT_S = 0.002
+"""How long after an observation began its tree read saw the page: the accessibility snapshot is
+one task in the page, run as soon as the page's event loop takes it, so it reads the page as it
+was at the read's start, however long the read then takes (measured beside a bench and two
+burners: the page's own clock, ticking every millisecond into the tree, read 1-4 ms past the
+read's start at the median, at most 60 ms, against reads of 50-700 ms; docs/replay.md). A
+recorded read that took less counts whole."""
 
 
 class Page(Protocol):
@@ -124,8 +131,8 @@ class RecordedStep:
     frozen: float = 0.0
     """How long the recording froze the page's animations before the action (seconds)."""
     read: float = 0.0
-    """From the observation's start to the middle of its tree read (seconds): what reached the
-    page before that moment is what the observed tree can show."""
+    """From the observation's start to when its tree read saw the page (seconds, ``SNAPSHOT_S`` at
+    most): what reached the page before that moment is what the observed tree can show."""
     dispatch: float | None = None
     """How long the action's input took to dispatch (seconds; None: not kept, before schema 11)."""
 
@@ -142,8 +149,8 @@ class RecordedPace:
 
     @property
     def observed_at(self) -> list[float]:
-        """When each recorded observation read the page's tree (wall-clock seconds; the middle
-        of the read: whether something that reached the page during the read shows is even odds)."""
+        """When each recorded observation read the page's tree (wall-clock seconds: the read's
+        start, plus ``SNAPSHOT_S``)."""
         return [self.started + step.observed + step.read for step in self.steps]
 
     @classmethod
@@ -169,7 +176,7 @@ class RecordedPace:
                     tree_text=r.get("tree_text") or "",
                     idle=not pushed and _quiet(started, r["started_at"], r.get("acted_at")),
                     frozen=(r.get("frozen_ms") or 0.0) / 1e3,
-                    read=(r.get("tree_ms") or 0.0) / 2e3,
+                    read=min((r.get("tree_ms") or 0.0) / 1e3, SNAPSHOT_S),
                     dispatch=r["dispatch_ms"] / 1e3 if r.get("dispatch_ms") is not None else None,
                 )
                 for r in rows

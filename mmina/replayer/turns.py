@@ -13,14 +13,15 @@ came first, so a replay keeps the order explicitly:
   reached the page (:meth:`Turns.awaited`; the pacer waits for them, then for the page to show
   them).
 
-An observation's moment is the middle of its tree read (``steps.started_at`` plus half of
-``steps.tree_ms``). Each delivery has a *slot*: the number of recorded observations before it
-(slot 0: before the first). A delivery of slot *s* waits for the replay's observation *s − 1*, and
-observation *s* waits for every delivery of slot *s* or lower that is on its way. What is on
-its way is what the replay knows it will deliver (:meth:`Turns.expect`: a socket's next
-message, a response it holds, a stream's next chunk) with the moment it expects to; a delivery
-overdue by more than ``OVERDUE_S`` *of the page's time* is not waited for (a stream the page
-abandoned), and nothing is waited for past the observation's own bound (the pacer's).
+An observation's moment is when its tree read saw the page: the read's start
+(``steps.started_at``) plus ``mmina.replayer.pace.SNAPSHOT_S``. Each delivery has a *slot*: the
+number of recorded observations before it (slot 0: before the first). A delivery of slot *s*
+waits for the replay's observation *s − 1*, and observation *s* waits for every delivery of slot
+*s* or lower that is on its way. What is on its way is what the replay knows it will deliver
+(:meth:`Turns.expect`: a socket's next message, a response it holds, a stream's next chunk) with
+the moment it expects to; a delivery overdue by more than ``OVERDUE_S`` *of the page's time* is
+not waited for (a stream the page abandoned), and nothing is waited for past the observation's
+own bound (the pacer's).
 
 **Overdue on the page's time.** A paced replay's page time (τ, ``mmina.replayer.timeline``)
 stands still wherever the replay is slower than its recording — a response served late, an
