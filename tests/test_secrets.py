@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, parse_qsl, quote, quote_plus, urlencode, urls
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mmina.fixtures.hardweb.server import websocket_accept, websocket_receive, websocket_send
@@ -47,7 +47,7 @@ from mmina.redaction.redact import (
     literal_pattern,
     typed_text_is_secret,
 )
-from mmina.redaction.secret_names import is_secret_name
+from mmina.redaction.secret_names import CREDENTIAL, is_secret_name, name_kind
 from mmina.redaction.secret_rules import STRICT, URL_REDACTED
 from mmina.redaction.secret_shapes import credential_shaped
 from mmina.replayer.fidelity import tree_change
@@ -1102,6 +1102,55 @@ def test_one_rule_for_names_credentials_by_place_and_ambiguous_words_by_shape() 
         Redactor().body(stream, "text/event-stream")
         == b'event: auth\ndata: {"id_token": "[REDACTED]", "step": 2}\n\n'
     )
+
+
+def test_a_stored_url_keeps_what_the_url_rule_keeps() -> None:
+    """The URL rule decides a whole URL's parameters wherever the URL is (a row's ``url``, text
+    holding one), and nothing learnt from it is scrubbed elsewhere: a stored URL once lost
+    MLflow's ``orderByKey=attributes.start_time`` and a Jupyter kernel socket's own
+    ``?session_id=`` (then scrubbed from every socket message) to the free-text parameter rule,
+    which read them as ambiguous words under a strict rule."""
+    session = "2dfc931a965142409ad9a24ff87a34f0"
+    kept = [
+        "http://mlflow.test/ajax-api/2.0/mlflow/runs/search?orderByKey=attributes.start_time&pin=1234",
+        f"ws://nb.test/api/kernels/344c44c2/channels?session_id={session}",
+        f"http://x.test/?next=ws%3A%2F%2Fnb.test%2Fchannels%3Fsession_id%3D{session}",
+    ]
+    for url in kept:
+        redactor = Redactor()
+        redactor.learn_text(url)
+        message = f'{{"header": {{"session": "{session}", "msg_id": "{session}_1_2"}}}}'.encode()
+        assert redactor.traffic_text(url) == url and redactor.row({"url": url}) == {"url": url}, url
+        assert redactor.scrub_bytes(message) == message  # not learnt: socket messages keep it
+        assert redactor.text(f"Failed to open {url} (closed)") == f"Failed to open {url} (closed)"
+    shaped = "Zq81fKx02LmA9wRt5Yp3"
+    redactor = Redactor()
+    for url, secret in (
+        (f"http://x.test/ch?session_id={session}", session),  # an HTTP URL's: an ambiguous word, shaped
+        (f"ws://x.test/ch?token={shaped}", shaped),
+        (f"<a href='http://x.test/?a=1&amp;token={shaped}'>", shaped),  # HTML's &amp;: the text rule's
+        (f"GET /cb?access_token={shaped} 200", shaped),  # outside a whole URL
+    ):
+        redactor.learn_text(url)
+        assert secret not in (redactor.traffic_text(url) or "") and secret not in (
+            redactor.text(url) or ""
+        ), url
+
+
+@given(
+    st.sampled_from(["http", "https", "ws", "wss"]),
+    st.one_of(st.sampled_from(AMBIGUOUS_NAMES), st.from_regex(r"[a-z][a-zA-Z]{0,12}", fullmatch=True)),
+    PLAIN,
+)
+@settings(max_examples=200, deadline=None)
+def test_a_url_parameter_that_is_no_credential_is_stored_byte_for_byte(
+    scheme: str, name: str, value: str
+) -> None:
+    url = f"{scheme}://app.test/api/items?{quote(name)}={quote(value)}&page=2"
+    assume(name_kind(name) != CREDENTIAL and not credential_shaped(value))  # an ambiguous word keeps it
+    redactor = Redactor()
+    redactor.learn_text(url)
+    assert redactor.traffic_text(url) == url and redactor.row({"url": url}) == {"url": url}
 
 
 @given(TOKEN.filter(credential_shaped), PLAIN, PLAIN)

@@ -85,6 +85,21 @@ def scheme_start(text: str, at: int, floor: int) -> int | None:
     return None
 
 
+URL_LOOKBACK = 4096
+"""How far before a parameter :func:`in_whole_url` looks for its URL's ``://`` (a parameter further
+into a URL than this is read by the text rule too; the bound keeps a script full of ``?a=b`` cheap)."""
+
+
+def in_whole_url(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` is inside a whole URL (``scheme://`` and what follows up
+    to a space, a quote, a bracket: :data:`URL_REST`), which the URL rule reads as a whole."""
+    sep = text.rfind("://", max(0, at - URL_LOOKBACK), at)
+    if sep < 0:
+        return False
+    rest = URL_REST.match(text, sep + 3)
+    return rest is not None and rest.end() > at and scheme_start(text, sep, 0) is not None
+
+
 def token_like(value: str) -> bool:
     """After ``Bearer`` in mmina's own texts: a token rather than a word (``Basic understanding``)."""
     classes = (

@@ -51,6 +51,7 @@ from mmina.redaction.secret_patterns import (
     URL_REST,
     attribute_value,
     identifier_before,
+    in_whole_url,
     replace_group,
     scheme_start,
 )
@@ -344,9 +345,14 @@ class Rules:
         return replace_group(m, group, self.secret(m[group], in_url))
 
     def _text_param(self, m: re.Match[str]) -> str:
-        """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL."""
+        """A parameter in text outside a whole URL (``/cb?token=``); its value may hold a URL. One
+        inside a whole URL is the URL rule's (:meth:`url`, already applied: a WebSocket's own
+        ``?session_id=`` is kept there, an ambiguous word needs a credential-shaped value), unless
+        HTML escaped its ``&`` (``&amp;token=``), which the URL rule reads as part of the name."""
         if m["lead"] == "&" and m.string[m.start() - 1 : m.start()] == "&":
             return m.group(0)  # a && b=c: an expression
+        if m["lead"] in "?&#" and in_whole_url(m.string, m.start()):
+            return m.group(0)
         if m["key"] == TRANSPORT_ID and in_engine_io_query(m.string, m.start()):
             return m.group(0)
         if is_secret_name(unquote_plus(m["key"])):
