@@ -134,6 +134,20 @@ def record_scripted(
     return store, record_run(store, RecordConfig(tasks=str(suite), agent=agent, browser=browser))
 
 
+def record_thinking(
+    folder: Path, answer: Answer, name: str, intent: str, script: Sequence[Mapping[str, Any]], browser: Any
+) -> tuple[Any, str]:
+    """:func:`record_scripted` on a site answering with ``answer``, by an agent that thinks before
+    each action for its step's ``think`` seconds (``tests.realweb.agents.ThinkingOracle``): the
+    store and the run, whose one episode completed."""
+    with LocalSite(answering_handler(answer)) as site:
+        store, summary = record_scripted(
+            folder, site.url, name, intent, script, browser, agent="tests.realweb.agents:ThinkingOracle"
+        )
+    assert summary.episodes[0].status == "completed", summary.episodes[0]
+    return store, summary.run_id
+
+
 def tree_lines(store: Any, run_id: str, *words: str) -> list[str]:
     """The lines of a run's accessibility trees, step by step, that hold any of ``words``."""
     rows = sorted(store.read("steps", run_id=run_id).to_pylist(), key=lambda r: r["step_index"])

@@ -26,7 +26,7 @@ import pytest
 from mmina.recorder.browser import BrowserConfig
 from mmina.replayer.pace import SNAPSHOT_S, RecordedPace
 from mmina.replayer.replays import replay_run
-from tests.local_site import LocalSite, answering_handler, record_scripted, tree_lines
+from tests.local_site import record_thinking, tree_lines
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><title>Timer</title></head>
@@ -73,21 +73,11 @@ def long_reads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_long_tree_read_saw_the_page_at_its_start(tmp_path, long_reads) -> None:
-    with LocalSite(answering_handler(_answer)) as site:
-        store, summary = record_scripted(
-            tmp_path,
-            site.url,
-            "timer",
-            "Start the timer.",
-            SCRIPT,
-            BROWSER,
-            agent="tests.realweb.agents:ThinkingOracle",
-        )
-    assert summary.episodes[0].status == "completed"
-    recorded = tree_lines(store, summary.run_id, "Started", "Expired")
+    store, run_id = record_thinking(tmp_path, _answer, "timer", "Start the timer.", SCRIPT, BROWSER)
+    recorded = tree_lines(store, run_id, "Started", "Expired")
     assert len(recorded) == 1 and "Started" in recorded[0], recorded  # observed before the timer
     assert SNAPSHOT_S * 1e3 < 2000.0 < READ_MS / 2
-    report = replay_run(store, summary.run_id, browser=BROWSER)
+    report = replay_run(store, run_id, browser=BROWSER)
     episode = report.episodes[0]
     assert episode.requests.unmatched == 0
     replayed = tree_lines(store, report.replay_run, "Started", "Expired")

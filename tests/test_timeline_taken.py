@@ -25,7 +25,7 @@ from mmina.recorder.browser import BrowserConfig
 from mmina.recorder.har import TAKEN_HEADER
 from mmina.replayer.replays import replay_run
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, record_scripted
+from tests.local_site import record_thinking
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 BUSY_MS = 400
@@ -58,19 +58,9 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
-    folder = tmp_path_factory.mktemp("taken")
-    with LocalSite(answering_handler(_answer)) as site:
-        store, summary = record_scripted(
-            folder,
-            site.url,
-            "berths",
-            "Show the berths.",
-            SCRIPT,
-            BROWSER,
-            agent="tests.realweb.agents:ThinkingOracle",
-        )
-    assert summary.episodes[0].status == "completed"
-    return store, summary.run_id
+    return record_thinking(
+        tmp_path_factory.mktemp("taken"), _answer, "berths", "Show the berths.", SCRIPT, BROWSER
+    )
 
 
 def _got_after(store: Store, run_id: str) -> list[int]:

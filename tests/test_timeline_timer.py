@@ -31,7 +31,7 @@ from mmina.replayer.page_clock import TIMER_GRACE_S
 from mmina.replayer.replays import replay_run
 from mmina.replayer.timeline import EXPECTED_MAX_S
 from mmina.store import Store
-from tests.local_site import LocalSite, answering_handler, record_scripted
+from tests.local_site import record_thinking
 
 BROWSER = BrowserConfig(screenshots=False, set_of_marks=False)
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><title>Poll</title></head>
@@ -58,19 +58,9 @@ def _answer(path: str) -> tuple[int, str, bytes]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
-    folder = tmp_path_factory.mktemp("timer")
-    with LocalSite(answering_handler(_answer)) as site:
-        store, summary = record_scripted(
-            folder,
-            site.url,
-            "poll",
-            "Show the poll.",
-            SCRIPT,
-            BROWSER,
-            agent="tests.realweb.agents:ThinkingOracle",
-        )
-    assert summary.episodes[0].status == "completed"
-    return store, summary.run_id
+    return record_thinking(
+        tmp_path_factory.mktemp("timer"), _answer, "poll", "Show the poll.", SCRIPT, BROWSER
+    )
 
 
 @pytest.fixture
