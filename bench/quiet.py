@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 
 from bench.recording import oracle_episode, try_action
 from bench.results import Section, Target
@@ -109,7 +110,7 @@ def quiet_section(log: Callable[[str], None], quick: bool = False) -> Section:
     section.add(
         "fixture-web step: on / off", round(on / off, 3), "", note="no target: the wait is off by default"
     )
-    _add_pages(section, log, 1 if quick else PAGE_ROUNDS)
+    _add_openings(section, log, 1 if quick else PAGE_ROUNDS, LONG_TASK_OPENINGS)
     add_build_wait(section, log, quick)
     return section
 
@@ -127,35 +128,7 @@ def add_build_wait(section: Section, log: Callable[[str], None], quick: bool = F
             f" slowest {max(steps[mode]) * 1e3:.0f} ms",
         )
     section.add("fixture-web step: build wait on / off", round(on / off, 3), "", Target(1.05))
-    _add_build_pages(section, log, 1 if quick else PAGE_ROUNDS)
-
-
-def _add_build_pages(section: Section, log: Callable[[str], None], rounds: int) -> None:
-    with BusySite() as site:
-        session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False))
-        try:
-            for page in ("plain", "polling", "ticking", "compiling"):
-                for mode, ms in BUILD_MODES.items():
-                    log(f"the {page} page, build wait {mode}")
-                    with building(ms):
-                        opened = [
-                            _open(session, site.url + page, f"Part {BUILT_PARTS}") for _ in range(rounds)
-                        ]
-                    seconds = [s for s, _built in opened]
-                    note = f"{rounds} opening(s), {min(seconds):.2f}–{max(seconds):.2f} s"
-                    if page == "compiling":
-                        note += f"; observed built in {sum(b for _s, b in opened)} of {rounds}"
-                    section.add(
-                        f"{page} page opened and settled, build wait {mode}",
-                        round(statistics.mean(seconds), 2),
-                        "s",
-                        Target(settling.SETTLE_MAX_S + settling.BUILD_MAX_S + 2.0)
-                        if page == "ticking"
-                        else None,
-                        note,
-                    )
-        finally:
-            session.close()
+    _add_openings(section, log, 1 if quick else PAGE_ROUNDS, BUILD_OPENINGS)
 
 
 def _step_times(session: BrowserSession, task: Task) -> list[float]:
@@ -177,25 +150,70 @@ def _step_times(session: BrowserSession, task: Task) -> list[float]:
         browser.close()
 
 
-def _add_pages(section: Section, log: Callable[[str], None], rounds: int) -> None:
+@dataclass(frozen=True)
+class Openings:
+    """The busy site's pages opened under each of a settling wait's modes."""
+
+    pages: tuple[str, ...]
+    modes: dict[str, int]
+    switch: Callable[[int], AbstractContextManager[None]]
+    wait: str
+    """The wait's name in the figures (``{page} page opened and settled, {wait} {mode}``)."""
+    said: str
+    """Its name in the log."""
+    built: str
+    """What the tree of a page observed built holds."""
+    building: str
+    """The page whose openings say how many were observed built."""
+    bounded: str
+    """The page that costs the wait's bound (its figure's target: ``bound`` seconds)."""
+    bound: float
+
+
+LONG_TASK_OPENINGS = Openings(
+    pages=("plain", "build", "busy"),
+    modes=MODES,
+    switch=quiet,
+    wait="wait",
+    said="long-task wait",
+    built=BUILT,
+    building="build",
+    bounded="busy",
+    bound=settling.LONG_TASK_MAX_S + 2.0,
+)
+BUILD_OPENINGS = Openings(
+    pages=("plain", "polling", "ticking", "compiling"),
+    modes=BUILD_MODES,
+    switch=building,
+    wait="build wait",
+    said="build wait",
+    built=f"Part {BUILT_PARTS}",
+    building="compiling",
+    bounded="ticking",
+    bound=settling.SETTLE_MAX_S + settling.BUILD_MAX_S + 2.0,
+)
+
+
+def _add_openings(section: Section, log: Callable[[str], None], rounds: int, openings: Openings) -> None:
+    """Each of ``openings``' pages opened ``rounds`` times under each mode: the mean time to open and
+    settle, the page that builds noting how often it was observed built."""
     with BusySite() as site:
         session = BrowserSession(BrowserConfig(screenshots=False, set_of_marks=False))
         try:
-            for page in ("plain", "build", "busy"):
-                for mode, ms in MODES.items():
-                    log(f"the {page} page, long-task wait {mode}")
-                    with quiet(ms):
-                        opened = [_open(session, site.url + page) for _ in range(rounds)]
+            for page in openings.pages:
+                for mode, ms in openings.modes.items():
+                    log(f"the {page} page, {openings.said} {mode}")
+                    with openings.switch(ms):
+                        opened = [_open(session, site.url + page, openings.built) for _ in range(rounds)]
                     seconds = [s for s, _built in opened]
-                    built = sum(b for _s, b in opened)
                     note = f"{rounds} opening(s), {min(seconds):.2f}–{max(seconds):.2f} s"
-                    if page == "build":
-                        note += f"; observed built in {built} of {rounds}"
+                    if page == openings.building:
+                        note += f"; observed built in {sum(b for _s, b in opened)} of {rounds}"
                     section.add(
-                        f"{page} page opened and settled, wait {mode}",
+                        f"{page} page opened and settled, {openings.wait} {mode}",
                         round(statistics.mean(seconds), 2),
                         "s",
-                        Target(settling.LONG_TASK_MAX_S + 2.0) if page == "busy" else None,
+                        Target(openings.bound) if page == openings.bounded else None,
                         note,
                     )
         finally:
