@@ -136,6 +136,11 @@ class RecordedStep:
     dispatch: float | None = None
     """How long the action's input took to dispatch (seconds; None: not kept, before schema 11)."""
 
+    @property
+    def moment(self) -> float:
+        """When the observation saw the page (seconds after the episode's start)."""
+        return self.observed + self.read
+
 
 @dataclass(frozen=True)
 class RecordedPace:
@@ -151,7 +156,7 @@ class RecordedPace:
     def observed_at(self) -> list[float]:
         """When each recorded observation read the page's tree (wall-clock seconds: the read's
         start, plus ``SNAPSHOT_S``)."""
-        return [self.started + step.observed + step.read for step in self.steps]
+        return [self.started + step.moment for step in self.steps]
 
     @classmethod
     def of(
@@ -330,7 +335,7 @@ class PacedSteps:
         ``MARGIN_S`` past the moment (a replay's action takes longer than the recording's did,
         and a debounced save fires that much later)."""
         assert self.timeline is not None
-        moment = step.observed + step.read
+        moment = step.moment
         self._until(moment)
         reached = self._clock()
         delivered = self._deliveries(step_index, reached + LOADING_MAX_S, moment)
@@ -364,7 +369,7 @@ class PacedSteps:
         assert self.timeline is not None
         step = self._step(step_index)
         if step is not None:
-            self.timeline.hold(("observe", step_index), step.observed + step.read)
+            self.timeline.hold(("observe", step_index), step.moment)
 
     def _moment(self) -> float:
         """Where the replay is on the recorded timeline (seconds since the episode's start)."""
